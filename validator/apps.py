@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ValidatorConfig(AppConfig):
+    name = "validator"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,6 @@
+from django.urls import path  # noqa: F401
+
+from . import views  # noqa: F401
+
+app_name = "validator"
+urlpatterns: list = []
