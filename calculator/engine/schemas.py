@@ -1,0 +1,124 @@
+"""Pydantic models in and out of the memory engine.
+
+Names follow vLLM's engine arguments (``vllm serve --help``): a field here is the flag without the
+leading dashes, in snake_case. ``None`` means "the release's default", which the engine resolves and
+reports in ``EstimateResult.resolved`` with the source of each default.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SpecMethod = Literal["ngram", "suffix", "draft_model", "eagle", "eagle3", "mtp"]
+DType = Literal["auto", "bfloat16", "float16", "float32"]
+KVCacheDType = Literal["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"]
+
+
+class SpeculativeConfig(BaseModel):
+    """``--speculative-config`` as vLLM takes it (JSON). Extra keys (``prompt_lookup_max``...) are kept."""
+
+    model_config = ConfigDict(extra="allow")
+
+    method: SpecMethod
+    model: str | None = None
+    num_speculative_tokens: int = Field(ge=1, le=64)
+
+
+class CheckpointWeights(BaseModel):
+    """What the checkpoint stores, read from safetensors headers (or counted on the meta device).
+
+    ``bytes_by_dtype`` maps a safetensors dtype (``BF16``, ``F8_E4M3``, ``I32``...) to the bytes of all
+    tensors of that dtype; ``params_by_dtype`` the element counts. ``source`` says where they came from,
+    e.g. ``safetensors headers of meta-llama/Llama-3.1-8B @ 0e9e39f``.
+    """
+
+    bytes_by_dtype: dict[str, int] = {}
+    params_by_dtype: dict[str, int] = {}
+    source: str
+
+
+class EngineInput(BaseModel):
+    """Everything the memory engine needs. ``hf_config`` is the model's ``config.json`` as a dict."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hf_config: dict[str, Any]
+    quant_config: dict[str, Any] | None = None
+    weights: CheckpointWeights | None = None
+    model_label: str = "config.json"
+    model_source: str = "config.json given by the user"
+    draft_hf_config: dict[str, Any] | None = None
+    draft_weights: CheckpointWeights | None = None
+
+    gpu: str = "NVIDIA H100 80GB HBM3"
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    max_model_len: int | None = None
+    gpu_memory_utilization: float | None = None
+    dtype: DType = "auto"
+    quantization: str | None = None
+    kv_cache_dtype: KVCacheDType = "auto"
+    block_size: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    enforce_eager: bool = False
+    vllm_version: str = "0.32.0"
+    speculative_config: SpeculativeConfig | None = None
+    attention_backend: str | None = None
+    # --kv-cache-memory-bytes (and VLLM_CPU_KVCACHE_SPACE on the CPU build): skips the budget rule.
+    kv_cache_memory_bytes: int | None = None
+
+
+class LayerKV(BaseModel):
+    """KV cache of one layer type on one GPU. ``bytes_per_token`` is summed over the layers of the type
+    (for Mamba/linear-attention state: the per-request state, reported in ``state_bytes_per_request``)."""
+
+    kind: str  # full_attention | sliding_window | chunked_local | mla | mamba | cross_attention
+    num_layers: int
+    block_size: int
+    page_size_bytes: int  # one block of one layer
+    bytes_per_token: int
+    state_bytes_per_request: int = 0
+    detail: str = ""
+    draft: bool = False
+
+
+class EstimateResult(BaseModel):
+    """Per-GPU prediction of what vLLM logs at startup. GiB are 2**30 bytes.
+
+    ``sources`` maps each field name to where its value comes from (a config key, a vLLM file:line,
+    a fit to public logs, user input).
+    """
+
+    model: str
+    gpu: str
+    vllm_version: str
+    total_memory_gib: float
+    requested_memory_gib: float
+    weights_gib: float
+    draft_weights_gib: float
+    activation_peak_gib: float
+    non_torch_gib: float
+    cuda_graph_gib: float
+    cuda_graph_deducted: bool
+    available_kv_cache_gib: float
+    kv_cache_tokens: int
+    num_gpu_blocks: int
+    max_concurrency: float
+    max_model_len: int
+    block_size: int
+    kv_bytes_per_token: int
+    kv_by_layer_type: list[LayerKV]
+    draft_kv_bytes_per_token: int
+    fits: bool
+    reason: str | None = None
+    suggestion: str | None = None
+    estimated_max_model_len: int | None = None
+    warnings: list[str] = []
+    resolved: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+
+    def to_json(self) -> dict[str, Any]:
+        """The dict ``estimate --format json`` and ``/api/estimate`` return."""
+        return self.model_dump(mode="json")

@@ -1,0 +1,22 @@
+"""Shared test fixtures. ``SHARED`` is ../shared beside the checkout: real configs and public vLLM logs."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+CONFIGS = SHARED / "data" / "model_configs"
+CASES_FILE = SHARED / "cases" / "vllm_ground_truth.json"
+
+
+def load_config(filename: str) -> dict:
+    """A real config.json from ../shared/data/model_configs (``Qwen__Qwen3-8B.json``)."""
+    return json.loads((CONFIGS / filename).read_text())
+
+
+@pytest.fixture(scope="session")
+def ground_truth() -> dict:
+    return json.loads(CASES_FILE.read_text())
