@@ -1,6 +1,12 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
 
-from . import views  # noqa: F401
+from . import views
 
 app_name = "calculator"
-urlpatterns: list = []
+
+urlpatterns = [
+    # /
+    path("", views.home, name="home"),
+    # /api/estimate?<same parameters as the form>
+    path("api/estimate", views.api_estimate, name="api-estimate"),
+]

@@ -1,1 +1,93 @@
+"""Calculator pages: the home page (form + results, live with htmx) and the JSON API.
+
+Thin views: query -> ``EstimateForm`` -> ``EngineInput`` -> ``calculator.results.build`` -> render.
+"""
 from __future__ import annotations
+
+from urllib.parse import parse_qsl
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import NoReverseMatch, reverse
+from django.views.decorators.http import require_GET
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import push_url
+
+from calculator import catalog, engine, results
+from calculator.engine.errors import EngineInputError
+from calculator.forms import EstimateForm, tidy_query
+
+
+def _evaluate(form: EstimateForm) -> results.Outcome | None:
+    """Validate the form and run the engine; engine and metadata errors go onto the field they name."""
+    if not form.is_valid():
+        return None
+    try:
+        inp, meta = form.to_engine_input()
+        return results.build(form, inp, meta)
+    except EngineInputError as exc:
+        form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+        form.engine_error_field = exc.field
+        return None
+
+
+def _validate_url() -> str | None:
+    """Where the "Validate on a GPU worker" button posts (``None`` hides it until the validator exists)."""
+    try:
+        return reverse("validator:new")
+    except NoReverseMatch:
+        return None
+
+
+def _compat_verdict(outcome: results.Outcome | None):
+    """The compat app's verdict for this configuration, or ``None`` while compat is not installed.
+    Include point: ``templates/compat/_verdict.html`` in ``calculator/_results.html``."""
+    if outcome is None:
+        return None
+    try:
+        from compat.checks import verdict_for
+    except ImportError:
+        return None
+    return verdict_for(outcome.inp)
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+def home(request: HttpRequest) -> HttpResponse:
+    has_model = bool(request.GET.get("model", "").strip())
+    form = EstimateForm.from_query(request.GET) if has_model else EstimateForm(initial=request.GET.dict() or None)
+    outcome = _evaluate(form) if has_model else None
+    partial = request.htmx and not request.htmx.boosted
+    if outcome and not partial and list(request.GET.items()) != parse_qsl(outcome.canonical_query):
+        return redirect(f"{request.path}?{outcome.canonical_query}")
+    context = {
+        "form": form, "outcome": outcome, "partial": partial, "compat_verdict": _compat_verdict(outcome),
+        "validate_url": _validate_url(), "catalog_models": catalog.catalog_model_ids(),
+    }
+    if partial:
+        response = render(request, "calculator/_results.html", context)
+        query = outcome.canonical_query if outcome else tidy_query(request.GET)
+        return push_url(response, f"{request.path}?{query}" if query else request.path)
+    status = 400 if has_model and outcome is None else 200
+    return render(request, "calculator/home.html", context, status=status)
+
+
+@require_GET
+def api_estimate(request: HttpRequest) -> JsonResponse:
+    """``GET /api/estimate?<the form's parameters>`` -> ``EstimateResult.to_json()`` (the keys of
+    ``manage.py estimate --format json``); bad input -> 400 ``{"error": sentence, "field": name}``."""
+    known = {*EstimateForm.base_fields, "speculative_config"}
+    unknown = sorted(set(request.GET) - known)
+    if unknown:
+        return JsonResponse({"error": f"unknown parameter {unknown[0]!r}; known: {', '.join(sorted(known))}",
+                             "field": unknown[0]}, status=400)
+    form = EstimateForm.from_query(request.GET)
+    if not form.is_valid():
+        field, message = form.error_list()[0]
+        return JsonResponse({"error": f"{field}: {message}" if field else message, "field": field}, status=400)
+    try:
+        inp, _meta = form.to_engine_input()
+        result = engine.estimate(inp)
+    except EngineInputError as exc:
+        return JsonResponse({"error": str(exc), "field": exc.field}, status=400)
+    return JsonResponse(result.to_json())

@@ -1,0 +1,236 @@
+"""From a valid form to what the results fragment shows: one engine call for the numbers, a few more for
+the concurrency-vs-context curve, and the Vega-Lite specs of the charts.
+
+No Django request handling here (views stay thin) and no estimation either: every number comes from
+``calculator.engine.estimate``. Units: GiB = 2**30 bytes; KV bytes per token in bytes (KiB = 2**10 B).
+"""
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl
+
+from calculator import engine
+from calculator.engine.errors import EngineInputError
+from calculator.engine.schemas import EngineInput, EstimateResult
+from calculator.serve_command import serve_argv
+
+# Concurrency-vs-context curve: these context lengths (tokens) plus the one asked for, up to the
+# model's limit (the engine rejects longer ones).
+CURVE_LENGTHS = tuple(2**k for k in range(10, 21))  # 1K .. 1M tokens
+
+# Memory bar segments: (EstimateResult field, label, css class). Order = how vLLM fills the device.
+SEGMENTS = (
+    ("weights_gib", "Weights", "seg-weights"),
+    ("draft_weights_gib", "Draft weights", "seg-draft"),
+    ("activation_peak_gib", "Activation peak", "seg-activation"),
+    ("cuda_graph_gib", "CUDA graphs", "seg-cudagraph"),
+    ("non_torch_gib", "Non-torch", "seg-nontorch"),
+    ("available_kv_cache_gib", "KV cache", "seg-kv"),
+)
+
+
+@dataclass
+class Footnotes:
+    """Numbers each distinct source once, in order of first use."""
+
+    sources: list[str] = field(default_factory=list)
+
+    def ref(self, source: str | None) -> dict[str, Any] | None:
+        """``{"n": footnote number, "source": text}``, or ``None`` when there is no source."""
+        if not source:
+            return None
+        if source not in self.sources:
+            self.sources.append(source)
+        return {"n": self.sources.index(source) + 1, "source": source}
+
+
+@dataclass
+class Outcome:
+    """Everything the results fragment renders for one configuration."""
+
+    model_id: str
+    inp: EngineInput
+    result: EstimateResult
+    sha: str | None
+    model_source: str
+    canonical_query: str
+    concurrency: int | None
+    acceptance_rate: float | None
+    curve: list[dict[str, Any]]
+    serve_argv: list[str]
+    serve_command: str
+    segments: list[dict[str, Any]]
+    footnotes: Footnotes
+    refs: dict[str, dict[str, Any] | None]
+    charts: dict[str, dict[str, Any]]
+
+    @property
+    def num_gpus(self) -> int:
+        return self.inp.tensor_parallel_size * self.inp.pipeline_parallel_size
+
+    @property
+    def params(self) -> list[tuple[str, str]]:
+        """The permalink's ``(name, value)`` pairs (what the "validate" button posts)."""
+        return parse_qsl(self.canonical_query)
+
+    @property
+    def resolved_rows(self) -> list[tuple[str, dict[str, Any]]]:
+        """``EstimateResult.resolved`` as ``(name, {"value", "source"})`` rows for the "Settings used"
+        table; a plain value gets its source from ``EstimateResult.sources``."""
+        rows = []
+        for name, value in self.result.resolved.items():
+            if isinstance(value, dict) and "value" in value:
+                rows.append((name, {"value": value["value"], "source": value.get("source", "")}))
+            else:
+                rows.append((name, {"value": value, "source": self.result.sources.get(name, "")}))
+        return rows
+
+    @property
+    def concurrency_fits(self) -> bool | None:
+        """Whether the KV cache holds ``concurrency`` full-length requests (``None`` if not asked)."""
+        if self.concurrency is None:
+            return None
+        return self.result.max_concurrency >= self.concurrency
+
+    def headline(self) -> str:
+        """One sentence for ``<title>`` and the Open Graph description."""
+        r = self.result
+        verdict = "fits" if r.fits else "does not fit"
+        return (
+            f"{self.model_id} on {self.num_gpus}× {r.gpu}: {verdict}; {r.kv_cache_tokens:,} KV cache tokens, "
+            f"max concurrency {r.max_concurrency:.2f}× at {r.max_model_len:,} tokens (vLLM {r.vllm_version})"
+        )
+
+
+def concurrency_curve(inp: EngineInput, result: EstimateResult) -> list[dict[str, Any]]:
+    """``[{"max_model_len": L, "max_concurrency": c, "kv_cache_tokens": t, "current": bool}, ...]`` for
+    L in ``CURVE_LENGTHS`` up to the model's limit, plus the configuration's own length. Each point is a
+    full ``engine.estimate`` with only ``max_model_len`` changed (the activation peak and sliding-window
+    pages depend on it too, so scaling one result would be wrong)."""
+    points = {result.max_model_len: result}
+    for length in CURVE_LENGTHS:
+        if length in points:
+            continue
+        try:
+            points[length] = engine.estimate(inp.model_copy(update={"max_model_len": length}))
+        except EngineInputError:
+            break  # longer than the model allows
+    return [
+        {
+            "max_model_len": length,
+            "max_concurrency": round(r.max_concurrency, 3),
+            "kv_cache_tokens": r.kv_cache_tokens,
+            "fits": r.fits,
+            "current": length == result.max_model_len,
+        }
+        for length, r in sorted(points.items())
+    ]
+
+
+def concurrency_chart(curve: list[dict[str, Any]], expected: int | None) -> dict[str, Any]:
+    """Vega-Lite v5 spec: max concurrency (requests) vs max_model_len (tokens, log2 axis); the current
+    length as a larger point, the expected concurrency as a dashed rule."""
+    layers: list[dict[str, Any]] = [
+        {
+            "mark": {"type": "line", "point": True, "tooltip": True},
+            "encoding": {
+                "x": {"field": "max_model_len", "type": "quantitative", "scale": {"type": "log", "base": 2},
+                      "title": "max_model_len (tokens)"},
+                "y": {"field": "max_concurrency", "type": "quantitative",
+                      "title": "max concurrency (full-length requests)"},
+                "tooltip": [
+                    {"field": "max_model_len", "title": "max_model_len", "format": ","},
+                    {"field": "max_concurrency", "title": "max concurrency", "format": ".2f"},
+                    {"field": "kv_cache_tokens", "title": "KV cache tokens", "format": ","},
+                ],
+            },
+        },
+        {
+            "transform": [{"filter": "datum.current"}],
+            "mark": {"type": "point", "filled": True, "size": 120, "color": "#d62728"},
+            "encoding": {"x": {"field": "max_model_len", "type": "quantitative"},
+                         "y": {"field": "max_concurrency", "type": "quantitative"}},
+        },
+    ]
+    if expected:
+        layers.append({
+            "data": {"values": [{"expected": expected}]},
+            "mark": {"type": "rule", "strokeDash": [4, 4], "color": "#777"},
+            "encoding": {"y": {"field": "expected", "type": "quantitative"}},
+        })
+    return {
+        "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
+        "width": "container", "height": 220,
+        "data": {"values": curve},
+        "layer": layers,
+    }
+
+
+def kv_layer_chart(result: EstimateResult) -> dict[str, Any]:
+    """Vega-Lite v5 spec: KV cache bytes per token on one GPU, one bar per layer type (KiB)."""
+    rows = [
+        {"layer type": f"{g.kind}{' (draft)' if g.draft else ''} ×{g.num_layers}",
+         "KiB per token": round(g.bytes_per_token / 1024, 3)}
+        for g in result.kv_by_layer_type
+    ]
+    return {
+        "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
+        "width": "container", "height": {"step": 28},
+        "data": {"values": rows},
+        "mark": {"type": "bar", "tooltip": True},
+        "encoding": {
+            "y": {"field": "layer type", "type": "nominal", "title": None},
+            "x": {"field": "KiB per token", "type": "quantitative", "title": "KV cache KiB per token per GPU"},
+        },
+    }
+
+
+def memory_segments(result: EstimateResult, notes: Footnotes) -> list[dict[str, Any]]:
+    """The per-GPU stacked bar: one dict per non-zero part (``gib``, ``pct`` of the bar, label, css,
+    footnote) plus the headroom left outside ``gpu_memory_utilization``. Percentages are of the device
+    memory, or of the parts' sum when they overflow it (the configuration does not fit)."""
+    parts = []
+    for name, label, css in SEGMENTS:
+        gib = getattr(result, name)
+        if name == "cuda_graph_gib" and not result.cuda_graph_deducted:
+            label += " (not deducted from KV)"
+        if gib and gib > 0:
+            parts.append({"name": name, "label": label, "css": css, "gib": gib,
+                          "ref": notes.ref(result.sources.get(name))})
+    headroom = result.total_memory_gib - result.requested_memory_gib
+    if headroom > 0:
+        parts.append({"name": "headroom", "label": "Headroom (outside gpu_memory_utilization)",
+                      "css": "seg-headroom", "gib": headroom,
+                      "ref": notes.ref(result.sources.get("requested_memory_gib"))})
+    scale = max(result.total_memory_gib, sum(p["gib"] for p in parts)) or 1.0
+    for p in parts:
+        p["pct"] = round(100 * p["gib"] / scale, 2)
+    return parts
+
+
+def build(form, inp: EngineInput, meta: Any) -> Outcome:
+    """Run the engine for a valid ``EstimateForm`` and its ``EngineInput``.
+
+    Raises:
+        EngineInputError: the engine rejects the input (the caller shows it by the field it names).
+    """
+    data = form.cleaned_data
+    result = engine.estimate(inp)
+    notes = Footnotes()
+    segments = memory_segments(result, notes)
+    refs = {key: notes.ref(result.sources.get(key)) for key in (
+        "kv_cache_tokens", "max_concurrency", "kv_bytes_per_token", "num_gpu_blocks", "max_model_len",
+        "total_memory_gib", "requested_memory_gib", "available_kv_cache_gib")}
+    curve = concurrency_curve(inp, result)
+    argv = serve_argv(inp, data["model"], meta.sha or data.get("revision"))
+    return Outcome(
+        model_id=data["model"], inp=inp, result=result, sha=meta.sha, model_source=meta.source,
+        canonical_query=form.canonical_query(meta.sha),
+        concurrency=data.get("concurrency"), acceptance_rate=data.get("acceptance_rate"),
+        curve=curve, serve_argv=argv, serve_command=shlex.join(argv),
+        segments=segments, footnotes=notes, refs=refs,
+        charts={"concurrency": concurrency_chart(curve, data.get("concurrency")),
+                "kv_layers": kv_layer_chart(result)},
+    )

@@ -1,0 +1,66 @@
+// Calculator page: draws the Vega-Lite charts of the results fragment (after the first load and after
+// every htmx swap) and wires the copy buttons. Vega is fetched only when a chart is on the page.
+(function () {
+  "use strict";
+  var me = document.currentScript;
+  var vegaReady = null;
+
+  function loadScript(src) {
+    return new Promise(function (resolve, reject) {
+      var s = document.createElement("script");
+      s.src = src; s.onload = resolve; s.onerror = reject;
+      document.head.appendChild(s);
+    });
+  }
+
+  function loadVega() {
+    if (!vegaReady) {
+      vegaReady = loadScript(me.dataset.vega)
+        .then(function () { return loadScript(me.dataset.vegaLite); })
+        .then(function () { return loadScript(me.dataset.vegaEmbed); });
+    }
+    return vegaReady;
+  }
+
+  function drawCharts(root) {
+    var charts = root.querySelectorAll("[data-vega-spec]");
+    if (!charts.length) return;
+    loadVega().then(function () {
+      charts.forEach(function (el) {
+        var specEl = document.getElementById(el.dataset.vegaSpec);
+        if (!specEl || !el.isConnected) return;
+        window.vegaEmbed(el, JSON.parse(specEl.textContent), { actions: false, renderer: "svg" })
+          .then(function () { el.dataset.rendered = "1"; })
+          .catch(function (err) { el.textContent = "Chart failed: " + err; });
+      });
+    });
+  }
+
+  function copy(text, button) {
+    var done = function () { var old = button.textContent; button.textContent = "Copied"; setTimeout(function () { button.textContent = old; }, 1500); };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(done);
+    } else {
+      var ta = document.createElement("textarea");
+      ta.value = text; document.body.appendChild(ta); ta.select();
+      try { document.execCommand("copy"); done(); } finally { ta.remove(); }
+    }
+  }
+
+  document.addEventListener("click", function (evt) {
+    var button = evt.target.closest("button[data-copy-link], button[data-copy-target]");
+    if (!button) return;
+    if (button.dataset.copyLink) {
+      copy(document.querySelector(button.dataset.copyLink).href, button);
+    } else {
+      copy(document.querySelector(button.dataset.copyTarget).textContent, button);
+    }
+  });
+
+  document.addEventListener("htmx:afterSettle", function (evt) { drawCharts(evt.detail.elt || document); });
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", function () { drawCharts(document); });
+  } else {
+    drawCharts(document);
+  }
+})();
