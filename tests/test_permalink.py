@@ -1,0 +1,98 @@
+"""Permalinks: the canonical query string (only non-default values, in field order, speculative decoding
+as one ``speculative_config`` JSON value) and its round trip through the form."""
+from __future__ import annotations
+
+import json
+from urllib.parse import parse_qsl
+
+from django.http import QueryDict
+
+from calculator.forms import EstimateForm, human_readable_int, tidy_query
+
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def _form(query: str) -> EstimateForm:
+    form = EstimateForm.from_query(QueryDict(query))
+    assert form.is_valid(), form.errors
+    return form
+
+
+def test_it_writes_only_values_that_differ_from_defaults():
+    form = _form(f"model={LLAMA}&revision=&gpu=H100&tensor_parallel_size=1&pipeline_parallel_size=1"
+                 "&max_model_len=8192&dtype=auto&kv_cache_dtype=auto&quantization=&attention_backend="
+                 "&gpu_memory_utilization=&vllm_version=0.32.0&speculative_method=&block_size=")
+    assert parse_qsl(form.canonical_query()) == [
+        ("model", LLAMA), ("gpu", "H100"), ("max_model_len", "8192"), ("vllm_version", "0.32.0"),
+    ]
+
+
+def test_it_keeps_the_model_id_readable():
+    assert _form(f"model={LLAMA}").canonical_query().startswith("model=meta-llama/Llama-3.1-8B-Instruct&")
+
+
+def test_it_orders_parameters_like_the_form():
+    form = _form(f"enforce_eager=on&kv_cache_dtype=fp8&max_model_len=4096&gpu=A100&tensor_parallel_size=2&model={LLAMA}")
+    assert [k for k, _ in parse_qsl(form.canonical_query())] == [
+        "model", "gpu", "tensor_parallel_size", "max_model_len", "kv_cache_dtype", "vllm_version", "enforce_eager",
+    ]
+
+
+def test_it_names_the_gpu_by_its_short_alias():
+    assert ("gpu", "H100") in parse_qsl(_form(f"model={LLAMA}&gpu=NVIDIA+H100+80GB+HBM3").canonical_query())
+    assert ("gpu", "A100-40GB") in parse_qsl(_form(f"model={LLAMA}&gpu=NVIDIA+A100-SXM4-40GB").canonical_query())
+
+
+def test_it_writes_the_default_gpu_and_release():
+    params = dict(parse_qsl(_form(f"model={LLAMA}").canonical_query()))
+    assert params["gpu"] == "H100" and params["vllm_version"] == "0.32.0"
+
+
+def test_it_writes_speculative_decoding_as_one_json_value():
+    form = _form(f"model={LLAMA}&speculative_method=eagle&speculative_model=yuhuili/EAGLE-LLaMA3-Instruct-8B"
+                 "&num_speculative_tokens=3&acceptance_rate=0.7")
+    params = parse_qsl(form.canonical_query())
+    names = [k for k, _ in params]
+    assert "speculative_method" not in names and "num_speculative_tokens" not in names
+    assert json.loads(dict(params)["speculative_config"]) == {
+        "method": "eagle", "model": "yuhuili/EAGLE-LLaMA3-Instruct-8B", "num_speculative_tokens": 3,
+    }
+    assert dict(params)["acceptance_rate"] == "0.7"
+
+
+def test_it_reads_speculative_config_back():
+    first = _form(f"model={LLAMA}&speculative_method=ngram&num_speculative_tokens=4")
+    again = _form(first.canonical_query())
+    assert again.cleaned_data["speculative_method"] == "ngram"
+    assert again.cleaned_data["num_speculative_tokens"] == 4
+    assert again.canonical_query() == first.canonical_query()
+
+
+def test_it_round_trips_every_field():
+    query = (f"model={LLAMA}&revision=v1.0&gpu=L40S&tensor_parallel_size=2&pipeline_parallel_size=2"
+             "&max_model_len=32768&concurrency=16&dtype=float16&quantization=fp8&kv_cache_dtype=fp8_e5m2"
+             "&attention_backend=FLASHINFER&gpu_memory_utilization=0.85&vllm_version=0.32.0"
+             "&speculative_config=%7B%22method%22%3A%22ngram%22%2C%22num_speculative_tokens%22%3A5%7D"
+             "&acceptance_rate=0.6&block_size=32&max_num_batched_tokens=4096&max_num_seqs=64&enforce_eager=true")
+    canonical = _form(query).canonical_query()
+    assert _form(canonical).canonical_query() == canonical
+    # 21 fields, the three speculative ones written as one speculative_config value
+    assert len(parse_qsl(canonical)) == 19
+
+
+def test_it_puts_the_resolved_sha_in_place_of_the_revision():
+    sha = "0e9e39f249a16976918f6564b8830bc894c89659"
+    assert ("revision", sha) in parse_qsl(_form(f"model={LLAMA}").canonical_query(sha=sha))
+
+
+def test_it_reads_vllm_style_token_counts():
+    assert human_readable_int("32K") == 32768
+    assert human_readable_int("32k") == 32000
+    assert human_readable_int("25.6k") == 25600
+    assert human_readable_int("8192") == 8192
+    assert _form(f"model={LLAMA}&max_model_len=128K").cleaned_data["max_model_len"] == 131072
+
+
+def test_it_keeps_what_the_user_typed_when_the_form_has_errors():
+    query = QueryDict(f"model={LLAMA}&revision=&max_model_len=abc&gpu=H100&block_size=")
+    assert tidy_query(query) == "model=meta-llama/Llama-3.1-8B-Instruct&gpu=H100&max_model_len=abc"
