@@ -156,6 +156,7 @@ class EstimateForm(forms.Form):
                      "max_num_seqs", "num_speculative_tokens", "acceptance_rate", "concurrency"):
             self.fields[name].widget.attrs.setdefault("placeholder", "release default")
         self.fields["concurrency"].widget.attrs["placeholder"] = "e.g. 32"
+        self.fields["num_speculative_tokens"].widget.attrs["placeholder"] = "e.g. 3"
         self.fields["acceptance_rate"].widget.attrs["placeholder"] = "e.g. 0.7"
         self.fields["max_model_len"].widget.attrs["inputmode"] = "numeric"
         self.fields["max_num_batched_tokens"].widget.attrs["inputmode"] = "numeric"

@@ -138,8 +138,8 @@ def concurrency_chart(curve: list[dict[str, Any]], expected: int | None) -> dict
             "encoding": {
                 "x": {"field": "max_model_len", "type": "quantitative", "scale": {"type": "log", "base": 2},
                       "title": "max_model_len (tokens)"},
-                "y": {"field": "max_concurrency", "type": "quantitative",
-                      "title": "max concurrency (full-length requests)"},
+                "y": {"field": "max_concurrency", "type": "quantitative", "scale": {"type": "log"},
+                      "title": "max concurrency (full-length requests, log)"},
                 "tooltip": [
                     {"field": "max_model_len", "title": "max_model_len", "format": ","},
                     {"field": "max_concurrency", "title": "max concurrency", "format": ".2f"},
@@ -151,7 +151,9 @@ def concurrency_chart(curve: list[dict[str, Any]], expected: int | None) -> dict
             "transform": [{"filter": "datum.current"}],
             "mark": {"type": "point", "filled": True, "size": 120, "color": "#d62728"},
             "encoding": {"x": {"field": "max_model_len", "type": "quantitative"},
-                         "y": {"field": "max_concurrency", "type": "quantitative"}},
+                         "y": {"field": "max_concurrency", "type": "quantitative"},
+                         "tooltip": [{"field": "max_model_len", "title": "this max_model_len", "format": ","},
+                                     {"field": "max_concurrency", "title": "max concurrency", "format": ".2f"}]},
         },
     ]
     if expected:
