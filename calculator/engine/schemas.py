@@ -52,6 +52,8 @@ class EngineInput(BaseModel):
     draft_weights: CheckpointWeights | None = None
 
     gpu: str = "NVIDIA H100 80GB HBM3"
+    # The memory the driver reports, when it differs from the catalog (vGPU, MIG slice, another driver).
+    gpu_memory_gib: float | None = None
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
     max_model_len: int | None = None

@@ -1,0 +1,494 @@
+"""Read a Hugging Face ``config.json`` into what the memory engine needs: the layer pattern (which KV
+cache spec each layer gets), head shapes, MoE / MLA / Mamba fields, and a parameter count per component.
+
+Remote code is never executed: the config is read as a plain dict. Keys are read the way vLLM's model
+classes read them (``vllm/model_executor/models/<family>.py`` in 0.32), and every default we apply is
+recorded in ``ModelArch.assumptions`` so the answer can say what it assumed.
+
+Raises :class:`~calculator.engine.errors.EngineInputError` with ``field="config.<key>"`` when a required
+key is missing or impossible (zero heads, negative sizes).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from .errors import EngineInputError
+
+# Model types whose config omits ``tie_word_embeddings`` while the transformers class defaults to True.
+_TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3", "gemma3_text", "granite", "phi3small", "qwen3"}
+# Multimodal wrappers keep the language model under one of these keys.
+_TEXT_KEYS = ("text_config", "llm_config", "language_config", "text_model_config")
+# Gated MLPs (gate_proj + up_proj + down_proj = 3 matrices) unless the family is listed as plain.
+_PLAIN_MLP_TYPES = {"phi", "gpt2", "gpt_bigcode", "gptj", "gpt_neox", "falcon", "opt", "starcoder2", "nemotron_h",
+                    "bloom", "mpt", "nemotron"}
+# Class defaults of transformers config classes whose Hub files are sparse (keys equal to the default are
+# left out). Source: transformers Gemma3TextConfig (4.50); see shared SOURCES.md notes on Gemma 3.
+_CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma3_text": {"vocab_size": 262208, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+                    "sliding_window": 4096, "sliding_window_pattern": 6, "max_position_embeddings": 131072,
+                    "tie_word_embeddings": True, "num_hidden_layers": 26, "hidden_size": 2304,
+                    "intermediate_size": 9216, "rope_theta": 1000000.0},
+}
+_MAMBA2_TYPES = {"nemotron_h", "mamba2", "bamba", "granitemoehybrid", "falcon_h1", "zamba2", "plamo2"}
+
+
+class LayerDesc(BaseModel):
+    """One decoder layer as the KV cache sees it.
+
+    ``kind``: ``full`` (full attention), ``sliding`` (sliding window), ``chunked`` (chunked local attention),
+    ``mla`` (multi-head latent attention), ``cross`` (cross-attention to encoder/image tokens), ``mamba2``,
+    ``mamba1``, ``gdn`` (gated delta-net linear attention), ``none`` (MLP-only layer, no cache).
+    """
+
+    kind: str
+    sliding_window: int | None = None
+    chunk_size: int | None = None
+
+
+class ParamCount(BaseModel):
+    """Parameter counts (elements) per component. ``tp_replicated`` components are whole on every
+    tensor-parallel rank; everything else is split across ranks."""
+
+    embed: int = 0
+    lm_head: int = 0
+    attention: int = 0  # q/k/v/o (+ biases, qk-norm, sinks) over all layers
+    kv_proj: int = 0  # the k/v projections alone (part of ``attention``; replicated when TP > KV heads)
+    mlp: int = 0  # dense MLPs
+    experts: int = 0  # routed experts of all MoE layers
+    shared_experts: int = 0
+    router: int = 0
+    mamba: int = 0  # Mamba / linear-attention mixers
+    norms: int = 0
+    vision: int = 0  # vision tower + projector of multimodal wrappers (approximate: see assumptions)
+    mtp: int = 0  # MTP (next-n prediction) layers stored in the checkpoint
+    active_experts: int = 0  # routed expert parameters used per token
+
+    @property
+    def total(self) -> int:
+        return (self.embed + self.lm_head + self.attention + self.mlp + self.experts + self.shared_experts
+                + self.router + self.mamba + self.norms + self.vision + self.mtp)
+
+    @property
+    def active(self) -> int:
+        """Parameters touched per token (routed experts counted for ``num_experts_per_tok`` only)."""
+        return self.total - self.experts - self.mtp + self.active_experts
+
+
+class ModelArch(BaseModel):
+    """The language model's shape, read from ``config.json`` (``text_config`` for multimodal wrappers)."""
+
+    architecture: str
+    model_type: str
+    hidden_size: int
+    num_layers: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    intermediate_size: int
+    tie_word_embeddings: bool
+    max_position_embeddings: int | None
+    torch_dtype: str
+    layers: list[LayerDesc]
+    # MLA (DeepSeek V2/V3, Kimi): latent cache of kv_lora_rank + qk_rope_head_dim per token per layer.
+    kv_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    mla_nope_v_dim: int = 0  # qk_nope_head_dim + v_head_dim (the per-head width of kv_b_proj)
+    # MoE
+    num_experts: int = 0
+    num_experts_per_tok: int = 0
+    moe_intermediate_size: int = 0
+    # Mamba-2 (Nemotron-H, Bamba, Granite 4) and gated delta-net (Qwen3-Next) state fields.
+    mamba: dict[str, int] = {}
+    mtp_layers: int = 0
+    has_sinks: bool = False
+    rotary_dim: int = 0
+    rope_cache_len: int = 0
+    rope_cache_len_extra: int = 0  # a second rotary embedding (Gemma 3 local layers)
+    is_multimodal: bool = False
+    encoder_tokens: int = 0  # cross-attention tokens per request (mllama: image tokens)
+    quantization_config: dict[str, Any] | None = None
+    params: ParamCount
+    assumptions: list[str] = []
+
+    @property
+    def attention_layers(self) -> list[LayerDesc]:
+        return [la for la in self.layers if la.kind in ("full", "sliding", "chunked", "mla", "cross")]
+
+
+def _text_config(config: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    for key in _TEXT_KEYS:
+        sub = config.get(key)
+        if isinstance(sub, dict) and (sub.get("hidden_size") or sub.get("num_hidden_layers")):
+            return sub, True
+    return config, False
+
+
+def _req_int(c: dict[str, Any], *keys: str, minimum: int = 1) -> int:
+    for key in keys:
+        value = c.get(key)
+        if value is not None:
+            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+                raise EngineInputError(f"config.{key}", f"must be an integer >= {minimum}, got {value!r}")
+            return value
+    raise EngineInputError(f"config.{keys[0]}", "missing from config.json (required to size the model)")
+
+
+def _opt_int(c: dict[str, Any], key: str, default: int | None = None) -> int | None:
+    value = c.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise EngineInputError(f"config.{key}", f"must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _layer_kinds(c: dict[str, Any], model_type: str, num_layers: int, notes: list[str]) -> list[LayerDesc]:
+    """The per-layer cache kind, following each family's vLLM model file (0.32)."""
+    window = c.get("sliding_window")
+    if isinstance(window, list):  # some configs store one window per layer; vLLM takes the per-layer value
+        window = max(w for w in window if w) if any(window) else None
+
+    if c.get("kv_lora_rank"):
+        return [LayerDesc(kind="mla") for _ in range(num_layers)]
+
+    if model_type == "nemotron_h" and c.get("hybrid_override_pattern"):
+        pattern = c["hybrid_override_pattern"]
+        kinds = {"M": "mamba2", "*": "full", "-": "none", "E": "none"}
+        if len(pattern) != num_layers:
+            raise EngineInputError("config.hybrid_override_pattern",
+                                   f"has {len(pattern)} entries for {num_layers} layers")
+        return [LayerDesc(kind=kinds.get(ch, "none")) for ch in pattern]
+
+    if model_type == "qwen3_next" or c.get("linear_num_value_heads"):
+        layer_types = c.get("layer_types")
+        if layer_types:
+            return [LayerDesc(kind="gdn" if t == "linear_attention" else "full") for t in layer_types]
+        interval = c.get("full_attention_interval") or 4
+        return [LayerDesc(kind="full" if (i + 1) % interval == 0 else "gdn") for i in range(num_layers)]
+
+    if model_type in ("jamba",):
+        period, offset = c.get("attn_layer_period", 8), c.get("attn_layer_offset", 4)
+        return [LayerDesc(kind="full" if i % period == offset else "mamba1") for i in range(num_layers)]
+
+    if model_type in ("bamba", "granitemoehybrid", "falcon_h1") or c.get("layers_block_type"):
+        types = c.get("layer_types") or c.get("layers_block_type")
+        if types:
+            return [LayerDesc(kind="full" if t == "attention" else "mamba2") for t in types]
+        attn = set(c.get("attn_layer_indices") or [])
+        return [LayerDesc(kind="full" if i in attn else "mamba2") for i in range(num_layers)]
+
+    if c.get("cross_attention_layers"):  # mllama: cross-attention layers read the image tokens
+        cross = set(c["cross_attention_layers"])
+        return [LayerDesc(kind="cross" if i in cross else "full") for i in range(num_layers)]
+
+    if c.get("attention_chunk_size") and model_type in ("llama4_text", "llama4"):
+        # Llama 4: every 4th layer is global (no RoPE), the rest chunked local (vllm/model_executor/models/llama4.py)
+        no_rope = c.get("no_rope_layers")
+        chunk = c["attention_chunk_size"]
+        if no_rope:
+            return [LayerDesc(kind="chunked", chunk_size=chunk) if no_rope[i] else LayerDesc(kind="full")
+                    for i in range(num_layers)]
+        interval = c.get("interleave_moe_layer_step") and 4 or 4
+        return [LayerDesc(kind="full") if (i + 1) % interval == 0 else LayerDesc(kind="chunked", chunk_size=chunk)
+                for i in range(num_layers)]
+
+    layer_types = c.get("layer_types")
+    if layer_types and window:
+        return [LayerDesc(kind="sliding", sliding_window=window) if t == "sliding_attention" else LayerDesc(kind="full")
+                for t in layer_types]
+
+    if model_type == "gemma2" and window:
+        # Gemma 2: even layers slide (vllm/model_executor/models/gemma2.py: layer_idx % 2 == 0)
+        return [LayerDesc(kind="sliding", sliding_window=window) if i % 2 == 0 else LayerDesc(kind="full")
+                for i in range(num_layers)]
+
+    if model_type in ("gemma3_text", "gemma3") and window:
+        pattern = c.get("sliding_window_pattern") or 6
+        notes.append(f"Gemma 3 layer pattern: every {pattern}th layer global, others sliding window {window}")
+        return [LayerDesc(kind="full") if (i + 1) % pattern == 0 else LayerDesc(kind="sliding", sliding_window=window)
+                for i in range(num_layers)]
+
+    use_sw = c.get("use_sliding_window")
+    if window and use_sw is not False and model_type in ("mistral", "mixtral", "phi3", "starcoder2", "qwen2", "qwen3",
+                                                          "qwen2_moe", "qwen3_moe", "cohere2"):
+        if model_type.startswith("qwen") and not use_sw:
+            return [LayerDesc(kind="full") for _ in range(num_layers)]
+        max_window_layers = c.get("max_window_layers")
+        if model_type.startswith("qwen") and max_window_layers is not None:
+            return [LayerDesc(kind="sliding", sliding_window=window) if i >= max_window_layers else LayerDesc(kind="full")
+                    for i in range(num_layers)]
+        max_pos = c.get("max_position_embeddings") or 0
+        if window >= max_pos > 0:
+            return [LayerDesc(kind="full") for _ in range(num_layers)]
+        return [LayerDesc(kind="sliding", sliding_window=window) for _ in range(num_layers)]
+
+    return [LayerDesc(kind="full") for _ in range(num_layers)]
+
+
+def _vision_params(config: dict[str, Any], notes: list[str]) -> int:
+    """Approximate vision tower + projector parameters of a multimodal wrapper, from ``vision_config``.
+
+    ViT blocks: 4·h² (attention) + 2·h·i (MLP) + norms per layer; patch embedding 3·p²·h; projector
+    from the vision width (after spatial merge) to the text width. Approximate by construction (±2% of
+    the tower on the families checked); the tower is typically 2-5% of the model.
+    """
+    vc = config.get("vision_config")
+    if not isinstance(vc, dict):
+        return 0
+    h = vc.get("hidden_size") or vc.get("embed_dim") or vc.get("width")
+    layers = vc.get("num_hidden_layers") or vc.get("depth") or vc.get("num_layers")
+    if not h or not layers:
+        return 0
+    i = vc.get("intermediate_size") or 4 * h
+    patch = vc.get("patch_size") or 14
+    channels = vc.get("num_channels") or 3
+    gated = vc.get("model_type") == "pixtral"  # Pixtral's FFN is gated (w1, w2, w3)
+    per_layer = 4 * h * h + 4 * h + (3 if gated else 2) * h * i + i + h + 4 * h
+    tower = layers * per_layer + channels * patch * patch * h
+    if vc.get("model_type") == "mllama_vision_model":
+        tower += (vc.get("num_global_layers") or 0) * (per_layer + 2)
+        image_size = vc.get("image_size") or 560
+        tower += ((image_size // patch) ** 2 + 1) * h * 2 + (vc.get("max_num_tiles") or 4) ** 2 * h * 2
+    text, _ = _text_config(config)
+    text_h = text.get("hidden_size") or 0
+    merge = config.get("spatial_merge_size") or 1
+    proj_in = h * merge * merge
+    if vc.get("model_type") == "mllama_vision_model":
+        proj_in = h * (len(vc.get("intermediate_layers_indices") or []) + 1)
+    projector = proj_in * text_h + text_h * text_h
+    if merge > 1:  # Mistral 3: patch merger (h*m*m -> h), then h -> text width -> text width
+        projector = h * merge * merge * h + h * text_h + text_h * text_h
+    if vc.get("model_type") == "siglip_vision_model":
+        image_size = vc.get("image_size") or 224
+        tower += (image_size // patch) ** 2 * h  # position embedding
+        projector = h * text_h + h
+    notes.append(f"vision tower ({vc.get('model_type', 'vision')}, {layers} layers, width {h}) counted from "
+                 "vision_config by the standard ViT formula (approximate)")
+    return tower + projector
+
+
+def parse_config(config: dict[str, Any]) -> ModelArch:
+    """Parse a ``config.json`` dict into a :class:`ModelArch`.
+
+    Head size: explicit ``head_dim`` when present (Qwen3, Gemma, Mistral Small), else
+    ``hidden_size // num_attention_heads`` (vLLM ``ModelConfig.get_head_size``, config/model.py).
+    KV heads: ``num_key_value_heads``, else ``num_attention_heads`` (MHA).
+
+    Raises:
+        EngineInputError: a required key is missing or impossible; the field is ``config.<key>``.
+    """
+    if not isinstance(config, dict) or not config:
+        raise EngineInputError("config", "config.json is empty or not a JSON object")
+    notes: list[str] = []
+    c, is_mm = _text_config(config)
+    model_type = str(c.get("model_type") or config.get("model_type") or "unknown")
+    defaults = _CLASS_DEFAULTS.get(model_type)
+    if defaults:
+        filled = sorted(k for k in defaults if c.get(k) is None)
+        if filled:
+            notes.append(f"{model_type} config is sparse: transformers class defaults used for {', '.join(filled)}")
+            c = {**c, **{k: defaults[k] for k in filled}}
+    archs = config.get("architectures") or c.get("architectures") or ["unknown"]
+    architecture = archs[0] if isinstance(archs, list) and archs else str(archs)
+
+    hidden = _req_int(c, "hidden_size", "d_model", "n_embd")
+    num_layers = _req_int(c, "num_hidden_layers", "n_layer", "num_layers")
+    num_heads = _req_int(c, "num_attention_heads", "n_head")
+    num_kv = _opt_int(c, "num_key_value_heads")
+    if num_kv is None:
+        num_kv = _opt_int(c, "num_kv_heads") or num_heads
+        if model_type != "unknown" and not c.get("kv_lora_rank"):
+            notes.append("num_key_value_heads absent: multi-head attention assumed (KV heads = attention heads)")
+    if num_kv == 0:
+        raise EngineInputError("config.num_key_value_heads", "must be at least 1")
+    head_dim = _opt_int(c, "head_dim") or _opt_int(c, "attention_head_dim") or hidden // num_heads
+    if head_dim <= 0:
+        raise EngineInputError("config.head_dim", "must be positive")
+    vocab = _req_int(c, "vocab_size", "padded_vocab_size")
+    intermediate = _opt_int(c, "intermediate_size") or _opt_int(c, "ffn_hidden_size") or 4 * hidden
+
+    tie = c.get("tie_word_embeddings")
+    if tie is None:
+        tie = config.get("tie_word_embeddings") if not is_mm else None
+    if tie is None:
+        tie = model_type in _TIED_BY_DEFAULT
+        notes.append(f"tie_word_embeddings absent: {'tied' if tie else 'untied'} assumed "
+                     f"(transformers default for {model_type})")
+
+    dtype = str(c.get("torch_dtype") or config.get("torch_dtype") or c.get("dtype") or config.get("dtype") or "")
+    if not dtype:
+        dtype = "bfloat16"
+        notes.append("torch_dtype absent: bfloat16 assumed")
+
+    layers = _layer_kinds(c, model_type, num_layers, notes)
+
+    # MoE fields (Mixtral/gpt-oss: num_local_experts; Qwen MoE: num_experts; DeepSeek/GLM: n_routed_experts)
+    n_exp = _opt_int(c, "num_local_experts") or _opt_int(c, "num_experts") or _opt_int(c, "n_routed_experts") or 0
+    topk = _opt_int(c, "num_experts_per_tok") or _opt_int(c, "experts_per_token") or _opt_int(c, "moe_topk") or 0
+    moe_i = _opt_int(c, "moe_intermediate_size") or (intermediate if n_exp else 0)
+    first_dense = _opt_int(c, "first_k_dense_replace", 0) or 0
+    mlp_only = set(c.get("mlp_only_layers") or [])
+    sparse_step = c.get("decoder_sparse_step") or 1
+    moe_freq = c.get("moe_layer_freq") or 1
+    if model_type == "llama4_text" and c.get("interleave_moe_layer_step"):
+        step = c["interleave_moe_layer_step"]
+        moe_layers = [i for i in range(num_layers) if (i + 1) % step == 0] if n_exp else []
+    else:
+        moe_layers = [i for i in range(num_layers)
+                      if n_exp and i >= first_dense and i not in mlp_only and (i + 1) % sparse_step == 0
+                      and i % moe_freq == 0 and layers[i].kind != "mamba2"]
+    if model_type == "nemotron_h":
+        moe_layers = []
+
+    # --- parameter count (elements), per component -------------------------------------------
+    p = ParamCount()
+    p.embed = vocab * hidden
+    p.lm_head = 0 if tie else vocab * hidden
+    bias = bool(c.get("attention_bias")) or model_type in ("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "phi")
+    qk_norm = model_type in ("qwen3", "qwen3_moe", "qwen3_next", "gemma3_text", "gemma3", "olmo2", "glm4_moe") \
+        or bool(c.get("use_qk_norm"))
+    kv_lora = c.get("kv_lora_rank")
+    rope_dim = c.get("qk_rope_head_dim")
+    mamba: dict[str, int] = {}
+    norms_per_layer = 2 * hidden
+    if model_type in ("gemma2", "gemma3_text", "gemma3"):
+        norms_per_layer = 4 * hidden
+    elif model_type == "phi":
+        norms_per_layer = hidden  # one LayerNorm per layer (weight here, bias added below)
+
+    for i, layer in enumerate(layers):
+        kind = layer.kind
+        if kind == "mla":
+            ql, nope, v_hd = c.get("q_lora_rank"), c["qk_nope_head_dim"], c["v_head_dim"]
+            q = hidden * ql + ql + ql * num_heads * (nope + rope_dim) if ql else hidden * num_heads * (nope + rope_dim)
+            kv = hidden * (kv_lora + rope_dim) + kv_lora + kv_lora * num_heads * (nope + v_hd)
+            p.attention += q + kv + num_heads * v_hd * hidden
+        elif kind in ("full", "sliding", "chunked", "cross"):
+            q_out = num_heads * head_dim * (2 if model_type == "qwen3_next" else 1)  # Qwen3-Next: gated query
+            kv_p = 2 * hidden * num_kv * head_dim
+            a = hidden * q_out + kv_p + num_heads * head_dim * hidden
+            if bias:
+                a += num_heads * head_dim + 2 * num_kv * head_dim
+            if c.get("attention_bias") and model_type == "gpt_oss":
+                a += hidden  # o_proj bias
+            if model_type == "gpt_oss":
+                a += num_heads  # attention sinks
+            if qk_norm or kind == "cross":
+                a += 2 * head_dim
+            if model_type == "phi":
+                a += hidden  # dense bias
+            p.attention += a
+            p.kv_proj += kv_p
+        elif kind == "gdn":
+            hk, dk = c["linear_num_key_heads"], c["linear_key_head_dim"]
+            hv, dv = c["linear_num_value_heads"], c["linear_value_head_dim"]
+            conv_k = c.get("linear_conv_kernel_dim") or 4
+            conv_dim = 2 * hk * dk + hv * dv
+            p.mamba += hidden * (2 * hk * dk + 2 * hv * dv) + hidden * 2 * hv + conv_dim * conv_k \
+                + 2 * hv + dv + hv * dv * hidden
+            mamba.update(gdn_hk=hk, gdn_dk=dk, gdn_hv=hv, gdn_dv=dv, conv_kernel=conv_k)
+        elif kind == "mamba2":
+            heads = c.get("mamba_num_heads") or c.get("mamba_n_heads") or c.get("n_heads") or 0
+            hd = c.get("mamba_head_dim") or c.get("mamba_d_head") or 64
+            d_inner = heads * hd if heads else (c.get("expand") or 2) * hidden
+            heads = heads or d_inner // hd
+            groups = c.get("n_groups") or c.get("mamba_n_groups") or 1
+            state = c.get("ssm_state_size") or c.get("mamba_d_state") or 128
+            conv_k = c.get("conv_kernel") or c.get("mamba_d_conv") or 4
+            conv_dim = d_inner + 2 * groups * state
+            p.mamba += hidden * (2 * d_inner + 2 * groups * state + heads) + conv_dim * conv_k + conv_dim \
+                + 3 * heads + d_inner + d_inner * hidden
+            mamba.update(m2_heads=heads, m2_head_dim=hd, m2_d_inner=d_inner, m2_groups=groups, m2_state=state,
+                         conv_kernel=conv_k)
+        elif kind == "mamba1":
+            d_inner = (c.get("mamba_expand") or 2) * hidden
+            state = c.get("mamba_d_state") or 16
+            conv_k = c.get("mamba_d_conv") or 4
+            dt_rank = c.get("mamba_dt_rank") or -(-hidden // 16)
+            p.mamba += hidden * 2 * d_inner + d_inner * conv_k + d_inner + d_inner * (dt_rank + 2 * state) \
+                + dt_rank * d_inner + d_inner + d_inner * state + d_inner + d_inner * hidden
+            mamba.update(m1_d_inner=d_inner, m1_state=state, conv_kernel=conv_k)
+
+        # MLP / MoE of this layer
+        if i in moe_layers:
+            per_expert = 3 * hidden * moe_i  # gate + up (fused for gpt-oss) + down
+            if model_type == "gpt_oss":
+                per_expert += 2 * moe_i + hidden  # gate_up and down biases
+            p.experts += n_exp * per_expert
+            p.active_experts += topk * per_expert
+            p.router += hidden * n_exp + (n_exp if model_type == "gpt_oss" or c.get("topk_method") == "noaux_tc"
+                                          else 0)
+            shared_i = (c.get("n_shared_experts") or 0) * moe_i or c.get("shared_expert_intermediate_size") or 0
+            if shared_i:
+                p.shared_experts += 3 * hidden * shared_i
+                if c.get("shared_expert_intermediate_size"):
+                    p.shared_experts += hidden  # shared expert gate (Qwen MoE)
+        elif model_type == "nemotron_h":
+            if c.get("hybrid_override_pattern", "")[i:i + 1] == "-":
+                p.mlp += 2 * hidden * intermediate
+        elif layer.kind != "mamba2" or model_type not in _MAMBA2_TYPES:
+            gated = model_type not in _PLAIN_MLP_TYPES
+            p.mlp += (3 if gated else 2) * hidden * intermediate
+            if model_type == "phi":
+                p.mlp += intermediate + hidden
+        p.norms += hidden if model_type == "nemotron_h" else norms_per_layer
+    p.norms += hidden  # final norm
+    if model_type == "phi":
+        p.norms += num_layers * hidden + hidden  # LayerNorm biases
+        p.lm_head += vocab  # lm_head bias
+
+    mtp = _opt_int(c, "num_nextn_predict_layers", 0) or 0
+    if mtp:
+        # One DeepSeek-style MTP module: a full decoder layer (MoE) + enorm/hnorm + eh_proj (2h -> h).
+        per_layer_attn = p.attention // num_layers
+        moe_layer = (n_exp * 3 * hidden * moe_i + hidden * n_exp + (c.get("n_shared_experts") or 0) * 3 * hidden * moe_i)
+        p.mtp = mtp * (per_layer_attn + moe_layer + 2 * hidden * hidden + 4 * hidden)
+        notes.append(f"{mtp} MTP layer(s) stored in the checkpoint; vLLM loads them only with speculative method mtp")
+
+    p.vision = _vision_params(config, notes) if is_mm else 0
+
+    # Rotary cos/sin cache: vLLM keeps a (max_position, rotary_dim) buffer in the model dtype
+    # (vllm/model_executor/layers/rotary_embedding/base.py), counted in "Model loading took".
+    partial = c.get("partial_rotary_factor") or 1.0
+    rotary_dim = int((rope_dim or head_dim) * partial)
+    max_pos = _opt_int(c, "max_position_embeddings")
+    rope_scaling = c.get("rope_scaling") or {}
+    rope_len = max_pos or 0
+    rope_type = rope_scaling.get("rope_type", rope_scaling.get("type")) if isinstance(rope_scaling, dict) else None
+    factor = rope_scaling.get("factor") if isinstance(rope_scaling, dict) else None
+    if rope_type in ("yarn", "deepseek_yarn") and factor:
+        # YaRN caches original_max_position_embeddings × factor positions (yarn_scaling_rope.py)
+        rope_len = int((rope_scaling.get("original_max_position_embeddings") or max_pos or 0) * factor)
+    elif rope_type in ("linear", "dynamic") and factor:
+        # Linear / dynamic-NTK scaling cache max_position × factor positions
+        # (vllm/model_executor/layers/rotary_embedding/linear_scaling_rope.py, dynamic_ntk_scaling_rope.py)
+        rope_len = int((max_pos or 0) * factor)
+    rope_cache_len_extra = 0
+    if model_type in ("gemma3_text", "gemma3") and rope_type:
+        rope_cache_len_extra = max_pos or 0  # Gemma 3's local layers use a second, unscaled rotary embedding
+
+    encoder_tokens = 0
+    if any(la.kind == "cross" for la in layers):
+        vc = config.get("vision_config") or {}
+        patches = ((vc.get("image_size") or 560) // (vc.get("patch_size") or 14)) ** 2 + 1
+        encoder_tokens = (vc.get("max_num_tiles") or 4) * patches
+        notes.append(f"cross-attention layers sized for one image of {encoder_tokens} tokens "
+                     "(max_num_tiles x (patches + 1))")
+
+    quant = config.get("quantization_config") or c.get("quantization_config") or config.get("compression_config")
+    return ModelArch(
+        architecture=architecture, model_type=model_type, hidden_size=hidden, num_layers=num_layers,
+        num_attention_heads=num_heads, num_kv_heads=num_kv, head_dim=head_dim, vocab_size=vocab,
+        intermediate_size=intermediate, tie_word_embeddings=bool(tie), max_position_embeddings=max_pos,
+        torch_dtype=dtype.replace("torch.", ""), layers=layers, kv_lora_rank=kv_lora, qk_rope_head_dim=rope_dim,
+        mla_nope_v_dim=(c.get("qk_nope_head_dim") or 0) + (c.get("v_head_dim") or 0) if kv_lora else 0,
+        num_experts=n_exp if moe_layers else 0, num_experts_per_tok=topk if moe_layers else 0,
+        moe_intermediate_size=moe_i if moe_layers else 0, mamba=mamba, mtp_layers=mtp,
+        has_sinks=model_type == "gpt_oss", rotary_dim=rotary_dim, rope_cache_len=rope_len,
+        rope_cache_len_extra=rope_cache_len_extra, is_multimodal=is_mm,
+        encoder_tokens=encoder_tokens, quantization_config=quant if isinstance(quant, dict) else None,
+        params=p, assumptions=notes,
+    )

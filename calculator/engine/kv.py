@@ -1,0 +1,301 @@
+"""KV cache specs, grouping and capacity, mirroring vLLM's hybrid KV cache manager.
+
+Three pure stages, as in vLLM 0.32:
+
+1. :func:`layer_specs` — one frozen spec per layer (``vllm/v1/kv_cache_interface.py``: ``FullAttentionSpec``
+   :578, ``SlidingWindowSpec`` :850, ``ChunkedLocalAttentionSpec`` :810, ``MLAAttentionSpec`` :686,
+   ``MambaSpec`` :1035, ``CrossAttentionSpec`` :1157), built the way each layer's
+   ``get_kv_cache_spec`` builds it.
+2. :func:`group_specs` — ``get_kv_cache_groups`` (``vllm/v1/core/kv_cache_utils.py:2159``): one group
+   when all specs are equal, one ``UniformTypeKVCacheSpecs`` group when only sizes differ, otherwise
+   pages unified (:1292) and layers grouped by the repeating pattern (:1362).
+3. :func:`capacity` — ``num_blocks = available // bytes_per_block`` (:1588), concurrency = blocks /
+   Σ_groups cdiv(max_memory, page) (:1195), tokens = ⌊concurrency × max_model_len⌋ (:2300) — or the
+   pre-0.2x formula ``num_blocks // num_groups × block_size`` for older releases.
+
+Units: bytes and tokens. No torch, no Django.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, replace
+
+from pydantic import BaseModel
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class KVContext:
+    """The scheduler facts that size one request's KV cache (``VllmConfig`` in vLLM).
+
+    ``max_in_flight_tokens`` = ``max_concurrent_batches × max_num_batched_tokens``
+    (``vllm/config/vllm.py:588`` in 0.32; older releases reserved one batch).
+    """
+
+    max_model_len: int
+    max_in_flight_tokens: int
+    encoder_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class AttentionSpec:
+    """A paged attention cache: ``page = block_size × num_kv_heads × (head_size + head_size_v) × dtype_bytes``
+    (``AttentionSpec.page_size_bytes``, kv_cache_interface.py:545-560). ``page_size_padded`` replaces it
+    when pages are unified by padding."""
+
+    block_size: int
+    num_kv_heads: int
+    head_size: int
+    head_size_v: int
+    dtype_bytes: int
+    page_size_padded: int | None = None
+    draft: bool = False
+
+    kind = "attention"
+
+    @property
+    def real_page_size_bytes(self) -> int:
+        return self.block_size * self.num_kv_heads * (self.head_size + self.head_size_v) * self.dtype_bytes
+
+    @property
+    def page_size_bytes(self) -> int:
+        return self.page_size_padded or self.real_page_size_bytes
+
+    @property
+    def bytes_per_token(self) -> int:
+        return self.num_kv_heads * (self.head_size + self.head_size_v) * self.dtype_bytes
+
+    def max_memory_bytes(self, ctx: KVContext) -> int:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class FullAttentionSpec(AttentionSpec):
+    """Full attention: ``cdiv(max_model_len, block_size) × page`` per request (kv_cache_interface.py:602)."""
+
+    kind = "full_attention"
+
+    def max_memory_bytes(self, ctx: KVContext) -> int:
+        return cdiv(ctx.max_model_len, self.block_size) * self.page_size_bytes
+
+
+@dataclass(frozen=True)
+class MLAAttentionSpec(FullAttentionSpec):
+    """MLA: one latent "head" of ``kv_lora_rank + qk_rope_head_dim`` and no separate V
+    (``head_size_v = 0``), replicated on every TP rank (kv_cache_interface.py:686;
+    mla_attention.py:479)."""
+
+    kind = "mla"
+
+
+@dataclass(frozen=True)
+class SlidingWindowSpec(AttentionSpec):
+    """Sliding window: ``cdiv(min(W − 1 + in_flight, max_model_len), block_size) + 1`` blocks per request
+    (kv_cache_interface.py:859-896; the +1 because the window may start mid-block)."""
+
+    sliding_window: int = 0
+    kind = "sliding_window"
+
+    def max_memory_bytes(self, ctx: KVContext) -> int:
+        tokens = min(self.sliding_window - 1 + ctx.max_in_flight_tokens, ctx.max_model_len)
+        return (cdiv(tokens, self.block_size) + 1) * self.page_size_bytes
+
+
+@dataclass(frozen=True)
+class ChunkedLocalAttentionSpec(AttentionSpec):
+    """Chunked local attention (Llama 4): ``cdiv(min(chunk + in_flight, max_model_len), block_size)``
+    blocks per request (kv_cache_interface.py:810-846)."""
+
+    attention_chunk_size: int = 0
+    kind = "chunked_local"
+
+    def max_memory_bytes(self, ctx: KVContext) -> int:
+        tokens = min(self.attention_chunk_size + ctx.max_in_flight_tokens, ctx.max_model_len)
+        return cdiv(tokens, self.block_size) * self.page_size_bytes
+
+
+@dataclass(frozen=True)
+class CrossAttentionSpec(AttentionSpec):
+    """Cross-attention (mllama): sized by the encoder tokens, ``cdiv(encoder_tokens, bs) × page``
+    (kv_cache_interface.py:1157-1164)."""
+
+    kind = "cross_attention"
+
+    def max_memory_bytes(self, ctx: KVContext) -> int:
+        return cdiv(ctx.encoder_tokens, self.block_size) * self.page_size_bytes
+
+
+@dataclass(frozen=True)
+class MambaSpec:
+    """Mamba / linear-attention state: one page holds a request's whole state (Σ prod(shape) × dtype
+    bytes, independent of block size); a request needs ``1 + num_speculative_tokens`` pages in
+    ``mamba_cache_mode="none"`` (kv_cache_interface.py:1035-1082)."""
+
+    state_bytes: int
+    block_size: int
+    num_speculative_blocks: int = 0
+    page_size_padded: int | None = None
+    draft: bool = False
+
+    kind = "mamba"
+
+    @property
+    def page_size_bytes(self) -> int:
+        return self.page_size_padded or self.state_bytes
+
+    @property
+    def bytes_per_token(self) -> int:
+        return 0
+
+    def max_memory_bytes(self, ctx: KVContext) -> int:
+        return self.page_size_bytes * (1 + self.num_speculative_blocks)
+
+
+Spec = AttentionSpec | MambaSpec
+
+
+@dataclass(frozen=True)
+class KVGroup:
+    """One KV cache group: layer names sharing one block table, and the spec of each layer."""
+
+    layer_names: tuple[str, ...]
+    specs: tuple[Spec, ...]
+
+    @property
+    def bytes_per_block(self) -> int:
+        return sum(s.page_size_bytes for s in self.specs)
+
+    def blocks_per_request(self, ctx: KVContext) -> int:
+        """``cdiv(max_memory_usage_bytes, page_size_bytes)`` of the group's spec (kv_cache_utils.py:1213)."""
+        total_mem = sum(s.max_memory_bytes(ctx) for s in self.specs)
+        return cdiv(total_mem, self.bytes_per_block)
+
+
+def _spec_type(spec: Spec) -> type:
+    return type(spec)
+
+
+def unify_page_sizes(specs: dict[str, Spec]) -> dict[str, Spec]:
+    """``unify_kv_cache_spec_page_size`` (kv_cache_utils.py:1292): smaller attention pages grow their
+    block size by ``max_page / page`` when it divides, else (non-MLA attention, Mamba) are padded.
+
+    Raises:
+        NotImplementedError: an MLA page that neither divides nor may be padded (vLLM then falls back
+        to full allocation).
+    """
+    pages = {s.page_size_bytes for s in specs.values()}
+    if len(pages) <= 1:
+        return specs
+    max_page = max(pages)
+    out: dict[str, Spec] = {}
+    for name, spec in specs.items():
+        if spec.page_size_bytes == max_page:
+            out[name] = spec
+        elif isinstance(spec, MambaSpec):
+            out[name] = replace(spec, page_size_padded=max_page)
+        elif max_page % spec.page_size_bytes == 0:
+            out[name] = replace(spec, block_size=spec.block_size * (max_page // spec.page_size_bytes))
+        elif not isinstance(spec, MLAAttentionSpec):
+            out[name] = replace(spec, page_size_padded=max_page)
+        else:
+            raise NotImplementedError(f"layer {name}: MLA page {spec.page_size_bytes} B cannot be unified to {max_page} B")
+    return out
+
+
+def group_specs(specs: dict[str, Spec]) -> list[KVGroup]:
+    """``get_kv_cache_groups`` (kv_cache_utils.py:2159-2253) for the cases our families produce.
+
+    - no specs (attention-free) → ``[]``;
+    - all specs equal → one group;
+    - same spec type, different sizes (e.g. per-layer head sizes) → one ``UniformTypeKVCacheSpecs``
+      group whose page is the sum of its layers' pages;
+    - otherwise: unify page sizes, bucket equal specs, ``group_size = min(len(bucket))`` (or ``max`` when
+      ``max < 1.5 × min``), split each bucket into ``cdiv(n, group_size)`` groups taking ``layers[i::k]``
+      (padding layers are only a warning in vLLM; they do not add bytes to the pool's block).
+    """
+    if not specs:
+        return []
+    names = list(specs)
+    values = list(specs.values())
+    if all(v == values[0] for v in values):
+        return [KVGroup(tuple(names), tuple(values))]
+    types = {_spec_type(v) for v in values}
+    if len(types) == 1 and not isinstance(values[0], MambaSpec):
+        return [KVGroup(tuple(names), tuple(values))]
+
+    unified = unify_page_sizes(specs)
+    buckets: dict[Spec, list[str]] = defaultdict(list)
+    for name, spec in unified.items():
+        buckets[spec].append(name)
+    layer_buckets = list(buckets.values())
+    sizes = [len(b) for b in layer_buckets]
+    group_size = min(sizes)
+    if max(sizes) < min(sizes) * 1.5:
+        group_size = max(sizes)
+    groups: list[KVGroup] = []
+    for bucket in layer_buckets:
+        n_groups = cdiv(len(bucket), group_size)
+        for i in range(n_groups):
+            members = bucket[i::n_groups]
+            groups.append(KVGroup(tuple(members), tuple(unified[m] for m in members)))
+    return groups
+
+
+class KVCapacity(BaseModel):
+    """What vLLM logs after sizing the pool: ``num_blocks`` (``num_gpu_blocks``), ``kv_cache_tokens``
+    ("GPU KV cache size: N tokens"), ``max_concurrency`` ("Maximum concurrency for L tokens per request")."""
+
+    num_blocks: int
+    bytes_per_block: int
+    blocks_per_request: int
+    num_groups: int
+    max_concurrency: float
+    kv_cache_tokens: int
+    bytes_per_request: int  # what one max_model_len request needs (for the admission check)
+
+
+def capacity(groups: list[KVGroup], available_bytes: int, ctx: KVContext, block_size: int,
+             legacy_token_formula: bool = False) -> KVCapacity:
+    """Blocks, tokens and concurrency from the groups and the bytes available for the KV cache.
+
+    ``legacy_token_formula``: releases before the single-line log (<= 0.19 in the shared cases) logged
+    ``num_blocks // num_groups × block_size`` tokens; 0.32 logs ``int(concurrency × max_model_len)``
+    (kv_cache_utils.py:2300-2314).
+    """
+    if not groups:
+        return KVCapacity(num_blocks=0, bytes_per_block=0, blocks_per_request=0, num_groups=0,
+                          max_concurrency=0.0, kv_cache_tokens=0, bytes_per_request=0)
+    bytes_per_block = max(g.bytes_per_block for g in groups)
+    num_blocks = max(available_bytes, 0) // bytes_per_block
+    per_request = sum(g.blocks_per_request(ctx) for g in groups)
+    concurrency = num_blocks / per_request if per_request else 0.0
+    if legacy_token_formula:
+        tokens = num_blocks // len(groups) * block_size
+    else:
+        tokens = int(concurrency * ctx.max_model_len)
+    return KVCapacity(num_blocks=num_blocks, bytes_per_block=bytes_per_block, blocks_per_request=per_request,
+                      num_groups=len(groups), max_concurrency=concurrency, kv_cache_tokens=tokens,
+                      bytes_per_request=per_request * bytes_per_block)
+
+
+def estimate_max_model_len(groups_for_len, available_bytes: int, upper: int) -> int:
+    """``estimate_max_model_len`` (kv_cache_utils.py:1050): the largest length whose one request fits,
+    by binary search. ``groups_for_len(L)`` returns ``(groups, ctx)`` for a candidate length."""
+    lo, hi, best = 1, upper, 0
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        groups, ctx = groups_for_len(mid)
+        need = sum(g.blocks_per_request(ctx) for g in groups) * max(g.bytes_per_block for g in groups)
+        if need <= available_bytes - max(g.bytes_per_block for g in groups):
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def lcm(*values: int) -> int:
+    return math.lcm(*values)

@@ -1,0 +1,516 @@
+"""The memory engine: from a model config and vLLM flags to the numbers vLLM logs at startup.
+
+Per GPU (rank 0 of the first pipeline stage), following ``vllm/v1/worker/gpu_worker.py``
+(``determine_available_memory``, 0.32):
+
+    requested  = ceil(total_device_memory × gpu_memory_utilization)          (v1/worker/utils.py:724)
+    available  = requested − weights − activation_peak − non_torch − cuda_graph_estimate
+    num_blocks = available // bytes_per_block                                (kv_cache_utils.py:1588)
+
+Weights come from :mod:`weights`, KV specs/grouping/capacity from :mod:`kv`, release differences and
+fitted overheads from :mod:`runtime`. Every number in the result carries its source in
+``EstimateResult.sources``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .arch import ModelArch, parse_config
+from .dtypes import dtype_bytes
+from .errors import EngineInputError
+from .gpus import GPU, get_gpu
+from .kv import (ChunkedLocalAttentionSpec, CrossAttentionSpec, FullAttentionSpec, KVContext, KVGroup,
+                 MambaSpec, MLAAttentionSpec, SlidingWindowSpec, Spec, capacity, cdiv, group_specs)
+from .runtime import (CUDA_GRAPH_BASE_GIB, CUDA_GRAPH_MOE_EXTRA_GIB, CUDA_GRAPH_PER_LAYER_GIB, FORWARD_FACTOR,
+                      MOE_WORKSPACE_FACTOR, NON_TORCH_GIB_PP, NON_TORCH_GIB_SINGLE, NON_TORCH_GIB_TP,
+                      NON_TORCH_GIB_TP_OLD, SAMPLER_BASE_GIB, SAMPLER_BYTES_PER_SEQ_VOCAB,
+                      SAMPLER_BYTES_PER_SEQ_VOCAB_OLD, ReleaseRules, batch_defaults, default_block_size,
+                      parse_version)
+from .schemas import EngineInput, EstimateResult, LayerKV
+from .weights import resolve_quant, weights_from_checkpoint, weights_per_gpu
+
+GiB = 2**30
+FIT_SOURCE = "fit to public vLLM 0.19 startup logs (shared cases llmd-*; benchmarks/memory_cases.py)"
+
+
+def _gib(x: float) -> float:
+    return round(x / GiB, 2)
+
+
+def _validate(inp: EngineInput) -> None:
+    checks = [
+        ("tensor_parallel_size", inp.tensor_parallel_size, 1),
+        ("pipeline_parallel_size", inp.pipeline_parallel_size, 1),
+    ]
+    for field, value, minimum in checks:
+        if value < minimum:
+            raise EngineInputError(field, f"must be at least {minimum}, got {value}")
+    for field in ("max_model_len", "block_size", "max_num_seqs", "max_num_batched_tokens"):
+        value = getattr(inp, field)
+        if value is not None and value < 1:
+            raise EngineInputError(field, f"must be a positive integer, got {value}")
+    u = inp.gpu_memory_utilization
+    if u is not None and not (0 < u <= 1):
+        raise EngineInputError("gpu_memory_utilization", f"must be in (0, 1], got {u}")
+    if inp.kv_cache_memory_bytes is not None and inp.kv_cache_memory_bytes < 0:
+        raise EngineInputError("kv_cache_memory_bytes", "must not be negative")
+    if inp.block_size is not None and inp.block_size % 16 and inp.block_size not in (1, 8):
+        raise EngineInputError("block_size", f"vLLM block sizes are 1, 8 or multiples of 16, got {inp.block_size}")
+
+
+def resolve_dtype(requested: str, arch: ModelArch, gpu: GPU) -> tuple[str, str]:
+    """``--dtype auto`` → the checkpoint's ``torch_dtype``, float32 checkpoints downcast to bfloat16
+    (float16 before compute capability 8.0), bfloat16 to float16 where bf16 is unsupported
+    (``_resolve_auto_dtype``, vllm/config/model.py:2405)."""
+    if requested != "auto":
+        return requested, "user input (--dtype)"
+    cfg = arch.torch_dtype if arch.torch_dtype in ("bfloat16", "float16", "float32") else "bfloat16"
+    cap = gpu.capability_tuple
+    bf16_ok = gpu.is_cpu or cap is None or cap >= (8, 0)
+    if cfg == "float32":
+        return ("bfloat16" if bf16_ok else "float16"), "float32 checkpoint downcast (vllm/config/model.py:2423)"
+    if cfg == "bfloat16" and not bf16_ok:
+        return "float16", f"{gpu.name} lacks bfloat16: float16 (vllm/config/model.py:2430)"
+    return cfg, "config.json torch_dtype"
+
+
+def _mamba_state_bytes(arch: ModelArch, tp: int, num_spec: int, conv_b: int, ssm_b: int) -> int:
+    """Σ prod(shape) × bytes of one request's state (``vllm/model_executor/layers/mamba/mamba_utils.py``)."""
+    m = arch.mamba
+    if "gdn_hv" in m:  # GatedDeltaNet (:280-301)
+        hk, dk, hv, dv, k = m["gdn_hk"], m["gdn_dk"], m["gdn_hv"], m["gdn_dv"], m["conv_kernel"]
+        conv = (2 * hk * dk + hv * dv) // tp * (k - 1 + num_spec)
+        ssm = hv // tp * dv * dk
+        return conv * conv_b + ssm * ssm_b
+    if "m2_heads" in m:  # Mamba2 (:195-220)
+        groups = m["m2_groups"]
+        if groups % tp:
+            groups = groups * tp  # extra groups replicated so each rank has whole groups
+        conv = (m["m2_d_inner"] + 2 * groups * m["m2_state"]) // tp * (m["conv_kernel"] - 1 + num_spec)
+        ssm = m["m2_heads"] // tp * m["m2_head_dim"] * m["m2_state"]
+        return conv * conv_b + ssm * ssm_b
+    if "m1_d_inner" in m:  # Mamba1 (:180-192)
+        d = m["m1_d_inner"] // tp
+        return d * (m["conv_kernel"] - 1) * conv_b + d * m["m1_state"] * ssm_b
+    return 0
+
+
+def _stage_layers(arch: ModelArch, pp: int) -> list[int]:
+    """Layer indices of the first pipeline stage (``get_pp_indices``: equal split, remainder to the last
+    stages; vllm/distributed/utils.py)."""
+    per = arch.num_layers // pp
+    return list(range(per if pp > 1 else arch.num_layers))
+
+
+def build_specs(arch: ModelArch, *, tp: int, pp: int, block_size: int, kv_bytes: int, model_bytes: int,
+                num_spec: int, prefix: str = "", draft: bool = False,
+                is_cpu: bool = False) -> dict[str, Spec]:
+    """Layer name → KV spec for the layers on rank 0 of the first pipeline stage.
+
+    KV heads per rank: ``max(1, num_kv_heads // tp)`` (replicated when tp > heads; vllm/config/model.py
+    ``get_num_kv_heads``); MLA: one latent head of ``kv_lora_rank + qk_rope_head_dim`` on every rank.
+    """
+    specs: dict[str, Spec] = {}
+    kv_heads = max(1, arch.num_kv_heads // tp)
+    mamba_bytes = None
+    for i in _stage_layers(arch, pp):
+        layer = arch.layers[i]
+        name = f"{prefix}layers.{i}"
+        common = dict(block_size=block_size, dtype_bytes=kv_bytes, draft=draft)
+        if layer.kind == "mla":
+            specs[name] = MLAAttentionSpec(num_kv_heads=1, head_size=arch.kv_lora_rank + arch.qk_rope_head_dim,
+                                           head_size_v=0, **common)
+        elif layer.kind == "full":
+            specs[name] = FullAttentionSpec(num_kv_heads=kv_heads, head_size=arch.head_dim,
+                                            head_size_v=arch.head_dim, **common)
+        elif layer.kind == "sliding":
+            specs[name] = SlidingWindowSpec(num_kv_heads=kv_heads, head_size=arch.head_dim, head_size_v=arch.head_dim,
+                                            sliding_window=layer.sliding_window or 0, **common)
+        elif layer.kind == "chunked":
+            specs[name] = ChunkedLocalAttentionSpec(num_kv_heads=kv_heads, head_size=arch.head_dim,
+                                                    head_size_v=arch.head_dim,
+                                                    attention_chunk_size=layer.chunk_size or 0, **common)
+        elif layer.kind == "cross":
+            specs[name] = CrossAttentionSpec(num_kv_heads=kv_heads, head_size=arch.head_dim,
+                                             head_size_v=arch.head_dim, **common)
+        elif layer.kind in ("mamba2", "mamba1", "gdn"):
+            if mamba_bytes is None:
+                ssm_b = 4 if is_cpu and layer.kind == "gdn" else model_bytes
+                mamba_bytes = _mamba_state_bytes(arch, tp, num_spec, model_bytes, ssm_b)
+            specs[name] = MambaSpec(state_bytes=mamba_bytes, block_size=block_size, num_speculative_blocks=num_spec,
+                                    draft=draft)
+    return specs
+
+
+def align_hybrid_block_size(specs: dict[str, Spec], block_size: int, kernel_alignment: int,
+                            is_mla: bool) -> tuple[int, int | None]:
+    """For attention + Mamba models: raise the attention block size until one attention page holds a
+    Mamba state, then pad the Mamba page to the attention page (``_align_hybrid_block_size``,
+    vllm/platforms/interface.py:939-1125). Returns ``(block_size, mamba_page_padded)``."""
+    mamba_pages = [s.state_bytes for s in specs.values() if isinstance(s, MambaSpec)]
+    attn = [s for s in specs.values() if not isinstance(s, MambaSpec)]
+    if not mamba_pages or not attn:
+        return block_size, None
+    page_1tok = attn[0].bytes_per_token
+    mamba_page = max(mamba_pages)
+    align = max(kernel_alignment, block_size)
+    if is_mla:
+        align = max(align, 128)
+    attn_block = align * cdiv(mamba_page, align * page_1tok)
+    attn_block = kernel_alignment * cdiv(attn_block, kernel_alignment)
+    block_size = max(block_size, attn_block)
+    return block_size, block_size * page_1tok
+
+
+def _with_block_size(specs: dict[str, Spec], block_size: int, mamba_padded: int | None) -> dict[str, Spec]:
+    from dataclasses import replace
+
+    out: dict[str, Spec] = {}
+    for name, s in specs.items():
+        if isinstance(s, MambaSpec):
+            out[name] = replace(s, block_size=block_size, page_size_padded=mamba_padded)
+        else:
+            out[name] = replace(s, block_size=block_size)
+    return out
+
+
+def activation_peak_bytes(arch: ModelArch, *, tp: int, max_num_seqs: int, max_num_batched_tokens: int,
+                          act_bytes: int, stage: str = "only", heavy_sampler: bool = True,
+                          moe_workspace: bool = True) -> int:
+    """Peak of the profiling run above the weights ("torch peak memory increase" in vLLM's debug log).
+
+    ``max(sampler, forward) + MoE workspace``: the dummy sampler pass holds ``max_num_seqs × vocab × 14.4 B``
+    (fp32 logits and their softmax/sort copies; 4 B in older releases) on the last pipeline stage; the
+    forward pass ``1.15 × tokens × (3·hidden + 3·intermediate/tp) × activation bytes``, plus the hidden
+    states and residual sent to the next stage on a first stage; the fused-MoE workspace
+    ``tokens × top-k × (2·moe_intermediate/tp + hidden) × 2 B`` stays allocated (not for MXFP4 kernels).
+    ``stage``: ``only`` (no pipeline), ``first`` or ``last``. The constants are a fit to the public logs
+    (``runtime.py``), not a derivation: the real peak depends on kernels and the allocator.
+    """
+    tokens = max_num_batched_tokens
+    per_entry = SAMPLER_BYTES_PER_SEQ_VOCAB if heavy_sampler else SAMPLER_BYTES_PER_SEQ_VOCAB_OLD
+    sampler = SAMPLER_BASE_GIB * GiB + max_num_seqs * arch.vocab_size * per_entry
+    inter = arch.intermediate_size if not arch.num_experts else max(arch.intermediate_size, arch.moe_intermediate_size)
+    forward = tokens * (3 * arch.hidden_size + 3 * inter / tp) * act_bytes * FORWARD_FACTOR
+    moe = 0.0
+    if arch.num_experts and moe_workspace:
+        moe = tokens * arch.num_experts_per_tok * (2 * arch.moe_intermediate_size / tp + arch.hidden_size) \
+            * act_bytes * MOE_WORKSPACE_FACTOR
+    if stage == "first":
+        sampler = 0.0
+        forward += 2 * tokens * arch.hidden_size * act_bytes  # hidden states + residual for the next stage
+    return int(max(sampler, forward) + moe)
+
+
+def cuda_graph_bytes(arch: ModelArch, pp: int) -> int:
+    """CUDA-graph pool: a fit to "Graph capturing finished in … took X GiB" in the 0.19 logs:
+    ``0.45 GiB + 0.0145 GiB × layers on the stage (+0.5 GiB for MoE)``."""
+    layers = len(_stage_layers(arch, pp))
+    gib = CUDA_GRAPH_BASE_GIB + CUDA_GRAPH_PER_LAYER_GIB * layers + (CUDA_GRAPH_MOE_EXTRA_GIB if arch.num_experts else 0)
+    return int(gib * GiB)
+
+
+def _draft_arch(inp: EngineInput, target: ModelArch) -> ModelArch | None:
+    spec = inp.speculative_config
+    if spec is None or spec.method in ("ngram", "suffix"):
+        return None
+    if spec.method == "mtp":
+        if not target.mtp_layers:
+            raise EngineInputError("speculative_config", "method mtp needs a model with MTP layers "
+                                   "(config.json num_nextn_predict_layers); this model has none")
+        return None
+    if not inp.draft_hf_config:
+        raise EngineInputError("speculative_config", f"method {spec.method} needs the draft model's config "
+                               "(speculative_config.model)")
+    return parse_config(inp.draft_hf_config)
+
+
+def estimate(inp: EngineInput) -> EstimateResult:
+    """Predict vLLM's startup memory figures for one GPU.
+
+    Raises:
+        EngineInputError: bad input (unknown GPU, impossible values, config missing required fields);
+        ``field`` names the offending input.
+    """
+    _validate(inp)
+    gpu = get_gpu(inp.gpu)
+    if inp.gpu_memory_gib is not None:
+        if inp.gpu_memory_gib <= 0:
+            raise EngineInputError("gpu_memory_gib", "must be positive")
+        gpu = gpu.model_copy(update={"memory_gib": inp.gpu_memory_gib,
+                                     "memory_source": "user input (gpu_memory_gib)"})
+    rules = ReleaseRules(parse_version(inp.vllm_version))
+    arch = parse_config(inp.hf_config)
+    tp, pp = inp.tensor_parallel_size, inp.pipeline_parallel_size
+    sources: dict[str, str] = {}
+    warnings: list[str] = list(arch.assumptions)
+    resolved: dict[str, Any] = {}
+
+    if arch.num_kv_heads and not arch.kv_lora_rank and tp > arch.num_kv_heads and tp % arch.num_kv_heads:
+        raise EngineInputError("tensor_parallel_size", f"{tp} is above the model's {arch.num_kv_heads} KV heads and "
+                               "not a multiple of them; vLLM requires tp % num_kv_heads == 0 to replicate KV heads")
+    if arch.num_attention_heads % tp:
+        raise EngineInputError("tensor_parallel_size", f"{arch.num_attention_heads} attention heads are not "
+                               f"divisible by tensor_parallel_size={tp} (vLLM requires it)")
+    if pp > arch.num_layers:
+        raise EngineInputError("pipeline_parallel_size", f"{pp} stages for {arch.num_layers} layers")
+
+    dtype, dtype_src = resolve_dtype(inp.dtype, arch, gpu)
+    resolved["dtype"] = dtype
+    sources["dtype"] = dtype_src
+    model_b = dtype_bytes(dtype)
+    if inp.kv_cache_dtype in ("auto",):
+        kv_dtype = dtype
+        sources["kv_cache_dtype"] = "auto: the model dtype (vllm/utils/torch_utils.py)"
+    else:
+        kv_dtype = inp.kv_cache_dtype
+        sources["kv_cache_dtype"] = "user input (--kv-cache-dtype); fp8 variants are 1 byte"
+    kv_b = dtype_bytes(kv_dtype, "kv_cache_dtype")
+    resolved["kv_cache_dtype"] = kv_dtype
+
+    max_len = inp.max_model_len
+    if max_len is None:
+        if not arch.max_position_embeddings:
+            raise EngineInputError("max_model_len", "config.json has no max_position_embeddings; give --max-model-len")
+        max_len = arch.max_position_embeddings
+        sources["max_model_len"] = "config.json max_position_embeddings (vLLM default)"
+    else:
+        sources["max_model_len"] = "user input (--max-model-len)"
+        if arch.max_position_embeddings and max_len > arch.max_position_embeddings:
+            warnings.append(f"max_model_len {max_len} exceeds max_position_embeddings {arch.max_position_embeddings}: "
+                            "vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
+    resolved["max_model_len"] = max_len
+
+    d_mnbt, d_seqs = batch_defaults(gpu.memory_gib, gpu.name, gpu.is_cpu, tp * pp)
+    mnbt = inp.max_num_batched_tokens or d_mnbt
+    seqs = inp.max_num_seqs or d_seqs
+    sources["max_num_batched_tokens"] = "user input" if inp.max_num_batched_tokens else \
+        "vllm serve default for this GPU (vllm/engine/arg_utils.py get_batch_defaults)"
+    sources["max_num_seqs"] = "user input" if inp.max_num_seqs else sources["max_num_batched_tokens"]
+    resolved.update(max_num_batched_tokens=mnbt, max_num_seqs=seqs)
+
+    u = inp.gpu_memory_utilization or rules.default_gpu_memory_utilization
+    sources["gpu_memory_utilization"] = "user input" if inp.gpu_memory_utilization else \
+        f"vLLM {rules.label} default (vllm/config/cache.py)"
+    resolved["gpu_memory_utilization"] = u
+
+    if inp.block_size:
+        block_size = inp.block_size
+        sources["block_size"] = "user input (--block-size)"
+    else:
+        block_size, why = default_block_size(gpu.is_cpu, bool(arch.kv_lora_rank), gpu.capability_tuple,
+                                             kv_b == 1, inp.attention_backend)
+        sources["block_size"] = why
+
+    # --- speculative decoding -------------------------------------------------------------------
+    spec = inp.speculative_config
+    num_spec = spec.num_speculative_tokens if spec else 0
+    draft = _draft_arch(inp, arch)
+
+    # --- weights --------------------------------------------------------------------------------
+    quant = resolve_quant(arch, inp.quant_config, inp.quantization, model_b)
+    if inp.weights and inp.weights.bytes_by_dtype and quant is None:
+        w = weights_from_checkpoint(sum(inp.weights.bytes_by_dtype.values()), arch, tp, pp, dtype, inp.weights.source)
+    else:
+        w = weights_per_gpu(arch, dtype, quant, tp, pp, gpu.capability_tuple)
+    weights = w.bytes_per_gpu
+    sources["weights_gib"] = w.source + ("; + rotary cos/sin cache" if w.rope_cache_bytes else "")
+    draft_weights = 0
+    if spec and spec.method == "mtp":
+        draft_weights = int(arch.params.mtp * model_b / tp)
+        sources["draft_weights_gib"] = "MTP layers counted from config.json (num_nextn_predict_layers)"
+    elif draft is not None:
+        dw = weights_per_gpu(draft, dtype, None, tp if draft.num_attention_heads % tp == 0 else 1, 1,
+                             gpu.capability_tuple)
+        draft_weights = dw.bytes_per_gpu
+        if spec.method in ("eagle", "eagle3"):
+            # EAGLE heads share the target's embedding (and lm_head unless they bring their own)
+            # (vllm/v1/worker/gpu/spec_decode/eagle/utils.py:15-123)
+            shared = _round_up64(draft.vocab_size) * draft.hidden_size * model_b // tp
+            draft_weights = max(draft_weights - shared, 0)
+            if draft.vocab_size == arch.vocab_size and not draft.tie_word_embeddings:
+                draft_weights = max(draft_weights - shared, 0)
+        sources["draft_weights_gib"] = f"draft config parameter count ({spec.method})"
+    else:
+        sources["draft_weights_gib"] = "no draft weights for this method" if spec else "no speculative decoding"
+
+    # --- KV specs ---------------------------------------------------------------------------------
+    def specs_for(bs: int) -> dict[str, Spec]:
+        s = build_specs(arch, tp=tp, pp=pp, block_size=bs, kv_bytes=kv_b, model_bytes=model_b, num_spec=num_spec,
+                        is_cpu=gpu.is_cpu)
+        if spec and spec.method == "mtp":
+            mtp_arch = arch.model_copy(update={"layers": arch.layers[:arch.mtp_layers],
+                                               "num_layers": arch.mtp_layers})
+            s.update(build_specs(mtp_arch, tp=tp, pp=1, block_size=bs, kv_bytes=kv_b, model_bytes=model_b,
+                                 num_spec=num_spec, prefix="mtp.", draft=True, is_cpu=gpu.is_cpu))
+        elif draft is not None:
+            s.update(build_specs(draft, tp=tp if draft.num_attention_heads % tp == 0 else 1, pp=1, block_size=bs,
+                                 kv_bytes=kv_b, model_bytes=model_b, num_spec=num_spec, prefix="draft.", draft=True,
+                                 is_cpu=gpu.is_cpu))
+        return s
+
+    specs = specs_for(block_size)
+    kernel_align = 16 if not gpu.is_cpu else (16 if arch.kv_lora_rank else 128)
+    new_bs, mamba_pad = align_hybrid_block_size(specs, block_size, kernel_align, bool(arch.kv_lora_rank))
+    if new_bs != block_size or mamba_pad:
+        if new_bs != block_size:
+            warnings.append(f"attention block size raised to {new_bs} tokens so one page holds a Mamba state "
+                            "(vllm/platforms/interface.py _align_hybrid_block_size)")
+            sources["block_size"] = "raised to hold a Mamba/linear-attention state page"
+        block_size = new_bs
+        specs = _with_block_size(specs_for(block_size), block_size, mamba_pad)
+    resolved["block_size"] = block_size
+
+    in_flight = rules.max_concurrent_batches(pp, gpu.is_cpu) * mnbt
+    ctx = KVContext(max_model_len=max_len, max_in_flight_tokens=in_flight, encoder_tokens=arch.encoder_tokens)
+    groups = group_specs(specs)
+
+    # --- budget -----------------------------------------------------------------------------------
+    total = gpu.memory_bytes
+    requested = math.ceil(total * u)
+    act_bytes = 4 if dtype == "float32" else 2
+    if gpu.is_cpu:
+        activation = non_torch = cuda_graph = 0
+        sources["activation_peak_gib"] = sources["non_torch_gib"] = "not modelled on the CPU build"
+        sources["cuda_graph_gib"] = "no CUDA graphs on the CPU build"
+    else:
+        act_kw = dict(tp=tp, max_num_seqs=seqs, max_num_batched_tokens=mnbt, act_bytes=act_bytes,
+                      heavy_sampler=rules.heavy_sampler_profile,
+                      moe_workspace=not (quant and quant.name == "mxfp4"))
+        activation = activation_peak_bytes(arch, stage="first" if pp > 1 else "only", **act_kw)
+        sources["activation_peak_gib"] = FIT_SOURCE + ": max(sampler over max_num_seqs x vocab, forward over " \
+            "max_num_batched_tokens) + MoE workspace"
+        nt_tp = NON_TORCH_GIB_TP if rules.heavy_sampler_profile else NON_TORCH_GIB_TP_OLD
+        non_torch = int((nt_tp if tp > 1 else (NON_TORCH_GIB_PP if pp > 1 else NON_TORCH_GIB_SINGLE)) * GiB)
+        sources["non_torch_gib"] = FIT_SOURCE + (": custom all-reduce + NCCL buffers (tp > 1)" if tp > 1
+                                                 else ": cuBLAS workspaces")
+        cuda_graph = 0 if inp.enforce_eager else cuda_graph_bytes(arch, pp)
+        sources["cuda_graph_gib"] = "--enforce-eager: no CUDA graphs" if inp.enforce_eager else \
+            FIT_SOURCE + ": 'Graph capturing finished … took X GiB' vs layers"
+    deducted = rules.cuda_graph_memory_deducted and cuda_graph > 0
+    if inp.kv_cache_memory_bytes is not None:
+        available = inp.kv_cache_memory_bytes
+        sources["available_kv_cache_gib"] = "--kv-cache-memory-bytes / VLLM_CPU_KVCACHE_SPACE (skips the budget rule)"
+    else:
+        available = requested - weights - draft_weights - activation - non_torch - (cuda_graph if deducted else 0)
+        sources["available_kv_cache_gib"] = (
+            "ceil(total x gpu_memory_utilization) - weights - activation peak - non-torch"
+            + (" - CUDA graph estimate (deducted since vLLM 0.21)" if deducted else
+               " (CUDA graph memory not deducted in this release)" if cuda_graph else ""))
+    pool_available = available
+    if pp > 1 and inp.kv_cache_memory_bytes is None and not gpu.is_cpu:
+        # Every stage sizes its own pool and the engine takes the minimum number of blocks
+        # (kv_cache_utils.py:2662-2678). The last stage holds lm_head and runs the sampler.
+        last_act = activation_peak_bytes(arch, stage="last", **act_kw)
+        last_available = requested - w.last_stage_bytes - last_act - non_torch - (cuda_graph if deducted else 0)
+        if last_available < available:
+            pool_available = last_available
+            warnings.append(f"the last pipeline stage has less room ({_gib(last_available):.2f} GiB, lm_head and "
+                            "sampler) and sets the number of blocks for every stage")
+
+    cap = capacity(groups, pool_available, ctx, block_size, legacy_token_formula=rules.legacy_token_formula)
+    sources["kv_cache_tokens"] = ("num_blocks // num_groups x block_size (vLLM < 0.20 log formula)"
+                                  if rules.legacy_token_formula else
+                                  "int(max_concurrency x max_model_len) (vllm/v1/core/kv_cache_utils.py:2300)")
+    sources["num_gpu_blocks"] = "available // bytes_per_block (vllm/v1/core/kv_cache_utils.py:1588)"
+    sources["max_concurrency"] = "num_blocks / sum over groups of cdiv(max_memory, page) (kv_cache_utils.py:1195)"
+
+    # --- KV bytes per token by layer type ------------------------------------------------------------
+    by_type: dict[tuple[str, bool], LayerKV] = {}
+    for name, s in specs.items():
+        key = (s.kind, s.draft)
+        entry = by_type.get(key)
+        bpt = s.bytes_per_token
+        state = s.state_bytes if isinstance(s, MambaSpec) else 0
+        if entry is None:
+            detail = ""
+            if isinstance(s, MambaSpec):
+                detail = f"state {state:,} B per request (x{1 + s.num_speculative_blocks} with speculation)"
+            elif isinstance(s, SlidingWindowSpec):
+                detail = f"window {s.sliding_window} tokens"
+            elif isinstance(s, MLAAttentionSpec):
+                detail = f"latent {s.head_size} x {kv_b} B"
+            else:
+                detail = f"{s.num_kv_heads} KV heads x {s.head_size} x 2 (K,V) x {kv_b} B"
+            by_type[key] = LayerKV(kind=s.kind, num_layers=1, block_size=s.block_size, page_size_bytes=s.page_size_bytes,
+                                   bytes_per_token=bpt, state_bytes_per_request=state, detail=detail, draft=s.draft)
+        else:
+            entry.num_layers += 1
+            entry.bytes_per_token += bpt
+            entry.state_bytes_per_request += state
+    kv_by_type = list(by_type.values())
+    kv_per_token = sum(e.bytes_per_token for e in kv_by_type)
+    draft_kv = sum(e.bytes_per_token for e in kv_by_type if e.draft)
+
+    # --- verdict ------------------------------------------------------------------------------------
+    fits, reason, suggestion, est_len = _verdict(inp, arch, pool_available, cap, groups, ctx, max_len, weights + draft_weights,
+                                                 requested, kv_per_token, u, gpu, specs_for, block_size)
+
+    return EstimateResult(
+        model=inp.model_label, gpu=gpu.name, vllm_version=rules.label, total_memory_gib=gpu.memory_gib,
+        requested_memory_gib=_gib(requested), weights_gib=_gib(weights), draft_weights_gib=_gib(draft_weights),
+        activation_peak_gib=_gib(activation), non_torch_gib=_gib(non_torch), cuda_graph_gib=_gib(cuda_graph),
+        cuda_graph_deducted=deducted, available_kv_cache_gib=_gib(available), kv_cache_tokens=cap.kv_cache_tokens,
+        num_gpu_blocks=cap.num_blocks, max_concurrency=round(cap.max_concurrency, 2), max_model_len=max_len,
+        block_size=block_size, kv_bytes_per_token=kv_per_token, kv_by_layer_type=kv_by_type,
+        draft_kv_bytes_per_token=draft_kv, fits=fits, reason=reason, suggestion=suggestion,
+        estimated_max_model_len=est_len, warnings=warnings, resolved=resolved,
+        sources={**sources, "total_memory_gib": gpu.memory_source,
+                 "requested_memory_gib": "ceil(total x gpu_memory_utilization) (vllm/v1/worker/utils.py:724)",
+                 "kv_bytes_per_token": "sum over layers of the KV spec page / block_size (vllm/v1/kv_cache_interface.py)"},
+    )
+
+
+def _round_up64(x: int) -> int:
+    return cdiv(x, 64) * 64
+
+
+def _verdict(inp, arch, available, cap, groups: list[KVGroup], ctx, max_len, weights, requested, kv_per_token, u,
+             gpu, specs_for, block_size):
+    """vLLM's admission check (``_check_enough_kv_cache_memory``, kv_cache_utils.py:1003-1040): one
+    ``max_model_len`` request plus the null block must fit in the available KV memory."""
+    if not groups:
+        return True, None, None, None
+    needed = cap.bytes_per_request
+    if available <= 0:
+        reason = (f"No available memory for the cache blocks: weights and runtime overheads take "
+                  f"{_gib(requested - available):.2f} GiB of the {_gib(requested):.2f} GiB budget "
+                  f"(--gpu-memory-utilization={u}).")
+        return False, reason, _suggest(inp, arch, gpu, weights, kv_per_token, max_len, available, needed), None
+    if needed <= available - cap.bytes_per_block:
+        return True, None, None, None
+
+    def groups_for(length: int):
+        c = KVContext(max_model_len=length, max_in_flight_tokens=ctx.max_in_flight_tokens,
+                      encoder_tokens=ctx.encoder_tokens)
+        return groups, c
+
+    from .kv import estimate_max_model_len
+
+    est = estimate_max_model_len(groups_for, available, max_len)
+    reason = (f"To serve at least one request with max_model_len {max_len:,}, {needed / GiB:.2f} GiB of KV cache is "
+              f"needed, which is larger than the available KV cache memory ({available / GiB:.2f} GiB). "
+              f"Based on the available memory, the estimated maximum model length is {est:,}.")
+    return False, reason, _suggest(inp, arch, gpu, weights, kv_per_token, max_len, available, needed, est), est
+
+
+def _suggest(inp, arch, gpu, weights, kv_per_token, max_len, available, needed, est=None) -> str:
+    """The smallest change that makes it fit, in vLLM flag terms."""
+    options = []
+    if est:
+        options.append(f"--max-model-len {est}")
+    total = gpu.memory_bytes
+    shortfall = needed - available + 64 * 2**20
+    u_needed = (total * (inp.gpu_memory_utilization or 0.9) + shortfall) / total
+    if u_needed <= 0.98:
+        options.append(f"--gpu-memory-utilization {math.ceil(u_needed * 100) / 100:.2f}")
+    if inp.kv_cache_dtype == "auto" and available > needed / 2:
+        options.append("--kv-cache-dtype fp8 (halves KV bytes per token)")
+    tp = inp.tensor_parallel_size
+    for cand in (2, 4, 8):
+        if cand > tp and arch.num_attention_heads % cand == 0:
+            if weights / (cand / tp) < total * 0.8:
+                options.append(f"--tensor-parallel-size {cand}")
+                break
+    return "Try " + ", or ".join(options) + "." if options else "Use a GPU with more memory or a quantized checkpoint."

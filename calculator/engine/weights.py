@@ -1,0 +1,210 @@
+"""Weights memory per GPU: what vLLM logs as "Model loading took X GiB".
+
+Two sources, best first:
+
+1. The checkpoint's own tensors (``CheckpointWeights`` from safetensors headers): stored bytes, split
+   across tensor-parallel ranks, minus nothing. Used when the checkpoint's storage format is what vLLM
+   keeps in memory (unquantized, or the same quantized format).
+2. A count from ``config.json`` (:class:`~calculator.engine.arch.ParamCount`) times bytes per parameter
+   of the quantization scheme, with vLLM's sharding rules: column/row-parallel linears split by TP,
+   vocabulary-parallel embedding and ``lm_head`` padded to a multiple of 64 rows
+   (``vllm/model_executor/layers/vocab_parallel_embedding.py``: ``DEFAULT_VOCAB_PADDING_SIZE = 64``) and
+   split, norms and routers replicated, K/V projections replicated when TP exceeds the KV heads
+   (``vllm/model_executor/layers/linear.py``: ``QKVParallelLinear``), pipeline stages taking an equal
+   share of the layers (``vllm/distributed/utils.py``: ``get_pp_indices``).
+
+Plus the rotary cos/sin cache buffer (``max_position × rotary_dim`` in the model dtype,
+``vllm/model_executor/layers/rotary_embedding/base.py``), which the load-time profiler also sees.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from .arch import ModelArch
+from .dtypes import dtype_bytes
+from .errors import EngineInputError
+from .kv import cdiv
+
+
+class QuantScheme(BaseModel):
+    """How linear-layer weights are stored in GPU memory.
+
+    ``bits`` per weight element, plus ``scale_bytes_per_weight`` (scales/zeros amortised per element).
+    ``experts_only``: only MoE experts are quantized (gpt-oss MXFP4). ``quantize_lm_head``: rarely true.
+    """
+
+    name: str
+    bits: float
+    scale_bytes_per_weight: float = 0.0
+    experts_only: bool = False
+    quantize_lm_head: bool = False
+    source: str
+
+
+def _round_up(x: int, m: int) -> int:
+    return cdiv(x, m) * m
+
+
+def resolve_quant(arch: ModelArch, quant_config: dict[str, Any] | None, quantization: str | None,
+                  model_dtype_bytes: int) -> QuantScheme | None:
+    """The weight storage scheme, from the checkpoint's quantization config (``config.json``
+    ``quantization_config`` or a separate file such as ``hf_quant_config.json``) or the ``--quantization``
+    flag (runtime ``fp8``).
+
+    Raises:
+        EngineInputError: an unknown ``--quantization`` value.
+    """
+    qc = quant_config or arch.quantization_config or {}
+    method = str(qc.get("quant_method") or qc.get("quantization", {}).get("quant_algo") or "").lower()
+    if not method and qc.get("producer", {}).get("name") == "modelopt":
+        method = "modelopt"
+    flag = (quantization or "").lower() or None
+    if flag in ("fp8",) and not method:
+        return QuantScheme(name="fp8", bits=8, source="--quantization fp8: weights quantized to FP8 at load "
+                           "(vllm/model_executor/layers/quantization/fp8.py), per-tensor scales")
+    if not method and flag in (None, "none", "auto"):
+        return None
+    method = method or flag or ""
+    if method in ("fp8",) or "fp8" in method and "modelopt" not in method:
+        block = qc.get("weight_block_size")
+        scale = 4 / (block[0] * block[1]) if block else 0.0
+        return QuantScheme(name="fp8", bits=8, scale_bytes_per_weight=scale,
+                           source=f"checkpoint quantization_config: fp8{' block ' + str(block) if block else ''}")
+    if method in ("modelopt", "modelopt_fp4") or "fp8" in method or "nvfp4" in method:
+        algo = str((qc.get("quantization") or {}).get("quant_algo") or qc.get("quant_algo") or "FP8").upper()
+        if "FP4" in algo:
+            return QuantScheme(name="nvfp4", bits=4, scale_bytes_per_weight=1 / 16,
+                               source="checkpoint quantization: ModelOpt NVFP4 (FP8 scale per 16 weights)")
+        return QuantScheme(name="fp8", bits=8, source="checkpoint quantization: ModelOpt FP8 (per-tensor scales)")
+    if method == "mxfp4":
+        return QuantScheme(name="mxfp4", bits=4, scale_bytes_per_weight=1 / 32, experts_only=True,
+                           source="checkpoint quantization_config: mxfp4 (E8M0 scale per 32 weights) on MoE experts")
+    if method in ("gptq", "awq", "gptq_marlin", "awq_marlin", "auto-round", "auto_round", "moe_wna16"):
+        bits = qc.get("bits") or qc.get("w_bit") or 4
+        group = qc.get("group_size") or qc.get("q_group_size") or 128
+        group = group if group and group > 0 else 4096
+        # fp16 scale + packed zero point per group per output column
+        scale = (2 + bits / 8) / group
+        return QuantScheme(name=f"{method}-int{bits}", bits=bits, scale_bytes_per_weight=scale,
+                           source=f"checkpoint quantization_config: {method} {bits}-bit, group {group}")
+    if method == "compressed-tensors":
+        groups = qc.get("config_groups") or {}
+        first = next(iter(groups.values()), {}) if isinstance(groups, dict) else {}
+        w = first.get("weights") or {}
+        bits = w.get("num_bits") or 8
+        strategy = w.get("strategy") or "channel"
+        group = w.get("group_size") or 0
+        scale = (2 / group) if strategy == "group" and group else 0.0
+        return QuantScheme(name=f"compressed-tensors-{w.get('type', 'int')}{bits}", bits=bits,
+                           scale_bytes_per_weight=scale,
+                           source=f"checkpoint compressed-tensors: {w.get('type', 'int')}{bits} {strategy}"
+                                  f"{' group ' + str(group) if group else ''}")
+    if method in ("bitsandbytes",):
+        bits = 4 if qc.get("load_in_4bit", True) else 8
+        return QuantScheme(name=f"bitsandbytes-{bits}bit", bits=bits, scale_bytes_per_weight=4 / 64 if bits == 4 else 0,
+                           source="checkpoint quantization_config: bitsandbytes")
+    if flag and flag not in ("fp8",):
+        raise EngineInputError("quantization", f"unsupported quantization {flag!r}; supported: fp8 (runtime), or "
+                               "the checkpoint's own (fp8, compressed-tensors, gptq, awq, mxfp4, modelopt, bitsandbytes)")
+    raise EngineInputError("quant_config", f"unsupported checkpoint quant_method {method!r}")
+
+
+class WeightsEstimate(BaseModel):
+    """``bytes_per_gpu``: rank 0 (first pipeline stage); ``last_stage_bytes``: a rank of the last stage."""
+
+    bytes_per_gpu: int
+    last_stage_bytes: int = 0
+    total_bytes: int
+    rope_cache_bytes: int
+    quant: str
+    source: str
+
+
+def rope_cache_bytes(arch: ModelArch, model_bytes: int) -> int:
+    """The rotary cos/sin cache: ``positions × rotary_dim`` elements in the model dtype (fp32 for DeepSeek's
+    scaling RoPE, ``deepseek_scaling_rope.py``), one per distinct rotary embedding."""
+    elem = 4 if arch.kv_lora_rank else model_bytes
+    return (arch.rope_cache_len + arch.rope_cache_len_extra) * arch.rotary_dim * elem
+
+
+def weights_per_gpu(arch: ModelArch, model_dtype: str, quant: QuantScheme | None, tp: int, pp: int,
+                    gpu_capability: tuple[int, int] | None) -> WeightsEstimate:
+    """Bytes of weights on the most loaded GPU (the first pipeline stage, which also holds the embedding).
+
+    Formula per component: params × bytes/param (quantized linears: ``bits/8 + scale bytes``), divided
+    by ``tp`` for tensor-parallel weights; see the module docstring for the sharding rules.
+    """
+    p = arch.params
+    b = dtype_bytes(model_dtype)
+    lin_bytes = (quant.bits / 8 + quant.scale_bytes_per_weight) if quant else b
+    dense_lin_bytes = b if (quant and quant.experts_only) else lin_bytes
+
+    vocab_rows = _round_up(arch.vocab_size, 64)
+    embed = vocab_rows * arch.hidden_size * b / tp
+    lm_head = (vocab_rows * arch.hidden_size * (lin_bytes if quant and quant.quantize_lm_head else b) / tp
+               if not arch.tie_word_embeddings else 0)
+    if p.lm_head and p.lm_head > arch.vocab_size * arch.hidden_size:  # lm_head bias (phi)
+        lm_head += (p.lm_head - arch.vocab_size * arch.hidden_size) * b / tp
+
+    kv_heads_total = arch.num_kv_heads
+    kv_replication = max(1, tp // kv_heads_total) if kv_heads_total and not arch.kv_lora_rank else 1
+    attention = (p.attention - p.kv_proj) * dense_lin_bytes / tp + p.kv_proj * dense_lin_bytes * kv_replication / tp
+    mlp = p.mlp * dense_lin_bytes / tp
+    shared = p.shared_experts * dense_lin_bytes / tp
+    mamba = p.mamba * dense_lin_bytes / tp
+    experts = p.experts * lin_bytes / tp
+    if quant and quant.name == "mxfp4" and arch.num_experts:
+        # MXFP4 MoE kernels pad the expert dims: Marlin/TRT-LLM (NVIDIA) round the per-rank intermediate
+        # size up to 128 and the hidden size to 256 (vllm/model_executor/layers/fused_moe/oracle/mxfp4.py,
+        # mxfp4_round_up_hidden_size_and_intermediate_size).
+        inter = _round_up(cdiv(arch.moe_intermediate_size, tp), 128)
+        hidden = _round_up(arch.hidden_size, 256)
+        n_moe_layers = p.experts // (arch.num_experts * (3 * arch.hidden_size * arch.moe_intermediate_size
+                                                         + 2 * arch.moe_intermediate_size + arch.hidden_size))
+        experts = n_moe_layers * arch.num_experts * (3 * inter * hidden * lin_bytes + (2 * inter + hidden) * b)
+    replicated = (p.norms + p.router) * b
+    vision = p.vision * b  # vision towers are replicated on every TP rank in vLLM's multimodal wrappers
+    if arch.kv_lora_rank:
+        # MLA keeps kv_a_proj_with_mqa replicated (ReplicatedLinear) and, after loading, the absorbed
+        # W_UK_T / W_UV copies of kv_b_proj per rank (vllm/model_executor/layers/attention/mla_attention.py).
+        n_mla = sum(1 for la in arch.layers if la.kind == "mla")
+        kv_a = n_mla * arch.hidden_size * (arch.kv_lora_rank + arch.qk_rope_head_dim)
+        attention += kv_a * dense_lin_bytes * (1 - 1 / tp)
+        absorbed = n_mla * arch.kv_lora_rank * arch.num_attention_heads * arch.mla_nope_v_dim
+        attention += absorbed * b / tp
+    per_layer_sharded = attention + mlp + shared + mamba + experts
+    # Pipeline parallel: layers split evenly; the first stage holds the embedding (and the vision tower),
+    # the last the lm_head. Report the first stage (rank 0 logs).
+    layer_share = (arch.num_layers // pp) / arch.num_layers if pp > 1 else 1.0
+    first_stage = embed + per_layer_sharded * layer_share + replicated * layer_share + vision
+    last_stage = lm_head + per_layer_sharded * (1 - layer_share * (pp - 1)) + replicated * layer_share
+    if pp == 1:
+        first_stage += lm_head
+    rope = rope_cache_bytes(arch, b)
+    total = first_stage + rope
+    all_gpus = (embed + lm_head) * tp + per_layer_sharded * tp + replicated + vision
+    return WeightsEstimate(
+        bytes_per_gpu=int(total), last_stage_bytes=int(last_stage + rope if pp > 1 else total),
+        total_bytes=int(all_gpus), rope_cache_bytes=int(rope),
+        quant=quant.name if quant else model_dtype,
+        source=("config.json parameter count x bytes per parameter "
+                f"({quant.source if quant else model_dtype + ', unquantized'}); sharded by vLLM's TP/PP rules"),
+    )
+
+
+def weights_from_checkpoint(stored_bytes: int, arch: ModelArch, tp: int, pp: int, model_dtype: str,
+                            source: str) -> WeightsEstimate:
+    """Per-GPU bytes from the checkpoint's stored tensors: the replicated share (norms, routers, vision)
+    stays whole, the rest is split by TP and PP; plus the rotary cache. Exact for unquantized checkpoints."""
+    b = dtype_bytes(model_dtype)
+    p = arch.params
+    replicated = (p.norms + p.router + p.vision) * b
+    mtp = p.mtp * b
+    sharded = max(stored_bytes - replicated - mtp, 0)
+    per_gpu = sharded / tp / pp + replicated
+    rope = rope_cache_bytes(arch, b)
+    return WeightsEstimate(bytes_per_gpu=int(per_gpu + rope), last_stage_bytes=int(per_gpu + rope),
+                           total_bytes=stored_bytes, rope_cache_bytes=int(rope),
+                           quant="checkpoint", source=source)
