@@ -29,9 +29,14 @@ from urllib.parse import urlencode, urlsplit
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 QUERY = urlencode({"model": MODEL, "gpu": "H100", "max_model_len": 8192, "vllm_version": "0.32.0"}, safe="/")
+VARYING = urlencode({"model": MODEL, "gpu": "H100", "vllm_version": "0.32.0"}, safe="/")
+# (label, path for request i, headers). The first two repeat one configuration (the cached case the
+# target is for); the third changes max_model_len on every request, as a user typing does (every
+# request misses the per-process caches for its own point).
 ENDPOINTS = (
-    ("results fragment (HX-Request)", f"/?{QUERY}", {"HX-Request": "true"}),
-    ("JSON API /api/estimate", f"/api/estimate?{QUERY}", {}),
+    ("results fragment (HX-Request)", lambda i: f"/?{QUERY}", {"HX-Request": "true"}),
+    ("JSON API /api/estimate", lambda i: f"/api/estimate?{QUERY}", {}),
+    ("fragment, new max_model_len each", lambda i: f"/?{VARYING}&max_model_len={4096 + i}", {"HX-Request": "true"}),
 )
 
 
@@ -55,7 +60,7 @@ def wait_ready(host: str, port: int, timeout: float = 120.0) -> None:
     raise SystemExit(f"server on {host}:{port} not ready after {timeout:.0f} s")
 
 
-def run(host: str, port: int, path: str, headers: dict[str, str], total: int, concurrency: int):
+def run(host: str, port: int, path_for, headers: dict[str, str], total: int, concurrency: int):
     """Send ``total`` GETs with ``concurrency`` threads; returns (latencies in s, wall s, errors)."""
     latencies: list[float] = []
     errors: list[str] = []
@@ -66,8 +71,10 @@ def run(host: str, port: int, path: str, headers: dict[str, str], total: int, co
         conn = http.client.HTTPConnection(host, port, timeout=30)
         while True:
             with lock:
-                if next(counter, None) is None:
-                    break
+                i = next(counter, None)
+            if i is None:
+                break
+            path = path_for(i)
             start = time.perf_counter()
             try:
                 conn.request("GET", path, headers=headers)
@@ -127,16 +134,19 @@ def main() -> int:
               f"{args.requests} requests per endpoint at concurrency {args.concurrency}\n")
         print(f"{'endpoint':34} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'errors':>7}")
         worst_p95 = 0.0
-        for label, path, headers in ENDPOINTS:
-            run(host, port, path, headers, args.warmup, args.concurrency)
-            lat, wall, errors = run(host, port, path, headers, args.requests, args.concurrency)
+        for n, (label, path_for, headers) in enumerate(ENDPOINTS):
+            warm = (lambda i: path_for(-1 - i)) if n == 2 else path_for  # warm-up must not pre-fill the misses
+            run(host, port, warm, headers, args.warmup, args.concurrency)
+            lat, wall, errors = run(host, port, path_for, headers, args.requests, args.concurrency)
             lat.sort()
             p50, p95, p99 = (pct(lat, q) * 1000 for q in (50, 95, 99))
-            worst_p95 = max(worst_p95, p95)
+            if n < 2:
+                worst_p95 = max(worst_p95, p95)
             print(f"{label:34} {len(lat) / wall:8.1f} {p50:8.1f} {p95:8.1f} {p99:8.1f} {len(errors):7d}")
             if errors:
                 print(f"  first error: {errors[0]}")
-        print(f"\ntarget p95 < 30 ms: {'met' if worst_p95 < 30 else 'NOT met'} (worst p95 {worst_p95:.1f} ms)")
+        print(f"\ntarget p95 < 30 ms (repeated configuration): {'met' if worst_p95 < 30 else 'NOT met'} "
+              f"(worst p95 {worst_p95:.1f} ms); CPUs: {os.cpu_count()}, load generator on the same machine")
         return 0
     finally:
         if server is not None:

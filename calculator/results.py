@@ -7,6 +7,7 @@ No Django request handling here (views stay thin) and no estimation either: ever
 from __future__ import annotations
 
 import shlex
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
@@ -29,6 +30,26 @@ SEGMENTS = (
     ("non_torch_gib", "Non-torch", "seg-nontorch"),
     ("available_kv_cache_gib", "KV cache", "seg-kv"),
 )
+
+
+_CACHE: OrderedDict[str, EstimateResult] = OrderedDict()
+CACHE_SIZE = 4096  # results of about 2 KB each
+
+
+def cached_estimate(inp: EngineInput) -> EstimateResult:
+    """``engine.estimate(inp)``, remembered per process for the last ``CACHE_SIZE`` distinct inputs
+    (keyed by the input's JSON, so equal inputs hit). A form change moves one point of the
+    concurrency curve; the others come from here. Errors are not cached. Do not mutate the result."""
+    key = inp.model_dump_json()
+    result = _CACHE.get(key)
+    if result is None:
+        result = engine.estimate(inp)
+        _CACHE[key] = result
+        if len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    else:
+        _CACHE.move_to_end(key)
+    return result
 
 
 @dataclass
@@ -114,7 +135,7 @@ def concurrency_curve(inp: EngineInput, result: EstimateResult) -> list[dict[str
         if length in points:
             continue
         try:
-            points[length] = engine.estimate(inp.model_copy(update={"max_model_len": length}))
+            points[length] = cached_estimate(inp.model_copy(update={"max_model_len": length}))
         except EngineInputError:
             break  # longer than the model allows
     return [
@@ -219,7 +240,7 @@ def build(form, inp: EngineInput, meta: Any) -> Outcome:
         EngineInputError: the engine rejects the input (the caller shows it by the field it names).
     """
     data = form.cleaned_data
-    result = engine.estimate(inp)
+    result = cached_estimate(inp)
     notes = Footnotes()
     segments = memory_segments(result, notes)
     refs = {key: notes.ref(result.sources.get(key)) for key in (

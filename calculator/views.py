@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import push_url
 
-from calculator import catalog, engine, results
+from calculator import catalog, results
 from calculator.engine.errors import EngineInputError
 from calculator.forms import EstimateForm, tidy_query
 
@@ -87,7 +87,7 @@ def api_estimate(request: HttpRequest) -> JsonResponse:
         return JsonResponse({"error": f"{field}: {message}" if field else message, "field": field}, status=400)
     try:
         inp, _meta = form.to_engine_input()
-        result = engine.estimate(inp)
+        result = results.cached_estimate(inp)
     except EngineInputError as exc:
         return JsonResponse({"error": str(exc), "field": exc.field}, status=400)
     return JsonResponse(result.to_json())
