@@ -127,12 +127,16 @@ class Outcome:
 
 def concurrency_curve(inp: EngineInput, result: EstimateResult) -> list[dict[str, Any]]:
     """``[{"max_model_len": L, "max_concurrency": c, "kv_cache_tokens": t, "current": bool}, ...]`` for
-    L in ``CURVE_LENGTHS`` up to the model's limit, plus the configuration's own length. Each point is a
-    full ``engine.estimate`` with only ``max_model_len`` changed (the activation peak and sliding-window
-    pages depend on it too, so scaling one result would be wrong)."""
+    L in ``CURVE_LENGTHS`` up to the model's own limit (the ``max_model_len`` vLLM derives from the
+    config when the flag is unset), plus the configuration's own length. Each point is a full engine
+    estimate with only ``max_model_len`` changed (the activation peak and sliding-window pages depend on
+    it too, so scaling one result would be wrong)."""
     points = {result.max_model_len: result}
+    limit = result.max_model_len
+    if inp.max_model_len is not None:
+        limit = max(limit, cached_estimate(inp.model_copy(update={"max_model_len": None})).max_model_len)
     for length in CURVE_LENGTHS:
-        if length in points:
+        if length in points or length > limit:
             continue
         try:
             points[length] = cached_estimate(inp.model_copy(update={"max_model_len": length}))

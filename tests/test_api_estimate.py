@@ -67,3 +67,65 @@ def test_it_rejects_an_unknown_kv_cache_dtype(client):
 
 def test_it_answers_get_only(client):
     assert client.post(f"{URL}?model={LLAMA}").status_code == 405
+
+
+# -- numbers (through the real engine), each checked against a hand computation from config.json ------
+
+def _ok(client, query: str) -> dict:
+    r = client.get(f"{URL}?{query}")
+    assert r.status_code == 200, r.content
+    return r.json()
+
+
+def test_it_returns_the_kv_bytes_per_token_of_llama_3_1_8b(client):
+    cfg = load_config("meta-llama__Llama-3.1-8B-Instruct.json")
+    # 32 layers x (K and V) x 8 KV heads x head size 4096/32 = 128 x 2 bytes (bfloat16)
+    assert (cfg["num_hidden_layers"], cfg["num_key_value_heads"], cfg["hidden_size"] // cfg["num_attention_heads"]) == (32, 8, 128)
+    body = _ok(client, f"model={LLAMA}&max_model_len=8192")
+    assert body["kv_bytes_per_token"] == 32 * 2 * 8 * 128 * 2 == 131072
+    assert body["max_model_len"] == 8192
+    assert body["model"] == LLAMA and body["gpu"] == "NVIDIA H100 80GB HBM3"
+
+
+def test_it_shards_kv_heads_over_tensor_parallel_gpus_and_halves_fp8(client):
+    # TP=2: 4 of the 8 KV heads per GPU; fp8 KV cache: 1 byte per element
+    body = _ok(client, f"model={LLAMA}&tensor_parallel_size=2&kv_cache_dtype=fp8")
+    assert body["kv_bytes_per_token"] == 32 * 2 * (8 // 2) * 128 * 1 == 32768
+
+
+def test_it_has_the_keys_of_estimate_format_json(client):
+    from calculator.engine.schemas import EstimateResult
+
+    assert set(_ok(client, f"model={LLAMA}")) == set(EstimateResult.model_fields)
+
+
+def test_it_reports_mla_as_one_latent_per_layer(client):
+    cfg = load_config("deepseek-ai__DeepSeek-V2-Lite.json")
+    # MLA caches kv_lora_rank + qk_rope_head_dim values per layer (no separate V), bfloat16
+    per_token = cfg["num_hidden_layers"] * (cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"]) * 2
+    body = _ok(client, "model=deepseek-ai/DeepSeek-V2-Lite&max_model_len=8192")
+    assert per_token == 27 * 576 * 2 == 31104
+    assert body["kv_bytes_per_token"] == per_token
+    assert [g["kind"] for g in body["kv_by_layer_type"]] == ["mla"]
+
+
+def test_it_says_a_model_does_not_fit_with_200(client):
+    # Llama-3.1-70B in bfloat16 is about 70.6e9 params x 2 B = 131 GiB; an L4 has 22 GiB
+    body = _ok(client, "model=meta-llama/Llama-3.1-70B-Instruct&gpu=L4")
+    assert body["fits"] is False and body["kv_cache_tokens"] == 0
+    assert body["reason"] and body["suggestion"]
+    assert body["weights_gib"] > 120
+
+
+def test_it_reads_the_speculative_config_json(client):
+    body = _ok(client, f'model={LLAMA}&speculative_config={{"method":"eagle","model":"yuhuili/EAGLE-LLaMA3-Instruct-8B","num_speculative_tokens":3}}')
+    draft = load_config("yuhuili__EAGLE-LLaMA3-Instruct-8B.json")
+    # the EAGLE head's own KV cache: its layers x 2 x KV heads x 128 x 2 B, added per token
+    draft_layers = draft["num_hidden_layers"]
+    assert body["draft_weights_gib"] > 0
+    assert body["kv_bytes_per_token"] == 131072 + draft_layers * 2 * draft["num_key_value_heads"] * 128 * 2
+
+
+def test_it_passes_engine_errors_through_as_400(client):
+    body = _bad(client, f"model={LLAMA}&block_size=7")
+    assert body["field"] == "block_size"

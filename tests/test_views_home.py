@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 
 
@@ -82,3 +84,94 @@ def test_it_hides_the_validate_button_until_the_validator_exists(client):
     except NoReverseMatch:
         r = client.get(f"/?model={LLAMA}&max_model_len=lots")
         assert b"Validate on a GPU worker" not in r.content
+
+
+# -- with results (real engine) -------------------------------------------------------------------------
+CANONICAL = f"model={LLAMA}&gpu=H100&max_model_len=8192&vllm_version=0.32.0"
+
+
+def test_it_redirects_a_submitted_form_to_the_canonical_permalink(client):
+    r = client.get(f"/?model={LLAMA}&revision=&gpu=H100&tensor_parallel_size=1&max_model_len=8K"
+                   "&dtype=auto&gpu_memory_utilization=&speculative_method=&enforce_eager=false")
+    assert r.status_code == 302
+    assert r["Location"] == f"/?{CANONICAL}"
+
+
+def test_it_renders_the_canonical_permalink_in_full(client):
+    r = client.get(f"/?{CANONICAL}")
+    assert r.status_code == 200
+    html = r.content.decode()
+    assert "<html" in html and 'id="calc-form"' in html
+    # 32 layers x 2 x 8 KV heads x 128 x 2 B (config.json of meta-llama/Llama-3.1-8B-Instruct)
+    assert re.search(r'id="kv-bytes-per-token">131,072 B<', html)
+    assert 'value="8192"' in html  # the form shows the configuration
+
+
+def test_it_puts_the_headline_numbers_in_the_title_and_open_graph(client):
+    html = client.get(f"/?{CANONICAL}").content.decode()
+    tokens = re.search(r'id="kv-cache-tokens">([\d,]+)<', html).group(1)
+    title = re.search(r"<title>(.*?)</title>", html, re.S).group(1)
+    og = re.search(r'<meta property="og:description" content="([^"]*)"', html).group(1)
+    for text in (title, og):
+        assert "fits" in text and tokens in text and "max concurrency" in text and "8,192 tokens" in text
+
+
+def test_it_returns_only_the_fragment_for_htmx_and_pushes_the_canonical_url(client):
+    r = client.get(f"/?model={LLAMA}&max_model_len=8192&revision=", HTTP_HX_REQUEST="true")
+    assert r.status_code == 200
+    html = r.content.decode()
+    assert "<html" not in html and 'id="calc-form"' not in html
+    assert 'id="kv-cache-tokens"' in html and html.lstrip().startswith("<title>")
+    assert r["HX-Push-Url"] == f"/?{CANONICAL}"
+
+
+def test_the_fragment_and_the_page_show_the_same_numbers(client):
+    full = client.get(f"/?{CANONICAL}").content.decode()
+    part = client.get(f"/?{CANONICAL}", HTTP_HX_REQUEST="true").content.decode()
+    for id_ in ("kv-cache-tokens", "max-concurrency", "kv-cache-gib", "num-gpu-blocks"):
+        pattern = rf'id="{id_}">([^<]+)<'
+        assert re.search(pattern, full).group(1) == re.search(pattern, part).group(1)
+
+
+def test_it_matches_the_json_api(client):
+    body = client.get(f"/api/estimate?{CANONICAL}").json()
+    html = client.get(f"/?{CANONICAL}").content.decode()
+    assert re.search(r'id="kv-cache-tokens">([\d,]+)<', html).group(1) == f"{body['kv_cache_tokens']:,}"
+    assert re.search(r'id="kv-cache-gib">([\d.]+) GiB<', html).group(1) == f"{body['available_kv_cache_gib']:.2f}"
+
+
+def test_it_shows_the_vllm_serve_command(client):
+    html = client.get(f"/?{CANONICAL}&kv_cache_dtype=fp8&enforce_eager=true", follow=True).content.decode()
+    command = re.search(r'<code id="serve-command">(.*?)</code>', html, re.S).group(1)
+    assert command == f"vllm serve {LLAMA} --max-model-len 8192 --kv-cache-dtype fp8 --enforce-eager"
+
+
+def test_it_draws_the_memory_bar_with_gib(client):
+    html = client.get(f"/?{CANONICAL}").content.decode()
+    for name in ("weights_gib", "activation_peak_gib", "available_kv_cache_gib", "headroom"):
+        assert f'id="mem-{name}"' in html
+    # Llama-3.1-8B: 8,030,261,248 params x 2 B = 14.96 GiB of weights (the engine adds small buffers)
+    weights = float(re.search(r'id="mem-weights_gib">.*?<td>([\d.]+) GiB</td>', html, re.S).group(1))
+    assert 14.9 < weights < 15.1
+
+
+def test_it_embeds_the_concurrency_chart_spec(client):
+    import json
+
+    html = client.get(f"/?{CANONICAL}").content.decode()
+    spec = json.loads(re.search(r'<script id="spec-concurrency" type="application/json">(.*?)</script>', html, re.S).group(1))
+    points = {p["max_model_len"]: p for p in spec["data"]["values"]}
+    assert points[8192]["current"] is True
+    assert max(points) == 131072  # the model's own limit (max_position_embeddings)
+    # full attention only: doubling the context halves the full-length requests the same KV cache holds
+    assert points[4096]["max_concurrency"] / points[8192]["max_concurrency"] == pytest.approx(2, rel=0.01)
+
+
+def test_it_says_when_a_model_does_not_fit(client):
+    html = client.get("/?model=meta-llama/Llama-3.1-70B-Instruct&gpu=L4&vllm_version=0.32.0").content.decode()
+    assert "Does not fit" in html and "Smallest change that fits" in html
+
+
+def test_it_compares_the_expected_concurrency(client):
+    html = client.get(f"/?{CANONICAL}&concurrency=100000", follow=True).content.decode()
+    assert "fewer than your 100,000" in html
