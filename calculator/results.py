@@ -163,8 +163,8 @@ def concurrency_chart(curve: list[dict[str, Any]], expected: int | None) -> dict
             "encoding": {
                 "x": {"field": "max_model_len", "type": "quantitative", "scale": {"type": "log", "base": 2},
                       "title": "max_model_len (tokens)"},
-                "y": {"field": "max_concurrency", "type": "quantitative", "scale": {"type": "symlog"},
-                      "title": "max concurrency (full-length requests, symlog)"},
+                "y": {"field": "max_concurrency", "type": "quantitative", "scale": {"type": "log"},
+                      "title": "max concurrency (full-length requests, log scale)"},
                 "tooltip": [
                     {"field": "max_model_len", "title": "max_model_len", "format": ","},
                     {"field": "max_concurrency", "title": "max concurrency", "format": ".2f"},
