@@ -313,6 +313,11 @@ def count_parameters_on_meta_device(
         )
     try:
         hf_config = config_cls.from_dict({k: v for k, v in config.items() if k != "auto_map"})
+        text_config = getattr(hf_config, "text_config", None)
+        if text_config is not None and "tie_word_embeddings" not in config:
+            # The language model ties as its text_config says (vLLM reads text_config); transformers 5
+            # would apply the top-level default (true) and drop Mistral-Small-3.1's separate lm_head.
+            hf_config.tie_word_embeddings = getattr(text_config, "tie_word_embeddings", False)
         with torch.device("meta"):
             model = model_cls._from_config(hf_config) if model_cls else AutoModelForCausalLM.from_config(hf_config)
         counts: dict[str, int] = {}
