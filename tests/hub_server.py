@@ -89,7 +89,7 @@ class FakeHub:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._server.block_on_close = False
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
         return self
 
     def stop(self) -> None:
@@ -122,6 +122,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _handle(self, *, body: bool) -> None:
         path = urlsplit(self.path).path
+        if path == "/api/agent-harnesses":
+            # huggingface_hub's user-agent code fetches this registry once per process (utils/_detect_agent.py,
+            # best effort, 404 is fine). It is not part of a lookup, so it is not counted.
+            return self._error(404, message="Not found", body=body)
         with self.fake._lock:
             self.fake.requests.append((self.command, path))
         parts = [unquote(p) for p in path.strip("/").split("/")]
