@@ -153,7 +153,7 @@ def _ttl() -> timedelta:
 
 
 def _retry_after() -> float:
-    return float(getattr(settings, "HUB_RETRY_AFTER_S", 60))
+    return float(getattr(settings, "HUB_RETRY_AFTER_S", 60))  # llmcalc/settings.py
 
 
 def _when(moment) -> str:
