@@ -26,7 +26,6 @@ a user can act on.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -37,7 +36,6 @@ from pydantic import BaseModel, Field
 
 from calculator.engine.schemas import CheckpointWeights
 
-log = logging.getLogger(__name__)
 
 DEFAULT_REVISION = "main"
 DEFAULT_TIMEOUT_S = 10.0

@@ -228,3 +228,28 @@ def test_explicit_client_is_used(hub):
     hub.add_repo("org/llama-ft", files("meta-llama__Llama-3.1-8B.json"))
     meta = load_model("org/llama-ft", count_params=False, client=HubClient(endpoint=hub.url, token="", timeout=2))
     assert meta.origin == "hub" and len(hub.requests) == 2
+
+
+def test_engine_kwargs_build_an_engine_input(monkeypatch):
+    from calculator.engine.schemas import EngineInput
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    meta = load_model("nvidia/Llama-3.1-70B-Instruct-FP8", count_params=False)
+    inp = EngineInput(**meta.engine_kwargs(), tensor_parallel_size=2)
+    assert inp.model_label == "nvidia/Llama-3.1-70B-Instruct-FP8"
+    assert inp.model_source == "offline catalog (nvidia__Llama-3.1-70B-Instruct-FP8.json, SOURCES.md row 32)"
+    assert inp.quant_config["quantization"]["quant_algo"] == "FP8"
+
+
+def test_hub_and_catalog_modules_import_without_django():
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in __import__("os").environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    code = ("import sys, calculator.hub, calculator.catalog; "
+            "assert 'django' not in sys.modules, 'django imported'; "
+            "print(len(calculator.catalog.catalog_models()))")
+    root = str(__import__("pathlib").Path(__file__).resolve().parent.parent)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=root)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) == len(catalog_models())
