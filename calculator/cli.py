@@ -64,15 +64,27 @@ def _read_json(path: str, field: str) -> dict[str, Any]:
     return data
 
 
-def load_model_config(model_id: str, revision: str | None = None) -> tuple[dict, dict | None, Any, str, str | None]:
-    """``(config, quant_config, weights, source, sha)`` for a Hub id, via the metadata layer."""
+def load_metadata(model_id: str, revision: str | None = None, field: str = "model"):
+    """The metadata layer's answer for a Hub id (DB cache → Hub → offline catalog), see
+    :func:`calculator.metadata.load_model`. Needs Django settings (the cache is a model)."""
+    from django.db import DatabaseError
+
+    from .catalog import catalog_lookup
     from .metadata import MetadataError, load_model
 
     try:
-        meta = load_model(model_id, revision)
+        return load_model(model_id, revision)
     except MetadataError as exc:
-        raise CLIInputError(getattr(exc, "field", "model"), getattr(exc, "message", str(exc))) from None
-    return meta.config, meta.quant_config, meta.weights, meta.source, getattr(meta, "sha", None)
+        raise CLIInputError(field, getattr(exc, "message", str(exc))) from None
+    except DatabaseError:
+        # No database yet (``manage.py migrate`` not run): the offline catalog still answers.
+        meta = catalog_lookup(model_id, count_params=False)
+        if meta is None:
+            raise CLIInputError(field, f"{model_id!r} is not in the offline catalog and the metadata cache is not "
+                                "set up: run `python manage.py migrate` (scripts/start does) to look it up on "
+                                "the Hub") from None
+        meta.notes.append("metadata cache unavailable (database not migrated): answered from the offline catalog")
+        return meta
 
 
 def parse_speculative_config(text: str | None) -> SpeculativeConfig | None:
@@ -97,13 +109,15 @@ def engine_input_from_options(opts: dict[str, Any]) -> tuple[EngineInput, dict[s
     quant = _read_json(opts["quant_config"], "quant_config") if opts.get("quant_config") else None
     weights = None
     sha = None
+    notes: list[str] = []
     if opts.get("config"):
         config = _read_json(opts["config"], "config")
         label, source = opts.get("model") or Path(opts["config"]).name, f"config.json file {opts['config']}"
     elif opts.get("model"):
-        config, q2, weights, source, sha = load_model_config(opts["model"], opts.get("revision"))
-        quant = quant or q2
-        label = opts["model"]
+        meta = load_metadata(opts["model"], opts.get("revision"))
+        config, weights, source, sha, notes = meta.config, meta.weights, meta.source, meta.sha, list(meta.notes)
+        quant = quant or meta.quant_config
+        label = meta.repo_id
     else:
         raise CLIInputError("model", "give --model ORG/NAME or --config PATH")
     spec = parse_speculative_config(opts.get("speculative_config"))
@@ -116,7 +130,7 @@ def engine_input_from_options(opts: dict[str, Any]) -> tuple[EngineInput, dict[s
         elif (Path(spec.model) / "config.json").is_file():
             draft = _read_json(str(Path(spec.model) / "config.json"), "speculative_config.model")
         else:
-            draft = load_model_config(spec.model)[0]
+            draft = load_metadata(spec.model, field="speculative_config.model").config
     backend = opts.get("attention_backend")
     try:
         inp = EngineInput(
@@ -138,4 +152,4 @@ def engine_input_from_options(opts: dict[str, Any]) -> tuple[EngineInput, dict[s
         raise CLIInputError(str(err["loc"][0]) if err.get("loc") else "input", err["msg"]) from None
     except EngineInputError as exc:
         raise CLIInputError(exc.field, exc.message) from None
-    return inp, {"model": label, "source": source, "sha": sha}
+    return inp, {"model": label, "source": source, "sha": sha, "notes": notes}

@@ -83,6 +83,7 @@ TEMPLATES = [
 WSGI_APPLICATION = "llmcalc.wsgi.application"
 
 VAR_DIR = Path(os.getenv("VAR_DIR", BASE_DIR / "var"))
+VAR_DIR.mkdir(parents=True, exist_ok=True)  # SQLite database, tiny models, run logs
 
 if os.getenv("DB", "sqlite") == "postgres":
     DATABASES = {

@@ -62,3 +62,20 @@ def test_exit_code_2_from_the_shell():
                           cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 2
     assert "no such file" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.django_db
+def test_model_id_from_the_offline_catalog(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    data = run_json("--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--max-model-len", "8192")
+    assert data["model"] == "Qwen/Qwen3-8B"
+    assert "offline catalog" in data["model_source"]
+    assert data["kv_bytes_per_token"] == 36 * 2 * 8 * 128 * 2
+
+
+@pytest.mark.django_db
+def test_unknown_model_offline_is_exit_2(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(CommandError) as err:
+        call_command("estimate", "--model", "nope/nothing")
+    assert err.value.returncode == 2 and "offline catalog" in str(err.value)

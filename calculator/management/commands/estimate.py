@@ -39,7 +39,7 @@ def render_table(res: EstimateResult, info: dict) -> str:
         rows.append(("Smallest change", res.suggestion))
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
-    for w in res.warnings:
+    for w in [*info.get("notes", []), *res.warnings]:
         lines.append(f"note: {w}")
     return "\n".join(lines)
 
@@ -63,6 +63,7 @@ class Command(BaseCommand):
             out = res.to_json()
             out["model_source"] = info["source"]
             out["revision_sha"] = info.get("sha")
+            out["model_notes"] = info.get("notes", [])
             self.stdout.write(json.dumps(out, indent=2))
         else:
             self.stdout.write(render_table(res, info))
