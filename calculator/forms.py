@@ -5,7 +5,8 @@ permalink, an API call and a ``vllm serve`` command read the same. ``None`` (an 
 release's default"; the engine resolves it and reports it in ``EstimateResult.resolved``.
 
 ``clean_*`` return engine types (a catalog ``GPU``, a ``SpeculativeConfig``); ``to_engine_input()``
-loads the model's metadata (``calculator.catalog``) and builds the ``EngineInput``.
+loads the model's metadata (``load_metadata``: database cache -> Hub -> offline catalog) and builds the
+``EngineInput``.
 """
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from urllib.parse import urlencode
 from django import forms
 from django.core.exceptions import ValidationError
 from django.http import QueryDict
+
+from pydantic import ValidationError as PydanticValidationError
 
 from calculator import catalog
 from calculator.engine.errors import EngineInputError
@@ -54,6 +57,31 @@ DRAFT_MODEL_METHODS = ("draft_model", "eagle", "eagle3")
 
 # Characters left readable in permalinks (all legal in a query component, RFC 3986 3.4).
 QUERY_SAFE = "/:,"
+
+
+def load_metadata(model_id: str, revision: str | None, field: str = "model"):
+    """The one place the web gets a model's metadata: ``calculator.metadata.load_model`` (database
+    cache, then the Hub at ``revision``, then the offline catalog), returning a ``ModelMetadata``
+    (``config``, ``quant_config``, ``weights``, ``sha``, ``source``, ``notes``).
+
+    Raises:
+        EngineInputError: on ``field`` with the metadata layer's sentence (unknown model or revision,
+            gated repo, Hub down and no copy). Without a migrated database the offline catalog answers.
+    """
+    from django.db import DatabaseError
+
+    from calculator.metadata import MetadataError, load_model
+
+    try:
+        return load_model(model_id, revision)
+    except MetadataError as exc:
+        raise EngineInputError(field, exc.message) from None
+    except DatabaseError:
+        meta = catalog.catalog_lookup(model_id, count_params=False)
+        if meta is None:
+            raise EngineInputError(field, f"{model_id!r} is not in the offline catalog and the metadata cache is "
+                                   "not set up (run `python manage.py migrate`; scripts/start does)") from None
+        return meta
 
 
 def gpu_key(gpu: GPU) -> str:
@@ -259,20 +287,14 @@ class EstimateForm(forms.Form):
                 ``speculative_model``), or a value pydantic rejects.
         """
         data = self.cleaned_data
-        meta = catalog.load_model(data["model"], data["revision"])
+        meta = load_metadata(data["model"], data["revision"])
+        data["model"] = meta.repo_id  # the Hub's spelling (ids are case-insensitive there)
         spec = self.speculative_config()
         draft = None
         if spec is not None and spec.model and spec.method in DRAFT_MODEL_METHODS:
-            try:
-                draft = catalog.load_model(spec.model, None)
-            except EngineInputError as exc:
-                raise EngineInputError("speculative_model", exc.message) from None
+            draft = load_metadata(spec.model, None, field="speculative_model")
         kwargs: dict[str, Any] = {
-            "hf_config": meta.config,
-            "quant_config": meta.quant_config,
-            "weights": meta.weights,
-            "model_label": data["model"],
-            "model_source": meta.source,
+            **meta.engine_kwargs(),
             "draft_hf_config": draft.config if draft else None,
             "draft_weights": draft.weights if draft else None,
             "gpu": data["gpu"].name,
@@ -285,7 +307,11 @@ class EstimateForm(forms.Form):
             if value not in (None, ""):
                 kwargs[name] = value
         kwargs["enforce_eager"] = bool(data.get("enforce_eager"))
-        return EngineInput(**kwargs), meta
+        try:
+            return EngineInput(**kwargs), meta
+        except PydanticValidationError as exc:
+            err = exc.errors()[0]
+            raise EngineInputError(str(err["loc"][0]) if err.get("loc") else "model", err["msg"]) from None
 
     # -- permalinks ------------------------------------------------------------------------------
     def canonical_query(self, sha: str | None = None) -> str:

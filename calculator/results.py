@@ -76,6 +76,7 @@ class Outcome:
     result: EstimateResult
     sha: str | None
     model_source: str
+    model_notes: list[str]
     canonical_query: str
     concurrency: int | None
     acceptance_rate: float | None
@@ -254,6 +255,7 @@ def build(form, inp: EngineInput, meta: Any) -> Outcome:
     argv = serve_argv(inp, data["model"], meta.sha or data.get("revision"))
     return Outcome(
         model_id=data["model"], inp=inp, result=result, sha=meta.sha, model_source=meta.source,
+        model_notes=list(getattr(meta, "notes", [])),
         canonical_query=form.canonical_query(meta.sha),
         concurrency=data.get("concurrency"), acceptance_rate=data.get("acceptance_rate"),
         curve=curve, serve_argv=argv, serve_command=shlex.join(argv),

@@ -62,7 +62,7 @@ def home(request: HttpRequest) -> HttpResponse:
         return redirect(f"{request.path}?{outcome.canonical_query}")
     context = {
         "form": form, "outcome": outcome, "partial": partial, "compat_verdict": _compat_verdict(outcome),
-        "validate_url": _validate_url(), "catalog_models": catalog.catalog_model_ids(),
+        "validate_url": _validate_url(), "catalog_models": catalog.catalog_models(),
     }
     if partial:
         response = render(request, "calculator/_results.html", context)

@@ -9,6 +9,12 @@ LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 URL = "/api/estimate"
 
 
+@pytest.fixture(autouse=True)
+def _offline_hub(db, monkeypatch):
+    """Models come from the offline catalog through the metadata cache; the Hub is never contacted."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
 def _bad(client, query: str) -> dict:
     r = client.get(f"{URL}?{query}")
     assert r.status_code == 400, r.content

@@ -26,6 +26,16 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright pac
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
+@pytest.fixture(autouse=True)
+def _offline_hub(transactional_db, monkeypatch):
+    """Models come from the offline catalog through the metadata cache (the Hub is never contacted).
+    The first lookup imports transformers to count parameters (seconds): do it before the browser waits."""
+    from calculator.forms import load_metadata
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    load_metadata(LLAMA, None)
+
+
 @pytest.fixture(scope="module")
 def browser():
     with sync_api.sync_playwright() as pw:
