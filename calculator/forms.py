@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import Any, get_args
 from urllib.parse import urlencode
 
@@ -59,10 +60,23 @@ DRAFT_MODEL_METHODS = ("draft_model", "eagle", "eagle3")
 QUERY_SAFE = "/:,"
 
 
+# Per-process memo of metadata answers: (model id, revision) -> (monotonic expiry, ModelMetadata). The
+# metadata layer's database cache already re-resolves branches only after HUB_BRANCH_TTL_S (1 h); this
+# spares each keystroke's request its database round trips. Errors are not memoized.
+METADATA_MEMO_TTL_S = 60.0
+_metadata_memo: dict[tuple[str, str | None], tuple[float, Any]] = {}
+
+
+def clear_metadata_memo() -> None:
+    """Forget the per-process metadata answers (tests)."""
+    _metadata_memo.clear()
+
+
 def load_metadata(model_id: str, revision: str | None, field: str = "model"):
     """The one place the web gets a model's metadata: ``calculator.metadata.load_model`` (database
     cache, then the Hub at ``revision``, then the offline catalog), returning a ``ModelMetadata``
-    (``config``, ``quant_config``, ``weights``, ``sha``, ``source``, ``notes``).
+    (``repo_id``, ``config``, ``quant_config``, ``weights``, ``sha``, ``source``, ``notes``), memoized per
+    process for ``METADATA_MEMO_TTL_S`` seconds.
 
     Raises:
         EngineInputError: on ``field`` with the metadata layer's sentence (unknown model or revision,
@@ -72,8 +86,12 @@ def load_metadata(model_id: str, revision: str | None, field: str = "model"):
 
     from calculator.metadata import MetadataError, load_model
 
+    key = (model_id, revision)
+    hit = _metadata_memo.get(key)
+    if hit is not None and hit[0] > time.monotonic():
+        return hit[1]
     try:
-        return load_model(model_id, revision)
+        meta = load_model(model_id, revision)
     except MetadataError as exc:
         raise EngineInputError(field, exc.message) from None
     except DatabaseError:
@@ -81,7 +99,10 @@ def load_metadata(model_id: str, revision: str | None, field: str = "model"):
         if meta is None:
             raise EngineInputError(field, f"{model_id!r} is not in the offline catalog and the metadata cache is "
                                    "not set up (run `python manage.py migrate`; scripts/start does)") from None
-        return meta
+    if len(_metadata_memo) > 1024:
+        _metadata_memo.clear()
+    _metadata_memo[key] = (time.monotonic() + METADATA_MEMO_TTL_S, meta)
+    return meta
 
 
 def gpu_key(gpu: GPU) -> str:
@@ -133,8 +154,7 @@ def _choices(literal, blank: str | None = None) -> list[tuple[str, str]]:
     return [("", blank), *values] if blank is not None else values
 
 
-def _gpu_choices() -> list[tuple[str, str]]:
-    return [(gpu_key(g), f"{g.name} ({g.memory_gib:g} GiB)") for g in all_gpus()]
+GPU_CHOICES = [(gpu_key(g), f"{g.name} ({g.memory_gib:g} GiB)") for g in all_gpus()]
 
 
 class EstimateForm(forms.Form):
@@ -142,7 +162,7 @@ class EstimateForm(forms.Form):
 
     model = forms.CharField(max_length=200, help_text="Hugging Face model id, e.g. meta-llama/Llama-3.1-8B-Instruct")
     revision = forms.CharField(required=False, max_length=128, help_text="branch, tag or commit sha (default: main)")
-    gpu = forms.CharField(required=False, initial=gpu_key(get_gpu(DEFAULT_GPU)), widget=forms.Select(choices=_gpu_choices))
+    gpu = forms.CharField(required=False, initial=gpu_key(get_gpu(DEFAULT_GPU)), widget=forms.Select(choices=GPU_CHOICES))
     tensor_parallel_size = forms.IntegerField(required=False, min_value=1, max_value=1024, initial=1)
     pipeline_parallel_size = forms.IntegerField(required=False, min_value=1, max_value=1024, initial=1)
     max_model_len = HumanIntField(required=False, min_value=1, max_value=2**24)

@@ -12,7 +12,10 @@ URL = "/api/estimate"
 @pytest.fixture(autouse=True)
 def _offline_hub(db, monkeypatch):
     """Models come from the offline catalog through the metadata cache; the Hub is never contacted."""
+    from calculator.forms import clear_metadata_memo
+
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    clear_metadata_memo()
 
 
 def _bad(client, query: str) -> dict:

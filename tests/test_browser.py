@@ -30,9 +30,10 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 def _offline_hub(transactional_db, monkeypatch):
     """Models come from the offline catalog through the metadata cache (the Hub is never contacted).
     The first lookup imports transformers to count parameters (seconds): do it before the browser waits."""
-    from calculator.forms import load_metadata
+    from calculator.forms import clear_metadata_memo, load_metadata
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    clear_metadata_memo()
     load_metadata(LLAMA, None)
 
 

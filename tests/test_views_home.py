@@ -11,7 +11,10 @@ LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 @pytest.fixture(autouse=True)
 def _offline_hub(db, monkeypatch):
     """Models come from the offline catalog through the metadata cache; the Hub is never contacted."""
+    from calculator.forms import clear_metadata_memo
+
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    clear_metadata_memo()
 
 
 def test_it_shows_the_form(client):
