@@ -196,18 +196,14 @@ class EstimateForm(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.engine_error_field: str | None = None
-        self.fields["model"].widget.attrs.update(list="catalog-models", placeholder="org/name", autocomplete="off")
-        self.fields["quantization"].widget.attrs.update(list="quantization-methods", placeholder="from the checkpoint")
-        self.fields["revision"].widget.attrs["placeholder"] = "main"
-        self.fields["speculative_model"].widget.attrs["placeholder"] = "draft model org/name"
-        for name in ("max_model_len", "gpu_memory_utilization", "block_size", "max_num_batched_tokens",
-                     "max_num_seqs", "num_speculative_tokens", "acceptance_rate", "concurrency"):
-            self.fields[name].widget.attrs.setdefault("placeholder", "release default")
-        self.fields["concurrency"].widget.attrs["placeholder"] = "e.g. 32"
-        self.fields["num_speculative_tokens"].widget.attrs["placeholder"] = "e.g. 3"
-        self.fields["acceptance_rate"].widget.attrs["placeholder"] = "e.g. 0.7"
-        self.fields["max_model_len"].widget.attrs["inputmode"] = "numeric"
-        self.fields["max_num_batched_tokens"].widget.attrs["inputmode"] = "numeric"
+
+    @property
+    def error_slots(self) -> list[tuple[str, list[str]]]:
+        """``[(field name, [messages])]`` for every field, in order, plus ``("form", non-field errors)``:
+        the out-of-band error containers an htmx response refreshes (empty lists clear old messages)."""
+        errors = self.errors if self.is_bound else {}
+        slots = [(name, list(errors.get(name, ()))) for name in self.fields]
+        return [*slots, ("form", list(errors.get("__all__", ())))]
 
     @property
     def advanced_open(self) -> bool:
@@ -349,6 +345,23 @@ class EstimateForm(forms.Form):
                 out.append((None if name == "__all__" else name, message))
         return out
 
+
+def _widget_attrs(fields: dict[str, forms.Field]) -> None:
+    """Set the inputs' HTML hints once, on the class's fields (each form deep-copies them)."""
+    fields["model"].widget.attrs.update(list="catalog-models", placeholder="org/name", autocomplete="off")
+    fields["quantization"].widget.attrs.update(list="quantization-methods", placeholder="from the checkpoint")
+    fields["revision"].widget.attrs["placeholder"] = "main"
+    fields["speculative_model"].widget.attrs["placeholder"] = "draft model org/name"
+    for name in ("max_model_len", "gpu_memory_utilization", "block_size", "max_num_batched_tokens", "max_num_seqs"):
+        fields[name].widget.attrs["placeholder"] = "release default"
+    fields["concurrency"].widget.attrs["placeholder"] = "e.g. 32"
+    fields["num_speculative_tokens"].widget.attrs["placeholder"] = "e.g. 3"
+    fields["acceptance_rate"].widget.attrs["placeholder"] = "e.g. 0.7"
+    fields["max_model_len"].widget.attrs["inputmode"] = "numeric"
+    fields["max_num_batched_tokens"].widget.attrs["inputmode"] = "numeric"
+
+
+_widget_attrs(EstimateForm.base_fields)
 
 _DEFAULTS = {
     "tensor_parallel_size": 1,

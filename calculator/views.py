@@ -4,6 +4,7 @@ Thin views: query -> ``EstimateForm`` -> ``EngineInput`` -> ``calculator.results
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from urllib.parse import parse_qsl
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -31,6 +32,7 @@ def _evaluate(form: EstimateForm) -> results.Outcome | None:
         return None
 
 
+@lru_cache(maxsize=1)
 def _validate_url() -> str | None:
     """Where the "Validate on a GPU worker" button posts (``None`` hides it until the validator exists)."""
     try:
@@ -39,14 +41,21 @@ def _validate_url() -> str | None:
         return None
 
 
-def _compat_verdict(outcome: results.Outcome | None):
-    """The compat app's verdict for this configuration, or ``None`` while compat is not installed.
-    Include point: ``templates/compat/_verdict.html`` in ``calculator/_results.html``."""
-    if outcome is None:
-        return None
+@lru_cache(maxsize=1)
+def _compat_verdict_for():
+    """``compat.checks.verdict_for`` once the compat app provides it, else ``None`` (looked up once)."""
     try:
         from compat.checks import verdict_for
     except ImportError:
+        return None
+    return verdict_for
+
+
+def _compat_verdict(outcome: results.Outcome | None):
+    """The compat app's verdict for this configuration, or ``None`` while compat is not installed.
+    Include point: ``templates/compat/_verdict.html`` in ``calculator/_results.html``."""
+    verdict_for = _compat_verdict_for()
+    if outcome is None or verdict_for is None:
         return None
     return verdict_for(outcome.inp)
 

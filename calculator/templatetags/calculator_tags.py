@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from django import template
+from django.utils.html import format_html_join
 
 register = template.Library()
 
@@ -32,3 +33,19 @@ def kib(value) -> str:
     if value is None:
         return "—"
     return f"{value / 1024:,.2f}".rstrip("0").rstrip(".") + " KiB"
+
+
+@register.simple_tag
+def field_errors(errors) -> str:
+    """The messages of one field (or the form's non-field errors): the only markup for an error."""
+    return format_html_join("", '<p class="error" role="alert">{}</p>', ((e,) for e in errors or ()))
+
+
+@register.simple_tag
+def oob_field_errors(form) -> str:
+    """One ``hx-swap-oob`` error container per field (and ``errors-form``) for an htmx response: the
+    form stays as typed, and each container gets its messages or is emptied of stale ones."""
+    return format_html_join(
+        "\n", '<div class="field-errors" id="errors-{}" hx-swap-oob="true">{}</div>',
+        ((name, field_errors(errors)) for name, errors in form.error_slots),
+    )
