@@ -10,7 +10,7 @@ from urllib.parse import parse_qsl
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import push_url
 
@@ -60,19 +60,22 @@ def _compat_verdict(outcome: results.Outcome | None):
     return verdict_for(outcome.inp)
 
 
-@require_GET
+@require_safe
 @vary_on_headers("HX-Request")
 def home(request: HttpRequest) -> HttpResponse:
     has_model = bool(request.GET.get("model", "").strip())
     form = EstimateForm.from_query(request.GET) if has_model else EstimateForm(initial=request.GET.dict() or None)
     outcome = _evaluate(form) if has_model else None
-    partial = request.htmx and not request.htmx.boosted
+    # htmx asks for the whole page when restoring history it no longer has cached
+    partial = bool(request.htmx) and not request.htmx.boosted and not request.htmx.history_restore_request
     if outcome and not partial and list(request.GET.items()) != parse_qsl(outcome.canonical_query):
         return redirect(f"{request.path}?{outcome.canonical_query}")
     context = {
         "form": form, "outcome": outcome, "partial": partial, "compat_verdict": _compat_verdict(outcome),
         "validate_url": _validate_url(), "catalog_models": catalog.catalog_models(),
     }
+    if outcome:
+        context["permalink_url"] = request.build_absolute_uri(f"{request.path}?{outcome.canonical_query}")
     if partial:
         response = render(request, "calculator/_results.html", context)
         query = outcome.canonical_query if outcome else tidy_query(request.GET)
@@ -81,7 +84,7 @@ def home(request: HttpRequest) -> HttpResponse:
     return render(request, "calculator/home.html", context, status=status)
 
 
-@require_GET
+@require_safe
 def api_estimate(request: HttpRequest) -> JsonResponse:
     """``GET /api/estimate?<the form's parameters>`` -> ``EstimateResult.to_json()`` (the keys of
     ``manage.py estimate --format json``); bad input -> 400 ``{"error": sentence, "field": name}``."""

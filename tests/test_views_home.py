@@ -85,6 +85,15 @@ def test_it_boosted_requests_get_the_full_page(client):
     assert b"<html" in r.content
 
 
+def test_it_gives_the_full_page_when_htmx_restores_history(client):
+    r = client.get(f"/?model={LLAMA}&max_model_len=lots", HTTP_HX_REQUEST="true", HTTP_HX_HISTORY_RESTORE_REQUEST="true")
+    assert b"<html" in r.content
+
+
+def test_it_answers_head_for_link_previews(client):
+    assert client.head("/").status_code == 200
+
+
 def test_it_hides_the_validate_button_until_the_validator_exists(client):
     from django.urls import NoReverseMatch, reverse
 
@@ -123,6 +132,8 @@ def test_it_puts_the_headline_numbers_in_the_title_and_open_graph(client):
     og = re.search(r'<meta property="og:description" content="([^"]*)"', html).group(1)
     for text in (title, og):
         assert "fits" in text and tokens in text and "max concurrency" in text and "8,192 tokens" in text
+    escaped = CANONICAL.replace("&", "&amp;")
+    assert f'<meta property="og:url" content="http://testserver/?{escaped}">' in html
 
 
 def test_it_returns_only_the_fragment_for_htmx_and_pushes_the_canonical_url(client):
