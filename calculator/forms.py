@@ -84,7 +84,7 @@ def load_metadata(model_id: str, revision: str | None, field: str = "model"):
     """
     from django.db import DatabaseError
 
-    from calculator.metadata import MetadataError, load_model
+    from calculator.metadata import MetadataError, RevisionNotFoundError, load_model
 
     key = (model_id, revision)
     hit = _metadata_memo.get(key)
@@ -92,6 +92,8 @@ def load_metadata(model_id: str, revision: str | None, field: str = "model"):
         return hit[1]
     try:
         meta = load_model(model_id, revision)
+    except RevisionNotFoundError as exc:
+        raise EngineInputError("revision" if field == "model" else field, exc.message) from None
     except MetadataError as exc:
         raise EngineInputError(field, exc.message) from None
     except DatabaseError:

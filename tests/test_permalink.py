@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from urllib.parse import parse_qsl
 
+import pytest
 from django.http import QueryDict
 
 from calculator.forms import EstimateForm, human_readable_int, tidy_query
@@ -96,3 +97,45 @@ def test_it_reads_vllm_style_token_counts():
 def test_it_keeps_what_the_user_typed_when_the_form_has_errors():
     query = QueryDict(f"model={LLAMA}&revision=&max_model_len=abc&gpu=H100&block_size=")
     assert tidy_query(query) == "model=meta-llama/Llama-3.1-8B-Instruct&gpu=H100&max_model_len=abc"
+
+
+# -- a model read from the Hub (the local Hub server of tests/hub_server.py) --------------------------
+
+@pytest.fixture
+def hub(db, monkeypatch):
+    from calculator import metadata
+    from calculator.forms import clear_metadata_memo
+    from tests.hub_server import FakeHub
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    metadata.reset_hub_state()
+    clear_metadata_memo()
+    with FakeHub() as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        yield server
+    metadata.reset_hub_state()
+    clear_metadata_memo()
+
+
+def test_it_pins_the_resolved_revision_sha(client, hub):
+    from tests.conftest import CONFIGS
+
+    sha = hub.add_repo("org/llama-ft", {"config.json": (CONFIGS / "meta-llama__Llama-3.1-8B.json").read_bytes()})
+    r = client.get("/?model=org/llama-ft&max_model_len=4096")
+    assert r.status_code == 302
+    assert r["Location"] == f"/?model=org/llama-ft&revision={sha}&gpu=H100&max_model_len=4096&vllm_version=0.32.0"
+    page = client.get(r["Location"]).content.decode()
+    assert f"--revision {sha}" in page  # the vllm serve command pins it too
+    # the branch moves on: the permalink still answers for the commit it named
+    hub.commit("org/llama-ft", {"config.json": (CONFIGS / "meta-llama__Llama-3.1-8B.json").read_bytes()})
+    assert client.get(r["Location"]).status_code == 200
+
+
+def test_it_reports_an_unknown_hub_revision_by_the_revision_field(client, hub):
+    from tests.conftest import CONFIGS
+
+    hub.add_repo("org/llama-ft", {"config.json": (CONFIGS / "meta-llama__Llama-3.1-8B.json").read_bytes()})
+    r = client.get("/api/estimate?model=org/llama-ft&revision=no-such-branch")
+    assert r.status_code == 400
+    assert r.json()["field"] == "revision" and "no-such-branch" in r.json()["error"]
