@@ -391,7 +391,7 @@ def _fixes(name: str, reasons: list[str], req: CheckRequest, verdicts: dict, rel
                          + (" or ".join(working[:3]) if working else "none on this GPU"))
         elif working:
             fixes.append(f"use {' or '.join(working[:3])}")
-    return fixes
+    return list(dict.fromkeys(fixes))
 
 
 def _declared(data: dict, name: str) -> dict:
@@ -512,8 +512,8 @@ def check(req: CheckRequest) -> CompatReport:
     for name in candidates:
         b = names.get(name)
         if b is None or b.get("class") is None:
-            verdicts[name] = BackendVerdict(name=name, ok=False, missing=True,
-                                            reasons=["backend class not in this release's source"])
+            verdicts[name] = BackendVerdict(name=name, ok=False, missing=True, reasons=[
+                f"backend class not in the source this data was extracted from ({data.get('extracted_from')})"])
             continue
         result = _validate(data, b, plat, kwargs, assume, used, vcfg)
         leaves = _leaves(result)

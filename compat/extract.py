@@ -75,6 +75,10 @@ class DirSource(Source):
     def __init__(self, root: Path):
         self.root = root  # the directory that contains ``vllm/``
 
+    def label(self) -> str:
+        metas = sorted(self.root.glob("vllm*.dist-info"))
+        return f"installed package {metas[0].name}" if metas else "source tree"
+
     def read(self, rel):
         p = self.root / rel
         return p.read_text(encoding="utf-8") if p.is_file() else None
@@ -98,6 +102,9 @@ class WheelSource(Source):
 
     def read(self, rel):
         return self.zf.read(rel).decode("utf-8") if rel in self.names else None
+
+    def label(self) -> str:
+        return f"wheel {self.path.name}"
 
     def release(self):
         found = super().release()
@@ -386,7 +393,10 @@ def summarize_backend(data: dict, cls_q: str, platform: str) -> dict:
             return {"runtime": f"not evaluable: {e}"}
 
     def item(name: str, fn, member: str):
-        return {"value": run(fn), "source": _loc(data, cls_q, member)}
+        loc = _loc(data, cls_q, member)
+        if loc is None:
+            return {"value": None, "source": None, "note": f"no {member} rule in this release"}
+        return {"value": run(fn), "source": loc}
 
     def meth(m, *a):
         return lambda ev: ev.call_method(cls_q, m, *a)
@@ -530,6 +540,7 @@ def extract(path: str | Path, release: str | None = None) -> dict:
         "schema": SCHEMA_VERSION,
         "runtime": "vllm",
         "release": release,
+        "extracted_from": src.label(),
         "base_class": base,
         "validate_configuration": f"{ex.out_classes[base]['file']}:"
                                   f"{ex.out_classes[base]['methods']['validate_configuration']['line']}",

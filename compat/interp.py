@@ -522,6 +522,8 @@ class Evaluator:
             return {"True": True, "False": False, "None": None}[name]
         mod = self.data["modules"].get(module, {})
         q = f"{module}.{name}"
+        if (special := self._special(q)) is not None:
+            return special
         if q in self.data["functions"]:
             return _FunctionRef(q)
         if q in self.data["classes"]:
