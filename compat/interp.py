@@ -712,8 +712,15 @@ class Evaluator:
             if cls is None or owner is None:
                 raise NotEvaluable("super() outside a method")
             return _Super(cls, owner)
-        if isinstance(func, ast.Name) and func.id == "isinstance":
-            raise NotEvaluable("isinstance")
+        if isinstance(func, ast.Name) and func.id == "isinstance" and "isinstance" not in local:
+            value = self.eval_expr(e.args[0], local, module, cls, owner)
+            kinds = self.eval_expr(e.args[1], local, module, cls, owner)
+            kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+            if isinstance(value, Unknown) or not all(isinstance(k, type) for k in kinds):
+                raise NotEvaluable("isinstance")
+            if isinstance(value, Capability) and tuple in kinds:  # DeviceCapability is a NamedTuple
+                return True
+            return isinstance(value, kinds)
         if isinstance(func, ast.Name) and func.id == "hasattr" and "hasattr" not in local:
             base = self.eval_expr(e.args[0], local, module, cls, owner)
             name = self.eval_expr(e.args[1], local, module, cls, owner)
