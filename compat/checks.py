@@ -348,8 +348,11 @@ def _direct_selection(data, platform, features, dtype, kv, block_size, cap, requ
         used.update(ev.used)
         if isinstance(out, interp.BackendRef):
             return out.name
-        if isinstance(out, str):  # a class path returned directly (XPU MLA)
-            return next((b["name"] for b in data["backends"] if b["path"] == out), out.rsplit(".", 1)[-1])
+        if isinstance(out, str):  # a class path returned directly (XPU MLA): its registry name via get_name()
+            named = next((b["name"] for b in data["backends"] if b["path"] == out), None)
+            if named is None and out in data["classes"]:
+                named = ev.call_method(out, "get_name")
+            return named or out.rsplit(".", 1)[-1]
         return out
 
     return interp.evaluate(run, data, plat, assume), p["source"]

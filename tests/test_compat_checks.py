@@ -284,3 +284,15 @@ def test_it_rejects_bad_input_with_the_field(kw, field):
     with pytest.raises(CompatInputError) as e:
         verdict(LLAMA, gpu, **args)
     assert e.value.field == field
+
+
+def test_xpu_mla_uses_the_xpu_flash_attn_mla_class_under_its_registry_name():
+    # xpu.py:190 returns "...flashattn_mla.XPUFlashAttnMLABackend", whose get_name() is FLASH_ATTN_MLA
+    # (flashattn_mla.py:54, inherited); XPU head sizes [576] (flashattn_mla.py:109)
+    r = verdict(DSV3, "Max 1550")
+    assert r.platform == "xpu" and r.auto_selected == "FLASH_ATTN_MLA"
+
+
+def test_rocm_gfx_target_maps_to_torch_capability():
+    # MI300X (gfx942) reports capability 9.4 to torch on ROCm; TRITON_ATTN accepts any capability
+    assert verdict(LLAMA, "MI300X", attention_backend="TRITON_ATTN").ok is True
