@@ -558,8 +558,6 @@ def check(req: CheckRequest) -> CompatReport:
             auto = first
         if len(sel_leaves) > 1:
             auto_conditions.append("depends on: " + ", ".join(sorted({c for path, _ in sel_leaves for c, _ in path})))
-        if auto and auto in verdicts and verdicts[auto].ok is not True:
-            pass  # the CPU path does not validate; keep vLLM's choice and its reasons visible
 
     if requested:
         v = verdicts[requested]

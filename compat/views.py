@@ -18,9 +18,8 @@ def matrix_page(request):
         except checks.CompatInputError as e:
             error = e.message
     if result:
-        older = [r for r in extract.available_releases() if r != result.release]
-        older = [r for r in older if extract.available_releases().index(r)
-                 < extract.available_releases().index(result.release)]
+        known = extract.available_releases()  # oldest first
+        older = known[:known.index(result.release)] if result.release in known else []
         if older:
             changes = diff.diff_releases(extract.load(older[-1]), extract.load(result.release))
     return render(request, "compat/matrix.html", {"form": form, "m": result, "error": error, "changes": changes},

