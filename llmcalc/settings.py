@@ -83,6 +83,7 @@ TEMPLATES = [
 WSGI_APPLICATION = "llmcalc.wsgi.application"
 
 VAR_DIR = Path(os.getenv("VAR_DIR", BASE_DIR / "var"))
+VAR_DIR.mkdir(parents=True, exist_ok=True)  # SQLite database, tiny models, run logs
 
 if os.getenv("DB", "sqlite") == "postgres":
     DATABASES = {
@@ -131,6 +132,8 @@ LOGIN_REDIRECT_URL = "/"
 # huggingface_hub itself; these are ours.
 HUB_TIMEOUT_S = float(os.getenv("HUB_TIMEOUT_S", "10"))
 HUB_BRANCH_TTL_S = envint("HUB_BRANCH_TTL_S", "3600")
+# After a Hub timeout / connection failure, answer from the cache or catalog for this long before retrying.
+HUB_RETRY_AFTER_S = envint("HUB_RETRY_AFTER_S", "60")
 
 LOGGING = {
     "version": 1,

@@ -1,0 +1,140 @@
+"""The offline model catalog: real ``config.json`` copies shipped in ``calculator/data/model_configs/``.
+
+A file ``Org__Name.json`` is the config of Hub id ``Org/Name``; ``SOURCES.md`` gives each file's source in a
+numbered table row, which every answer cites (``offline catalog (SOURCES.md row 9)``). Rows marked
+**SIBLING**, **DERIVATIVE**, **REVISION** or **IDENTITY UNVERIFIED** there carry that mark into the notes.
+``model_aliases.json`` maps a few Hub ids without their own copy to a config of the same architecture,
+with the reason. ``extra/<file stem>__<quant file>.json`` holds a separate quantization file
+(``hf_quant_config.json`` of the NVIDIA ModelOpt FP8 checkpoint). No Django in here.
+"""
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from calculator.hub import QUANT_FILES, ModelMetadata, count_parameters_on_meta_device, describe_config
+
+CATALOG_DIR = Path(__file__).resolve().parent / "data" / "model_configs"
+ALIASES_FILE = Path(__file__).resolve().parent / "data" / "model_aliases.json"
+CATALOG_REVISION_NOTE = (
+    "From the offline catalog (a copy shipped with the calculator, not fetched from the Hub): its commit on "
+    "the Hub is unknown, and there are no safetensors headers."
+)
+
+_ROW = re.compile(r"^\| (\d+) \| `([^`]+\.json)`(.*?)\|")
+_MARK = re.compile(r"\*\*([^*]*(?:SIBLING|DERIVATIVE|REVISION|IDENTITY UNVERIFIED)[^*]*)\*\*")
+
+
+def file_to_repo_id(filename: str) -> str | None:
+    """``Org__Name.json`` -> ``Org/Name``; ``None`` for names that are no Hub id (``a__b__c.json``)."""
+    stem = filename.removesuffix(".json")
+    parts = stem.split("__")
+    return f"{parts[0]}/{parts[1]}" if len(parts) == 2 else None
+
+
+@lru_cache(maxsize=1)
+def _sources() -> dict[str, tuple[int, str | None]]:
+    """File name -> (SOURCES.md row number, identity mark or None)."""
+    rows: dict[str, tuple[int, str | None]] = {}
+    for line in (CATALOG_DIR / "SOURCES.md").read_text().splitlines():
+        match = _ROW.match(line)
+        if match:
+            mark = _MARK.search(match.group(3))
+            rows[match.group(2)] = (int(match.group(1)), mark.group(1).strip() if mark else None)
+    return rows
+
+
+@lru_cache(maxsize=1)
+def _files() -> dict[str, str]:
+    """Hub id -> config file name, for every shipped config whose name is a Hub id."""
+    out = {}
+    for path in sorted(CATALOG_DIR.glob("*.json")):
+        repo_id = file_to_repo_id(path.name)
+        if repo_id:
+            out[repo_id] = path.name
+    return out
+
+
+@lru_cache(maxsize=1)
+def _aliases() -> dict[str, dict[str, str]]:
+    return json.loads(ALIASES_FILE.read_text()).get("aliases", {})
+
+
+def catalog_models() -> list[str]:
+    """Hub ids the offline catalog answers for (shipped configs plus aliases), sorted case-insensitively.
+    For the web form's suggestions and ``load_catalog``."""
+    return sorted({*_files(), *_aliases()}, key=str.lower)
+
+
+def _find(repo_id: str) -> tuple[str, str | None] | None:
+    """Case-insensitive match (the Hub treats ids so): (file name, alias reason or None)."""
+    files = {k.lower(): v for k, v in _files().items()}
+    aliases = {k.lower(): v for k, v in _aliases().items()}
+    key = repo_id.lower()
+    if key in files:
+        return files[key], None
+    if key in aliases:
+        return aliases[key]["config"], aliases[key]["why"]
+    return None
+
+
+def catalog_repo_id(repo_id: str) -> str | None:
+    """The catalog's spelling of ``repo_id`` (case-insensitive), or ``None`` when it is not in the catalog."""
+    key = repo_id.lower()
+    return next((m for m in catalog_models() if m.lower() == key), None)
+
+
+def catalog_lookup(repo_id: str, *, count_params: bool = True) -> ModelMetadata | None:
+    """The catalog's ``ModelMetadata`` for ``repo_id``, or ``None`` when the catalog lacks it.
+
+    ``weights`` come from ``count_parameters_on_meta_device`` when ``count_params`` (needs transformers;
+    ``None`` with a note otherwise, and for quantized configs). ``sha`` is ``None``: the copy's Hub
+    commit is unknown.
+    """
+    found = _find(repo_id)
+    if found is None:
+        return None
+    filename, alias_why = found
+    repo_id = catalog_repo_id(repo_id) or repo_id
+    row, mark = _sources().get(filename, (None, None))
+    config: dict[str, Any] = json.loads((CATALOG_DIR / filename).read_text())
+    source = f"offline catalog ({filename}, SOURCES.md row {row})" if row else f"offline catalog ({filename})"
+    notes = [CATALOG_REVISION_NOTE]
+    if alias_why:
+        notes.append(f"{repo_id} has no copy of its own; using {filename}: {alias_why}")
+    if mark:
+        notes.append(f"SOURCES.md row {row} marks this copy: {mark}.")
+    more, remote_code, multimodal = describe_config(config)
+    notes += more
+    quant_config = quant_file = None
+    for name in QUANT_FILES:
+        extra = CATALOG_DIR / "extra" / f"{filename.removesuffix('.json')}__{name}"
+        if extra.exists():
+            quant_config, quant_file = json.loads(extra.read_text()), name
+            notes.append(f"Quantization settings from the catalog's copy of {name} (extra/{extra.name}).")
+            break
+    weights = None
+    if count_params:
+        weights, note = count_parameters_on_meta_device(config, source, repo_id=repo_id, quant_file=quant_file)
+    else:
+        note = "No safetensors headers in the offline catalog: the engine counts the weights from the config."
+    notes.append(note)
+    return ModelMetadata(
+        repo_id=repo_id,
+        revision="main",
+        sha=None,
+        origin="catalog",
+        config=config,
+        quant_config=quant_config,
+        quant_config_file=quant_file,
+        weights=weights,
+        source=source,
+        notes=notes,
+        fetched_at=datetime.now(timezone.utc),
+        remote_code=remote_code,
+        multimodal=multimodal,
+    )

@@ -1,0 +1,81 @@
+"""``manage.py estimate``: JSON keys, the table, and exit code 2 with a message on bad input."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from tests.conftest import CONFIGS, ROOT
+
+REQUIRED_KEYS = {"weights_gib", "activation_peak_gib", "non_torch_gib", "cuda_graph_gib", "available_kv_cache_gib",
+                 "kv_cache_tokens", "num_gpu_blocks", "max_concurrency", "kv_bytes_per_token", "draft_weights_gib",
+                 "fits", "warnings"}
+
+
+def run_json(*args):
+    out = StringIO()
+    call_command("estimate", *args, "--format", "json", stdout=out)
+    return json.loads(out.getvalue())
+
+
+def test_json_has_the_documented_keys_and_real_values():
+    data = run_json("--config", str(CONFIGS / "meta-llama__Llama-3.1-8B-Instruct.json"), "--gpu", "NVIDIA H100 80GB HBM3",
+                    "--max-model-len", "8192", "--gpu-memory-utilization", "0.95", "--vllm-version", "0.19.0")
+    assert REQUIRED_KEYS <= set(data)
+    assert data["kv_bytes_per_token"] == 32 * 2 * 8 * 128 * 2
+    assert data["weights_gib"] == 14.99  # "Model loading took 14.99 GiB" (shared case llmd-020)
+    assert data["sources"]["weights_gib"]
+
+
+def test_short_gpu_alias_and_table_output():
+    out = StringIO()
+    call_command("estimate", "--config", str(CONFIGS / "Qwen__Qwen3-8B.json"), "--gpu", "H100-80GB", stdout=out)
+    text = out.getvalue()
+    assert "NVIDIA H100 80GB HBM3" in text and "KV cache size" in text and "Maximum concurrency" in text
+
+
+def test_speculative_config_json_flag():
+    data = run_json("--config", str(CONFIGS / "deepseek-ai__DeepSeek-V3.json"), "--gpu", "H200",
+                    "--tensor-parallel-size", "8", "--speculative-config",
+                    '{"method": "mtp", "num_speculative_tokens": 2}')
+    assert data["draft_kv_bytes_per_token"] == 576 * 2
+
+
+@pytest.mark.parametrize("args,field", [
+    (["--gpu", "NoSuchGPU"], "gpu"),
+    (["--gpu-memory-utilization", "1.2"], "gpu_memory_utilization"),
+    (["--max-model-len", "-1"], "max_model_len"),
+    (["--speculative-config", "{not json"], "speculative_config"),
+])
+def test_bad_input_is_a_command_error_naming_the_field(args, field):
+    with pytest.raises(CommandError) as err:
+        call_command("estimate", "--config", str(CONFIGS / "Qwen__Qwen3-8B.json"), *args)
+    assert str(err.value).startswith(field) and err.value.returncode == 2
+
+
+def test_exit_code_2_from_the_shell():
+    proc = subprocess.run([sys.executable, "manage.py", "estimate", "--config", "/no/such/config.json"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "no such file" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.django_db
+def test_model_id_from_the_offline_catalog(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    data = run_json("--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--max-model-len", "8192")
+    assert data["model"] == "Qwen/Qwen3-8B"
+    assert "offline catalog" in data["model_source"]
+    assert data["kv_bytes_per_token"] == 36 * 2 * 8 * 128 * 2
+
+
+@pytest.mark.django_db
+def test_unknown_model_offline_is_exit_2(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(CommandError) as err:
+        call_command("estimate", "--model", "nope/nothing")
+    assert err.value.returncode == 2 and "offline catalog" in str(err.value)

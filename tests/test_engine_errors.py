@@ -1,0 +1,67 @@
+"""Bad input gets a clear error naming the field."""
+from __future__ import annotations
+
+import pytest
+
+from calculator.engine import EngineInput, EngineInputError, estimate
+from tests.conftest import load_config
+
+
+def run(**kw):
+    cfg = kw.pop("hf_config", None) or load_config("Qwen__Qwen3-8B.json")
+    return estimate(EngineInput(hf_config=cfg, **kw))
+
+
+@pytest.mark.parametrize("kw,field", [
+    ({"gpu": "H900"}, "gpu"),
+    ({"gpu_memory_utilization": 1.5}, "gpu_memory_utilization"),
+    ({"gpu_memory_utilization": 0.0}, "gpu_memory_utilization"),
+    ({"max_model_len": -5}, "max_model_len"),
+    ({"tensor_parallel_size": 0}, "tensor_parallel_size"),
+    ({"tensor_parallel_size": 3}, "tensor_parallel_size"),
+    ({"block_size": 7}, "block_size"),
+    ({"vllm_version": "latest"}, "vllm_version"),
+    ({"quantization": "int3-magic"}, "quantization"),
+])
+def test_bad_flag_names_the_field(kw, field):
+    with pytest.raises(EngineInputError) as err:
+        run(**kw)
+    assert err.value.field == field
+
+
+def test_zero_heads():
+    cfg = {**load_config("Qwen__Qwen3-8B.json"), "num_attention_heads": 0}
+    with pytest.raises(EngineInputError) as err:
+        run(hf_config=cfg)
+    assert err.value.field == "config.num_attention_heads"
+
+
+def test_missing_required_field():
+    cfg = load_config("Qwen__Qwen3-8B.json")
+    del cfg["hidden_size"]
+    with pytest.raises(EngineInputError) as err:
+        run(hf_config=cfg)
+    assert err.value.field == "config.hidden_size" and "missing" in err.value.message
+
+
+def test_mtp_on_a_model_without_mtp_layers():
+    with pytest.raises(EngineInputError) as err:
+        run(speculative_config={"method": "mtp", "num_speculative_tokens": 2})
+    assert err.value.field == "speculative_config"
+
+
+def test_does_not_fit_gives_vllm_reason_and_smallest_change():
+    # Llama-3.1-70B in bf16 on one H100: 131 GiB of weights cannot fit at all.
+    res = run(hf_config=load_config("meta-llama__Llama-3.1-70B-Instruct.json"), gpu="H100", max_model_len=8192)
+    assert not res.fits and "No available memory" in res.reason
+    assert "--tensor-parallel-size" in res.suggestion
+
+
+def test_long_context_does_not_fit_and_estimated_max_len_does():
+    # Qwen3-8B at its full 40,960 tokens on a 24 GiB RTX 4090 with u=0.9: KV budget ~3.7 GiB < 5.6 GiB needed
+    res = run(gpu="RTX4090", max_model_len=40960, gpu_memory_utilization=0.9)
+    assert not res.fits
+    assert "estimated maximum model length" in res.reason
+    assert 0 < res.estimated_max_model_len < 40960
+    again = run(gpu="RTX4090", max_model_len=res.estimated_max_model_len, gpu_memory_utilization=0.9)
+    assert again.fits

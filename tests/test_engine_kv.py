@@ -1,0 +1,145 @@
+"""KV bytes per token, computed by hand from each architecture family's real config.json.
+
+Formula (vLLM ``AttentionSpec.page_size_bytes`` / block_size): layers x 2 (K and V) x KV heads per GPU x
+head size x dtype bytes; MLA: layers x (kv_lora_rank + qk_rope_head_dim) x dtype bytes; Mamba state is
+per request, not per token.
+"""
+from __future__ import annotations
+
+import pytest
+
+from calculator.engine import EngineInput, estimate
+from tests.conftest import load_config
+
+
+def kv(config_file: str, **kw):
+    cfg = load_config(config_file)
+    kw.setdefault("max_model_len", 4096)
+    return estimate(EngineInput(hf_config=cfg, **kw))
+
+
+def by_kind(res, kind, draft=False):
+    return next(e for e in res.kv_by_layer_type if e.kind == kind and e.draft == draft)
+
+
+def test_llama_gqa_bf16():
+    # Llama-3.1-8B: 32 layers, 8 KV heads, head_dim 4096/32 = 128, bf16
+    assert kv("meta-llama__Llama-3.1-8B-Instruct.json").kv_bytes_per_token == 32 * 2 * 8 * 128 * 2 == 131072
+
+
+def test_llama_fp8_kv_cache_halves_it():
+    res = kv("meta-llama__Llama-3.1-8B-Instruct.json", kv_cache_dtype="fp8")
+    assert res.kv_bytes_per_token == 32 * 2 * 8 * 128 * 1
+
+
+def test_tensor_parallel_splits_kv_heads_then_replicates():
+    # 8 KV heads: tp=2 -> 4 per GPU; tp=8 -> 1; tp=16 -> still 1 (heads replicated, vLLM requires tp % 8 == 0)
+    assert kv("meta-llama__Llama-3.1-70B-Instruct.json", tensor_parallel_size=2).kv_bytes_per_token == 80 * 2 * 4 * 128 * 2
+    assert kv("meta-llama__Llama-3.1-70B-Instruct.json", tensor_parallel_size=8).kv_bytes_per_token == 80 * 2 * 1 * 128 * 2
+    assert kv("meta-llama__Llama-3.1-70B-Instruct.json", tensor_parallel_size=16,
+              gpu="H200").kv_bytes_per_token == 80 * 2 * 1 * 128 * 2
+
+
+def test_pipeline_parallel_holds_half_the_layers():
+    res = kv("meta-llama__Llama-3.1-8B-Instruct.json", pipeline_parallel_size=2)
+    assert res.kv_bytes_per_token == 16 * 2 * 8 * 128 * 2
+
+
+def test_explicit_head_dim_qwen3():
+    # Qwen3-8B: head_dim 128 given explicitly (hidden 4096 / 32 heads would also be 128), 36 layers, 8 KV
+    assert kv("Qwen__Qwen3-8B.json").kv_bytes_per_token == 36 * 2 * 8 * 128 * 2
+
+
+def test_explicit_head_dim_wider_than_hidden_gemma7b():
+    # gemma-7b: MHA, 16 heads x head_dim 256 (= 4096 > hidden 3072), 28 layers
+    assert kv("google__gemma-7b.json").kv_bytes_per_token == 28 * 2 * 16 * 256 * 2
+
+
+def test_mha_codellama():
+    assert kv("codellama__CodeLlama-7b-hf.json").kv_bytes_per_token == 32 * 2 * 32 * 128 * 2
+
+
+def test_gemma2_sliding_and_global_layers():
+    res = kv("google__gemma-2-9b-it.json")
+    per_layer = 2 * 8 * 256 * 2  # 8 KV heads, head_dim 256
+    assert by_kind(res, "sliding_window").num_layers == 21  # even layers slide
+    assert by_kind(res, "full_attention").num_layers == 21
+    assert res.kv_bytes_per_token == 42 * per_layer
+
+
+def test_gemma3_five_to_one_pattern_from_sparse_config():
+    # gemma-3-27b: 62 layers, global when (i+1) % 6 == 0 -> 10 global, 52 sliding; 16 KV heads x 128
+    res = kv("google__gemma-3-27b-it.json")
+    assert by_kind(res, "full_attention").num_layers == 10
+    assert by_kind(res, "sliding_window").num_layers == 52
+    assert res.kv_bytes_per_token == 62 * 2 * 16 * 128 * 2
+
+
+def test_gpt_oss_alternating_window():
+    res = kv("openai__gpt-oss-20b.json")
+    assert by_kind(res, "sliding_window").num_layers == 12
+    assert res.kv_bytes_per_token == 24 * 2 * 8 * 64 * 2
+
+
+def test_mixtral_moe_attention():
+    assert kv("mistralai__Mixtral-8x7B-Instruct-v0.1.json").kv_bytes_per_token == 32 * 2 * 8 * 128 * 2
+
+
+def test_mla_deepseek_v3_latent_cache():
+    # 61 layers x (kv_lora_rank 512 + qk_rope_head_dim 64) x 2 B = 70,272 B, the same on every TP rank
+    assert kv("deepseek-ai__DeepSeek-V3.json", gpu="H200", tensor_parallel_size=8).kv_bytes_per_token == 61 * 576 * 2
+    assert kv("deepseek-ai__DeepSeek-V3.json", gpu="H200", tensor_parallel_size=8,
+              kv_cache_dtype="fp8").kv_bytes_per_token == 61 * 576
+
+
+def test_mla_mtp_layer_adds_one_layer_of_cache():
+    res = kv("deepseek-ai__DeepSeek-V3.json", gpu="H200", tensor_parallel_size=8,
+             speculative_config={"method": "mtp", "num_speculative_tokens": 1})
+    assert res.kv_bytes_per_token == 62 * 576 * 2
+    assert res.draft_kv_bytes_per_token == 576 * 2
+
+
+def test_qwen3_next_gated_delta_net_state():
+    # 48 layers, full attention every 4th: 12 x (2 x 2 KV heads x 256 x 2 B)
+    # GDN state per layer: conv (2*16*128 + 32*128) x (4 - 1) + ssm 32 x 128 x 128, in bf16
+    res = kv("Qwen__Qwen3-Next-80B-A3B-Instruct.json", gpu="H200")
+    assert res.kv_bytes_per_token == 12 * 2 * 2 * 256 * 2
+    mamba = by_kind(res, "mamba")
+    assert mamba.num_layers == 36
+    per_layer_state = ((2 * 16 * 128 + 32 * 128) * 3 + 32 * 128 * 128) * 2
+    assert mamba.state_bytes_per_request == 36 * per_layer_state
+
+
+def test_nemotron_h_mamba2_state_and_attention_layers():
+    cfg = load_config("nvidia__Nemotron-H-56B-Base-8K.json")
+    n_attn = cfg["hybrid_override_pattern"].count("*")
+    n_mamba = cfg["hybrid_override_pattern"].count("M")
+    res = kv("nvidia__Nemotron-H-56B-Base-8K.json", gpu="H200", tensor_parallel_size=2)
+    assert res.kv_bytes_per_token == n_attn * 2 * (8 // 2) * 128 * 2
+    d_inner, groups, state, conv_k, heads = 256 * 64, 8, 256, 4, 256
+    per_layer = ((d_inner + 2 * groups * state) // 2 * (conv_k - 1) + heads // 2 * 64 * state) * 2
+    assert by_kind(res, "mamba").state_bytes_per_request == n_mamba * per_layer
+
+
+def test_mllama_cross_attention_layers_are_separate():
+    res = kv("meta-llama__Llama-3.2-11B-Vision.json")
+    assert by_kind(res, "cross_attention").num_layers == 8
+    assert by_kind(res, "full_attention").num_layers == 32
+    assert res.kv_bytes_per_token == 40 * 2 * 8 * 128 * 2
+
+
+def test_eagle_draft_layer_joins_the_pool():
+    draft = load_config("yuhuili__EAGLE-LLaMA3-Instruct-8B.json")
+    res = kv("meta-llama__Llama-3.1-8B-Instruct.json", draft_hf_config=draft,
+             speculative_config={"method": "eagle", "model": "yuhuili/EAGLE-LLaMA3-Instruct-8B",
+                                 "num_speculative_tokens": 3})
+    layers = draft["num_hidden_layers"]
+    assert res.draft_kv_bytes_per_token == layers * 2 * draft["num_key_value_heads"] * 128 * 2
+    assert res.kv_bytes_per_token == 131072 + res.draft_kv_bytes_per_token
+
+
+@pytest.mark.parametrize("method", ["ngram", "suffix"])
+def test_ngram_and_suffix_add_no_kv(method):
+    res = kv("meta-llama__Llama-3.1-8B-Instruct.json",
+             speculative_config={"method": method, "num_speculative_tokens": 4})
+    assert res.kv_bytes_per_token == 131072 and res.draft_weights_gib == 0
