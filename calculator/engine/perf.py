@@ -889,7 +889,7 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
                     "it is highest on code, boilerplate and formal prose: measure on your own traffic")
     if typical is not None and acceptance_rate is None and typical.note:
         warnings.append(f"typical figure {typical.case_id}: {typical.note}")
-    if spec_ttft > base.ttft * 1.05:
+    if spec_ttft > base.ttft * 1.10:
         warnings.append(f"stop sign: TTFT rises from {base.ttft:.1f} to {spec_ttft:.1f} ms (the drafter processes the "
                         "prompt too)")
 
