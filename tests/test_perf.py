@@ -257,8 +257,8 @@ def test_eagle3_uses_the_public_figure_and_a_one_layer_head():
 
 
 def test_user_rate_overrides_the_public_figure_and_low_acceptance_is_a_stop_sign():
-    inp = EngineInput(hf_config=load_config(LLAMA), draft_hf_config=load_config("yuhuili__EAGLE-LLaMA3-Instruct-8B.json"),
-                      gpu=H100, max_model_len=8192,
+    head = load_config("yuhuili__EAGLE-LLaMA3-Instruct-8B.json")
+    inp = EngineInput(hf_config=load_config(LLAMA), draft_hf_config=head, gpu=H100, max_model_len=8192,
                       speculative_config={"method": "eagle", "model": "x", "num_speculative_tokens": 4})
     r = perf.estimate_speed(inp, prompt_len=512, output_len=128, acceptance_rate=0.05, temperature=1.0)
     assert r.spec.acceptance_rate == 0.05 and "user input" in r.spec.acceptance_rate_source
@@ -329,3 +329,34 @@ def test_speedup_chart_marks_break_even_and_expected_point():
     never = speedup_chart_spec([(0.0, 0.5), (0.99, 0.9)], break_even=None)
     assert len(never["layer"]) == 2 and "never pays" in never["title"]["subtitle"]
     assert not math.isnan(r.spec.cost_ratio)
+
+
+# --- the estimate command ---------------------------------------------------------------------------------
+def test_estimate_command_carries_the_speed_fields():
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    from .conftest import CONFIGS
+
+    out = StringIO()
+    call_command("estimate", "--config", str(CONFIGS / LLAMA), "--gpu", "H100", "--max-model-len", "8192",
+                 "--prompt-len", "1536", "--output-len", "1024", "--concurrency", "4", "--format", "json", stdout=out)
+    data = json.loads(out.getvalue())
+    m = llama_by_hand()
+    eff = perf.get_efficiency(H100)
+    step_ms = (m["weight_bytes"] + m["kv_per_token"] * 2048 * 4) / (3350e9 * eff.mem_bw) * 1e3 + eff.step_overhead_ms
+    assert data["itl_ms"] >= step_ms * 0.999  # the step plus the stalls from the other 3 requests' prefills
+    assert data["ttft_ms"] > 0 and data["output_tokens_per_s"] > 0 and "spec_speedup" not in data
+
+    out = StringIO()
+    call_command("estimate", "--config", str(CONFIGS / LLAMA), "--gpu", "H100", "--max-model-len", "8192",
+                 "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 2}', "--acceptance-rate", "0.5",
+                 "--format", "json", stdout=out)
+    data = json.loads(out.getvalue())
+    assert data["mean_acceptance_length"] == pytest.approx(1.75)
+    assert data["break_even_acceptance_rate"] == 0.0 and data["spec_speedup"] > 1
+
+    with pytest.raises(CommandError) as err:
+        call_command("estimate", "--config", str(CONFIGS / LLAMA), "--acceptance-rate", "2")
+    assert str(err.value).startswith("acceptance_rate") and err.value.returncode == 2

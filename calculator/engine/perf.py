@@ -894,8 +894,8 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
                         "prompt too)")
 
     return SpecResult(method=method, num_speculative_tokens=k, acceptance_rate=_round(alpha, 4),
-                      acceptance_rate_source=alpha_src, mean_acceptance_length=_round(al, 3), draft_ms=round(draft_ms, 3),
-                      verify=verify, ttft_ms=round(spec_ttft, 3), itl_ms=_round(itl, 3),
+                      acceptance_rate_source=alpha_src, mean_acceptance_length=_round(al, 3),
+                      draft_ms=round(draft_ms, 3), verify=verify, ttft_ms=round(spec_ttft, 3), itl_ms=_round(itl, 3),
                       output_tokens_per_s=_round(tps, 1), speedup=_round(speedup, 3),
                       break_even_acceptance_rate=_round(be, 4), cost_ratio=round(cost_ratio, 4),
                       speedup_curve=curve, typical=typical)
