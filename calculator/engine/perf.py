@@ -726,7 +726,7 @@ def _spec_step_ms(s: _Setup, conc: int, ctx: int, k: int) -> tuple[float, StepCo
 
 
 def estimate_speed(inp: EngineInput, est: EstimateResult | None = None, *, prompt_len: int = 1024,
-                   output_len: int = 256, concurrency: int = 1, acceptance_rate: float | None = None,
+                   output_len: int = 128, concurrency: int = 1, acceptance_rate: float | None = None,
                    temperature: float | None = None, workload: str | None = None,
                    runtime: str = "vllm") -> SpeedResult:
     """Predict TTFT, TPOT and output tok/s of ``inp`` (with its ``--speculative-config`` if any).
