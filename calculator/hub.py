@@ -503,6 +503,10 @@ class HubClient:
         import httpx2
         from huggingface_hub import errors as hf_errors
 
+        from huggingface_hub import constants as hf_constants
+
+        # huggingface_hub reads HF_HUB_OFFLINE once, at import; follow the environment as it is now.
+        hf_constants.HF_HUB_OFFLINE = env_offline()
         where = f"{self.endpoint}"
         try:
             return fn()

@@ -1,6 +1,12 @@
-from django.urls import path  # noqa: F401
+from __future__ import annotations
 
-from . import views  # noqa: F401
+from django.urls import path
+
+from . import views
 
 app_name = "compat"
-urlpatterns: list = []
+# /compat/
+urlpatterns = [
+    path("", views.matrix_page, name="matrix"),
+    path("verdict/", views.verdict_page, name="verdict"),
+]

@@ -1,0 +1,928 @@
+"""Speed predictions: a roofline model of vLLM's prefill and decode steps on one GPU, and what
+speculative decoding buys. No Django.
+
+Units: times in ms (internally seconds), bytes in B, bandwidth in GB/s (10^9 B/s), FLOP/s in TFLOP/s
+(10^12). Everything is per GPU of a tensor-parallel group; pipeline stages run in series.
+
+The model (each term carries its source in ``SpeedResult.sources``):
+
+* **Decode step** (one token for each of ``B`` running requests, or ``k+1`` tokens each when verifying
+  drafts)::
+
+      bytes   = dense weights/tp + routed experts/tp × E_touched/E + B × KV bytes read at context c
+      flops   = 2 × matmul params/tp × T + Σ_attention layers 2 × heads/tp × (d_qk + d_v) × ctx × T
+      t_step  = max(bytes / (bandwidth × eff_bw), flops / (peak × eff_compute)) + all-reduce + overhead
+
+  ``T`` tokens in the step. ``E_touched = E × (1 − (1 − topk/E)^T)``: each token routes to ``topk``
+  distinct experts of ``E`` (uniform routing assumed), so one token touches exactly ``topk`` and a large
+  batch touches nearly all. KV read per request: full attention and MLA read the whole context, sliding
+  windows ``min(c, W)``, chunked local attention ``min(c, chunk)``, Mamba/linear-attention layers read
+  and write their state (2 × state bytes).
+* **Prefill** (TTFT): the prompt in chunks of ``max_num_batched_tokens`` (vLLM's chunked prefill); per
+  chunk the same ``max(memory, compute)`` with ``flops = 2 × matmul params × chunk + attention over the
+  causal prefix`` (``4 × heads × head_dim × P²/2`` for full attention; exact sum over the chunk's rows).
+* **Tensor parallel**: 2 all-reduces per layer (after attention and after the MLP, vLLM's
+  ``RowParallelLinear``), ring cost ``2(tp−1)/tp × T × hidden × 2 B / link + latency`` each.
+* **Concurrency** (a closed loop of ``C`` requests as ``vllm bench serve --max-concurrency C``): each
+  request sees about ``C−1`` other prefills during its decode; a prefill rides in a decode step (chunked
+  prefill) and stalls the decodes only by what it costs beyond that step, so
+  ``TPOT = t_step(C, c̄) + (C−1) × max(0, t_prefill − n_chunks × t_step) / (O − 1)`` with ``c̄ = P + O/2``,
+  and ``TTFT = t_prefill × (1 + ρ/2)`` where ``ρ = min(1, (C−1) × t_prefill / lifetime)`` is the chance
+  another prefill is running when the request arrives (half of one prefill waited on average).
+  ``output tok/s = C × O / (TTFT + (O−1) × TPOT)``. Concurrency is capped by ``max_num_seqs`` and by the
+  KV cache (``kv_cache_tokens / (P + O)`` requests), as vLLM's scheduler would queue the rest.
+* **Speculative decoding**: per step the drafter proposes ``k`` tokens and the target verifies ``k+1``
+  per request in one pass; ``mean acceptance length`` tokens come out per step (incl. the bonus token).
+  ``ITL_spec = (t_draft + t_verify) / AL``; speedup ``= TPOT_base / TPOT_spec``; the break-even
+  acceptance rate solves ``AL(α, k) = (t_draft + t_verify) / t_step`` (the cost ratio does not depend
+  on α: vLLM always drafts ``k`` and verifies ``k+1``).
+
+The efficiency factors are assumptions until a validation run refines them
+(:func:`efficiency_from_measurement`, :func:`apply_measured_efficiency`).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from .arch import ModelArch, parse_config
+from .dtypes import dtype_bytes
+from .errors import EngineInputError
+from .gpus import GPU, get_gpu
+from .memory import estimate, resolve_dtype
+from .schemas import EngineInput, EstimateResult
+from .weights import QuantScheme, resolve_quant, weights_per_gpu
+
+TYPICAL_FILE = Path(__file__).resolve().parent.parent / "data" / "spec_decode_typical.json"
+ACT_BYTES = 2  # bf16/fp16 activations on the wire (all-reduce) — vLLM keeps activations in the model dtype
+
+# --------------------------------------------------------------------------------------------------------
+# GPU-to-GPU links for tensor parallelism (unidirectional GB/s per GPU). A table here rather than in
+# gpus.json so the catalog stays the lead's; the lookup falls back by vendor and architecture.
+# --------------------------------------------------------------------------------------------------------
+INTERCONNECT_GBPS: dict[str, tuple[float, str]] = {
+    "NVIDIA H100 80GB HBM3": (450, "NVLink 4: 900 GB/s bidirectional per GPU (NVIDIA H100 datasheet, SXM5)"),
+    "NVIDIA H200": (450, "NVLink 4: 900 GB/s bidirectional per GPU (NVIDIA H200 datasheet)"),
+    "NVIDIA H100 NVL": (300, "NVLink bridge: 600 GB/s bidirectional (NVIDIA H100 NVL datasheet)"),
+    "NVIDIA H100 PCIe": (50, "PCIe Gen5 x16: 64 GB/s per direction, ~50 effective (assumed)"),
+    "NVIDIA B200": (900, "NVLink 5: 1.8 TB/s bidirectional per GPU (NVIDIA HGX B200 datasheet)"),
+    "NVIDIA GB200": (900, "NVLink 5: 1.8 TB/s bidirectional per GPU (NVIDIA GB200 NVL72 datasheet)"),
+    "NVIDIA A100-SXM4-80GB": (300, "NVLink 3: 600 GB/s bidirectional per GPU (NVIDIA A100 datasheet)"),
+    "NVIDIA A100-SXM4-40GB": (300, "NVLink 3: 600 GB/s bidirectional per GPU (NVIDIA A100 datasheet)"),
+    "Tesla V100-SXM2-32GB": (150, "NVLink 2: 300 GB/s bidirectional per GPU (NVIDIA V100 datasheet)"),
+    "Tesla T4": (12, "PCIe Gen3 x16: 16 GB/s per direction, ~12 effective (assumed)"),
+    "NVIDIA GeForce RTX 5090": (50, "PCIe Gen5 x16, ~50 GB/s effective (assumed)"),
+    "NVIDIA RTX PRO 6000 Blackwell Server Edition": (50, "PCIe Gen5 x16, ~50 GB/s effective (assumed)"),
+    "AMD Instinct MI300X": (448, "Infinity Fabric: 896 GB/s aggregate peer bandwidth per GPU (AMD MI300X datasheet)"),
+    "AMD Instinct MI325X": (448, "Infinity Fabric: 896 GB/s aggregate peer bandwidth per GPU (AMD MI325X datasheet)"),
+    "AMD Instinct MI355X": (538, "Infinity Fabric: 1075 GB/s aggregate peer bandwidth per GPU (AMD MI355X datasheet)"),
+    "CPU": (50, "shared memory between NUMA nodes, order of magnitude (assumed)"),
+}
+PCIE_GEN4 = (25.0, "PCIe Gen4 x16: 32 GB/s per direction, ~25 effective (assumed)")
+
+
+def interconnect(gpu: GPU) -> tuple[float, str]:
+    """``(GB/s per direction, source)`` of the link tensor-parallel all-reduces run over."""
+    return INTERCONNECT_GBPS.get(gpu.name, PCIE_GEN4)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Efficiency factors (fraction of the datasheet figure a runtime reaches) per runtime and GPU.
+# --------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Efficiency:
+    """How close a runtime gets to the datasheet on one GPU.
+
+    ``mem_bw``: share of the memory bandwidth a decode step reaches; ``compute``: share of the dense
+    TFLOP/s (MFU) in large GEMMs; ``step_overhead_ms``: fixed cost per engine step (scheduler, sampler,
+    launch; CUDA graphs keep it small); ``allreduce_latency_us``: latency of one small all-reduce.
+    """
+
+    mem_bw: float
+    compute: float
+    step_overhead_ms: float
+    allreduce_latency_us: float
+    source: str
+
+
+_ASSUMED = ("assumed (typical of vLLM with CUDA graphs on datacenter GPUs: ~70-80% of HBM bandwidth in "
+            "decode, ~50-60% MFU in prefill); refine with a validation run")
+EFFICIENCY: dict[tuple[str, str], Efficiency] = {
+    ("vllm", "*"): Efficiency(mem_bw=0.75, compute=0.55, step_overhead_ms=0.3, allreduce_latency_us=10.0,
+                              source=_ASSUMED),
+    ("vllm", "CPU"): Efficiency(mem_bw=0.5, compute=0.3, step_overhead_ms=2.0, allreduce_latency_us=50.0,
+                                source="assumed for vLLM's CPU build (no CUDA graphs, oneDNN GEMMs); "
+                                       "refine with a validation run"),
+}
+_MEASURED: dict[tuple[str, str], Efficiency] = {}
+
+
+def get_efficiency(gpu_name: str, runtime: str = "vllm") -> Efficiency:
+    """The efficiency for ``(runtime, gpu)``: a measured override first, then the table row for the GPU,
+    then the runtime's ``*`` row."""
+    for table in (_MEASURED, EFFICIENCY):
+        if (runtime, gpu_name) in table:
+            return table[(runtime, gpu_name)]
+    return EFFICIENCY[(runtime, "*")]
+
+
+def apply_measured_efficiency(gpu_name: str, efficiency: Efficiency, runtime: str = "vllm") -> None:
+    """Use ``efficiency`` (from :func:`efficiency_from_measurement`) for later predictions on this GPU."""
+    _MEASURED[(runtime, get_gpu(gpu_name).name)] = efficiency
+
+
+def reset_measured_efficiency() -> None:
+    """Forget every measured override (tests, or a fresh validator session)."""
+    _MEASURED.clear()
+
+
+def efficiency_from_measurement(result: SpeedResult, *, measured_itl_ms: float | None = None,
+                                measured_ttft_ms: float | None = None, source: str) -> Efficiency:
+    """Refine the efficiency behind ``result`` from a measured run at the same inputs.
+
+    The decode step's bound term (bandwidth when memory-bound, compute when compute-bound) is scaled by
+    ``predicted / measured`` of the pure step time (TPOT less the fixed overhead, all-reduce and
+    prefill stalls); the compute efficiency likewise from TTFT when prefill is compute-bound. Use the
+    measurement at concurrency 1 without speculation for the cleanest signal (``vllm bench serve``
+    ``Mean TPOT``/``Mean TTFT``). Factors are clamped to (0.05, 1].
+    """
+    eff = Efficiency(**{k: v for k, v in result.efficiency.items() if k != "source"}, source=source)
+    s = result.decode
+    if measured_itl_ms:
+        fixed = s.overhead_ms + s.comm_ms + (result.itl_ms - result.decode_step_ms)
+        pred, meas = s.total_ms - s.overhead_ms - s.comm_ms, measured_itl_ms - fixed
+        if pred > 0 and meas > 0:
+            if s.bound == "memory":
+                eff = replace(eff, mem_bw=_clamp(eff.mem_bw * pred / meas))
+            else:
+                eff = replace(eff, compute=_clamp(eff.compute * pred / meas))
+    p = result.prefill
+    if measured_ttft_ms and p.bound == "compute":
+        pred, meas = p.compute_ms, measured_ttft_ms - (result.ttft_ms - p.compute_ms)
+        if pred > 0 and meas > 0:
+            eff = replace(eff, compute=_clamp(eff.compute * pred / meas))
+    return eff
+
+
+def _clamp(x: float) -> float:
+    return min(1.0, max(0.05, x))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Speculative decoding: acceptance length, break-even
+# --------------------------------------------------------------------------------------------------------
+def acceptance_length(alpha: float, k: int) -> float:
+    """Expected tokens per step with ``k`` drafted tokens, each accepted with probability ``alpha`` given
+    the previous one was: ``1 + α + … + α^k = (1 − α^(k+1)) / (1 − α)`` (Leviathan et al. 2023, eq. 1);
+    includes the bonus token, like vLLM's "Mean acceptance length"."""
+    if not 0 <= alpha <= 1:
+        raise EngineInputError("acceptance_rate", f"must be between 0 and 1, got {alpha}")
+    if alpha >= 1:
+        return float(k + 1)
+    return (1 - alpha ** (k + 1)) / (1 - alpha)
+
+
+def acceptance_length_from_per_position(rates: list[float]) -> float:
+    """vLLM's mean acceptance length from its per-position rates: ``1 + Σ_i rate_i``.
+
+    vLLM's ``per_position[i] = accepted_at_pos_i / num_drafts`` is already the unconditional probability
+    that position ``i`` was accepted, and ``mean_acceptance_length = 1 + accepted / num_drafts``
+    (vllm/v1/spec_decode/metrics.py, 0.32), so the two agree by construction."""
+    return 1 + sum(rates)
+
+
+def alpha_from_acceptance_length(mean_length: float, k: int) -> float:
+    """The per-token rate ``α`` that gives ``mean_length`` with ``k`` drafts (inverse of
+    :func:`acceptance_length`, by bisection). vLLM's logged "Avg Draft acceptance rate" is a different
+    figure, ``(AL − 1) / k``; convert through this function."""
+    if mean_length <= 1:
+        return 0.0
+    if mean_length >= k + 1:
+        return 1.0
+    return _bisect(lambda a: acceptance_length(a, k) - mean_length, 0.0, 1.0)
+
+
+def break_even_acceptance_rate(cost_ratio: float, k: int) -> float | None:
+    """The ``α`` at which speculation breaks even: ``AL(α, k) = cost_ratio`` where ``cost_ratio`` is
+    ``(t_draft + t_verify) / t_step`` (time of one speculative step over one plain decode step).
+    ``0.0`` when speculation pays even at α = 0; ``None`` when it never pays (cost above ``k+1``)."""
+    if cost_ratio <= 1:
+        return 0.0
+    if cost_ratio >= k + 1:
+        return None
+    return _bisect(lambda a: acceptance_length(a, k) - cost_ratio, 0.0, 1.0)
+
+
+def _bisect(f, lo: float, hi: float, iters: int = 60) -> float:
+    """Root of an increasing ``f`` on ``[lo, hi]``."""
+    for _ in range(iters):
+        mid = (lo + hi) / 2
+        if f(mid) < 0:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+class TypicalFigure(BaseModel):
+    """One public acceptance figure (``calculator/data/spec_decode_typical.json``)."""
+
+    case_id: str
+    source_url: str
+    method: str
+    workload: str
+    target_model: str
+    draft_model: str | None = None
+    num_speculative_tokens: int
+    mean_acceptance_length: float
+    per_position_acceptance_rate: list[float] | None = None
+    temperature: float | None = None
+    default: bool = False
+    label: str = "public figure"
+    note: str = ""
+
+    @property
+    def alpha(self) -> float:
+        """The per-token rate that reproduces this figure's acceptance length at its ``k``."""
+        return alpha_from_acceptance_length(self.mean_acceptance_length, self.num_speculative_tokens)
+
+
+@lru_cache(maxsize=1)
+def typical_figures() -> tuple[TypicalFigure, ...]:
+    """Every public acceptance figure shipped with the app."""
+    return tuple(TypicalFigure(**row) for row in json.loads(TYPICAL_FILE.read_text())["figures"])
+
+
+def typical_figure(method: str, workload: str | None = None) -> TypicalFigure | None:
+    """The public figure for ``method``: the first whose workload contains ``workload``, else the one
+    marked default; ``None`` when no representative public figure exists for the method (ngram's only
+    figure is a toy repetitive completion, used only when asked for with ``workload="repetitive"``)."""
+    rows = [f for f in typical_figures() if f.method == method]
+    if workload:
+        hit = [f for f in rows if workload.lower() in f.workload.lower()]
+        if hit:
+            return hit[0]
+    return next((f for f in rows if f.default), None)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Roofline terms
+# --------------------------------------------------------------------------------------------------------
+class StepCost(BaseModel):
+    """One forward pass on one GPU. ``bytes_weights`` and ``bytes_kv`` are read from HBM; ``flops`` the
+    matmul + attention work; the ``*_ms`` the roofline terms; ``total_ms = max(memory, compute) + comm +
+    overhead``; ``bound`` names the larger of memory/compute."""
+
+    tokens: int
+    bytes_weights: float
+    bytes_kv: float
+    flops: float
+    experts_touched: float = 0.0
+    memory_ms: float
+    compute_ms: float
+    comm_ms: float
+    overhead_ms: float
+    total_ms: float
+    bound: str
+
+
+@dataclass(frozen=True)
+class _AttnGroup:
+    layers: int
+    flops_per_pair: float  # per GPU, per (query, key) pair, summed over these layers
+    kv_bytes_per_token: float  # per GPU, summed over these layers
+    window: int | None  # tokens read per request: min(c, window); None = whole context
+    fixed_tokens: int | None = None  # cross-attention: encoder tokens regardless of context
+
+
+@dataclass(frozen=True)
+class ModelCost:
+    """What one forward pass of a model costs on one GPU of its tensor-parallel group, before time.
+
+    ``dense_bytes``: weights read every step (all but the embedding lookup and the routed experts);
+    ``expert_bytes``: all routed experts on this GPU; ``matmul_params``: parameters multiplied per token
+    on this GPU; ``state_bytes``: Mamba/linear-attention state per request (read and written per step).
+    """
+
+    dense_bytes: float
+    expert_bytes: float
+    num_experts: int
+    topk: int
+    matmul_params: float
+    attn: tuple[_AttnGroup, ...]
+    state_bytes: float
+    hidden: int
+    allreduce_layers: int
+    tp: int
+    pp: int
+
+    def experts_touched(self, tokens: int) -> float:
+        """Expected distinct routed experts per MoE layer for ``tokens`` tokens, each routed to ``topk``
+        distinct experts of ``E`` uniformly: ``E × (1 − (1 − topk/E)^tokens)``."""
+        if not self.num_experts:
+            return 0.0
+        return self.num_experts * (1 - (1 - self.topk / self.num_experts) ** tokens)
+
+    def weight_bytes(self, tokens: int) -> float:
+        if not self.num_experts:
+            return self.dense_bytes
+        return self.dense_bytes + self.expert_bytes * self.experts_touched(tokens) / self.num_experts
+
+    def kv_bytes(self, context: int) -> float:
+        """KV bytes one request reads per step at ``context`` tokens."""
+        total = 2 * self.state_bytes
+        for g in self.attn:
+            tokens = g.fixed_tokens if g.fixed_tokens is not None else \
+                (min(context, g.window) if g.window else context)
+            total += g.kv_bytes_per_token * tokens
+        return total
+
+    def attention_flops(self, context: int, tokens_per_request: int) -> float:
+        """Attention FLOPs of ``tokens_per_request`` new tokens at the end of ``context``."""
+        total = 0.0
+        for g in self.attn:
+            if g.fixed_tokens is not None:
+                pairs = tokens_per_request * g.fixed_tokens
+            else:
+                pairs = _pairs(context, g.window) - _pairs(context - tokens_per_request, g.window)
+            total += g.flops_per_pair * pairs
+        return total
+
+
+def _pairs(n: int, window: int | None) -> float:
+    """Causal (query, key) pairs of the first ``n`` tokens: ``Σ_{t=1..n} min(t, W)``."""
+    if n <= 0:
+        return 0.0
+    if window is None or n <= window:
+        return n * (n + 1) / 2
+    return window * (window + 1) / 2 + (n - window) * window
+
+
+_KIND_TO_LAYERS = {"full_attention": ("full",), "mla": ("mla",), "sliding_window": ("sliding",),
+                   "chunked_local": ("chunked",), "cross_attention": ("cross",),
+                   "mamba": ("mamba1", "mamba2", "gdn")}
+
+
+def _lin_bytes(dtype: str, quant: QuantScheme | None) -> float:
+    return quant.bits / 8 + quant.scale_bytes_per_weight if quant else dtype_bytes(dtype)
+
+
+def model_cost(arch: ModelArch, est: EstimateResult, *, dtype: str, quant: QuantScheme | None, tp: int,
+               pp: int, gpu: GPU, draft: bool = False) -> ModelCost:
+    """The per-GPU cost terms of the target model (``draft=False``) or of a draft model parsed into
+    ``arch`` (``draft=True``: its KV entries in ``est`` are the ``draft`` ones).
+
+    Weights: :func:`weights_per_gpu` (the memory engine's sharding rules) for the whole model with
+    ``pp = 1`` — pipeline stages run one after another, so a token's step reads every stage's weights —
+    less the rotary cache, the vision tower, and the embedding table when ``lm_head`` is separate (an
+    embedding lookup reads a few rows). Routed experts are split out by recounting without them.
+    KV: the memory engine's per-token bytes by layer type, scaled from the first stage to all layers.
+    """
+    b = dtype_bytes(dtype)
+    w = weights_per_gpu(arch, dtype, quant, tp, 1, gpu.capability_tuple)
+    p = arch.params
+    embed = 0 if arch.tie_word_embeddings else math.ceil(arch.vocab_size / 64) * 64 * arch.hidden_size * b / tp
+    total = w.bytes_per_gpu - w.rope_cache_bytes - embed - p.vision * b
+    expert_bytes = 0.0
+    if p.experts:
+        no_experts = arch.model_copy(update={"params": p.model_copy(update={"experts": 0, "active_experts": 0})})
+        expert_bytes = total - (weights_per_gpu(no_experts, dtype, quant, tp, 1, gpu.capability_tuple).bytes_per_gpu
+                                - w.rope_cache_bytes - embed - p.vision * b)
+    dense = total - expert_bytes
+    lm = arch.vocab_size * arch.hidden_size if arch.tie_word_embeddings else 0
+    matmul = (p.active - p.embed - p.vision - p.norms + lm) / tp
+
+    # attention FLOPs per pair: 2 (QK^T) + 2 (PV) per head and dim: 2 × heads × (d_qk + d_v)
+    if arch.kv_lora_rank:
+        d_sum = arch.mla_nope_v_dim + (arch.qk_rope_head_dim or 0)
+    else:
+        d_sum = 2 * arch.head_dim
+    heads = arch.num_attention_heads / tp
+    per_layer_pair = 2 * heads * d_sum
+    counts: dict[str, int] = {}
+    windows: dict[str, int | None] = {}
+    for la in arch.layers:
+        counts[la.kind] = counts.get(la.kind, 0) + 1
+        if la.kind == "sliding":
+            windows["sliding"] = max(windows.get("sliding") or 0, la.sliding_window or 0) or None
+        elif la.kind == "chunked":
+            windows["chunked"] = la.chunk_size
+    groups: list[_AttnGroup] = []
+    state = 0.0
+    for entry in est.kv_by_layer_type:
+        if entry.draft != draft:
+            continue
+        kinds = _KIND_TO_LAYERS.get(entry.kind, ())
+        n_all = sum(counts.get(k, 0) for k in kinds) or entry.num_layers
+        scale = n_all / entry.num_layers if entry.num_layers else 1.0
+        if entry.kind == "mamba":
+            state += entry.state_bytes_per_request * scale
+            continue
+        kind = kinds[0] if kinds else "full"
+        groups.append(_AttnGroup(layers=n_all, flops_per_pair=per_layer_pair * n_all,
+                                 kv_bytes_per_token=entry.bytes_per_token * scale, window=windows.get(kind),
+                                 fixed_tokens=arch.encoder_tokens if kind == "cross" else None))
+    if draft and not groups:  # a draft whose KV the engine did not list (MTP shares none): count from arch
+        kv_b = dtype_bytes(est.resolved.get("kv_cache_dtype", dtype), "kv_cache_dtype")
+        per_tok = (arch.kv_lora_rank + (arch.qk_rope_head_dim or 0)) * kv_b if arch.kv_lora_rank else \
+            2 * max(1, arch.num_kv_heads // tp) * arch.head_dim * kv_b
+        n = len(arch.attention_layers)
+        groups.append(_AttnGroup(layers=n, flops_per_pair=per_layer_pair * n, kv_bytes_per_token=per_tok * n,
+                                 window=None))
+    return ModelCost(dense_bytes=dense, expert_bytes=expert_bytes, num_experts=arch.num_experts,
+                     topk=arch.num_experts_per_tok, matmul_params=matmul, attn=tuple(groups), state_bytes=state,
+                     hidden=arch.hidden_size, allreduce_layers=arch.num_layers, tp=tp, pp=pp)
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The figures a step is timed against: bytes/s, FLOP/s, link bytes/s and the efficiency."""
+
+    bandwidth: float  # B/s
+    peak_flops: float  # FLOP/s for the compute dtype
+    link: float  # B/s per direction
+    eff: Efficiency
+    compute_dtype: str
+    sources: dict[str, str]
+
+
+def hardware(gpu: GPU, quant: QuantScheme | None, runtime: str = "vllm") -> Hardware:
+    """Datasheet figures for ``gpu``: FP8 TFLOP/s when weights and activations are FP8 (vLLM's FP8
+    W8A8 path needs compute capability 8.9+; on older GPUs FP8 weights run weight-only through Marlin in
+    bf16), else the bf16/fp16 figure. Weight-only int4/int8 schemes compute in bf16."""
+    fp8 = bool(quant and (quant.name == "fp8" or ("float" in quant.name and quant.bits == 8)))
+    cap = gpu.capability_tuple
+    use_fp8 = fp8 and gpu.tflops_fp8 is not None and (cap is None or cap >= (8, 9)) and not gpu.is_cpu
+    link, link_src = interconnect(gpu)
+    eff = get_efficiency(gpu.name, runtime)
+    tflops = gpu.tflops_fp8 if use_fp8 else gpu.tflops_bf16
+    return Hardware(bandwidth=gpu.bandwidth_gbps * 1e9, peak_flops=tflops * 1e12, link=link * 1e9, eff=eff,
+                    compute_dtype="fp8" if use_fp8 else "bf16/fp16",
+                    sources={"bandwidth": f"{gpu.bandwidth_gbps:g} GB/s, {gpu.spec_source}",
+                             "tflops": f"{tflops:g} dense TFLOP/s {'FP8' if use_fp8 else 'BF16/FP16'}, "
+                                       f"{gpu.spec_source}",
+                             "interconnect": f"{link:g} GB/s: {link_src}",
+                             "efficiency": eff.source})
+
+
+def _comm_seconds(mc: ModelCost, hw: Hardware, tokens: int, launches: int = 1) -> float:
+    """2 all-reduces per layer over ``tp`` GPUs (ring: 2(tp−1)/tp × bytes / link + latency), plus one
+    point-to-point send of the hidden states per pipeline-stage boundary."""
+    t = 0.0
+    if mc.tp > 1:
+        msg = tokens * mc.hidden * ACT_BYTES
+        per = hw.eff.allreduce_latency_us * 1e-6 * launches + 2 * (mc.tp - 1) / mc.tp * msg / hw.link
+        t += 2 * mc.allreduce_layers * per
+    if mc.pp > 1:
+        t += (mc.pp - 1) * (hw.eff.allreduce_latency_us * 1e-6 * launches + tokens * mc.hidden * ACT_BYTES / hw.link)
+    return t
+
+
+def step_cost(mc: ModelCost, hw: Hardware, *, requests: int, tokens_per_request: int, context: int,
+              overhead: bool = True) -> StepCost:
+    """One decode (``tokens_per_request = 1``) or verification (``k + 1``) step of ``requests`` requests
+    whose context (including the new tokens) is ``context`` tokens."""
+    tokens = requests * tokens_per_request
+    wbytes = mc.weight_bytes(tokens)
+    kvbytes = requests * mc.kv_bytes(context)
+    flops = 2 * mc.matmul_params * tokens + requests * mc.attention_flops(context, tokens_per_request)
+    mem = (wbytes + kvbytes) / (hw.bandwidth * hw.eff.mem_bw)
+    comp = flops / (hw.peak_flops * hw.eff.compute)
+    comm = _comm_seconds(mc, hw, tokens)
+    ovh = hw.eff.step_overhead_ms * 1e-3 if overhead else 0.0
+    return StepCost(tokens=tokens, bytes_weights=wbytes, bytes_kv=kvbytes, flops=flops,
+                    experts_touched=mc.experts_touched(tokens), memory_ms=mem * 1e3, compute_ms=comp * 1e3,
+                    comm_ms=comm * 1e3, overhead_ms=ovh * 1e3, total_ms=(max(mem, comp) + comm + ovh) * 1e3,
+                    bound="memory" if mem >= comp else "compute")
+
+
+def prefill_cost(mc: ModelCost, hw: Hardware, *, prompt_len: int, chunk: int) -> StepCost:
+    """The prompt's prefill in chunks of ``chunk`` tokens (``max_num_batched_tokens``), each chunk a
+    ``max(memory, compute)`` step reading the weights once and writing its KV."""
+    mem = comp = comm = 0.0
+    wbytes = kvbytes = flops = 0.0
+    start = 0
+    n_chunks = 0
+    while start < prompt_len:
+        n = min(chunk, prompt_len - start)
+        end = start + n
+        wb = mc.weight_bytes(n)
+        kvb = mc.kv_bytes(end)  # the chunk reads the prefix and writes its own KV: ~ one pass over it
+        fl = 2 * mc.matmul_params * n + mc.attention_flops(end, n)
+        m, c = (wb + kvb) / (hw.bandwidth * hw.eff.mem_bw), fl / (hw.peak_flops * hw.eff.compute)
+        mem += m
+        comp += c
+        wbytes, kvbytes, flops = wbytes + wb, kvbytes + kvb, flops + fl
+        comm += _comm_seconds(mc, hw, n)
+        start = end
+        n_chunks += 1
+    ovh = n_chunks * hw.eff.step_overhead_ms * 1e-3
+    return StepCost(tokens=prompt_len, bytes_weights=wbytes, bytes_kv=kvbytes, flops=flops,
+                    experts_touched=mc.experts_touched(min(chunk, prompt_len)), memory_ms=mem * 1e3,
+                    compute_ms=comp * 1e3, comm_ms=comm * 1e3, overhead_ms=ovh * 1e3,
+                    total_ms=(max(mem, comp) + comm + ovh) * 1e3, bound="memory" if mem >= comp else "compute")
+
+
+# --------------------------------------------------------------------------------------------------------
+# Results
+# --------------------------------------------------------------------------------------------------------
+class CurvePoint(BaseModel):
+    """One point of a curve: ``x`` is the context (tokens) or the concurrency."""
+
+    x: int
+    ttft_ms: float
+    itl_ms: float
+    output_tokens_per_s: float
+    itl_ms_spec: float | None = None
+    output_tokens_per_s_spec: float | None = None
+    bound: str
+
+
+class SpecResult(BaseModel):
+    """Speed with speculative decoding. ``acceptance_rate`` is the per-drafted-token rate α (see
+    :func:`acceptance_length`); ``itl_ms`` is the time per output token (TPOT)."""
+
+    method: str
+    num_speculative_tokens: int
+    acceptance_rate: float | None
+    acceptance_rate_source: str
+    mean_acceptance_length: float | None
+    draft_ms: float
+    verify: StepCost
+    ttft_ms: float
+    itl_ms: float | None
+    output_tokens_per_s: float | None
+    speedup: float | None
+    break_even_acceptance_rate: float | None
+    cost_ratio: float
+    speedup_curve: list[tuple[float, float]]
+    typical: TypicalFigure | None = None
+
+
+class SpeedResult(BaseModel):
+    """Predicted speed of one configuration. ``ttft_ms``/``itl_ms``/``output_tokens_per_s`` are without
+    speculation; ``spec`` holds the figures with it. ``itl_ms`` is the mean time per output token (what
+    ``vllm bench serve`` prints as TPOT; its "ITL" equals it without speculation). ``sources`` gives the
+    origin of each figure, ``warnings`` the field guide's stop signs that apply."""
+
+    model: str
+    gpu: str
+    prompt_len: int
+    output_len: int
+    concurrency: int
+    effective_concurrency: int
+    mean_context: int
+    ttft_ms: float
+    itl_ms: float
+    decode_step_ms: float
+    output_tokens_per_s: float
+    decode: StepCost
+    prefill: StepCost
+    compute_dtype: str
+    efficiency: dict[str, Any]
+    spec: SpecResult | None = None
+    vs_context: list[CurvePoint] = []
+    vs_concurrency: list[CurvePoint] = []
+    sources: dict[str, str] = {}
+    warnings: list[str] = []
+
+
+@dataclass
+class _Setup:
+    inp: EngineInput
+    est: EstimateResult
+    arch: ModelArch
+    gpu: GPU
+    hw: Hardware
+    target: ModelCost
+    draft: ModelCost | None
+    chunk: int
+    max_seqs: int
+
+
+def _setup(inp: EngineInput, est: EstimateResult | None, runtime: str) -> _Setup:
+    est = est or estimate(inp)
+    gpu = get_gpu(inp.gpu)
+    arch = parse_config(inp.hf_config)
+    dtype = est.resolved.get("dtype") or resolve_dtype(inp.dtype, arch, gpu)[0]
+    quant = resolve_quant(arch, inp.quant_config, inp.quantization, dtype_bytes(dtype))
+    hw = hardware(gpu, quant, runtime)
+    tp, pp = inp.tensor_parallel_size, inp.pipeline_parallel_size
+    target = model_cost(arch, est, dtype=dtype, quant=quant, tp=tp, pp=pp, gpu=gpu)
+    draft = _draft_cost(inp, est, arch, dtype, quant, tp, gpu)
+    chunk = int(est.resolved.get("max_num_batched_tokens") or 8192)
+    max_seqs = int(est.resolved.get("max_num_seqs") or 256)
+    return _Setup(inp, est, arch, gpu, hw, target, draft, chunk, max_seqs)
+
+
+def _draft_cost(inp: EngineInput, est: EstimateResult, arch: ModelArch, dtype: str, quant: QuantScheme | None,
+                tp: int, gpu: GPU) -> ModelCost | None:
+    """One drafting forward pass.
+
+    ngram / suffix: proposed on the CPU from the prompt and output (vllm/v1/spec_decode/ngram_proposer.py,
+    suffix_decoding.py): no GPU pass. draft_model: the draft model's own decode step (its weights, its KV).
+    eagle / eagle3: the head's layer(s) plus ``fc`` (2h→h for EAGLE, 3h→h for EAGLE-3) plus an
+    ``lm_head`` over ``draft_vocab_size`` (EAGLE-3) or the target's vocabulary (EAGLE shares the
+    target's). mtp: one MTP module of the target (a decoder layer, ``eh_proj`` 2h→h) plus the shared
+    ``lm_head``. vLLM runs ``k`` such passes per step (vllm/v1/spec_decode/eagle.py ``propose``).
+    """
+    spec = inp.speculative_config
+    if spec is None or spec.method in ("ngram", "suffix"):
+        return None
+    b = dtype_bytes(dtype)
+    if spec.method == "mtp":
+        if not arch.mtp_layers:
+            return None
+        lin = _lin_bytes(dtype, quant)
+        h = arch.hidden_size
+        per_module = arch.params.mtp / arch.mtp_layers
+        routed = arch.num_experts * 3 * h * arch.moe_intermediate_size if arch.num_experts else 0
+        lm_head = math.ceil(arch.vocab_size / 64) * 64 * h * b / tp
+        kv_b = dtype_bytes(est.resolved.get("kv_cache_dtype", dtype), "kv_cache_dtype")
+        per_tok = ((arch.kv_lora_rank + (arch.qk_rope_head_dim or 0)) if arch.kv_lora_rank
+                   else 2 * max(1, arch.num_kv_heads // tp) * arch.head_dim) * kv_b
+        d_sum = arch.mla_nope_v_dim + (arch.qk_rope_head_dim or 0) if arch.kv_lora_rank else 2 * arch.head_dim
+        pair = 2 * arch.num_attention_heads / tp * d_sum
+        active = per_module - routed + (routed * arch.num_experts_per_tok / arch.num_experts if routed else 0)
+        return ModelCost(dense_bytes=(per_module - routed) * lin / tp + lm_head, expert_bytes=routed * lin / tp,
+                         num_experts=arch.num_experts, topk=arch.num_experts_per_tok,
+                         matmul_params=(active + arch.vocab_size * h) / tp,
+                         attn=(_AttnGroup(layers=1, flops_per_pair=pair, kv_bytes_per_token=per_tok, window=None),),
+                         state_bytes=0.0, hidden=h, allreduce_layers=1, tp=tp, pp=1)
+    if not inp.draft_hf_config:
+        return None
+    darch = parse_config(inp.draft_hf_config)
+    dtp = tp if darch.num_attention_heads % tp == 0 else 1
+    mc = model_cost(darch, est, dtype=dtype, quant=None, tp=dtp, pp=1, gpu=gpu, draft=True)
+    if spec.method in ("eagle", "eagle3"):
+        h = darch.hidden_size
+        cfg = inp.draft_hf_config
+        draft_vocab = cfg.get("draft_vocab_size") or darch.vocab_size
+        own_lm = math.ceil(darch.vocab_size / 64) * 64 * h * b / dtp if not darch.tie_word_embeddings else 0
+        fc = (3 if spec.method == "eagle3" else 2) * h * h
+        extra_qkv = h * (darch.num_attention_heads + 2 * darch.num_kv_heads) * darch.head_dim \
+            if spec.method == "eagle3" else 0  # EAGLE-3's first layer takes [embed; hidden] (2h) into q/k/v
+        lm = math.ceil(draft_vocab / 64) * 64 * h * b / dtp
+        extra = (fc + extra_qkv) * b / dtp
+        mc = replace(mc, dense_bytes=mc.dense_bytes - own_lm + lm + extra,
+                     matmul_params=mc.matmul_params + (fc + extra_qkv + draft_vocab * h - darch.vocab_size * h) / dtp)
+    return mc
+
+
+def _round(x: float | None, nd: int = 2) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+def _validate(prompt_len: int, output_len: int, concurrency: int, acceptance_rate: float | None) -> None:
+    for field, value in (("prompt_len", prompt_len), ("output_len", output_len), ("concurrency", concurrency)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise EngineInputError(field, f"must be a positive integer, got {value!r}")
+    if acceptance_rate is not None and not 0 <= acceptance_rate <= 1:
+        raise EngineInputError("acceptance_rate", f"must be between 0 and 1 (per drafted token), got {acceptance_rate}")
+
+
+@dataclass
+class _Point:
+    ttft: float
+    tpot: float
+    step: StepCost
+    prefill: StepCost
+    tps: float
+    stall: float
+
+
+def _at(s: _Setup, prompt_len: int, output_len: int, conc: int, step_ms: float | None = None,
+        step: StepCost | None = None) -> _Point:
+    """TTFT, TPOT and output tok/s for ``conc`` requests in flight (see the module docstring)."""
+    ctx = prompt_len + output_len // 2
+    step = step or step_cost(s.target, s.hw, requests=conc, tokens_per_request=1, context=ctx)
+    step_ms = step.total_ms if step_ms is None else step_ms
+    pre = prefill_cost(s.target, s.hw, prompt_len=prompt_len, chunk=s.chunk)
+    n_chunks = math.ceil(prompt_len / s.chunk)
+    stall = max(0.0, pre.total_ms - n_chunks * step.total_ms)
+    tpot = step_ms + (conc - 1) * stall / max(1, output_len - 1)
+    lifetime = pre.total_ms + (output_len - 1) * tpot
+    rho = min(1.0, (conc - 1) * pre.total_ms / lifetime) if lifetime > 0 else 0.0
+    ttft = pre.total_ms * (1 + rho / 2)
+    tps = conc * output_len / ((ttft + (output_len - 1) * tpot) / 1e3)
+    return _Point(ttft=ttft, tpot=tpot, step=step, prefill=pre, tps=tps, stall=stall)
+
+
+def _spec_step_ms(s: _Setup, conc: int, ctx: int, k: int) -> tuple[float, StepCost]:
+    """``(draft ms, verify step)`` of one speculative step for ``conc`` requests (ngram/suffix: drafting
+    on the CPU between steps, counted as free)."""
+    verify = step_cost(s.target, s.hw, requests=conc, tokens_per_request=k + 1, context=ctx)
+    draft_ms = 0.0
+    if s.draft is not None:
+        one = step_cost(s.draft, s.hw, requests=conc, tokens_per_request=1, context=ctx, overhead=False)
+        draft_ms = k * one.total_ms
+    return draft_ms, verify
+
+
+def estimate_speed(inp: EngineInput, est: EstimateResult | None = None, *, prompt_len: int = 1024,
+                   output_len: int = 128, concurrency: int = 1, acceptance_rate: float | None = None,
+                   temperature: float | None = None, workload: str | None = None,
+                   runtime: str = "vllm") -> SpeedResult:
+    """Predict TTFT, TPOT and output tok/s of ``inp`` (with its ``--speculative-config`` if any).
+
+    Args:
+        inp: the engine input (model config, GPU, TP/PP, dtype, quantization, speculative config).
+        est: its :func:`~calculator.engine.estimate` result (computed when ``None``): supplies the
+            resolved dtype, KV bytes per token by layer type, ``max_num_seqs``/``max_num_batched_tokens``
+            and the KV cache capacity.
+        prompt_len, output_len: tokens per request (``vllm bench serve --random-input-len/--random-output-len``).
+        concurrency: requests in flight (``--max-concurrency``).
+        acceptance_rate: α per drafted token (0-1), overriding the public typical figure.
+        temperature: sampling temperature of the traffic, only for the field guide's warning.
+        workload: picks a typical figure whose workload matches (``chat``, ``repetitive``...).
+
+    Raises:
+        EngineInputError: non-positive lengths/concurrency, α outside [0, 1], or any error of
+        :func:`~calculator.engine.estimate`.
+    """
+    _validate(prompt_len, output_len, concurrency, acceptance_rate)
+    s = _setup(inp, est, runtime)
+    est, hw = s.est, s.hw
+    warnings: list[str] = []
+    sources: dict[str, str] = {f"hardware.{k}": v for k, v in hw.sources.items()}
+
+    if not est.fits:
+        warnings.append("the configuration does not fit in GPU memory (see the memory estimate): the speed "
+                        "figures are what it would do if it did")
+    total_len = prompt_len + output_len
+    if total_len > est.max_model_len:
+        warnings.append(f"prompt_len + output_len = {total_len} exceeds max_model_len {est.max_model_len}: vLLM "
+                        "rejects such requests")
+    kv_cap = int(est.kv_cache_tokens // total_len) if est.kv_cache_tokens else int(est.max_concurrency)
+    conc = max(1, min(concurrency, s.max_seqs, kv_cap if kv_cap > 0 else 1))
+    if conc < concurrency:
+        why = (f"max_num_seqs {s.max_seqs}" if s.max_seqs < concurrency and s.max_seqs <= kv_cap
+               else f"the KV cache ({est.kv_cache_tokens:,} tokens hold {kv_cap} requests of {total_len} tokens)")
+        warnings.append(f"only {conc} of {concurrency} requests run at once, limited by {why}; the rest queue "
+                        "(their wait is not in TTFT here)")
+    sources["effective_concurrency"] = "min(concurrency, max_num_seqs, kv_cache_tokens // (prompt_len + output_len))"
+
+    ctx = prompt_len + output_len // 2
+    base = _at(s, prompt_len, output_len, conc)
+    sources.update({
+        "decode_step_ms": "roofline: max(weights + KV bytes / (bandwidth x eff), FLOPs / (peak x eff)) + TP "
+                          "all-reduce + step overhead, at the mean context prompt_len + output_len/2",
+        "itl_ms": "TPOT = decode step + (C-1) x prefill stall / (output_len - 1) (closed loop of C requests)",
+        "ttft_ms": "chunked prefill roofline x (1 + rho/2), rho = chance another prefill is running",
+        "output_tokens_per_s": "C x output_len / (TTFT + (output_len - 1) x TPOT)",
+    })
+    if s.target.num_experts:
+        sources["decode.experts_touched"] = ("E x (1 - (1 - topk/E)^tokens): uniform routing, topk distinct experts "
+                                             "per token")
+
+    spec_result = None
+    spec = inp.speculative_config
+    if spec is not None:
+        spec_result = _speculation(s, spec.method, spec.num_speculative_tokens, prompt_len, output_len, conc, ctx,
+                                   base, acceptance_rate, workload, temperature, warnings, sources)
+
+    vs_context = []
+    contexts = sorted({c for c in (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288,
+                                   1048576) if c <= est.max_model_len} | {min(ctx, est.max_model_len)})
+    k = spec.num_speculative_tokens if spec else 0
+    for c in contexts:
+        st = step_cost(s.target, hw, requests=conc, tokens_per_request=1, context=c)
+        pre = prefill_cost(s.target, hw, prompt_len=c, chunk=s.chunk)
+        point = CurvePoint(x=c, ttft_ms=round(pre.total_ms, 3), itl_ms=round(st.total_ms, 3),
+                           output_tokens_per_s=round(conc / (st.total_ms / 1e3), 1), bound=st.bound)
+        if spec_result and spec_result.mean_acceptance_length:
+            d, v = _spec_step_ms(s, conc, c, k)
+            point.itl_ms_spec = round((d + v.total_ms) / spec_result.mean_acceptance_length, 3)
+            point.output_tokens_per_s_spec = round(conc / (point.itl_ms_spec / 1e3), 1)
+        vs_context.append(point)
+    vs_conc = []
+    limit = max(1, min(s.max_seqs, kv_cap if kv_cap > 0 else 1))
+    for c in sorted({c for c in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024) if c <= limit} | {conc}):
+        pt = _at(s, prompt_len, output_len, c)
+        point = CurvePoint(x=c, ttft_ms=round(pt.ttft, 3), itl_ms=round(pt.tpot, 3),
+                           output_tokens_per_s=round(pt.tps, 1), bound=pt.step.bound)
+        if spec_result and spec_result.mean_acceptance_length:
+            d, v = _spec_step_ms(s, c, ctx, k)
+            sp = _at(s, prompt_len, output_len, c, step_ms=(d + v.total_ms) / spec_result.mean_acceptance_length)
+            point.itl_ms_spec = round(sp.tpot, 3)
+            point.output_tokens_per_s_spec = round(sp.tps, 1)
+        vs_conc.append(point)
+
+    return SpeedResult(
+        model=est.model, gpu=s.gpu.name, prompt_len=prompt_len, output_len=output_len, concurrency=concurrency,
+        effective_concurrency=conc, mean_context=ctx, ttft_ms=round(base.ttft, 3), itl_ms=round(base.tpot, 3),
+        decode_step_ms=round(base.step.total_ms, 3), output_tokens_per_s=round(base.tps, 1), decode=base.step,
+        prefill=base.prefill, compute_dtype=hw.compute_dtype,
+        efficiency={k: v for k, v in asdict(hw.eff).items()}, spec=spec_result, vs_context=vs_context,
+        vs_concurrency=vs_conc, sources=sources, warnings=warnings)
+
+
+def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: int, conc: int, ctx: int,
+                 base: _Point, acceptance_rate: float | None, workload: str | None, temperature: float | None,
+                 warnings: list[str], sources: dict[str, str]) -> SpecResult:
+    draft_ms, verify = _spec_step_ms(s, conc, ctx, k)
+    spec_step = draft_ms + verify.total_ms
+    cost_ratio = spec_step / base.step.total_ms
+    be = break_even_acceptance_rate(cost_ratio, k)
+    typical = typical_figure(method, workload)
+    if acceptance_rate is not None:
+        alpha, alpha_src = acceptance_rate, "user input (--acceptance-rate), per drafted token"
+    elif typical is not None:
+        alpha = typical.alpha
+        alpha_src = (f"{typical.label} {typical.case_id} ({typical.source_url}): mean acceptance length "
+                     f"{typical.mean_acceptance_length} at k={typical.num_speculative_tokens} on {typical.workload}, "
+                     f"i.e. alpha {alpha:.3f} per drafted token")
+    else:
+        alpha, alpha_src = None, f"no public acceptance figure for {method}: give --acceptance-rate"
+        warnings.append(f"no public acceptance figure for method {method}; give --acceptance-rate to predict the "
+                        "speedup (the break-even rate is still shown)")
+    sources["acceptance_rate"] = alpha_src
+    sources["mean_acceptance_length"] = "(1 - alpha^(k+1)) / (1 - alpha) (Leviathan et al. 2023)"
+    sources["spec_step"] = {
+        "ngram": "drafting on the CPU (vllm/v1/spec_decode/ngram_proposer.py): no GPU time; verify k+1 tokens",
+        "suffix": "drafting on the CPU (suffix tree): no GPU time; verify k+1 tokens",
+        "draft_model": "k decode steps of the draft model + one target pass over k+1 tokens per request",
+        "eagle": "k passes of the EAGLE head (1 layer + fc + target lm_head) + one target pass over k+1 tokens",
+        "eagle3": "k passes of the EAGLE-3 head (1 layer + fc + draft-vocab lm_head) + one target pass over k+1",
+        "mtp": "k passes of one MTP module (+ shared lm_head) + one target pass over k+1 tokens",
+    }.get(method, "drafter + one target pass over k+1 tokens")
+    sources["break_even_acceptance_rate"] = "solves (1 - a^(k+1))/(1 - a) = (t_draft + t_verify) / t_step"
+
+    al = acceptance_length(alpha, k) if alpha is not None else None
+    itl = tps = speedup = None
+    spec_ttft = base.ttft
+    if s.draft is not None:  # the draft model / EAGLE / MTP head runs over the prompt once too
+        spec_ttft += prefill_cost(s.draft, s.hw, prompt_len=prompt_len, chunk=s.chunk).total_ms
+    if al is not None:
+        pt = _at(s, prompt_len, output_len, conc, step_ms=spec_step / al, step=base.step)
+        itl = pt.tpot
+        tps = conc * output_len / ((spec_ttft + (output_len - 1) * itl) / 1e3)
+        speedup = base.tpot / itl
+    curve = []
+    for i in range(0, 20):
+        a = i / 20
+        sp_tpot = spec_step / acceptance_length(a, k) + (base.tpot - base.step.total_ms)
+        curve.append((a, round(base.tpot / sp_tpot, 4)))
+    a = 0.99
+    curve.append((a, round(base.tpot / (spec_step / acceptance_length(a, k) + base.tpot - base.step.total_ms), 4)))
+
+    # the field guide's stop signs
+    if speedup is not None and speedup < 1:
+        warnings.append(f"stop sign: at acceptance {alpha:.2f} speculation is predicted slower than plain decoding "
+                        f"(speedup {speedup:.2f}x); low acceptance adds overhead")
+    if be is None:
+        warnings.append("stop sign: speculation cannot pay at this concurrency even if every drafted token is "
+                        "accepted (drafting + verification cost more than k+1 plain steps)")
+    if verify.bound == "compute" or base.step.bound == "compute":
+        warnings.append(f"at concurrency {conc} the decode step is compute-bound: verifying k+1 tokens costs about "
+                        "k+1 times a step, so speculation helps less (or hurts) at large batches")
+    if temperature is not None and temperature > 0.7:
+        warnings.append(f"temperature {temperature} is high: drafts are rejected more often than in the public "
+                        "figures (mostly temperature 0)")
+    warnings.append("acceptance falls on creative open-ended writing, hard reasoning and high-temperature sampling; "
+                    "it is highest on code, boilerplate and formal prose: measure on your own traffic")
+    if typical is not None and acceptance_rate is None and typical.note:
+        warnings.append(f"typical figure {typical.case_id}: {typical.note}")
+    if spec_ttft > base.ttft * 1.10:
+        warnings.append(f"stop sign: TTFT rises from {base.ttft:.1f} to {spec_ttft:.1f} ms (the drafter processes the "
+                        "prompt too)")
+
+    return SpecResult(method=method, num_speculative_tokens=k, acceptance_rate=_round(alpha, 4),
+                      acceptance_rate_source=alpha_src, mean_acceptance_length=_round(al, 3),
+                      draft_ms=round(draft_ms, 3), verify=verify, ttft_ms=round(spec_ttft, 3), itl_ms=_round(itl, 3),
+                      output_tokens_per_s=_round(tps, 1), speedup=_round(speedup, 3),
+                      break_even_acceptance_rate=_round(be, 4), cost_ratio=round(cost_ratio, 4),
+                      speedup_curve=curve, typical=typical)
+
+
+def speed_fields(engine_input: EngineInput, estimate_result: EstimateResult | None, prompt_len: int,
+                 output_len: int, concurrency: int, acceptance_rate: float | None = None) -> dict[str, Any]:
+    """The speed keys ``estimate --format json`` and ``/api/estimate`` merge into their JSON.
+
+    ``ttft_ms``, ``itl_ms`` (mean time per output token, vllm bench serve's TPOT) and
+    ``output_tokens_per_s`` are for the configuration as given: with its ``--speculative-config`` when
+    set. With speculation also ``mean_acceptance_length``, ``spec_speedup`` (TPOT without / with) and
+    ``break_even_acceptance_rate`` (α per drafted token); ``speed_sources`` and ``speed_warnings``.
+
+    Raises:
+        EngineInputError: see :func:`estimate_speed`.
+    """
+    r = estimate_speed(engine_input, estimate_result, prompt_len=prompt_len, output_len=output_len,
+                       concurrency=concurrency, acceptance_rate=acceptance_rate)
+    out: dict[str, Any] = {"ttft_ms": r.ttft_ms, "itl_ms": r.itl_ms, "output_tokens_per_s": r.output_tokens_per_s}
+    if r.spec is not None:
+        sp = r.spec
+        out["ttft_ms"] = sp.ttft_ms
+        if sp.itl_ms is not None:
+            out["itl_ms"], out["output_tokens_per_s"] = sp.itl_ms, sp.output_tokens_per_s
+        out.update(mean_acceptance_length=sp.mean_acceptance_length, spec_speedup=sp.speedup,
+                   break_even_acceptance_rate=sp.break_even_acceptance_rate)
+    out["speed_sources"] = r.sources
+    out["speed_warnings"] = r.warnings
+    return out

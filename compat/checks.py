@@ -1,0 +1,605 @@
+"""Compatibility verdicts: will this attention backend / GPU / dtype / KV-cache dtype / release work?
+
+Plain Python (no Django). The rules are not restated here: each verdict comes from evaluating the
+release's own ``AttentionBackend.validate_configuration`` (``vllm/v1/attention/backend.py:276`` in
+0.32) and the platform's priority function (``vllm/platforms/cuda.py:83``) as stored by
+:mod:`compat.extract`, with :mod:`compat.interp`. What this module adds is the model side (the
+``AttentionSelectorConfig`` fields vLLM derives from a model, ``vllm/v1/attention/selector.py``), the
+platform loop (``get_valid_backends``: the first backend in priority order with no reasons wins,
+``vllm/platforms/cuda.py:375-415``), explicit run-time assumptions, fixes, and the speculative-decoding
+constraints.
+
+Public API::
+
+    features_from_hf_config(config: dict) -> ModelFeatures
+    check(CheckRequest) -> CompatReport
+    verdict_for(hf_config: dict, gpu: str, *, dtype="auto", kv_cache_dtype="auto", block_size=None,
+                attention_backend=None, speculative_config=None, vllm_version=None) -> CompatReport
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from . import extract, interp
+
+DEFAULT_RELEASE = "0.32.0"
+
+# Models whose multimodal positions use bidirectional (PrefixLM) attention when multimodal inputs are on:
+# vllm/transformers_utils/model_arch_config_convertor.py:377 (0.32) ``MM_PREFIX_LM_MODELS``.
+MM_PREFIX_LM_MODELS = ("bagel", "gemma3", "molmo2", "moondream3", "paligemma")
+
+# Facts vLLM only learns at run time (which kernels the installed wheel has, config overrides). Each is
+# keyed by the condition text the evaluator produces and is reported with every verdict that used it.
+# Anything not covered here stays a visible condition (ok=None) instead of a guess.
+RUNTIME_ASSUMPTIONS: dict[str, list[tuple[str, Any, str]]] = {
+    # platform -> [(condition text, value or callable(capability) -> value, why)]
+    "cuda": [
+        ("envs.VLLM_BATCH_INVARIANT", False, "VLLM_BATCH_INVARIANT unset (default off)"),
+        ("_flashmla_C_AVAILABLE", True, "stock vLLM CUDA wheel builds the FlashMLA extension (SM90/SM100)"),
+        ("_flashmla_extension_C_AVAILABLE", True, "stock vLLM CUDA wheel builds the FlashMLA extension"),
+        ("_is_fa_version_supported(3)", lambda cap: cap.major == 9,
+         "stock vLLM CUDA wheel: vllm_flash_attn ships FA3 for SM90 only"),
+        ("_is_fa_version_supported(4)", lambda cap: cap.major == 10,
+         "stock vLLM CUDA wheel: FA4 (CuTe DSL) only on SM100-family"),
+        ("is_fa_version_supported(3)", lambda cap: cap.major == 9,  # spelling in 0.19's fa_utils
+         "stock vLLM CUDA wheel: vllm_flash_attn ships FA3 for SM90 only"),
+        ("is_fa_version_supported(4)", lambda cap: cap.major == 10,
+         "stock vLLM CUDA wheel: FA4 (CuTe DSL) only on SM100-family"),
+        ("get_current_vllm_config_or_none() is not None", False,
+         "no --attention-config override of flash_attn_version"),
+        ("get_current_vllm_config_or_none() is None", True,
+         "no --attention-config override of flash_attn_version"),
+    ],
+    "rocm": [
+        ("envs.VLLM_BATCH_INVARIANT", False, "VLLM_BATCH_INVARIANT unset (default off)"),
+        ("rocm_aiter_ops.is_mla_enabled()", False, "VLLM_ROCM_USE_AITER unset (default 0)"),
+        ("rocm_aiter_ops.is_mha_enabled()", False, "VLLM_ROCM_USE_AITER unset (default 0)"),
+        ("rocm_aiter_ops.is_rdna_aiter_enabled()", False, "VLLM_ROCM_USE_AITER unset (default 0)"),
+        ("is_aiter_found_and_supported()", False, "aiter package not assumed installed"),
+        ("get_current_vllm_config_or_none() is not None", False, "no config overrides"),
+    ],
+    "cpu": [
+        ("platform.machine()", "x86_64", "an x86_64 host"),
+        ("envs.VLLM_BATCH_INVARIANT", False, "VLLM_BATCH_INVARIANT unset (default off)"),
+        ("torch.cpu._is_amx_tile_supported()", False, "CPU without AMX tiles (no Sapphire Rapids+ assumed)"),
+    ],
+    "xpu": [("envs.VLLM_BATCH_INVARIANT", False, "VLLM_BATCH_INVARIANT unset (default off)")],
+}
+
+
+class ModelFeatures(BaseModel):
+    """What vLLM's attention selector needs to know about a model (``AttentionSelectorConfig``,
+    ``vllm/v1/attention/selector.py`` 0.32) plus what the speculative checks need.
+
+    ``head_size``: per-head size of what the KV cache stores; for MLA the latent ``kv_lora_rank +
+    qk_rope_head_dim`` (576 for DeepSeek-V3), which is what MLA backends' ``get_supported_head_sizes``
+    lists. ``model_dtype``: the config's dtype name (``bfloat16``).
+    """
+
+    model_type: str = ""
+    head_size: int
+    num_attention_heads: int | None = None
+    num_kv_heads: int | None = None
+    use_mla: bool = False
+    use_sparse: bool = False
+    has_sink: bool = False
+    has_sliding_window: bool = False
+    model_dtype: str = "bfloat16"
+    is_multimodal: bool = False
+    use_mm_prefix: bool = False
+    attn_type: str = "decoder"
+    mtp_layers: int = 0
+    vocab_size: int | None = None
+    hidden_size: int | None = None
+    notes: list[str] = Field(default_factory=list)
+
+
+class SpeculativeConfig(BaseModel):
+    """``--speculative-config`` as vLLM takes it; ``draft_config`` is the draft model's config.json dict."""
+
+    method: str | None = None
+    model: str | None = None
+    num_speculative_tokens: int | None = None
+    draft_config: dict | None = None
+
+
+class CheckRequest(BaseModel):
+    features: ModelFeatures
+    gpu: str
+    dtype: str = "auto"
+    kv_cache_dtype: str = "auto"
+    block_size: int | None = None
+    attention_backend: str | None = None  # None or "auto": let vLLM choose
+    speculative: SpeculativeConfig | None = None
+    vllm_version: str = DEFAULT_RELEASE
+    tensor_parallel_size: int = 1
+    hf_config: dict | None = None  # the model's config.json; answers rules that read hf_text_config
+
+
+class Condition(BaseModel):
+    """One run-time outcome: ``when`` lists (condition, assumed value) pairs; ``reasons`` what fails then."""
+
+    when: list[tuple[str, Any]]
+    reasons: list[str]
+
+
+class BackendVerdict(BaseModel):
+    name: str
+    ok: bool | None  # None: depends on a run-time condition (see ``conditions``)
+    reasons: list[str]
+    fixes: list[str] = Field(default_factory=list)
+    conditions: list[Condition] = Field(default_factory=list)
+    priority: int | None = None  # position in the platform's auto order (0 = first), None if not listed
+    source: str | None = None  # file:line of the backend class
+    missing: bool = False
+
+
+class SpecIssue(BaseModel):
+    ok: bool
+    reason: str
+    fix: str = ""
+    source: str | None = None
+
+
+class CompatReport(BaseModel):
+    runtime: str = "vllm"
+    release: str
+    platform: str
+    gpu: str
+    compute_capability: str | None
+    dtype: str
+    kv_cache_dtype: str
+    block_size: int | None
+    requested_backend: str | None
+    auto_selected: str | None
+    auto_conditions: list[str] = Field(default_factory=list)
+    auto_source: str | None = None
+    ok: bool | None  # the configuration as requested (explicit backend, or auto) works
+    error: str | None = None  # what vLLM would raise at startup
+    backends: list[BackendVerdict]
+    speculative: list[SpecIssue] = Field(default_factory=list)
+    assumptions: list[str] = Field(default_factory=list)
+    features: ModelFeatures
+
+    def to_json(self) -> dict:
+        return self.model_dump(mode="json")
+
+
+class CompatInputError(ValueError):
+    """Bad input (unknown GPU, release, backend, dtype...); ``field`` names the offending input."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+# ------------------------------------------------------------------ model features
+def _text_config(config: dict) -> dict:
+    tc = config.get("text_config")
+    if isinstance(tc, dict):
+        merged = {k: v for k, v in config.items() if k != "text_config"}
+        merged.update(tc)
+        return merged
+    return config
+
+
+def features_from_hf_config(config: dict) -> ModelFeatures:
+    """Read the attention-relevant features of a HF ``config.json`` dict.
+
+    * text models nested in ``text_config`` (Gemma 3, Llama 4, Mistral 3) are read from there;
+    * ``head_size``: MLA ``kv_lora_rank + qk_rope_head_dim`` (vLLM's MLA head size,
+      ``model_arch_config_convertor``), else explicit ``head_dim``, else ``hidden_size //
+      num_attention_heads``;
+    * ``has_sink``: gpt-oss (``model_type == "gpt_oss"``: learned attention sinks in every layer);
+    * ``has_sliding_window``: a ``sliding_window`` value (unless ``use_sliding_window`` is false, as in
+      Qwen2) or ``layer_types`` naming ``sliding_attention``;
+    * ``mtp_layers``: ``num_nextn_predict_layers`` (DeepSeek-V3 style MTP heads);
+    * ``model_dtype``: ``torch_dtype`` / ``dtype`` (default bfloat16).
+
+    Raises:
+        CompatInputError: the config has no usable head size.
+    """
+    if not isinstance(config, dict):
+        raise CompatInputError("config", "config must be a JSON object (a config.json)")
+    c = _text_config(config)
+    model_type = str(c.get("model_type") or config.get("model_type") or "")
+    notes = []
+    use_mla = bool(c.get("kv_lora_rank")) and c.get("qk_rope_head_dim") is not None
+    heads = c.get("num_attention_heads")
+    if use_mla:
+        head_size = int(c["kv_lora_rank"]) + int(c["qk_rope_head_dim"])
+        notes.append(f"MLA: head size = kv_lora_rank {c['kv_lora_rank']} + qk_rope_head_dim "
+                     f"{c['qk_rope_head_dim']} = {head_size}")
+    elif c.get("head_dim"):
+        head_size = int(c["head_dim"])
+    elif c.get("hidden_size") and heads:
+        head_size = int(c["hidden_size"]) // int(heads)
+    else:
+        raise CompatInputError("config", "config has neither head_dim nor hidden_size/num_attention_heads")
+    use_sparse = bool(c.get("index_topk")) and use_mla  # DeepSeek-V3.2 style sparse MLA indexer
+    layer_types = c.get("layer_types") or []
+    sliding = ("sliding_attention" in layer_types) or (
+        c.get("sliding_window") not in (None, 0) and c.get("use_sliding_window", True) is not False)
+    is_mm = "vision_config" in config or "audio_config" in config
+    dtype = str(c.get("torch_dtype") or c.get("dtype") or config.get("torch_dtype") or "bfloat16")
+    mm_prefix = is_mm and (bool(config.get("is_mm_prefix_lm")) or
+                           str(config.get("model_type", "")) in MM_PREFIX_LM_MODELS)
+    return ModelFeatures(
+        model_type=model_type, head_size=head_size, num_attention_heads=heads,
+        num_kv_heads=c.get("num_key_value_heads", heads), use_mla=use_mla, use_sparse=use_sparse,
+        has_sink=model_type == "gpt_oss", has_sliding_window=bool(sliding), model_dtype=dtype,
+        is_multimodal=is_mm, use_mm_prefix=mm_prefix, mtp_layers=int(c.get("num_nextn_predict_layers") or 0),
+        vocab_size=c.get("vocab_size"), hidden_size=c.get("hidden_size"), notes=notes)
+
+
+# ------------------------------------------------------------------ platform / gpu
+def platform_of(gpu) -> str:
+    return {"nvidia": "cuda", "amd": "rocm", "cpu": "cpu", "intel": "xpu"}.get(gpu.vendor, gpu.vendor)
+
+
+def _capability(gpu) -> interp.Capability | None:
+    t = gpu.capability_tuple
+    if t is not None:
+        return interp.Capability(*t)
+    if gpu.compute_capability and gpu.compute_capability.startswith("gfx"):
+        # ROCm reports gfx942 as capability 9.4, gfx950 as 9.5 (torch.cuda.get_device_capability on ROCm)
+        digits = gpu.compute_capability[3:]
+        return interp.Capability(int(digits[:-2] or digits[0]), int(digits[-2:-1] or 0))
+    return None
+
+
+def _resolve_dtype(dtype: str, features: ModelFeatures, platform: str, cap) -> str:
+    """``--dtype auto``: the config dtype, but float32 checkpoints run in bf16 (fp16 before SM80) on GPUs
+    (vllm/config/model.py ``_resolve_auto_dtype``); the CPU keeps the config's dtype."""
+    alias = {"half": "float16", "float": "float32", "bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+    if dtype and dtype != "auto":
+        return alias.get(dtype, dtype)
+    d = alias.get(features.model_dtype, features.model_dtype)
+    if d == "float32" and platform in ("cuda", "rocm"):
+        return "bfloat16" if (cap is None or (cap.major, cap.minor) >= (8, 0)) else "float16"
+    return d
+
+
+# ------------------------------------------------------------------ evaluation helpers
+def _assumptions(platform: str, cap) -> tuple[dict, dict]:
+    values, why = {}, {}
+    for text, value, reason in RUNTIME_ASSUMPTIONS.get(platform, []):
+        values[text] = value(cap) if callable(value) else value
+        why[text] = reason
+    return values, why
+
+
+def _leaves(result) -> list[tuple[tuple, Any]]:
+    return result.leaves() if isinstance(result, interp.Fork) else [((), result)]
+
+
+def _selector_kwargs(f: ModelFeatures, dtype: str, kv: str, block_size, cap) -> dict:
+    return dict(head_size=f.head_size, dtype=dtype, kv_cache_dtype=kv, block_size=block_size,
+                use_mla=f.use_mla, has_sink=f.has_sink, use_sparse=f.use_sparse, use_mm_prefix=f.use_mm_prefix,
+                use_per_head_quant_scales=False, device_capability=cap, attn_type=f.attn_type,
+                has_sliding_window=f.has_sliding_window, use_non_causal=False, use_batch_invariant=False,
+                use_kv_connector=False, use_pcp=False, use_adaptive_verification=False, use_dcp=False,
+                use_rswa=False)
+
+
+def _vllm_config(req: "CheckRequest", dtype: str, kv: str):
+    """The parts of ``get_current_vllm_config()`` that backend rules read, for this configuration."""
+    text = _text_config(req.hf_config) if req.hf_config else None
+    model = {"hf_text_config": text, "hf_config": req.hf_config, "dtype": dtype} if text else None
+    return interp._Namespace({
+        "model_config": model,
+        "parallel_config": {"prefill_context_parallel_size": 1, "decode_context_parallel_size": 1,
+                            "tensor_parallel_size": req.tensor_parallel_size},
+        "attention_config": {"flash_attn_version": None, "use_non_causal": False, "backend": None},
+        "cache_config": {"cache_dtype": kv, "block_size": req.block_size or 16,
+                         "user_specified_block_size": req.block_size is not None},
+        "speculative_config": None,
+    })
+
+
+def _validate(data, backend: dict, plat: interp.Platform, kwargs: dict, assume: dict, used: set, vcfg=None):
+    cls_q = backend["class"]
+
+    def run(ev: interp.Evaluator):
+        out = ev.call_method(cls_q, "validate_configuration", **kwargs)
+        used.update(k for k in ev.used)
+        return out
+
+    try:
+        return interp.evaluate(run, data, plat, assume, vcfg)
+    except interp.NotEvaluable as e:
+        return interp.Fork(f"rule not evaluable ({e})", [], ["could not evaluate rule"])
+
+
+def priority_order(data: dict, platform: str, features: ModelFeatures, kv: str, cap, assume: dict,
+                   used: set) -> tuple[Any, str | None]:
+    """The platform's auto order: evaluates ``_get_backend_priorities`` (CUDA, ROCm) from the release.
+
+    Returns (list of backend names, or a Fork of lists; source file:line)."""
+    p = data["platforms"].get(platform)
+    if not p or p["kind"] != "priority_list":
+        return None, (p or {}).get("source")
+    plat = interp.Platform(platform, cap)
+    kwargs = dict(use_mla=features.use_mla, device_capability=cap, num_heads=features.num_attention_heads,
+                  kv_cache_dtype=kv, use_non_causal=False, head_size=features.head_size,
+                  use_mm_prefix=features.use_mm_prefix, use_sparse=features.use_sparse, use_kv_connector=False)
+
+    def run(ev):
+        out = ev.call_function(p["function"], **kwargs)
+        used.update(ev.used)
+        return [b.name for b in out]
+
+    return interp.evaluate(run, data, plat, assume), p["source"]
+
+
+def _direct_selection(data, platform, features, dtype, kv, block_size, cap, requested, assume, used):
+    """CPU / XPU: evaluate the platform's ``get_attn_backend_cls`` itself (it returns one backend)."""
+    p = data["platforms"][platform]
+    plat = interp.Platform(platform, cap)
+    cfg = interp._Namespace({k: v for k, v in _selector_kwargs(features, dtype, kv, block_size, cap).items()
+                             if k != "device_capability"})
+
+    def run(ev):
+        out = ev.call_method(p["class"], p["method"], interp.BackendRef(requested) if requested else None, cfg,
+                             features.num_attention_heads)
+        used.update(ev.used)
+        if isinstance(out, interp.BackendRef):
+            return out.name
+        if isinstance(out, str):  # a class path returned directly (XPU MLA): its registry name via get_name()
+            named = next((b["name"] for b in data["backends"] if b["path"] == out), None)
+            if named is None and out in data["classes"]:
+                named = ev.call_method(out, "get_name")
+            return named or out.rsplit(".", 1)[-1]
+        return out
+
+    return interp.evaluate(run, data, plat, assume), p["source"]
+
+
+# ------------------------------------------------------------------ fixes
+def _fixes(name: str, reasons: list[str], req: CheckRequest, verdicts: dict, release: str, data: dict,
+           kv: str, dtype: str) -> list[str]:
+    fixes = []
+    working = [n for n, v in verdicts.items() if v.ok is True and n != name]
+    for r in reasons:
+        if r.startswith("kv_cache_dtype"):
+            alts = [n for n in working if kv in _declared_list(data, n, "kv_cache_dtypes")]
+            declared = _declared_list(data, name, "kv_cache_dtypes")
+            fixes.append(f"{name} accepts only {'/'.join(x for x in declared if x != 'auto') or 'auto'} KV cache "
+                         f"in {release}: " + (f"use {' or '.join(alts[:3])}, or " if alts else "")
+                         + "--kv-cache-dtype auto")
+        elif r.startswith("compute capability"):
+            caps = (_declared(data, name).get("compute_capability") or {}).get("value") or []
+            fixes.append(f"{name} needs compute capability {', '.join(caps) or 'not available'}: "
+                         + (f"use {' or '.join(working[:3])}" if working else "use another GPU"))
+        elif r.startswith("head_size"):
+            hs = _declared_list(data, name, "head_sizes")
+            fixes.append(f"{name} kernels lack head size {req.features.head_size}"
+                         + (f" (has {hs})" if hs else "") + (f": use {' or '.join(working[:3])}" if working else ""))
+        elif r.startswith("block_size"):
+            bs = _declared_list(data, name, "kernel_block_sizes")
+            fixes.append(f"{name} needs --block-size in {bs}, or leave --block-size unset")
+        elif r.startswith("dtype"):
+            fixes.append(f"{name} supports --dtype {'/'.join(_declared_list(data, name, 'model_dtypes'))}")
+        elif r in ("MLA not supported", "non-MLA not supported"):
+            fixes.append(f"{name} is {'not ' if r.startswith('MLA') else ''}an MLA backend: "
+                         + (f"use {' or '.join(working[:3])}" if working else "choose a backend of the other kind"))
+        elif "sink" in r:
+            fixes.append("attention sinks (gpt-oss) need a backend with sinks: "
+                         + (" or ".join(working[:3]) if working else "none on this GPU"))
+        elif r.startswith("sliding window"):
+            fixes.append("sliding-window layers need a backend with sliding window: "
+                         + (" or ".join(working[:3]) if working else "none on this GPU"))
+        elif working:
+            fixes.append(f"use {' or '.join(working[:3])}")
+    return list(dict.fromkeys(fixes))
+
+
+def _declared(data: dict, name: str) -> dict:
+    for b in data["backends"]:
+        if b["name"] == name:
+            return b.get("declared") or {}
+    return {}
+
+
+def _declared_list(data: dict, name: str, key: str) -> list:
+    v = (_declared(data, name).get(key) or {}).get("value")
+    return v if isinstance(v, list) else []
+
+
+# ------------------------------------------------------------------ speculative decoding
+def speculative_issues(spec: SpeculativeConfig | None, features: ModelFeatures, data: dict) -> list[SpecIssue]:
+    """Constraints of ``--speculative-config`` (vllm/config/speculative.py of the release)."""
+    if spec is None or not (spec.method or spec.model):
+        return []
+    s = data.get("speculative", {})
+    methods = s.get("methods", [])
+    out: list[SpecIssue] = []
+    method = spec.method or "draft_model"
+    if methods and method not in methods:
+        out.append(SpecIssue(ok=False, reason=f"speculative method {method!r} does not exist in vLLM "
+                             f"{data['release']}", fix=f"use one of {', '.join(methods)}", source=s.get("source")))
+    mtp_like = method == "mtp" or method in s.get("mtp_model_types", [])
+    if mtp_like and features.mtp_layers <= 0:
+        out.append(SpecIssue(
+            ok=False, reason=f"method {method!r} needs MTP layers, but the model's config has no "
+            "num_nextn_predict_layers", fix="use an EAGLE/EAGLE-3 draft (method 'eagle3' with a draft model) or "
+            "'ngram'", source=s.get("mtp_layers_key_source")))
+    d = spec.draft_config
+    if d and method not in ("ngram", "suffix", "mtp") and not mtp_like:
+        dt = _text_config(d)
+        dvocab = dt.get("draft_vocab_size") or dt.get("vocab_size")
+        if features.vocab_size and dt.get("vocab_size") and dt["vocab_size"] != features.vocab_size \
+                and not dt.get("draft_vocab_size"):
+            out.append(SpecIssue(
+                ok=False, reason=f"draft vocabulary ({dt['vocab_size']}) differs from the target's "
+                f"({features.vocab_size}); drafted token ids would not mean the same tokens",
+                fix="use a draft trained for this target (same tokenizer)",
+                source=s.get("heterogeneous_vocab_source")))
+        elif dvocab and features.vocab_size and dvocab > features.vocab_size:
+            out.append(SpecIssue(ok=False, reason=f"draft_vocab_size {dvocab} exceeds target vocab "
+                                 f"{features.vocab_size}", fix="use a draft trained for this target"))
+        if method in ("eagle", "eagle3") and features.hidden_size and dt.get("hidden_size") \
+                and dt["hidden_size"] != features.hidden_size and not dt.get("target_hidden_size"):
+            out.append(SpecIssue(
+                ok=False, reason=f"EAGLE draft hidden size {dt['hidden_size']} != target hidden size "
+                f"{features.hidden_size}: the draft consumes the target's hidden states",
+                fix="use the EAGLE head trained for this target model"))
+    if not out:
+        out.append(SpecIssue(ok=True, reason=f"speculative method {method!r} is available in {data['release']}",
+                             source=s.get("source")))
+    return out
+
+
+# ------------------------------------------------------------------ main check
+def load_release(release: str | None) -> dict:
+    rel = release or DEFAULT_RELEASE
+    try:
+        return extract.load(rel)
+    except FileNotFoundError as e:
+        raise CompatInputError("vllm_version", str(e)) from None
+
+
+def check(req: CheckRequest) -> CompatReport:
+    """Verdict for every attention backend of the GPU's platform, plus the one vLLM picks on auto.
+
+    Mirrors ``Platform.get_attn_backend_cls`` (``vllm/platforms/cuda.py:418`` in 0.32): an explicit
+    ``--attention-backend`` is validated alone and is an error if it has reasons; otherwise the backends
+    are tried in the platform's priority order and the first without reasons is used.
+
+    Raises:
+        CompatInputError: unknown GPU, release, backend name or KV-cache dtype.
+    """
+    from calculator.engine.errors import EngineInputError
+    from calculator.engine.gpus import get_gpu
+
+    try:
+        gpu = get_gpu(req.gpu)
+    except EngineInputError as e:
+        raise CompatInputError("gpu", str(e)) from None
+    data = load_release(req.vllm_version)
+    release = data["release"]
+    platform = platform_of(gpu)
+    if platform not in data["platforms"]:
+        raise CompatInputError("gpu", f"vLLM {release} has no attention selector for platform {platform}")
+    cap = _capability(gpu)
+    f = req.features
+    dtype = _resolve_dtype(req.dtype, f, platform, cap)
+    kv = req.kv_cache_dtype or "auto"
+    known_kv = data["cache_dtypes"]["values"]
+    if known_kv and kv not in known_kv:
+        raise CompatInputError("kv_cache_dtype", f"--kv-cache-dtype {kv!r} is not a CacheDType of vLLM {release}; "
+                               f"valid: {', '.join(known_kv)}")
+    requested = None if req.attention_backend in (None, "", "auto") else req.attention_backend.upper()
+    names = {b["name"]: b for b in data["backends"]}
+    if requested and requested not in names:
+        raise CompatInputError("attention_backend", f"unknown attention backend {requested!r} in vLLM {release}; "
+                               f"valid: {', '.join(sorted(names))}")
+
+    assume, why = _assumptions(platform, cap)
+    used: set = set()
+    plat = interp.Platform(platform, cap)
+    kwargs = _selector_kwargs(f, dtype, kv, req.block_size, cap)
+    vcfg = _vllm_config(req, dtype, kv)
+    order, order_source = priority_order(data, platform, f, kv, cap, assume, used)
+    order_leaves = _leaves(order) if order is not None else []
+    main_order = order_leaves[0][1] if order_leaves else []
+    listed = list(dict.fromkeys(data["platforms"][platform]["backends"]))
+    candidates = list(dict.fromkeys(list(main_order) + sorted(listed)))
+    if requested and requested not in candidates:
+        candidates.append(requested)
+
+    verdicts: dict[str, BackendVerdict] = {}
+    for name in candidates:
+        b = names.get(name)
+        if b is None or b.get("class") is None:
+            verdicts[name] = BackendVerdict(name=name, ok=False, missing=True, reasons=[
+                f"backend class not in the source this data was extracted from ({data.get('extracted_from')})"])
+            continue
+        result = _validate(data, b, plat, kwargs, assume, used, vcfg)
+        leaves = _leaves(result)
+        conds = [Condition(when=list(p), reasons=list(r) if isinstance(r, list) else [str(r)]) for p, r in leaves]
+        oks = {not c.reasons for c in conds}
+        ok = oks.pop() if len(oks) == 1 else None
+        reasons = conds[0].reasons if ok is False else sorted({r for c in conds for r in c.reasons})
+        verdicts[name] = BackendVerdict(
+            name=name, ok=ok, reasons=reasons, conditions=conds if len(conds) > 1 else [],
+            priority=main_order.index(name) if name in main_order else None, source=b.get("source"))
+    for v in verdicts.values():
+        if v.ok is False:
+            v.fixes = _fixes(v.name, v.reasons, req, verdicts, release, data, kv, dtype)
+
+    auto, auto_conditions, error = None, [], None
+    p = data["platforms"][platform]
+    if p["kind"] == "priority_list":
+        for name in main_order:
+            v = verdicts[name]
+            if v.ok is True:
+                auto = name
+                break
+            if v.ok is None:
+                auto_conditions.append(f"{name} would be chosen if "
+                                       + " and ".join(f"{c}={val}" for c, val in
+                                                      next(x.when for x in v.conditions if not x.reasons)))
+        if len(order_leaves) > 1:
+            auto_conditions.append("the priority order itself depends on: "
+                                   + ", ".join(sorted({c for path, _ in order_leaves for c, _ in path})))
+        if auto is None and not auto_conditions:
+            error = f"No valid attention backend found for {platform} with this configuration"
+    else:
+        sel, _ = _direct_selection(data, platform, f, dtype, kv, req.block_size, cap, None, assume, used)
+        sel_leaves = _leaves(sel)
+        first = sel_leaves[0][1]
+        if isinstance(first, interp.Raised):
+            error = f"{first.kind}: {first.message}"
+        else:
+            auto = first
+        if len(sel_leaves) > 1:
+            auto_conditions.append("depends on: " + ", ".join(sorted({c for path, _ in sel_leaves for c, _ in path})))
+
+    if requested:
+        v = verdicts[requested]
+        ok = v.ok
+        if p["kind"] == "direct":
+            sel, _ = _direct_selection(data, platform, f, dtype, kv, req.block_size, cap, requested, assume, used)
+            chosen = _leaves(sel)[0][1]
+            if isinstance(chosen, interp.Raised):
+                ok, error = False, f"{chosen.kind}: {chosen.message}"
+            elif chosen != requested:
+                ok, error = False, f"{platform} ignores --attention-backend {requested} and uses {chosen}"
+        elif ok is False:
+            error = f"Selected backend {requested} is not valid for this configuration. Reason: {v.reasons}"
+    else:
+        ok = True if auto else (None if auto_conditions else False)
+    spec = speculative_issues(req.speculative, f, data)
+    if any(not s.ok for s in spec):
+        ok = False
+    ordered = sorted(verdicts.values(), key=lambda v: (v.priority is None, v.priority or 0, v.name))
+    return CompatReport(
+        release=release, platform=platform, gpu=gpu.name, compute_capability=gpu.compute_capability,
+        dtype=dtype, kv_cache_dtype=kv, block_size=req.block_size, requested_backend=requested,
+        auto_selected=auto, auto_conditions=auto_conditions, auto_source=order_source or p.get("source"),
+        ok=ok, error=error, backends=ordered, speculative=spec,
+        assumptions=[f"{t} = {assume[t]} ({why[t]})" for t in sorted(used) if t in why],
+        features=f)
+
+
+def verdict_for(hf_config: dict, gpu: str, *, dtype: str = "auto", kv_cache_dtype: str = "auto",
+                block_size: int | None = None, attention_backend: str | None = None,
+                speculative_config: dict | None = None, vllm_version: str | None = None) -> CompatReport:
+    """One call for the calculator's results page: HF config dict + the form's choices -> report.
+
+    ``speculative_config``: ``{"method", "model", "num_speculative_tokens", "draft_config"}`` (all
+    optional). Render with ``{% include "compat/_verdict.html" with verdict=report %}``.
+
+    Raises:
+        CompatInputError: bad GPU / release / backend / dtype (``.field``, ``.message``).
+    """
+    spec = SpeculativeConfig(**speculative_config) if speculative_config else None
+    return check(CheckRequest(features=features_from_hf_config(hf_config), hf_config=hf_config, gpu=gpu,
+                              dtype=dtype or "auto",
+                              kv_cache_dtype=kv_cache_dtype or "auto", block_size=block_size,
+                              attention_backend=attention_backend, speculative=spec,
+                              vllm_version=vllm_version or DEFAULT_RELEASE))

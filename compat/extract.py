@@ -1,0 +1,623 @@
+"""Read vLLM's attention-backend rules out of its source with ``ast`` (never importing vLLM).
+
+Input: an unpacked vLLM tree, an installed ``vllm`` package directory, or a wheel file (read with
+``zipfile``). Output: one JSON document per release (``compat/data/vllm-<release>.json``) holding
+
+* ``backends``: every ``AttentionBackendEnum`` member (``vllm/v1/attention/backends/registry.py``)
+  whose class could be found, with its class, file:line, the platforms whose selector names it, and a
+  ``declared`` summary (model dtypes, KV-cache dtypes, kernel block sizes, head sizes, compute
+  capabilities, MLA / sparse, sinks, sliding window, attention types, multimodal prefix, CUDA graphs,
+  the reason strings ``supports_combination`` returns), each with ``source`` = ``file:line``. A value
+  vLLM decides at run time (FA3 built or not, an env var) is a ``{"if": condition, "then", "else"}``.
+* ``classes`` / ``functions`` / ``modules``: the source of every method and helper those rules call,
+  so :mod:`compat.interp` can evaluate them for a concrete configuration.
+* ``platforms``: each platform's selector (``_get_backend_priorities`` for CUDA/ROCm,
+  ``get_attn_backend_cls`` for CPU/XPU) with file:line.
+* ``cache_dtypes`` (``CacheDType`` Literal) and ``speculative`` (``SpeculativeMethod`` Literal, MTP
+  layer key, heterogeneous-vocab flag), with file:line.
+
+The output depends only on the source, so re-running on the same release gives the same bytes.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import interp
+
+SCHEMA_VERSION = 1
+DATA_DIR = Path(__file__).resolve().parent / "data"
+
+REGISTRY = "vllm.v1.attention.backends.registry"
+BASE_BACKEND = "vllm.v1.attention.backend.AttentionBackend"
+PLATFORM_SELECTORS = {
+    # platform -> (module, function or Class.method, kind)
+    "cuda": ("vllm.platforms.cuda", "_get_backend_priorities", "priority_list"),
+    "rocm": ("vllm.platforms.rocm", "_get_backend_priorities", "priority_list"),
+    "cpu": ("vllm.platforms.cpu", "CpuPlatform.get_attn_backend_cls", "direct"),
+    "xpu": ("vllm.platforms.xpu", "XPUPlatform.get_attn_backend_cls", "direct"),
+}
+PLATFORM_VALIDATION_LOOP = {
+    # where the platform walks the priority list and keeps the first backend with no reasons
+    "cuda": ("vllm.platforms.cuda", "CudaPlatformBase.get_valid_backends"),
+    "rocm": ("vllm.platforms.rocm", "RocmPlatform.get_valid_backends"),
+}
+# Helper functions from these modules are stored and evaluated; calls elsewhere stay run-time conditions.
+INLINE_PREFIXES = ("vllm.v1.attention.", "vllm.utils.torch_utils", "vllm.model_executor.layers.attention.",
+                   "vllm.platforms.interface", "vllm.platforms.cuda", "vllm.platforms.rocm", "vllm.platforms.cpu", "vllm.platforms.xpu")
+CAPABILITIES = ["7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1"]
+ATTN_TYPES = ["decoder", "encoder", "encoder_only", "encoder_decoder"]
+
+
+class SourceError(Exception):
+    """The path is not a vLLM tree, package or wheel (message says what was expected)."""
+
+
+# ---------------------------------------------------------------- sources
+class Source:
+    """Files of one vLLM release addressed as ``vllm/...`` paths."""
+
+    def read(self, rel: str) -> str | None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def release(self) -> str | None:
+        text = self.read("vllm/_version.py") or ""
+        m = re.search(r"""__version__\s*=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]""", text)
+        return m.group(1).split("+")[0] if m else None
+
+
+class DirSource(Source):
+    def __init__(self, root: Path):
+        self.root = root  # the directory that contains ``vllm/``
+
+    def label(self) -> str:
+        metas = sorted(self.root.glob("vllm*.dist-info"))
+        return f"installed package {metas[0].name}" if metas else "source tree"
+
+    def read(self, rel):
+        p = self.root / rel
+        return p.read_text(encoding="utf-8") if p.is_file() else None
+
+    def release(self):
+        found = super().release()
+        if found:
+            return found
+        for meta in sorted(self.root.glob("vllm*.dist-info/METADATA")):
+            m = re.search(r"^Version: (\S+)", meta.read_text(), re.M)
+            if m:
+                return m.group(1).split("+")[0]
+        return None
+
+
+class WheelSource(Source):
+    def __init__(self, path: Path):
+        self.zf = zipfile.ZipFile(path)
+        self.names = set(self.zf.namelist())
+        self.path = path
+
+    def read(self, rel):
+        return self.zf.read(rel).decode("utf-8") if rel in self.names else None
+
+    def label(self) -> str:
+        return f"wheel {self.path.name}"
+
+    def release(self):
+        found = super().release()
+        if found:
+            return found
+        m = re.match(r"vllm(?:_cpu)?-([0-9][^-]*)-", self.path.name)
+        return m.group(1).split("+")[0] if m else None
+
+
+def open_source(path: str | Path) -> Source:
+    """A :class:`Source` for a wheel, an installed ``vllm`` package dir, or a tree containing ``vllm/``.
+
+    Raises:
+        SourceError: nothing at ``path`` looks like vLLM (no ``vllm/v1/attention/backend.py``).
+    """
+    p = Path(path)
+    if p.is_file() and p.suffix in (".whl", ".zip"):
+        try:
+            src: Source = WheelSource(p)
+        except zipfile.BadZipFile as e:
+            raise SourceError(f"{p} is not a readable wheel: {e}") from e
+    elif p.is_dir() and (p / "v1" / "attention" / "backend.py").is_file():
+        src = DirSource(p.parent)  # the package directory itself
+    elif p.is_dir() and (p / "vllm" / "v1" / "attention" / "backend.py").is_file():
+        src = DirSource(p)
+    else:
+        raise SourceError(
+            f"{p}: expected a vLLM wheel (.whl), an installed vllm package directory, or a directory "
+            "containing vllm/ (vllm/v1/attention/backend.py not found)")
+    if src.read("vllm/v1/attention/backend.py") is None:
+        raise SourceError(f"{p}: vllm/v1/attention/backend.py not found (is this vLLM >= 0.11?)")
+    return src
+
+
+# ---------------------------------------------------------------- module parsing
+@dataclass
+class Module:
+    name: str
+    file: str
+    tree: ast.Module
+    imports: dict[str, str] = field(default_factory=dict)
+    functions: dict[str, ast.FunctionDef] = field(default_factory=dict)
+    classes: dict[str, ast.ClassDef] = field(default_factory=dict)
+    constants: dict[str, dict] = field(default_factory=dict)
+
+
+def _literalish(node: ast.AST) -> bool:
+    return all(isinstance(n, (ast.Constant, ast.Tuple, ast.List, ast.BinOp, ast.operator, ast.Load,
+                              ast.UnaryOp, ast.unaryop)) for n in ast.walk(node))
+
+
+class Extractor:
+    def __init__(self, source: Source):
+        self.src = source
+        self._modules: dict[str, Module | None] = {}
+        self.out_classes: dict[str, dict] = {}
+        self.out_functions: dict[str, dict] = {}
+        self.used_modules: set[str] = set()
+
+    # --- loading
+    def module(self, name: str) -> Module | None:
+        if name in self._modules:
+            return self._modules[name]
+        rel = name.replace(".", "/")
+        for cand in (f"{rel}.py", f"{rel}/__init__.py"):
+            text = self.src.read(cand)
+            if text is not None:
+                mod = self._parse(name, cand, text)
+                self._modules[name] = mod
+                return mod
+        self._modules[name] = None
+        return None
+
+    def _parse(self, name: str, file: str, text: str) -> Module:
+        tree = ast.parse(text)
+        mod = Module(name, file, tree)
+        package = name if file.endswith("__init__.py") else name.rsplit(".", 1)[0]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    parts = parts[: len(parts) - (node.level - 1)]
+                    base = ".".join(parts + ([node.module] if node.module else []))
+                for a in node.names:
+                    mod.imports.setdefault(a.asname or a.name, f"{base}.{a.name}")
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    mod.imports.setdefault(a.asname or a.name.split(".")[0],
+                                           a.name if a.asname else a.name.split(".")[0])
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef):
+                mod.functions[node.name] = node
+            elif isinstance(node, ast.ClassDef):
+                mod.classes[node.name] = node
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                if _literalish(node.value):
+                    mod.constants[node.targets[0].id] = {"src": ast.unparse(node.value), "line": node.lineno}
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+                if _literalish(node.value):
+                    mod.constants[node.target.id] = {"src": ast.unparse(node.value), "line": node.lineno}
+        return mod
+
+    def resolve(self, module: Module, name: str) -> str | None:
+        """Qualified name that ``name`` means inside ``module`` (a def there, or what it imports)."""
+        if name in module.functions or name in module.classes:
+            return f"{module.name}.{name}"
+        target = module.imports.get(name)
+        if target is None:
+            return None
+        # follow re-exports (``from vllm.platforms import current_platform`` stays as is)
+        mod_name, _, attr = target.rpartition(".")
+        m = self.module(mod_name) if mod_name.startswith("vllm") else None
+        if m is not None and attr not in m.functions and attr not in m.classes and attr in m.imports:
+            return m.imports[attr]
+        return target
+
+    def find_class(self, qualname: str) -> tuple[Module, ast.ClassDef] | None:
+        mod_name, _, cls = qualname.rpartition(".")
+        m = self.module(mod_name)
+        if m is None:
+            return None
+        if cls in m.classes:
+            return m, m.classes[cls]
+        target = m.imports.get(cls)
+        if target and target != qualname:
+            return self.find_class(target)
+        return None
+
+    # --- storing classes and functions (with everything they reference)
+    def add_class(self, qualname: str) -> str | None:
+        found = self.find_class(qualname)
+        if found is None:
+            return None
+        mod, node = found
+        q = f"{mod.name}.{node.name}"
+        if q in self.out_classes:
+            return q
+        self.used_modules.add(mod.name)
+        entry: dict[str, Any] = {"module": mod.name, "name": node.name, "file": mod.file, "line": node.lineno,
+                                 "bases": [], "attrs": {}, "methods": {}}
+        self.out_classes[q] = entry
+        base_names = [ast.unparse(b) for b in node.bases]
+        if any(b.endswith("Enum") for b in base_names):
+            entry["enum"] = "str" if "str" in base_names else "plain"
+        for b in node.bases:
+            if isinstance(b, ast.Subscript):  # Generic base: AttentionMetadataBuilder[Meta]
+                b = b.value
+            if isinstance(b, ast.Name):
+                bq = self.resolve(mod, b.id)
+                if bq and bq.startswith("vllm"):
+                    stored = self.add_class(bq)
+                    if stored:
+                        entry["bases"].append(stored)
+        for item in node.body:
+            if isinstance(item, ast.FunctionDef):
+                decos = [ast.unparse(d) for d in item.decorator_list]
+                kind = ("classmethod" if "classmethod" in decos else
+                        "staticmethod" if "staticmethod" in decos else
+                        "property" if "property" in decos else "method")
+                entry["methods"][item.name] = {"src": ast.unparse(item), "line": item.lineno, "kind": kind}
+                self._add_referenced(mod, item)
+            elif isinstance(item, ast.Assign) and len(item.targets) == 1 and isinstance(item.targets[0], ast.Name):
+                entry["attrs"][item.targets[0].id] = {"src": ast.unparse(item.value), "line": item.lineno}
+                self._add_referenced(mod, item.value)
+            elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and item.value is not None:
+                entry["attrs"][item.target.id] = {"src": ast.unparse(item.value), "line": item.lineno}
+                self._add_referenced(mod, item.value)
+        return q
+
+    def add_function(self, qualname: str) -> str | None:
+        if qualname in self.out_functions:
+            return qualname
+        mod_name, _, name = qualname.rpartition(".")
+        mod = self.module(mod_name)
+        if mod is None or name not in mod.functions:
+            return None
+        node = mod.functions[name]
+        self.used_modules.add(mod.name)
+        self.out_functions[qualname] = {"module": mod.name, "file": mod.file, "line": node.lineno,
+                                        "src": ast.unparse(node)}
+        self._add_referenced(mod, node)
+        return qualname
+
+    def _add_referenced(self, mod: Module, node: ast.AST):
+        self.used_modules.add(mod.name)
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name):
+                q = self.resolve(mod, n.id)
+                if not q or not q.startswith(INLINE_PREFIXES):
+                    continue
+                mod_name, _, attr = q.rpartition(".")
+                m = self.module(mod_name)
+                if m is None:
+                    continue
+                if attr in m.functions:
+                    self.add_function(q)
+                elif attr in m.classes and (attr.endswith(("Enum", "Type", "Support")) or
+                                            "Builder" in attr or "Backend" in attr):
+                    self.add_class(q)
+
+    # --- registry, platforms, literals
+    def registry(self) -> list[dict]:
+        mod = self.module(REGISTRY)
+        if mod is None or "AttentionBackendEnum" not in mod.classes:
+            raise SourceError(f"{REGISTRY}: AttentionBackendEnum not found")
+        out = []
+        for item in mod.classes["AttentionBackendEnum"].body:
+            if (isinstance(item, ast.Assign) and isinstance(item.targets[0], ast.Name)
+                    and isinstance(item.value, ast.Constant) and isinstance(item.value.value, str)
+                    and item.value.value):
+                out.append({"name": item.targets[0].id, "path": item.value.value, "registry_line": item.lineno})
+        return out
+
+    def literal_values(self, module: str, name: str) -> tuple[list[str], int] | None:
+        mod = self.module(module)
+        if mod is None:
+            return None
+        for node in mod.tree.body:
+            if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) and node.targets[0].id == name:
+                return self._literal(mod, node.value), node.lineno
+        return None
+
+    def _literal(self, mod: Module, node: ast.AST) -> list[str]:
+        if isinstance(node, ast.Subscript) and ast.unparse(node.value) == "Literal":
+            elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            out: list[str] = []
+            for e in elts:
+                if isinstance(e, ast.Constant):
+                    out.append(e.value)
+                elif isinstance(e, ast.Name):
+                    found = self.literal_values(mod.name, e.id)
+                    if found:
+                        out.extend(found[0])
+            return out
+        return []
+
+
+def _find_line(text: str | None, needle: str) -> int | None:
+    if not text:
+        return None
+    for i, line in enumerate(text.splitlines(), 1):
+        if needle in line:
+            return i
+    return None
+
+
+# ---------------------------------------------------------------- summaries
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, interp.Fork):
+        return {"if": v.condition, "then": _jsonable(v.then), "else": _jsonable(v.otherwise)}
+    if isinstance(v, interp.Raised):
+        return {"raises": f"{v.kind}: {v.message}"}
+    if isinstance(v, (list, tuple, set)):
+        items = [_jsonable(x) for x in v]
+        return sorted(items, key=str) if isinstance(v, set) else items
+    if isinstance(v, interp.MultipleOf):
+        return f"MultipleOf({v.base})"
+    if isinstance(v, interp.Unknown):
+        return {"runtime": v.text}
+    if isinstance(v, interp.BackendRef):
+        return v.name
+    if isinstance(v, interp.Capability):
+        return v.as_version_str()
+    return v
+
+
+def _loc(data: dict, cls_q: str, name: str) -> str | None:
+    ev = interp.Evaluator(data=data, platform=interp.Platform("cuda", None))
+    found = ev.find_member(cls_q, name)
+    if not found:
+        return None
+    owner = data["classes"][found[0]]
+    return f"{owner['file']}:{found[2]['line']}"
+
+
+def summarize_backend(data: dict, cls_q: str, platform: str) -> dict:
+    """The declared capabilities of one backend class, each ``{"value": ..., "source": file:line}``."""
+    cap_unknown = interp.Unknown("device_capability")
+    plat = interp.Platform(platform, cap_unknown)  # type: ignore[arg-type]
+
+    def run(fn):
+        try:
+            return _jsonable(interp.evaluate(fn, data, plat))
+        except interp.NotEvaluable as e:
+            return {"runtime": f"not evaluable: {e}"}
+
+    def item(name: str, fn, member: str):
+        loc = _loc(data, cls_q, member)
+        if loc is None:
+            return {"value": None, "source": None, "note": f"no {member} rule in this release"}
+        return {"value": run(fn), "source": loc}
+
+    def meth(m, *a):
+        return lambda ev: ev.call_method(cls_q, m, *a)
+
+    def attr(a):
+        return lambda ev: ev.class_attr(interp.ClassRef(cls_q), a)
+
+    s: dict[str, Any] = {
+        "model_dtypes": item("model_dtypes", attr("supported_dtypes"), "supported_dtypes"),
+        "kv_cache_dtypes": item("kv", attr("supported_kv_cache_dtypes"), "supported_kv_cache_dtypes"),
+        "kv_cache_dtype_rule": {"source": _loc(data, cls_q, "supports_kv_cache_dtype")},
+        "kernel_block_sizes": item("bs", meth("get_supported_kernel_block_sizes"),
+                                   "get_supported_kernel_block_sizes"),
+        "head_sizes": item("hs", meth("get_supported_head_sizes"), "get_supported_head_sizes"),
+        "head_size_rule": {"source": _loc(data, cls_q, "supports_head_size")},
+        "mla": item("mla", meth("is_mla"), "is_mla"),
+        "sparse": item("sparse", meth("is_sparse"), "is_sparse"),
+        "sinks": item("sinks", meth("supports_sink"), "supports_sink"),
+        "sliding_window": item("sw", meth("supports_sliding_window"), "supports_sliding_window"),
+        "mm_prefix": item("mm", meth("supports_mm_prefix"), "supports_mm_prefix"),
+        "attention_types": {"value": [t for t in ATTN_TYPES
+                                      if run(meth("supports_attn_type", t)) is True],
+                            "source": _loc(data, cls_q, "supports_attn_type")},
+    }
+    if platform == "cuda":
+        caps = []
+        for c in CAPABILITIES:
+            major, minor = (int(x) for x in c.split("."))
+            cap = interp.Capability(major, minor)
+            v = interp.evaluate(lambda ev: ev.call_method(cls_q, "supports_compute_capability", cap), data,
+                                interp.Platform("cuda", cap))
+            caps.append({"capability": c, "ok": _jsonable(v)})
+        s["compute_capability"] = {"value": [c["capability"] for c in caps if c["ok"] is True],
+                                   "conditional": [c for c in caps if isinstance(c["ok"], dict)],
+                                   "source": _loc(data, cls_q, "supports_compute_capability")}
+    # CUDA graphs: the metadata builder's _cudagraph_support (vllm/v1/attention/backend.py:592 in 0.32)
+    builder = _builder_class(data, cls_q)
+    if builder:
+        s["cudagraph_support"] = {
+            "value": run(lambda ev: ev.class_attr(interp.ClassRef(builder), "_cudagraph_support")),
+            "source": _loc(data, builder, "_cudagraph_support"), "builder": builder}
+    # reason strings returned by supports_combination
+    reasons = []
+    ev = interp.Evaluator(data=data, platform=plat)
+    found = ev.find_member(cls_q, "supports_combination")
+    if found and found[1] == "method":
+        owner = data["classes"][found[0]]
+        fn = interp.parse_function(found[2]["src"])
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Return) and isinstance(n.value, (ast.Constant, ast.JoinedStr)) \
+                    and not (isinstance(n.value, ast.Constant) and n.value.value is None):
+                text = n.value.value if isinstance(n.value, ast.Constant) else ast.unparse(n.value)
+                reasons.append({"reason": text, "source": f"{owner['file']}:{found[2]['line']}"})
+    s["combination_reasons"] = reasons
+    return s
+
+
+def _builder_class(data: dict, cls_q: str) -> str | None:
+    ev = interp.Evaluator(data=data, platform=interp.Platform("cuda", None))
+    found = ev.find_member(cls_q, "get_builder_cls")
+    if not found or found[1] != "method":
+        return None
+    fn = interp.parse_function(found[2]["src"])
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Return) and isinstance(n.value, ast.Name):
+            owner = data["classes"][found[0]]
+            q = f"{owner['module']}.{n.value.id}"
+            if q in data["classes"]:
+                return q
+            target = data["modules"].get(owner["module"], {}).get("imports", {}).get(n.value.id)
+            if target in data["classes"]:
+                return target
+    return None
+
+
+# ---------------------------------------------------------------- main entry
+def extract(path: str | Path, release: str | None = None) -> dict:
+    """Extract one release's compatibility data from ``path`` (wheel, package dir or tree).
+
+    Returns the JSON-ready dict described in the module docstring.
+
+    Raises:
+        SourceError: ``path`` is not vLLM, or its release cannot be determined and ``release`` is None.
+    """
+    src = open_source(path)
+    release = release or src.release()
+    if not release:
+        raise SourceError(f"{path}: cannot tell the vLLM release; pass --release")
+    ex = Extractor(src)
+    base = ex.add_class(BASE_BACKEND)
+    if base is None:
+        raise SourceError("AttentionBackend base class not found in vllm/v1/attention/backend.py")
+    registry_file = f"{REGISTRY.replace('.', '/')}.py"
+    backends = []
+    for member in ex.registry():
+        cls_q = ex.add_class(member["path"])
+        backends.append({"name": member["name"], "class": cls_q, "path": member["path"],
+                         "registry": f"{registry_file}:{member['registry_line']}"})
+    for extra in ("vllm.v1.attention.backend.AttentionType", "vllm.v1.attention.backend.AttentionCGSupport"):
+        ex.add_class(extra)
+
+    platforms = {}
+    for plat, (mod_name, fn_name, kind) in PLATFORM_SELECTORS.items():
+        mod = ex.module(mod_name)
+        if mod is None:
+            continue
+        if "." in fn_name:
+            cls_name, meth = fn_name.split(".")
+            cls_node = mod.classes.get(cls_name)
+            if cls_node is None:
+                continue
+            q = ex.add_class(f"{mod_name}.{cls_name}")
+            entry = ex.out_classes[q]["methods"].get(meth)
+            if entry is None:
+                continue
+            platforms[plat] = {"kind": kind, "class": q, "method": meth,
+                               "source": f"{mod.file}:{entry['line']}"}
+            node = interp.parse_function(entry["src"])
+        else:
+            q = ex.add_function(f"{mod_name}.{fn_name}")
+            if q is None:
+                continue
+            platforms[plat] = {"kind": kind, "function": q,
+                               "source": f"{mod.file}:{ex.out_functions[q]['line']}"}
+            node = interp.parse_function(ex.out_functions[q]["src"])
+        names = sorted({n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)
+                        and isinstance(n.value, ast.Name) and n.value.id == "AttentionBackendEnum"})
+        platforms[plat]["backends"] = names
+        loop = PLATFORM_VALIDATION_LOOP.get(plat)
+        if loop:
+            lm = ex.module(loop[0])
+            cls_name, meth = loop[1].split(".")
+            for cname, cnode in (lm.classes.items() if lm else []):
+                for item in cnode.body:
+                    if isinstance(item, ast.FunctionDef) and item.name == meth:
+                        platforms[plat]["validation_loop"] = f"{lm.file}:{item.lineno}"
+    # the XPU MLA path validates XPUFlashAttnMLABackend directly
+    ex.add_class("vllm.v1.attention.backends.mla.flashattn_mla.XPUFlashAttnMLABackend")
+
+    data: dict[str, Any] = {
+        "schema": SCHEMA_VERSION,
+        "runtime": "vllm",
+        "release": release,
+        "extracted_from": src.label(),
+        "base_class": base,
+        "validate_configuration": f"{ex.out_classes[base]['file']}:"
+                                  f"{ex.out_classes[base]['methods']['validate_configuration']['line']}",
+        "platforms": platforms,
+    }
+    cache = ex.literal_values("vllm.config.cache", "CacheDType")
+    data["cache_dtypes"] = {"values": cache[0] if cache else [],
+                            "source": f"vllm/config/cache.py:{cache[1]}" if cache else None}
+    spec = ex.literal_values("vllm.config.speculative", "SpeculativeMethod")
+    spec_text = src.read("vllm/config/speculative.py")
+    mtp = ex.literal_values("vllm.config.speculative", "MTPModelTypes")
+    data["speculative"] = {
+        "methods": sorted(set(spec[0])) if spec else [],
+        "source": f"vllm/config/speculative.py:{spec[1]}" if spec else None,
+        "mtp_model_types": sorted(set(mtp[0])) if mtp else [],
+        "mtp_layers_key_source": (f"vllm/config/speculative.py:{_find_line(spec_text, 'num_nextn_predict_layers')}"
+                                  if _find_line(spec_text, "num_nextn_predict_layers") else None),
+        "heterogeneous_vocab_source": (
+            f"vllm/config/speculative.py:{_find_line(spec_text, 'use_heterogeneous_vocab: bool')}"
+            if _find_line(spec_text, "use_heterogeneous_vocab: bool") else None),
+    }
+    data["modules"] = {
+        name: {"file": ex._modules[name].file, "imports": dict(sorted(ex._modules[name].imports.items())),
+               "constants": dict(sorted(ex._modules[name].constants.items()))}
+        for name in sorted(ex.used_modules) if ex._modules.get(name) is not None}
+    data["classes"] = dict(sorted(ex.out_classes.items()))
+    data["functions"] = dict(sorted(ex.out_functions.items()))
+
+    in_platform: dict[str, list[str]] = {}
+    for plat, p in platforms.items():
+        for name in p["backends"]:
+            in_platform.setdefault(name, []).append(plat)
+    for b in backends:
+        b["platforms"] = sorted(in_platform.get(b["name"], []))
+        if b["class"] is None:
+            b["missing"] = "class not found in this release's source"
+            continue
+        c = data["classes"][b["class"]]
+        b["source"] = f"{c['file']}:{c['line']}"
+        b["declared"] = summarize_backend(data, b["class"], (b["platforms"] or ["cuda"])[0])
+    data["backends"] = backends
+    return data
+
+
+def dump(data: dict) -> str:
+    """Canonical JSON text (sorted keys, 1-space indent, trailing newline) so re-runs are byte-equal."""
+    return json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def data_path(release: str, runtime: str = "vllm") -> Path:
+    return DATA_DIR / f"{runtime}-{release}.json"
+
+
+def available_releases(runtime: str = "vllm") -> list[str]:
+    """Releases with a committed data file, oldest first."""
+    rels = [p.stem.split("-", 1)[1] for p in DATA_DIR.glob(f"{runtime}-*.json")]
+    return sorted(rels, key=lambda r: tuple(int(x) if x.isdigit() else 0 for x in r.split(".")))
+
+
+def load(release: str, runtime: str = "vllm") -> dict:
+    """The committed data file of ``release``.
+
+    Raises:
+        FileNotFoundError: no data file; the message lists the releases that have one.
+    """
+    p = data_path(release, runtime)
+    if not p.is_file():
+        raise FileNotFoundError(
+            f"no compatibility data for {runtime} {release}; known releases: {', '.join(available_releases())}")
+    return _load_cached(str(p), p.stat().st_mtime)
+
+
+_cache: dict[tuple[str, float], dict] = {}
+
+
+def _load_cached(path: str, mtime: float) -> dict:
+    key = (path, mtime)
+    if key not in _cache:
+        _cache[key] = json.loads(Path(path).read_text())
+    return _cache[key]

@@ -1,0 +1,60 @@
+"""``python manage.py check_compat --config config.json --gpu H100 [--attention-backend NAME|auto]``."""
+from __future__ import annotations
+
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from compat.checks import CompatInputError, check
+from compat.cli import add_check_arguments, request_from_options
+
+
+class Command(BaseCommand):
+    help = ("Will this attention backend / GPU / dtype / KV-cache dtype / vLLM release work? Prints a verdict "
+            "for every backend of the GPU's platform and the one vLLM picks on auto (rules read from the "
+            "release's own source by sync_compat).")
+
+    def add_arguments(self, parser):
+        add_check_arguments(parser)
+        parser.add_argument("--format", choices=["table", "json"], default="table")
+
+    def handle(self, *args, **opts):
+        try:
+            report = check(request_from_options(opts))
+        except CompatInputError as e:
+            raise CommandError(f"--{e.field.replace('_', '-')}: {e.message}", returncode=2) from None
+        if opts["format"] == "json":
+            self.stdout.write(json.dumps(report.to_json(), indent=1))
+            return
+        w = self.stdout.write
+        w(f"vLLM {report.release} on {report.gpu} (platform {report.platform}, compute capability "
+          f"{report.compute_capability or '-'}), dtype {report.dtype}, kv_cache_dtype {report.kv_cache_dtype}, "
+          f"block_size {report.block_size or 'auto'}")
+        f = report.features
+        w(f"model: head_size {f.head_size}, MLA {f.use_mla}, sparse {f.use_sparse}, sinks {f.has_sink}, "
+          f"sliding window {f.has_sliding_window}, mm_prefix {f.use_mm_prefix}")
+        w("")
+        w(f"{'prio':>4}  {'backend':<28} {'verdict':<8} reasons / fixes")
+        for b in report.backends:
+            verdict = {True: "ok", False: "NO", None: "depends"}[b.ok]
+            prio = "-" if b.priority is None else str(b.priority)
+            detail = "; ".join(b.reasons) if b.reasons else ""
+            w(f"{prio:>4}  {b.name:<28} {verdict:<8} {detail}")
+            for fix in b.fixes:
+                w(f"{'':>4}  {'':<28} {'':<8} fix: {fix}")
+            for c in b.conditions:
+                when = " and ".join(f"{k}={v}" for k, v in c.when)
+                w(f"{'':>4}  {'':<28} {'':<8} if {when}: {'ok' if not c.reasons else '; '.join(c.reasons)}")
+        w("")
+        w(f"auto: {report.auto_selected or 'none'}  (order from {report.auto_source})")
+        for c in report.auto_conditions:
+            w(f"  note: {c}")
+        if report.requested_backend:
+            w(f"requested: {report.requested_backend} -> {'works' if report.ok else 'fails'}")
+        if report.error:
+            w(f"vLLM would fail at startup: {report.error}")
+        for s in report.speculative:
+            w(f"speculative: {'ok' if s.ok else 'NO'}: {s.reason}" + (f" (fix: {s.fix})" if s.fix else "")
+              + (f" [{s.source}]" if s.source else ""))
+        for a in report.assumptions:
+            w(f"assumed: {a}")

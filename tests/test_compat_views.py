@@ -1,0 +1,56 @@
+"""The /compat/ matrix page and the verdict page (fragment ``compat/_verdict.html``)."""
+from __future__ import annotations
+
+from django.template.loader import render_to_string
+
+from compat.checks import verdict_for
+from tests.conftest import load_config
+
+
+def test_it_shows_the_default_matrix(client):
+    r = client.get("/compat/")
+    assert r.status_code == 200
+    html = r.content.decode()
+    assert 'id="matrix-gpus"' in html and 'id="matrix-kv"' in html and 'id="matrix-declared"' in html
+    # cells link to their verdict with reasons; backend names link to the vLLM source at the release tag
+    assert "/compat/verdict/?model=meta-llama%2FLlama-3.1-8B-Instruct" in html
+    assert "https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/v1/attention/backends/flash_attn.py#L" in html
+
+
+def test_it_filters_by_release_platform_model_and_kv_dtype(client):
+    r = client.get("/compat/", {"vllm_version": "0.19.0", "platform": "cuda",
+                                "model": "deepseek-ai/DeepSeek-V3", "kv_cache_dtype": "fp8"})
+    assert r.status_code == 200
+    html = r.content.decode()
+    assert "vLLM 0.19.0, cuda" in html and "head size 576" in html
+
+
+def test_it_answers_400_for_an_unknown_platform(client):
+    r = client.get("/compat/", {"platform": "tpu"})
+    assert r.status_code == 400
+
+
+def test_the_verdict_page_shows_reasons_and_fixes(client):
+    r = client.get("/compat/verdict/", {"model": "deepseek-ai/DeepSeek-V3", "gpu": "H100", "kv_cache_dtype": "fp8",
+                                        "attention_backend": "FLASH_ATTN_MLA"})
+    assert r.status_code == 200
+    html = r.content.decode()
+    assert 'id="compat-verdict"' in html and "kv_cache_dtype not supported" in html
+    assert "fix: FLASH_ATTN_MLA accepts only" in html
+
+
+def test_the_verdict_page_keeps_bad_input_with_a_400(client):
+    r = client.get("/compat/verdict/", {"model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "H900"})
+    assert r.status_code == 400
+    assert "unknown GPU" in r.content.decode() and 'value="H900"' in r.content.decode()
+
+
+def test_the_fragment_renders_for_the_calculator_results():
+    report = verdict_for(load_config("meta-llama__Llama-3.1-8B-Instruct.json"), "B200")
+    html = render_to_string("compat/_verdict.html", {"verdict": report})
+    assert "vLLM picks <strong>FLASHINFER</strong>" in html  # cuda.py:158 SM100 order
+
+
+def test_the_matrix_shows_what_changed_since_the_previous_release(client):
+    html = client.get("/compat/", {"vllm_version": "0.32.0"}).content.decode()
+    assert 'id="release-diff"' in html and "0.19.0" in html and "CPU_MLA" in html

@@ -1,0 +1,362 @@
+"""Speed predictions: roofline terms computed by hand from real configs and the GPU catalog, the
+acceptance-length formula, the public speculative-decoding logs, and the break-even solver."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from calculator.charts import speedup_chart_for, speedup_chart_spec
+from calculator.engine import EngineInput, EngineInputError, estimate
+from calculator.engine import perf
+from calculator.engine.gpus import DATA_FILE as GPU_FILE
+
+from .conftest import load_config
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def catalog(name: str) -> dict:
+    return next(g for g in json.loads(GPU_FILE.read_text())["gpus"] if g["name"] == name)
+
+
+@pytest.fixture(autouse=True)
+def _no_measured_overrides():
+    perf.reset_measured_efficiency()
+    yield
+    perf.reset_measured_efficiency()
+
+
+# --- Llama-3.1-8B-Instruct (dense, GQA, bf16) on one H100 -------------------------------------------------
+LLAMA = "meta-llama__Llama-3.1-8B-Instruct.json"
+
+
+def llama_by_hand() -> dict:
+    c = load_config(LLAMA)
+    h, layers, heads, kv, inter, vocab = (c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"],
+                                          c["num_key_value_heads"], c["intermediate_size"], c["vocab_size"])
+    hd = h // heads
+    attn = layers * (h * heads * hd + 2 * h * kv * hd + heads * hd * h)
+    mlp = layers * 3 * h * inter
+    lm_head = vocab * h  # untied: the embedding table is only looked up, lm_head is read every step
+    norms = (2 * layers + 1) * h
+    return dict(h=h, layers=layers, heads=heads, hd=hd, matmul=attn + mlp + lm_head,
+                weight_bytes=2 * (attn + mlp + lm_head + norms), kv_per_token=layers * 2 * kv * hd * 2)
+
+
+def test_dense_decode_step_is_weights_plus_kv_over_bandwidth():
+    m = llama_by_hand()
+    gpu = catalog(H100)
+    eff = perf.get_efficiency(H100)
+    prompt, out, batch = 1536, 1024, 4
+    ctx = prompt + out // 2  # mean context over the generation: 2048
+    inp = EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192)
+    r = perf.estimate_speed(inp, prompt_len=prompt, output_len=out, concurrency=batch)
+
+    assert r.effective_concurrency == batch and r.mean_context == 2048
+    kv_bytes = m["kv_per_token"] * ctx * batch
+    assert r.decode.bytes_weights == pytest.approx(m["weight_bytes"], rel=1e-6)
+    assert r.decode.bytes_kv == pytest.approx(kv_bytes, rel=1e-9)
+    memory_ms = (m["weight_bytes"] + kv_bytes) / (gpu["bandwidth_gbps"] * 1e9 * eff.mem_bw) * 1e3
+    flops = 2 * m["matmul"] * batch + batch * 4 * m["layers"] * m["heads"] * m["hd"] * ctx
+    compute_ms = flops / (gpu["tflops_bf16"] * 1e12 * eff.compute) * 1e3
+    assert r.decode.flops == pytest.approx(flops, rel=1e-6)
+    assert r.decode.memory_ms == pytest.approx(memory_ms, rel=1e-6)
+    assert r.decode.compute_ms == pytest.approx(compute_ms, rel=1e-6)
+    assert r.decode.bound == "memory" and r.decode.comm_ms == 0
+    assert r.decode_step_ms == pytest.approx(memory_ms + eff.step_overhead_ms, rel=1e-4)
+    assert r.compute_dtype == "bf16/fp16"
+
+
+def test_dense_prefill_ttft_is_flops_over_tflops():
+    m = llama_by_hand()
+    gpu = catalog(H100)
+    eff = perf.get_efficiency(H100)
+    p = 1536
+    inp = EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192)
+    r = perf.estimate_speed(inp, prompt_len=p, output_len=64, concurrency=1)
+    # one chunk (max_num_batched_tokens 8192 on an H100): 2 x params x P + causal attention over P(P+1)/2 pairs
+    flops = 2 * m["matmul"] * p + 4 * m["layers"] * m["heads"] * m["hd"] * p * (p + 1) / 2
+    assert r.prefill.flops == pytest.approx(flops, rel=1e-6)
+    assert r.prefill.bound == "compute"
+    ttft = flops / (gpu["tflops_bf16"] * 1e12 * eff.compute) * 1e3 + eff.step_overhead_ms
+    assert r.ttft_ms == pytest.approx(ttft, rel=1e-4)  # concurrency 1: no other prefill to wait for
+    # concurrency 1: TPOT is the decode step; tok/s = O / (TTFT + (O-1) TPOT)
+    assert r.itl_ms == pytest.approx(r.decode_step_ms, abs=1e-3)
+    assert r.output_tokens_per_s == pytest.approx(64 / ((r.ttft_ms + 63 * r.itl_ms) / 1e3), rel=1e-3)
+
+
+def test_tensor_parallel_adds_two_ring_all_reduces_per_layer():
+    m = llama_by_hand()
+    eff = perf.get_efficiency(H100)
+    link_gbps, _ = perf.interconnect(perf.get_gpu(H100))
+    assert link_gbps == 450  # NVLink 4, 900 GB/s bidirectional
+    inp = EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192, tensor_parallel_size=2)
+    r = perf.estimate_speed(inp, prompt_len=1024, output_len=2, concurrency=1)
+    msg = 1 * m["h"] * 2  # one token's hidden state in bf16
+    per = eff.allreduce_latency_us * 1e-6 + 2 * (2 - 1) / 2 * msg / (link_gbps * 1e9)
+    assert r.decode.comm_ms == pytest.approx(2 * m["layers"] * per * 1e3, rel=1e-9)
+    # each of the two GPUs reads half of the sharded weights (norms are replicated)
+    norms = 2 * (2 * m["layers"] + 1) * m["h"]
+    assert r.decode.bytes_weights == pytest.approx((m["weight_bytes"] - norms) / 2 + norms, rel=1e-6)
+
+
+# --- Qwen3-30B-A3B (MoE: 128 experts, top-8) ------------------------------------------------------------
+QWEN_MOE = "Qwen__Qwen3-30B-A3B.json"
+
+
+def qwen_moe_by_hand() -> dict:
+    c = load_config(QWEN_MOE)
+    h, layers, heads, kv, hd = (c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"],
+                                c["num_key_value_heads"], c["head_dim"])
+    e, k, mi, vocab = c["num_experts"], c["num_experts_per_tok"], c["moe_intermediate_size"], c["vocab_size"]
+    attn = h * heads * hd + 2 * h * kv * hd + heads * hd * h + 2 * hd  # q, k, v, o + q/k RMSNorm
+    router = h * e
+    expert = 3 * h * mi
+    norms = 2 * h
+    dense = layers * (attn + router + norms) + h + vocab * h  # + final norm + lm_head (untied)
+    return dict(e=e, k=k, layers=layers, dense=dense, experts=layers * e * expert,
+                active_matmul=layers * (attn + router + k * expert) + vocab * h)
+
+
+@pytest.mark.parametrize("batch", [1, 16])
+def test_moe_decode_reads_only_the_experts_the_batch_touches(batch):
+    m = qwen_moe_by_hand()
+    inp = EngineInput(hf_config=load_config(QWEN_MOE), gpu=H100, max_model_len=4096)
+    r = perf.estimate_speed(inp, prompt_len=128, output_len=2, concurrency=batch)
+    touched = m["e"] * (1 - (1 - m["k"] / m["e"]) ** batch)  # 8 for one token, ~82.4 for 16
+    assert r.decode.experts_touched == pytest.approx(touched, rel=1e-9)
+    if batch == 1:
+        assert touched == pytest.approx(8)
+    expected = 2 * (m["dense"] + m["experts"] * touched / m["e"])
+    assert r.decode.bytes_weights == pytest.approx(expected, rel=1e-6)
+    # FLOPs use the active parameters (top-8 experts per token) regardless of how many experts are touched
+    ctx = 128 + 1
+    attn_flops = batch * 4 * m["layers"] * 32 * 128 * ctx
+    assert r.decode.flops == pytest.approx(2 * m["active_matmul"] * batch + attn_flops, rel=1e-6)
+
+
+def test_fp8_checkpoint_uses_fp8_tensor_cores_on_hopper_and_halves_the_bytes():
+    bf16 = perf.estimate_speed(EngineInput(hf_config=load_config(QWEN_MOE), gpu=H100, max_model_len=4096),
+                               prompt_len=128, output_len=2)
+    fp8 = perf.estimate_speed(EngineInput(hf_config=load_config("Qwen__Qwen3-30B-A3B-FP8.json"), gpu=H100,
+                                          max_model_len=4096), prompt_len=128, output_len=2)
+    assert fp8.compute_dtype == "fp8"
+    # linears in fp8 (+ block scales), lm_head / norms / router stay bf16: a bit more than half
+    assert 0.5 < fp8.decode.bytes_weights / bf16.decode.bytes_weights < 0.56
+
+
+# --- speculative decoding -------------------------------------------------------------------------------
+def test_acceptance_length_formula():
+    assert perf.acceptance_length(0.5, 3) == pytest.approx(1 + 0.5 + 0.25 + 0.125)
+    assert perf.acceptance_length(0.8, 1) == pytest.approx(1.8)
+    assert perf.acceptance_length(0.0, 5) == 1.0
+    assert perf.acceptance_length(1.0, 4) == 5.0
+    assert perf.alpha_from_acceptance_length(1.875, 3) == pytest.approx(0.5, abs=1e-9)
+    with pytest.raises(EngineInputError):
+        perf.acceptance_length(1.2, 3)
+
+
+def test_public_per_position_rates_give_the_logged_acceptance_length(ground_truth):
+    cases = [c for c in ground_truth["spec_decode_cases"] if c["per_position_acceptance_rate"]]
+    checked = 0
+    for case in cases:
+        rates = case["per_position_acceptance_rate"]
+        assert len(rates) == case["num_speculative_tokens"], case["id"]
+        length = perf.acceptance_length_from_per_position(rates)
+        if case["mean_acceptance_length"] is not None:
+            assert length == pytest.approx(case["mean_acceptance_length"], abs=0.02), case["id"]
+            checked += 1
+        if case["draft_acceptance_rate"] is not None:  # vLLM's "Avg Draft acceptance rate" = (AL - 1) / k
+            assert (length - 1) / len(rates) == pytest.approx(case["draft_acceptance_rate"], abs=0.006), case["id"]
+    assert checked >= 6
+
+
+def test_shipped_typical_figures_match_the_shared_cases(ground_truth):
+    shared = {c["id"]: c for c in ground_truth["spec_decode_cases"]}
+    for fig in perf.typical_figures():
+        case = shared[fig.case_id]
+        assert fig.source_url == case["source_url"]
+        assert fig.num_speculative_tokens == case["num_speculative_tokens"]
+        logged = case["mean_acceptance_length"]
+        if logged is None:
+            logged = 1 + sum(case["per_position_acceptance_rate"])
+        assert fig.mean_acceptance_length == pytest.approx(logged, abs=1e-3)
+        assert fig.label == "public figure"
+        # the per-token rate reproduces the figure at its own k
+        assert perf.acceptance_length(fig.alpha, fig.num_speculative_tokens) == pytest.approx(logged, abs=1e-6)
+
+
+def test_break_even_solver_by_hand():
+    # k = 1: AL = 1 + a, so a* = cost - 1
+    assert perf.break_even_acceptance_rate(1.25, 1) == pytest.approx(0.25, abs=1e-9)
+    # k = 2: 1 + a + a^2 = 1.75  ->  a = (-1 + sqrt(1 + 3)) / 2 = 0.5
+    assert perf.break_even_acceptance_rate(1.75, 2) == pytest.approx(0.5, abs=1e-9)
+    assert perf.break_even_acceptance_rate(0.9, 3) == 0.0
+    assert perf.break_even_acceptance_rate(4.0, 3) is None
+
+
+def test_ngram_break_even_at_high_concurrency_by_hand():
+    """ngram drafts on the CPU; k=1 verifies 2 tokens per request. At 256 requests the verification pass
+    is compute-bound while a plain step is memory-bound, so the break-even is t_verify/t_step - 1."""
+    m = llama_by_hand()
+    gpu = catalog(H100)
+    eff = perf.get_efficiency(H100)
+    batch, prompt, out = 256, 512, 128
+    ctx = prompt + out // 2
+    inp = EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192,
+                      speculative_config={"method": "ngram", "num_speculative_tokens": 1})
+    r = perf.estimate_speed(inp, prompt_len=prompt, output_len=out, concurrency=batch, acceptance_rate=0.6)
+    bw, peak = gpu["bandwidth_gbps"] * 1e9 * eff.mem_bw, gpu["tflops_bf16"] * 1e12 * eff.compute
+    per_pair = 4 * m["layers"] * m["heads"] * m["hd"]
+    kv = m["kv_per_token"] * ctx * batch
+    step = max((m["weight_bytes"] + kv) / bw, (2 * m["matmul"] * batch + batch * per_pair * ctx) / peak)
+    verify = max((m["weight_bytes"] + kv) / bw, (2 * m["matmul"] * 2 * batch + batch * per_pair * (2 * ctx - 1)) / peak)
+    ovh = eff.step_overhead_ms * 1e-3
+    ratio = (verify + ovh) / (step + ovh)
+    assert r.spec.cost_ratio == pytest.approx(ratio, rel=1e-3)
+    assert r.spec.break_even_acceptance_rate == pytest.approx(ratio - 1, abs=1e-3)
+    assert r.spec.mean_acceptance_length == pytest.approx(1.6)
+    assert r.spec.verify.bound == "compute"
+    assert any("compute-bound" in w for w in r.warnings)
+    fields = perf.speed_fields(inp, None, prompt, out, batch, acceptance_rate=0.6)
+    assert fields["spec_speedup"] == r.spec.speedup and fields["itl_ms"] == r.spec.itl_ms
+
+
+def test_free_drafter_with_memory_bound_verify_pays_at_any_acceptance():
+    inp = EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192,
+                      speculative_config={"method": "ngram", "num_speculative_tokens": 3})
+    r = perf.estimate_speed(inp, prompt_len=512, output_len=128, concurrency=1, acceptance_rate=0.5)
+    assert r.spec.verify.bound == "memory"
+    assert r.spec.cost_ratio == pytest.approx(1.0, abs=1e-9)  # same bytes read, 4 tokens instead of 1
+    assert r.spec.break_even_acceptance_rate == 0.0
+    assert r.spec.speedup == pytest.approx(1.875, rel=0.01)
+
+
+def test_eagle3_uses_the_public_figure_and_a_one_layer_head():
+    target, head = load_config(LLAMA), load_config("yuhuili__EAGLE3-LLaMA3.1-Instruct-8B.json")
+    inp = EngineInput(hf_config=target, draft_hf_config=head, gpu=H100, max_model_len=8192,
+                      speculative_config={"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+                                          "num_speculative_tokens": 3})
+    est = estimate(inp)
+    r = perf.estimate_speed(inp, est, prompt_len=1024, output_len=256, concurrency=1)
+    sp = r.spec
+    assert sp.typical.case_id == "sd-003"
+    assert sp.mean_acceptance_length == pytest.approx(2.26, abs=0.01)  # same k as the public figure
+    # the head: one decoder layer + fc (3h -> h) + q/k/v over 2h + a 32000-token lm_head, in bf16, per pass
+    h, inter, kvd = 4096, 14336, 8 * 128
+    head_params = (2 * h * h + 2 * h * kvd) + 3 * h * inter + 3 * h * h + h * (h + 2 * kvd) + 32000 * h
+    head_ms = head_params * 2 / (catalog(H100)["bandwidth_gbps"] * 1e9 * perf.get_efficiency(H100).mem_bw) * 1e3
+    assert sp.draft_ms == pytest.approx(3 * head_ms, rel=0.05)
+    assert 1.5 < sp.speedup < sp.mean_acceptance_length
+    fields = perf.speed_fields(inp, est, 1024, 256, 1)
+    assert set(fields) == {"ttft_ms", "itl_ms", "output_tokens_per_s", "mean_acceptance_length", "spec_speedup",
+                           "break_even_acceptance_rate", "speed_sources", "speed_warnings"}
+    assert fields["itl_ms"] == pytest.approx(r.itl_ms / sp.speedup, rel=1e-3)
+
+
+def test_user_rate_overrides_the_public_figure_and_low_acceptance_is_a_stop_sign():
+    head = load_config("yuhuili__EAGLE-LLaMA3-Instruct-8B.json")
+    inp = EngineInput(hf_config=load_config(LLAMA), draft_hf_config=head, gpu=H100, max_model_len=8192,
+                      speculative_config={"method": "eagle", "model": "x", "num_speculative_tokens": 4})
+    r = perf.estimate_speed(inp, prompt_len=512, output_len=128, acceptance_rate=0.05, temperature=1.0)
+    assert r.spec.acceptance_rate == 0.05 and "user input" in r.spec.acceptance_rate_source
+    assert r.spec.speedup < 1
+    assert any(w.startswith("stop sign") for w in r.warnings)
+    assert any("temperature 1.0" in w for w in r.warnings)
+
+
+def test_method_without_public_figure_asks_for_a_rate():
+    inp = EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192,
+                      speculative_config={"method": "ngram", "num_speculative_tokens": 3})
+    fields = perf.speed_fields(inp, None, 512, 128, 1)
+    assert fields["spec_speedup"] is None and fields["mean_acceptance_length"] is None
+    assert fields["break_even_acceptance_rate"] == 0.0
+    assert any("--acceptance-rate" in w for w in fields["speed_warnings"])
+
+
+# --- concurrency, curves, bad input, efficiency hook ----------------------------------------------------
+def test_concurrency_is_capped_by_the_kv_cache():
+    inp = EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192)
+    est = estimate(inp)
+    r = perf.estimate_speed(inp, est, prompt_len=7000, output_len=1000, concurrency=1000)
+    assert r.effective_concurrency == est.kv_cache_tokens // 8000
+    assert any("limited by the KV cache" in w for w in r.warnings)
+    xs = [p.x for p in r.vs_concurrency]
+    assert xs == sorted(xs) and xs[-1] == r.effective_concurrency
+    tps = [p.output_tokens_per_s for p in r.vs_concurrency]
+    assert tps == sorted(tps)  # throughput grows with the batch in this range
+    itl = [p.itl_ms for p in r.vs_context]
+    assert itl == sorted(itl)  # longer context, more KV to read
+
+
+@pytest.mark.parametrize("kwargs,field", [(dict(prompt_len=0), "prompt_len"), (dict(concurrency=-1), "concurrency"),
+                                          (dict(acceptance_rate=1.5), "acceptance_rate")])
+def test_bad_input_names_the_field(kwargs, field):
+    inp = EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192)
+    with pytest.raises(EngineInputError) as err:
+        perf.estimate_speed(inp, **{"prompt_len": 512, "output_len": 64, **kwargs})
+    assert err.value.field == field
+
+
+def test_measured_itl_refines_the_bandwidth_efficiency():
+    inp = EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192)
+    r = perf.estimate_speed(inp, prompt_len=512, output_len=64, concurrency=1)
+    measured = r.itl_ms * 1.2
+    eff = perf.efficiency_from_measurement(r, measured_itl_ms=measured, source="test run")
+    perf.apply_measured_efficiency(H100, eff)
+    again = perf.estimate_speed(inp, prompt_len=512, output_len=64, concurrency=1)
+    assert again.itl_ms == pytest.approx(measured, rel=1e-3)
+    assert again.efficiency["source"] == "test run"
+
+
+def test_speedup_chart_marks_break_even_and_expected_point():
+    inp = EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192,
+                      speculative_config={"method": "ngram", "num_speculative_tokens": 1})
+    r = perf.estimate_speed(inp, prompt_len=512, output_len=128, concurrency=256, acceptance_rate=0.6)
+    spec = speedup_chart_for(r.spec)
+    json.dumps(spec)
+    assert spec["$schema"].endswith("vega-lite/v5.json")
+    rule = spec["layer"][2]["data"]["values"][0]
+    assert rule["alpha"] == pytest.approx(r.spec.break_even_acceptance_rate, abs=1e-4)
+    point = spec["layer"][3]["data"]["values"][0]
+    assert point["alpha"] == 0.6 and point["speedup"] == pytest.approx(r.spec.speedup, abs=1e-3)
+    # the curve crosses 1 at the break-even rate
+    below = [s for a, s in r.spec.speedup_curve if a < r.spec.break_even_acceptance_rate - 0.01]
+    above = [s for a, s in r.spec.speedup_curve if a > r.spec.break_even_acceptance_rate + 0.01]
+    assert max(below) < 1 < min(above)
+    never = speedup_chart_spec([(0.0, 0.5), (0.99, 0.9)], break_even=None)
+    assert len(never["layer"]) == 2 and "never pays" in never["title"]["subtitle"]
+    assert not math.isnan(r.spec.cost_ratio)
+
+
+# --- the estimate command ---------------------------------------------------------------------------------
+def test_estimate_command_carries_the_speed_fields():
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    from .conftest import CONFIGS
+
+    out = StringIO()
+    call_command("estimate", "--config", str(CONFIGS / LLAMA), "--gpu", "H100", "--max-model-len", "8192",
+                 "--prompt-len", "1536", "--output-len", "1024", "--concurrency", "4", "--format", "json", stdout=out)
+    data = json.loads(out.getvalue())
+    m = llama_by_hand()
+    eff = perf.get_efficiency(H100)
+    step_ms = (m["weight_bytes"] + m["kv_per_token"] * 2048 * 4) / (3350e9 * eff.mem_bw) * 1e3 + eff.step_overhead_ms
+    assert data["itl_ms"] >= step_ms * 0.999  # the step plus the stalls from the other 3 requests' prefills
+    assert data["ttft_ms"] > 0 and data["output_tokens_per_s"] > 0 and "spec_speedup" not in data
+
+    out = StringIO()
+    call_command("estimate", "--config", str(CONFIGS / LLAMA), "--gpu", "H100", "--max-model-len", "8192",
+                 "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 2}', "--acceptance-rate", "0.5",
+                 "--format", "json", stdout=out)
+    data = json.loads(out.getvalue())
+    assert data["mean_acceptance_length"] == pytest.approx(1.75)
+    assert data["break_even_acceptance_rate"] == 0.0 and data["spec_speedup"] > 1
+
+    with pytest.raises(CommandError) as err:
+        call_command("estimate", "--config", str(CONFIGS / LLAMA), "--acceptance-rate", "2")
+    assert str(err.value).startswith("acceptance_rate") and err.value.returncode == 2
