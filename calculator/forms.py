@@ -53,6 +53,10 @@ QUANTIZATION_SUGGESTIONS = (
     "modelopt_fp4", "mxfp4", "bitsandbytes", "gguf", "experts_int8", "moe_wna16",
 )
 
+# Speed prediction defaults: ``manage.py estimate``'s, which follow ``vllm bench serve --dataset-name random``
+# (1024 tokens in, 128 out) at one request in flight.
+SPEED_DEFAULTS = {"prompt_len": 1024, "output_len": 128, "concurrency": 1}
+
 # Methods whose draft weights come from ``speculative_config.model`` (vllm/config/speculative.py).
 DRAFT_MODEL_METHODS = ("draft_model", "eagle", "eagle3")
 
@@ -171,6 +175,8 @@ class EstimateForm(forms.Form):
     concurrency = forms.IntegerField(
         required=False, min_value=1, max_value=100_000, help_text="expected concurrent requests"
     )
+    prompt_len = HumanIntField(required=False, min_value=1, max_value=2**24, help_text="prompt tokens per request")
+    output_len = HumanIntField(required=False, min_value=1, max_value=2**24, help_text="output tokens per request")
     dtype = forms.ChoiceField(required=False, choices=_choices(DType), initial="auto")
     quantization = forms.CharField(required=False, max_length=40)
     kv_cache_dtype = forms.ChoiceField(required=False, choices=_choices(KVCacheDType), initial="auto")
@@ -356,7 +362,9 @@ def _widget_attrs(fields: dict[str, forms.Field]) -> None:
     fields["speculative_model"].widget.attrs["placeholder"] = "draft model org/name"
     for name in ("max_model_len", "gpu_memory_utilization", "block_size", "max_num_batched_tokens", "max_num_seqs"):
         fields[name].widget.attrs["placeholder"] = "release default"
-    fields["concurrency"].widget.attrs["placeholder"] = "e.g. 32"
+    fields["concurrency"].widget.attrs["placeholder"] = "1"
+    fields["prompt_len"].widget.attrs["placeholder"] = str(SPEED_DEFAULTS["prompt_len"])
+    fields["output_len"].widget.attrs["placeholder"] = str(SPEED_DEFAULTS["output_len"])
     fields["num_speculative_tokens"].widget.attrs["placeholder"] = "e.g. 3"
     fields["acceptance_rate"].widget.attrs["placeholder"] = "e.g. 0.7"
     fields["max_model_len"].widget.attrs["inputmode"] = "numeric"

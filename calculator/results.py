@@ -87,6 +87,11 @@ class Outcome:
     footnotes: Footnotes
     refs: dict[str, dict[str, Any] | None]
     charts: dict[str, dict[str, Any]]
+    speed: Any = None  # calculator.engine.perf.SpeedResult, or None when it could not be predicted
+    speed_error: str | None = None
+    speed_params: dict[str, int] = field(default_factory=dict)
+    compat: Any = None  # compat.checks.CompatReport, or None while the compat app is absent
+    compat_error: str | None = None
 
     @property
     def num_gpus(self) -> int:
@@ -238,11 +243,91 @@ def memory_segments(result: EstimateResult, notes: Footnotes) -> list[dict[str, 
     return parts
 
 
-def build(form, inp: EngineInput, meta: Any) -> Outcome:
-    """Run the engine for a valid ``EstimateForm`` and its ``EngineInput``.
+def speed_params(data: dict[str, Any]) -> dict[str, Any]:
+    """``prompt_len``, ``output_len``, ``concurrency`` (form values or ``SPEED_DEFAULTS``) and
+    ``acceptance_rate`` for ``calculator.engine.perf``."""
+    from calculator.forms import SPEED_DEFAULTS
+
+    params = {k: data.get(k) or default for k, default in SPEED_DEFAULTS.items()}
+    params["acceptance_rate"] = data.get("acceptance_rate")
+    return params
+
+
+def _memo(key: tuple, compute):
+    """Per-process LRU shared with ``cached_estimate`` (same size bound), for derived results."""
+    text = repr(key)
+    hit = _CACHE.get(text)
+    if hit is None:
+        hit = compute()
+        _CACHE[text] = hit
+        if len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    else:
+        _CACHE.move_to_end(text)
+    return hit
+
+
+def _speed(inp: EngineInput, result: EstimateResult, params: dict[str, Any]):
+    """``(SpeedResult, None)`` or ``(None, message)``: TTFT / ITL / tok/s from ``calculator.engine.perf``."""
+    from calculator.engine import perf
+
+    try:
+        return _memo(("speed", inp.model_dump_json(), tuple(sorted(params.items()))),
+                     lambda: perf.estimate_speed(inp, result, **params)), None
+    except EngineInputError as exc:
+        return None, str(exc)
+
+
+def _compat(inp: EngineInput):
+    """``(CompatReport, None)``, ``(None, message)``, or ``(None, None)`` while compat is absent.
+    Include point: ``templates/compat/_verdict.html`` in ``calculator/_results.html``."""
+    try:
+        from compat.checks import CompatInputError, verdict_for
+    except ImportError:
+        return None, None
+    spec = None
+    if inp.speculative_config is not None:
+        spec = {**inp.speculative_config.model_dump(exclude_none=True), "draft_config": inp.draft_hf_config}
+    try:
+        key = ("compat", inp.model_label, inp.model_source, inp.gpu, inp.dtype, inp.kv_cache_dtype, inp.block_size,
+               inp.attention_backend, repr(spec), inp.vllm_version)  # not max_model_len: no compat rule reads it
+        report = _memo(key, lambda: verdict_for(
+            inp.hf_config, inp.gpu, dtype=inp.dtype, kv_cache_dtype=inp.kv_cache_dtype, block_size=inp.block_size,
+            attention_backend=inp.attention_backend, speculative_config=spec, vllm_version=inp.vllm_version))
+        return report, None
+    except CompatInputError as exc:
+        return None, f"{exc.field}: {exc}"
+
+
+def api_payload(form, inp: EngineInput, meta: Any) -> dict[str, Any]:
+    """What ``GET /api/estimate`` returns: the keys of ``manage.py estimate --format json``
+    (``EstimateResult.to_json()`` + ``model_source``, ``revision_sha``, ``model_notes`` + the speed
+    keys of ``calculator.engine.perf.speed_fields``).
 
     Raises:
-        EngineInputError: the engine rejects the input (the caller shows it by the field it names).
+        EngineInputError: the engine or the speed model rejects the input.
+    """
+    from calculator.engine import perf
+
+    result = cached_estimate(inp)
+    p = speed_params(form.cleaned_data)
+    out = result.to_json()
+    out["model_source"] = meta.source
+    out["revision_sha"] = meta.sha
+    out["model_notes"] = list(getattr(meta, "notes", []))
+    out.update(_memo(("speed_fields", inp.model_dump_json(), tuple(sorted(p.items()))),
+                     lambda: perf.speed_fields(inp, result, p["prompt_len"], p["output_len"], p["concurrency"],
+                                               p["acceptance_rate"])))
+    return out
+
+
+def build(form, inp: EngineInput, meta: Any) -> Outcome:
+    """Run the engine for a valid ``EstimateForm`` and its ``EngineInput``: memory, the
+    concurrency-vs-context curve, speed (``calculator.engine.perf``) and compatibility (``compat``).
+
+    Raises:
+        EngineInputError: the memory engine rejects the input (the caller shows it by the field it
+            names). Speed and compatibility errors are shown in their own sections instead.
     """
     data = form.cleaned_data
     result = cached_estimate(inp)
@@ -253,13 +338,20 @@ def build(form, inp: EngineInput, meta: Any) -> Outcome:
         "total_memory_gib", "requested_memory_gib", "available_kv_cache_gib")}
     curve = concurrency_curve(inp, result)
     argv = serve_argv(inp, data["model"], meta.sha or data.get("revision"))
+    params = speed_params(data)
+    speed, speed_error = _speed(inp, result, params)
+    compat, compat_error = _compat(inp)
+    charts = {"concurrency": concurrency_chart(curve, data.get("concurrency")), "kv_layers": kv_layer_chart(result)}
+    if speed is not None and speed.spec is not None:
+        from calculator.charts import speedup_chart_for
+
+        charts["speedup"] = speedup_chart_for(speed.spec)
     return Outcome(
         model_id=data["model"], inp=inp, result=result, sha=meta.sha, model_source=meta.source,
         model_notes=list(getattr(meta, "notes", [])),
         canonical_query=form.canonical_query(meta.sha),
         concurrency=data.get("concurrency"), acceptance_rate=data.get("acceptance_rate"),
         curve=curve, serve_argv=argv, serve_command=shlex.join(argv),
-        segments=segments, footnotes=notes, refs=refs,
-        charts={"concurrency": concurrency_chart(curve, data.get("concurrency")),
-                "kv_layers": kv_layer_chart(result)},
+        segments=segments, footnotes=notes, refs=refs, charts=charts,
+        speed=speed, speed_error=speed_error, speed_params=params, compat=compat, compat_error=compat_error,
     )

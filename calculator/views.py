@@ -41,25 +41,6 @@ def _validate_url() -> str | None:
         return None
 
 
-@lru_cache(maxsize=1)
-def _compat_verdict_for():
-    """``compat.checks.verdict_for`` once the compat app provides it, else ``None`` (looked up once)."""
-    try:
-        from compat.checks import verdict_for
-    except ImportError:
-        return None
-    return verdict_for
-
-
-def _compat_verdict(outcome: results.Outcome | None):
-    """The compat app's verdict for this configuration, or ``None`` while compat is not installed.
-    Include point: ``templates/compat/_verdict.html`` in ``calculator/_results.html``."""
-    verdict_for = _compat_verdict_for()
-    if outcome is None or verdict_for is None:
-        return None
-    return verdict_for(outcome.inp)
-
-
 @require_safe
 @vary_on_headers("HX-Request")
 def home(request: HttpRequest) -> HttpResponse:
@@ -71,7 +52,7 @@ def home(request: HttpRequest) -> HttpResponse:
     if outcome and not partial and list(request.GET.items()) != parse_qsl(outcome.canonical_query):
         return redirect(f"{request.path}?{outcome.canonical_query}")
     context = {
-        "form": form, "outcome": outcome, "partial": partial, "compat_verdict": _compat_verdict(outcome),
+        "form": form, "outcome": outcome, "partial": partial,
         "validate_url": _validate_url(), "catalog_models": catalog.catalog_models(),
     }
     if outcome:
@@ -86,8 +67,8 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @require_safe
 def api_estimate(request: HttpRequest) -> JsonResponse:
-    """``GET /api/estimate?<the form's parameters>`` -> ``EstimateResult.to_json()`` (the keys of
-    ``manage.py estimate --format json``); bad input -> 400 ``{"error": sentence, "field": name}``."""
+    """``GET /api/estimate?<the form's parameters>`` -> the keys of ``manage.py estimate --format json``
+    (``results.api_payload``); bad input -> 400 ``{"error": sentence, "field": name}``."""
     known = {*EstimateForm.base_fields, "speculative_config"}
     unknown = sorted(set(request.GET) - known)
     if unknown:
@@ -98,8 +79,8 @@ def api_estimate(request: HttpRequest) -> JsonResponse:
         field, message = form.error_list()[0]
         return JsonResponse({"error": f"{field}: {message}" if field else message, "field": field}, status=400)
     try:
-        inp, _meta = form.to_engine_input()
-        result = results.cached_estimate(inp)
+        inp, meta = form.to_engine_input()
+        payload = results.api_payload(form, inp, meta)
     except EngineInputError as exc:
         return JsonResponse({"error": str(exc), "field": exc.field}, status=400)
-    return JsonResponse(result.to_json())
+    return JsonResponse(payload)

@@ -102,10 +102,21 @@ def test_it_shards_kv_heads_over_tensor_parallel_gpus_and_halves_fp8(client):
     assert body["kv_bytes_per_token"] == 32 * 2 * (8 // 2) * 128 * 1 == 32768
 
 
-def test_it_has_the_keys_of_estimate_format_json(client):
-    from calculator.engine.schemas import EstimateResult
+def test_it_answers_what_estimate_format_json_prints(client):
+    import io
+    import json
 
-    assert set(_ok(client, f"model={LLAMA}")) == set(EstimateResult.model_fields)
+    from django.core.management import call_command
+
+    out = io.StringIO()
+    call_command("estimate", "--model", LLAMA, "--gpu", "A100", "--max-model-len", "16384",
+                 "--kv-cache-dtype", "fp8", "--concurrency", "4", "--format", "json", stdout=out)
+    cli = json.loads(out.getvalue())
+    api = _ok(client, f"model={LLAMA}&gpu=A100&max_model_len=16K&kv_cache_dtype=fp8&concurrency=4")
+    assert set(api) == set(cli)
+    for key in ("kv_cache_tokens", "num_gpu_blocks", "max_concurrency", "weights_gib", "available_kv_cache_gib",
+                "kv_bytes_per_token", "ttft_ms", "itl_ms", "output_tokens_per_s", "resolved", "model_source"):
+        assert api[key] == cli[key], key
 
 
 def test_it_reports_mla_as_one_latent_per_layer(client):

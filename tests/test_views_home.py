@@ -195,3 +195,28 @@ def test_it_says_when_a_model_does_not_fit(client):
 def test_it_compares_the_expected_concurrency(client):
     html = client.get(f"/?{CANONICAL}&concurrency=100000", follow=True).content.decode()
     assert "fewer than your 100,000" in html
+
+
+def test_it_includes_the_compat_verdict(client):
+    html = client.get(f"/?{CANONICAL}").content.decode()
+    assert 'id="compat-verdict"' in html and "vLLM picks" in html
+
+
+def test_it_shows_a_backend_that_does_not_fit_the_model(client):
+    # FLASHMLA serves MLA models only (DeepSeek); Llama-3.1 uses grouped-query attention
+    html = client.get(f"/?{CANONICAL}&attention_backend=FLASHMLA", follow=True).content.decode()
+    summary = re.search(r'id="compat-summary">(.*?)</p>', html, re.S).group(1)
+    assert "--attention-backend FLASHMLA: does not work" in " ".join(summary.split())
+
+
+def test_it_predicts_speed_at_the_given_lengths(client):
+    html = client.get(f"/?{CANONICAL}&prompt_len=2048&output_len=256&concurrency=4", follow=True).content.decode()
+    assert "prompt 2,048 tokens, output 256, 4 in flight" in html
+    assert re.search(r'id="ttft-ms">[\d.]+ ms<', html) and re.search(r'id="itl-ms">[\d.]+ ms<', html)
+
+
+def test_it_shows_the_speculative_speedup(client):
+    spec = '{"method":"eagle","model":"yuhuili/EAGLE-LLaMA3-Instruct-8B","num_speculative_tokens":3}'
+    html = client.get(f"/?{CANONICAL}&speculative_config={spec}&acceptance_rate=0.7", follow=True).content.decode()
+    assert 'id="spec-summary"' in html and "at α = 0.70" in html
+    assert '<script id="spec-speedup" type="application/json">' in html
