@@ -6,6 +6,7 @@ No Django request handling here (views stay thin) and no estimation either: ever
 """
 from __future__ import annotations
 
+import hashlib
 import shlex
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -92,6 +93,7 @@ class Outcome:
     speed_params: dict[str, int] = field(default_factory=dict)
     compat: Any = None  # compat.checks.CompatReport, or None while the compat app is absent
     compat_error: str | None = None
+    compat_key: str = ""  # what the compat verdict depends on (its rendered HTML is cached by it)
 
     @property
     def num_gpus(self) -> int:
@@ -278,6 +280,13 @@ def _speed(inp: EngineInput, result: EstimateResult, params: dict[str, Any]):
         return None, str(exc)
 
 
+def _compat_key(inp: EngineInput) -> tuple:
+    """The inputs compat's verdict reads (not ``max_model_len``, the parallel sizes or the workload)."""
+    spec = inp.speculative_config.model_dump_json() if inp.speculative_config else None
+    return ("compat", inp.model_label, inp.model_source, inp.gpu, inp.dtype, inp.kv_cache_dtype, inp.block_size,
+            inp.attention_backend, spec, inp.vllm_version)
+
+
 def _compat(inp: EngineInput):
     """``(CompatReport, None)``, ``(None, message)``, or ``(None, None)`` while compat is absent.
     Include point: ``templates/compat/_verdict.html`` in ``calculator/_results.html``."""
@@ -289,9 +298,7 @@ def _compat(inp: EngineInput):
     if inp.speculative_config is not None:
         spec = {**inp.speculative_config.model_dump(exclude_none=True), "draft_config": inp.draft_hf_config}
     try:
-        key = ("compat", inp.model_label, inp.model_source, inp.gpu, inp.dtype, inp.kv_cache_dtype, inp.block_size,
-               inp.attention_backend, repr(spec), inp.vllm_version)  # not max_model_len: no compat rule reads it
-        report = _memo(key, lambda: verdict_for(
+        report = _memo(_compat_key(inp), lambda: verdict_for(
             inp.hf_config, inp.gpu, dtype=inp.dtype, kv_cache_dtype=inp.kv_cache_dtype, block_size=inp.block_size,
             attention_backend=inp.attention_backend, speculative_config=spec, vllm_version=inp.vllm_version))
         return report, None
@@ -354,4 +361,5 @@ def build(form, inp: EngineInput, meta: Any) -> Outcome:
         curve=curve, serve_argv=argv, serve_command=shlex.join(argv),
         segments=segments, footnotes=notes, refs=refs, charts=charts,
         speed=speed, speed_error=speed_error, speed_params=params, compat=compat, compat_error=compat_error,
+        compat_key=hashlib.sha256(repr(_compat_key(inp)).encode()).hexdigest(),
     )
