@@ -19,6 +19,10 @@ from calculator.engine.errors import EngineInputError
 from calculator.forms import EstimateForm, tidy_query
 
 
+# Engine error fields that the form splits into several inputs: show the message by this one.
+_FORM_FIELD = {"speculative_config": "speculative_method", "speculative_config.model": "speculative_model"}
+
+
 def _evaluate(form: EstimateForm) -> results.Outcome | None:
     """Validate the form and run the engine; engine and metadata errors go onto the field they name."""
     if not form.is_valid():
@@ -27,7 +31,8 @@ def _evaluate(form: EstimateForm) -> results.Outcome | None:
         inp, meta = form.to_engine_input()
         return results.build(form, inp, meta)
     except EngineInputError as exc:
-        form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+        field = _FORM_FIELD.get(exc.field, exc.field)
+        form.add_error(field if field in form.fields else None, exc.message)
         form.engine_error_field = exc.field
         return None
 

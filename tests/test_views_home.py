@@ -220,3 +220,11 @@ def test_it_shows_the_speculative_speedup(client):
     html = client.get(f"/?{CANONICAL}&speculative_config={spec}&acceptance_rate=0.7", follow=True).content.decode()
     assert 'id="spec-summary"' in html and "at α = 0.70" in html
     assert '<script id="spec-speedup" type="application/json">' in html
+
+
+def test_it_shows_a_speculative_config_error_by_the_method_field(client):
+    # Llama-3.1 has no multi-token-prediction layers (config.json has no num_nextn_predict_layers)
+    spec = '{"method":"mtp","num_speculative_tokens":2}'
+    r = client.get(f"/?{CANONICAL}&speculative_config={spec}", HTTP_HX_REQUEST="true")
+    oob = re.search(r'id="errors-speculative_method" hx-swap-oob="true">(.*?)</div>', r.content.decode(), re.S).group(1)
+    assert "mtp" in oob
