@@ -109,3 +109,13 @@ def test_it_works_without_javascript(live_server, browser):
     assert "max_model_len=16384" in page.url  # redirected to the canonical permalink
     assert "revision=" not in page.url
     context.close()
+
+
+def test_the_estimate_button_also_updates_in_place(live_server, page):
+    page.goto(f"{live_server.url}/?model={LLAMA}&max_model_len=4096")
+    page.evaluate("window.__noReload = 'still here'")
+    page.fill("#id_max_model_len", "2048")
+    page.click("button[type=submit]")
+    page.wait_for_url("**max_model_len=2048**")
+    page.wait_for_selector("#curve-table tr.current >> text=2,048", state="attached")
+    assert page.evaluate("window.__noReload") == "still here"
