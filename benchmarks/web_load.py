@@ -11,6 +11,7 @@ Prints requests/s and p50/p95/p99 latency in milliseconds. Target: p95 < 30 ms.
 With no ``--url`` the server is the README's production one (``scripts/start``: gunicorn with
 ``WEB_CONCURRENCY`` workers); set ``VENV`` if the virtualenv is not ``.venv``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,7 +37,11 @@ VARYING = urlencode({"model": MODEL, "gpu": "H100", "vllm_version": "0.32.0"}, s
 ENDPOINTS = (
     ("results fragment (HX-Request)", lambda i: f"/?{QUERY}", {"HX-Request": "true"}),
     ("JSON API /api/estimate", lambda i: f"/api/estimate?{QUERY}", {}),
-    ("fragment, new max_model_len each", lambda i: f"/?{VARYING}&max_model_len={4096 + i}", {"HX-Request": "true"}),
+    (
+        "fragment, new max_model_len each",
+        lambda i: f"/?{VARYING}&max_model_len={4096 + i}",
+        {"HX-Request": "true"},
+    ),
 )
 
 
@@ -107,7 +112,11 @@ def run(host: str, port: int, path_for, headers: dict[str, str], total: int, con
 
 
 def pct(sorted_values: list[float], q: float) -> float:
-    return statistics.quantiles(sorted_values, n=100, method="inclusive")[q - 1] if len(sorted_values) > 1 else sorted_values[0]
+    return (
+        statistics.quantiles(sorted_values, n=100, method="inclusive")[q - 1]
+        if len(sorted_values) > 1
+        else sorted_values[0]
+    )
 
 
 def main() -> int:
@@ -125,17 +134,27 @@ def main() -> int:
     else:
         host, port = "127.0.0.1", free_port()
         env = {**os.environ, "PORT": str(port)}
-        server = subprocess.Popen([str(ROOT / "scripts" / "start")], cwd=ROOT, env=env, start_new_session=True,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server = subprocess.Popen(
+            [str(ROOT / "scripts" / "start")],
+            cwd=ROOT,
+            env=env,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     try:
         wait_ready(host, port)
         workers = os.environ.get("WEB_CONCURRENCY", "2") if server else "?"
-        print(f"server http://{host}:{port} (gunicorn workers: {workers}), model {MODEL}, "
-              f"{args.requests} requests per endpoint at concurrency {args.concurrency}\n")
+        print(
+            f"server http://{host}:{port} (gunicorn workers: {workers}), model {MODEL}, "
+            f"{args.requests} requests per endpoint at concurrency {args.concurrency}\n"
+        )
         print(f"{'endpoint':34} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'errors':>7}")
         worst_p95 = 0.0
         for n, (label, path_for, headers) in enumerate(ENDPOINTS):
-            warm = (lambda i: path_for(-1 - i)) if n == 2 else path_for  # warm-up must not pre-fill the misses
+            warm = (
+                (lambda i: path_for(-1 - i)) if n == 2 else path_for
+            )  # warm-up must not pre-fill the misses
             run(host, port, warm, headers, args.warmup, args.concurrency)
             lat, wall, errors = run(host, port, path_for, headers, args.requests, args.concurrency)
             lat.sort()
@@ -145,8 +164,10 @@ def main() -> int:
             print(f"{label:34} {len(lat) / wall:8.1f} {p50:8.1f} {p95:8.1f} {p99:8.1f} {len(errors):7d}")
             if errors:
                 print(f"  first error: {errors[0]}")
-        print(f"\ntarget p95 < 30 ms (repeated configuration): {'met' if worst_p95 < 30 else 'NOT met'} "
-              f"(worst p95 {worst_p95:.1f} ms); CPUs: {os.cpu_count()}, load generator on the same machine")
+        print(
+            f"\ntarget p95 < 30 ms (repeated configuration): {'met' if worst_p95 < 30 else 'NOT met'} "
+            f"(worst p95 {worst_p95:.1f} ms); CPUs: {os.cpu_count()}, load generator on the same machine"
+        )
         return 0
     finally:
         if server is not None:

@@ -8,6 +8,7 @@ release's default"; the engine resolves it and reports it in ``EstimateResult.re
 loads the model's metadata (``load_metadata``: database cache -> Hub -> offline catalog) and builds the
 ``EngineInput``.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,6 @@ from urllib.parse import urlencode
 from django import forms
 from django.core.exceptions import ValidationError
 from django.http import QueryDict
-
 from pydantic import ValidationError as PydanticValidationError
 
 from calculator import catalog
@@ -39,18 +39,47 @@ REVISION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]{0,127}")
 # vLLM 0.32 ``AttentionBackendEnum`` (vllm/v1/attention/backends/registry.py:40-140), the values
 # ``--attention-backend`` accepts, minus TORCH_SDPA (ViT only).
 ATTENTION_BACKENDS = (
-    "FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION", "FLASHMLA", "FLASHMLA_SPARSE",
-    "FLASHINFER_MLA", "CUTLASS_MLA", "TRITON_MLA", "FLASH_ATTN_MLA", "ROCM_ATTN", "ROCM_AITER_FA",
-    "ROCM_AITER_MLA", "ROCM_AITER_TRITON_MLA", "ROCM_SEGMENTED_ATTN", "TRITON_FLASH_ATTN",
-    "FLASH_ATTN_DIFFKV", "TRITON_ATTN_DIFFKV", "FLASHINFER_MLA_SPARSE", "ROCM_AITER_MLA_SPARSE",
-    "XPU_MLA_SPARSE", "TRITON_FLASHINFER", "NO_ATTENTION",
+    "FLASH_ATTN",
+    "FLASHINFER",
+    "TRITON_ATTN",
+    "FLEX_ATTENTION",
+    "FLASHMLA",
+    "FLASHMLA_SPARSE",
+    "FLASHINFER_MLA",
+    "CUTLASS_MLA",
+    "TRITON_MLA",
+    "FLASH_ATTN_MLA",
+    "ROCM_ATTN",
+    "ROCM_AITER_FA",
+    "ROCM_AITER_MLA",
+    "ROCM_AITER_TRITON_MLA",
+    "ROCM_SEGMENTED_ATTN",
+    "TRITON_FLASH_ATTN",
+    "FLASH_ATTN_DIFFKV",
+    "TRITON_ATTN_DIFFKV",
+    "FLASHINFER_MLA_SPARSE",
+    "ROCM_AITER_MLA_SPARSE",
+    "XPU_MLA_SPARSE",
+    "TRITON_FLASHINFER",
+    "NO_ATTENTION",
 )
 
 # vLLM 0.32 ``QuantizationMethods`` (vllm/model_executor/layers/quantization/__init__.py:15), the
 # common ones, offered as suggestions; the engine validates the value.
 QUANTIZATION_SUGGESTIONS = (
-    "fp8", "awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors", "modelopt",
-    "modelopt_fp4", "mxfp4", "bitsandbytes", "gguf", "experts_int8", "moe_wna16",
+    "fp8",
+    "awq",
+    "awq_marlin",
+    "gptq",
+    "gptq_marlin",
+    "compressed-tensors",
+    "modelopt",
+    "modelopt_fp4",
+    "mxfp4",
+    "bitsandbytes",
+    "gguf",
+    "experts_int8",
+    "moe_wna16",
 )
 
 # Speed prediction defaults: ``manage.py estimate``'s, which follow ``vllm bench serve --dataset-name random``
@@ -103,8 +132,11 @@ def load_metadata(model_id: str, revision: str | None, field: str = "model"):
     except DatabaseError:
         meta = catalog.catalog_lookup(model_id, count_params=False)
         if meta is None:
-            raise EngineInputError(field, f"{model_id!r} is not in the offline catalog and the metadata cache is "
-                                   "not set up (run `python manage.py migrate`; scripts/start does)") from None
+            raise EngineInputError(
+                field,
+                f"{model_id!r} is not in the offline catalog and the metadata cache is "
+                "not set up (run `python manage.py migrate`; scripts/start does)",
+            ) from None
     if len(_metadata_memo) > 1024:
         _metadata_memo.clear()
     _metadata_memo[key] = (time.monotonic() + METADATA_MEMO_TTL_S, meta)
@@ -127,7 +159,9 @@ def human_readable_int(value: str) -> int:
     if suffix.islower():
         return int(float(number) * {"k": 10**3, "m": 10**6, "g": 10**9}[suffix])
     if "." in number:
-        raise ValueError(f"decimals are not allowed with binary suffixes; did you mean {number}{suffix.lower()}?")
+        raise ValueError(
+            f"decimals are not allowed with binary suffixes; did you mean {number}{suffix.lower()}?"
+        )
     return int(number) * {"K": 2**10, "M": 2**20, "G": 2**30}[suffix]
 
 
@@ -166,17 +200,27 @@ GPU_CHOICES = [(gpu_key(g), f"{g.name} ({g.memory_gib:g} GiB)") for g in all_gpu
 class EstimateForm(forms.Form):
     """Everything ``estimate`` takes, named as its flags. Field order is the permalink's order."""
 
-    model = forms.CharField(max_length=200, help_text="Hugging Face model id, e.g. meta-llama/Llama-3.1-8B-Instruct")
-    revision = forms.CharField(required=False, max_length=128, help_text="branch, tag or commit sha (default: main)")
-    gpu = forms.CharField(required=False, initial=gpu_key(get_gpu(DEFAULT_GPU)), widget=forms.Select(choices=GPU_CHOICES))
+    model = forms.CharField(
+        max_length=200, help_text="Hugging Face model id, e.g. meta-llama/Llama-3.1-8B-Instruct"
+    )
+    revision = forms.CharField(
+        required=False, max_length=128, help_text="branch, tag or commit sha (default: main)"
+    )
+    gpu = forms.CharField(
+        required=False, initial=gpu_key(get_gpu(DEFAULT_GPU)), widget=forms.Select(choices=GPU_CHOICES)
+    )
     tensor_parallel_size = forms.IntegerField(required=False, min_value=1, max_value=1024, initial=1)
     pipeline_parallel_size = forms.IntegerField(required=False, min_value=1, max_value=1024, initial=1)
     max_model_len = HumanIntField(required=False, min_value=1, max_value=2**24)
     concurrency = forms.IntegerField(
         required=False, min_value=1, max_value=100_000, help_text="expected concurrent requests"
     )
-    prompt_len = HumanIntField(required=False, min_value=1, max_value=2**24, help_text="prompt tokens per request")
-    output_len = HumanIntField(required=False, min_value=1, max_value=2**24, help_text="output tokens per request")
+    prompt_len = HumanIntField(
+        required=False, min_value=1, max_value=2**24, help_text="prompt tokens per request"
+    )
+    output_len = HumanIntField(
+        required=False, min_value=1, max_value=2**24, help_text="output tokens per request"
+    )
     dtype = forms.ChoiceField(required=False, choices=_choices(DType), initial="auto")
     quantization = forms.CharField(required=False, max_length=40)
     kv_cache_dtype = forms.ChoiceField(required=False, choices=_choices(KVCacheDType), initial="auto")
@@ -185,13 +229,18 @@ class EstimateForm(forms.Form):
     )
     gpu_memory_utilization = forms.FloatField(required=False, min_value=0.01, max_value=1.0)
     vllm_version = forms.ChoiceField(
-        required=False, choices=[(v, f"vLLM {v}") for v in SUPPORTED_VLLM_VERSIONS], initial=DEFAULT_VLLM_VERSION
+        required=False,
+        choices=[(v, f"vLLM {v}") for v in SUPPORTED_VLLM_VERSIONS],
+        initial=DEFAULT_VLLM_VERSION,
     )
     speculative_method = forms.ChoiceField(required=False, choices=_choices(SpecMethod, blank="off"))
     speculative_model = forms.CharField(required=False, max_length=200)
     num_speculative_tokens = forms.IntegerField(required=False, min_value=1, max_value=64)
     acceptance_rate = forms.FloatField(
-        required=False, min_value=0.0, max_value=1.0, help_text="expected acceptance rate of draft tokens (speed only)"
+        required=False,
+        min_value=0.0,
+        max_value=1.0,
+        help_text="expected acceptance rate of draft tokens (speed only)",
     )
     block_size = forms.IntegerField(required=False, min_value=1, max_value=4096)
     max_num_batched_tokens = HumanIntField(required=False, min_value=1, max_value=2**24)
@@ -200,10 +249,6 @@ class EstimateForm(forms.Form):
 
     ADVANCED = ("block_size", "max_num_batched_tokens", "max_num_seqs", "enforce_eager")
     quantization_suggestions = QUANTIZATION_SUGGESTIONS
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.engine_error_field: str | None = None
 
     @property
     def error_slots(self) -> list[tuple[str, list[str]]]:
@@ -282,11 +327,15 @@ class EstimateForm(forms.Form):
         method = data.get("speculative_method") or None
         if method:
             if not data.get("num_speculative_tokens"):
-                self.add_error("num_speculative_tokens", f"Set the number of speculative tokens for {method}.")
+                self.add_error(
+                    "num_speculative_tokens", f"Set the number of speculative tokens for {method}."
+                )
             if method in DRAFT_MODEL_METHODS and not data.get("speculative_model"):
                 self.add_error("speculative_model", f"{method} needs a draft model id.")
         elif data.get("speculative_model") or data.get("num_speculative_tokens"):
-            self.add_error("speculative_method", "Pick a speculative decoding method (or clear the draft fields).")
+            self.add_error(
+                "speculative_method", "Pick a speculative decoding method (or clear the draft fields)."
+            )
         return data
 
     # -- building engine input -------------------------------------------------------------------
@@ -324,9 +373,20 @@ class EstimateForm(forms.Form):
             "gpu": data["gpu"].name,
             "speculative_config": spec,
         }
-        for name in ("tensor_parallel_size", "pipeline_parallel_size", "max_model_len", "gpu_memory_utilization",
-                     "dtype", "quantization", "kv_cache_dtype", "block_size", "max_num_seqs",
-                     "max_num_batched_tokens", "vllm_version", "attention_backend"):
+        for name in (
+            "tensor_parallel_size",
+            "pipeline_parallel_size",
+            "max_model_len",
+            "gpu_memory_utilization",
+            "dtype",
+            "quantization",
+            "kv_cache_dtype",
+            "block_size",
+            "max_num_seqs",
+            "max_num_batched_tokens",
+            "vllm_version",
+            "attention_backend",
+        ):
             value = data.get(name)
             if value not in (None, ""):
                 kwargs[name] = value
@@ -360,7 +420,13 @@ def _widget_attrs(fields: dict[str, forms.Field]) -> None:
     fields["quantization"].widget.attrs.update(list="quantization-methods", placeholder="from the checkpoint")
     fields["revision"].widget.attrs["placeholder"] = "main"
     fields["speculative_model"].widget.attrs["placeholder"] = "draft model org/name"
-    for name in ("max_model_len", "gpu_memory_utilization", "block_size", "max_num_batched_tokens", "max_num_seqs"):
+    for name in (
+        "max_model_len",
+        "gpu_memory_utilization",
+        "block_size",
+        "max_num_batched_tokens",
+        "max_num_seqs",
+    ):
         fields[name].widget.attrs["placeholder"] = "release default"
     fields["concurrency"].widget.attrs["placeholder"] = "1"
     fields["prompt_len"].widget.attrs["placeholder"] = str(SPEED_DEFAULTS["prompt_len"])

@@ -4,6 +4,7 @@ the concurrency-vs-context curve, and the Vega-Lite specs of the charts.
 No Django request handling here (views stay thin) and no estimation either: every number comes from
 ``calculator.engine.estimate``. Units: GiB = 2**30 bytes; KV bytes per token in bytes (KiB = 2**10 B).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -169,10 +170,18 @@ def concurrency_chart(curve: list[dict[str, Any]], expected: int | None) -> dict
         {
             "mark": {"type": "line", "point": True, "tooltip": True},
             "encoding": {
-                "x": {"field": "max_model_len", "type": "quantitative", "scale": {"type": "log", "base": 2},
-                      "title": "max_model_len (tokens)"},
-                "y": {"field": "max_concurrency", "type": "quantitative", "scale": {"type": "log"},
-                      "title": "max concurrency (full-length requests, log scale)"},
+                "x": {
+                    "field": "max_model_len",
+                    "type": "quantitative",
+                    "scale": {"type": "log", "base": 2},
+                    "title": "max_model_len (tokens)",
+                },
+                "y": {
+                    "field": "max_concurrency",
+                    "type": "quantitative",
+                    "scale": {"type": "log"},
+                    "title": "max concurrency (full-length requests, log scale)",
+                },
                 "tooltip": [
                     {"field": "max_model_len", "title": "max_model_len", "format": ","},
                     {"field": "max_concurrency", "title": "max concurrency", "format": ".2f"},
@@ -183,21 +192,28 @@ def concurrency_chart(curve: list[dict[str, Any]], expected: int | None) -> dict
         {
             "transform": [{"filter": "datum.current"}],
             "mark": {"type": "point", "filled": True, "size": 120, "color": "#d62728"},
-            "encoding": {"x": {"field": "max_model_len", "type": "quantitative"},
-                         "y": {"field": "max_concurrency", "type": "quantitative"},
-                         "tooltip": [{"field": "max_model_len", "title": "this max_model_len", "format": ","},
-                                     {"field": "max_concurrency", "title": "max concurrency", "format": ".2f"}]},
+            "encoding": {
+                "x": {"field": "max_model_len", "type": "quantitative"},
+                "y": {"field": "max_concurrency", "type": "quantitative"},
+                "tooltip": [
+                    {"field": "max_model_len", "title": "this max_model_len", "format": ","},
+                    {"field": "max_concurrency", "title": "max concurrency", "format": ".2f"},
+                ],
+            },
         },
     ]
     if expected:
-        layers.append({
-            "data": {"values": [{"expected": expected}]},
-            "mark": {"type": "rule", "strokeDash": [4, 4], "color": "#777"},
-            "encoding": {"y": {"field": "expected", "type": "quantitative"}},
-        })
+        layers.append(
+            {
+                "data": {"values": [{"expected": expected}]},
+                "mark": {"type": "rule", "strokeDash": [4, 4], "color": "#777"},
+                "encoding": {"y": {"field": "expected", "type": "quantitative"}},
+            }
+        )
     return {
         "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
-        "width": "container", "height": 220,
+        "width": "container",
+        "height": 220,
         "data": {"values": curve},
         "layer": layers,
     }
@@ -206,18 +222,25 @@ def concurrency_chart(curve: list[dict[str, Any]], expected: int | None) -> dict
 def kv_layer_chart(result: EstimateResult) -> dict[str, Any]:
     """Vega-Lite v5 spec: KV cache bytes per token on one GPU, one bar per layer type (KiB)."""
     rows = [
-        {"layer type": f"{g.kind}{' (draft)' if g.draft else ''} ×{g.num_layers}",
-         "KiB per token": round(g.bytes_per_token / 1024, 3)}
+        {
+            "layer type": f"{g.kind}{' (draft)' if g.draft else ''} ×{g.num_layers}",
+            "KiB per token": round(g.bytes_per_token / 1024, 3),
+        }
         for g in result.kv_by_layer_type
     ]
     return {
         "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
-        "width": "container", "height": {"step": 28},
+        "width": "container",
+        "height": {"step": 28},
         "data": {"values": rows},
         "mark": {"type": "bar", "tooltip": True},
         "encoding": {
             "y": {"field": "layer type", "type": "nominal", "title": None},
-            "x": {"field": "KiB per token", "type": "quantitative", "title": "KV cache KiB per token per GPU"},
+            "x": {
+                "field": "KiB per token",
+                "type": "quantitative",
+                "title": "KV cache KiB per token per GPU",
+            },
         },
     }
 
@@ -232,13 +255,26 @@ def memory_segments(result: EstimateResult, notes: Footnotes) -> list[dict[str, 
         if name == "cuda_graph_gib" and not result.cuda_graph_deducted:
             label += " (not deducted from KV)"
         if gib and gib > 0:
-            parts.append({"name": name, "label": label, "css": css, "gib": gib,
-                          "ref": notes.ref(result.sources.get(name))})
+            parts.append(
+                {
+                    "name": name,
+                    "label": label,
+                    "css": css,
+                    "gib": gib,
+                    "ref": notes.ref(result.sources.get(name)),
+                }
+            )
     headroom = result.total_memory_gib - result.requested_memory_gib
     if headroom > 0:
-        parts.append({"name": "headroom", "label": "Headroom (outside gpu_memory_utilization)",
-                      "css": "seg-headroom", "gib": headroom,
-                      "ref": notes.ref(result.sources.get("requested_memory_gib"))})
+        parts.append(
+            {
+                "name": "headroom",
+                "label": "Headroom (outside gpu_memory_utilization)",
+                "css": "seg-headroom",
+                "gib": headroom,
+                "ref": notes.ref(result.sources.get("requested_memory_gib")),
+            }
+        )
     scale = max(result.total_memory_gib, sum(p["gib"] for p in parts)) or 1.0
     for p in parts:
         p["pct"] = round(100 * p["gib"] / scale, 2)
@@ -274,8 +310,10 @@ def _speed(inp: EngineInput, result: EstimateResult, params: dict[str, Any]):
     from calculator.engine import perf
 
     try:
-        return _memo(("speed", inp.model_dump_json(), tuple(sorted(params.items()))),
-                     lambda: perf.estimate_speed(inp, result, **params)), None
+        return _memo(
+            ("speed", inp.model_dump_json(), tuple(sorted(params.items()))),
+            lambda: perf.estimate_speed(inp, result, **params),
+        ), None
     except EngineInputError as exc:
         return None, str(exc)
 
@@ -283,8 +321,18 @@ def _speed(inp: EngineInput, result: EstimateResult, params: dict[str, Any]):
 def _compat_key(inp: EngineInput) -> tuple:
     """The inputs compat's verdict reads (not ``max_model_len``, the parallel sizes or the workload)."""
     spec = inp.speculative_config.model_dump_json() if inp.speculative_config else None
-    return ("compat", inp.model_label, inp.model_source, inp.gpu, inp.dtype, inp.kv_cache_dtype, inp.block_size,
-            inp.attention_backend, spec, inp.vllm_version)
+    return (
+        "compat",
+        inp.model_label,
+        inp.model_source,
+        inp.gpu,
+        inp.dtype,
+        inp.kv_cache_dtype,
+        inp.block_size,
+        inp.attention_backend,
+        spec,
+        inp.vllm_version,
+    )
 
 
 def _compat(inp: EngineInput):
@@ -298,9 +346,19 @@ def _compat(inp: EngineInput):
     if inp.speculative_config is not None:
         spec = {**inp.speculative_config.model_dump(exclude_none=True), "draft_config": inp.draft_hf_config}
     try:
-        report = _memo(_compat_key(inp), lambda: verdict_for(
-            inp.hf_config, inp.gpu, dtype=inp.dtype, kv_cache_dtype=inp.kv_cache_dtype, block_size=inp.block_size,
-            attention_backend=inp.attention_backend, speculative_config=spec, vllm_version=inp.vllm_version))
+        report = _memo(
+            _compat_key(inp),
+            lambda: verdict_for(
+                inp.hf_config,
+                inp.gpu,
+                dtype=inp.dtype,
+                kv_cache_dtype=inp.kv_cache_dtype,
+                block_size=inp.block_size,
+                attention_backend=inp.attention_backend,
+                speculative_config=spec,
+                vllm_version=inp.vllm_version,
+            ),
+        )
         return report, None
     except CompatInputError as exc:
         return None, f"{exc.field}: {exc}"
@@ -322,9 +380,14 @@ def api_payload(form, inp: EngineInput, meta: Any) -> dict[str, Any]:
     out["model_source"] = meta.source
     out["revision_sha"] = meta.sha
     out["model_notes"] = list(getattr(meta, "notes", []))
-    out.update(_memo(("speed_fields", inp.model_dump_json(), tuple(sorted(p.items()))),
-                     lambda: perf.speed_fields(inp, result, p["prompt_len"], p["output_len"], p["concurrency"],
-                                               p["acceptance_rate"])))
+    out.update(
+        _memo(
+            ("speed_fields", inp.model_dump_json(), tuple(sorted(p.items()))),
+            lambda: perf.speed_fields(
+                inp, result, p["prompt_len"], p["output_len"], p["concurrency"], p["acceptance_rate"]
+            ),
+        )
+    )
     return out
 
 
@@ -340,26 +403,53 @@ def build(form, inp: EngineInput, meta: Any) -> Outcome:
     result = cached_estimate(inp)
     notes = Footnotes()
     segments = memory_segments(result, notes)
-    refs = {key: notes.ref(result.sources.get(key)) for key in (
-        "kv_cache_tokens", "max_concurrency", "kv_bytes_per_token", "num_gpu_blocks", "max_model_len",
-        "total_memory_gib", "requested_memory_gib", "available_kv_cache_gib")}
+    refs = {
+        key: notes.ref(result.sources.get(key))
+        for key in (
+            "kv_cache_tokens",
+            "max_concurrency",
+            "kv_bytes_per_token",
+            "num_gpu_blocks",
+            "max_model_len",
+            "total_memory_gib",
+            "requested_memory_gib",
+            "available_kv_cache_gib",
+        )
+    }
     curve = concurrency_curve(inp, result)
     argv = serve_argv(inp, data["model"], meta.sha or data.get("revision"))
     params = speed_params(data)
     speed, speed_error = _speed(inp, result, params)
     compat, compat_error = _compat(inp)
-    charts = {"concurrency": concurrency_chart(curve, data.get("concurrency")), "kv_layers": kv_layer_chart(result)}
+    charts = {
+        "concurrency": concurrency_chart(curve, data.get("concurrency")),
+        "kv_layers": kv_layer_chart(result),
+    }
     if speed is not None and speed.spec is not None:
         from calculator.charts import speedup_chart_for
 
         charts["speedup"] = speedup_chart_for(speed.spec)
     return Outcome(
-        model_id=data["model"], inp=inp, result=result, sha=meta.sha, model_source=meta.source,
+        model_id=data["model"],
+        inp=inp,
+        result=result,
+        sha=meta.sha,
+        model_source=meta.source,
         model_notes=list(getattr(meta, "notes", [])),
         canonical_query=form.canonical_query(meta.sha),
-        concurrency=data.get("concurrency"), acceptance_rate=data.get("acceptance_rate"),
-        curve=curve, serve_argv=argv, serve_command=shlex.join(argv),
-        segments=segments, footnotes=notes, refs=refs, charts=charts,
-        speed=speed, speed_error=speed_error, speed_params=params, compat=compat, compat_error=compat_error,
+        concurrency=data.get("concurrency"),
+        acceptance_rate=data.get("acceptance_rate"),
+        curve=curve,
+        serve_argv=argv,
+        serve_command=shlex.join(argv),
+        segments=segments,
+        footnotes=notes,
+        refs=refs,
+        charts=charts,
+        speed=speed,
+        speed_error=speed_error,
+        speed_params=params,
+        compat=compat,
+        compat_error=compat_error,
         compat_key=hashlib.sha256(repr(_compat_key(inp)).encode()).hexdigest(),
     )

@@ -8,6 +8,7 @@ release default is vLLM's own default, so leaving the flag out reproduces it.
 The result is an argv list, never a shell string: the validator passes it to ``subprocess`` as is, and
 the page shows ``shlex.join(argv)``.
 """
+
 from __future__ import annotations
 
 import json

@@ -2,6 +2,7 @@
 
 Thin views: query -> ``EstimateForm`` -> ``EngineInput`` -> ``calculator.results.build`` -> render.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -18,7 +19,6 @@ from calculator import catalog, results
 from calculator.engine.errors import EngineInputError
 from calculator.forms import EstimateForm, tidy_query
 
-
 # Engine error fields that the form splits into several inputs: show the message by this one.
 _FORM_FIELD = {"speculative_config": "speculative_method", "speculative_config.model": "speculative_model"}
 
@@ -33,7 +33,6 @@ def _evaluate(form: EstimateForm) -> results.Outcome | None:
     except EngineInputError as exc:
         field = _FORM_FIELD.get(exc.field, exc.field)
         form.add_error(field if field in form.fields else None, exc.message)
-        form.engine_error_field = exc.field
         return None
 
 
@@ -50,15 +49,22 @@ def _validate_url() -> str | None:
 @vary_on_headers("HX-Request")
 def home(request: HttpRequest) -> HttpResponse:
     has_model = bool(request.GET.get("model", "").strip())
-    form = EstimateForm.from_query(request.GET) if has_model else EstimateForm(initial=request.GET.dict() or None)
+    form = (
+        EstimateForm.from_query(request.GET)
+        if has_model
+        else EstimateForm(initial=request.GET.dict() or None)
+    )
     outcome = _evaluate(form) if has_model else None
     # htmx asks for the whole page when restoring history it no longer has cached
     partial = bool(request.htmx) and not request.htmx.boosted and not request.htmx.history_restore_request
     if outcome and not partial and list(request.GET.items()) != parse_qsl(outcome.canonical_query):
         return redirect(f"{request.path}?{outcome.canonical_query}")
     context = {
-        "form": form, "outcome": outcome, "partial": partial,
-        "validate_url": _validate_url(), "catalog_models": catalog.catalog_models(),
+        "form": form,
+        "outcome": outcome,
+        "partial": partial,
+        "validate_url": _validate_url(),
+        "catalog_models": catalog.catalog_models(),
     }
     if outcome:
         context["permalink_url"] = request.build_absolute_uri(f"{request.path}?{outcome.canonical_query}")
@@ -77,12 +83,19 @@ def api_estimate(request: HttpRequest) -> JsonResponse:
     known = {*EstimateForm.base_fields, "speculative_config"}
     unknown = sorted(set(request.GET) - known)
     if unknown:
-        return JsonResponse({"error": f"unknown parameter {unknown[0]!r}; known: {', '.join(sorted(known))}",
-                             "field": unknown[0]}, status=400)
+        return JsonResponse(
+            {
+                "error": f"unknown parameter {unknown[0]!r}; known: {', '.join(sorted(known))}",
+                "field": unknown[0],
+            },
+            status=400,
+        )
     form = EstimateForm.from_query(request.GET)
     if not form.is_valid():
         field, message = form.error_list()[0]
-        return JsonResponse({"error": f"{field}: {message}" if field else message, "field": field}, status=400)
+        return JsonResponse(
+            {"error": f"{field}: {message}" if field else message, "field": field}, status=400
+        )
     try:
         inp, meta = form.to_engine_input()
         payload = results.api_payload(form, inp, meta)

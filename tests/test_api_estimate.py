@@ -1,4 +1,5 @@
 """``GET /api/estimate``: the engine's result as JSON; bad input is a 400 naming the field, never a 500."""
+
 from __future__ import annotations
 
 import pytest
@@ -80,6 +81,7 @@ def test_it_answers_get_only(client):
 
 # -- numbers (through the real engine), each checked against a hand computation from config.json ------
 
+
 def _ok(client, query: str) -> dict:
     r = client.get(f"{URL}?{query}")
     assert r.status_code == 200, r.content
@@ -89,7 +91,11 @@ def _ok(client, query: str) -> dict:
 def test_it_returns_the_kv_bytes_per_token_of_llama_3_1_8b(client):
     cfg = load_config("meta-llama__Llama-3.1-8B-Instruct.json")
     # 32 layers x (K and V) x 8 KV heads x head size 4096/32 = 128 x 2 bytes (bfloat16)
-    assert (cfg["num_hidden_layers"], cfg["num_key_value_heads"], cfg["hidden_size"] // cfg["num_attention_heads"]) == (32, 8, 128)
+    assert (
+        cfg["num_hidden_layers"],
+        cfg["num_key_value_heads"],
+        cfg["hidden_size"] // cfg["num_attention_heads"],
+    ) == (32, 8, 128)
     body = _ok(client, f"model={LLAMA}&max_model_len=8192")
     assert body["kv_bytes_per_token"] == 32 * 2 * 8 * 128 * 2 == 131072
     assert body["max_model_len"] == 8192
@@ -109,13 +115,38 @@ def test_it_answers_what_estimate_format_json_prints(client):
     from django.core.management import call_command
 
     out = io.StringIO()
-    call_command("estimate", "--model", LLAMA, "--gpu", "A100", "--max-model-len", "16384",
-                 "--kv-cache-dtype", "fp8", "--concurrency", "4", "--format", "json", stdout=out)
+    call_command(
+        "estimate",
+        "--model",
+        LLAMA,
+        "--gpu",
+        "A100",
+        "--max-model-len",
+        "16384",
+        "--kv-cache-dtype",
+        "fp8",
+        "--concurrency",
+        "4",
+        "--format",
+        "json",
+        stdout=out,
+    )
     cli = json.loads(out.getvalue())
     api = _ok(client, f"model={LLAMA}&gpu=A100&max_model_len=16K&kv_cache_dtype=fp8&concurrency=4")
     assert set(api) == set(cli)
-    for key in ("kv_cache_tokens", "num_gpu_blocks", "max_concurrency", "weights_gib", "available_kv_cache_gib",
-                "kv_bytes_per_token", "ttft_ms", "itl_ms", "output_tokens_per_s", "resolved", "model_source"):
+    for key in (
+        "kv_cache_tokens",
+        "num_gpu_blocks",
+        "max_concurrency",
+        "weights_gib",
+        "available_kv_cache_gib",
+        "kv_bytes_per_token",
+        "ttft_ms",
+        "itl_ms",
+        "output_tokens_per_s",
+        "resolved",
+        "model_source",
+    ):
         assert api[key] == cli[key], key
 
 
@@ -138,7 +169,10 @@ def test_it_says_a_model_does_not_fit_with_200(client):
 
 
 def test_it_reads_the_speculative_config_json(client):
-    body = _ok(client, f'model={LLAMA}&speculative_config={{"method":"eagle","model":"yuhuili/EAGLE-LLaMA3-Instruct-8B","num_speculative_tokens":3}}')
+    body = _ok(
+        client,
+        f'model={LLAMA}&speculative_config={{"method":"eagle","model":"yuhuili/EAGLE-LLaMA3-Instruct-8B","num_speculative_tokens":3}}',
+    )
     draft = load_config("yuhuili__EAGLE-LLaMA3-Instruct-8B.json")
     # the EAGLE head's own KV cache: its layers x 2 x KV heads x 128 x 2 B, added per token
     draft_layers = draft["num_hidden_layers"]

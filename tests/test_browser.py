@@ -2,6 +2,7 @@
 install``) against pytest-django's live server. Fill the form, watch the results change without a page
 load, open the permalink in a fresh page, see a bad value's message by its field, and the same form
 without JavaScript. Leaves a screenshot in ``test-artifacts/results.png``."""
+
 from __future__ import annotations
 
 import os
@@ -12,12 +13,21 @@ import pytest
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's Chromium is not installed (apt-get install chromium)"),
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason="Debian's Chromium is not installed (apt-get install chromium)"
+    ),
 ]
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
 
@@ -55,7 +65,9 @@ def page(browser):
 
 
 def _numbers(page) -> dict[str, str]:
-    return {sel: page.inner_text(sel) for sel in ("#kv-cache-tokens", "#max-concurrency", "#kv-bytes-per-token")}
+    return {
+        sel: page.inner_text(sel) for sel in ("#kv-cache-tokens", "#max-concurrency", "#kv-bytes-per-token")
+    }
 
 
 def test_it_updates_results_in_place_and_the_permalink_reproduces_them(live_server, page, browser):
@@ -69,7 +81,9 @@ def test_it_updates_results_in_place_and_the_permalink_reproduces_them(live_serv
 
     page.fill("#id_max_model_len", "32768")
     page.wait_for_url("**max_model_len=32768**")
-    page.wait_for_function(f"document.querySelector('#max-concurrency').innerText !== {first['#max-concurrency']!r}")
+    page.wait_for_function(
+        f"document.querySelector('#max-concurrency').innerText !== {first['#max-concurrency']!r}"
+    )
     second = _numbers(page)
     assert page.evaluate("window.__noReload") == "still here"  # no page load: htmx swapped the fragment
     assert second["#kv-bytes-per-token"] == first["#kv-bytes-per-token"]

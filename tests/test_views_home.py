@@ -1,4 +1,5 @@
 """The home page: the form, the results fragment for htmx, the full page without JavaScript."""
+
 from __future__ import annotations
 
 import re
@@ -57,8 +58,11 @@ def test_it_returns_the_fragment_with_field_errors_out_of_band_for_htmx(client):
     assert r.status_code == 200
     html = r.content.decode()
     assert "<html" not in html and 'id="calc-form"' not in html
-    oob = re.search(r'<div class="field-errors" id="errors-gpu_memory_utilization" hx-swap-oob="true">(.*?)</div>',
-                    html, re.S).group(1)
+    oob = re.search(
+        r'<div class="field-errors" id="errors-gpu_memory_utilization" hx-swap-oob="true">(.*?)</div>',
+        html,
+        re.S,
+    ).group(1)
     assert "less than or equal to 1.0" in oob
     assert r["HX-Push-Url"] == f"/?model={LLAMA}&gpu_memory_utilization=1.5"
 
@@ -86,7 +90,9 @@ def test_it_boosted_requests_get_the_full_page(client):
 
 
 def test_it_gives_the_full_page_when_htmx_restores_history(client):
-    r = client.get(f"/?model={LLAMA}&max_model_len=lots", HTTP_HX_REQUEST="true", HTTP_HX_HISTORY_RESTORE_REQUEST="true")
+    r = client.get(
+        f"/?model={LLAMA}&max_model_len=lots", HTTP_HX_REQUEST="true", HTTP_HX_HISTORY_RESTORE_REQUEST="true"
+    )
     assert b"<html" in r.content
 
 
@@ -109,8 +115,10 @@ CANONICAL = f"model={LLAMA}&gpu=H100&max_model_len=8192&vllm_version=0.32.0"
 
 
 def test_it_redirects_a_submitted_form_to_the_canonical_permalink(client):
-    r = client.get(f"/?model={LLAMA}&revision=&gpu=H100&tensor_parallel_size=1&max_model_len=8K"
-                   "&dtype=auto&gpu_memory_utilization=&speculative_method=&enforce_eager=false")
+    r = client.get(
+        f"/?model={LLAMA}&revision=&gpu=H100&tensor_parallel_size=1&max_model_len=8K"
+        "&dtype=auto&gpu_memory_utilization=&speculative_method=&enforce_eager=false"
+    )
     assert r.status_code == 302
     assert r["Location"] == f"/?{CANONICAL}"
 
@@ -157,7 +165,10 @@ def test_it_matches_the_json_api(client):
     body = client.get(f"/api/estimate?{CANONICAL}").json()
     html = client.get(f"/?{CANONICAL}").content.decode()
     assert re.search(r'id="kv-cache-tokens">([\d,]+)<', html).group(1) == f"{body['kv_cache_tokens']:,}"
-    assert re.search(r'id="kv-cache-gib">([\d.]+) GiB<', html).group(1) == f"{body['available_kv_cache_gib']:.2f}"
+    assert (
+        re.search(r'id="kv-cache-gib">([\d.]+) GiB<', html).group(1)
+        == f"{body['available_kv_cache_gib']:.2f}"
+    )
 
 
 def test_it_shows_the_vllm_serve_command(client):
@@ -179,7 +190,11 @@ def test_it_embeds_the_concurrency_chart_spec(client):
     import json
 
     html = client.get(f"/?{CANONICAL}").content.decode()
-    spec = json.loads(re.search(r'<script id="spec-concurrency" type="application/json">(.*?)</script>', html, re.S).group(1))
+    spec = json.loads(
+        re.search(r'<script id="spec-concurrency" type="application/json">(.*?)</script>', html, re.S).group(
+            1
+        )
+    )
     points = {p["max_model_len"]: p for p in spec["data"]["values"]}
     assert points[8192]["current"] is True
     assert max(points) == 131072  # the model's own limit (max_position_embeddings)
@@ -210,14 +225,18 @@ def test_it_shows_a_backend_that_does_not_fit_the_model(client):
 
 
 def test_it_predicts_speed_at_the_given_lengths(client):
-    html = client.get(f"/?{CANONICAL}&prompt_len=2048&output_len=256&concurrency=4", follow=True).content.decode()
+    html = client.get(
+        f"/?{CANONICAL}&prompt_len=2048&output_len=256&concurrency=4", follow=True
+    ).content.decode()
     assert "prompt 2,048 tokens, output 256, 4 in flight" in html
     assert re.search(r'id="ttft-ms">[\d.]+ ms<', html) and re.search(r'id="itl-ms">[\d.]+ ms<', html)
 
 
 def test_it_shows_the_speculative_speedup(client):
     spec = '{"method":"eagle","model":"yuhuili/EAGLE-LLaMA3-Instruct-8B","num_speculative_tokens":3}'
-    html = client.get(f"/?{CANONICAL}&speculative_config={spec}&acceptance_rate=0.7", follow=True).content.decode()
+    html = client.get(
+        f"/?{CANONICAL}&speculative_config={spec}&acceptance_rate=0.7", follow=True
+    ).content.decode()
     assert 'id="spec-summary"' in html and "at α = 0.70" in html
     assert '<script id="spec-speedup" type="application/json">' in html
 
@@ -226,5 +245,7 @@ def test_it_shows_a_speculative_config_error_by_the_method_field(client):
     # Llama-3.1 has no multi-token-prediction layers (config.json has no num_nextn_predict_layers)
     spec = '{"method":"mtp","num_speculative_tokens":2}'
     r = client.get(f"/?{CANONICAL}&speculative_config={spec}", HTTP_HX_REQUEST="true")
-    oob = re.search(r'id="errors-speculative_method" hx-swap-oob="true">(.*?)</div>', r.content.decode(), re.S).group(1)
+    oob = re.search(
+        r'id="errors-speculative_method" hx-swap-oob="true">(.*?)</div>', r.content.decode(), re.S
+    ).group(1)
     assert "mtp" in oob

@@ -1,4 +1,5 @@
 """Number formatting for the results: thousands separators and GiB (2**30 bytes) with two decimals."""
+
 from __future__ import annotations
 
 from django import template
@@ -46,6 +47,7 @@ def oob_field_errors(form) -> str:
     """One ``hx-swap-oob`` error container per field (and ``errors-form``) for an htmx response: the
     form stays as typed, and each container gets its messages or is emptied of stale ones."""
     return format_html_join(
-        "\n", '<div class="field-errors" id="errors-{}" hx-swap-oob="true">{}</div>',
+        "\n",
+        '<div class="field-errors" id="errors-{}" hx-swap-oob="true">{}</div>',
         ((name, field_errors(errors)) for name, errors in form.error_slots),
     )
