@@ -48,6 +48,9 @@ def _validate_url() -> str | None:
 @require_safe
 @vary_on_headers("HX-Request")
 def home(request: HttpRequest) -> HttpResponse:
+    """``/``: the form; with ``?model=...`` the results too. htmx requests get only the results fragment
+    (plus out-of-band field errors) and the canonical permalink in ``HX-Push-Url``; a full-page GET of a
+    non-canonical query is redirected to the permalink; bad input renders the page with a 400."""
     has_model = bool(request.GET.get("model", "").strip())
     form = (
         EstimateForm.from_query(request.GET)
