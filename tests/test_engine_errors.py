@@ -65,3 +65,16 @@ def test_long_context_does_not_fit_and_estimated_max_len_does():
     assert 0 < res.estimated_max_model_len < 40960
     again = run(gpu="RTX4090", max_model_len=res.estimated_max_model_len, gpu_memory_utilization=0.9)
     assert again.fits
+
+
+def test_max_model_len_beyond_the_derived_length_is_refused_as_vllm_does():
+    # Qwen3-8B: max_position_embeddings 40960, no rope scaling -> derived max_model_len 40960
+    assert run(max_model_len=40960).max_model_len == 40960
+    with pytest.raises(EngineInputError) as err:
+        run(max_model_len=40961)
+    assert err.value.field == "max_model_len" and "VLLM_ALLOW_LONG_MAX_MODEL_LEN" in err.value.message
+
+
+def test_default_max_model_len_is_the_derived_length():
+    # gemma-7b: max_position_embeddings 8192
+    assert run(hf_config=load_config("google__gemma-7b.json")).max_model_len == 8192

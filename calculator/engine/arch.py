@@ -107,6 +107,7 @@ class ModelArch(BaseModel):
     rotary_dim: int = 0
     rope_cache_len: int = 0
     rope_cache_len_extra: int = 0  # a second rotary embedding (Gemma 3 local layers)
+    derived_max_model_len: int | None = None  # vLLM's default and upper bound for --max-model-len
     is_multimodal: bool = False
     encoder_tokens: int = 0  # cross-attention tokens per request (mllama: image tokens)
     quantization_config: dict[str, Any] | None = None
@@ -466,6 +467,13 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
         # Linear / dynamic-NTK scaling cache max_position × factor positions
         # (vllm/model_executor/layers/rotary_embedding/linear_scaling_rope.py, dynamic_ntk_scaling_rope.py)
         rope_len = int((max_pos or 0) * factor)
+    # vLLM's derived max_model_len: max_position_embeddings x the RoPE factor, except for YaRN / llama3 /
+    # longrope (already scaled) and Gemma 3 (vllm/config/model.py _get_and_verify_max_len, 0.32).
+    derived_len = max_pos or _opt_int(c, "n_positions") or _opt_int(c, "max_seq_len") or _opt_int(c, "seq_length")
+    if derived_len and factor and rope_type not in (None, "default", "su", "longrope", "llama3", "yarn",
+                                                    "deepseek_yarn", "deepseek_llama_scaling", "mrope") \
+            and "gemma3" not in model_type:
+        derived_len = int(derived_len * factor)
     rope_cache_len_extra = 0
     if model_type in ("gemma3_text", "gemma3") and rope_type:
         rope_cache_len_extra = max_pos or 0  # Gemma 3's local layers use a second, unscaled rotary embedding
@@ -488,7 +496,7 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
         num_experts=n_exp if moe_layers else 0, num_experts_per_tok=topk if moe_layers else 0,
         moe_intermediate_size=moe_i if moe_layers else 0, mamba=mamba, mtp_layers=mtp,
         has_sinks=model_type == "gpt_oss", rotary_dim=rotary_dim, rope_cache_len=rope_len,
-        rope_cache_len_extra=rope_cache_len_extra, is_multimodal=is_mm,
+        rope_cache_len_extra=rope_cache_len_extra, derived_max_model_len=derived_len, is_multimodal=is_mm,
         encoder_tokens=encoder_tokens, quantization_config=quant if isinstance(quant, dict) else None,
         params=p, assumptions=notes,
     )

@@ -270,16 +270,19 @@ def estimate(inp: EngineInput) -> EstimateResult:
     resolved["kv_cache_dtype"] = kv_dtype
 
     max_len = inp.max_model_len
+    derived = arch.derived_max_model_len
     if max_len is None:
-        if not arch.max_position_embeddings:
+        if not derived:
             raise EngineInputError("max_model_len", "config.json has no max_position_embeddings; give --max-model-len")
-        max_len = arch.max_position_embeddings
-        sources["max_model_len"] = "config.json max_position_embeddings (vLLM default)"
+        max_len = derived
+        sources["max_model_len"] = "derived from config.json max_position_embeddings (vLLM default, " \
+            "vllm/config/model.py _get_and_verify_max_len)"
     else:
         sources["max_model_len"] = "user input (--max-model-len)"
-        if arch.max_position_embeddings and max_len > arch.max_position_embeddings:
-            warnings.append(f"max_model_len {max_len} exceeds max_position_embeddings {arch.max_position_embeddings}: "
-                            "vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
+        if derived and max_len > derived:
+            raise EngineInputError("max_model_len", f"{max_len:,} is greater than the model's derived maximum length "
+                                   f"{derived:,} (max_position_embeddings); vLLM refuses it unless "
+                                   "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set")
     resolved["max_model_len"] = max_len
 
     d_mnbt, d_seqs = batch_defaults(gpu.memory_gib, gpu.name, gpu.is_cpu, tp * pp)
