@@ -101,20 +101,21 @@ def run_phase(name: str, serve: list[str], configuration: dict[str, Any], model_
     server.start()
     options.setdefault("on_server", lambda pgid: None)(server.pgid)
     memory = MemorySampler(platform, server.pgid)
+    profile = {**configuration["profile"], "wait_ready_timeout_s": options["startup_timeout_s"]}
+    combined = workdir / f"{name}-bench.json"
+    bench_cmd = runner.bench_argv(server.base_url, configuration["run_model"], model_path, profile,
+                                  workdir / f"{name}-results", combined, command=options.get("bench_command"))
+    bench = runner.BenchProcess(bench_cmd, workdir / f"{name}-bench.log", combined)
 
     def sample() -> None:
         memory.sample()
+        bench.check_alive()
         tick(server.log_tail(4000))
 
     try:
         phase["startup_s"] = round(server.wait_healthy(options["startup_timeout_s"], deadline, sample), 2)
         phase["startup"] = runner.parse_startup_log(server.log_text())
-        profile = configuration["profile"]
-        combined = workdir / f"{name}-bench.json"
-        bench = runner.bench_argv(server.base_url, configuration["run_model"], model_path, profile,
-                                  workdir / f"{name}-results", combined, command=options.get("bench_command"))
-        raw = runner.run_bench(bench, workdir / f"{name}-bench.log", combined, deadline, sample,
-                               options["bench_timeout_s"])
+        raw = bench.wait(deadline, sample, options["bench_timeout_s"])
         phase["repeats"] = [{"bench": _summary(r["result"]),
                              "spec_decode": runner.spec_decode_delta(r["metrics_before"], r["metrics_after"])}
                             for r in raw]
@@ -127,6 +128,7 @@ def run_phase(name: str, serve: list[str], configuration: dict[str, Any], model_
             e.log_tail = server.log_tail()
         raise
     finally:
+        bench.stop()
         phase["stopped"] = server.stop(options.get("stop_grace_s", 10.0))
         options["on_server"](None)
     return phase
@@ -139,7 +141,8 @@ def memory_limit_bytes(hardware: dict[str, Any]) -> int | None:
 
 
 def verdict(baseline: dict[str, Any], speculative: dict[str, Any], hardware: dict[str, Any]) -> dict[str, Any]:
-    """Keep speculation only when ITL and output tok/s improve beyond the run-to-run spread and neither
+    """Keep speculation only when ITL (per token: TPOT) and output tok/s improve beyond the run-to-run
+    spread and neither
     TTFT nor p95 (ITL and E2EL) regress nor peak memory passes 90 % of the limit (field guide,
     "Benchmark sequence"). Spread = the larger of the two phases' (max - min) over repeats.
 
@@ -172,7 +175,9 @@ def verdict(baseline: dict[str, Any], speculative: dict[str, Any], hardware: dic
         stop.append(STOP_LOW_ACCEPTANCE)
     if checks["ttft"]["regressed"]:
         stop.append(STOP_TTFT)
-    decode_ok = checks["itl"]["improved"] and checks["output_tok_s"]["improved"]
+    # Decode latency per token: TPOT. vLLM's ITL is per streamed chunk, and a chunk carries several
+    # tokens when drafts are accepted (or when the server batches its output), so ITL alone misleads.
+    decode_ok = checks["tpot"]["improved"] and checks["output_tok_s"]["improved"]
     if not decode_ok:
         stop.append(STOP_DECODE)
     if checks["p95_itl"]["regressed"] or checks["p95_e2el"]["regressed"]:

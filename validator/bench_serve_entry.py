@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 
@@ -21,6 +22,8 @@ def main(argv: list[str]) -> int:
     own = argparse.ArgumentParser(prog="bench_serve_entry")
     own.add_argument("--repeats", type=int, default=1)
     own.add_argument("--combined-output", type=Path, required=True)
+    own.add_argument("--wait-ready-timeout", type=float, default=0.0,
+                     help="after importing vLLM, wait up to this many seconds for the server's /health")
     if "--" in argv:
         i = argv.index("--")
         mine, rest = argv[:i], argv[i + 1:]
@@ -34,15 +37,24 @@ def main(argv: list[str]) -> int:
 
     from validator.runner import scrape_metrics
 
+    from validator.runner import http_status
+
     parser = FlexibleArgumentParser(prog="vllm bench serve")
     add_cli_args(parser)
+    base_url = parser.parse_args(rest).base_url
+    # Started together with the server, so that importing vLLM here overlaps the server's start-up.
+    end = time.monotonic() + opts.wait_ready_timeout
+    while http_status(base_url + "/health") != 200:
+        if time.monotonic() > end:
+            print(f"server at {base_url} not ready after {opts.wait_ready_timeout:.0f} s", file=sys.stderr)
+            return 3
+        time.sleep(0.5)
     combined = []
     for r in range(opts.repeats):
         args = parser.parse_args(rest)
         if r > 0:
             args.num_warmups = 0
         args.result_filename = f"repeat{r}.json"
-        base_url = args.base_url
         before = scrape_metrics(base_url)
         result = bench_main(args)
         after = scrape_metrics(base_url)

@@ -308,10 +308,10 @@ _LOG_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     # vllm/platforms/cpu.py:163,175 (MLA models on the CPU)
     ("attention_backend", re.compile(r"Using (\S+) backend\.")),
 ]
-# vllm/v1/core/kv_cache_utils.py:2327: "%s KV cache size: %s tokens, Maximum concurrency for %s tokens
-# per request: %.2fx"
-_KV_LINE = re.compile(r"(\w+(?: \+ host)?) KV cache size: ([\d,]+) tokens, Maximum concurrency for "
-                      r"([\d,]+) tokens per request: ([\d.]+)x")
+# vllm/v1/core/kv_cache_utils.py:2327 (0.32): "%s KV cache size: %s tokens, Maximum concurrency for %s tokens
+# per request: %.2fx"; releases before it print the same two figures on two lines.
+_KV_TOKENS = re.compile(r"(\w+(?: \+ host)?) KV cache size: ([\d,]+) tokens")
+_KV_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
 
 
 def parse_startup_log(text: str) -> dict[str, Any]:
@@ -328,12 +328,14 @@ def parse_startup_log(text: str) -> dict[str, Any]:
         m = pattern.search(text)
         if m:
             found[key] = m.group(1) if key == "attention_backend" else float(m.group(1))
-    m = _KV_LINE.search(text)
+    m = _KV_TOKENS.search(text)
     if m:
         found["kv_device"] = m.group(1)
         found["kv_cache_tokens"] = int(m.group(2).replace(",", ""))
-        found["max_model_len"] = int(m.group(3).replace(",", ""))
-        found["max_concurrency"] = float(m.group(4))
+    m = _KV_CONCURRENCY.search(text)
+    if m:
+        found["max_model_len"] = int(m.group(1).replace(",", ""))
+        found["max_concurrency"] = float(m.group(2))
     if "attention_backend" not in found and found.get("kv_device") == "CPU":
         # The CPU platform logs nothing for its one non-MLA backend (vllm/platforms/cpu.py:177-179).
         found["attention_backend"] = "CPU_ATTN"
@@ -353,14 +355,19 @@ PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 
 
 def scrape_metrics(base_url: str) -> dict[str, float]:
-    """``GET /metrics`` parsed with ``prometheus_client.parser.text_string_to_metric_families``.
+    """``GET /metrics`` of the server, parsed by ``parse_metrics``."""
+    return parse_metrics(http_get_text(base_url + "/metrics"))
 
-    Returns ``{sample_name or sample_name{position="i"}: value}``, summed over the other labels
-    (``engine``, ``model_name``)."""
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text parsed with ``prometheus_client.parser.text_string_to_metric_families``.
+
+    Returns ``{sample_name or sample_name{position="i"}: value}`` for ``vllm:`` samples, summed over
+    the other labels (``engine``, ``model_name``)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     out: dict[str, float] = {}
-    for family in text_string_to_metric_families(http_get_text(base_url + "/metrics")):
+    for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if not sample.name.startswith("vllm:"):
                 continue
@@ -489,7 +496,8 @@ def bench_argv(base_url: str, served_model_name: str, tokenizer: str, profile: d
     tokens; the same ``--seed`` gives the same prompts in every repeat and phase."""
     return [
         *(command or BENCH_COMMAND),
-        "--repeats", str(profile.get("repeats", 1)), "--combined-output", str(combined_output), "--",
+        "--repeats", str(profile.get("repeats", 1)), "--combined-output", str(combined_output),
+        "--wait-ready-timeout", str(int(profile.get("wait_ready_timeout_s", 600))), "--",
         "--backend", "vllm", "--base-url", base_url, "--endpoint", "/v1/completions",
         "--model", served_model_name, "--served-model-name", served_model_name, "--tokenizer", tokenizer,
         "--dataset-name", "random", "--seed", str(profile["seed"]),
@@ -502,28 +510,42 @@ def bench_argv(base_url: str, served_model_name: str, tokenizer: str, profile: d
     ]
 
 
-def run_bench(argv: list[str], log_path: Path, combined_output: Path, deadline: Deadline, tick: Tick,
-              timeout_s: float) -> list[dict[str, Any]]:
-    """Run the benchmark child (own process group), calling ``tick`` every 0.5 s; return the list of
-    repeats it wrote to ``combined_output`` (see ``validator.bench_serve_entry``).
+class BenchProcess:
+    """The benchmark child (own process group). Started together with the server: it imports vLLM's
+    benchmark (about 10 s) while the server starts, then waits for ``/health`` itself."""
 
-    Raises ``RunnerError`` if it fails, ``RunTimeout`` past ``timeout_s`` or the run's deadline (the
-    child's process group is killed first)."""
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,  # noqa: S603
-                                start_new_session=True, close_fds=True)
-    t0 = time.monotonic()
-    try:
-        while proc.poll() is None:
-            if time.monotonic() - t0 > timeout_s:
-                raise RunTimeout(f"the serving benchmark ran past {timeout_s:.0f} s; it was killed", tail(log_path))
+    def __init__(self, argv: list[str], log_path: Path, combined_output: Path):
+        self.argv, self.log_path, self.combined_output = argv, log_path, combined_output
+        root = str(Path(__file__).resolve().parent.parent)  # so ``-m validator.bench_serve_entry`` imports
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+        with open(log_path, "ab") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,  # noqa: S603 - argv list
+                                         stdin=subprocess.DEVNULL, start_new_session=True, close_fds=True,
+                                         env=env)
+        self.t0 = time.monotonic()
+
+    def check_alive(self) -> None:
+        """Raise ``RunnerError`` if the child already exited with an error."""
+        if self.proc.poll() not in (None, 0):
+            raise RunnerError(f"the serving benchmark failed (exit code {self.proc.returncode}): "
+                              f"{last_error_line(tail(self.log_path))}", tail(self.log_path))
+
+    def wait(self, deadline: Deadline, tick: Tick, timeout_s: float) -> list[dict[str, Any]]:
+        """Wait for the child, calling ``tick`` every 0.5 s; return the repeats it wrote (see
+        ``validator.bench_serve_entry``). Raises ``RunnerError`` if it fails, ``RunTimeout`` past
+        ``timeout_s`` or the run's deadline."""
+        while self.proc.poll() is None:
+            if time.monotonic() - self.t0 > timeout_s:
+                raise RunTimeout(f"the serving benchmark ran past {timeout_s:.0f} s; it was killed",
+                                 tail(self.log_path))
             deadline.check("benchmarking")
             tick()
             time.sleep(0.5)
-    finally:
-        if proc.poll() is None:
-            kill_process_group(proc.pid, 5.0, proc)
-    if proc.returncode != 0 or not combined_output.exists():
-        raise RunnerError(f"the serving benchmark failed (exit code {proc.returncode}): "
-                          f"{last_error_line(tail(log_path))}", tail(log_path))
-    return json.loads(combined_output.read_text())
+        self.check_alive()
+        if not self.combined_output.exists():
+            raise RunnerError("the serving benchmark wrote no result", tail(self.log_path))
+        return json.loads(self.combined_output.read_text())
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            kill_process_group(self.proc.pid, 5.0, self.proc)
