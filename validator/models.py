@@ -123,7 +123,8 @@ class ValidationRun(models.Model):
 
         def _enqueue() -> None:
             result = run_validation.enqueue(run_id)
-            ValidationRun.objects.filter(pk=run_id).update(task_result_id=str(result.id))
+            self.task_result_id = str(result.id)
+            ValidationRun.objects.filter(pk=run_id).update(task_result_id=self.task_result_id)
 
         transaction.on_commit(_enqueue)
 
