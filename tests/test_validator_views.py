@@ -88,3 +88,22 @@ def test_it_limits_active_runs_per_user(client, user, settings):
 
 def test_unknown_run_is_404(client):
     assert client.get("/runs/00000000-0000-0000-0000-000000000000/").status_code == 404
+
+
+def test_the_validate_button_posts_the_permalink_parameters(rf, user):
+    from django.template.loader import render_to_string
+
+    request = rf.get("/", {"model": "tiny-random/llama", "gpu": "CPU", "max_model_len": "1024"})
+    request.user = user
+    html = render_to_string("validator/_validate_button.html", {"perms": _perms(user), "user": user}, request)
+    assert 'action="/runs/new"' in html and 'name="max_model_len" value="1024"' in html
+    assert "csrfmiddlewaretoken" in html
+    nobody = User.objects.create_user("carol")
+    html = render_to_string("validator/_validate_button.html", {"perms": _perms(nobody), "user": nobody}, request)
+    assert "/runs/new" not in html and "validator.add_validationrun" in html
+
+
+def _perms(user):
+    from django.contrib.auth.context_processors import PermWrapper
+
+    return PermWrapper(user)

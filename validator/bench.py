@@ -97,7 +97,8 @@ def run_phase(name: str, serve: list[str], configuration: dict[str, Any], model_
         env["VLLM_CPU_KVCACHE_SPACE"] = str(kv_bytes // GiB)
     log_path = workdir / f"{name}-server.log"
     server = ServerProcess(argv, log_path, env, host, port)
-    phase: dict[str, Any] = {"name": name, "serve_argv": serve, "argv": argv}
+    phase: dict[str, Any] = {"name": name, "serve_argv": serve, "argv": argv,
+                             "env": {k: env[k] for k in ("VLLM_CPU_KVCACHE_SPACE",) if k in env}}
     server.start()
     options.setdefault("on_server", lambda pgid: None)(server.pgid)
     memory = MemorySampler(platform, server.pgid)
@@ -256,8 +257,12 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
             reporter(f"{name}: starting vLLM / benchmarking", p0 + (p1 - p0) * frac, log_tail)
 
         reporter(f"{name}: starting vLLM", p0)
-        measured["phases"][name] = run_phase(name, serve, configuration, model_path, workdir, deadline, tick,
-                                             options)
+        try:
+            measured["phases"][name] = run_phase(name, serve, configuration, model_path, workdir, deadline,
+                                                 tick, options)
+        except RunnerError as e:
+            e.measured = measured  # what the earlier phases measured is kept on the failed run
+            raise
         reporter(f"{name}: done", p1)
     baseline, speculative = measured["phases"]["baseline"], measured["phases"]["speculative"]
     measured["comparison"] = compare(prediction, baseline.get("startup", {}))

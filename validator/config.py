@@ -181,7 +181,7 @@ def build_configuration(params: dict[str, Any]) -> dict[str, Any]:
     if context < profile["working_context"]:
         adjustments.append(f"working context {profile['working_context']} scaled down to {context} tokens "
                            "(max_model_len)")
-    profile["output_len"] = min(profile["output_len"], max(1, context // 4))
+    profile["output_len"] = min(profile["output_len"], max(1, context // 2))
     profile["input_len"] = context - profile["output_len"]
     concurrency = int(params.get("concurrency") or profile["concurrency"])
     if inp.get("max_num_seqs") and concurrency > inp["max_num_seqs"]:

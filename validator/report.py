@@ -1,6 +1,7 @@
 """The run report as the page and ``validate --format json`` show it, and its Vega-Lite chart specs."""
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from .bench import PERCENTILE_METRICS
@@ -35,11 +36,15 @@ def summary(run) -> dict[str, Any]:
         "profile": run.configuration.get("profile", {}), "prediction_error": run.prediction_error,
         "comparison": measured.get("comparison", []), "verdict": measured.get("verdict"),
         "latency_ms": latency_rows(measured), "phases": {},
+        "hardware": run.hardware or {}, "worker_host": run.worker_host,
     }
     for name, ph in phases.items():
         agg = ph.get("aggregate", {})
         out["phases"][name] = {
-            "serve_command": ph.get("serve_argv"), "startup": ph.get("startup", {}),
+            "serve_command": shlex.join(ph.get("serve_argv") or []),
+            "command_run": " ".join(f"{k}={shlex.quote(v)}" for k, v in (ph.get("env") or {}).items())
+                           + (" " if ph.get("env") else "") + shlex.join(ph.get("argv") or []),
+            "startup": ph.get("startup", {}),
             "startup_s": ph.get("startup_s"),
             "output_tok_s": agg.get("output_throughput"), "spread_output_tok_s": agg.get("spread_output_throughput"),
             "peak_memory_gib": (ph.get("peak_memory_bytes") or 0) / GiB, "peak_memory_method": ph.get("peak_memory_method"),

@@ -38,6 +38,7 @@ class RunnerError(RuntimeError):
     def __init__(self, message: str, log_tail: str = ""):
         super().__init__(message)
         self.log_tail = log_tail
+        self.measured: dict | None = None
 
 
 class RunTimeout(RunnerError):

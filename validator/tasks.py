@@ -132,7 +132,7 @@ def execute(run: ValidationRun) -> None:
     try:
         measured = run_sequence(cfg, run.prediction or {}, workdir, reporter, hardware, options)
     except runner.RunnerError as e:
-        retry_locked(lambda: run.fail(str(e), log_tail=e.log_tail or None))
+        retry_locked(lambda: run.fail(str(e), measured=e.measured, log_tail=e.log_tail or None))
         return
     except Exception as e:  # noqa: BLE001 - anything else still ends the run in a clear state
         log.exception("validation run %s crashed", run.pk)
