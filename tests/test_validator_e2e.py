@@ -14,6 +14,7 @@ from django.urls import reverse
 from validator import report
 from validator.models import ValidationRun
 
+pytest.importorskip("vllm", reason="the worker extra (vLLM's CPU build) is not installed")
 run_worker = partial(call_command, "db_worker", batch=True, interval=0, startup_delay=False, verbosity=0)
 
 

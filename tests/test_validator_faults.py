@@ -64,6 +64,7 @@ def alive(pid: int) -> bool:
 @pytest.mark.slow
 def test_vllm_refusing_a_flag_fails_the_run_with_vllms_message(settings):
     # real vLLM, one flag it does not know: argparse exits 2 after importing vLLM (~10 s)
+    pytest.importorskip("vllm", reason="the worker extra (vLLM's CPU build) is not installed")
     settings.VALIDATOR_SERVER_COMMAND = [*runner.SERVER_COMMAND, "--no-such-flag"]
     settings.VALIDATOR_BENCH_COMMAND = fake("serve")  # never reached
     run = submit()
@@ -179,3 +180,31 @@ def test_a_briefly_locked_database_delays_but_loses_nothing(settings):
     assert run.status == "done" and run.measured["note"] == "kept"
     assert other.stage == "written while the lock was held"
     assert 0.9 < time.monotonic() - t0 < 15  # the write waited for the lock
+
+
+def test_a_sigkilled_worker_takes_its_vllm_server_with_it(tmp_path):
+    """PR_SET_PDEATHSIG: the server gets SIGTERM when the worker process that started it is killed."""
+    import subprocess
+
+    pid_file = tmp_path / "pids"
+    root = str(Path(__file__).resolve().parent.parent)
+    script = (
+        "import sys, time\n"
+        f"sys.path.insert(0, {root!r})\n"
+        "from pathlib import Path\n"
+        "from validator.runner import ServerProcess, free_port\n"
+        f"s = ServerProcess([sys.executable, {FAKE!r}, '--fake-mode', 'serve', '--fake-pid-file', {str(pid_file)!r}],"
+        f" Path({str(tmp_path / 'server.log')!r}), port=free_port())\n"
+        "s.start()\n"
+        "time.sleep(600)\n"
+    )
+    worker = subprocess.Popen([sys.executable, "-c", script])
+    server = pids(pid_file)[0]
+    assert alive(server)
+    worker.kill()
+    worker.wait()
+    for _ in range(100):
+        if not alive(server):
+            break
+        time.sleep(0.05)
+    assert not alive(server)

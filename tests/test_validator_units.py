@@ -159,3 +159,14 @@ def test_compare_scores_each_predicted_field():
     assert math.isclose(rows["kv_cache_tokens"]["error_pct"], -8576 / 1_048_576 * 100)
     assert rows["available_kv_cache_gib"]["error_pct"] == 0.0
     assert rows["weights_gib"]["measured"] is None and "CPU" in rows["weights_gib"]["note"]
+
+
+def test_fit_profile_scales_concurrency_to_the_predicted_kv_cache():
+    from validator.config import fit_profile
+
+    cfg = {"profile": {"input_len": 32512, "output_len": 256, "concurrency": 4}, "adjustments": []}
+    # 2.5 requests of 32,768 tokens fit: 81,920 tokens of KV cache / 32,768 per request -> 2
+    fit_profile(cfg, {"max_concurrency": 0.625, "max_model_len": 131072})
+    assert cfg["profile"]["concurrency"] == 2 and "scaled down to 2" in cfg["adjustments"][0]
+    fit_profile(cfg, {})  # no prediction: unchanged
+    assert cfg["profile"]["concurrency"] == 2

@@ -217,3 +217,20 @@ def predict(engine_input: dict[str, Any]) -> tuple[dict[str, Any], str]:
         return estimate(EngineInput(**engine_input)).to_json(), ""
     except Exception as e:  # noqa: BLE001 - EngineInputError or a validation error: shown, never a 500
         return {}, f"the engine could not predict this configuration: {e}"
+
+
+def fit_profile(configuration: dict[str, Any], prediction: dict[str, Any]) -> None:
+    """Scale the benchmark's concurrency down to what the predicted KV cache holds at the working
+    context (``max_concurrency`` is per ``max_model_len`` request, so it is rescaled to the context)."""
+    max_conc = prediction.get("max_concurrency")
+    max_len = prediction.get("max_model_len")
+    profile = configuration["profile"]
+    if not max_conc or not max_len:
+        return
+    context = profile["input_len"] + profile["output_len"]
+    fits = int(max_conc * max_len / max(1, context))
+    if 1 <= fits < profile["concurrency"]:
+        configuration["adjustments"].append(
+            f"concurrency {profile['concurrency']} scaled down to {fits}: the predicted KV cache holds "
+            f"{fits} requests of {context} tokens")
+        profile["concurrency"] = fits

@@ -102,10 +102,11 @@ class ValidationRun(models.Model):
 
         Raises ``validator.config.ConfigurationError`` (with ``field``) for a request that cannot run.
         The row is committed before the task is enqueued (``transaction.on_commit``)."""
-        from .config import build_configuration, predict
+        from .config import build_configuration, fit_profile, predict
 
         configuration = build_configuration(params)
         prediction, prediction_error = predict(configuration["engine_input"])
+        fit_profile(configuration, prediction)
         with transaction.atomic():
             run = cls.objects.create(configuration=configuration, prediction=prediction,
                                      prediction_error=prediction_error,

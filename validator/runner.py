@@ -121,13 +121,25 @@ def free_port(host: str = "127.0.0.1") -> int:
 # process group control
 # --------------------------------------------------------------------------------------------------
 def group_alive(pgid: int) -> bool:
+    """Whether process group ``pgid`` has a live (non-zombie) member. Zombies count as dead: their
+    parent may be a dead worker's ``init`` or a process that has not reaped them yet."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # after "pid (comm)": state ppid pgrp ...
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
 
 
 def kill_process_group(pgid: int, grace_s: float = 10.0, proc: subprocess.Popen | None = None) -> str:
@@ -193,6 +205,17 @@ class Deadline:
                              "the whole process group was killed")
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM it when the worker dies (Linux ``PR_SET_PDEATHSIG``), so a
+    SIGKILLed worker does not leave vLLM holding the GPU until the stale-run sweep finds it."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
+
+
 class ServerProcess:
     """vLLM's server as a child process group (``start_new_session=True``), its log in ``log_path``."""
 
@@ -215,6 +238,7 @@ class ServerProcess:
             self.proc = subprocess.Popen(  # noqa: S603 - argv list, no shell
                 self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env=self.env, start_new_session=True, close_fds=True,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509
             )
         finally:
             log.close()

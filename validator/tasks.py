@@ -138,6 +138,10 @@ def execute(run: ValidationRun) -> None:
         log.exception("validation run %s crashed", run.pk)
         retry_locked(lambda: run.fail(f"internal error in the worker: {type(e).__name__}: {e}"))
         raise
+    except BaseException as e:  # SystemExit/KeyboardInterrupt: db_worker got a second SIGTERM/SIGINT
+        retry_locked(lambda: run.fail(f"the worker was stopped during the run ({type(e).__name__}); "
+                                      "the vLLM process group was killed"))
+        raise
     log_tail = runner.tail(workdir / "speculative-server.log")
     retry_locked(lambda: run.finish(measured, log_tail=log_tail))
     if not setting("VALIDATOR_KEEP_WORKDIR", False):
