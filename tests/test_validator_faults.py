@@ -208,3 +208,11 @@ def test_a_sigkilled_worker_takes_its_vllm_server_with_it(tmp_path):
             break
         time.sleep(0.05)
     assert not alive(server)
+
+
+def test_a_run_saved_but_never_enqueued_is_enqueued_by_the_sweep():
+    run = ValidationRun.objects.create(configuration={"model_id": "tiny-random/llama"},
+                                       created=timezone.now() - timedelta(seconds=600))
+    assert sweep_stale_runs(120) == []
+    run.refresh_from_db()
+    assert run.status == "queued" and DBTaskResult.objects.get(pk=run.task_result_id).status == "READY"

@@ -170,3 +170,18 @@ def test_fit_profile_scales_concurrency_to_the_predicted_kv_cache():
     assert cfg["profile"]["concurrency"] == 2 and "scaled down to 2" in cfg["adjustments"][0]
     fit_profile(cfg, {})  # no prediction: unchanged
     assert cfg["profile"]["concurrency"] == 2
+
+
+@pytest.mark.django_db
+def test_the_engine_input_validates_against_the_engine_schema(settings, tmp_path):
+    from calculator.engine.schemas import EngineInput
+
+    settings.VAR_DIR = tmp_path
+    for params in ({"model": "tiny-random/llama", "gpu": "CPU"},
+                   {"model": "Qwen/Qwen3-8B", "gpu": "H100", "max_model_len": "40960", "kv_cache_dtype": "fp8"}):
+        cfg = build_configuration(params)
+        inp = EngineInput(**cfg["engine_input"])
+        assert inp.hf_config == cfg["engine_input"]["hf_config"]
+    # the GPU profile: the field guide's working context 32768 at concurrency 4
+    assert cfg["platform"] == "cuda" and cfg["profile"]["input_len"] + cfg["profile"]["output_len"] == 32768
+    assert cfg["profile"]["concurrency"] == 4 and inp.kv_cache_dtype == "fp8" and inp.kv_cache_memory_bytes is None

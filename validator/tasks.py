@@ -11,6 +11,7 @@ import logging
 import shutil
 import socket
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -70,6 +71,12 @@ def sweep_stale_runs(older_than_s: float | None = None) -> list[str]:
                 status="FAILED", finished_at=timezone.now(), exception_class_path="validator.tasks.WorkerStopped",
                 traceback=run.error)
         log.warning("validation run %s: %s", run.pk, run.error)
+    # A run saved but never enqueued (the process died between commit and enqueue): enqueue it now.
+    cutoff = timezone.now() - timedelta(seconds=older_than_s)
+    for run in ValidationRun.objects.filter(status=ValidationRun.Status.QUEUED, task_result_id="", created__lt=cutoff):
+        result = run_validation.enqueue(str(run.pk))
+        ValidationRun.objects.filter(pk=run.pk, task_result_id="").update(task_result_id=str(result.id))
+        log.warning("validation run %s was never enqueued; enqueued it now", run.pk)
     return failed
 
 
