@@ -84,7 +84,7 @@ def aggregate(repeats: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run_phase(name: str, serve: list[str], configuration: dict[str, Any], model_path: str, workdir: Path,
-              deadline: Deadline, tick: Callable[[str], None], options: dict[str, Any]) -> dict[str, Any]:
+              deadline: Deadline, tick: Callable[[str, str], None], options: dict[str, Any]) -> dict[str, Any]:
     """One phase: start the server, read its startup log, benchmark ``repeats`` times, stop it."""
     platform = configuration["platform"]
     host = "127.0.0.1"
@@ -108,14 +108,18 @@ def run_phase(name: str, serve: list[str], configuration: dict[str, Any], model_
                                   workdir / f"{name}-results", combined, command=options.get("bench_command"))
     bench = runner.BenchProcess(bench_cmd, workdir / f"{name}-bench.log", combined)
 
+    state = {"what": "starting vLLM"}
+
     def sample() -> None:
         memory.sample()
         bench.check_alive()
-        tick(server.log_tail(4000))
+        tick(state["what"], server.log_tail(4000))
 
     try:
         phase["startup_s"] = round(server.wait_healthy(options["startup_timeout_s"], deadline, sample), 2)
         phase["startup"] = runner.parse_startup_log(server.log_text())
+        state["what"] = (f"benchmarking ({profile['repeats']} x {profile['num_prompts']} prompts, "
+                         f"concurrency {profile['concurrency']})")
         raw = bench.wait(deadline, sample, options["bench_timeout_s"])
         phase["repeats"] = [{"bench": _summary(r["result"]),
                              "spec_decode": runner.spec_decode_delta(r["metrics_before"], r["metrics_after"])}
@@ -251,10 +255,10 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
     for name, serve, p0, p1 in plan:
         t_phase = time.monotonic()
 
-        def tick(log_tail: str, name=name, p0=p0, p1=p1, t_phase=t_phase) -> None:
-            # progress within a phase grows with elapsed time against a rough budget of half the deadline
+        def tick(what: str, log_tail: str, name=name, p0=p0, p1=p1, t_phase=t_phase) -> None:
+            # progress within a phase grows with elapsed time against a rough per-phase budget
             frac = min(0.95, (time.monotonic() - t_phase) / max(1.0, options.get("phase_budget_s", 60.0)))
-            reporter(f"{name}: starting vLLM / benchmarking", p0 + (p1 - p0) * frac, log_tail)
+            reporter(f"{name}: {what}", p0 + (p1 - p0) * frac, log_tail)
 
         reporter(f"{name}: starting vLLM", p0)
         try:

@@ -95,7 +95,7 @@ class _Reporter:
         if now - self.last < self.every and not fields:
             return
         self.last = now
-        if "benchmarking" in stage or self.status == ValidationRun.Status.RUNNING or "done" in stage:
+        if "benchmarking" in stage or "done" in stage:  # STARTING until the first server answers
             self.status = ValidationRun.Status.RUNNING
         try:
             alive = retry_locked(lambda: self.run.heartbeat(stage=stage, progress=progress, status=self.status,
@@ -131,7 +131,7 @@ def execute(run: ValidationRun) -> None:
         "server_command": setting("VALIDATOR_SERVER_COMMAND", None),
         "bench_command": setting("VALIDATOR_BENCH_COMMAND", None),
         "stop_grace_s": float(setting("VALIDATOR_STOP_GRACE_S", 10)),
-        "phase_budget_s": 60.0 if cfg.get("platform") == "cpu" else 300.0,
+        "phase_budget_s": 45.0 if cfg.get("platform") == "cpu" else 300.0,
         "on_server": on_server,
     }
     from .bench import run_sequence
