@@ -107,3 +107,15 @@ def _perms(user):
     from django.contrib.auth.context_processors import PermWrapper
 
     return PermWrapper(user)
+
+
+def test_the_creator_can_cancel_a_run_and_others_cannot(client, user):
+    run = ValidationRun.submit(PARAMS, user)
+    client.force_login(User.objects.create_user("mallory"))
+    assert client.post(reverse("validator:cancel", args=[run.pk])).status_code == 403
+    client.force_login(user)
+    assert b"Cancel run" in client.get(run.get_absolute_url()).content
+    r = client.post(reverse("validator:cancel", args=[run.pk]))
+    assert r.status_code == 302
+    run.refresh_from_db()
+    assert run.status == "cancelled" and run.error == "cancelled by alice"

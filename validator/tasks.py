@@ -138,9 +138,10 @@ def execute(run: ValidationRun) -> None:
 
     try:
         measured = run_sequence(cfg, run.prediction or {}, workdir, reporter, hardware, options)
+        log_tail = runner.tail(workdir / "speculative-server.log")
+        retry_locked(lambda: run.finish(measured, log_tail=log_tail))
     except runner.RunnerError as e:
         retry_locked(lambda: run.fail(str(e), measured=e.measured, log_tail=e.log_tail or None))
-        return
     except Exception as e:  # noqa: BLE001 - anything else still ends the run in a clear state
         log.exception("validation run %s crashed", run.pk)
         retry_locked(lambda: run.fail(f"internal error in the worker: {type(e).__name__}: {e}"))
@@ -149,10 +150,10 @@ def execute(run: ValidationRun) -> None:
         retry_locked(lambda: run.fail(f"the worker was stopped during the run ({type(e).__name__}); "
                                       "the vLLM process group was killed"))
         raise
-    log_tail = runner.tail(workdir / "speculative-server.log")
-    retry_locked(lambda: run.finish(measured, log_tail=log_tail))
-    if not setting("VALIDATOR_KEEP_WORKDIR", False):
-        shutil.rmtree(workdir, ignore_errors=True)
+    finally:
+        # logs live on in the run's log_tail; set VALIDATOR_KEEP_WORKDIR to keep the files
+        if not setting("VALIDATOR_KEEP_WORKDIR", False):
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 @task()

@@ -9,4 +9,5 @@ urlpatterns = [
     path("new", views.new, name="new"),
     path("<uuid:run_id>/", views.detail, name="detail"),
     path("<uuid:run_id>/status", views.status, name="status"),
+    path("<uuid:run_id>/cancel", views.cancel, name="cancel"),
 ]

@@ -53,3 +53,14 @@ def status(request: HttpRequest, run_id) -> HttpResponse:
     if run.is_terminal:
         return HttpResponseStopPolling(response.content)
     return response
+
+
+@require_POST
+@login_required
+def cancel(request: HttpRequest, run_id) -> HttpResponse:
+    """Cancel a queued or running run: its creator or a user with ``validator.change_validationrun``."""
+    run = _get_run_or_404(run_id)
+    if run.created_by_id != request.user.pk and not request.user.has_perm("validator.change_validationrun"):
+        return HttpResponse("only the run's creator can cancel it", status=403)
+    run.cancel(f"cancelled by {request.user.get_username()}")
+    return redirect(run)
