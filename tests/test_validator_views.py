@@ -119,3 +119,15 @@ def test_the_creator_can_cancel_a_run_and_others_cannot(client, user):
     assert r.status_code == 302
     run.refresh_from_db()
     assert run.status == "cancelled" and run.error == "cancelled by alice"
+
+
+def test_admin_lists_and_shows_runs(client, user):
+    run = ValidationRun.submit(PARAMS, user)
+    client.force_login(User.objects.create_superuser("root", "root@example.com", "pw-root-123"))
+    r = client.get("/admin/validator/validationrun/")
+    assert r.status_code == 200 and b"tiny-random/llama" in r.content
+    assert client.get(f"/admin/validator/validationrun/{run.pk}/change/").status_code == 200
+    r = client.post("/admin/validator/validationrun/", {"action": "cancel_runs", "_selected_action": [str(run.pk)]})
+    assert r.status_code == 302
+    run.refresh_from_db()
+    assert run.status == "cancelled" and "root" in run.error
