@@ -112,6 +112,7 @@ def test_it_uses_a_tiny_stand_in_for_a_hub_llama_on_the_cpu(settings, tmp_path):
     assert any("meta-llama/Llama-3.1-8B" in a and "LlamaForCausalLM" in a for a in cfg["adjustments"])
 
 
+@pytest.mark.django_db
 @pytest.mark.parametrize("params,field", [
     ({"model": "nobody/nothing"}, "model"),
     ({"model": "Qwen/Qwen3-Next-80B-A3B-Instruct", "gpu": "CPU"}, "model"),

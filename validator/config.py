@@ -51,6 +51,32 @@ def offline_config(model_id: str) -> dict[str, Any] | None:
     return None
 
 
+def resolve_model(model_id: str, revision: str | None) -> dict[str, Any]:
+    """``{"config", "source", "sha", "weights", "quant_config"}`` for a Hub model id.
+
+    Uses the calculator's metadata layer (``calculator.metadata.load_model``: database cache, Hub pinned
+    to a sha, offline catalog) when it is installed, else the shipped offline catalog alone.
+    Raises ``ConfigurationError("model", ...)`` when the model cannot be found."""
+    try:
+        from calculator.metadata import MetadataError, load_model
+    except ImportError:
+        load_model = None
+    if load_model is not None:
+        try:
+            meta = load_model(model_id, revision)
+        except MetadataError as e:
+            raise ConfigurationError(getattr(e, "field", "model"), e.message) from None
+        return {"config": meta.config, "source": meta.source, "sha": meta.sha,
+                "weights": meta.weights.model_dump() if meta.weights is not None else None,
+                "quant_config": meta.quant_config}
+    config = offline_config(model_id)
+    if config is None:
+        raise ConfigurationError("model", f"unknown model {model_id!r}: not built in and not in the offline "
+                                          "catalog (calculator/data/model_configs)")
+    return {"config": config, "source": "offline catalog config.json", "sha": None, "weights": None,
+            "quant_config": None}
+
+
 def speculative_from_params(params: dict[str, Any]) -> dict[str, Any] | None:
     """``--speculative-config`` from ``speculative_config`` (JSON) or the calculator's split fields
     ``speculative_method`` / ``speculative_model`` / ``num_speculative_tokens``."""
@@ -120,11 +146,10 @@ def build_configuration(params: dict[str, Any]) -> dict[str, Any]:
         model_dir, hf_config = tiny_models.ensure_builtin(model_id)
         source = f"built-in tiny random model written to {model_dir}"
     else:
-        hf_config = offline_config(model_id)
-        if hf_config is None:
-            raise ConfigurationError("model", f"unknown model {model_id!r}: not built in and not in the offline "
-                                              "catalog (calculator/data/model_configs)")
-        source = "offline catalog config.json"
+        meta = resolve_model(model_id, revision)
+        hf_config, source = meta["config"], meta["source"]
+        if meta["sha"]:
+            revision = meta["sha"]  # the run uses the exact commit the prediction was made for
         if platform == "cpu":
             arch = (hf_config.get("architectures") or ["?"])[0]
             stand_in = tiny_models.ARCHITECTURE_STAND_INS.get(arch)
@@ -137,6 +162,11 @@ def build_configuration(params: dict[str, Any]) -> dict[str, Any]:
             adjustments.append(f"{model_id} cannot be downloaded or run on this CPU worker; the run uses "
                                f"{stand_in}, a tiny random-weight model of the same architecture ({arch}), "
                                "and the prediction is made for that model")
+            revision = None
+        else:
+            for key in ("weights", "quant_config"):
+                if meta[key] is not None:
+                    inp[key] = meta[key]
     inp["hf_config"] = hf_config
     inp["model_label"] = run_model
     inp["model_source"] = source
