@@ -135,6 +135,15 @@ HUB_BRANCH_TTL_S = envint("HUB_BRANCH_TTL_S", "3600")
 # After a Hub timeout / connection failure, answer from the cache or catalog for this long before retrying.
 HUB_RETRY_AFTER_S = envint("HUB_RETRY_AFTER_S", "60")
 
+# Validation runs (validator/). The worker is `manage.py db_worker`; see README "Validation runs".
+VALIDATOR_MAX_ACTIVE_RUNS_PER_USER = envint("VALIDATOR_MAX_ACTIVE_RUNS_PER_USER", "2")
+VALIDATOR_RUN_TIMEOUT_S = envint("VALIDATOR_RUN_TIMEOUT_S", "900")  # wall clock; then the process group is killed
+VALIDATOR_STARTUP_TIMEOUT_S = envint("VALIDATOR_STARTUP_TIMEOUT_S", "300")  # vLLM start-up until /health
+VALIDATOR_BENCH_TIMEOUT_S = envint("VALIDATOR_BENCH_TIMEOUT_S", "600")
+VALIDATOR_HEARTBEAT_S = envint("VALIDATOR_HEARTBEAT_S", "2")
+VALIDATOR_STALE_AFTER_S = envint("VALIDATOR_STALE_AFTER_S", "120")  # no heartbeat this long: failed by the sweep
+VALIDATOR_CPU_KVCACHE_GIB = envint("VALIDATOR_CPU_KVCACHE_GIB", "1")  # VLLM_CPU_KVCACHE_SPACE on the CPU build
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

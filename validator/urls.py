@@ -1,6 +1,13 @@
-from django.urls import path  # noqa: F401
+from __future__ import annotations
 
-from . import views  # noqa: F401
+from django.urls import path
+
+from . import views
 
 app_name = "validator"
-urlpatterns: list = []
+urlpatterns = [
+    path("new", views.new, name="new"),
+    path("<uuid:run_id>/", views.detail, name="detail"),
+    path("<uuid:run_id>/status", views.status, name="status"),
+    path("<uuid:run_id>/cancel", views.cancel, name="cancel"),
+]

@@ -1,0 +1,218 @@
+"""Fault tests: vLLM refuses a flag, the worker dies mid-run, a run times out, the database is locked.
+Each run ends in a clear state with the reason; nothing else is lost. A fake server script stands in for
+vLLM where a real one is not needed (tests/fake_vllm_server.py)."""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from datetime import timedelta
+from functools import partial
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.db import connections, transaction
+from django.utils import timezone
+from django_tasks_db.models import DBTaskResult
+
+from validator import runner
+from validator.models import ValidationRun
+from validator.tasks import _Reporter, retry_locked, sweep_stale_runs
+
+FAKE = str(Path(__file__).with_name("fake_vllm_server.py"))
+run_worker = partial(call_command, "db_worker", batch=True, interval=0, startup_delay=False, verbosity=0)
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _var(settings, tmp_path):
+    settings.VAR_DIR = tmp_path
+    settings.VALIDATOR_KEEP_WORKDIR = True
+
+
+def submit(**params) -> ValidationRun:
+    return ValidationRun.submit({"model": "tiny-random/llama", "gpu": "CPU", **params})
+
+
+def fake(mode: str, pid_file: Path | None = None) -> list[str]:
+    cmd = [sys.executable, FAKE, "--fake-mode", mode]
+    return cmd + (["--fake-pid-file", str(pid_file)] if pid_file else [])
+
+
+def pids(pid_file: Path) -> list[int]:
+    for _ in range(100):
+        if pid_file.exists() and pid_file.read_text().strip():
+            return [int(p) for p in pid_file.read_text().split()]
+        time.sleep(0.05)
+    raise AssertionError("fake server did not start")
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead for our purpose
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_vllm_refusing_a_flag_fails_the_run_with_vllms_message(settings):
+    # real vLLM, one flag it does not know: argparse exits 2 after importing vLLM (~10 s)
+    pytest.importorskip("vllm", reason="the worker extra (vLLM's CPU build) is not installed")
+    settings.VALIDATOR_SERVER_COMMAND = [*runner.SERVER_COMMAND, "--no-such-flag"]
+    settings.VALIDATOR_BENCH_COMMAND = fake("serve")  # never reached
+    run = submit()
+    other = submit()  # queued behind it: must be untouched by the failure until the worker reaches it
+    other.cancel("not needed in this test")
+    run_worker()
+    run.refresh_from_db()
+    assert run.status == ValidationRun.Status.FAILED
+    assert "vLLM exited with code 2 during start-up" in run.error
+    assert "unrecognized arguments: --no-such-flag" in run.error
+    assert "api_server.py: error: unrecognized arguments: --no-such-flag" in run.log_tail
+    assert run.configuration["model_id"] == "tiny-random/llama"  # what the user submitted is kept
+    assert DBTaskResult.objects.get(pk=run.task_result_id).status == "SUCCESSFUL"  # the task itself ended cleanly
+    other.refresh_from_db()
+    assert other.status == ValidationRun.Status.CANCELLED and other.started_at is None
+
+
+def test_a_fake_server_refusing_a_flag_fails_fast(settings):
+    settings.VALIDATOR_SERVER_COMMAND = [*fake("refuse"), "--no-such-flag"]
+    run = submit()
+    run_worker()
+    run.refresh_from_db()
+    assert run.status == "failed" and "unrecognized arguments: --no-such-flag" in run.error
+
+
+def test_a_run_past_its_wall_clock_limit_has_its_process_group_killed(settings, tmp_path):
+    pid_file = tmp_path / "pids"
+    settings.VALIDATOR_SERVER_COMMAND = fake("hang", pid_file)  # ignores SIGTERM, has a child, never healthy
+    settings.VALIDATOR_BENCH_COMMAND = fake("serve")
+    settings.VALIDATOR_RUN_TIMEOUT_S = 3
+    settings.VALIDATOR_STOP_GRACE_S = 1
+    run = submit()
+    t0 = time.monotonic()
+    run_worker()
+    run.refresh_from_db()
+    assert run.status == ValidationRun.Status.FAILED
+    assert "wall-clock limit of 3 s" in run.error and "process group was killed" in run.error
+    assert time.monotonic() - t0 < 30
+    server, child = pids(pid_file)
+    assert not alive(server) and not alive(child)  # SIGTERM ignored, so SIGKILL took the whole group
+    assert run.server_pgid is None and run.finished_at is not None
+
+
+def test_a_dead_worker_is_detected_and_its_server_killed(settings, tmp_path):
+    """The worker was SIGKILLed mid-run: its row stays RUNNING with a vLLM process group on this host.
+    The next task's sweep fails it ("worker stopped responding") and kills the orphaned server."""
+    pid_file = tmp_path / "pids"
+    settings.VALIDATOR_STALE_AFTER_S = 60
+    run = submit()
+    # what the dead worker left behind: the queue row claimed, our row running, a live server group
+    task = DBTaskResult.objects.get(pk=run.task_result_id)
+    task.claim("dead-worker")
+    assert run.start(worker_host=runner.socket.gethostname())
+    server = runner.ServerProcess(fake("serve", pid_file), tmp_path / "server.log", port=runner.free_port())
+    server.argv = [*server.argv, "--port", server.base_url.rsplit(":", 1)[1]]
+    pgid = server.start()
+    run.heartbeat(status="running", stage="baseline: benchmarking", server_pgid=pgid)
+    ValidationRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=300))
+    untouched = submit()  # queued behind it
+    untouched.cancel("keep this test short")
+    fresh = submit()
+    fresh.heartbeat(stage="still fine")  # a queued run with a recent heartbeat is not swept either
+
+    settings.VALIDATOR_SERVER_COMMAND = [*fake("refuse"), "--no-such-flag"]  # what the next task runs
+    run_worker()
+    run.refresh_from_db()
+    assert run.status == ValidationRun.Status.FAILED and "worker stopped responding" in run.error
+    assert server.proc.wait(timeout=5) == -15  # SIGTERM from the sweep (the test process reaps it)
+    assert not runner.group_alive(pgid)
+    task.refresh_from_db()
+    assert task.status == "FAILED" and "worker stopped responding" in task.traceback
+    untouched.refresh_from_db()
+    assert untouched.status == "cancelled" and untouched.error == "keep this test short"
+    fresh.refresh_from_db()
+    assert fresh.status == "failed" and "unrecognized arguments" in fresh.error  # ran after the sweep
+    assert sweep_stale_runs() == []  # nothing left to sweep; a second sweep changes nothing
+
+
+def test_the_sweep_command_fails_stale_runs(settings):
+    run = submit()
+    assert run.start(worker_host="elsewhere")
+    ValidationRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=600))
+    call_command("sweep_validation_runs", older_than=120, stdout=open(os.devnull, "w"))
+    run.refresh_from_db()
+    assert run.status == "failed" and "no heartbeat for 120 s" in run.error
+
+
+def test_a_briefly_locked_database_delays_but_loses_nothing(settings):
+    run = submit()
+    other = submit()
+    assert run.start(worker_host="here")
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_lock():
+        with transaction.atomic():
+            ValidationRun.objects.filter(pk=other.pk).update(stage="written while the lock was held")
+            locked.set()
+            release.wait(5)
+            time.sleep(1.0)
+        connections.close_all()
+
+    t = threading.Thread(target=hold_lock)
+    t.start()
+    assert locked.wait(5)
+    t0 = time.monotonic()
+    release.set()  # the lock is held one more second
+    reporter = _Reporter(run)
+    reporter("baseline: benchmarking", 0.3, "log line")  # a heartbeat during the lock is skipped, not fatal
+    assert retry_locked(lambda: run.finish({"phases": {}, "note": "kept"}))  # waits for the lock, then writes
+    t.join()
+    run.refresh_from_db()
+    other.refresh_from_db()
+    assert run.status == "done" and run.measured["note"] == "kept"
+    assert other.stage == "written while the lock was held"
+    assert 0.9 < time.monotonic() - t0 < 15  # the write waited for the lock
+
+
+def test_a_sigkilled_worker_takes_its_vllm_server_with_it(tmp_path):
+    """PR_SET_PDEATHSIG: the server gets SIGTERM when the worker process that started it is killed."""
+    import subprocess
+
+    pid_file = tmp_path / "pids"
+    root = str(Path(__file__).resolve().parent.parent)
+    script = (
+        "import sys, time\n"
+        f"sys.path.insert(0, {root!r})\n"
+        "from pathlib import Path\n"
+        "from validator.runner import ServerProcess, free_port\n"
+        f"s = ServerProcess([sys.executable, {FAKE!r}, '--fake-mode', 'serve', '--fake-pid-file', {str(pid_file)!r}],"
+        f" Path({str(tmp_path / 'server.log')!r}), port=free_port())\n"
+        "s.start()\n"
+        "time.sleep(600)\n"
+    )
+    worker = subprocess.Popen([sys.executable, "-c", script])
+    server = pids(pid_file)[0]
+    assert alive(server)
+    worker.kill()
+    worker.wait()
+    for _ in range(100):
+        if not alive(server):
+            break
+        time.sleep(0.05)
+    assert not alive(server)
+
+
+def test_a_run_saved_but_never_enqueued_is_enqueued_by_the_sweep():
+    run = ValidationRun.objects.create(configuration={"model_id": "tiny-random/llama"},
+                                       created=timezone.now() - timedelta(seconds=600))
+    assert sweep_stale_runs(120) == []
+    run.refresh_from_db()
+    assert run.status == "queued" and DBTaskResult.objects.get(pk=run.task_result_id).status == "READY"

