@@ -52,45 +52,16 @@ class Cancelled(RunnerError):
 # --------------------------------------------------------------------------------------------------
 # argv
 # --------------------------------------------------------------------------------------------------
-# (EngineInput field, vLLM flag, vLLM default that makes the flag unnecessary) — vllm/engine/arg_utils.py
-_VALUE_FLAGS = (
-    ("tensor_parallel_size", "--tensor-parallel-size", 1),
-    ("pipeline_parallel_size", "--pipeline-parallel-size", 1),
-    ("max_model_len", "--max-model-len", None),
-    ("gpu_memory_utilization", "--gpu-memory-utilization", None),
-    ("dtype", "--dtype", "auto"),
-    ("quantization", "--quantization", None),
-    ("kv_cache_dtype", "--kv-cache-dtype", "auto"),
-    ("block_size", "--block-size", None),
-    ("max_num_seqs", "--max-num-seqs", None),
-    ("max_num_batched_tokens", "--max-num-batched-tokens", None),
-    ("kv_cache_memory_bytes", "--kv-cache-memory-bytes", None),
-    ("attention_backend", "--attention-backend", None),
-)
-
-
 def serve_argv(engine_input: dict[str, Any], model_id: str, revision: str | None = None) -> list[str]:
-    """``["vllm", "serve", model_id, "--flag", "value", ...]``: the command the calculator shows.
+    """``["vllm", "serve", model_id, "--flag", "value", ...]``: exactly the command the calculator shows
+    (``calculator.serve_command.serve_argv``). ``engine_input`` is an ``EngineInput`` as a dict
+    (``EngineInput.model_dump()``, as stored on the run)."""
+    from calculator.engine.schemas import EngineInput
+    from calculator.serve_command import serve_argv as calculator_serve_argv
 
-    ``engine_input`` is an ``EngineInput`` as a dict (``EngineInput.model_dump()``). Only values that
-    differ from vLLM 0.32's defaults are written. Kept in one function so that it can delegate to
-    ``calculator.serve_command.serve_argv`` once that is merged (same output shape).
-    """
-    argv = ["vllm", "serve", model_id]
-    if revision and revision != "main":
-        argv += ["--revision", revision]
-    for key, flag, default in _VALUE_FLAGS:
-        value = engine_input.get(key)
-        if value is None or value == default:
-            continue
-        argv += [flag, str(value)]
-    if engine_input.get("enforce_eager"):
-        argv.append("--enforce-eager")
-    spec = engine_input.get("speculative_config")
-    if spec:
-        spec = {k: v for k, v in dict(spec).items() if v is not None}
-        argv += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
-    return argv
+    # the flags do not depend on the model's config, which a caller may leave out
+    inp = EngineInput.model_validate({"hf_config": {}, **engine_input})
+    return calculator_serve_argv(inp, model_id, revision)
 
 
 def server_argv(serve: list[str], model_path: str, served_model_name: str, host: str, port: int,
