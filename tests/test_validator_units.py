@@ -186,3 +186,31 @@ def test_the_engine_input_validates_against_the_engine_schema(settings, tmp_path
     # the GPU profile: the field guide's working context 32768 at concurrency 4
     assert cfg["platform"] == "cuda" and cfg["profile"]["input_len"] + cfg["profile"]["output_len"] == 32768
     assert cfg["profile"]["concurrency"] == 4 and inp.kv_cache_dtype == "fp8" and inp.kv_cache_memory_bytes is None
+
+
+@pytest.mark.django_db
+def test_the_report_compares_predicted_and_measured_speed(settings, tmp_path):
+    """Speed rows use the profile the run used; TPOT is compared with perf's itl_ms (vllm bench serve's
+    TPOT), the speedup with baseline TPOT / speculative TPOT; acceptance from the measured counters."""
+    from calculator.engine.perf import speed_fields
+    from calculator.engine.schemas import EngineInput
+    from validator.bench import speed_comparison
+
+    settings.VAR_DIR = tmp_path
+    cfg = build_configuration({"model": "tiny-random/llama", "gpu": "CPU", "max_model_len": "1024",
+                               "acceptance_rate": "0.5"})
+    baseline = {"aggregate": {"median_ttft_ms": 40.0, "median_tpot_ms": 20.0, "output_throughput": 150.0}}
+    spec = {"aggregate": {"median_ttft_ms": 45.0, "median_tpot_ms": 16.0, "output_throughput": 180.0,
+                          "spec_decode": {"mean_acceptance_length": 1.6}}}
+    rows = {r["field"]: r for r in speed_comparison(cfg, baseline, spec)}
+    p = cfg["profile"]
+    base_in = {k: v for k, v in cfg["engine_input"].items() if k != "speculative_config"}
+    expected = speed_fields(EngineInput(**base_in), None, prompt_len=p["input_len"], output_len=p["output_len"],
+                            concurrency=p["concurrency"])
+    assert rows["tpot_ms"]["predicted"] == expected["itl_ms"] and rows["tpot_ms"]["measured"] == 20.0
+    assert rows["tpot_ms"]["error"] == pytest.approx(expected["itl_ms"] - 20.0)
+    assert rows["spec_speedup"]["measured"] == pytest.approx(20.0 / 16.0)
+    # with acceptance rate 0.5 and k drafted tokens, acceptance length = (1 - 0.5^(k+1)) / (1 - 0.5)
+    k = cfg["spec_config"]["num_speculative_tokens"]
+    assert rows["mean_acceptance_length"]["predicted"] == pytest.approx((1 - 0.5 ** (k + 1)) / 0.5, abs=1e-6)
+    assert rows["mean_acceptance_length"]["measured"] == 1.6

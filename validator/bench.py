@@ -229,6 +229,61 @@ def compare(prediction: dict[str, Any], startup: dict[str, Any]) -> list[dict[st
     return rows
 
 
+def _row(field_name: str, unit: str, p: float | None, m: float | None, note: str = "") -> dict[str, Any]:
+    row: dict[str, Any] = {"field": field_name, "unit": unit, "predicted": p, "measured": m, "error": None,
+                           "error_pct": None, "note": note}
+    if p is not None and m is not None:
+        row["error"] = p - m
+        row["error_pct"] = (p - m) / m * 100 if m else None
+    elif p is None and not note:
+        row["note"] = "not predicted"
+    return row
+
+
+def speed_comparison(configuration: dict[str, Any], baseline: dict[str, Any],
+                     speculative: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Predicted vs measured speed (``calculator.engine.perf``, roofline with assumed efficiencies) at the
+    profile the run used: TTFT, time per output token (perf's ``itl_ms`` is vllm bench serve's TPOT: with
+    speculation several tokens arrive per chunk, so raw ITL is not comparable), output tok/s, and with
+    speculation the mean acceptance length and the speedup (baseline TPOT / speculative TPOT)."""
+    try:
+        from calculator.engine.perf import speed_fields
+        from calculator.engine.schemas import EngineInput
+    except ImportError as e:  # pragma: no cover - the engine ships with the app
+        return [_row("ttft_ms", "ms", None, None, f"speed model unavailable ({e})")]
+    profile = configuration["profile"]
+    kw = dict(prompt_len=profile["input_len"], output_len=profile["output_len"], concurrency=profile["concurrency"])
+    base_input = {k: v for k, v in configuration["engine_input"].items() if k != "speculative_config"}
+    b = baseline.get("aggregate", {})
+    rows = []
+    try:
+        pb = speed_fields(EngineInput(**base_input), None, **kw)
+    except Exception as e:  # noqa: BLE001 - shown in the report, never a crash of the run
+        return [_row("ttft_ms", "ms", None, None, f"speed model could not predict: {e}")]
+    rows += [_row("ttft_ms", "ms", pb["ttft_ms"], b.get("median_ttft_ms")),
+             _row("tpot_ms", "ms", pb["itl_ms"], b.get("median_tpot_ms")),
+             _row("output_tokens_per_s", "tok/s", pb["output_tokens_per_s"], b.get("output_throughput"))]
+    spec = configuration.get("spec_config")
+    if speculative and spec:
+        s_ = speculative.get("aggregate", {})
+        try:
+            ps = speed_fields(EngineInput(**{**base_input, "speculative_config": spec}), None,
+                              acceptance_rate=configuration.get("acceptance_rate"), **kw)
+        except Exception as e:  # noqa: BLE001
+            return rows + [_row("spec_tpot_ms", "ms", None, None, f"speed model could not predict: {e}")]
+        acc = s_.get("spec_decode") or {}
+        measured_speedup = (b.get("median_tpot_ms") / s_["median_tpot_ms"]
+                            if b.get("median_tpot_ms") and s_.get("median_tpot_ms") else None)
+        no_figure = "no typical acceptance figure for this method: give acceptance_rate to predict it"
+        rows += [_row("spec_tpot_ms", "ms", ps["itl_ms"] if ps.get("spec_speedup") else None,
+                      s_.get("median_tpot_ms"), "" if ps.get("spec_speedup") else no_figure),
+                 _row("mean_acceptance_length", "tokens", ps.get("mean_acceptance_length"),
+                      acc.get("mean_acceptance_length"), "" if ps.get("mean_acceptance_length") else no_figure),
+                 _row("spec_speedup", "x", ps.get("spec_speedup"), measured_speedup,
+                      "" if ps.get("spec_speedup") else no_figure)]
+    return rows
+
+
 def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], workdir: Path,
                  reporter: Reporter, hardware: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
     """Baseline then speculation (``configuration["spec_config"]``), each ``profile["repeats"]`` times.
@@ -270,6 +325,7 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
         reporter(f"{name}: done", p1)
     baseline, speculative = measured["phases"]["baseline"], measured["phases"]["speculative"]
     measured["comparison"] = compare(prediction, baseline.get("startup", {}))
+    measured["comparison"] += speed_comparison(configuration, baseline, speculative)
     measured["verdict"] = verdict(baseline, speculative, hardware)
     measured["elapsed_s"] = round(time.monotonic() - t_start, 1)
     return measured

@@ -139,6 +139,14 @@ def build_configuration(params: dict[str, Any]) -> dict[str, Any]:
     if str(params.get("enforce_eager", "")).lower() in ("1", "true", "on", "yes"):
         inp["enforce_eager"] = True
     spec = speculative_from_params(params)
+    acceptance_rate = None
+    if "acceptance_rate" in params:
+        try:
+            acceptance_rate = float(params["acceptance_rate"])
+        except ValueError:
+            raise ConfigurationError("acceptance_rate", "expected a number between 0 and 1") from None
+        if not 0 <= acceptance_rate <= 1:
+            raise ConfigurationError("acceptance_rate", "must be between 0 and 1")
 
     # -- the model -------------------------------------------------------------------------------
     run_model = model_id
@@ -229,6 +237,7 @@ def build_configuration(params: dict[str, Any]) -> dict[str, Any]:
         "platform": platform,
         "engine_input": inp,
         "spec_config": spec,
+        "acceptance_rate": acceptance_rate,
         "profile": profile,
         "adjustments": adjustments,
     }
