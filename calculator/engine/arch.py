@@ -176,7 +176,9 @@ def _layer_kinds(c: dict[str, Any], model_type: str, num_layers: int, notes: lis
     if model_type in ("bamba", "granitemoehybrid", "falcon_h1") or c.get("layers_block_type"):
         types = c.get("layer_types") or c.get("layers_block_type")
         if types:
-            return [LayerDesc(kind="full" if t == "attention" else "mamba2") for t in types]
+            # "attention"/"mamba" in Hub configs; transformers >= 5 writes "full_attention"/"linear_attention"
+            # (vllm/model_executor/models/granitemoehybrid.py:322-325 keys the layer class on the latter)
+            return [LayerDesc(kind="full" if t in ("attention", "full_attention") else "mamba2") for t in types]
         attn = set(c.get("attn_layer_indices") or [])
         return [LayerDesc(kind="full" if i in attn else "mamba2") for i in range(num_layers)]
 
@@ -226,6 +228,31 @@ def _layer_kinds(c: dict[str, Any], model_type: str, num_layers: int, notes: lis
         return [LayerDesc(kind="sliding", sliding_window=window) for _ in range(num_layers)]
 
     return [LayerDesc(kind="full") for _ in range(num_layers)]
+
+
+# transformers >= 5 writes Nemotron-H's layer pattern as a list (``layers_block_type``) and drops
+# ``num_hidden_layers``; vLLM reads the legacy string ``hybrid_override_pattern`` from the config class's
+# property (transformers/models/nemotron_h/configuration_nemotron_h.py ``_list_to_pattern``;
+# vllm/model_executor/models/nemotron_h.py:598).
+_NEMOTRON_H_SYMBOLS = {"mamba": "M", "linear_attention": "M", "attention": "*", "full_attention": "*",
+                       "mlp": "-", "moe": "E"}
+
+
+def _normalize_layer_list(c: dict[str, Any], model_type: str) -> dict[str, Any]:
+    """Fill ``num_hidden_layers`` (and Nemotron-H's ``hybrid_override_pattern``) from a per-layer type
+    list when a transformers-5 config has only the list."""
+    types = c.get("layers_block_type") if model_type == "nemotron_h" else None
+    types = types or c.get("layer_types")
+    if not isinstance(types, list) or not types:
+        return c
+    extra: dict[str, Any] = {}
+    if c.get("num_hidden_layers") is None:
+        extra["num_hidden_layers"] = len(types)
+    if model_type == "nemotron_h" and not c.get("hybrid_override_pattern"):
+        if any(t not in _NEMOTRON_H_SYMBOLS for t in types):
+            raise EngineInputError("config.layers_block_type", f"unknown Nemotron-H layer type in {types}")
+        extra["hybrid_override_pattern"] = "".join(_NEMOTRON_H_SYMBOLS[t] for t in types)
+    return {**c, **extra} if extra else c
 
 
 def _vision_params(config: dict[str, Any], notes: list[str]) -> int:
@@ -291,6 +318,7 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
         if filled:
             notes.append(f"{model_type} config is sparse: transformers class defaults used for {', '.join(filled)}")
             c = {**c, **{k: defaults[k] for k in filled}}
+    c = _normalize_layer_list(c, model_type)
     archs = config.get("architectures") or c.get("architectures") or ["unknown"]
     architecture = archs[0] if isinstance(archs, list) and archs else str(archs)
 
