@@ -61,6 +61,7 @@ class Case:
     family: str
     variation: str = "default"
     max_model_len: int = 1024
+    dtype: str = "float32"
     kv_cache_dtype: str = "auto"
     attention_backend: str | None = None
     speculative: dict[str, Any] | None = None
@@ -102,9 +103,14 @@ CASES: list[Case] = [
          speculative={"method": "mtp", "num_speculative_tokens": 1},
          note="MTP draft layer shares the KV pool; transformers saves no MTP weights, so dummy weights"),
     Case("qwen3-next", note="gated delta-net + full attention every 2nd layer"),
+    Case("qwen3-next", "kv_cache_dtype=fp8", kv_cache_dtype="fp8",
+         note="fp8 attention pages are 4x smaller than the float32 GDN state: attention block size raised"),
     Case("granite4-hybrid", note="Mamba-2 + 1 attention layer in 4 (GraniteMoeHybrid)"),
+    Case("granite4-hybrid", "dtype=bfloat16", dtype="bfloat16",
+         note="bf16 conv state, float32 SSM state (CPU rule), bf16 attention pages"),
     Case("bamba", note="Mamba-2 + 1 attention layer in 4"),
     Case("nemotron-h", note="Mamba-2 / MLP / attention pattern M-M*"),
+    Case("nemotron-h", "dtype=bfloat16", dtype="bfloat16", note="float32 SSM state (Nemotron-H default)"),
 ]
 
 
@@ -153,17 +159,21 @@ def parse_capacity_line(line: str) -> tuple[int, int, float] | None:
 def _error_reason(lines: list[str]) -> str | None:
     """The last exception line of the child's output (vLLM's refusal), with the line before it when it
     is a message continuation."""
-    for line in reversed(lines):
-        m = ERROR_RE.search(line.strip())
-        if m and "Traceback" not in line:
-            return m["err"].strip()[:500]
+    for i in range(len(lines) - 1, -1, -1):
+        m = ERROR_RE.search(lines[i].strip())
+        if m and "Traceback" not in lines[i]:
+            err = m["err"].strip()
+            nxt = lines[i + 1] if i + 1 < len(lines) else ""
+            if nxt.startswith((" ", "\t")) and nxt.strip():  # pydantic puts the message on the next line
+                err += " " + nxt.strip()
+            return err[:500]
     tail = [ln.strip() for ln in lines if ln.strip()][-3:]
     return " | ".join(tail)[:500] if tail else None
 
 
 def vllm_kwargs(case: Case, model_dir: Path) -> dict[str, Any]:
     """The ``vllm.LLM`` keyword arguments of a case (float32, eager, 1 in-flight batch on the CPU)."""
-    kw: dict[str, Any] = dict(model=str(model_dir), dtype="float32", max_model_len=case.max_model_len,
+    kw: dict[str, Any] = dict(model=str(model_dir), dtype=case.dtype, max_model_len=case.max_model_len,
                               enforce_eager=True, seed=0, max_num_seqs=16,
                               max_num_batched_tokens=MAX_NUM_BATCHED_TOKENS,
                               # one process: the capacity is the same, the start-up 3x faster on 2 cores
@@ -277,7 +287,7 @@ def predict(case: Case, model_dir: Path):
             draft_cfg = read_config(write_tiny_model(s["model"]))
         spec = SpeculativeConfig(**s)
     inp = EngineInput(hf_config=read_config(model_dir), gpu="CPU", kv_cache_memory_bytes=KV_SPACE_GIB * 2**30,
-                      max_model_len=case.max_model_len, dtype="float32", kv_cache_dtype=case.kv_cache_dtype,
+                      max_model_len=case.max_model_len, dtype=case.dtype, kv_cache_dtype=case.kv_cache_dtype,
                       enforce_eager=True, max_num_seqs=16, max_num_batched_tokens=MAX_NUM_BATCHED_TOKENS,
                       speculative_config=spec, draft_hf_config=draft_cfg,
                       attention_backend=case.attention_backend, model_label=f"tiny {case.family}")

@@ -109,8 +109,10 @@ def _qwen3_next() -> tuple[str, dict]:
 
 def _granite_hybrid() -> tuple[str, dict]:
     # Granite 4 (GraniteMoeHybrid): Mamba-2 layers with one attention layer in four.
+    # d_state 64: in bfloat16 the state (float32 SSM on the CPU) outgrows a 128-token attention page, so
+    # vLLM raises the attention block size (platforms/interface.py _align_hybrid_block_size).
     cfg = dict(_BASE, num_hidden_layers=4, layer_types=["mamba", "mamba", "attention", "mamba"],
-               mamba_n_heads=4, mamba_d_head=32, mamba_n_groups=1, mamba_d_state=16, mamba_d_conv=4,
+               mamba_n_heads=4, mamba_d_head=32, mamba_n_groups=1, mamba_d_state=64, mamba_d_conv=4,
                mamba_expand=1, num_local_experts=0, shared_intermediate_size=256, position_embedding_type="rope")
     return "GraniteMoeHybridConfig", cfg
 
@@ -123,7 +125,7 @@ def _bamba() -> tuple[str, dict]:
 
 def _nemotron_h() -> tuple[str, dict]:
     cfg = dict(_BASE, hybrid_override_pattern="M-M*", mamba_num_heads=4, mamba_head_dim=32, n_groups=1,
-               ssm_state_size=16, conv_kernel=4, head_dim=32, expand=1)
+               ssm_state_size=64, conv_kernel=4, head_dim=32, expand=1)
     return "NemotronHConfig", cfg
 
 
@@ -175,6 +177,7 @@ def _write_eagle(model, config, path: Path) -> None:
     h = config.hidden_size
     state["fc.weight"] = torch.randn(h, 2 * h, dtype=torch.float32) * 0.02
     save_file(state, str(path / "model.safetensors"), metadata={"format": "pt"})
+    config.architectures = ["LlamaForCausalLM"]  # vLLM maps it to EagleLlamaForCausalLM for method eagle
     config.save_pretrained(str(path))
 
 
@@ -223,9 +226,9 @@ def write_tiny_model(family: str, root: Path | None = None, force: bool = False)
     path.mkdir(parents=True, exist_ok=True)
     cls_name, kwargs = tiny_config(family)
     config = getattr(transformers, cls_name)(**kwargs)
-    config.torch_dtype = "float32"
+    config.dtype = "float32"
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     if family in _EAGLE_FAMILIES:
         _write_eagle(model, config, path)
     else:

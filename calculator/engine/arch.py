@@ -103,6 +103,9 @@ class ModelArch(BaseModel):
     # Mamba-2 (Nemotron-H, Bamba, Granite 4) and gated delta-net (Qwen3-Next) state fields.
     mamba: dict[str, int] = {}
     mtp_layers: int = 0
+    # dtype of the SSM (temporal) state when the model class pins it (Nemotron-H: float32 unless config.json
+    # says otherwise; vllm/model_executor/models/config.py:712-739); None: the conv-state dtype.
+    mamba_ssm_cache_dtype: str | None = None
     has_sinks: bool = False
     rotary_dim: int = 0
     rope_cache_len: int = 0
@@ -515,6 +518,7 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
         mla_nope_v_dim=(c.get("qk_nope_head_dim") or 0) + (c.get("v_head_dim") or 0) if kv_lora else 0,
         num_experts=n_exp if moe_layers else 0, num_experts_per_tok=topk if moe_layers else 0,
         moe_intermediate_size=moe_i if moe_layers else 0, mamba=mamba, mtp_layers=mtp,
+        mamba_ssm_cache_dtype=(c.get("mamba_ssm_cache_dtype") or "float32") if model_type == "nemotron_h" else None,
         has_sinks=model_type == "gpt_oss", rotary_dim=rotary_dim, rope_cache_len=rope_len,
         rope_cache_len_extra=rope_cache_len_extra, is_multimodal=is_mm,
         encoder_tokens=encoder_tokens, quantization_config=quant if isinstance(quant, dict) else None,

@@ -96,6 +96,23 @@ def _mamba_state_bytes(arch: ModelArch, tp: int, num_spec: int, conv_b: int, ssm
     return 0
 
 
+def _ssm_state_bytes(arch: ModelArch, model_bytes: int, is_cpu: bool) -> int:
+    """Bytes per element of the SSM (temporal) state; the conv state keeps the model dtype.
+
+    - CPU build: float32 for every Mamba/GDN layer — ``CpuPlatform.check_and_update_config`` resets
+      ``mamba_ssm_cache_dtype`` to float32 on CPUs with AVX-512 BF16 unless fp16/bf16 was asked for with
+      the GDN backend (vllm/platforms/cpu.py:301-321; we assume such a CPU, as on the test machine);
+    - Nemotron-H: float32 unless config.json sets ``mamba_ssm_cache_dtype``
+      (``NemotronHForCausalLMConfig``, vllm/model_executor/models/config.py:712-739);
+    - otherwise ``auto``: the conv-state dtype (mamba_utils.py:98-110).
+    """
+    if is_cpu:
+        return 4
+    if arch.mamba_ssm_cache_dtype:
+        return dtype_bytes(arch.mamba_ssm_cache_dtype)
+    return model_bytes
+
+
 def _stage_layers(arch: ModelArch, pp: int) -> list[int]:
     """Layer indices of the first pipeline stage (``get_pp_indices``: equal split, remainder to the last
     stages; vllm/distributed/utils.py)."""
@@ -136,7 +153,7 @@ def build_specs(arch: ModelArch, *, tp: int, pp: int, block_size: int, kv_bytes:
                                              head_size_v=arch.head_dim, **common)
         elif layer.kind in ("mamba2", "mamba1", "gdn"):
             if mamba_bytes is None:
-                ssm_b = 4 if is_cpu and layer.kind == "gdn" else model_bytes
+                ssm_b = _ssm_state_bytes(arch, model_bytes, is_cpu)
                 mamba_bytes = _mamba_state_bytes(arch, tp, num_spec, model_bytes, ssm_b)
             specs[name] = MambaSpec(state_bytes=mamba_bytes, block_size=block_size, num_speculative_blocks=num_spec,
                                     draft=draft, cache_mode=mamba_cache_mode,
