@@ -12,14 +12,10 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import shutil
-
 import pytest
 
 from calculator.crosscheck import CASES, find_cases, parse_capacity_line, run_case
 
-HAVE_VLLM = shutil.which("true") is not None
 try:  # the CPU build is a "worker" extra; without it the slow tests skip with a reason
     import importlib.util
 
@@ -44,6 +40,7 @@ def test_find_cases_rejects_unknown_family():
     assert {c.family for c in find_cases("all")} >= {"llama", "gemma2", "deepseek-v2", "qwen3-next"}
 
 
+@pytest.mark.skipif(not HAVE_VLLM, reason="writing tiny models needs the 'worker' extra (torch, transformers)")
 def test_llama_prediction_matches_hand_count():
     """The engine's prediction for the tiny Llama equals the hand count in the module docstring."""
     from calculator.crosscheck import predict
@@ -55,8 +52,11 @@ def test_llama_prediction_matches_hand_count():
 
 
 # Families vLLM's CPU build refuses at start-up: the harness must report vLLM's reason.
-EXPECTED_REFUSED = {("llama", "spec=eagle"), ("bamba", "default")}
-CHECKED = [c for c in CASES if (c.family, c.variation) not in EXPECTED_REFUSED]
+EXPECTED_REFUSED = {("bamba", "default")}
+# ``ci=False`` cases repeat a rule another case already checks; they run with the command, not here,
+# to keep this file under 5 minutes on 2 cores. The fp8 Llama case runs through the command test below.
+CHECKED = [c for c in CASES if c.ci and (c.family, c.variation) not in EXPECTED_REFUSED
+           and (c.family, c.variation) != ("llama", "kv_cache_dtype=fp8")]
 
 
 @pytest.mark.slow
@@ -104,5 +104,3 @@ def test_command_rejects_unknown_family():
     with pytest.raises(CommandError):
         call_command("crosscheck_vllm", "--family", "nope", stdout=io.StringIO())
 
-
-assert os  # (imported for readers running the module by hand with VLLM_CPU_KVCACHE_SPACE set)
