@@ -114,6 +114,7 @@ CASES: list[Case] = [
     Case("granite4-hybrid", "dtype=bfloat16", dtype="bfloat16",
          note="bf16 conv state, float32 SSM state (CPU rule), bf16 attention pages"),
     Case("bamba", note="Mamba-2 + 1 attention layer in 4"),
+    Case("jamba", note="Mamba-1 + attention every 2nd layer"),
     Case("nemotron-h", note="Mamba-2 / MLP / attention pattern M-M*"),
     Case("nemotron-h", "dtype=bfloat16", dtype="bfloat16", note="float32 SSM state (Nemotron-H default)", ci=False),
 ]

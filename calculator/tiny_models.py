@@ -129,6 +129,14 @@ def _nemotron_h() -> tuple[str, dict]:
     return "NemotronHConfig", cfg
 
 
+def _jamba() -> tuple[str, dict]:
+    # Jamba: Mamba-1 layers with attention at layer 1 and 3 (period 2, offset 1), dense MLPs.
+    cfg = dict(_BASE, attn_layer_period=2, attn_layer_offset=1, num_experts=1, expert_layer_period=2,
+               expert_layer_offset=1, mamba_d_state=16, mamba_d_conv=4, mamba_expand=1, mamba_dt_rank=8,
+               use_mamba_kernels=False)
+    return "JambaConfig", cfg
+
+
 def _eagle_llama() -> tuple[str, dict]:
     # An EAGLE-1 head for the tiny Llama: one decoder layer + fc (2·hidden → hidden); written in the EAGLE
     # checkpoint layout by _write_eagle (vllm/model_executor/models/llama_eagle.py).
@@ -156,6 +164,7 @@ FAMILIES: dict[str, Callable[[], tuple[str, dict]]] = {
     "granite4-hybrid": _granite_hybrid,
     "bamba": _bamba,
     "nemotron-h": _nemotron_h,
+    "jamba": _jamba,
     "draft-llama": _draft_llama,
     "eagle-llama": _eagle_llama,
 }
