@@ -103,6 +103,9 @@ class ModelArch(BaseModel):
     # Mamba-2 (Nemotron-H, Bamba, Granite 4) and gated delta-net (Qwen3-Next) state fields.
     mamba: dict[str, int] = {}
     mtp_layers: int = 0
+    # dtype of the SSM (temporal) state when the model class pins it (Nemotron-H: float32 unless config.json
+    # says otherwise; vllm/model_executor/models/config.py:712-739); None: the conv-state dtype.
+    mamba_ssm_cache_dtype: str | None = None
     has_sinks: bool = False
     rotary_dim: int = 0
     rope_cache_len: int = 0
@@ -177,7 +180,9 @@ def _layer_kinds(c: dict[str, Any], model_type: str, num_layers: int, notes: lis
     if model_type in ("bamba", "granitemoehybrid", "falcon_h1") or c.get("layers_block_type"):
         types = c.get("layer_types") or c.get("layers_block_type")
         if types:
-            return [LayerDesc(kind="full" if t == "attention" else "mamba2") for t in types]
+            # "attention"/"mamba" in Hub configs; transformers >= 5 writes "full_attention"/"linear_attention"
+            # (vllm/model_executor/models/granitemoehybrid.py:322-325 keys the layer class on the latter)
+            return [LayerDesc(kind="full" if t in ("attention", "full_attention") else "mamba2") for t in types]
         attn = set(c.get("attn_layer_indices") or [])
         return [LayerDesc(kind="full" if i in attn else "mamba2") for i in range(num_layers)]
 
@@ -227,6 +232,31 @@ def _layer_kinds(c: dict[str, Any], model_type: str, num_layers: int, notes: lis
         return [LayerDesc(kind="sliding", sliding_window=window) for _ in range(num_layers)]
 
     return [LayerDesc(kind="full") for _ in range(num_layers)]
+
+
+# transformers >= 5 writes Nemotron-H's layer pattern as a list (``layers_block_type``) and drops
+# ``num_hidden_layers``; vLLM reads the legacy string ``hybrid_override_pattern`` from the config class's
+# property (transformers/models/nemotron_h/configuration_nemotron_h.py ``_list_to_pattern``;
+# vllm/model_executor/models/nemotron_h.py:598).
+_NEMOTRON_H_SYMBOLS = {"mamba": "M", "linear_attention": "M", "attention": "*", "full_attention": "*",
+                       "mlp": "-", "moe": "E"}
+
+
+def _normalize_layer_list(c: dict[str, Any], model_type: str) -> dict[str, Any]:
+    """Fill ``num_hidden_layers`` (and Nemotron-H's ``hybrid_override_pattern``) from a per-layer type
+    list when a transformers-5 config has only the list."""
+    types = c.get("layers_block_type") if model_type == "nemotron_h" else None
+    types = types or c.get("layer_types")
+    if not isinstance(types, list) or not types:
+        return c
+    extra: dict[str, Any] = {}
+    if c.get("num_hidden_layers") is None:
+        extra["num_hidden_layers"] = len(types)
+    if model_type == "nemotron_h" and not c.get("hybrid_override_pattern"):
+        if any(t not in _NEMOTRON_H_SYMBOLS for t in types):
+            raise EngineInputError("config.layers_block_type", f"unknown Nemotron-H layer type in {types}")
+        extra["hybrid_override_pattern"] = "".join(_NEMOTRON_H_SYMBOLS[t] for t in types)
+    return {**c, **extra} if extra else c
 
 
 def _vision_params(config: dict[str, Any], notes: list[str]) -> int:
@@ -292,6 +322,7 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
         if filled:
             notes.append(f"{model_type} config is sparse: transformers class defaults used for {', '.join(filled)}")
             c = {**c, **{k: defaults[k] for k in filled}}
+    c = _normalize_layer_list(c, model_type)
     archs = config.get("architectures") or c.get("architectures") or ["unknown"]
     architecture = archs[0] if isinstance(archs, list) and archs else str(archs)
 
@@ -495,6 +526,7 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
         mla_nope_v_dim=(c.get("qk_nope_head_dim") or 0) + (c.get("v_head_dim") or 0) if kv_lora else 0,
         num_experts=n_exp if moe_layers else 0, num_experts_per_tok=topk if moe_layers else 0,
         moe_intermediate_size=moe_i if moe_layers else 0, mamba=mamba, mtp_layers=mtp,
+        mamba_ssm_cache_dtype=(c.get("mamba_ssm_cache_dtype") or "float32") if model_type == "nemotron_h" else None,
         has_sinks=model_type == "gpt_oss", rotary_dim=rotary_dim, rope_cache_len=rope_len,
         rope_cache_len_extra=rope_cache_len_extra, derived_max_model_len=derived_len, is_multimodal=is_mm,
         encoder_tokens=encoder_tokens, quantization_config=quant if isinstance(quant, dict) else None,

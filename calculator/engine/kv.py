@@ -133,13 +133,21 @@ class CrossAttentionSpec(AttentionSpec):
 class MambaSpec:
     """Mamba / linear-attention state: one page holds a request's whole state (Σ prod(shape) × dtype
     bytes, independent of block size); a request needs ``1 + num_speculative_tokens`` pages in
-    ``mamba_cache_mode="none"`` (kv_cache_interface.py:1035-1082)."""
+    ``mamba_cache_mode="none"`` and ``2 + num_speculative_tokens`` in ``"align"`` (the mode vLLM 0.32 sets
+    for hybrid models when prefix caching is on, its default: ``MambaSpec.max_memory_usage_bytes``,
+    kv_cache_interface.py:1076-1082; ``MambaModelConfig``, model_executor/models/config.py:684-690).
+    ``cache_mode``: ``none`` or ``align``. ``prefill_checkpoint_blocks``: one more page per request in align
+    mode for Mamba-2 mixers, which export the block-boundary state mid-prefill
+    (``MambaMixer2.get_kv_cache_spec``, model_executor/layers/mamba/mamba_mixer2.py:1098-1108); 0 for
+    gated delta-net and Mamba-1."""
 
     state_bytes: int
     block_size: int
     num_speculative_blocks: int = 0
     page_size_padded: int | None = None
     draft: bool = False
+    cache_mode: str = "none"
+    prefill_checkpoint_blocks: int = 0
 
     kind = "mamba"
 
@@ -152,6 +160,8 @@ class MambaSpec:
         return 0
 
     def max_memory_bytes(self, ctx: KVContext) -> int:
+        if self.cache_mode == "align":
+            return self.page_size_bytes * (2 + self.num_speculative_blocks + self.prefill_checkpoint_blocks)
         return self.page_size_bytes * (1 + self.num_speculative_blocks)
 
 

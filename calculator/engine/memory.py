@@ -96,6 +96,23 @@ def _mamba_state_bytes(arch: ModelArch, tp: int, num_spec: int, conv_b: int, ssm
     return 0
 
 
+def _ssm_state_bytes(arch: ModelArch, model_bytes: int, is_cpu: bool) -> int:
+    """Bytes per element of the SSM (temporal) state; the conv state keeps the model dtype.
+
+    - CPU build: float32 for every Mamba/GDN layer — ``CpuPlatform.check_and_update_config`` resets
+      ``mamba_ssm_cache_dtype`` to float32 on CPUs with AVX-512 BF16 unless fp16/bf16 was asked for with
+      the GDN backend (vllm/platforms/cpu.py:301-321; we assume such a CPU, as on the test machine);
+    - Nemotron-H: float32 unless config.json sets ``mamba_ssm_cache_dtype``
+      (``NemotronHForCausalLMConfig``, vllm/model_executor/models/config.py:712-739);
+    - otherwise ``auto``: the conv-state dtype (mamba_utils.py:98-110).
+    """
+    if is_cpu:
+        return 4
+    if arch.mamba_ssm_cache_dtype:
+        return dtype_bytes(arch.mamba_ssm_cache_dtype)
+    return model_bytes
+
+
 def _stage_layers(arch: ModelArch, pp: int) -> list[int]:
     """Layer indices of the first pipeline stage (``get_pp_indices``: equal split, remainder to the last
     stages; vllm/distributed/utils.py)."""
@@ -105,7 +122,7 @@ def _stage_layers(arch: ModelArch, pp: int) -> list[int]:
 
 def build_specs(arch: ModelArch, *, tp: int, pp: int, block_size: int, kv_bytes: int, model_bytes: int,
                 num_spec: int, prefix: str = "", draft: bool = False,
-                is_cpu: bool = False) -> dict[str, Spec]:
+                is_cpu: bool = False, mamba_cache_mode: str = "none") -> dict[str, Spec]:
     """Layer name → KV spec for the layers on rank 0 of the first pipeline stage.
 
     KV heads per rank: ``max(1, num_kv_heads // tp)`` (replicated when tp > heads; vllm/config/model.py
@@ -136,10 +153,11 @@ def build_specs(arch: ModelArch, *, tp: int, pp: int, block_size: int, kv_bytes:
                                              head_size_v=arch.head_dim, **common)
         elif layer.kind in ("mamba2", "mamba1", "gdn"):
             if mamba_bytes is None:
-                ssm_b = 4 if is_cpu and layer.kind == "gdn" else model_bytes
+                ssm_b = _ssm_state_bytes(arch, model_bytes, is_cpu)
                 mamba_bytes = _mamba_state_bytes(arch, tp, num_spec, model_bytes, ssm_b)
             specs[name] = MambaSpec(state_bytes=mamba_bytes, block_size=block_size, num_speculative_blocks=num_spec,
-                                    draft=draft)
+                                    draft=draft, cache_mode=mamba_cache_mode,
+                                    prefill_checkpoint_blocks=1 if layer.kind == "mamba2" else 0)
     return specs
 
 
@@ -339,9 +357,15 @@ def estimate(inp: EngineInput) -> EstimateResult:
         sources["draft_weights_gib"] = "no draft weights for this method" if spec else "no speculative decoding"
 
     # --- KV specs ---------------------------------------------------------------------------------
+    mamba_mode = rules.mamba_cache_mode()
+    if any(la.kind in ("mamba1", "mamba2", "gdn") for la in arch.layers):
+        resolved["mamba_cache_mode"] = mamba_mode
+        sources["mamba_cache_mode"] = ("prefix caching on by default for hybrid models: 'align', two states per "
+                                       "request (vllm/model_executor/models/config.py:684-690)"
+                                       if mamba_mode == "align" else "one state per request (mamba_cache_mode none)")
     def specs_for(bs: int) -> dict[str, Spec]:
         s = build_specs(arch, tp=tp, pp=pp, block_size=bs, kv_bytes=kv_b, model_bytes=model_b, num_spec=num_spec,
-                        is_cpu=gpu.is_cpu)
+                        is_cpu=gpu.is_cpu, mamba_cache_mode=mamba_mode)
         if spec and spec.method == "mtp":
             mtp_arch = arch.model_copy(update={"layers": arch.layers[:arch.mtp_layers],
                                                "num_layers": arch.mtp_layers})
@@ -429,7 +453,9 @@ def estimate(inp: EngineInput) -> EstimateResult:
         if entry is None:
             detail = ""
             if isinstance(s, MambaSpec):
-                detail = f"state {state:,} B per request (x{1 + s.num_speculative_blocks} with speculation)"
+                resident = 2 + s.prefill_checkpoint_blocks if s.cache_mode == "align" else 1
+                detail = (f"state {state:,} B per request (x{resident + s.num_speculative_blocks} pages: "
+                          f"mamba_cache_mode {s.cache_mode}, {s.num_speculative_blocks} speculative)")
             elif isinstance(s, SlidingWindowSpec):
                 detail = f"window {s.sliding_window} tokens"
             elif isinstance(s, MLAAttentionSpec):

@@ -60,6 +60,16 @@ class ReleaseRules:
         fp32 logits alone). Where between them it changed is unknown; we switch at 0.15."""
         return self.version >= (0, 15, 0)
 
+    def mamba_cache_mode(self, prefix_caching: bool = True) -> str:
+        """``"align"`` when vLLM keeps two Mamba states per request (plus one per speculative token): 0.32
+        turns prefix caching on for generative hybrid models (``is_prefix_caching_supported``,
+        vllm/config/model.py:2259-2261) and then sets ``mamba_cache_mode="align"``
+        (vllm/model_executor/models/config.py:684-690; checked against the CPU build by
+        ``calculator/crosscheck.py``). Earlier releases: align mode arrived in vllm-project/vllm#30877
+        (2026-01) as an opt-in (``--mamba-cache-mode align``); when it became the default is not pinned
+        down, so releases before 0.32 keep ``"none"`` (one state)."""
+        return "align" if prefix_caching and self.version >= (0, 32, 0) else "none"
+
     def max_concurrent_batches(self, pp: int, platform_is_cpu: bool) -> int:
         """Batches in flight that sliding-window layers reserve for: ``pp + 1`` with async scheduling on the
         V2 model runner (0.32 default on GPU, ``vllm/config/vllm.py:577``); 1 on the CPU (async scheduling
