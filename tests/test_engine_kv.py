@@ -117,7 +117,9 @@ def test_nemotron_h_mamba2_state_and_attention_layers():
     res = kv("nvidia__Nemotron-H-56B-Base-8K.json", gpu="H200", tensor_parallel_size=2)
     assert res.kv_bytes_per_token == n_attn * 2 * (8 // 2) * 128 * 2
     d_inner, groups, state, conv_k, heads = 256 * 64, 8, 256, 4, 256
-    per_layer = ((d_inner + 2 * groups * state) // 2 * (conv_k - 1) + heads // 2 * 64 * state) * 2
+    # conv state in the model dtype (bf16); Nemotron-H keeps the SSM state in float32
+    # (vllm/model_executor/models/config.py NemotronHForCausalLMConfig, 0.32)
+    per_layer = (d_inner + 2 * groups * state) // 2 * (conv_k - 1) * 2 + heads // 2 * 64 * state * 4
     assert by_kind(res, "mamba").state_bytes_per_request == n_mamba * per_layer
 
 
