@@ -190,15 +190,17 @@ def _write_eagle(model, config, path: Path) -> None:
     config.save_pretrained(str(path))
 
 
-def _write_tokenizer(path: Path) -> None:
-    """A byte-level BPE tokenizer with ``VOCAB`` entries, saved as tokenizer.json + tokenizer_config.json."""
+def write_tokenizer(path: Path, vocab_size: int = VOCAB) -> None:
+    """A byte-level BPE tokenizer of at most ``vocab_size`` entries (specials ``<pad>`` ``<s>`` ``</s>``
+    ``<unk>`` at ids 0-3), saved as tokenizer.json + tokenizer_config.json. BPE stops when the corpus runs
+    out of merges, so the tokenizer may be smaller than the model's embedding (as with padded vocabularies)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=["<pad>", "<s>", "</s>", "<unk>"],
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<pad>", "<s>", "</s>", "<unk>"],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator(_CORPUS, trainer=trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
@@ -242,7 +244,7 @@ def write_tiny_model(family: str, root: Path | None = None, force: bool = False)
         _write_eagle(model, config, path)
     else:
         model.save_pretrained(str(path), safe_serialization=True)
-    _write_tokenizer(path)
+    write_tokenizer(path)
     # Keep the model's own config.json (as vLLM reads it), but make sure dtype is recorded.
     cfg_path = path / "config.json"
     cfg = json.loads(cfg_path.read_text())

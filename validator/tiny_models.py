@@ -16,14 +16,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-# A small corpus for the BPE merges: any text works, the weights are random anyway.
-_CORPUS = [
-    "The quick brown fox jumps over the lazy dog. " * 4,
-    "def fibonacci(n):\n    return n if n < 2 else fibonacci(n - 1) + fibonacci(n - 2)\n",
-    "Speculative decoding drafts tokens ahead; the target model verifies them in parallel.",
-    "KV cache blocks, paged attention, time to first token, inter-token latency, throughput.",
-    "0123456789 abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ !?.,;:'\"()[]{}<>/\\|@#$%^&*-+=_~`",
-]
+from calculator.tiny_models import write_tokenizer
 
 TINY_LLAMA_DEFAULTS: dict[str, Any] = {
     "vocab_size": 1024,
@@ -40,28 +33,6 @@ TINY_LLAMA_DEFAULTS: dict[str, Any] = {
     "eos_token_id": 2,
     "pad_token_id": 0,
 }
-
-
-def _write_tokenizer(path: Path, vocab_size: int) -> None:
-    """A byte-level BPE tokenizer with ``vocab_size`` entries, specials ``<pad>`` ``<s>`` ``</s>`` at 0-2."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE(unk_token=None))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=["<pad>", "<s>", "</s>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(_CORPUS, trainer=trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
-        model_max_length=1 << 20,
-    )
-    fast.save_pretrained(str(path))
 
 
 def write_tiny_llama(path: str | Path, seed: int = 0, **overrides: Any) -> dict[str, Any]:
@@ -83,7 +54,7 @@ def write_tiny_llama(path: str | Path, seed: int = 0, **overrides: Any) -> dict[
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config).to(torch.float32)
     model.save_pretrained(str(path), safe_serialization=True)
-    _write_tokenizer(path, params["vocab_size"])
+    write_tokenizer(path, params["vocab_size"])
     return json.loads((path / "config.json").read_text())
 
 
