@@ -137,7 +137,7 @@ class ModelMetadata(BaseModel):
     repo_id: str
     revision: str = DEFAULT_REVISION
     sha: str | None = None
-    origin: str = "hub"  # hub | catalog
+    origin: str = "hub"  # hub | catalog | builtin
     config: dict[str, Any]
     quant_config: dict[str, Any] | None = None
     quant_config_file: str | None = None

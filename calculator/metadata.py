@@ -24,6 +24,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from calculator import builtin_models
 from calculator.catalog import catalog_lookup, catalog_models, catalog_repo_id
 from calculator.engine.schemas import CheckpointWeights
 from calculator.hub import (
@@ -87,6 +88,12 @@ def load_model(
     """
     global _hub_down_until, _hub_down_reason
     repo_id = validate_model_id(model_id)
+    if builtin_models.is_builtin(repo_id):
+        model_dir, config = builtin_models.ensure_builtin(repo_id)
+        return ModelMetadata(repo_id=repo_id, origin="builtin", config=config, fetched_at=timezone.now(),
+                             source=f"built-in tiny random-weight model ({model_dir.name}, written locally)",
+                             notes=[f"{repo_id} is built in: a seeded random-weight model written to {model_dir} on "
+                                    "first use, so validation runs need nothing from the Hub"])
     rev = (revision or "").strip() or DEFAULT_REVISION
     is_sha = bool(COMMIT_SHA.fullmatch(rev))
     pointer = None

@@ -79,3 +79,20 @@ def test_unknown_model_offline_is_exit_2(monkeypatch):
     with pytest.raises(CommandError) as err:
         call_command("estimate", "--model", "nope/nothing")
     assert err.value.returncode == 2 and "offline catalog" in str(err.value)
+
+
+@pytest.mark.django_db
+def test_builtin_tiny_model_is_known_to_the_calculator(settings, tmp_path, monkeypatch):
+    """tiny-random/llama (the validator's built-in) is estimated from the config it writes; on the CPU build
+    with 1 GiB of KV space: tokens = 1 GiB / (layers x 2 x KV heads x head_dim x 4 B), computed from that config."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    settings.VAR_DIR = tmp_path
+    data = run_json("--model", "tiny-random/llama", "--gpu", "CPU", "--dtype", "float32", "--max-model-len", "1024",
+                    "--kv-cache-memory-bytes", str(2**30))
+    import json as _json
+    cfg = _json.loads((tmp_path / "models" / "tiny-random-llama" / "config.json").read_text())
+    head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]
+    per_token = cfg["num_hidden_layers"] * 2 * cfg["num_key_value_heads"] * head_dim * 4
+    assert data["kv_bytes_per_token"] == per_token
+    assert data["kv_cache_tokens"] == 2**30 // per_token
+    assert "built-in" in data["model_source"]

@@ -16,7 +16,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from . import runner, tiny_models
+from calculator import builtin_models as tiny_models
+
+from . import runner
 from .runner import Deadline, MemorySampler, RunnerError, ServerProcess
 
 GiB = 2**30

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.conf import settings
 
-from . import tiny_models
+from calculator import builtin_models as tiny_models
 
 GiB = 2**30
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "calculator" / "data" / "model_configs"

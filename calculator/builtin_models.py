@@ -1,4 +1,5 @@
-"""Tiny random-weight models written locally, so a validation run needs nothing from the Hub.
+"""Built-in model ids (``tiny-random/llama``): tiny random-weight models written locally on first use, so
+the calculator can estimate them and a validation run needs nothing from the Hub.
 
 Each family has one writer, ``write_tiny_<family>(path, **overrides) -> dict``, that saves a seeded,
 float32 checkpoint (``transformers`` ``save_pretrained``, safetensors) plus a byte-level BPE tokenizer
@@ -16,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from calculator.tiny_models import write_tokenizer
+from .tiny_models import write_tokenizer
 
 TINY_LLAMA_DEFAULTS: dict[str, Any] = {
     "vocab_size": 1024,
