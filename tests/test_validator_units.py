@@ -214,3 +214,19 @@ def test_the_report_compares_predicted_and_measured_speed(settings, tmp_path):
     k = cfg["spec_config"]["num_speculative_tokens"]
     assert rows["mean_acceptance_length"]["predicted"] == pytest.approx((1 - 0.5 ** (k + 1)) / 0.5, abs=1e-6)
     assert rows["mean_acceptance_length"]["measured"] == 1.6
+
+
+def test_burst_streaming_makes_tpot_unmeasurable_and_tok_s_decides():
+    """A tiny CPU model: each request's tokens come in one burst, TTFT ~ E2EL, TPOT ~ 0 ms (seen in a real
+    run here: TTFT 183 ms, TPOT 0.003 ms). The verdict must then rest on output tok/s, not on TPOT."""
+    from validator.bench import per_token_measurable, verdict
+
+    burst = {"median_ttft_ms": 183.0, "median_e2el_ms": 184.0, "median_tpot_ms": 0.003, "output_throughput": 751.0}
+    spec = {"median_ttft_ms": 120.0, "median_e2el_ms": 121.0, "median_tpot_ms": 0.002, "output_throughput": 1227.0,
+            "spec_decode": {"acceptance_rate": 0.76, "mean_acceptance_length": 3.2}}
+    assert not per_token_measurable(burst)
+    assert per_token_measurable({"median_ttft_ms": 30.0, "median_e2el_ms": 300.0, "median_tpot_ms": 5.0})
+    v = verdict({"aggregate": burst, "peak_memory_bytes": 1}, {"aggregate": spec, "peak_memory_bytes": 1},
+                {"platform": "cpu", "memory_total_bytes": 10**12})
+    assert v["checks"]["tpot"]["measurable"] is False
+    assert v["keep"] is True  # 751 -> 1227 tok/s with no TTFT or E2EL regression

@@ -147,6 +147,20 @@ def memory_limit_bytes(hardware: dict[str, Any]) -> int | None:
     return hardware.get("memory_total_bytes")
 
 
+BURST_TTFT_SHARE = 0.8
+
+
+def per_token_measurable(agg: dict[str, Any]) -> bool:
+    """Whether TPOT/ITL mean anything for a phase. When the server sends a request's tokens in one burst
+    (a tiny model on the CPU finishes before the first chunk is flushed), TTFT is most of the end-to-end
+    latency and vllm bench serve's TPOT ``(latency - ttft) / (output_len - 1)`` collapses to ~0: then
+    only output tok/s measures decode speed."""
+    ttft, e2el = agg.get("median_ttft_ms"), agg.get("median_e2el_ms")
+    if ttft is None or not e2el:
+        return agg.get("median_tpot_ms") is not None
+    return ttft < BURST_TTFT_SHARE * e2el
+
+
 def verdict(baseline: dict[str, Any], speculative: dict[str, Any], hardware: dict[str, Any]) -> dict[str, Any]:
     """Keep speculation only when ITL (per token: TPOT) and output tok/s improve beyond the run-to-run
     spread and neither
@@ -184,10 +198,16 @@ def verdict(baseline: dict[str, Any], speculative: dict[str, Any], hardware: dic
         stop.append(STOP_TTFT)
     # Decode latency per token: TPOT. vLLM's ITL is per streamed chunk, and a chunk carries several
     # tokens when drafts are accepted (or when the server batches its output), so ITL alone misleads.
-    decode_ok = checks["tpot"]["improved"] and checks["output_tok_s"]["improved"]
+    measurable = per_token_measurable(b) and per_token_measurable(s)
+    checks["tpot"]["measurable"] = checks["itl"]["measurable"] = measurable
+    if measurable:
+        decode_ok = checks["tpot"]["improved"] and checks["output_tok_s"]["improved"]
+    else:
+        # tokens arrived in one burst: TPOT/ITL are ~0 and say nothing; output tok/s alone decides
+        decode_ok = checks["output_tok_s"]["improved"]
     if not decode_ok:
         stop.append(STOP_DECODE)
-    if checks["p95_itl"]["regressed"] or checks["p95_e2el"]["regressed"]:
+    if (measurable and checks["p95_itl"]["regressed"]) or checks["p95_e2el"]["regressed"]:
         stop.append(STOP_P95)
     limit = memory_limit_bytes(hardware)
     peak = max(baseline.get("peak_memory_bytes", 0), speculative.get("peak_memory_bytes", 0))
@@ -262,8 +282,10 @@ def speed_comparison(configuration: dict[str, Any], baseline: dict[str, Any],
         pb = speed_fields(EngineInput(**base_input), None, **kw)
     except Exception as e:  # noqa: BLE001 - shown in the report, never a crash of the run
         return [_row("ttft_ms", "ms", None, None, f"speed model could not predict: {e}")]
+    burst = "not measurable: the server sent each request's tokens in one burst (TTFT ~ end-to-end latency)"
     rows += [_row("ttft_ms", "ms", pb["ttft_ms"], b.get("median_ttft_ms")),
-             _row("tpot_ms", "ms", pb["itl_ms"], b.get("median_tpot_ms")),
+             _row("tpot_ms", "ms", pb["itl_ms"], b.get("median_tpot_ms") if per_token_measurable(b) else None,
+                  "" if per_token_measurable(b) else burst),
              _row("output_tokens_per_s", "tok/s", pb["output_tokens_per_s"], b.get("output_throughput"))]
     spec = configuration.get("spec_config")
     if speculative and spec:
@@ -274,11 +296,17 @@ def speed_comparison(configuration: dict[str, Any], baseline: dict[str, Any],
         except Exception as e:  # noqa: BLE001
             return rows + [_row("spec_tpot_ms", "ms", None, None, f"speed model could not predict: {e}")]
         acc = s_.get("spec_decode") or {}
-        measured_speedup = (b.get("median_tpot_ms") / s_["median_tpot_ms"]
-                            if b.get("median_tpot_ms") and s_.get("median_tpot_ms") else None)
+        measurable = per_token_measurable(b) and per_token_measurable(s_)
+        if measurable:
+            measured_speedup = (b.get("median_tpot_ms") / s_["median_tpot_ms"]
+                                if b.get("median_tpot_ms") and s_.get("median_tpot_ms") else None)
+        else:  # closed loop at a fixed concurrency: the output tok/s ratio is the decode speedup
+            measured_speedup = (s_["output_throughput"] / b["output_throughput"]
+                                if b.get("output_throughput") and s_.get("output_throughput") else None)
         no_figure = "no typical acceptance figure for this method: give acceptance_rate to predict it"
         rows += [_row("spec_tpot_ms", "ms", ps["itl_ms"] if ps.get("spec_speedup") else None,
-                      s_.get("median_tpot_ms"), "" if ps.get("spec_speedup") else no_figure),
+                      s_.get("median_tpot_ms") if per_token_measurable(s_) else None,
+                      (burst if not per_token_measurable(s_) else "") or ("" if ps.get("spec_speedup") else no_figure)),
                  _row("mean_acceptance_length", "tokens", ps.get("mean_acceptance_length"),
                       acc.get("mean_acceptance_length"), "" if ps.get("mean_acceptance_length") else no_figure),
                  _row("spec_speedup", "x", ps.get("spec_speedup"), measured_speedup,
