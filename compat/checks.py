@@ -18,6 +18,8 @@ Public API::
 """
 from __future__ import annotations
 
+import re
+
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -462,6 +464,9 @@ def load_release(release: str | None) -> dict:
         raise CompatInputError("vllm_version", str(e)) from None
 
 
+_MLA_FIELD_REASON = re.compile(r"qk_nope_head_dim|qk_rope_head_dim|kv_lora_rank|index_topk|sparse MLA|FlashInfer with SM90 MLA|FlashInfer's sparse MLA")
+
+
 def check(req: CheckRequest) -> CompatReport:
     """Verdict for every attention backend of the GPU's platform, plus the one vLLM picks on auto.
 
@@ -520,6 +525,13 @@ def check(req: CheckRequest) -> CompatReport:
             continue
         result = _validate(data, b, plat, kwargs, assume, used, vcfg)
         leaves = _leaves(result)
+        if not f.use_mla and any("non-MLA not supported" in (r if isinstance(r, list) else [str(r)])
+                                 for _, r in leaves):
+            # An MLA backend for a model without MLA: vLLM's MLA-specific checks read config fields the
+            # model does not have (qk_nope_head_dim, kv_lora_rank, index_topk), so their messages and
+            # conditions are meaningless here; "non-MLA not supported" already decides.
+            leaves = [([], [r for r in (leaves[0][1] if isinstance(leaves[0][1], list) else [str(leaves[0][1])])
+                            if not _MLA_FIELD_REASON.search(r)])]
         conds = [Condition(when=list(p), reasons=list(r) if isinstance(r, list) else [str(r)]) for p, r in leaves]
         oks = {not c.reasons for c in conds}
         ok = oks.pop() if len(oks) == 1 else None

@@ -296,3 +296,18 @@ def test_xpu_mla_uses_the_xpu_flash_attn_mla_class_under_its_registry_name():
 def test_rocm_gfx_target_maps_to_torch_capability():
     # MI300X (gfx942) reports capability 9.4 to torch on ROCm; TRITON_ATTN accepts any capability
     assert verdict(LLAMA, "MI300X", attention_backend="TRITON_ATTN").ok is True
+
+
+def test_mla_backends_for_a_dense_model_give_only_meaningful_reasons():
+    """For Llama (no kv_lora_rank) every MLA backend fails on "non-MLA not supported" (vLLM's
+    AttentionBackend.validate_configuration); the MLA-only checks that read qk_nope_head_dim / kv_lora_rank
+    are not shown with made-up values."""
+    from compat.checks import verdict_for
+
+    rep = verdict_for(load_config("meta-llama__Llama-3.1-8B-Instruct.json"), "H100")
+    mla = [b for b in rep.backends if "MLA" in b.name and not getattr(b, "missing", False)]
+    assert mla
+    for b in mla:
+        assert b.ok is False and "non-MLA not supported" in b.reasons
+        assert not any("qk_nope_head_dim" in r or "kv_lora_rank" in r for r in b.reasons), b.reasons
+        assert not b.conditions
