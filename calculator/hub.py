@@ -341,8 +341,10 @@ def count_parameters_on_meta_device(
     )
     if config.get("auto_map"):
         source += "; the repo's auto_map code was ignored in favour of the built-in class"
+    tied = bool(getattr(getattr(model, "config", None), "tie_word_embeddings", False))
     return CheckpointWeights(bytes_by_dtype=bytes_by, params_by_dtype=params_by, source=source), (
-        f"No safetensors headers: weights are {source} (embeddings tied in the config count once)."
+        f"No safetensors headers: weights are {source}"
+        + (" (tied input and output embeddings count once)." if tied else ".")
     )
 
 
