@@ -416,6 +416,10 @@ def estimate(inp: EngineInput) -> EstimateResult:
         sources["cuda_graph_gib"] = "--enforce-eager: no CUDA graphs" if inp.enforce_eager else \
             FIT_SOURCE + ": 'Graph capturing finished … took X GiB' vs layers"
     deducted = rules.cuda_graph_memory_deducted and cuda_graph > 0
+    if gpu.is_cpu and inp.kv_cache_memory_bytes is None:
+        warnings.append(f"CPU build: the KV cache gets VLLM_CPU_KVCACHE_SPACE GiB when set, otherwise a share of the "
+                        f"NUMA node's memory minus the process (vllm/platforms/cpu.py, v1/worker/cpu_worker.py); this "
+                        f"estimate assumes {gpu.memory_gib:g} GiB: give kv_cache_memory_bytes for an exact figure")
     if inp.kv_cache_memory_bytes is not None:
         available = inp.kv_cache_memory_bytes
         sources["available_kv_cache_gib"] = "--kv-cache-memory-bytes / VLLM_CPU_KVCACHE_SPACE (skips the budget rule)"
