@@ -42,16 +42,7 @@ def cached_estimate(inp: EngineInput) -> EstimateResult:
     """``engine.estimate(inp)``, remembered per process for the last ``CACHE_SIZE`` distinct inputs
     (keyed by the input's JSON, so equal inputs hit). A form change moves one point of the
     concurrency curve; the others come from here. Errors are not cached. Do not mutate the result."""
-    key = inp.model_dump_json()
-    result = _CACHE.get(key)
-    if result is None:
-        result = engine.estimate(inp)
-        _CACHE[key] = result
-        if len(_CACHE) > CACHE_SIZE:
-            _CACHE.popitem(last=False)
-    else:
-        _CACHE.move_to_end(key)
-    return result
+    return _memo(("estimate", inp.model_dump_json()), lambda: engine.estimate(inp))
 
 
 @dataclass
