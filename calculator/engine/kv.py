@@ -17,7 +17,6 @@ Units: bytes and tokens. No torch, no Django.
 """
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
@@ -185,10 +184,6 @@ class KVGroup:
         return cdiv(total_mem, self.bytes_per_block)
 
 
-def _spec_type(spec: Spec) -> type:
-    return type(spec)
-
-
 def unify_page_sizes(specs: dict[str, Spec]) -> dict[str, Spec]:
     """``unify_kv_cache_spec_page_size`` (kv_cache_utils.py:1292): smaller attention pages grow their
     block size by ``max_page / page`` when it divides, else (non-MLA attention, Mamba) are padded.
@@ -233,7 +228,7 @@ def group_specs(specs: dict[str, Spec]) -> list[KVGroup]:
     values = list(specs.values())
     if all(v == values[0] for v in values):
         return [KVGroup(tuple(names), tuple(values))]
-    types = {_spec_type(v) for v in values}
+    types = {type(v) for v in values}
     if len(types) == 1 and not isinstance(values[0], MambaSpec):
         return [KVGroup(tuple(names), tuple(values))]
 
@@ -292,20 +287,17 @@ def capacity(groups: list[KVGroup], available_bytes: int, ctx: KVContext, block_
                       bytes_per_request=per_request * bytes_per_block)
 
 
-def estimate_max_model_len(groups_for_len, available_bytes: int, upper: int) -> int:
-    """``estimate_max_model_len`` (kv_cache_utils.py:1050): the largest length whose one request fits,
-    by binary search. ``groups_for_len(L)`` returns ``(groups, ctx)`` for a candidate length."""
+def estimate_max_model_len(groups: list[KVGroup], ctx: KVContext, available_bytes: int, upper: int) -> int:
+    """``estimate_max_model_len`` (kv_cache_utils.py:1050): the largest ``max_model_len`` (≤ ``upper``)
+    whose one request, plus the null block, fits in ``available_bytes``, by binary search."""
+    per_block = max(g.bytes_per_block for g in groups)
     lo, hi, best = 1, upper, 0
     while lo <= hi:
         mid = (lo + hi) // 2
-        groups, ctx = groups_for_len(mid)
-        need = sum(g.blocks_per_request(ctx) for g in groups) * max(g.bytes_per_block for g in groups)
-        if need <= available_bytes - max(g.bytes_per_block for g in groups):
+        c = replace(ctx, max_model_len=mid)
+        need = sum(g.blocks_per_request(c) for g in groups) * per_block
+        if need <= available_bytes - per_block:
             best, lo = mid, mid + 1
         else:
             hi = mid - 1
     return best
-
-
-def lcm(*values: int) -> int:
-    return math.lcm(*values)

@@ -21,14 +21,15 @@ from .dtypes import dtype_bytes
 from .errors import EngineInputError
 from .gpus import GPU, get_gpu
 from .kv import (ChunkedLocalAttentionSpec, CrossAttentionSpec, FullAttentionSpec, KVContext, KVGroup,
-                 MambaSpec, MLAAttentionSpec, SlidingWindowSpec, Spec, capacity, cdiv, group_specs)
+                 MambaSpec, MLAAttentionSpec, SlidingWindowSpec, Spec, capacity, cdiv, estimate_max_model_len,
+                 group_specs)
 from .runtime import (CUDA_GRAPH_BASE_GIB, CUDA_GRAPH_MOE_EXTRA_GIB, CUDA_GRAPH_PER_LAYER_GIB, FORWARD_FACTOR,
                       MOE_WORKSPACE_FACTOR, NON_TORCH_GIB_PP, NON_TORCH_GIB_SINGLE, NON_TORCH_GIB_TP,
                       NON_TORCH_GIB_TP_OLD, SAMPLER_BASE_GIB, SAMPLER_BYTES_PER_SEQ_VOCAB,
                       SAMPLER_BYTES_PER_SEQ_VOCAB_OLD, ReleaseRules, batch_defaults, default_block_size,
                       parse_version)
 from .schemas import EngineInput, EstimateResult, LayerKV
-from .weights import resolve_quant, weights_from_checkpoint, weights_per_gpu
+from .weights import resolve_quant, round_up, weights_from_checkpoint, weights_per_gpu
 
 GiB = 2**30
 FIT_SOURCE = "fit to public vLLM 0.19 startup logs (shared cases llmd-*; benchmarks/memory_cases.py)"
@@ -330,11 +331,11 @@ def estimate(inp: EngineInput) -> EstimateResult:
     draft = _draft_arch(inp, arch)
 
     # --- weights --------------------------------------------------------------------------------
-    quant = resolve_quant(arch, inp.quant_config, inp.quantization, model_b)
+    quant = resolve_quant(arch, inp.quant_config, inp.quantization)
     if inp.weights and inp.weights.bytes_by_dtype and quant is None:
         w = weights_from_checkpoint(sum(inp.weights.bytes_by_dtype.values()), arch, tp, pp, dtype, inp.weights.source)
     else:
-        w = weights_per_gpu(arch, dtype, quant, tp, pp, gpu.capability_tuple)
+        w = weights_per_gpu(arch, dtype, quant, tp, pp)
     weights = w.bytes_per_gpu
     sources["weights_gib"] = w.source + ("; + rotary cos/sin cache" if w.rope_cache_bytes else "")
     draft_weights = 0
@@ -342,13 +343,12 @@ def estimate(inp: EngineInput) -> EstimateResult:
         draft_weights = int(arch.params.mtp * model_b / tp)
         sources["draft_weights_gib"] = "MTP layers counted from config.json (num_nextn_predict_layers)"
     elif draft is not None:
-        dw = weights_per_gpu(draft, dtype, None, tp if draft.num_attention_heads % tp == 0 else 1, 1,
-                             gpu.capability_tuple)
+        dw = weights_per_gpu(draft, dtype, None, tp if draft.num_attention_heads % tp == 0 else 1, 1)
         draft_weights = dw.bytes_per_gpu
         if spec.method in ("eagle", "eagle3"):
             # EAGLE heads share the target's embedding (and lm_head unless they bring their own)
             # (vllm/v1/worker/gpu/spec_decode/eagle/utils.py:15-123)
-            shared = _round_up64(draft.vocab_size) * draft.hidden_size * model_b // tp
+            shared = round_up(draft.vocab_size, 64) * draft.hidden_size * model_b // tp
             draft_weights = max(draft_weights - shared, 0)
             if draft.vocab_size == arch.vocab_size and not draft.tie_word_embeddings:
                 draft_weights = max(draft_weights - shared, 0)
@@ -477,8 +477,8 @@ def estimate(inp: EngineInput) -> EstimateResult:
     draft_kv = sum(e.bytes_per_token for e in kv_by_type if e.draft)
 
     # --- verdict ------------------------------------------------------------------------------------
-    fits, reason, suggestion, est_len = _verdict(inp, arch, pool_available, cap, groups, ctx, max_len, weights + draft_weights,
-                                                 requested, kv_per_token, u, gpu, specs_for, block_size)
+    fits, reason, suggestion, est_len = _verdict(inp, arch, pool_available, cap, groups, ctx, max_len,
+                                                 weights + draft_weights, requested, u, gpu)
 
     return EstimateResult(
         model=inp.model_label, gpu=gpu.name, vllm_version=rules.label, total_memory_gib=gpu.memory_gib,
@@ -495,12 +495,7 @@ def estimate(inp: EngineInput) -> EstimateResult:
     )
 
 
-def _round_up64(x: int) -> int:
-    return cdiv(x, 64) * 64
-
-
-def _verdict(inp, arch, available, cap, groups: list[KVGroup], ctx, max_len, weights, requested, kv_per_token, u,
-             gpu, specs_for, block_size):
+def _verdict(inp, arch, available, cap, groups: list[KVGroup], ctx, max_len, weights, requested, u, gpu):
     """vLLM's admission check (``_check_enough_kv_cache_memory``, kv_cache_utils.py:1003-1040): one
     ``max_model_len`` request plus the null block must fit in the available KV memory."""
     if not groups:
@@ -510,25 +505,18 @@ def _verdict(inp, arch, available, cap, groups: list[KVGroup], ctx, max_len, wei
         reason = (f"No available memory for the cache blocks: weights and runtime overheads take "
                   f"{_gib(requested - available):.2f} GiB of the {_gib(requested):.2f} GiB budget "
                   f"(--gpu-memory-utilization={u}).")
-        return False, reason, _suggest(inp, arch, gpu, weights, kv_per_token, max_len, available, needed), None
+        return False, reason, _suggest(inp, arch, gpu, weights, available, needed), None
     if needed <= available - cap.bytes_per_block:
         return True, None, None, None
 
-    def groups_for(length: int):
-        c = KVContext(max_model_len=length, max_in_flight_tokens=ctx.max_in_flight_tokens,
-                      encoder_tokens=ctx.encoder_tokens)
-        return groups, c
-
-    from .kv import estimate_max_model_len
-
-    est = estimate_max_model_len(groups_for, available, max_len)
+    est = estimate_max_model_len(groups, ctx, available, max_len)
     reason = (f"To serve at least one request with max_model_len {max_len:,}, {needed / GiB:.2f} GiB of KV cache is "
               f"needed, which is larger than the available KV cache memory ({available / GiB:.2f} GiB). "
               f"Based on the available memory, the estimated maximum model length is {est:,}.")
-    return False, reason, _suggest(inp, arch, gpu, weights, kv_per_token, max_len, available, needed, est), est
+    return False, reason, _suggest(inp, arch, gpu, weights, available, needed, est), est
 
 
-def _suggest(inp, arch, gpu, weights, kv_per_token, max_len, available, needed, est=None) -> str:
+def _suggest(inp, arch, gpu, weights, available, needed, est=None) -> str:
     """The smallest change that makes it fit, in vLLM flag terms."""
     options = []
     if est:

@@ -57,7 +57,7 @@ from .errors import EngineInputError
 from .gpus import GPU, get_gpu
 from .memory import estimate, resolve_dtype
 from .schemas import EngineInput, EstimateResult
-from .weights import QuantScheme, resolve_quant, weights_per_gpu
+from .weights import QuantScheme, resolve_quant, round_up, weights_per_gpu
 
 TYPICAL_FILE = Path(__file__).resolve().parent.parent / "data" / "spec_decode_typical.json"
 ACT_BYTES = 2  # bf16/fp16 activations on the wire (all-reduce) — vLLM keeps activations in the model dtype
@@ -374,7 +374,7 @@ def _lin_bytes(dtype: str, quant: QuantScheme | None) -> float:
 
 
 def model_cost(arch: ModelArch, est: EstimateResult, *, dtype: str, quant: QuantScheme | None, tp: int,
-               pp: int, gpu: GPU, draft: bool = False) -> ModelCost:
+               pp: int, draft: bool = False) -> ModelCost:
     """The per-GPU cost terms of the target model (``draft=False``) or of a draft model parsed into
     ``arch`` (``draft=True``: its KV entries in ``est`` are the ``draft`` ones).
 
@@ -385,14 +385,14 @@ def model_cost(arch: ModelArch, est: EstimateResult, *, dtype: str, quant: Quant
     KV: the memory engine's per-token bytes by layer type, scaled from the first stage to all layers.
     """
     b = dtype_bytes(dtype)
-    w = weights_per_gpu(arch, dtype, quant, tp, 1, gpu.capability_tuple)
+    w = weights_per_gpu(arch, dtype, quant, tp, 1)
     p = arch.params
-    embed = 0 if arch.tie_word_embeddings else math.ceil(arch.vocab_size / 64) * 64 * arch.hidden_size * b / tp
+    embed = 0 if arch.tie_word_embeddings else round_up(arch.vocab_size, 64) * arch.hidden_size * b / tp
     total = w.bytes_per_gpu - w.rope_cache_bytes - embed - p.vision * b
     expert_bytes = 0.0
     if p.experts:
         no_experts = arch.model_copy(update={"params": p.model_copy(update={"experts": 0, "active_experts": 0})})
-        expert_bytes = total - (weights_per_gpu(no_experts, dtype, quant, tp, 1, gpu.capability_tuple).bytes_per_gpu
+        expert_bytes = total - (weights_per_gpu(no_experts, dtype, quant, tp, 1).bytes_per_gpu
                                 - w.rope_cache_bytes - embed - p.vision * b)
     dense = total - expert_bytes
     lm = arch.vocab_size * arch.hidden_size if arch.tie_word_embeddings else 0
@@ -611,18 +611,18 @@ def _setup(inp: EngineInput, est: EstimateResult | None, runtime: str) -> _Setup
     gpu = get_gpu(inp.gpu)
     arch = parse_config(inp.hf_config)
     dtype = est.resolved.get("dtype") or resolve_dtype(inp.dtype, arch, gpu)[0]
-    quant = resolve_quant(arch, inp.quant_config, inp.quantization, dtype_bytes(dtype))
+    quant = resolve_quant(arch, inp.quant_config, inp.quantization)
     hw = hardware(gpu, quant, runtime)
     tp, pp = inp.tensor_parallel_size, inp.pipeline_parallel_size
-    target = model_cost(arch, est, dtype=dtype, quant=quant, tp=tp, pp=pp, gpu=gpu)
-    draft = _draft_cost(inp, est, arch, dtype, quant, tp, gpu)
+    target = model_cost(arch, est, dtype=dtype, quant=quant, tp=tp, pp=pp)
+    draft = _draft_cost(inp, est, arch, dtype, quant, tp)
     chunk = int(est.resolved.get("max_num_batched_tokens") or 8192)
     max_seqs = int(est.resolved.get("max_num_seqs") or 256)
     return _Setup(inp, est, arch, gpu, hw, target, draft, chunk, max_seqs)
 
 
 def _draft_cost(inp: EngineInput, est: EstimateResult, arch: ModelArch, dtype: str, quant: QuantScheme | None,
-                tp: int, gpu: GPU) -> ModelCost | None:
+                tp: int) -> ModelCost | None:
     """One drafting forward pass.
 
     ngram / suffix: proposed on the CPU from the prompt and output (vllm/v1/spec_decode/ngram_proposer.py,
@@ -643,7 +643,7 @@ def _draft_cost(inp: EngineInput, est: EstimateResult, arch: ModelArch, dtype: s
         h = arch.hidden_size
         per_module = arch.params.mtp / arch.mtp_layers
         routed = arch.num_experts * 3 * h * arch.moe_intermediate_size if arch.num_experts else 0
-        lm_head = math.ceil(arch.vocab_size / 64) * 64 * h * b / tp
+        lm_head = round_up(arch.vocab_size, 64) * h * b / tp
         kv_b = dtype_bytes(est.resolved.get("kv_cache_dtype", dtype), "kv_cache_dtype")
         per_tok = ((arch.kv_lora_rank + (arch.qk_rope_head_dim or 0)) if arch.kv_lora_rank
                    else 2 * max(1, arch.num_kv_heads // tp) * arch.head_dim) * kv_b
@@ -659,16 +659,16 @@ def _draft_cost(inp: EngineInput, est: EstimateResult, arch: ModelArch, dtype: s
         return None
     darch = parse_config(inp.draft_hf_config)
     dtp = tp if darch.num_attention_heads % tp == 0 else 1
-    mc = model_cost(darch, est, dtype=dtype, quant=None, tp=dtp, pp=1, gpu=gpu, draft=True)
+    mc = model_cost(darch, est, dtype=dtype, quant=None, tp=dtp, pp=1, draft=True)
     if spec.method in ("eagle", "eagle3"):
         h = darch.hidden_size
         cfg = inp.draft_hf_config
         draft_vocab = cfg.get("draft_vocab_size") or darch.vocab_size
-        own_lm = math.ceil(darch.vocab_size / 64) * 64 * h * b / dtp if not darch.tie_word_embeddings else 0
+        own_lm = round_up(darch.vocab_size, 64) * h * b / dtp if not darch.tie_word_embeddings else 0
         fc = (3 if spec.method == "eagle3" else 2) * h * h
         extra_qkv = h * (darch.num_attention_heads + 2 * darch.num_kv_heads) * darch.head_dim \
             if spec.method == "eagle3" else 0  # EAGLE-3's first layer takes [embed; hidden] (2h) into q/k/v
-        lm = math.ceil(draft_vocab / 64) * 64 * h * b / dtp
+        lm = round_up(draft_vocab, 64) * h * b / dtp
         extra = (fc + extra_qkv) * b / dtp
         mc = replace(mc, dense_bytes=mc.dense_bytes - own_lm + lm + extra,
                      matmul_params=mc.matmul_params + (fc + extra_qkv + draft_vocab * h - darch.vocab_size * h) / dtp)

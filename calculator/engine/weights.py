@@ -43,12 +43,12 @@ class QuantScheme(BaseModel):
     source: str
 
 
-def _round_up(x: int, m: int) -> int:
+def round_up(x: int, m: int) -> int:
+    """``x`` rounded up to a multiple of ``m``."""
     return cdiv(x, m) * m
 
 
-def resolve_quant(arch: ModelArch, quant_config: dict[str, Any] | None, quantization: str | None,
-                  model_dtype_bytes: int) -> QuantScheme | None:
+def resolve_quant(arch: ModelArch, quant_config: dict[str, Any] | None, quantization: str | None) -> QuantScheme | None:
     """The weight storage scheme, from the checkpoint's quantization config (``config.json``
     ``quantization_config`` or a separate file such as ``hf_quant_config.json``) or the ``--quantization``
     flag (runtime ``fp8``).
@@ -129,8 +129,7 @@ def rope_cache_bytes(arch: ModelArch, model_bytes: int) -> int:
     return (arch.rope_cache_len + arch.rope_cache_len_extra) * arch.rotary_dim * elem
 
 
-def weights_per_gpu(arch: ModelArch, model_dtype: str, quant: QuantScheme | None, tp: int, pp: int,
-                    gpu_capability: tuple[int, int] | None) -> WeightsEstimate:
+def weights_per_gpu(arch: ModelArch, model_dtype: str, quant: QuantScheme | None, tp: int, pp: int) -> WeightsEstimate:
     """Bytes of weights on the most loaded GPU (the first pipeline stage, which also holds the embedding).
 
     Formula per component: params × bytes/param (quantized linears: ``bits/8 + scale bytes``), divided
@@ -141,7 +140,7 @@ def weights_per_gpu(arch: ModelArch, model_dtype: str, quant: QuantScheme | None
     lin_bytes = (quant.bits / 8 + quant.scale_bytes_per_weight) if quant else b
     dense_lin_bytes = b if (quant and quant.experts_only) else lin_bytes
 
-    vocab_rows = _round_up(arch.vocab_size, 64)
+    vocab_rows = round_up(arch.vocab_size, 64)
     embed = vocab_rows * arch.hidden_size * b / tp
     lm_head = (vocab_rows * arch.hidden_size * (lin_bytes if quant and quant.quantize_lm_head else b) / tp
                if not arch.tie_word_embeddings else 0)
@@ -159,8 +158,8 @@ def weights_per_gpu(arch: ModelArch, model_dtype: str, quant: QuantScheme | None
         # MXFP4 MoE kernels pad the expert dims: Marlin/TRT-LLM (NVIDIA) round the per-rank intermediate
         # size up to 128 and the hidden size to 256 (vllm/model_executor/layers/fused_moe/oracle/mxfp4.py,
         # mxfp4_round_up_hidden_size_and_intermediate_size).
-        inter = _round_up(cdiv(arch.moe_intermediate_size, tp), 128)
-        hidden = _round_up(arch.hidden_size, 256)
+        inter = round_up(cdiv(arch.moe_intermediate_size, tp), 128)
+        hidden = round_up(arch.hidden_size, 256)
         n_moe_layers = p.experts // (arch.num_experts * (3 * arch.hidden_size * arch.moe_intermediate_size
                                                          + 2 * arch.moe_intermediate_size + arch.hidden_size))
         experts = n_moe_layers * arch.num_experts * (3 * inter * hidden * lin_bytes + (2 * inter + hidden) * b)
