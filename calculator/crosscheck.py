@@ -283,6 +283,7 @@ def predict(case: Case, model_dir: Path):
     """The engine's prediction for the same start-up (``EstimateResult``). The draft's config travels as
     ``draft_hf_config``; vLLM's ``speculative_config`` keys become a :class:`SpeculativeConfig`."""
     from .engine import estimate
+    from .engine.memory import host_has_avx512_bf16
     from .engine.schemas import EngineInput, SpeculativeConfig
 
     spec = None
@@ -296,7 +297,8 @@ def predict(case: Case, model_dir: Path):
                       max_model_len=case.max_model_len, dtype=case.dtype, kv_cache_dtype=case.kv_cache_dtype,
                       enforce_eager=True, max_num_seqs=16, max_num_batched_tokens=MAX_NUM_BATCHED_TOKENS,
                       speculative_config=spec, draft_hf_config=draft_cfg,
-                      attention_backend=case.attention_backend, model_label=f"tiny {case.family}")
+                      attention_backend=case.attention_backend, model_label=f"tiny {case.family}",
+                      cpu_avx512_bf16=host_has_avx512_bf16())  # vLLM runs on this same CPU
     return estimate(inp)
 
 

@@ -97,17 +97,28 @@ def _mamba_state_bytes(arch: ModelArch, tp: int, num_spec: int, conv_b: int, ssm
     return 0
 
 
-def _ssm_state_bytes(arch: ModelArch, model_bytes: int, is_cpu: bool) -> int:
+def host_has_avx512_bf16() -> bool:
+    """Whether this machine's CPU has AVX-512 BF16 (the ``avx512_bf16`` flag of ``/proc/cpuinfo``, the
+    feature ``torch.cpu._is_avx512_bf16_supported()`` tests). ``False`` where ``/proc/cpuinfo`` is absent."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
+            return any(line.startswith("flags") and " avx512_bf16" in line for line in fh)
+    except OSError:
+        return False
+
+
+def _ssm_state_bytes(arch: ModelArch, model_bytes: int, is_cpu: bool, cpu_avx512_bf16: bool = False) -> int:
     """Bytes per element of the SSM (temporal) state; the conv state keeps the model dtype.
 
-    - CPU build: float32 for every Mamba/GDN layer — ``CpuPlatform.check_and_update_config`` resets
-      ``mamba_ssm_cache_dtype`` to float32 on CPUs with AVX-512 BF16 unless fp16/bf16 was asked for with
-      the GDN backend (vllm/platforms/cpu.py:301-321; we assume such a CPU, as on the test machine);
+    - CPU build on a CPU with AVX-512 BF16: float32 for every Mamba/GDN layer —
+      ``CpuPlatform.check_and_update_config`` resets ``mamba_ssm_cache_dtype`` to float32 only where
+      ``torch.cpu._is_avx512_bf16_supported()`` (vllm/platforms/cpu.py:301-321, 0.32) unless fp16/bf16
+      was asked for with the GDN backend; without that feature the rules below apply as on a GPU;
     - Nemotron-H: float32 unless config.json sets ``mamba_ssm_cache_dtype``
       (``NemotronHForCausalLMConfig``, vllm/model_executor/models/config.py:712-739);
     - otherwise ``auto``: the conv-state dtype (mamba_utils.py:98-110).
     """
-    if is_cpu:
+    if is_cpu and cpu_avx512_bf16:
         return 4
     if arch.mamba_ssm_cache_dtype:
         return dtype_bytes(arch.mamba_ssm_cache_dtype)
@@ -123,7 +134,8 @@ def _stage_layers(arch: ModelArch, pp: int) -> list[int]:
 
 def build_specs(arch: ModelArch, *, tp: int, pp: int, block_size: int, kv_bytes: int, model_bytes: int,
                 num_spec: int, prefix: str = "", draft: bool = False,
-                is_cpu: bool = False, mamba_cache_mode: str = "none") -> dict[str, Spec]:
+                is_cpu: bool = False, mamba_cache_mode: str = "none",
+                cpu_avx512_bf16: bool = False) -> dict[str, Spec]:
     """Layer name → KV spec for the layers on rank 0 of the first pipeline stage.
 
     KV heads per rank: ``max(1, num_kv_heads // tp)`` (replicated when tp > heads; vllm/config/model.py
@@ -154,7 +166,7 @@ def build_specs(arch: ModelArch, *, tp: int, pp: int, block_size: int, kv_bytes:
                                              head_size_v=arch.head_dim, **common)
         elif layer.kind in ("mamba2", "mamba1", "gdn"):
             if mamba_bytes is None:
-                ssm_b = _ssm_state_bytes(arch, model_bytes, is_cpu)
+                ssm_b = _ssm_state_bytes(arch, model_bytes, is_cpu, cpu_avx512_bf16)
                 mamba_bytes = _mamba_state_bytes(arch, tp, num_spec, model_bytes, ssm_b)
             specs[name] = MambaSpec(state_bytes=mamba_bytes, block_size=block_size, num_speculative_blocks=num_spec,
                                     draft=draft, cache_mode=mamba_cache_mode,
@@ -363,18 +375,32 @@ def estimate(inp: EngineInput) -> EstimateResult:
         sources["mamba_cache_mode"] = ("prefix caching on by default for hybrid models: 'align', two states per "
                                        "request (vllm/model_executor/models/config.py:684-690)"
                                        if mamba_mode == "align" else "one state per request (mamba_cache_mode none)")
+    avx512_bf16 = False
+    if gpu.is_cpu and any(la.kind in ("mamba1", "mamba2", "gdn") for la in arch.layers):
+        if inp.cpu_avx512_bf16 is None:
+            avx512_bf16 = host_has_avx512_bf16()
+            warnings.append(f"CPU build: the SSM state is float32 only on CPUs with AVX-512 BF16 (vllm/platforms/"
+                            f"cpu.py:301-321); assumed {'with' if avx512_bf16 else 'without'} it, as this "
+                            "server's CPU: give cpu_avx512_bf16 for another CPU")
+        else:
+            avx512_bf16 = inp.cpu_avx512_bf16
+        resolved["cpu_avx512_bf16"] = avx512_bf16
+        sources["cpu_avx512_bf16"] = ("user input" if inp.cpu_avx512_bf16 is not None else
+                                      "this server's CPU (/proc/cpuinfo flag avx512_bf16)")
+
     def specs_for(bs: int) -> dict[str, Spec]:
         s = build_specs(arch, tp=tp, pp=pp, block_size=bs, kv_bytes=kv_b, model_bytes=model_b, num_spec=num_spec,
-                        is_cpu=gpu.is_cpu, mamba_cache_mode=mamba_mode)
+                        is_cpu=gpu.is_cpu, mamba_cache_mode=mamba_mode, cpu_avx512_bf16=avx512_bf16)
         if spec and spec.method == "mtp":
             mtp_arch = arch.model_copy(update={"layers": arch.layers[:arch.mtp_layers],
                                                "num_layers": arch.mtp_layers})
             s.update(build_specs(mtp_arch, tp=tp, pp=1, block_size=bs, kv_bytes=kv_b, model_bytes=model_b,
-                                 num_spec=num_spec, prefix="mtp.", draft=True, is_cpu=gpu.is_cpu))
+                                 num_spec=num_spec, prefix="mtp.", draft=True, is_cpu=gpu.is_cpu,
+                                 cpu_avx512_bf16=avx512_bf16))
         elif draft is not None:
             s.update(build_specs(draft, tp=tp if draft.num_attention_heads % tp == 0 else 1, pp=1, block_size=bs,
                                  kv_bytes=kv_b, model_bytes=model_b, num_spec=num_spec, prefix="draft.", draft=True,
-                                 is_cpu=gpu.is_cpu))
+                                 is_cpu=gpu.is_cpu, cpu_avx512_bf16=avx512_bf16))
         return s
 
     specs = specs_for(block_size)
