@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.core.cache import cache
+
 import pytest
 
 from tests.conftest import load_config
@@ -13,10 +15,9 @@ URL = "/api/estimate"
 @pytest.fixture(autouse=True)
 def _offline_hub(db, monkeypatch):
     """Models come from the offline catalog through the metadata cache; the Hub is never contacted."""
-    from calculator.forms import clear_metadata_memo
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    clear_metadata_memo()
+    cache.clear()
 
 
 def _bad(client, query: str) -> dict:

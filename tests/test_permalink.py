@@ -3,6 +3,8 @@ as one ``speculative_config`` JSON value) and its round trip through the form.""
 
 from __future__ import annotations
 
+from django.core.cache import cache
+
 import json
 from urllib.parse import parse_qsl
 
@@ -127,18 +129,17 @@ def test_it_keeps_what_the_user_typed_when_the_form_has_errors():
 @pytest.fixture
 def hub(db, monkeypatch):
     from calculator import metadata
-    from calculator.forms import clear_metadata_memo
     from tests.hub_server import FakeHub
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("HF_TOKEN", raising=False)
     metadata.reset_hub_state()
-    clear_metadata_memo()
+    cache.clear()
     with FakeHub() as server:
         monkeypatch.setenv("HF_ENDPOINT", server.url)
         yield server
     metadata.reset_hub_state()
-    clear_metadata_memo()
+    cache.clear()
 
 
 def test_it_pins_the_resolved_revision_sha(client, hub):

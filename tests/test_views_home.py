@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.core.cache import cache
+
 import re
 
 import pytest
@@ -12,10 +14,9 @@ LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 @pytest.fixture(autouse=True)
 def _offline_hub(db, monkeypatch):
     """Models come from the offline catalog through the metadata cache; the Hub is never contacted."""
-    from calculator.forms import clear_metadata_memo
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    clear_metadata_memo()
+    cache.clear()
 
 
 def test_it_shows_the_form(client):

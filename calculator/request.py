@@ -1,0 +1,479 @@
+"""One request model: what a user asks the calculator, parsed once for every surface.
+
+``ServingRequest`` is the single description of a configuration (model + revision, runtime and its
+release, GPU and parallel layout, context, concurrency, dtypes, quantization, backend, speculative
+decoding, speed workload). The page's form, the JSON API, the three commands (``estimate``,
+``check_compat``, ``validate``) and the validator all build it with :func:`parse_request` from raw
+strings, so they accept and refuse the same values with the same sentence, and errors are one type,
+:class:`InputError` (``field`` + ``message``; a 400 on the web, exit code 2 on the command line).
+
+Choices come from data: GPUs from the catalog (``calculator/data/gpus.json``), releases and attention
+backends from the compatibility data extracted from each release (``compat/data``), quantization methods
+from vLLM's own list. Field names are the runtime's flags in snake_case (vLLM's ``--max-model-len`` is
+``max_model_len``); ``None`` means "the release's default", which the runtime resolves and reports with
+its source.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from calculator.engine.errors import EngineInputError
+from calculator.engine.gpus import get_gpu
+from calculator.engine.schemas import DType, KVCacheDType, SpecMethod
+from calculator.engine.weights import VLLM_QUANTIZATION_METHODS
+
+# One input error type for every surface (the engine's, which names the field).
+InputError = EngineInputError
+
+RuntimeName = Literal["vllm"]
+Workload = Literal["chat", "code", "reasoning", "creative", "summarization", "repetitive"]
+
+DEFAULT_GPU = "H100"
+# Hub repo ids: "org/name" (huggingface_hub's validate_repo_id rules; also keeps a leading "-" out of argv).
+HUB_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}")
+REVISION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]{0,127}")
+MAX_TOKENS = 2**24  # 16M tokens: above every published context length (Llama 4 Scout: 10M)
+MAX_GPUS_PER_DIM = 256
+MAX_STRING = 200
+
+
+# --- data-derived choices -------------------------------------------------------------------------
+@lru_cache(maxsize=1)
+def covered_releases() -> tuple[str, ...]:
+    """vLLM releases the product answers, oldest first: those with compatibility data extracted from the
+    release's own wheel (``compat/data/vllm-X.Y.Z.json``)."""
+    from compat.extract import available_releases
+
+    return tuple(sorted(available_releases(), key=_version_key))
+
+
+def default_release() -> str:
+    """The newest covered vLLM release."""
+    return covered_releases()[-1]
+
+
+@lru_cache(maxsize=64)
+def attention_backends(release: str) -> tuple[str, ...]:
+    """``--attention-backend`` values of a release (its ``AttentionBackendEnum``, from the compat data)."""
+    from compat.extract import load
+
+    return tuple(b["name"] for b in load(release)["backends"])
+
+
+def _version_key(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", text)[:3])
+
+
+def _release_error(value: str) -> InputError:
+    covered = covered_releases()
+    return InputError("vllm_version", f"vLLM {value} is not covered: this calculator answers vLLM "
+                      f"{', '.join(covered)} (each with the rules read from that release's source)")
+
+
+# --- the request -----------------------------------------------------------------------------------
+def _meta(flag: str, help: str, group: str = "serving", **extra: Any) -> dict[str, Any]:
+    return {"flag": flag, "help": help, "group": group, **extra}
+
+
+class SpeculativeRequest(BaseModel):
+    """``--speculative-config`` as a user may give it: an allow-list of vLLM's keys, nothing else."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    method: SpecMethod
+    model: str | None = Field(None, max_length=MAX_STRING)
+    num_speculative_tokens: int = Field(ge=1, le=16)
+    prompt_lookup_max: int | None = Field(None, ge=1, le=64)
+    prompt_lookup_min: int | None = Field(None, ge=1, le=64)
+
+    @field_validator("model")
+    @classmethod
+    def _hub_id(cls, v: str | None) -> str | None:
+        if v is not None and not HUB_ID_RE.fullmatch(v):
+            raise ValueError("the draft model is a Hugging Face id of the form org/name")
+        return v
+
+    @model_validator(mode="after")
+    def _needs(self) -> SpeculativeRequest:
+        if self.method in ("draft_model", "eagle", "eagle3") and not self.model:
+            raise ValueError(f"method {self.method} needs \"model\": the draft's Hugging Face id")
+        if self.method not in ("draft_model", "eagle", "eagle3") and self.model:
+            raise ValueError(f"method {self.method} takes no draft \"model\"")
+        if self.method not in ("ngram",) and (self.prompt_lookup_max or self.prompt_lookup_min):
+            raise ValueError("prompt_lookup_max/min are ngram settings")
+        return self
+
+
+class ServingRequest(BaseModel):
+    """What a user asks. Every field is a runtime flag (snake_case) or a workload setting; ``None`` is the
+    release's default. Bounds follow real hardware and models, so every computation it drives is bounded.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(max_length=MAX_STRING, json_schema_extra=_meta(
+        "--model", "Hugging Face model id (org/name)", "model"))
+    revision: str | None = Field(None, max_length=128, json_schema_extra=_meta(
+        "--revision", "branch, tag or commit sha (default: main)", "model"))
+    runtime: RuntimeName = Field("vllm", json_schema_extra=_meta("--runtime", "serving runtime", "model"))
+    vllm_version: str | None = Field(None, max_length=32, json_schema_extra=_meta(
+        "--vllm-version", "vLLM release (default: the newest covered)", "model"))
+    gpu: str = Field(DEFAULT_GPU, max_length=MAX_STRING, json_schema_extra=_meta(
+        "--gpu", "device as nvidia-smi names it (NVIDIA H100 80GB HBM3) or an alias (H100)", "hardware"))
+    gpu_memory_gib: float | None = Field(None, gt=0, le=4096, json_schema_extra=_meta(
+        "--gpu-memory-gib", "memory the driver reports, when it differs from the catalog (vGPU, MIG)", "hardware"))
+    tensor_parallel_size: int = Field(1, ge=1, le=MAX_GPUS_PER_DIM, json_schema_extra=_meta(
+        "--tensor-parallel-size", "GPUs per tensor-parallel group", "hardware", short="-tp"))
+    pipeline_parallel_size: int = Field(1, ge=1, le=64, json_schema_extra=_meta(
+        "--pipeline-parallel-size", "pipeline stages", "hardware", short="-pp"))
+    max_model_len: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_meta(
+        "--max-model-len", "context length in tokens (32k = 32,000; 32K = 32,768)", tokens=True))
+    concurrency: int | None = Field(None, ge=1, le=65536, json_schema_extra=_meta(
+        "--concurrency", "expected concurrent requests (speed: requests in flight)", "workload"))
+    prompt_len: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_meta(
+        "--prompt-len", "prompt tokens per request (speed; default 1024)", "workload", tokens=True))
+    output_len: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_meta(
+        "--output-len", "output tokens per request (speed; default 128)", "workload", tokens=True))
+    dtype: DType = Field("auto", json_schema_extra=_meta("--dtype", "model dtype"))
+    quantization: str | None = Field(None, max_length=40, json_schema_extra=_meta(
+        "--quantization", "runtime quantization (fp8); a quantized checkpoint's own is read from it", short="-q"))
+    kv_cache_dtype: KVCacheDType = Field("auto", json_schema_extra=_meta("--kv-cache-dtype", "KV cache dtype"))
+    attention_backend: str | None = Field(None, max_length=40, json_schema_extra=_meta(
+        "--attention-backend", "attention backend (default: the one vLLM picks)"))
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1, json_schema_extra=_meta(
+        "--gpu-memory-utilization", "share of GPU memory vLLM may use (default: the release's)"))
+    speculative_config: SpeculativeRequest | None = Field(None, json_schema_extra=_meta(
+        "--speculative-config", 'JSON, e.g. {"method": "ngram", "num_speculative_tokens": 3}', "speculative"))
+    acceptance_rate: float | None = Field(None, ge=0, le=1, json_schema_extra=_meta(
+        "--acceptance-rate", "speculative decoding: acceptance rate per drafted token (speed only)", "speculative"))
+    workload: Workload | None = Field(None, json_schema_extra=_meta(
+        "--workload", "kind of traffic: picks the typical acceptance figure (speed only)", "workload"))
+    temperature: float | None = Field(None, ge=0, le=2, json_schema_extra=_meta(
+        "--temperature", "sampling temperature of the traffic (speed only)", "workload"))
+    block_size: int | None = Field(None, ge=1, le=4096, json_schema_extra=_meta(
+        "--block-size", "KV cache block size in tokens", "advanced"))
+    max_num_batched_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_meta(
+        "--max-num-batched-tokens", "tokens per scheduler step", "advanced", tokens=True))
+    max_num_seqs: int | None = Field(None, ge=1, le=65536, json_schema_extra=_meta(
+        "--max-num-seqs", "sequences per scheduler step", "advanced"))
+    enforce_eager: bool = Field(False, json_schema_extra=_meta("--enforce-eager", "no CUDA graphs", "advanced"))
+    kv_cache_memory_bytes: int | None = Field(None, ge=0, le=2**50, json_schema_extra=_meta(
+        "--kv-cache-memory-bytes", "fixed KV cache size in bytes (skips the budget rule)", "advanced"))
+
+    # -- field checks that read data ----------------------------------------------------------------
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: str) -> str:
+        v = v.strip()
+        if not HUB_ID_RE.fullmatch(v):
+            raise ValueError("enter a Hugging Face model id of the form org/name")
+        return v
+
+    @field_validator("revision")
+    @classmethod
+    def _revision(cls, v: str | None) -> str | None:
+        if v is not None and not REVISION_RE.fullmatch(v):
+            raise ValueError("a revision is a branch, tag or commit sha (letters, digits, . _ / -)")
+        return v
+
+    @field_validator("gpu")
+    @classmethod
+    def _gpu(cls, v: str) -> str:
+        gpu = get_gpu(v)  # raises InputError("gpu", ...) naming close matches
+        return gpu_key(gpu)
+
+    @field_validator("quantization")
+    @classmethod
+    def _quantization(cls, v: str | None) -> str | None:
+        if v is not None and v not in VLLM_QUANTIZATION_METHODS:
+            raise ValueError(f"unknown quantization method {v!r}; vLLM's are {', '.join(VLLM_QUANTIZATION_METHODS)}")
+        return v
+
+    @field_validator("block_size")
+    @classmethod
+    def _block(cls, v: int | None) -> int | None:
+        if v is not None and v % 16 and v not in (1, 8):
+            raise ValueError(f"vLLM block sizes are 1, 8 or multiples of 16, got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _release_and_backend(self) -> ServingRequest:
+        if self.vllm_version is not None and self.vllm_version not in covered_releases():
+            raise _release_error(self.vllm_version)
+        if self.attention_backend is not None:
+            release = self.release
+            if self.attention_backend not in attention_backends(release):
+                raise InputError("attention_backend", f"{self.attention_backend!r} is not an attention backend of "
+                                 f"vLLM {release}; its backends: {', '.join(attention_backends(release))}")
+        return self
+
+    # -- derived ------------------------------------------------------------------------------------
+    @property
+    def release(self) -> str:
+        """The runtime release the answer is for (the default when none was asked)."""
+        return self.vllm_version or default_release()
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    def replace(self, **changes: Any) -> ServingRequest:
+        """A validated copy with ``changes`` applied (raises :class:`InputError` like :func:`parse_request`)."""
+        return parse_request({**self.to_params(), **{k: _raw(v) for k, v in changes.items()}})
+
+    def to_params(self) -> dict[str, str]:
+        """The request as raw strings, only what differs from the defaults, in field order (the permalink's
+        query; ``speculative_config`` as compact JSON; ``gpu`` and ``vllm_version`` always written, since
+        the defaults depend on them)."""
+        out: dict[str, str] = {}
+        for name, info in ServingRequest.model_fields.items():
+            value = getattr(self, name)
+            if name == "vllm_version":
+                value = self.release
+            elif name != "gpu" and value == info.default:
+                continue
+            if value is None:
+                continue
+            out[name] = _raw(value)
+        return out
+
+
+def _raw(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, BaseModel):
+        return json.dumps(value.model_dump(exclude_none=True), separators=(",", ":"))
+    if isinstance(value, dict):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def gpu_key(gpu) -> str:
+    """The short name a permalink uses for a device: its first alias (``H100``), else its name."""
+    return gpu.aliases[0] if gpu.aliases else gpu.name
+
+
+# --- parsing raw input -----------------------------------------------------------------------------
+FIELDS = tuple(ServingRequest.model_fields)
+SPLIT_SPEC_FIELDS = ("speculative_method", "speculative_model", "num_speculative_tokens")
+KNOWN_PARAMS = (*FIELDS, *SPLIT_SPEC_FIELDS)
+TOKEN_FIELDS = tuple(n for n, f in ServingRequest.model_fields.items()
+                     if (f.json_schema_extra or {}).get("tokens"))
+TRUE, FALSE = ("1", "true", "on", "yes"), ("0", "false", "off", "no")
+
+
+def human_readable_int(value: str) -> int:
+    """``"32k"`` -> 32000, ``"32K"`` -> 32768, ``"8192"`` -> 8192, as vLLM parses ``--max-model-len``
+    (``human_readable_int``, vllm/utils/argparse_utils.py:29 in 0.32). Raises ``ValueError``."""
+    value = value.strip().replace("_", "").replace(",", "")
+    match = re.fullmatch(r"(\d{1,12}(?:\.\d{1,6})?)([kKmMgG])", value)
+    if not match:
+        if not re.fullmatch(r"[+-]?\d{1,18}", value):
+            raise ValueError("not a whole number")
+        return int(value)
+    number, suffix = match.groups()
+    if suffix.islower():
+        return int(float(number) * {"k": 10**3, "m": 10**6, "g": 10**9}[suffix])
+    if "." in number:
+        raise ValueError(f"decimals are not allowed with binary suffixes; did you mean {number}{suffix.lower()}?")
+    return int(number) * {"K": 2**10, "M": 2**20, "G": 2**30}[suffix]
+
+
+def _text(name: str, value: Any) -> str | None:
+    """A raw value as clean text (``None`` when empty); refuses what cannot be shown back safely."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        value = value[-1] if value else None
+        if value is None:
+            return None
+    text = str(value)
+    if len(text) > 4096:
+        raise InputError(name, "the value is too long")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(name, "the value is not valid text (unpaired surrogate)") from None
+    if "\x00" in text:
+        raise InputError(name, "the value contains a NUL character")
+    text = text.strip()
+    return text or None
+
+
+def _kind(name: str) -> type:
+    """The scalar type of a request field (``int``, ``float``, ``bool`` or ``str``)."""
+    field = ServingRequest.model_fields.get(name)
+    if field is None:
+        return int  # num_speculative_tokens (a split speculative field)
+    args = [a for a in (get_args(field.annotation) or (field.annotation,)) if a is not type(None)]
+    for kind in (bool, int, float):
+        if kind in args:
+            return kind
+    return str
+
+
+def _number(name: str, text: str) -> int | float:
+    if name in TOKEN_FIELDS:
+        try:
+            return human_readable_int(text)
+        except ValueError as exc:
+            raise InputError(name, f"enter a whole number of tokens, e.g. 8192, 32k or 32K ({exc})") from None
+    if _kind(name) is float:
+        try:
+            number = float(text)
+        except ValueError:
+            raise InputError(name, f"enter a number, got {text!r}") from None
+        if not math.isfinite(number):
+            raise InputError(name, f"enter a finite number, got {text!r}")
+        return number
+    if not re.fullmatch(r"[+-]?\d{1,18}", text):
+        raise InputError(name, f"enter a whole number, got {text!r}")
+    return int(text)
+
+
+def _speculative(raw: dict[str, str | None]) -> dict[str, Any] | None:
+    text = raw.pop("speculative_config", None)
+    split = {k: raw.pop(k, None) for k in SPLIT_SPEC_FIELDS}
+    if text and any(split.values()):
+        raise InputError("speculative_config", "give speculative_config or the speculative_method / "
+                         "speculative_model / num_speculative_tokens fields, not both")
+    if text:
+        if len(text) > 1000:
+            raise InputError("speculative_config", "the JSON is too long (1000 characters at most)")
+        try:
+            spec = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise InputError("speculative_config", f"not a JSON object: {str(exc)[:120]}") from None
+        if not isinstance(spec, dict):
+            raise InputError("speculative_config", 'expected a JSON object such as {"method": "ngram", '
+                             '"num_speculative_tokens": 3}')
+        return spec
+    if not any(split.values()):
+        return None
+    if not split["speculative_method"]:
+        raise InputError("speculative_method", "pick a speculative decoding method (or clear the draft fields)")
+    spec: dict[str, Any] = {"method": split["speculative_method"]}
+    if split["speculative_model"]:
+        spec["model"] = split["speculative_model"]
+    if not split["num_speculative_tokens"]:
+        raise InputError("num_speculative_tokens", f"set the number of speculative tokens for {spec['method']}")
+    spec["num_speculative_tokens"] = _number("num_speculative_tokens", split["num_speculative_tokens"])
+    return spec
+
+
+def _first_error(exc: ValidationError) -> InputError:
+    err = exc.errors()[0]
+    loc = [str(p) for p in err.get("loc", ())]
+    field = loc[0] if loc else "input"
+    where = ".".join(loc[1:])
+    msg = str(err.get("msg", "invalid value"))
+    msg = msg.removeprefix("Value error, ")
+    if err.get("type") == "literal_error" and loc:
+        msg = f"{msg}, got {err.get('input')!r}"
+    if field == "speculative_config" and where:
+        msg = f"{where}: {msg}"
+    return InputError(field, msg)
+
+
+def parse_request(data: Mapping[str, Any]) -> ServingRequest:
+    """Raw parameters (query string, form data, ``vars(argparse_namespace)``, a stored run) -> request.
+
+    Accepts the permalink's ``speculative_config`` JSON or the form's split ``speculative_method`` /
+    ``speculative_model`` / ``num_speculative_tokens``; empty values mean "default"; token counts take
+    vLLM's ``32k`` / ``32K``.
+
+    Raises:
+        InputError: the first problem, naming the parameter (unknown parameters included).
+    """
+    raw: dict[str, str | None] = {}
+    for name, value in data.items():
+        if name not in KNOWN_PARAMS:
+            raise InputError(str(name)[:60], f"unknown parameter {str(name)[:60]!r}; known: {', '.join(KNOWN_PARAMS)}")
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        elif isinstance(value, (dict, BaseModel)):
+            value = _raw(value)
+        raw[name] = _text(name, value)
+    spec = _speculative(raw)
+    values: dict[str, Any] = {}
+    for name, text in raw.items():
+        if text is None:
+            continue
+        kind = _kind(name)
+        if kind is bool:
+            low = text.lower()
+            if low not in TRUE + FALSE:
+                raise InputError(name, f"expected true or false, got {text!r}")
+            values[name] = low in TRUE
+        elif kind in (int, float):
+            values[name] = _number(name, text)
+        elif name == "attention_backend" and text.lower() == "auto":
+            continue
+        elif name == "quantization" and text.lower() in ("none", "auto"):
+            continue
+        else:
+            values[name] = text
+    if spec is not None:
+        values["speculative_config"] = spec
+    if "model" not in values:
+        raise InputError("model", "give a model: a Hugging Face id of the form org/name")
+    try:
+        return ServingRequest(**values)
+    except ValidationError as exc:
+        raise _first_error(exc) from None
+
+
+# --- command line ----------------------------------------------------------------------------------
+def add_request_arguments(parser: argparse.ArgumentParser, *, model_required: bool = False) -> None:
+    """Declare every request field as a flag (vLLM's names), derived from :class:`ServingRequest`.
+
+    Values stay strings: :func:`parse_request` checks them, so the commands refuse exactly what the page
+    and the API refuse, with the same sentence. ``--config PATH`` / ``--quant-config PATH`` give a local
+    ``config.json`` instead of a Hub model."""
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for name, info in ServingRequest.model_fields.items():
+        meta = info.json_schema_extra or {}
+        group = groups.setdefault(meta["group"], parser.add_argument_group(meta["group"]))
+        flags = [meta["flag"], *([meta["short"]] if meta.get("short") else [])]
+        if name == "enforce_eager":
+            group.add_argument(*flags, action="store_true", default=None, help=meta["help"])
+            continue
+        choices = _choice_help(name)
+        group.add_argument(*flags, dest=name, default=None, metavar=name.upper() if not choices else None,
+                           help=meta["help"] + (f" ({choices})" if choices else ""),
+                           required=model_required and name == "model")
+    local = parser.add_argument_group("local files")
+    local.add_argument("--config", help="path to a config.json (instead of a Hub model)")
+    local.add_argument("--quant-config", help="path to a separate quantization file (hf_quant_config.json ...)")
+
+
+def _choice_help(name: str) -> str:
+    annotation = ServingRequest.model_fields[name].annotation
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    literal = next((a for a in args if get_args(a)), annotation)
+    values = get_args(literal)
+    if values and all(isinstance(v, str) for v in values):
+        return "one of " + ", ".join(values)
+    return ""
+
+
+def request_from_options(opts: Mapping[str, Any]) -> ServingRequest:
+    """:func:`parse_request` over parsed command-line options (``vars(args)`` or Django's ``options``);
+    options that are not request fields (``--format``, ``--config``...) are left out. With ``--config``
+    and no ``--model``, the request is named ``local/<file stem>``."""
+    data = {k: v for k, v in opts.items() if k in KNOWN_PARAMS and v is not None}
+    if opts.get("config") and not data.get("model"):
+        stem = re.sub(r"[^A-Za-z0-9_.-]", "-", str(opts["config"]).rsplit("/", 1)[-1].removesuffix(".json")) or "config"
+        data["model"] = f"local/{stem[:90]}"
+    return parse_request(data)
