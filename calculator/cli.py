@@ -57,6 +57,7 @@ def request_from_command(opts: dict[str, Any]) -> tuple[ServingRequest, dict[str
 
 
 def command_error(exc: InputError) -> CommandError:
-    """The one way a command reports bad input: ``field: sentence`` (the field is the flag in snake_case,
-    as the API's ``field``), exit code 2."""
-    return CommandError(f"{exc.field}: {exc.message}", returncode=2)
+    """The one way a command reports bad input: ``--flag-name: sentence`` (the sentence the page and the API
+    show for the same value), exit code 2."""
+    flag = exc.field.split(".")[0].replace("_", "-")
+    return CommandError(f"--{flag}: {exc.message}", returncode=2)

@@ -136,8 +136,6 @@ class EstimateForm(forms.Form):
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         raw = {k: v for k, v in self.data.items() if k in KNOWN_PARAMS}
-        if "enforce_eager" in raw:
-            raw["enforce_eager"] = "true" if data.get("enforce_eager") else "false"
         try:
             self.request = parse_request(raw)
         except InputError as exc:
@@ -165,6 +163,15 @@ class EstimateForm(forms.Form):
         return any(data.get(n) not in (None, "", False, "0", "false") for n in ADVANCED) or any(
             n in self.errors for n in ADVANCED
         )
+
+    def canonical_query(self, sha: str | None = None) -> str:
+        """The permalink's query string of the valid request (:meth:`ServingRequest.to_params`), with the
+        resolved commit ``sha`` as ``revision`` when the metadata layer gave one."""
+        params = self.request.to_params()
+        if sha:
+            params = {"model": params.pop("model"), "revision": sha,
+                      **{k: v for k, v in params.items() if k != "revision"}}
+        return canonical_query(params)
 
     def error_list(self) -> list[tuple[str | None, str]]:
         """``[(field or None, message), ...]`` in field order, for the JSON API."""

@@ -125,8 +125,6 @@ class ServingRequest(BaseModel):
     revision: str | None = Field(None, max_length=128, json_schema_extra=_meta(
         "--revision", "branch, tag or commit sha (default: main)", "model"))
     runtime: RuntimeName = Field("vllm", json_schema_extra=_meta("--runtime", "serving runtime", "model"))
-    vllm_version: str | None = Field(None, max_length=32, json_schema_extra=_meta(
-        "--vllm-version", "vLLM release (default: the newest covered)", "model"))
     gpu: str = Field(DEFAULT_GPU, max_length=MAX_STRING, json_schema_extra=_meta(
         "--gpu", "device as nvidia-smi names it (NVIDIA H100 80GB HBM3) or an alias (H100)", "hardware"))
     gpu_memory_gib: float | None = Field(None, gt=0, le=4096, json_schema_extra=_meta(
@@ -151,6 +149,8 @@ class ServingRequest(BaseModel):
         "--attention-backend", "attention backend (default: the one vLLM picks)"))
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1, json_schema_extra=_meta(
         "--gpu-memory-utilization", "share of GPU memory vLLM may use (default: the release's)"))
+    vllm_version: str = Field(default_factory=lambda: default_release(), max_length=32, json_schema_extra=_meta(
+        "--vllm-version", "vLLM release (default: the newest covered)", "model"))
     speculative_config: SpeculativeRequest | None = Field(None, json_schema_extra=_meta(
         "--speculative-config", 'JSON, e.g. {"method": "ngram", "num_speculative_tokens": 3}', "speculative"))
     acceptance_rate: float | None = Field(None, ge=0, le=1, json_schema_extra=_meta(
@@ -207,7 +207,7 @@ class ServingRequest(BaseModel):
 
     @model_validator(mode="after")
     def _release_and_backend(self) -> ServingRequest:
-        if self.vllm_version is not None and self.vllm_version not in covered_releases():
+        if self.vllm_version not in covered_releases():
             raise _release_error(self.vllm_version)
         if self.attention_backend is not None:
             release = self.release
@@ -219,8 +219,8 @@ class ServingRequest(BaseModel):
     # -- derived ------------------------------------------------------------------------------------
     @property
     def release(self) -> str:
-        """The runtime release the answer is for (the default when none was asked)."""
-        return self.vllm_version or default_release()
+        """The runtime release the answer is for (the newest covered when none was asked)."""
+        return self.vllm_version
 
     @property
     def num_gpus(self) -> int:
@@ -237,9 +237,7 @@ class ServingRequest(BaseModel):
         out: dict[str, str] = {}
         for name, info in ServingRequest.model_fields.items():
             value = getattr(self, name)
-            if name == "vllm_version":
-                value = self.release
-            elif name != "gpu" and value == info.default:
+            if name not in ("gpu", "vllm_version") and value == info.default:
                 continue
             if value is None:
                 continue
@@ -372,17 +370,38 @@ def _speculative(raw: dict[str, str | None]) -> dict[str, Any] | None:
     return spec
 
 
+_SENTENCES = {
+    "less_than_equal": "must be at most {le}",
+    "less_than": "must be less than {lt}",
+    "greater_than_equal": "must be at least {ge}",
+    "greater_than": "must be greater than {gt}",
+    "string_too_long": "is too long ({max_length} characters at most)",
+    "extra_forbidden": "is not a setting vLLM takes here",
+    "missing": "is required",
+}
+
+
 def _first_error(exc: ValidationError) -> InputError:
+    """The first pydantic error as one sentence naming the field (an :class:`InputError` raised inside a
+    validator is passed through as it is)."""
     err = exc.errors()[0]
+    ctx = err.get("ctx") or {}
+    if isinstance(ctx.get("error"), InputError):
+        return ctx["error"]
     loc = [str(p) for p in err.get("loc", ())]
     field = loc[0] if loc else "input"
     where = ".".join(loc[1:])
-    msg = str(err.get("msg", "invalid value"))
-    msg = msg.removeprefix("Value error, ")
-    if err.get("type") == "literal_error" and loc:
-        msg = f"{msg}, got {err.get('input')!r}"
+    kind = err.get("type", "")
+    if kind in _SENTENCES:
+        msg = _SENTENCES[kind].format(**ctx)
+        if kind != "missing" and "input" in err and not isinstance(err["input"], (dict, list)):
+            msg += f", got {err['input']!r}"
+    else:
+        msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+        if kind == "literal_error":
+            msg = f"{msg}, got {err.get('input')!r}"
     if field == "speculative_config" and where:
-        msg = f"{where}: {msg}"
+        msg = f"{where} {msg}"
     return InputError(field, msg)
 
 

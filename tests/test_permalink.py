@@ -11,7 +11,8 @@ from urllib.parse import parse_qsl
 import pytest
 from django.http import QueryDict
 
-from calculator.forms import EstimateForm, human_readable_int, tidy_query
+from calculator.forms import EstimateForm, tidy_query
+from calculator.request import human_readable_int
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 
@@ -86,8 +87,8 @@ def test_it_writes_speculative_decoding_as_one_json_value():
 def test_it_reads_speculative_config_back():
     first = _form(f"model={LLAMA}&speculative_method=ngram&num_speculative_tokens=4")
     again = _form(first.canonical_query())
-    assert again.cleaned_data["speculative_method"] == "ngram"
-    assert again.cleaned_data["num_speculative_tokens"] == 4
+    assert again.request.speculative_config.method == "ngram"
+    assert again.request.speculative_config.num_speculative_tokens == 4
     assert again.canonical_query() == first.canonical_query()
 
 
@@ -115,7 +116,7 @@ def test_it_reads_vllm_style_token_counts():
     assert human_readable_int("32k") == 32000
     assert human_readable_int("25.6k") == 25600
     assert human_readable_int("8192") == 8192
-    assert _form(f"model={LLAMA}&max_model_len=128K").cleaned_data["max_model_len"] == 131072
+    assert _form(f"model={LLAMA}&max_model_len=128K").request.max_model_len == 131072
 
 
 def test_it_keeps_what_the_user_typed_when_the_form_has_errors():
