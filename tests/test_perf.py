@@ -359,4 +359,4 @@ def test_estimate_command_carries_the_speed_fields():
 
     with pytest.raises(CommandError) as err:
         call_command("estimate", "--config", str(CONFIGS / LLAMA), "--acceptance-rate", "2")
-    assert str(err.value).startswith("acceptance_rate") and err.value.returncode == 2
+    assert str(err.value).startswith("--acceptance-rate") and err.value.returncode == 2
