@@ -255,3 +255,27 @@ def test_picker_groups_cover_every_row_once():
 ])
 def test_the_devices_issue_18_asks_for_are_there(name):
     assert get_gpu(name).name == name
+
+
+@pytest.mark.parametrize("mutate,says", [
+    (lambda d: d["gpus"][1]["aliases"].append("H100"), "names both"),
+    (lambda d: d["ambiguous"].append({"key": "4090", "choice": None, "why": "x",
+                                      "candidates": ["NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 3090"]}), "refused"),
+    (lambda d: d["ambiguous"].append({"key": "A10", "choice": "NVIDIA A10G", "why": "x",
+                                      "candidates": ["NVIDIA A10", "NVIDIA A10G"]}), "resolves to"),
+])
+def test_an_inconsistent_catalog_is_refused_at_load(tmp_path, monkeypatch, mutate, says):
+    from calculator.engine import gpus
+
+    data = json.loads(DATA_FILE.read_text())
+    mutate(data)
+    path = tmp_path / "gpus.json"
+    path.write_text(json.dumps(data))
+    monkeypatch.setattr(gpus, "DATA_FILE", path)
+    gpus._catalog.cache_clear(), gpus._index.cache_clear()
+    try:
+        with pytest.raises(ValueError, match=says):
+            gpus.get_gpu("H100")
+    finally:
+        monkeypatch.undo()
+        gpus._catalog.cache_clear(), gpus._index.cache_clear()
