@@ -32,6 +32,15 @@ ROWS = json.loads(DATA_FILE.read_text())["gpus"]
     ("NVIDIA GeForce RTX 3060", 11.75),
     # zai-org/CogVideo#34 (RTX3080): "(GPU 0; 9.78 GiB total capacity; ...)"
     ("NVIDIA GeForce RTX 3080", 9.78),
+    # meta-llama/codellama#82 ("my 3070"): "GPU 0 has a total capacty of 7.78 GiB"
+    ("NVIDIA GeForce RTX 3070", 7.78),
+    # vllm-project/vllm#14452: "the current vLLM instance can use total_gpu_memory (31.37GiB)" on an RTX 5090
+    ("NVIDIA GeForce RTX 5090", 31.37),
+    # pytorch/ao#4002 device query: "=== Device 0: NVIDIA B200 === ... Total Global Memory: 178.35 GB"
+    ("NVIDIA B200", 178.35),
+    # ROCm/vllm#527 collect_env "Radeon RX 7900 XTX (gfx1100)"; ComfyUI log "GPU 0 has a total capacity of 23.98 GiB"
+    ("Radeon RX 7900 XTX", 23.98),
+    ("AMD Radeon RX 7900 XTX", 23.98),  # vllm-project/vllm#34154 (ROCm 7.2) prints the "AMD " prefix
     # MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#47: "caps at 101.3-102.2 GiB of 121.69"; ds4#585: "NVIDIA GB10 (sm_121)"
     ("NVIDIA GB10", 121.69),
 ])
@@ -42,6 +51,7 @@ def test_a_name_as_printed_resolves_to_its_logged_memory(printed, memory_gib):
 @pytest.mark.parametrize("printed,expected_cc", [
     ("NVIDIA B300 SXM6 AC", "10.3"),          # torch.cuda.get_device_name(), NVIDIA/cosmos-framework#114
     ("NVIDIA GH200 144G HBM3e", "9.0"),       # collect_env "GPU 0: NVIDIA GH200 144G HBM3e", vllm#18390
+    ("NVIDIA GH200 480GB", "9.0"),            # collect_env "GPU 0: NVIDIA GH200 480GB", vllm#9630
     ("NVIDIA GB10", "12.1"),                  # "CUDA backend initialized on NVIDIA GB10 (sm_121)", ds4#585
     ("NVIDIA RTX 6000 Ada Generation", "8.9"),
     ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "12.0"),
