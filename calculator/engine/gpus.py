@@ -338,9 +338,13 @@ def parse_custom_gpu(text: str) -> GPU:
 # --------------------------------------------------------------------------------------------------------
 def metal_working_set_bytes(gpu: GPU | str, wired_limit_mb: int | None = None) -> int:
     """Bytes Metal reports as ``MTLDevice.recommendedMaxWorkingSetSize`` on an Apple Silicon Mac: the
-    budget llama.cpp's Metal backend reports as the device's total and free memory (``ggml-metal``:
-    ``ggml_metal_device_init: recommendedMaxWorkingSetSize = %8.2f MB``, printed in 10**6 B units since
-    2024, 2**20 B units in 2023 builds) and Ollama shows as the Metal device's ``total``.
+    budget llama.cpp's Metal backend gives as the device memory (a 2026 llama-server log prints
+    ``recommendedMaxWorkingSetSize = 12713.12 MB`` and then ``using device MTL0 (Apple M4) - 12123 MiB
+    free``, i.e. the same 12124 MiB less what is allocated; ../shared/cases lcpp-019) and Ollama shows as
+    the Metal device's ``total`` (lcpp-026: ``total="5.3 GiB"`` on an 8 GB M2). Units of the log line:
+    ``ggml/src/ggml-metal/ggml-metal-device.m`` ``ggml_metal_device_init`` prints
+    ``max_working_set_size / 1e6`` ("MB" = 10**6 B); 2023 builds (``ggml-metal.m`` ``ggml_metal_init``)
+    printed ``recommendedMaxWorkingSetSize / 1024.0 / 1024.0`` (2**20 B).
 
     Default (``wired_limit_mb`` ``None`` or 0, i.e. ``sysctl iogpu.wired_limit_mb`` unset): the row's
     ``metal_working_set_gib``. Public logs show 2/3 of unified memory on machines of 32 GiB or less
