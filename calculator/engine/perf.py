@@ -456,6 +456,9 @@ def hardware(gpu: GPU, quant: QuantScheme | None, runtime: str = "vllm") -> Hard
     """Datasheet figures for ``gpu``: FP8 TFLOP/s when weights and activations are FP8 (vLLM's FP8
     W8A8 path needs compute capability 8.9+; on older GPUs FP8 weights run weight-only through Marlin in
     bf16), else the bf16/fp16 figure. Weight-only int4/int8 schemes compute in bf16."""
+    if gpu.bandwidth_gbps is None or gpu.tflops_bf16 is None:
+        raise EngineInputError("gpu", f"{gpu.name}: no memory bandwidth or BF16 TFLOP/s known, so the speed "
+                                      "is not modelled (a custom GPU can give them as :bw<GB/s>:bf16<TFLOP/s>)")
     fp8 = bool(quant and (quant.name == "fp8" or ("float" in quant.name and quant.bits == 8)))
     cap = gpu.capability_tuple
     use_fp8 = fp8 and gpu.tflops_fp8 is not None and (cap is None or cap >= (8, 9)) and not gpu.is_cpu
