@@ -144,10 +144,11 @@ def load_model(
     return meta
 
 
-def load_catalog(*, count_params: bool = True) -> int:
-    """Load every offline-catalog model into the cache (``manage.py load_catalog``); returns how many."""
+def load_catalog() -> int:
+    """Load every offline-catalog model into the cache (``manage.py load_catalog``), with the committed
+    meta-device counts (no torch import); returns how many."""
     for repo_id in catalog_models():
-        meta = catalog_lookup(repo_id, count_params=count_params)
+        meta = catalog_lookup(repo_id)
         _store(meta)
     return len(catalog_models())
 
@@ -193,16 +194,17 @@ def _fallback(repo_id: str, rev: str, pointer: HubRevision | None, reason: str, 
 
 
 def _catalog(repo_id: str, count_params: bool) -> ModelMetadata | None:
-    """The catalog's answer, through its cache row (which keeps the meta-device count)."""
+    """The catalog's answer, through its cache row. Its weights are the committed meta-device counts
+    (``catalog.catalog_weights``) either way, so the catalog and the cache give the same numbers;
+    ``count_params`` only matters for Hub repos without safetensors headers."""
     canonical = catalog_repo_id(repo_id)
     if canonical is None:
         return None
     row = _row(canonical, "")
-    if row is not None and (row.weights is not None or not count_params):
+    if row is not None:
         return _from_row(row, DEFAULT_REVISION, None)
-    meta = catalog_lookup(canonical, count_params=count_params)
-    if count_params:
-        _store(meta)
+    meta = catalog_lookup(canonical)
+    _store(meta)
     return meta
 
 

@@ -86,13 +86,15 @@ def load_metadata(model_id: str, revision: str | None, field: str = "model"):
     if hit is not None:
         return hit
     try:
-        meta = load_model(model_id, revision)
+        # count_params=False: never build a model on torch's meta device while answering a request (a Hub
+        # repo without safetensors headers is counted from its config by the engine, with a note)
+        meta = load_model(model_id, revision, count_params=False)
     except RevisionNotFoundError as exc:
         raise EngineInputError("revision" if field == "model" else field, exc.message) from None
     except MetadataError as exc:
         raise EngineInputError(field, exc.message) from None
     except DatabaseError:
-        meta = catalog.catalog_lookup(model_id, count_params=False)
+        meta = catalog.catalog_lookup(model_id)
         if meta is None:
             raise EngineInputError(field, f"{model_id!r} is not in the offline catalog and the metadata cache is not "
                                    "set up: run `python manage.py migrate` (scripts/start does) to look it up on "

@@ -286,8 +286,8 @@ def api_payload(plan: Plan) -> dict[str, Any]:
     work), ``model_source``, ``revision_sha``, ``model_notes``, the ``vllm serve`` argv, the compat summary
     and the speed keys of ``calculator.engine.perf.speed_fields``.
 
-    Raises:
-        EngineInputError: the speed model rejects the input.
+    A configuration the speed model cannot take (a GPU without bandwidth figures...) gets ``speed_error``
+    instead of the speed keys.
     """
     from calculator.runtimes import get_runtime
 
@@ -307,7 +307,10 @@ def api_payload(plan: Plan) -> dict[str, Any]:
         "ok": plan.compat.ok, "error": plan.compat.error, "requested_backend": plan.compat.requested_backend,
         "auto_selected": plan.compat.auto_selected, "conditions": plan.compat.auto_conditions}
     out["compat_error"] = plan.compat_error
-    out.update(get_runtime(plan.runtime).speed_fields(plan.request, plan.model, plan.memory))
+    try:
+        out.update(get_runtime(plan.runtime).speed_fields(plan.request, plan.model, plan.memory))
+    except EngineInputError as exc:
+        out["speed_error"] = f"{exc.field}: {exc.message}"
     return out
 
 
