@@ -78,7 +78,7 @@ def load_metadata(model_id: str, revision: str | None, field: str = "model"):
     from django.core.cache import cache
     from django.db import DatabaseError
 
-    from calculator import catalog
+    from calculator.metadata import catalog
     from calculator.metadata import MetadataError, RevisionNotFoundError, load_model
 
     key = "meta:" + hashlib.sha256(f"{model_id}\0{revision}".encode()).hexdigest()
@@ -131,7 +131,7 @@ def load(request: ServingRequest, local: dict[str, Any] | None = None) -> Loaded
 def quantized_variants(model_id: str) -> list[str]:
     """Catalog checkpoints of the same model in another precision (``…-FP8``, ``…-AWQ``, ``…-GPTQ-Int4``,
     ``…-NVFP4``...), most compact last; the model's own name is matched without org and suffix."""
-    from calculator import catalog
+    from calculator.metadata import catalog
 
     base = _base_name(model_id)
     out = []

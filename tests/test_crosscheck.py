@@ -44,7 +44,7 @@ def test_find_cases_rejects_unknown_family():
 def test_llama_prediction_matches_hand_count():
     """The engine's prediction for the tiny Llama equals the hand count in the module docstring."""
     from calculator.crosscheck import predict
-    from calculator.tiny_models import write_tiny_model
+    from calculator.crosscheck.tiny_models import write_tiny_model
 
     case = find_cases("llama", "default")[0]
     res = predict(case, write_tiny_model("llama"))
@@ -117,7 +117,7 @@ def test_granite_hybrid_bf16_ssm_state_follows_the_host_cpu(avx512_bf16, logged_
     """vllm/platforms/cpu.py:301-321 resets the SSM state to float32 only where
     ``torch.cpu._is_avx512_bf16_supported()``: the CPU feature is an input, so both machines' logs hold."""
     from calculator.crosscheck import predict
-    from calculator.tiny_models import write_tiny_model
+    from calculator.crosscheck.tiny_models import write_tiny_model
 
     case = find_cases("granite4-hybrid", "dtype=bfloat16")[0]
     inp_model = write_tiny_model("granite4-hybrid")

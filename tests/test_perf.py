@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from calculator.charts import speedup_chart_for, speedup_chart_spec
+from calculator.web.charts import speedup_chart_for, speedup_chart_spec
 from calculator.engine import EngineInput, EngineInputError, estimate
 from calculator.engine import perf
 from calculator.engine.gpus import DATA_FILE as GPU_FILE

@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl
 import pytest
 from django.http import QueryDict
 
-from calculator.forms import EstimateForm, tidy_query
+from calculator.web.forms import EstimateForm, tidy_query
 from calculator.request import human_readable_int
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"

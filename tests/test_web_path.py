@@ -48,7 +48,7 @@ def test_no_torch_on_the_web_path_and_a_fast_first_answer(tmp_path):
 def test_the_catalog_and_the_cache_give_the_same_weights():
     """Llama-4-Scout (multimodal: the vision tower is loaded too) is answered from the committed
     meta-device count whether or not the metadata cache holds it."""
-    from calculator.catalog import catalog_lookup
+    from calculator.metadata.catalog import catalog_lookup
 
     direct = catalog_lookup("meta-llama/Llama-4-Scout-17B-16E-Instruct")
     assert direct.weights is not None and "meta device" in direct.weights.source
@@ -57,7 +57,7 @@ def test_the_catalog_and_the_cache_give_the_same_weights():
 @pytest.mark.django_db
 def test_the_cache_row_equals_the_catalog(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    from calculator.catalog import catalog_lookup
+    from calculator.metadata.catalog import catalog_lookup
     from calculator.metadata import load_model
 
     cached = load_model("meta-llama/Llama-4-Scout-17B-16E-Instruct")

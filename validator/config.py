@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 from pydantic import BaseModel, ConfigDict
 
-from calculator import builtin_models as tiny_models
+from calculator.metadata import builtin as tiny_models
 from calculator.request import InputError, ServingRequest, parse_request
 
 GiB = 2**30

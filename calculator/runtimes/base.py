@@ -23,7 +23,7 @@ from typing import Any, Protocol
 class LoadedModel:
     """The model (and draft) a request names, as the metadata layer found them.
 
-    ``meta`` is a :class:`calculator.hub.ModelMetadata` (Hub / cache / catalog / built-in) or ``None`` for
+    ``meta`` is a :class:`calculator.metadata.hub.ModelMetadata` (Hub / cache / catalog / built-in) or ``None`` for
     a local ``config.json`` given on the command line, in which case ``config`` holds it.
     """
 

@@ -59,7 +59,7 @@ def apply_params(query: str, params: dict) -> str:
     left out, the request's field order): the link of a suggestion."""
     from urllib.parse import parse_qsl
 
-    from calculator.forms import canonical_query
+    from calculator.web.forms import canonical_query
     from calculator.request import InputError, parse_request
 
     merged = {**dict(parse_qsl(query)), **params}

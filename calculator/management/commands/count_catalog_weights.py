@@ -6,7 +6,7 @@ import json
 
 from django.core.management.base import BaseCommand
 
-from calculator.catalog import WEIGHTS_FILE, count_catalog_weights
+from calculator.metadata.catalog import WEIGHTS_FILE, count_catalog_weights
 
 
 class Command(BaseCommand):

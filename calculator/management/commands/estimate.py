@@ -9,7 +9,7 @@ from calculator.cli import command_error, request_from_command
 from calculator.engine.schemas import EstimateResult
 from calculator.plan import make_plan
 from calculator.request import InputError, add_request_arguments
-from calculator.results import api_payload
+from calculator.web.results import api_payload
 from calculator.runtimes import get_runtime
 
 

@@ -6,31 +6,13 @@ of each are in :mod:`calculator.engine.runtime`.
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic import ValidationError
 
 from calculator.engine import EngineInput, EngineInputError, EstimateResult, SpeculativeConfig, estimate
 from calculator.runtimes.base import LoadedModel
-
-# (request field, vllm serve flag, vLLM's default): written when set and not the default
-# (flag names: vllm/engine/arg_utils.py of 0.32).
-SERVE_FLAGS = (
-    ("tensor_parallel_size", "--tensor-parallel-size", 1),
-    ("pipeline_parallel_size", "--pipeline-parallel-size", 1),
-    ("max_model_len", "--max-model-len", None),
-    ("gpu_memory_utilization", "--gpu-memory-utilization", None),
-    ("dtype", "--dtype", "auto"),
-    ("quantization", "--quantization", None),
-    ("kv_cache_dtype", "--kv-cache-dtype", "auto"),
-    ("block_size", "--block-size", None),
-    ("max_num_seqs", "--max-num-seqs", None),
-    ("max_num_batched_tokens", "--max-num-batched-tokens", None),
-    ("kv_cache_memory_bytes", "--kv-cache-memory-bytes", None),
-    ("attention_backend", "--attention-backend", None),
-)
-
+from calculator.runtimes.vllm.serve import serve_argv
 
 class VLLM:
     """vLLM (V1 engine)."""
@@ -100,24 +82,9 @@ class VLLM:
 
     # -- launch --------------------------------------------------------------------------------------
     def launch_argv(self, request, model: LoadedModel) -> list[str]:
-        """``["vllm", "serve", model, "--flag", "value", ...]``: only values the user set (a value left to the
-        release default is vLLM's own default, so leaving the flag out reproduces it); the revision pinned to
-        the resolved sha when the Hub gave one. An argv list, never a shell string."""
-        argv = ["vllm", "serve", model.repo_id]
-        revision = model.sha or request.revision
-        if revision and revision != "main":
-            argv += ["--revision", revision]
-        for field, flag, default in SERVE_FLAGS:
-            value = getattr(request, field)
-            if value is None or value == default:
-                continue
-            argv += [flag, str(value)]
-        if request.enforce_eager:
-            argv.append("--enforce-eager")
-        if request.speculative_config is not None:
-            spec = request.speculative_config.model_dump(mode="json", exclude_none=True)
-            argv += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
-        return argv
+        """``["vllm", "serve", model, "--flag", "value", ...]`` (:func:`.serve.serve_argv`), the revision pinned
+        to the resolved sha when the Hub gave one. An argv list, never a shell string."""
+        return serve_argv(self.engine_input(request, model), model.repo_id, model.sha or request.revision)
 
     # -- speed ---------------------------------------------------------------------------------------
     def speed_kwargs(self, request) -> dict[str, Any]:

@@ -16,13 +16,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from calculator.hub import QUANT_FILES, ModelMetadata, count_parameters_on_meta_device, describe_config
+from calculator.metadata.hub import QUANT_FILES, ModelMetadata, count_parameters_on_meta_device, describe_config
 
-CATALOG_DIR = Path(__file__).resolve().parent / "data" / "model_configs"
+CATALOG_DIR = Path(__file__).resolve().parents[1] / "data" / "model_configs"
 # Parameter counts of the catalog's configs, counted once on torch's meta device by
 # ``manage.py count_catalog_weights`` and committed, so a lookup never imports torch.
-WEIGHTS_FILE = Path(__file__).resolve().parent / "data" / "catalog_weights.json"
-ALIASES_FILE = Path(__file__).resolve().parent / "data" / "model_aliases.json"
+WEIGHTS_FILE = Path(__file__).resolve().parents[1] / "data" / "catalog_weights.json"
+ALIASES_FILE = Path(__file__).resolve().parents[1] / "data" / "model_aliases.json"
 CATALOG_REVISION_NOTE = (
     "From the offline catalog (a copy shipped with the calculator, not fetched from the Hub): its commit on "
     "the Hub is unknown, and there are no safetensors headers."
@@ -127,7 +127,7 @@ def count_catalog_weights() -> dict[str, Any]:
         weights, note = count_parameters_on_meta_device(config, source, repo_id=repo_id, quant_file=quant_file)
         models[filename] = {"weights": weights.model_dump() if weights else None, "note": note}
     return {"about": "Meta-device parameter counts of calculator/data/model_configs (manage.py "
-                     "count_catalog_weights); read by calculator.catalog.catalog_weights.", "models": models}
+                     "count_catalog_weights); read by calculator.metadata.catalog.catalog_weights.", "models": models}
 
 
 def catalog_lookup(repo_id: str, *, count_params: bool = True) -> ModelMetadata | None:

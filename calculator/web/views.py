@@ -15,9 +15,10 @@ from django.views.decorators.http import require_safe
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import push_url
 
-from calculator import catalog, results
+from calculator.metadata import catalog
+from calculator.web import results
 from calculator.engine.errors import EngineInputError
-from calculator.forms import EstimateForm, tidy_query
+from calculator.web.forms import EstimateForm, tidy_query
 from calculator.plan import make_plan
 from calculator.request import parse_request
 

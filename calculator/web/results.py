@@ -317,7 +317,7 @@ def api_payload(plan: Plan) -> dict[str, Any]:
 def build(plan: Plan) -> Outcome:
     """What the results fragment renders for a plan: the memory bar, the concurrency-vs-context curve, the
     charts and the footnotes (the numbers themselves all come from the plan)."""
-    from calculator.forms import SPEED_DEFAULTS, canonical_query
+    from calculator.web.forms import SPEED_DEFAULTS, canonical_query
     from calculator.runtimes import get_runtime
 
     request = plan.request
@@ -344,7 +344,7 @@ def build(plan: Plan) -> Outcome:
         "kv_layers": kv_layer_chart(result),
     }
     if plan.speed is not None and plan.speed.spec is not None:
-        from calculator.charts import speedup_chart_for
+        from calculator.web.charts import speedup_chart_for
 
         charts["speedup"] = speedup_chart_for(plan.speed.spec)
     params = {k: getattr(request, k) or d for k, d in SPEED_DEFAULTS.items()}

@@ -7,7 +7,7 @@ Order, for ``load_model("ORG/NAME", revision)`` (``revision`` defaults to ``main
    ``settings.HUB_BRANCH_TTL_S`` seconds.
 2. Otherwise the Hub resolves the name to a sha (one request). If that sha is cached, it is answered from
    the cache; else config.json, the quantization file and the safetensors headers are fetched
-   (``calculator.hub``) and stored.
+   (``calculator.metadata.hub``) and stored.
 3. When the Hub cannot be used (``HF_HUB_OFFLINE=1``, timeout, rate limit, 5xx, unreachable), the answer
    comes from the cache (the sha the name last resolved to, however old), then from the offline catalog;
    a note says which and why. After a connection failure or timeout the Hub is not tried again for
@@ -24,10 +24,10 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from calculator import builtin_models
-from calculator.catalog import catalog_lookup, catalog_models, catalog_repo_id
+from calculator.metadata import builtin as builtin_models
+from calculator.metadata.catalog import catalog_lookup, catalog_models, catalog_repo_id
 from calculator.engine.schemas import CheckpointWeights
-from calculator.hub import (
+from calculator.metadata.hub import (
     COMMIT_SHA,
     DEFAULT_REVISION,
     GatedRepoError,
@@ -41,7 +41,7 @@ from calculator.hub import (
     RevisionNotFoundError,
     validate_model_id,
 )
-from calculator.hub import env_offline
+from calculator.metadata.hub import env_offline
 from calculator.models import HubRevision, ModelMetadataCache
 
 __all__ = [

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .engine.errors import EngineInputError
-from .engine.gpus import get_gpu
-from .engine.schemas import EngineInput
+from calculator.engine.errors import EngineInputError
+from calculator.engine.gpus import get_gpu
+from calculator.engine.schemas import EngineInput
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(__file__).resolve().parent / "data"
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).resolve().parents[1] / "data"
 CATALOG_DIR = DATA / "model_configs"
 DEFAULT_CASES = ROOT.parent / "shared" / "cases" / "vllm_ground_truth.json"
 FIELDS = ("weights_gib", "available_kv_cache_gib", "kv_cache_tokens", "num_gpu_blocks", "max_concurrency")
