@@ -39,13 +39,16 @@ def read_json(path: str, field: str) -> dict[str, Any]:
 
 
 def local_model(opts: dict[str, Any]) -> dict[str, Any] | None:
-    """``--config PATH`` (and ``--quant-config PATH``) as the pipeline's ``local`` model, or ``None``."""
+    """``--config PATH`` (with ``--quant-config PATH``, ``--draft-config PATH``) as the pipeline's ``local``
+    model, or ``None`` for a Hub model."""
     if not opts.get("config"):
-        if opts.get("quant_config"):
-            raise InputError("quant_config", "--quant-config goes with --config")
+        for name in ("quant_config", "draft_config"):
+            if opts.get(name):
+                raise InputError(name, f"--{name.replace('_', '-')} goes with --config")
         return None
     return {"config": read_json(opts["config"], "config"), "source": f"config.json file {opts['config']}",
-            "quant_config": read_json(opts["quant_config"], "quant_config") if opts.get("quant_config") else None}
+            "quant_config": read_json(opts["quant_config"], "quant_config") if opts.get("quant_config") else None,
+            "draft_config": read_json(opts["draft_config"], "draft_config") if opts.get("draft_config") else None}
 
 
 def request_from_command(opts: dict[str, Any]) -> tuple[ServingRequest, dict[str, Any] | None]:

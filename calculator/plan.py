@@ -122,7 +122,10 @@ def load(request: ServingRequest, local: dict[str, Any] | None = None) -> Loaded
     else:
         model = _from_meta(load_metadata(request.model, request.revision))
     spec = request.speculative_config
-    if spec is not None and spec.model:
+    if spec is not None and spec.model and local is not None and local.get("draft_config"):
+        draft = LoadedModel(repo_id=spec.model, config=local["draft_config"], source="draft config.json file")
+        model = LoadedModel(**{**model.__dict__, "draft": draft})
+    elif spec is not None and spec.model:
         draft = _from_meta(load_metadata(spec.model, None, field="speculative_config.model"))
         model = LoadedModel(**{**model.__dict__, "draft": draft})
     return model

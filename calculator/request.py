@@ -475,6 +475,8 @@ def add_request_arguments(parser: argparse.ArgumentParser, *, model_required: bo
     local = parser.add_argument_group("local files")
     local.add_argument("--config", help="path to a config.json (instead of a Hub model)")
     local.add_argument("--quant-config", help="path to a separate quantization file (hf_quant_config.json ...)")
+    local.add_argument("--draft-config", help="with --config: path to the draft model's config.json (instead of "
+                       "looking up speculative_config's model)")
 
 
 def _choice_help(name: str) -> str:
