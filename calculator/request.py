@@ -47,30 +47,35 @@ MAX_STRING = 200
 
 
 # --- data-derived choices -------------------------------------------------------------------------
+# The release answered when none is asked: the one this product checks end to end (the validation worker
+# and the cross-check run vLLM 0.32.0's CPU build), not merely the newest covered.
+DEFAULT_RELEASE = "0.32.0"
+
+
 @lru_cache(maxsize=1)
 def covered_releases() -> tuple[str, ...]:
     """vLLM releases the product answers, oldest first: those with compatibility data extracted from the
-    release's own wheel (``compat/data/vllm-X.Y.Z.json``)."""
-    from compat.extract import available_releases
+    release's own wheel (:func:`compat.releases.covered_releases`) and memory rules in the engine
+    (:mod:`calculator.engine.runtime`)."""
+    from compat.releases import covered_releases as compat_releases
 
-    return tuple(sorted(available_releases(), key=_version_key))
+    from calculator.engine.runtime import supports_release
+
+    return tuple(r for r in compat_releases("vllm") if supports_release(r))
 
 
 def default_release() -> str:
-    """The newest covered vLLM release."""
-    return covered_releases()[-1]
+    """:data:`DEFAULT_RELEASE` when covered, else the newest covered release."""
+    covered = covered_releases()
+    return DEFAULT_RELEASE if DEFAULT_RELEASE in covered else covered[-1]
 
 
 @lru_cache(maxsize=64)
 def attention_backends(release: str) -> tuple[str, ...]:
     """``--attention-backend`` values of a release (its ``AttentionBackendEnum``, from the compat data)."""
-    from compat.extract import load
+    from compat.releases import attention_backends as compat_backends
 
-    return tuple(b["name"] for b in load(release)["backends"])
-
-
-def _version_key(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", text)[:3])
+    return compat_backends(release, "vllm")
 
 
 def _release_error(value: str) -> InputError:
@@ -150,7 +155,7 @@ class ServingRequest(BaseModel):
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1, json_schema_extra=_meta(
         "--gpu-memory-utilization", "share of GPU memory vLLM may use (default: the release's)"))
     vllm_version: str = Field(default_factory=lambda: default_release(), max_length=32, json_schema_extra=_meta(
-        "--vllm-version", "vLLM release (default: the newest covered)", "model"))
+        "--vllm-version", "vLLM release (default: 0.32.0, the release checked end to end)", "model"))
     speculative_config: SpeculativeRequest | None = Field(None, json_schema_extra=_meta(
         "--speculative-config", 'JSON, e.g. {"method": "ngram", "num_speculative_tokens": 3}', "speculative"))
     acceptance_rate: float | None = Field(None, ge=0, le=1, json_schema_extra=_meta(
@@ -219,7 +224,7 @@ class ServingRequest(BaseModel):
     # -- derived ------------------------------------------------------------------------------------
     @property
     def release(self) -> str:
-        """The runtime release the answer is for (the newest covered when none was asked)."""
+        """The runtime release the answer is for (:func:`default_release` when none was asked)."""
         return self.vllm_version
 
     @property

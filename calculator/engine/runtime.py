@@ -25,6 +25,15 @@ def parse_version(text: str) -> tuple[int, int, int]:
     return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
 
 
+def supports_release(text: str) -> bool:
+    """Whether the engine has memory rules for this vLLM release: the V1 engine's (0.11 onwards; the
+    compat data starts there too)."""
+    try:
+        return parse_version(text) >= (0, 11, 0)
+    except EngineInputError:
+        return False
+
+
 @dataclass(frozen=True)
 class ReleaseRules:
     """What a vLLM release does differently, for the parts the engine predicts."""

@@ -61,12 +61,8 @@ def _literal_choices(name: str) -> list[str]:
 
 
 def _all_backends() -> list[str]:
-    names: list[str] = []
-    for release in reversed(covered_releases()):
-        for b in attention_backends(release):
-            if b not in names:
-                names.append(b)
-    return names
+    """The default release's backends (each release's own list is checked by the request model)."""
+    return list(attention_backends(default_release()))
 
 
 def _field(name: str) -> forms.Field:
