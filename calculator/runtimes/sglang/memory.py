@@ -466,31 +466,34 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     window = c.get("sliding_window")
     swa = None
     if window and (c.get("use_sliding_window") is not False) and not is_gdn:
-        if arch_name in _GEMMA_SWA:
-            if at_least(release, "0.4.10.post2"):
+        gemma_off = arch_name == "Gemma2ForCausalLM" or (arch_name in _GEMMA_SWA and at_least(release, "0.5.3"))
+        if arch_name in _GEMMA_SWA and (gemma_off or release == "0.4.3.post4"):
+            if release == "0.4.3.post4":
+                src("sliding_window", "all layers full length", "source",
+                    f"{cite(release, 'cell')} (one MHATokenToKVPool over num_hidden_layers; no SWA pool in {release})")
+            else:
                 notes.append(f"{arch_name}: SGLang disables the hybrid SWA pool (disable_hybrid_swa_memory), so "
                              "sliding-window layers keep full-length KV like global layers")
-                src("sliding_window", "all layers full length", "source",
-                    cite(release, "mfs_default").split(" ")[0] + " server_args.py _handle_model_specific_adjustments "
-                    "(Gemma2/Gemma3 -> disable_hybrid_swa_memory = True)")
-            else:
-                src("sliding_window", "all layers full length", "source",
-                    f"{cite(release, 'cell')} (one MHATokenToKVPool over num_hidden_layers, no SWA pool in {release})")
-        elif arch_name == "GptOssForCausalLM":
+                src("sliding_window", "all layers full length", "source", cite(release, "gemma_swa_off"))
+        elif arch_name == "GptOssForCausalLM" and at_least(release, "0.5.3"):
             backend_for_swa = attention_backend or ("trtllm_mha" if sm == 10 else "fa3" if sm == 9 else
-                                                    "aiter" if is_hip else "triton")
-            if at_least(release, "0.5.8.post1") and backend_for_swa != "trtllm_mha" and speculative_algorithm is None:
-                if release != "0.5.10.post1":
-                    raise EngineInputError("release", f"the gpt-oss SWA pool split of SGLang {release} is not modelled "
-                                           "(modelled in 0.5.10.post1)")
+                                                    "aiter" if is_hip and release == "0.5.10.post1" else "triton")
+            if release == "0.5.10.post1":
                 swa = {"window": window}
+                src("sliding_window", "hybrid SWA pool", "source", cite(release, "hybrid_swa_on"))
+            elif release == "0.5.8.post1" and backend_for_swa != "trtllm_mha" and speculative_algorithm is None:
+                raise EngineInputError("release", "the gpt-oss hybrid SWA pool split of SGLang 0.5.8.post1 is not "
+                                       "modelled (modelled in 0.5.10.post1; disabled up to 0.5.7)")
             else:
-                notes.append("gpt-oss: hybrid SWA pool disabled here (release <= 0.5.7, trtllm_mha backend or "
-                             "speculative decoding), so every layer keeps full-length KV")
+                key = "gptoss_swa_off_spec" if release == "0.5.8.post1" and speculative_algorithm else "gptoss_swa_off"
+                notes.append("gpt-oss: SGLang disables the hybrid SWA pool here (up to 0.5.7 always; in 0.5.8 with "
+                             "trtllm_mha or speculative decoding), so every layer keeps full-length KV")
+                src("sliding_window", "all layers full length", "source", cite(release, key))
         else:
             raise EngineInputError("config.sliding_window",
                                    f"{arch_name}: how SGLang {release} pools sliding-window layers for this "
-                                   "architecture is not modelled (modelled: Gemma 2/3, gpt-oss)")
+                                   "architecture is not modelled (modelled: Gemma 2 from 0.4.3, Gemma 3 in 0.4.3 and "
+                                   "from 0.5.3, gpt-oss from 0.5.3)")
 
     # --- dtypes ----------------------------------------------------------------------------------
     cfg_dtype = str(c.get("torch_dtype") or c.get("dtype") or hf_config.get("torch_dtype")

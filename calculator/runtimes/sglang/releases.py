@@ -64,6 +64,9 @@ _MC = "sglang/srt/configs/model_config.py"
 #  nsa_pool         NSATokenToKVPool layout (656-byte fp8 rows, indexer 128+4 bytes per token per layer)
 #  piecewise        piecewise CUDA graph reserve (0.5.10)
 #  kv_log           the "KV Cache is allocated" log line
+#  gemma_swa_off    Gemma 2/3 -> disable_hybrid_swa_memory (0.4.10: Gemma 2 only)
+#  gptoss_swa_off   gpt-oss -> disable_hybrid_swa_memory (always up to 0.5.7; trtllm_mha / speculative in 0.5.8)
+#  hybrid_swa_on    0.5.10: is_hybrid_swa_model (gpt-oss, MiMo-V2, Step3.5, Llama 4) unless disabled
 _LINES: dict[str, dict[str, tuple[str, int]]] = {
     "0.4.3.post4": {
         "mfs_default": (_SA, 204), "gpu_tables": (_SA, 217), "dp_chunked": (_SA, 265),
@@ -73,6 +76,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "pre_load": (_MR, 299), "kv_log": (_MP, 211),
     },
     "0.4.10.post2": {
+        "gemma_swa_off": (_SA, 1943),
         "mfs_default": (_SA, 310), "mfs_reserved": (_SA, 324), "gpu_tables": (_SA, 362), "dp_chunked": (_SA, 463),
         "vlm_adjust": (_SA, 2045), "profile": (_MR, 986), "cell": (_MR, 973), "max_num_reqs": (_MR, 1100),
         "page_align": (_MR, 1147), "max_running": (_TW, 127), "spec_headroom": (_MR, 1120),
@@ -80,6 +84,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "context_len": (_HF_OLD, 187), "gpu_capacity": (_UT_OLD, 1425), "pre_load": (_MR, 574), "kv_log": (_MP, 211),
     },
     "0.5.3": {
+        "gemma_swa_off": (_SA, 804), "gptoss_swa_off": (_SA, 781),
         "mfs_default": (_SA, 638), "mfs_reserved": (_SA, 639), "gpu_tables": (_SA, 566), "dp_chunked": (_SA, 957),
         "vlm_adjust": (_SA, 683), "nsa": (_SA, 806), "nsa_mfs": (_SA, 823), "profile": (_MR, 1288),
         "cell": (_MR, 1274), "max_num_reqs": (_MR, 1432), "page_align": (_MR, 1478), "max_running": (_TW, 144),
@@ -88,6 +93,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "nsa_pool": (_MP, 1054), "kv_log": (_MP, 362), "gdn_layers": (_MR, 1270),
     },
     "0.5.3.post1": {
+        "gemma_swa_off": (_SA, 847), "gptoss_swa_off": (_SA, 824),
         "mfs_default": (_SA, 673), "mfs_reserved": (_SA, 674), "gpu_tables": (_SA, 601), "dp_chunked": (_SA, 997),
         "vlm_adjust": (_SA, 718), "nsa": (_SA, 849), "profile": (_MR, 1302), "cell": (_MR, 1277),
         "nsa_indexer": (_MR, 1283), "max_num_reqs": (_MR, 1456), "page_align": (_MR, 1502),
@@ -96,6 +102,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "pre_load": (_MR, 701), "nsa_pool": (_MP, 1302), "kv_log": (_MP, 379),
     },
     "0.5.7": {
+        "gemma_swa_off": (_SA, 1278), "gptoss_swa_off": (_SA, 1214),
         "mfs_default": (_SA, 909), "mfs_reserved": (_SA, 911), "gpu_tables": (_SA, 827), "dp_chunked": (_SA, 1809),
         "vlm_adjust": (_SA, 957), "aiter": (_SA, 1660), "nsa": (_SA, 1035), "profile": (_MX, 137),
         "cell": (_MX, 49), "max_num_reqs": (_MX, 279), "page_align": (_MX, 325), "max_running": (_MR, 524),
@@ -105,6 +112,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "nsa_indexer": (_MX, 75),
     },
     "0.5.8.post1": {
+        "gemma_swa_off": (_SA, 1385), "gptoss_swa_off": (_SA, 1283), "gptoss_swa_off_spec": (_SA, 1290),
         "mfs_default": (_SA, 988), "mfs_reserved": (_SA, 990), "gpu_tables": (_SA, 903), "dp_chunked": (_SA, 1937),
         "vlm_adjust": (_SA, 1037), "vlm_formula": (_SA, 5160), "aiter": (_SA, 1788), "nsa": (_SA, 1122),
         "profile": (_MX, 138), "cell": (_MX, 47), "nsa_indexer": (_MX, 73), "kv_log": (_MP, 605), "max_num_reqs": (_MX, 258), "page_align": (_MX, 310),
@@ -114,6 +122,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "gptoss_swa": (_SA, 1283), "piecewise": (_SA, 1012),
     },
     "0.5.10.post1": {
+        "gemma_swa_off": (_SA, 1877), "hybrid_swa_archs": (_MC, 1438), "hybrid_swa_on": (_MC, 363),
         "mfs_default": (_SA, 1281), "mfs_reserved": (_SA, 1283), "gpu_tables": (_SA, 1165),
         "dp_chunked": (_SA, 2641), "vlm_adjust": (_SA, 1334), "vlm_formula": (_SA, 6396), "aiter": (_SA, 2417),
         "nsa": (_SA, 1547), "nsa_kv_dtype": (_SA, 1430), "profile": (_MX, 171), "cell": (_MX, 75),
