@@ -423,3 +423,26 @@ def test_explain_vs_vllm_names_the_terms():
                         vllm_total_gib=79.19)
     assert f"{p.mem_fraction_static:.3f}" in s and "0.90" in s and "activation" in s
     assert f"x{p.max_total_num_tokens / 178880:.2f}" in s
+
+
+def test_piecewise_cuda_graph_reserve_release_0_5_10():
+    """Qwen3-8B on H100 (catalog 79.19 GiB = 81,090.6 MiB), 0.5.10.post1 defaults: chunked prefill 8192,
+    cuda graph bs 256 (TP < 4). Piecewise CUDA graphs are on (text model, no spec, no DP attention, CUDA):
+    capture sizes up to 8192: 8 (4..32 by 4) + 14 (48..256 by 16) + 8 (288..512 by 32) + 8 (576..1024 by 64)
+    + 12 (1280..4096 by 256) + 8 (4608..8192 by 512) = 58 -> 58 * 8 = 464 MiB.
+    reserved = 512 + 8192 * 1.5 + 256 * 2 + 1 / 8 * 1024 + 464 = 13,904 MiB (above the 10 GiB floor);
+    round((81,090.6 - 13,904) / 81,090.6, 3) = round(0.82853, 3) = 0.829. Without piecewise graphs: 0.834."""
+    cfg = load_config("Qwen__Qwen3-8B.json")
+    kw = dict(gpu=get_gpu("H100"), release="0.5.10.post1", free_memory_before_load_gib=78.4, weights_bytes=16 * GIB)
+    assert plan(cfg, **kw).mem_fraction_static == 0.829
+    assert plan(cfg, disable_piecewise_cuda_graph=True, **kw).mem_fraction_static == 0.834
+
+
+def test_trtllm_mha_default_on_b200_forces_page_64():
+    # 0.5.7+: MHA on SM100 defaults to trtllm_mha, which only takes page sizes 16/32/64 -> 64
+    # (server_args.py 'TensorRT-LLM MHA only supports page_size of 16, 32 or 64, changing page_size ... to 64')
+    p = plan(load_config("Qwen__Qwen3-8B.json"), gpu=get_gpu("B200"), release="0.5.7",
+             free_memory_before_load_gib=176.0, weights_bytes=16 * GIB)
+    assert p.attention_backend == "trtllm_mha" and p.page_size == 64
+    assert p.max_total_num_tokens % 64 == 0
+    assert p.source_of("page_size").source == "sglang==0.5.7 sglang/srt/server_args.py:1631"

@@ -168,6 +168,8 @@ _GDN_ARCHS = {  # architecture -> first release that has it (SGLang configs/qwen
     "Qwen3_5MoeForConditionalGeneration": "0.5.10.post1",
 }
 _MAMBA2_TYPES = {"nemotron_h", "mamba2", "bamba", "granitemoehybrid", "falcon_h1", "zamba2", "plamo2", "jamba"}
+_PIECEWISE_OFF_ARCHS = {"DeepseekV32ForCausalLM", "Qwen3NextForCausalLM", "GlmMoeDsaForCausalLM",
+                        "BailingMoeV2_5ForCausalLM", "LLaDAModelLM"}
 _GEMMA_SWA = {"Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"}
 
 
@@ -401,7 +403,9 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
       avail mem``; else GPU memory minus :data:`STARTUP_OVERHEAD_FIT` (a fit).
       ``gpu_memory_capacity_mib``: what ``nvidia-smi``/``rocminfo`` reports (SGLang's defaults read it);
       else the catalog's ``memory_gib * 1024``. ``attention_backend``: the resolved backend when it changes
-      memory (``aiter`` x0.85 on ROCm); else SGLang's default for the GPU (:mod:`.compat`).
+      memory (``aiter`` x0.85 on ROCm; the page size some backends force); else SGLang's default for the GPU
+      (:mod:`.compat`). ``disable_cuda_graph`` is accepted for the command line only: SGLang's reserve
+      formula does not look at it, so the pool does not change.
 
     Returns: :class:`SGLangPlan` (GiB, per rank).
     Raises: EngineInputError naming the field for anything not modelled or invalid.
@@ -562,9 +566,12 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     src("cuda_graph_max_bs", bs, "input" if cuda_graph_max_bs is not None else "source", table_src)
 
     use_mla = is_mla
+    # 0.5.10 _handle_piecewise_cuda_graph: off for the listed architectures (configs/model_config.py:1352)
+    # and DeepSeek NSA, speculative decoding, DP attention, PP, ROCm, multimodal models
     piecewise = (release == "0.5.10.post1" and not disable_piecewise_cuda_graph and speculative_algorithm is None
                  and not enable_dp_attention and not is_hip and vlm_factor(hf_config) is None
-                 and pp_size == 1)
+                 and not isinstance(hf_config.get("vision_config"), dict) and pp_size == 1 and not is_nsa
+                 and arch_name not in _PIECEWISE_OFF_ARCHS)
     mfs_passed = mem_fraction_static is not None
     reserved_mib = None
     if mfs_passed:
@@ -593,6 +600,18 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         from .compat import default_backend
         backend = default_backend(release, gpu, hf_config, speculative_algorithm=speculative_algorithm,
                                   speculative_eagle_topk=speculative_eagle_topk).backend
+    if not is_nsa:
+        from .compat import check_backend
+        forced = check_backend(release, gpu, hf_config, backend, kv_cache_dtype=kv, page_size=page, tp_size=tp_size,
+                               speculative_algorithm=speculative_algorithm,
+                               speculative_eagle_topk=speculative_eagle_topk)
+        if forced.verdict == "no":
+            raise EngineInputError("attention_backend", f"{backend}: " + "; ".join(
+                f"{r.text} ({r.source})" for r in forced.reasons))
+        if forced.page_size and forced.page_size != page:
+            page = forced.page_size
+            src("page_size", page, "source", next((r.source for r in forced.reasons if "page_size" in r.text),
+                                                   "attention backend page size"))
     if is_hip and backend == "aiter" and R.has_rule(release, "aiter") and ctx > 8192:
         mfs = mfs * 0.85
         src("mem_fraction_static.aiter", 0.85, "source", cite(release, "aiter") + " (aiter, context_len > 8192)")
