@@ -68,8 +68,10 @@ MAPPING: dict[str, dict] = {
     "sgl-006": {"config": "Qwen__Qwen3-30B-A3B.json", "overlay": {"num_hidden_layers": 5}, "gpu": "MI355X",
                 "release": "0.5.7",
                 "why_release": "rocm/sgl-dev:v0.5.7 image; the record's model keeps 5 layers of Qwen3-30B-A3B"},
-    "sgl-003": {"config": "moonshotai__Kimi-K2.5.json", "gpu": "MI355X", "release": "0.5.8.post1",
-                "why_release": "rocm/sgl-dev:v0.5.8.post1 image"},
+    "sgl-003": {"config": "moonshotai__Kimi-K2.5.json", "gpu": "MI355X", "release": "0.5.9",
+                "why_release": "rocm/sgl-dev:v0.5.8.post1-...-20260218 image: main of 2026-02-18, which runs "
+                               "KimiK25ForConditionalGeneration; 0.5.8.post1 has no such class, 0.5.9 (2026-02-23) is "
+                               "the first release that does, with the same memory rules as 0.5.8.post1"},
 }
 
 

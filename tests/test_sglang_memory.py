@@ -131,8 +131,10 @@ def test_mi355x_aiter_long_context_factor_release_0_5_7():
 # MLA
 
 
-def test_mla_kimi_k25_vlm_fraction_and_pool_release_0_5_8():
-    """sgl-003: Kimi-K2.5 (MLA, multimodal), 8x MI355X, 0.5.8.post1, default fraction, triton backend.
+def test_mla_kimi_k25_vlm_fraction_and_pool_release_0_5_9():
+    """sgl-003: Kimi-K2.5 (MLA, multimodal), 8x MI355X, rocm/sgl-dev 'v0.5.8.post1' image of 2026-02-18 (main
+    between 0.5.8.post1, which has no Kimi-K2.5 class, and 0.5.9, the first release with it: modelled as 0.5.9),
+    default fraction, triton backend.
 
     reserved = 512 + 16384 * 1.5 + 512 * 2 + 8 / 8 * 1024 = 27,136 MiB;
     round((294891.5 - 27136) / 294891.5, 3) = round(0.90798, 3) = 0.908.
@@ -144,7 +146,7 @@ def test_mla_kimi_k25_vlm_fraction_and_pool_release_0_5_8():
     -> 2,454,730 tokens (log 2,454,421); KV size 2,454,730 * 70,272 / 2**30 = 160.65 GiB (log 160.63).
     Default backend: MLA on ROCm with 64 KV heads / 8 = 8 per rank (aiter needs 16 or 128) -> triton (log).
     """
-    p = plan(load_config("moonshotai__Kimi-K2.5.json"), gpu=get_gpu("MI355X"), release="0.5.8.post1", tp_size=8,
+    p = plan(load_config("moonshotai__Kimi-K2.5.json"), gpu=get_gpu("MI355X"), release="0.5.9", tp_size=8,
              free_memory_before_load_gib=283.56, weights_bytes=int(73.58 * GIB))
     assert p.mem_fraction_static == pytest.approx(0.8260405859375, abs=1e-12)
     assert p.attention == "mla" and p.cell_size_bytes == 70272
@@ -309,12 +311,18 @@ def test_unmodelled_architectures_are_refused_by_name():
     with pytest.raises(EngineInputError, match="sliding-window") as e:
         plan(load_config("microsoft__Phi-3-mini-4k-instruct.json"), gpu=get_gpu("H100"), release="0.5.10.post1")
     assert e.value.field == "config.sliding_window"
-    with pytest.raises(EngineInputError, match="not in SGLang 0.5.7"):
+    with pytest.raises(EngineInputError, match="not a model class of SGLang 0.5.7"):
         plan(load_config("Qwen__Qwen3.5-9B.json"), gpu=get_gpu("H100"), release="0.5.7")
+    with pytest.raises(EngineInputError, match="not a model class of SGLang 0.4.3.post4"):
+        plan(load_config("Qwen__Qwen3-8B.json"), gpu=get_gpu("H100"), release="0.4.3.post4")
+    with pytest.raises(EngineInputError) as e:
+        plan(load_config("meta-llama__Llama-3.2-11B-Vision.json"), gpu=get_gpu("H100"), release="0.5.7")
+    assert e.value.field == "config.cross_attention_layers"
 
 
 def test_release_coverage_is_explicit():
-    assert COVERED == ("0.4.3.post4", "0.4.10.post2", "0.5.3", "0.5.3.post1", "0.5.7", "0.5.8.post1", "0.5.10.post1")
+    assert COVERED == ("0.4.3.post4", "0.4.10.post2", "0.5.3", "0.5.3.post1", "0.5.7", "0.5.8.post1", "0.5.9",
+                       "0.5.10.post1")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -325,7 +333,7 @@ def test_default_backends_match_the_logs():
     # sgl-011 server_args: attention_backend='flashinfer' (QwQ-32B on L4, 0.4.3.post4)
     assert default_backend("0.4.3.post4", get_gpu("L4"), load_config("Qwen__QwQ-32B.json")).backend == "flashinfer"
     # sgl-003 server_args: attention_backend='triton' (Kimi-K2.5 MLA, TP 8, ROCm)
-    assert default_backend("0.5.8.post1", get_gpu("MI355X"), load_config("moonshotai__Kimi-K2.5.json"),
+    assert default_backend("0.5.9", get_gpu("MI355X"), load_config("moonshotai__Kimi-K2.5.json"),
                            tp_size=8).backend == "triton"
     # sgl-021: 'Attention backend not specified. Use flashinfer backend by default.' is the non-Hopper,
     # non-SM100 branch; on H100 the same MHA model gets fa3, on B200 (0.5.7+) trtllm_mha

@@ -33,7 +33,7 @@ _V5 = ("triton", "torch_native", "flex_attention", "nsa", "cutlass_mla", "fa3", 
 CHOICES.update({
     "0.5.3": (_V5, f"{_SA}:89"), "0.5.3.post1": (_V5, f"{_SA}:89"),
     "0.5.7": (_V5 + ("intel_xpu",), f"{_SA}:117"), "0.5.8.post1": (_V5 + ("intel_xpu",), f"{_SA}:119"),
-    "0.5.10.post1": (_V5 + ("intel_xpu",), f"{_SA}:127"),
+    "0.5.9": (_V5 + ("intel_xpu",), f"{_SA}:122"), "0.5.10.post1": (_V5 + ("intel_xpu",), f"{_SA}:127"),
 })
 
 # Line numbers of the checks, per release (None: the check does not exist in that release).
@@ -53,6 +53,9 @@ _L: dict[str, dict[str, int | None]] = {
     "0.5.8.post1": {"default": 1646, "fa3_reg": 133, "trtllm_mla_sm": 1742, "trtllm_mla_kv": 1753,
                     "trtllm_mha": 1763, "flashmla_page": 1719, "cutlass_page": 1728, "fa3_e5m2": 1774, "fa4": 1781,
                     "mla_only_reg": 51, "mha_only_reg": 158, "nsa": 1112, "gptoss": 1257, "fa3_default_list": 2881},
+    "0.5.9": {"default": 1784, "fa3_reg": 133, "trtllm_mla_sm": 1880, "trtllm_mla_kv": 1891, "trtllm_mha": 1901,
+              "flashmla_page": 1857, "cutlass_page": 1866, "fa3_e5m2": 1912, "fa4": 1919, "mla_only_reg": 51,
+              "mha_only_reg": 158, "nsa": 1212, "gptoss": 1333, "fa3_default_list": 2996},
     "0.5.10.post1": {"default": 2219, "fa3_reg": 133, "trtllm_mla_sm": 2348, "trtllm_mla_kv": 2359,
                      "trtllm_mha": 2375, "trtllm_mha_decode": 2388, "flashmla_page": 2325, "cutlass_page": 2334,
                      "fa3_e5m2": 2399, "fa4": 2410, "mla_only_reg": 51, "mha_only_reg": 158, "nsa": 1537,
@@ -69,6 +72,7 @@ _FA3_DEFAULT["0.5.3.post1"] = _FA3_DEFAULT["0.5.3"]
 _FA3_DEFAULT["0.5.7"] = _FA3_DEFAULT["0.5.3"] | {"Olmo2ForCausalLM", "Qwen3VLForConditionalGeneration",
                                                  "Qwen3VLMoeForConditionalGeneration", "Glm4vForConditionalGeneration"}
 _FA3_DEFAULT["0.5.8.post1"] = _FA3_DEFAULT["0.5.7"] | {"MixtralForCausalLM", "MiMoV2FlashForCausalLM"}
+# From 0.5.8.post1 on the Hopper MHA default no longer consults this list (fa3 for every MHA model).
 
 
 class BackendChoice(BaseModel):
@@ -161,10 +165,10 @@ def default_backend(release: str, gpu: GPU, hf_config: dict[str, Any], *, tp_siz
                              source=_c(release, "gptoss"))
     where = _c(release, "default", _MR if not at_least(release, "0.5.7") else _SA)
     if not f["mla"]:
-        fa3_arch = release == "0.5.10.post1" or f["arch"] in _FA3_DEFAULT[release]
+        fa3_arch = at_least(release, "0.5.8.post1") or f["arch"] in _FA3_DEFAULT[release]
         if major == 9 and not hip and spec_ok and fa3_arch:
             return BackendChoice(backend="fa3", reason="MHA on Hopper (CUDA >= 12.3)"
-                                 + ("" if release == "0.5.10.post1" else f", {f['arch']} in the FA3 default list"),
+                                 + ("" if at_least(release, "0.5.8.post1") else f", {f['arch']} in the FA3 default list"),
                                  source=where)
         if major == 10 and at_least(release, "0.5.7") and spec_ok:
             return BackendChoice(backend="trtllm_mha", reason="MHA on SM100 (B200/GB200)", source=where)
@@ -276,10 +280,11 @@ def check_backend(release: str, gpu: GPU, hf_config: dict[str, Any], backend: st
         if not f["mla"] and L.get("mla_only_reg"):
             no("trtllm_mla backend can only be used with MLA models", _c(release, "mla_only_reg", _REG))
         if L.get("trtllm_mla_sm"):
-            ok = major == 10 or (release == "0.5.10.post1" and major == 12)
+            sm12 = at_least(release, "0.5.9")
+            ok = major == 10 or (sm12 and major == 12)
             if not ok:
-                no("TRTLLM MLA backend is only supported on Blackwell GPUs (SM100"
-                   + ("/SM12x" if release == "0.5.10.post1" else "") + ")", _c(release, "trtllm_mla_sm"))
+                no("TRTLLM MLA backend is only supported on Blackwell GPUs (SM100" + ("/SM12x" if sm12 else "") + ")",
+                   _c(release, "trtllm_mla_sm"))
             kv_ok = ("fp8_e4m3", "auto") + (("fp4_e2m1", "bf16") if at_least(release, "0.5.7") else ())
             if L.get("trtllm_mla_kv") and kv_cache_dtype not in kv_ok:
                 no(f"TensorRT-LLM MLA backend only supports kv-cache-dtype {', '.join(kv_ok)}", _c(release, "trtllm_mla_kv"))

@@ -161,12 +161,9 @@ class SGLangPlan(BaseModel):
 # Model description (SGLang's view of config.json)
 
 _NSA_ARCHS = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM")
-_GDN_ARCHS = {  # architecture -> first release that has it (SGLang configs/qwen3_next.py, qwen3_5.py)
-    "Qwen3NextForCausalLM": "0.5.3",
-    "Qwen3_5ForConditionalGeneration": "0.5.10.post1",
-    "Qwen3_5ForCausalLM": "0.5.10.post1",
-    "Qwen3_5MoeForConditionalGeneration": "0.5.10.post1",
-}
+# gated delta-net hybrids (SGLang configs/qwen3_next.py, qwen3_5.py); which releases have them: data/architectures.json
+_GDN_ARCHS = {"Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM",
+              "Qwen3_5MoeForConditionalGeneration"}
 _MAMBA2_TYPES = {"nemotron_h", "mamba2", "bamba", "granitemoehybrid", "falcon_h1", "zamba2", "plamo2", "jamba"}
 _PIECEWISE_OFF_ARCHS = {"DeepseekV32ForCausalLM", "Qwen3NextForCausalLM", "GlmMoeDsaForCausalLM",
                         "BailingMoeV2_5ForCausalLM", "LLaDAModelLM"}
@@ -458,8 +455,12 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         raise EngineInputError("config.architectures",
                                f"{arch_name}: Mamba-2 hybrid state pools (NemotronH, Granite 4, Falcon-H1, ...) are "
                                "not modelled for SGLang; GDN hybrids (Qwen3-Next, Qwen3.5) are")
-    if is_gdn and not at_least(release, _GDN_ARCHS[arch_name]):
-        raise EngineInputError("config.architectures", f"{arch_name} is not in SGLang {release}")
+    if arch_name not in R.architectures(release):
+        raise EngineInputError("config.architectures", f"{arch_name} is not a model class of SGLang {release} (no "
+                               "EntryClass of that name in its sglang/srt/models)")
+    if c.get("cross_attention_layers"):
+        raise EngineInputError("config.cross_attention_layers", f"{arch_name}: cross-attention (encoder) KV pools are "
+                               "not modelled for SGLang")
     if is_gdn and not at_least(release, "0.5.7"):
         raise EngineInputError("release", f"the hybrid GDN pool split of SGLang {release} is not modelled "
                                "(modelled from 0.5.7: mamba_full_memory_ratio)")
@@ -485,13 +486,18 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             if release == "0.5.10.post1":
                 swa = {"window": window}
                 src("sliding_window", "hybrid SWA pool", "source", cite(release, "hybrid_swa_on"))
-            elif release == "0.5.8.post1" and backend_for_swa != "trtllm_mha" and speculative_algorithm is None:
-                raise EngineInputError("release", "the gpt-oss hybrid SWA pool split of SGLang 0.5.8.post1 is not "
-                                       "modelled (modelled in 0.5.10.post1; disabled up to 0.5.7)")
             else:
-                key = "gptoss_swa_off_spec" if release == "0.5.8.post1" and speculative_algorithm else "gptoss_swa_off"
-                notes.append("gpt-oss: SGLang disables the hybrid SWA pool here (up to 0.5.7 always; in 0.5.8 with "
-                             "trtllm_mha or speculative decoding), so every layer keeps full-length KV")
+                if not at_least(release, "0.5.8.post1"):
+                    key = "gptoss_swa_off"  # always off up to 0.5.7
+                elif backend_for_swa == "trtllm_mha":
+                    key = "gptoss_swa_off"
+                elif release == "0.5.8.post1" and speculative_algorithm is not None:
+                    key = "gptoss_swa_off_spec"
+                else:
+                    raise EngineInputError("release", f"the gpt-oss hybrid SWA pool split of SGLang {release} is not "
+                                           "modelled (modelled in 0.5.10.post1; the pool is not split up to 0.5.7)")
+                notes.append("gpt-oss: SGLang disables the hybrid SWA pool here (up to 0.5.7 always; from 0.5.8 with "
+                             "trtllm_mha, in 0.5.8 also with speculative decoding), so every layer keeps full-length KV")
                 src("sliding_window", "all layers full length", "source", cite(release, key))
         else:
             raise EngineInputError("config.sliding_window",
@@ -888,6 +894,20 @@ def _estimate_weights(hf_config: dict, model_dtype: str, quantization: str | Non
     total = est.bytes_per_gpu - est.rope_cache_bytes
     b = 2 if model_dtype in ("bfloat16", "float16") else 4
     lin = (quant.bits / 8 + quant.scale_bytes_per_weight) if quant and not quant.experts_only else b
+    qc = arch.quantization_config or {}
+    ignore = qc.get("ignore") if isinstance(qc.get("ignore"), list) else []
+    if quant and ignore:
+        # compressed-tensors keeps the modules of its ``ignore`` list unquantized (model dtype)
+        import re
+
+        def ignored(name: str) -> bool:
+            return any((re.match(pat[3:], name) if pat.startswith("re:") else pat == name) for pat in ignore)
+        p = arch.params
+        for params, name, share in ((p.attention, "model.layers.0.self_attn.q_proj", 1 / attn_tp),
+                                    (p.shared_experts, "model.layers.1.mlp.shared_experts.gate_proj", 1 / tp),
+                                    (p.mlp, "model.layers.0.mlp.gate_proj", 1 / tp)):
+            if params and ignored(name):
+                total += params * (b - lin) * share
     if attn_tp != tp:
         total += arch.params.attention * lin * (1 / attn_tp - 1 / tp)
         if arch.kv_lora_rank:

@@ -17,15 +17,21 @@ Release families (what changes between them):
 - ``0.5.3.post1``: PR #11309: the NSA indexer cache counted in the per-token cell; the 0.8 removed.
 - ``0.5.7`` / ``0.5.8.post1``: KV-cache mixin file; ``aiter`` x0.85 for long contexts; Mamba pools
   split by ``mamba_full_memory_ratio``; no draft headroom in the shared pool.
+- ``0.5.9``: as 0.5.8.post1 for memory (gpt-oss keeps the SWA pool with speculative decoding); first
+  release with Kimi-K2.5 (``KimiK25ForConditionalGeneration``).
 - ``0.5.10.post1``: piecewise CUDA graphs on by default (counted in the reserve); EAGLE reserve 4 GiB.
 """
 from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
 
 from calculator.engine.errors import EngineInputError
 
 #: Covered releases, oldest first.
 COVERED: tuple[str, ...] = ("0.4.3.post4", "0.4.10.post2", "0.5.3", "0.5.3.post1", "0.5.7", "0.5.8.post1",
-                            "0.5.10.post1")
+                            "0.5.9", "0.5.10.post1")
 
 _SA = "sglang/srt/server_args.py"
 _MR = "sglang/srt/model_executor/model_runner.py"
@@ -121,6 +127,16 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "context_len": (_HF_NEW, 396), "pre_load": (_MR, 779), "swa_split": (_MX, 228),
         "gptoss_swa": (_SA, 1283), "piecewise": (_SA, 1012),
     },
+    "0.5.9": {
+        "gemma_swa_off": (_SA, 1487), "gptoss_swa_off": (_SA, 1359),
+        "mfs_default": (_SA, 1020), "mfs_reserved": (_SA, 1022), "gpu_tables": (_SA, 935), "dp_chunked": (_SA, 2117),
+        "vlm_adjust": (_SA, 1069), "vlm_formula": (_SA, 5483), "aiter": (_SA, 1926), "nsa": (_SA, 1222),
+        "profile": (_MX, 143), "cell": (_MX, 47), "nsa_indexer": (_MX, 73), "kv_log": (_MP, 652),
+        "max_num_reqs": (_MX, 345), "page_align": (_MX, 389), "max_running": (_MR, 593), "spec_headroom": (_MX, 412),
+        "spec_defaults": (_SA, 5741), "spec_max_running": (_SA, 2363), "mamba_split": (_MX, 194),
+        "mamba_ratio": (_MX, 37), "context_len": (_HF_NEW, 453), "pre_load": (_MR, 828), "swa_split": (_MX, 273),
+        "piecewise": (_SA, 1044),
+    },
     "0.5.10.post1": {
         "gemma_swa_off": (_SA, 1877), "hybrid_swa_archs": (_MC, 1438), "hybrid_swa_on": (_MC, 363),
         "mfs_default": (_SA, 1281), "mfs_reserved": (_SA, 1283), "gpu_tables": (_SA, 1165),
@@ -166,3 +182,11 @@ def cite(release: str, key: str) -> str:
 
 def has_rule(release: str, key: str) -> bool:
     return key in _LINES[release]
+
+
+@lru_cache(maxsize=None)
+def architectures(release: str) -> frozenset[str]:
+    """Model classes (``architectures[0]`` values) the release registers: the ``EntryClass`` names of its
+    ``sglang/srt/models/*.py``, extracted by ``data/extract_architectures.py`` into ``data/architectures.json``."""
+    data = json.loads((Path(__file__).resolve().parent / "data" / "architectures.json").read_text())
+    return frozenset(data["releases"][check_release(release)])
