@@ -454,3 +454,15 @@ def test_trtllm_mha_default_on_b200_forces_page_64():
     assert p.attention_backend == "trtllm_mha" and p.page_size == 64
     assert p.max_total_num_tokens % 64 == 0
     assert p.source_of("page_size").source == "sglang==0.5.7 sglang/srt/server_args.py:1631"
+
+
+def test_hybrid_gdn_default_backend_on_b200_is_triton():
+    # Qwen3-Next on SM100: SGLang sets triton for the full-attention layers from 0.5.7 (server_args.py
+    # "Use triton as attention backend on sm100 for Qwen3NextForCausalLM"). On H100 the generic MHA rule: 0.5.7
+    # gives fa3 only to the architectures of is_fa3_default_architecture (Qwen3Next is not one -> flashinfer),
+    # 0.5.8.post1 gives fa3 to every MHA model on Hopper.
+    cfg = load_config("Qwen__Qwen3-Next-80B-A3B-Instruct.json")
+    c = default_backend("0.5.7", get_gpu("B200"), cfg)
+    assert c.backend == "triton" and c.source == "sglang==0.5.7 sglang/srt/server_args.py:1396"
+    assert default_backend("0.5.7", get_gpu("H100"), cfg).backend == "flashinfer"
+    assert default_backend("0.5.8.post1", get_gpu("H100"), cfg).backend == "fa3"

@@ -47,16 +47,16 @@ _L: dict[str, dict[str, int | None]] = {
     "0.5.3.post1": {"default": 509, "fa3_reg": 129, "trtllm_mla_sm": 940, "trtllm_mla_kv": 951, "trtllm_mha": 961,
                     "flashmla_page": 917, "cutlass_page": 926, "fa3_e5m2": 573, "mla_only_reg": 49,
                     "mha_only_reg": 154, "nsa": 855, "gptoss": 769, "fa3_default_list": 2474},
-    "0.5.7": {"default": 1513, "fa3_reg": 133, "trtllm_mla_sm": 1610, "trtllm_mla_kv": 1621, "trtllm_mha": 1631,
+    "0.5.7": {"gdn_sm100": 1396, "default": 1513, "fa3_reg": 133, "trtllm_mla_sm": 1610, "trtllm_mla_kv": 1621, "trtllm_mha": 1631,
               "flashmla_page": 1587, "cutlass_page": 1596, "fa3_e5m2": 1642, "fa4": 1649, "mla_only_reg": 51,
               "mha_only_reg": 158, "nsa": 1031, "gptoss": 1163, "fa3_default_list": 2694},
-    "0.5.8.post1": {"default": 1646, "fa3_reg": 133, "trtllm_mla_sm": 1742, "trtllm_mla_kv": 1753,
+    "0.5.8.post1": {"gdn_sm100": 1509, "default": 1646, "fa3_reg": 133, "trtllm_mla_sm": 1742, "trtllm_mla_kv": 1753,
                     "trtllm_mha": 1763, "flashmla_page": 1719, "cutlass_page": 1728, "fa3_e5m2": 1774, "fa4": 1781,
                     "mla_only_reg": 51, "mha_only_reg": 158, "nsa": 1112, "gptoss": 1257, "fa3_default_list": 2881},
-    "0.5.9": {"default": 1784, "fa3_reg": 133, "trtllm_mla_sm": 1880, "trtllm_mla_kv": 1891, "trtllm_mha": 1901,
+    "0.5.9": {"gdn_sm100": 1604, "default": 1784, "fa3_reg": 133, "trtllm_mla_sm": 1880, "trtllm_mla_kv": 1891, "trtllm_mha": 1901,
               "flashmla_page": 1857, "cutlass_page": 1866, "fa3_e5m2": 1912, "fa4": 1919, "mla_only_reg": 51,
               "mha_only_reg": 158, "nsa": 1212, "gptoss": 1333, "fa3_default_list": 2996},
-    "0.5.10.post1": {"default": 2219, "fa3_reg": 133, "trtllm_mla_sm": 2348, "trtllm_mla_kv": 2359,
+    "0.5.10.post1": {"gdn_sm100": 1982, "default": 2219, "fa3_reg": 133, "trtllm_mla_sm": 2348, "trtllm_mla_kv": 2359,
                      "trtllm_mha": 2375, "trtllm_mha_decode": 2388, "flashmla_page": 2325, "cutlass_page": 2334,
                      "fa3_e5m2": 2399, "fa4": 2410, "mla_only_reg": 51, "mha_only_reg": 158, "nsa": 1537,
                      "gptoss": 1697, "fa3_default_list": 2676},
@@ -164,6 +164,9 @@ def default_backend(release: str, gpu: GPU, hf_config: dict[str, Any], *, tp_siz
         return BackendChoice(backend=b, reason="gpt-oss: trtllm_mha on SM100, fa3 on SM90, else triton",
                              source=_c(release, "gptoss"))
     where = _c(release, "default", _MR if not at_least(release, "0.5.7") else _SA)
+    if f["hybrid_linear"] and major == 10 and _L[release].get("gdn_sm100"):
+        return BackendChoice(backend="triton", reason="hybrid GDN model (Qwen3-Next / Qwen3.5) on SM100: triton for the "
+                             "full-attention layers", source=_c(release, "gdn_sm100"))
     if not f["mla"]:
         fa3_arch = at_least(release, "0.5.8.post1") or f["arch"] in _FA3_DEFAULT[release]
         if major == 9 and not hip and spec_ok and fa3_arch:
