@@ -28,9 +28,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from calculator.engine.errors import EngineInputError  # noqa: E402
-from calculator.engine.gpus import GPU, get_gpu  # noqa: E402
-from calculator.runtimes.sglang import plan  # noqa: E402
+from calculator.engine.errors import EngineInputError
+from calculator.engine.gpus import GPU, get_gpu
+from calculator.runtimes.sglang import plan
 
 SHARED = next((p for p in (ROOT.parent / "shared", ROOT.parent.parent / "shared", Path("/work/shared"))
                if (p / "cases").is_dir()), ROOT.parent / "shared")
@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'id':8} {'model':34} {'release':12} {'logged':>10} | {'config':>10} {'err%':>7} | "
           f"{'logged-mem':>10} {'err%':>7}  mfs / free-before / weights")
     for row in rows:
-        def cell(mode):
+        def cell(mode, row=row):
             r = row.get(mode)
             if r is None:
                 return f"{'-':>10} {'':>7}"

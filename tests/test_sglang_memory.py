@@ -12,7 +12,6 @@ Formulas used by hand (GiB = 2**30 B):
 """
 from __future__ import annotations
 
-import json
 import zipfile
 from pathlib import Path
 
@@ -20,8 +19,14 @@ import pytest
 
 from calculator.engine.errors import EngineInputError
 from calculator.engine.gpus import GPU, get_gpu
-from calculator.runtimes.sglang import (COVERED, check_backend, default_backend, explain_vs_vllm, launch_argv,
-                                        plan)
+from calculator.runtimes.sglang import (
+    COVERED,
+    check_backend,
+    default_backend,
+    explain_vs_vllm,
+    launch_argv,
+    plan,
+)
 from calculator.runtimes.sglang import releases as R
 from tests.conftest import load_config
 
@@ -99,8 +104,8 @@ def test_kv_heads_replicated_when_tp_exceeds_them():
     # Qwen2.5-7B: 4 KV heads, head_dim 3584/28 = 128, 28 layers; TP 8 -> max(1, 4 // 8) = 1 head per rank:
     # 1 * (128 + 128) * 28 * 2 = 14,336 B (TP 2 -> 2 heads: 28,672 B)
     cfg = load_config("Qwen__Qwen2.5-7B-Instruct.json")
-    kw = dict(gpu=get_gpu("H100"), release="0.5.7", mem_fraction_static=0.8, free_memory_before_load_gib=78.0,
-              weights_bytes=2 * GIB)
+    kw = {"gpu": get_gpu("H100"), "release": "0.5.7", "mem_fraction_static": 0.8, "free_memory_before_load_gib": 78.0,
+              "weights_bytes": 2 * GIB}
     assert plan(cfg, tp_size=8, **kw).cell_size_bytes == 14336
     assert plan(cfg, tp_size=2, **kw).cell_size_bytes == 28672
 
@@ -216,7 +221,7 @@ def test_gpt_oss_hybrid_swa_split_release_0_5_10():
     Up to 0.5.7 the pool is not split: 1,079,159 tokens on every layer.
     """
     cfg = load_config("openai__gpt-oss-20b.json")
-    kw = dict(gpu=get_gpu("H100"), mem_fraction_static=0.8, free_memory_before_load_gib=78.0, weights_bytes=13 * GIB)
+    kw = {"gpu": get_gpu("H100"), "mem_fraction_static": 0.8, "free_memory_before_load_gib": 78.0, "weights_bytes": 13 * GIB}
     p = plan(cfg, release="0.5.10.post1", **kw)
     assert p.attention == "hybrid_swa" and p.attention_backend == "fa3"
     assert p.cell_size_bytes == 49152
@@ -267,7 +272,7 @@ def test_eagle_defaults_and_draft_pool():
     8 * 2 * 128 * 1 * 2 = 4,096 B per token over the target's token count."""
     target = load_config("meta-llama__Llama-3.1-8B-Instruct.json")
     draft = load_config("yuhuili__EAGLE3-LLaMA3.1-Instruct-8B.json")
-    kw = dict(gpu=get_gpu("H100"), release="0.5.7", free_memory_before_load_gib=78.5, weights_bytes=15 * GIB)
+    kw = {"gpu": get_gpu("H100"), "release": "0.5.7", "free_memory_before_load_gib": 78.5, "weights_bytes": 15 * GIB}
     base = plan(target, **kw)
     p = plan(target, speculative_algorithm="EAGLE3", draft_hf_config=draft, draft_weights_bytes=GIB, **kw)
     s = p.speculative
@@ -294,10 +299,10 @@ def test_mtp_uses_nextn_layers_and_topk1_draft_tokens():
 
 
 @pytest.mark.parametrize("kw,field", [
-    (dict(release="0.4.0"), "release"),
-    (dict(release="0.5.7", pp_size=2), "pp_size"),
-    (dict(release="0.5.7", kv_cache_dtype="int4"), "kv_cache_dtype"),
-    (dict(release="0.5.7", mem_fraction_static=1.2), "mem_fraction_static"),
+    ({"release": "0.4.0"}, "release"),
+    ({"release": "0.5.7", "pp_size": 2}, "pp_size"),
+    ({"release": "0.5.7", "kv_cache_dtype": "int4"}, "kv_cache_dtype"),
+    ({"release": "0.5.7", "mem_fraction_static": 1.2}, "mem_fraction_static"),
 ])
 def test_bad_or_unmodelled_input_names_the_field(kw, field):
     with pytest.raises(EngineInputError) as e:
@@ -441,7 +446,7 @@ def test_piecewise_cuda_graph_reserve_release_0_5_10():
     reserved = 512 + 8192 * 1.5 + 256 * 2 + 1 / 8 * 1024 + 464 = 13,904 MiB (above the 10 GiB floor);
     round((81,090.6 - 13,904) / 81,090.6, 3) = round(0.82853, 3) = 0.829. Without piecewise graphs: 0.834."""
     cfg = load_config("Qwen__Qwen3-8B.json")
-    kw = dict(gpu=get_gpu("H100"), release="0.5.10.post1", free_memory_before_load_gib=78.4, weights_bytes=16 * GIB)
+    kw = {"gpu": get_gpu("H100"), "release": "0.5.10.post1", "free_memory_before_load_gib": 78.4, "weights_bytes": 16 * GIB}
     assert plan(cfg, **kw).mem_fraction_static == 0.829
     assert plan(cfg, disable_piecewise_cuda_graph=True, **kw).mem_fraction_static == 0.834
 

@@ -8,5 +8,15 @@ from .launch import launch_argv
 from .memory import SGLangPlan, plan
 from .releases import COVERED
 
-__all__ = ["COVERED", "SGLangPlan", "plan", "launch_argv", "explain_vs_vllm", "default_backend", "check_backend",
-           "backends_table", "BackendChoice", "BackendVerdict"]
+__all__ = [
+           "COVERED",
+           "BackendChoice",
+           "BackendVerdict",
+           "SGLangPlan",
+           "backends_table",
+           "check_backend",
+           "default_backend",
+           "explain_vs_vllm",
+           "launch_argv",
+           "plan",
+]

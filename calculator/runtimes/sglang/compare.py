@@ -27,10 +27,10 @@ def explain_vs_vllm(sglang: SGLangPlan, *, vllm_kv_tokens: int, vllm_kv_gib: flo
     total = vllm_total_gib if vllm_total_gib is not None else sglang.free_before_load_gib
     s_kv = sglang.max_total_num_tokens * sglang.cell_size_bytes / GIB
     ratio = sglang.max_total_num_tokens / vllm_kv_tokens if vllm_kv_tokens else float("inf")
-    parts = [f"SGLang keeps {sglang.mem_fraction_static:.3f} of the {sglang.free_before_load_gib:.1f} GiB free before "
+    parts = [(f"SGLang keeps {sglang.mem_fraction_static:.3f} of the {sglang.free_before_load_gib:.1f} GiB free before "
              f"loading ({sglang.free_before_load_gib * sglang.mem_fraction_static:.1f} GiB) for weights + KV and "
              f"reserves the rest for activations and CUDA graphs without measuring them, while vLLM takes "
-             f"{vllm_gpu_memory_utilization:.2f} of {total:.1f} GiB ({total * vllm_gpu_memory_utilization:.1f} GiB)"]
+             f"{vllm_gpu_memory_utilization:.2f} of {total:.1f} GiB ({total * vllm_gpu_memory_utilization:.1f} GiB)")]
     sub = []
     if vllm_activation_gib:
         sub.append(f"the profiled activation peak ({vllm_activation_gib:.1f} GiB)")

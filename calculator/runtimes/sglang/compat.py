@@ -248,10 +248,9 @@ def check_backend(release: str, gpu: GPU, hf_config: dict[str, Any], backend: st
         depends("DeepSeek NSA normally runs on the nsa backend (SGLang sets it when none is given)",
                 _c(release, "nsa") if L.get("nsa") else where)
     if backend == "fa3" and not hip:
-        if L.get("fa3_reg"):
-            if not (major == 9 or (major == 8 and not f["mla"])):
-                no("FlashAttention v3 Backend requires SM>=80 and SM<=90 (SM8x only without MLA)",
-                   _c(release, "fa3_reg", _REG))
+        if L.get("fa3_reg") and not (major == 9 or (major == 8 and not f["mla"])):
+            no("FlashAttention v3 Backend requires SM>=80 and SM<=90 (SM8x only without MLA)",
+               _c(release, "fa3_reg", _REG))
         if kv_cache_dtype == "fp8_e5m2" and L.get("fa3_e5m2"):
             adjust("FlashAttention3 only supports fp8_e4m3 if using FP8; SGLang switches to triton",
                    _c(release, "fa3_e5m2", _SA if at_least(release, "0.5.7") else _MR))

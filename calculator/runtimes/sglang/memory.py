@@ -699,6 +699,10 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             pool_per_token = row * n_layers + indexer
             src("pool_bytes_per_token.nsa", f"{row} x {n_layers} + indexer ({idx_dim} + {idx_dim // 128 * 4}) x {n_layers}",
                 "source", cite(release, "nsa_pool"))
+            if at_least(release, "0.5.7"):
+                notes.append("NSA pool rows: the 656-byte fp8 layout is assumed; SGLang keeps 576-byte rows with the "
+                             "trtllm NSA backends and on ROCm tilelang (model_runner_kv_cache_mixin "
+                             "calculate_mla_kv_cache_dim); the token count does not depend on it")
             if at_least(release, "0.5.3.post1"):
                 cell += indexer
                 src("cell_size_bytes.nsa_indexer", indexer, "source", cite(release, "nsa_indexer" if R.has_rule(
@@ -842,6 +846,17 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             if not dlayers:
                 raise EngineInputError("speculative_algorithm", f"{arch_name} has no MTP (NEXTN) layers in config.json")
             dcell = cell // (n_layers if not is_gdn else max(1, n_full)) * dlayers
+            if draft_weights_bytes is not None:
+                dw = draft_weights_bytes / GIB
+                src("speculative.draft_weights_gib", round(dw, 3), "input", "draft weights as given")
+            else:
+                # the NextN layer(s) stored in the checkpoint; embedding and head are shared with the target
+                arch = parse_config(hf_config)
+                q = resolve_quant(arch, None, quantization)
+                lin = (q.bits / 8 + q.scale_bytes_per_weight) if q and not q.experts_only else DTYPE_BYTES[model_dtype]
+                dw = arch.params.mtp * lin / tp_size / GIB
+                src("speculative.draft_weights_gib", round(dw, 3), "estimate",
+                    "MTP layer parameters x bytes per parameter / TP (embedding and lm_head shared with the target)")
         elif speculative_algorithm in ("EAGLE", "EAGLE3", "STANDALONE"):
             if draft_hf_config is None:
                 raise EngineInputError("draft_hf_config", f"{speculative_algorithm} needs the draft model's config.json")

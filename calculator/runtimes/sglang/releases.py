@@ -24,7 +24,7 @@ Release families (what changes between them):
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from calculator.engine.errors import EngineInputError
@@ -184,7 +184,7 @@ def has_rule(release: str, key: str) -> bool:
     return key in _LINES[release]
 
 
-@lru_cache(maxsize=None)
+@cache
 def architectures(release: str) -> frozenset[str]:
     """Model classes (``architectures[0]`` values) the release registers: the ``EntryClass`` names of its
     ``sglang/srt/models/*.py``, extracted by ``data/extract_architectures.py`` into ``data/architectures.json``."""
