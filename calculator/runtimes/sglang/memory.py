@@ -310,15 +310,18 @@ def vlm_factor(hf_config: dict[str, Any]) -> float | None:
     with the vision tower's layers ``L`` and hidden size ``H`` (defaults 24 and 1024 when the vision config
     has no such keys). ``None`` when the model has no ``vision_config`` (no adjustment).
 
-    Kimi-K2.5's vision config names them ``vt_num_hidden_layers`` / ``vt_hidden_size``; SGLang's
-    ``KimiK25VisionConfig`` exposes them as ``num_hidden_layers`` / ``hidden_size`` (checked against the
-    logged ``mem_fraction_static=0.8260405859375`` = 0.908 * 0.95 * 0.95762 of sgl-003).
+    SGLang reads ``getattr(vision_config, "num_hidden_layers", 24)`` and ``"hidden_size", 1024`` on the
+    config object, so keys named otherwise (``depth``, ``embed_dim``) are not seen. Kimi-K2.5's JSON names them
+    ``vt_num_hidden_layers`` / ``vt_hidden_size``; SGLang's ``KimiK25VisionConfig`` has ``num_hidden_layers=27``,
+    ``hidden_size=1152`` as class defaults (configs/kimi_k25.py:45-46), the same values, which reproduce the
+    logged ``mem_fraction_static=0.8260405859375`` = 0.908 * 0.95 * 0.95762 of sgl-003.
     """
     vc = hf_config.get("vision_config")
     if not isinstance(vc, dict):
         return None
-    layers = vc.get("num_hidden_layers", vc.get("vt_num_hidden_layers", vc.get("depth", 24)))
-    hidden = vc.get("hidden_size", vc.get("vt_hidden_size", vc.get("embed_dim", 1024)))
+    kimi = (hf_config.get("architectures") or [""])[0] == "KimiK25ForConditionalGeneration"
+    layers = vc.get("num_hidden_layers", 27 if kimi else 24)
+    hidden = vc.get("hidden_size", 1152 if kimi else 1024)
     ratio = layers * hidden ** 2 / (24 * 1024 ** 2)
     dyn = max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
     return 0.95 * dyn
