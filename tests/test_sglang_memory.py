@@ -471,3 +471,26 @@ def test_hybrid_gdn_default_backend_on_b200_is_triton():
     assert c.backend == "triton" and c.source == "sglang==0.5.7 sglang/srt/server_args.py:1396"
     assert default_backend("0.5.7", get_gpu("H100"), cfg).backend == "flashinfer"
     assert default_backend("0.5.8.post1", get_gpu("H100"), cfg).backend == "fa3"
+
+
+def test_every_complete_public_record_is_explained_with_its_logged_memory():
+    """benchmarks/sglang_cases.py over shared/cases/runtime_startup_logs.json: with the two figures each log
+    gives before the pool is sized (free memory before loading, weights), SGLang's rules reproduce the KV
+    token count of every complete record that logs them within 0.5%; records that do not log them
+    (sgl-004/005) stay within 10% from the config alone."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "sglang_cases.py"
+    spec = importlib.util.spec_from_file_location("sglang_cases", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    if not mod.CASES.exists():
+        pytest.skip(f"{mod.CASES} not present")
+    rows, _ = mod.run(mod.CASES)
+    assert len(rows) == 7
+    for row in rows:
+        logged = row["logged-mem"]
+        if logged is not None:
+            assert abs(logged["err_pct"]) < 0.5, row["id"]
+        else:
+            assert abs(row["config"]["err_pct"]) < 10, row["id"]
