@@ -494,3 +494,15 @@ def test_every_complete_public_record_is_explained_with_its_logged_memory():
             assert abs(logged["err_pct"]) < 0.5, row["id"]
         else:
             assert abs(row["config"]["err_pct"]) < 10, row["id"]
+
+
+def test_speculative_topk_and_the_default_backend_order():
+    # Up to 0.5.3.post1 the model runner picks the backend after the speculative defaults (5, 4, 8) are set:
+    # topk 4 > 1 rules fa3 out on Hopper (is_no_spec_infer_or_topk_one) -> flashinfer. From 0.5.7 ServerArgs
+    # picks it before they are filled in (topk None) -> fa3.
+    target = load_config("meta-llama__Llama-3.1-8B-Instruct.json")
+    kw = {"gpu": get_gpu("H100"), "speculative_algorithm": "EAGLE3",
+          "draft_hf_config": load_config("yuhuili__EAGLE3-LLaMA3.1-Instruct-8B.json"), "draft_weights_bytes": GIB,
+          "free_memory_before_load_gib": 78.5, "weights_bytes": 15 * GIB}
+    assert plan(target, release="0.5.3", **kw).attention_backend == "flashinfer"
+    assert plan(target, release="0.5.7", **kw).attention_backend == "fa3"

@@ -562,6 +562,26 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     src("context_length", ctx, "input" if context_length else "config", cite(release, "context_len")
         + " get_context_length(text config): max_position_embeddings x rope factor unless original/llama3")
 
+    # --- speculative parameters ------------------------------------------------------------------
+    spec: SpeculativePlan | None = None
+    steps = topk = ndraft = None
+    if speculative_algorithm is not None and speculative_algorithm != "NGRAM":
+        if speculative_num_steps is None:
+            if speculative_eagle_topk is not None or speculative_num_draft_tokens is not None:
+                raise EngineInputError("speculative_num_steps", "set all three speculative parameters or none")
+            steps, topk, ndraft = _spec_defaults(release, speculative_algorithm, arch_name)
+            src("speculative_num_steps", f"{steps}/{topk}/{ndraft}", "source", cite(release, "spec_defaults"))
+        else:
+            steps = speculative_num_steps
+            topk = speculative_eagle_topk if speculative_eagle_topk is not None else 1
+            ndraft = speculative_num_draft_tokens if speculative_num_draft_tokens is not None else steps + 1
+        if topk == 1 and ndraft != steps + 1 and at_least(release, "0.4.10.post2"):
+            ndraft = steps + 1
+            notes.append("speculative_num_draft_tokens set to num_steps + 1 because eagle_topk == 1 (server_args.py)")
+        if max_running_requests is None:
+            max_running_requests = 32 if release == "0.4.3.post4" else 48
+            src("max_running_requests", max_running_requests, "source", cite(release, "spec_max_running"))
+
     # --- GPU capacity and server-args defaults ---------------------------------------------------
     cap_mib = gpu_memory_capacity_mib or gpu.memory_gib * 1024
     src("gpu_memory_capacity_mib", round(cap_mib), "input" if gpu_memory_capacity_mib else "estimate",
@@ -607,8 +627,11 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     backend = attention_backend
     if backend is None:
         from .compat import default_backend
-        backend = default_backend(release, gpu, hf_config, speculative_algorithm=speculative_algorithm,
-                                  speculative_eagle_topk=speculative_eagle_topk).backend
+        # 0.5.7+ picks the backend in ServerArgs before the speculative defaults are filled in (topk as
+        # passed); up to 0.5.3.post1 the model runner picks it after (topk resolved)
+        backend = default_backend(release, gpu, hf_config, tp_size=tp_size, speculative_algorithm=speculative_algorithm,
+                                  speculative_eagle_topk=speculative_eagle_topk if at_least(release, "0.5.7")
+                                  else topk).backend
     if not is_nsa:
         from .compat import check_backend
         forced = check_backend(release, gpu, hf_config, backend, kv_cache_dtype=kv, page_size=page, tp_size=tp_size,
@@ -631,26 +654,6 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         else:
             chunk = chunk // dp_size
         src("chunked_prefill_size.dp_attention", chunk, "source", cite(release, "dp_chunked"))
-
-    # --- speculative parameters ------------------------------------------------------------------
-    spec: SpeculativePlan | None = None
-    steps = topk = ndraft = None
-    if speculative_algorithm is not None and speculative_algorithm != "NGRAM":
-        if speculative_num_steps is None:
-            if speculative_eagle_topk is not None or speculative_num_draft_tokens is not None:
-                raise EngineInputError("speculative_num_steps", "set all three speculative parameters or none")
-            steps, topk, ndraft = _spec_defaults(release, speculative_algorithm, arch_name)
-            src("speculative_num_steps", f"{steps}/{topk}/{ndraft}", "source", cite(release, "spec_defaults"))
-        else:
-            steps = speculative_num_steps
-            topk = speculative_eagle_topk if speculative_eagle_topk is not None else 1
-            ndraft = speculative_num_draft_tokens if speculative_num_draft_tokens is not None else steps + 1
-        if topk == 1 and ndraft != steps + 1 and at_least(release, "0.4.10.post2"):
-            ndraft = steps + 1
-            notes.append("speculative_num_draft_tokens set to num_steps + 1 because eagle_topk == 1 (server_args.py)")
-        if max_running_requests is None:
-            max_running_requests = 32 if release == "0.4.3.post4" else 48
-            src("max_running_requests", max_running_requests, "source", cite(release, "spec_max_running"))
 
     # --- weights ---------------------------------------------------------------------------------
     if weights_bytes is not None:
