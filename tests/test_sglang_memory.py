@@ -506,3 +506,14 @@ def test_speculative_topk_and_the_default_backend_order():
           "free_memory_before_load_gib": 78.5, "weights_bytes": 15 * GIB}
     assert plan(target, release="0.5.3", **kw).attention_backend == "flashinfer"
     assert plan(target, release="0.5.7", **kw).attention_backend == "fa3"
+
+
+def test_nsa_without_dp_flags_reserve_sees_the_flags_as_passed():
+    # DeepSeek-V3.2 on 8x B200, 0.5.3.post1, no --enable-dp-attention: SGLang's memory defaults run before the
+    # NSA adjustment turns DP attention on, so the reserve has no DP term:
+    # 512 + 16384 * 1.5 + 512 * 2 + 8 / 8 * 1024 = 27,136 MiB -> round((182,640.6 - 27,136) / 182,640.6, 3) = 0.851;
+    # the pool is still per DP rank (attention TP 1) with chunked prefill 16384 // 8 = 2048.
+    p = plan(v32_config(), gpu=get_gpu("B200"), release="0.5.3.post1", tp_size=8)
+    assert p.mem_fraction_static == 0.851
+    assert p.enable_dp_attention and p.dp_size == 8 and p.attention_tp_size == 1
+    assert p.chunked_prefill_size == 2048

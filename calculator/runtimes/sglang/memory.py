@@ -518,6 +518,9 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
 
     # --- parallel sizes --------------------------------------------------------------------------
     attn_tp = tp_size // dp_size if enable_dp_attention else tp_size
+    # ServerArgs sizes the memory defaults before the model-specific adjustments switch DP attention on
+    # for NSA, so the reserve formula sees the flags as passed
+    flag_dp_attention, flag_dp_size = enable_dp_attention, dp_size
     page = page_size
     if is_nsa:
         # NSA: DP attention, page 64, fp8 KV on SM100 (0.5.3: also mem_fraction_static 0.8)
@@ -598,7 +601,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     # 0.5.10 _handle_piecewise_cuda_graph: off for the listed architectures (configs/model_config.py:1352)
     # and DeepSeek NSA, speculative decoding, DP attention, PP, ROCm, multimodal models
     piecewise = (release == "0.5.10.post1" and not disable_piecewise_cuda_graph and speculative_algorithm is None
-                 and not enable_dp_attention and not is_hip and vlm_factor(hf_config) is None
+                 and not flag_dp_attention and not is_hip and vlm_factor(hf_config) is None
                  and not isinstance(hf_config.get("vision_config"), dict) and pp_size == 1 and not is_nsa
                  and arch_name not in _PIECEWISE_OFF_ARCHS)
     mfs_passed = mem_fraction_static is not None
@@ -611,8 +614,8 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         src("mem_fraction_static", mfs, "source", cite(release, "nsa_mfs") + " (DeepSeek NSA: fixed 0.8)")
     else:
         mfs, reserved_mib, where = default_mem_fraction_static(
-            release, gpu_mem_mib=cap_mib, tp_size=tp_size, pp_size=pp_size, dp_size=dp_size,
-            enable_dp_attention=enable_dp_attention, chunked_prefill_size=chunk, cuda_graph_max_bs=bs,
+            release, gpu_mem_mib=cap_mib, tp_size=tp_size, pp_size=pp_size, dp_size=flag_dp_size,
+            enable_dp_attention=flag_dp_attention, chunked_prefill_size=chunk, cuda_graph_max_bs=bs,
             speculative_algorithm=speculative_algorithm, piecewise_cuda_graph=piecewise, use_mla=use_mla)
         detail = f" reserved {reserved_mib:.0f} MiB" if reserved_mib is not None else " (TP table)"
         if piecewise:
