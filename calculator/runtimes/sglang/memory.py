@@ -647,6 +647,9 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             page = forced.page_size
             src("page_size", page, "source", next((r.source for r in forced.reasons if "page_size" in r.text),
                                                    "attention backend page size"))
+    if is_gdn and backend == "trtllm_mha":
+        raise EngineInputError("attention_backend", "trtllm_mha with a hybrid GDN model makes SGLang turn the radix "
+                               "cache off and size the Mamba pool from max_running_requests; not modelled")
     if is_hip and backend == "aiter" and R.has_rule(release, "aiter") and ctx > 8192:
         mfs = mfs * 0.85
         src("mem_fraction_static.aiter", 0.85, "source", cite(release, "aiter") + " (aiter, context_len > 8192)")
