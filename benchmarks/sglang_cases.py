@@ -112,6 +112,32 @@ def logged_inputs(rec: dict) -> dict:
     return out
 
 
+def other_fields(rec: dict, p) -> list[tuple[str, object, object]]:
+    """(field, predicted, logged) for the other figures the record logs."""
+    lg, fl = rec["logged"], rec.get("flags", {})
+    pairs = [
+        ("mem_fraction_static", p.mem_fraction_static, fl.get("mem_fraction_static")),
+        ("k_size_gb", p.k_size_gib, lg.get("k_size_gb")),
+        ("kv_size_gb", p.kv_size_gib, lg.get("kv_size_gb", lg.get("kv_size_gb_logged"))),
+        ("max_running_requests", p.max_running_requests, lg.get("max_running_requests")),
+        ("context_len", p.context_length, lg.get("context_len")),
+        ("chunked_prefill_size", p.chunked_prefill_size, fl.get("chunked_prefill_size")),
+        ("cuda_graph_max_bs", p.cuda_graph_max_bs, fl.get("cuda_graph_max_bs")),
+        ("attention_backend", p.attention_backend, fl.get("attention_backend")),
+        ("max_mamba_cache_size", p.mamba.max_mamba_cache_size if p.mamba else None, lg.get("max_mamba_cache_size")),
+        ("mamba_ssm_state_gb", p.mamba.ssm_state_gib if p.mamba else None, lg.get("mamba_ssm_state_gb")),
+        ("avail_mem_after_pool_gb", p.free_after_pool_gib, lg.get("avail_mem_after_pool_gb")),
+    ]
+    out = []
+    for name, pred, logged in pairs:
+        if isinstance(logged, str) and name == "attention_backend":
+            logged = logged.split(" ")[0]
+        if _num(logged) is None and not (name == "attention_backend" and isinstance(logged, str)):
+            continue
+        out.append((name, round(pred, 3) if isinstance(pred, float) else pred, logged))
+    return out
+
+
 def gpu_of(rec: dict, m: dict) -> GPU:
     if m.get("gpu"):
         return get_gpu(m["gpu"])
@@ -154,7 +180,7 @@ def run(path: Path) -> tuple[list[dict], list[tuple[str, str]]]:
                          "mfs": p.mem_fraction_static, "free_before_load_gib": p.free_before_load_gib,
                          "weights_gib": p.weights_gib, "cell": p.cell_size_bytes, "kv_size_gib": p.kv_size_gib,
                          "max_running_requests": p.max_running_requests,
-                         "inputs": sorted(extra)}
+                         "inputs": sorted(extra), "other": other_fields(rec, p)}
         rows.append(row)
     return rows, skipped
 
@@ -214,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
             r = row.get(mode)
             if r and "error" in r:
                 print(f"         {mode}: {r['error']}")
+        if b:
+            print("         " + ", ".join(f"{n} {pv} (log {lv})" for n, pv, lv in b[1]["other"]))
     print("\nrelease per record:")
     for row in rows:
         print(f"  {row['id']}: {row['release']} -- {row['why_release']}")
