@@ -303,6 +303,9 @@ def test_mtp_uses_nextn_layers_and_topk1_draft_tokens():
     ({"release": "0.5.7", "pp_size": 2}, "pp_size"),
     ({"release": "0.5.7", "kv_cache_dtype": "int4"}, "kv_cache_dtype"),
     ({"release": "0.5.7", "mem_fraction_static": 1.2}, "mem_fraction_static"),
+    ({"release": "0.4.10.post2", "page_size": 16, "tp_size": 0}, "tp_size"),
+    ({"release": "0.4.3.post4", "page_size": 16}, "page_size"),
+    ({"release": "0.5.7", "enable_dp_attention": True, "tp_size": 4, "dp_size": 3}, "dp_size"),
 ])
 def test_bad_or_unmodelled_input_names_the_field(kw, field):
     with pytest.raises(EngineInputError) as e:

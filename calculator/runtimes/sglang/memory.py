@@ -421,6 +421,8 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                                "token count) is not modelled")
     if ep_size not in (1, tp_size):
         raise EngineInputError("ep_size", "ep_size must be 1 or equal to tp_size")
+    if release == "0.4.3.post4" and page_size not in (None, 1):
+        raise EngineInputError("page_size", "SGLang 0.4.3.post4 has no --page-size (token-granular pool only)")
     if mem_fraction_static is not None and not 0 < mem_fraction_static < 1:
         raise EngineInputError("mem_fraction_static", "must be between 0 and 1")
     if speculative_algorithm is not None:
