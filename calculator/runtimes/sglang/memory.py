@@ -851,6 +851,13 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         - req_to_token
     src("kv_size_gib", round(kv_size, 3), "source", cite(release, "kv_log") if R.has_rule(release, "kv_log")
         else "memory_pool.py 'KV Cache is allocated' log line")
+    src("free_after_load_gib", round(x_gib, 3), "source", "free before load - weights ('Load weight end. avail mem')")
+    src("req_to_token_gib", round(req_to_token, 4), "source",
+        f"{cite(release, 'req_to_token')}: {rows} rows x (context_len + 4) x int32")
+    src("free_after_pool_gib", round(free_after_pool, 3), "estimate",
+        f"free after load - KV pool - Mamba pool - req_to_token ({cite(release, 'pool_end')}); other small "
+        "buffers made in init_memory_pool are not counted")
+    src("max_prefill_tokens", 16384, "source", cite(release, "max_prefill_tokens"))
 
     # --- speculative draft pool ------------------------------------------------------------------
     if speculative_algorithm is not None:
