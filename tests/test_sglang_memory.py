@@ -520,3 +520,28 @@ def test_nsa_without_dp_flags_reserve_sees_the_flags_as_passed():
     assert p.mem_fraction_static == 0.851
     assert p.enable_dp_attention and p.dp_size == 8 and p.attention_tp_size == 1
     assert p.chunked_prefill_size == 2048
+
+
+@pytest.mark.parametrize("release", COVERED)
+def test_every_cited_line_exists_in_the_release_wheel(release):
+    """Each (file, line) of releases._LINES and compat._L points at a non-blank line of that release's file."""
+    from calculator.runtimes.sglang import compat as C
+
+    wheel = WHEELS / f"sglang-{release}-py3-none-any.whl"
+    if not wheel.exists():
+        pytest.skip(f"{wheel} not downloaded")
+    cites = list(R._LINES[release].values())
+    for key, line in C._L.get(release, {}).items():
+        if line is None or key == "fa3_default_list":
+            continue
+        if key in ("fa3_reg", "mla_only_reg", "mha_only_reg"):
+            path = C._REG
+        elif key in ("default", "fa3_e5m2") and not R.at_least(release, "0.5.7"):
+            path = C._MR
+        else:
+            path = C._SA
+        cites.append((path, line))
+    with zipfile.ZipFile(wheel) as z:
+        for path, line in cites:
+            lines = z.read(path).decode().splitlines()
+            assert line <= len(lines) and lines[line - 1].strip(), (path, line)
