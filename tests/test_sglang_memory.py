@@ -12,6 +12,7 @@ Formulas used by hand (GiB = 2**30 B):
 """
 from __future__ import annotations
 
+import json
 import zipfile
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from calculator.runtimes.sglang import (
     plan,
 )
 from calculator.runtimes.sglang import releases as R
-from tests.conftest import load_config
+from tests.conftest import CONFIGS, load_config
 
 GIB = 2**30
 WHEELS = Path("/work/wheels")
@@ -545,3 +546,17 @@ def test_every_cited_line_exists_in_the_release_wheel(release):
         for path, line in cites:
             lines = z.read(path).decode().splitlines()
             assert line <= len(lines) and lines[line - 1].strip(), (path, line)
+
+
+def test_kv_auto_follows_the_checkpoint_fp8_kv_scheme_from_0_5_3():
+    # nvidia/Llama-3.1-70B-Instruct-FP8: hf_quant_config.json says kv_cache_quant_algo FP8. From 0.5.3 SGLang's
+    # 'auto' then stores KV in fp8 (1 byte): 8 // 4 heads x (128 + 128) x 80 layers x 1 = 40,960 B at TP 4;
+    # 0.4.10.post2 keeps the model dtype: 81,920 B.
+    cfg = load_config("nvidia__Llama-3.1-70B-Instruct-FP8.json")
+    qc = json.loads((CONFIGS / "extra" / "nvidia__Llama-3.1-70B-Instruct-FP8__hf_quant_config.json").read_text())
+    kw = {"gpu": get_gpu("H100"), "tp_size": 4, "quant_config": qc, "free_memory_before_load_gib": 78.0,
+          "weights_bytes": 17 * GIB}
+    new = plan(cfg, release="0.5.3", **kw)
+    assert new.kv_cache_dtype == "fp8_e4m3" and new.cell_size_bytes == 40960
+    old = plan(cfg, release="0.4.10.post2", **kw)
+    assert old.kv_cache_dtype == "bfloat16" and old.cell_size_bytes == 81920

@@ -390,6 +390,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
          speculative_algorithm: str | None = None, speculative_num_steps: int | None = None,
          speculative_eagle_topk: int | None = None, speculative_num_draft_tokens: int | None = None,
          draft_hf_config: dict | None = None, weights_bytes: int | None = None,
+         quant_config: dict | None = None,
          draft_weights_bytes: int | None = None,
          free_memory_before_load_gib: float | None = None, gpu_memory_capacity_mib: float | None = None,
          attention_backend: str | None = None, disable_cuda_graph: bool = False,
@@ -398,7 +399,8 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     ``release`` and the given ``launch_server`` flags (SGLang's own names, snake_case).
 
     Extra inputs beyond the flags (each labelled ``input`` in ``sources`` when given):
-      ``weights_bytes``: bytes of weights on one rank (the log's ``Load weight end ... mem usage``); else an
+      ``quant_config``: the checkpoint's separate quantization file (``hf_quant_config.json``), when it
+      has one. ``weights_bytes``: bytes of weights on one rank (the log's ``Load weight end ... mem usage``); else an
       estimate from the parameter count. ``free_memory_before_load_gib``: the log's ``Load weight begin.
       avail mem``; else GPU memory minus :data:`STARTUP_OVERHEAD_FIT` (a fit).
       ``gpu_memory_capacity_mib``: what ``nvidia-smi``/``rocminfo`` reports (SGLang's defaults read it);
@@ -538,21 +540,20 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         raise EngineInputError("page_size", "must be a positive integer")
 
     # --- KV dtype --------------------------------------------------------------------------------
-    qc = c.get("quantization_config") or hf_config.get("quantization_config") or {}
+    qc = quant_config or c.get("quantization_config") or hf_config.get("quantization_config") or {}
     kv = kv_cache_dtype
     if is_nsa and sm is not None and sm >= 10 and (kv == "auto" or not at_least(release, "0.5.10.post1")):
         kv = "fp8_e4m3"
         src("kv_cache_dtype", kv, "source", cite(release, "nsa_kv_dtype" if R.has_rule(release, "nsa_kv_dtype") else "nsa"))
     elif kv == "auto":
         kv_algo = str(qc.get("kv_cache_quant_algo") or (qc.get("quantization") or {}).get("kv_cache_quant_algo") or "")
-        if kv_algo.upper() == "FP8" and at_least(release, "0.4.10.post2"):
+        if kv_algo.upper() == "FP8" and at_least(release, "0.5.3"):
             kv = "fp8_e4m3"
-            src("kv_cache_dtype", kv, "source", "init_memory_pool: kv_cache_dtype auto -> fp8 when the checkpoint's "
-                "quant config has kv_cache_quant_algo FP8 (" + cite(release, "profile").split(" ")[0] + ")")
+            src("kv_cache_dtype", kv, "source", cite(release, "kv_auto") + " (auto -> fp8: the checkpoint's quant "
+                "config has kv_cache_quant_algo FP8)")
         else:
             kv = model_dtype
-            src("kv_cache_dtype", kv, "source", "init_memory_pool: kv_cache_dtype 'auto' -> the model dtype "
-                f"({cite(release, 'profile').split(' ')[0]} model_runner)")
+            src("kv_cache_dtype", kv, "source", cite(release, "kv_auto") + " (auto -> the model dtype)")
     else:
         kv = {"fp8": "fp8_e4m3", "bf16": "bfloat16"}.get(kv, kv)
         if kv not in DTYPE_BYTES:
@@ -670,7 +671,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         w_gib = weights_bytes / GIB
         src("weights_gib", round(w_gib, 3), "input", "weights on one rank as given (e.g. the log's 'mem usage')")
     else:
-        w_gib = _estimate_weights(hf_config, model_dtype, quantization, tp_size, attn_tp) / GIB
+        w_gib = _estimate_weights(hf_config, model_dtype, quantization, tp_size, attn_tp, quant_config=quant_config) / GIB
         src("weights_gib", round(w_gib, 3), "estimate",
             "parameter count x bytes per parameter (calculator.engine.weights, vLLM sharding rules) with "
             "attention weights split by the attention-TP size under DP attention; SGLang's 'mem usage' also "
@@ -920,12 +921,12 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
 
 
 def _estimate_weights(hf_config: dict, model_dtype: str, quantization: str | None, tp: int, attn_tp: int,
-                      draft: bool = False) -> int:
+                      draft: bool = False, quant_config: dict | None = None) -> int:
     """Bytes of weights on one rank from the parameter count (vLLM's sharding rules in
     :func:`calculator.engine.weights.weights_per_gpu`), with attention split by ``attn_tp`` instead of
     ``tp`` under DP attention. The MTP layers are not loaded by the target model in SGLang."""
     arch = parse_config(hf_config)
-    quant = resolve_quant(arch, None, quantization)
+    quant = resolve_quant(arch, quant_config, quantization)
     est = weights_per_gpu(arch, model_dtype, quant, tp, 1)
     total = est.bytes_per_gpu - est.rope_cache_bytes
     b = 2 if model_dtype in ("bfloat16", "float16") else 4

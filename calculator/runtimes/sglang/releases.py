@@ -72,11 +72,13 @@ _MC = "sglang/srt/configs/model_config.py"
 #  kv_log           the "KV Cache is allocated" log line
 #  max_prefill_tokens  the 16384 default; req_to_token  ReqToTokenPool (int32 rows of context_len + 4)
 #  pool_end         the "Memory pool end. avail mem" log line
+#  kv_auto          --kv-cache-dtype auto: the model dtype (from 0.5.3: fp8 when the quant config says kv FP8)
 #  gemma_swa_off    Gemma 2/3 -> disable_hybrid_swa_memory (0.4.10: Gemma 2 only)
 #  gptoss_swa_off   gpt-oss -> disable_hybrid_swa_memory (always up to 0.5.7; trtllm_mha / speculative in 0.5.8)
 #  hybrid_swa_on    0.5.10: is_hybrid_swa_model (gpt-oss, MiMo-V2, Step3.5, Llama 4) unless disabled
 _LINES: dict[str, dict[str, tuple[str, int]]] = {
     "0.4.3.post4": {
+        "kv_auto": (_MR, 641),
         "max_prefill_tokens": (_SA, 70), "req_to_token": (_MP, 46), "pool_end": (_MR, 766),
         "mfs_default": (_SA, 204), "gpu_tables": (_SA, 217), "dp_chunked": (_SA, 265),
         "profile": (_MR, 629), "cell": (_MR, 616), "max_num_reqs": (_MR, 659), "max_running": (_TW, 109),
@@ -85,6 +87,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "pre_load": (_MR, 299), "kv_log": (_MP, 211),
     },
     "0.4.10.post2": {
+        "kv_auto": (_MR, 1080),
         "max_prefill_tokens": (_SA, 82), "req_to_token": (_MP, 47), "pool_end": (_MR, 1304),
         "gemma_swa_off": (_SA, 1943),
         "mfs_default": (_SA, 310), "mfs_reserved": (_SA, 324), "gpu_tables": (_SA, 362), "dp_chunked": (_SA, 463),
@@ -94,6 +97,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "context_len": (_HF_OLD, 187), "gpu_capacity": (_UT_OLD, 1425), "pre_load": (_MR, 574), "kv_log": (_MP, 211),
     },
     "0.5.3": {
+        "kv_auto": (_MR, 1397),
         "max_prefill_tokens": (_SA, 191), "req_to_token": (_MP, 61), "pool_end": (_MR, 1724),
         "gemma_swa_off": (_SA, 804), "gptoss_swa_off": (_SA, 781),
         "mfs_default": (_SA, 638), "mfs_reserved": (_SA, 639), "gpu_tables": (_SA, 566), "dp_chunked": (_SA, 957),
@@ -104,6 +108,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "nsa_pool": (_MP, 1054), "kv_log": (_MP, 362), "gdn_layers": (_MR, 1270),
     },
     "0.5.3.post1": {
+        "kv_auto": (_MR, 1421),
         "max_prefill_tokens": (_SA, 207), "req_to_token": (_MP, 64), "pool_end": (_MR, 1738),
         "gemma_swa_off": (_SA, 847), "gptoss_swa_off": (_SA, 824),
         "mfs_default": (_SA, 673), "mfs_reserved": (_SA, 674), "gpu_tables": (_SA, 601), "dp_chunked": (_SA, 997),
@@ -114,6 +119,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "pre_load": (_MR, 701), "nsa_pool": (_MP, 1302), "kv_log": (_MP, 379),
     },
     "0.5.7": {
+        "kv_auto": (_MR, 1528),
         "max_prefill_tokens": (_SA, 301), "req_to_token": (_MP, 78), "pool_end": (_MX, 660),
         "gemma_swa_off": (_SA, 1278), "gptoss_swa_off": (_SA, 1214),
         "mfs_default": (_SA, 909), "mfs_reserved": (_SA, 911), "gpu_tables": (_SA, 827), "dp_chunked": (_SA, 1809),
@@ -125,6 +131,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "nsa_indexer": (_MX, 75),
     },
     "0.5.8.post1": {
+        "kv_auto": (_MR, 1546),
         "max_prefill_tokens": (_SA, 316), "req_to_token": (_MP, 117), "pool_end": (_MX, 647),
         "gemma_swa_off": (_SA, 1385), "gptoss_swa_off": (_SA, 1283), "gptoss_swa_off_spec": (_SA, 1290),
         "mfs_default": (_SA, 988), "mfs_reserved": (_SA, 990), "gpu_tables": (_SA, 903), "dp_chunked": (_SA, 1937),
@@ -136,6 +143,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "gptoss_swa": (_SA, 1283), "piecewise": (_SA, 1012),
     },
     "0.5.9": {
+        "kv_auto": (_MR, 1670),
         "max_prefill_tokens": (_SA, 330), "req_to_token": (_MP, 126), "pool_end": (_MX, 745),
         "gemma_swa_off": (_SA, 1487), "gptoss_swa_off": (_SA, 1359),
         "mfs_default": (_SA, 1020), "mfs_reserved": (_SA, 1022), "gpu_tables": (_SA, 935), "dp_chunked": (_SA, 2117),
@@ -147,6 +155,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "piecewise": (_SA, 1044),
     },
     "0.5.10.post1": {
+        "kv_auto": (_MR, 1903),
         "max_prefill_tokens": (_SA, 349), "req_to_token": (_MP, 126), "pool_end": (_MX, 906),
         "gemma_swa_off": (_SA, 1877), "hybrid_swa_archs": (_MC, 1438), "hybrid_swa_on": (_MC, 363),
         "mfs_default": (_SA, 1281), "mfs_reserved": (_SA, 1283), "gpu_tables": (_SA, 1165),
