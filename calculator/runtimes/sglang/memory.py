@@ -48,6 +48,7 @@ from calculator.engine.gpus import GPU
 from calculator.engine.weights import resolve_quant, weights_per_gpu
 
 from . import releases as R
+from .compat import check_backend, default_backend
 from .releases import at_least, check_release, cite
 
 GIB = 1 << 30
@@ -639,7 +640,6 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                                   speculative_eagle_topk=speculative_eagle_topk if at_least(release, "0.5.7")
                                   else topk).backend
     if not is_nsa:
-        from .compat import check_backend
         forced = check_backend(release, gpu, hf_config, backend, kv_cache_dtype=kv, page_size=page, tp_size=tp_size,
                                speculative_algorithm=speculative_algorithm,
                                speculative_eagle_topk=speculative_eagle_topk)
