@@ -633,7 +633,6 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                 + " adjust_mem_fraction_for_vlm")
     backend = attention_backend
     if backend is None:
-        from .compat import default_backend
         # 0.5.7+ picks the backend in ServerArgs before the speculative defaults are filled in (topk as
         # passed); up to 0.5.3.post1 the model runner picks it after (topk resolved)
         backend = default_backend(release, gpu, hf_config, tp_size=tp_size, speculative_algorithm=speculative_algorithm,
