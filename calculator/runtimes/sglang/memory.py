@@ -814,9 +814,12 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         else:
             max_num_reqs = min(max_num_reqs, tokens // 2)
     if mamba_plan is not None:
-        max_num_reqs = min(max_num_reqs, mamba_plan.max_mamba_cache_size // 3)
+        # MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3, plus in 0.5.7 the overlap ratio 2 even without the
+        # extra buffer (its else branch, model_runner_kv_cache_mixin.py:297); 0.5.8+ adds it only with extra_buffer
+        m_ratio = 5 if release == "0.5.7" else 3
+        max_num_reqs = min(max_num_reqs, mamba_plan.max_mamba_cache_size // m_ratio)
         src("max_num_reqs.mamba", max_num_reqs, "source", cite(release, "mamba_ratio")
-            + " MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3")
+            + f" max_mamba_cache_size // {m_ratio}")
     rows = max_num_reqs + 1 if release == "0.4.3.post4" else max_num_reqs
     src("max_num_reqs", max_num_reqs, "source", cite(release, "max_num_reqs"))
     if release == "0.5.10.post1":
