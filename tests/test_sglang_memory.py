@@ -481,7 +481,9 @@ def test_every_complete_public_record_is_explained_with_its_logged_memory():
     """benchmarks/sglang_cases.py over shared/cases/runtime_startup_logs.json: with the two figures each log
     gives before the pool is sized (free memory before loading, weights), SGLang's rules reproduce the KV
     token count of every complete record that logs them within 0.5%; records that do not log them
-    (sgl-004/005) stay within 10% from the config alone."""
+    (sgl-004/005, DeepSeek-V3.2 on 8x B200) come within 2% from the config alone (weights from the parameter
+    count with DP attention's replicated attention, absorbed MLA copies, indexer and embedding; the
+    start-up overhead fit)."""
     import importlib.util
 
     path = Path(__file__).resolve().parent.parent / "benchmarks" / "sglang_cases.py"
@@ -497,7 +499,7 @@ def test_every_complete_public_record_is_explained_with_its_logged_memory():
         if logged is not None:
             assert abs(logged["err_pct"]) < 0.5, row["id"]
         else:
-            assert abs(row["config"]["err_pct"]) < 10, row["id"]
+            assert abs(row["config"]["err_pct"]) < 2, row["id"]
 
 
 def test_speculative_topk_and_the_default_backend_order():

@@ -45,7 +45,7 @@ from pydantic import BaseModel, ConfigDict
 from calculator.engine.arch import parse_config
 from calculator.engine.errors import EngineInputError
 from calculator.engine.gpus import GPU
-from calculator.engine.weights import resolve_quant, weights_per_gpu
+from calculator.engine.weights import resolve_quant, round_up, weights_per_gpu
 
 from . import releases as R
 from .compat import check_backend, default_backend
@@ -949,6 +949,10 @@ def _estimate_weights(hf_config: dict, model_dtype: str, quantization: str | Non
                 total += params * (b - lin) * share
     if attn_tp != tp:
         total += arch.params.attention * lin * (1 / attn_tp - 1 / tp)
+        # DP attention keeps the embedding whole on each rank: VocabParallelEmbedding(enable_tp=not
+        # is_dp_attention_enabled()) (sglang 0.5.3 models/deepseek_v2.py:2595, models/qwen2.py:276); the
+        # lm_head stays TP-split unless --enable-dp-lm-head
+        total += round_up(arch.vocab_size, 64) * arch.hidden_size * b * (1 - 1 / tp)
         if arch.kv_lora_rank:
             # the absorbed W_UK / W_UV copies (deepseek_v2.py post_load_weights: w_kc, w_vc) hold the
             # attention-TP share of the heads
