@@ -144,7 +144,7 @@ def gpu_of(rec: dict, m: dict) -> GPU:
     mib = rec["logged"][m["gpu_from_log_mib"]]
     return GPU(name=m["gpu_name"], vendor="nvidia", architecture="from log", compute_capability=m["compute_capability"],
                memory_gib=mib / 1024, memory_source=f"record {rec['id']}: nvidia-smi total {mib} MiB",
-               bandwidth_gbps=0, tflops_bf16=0, tflops_fp8=None, spec_source="not needed")
+               bandwidth_gbps=0, tflops_bf16=0, tflops_fp8=None, spec_source="not needed", kind="custom")
 
 
 def run(path: Path) -> tuple[list[dict], list[tuple[str, str]]]:

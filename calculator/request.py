@@ -34,7 +34,7 @@ from calculator.engine.weights import VLLM_QUANTIZATION_METHODS
 # One input error type for every surface (the engine's, which names the field).
 InputError = EngineInputError
 
-RuntimeName = Literal["vllm"]
+RuntimeName = Literal["vllm", "sglang"]
 Workload = Literal["chat", "code", "reasoning", "creative", "summarization", "repetitive"]
 
 DEFAULT_GPU = "H100"
@@ -135,11 +135,14 @@ class ServingRequest(BaseModel):
     gpu_memory_gib: float | None = Field(None, gt=0, le=4096, json_schema_extra=_meta(
         "--gpu-memory-gib", "memory the driver reports, when it differs from the catalog (vGPU, MIG)", "hardware"))
     tensor_parallel_size: int = Field(1, ge=1, le=MAX_GPUS_PER_DIM, json_schema_extra=_meta(
-        "--tensor-parallel-size", "GPUs per tensor-parallel group", "hardware", short="-tp"))
+        "--tensor-parallel-size", "GPUs per tensor-parallel group (SGLang: --tp-size)", "hardware", short="-tp",
+        alias="tp_size"))
     pipeline_parallel_size: int = Field(1, ge=1, le=64, json_schema_extra=_meta(
-        "--pipeline-parallel-size", "pipeline stages", "hardware", short="-pp"))
+        "--pipeline-parallel-size", "pipeline stages (SGLang: --pp-size)", "hardware", short="-pp",
+        alias="pp_size"))
     max_model_len: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_meta(
-        "--max-model-len", "context length in tokens (32k = 32,000; 32K = 32,768)", tokens=True))
+        "--max-model-len", "context length in tokens (32k = 32,000; 32K = 32,768; SGLang: --context-length)",
+        tokens=True, alias="context_length"))
     concurrency: int | None = Field(None, ge=1, le=65536, json_schema_extra=_meta(
         "--concurrency", "expected concurrent requests (speed: requests in flight)", "workload"))
     prompt_len: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_meta(
@@ -154,7 +157,7 @@ class ServingRequest(BaseModel):
         "--attention-backend", "attention backend (default: the one vLLM picks)"))
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1, json_schema_extra=_meta(
         "--gpu-memory-utilization", "share of GPU memory vLLM may use (default: the release's)"))
-    vllm_version: str = Field(default_factory=lambda: default_release(), max_length=32, json_schema_extra=_meta(
+    vllm_version: str | None = Field(None, max_length=32, json_schema_extra=_meta(
         "--vllm-version", "vLLM release (default: 0.32.0, the release checked end to end)", "model"))
     speculative_config: SpeculativeRequest | None = Field(None, json_schema_extra=_meta(
         "--speculative-config", 'JSON, e.g. {"method": "ngram", "num_speculative_tokens": 3}', "speculative"))
@@ -164,6 +167,23 @@ class ServingRequest(BaseModel):
         "--workload", "kind of traffic: picks the typical acceptance figure (speed only)", "workload"))
     temperature: float | None = Field(None, ge=0, le=2, json_schema_extra=_meta(
         "--temperature", "sampling temperature of the traffic (speed only)", "workload"))
+    # -- SGLang's own settings (runtime=sglang), with SGLang's flag names -----------------------------
+    sglang_version: str | None = Field(None, max_length=32, json_schema_extra=_meta(
+        "--sglang-version", "SGLang release (default: the newest covered)", "sglang"))
+    mem_fraction_static: float | None = Field(None, gt=0, lt=1, json_schema_extra=_meta(
+        "--mem-fraction-static", "SGLang: share of memory for weights + KV cache (default: SGLang's rule)", "sglang"))
+    chunked_prefill_size: int | None = Field(None, ge=1, le=2**20, json_schema_extra=_meta(
+        "--chunked-prefill-size", "SGLang: tokens per prefill chunk", "sglang"))
+    cuda_graph_max_bs: int | None = Field(None, ge=1, le=4096, json_schema_extra=_meta(
+        "--cuda-graph-max-bs", "SGLang: largest CUDA-graph batch", "sglang"))
+    page_size: int | None = Field(None, ge=1, le=1024, json_schema_extra=_meta(
+        "--page-size", "SGLang: KV pool page size in tokens", "sglang"))
+    dp_size: int = Field(1, ge=1, le=MAX_GPUS_PER_DIM, json_schema_extra=_meta(
+        "--dp-size", "SGLang: data-parallel replicas", "sglang"))
+    ep_size: int = Field(1, ge=1, le=MAX_GPUS_PER_DIM, json_schema_extra=_meta(
+        "--ep-size", "SGLang: expert-parallel size (1 or tp_size)", "sglang"))
+    enable_dp_attention: bool = Field(False, json_schema_extra=_meta(
+        "--enable-dp-attention", "SGLang: data-parallel attention", "sglang"))
     block_size: int | None = Field(None, ge=1, le=4096, json_schema_extra=_meta(
         "--block-size", "KV cache block size in tokens", "advanced"))
     max_num_batched_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_meta(
@@ -210,8 +230,45 @@ class ServingRequest(BaseModel):
             raise ValueError(f"vLLM block sizes are 1, 8 or multiples of 16, got {v}")
         return v
 
+    @model_validator(mode="before")
+    @classmethod
+    def _runtime_fields(cls, data: Any) -> Any:
+        """Settings of the other runtime are refused (named with this runtime's equivalent), and the
+        runtime's release defaults are filled in, so a request always names its release."""
+        if not isinstance(data, dict):
+            return data
+        runtime = data.get("runtime", "vllm")
+        if runtime not in get_args(RuntimeName):
+            return data  # the Literal check reports it
+        given = {k for k, v in data.items() if v not in (None, "")}
+        for name, other in (VLLM_ONLY if runtime == "sglang" else SGLANG_ONLY).items():
+            if name in given and data[name] != ServingRequest.model_fields[name].default:
+                owner = "vLLM" if runtime == "sglang" else "SGLang"
+                raise InputError(name, f"{name} is a {owner} setting; with runtime={runtime} use {other}")
+        data = dict(data)
+        if runtime == "vllm":
+            data.setdefault("vllm_version", None)
+            data["vllm_version"] = data["vllm_version"] or default_release()
+        else:
+            from calculator.runtimes.sglang.releases import COVERED
+
+            data["sglang_version"] = data.get("sglang_version") or COVERED[-1]
+        return data
+
     @model_validator(mode="after")
     def _release_and_backend(self) -> ServingRequest:
+        if self.runtime == "sglang":
+            from calculator.runtimes.sglang.compat import CHOICES
+            from calculator.runtimes.sglang.releases import COVERED
+
+            if self.sglang_version not in COVERED:
+                raise InputError("sglang_version", f"SGLang {self.sglang_version} is not covered: this calculator "
+                                 f"answers SGLang {', '.join(COVERED)}")
+            choices = CHOICES.get(self.sglang_version, ((), ""))[0]
+            if self.attention_backend is not None and self.attention_backend not in choices:
+                raise InputError("attention_backend", f"{self.attention_backend!r} is not an attention backend of SGLang "
+                                 f"{self.sglang_version}; its backends: {', '.join(choices)}")
+            return self
         if self.vllm_version not in covered_releases():
             raise _release_error(self.vllm_version)
         if self.attention_backend is not None:
@@ -224,8 +281,8 @@ class ServingRequest(BaseModel):
     # -- derived ------------------------------------------------------------------------------------
     @property
     def release(self) -> str:
-        """The runtime release the answer is for (:func:`default_release` when none was asked)."""
-        return self.vllm_version
+        """The runtime release the answer is for (the runtime's default when none was asked)."""
+        return self.sglang_version if self.runtime == "sglang" else self.vllm_version
 
     @property
     def num_gpus(self) -> int:
@@ -242,12 +299,27 @@ class ServingRequest(BaseModel):
         out: dict[str, str] = {}
         for name, info in ServingRequest.model_fields.items():
             value = getattr(self, name)
-            if name not in ("gpu", "vllm_version") and value == info.default:
+            if name not in ("gpu", "vllm_version", "sglang_version") and value == info.default:
                 continue
             if value is None:
                 continue
             out[name] = _raw(value)
         return out
+
+
+# Settings one runtime takes and the other does not: name -> the other runtime's equivalent.
+VLLM_ONLY = {
+    "vllm_version": "sglang_version", "gpu_memory_utilization": "mem_fraction_static",
+    "block_size": "page_size", "max_num_batched_tokens": "chunked_prefill_size",
+    "max_num_seqs": "SGLang's --max-running-requests (not an input here)", "enforce_eager": "SGLang's --disable-cuda-graph",
+    "kv_cache_memory_bytes": "mem_fraction_static", "gpu_memory_gib": "the catalog GPU",
+}
+SGLANG_ONLY = {
+    "sglang_version": "vllm_version", "mem_fraction_static": "gpu_memory_utilization", "chunked_prefill_size":
+    "max_num_batched_tokens", "cuda_graph_max_bs": "vLLM's compilation config (not an input here)",
+    "page_size": "block_size", "dp_size": "vLLM's --data-parallel-size (not modelled yet)",
+    "ep_size": "vLLM's --enable-expert-parallel (not modelled yet)", "enable_dp_attention": "nothing in vLLM",
+}
 
 
 def _raw(value: Any) -> str:
@@ -274,6 +346,9 @@ KNOWN_PARAMS = (*FIELDS, *SPLIT_SPEC_FIELDS)
 TOKEN_FIELDS = tuple(n for n, f in ServingRequest.model_fields.items()
                      if (f.json_schema_extra or {}).get("tokens"))
 TRUE, FALSE = ("1", "true", "on", "yes"), ("0", "false", "off", "no")
+# SGLang's names of shared settings: --context-length, --tp-size, --pp-size
+ALIASES = {f.json_schema_extra["alias"]: n for n, f in ServingRequest.model_fields.items()
+           if (f.json_schema_extra or {}).get("alias")}
 
 
 def human_readable_int(value: str) -> int:
@@ -422,6 +497,13 @@ def parse_request(data: Mapping[str, Any]) -> ServingRequest:
     """
     raw: dict[str, str | None] = {}
     for name, value in data.items():
+        if name in ALIASES:
+            target = ALIASES[name]
+            if data.get(target) not in (None, "") and value not in (None, "") and str(data[target]) != str(value):
+                raise InputError(name, f"{name} is {target} under another name; give one of them")
+            if value in (None, ""):
+                continue
+            name = target
         if name not in KNOWN_PARAMS:
             raise InputError(str(name)[:60], f"unknown parameter {str(name)[:60]!r}; known: {', '.join(KNOWN_PARAMS)}")
         if isinstance(value, bool):
@@ -469,8 +551,9 @@ def add_request_arguments(parser: argparse.ArgumentParser, *, model_required: bo
     for name, info in ServingRequest.model_fields.items():
         meta = info.json_schema_extra or {}
         group = groups.setdefault(meta["group"], parser.add_argument_group(meta["group"]))
-        flags = [meta["flag"], *([meta["short"]] if meta.get("short") else [])]
-        if name == "enforce_eager":
+        flags = [meta["flag"], *([meta["short"]] if meta.get("short") else []),
+                 *(["--" + meta["alias"].replace("_", "-")] if meta.get("alias") else [])]
+        if _kind(name) is bool:
             group.add_argument(*flags, action="store_true", default=None, help=meta["help"])
             continue
         choices = _choice_help(name)

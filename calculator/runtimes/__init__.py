@@ -13,11 +13,12 @@ from .base import LoadedModel, Runtime
 
 _REGISTRY: dict[str, str] = {
     "vllm": "calculator.runtimes.vllm:VLLM",
+    "sglang": "calculator.runtimes.sglang.runtime:SGLang",
 }
 
 
 def get_runtime(name: str) -> Runtime:
-    """The runtime named ``name`` (``vllm``).
+    """The runtime named ``name`` (``vllm``, ``sglang``).
 
     Raises:
         EngineInputError: on ``runtime`` for a name with no package.

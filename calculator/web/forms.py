@@ -20,9 +20,11 @@ from calculator.engine.gpus import all_gpus
 from calculator.engine.schemas import SpecMethod
 from calculator.engine.weights import VLLM_QUANTIZATION_METHODS
 from calculator.request import (
+    ALIASES,
     KNOWN_PARAMS,
     InputError,
     ServingRequest,
+    _kind,
     attention_backends,
     covered_releases,
     default_release,
@@ -38,6 +40,8 @@ QUERY_SAFE = "/:,"
 ERROR_SLOT = {"speculative_config": "speculative_method", "speculative_config.model": "speculative_model"}
 ADVANCED = ("block_size", "max_num_batched_tokens", "max_num_seqs", "enforce_eager", "gpu_memory_gib",
             "kv_cache_memory_bytes")
+SGLANG_FIELDS = ("sglang_version", "mem_fraction_static", "chunked_prefill_size", "cuda_graph_max_bs", "page_size",
+                 "dp_size", "ep_size", "enable_dp_attention")
 HIDDEN_ON_PAGE = ("speculative_config",)
 
 
@@ -71,13 +75,19 @@ def _field(name: str) -> forms.Field:
     info = ServingRequest.model_fields[name]
     meta = info.json_schema_extra or {}
     help_text = meta.get("help", "")
-    if name == "enforce_eager":
+    if _kind(name) is bool:
         return forms.BooleanField(required=False, widget=CheckboxInput, help_text=help_text)
     choices: list[tuple[str, str]] | None = None
     if name == "gpu":
         choices = [(gpu_key(g), f"{g.name} ({g.memory_gib:g} GiB)") for g in all_gpus()]
     elif name == "vllm_version":
-        choices = [(v, f"vLLM {v}") for v in reversed(covered_releases())]
+        choices = [("", "vLLM: default (0.32.0)"), *((v, f"vLLM {v}") for v in reversed(covered_releases()))]
+    elif name == "sglang_version":
+        from calculator.runtimes.sglang.releases import COVERED
+
+        choices = [("", "SGLang: newest covered"), *((v, f"SGLang {v}") for v in reversed(COVERED))]
+    elif name == "runtime":
+        choices = [("vllm", "vLLM"), ("sglang", "SGLang")]
     elif name == "attention_backend":
         choices = [("", "auto (vLLM picks)"), *((b, b) for b in _all_backends())]
     elif name in ("workload",):
@@ -131,7 +141,7 @@ class EstimateForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
-        raw = {k: v for k, v in self.data.items() if k in KNOWN_PARAMS}
+        raw = {k: v for k, v in self.data.items() if k in KNOWN_PARAMS or k in ALIASES}
         try:
             self.request = parse_request(raw)
         except InputError as exc:
@@ -190,7 +200,7 @@ def _build_fields() -> None:
     for name, default in SPEED_DEFAULTS.items():
         fields[name].widget.attrs["placeholder"] = str(default)
     fields["acceptance_rate"].widget.attrs["placeholder"] = "e.g. 0.7"
-    fields["vllm_version"].initial = default_release()
+    fields["vllm_version"].initial = None
 
 
 def _split_field(name: str) -> forms.Field:

@@ -88,6 +88,7 @@ class Outcome:
     compat: Any = None  # compat.checks.CompatReport, or None while the compat app is absent
     compat_error: str | None = None
     compat_key: str = ""  # what the compat verdict depends on (its rendered HTML is cached by it)
+    side_by_side: dict[str, Any] = field(default_factory=dict)  # the same request on SGLang
 
     @property
     def num_gpus(self) -> int:
@@ -314,11 +315,115 @@ def api_payload(plan: Plan) -> dict[str, Any]:
     return out
 
 
+@dataclass
+class RuntimeOutcome:
+    """The results of a runtime other than vLLM (SGLang): its logged figures, with sources, the verdict
+    and the launch command; the vLLM-only pictures (memory bar, curves) are not drawn."""
+
+    plan: Plan
+    canonical_query: str
+    rows: list[tuple[str, Any, str]]
+    launch_command: str
+    sources: list[str]
+
+    @property
+    def model_id(self) -> str:
+        return self.plan.model.repo_id
+
+    @property
+    def result(self):
+        return self.plan.memory
+
+    @property
+    def verdict(self):
+        return self.plan.verdict
+
+    @property
+    def num_gpus(self) -> int:
+        return self.plan.request.num_gpus
+
+    @property
+    def params(self) -> list[tuple[str, str]]:
+        return parse_qsl(self.canonical_query)
+
+    @property
+    def runtime_label(self) -> str:
+        return {"sglang": "SGLang"}.get(self.plan.runtime, self.plan.runtime)
+
+    def headline(self) -> str:
+        m = self.plan.memory
+        return (f"{self.verdict.text}: {self.model_id} on {self.num_gpus}× {m.gpu} ({self.runtime_label} {m.release}); "
+                f"{m.kv_cache_tokens:,} KV cache tokens, max concurrency {m.max_concurrency:.2f}× at "
+                f"{m.max_model_len:,} tokens")
+
+
+SGLANG_ROWS = (
+    ("max_total_num_tokens", "KV cache tokens (max_total_num_tokens)"),
+    ("cell_size_bytes", "KV bytes per token per rank"),
+    ("kv_size_gib", "KV size (GB as SGLang logs it)"),
+    ("k_size_gib", "K size"),
+    ("v_size_gib", "V size"),
+    ("weights_gib", "Weights per rank (Load weight end)"),
+    ("mem_fraction_static", "mem_fraction_static"),
+    ("free_before_load_gib", "Free memory before loading"),
+    ("context_length", "context_length"),
+    ("page_size", "page_size"),
+    ("chunked_prefill_size", "chunked_prefill_size"),
+    ("cuda_graph_max_bs", "cuda_graph_max_bs"),
+    ("max_running_requests", "max_running_requests"),
+    ("attention_backend", "attention backend"),
+)
+
+
+def build_runtime(plan: Plan) -> RuntimeOutcome:
+    """The results of a non-vLLM plan: each logged figure with its source."""
+    from calculator.web.forms import canonical_query
+
+    p = plan.memory.plan
+    cited = {s.field: f"{s.kind}: {s.source}" for s in p.sources}
+    rows = [(label, getattr(p, key), cited.get(key, "")) for key, label in SGLANG_ROWS
+            if getattr(p, key, None) is not None]
+    return RuntimeOutcome(plan=plan, canonical_query=canonical_query(plan.permalink_params()), rows=rows,
+                          launch_command=shlex.join(plan.launch_argv), sources=list(p.notes))
+
+
+def sglang_side_by_side(plan: Plan) -> dict[str, Any]:
+    """The same request answered by SGLang (its newest covered release), for the vLLM page: ``{"plan"}`` and
+    the sentence explaining the difference in KV tokens, or ``{"error"}`` when SGLang cannot be modelled."""
+    from calculator.plan import make_plan
+    from calculator.request import InputError, parse_request
+    from calculator.runtimes.sglang.compare import explain_vs_vllm
+    from calculator.web.forms import canonical_query
+
+    r = plan.request
+    params = {"model": r.model, "revision": r.revision, "runtime": "sglang", "gpu": r.gpu,
+              "tensor_parallel_size": r.tensor_parallel_size, "pipeline_parallel_size": r.pipeline_parallel_size,
+              "max_model_len": plan.memory.max_model_len, "dtype": r.dtype, "kv_cache_dtype": r.kv_cache_dtype,
+              "quantization": r.quantization, "speculative_config": r.speculative_config}
+    try:
+        other = make_plan(parse_request({k: v for k, v in params.items() if v is not None}), with_speed=False,
+                          with_suggestions=False)
+    except InputError as exc:
+        return {"error": f"{exc.field}: {exc.message}"}
+    m = plan.memory
+    sentence = explain_vs_vllm(other.memory.plan, vllm_kv_tokens=m.kv_cache_tokens, vllm_kv_gib=m.available_kv_cache_gib,
+                               vllm_gpu_memory_utilization=m.resolved.get("gpu_memory_utilization", 0.9),
+                               vllm_weights_gib=m.weights_gib, vllm_activation_gib=m.activation_peak_gib,
+                               vllm_non_torch_gib=m.non_torch_gib,
+                               vllm_cuda_graph_gib=m.cuda_graph_gib if m.cuda_graph_deducted else None,
+                               vllm_bytes_per_token=m.kv_bytes_per_token, vllm_total_gib=m.total_memory_gib)
+    return {"plan": other, "sentence": sentence, "launch": shlex.join(other.launch_argv),
+            "query": canonical_query(other.permalink_params())}
+
+
 def build(plan: Plan) -> Outcome:
     """What the results fragment renders for a plan: the memory bar, the concurrency-vs-context curve, the
     charts and the footnotes (the numbers themselves all come from the plan)."""
     from calculator.web.forms import SPEED_DEFAULTS, canonical_query
     from calculator.runtimes import get_runtime
+
+    if plan.runtime != "vllm":
+        return build_runtime(plan)
 
     request = plan.request
     result = plan.memory
@@ -373,6 +478,7 @@ def build(plan: Plan) -> Outcome:
         compat=plan.compat,
         compat_error=plan.compat_error,
         compat_key=hashlib.sha256(repr(_compat_key(plan)).encode()).hexdigest(),
+        side_by_side=sglang_side_by_side(plan),
     )
 
 
