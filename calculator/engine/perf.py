@@ -881,7 +881,8 @@ def verify_compute_bound_tokens(s: _Setup) -> float:
 def estimate_speed(inp: EngineInput, est: EstimateResult | None = None, *, prompt_len: int = 1024,
                    output_len: int = 128, concurrency: int = 1, acceptance_rate: float | None = None,
                    temperature: float | None = None, workload: str | None = None,
-                   acceptance_length: float | None = None, runtime: str = "vllm") -> SpeedResult:
+                   acceptance_length: float | None = None, runtime: str = "vllm",
+                   arrival: str = "closed") -> SpeedResult:
     """Predict TTFT, TPOT and output tok/s of ``inp`` (with its ``--speculative-config`` if any).
 
     Args:
@@ -896,6 +897,10 @@ def estimate_speed(inp: EngineInput, est: EstimateResult | None = None, *, promp
         temperature: sampling temperature of the traffic (lowers the modelled acceptance).
         workload: ``chat``, ``code``, ``reasoning``, ``creative``, ``summarization`` (or an alias).
         runtime: ``vllm`` (default), ``sglang``, ``tensorrt-llm``, ``llama.cpp``: picks the efficiency row.
+        arrival: ``closed`` (a closed loop of ``concurrency`` clients, ``vllm bench serve --max-concurrency``)
+            or ``burst`` (``concurrency`` requests released at once, ``--request-rate inf`` without a cap).
+            Requests beyond what the engine runs at once (``max_num_seqs``, the KV cache) queue: their mean
+            wait, ``(C/M − 1) × lifetime`` (closed, Little's law) or half of it (burst), is added to TTFT.
 
     Raises:
         EngineInputError: non-positive lengths/concurrency, α outside [0, 1], an acceptance length outside
@@ -903,15 +908,18 @@ def estimate_speed(inp: EngineInput, est: EstimateResult | None = None, *, promp
     """
     return estimate_speed_plan(plan_from_engine(inp, est), prompt_len=prompt_len, output_len=output_len,
                                concurrency=concurrency, acceptance_rate=acceptance_rate, temperature=temperature,
-                               workload=workload, acceptance_length=acceptance_length, runtime=runtime)
+                               workload=workload, acceptance_length=acceptance_length, runtime=runtime,
+                               arrival=arrival)
 
 
 def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int = 128, concurrency: int = 1,
                         acceptance_rate: float | None = None, temperature: float | None = None,
                         workload: str | None = None, acceptance_length: float | None = None,
-                        runtime: str = "vllm") -> SpeedResult:
+                        runtime: str = "vllm", arrival: str = "closed") -> SpeedResult:
     """:func:`estimate_speed` on a :class:`Plan`."""
     _validate(prompt_len, output_len, concurrency, acceptance_rate)
+    if arrival not in ("closed", "burst"):
+        raise EngineInputError("arrival", f"must be 'closed' or 'burst', got {arrival!r}")
     if temperature is not None and not (isinstance(temperature, (int, float)) and 0 <= temperature <= 10):
         raise EngineInputError("temperature", f"must be a number from 0 to 10, got {temperature!r}")
     normalize_workload(workload)
@@ -933,11 +941,27 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
         why = (f"max_num_seqs {s.max_seqs}" if s.max_seqs < concurrency and s.max_seqs <= kv_cap
                else f"the KV cache ({plan.kv_cache_tokens:,} tokens hold {kv_cap} requests of {total_len} tokens)")
         warnings.append(f"only {conc} of {concurrency} requests run at once, limited by {why}; the rest queue "
-                        "(their wait is not in TTFT here)")
+                        "(their mean wait is in TTFT)")
     sources["effective_concurrency"] = "min(concurrency, max_num_seqs, kv_cache_tokens // (prompt_len + output_len))"
 
     ctx = prompt_len + output_len // 2
     base = _at(s, prompt_len, output_len, conc)
+    if arrival == "burst" and conc > 1:
+        # the first wave's prompts arrive together: chunked prefill runs them back to back, so the mean request
+        # waits for half of the wave's prefill work (compute, or the weights read once per chunk)
+        pre = base.prefill
+        n_chunks = math.ceil(conc * prompt_len / s.chunk)
+        read_ms = s.target.weight_bytes(s.chunk) / (hw.bandwidth * hw.eff.mem_bw) * 1e3
+        t_all = max(conc * pre.compute_ms, n_chunks * read_ms) + n_chunks * hw.eff.step_overhead_ms + conc * pre.comm_ms
+        base.ttft = max(base.ttft, t_all * (conc + 1) / (2 * conc))
+    queue_ms = 0.0
+    if concurrency > conc:
+        lifetime = base.ttft + (output_len - 1) * base.tpot
+        q = concurrency / conc - 1
+        queue_ms = (q / 2 if arrival == "burst" else q) * lifetime
+        base.ttft += queue_ms
+        sources["ttft_ms.queue"] = ("mean queue wait (C/M - 1) x request lifetime (closed loop, Little's law) or half "
+                                    "of it (burst of C requests), M = requests running at once")
     sources.update({
         "decode_step_ms": "roofline: max(weights + KV bytes / (bandwidth x eff), FLOPs / (peak x eff)) + TP "
                           "all-reduce + step overhead, at the mean context prompt_len + output_len/2",
