@@ -75,7 +75,7 @@ def predict(r: dict) -> tuple[float | None, str]:
     if draft_cfg is not None:
         spec["model"] = "draft"
     tp = r.get("tensor_parallel_size") or r.get("num_gpus") or 1
-    inp = EngineInput(hf_config=cfg, draft_hf_config=draft_cfg, gpu=gpu, tensor_parallel_size=tp,
+    inp = EngineInput(hf_config=cfg, draft_hf_config=draft_cfg, model_label=r["target_model"].split(" ")[0], gpu=gpu, tensor_parallel_size=tp,
                       speculative_config=spec, max_model_len=min(8192, cfg.get("max_position_embeddings") or 8192),
                       quantization="fp8" if quant.startswith("fp8") else None)
     al = r.get("acceptance_length")

@@ -249,9 +249,26 @@ def geometric_alpha(length: float, k: int) -> float:
     return solve_alpha1(length, k, 1.0) if length < k + 1 else 1.0
 
 
+def _norm_model(name: str | None) -> str:
+    return (name or "").strip().lower().replace("__", "/").removesuffix(".json")
+
+
+def target_figure(target: str | None, method: str) -> dict | None:
+    """The ``target_figures`` row measured on ``target`` (repo id, or a label/file name that ends with it)
+    with ``method``, or ``None``."""
+    t = _norm_model(target)
+    if not t:
+        return None
+    for row in _data().get("target_figures", []):
+        rid = row["target"].lower()
+        if row["method"] == method and (t == rid or t.endswith("/" + rid.split("/")[-1]) or t == rid.split("/")[-1]):
+            return row
+    return None
+
+
 def predict_acceptance(method: str, k: int, *, workload: str | None = None, temperature: float | None = None,
-                       acceptance_rate: float | None = None, acceptance_length: float | None = None
-                       ) -> Acceptance | None:
+                       acceptance_rate: float | None = None, acceptance_length: float | None = None,
+                       target: str | None = None) -> Acceptance | None:
     """Acceptance of ``method`` with ``k`` drafts on ``workload`` at ``temperature``.
 
     Args:
@@ -262,6 +279,8 @@ def predict_acceptance(method: str, k: int, *, workload: str | None = None, temp
         temperature: sampling temperature of the traffic (``None``/0: greedy).
         acceptance_rate: α per drafted token (0–1), geometric: ``AL = (1 − α^(k+1)) / (1 − α)``.
         acceptance_length: mean acceptance length at this ``k`` (1 to k+1), as vLLM/SGLang log it.
+        target: the target model's repo id (or a label ending with it): a figure measured on that target
+            (``target_figures``) replaces the method's base figure.
 
     Returns:
         the :class:`Acceptance`, or ``None`` when no public figure fits and the user gave none (ngram on
@@ -309,6 +328,20 @@ def predict_acceptance(method: str, k: int, *, workload: str | None = None, temp
     if mm.alpha1 is None:
         return None
     factor, fsrc = workload_factor(mm.workload_group, wl)
+    tf_row = target_figure(target, method)
+    if tf_row is not None:
+        a1 = solve_alpha1(tf_row["mean_acceptance_length"], tf_row["k"], mm.decay)
+        a1 /= temperature_factor(tf_row.get("temperature"))
+        src = (f"figure {tf_row['case_id']} for {tf_row['target']} with {tf_row['head']} ({tf_row['source_url']}): AL "
+               f"{tf_row['mean_acceptance_length']} at k={tf_row['k']} on {tf_row['workload']} at temperature "
+               f"{tf_row.get('temperature')} -> alpha_1 {a1:.3f} at temperature 0; per-position decay {mm.decay:.3f}")
+        if factor != 1.0:
+            src += f"; x{factor:.3f} for {wl}: {fsrc}"
+        elif wl not in (None, "chat"):
+            notes.append(fsrc)
+        return _finish(method, k, a1 * factor, mm.decay, temperature, src,
+                       "public figure" if factor != 1.0 or wl in (None, "chat") else "public figure, other workload",
+                       notes)
     label = "public figure" if factor != 1.0 or wl in (None, "chat") else "public figure, other workload"
     if wl not in (None, "chat") and factor == 1.0:
         notes.append(fsrc)
