@@ -12,7 +12,8 @@ Model (``calculator/data/spec_acceptance.json`` holds the figures and says where
       AL(k) = 1 + Σ_{i=1..k} Π_{j=1..i} a_j
 
   with ``d = 1`` this is Leviathan et al. 2023 eq. 1, ``(1 − α^(k+1)) / (1 − α)``.
-* ``α₁`` for a method is solved from its base public figure (``AL`` at that figure's ``k``); the
+* ``α₁`` for a method is solved from its base public figure so that the model reproduces that figure's
+  ``AL`` at its own ``k``; the
   workload class multiplies ``α₁`` by the ratio of ``α₁`` solved from acceptance lengths measured on
   several datasets with one drafter; temperature ``T`` multiplies it by ``1 − (1 − r) × min(T, 2)``,
   ``r`` the temperature-1 over temperature-0 ratio of one published pair.
@@ -173,7 +174,7 @@ def method_model(method: str) -> MethodModel:
     base = figures().get(spec["base"]) if spec["base"] else None
     alpha1 = None
     if base is not None:
-        alpha1 = base.per_position[0] if base.per_position else solve_alpha1(base.mean_length, base.k, decay)
+        alpha1 = solve_alpha1(base.mean_length, base.k, decay)  # reproduces the figure at its own k
     return MethodModel(method, alpha1, decay, base, tuple(spec["decay_from"]), spec["workload_factors"])
 
 
@@ -321,7 +322,7 @@ def predict_acceptance(method: str, k: int, *, workload: str | None = None, temp
         # a figure measured on exactly this workload class (sd-001: ngram on a repetitive completion)
         hit = next((f for f in figures().values() if f.method == method and wl and wl in f.workload.lower()), None)
         if hit is not None:
-            a1 = hit.per_position[0] if hit.per_position else solve_alpha1(hit.mean_length, hit.k, mm.decay)
+            a1 = solve_alpha1(hit.mean_length, hit.k, mm.decay)
             return _finish(method, k, a1, mm.decay, temperature,
                            f"public figure {hit.case_id} ({hit.source_url}): AL {hit.mean_length} at k={hit.k} on "
                            f"{hit.workload}", "public figure", notes)

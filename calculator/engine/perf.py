@@ -57,7 +57,7 @@ from .errors import EngineInputError
 from .gpus import GPU, get_gpu
 from .memory import estimate, resolve_dtype
 from .schemas import EngineInput, EstimateResult
-from .acceptance import Acceptance, normalize_workload, predict_acceptance
+from .acceptance import Acceptance, known_draft_head, normalize_workload, predict_acceptance  # noqa: F401
 from .weights import QuantScheme, resolve_quant, round_up, weights_per_gpu
 
 TYPICAL_FILE = Path(__file__).resolve().parent.parent / "data" / "spec_decode_typical.json"
@@ -679,6 +679,7 @@ class SpecResult(BaseModel):
     best_num_speculative_tokens: int | None = None
     stops_paying_above_concurrency: int | None = None
     speedup_vs_concurrency: dict[int, list[tuple[int, float]]] = {}
+    verify_compute_bound_tokens: float | None = None
     break_even_acceptance_rate: float | None
     cost_ratio: float
     speedup_curve: list[tuple[float, float]]
@@ -1189,6 +1190,7 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
                      output_tokens_per_s=_round(tps, 1), speedup=_round(speedup, 3), speedup_low=_round(lo, 3),
                      speedup_high=_round(hi, 3), slowdown=slowdown, best_num_speculative_tokens=best_k,
                      stops_paying_above_concurrency=stop_conc, speedup_vs_concurrency=curves,
+                     verify_compute_bound_tokens=round(verify_compute_bound_tokens(s), 1),
                      break_even_acceptance_rate=_round(be, 4), cost_ratio=round(cost_ratio, 4),
                      speedup_curve=curve, typical=typical)
     return res, acc
