@@ -69,11 +69,12 @@ def predict(r: dict) -> tuple[float | None, str]:
         if draft_cfg is None and method != "draft_model":
             head = known_draft_head(r["target_model"].split(" ")[0], method)
             draft_cfg = config_for(head[0]) if head else None
-        if draft_cfg is None:
-            return None, "draft config not shipped"
+        if draft_cfg is None and (method == "draft_model" or not known_draft_head(r["target_model"].split(" ")[0],
+                                                                                   method)):
+            return None, "draft config not shipped and no public head catalogued"
     spec = {"method": method, "num_speculative_tokens": k}
     if draft_cfg is not None:
-        spec["model"] = "draft"
+        spec["model"] = "draft"  # else perf costs the catalogued public head as a target-shaped layer
     tp = r.get("tensor_parallel_size") or r.get("num_gpus") or 1
     inp = EngineInput(hf_config=cfg, draft_hf_config=draft_cfg, model_label=r["target_model"].split(" ")[0], gpu=gpu, tensor_parallel_size=tp,
                       speculative_config=spec, max_model_len=min(8192, cfg.get("max_position_embeddings") or 8192),

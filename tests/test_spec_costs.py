@@ -228,3 +228,24 @@ def test_a_validation_run_marks_the_efficiency_calibrated():
                                                                           source="validation run"))
     again = perf.estimate_speed(inp, prompt_len=512, output_len=64, concurrency=1)
     assert again.efficiency_label == "calibrated"
+
+
+def test_eagle_without_a_head_config_costs_the_public_head_or_refuses():
+    # the public EAGLE-3 head for Llama-3.1-8B has exactly the shapes synthetic_eagle_head derives from the target
+    real, syn = load_config(HEAD3), perf.synthetic_eagle_head(load_config(LLAMA), "eagle3")
+    for key in ("hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size", "num_hidden_layers",
+                "vocab_size", "draft_vocab_size"):
+        assert syn[key] == real[key], key
+    spec = {"method": "eagle3", "num_speculative_tokens": 3}
+    named = EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192, speculative_config=spec,
+                        model_label="meta-llama/Llama-3.1-8B-Instruct")
+    with_head = EngineInput(**{**named.model_dump(), "draft_hf_config": real,
+                               "speculative_config": {**spec, "model": "x"}})
+    a = perf.estimate_speed(named, prompt_len=512, output_len=128, concurrency=2, acceptance_length=2.5)
+    b = perf.estimate_speed(with_head, prompt_len=512, output_len=128, concurrency=2, acceptance_length=2.5)
+    assert a.spec.step.draft_gpu_ms == pytest.approx(b.spec.step.draft_gpu_ms, rel=1e-3)
+    assert "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B" in a.sources["draft"]
+    unnamed = EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192, speculative_config=spec)
+    with pytest.raises(EngineInputError) as err:
+        perf.estimate_speed(unnamed)
+    assert err.value.field == "speculative_config" and "no public eagle3 head" in err.value.message

@@ -96,13 +96,32 @@ class Plan:
     max_model_len: int
     kv_cache_tokens: int
     max_concurrency: float
+    draft_note: str | None = None
 
 
 def plan_from_engine(inp: EngineInput, est: EstimateResult | None = None) -> Plan:
-    """The :class:`Plan` of an engine input and its memory estimate (computed when ``None``)."""
-    est = est or estimate(inp)
+    """The :class:`Plan` of an engine input and its memory estimate (computed when ``None``).
+
+    EAGLE / EAGLE-3 without a head config: the public head catalogued for the target
+    (:func:`~calculator.engine.acceptance.known_draft_head`) is costed as one target-shaped layer
+    (:func:`synthetic_eagle_head`, the memory estimate is redone with it) and ``draft_note`` says so.
+
+    Raises:
+        EngineInputError: on ``speculative_config`` when no head is given and none is catalogued.
+    """
     spec = inp.speculative_config
-    return Plan(model=est.model, hf_config=inp.hf_config, draft_hf_config=inp.draft_hf_config, gpu=inp.gpu,
+    draft_note = None
+    if spec is not None and spec.method in ("eagle", "eagle3") and not inp.draft_hf_config:
+        head = known_draft_head(inp.model_label, spec.method)
+        if head is None:
+            raise EngineInputError("speculative_config", f"method {spec.method} needs \"model\": no public "
+                                   f"{spec.method} head is catalogued for {inp.model_label}")
+        inp = inp.model_copy(update={"draft_hf_config": synthetic_eagle_head(inp.hf_config, spec.method)})
+        est = None
+        draft_note = (f"no head given: the public head for this target is {head[0]} ({head[1]}); it is costed as "
+                      "one decoder layer of the target's shape (synthetic_eagle_head), its own config not read")
+    est = est or estimate(inp)
+    return Plan(draft_note=draft_note, model=est.model, hf_config=inp.hf_config, draft_hf_config=inp.draft_hf_config, gpu=inp.gpu,
                 dtype=inp.dtype, quant_config=inp.quant_config, quantization=inp.quantization,
                 tp=inp.tensor_parallel_size, pp=inp.pipeline_parallel_size, enforce_eager=inp.enforce_eager,
                 spec_method=spec.method if spec else None, spec_k=spec.num_speculative_tokens if spec else 0,
@@ -776,14 +795,16 @@ def _draft_cost(plan: Plan, arch: ModelArch, dtype: str, quant: QuantScheme | No
                          matmul_params=(active + arch.vocab_size * h) / tp,
                          attn=(_AttnGroup(layers=1, flops_per_pair=pair, kv_bytes_per_token=per_tok, window=None),),
                          state_bytes=0.0, hidden=h, allreduce_layers=1, tp=tp, pp=1)
-    if not plan.draft_hf_config:
-        return None
-    darch = parse_config(plan.draft_hf_config)
+    cfg = plan.draft_hf_config
+    if not cfg:
+        if method not in ("eagle", "eagle3"):
+            return None
+        cfg = synthetic_eagle_head(plan.hf_config, method)
+    darch = parse_config(cfg)
     dtp = tp if darch.num_attention_heads % tp == 0 else 1
     mc = model_cost(darch, plan, dtype=dtype, quant=None, tp=dtp, pp=1, draft=True)
     if method in ("eagle", "eagle3"):
         h = darch.hidden_size
-        cfg = plan.draft_hf_config
         draft_vocab = cfg.get("draft_vocab_size") or darch.vocab_size
         own_lm = round_up(darch.vocab_size, 64) * h * b / dtp if not darch.tie_word_embeddings else 0
         fc = (3 if method == "eagle3" else 2) * h * h
@@ -794,6 +815,29 @@ def _draft_cost(plan: Plan, arch: ModelArch, dtype: str, quant: QuantScheme | No
         mc = replace(mc, dense_bytes=mc.dense_bytes - own_lm + lm + extra,
                      matmul_params=mc.matmul_params + (fc + extra_qkv + draft_vocab * h - darch.vocab_size * h) / dtp)
     return mc
+
+
+EAGLE3_DRAFT_VOCAB = 32000  # draft_vocab_size of the public EAGLE-3 heads (yuhuili/EAGLE3-LLaMA3.1-Instruct-8B)
+
+
+def synthetic_eagle_head(target_config: dict, method: str) -> dict:
+    """A config.json for an EAGLE / EAGLE-3 head shaped like the public ones when the head's own config is
+    not given: one ``LlamaForCausalLM`` decoder layer with the target's hidden size, heads, KV heads and
+    dense ``intermediate_size`` (EAGLE heads are one target-shaped layer: SafeAILab/EAGLE
+    ``eagle/model/cnets.py``; yuhuili/EAGLE3-LLaMA3.1-Instruct-8B's config), the target's vocabulary, and
+    for EAGLE-3 a 32,000-token draft vocabulary. Text configs nested under ``text_config`` are read."""
+    t = target_config.get("text_config") or target_config
+    h = t["hidden_size"]
+    heads = t["num_attention_heads"]
+    inter = t.get("intermediate_size") or t.get("moe_intermediate_size") or 4 * h
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": h,
+           "num_attention_heads": heads, "num_key_value_heads": t.get("num_key_value_heads") or heads,
+           "head_dim": t.get("head_dim") or h // heads, "intermediate_size": inter, "num_hidden_layers": 1,
+           "vocab_size": t["vocab_size"], "tie_word_embeddings": False, "hidden_act": "silu",
+           "max_position_embeddings": t.get("max_position_embeddings") or 8192, "rms_norm_eps": 1e-5}
+    if method == "eagle3":
+        cfg["draft_vocab_size"] = min(EAGLE3_DRAFT_VOCAB, t["vocab_size"])
+    return cfg
 
 
 def _round(x: float | None, nd: int = 2) -> float | None:
@@ -1102,6 +1146,9 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
         }.get(method, "drafter passes") + " + rejection sampling (2 x C x k x vocab fp32) + the runtime's fixed "
         "per-speculative-step cost (vllm/v1/spec_decode/eagle.py:219, vllm/v1/sample/rejection_sampler.py)")
     sources["break_even_acceptance_rate"] = "solves (1 - a^(k+1))/(1 - a) = t_spec_step / t_step"
+    if s.plan.draft_note:
+        sources["draft"] = s.plan.draft_note
+        warnings.append(s.plan.draft_note)
     sources["spec_speedup_range"] = ("low: acceptance low end and 1.5x the fixed/CPU costs; high: acceptance high end "
                                      "and 0.5x them")
 
