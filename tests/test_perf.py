@@ -238,7 +238,7 @@ def test_ngram_break_even_at_high_concurrency_by_hand():
     assert r.spec.verify.bound == "compute"
     assert any("compute-bound" in w for w in r.warnings)
     fields = perf.speed_fields(inp, None, prompt, out, batch, acceptance_rate=0.6)
-    assert fields["spec_speedup"] == r.spec.speedup and fields["itl_ms"] == r.spec.itl_ms
+    assert fields["spec_speedup"] == r.spec.speedup and fields["itl_ms"] == pytest.approx(r.spec.itl_ms, rel=5e-3)
 
 
 def test_cpu_drafter_with_memory_bound_verify_still_has_a_break_even_above_zero():
@@ -301,7 +301,7 @@ def test_eagle3_uses_the_public_figure_and_a_one_layer_head():
                            "break_even_acceptance_rate", "speed_sources", "speed_warnings"}
     assert fields["spec_speedup_low"] < fields["spec_speedup"] < fields["spec_speedup_high"]
     assert fields["efficiency_label"] == "fitted"  # vLLM row: fitted on the public serving records
-    assert fields["itl_ms"] == pytest.approx(r.itl_ms / sp.speedup, rel=1e-3)
+    assert fields["itl_ms"] == pytest.approx(r.itl_ms / sp.speedup, rel=5e-3)  # 3 significant digits
 
 
 def test_user_rate_overrides_the_public_figure_and_low_acceptance_is_a_stop_sign():

@@ -1,8 +1,9 @@
-"""Speed predictions: a roofline model of vLLM's prefill and decode steps on one GPU, and what
-speculative decoding buys. No Django.
+"""Speed predictions: a roofline model of vLLM's (and SGLang's, TensorRT-LLM's, llama.cpp's) prefill
+and decode steps on one GPU, and what speculative decoding buys or costs. No Django.
 
 Units: times in ms (internally seconds), bytes in B, bandwidth in GB/s (10^9 B/s), FLOP/s in TFLOP/s
-(10^12). Everything is per GPU of a tensor-parallel group; pipeline stages run in series.
+(10^12). Everything is per GPU of a tensor-parallel group; pipeline stages run in series. The inputs come
+through one adapter, :func:`plan_from_engine` (EngineInput + EstimateResult -> :class:`Plan`).
 
 The model (each term carries its source in ``SpeedResult.sources``):
 
@@ -11,33 +12,39 @@ The model (each term carries its source in ``SpeedResult.sources``):
 
       bytes   = dense weights/tp + routed experts/tp × E_touched/E + B × KV bytes read at context c
       flops   = 2 × matmul params/tp × T + Σ_attention layers 2 × heads/tp × (d_qk + d_v) × ctx × T
-      t_step  = max(bytes / (bandwidth × eff_bw), flops / (peak × eff_compute)) + all-reduce + overhead
+      mem     = bytes / (bandwidth × eff_bw);  comp = flops / (peak × eff_compute)
+      t_step  = (mem^p + comp^p)^(1/p) + all-reduce + overhead + layers × layer_us
 
-  ``T`` tokens in the step. ``E_touched = E × (1 − (1 − topk/E)^T)``: each token routes to ``topk``
-  distinct experts of ``E`` (uniform routing assumed), so one token touches exactly ``topk`` and a large
-  batch touches nearly all. KV read per request: full attention and MLA read the whole context, sliding
-  windows ``min(c, W)``, chunked local attention ``min(c, chunk)``, Mamba/linear-attention layers read
-  and write their state (2 × state bytes).
-* **Prefill** (TTFT): the prompt in chunks of ``max_num_batched_tokens`` (vLLM's chunked prefill); per
-  chunk the same ``max(memory, compute)`` with ``flops = 2 × matmul params × chunk + attention over the
-  causal prefix`` (``4 × heads × head_dim × P²/2`` for full attention; exact sum over the chunk's rows).
+  ``T`` tokens in the step; ``p = overlap_p`` (0 means the ideal ``max``; vLLM's fit is ``p = 1``: at
+  decode batch sizes the GEMMs do not hide their compute behind the weight stream). ``E_touched = E ×
+  (1 − (1 − topk/E)^T)``: each token routes to ``topk`` distinct experts of ``E`` (uniform routing), so
+  one token touches exactly ``topk`` and a large batch (or a ``B × (k+1)``-token verification) nearly
+  all. KV read per request: full attention and MLA the whole context, sliding windows ``min(c, W)``,
+  chunked local attention ``min(c, chunk)``, Mamba/linear-attention layers their state (read + write).
+* **Prefill** (TTFT): the prompt in chunks of ``max_num_batched_tokens`` (vLLM's chunked prefill), each
+  chunk the same memory/compute combination with ``flops = 2 × matmul params × chunk + attention over the
+  causal prefix``; plus the API server's fixed ``ttft_fixed_ms``.
 * **Tensor parallel**: 2 all-reduces per layer (after attention and after the MLP, vLLM's
   ``RowParallelLinear``), ring cost ``2(tp−1)/tp × T × hidden × 2 B / link + latency`` each.
 * **Concurrency** (a closed loop of ``C`` requests as ``vllm bench serve --max-concurrency C``): each
   request sees about ``C−1`` other prefills during its decode; a prefill rides in a decode step (chunked
   prefill) and stalls the decodes only by what it costs beyond that step, so
-  ``TPOT = t_step(C, c̄) + (C−1) × max(0, t_prefill − n_chunks × t_step) / (O − 1)`` with ``c̄ = P + O/2``,
-  and ``TTFT = t_prefill × (1 + ρ/2)`` where ``ρ = min(1, (C−1) × t_prefill / lifetime)`` is the chance
-  another prefill is running when the request arrives (half of one prefill waited on average).
+  ``TPOT = t_step(C, c̄) + (C−1) × max(0, t_prefill − n_chunks × t_step) / (O − 1)`` with ``c̄ = P + O/2``.
+  TTFT blends the steady state ``t_prefill × (1 + ρ/2)`` (``ρ`` the chance another prefill is running)
+  with a wave (fixed-length requests finish and return together; the mean request waits for half of the
+  wave's prefill work) by ``wave_share``; a burst (``--request-rate inf`` without a cap) is all wave.
   ``output tok/s = C × O / (TTFT + (O−1) × TPOT)``. Concurrency is capped by ``max_num_seqs`` and by the
-  KV cache (``kv_cache_tokens / (P + O)`` requests), as vLLM's scheduler would queue the rest.
-* **Speculative decoding**: per step the drafter proposes ``k`` tokens and the target verifies ``k+1``
-  per request in one pass; ``mean acceptance length`` tokens come out per step (incl. the bonus token).
-  ``ITL_spec = (t_draft + t_verify) / AL``; speedup ``= TPOT_base / TPOT_spec``; the break-even
-  acceptance rate solves ``AL(α, k) = (t_draft + t_verify) / t_step`` (the cost ratio does not depend
-  on α: vLLM always drafts ``k`` and verifies ``k+1``).
+  KV cache (``kv_cache_tokens / (P + O)``); the rest queue and their mean wait (Little's law) is in TTFT.
+* **Speculative decoding** (:func:`spec_step`): per step ``k`` drafter passes (each its roofline time +
+  a fixed per-pass cost) or CPU matching (ngram, suffix), one target pass over ``B × (k+1)`` tokens, the
+  rejection sampler's extra traffic, and the runtime's fixed and per-request host cost per speculative
+  step. ``AL`` tokens come out per step (incl. the bonus token; :mod:`calculator.engine.acceptance`
+  models it by method, k, position, workload, temperature). ``TPOT_spec = t_spec_step / AL`` (+ the same
+  prefill stalls); speedup ``= TPOT_base / TPOT_spec`` with a low/high range; the break-even acceptance
+  solves ``AL(α, k) = t_spec_step / t_step`` and is above 0 for every method (each has a cost).
 
-The efficiency factors are assumptions until a validation run refines them
+Efficiency rows (:data:`EFFICIENCY`) say whether they are ``assumed``, ``fitted`` (once per runtime on
+the public data they name, never per case) or ``calibrated`` by a validation run
 (:func:`efficiency_from_measurement`, :func:`apply_measured_efficiency`).
 """
 from __future__ import annotations
@@ -840,6 +847,13 @@ def synthetic_eagle_head(target_config: dict, method: str) -> dict:
     return cfg
 
 
+def _sig(x: float | None, digits: int = 3) -> float | None:
+    """``x`` to ``digits`` significant digits (honest precision for a model good to a few per cent)."""
+    if x is None or x == 0:
+        return x
+    return round(x, digits - 1 - int(math.floor(math.log10(abs(x)))))
+
+
 def _round(x: float | None, nd: int = 2) -> float | None:
     return None if x is None else round(x, nd)
 
@@ -1250,7 +1264,8 @@ def speed_fields(engine_input: EngineInput, estimate_result: EstimateResult | No
     """The speed keys ``estimate --format json`` and ``/api/estimate`` merge into their JSON.
 
     ``ttft_ms``, ``itl_ms`` (mean time per output token, vllm bench serve's TPOT) and
-    ``output_tokens_per_s`` are for the configuration as given: with its ``--speculative-config`` when
+    ``output_tokens_per_s`` (three significant digits: the fitted efficiency is good to ~5-15 %, an
+    assumed one to ~30 %) are for the configuration as given: with its ``--speculative-config`` when
     set. ``efficiency_label`` says whether the efficiency behind them is ``assumed``, ``fitted`` or
     ``calibrated``. With speculation also ``mean_acceptance_length``, ``spec_speedup`` (TPOT without /
     with) with ``spec_speedup_low``/``spec_speedup_high``, ``spec_slowdown`` (``likely``/``possible``/
@@ -1263,13 +1278,13 @@ def speed_fields(engine_input: EngineInput, estimate_result: EstimateResult | No
     r = estimate_speed(engine_input, estimate_result, prompt_len=prompt_len, output_len=output_len,
                        concurrency=concurrency, acceptance_rate=acceptance_rate, workload=workload,
                        temperature=temperature, acceptance_length=acceptance_length, runtime=runtime)
-    out: dict[str, Any] = {"ttft_ms": r.ttft_ms, "itl_ms": r.itl_ms, "output_tokens_per_s": r.output_tokens_per_s,
-                           "efficiency_label": r.efficiency_label}
+    out: dict[str, Any] = {"ttft_ms": _sig(r.ttft_ms), "itl_ms": _sig(r.itl_ms),
+                           "output_tokens_per_s": _sig(r.output_tokens_per_s), "efficiency_label": r.efficiency_label}
     if r.spec is not None:
         sp = r.spec
-        out["ttft_ms"] = sp.ttft_ms
+        out["ttft_ms"] = _sig(sp.ttft_ms)
         if sp.itl_ms is not None:
-            out["itl_ms"], out["output_tokens_per_s"] = sp.itl_ms, sp.output_tokens_per_s
+            out["itl_ms"], out["output_tokens_per_s"] = _sig(sp.itl_ms), _sig(sp.output_tokens_per_s)
         out.update(mean_acceptance_length=sp.mean_acceptance_length, spec_speedup=sp.speedup,
                    spec_speedup_low=sp.speedup_low, spec_speedup_high=sp.speedup_high, spec_slowdown=sp.slowdown,
                    best_num_speculative_tokens=sp.best_num_speculative_tokens,
