@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -44,10 +45,15 @@ def predict(r: dict) -> tuple[float | None, str]:
         return None, f"runtime {r.get('runtime')} not modelled"
     if r.get("speedup") is None:
         return None, "no measured speedup"
-    if r.get("tree") and "topk" in str(r["tree"]).lower() and "topk 1" not in str(r["tree"]).lower():
-        return None, "tree drafting (topk > 1) not modelled"
-    if r.get("tree") and "dynamic" in str(r["tree"]).lower() or (r.get("tree") or "").startswith("not stated"):
-        return None, "tree drafting (dynamic tree) not modelled"
+    tree_kw = {}
+    tree = str(r.get("tree") or "")
+    mt = re.search(r"num-steps (\d+), eagle-topk (\d+), num-draft-tokens (\d+)", tree)
+    if mt and int(mt.group(2)) > 1:
+        tree_kw = dict(speculative_num_steps=int(mt.group(1)), speculative_eagle_topk=int(mt.group(2)))
+        if not (r.get("acceptance_length") or r.get("acceptance_rate")):
+            return None, "tree drafting without a measured acceptance length (the acceptance model is for chains)"
+    if "dynamic" in tree or tree.startswith("not stated"):
+        return None, "tree drafting (dynamic tree, shape not stated) not modelled"
     cfg = config_for(r.get("target_model"))
     if cfg is None:
         return None, "target config not shipped"
@@ -82,14 +88,18 @@ def predict(r: dict) -> tuple[float | None, str]:
     al = r.get("acceptance_length")
     if al is None and r.get("acceptance_rate") is not None:
         al = 1 + r["acceptance_rate"] * k  # the record's rate is accepted / drafted (vLLM's definition)
+    if al is not None and tree_kw:
+        al = min(al, tree_kw["speculative_num_steps"] + 1)
     kw = dict(prompt_len=r.get("input_len") or 512, output_len=r.get("output_len") or 256,
               concurrency=r.get("concurrency_or_batch") or 1, temperature=r.get("temperature"),
               workload=None if al else workload(r.get("dataset")), acceptance_length=min(al, k + 1) if al else None,
-              runtime=rt)
+              runtime=rt, **tree_kw)
     try:
         res = perf.estimate_speed(inp, **kw)
     except EngineInputError as exc:
         return None, f"refused: {exc.field}: {exc.message[:60]}"
+    except NotImplementedError as exc:
+        return None, f"memory engine does not model it: {str(exc)[:60]}"
     if res.spec is None or res.spec.speedup is None:
         return None, "no acceptance figure for the method/workload"
     return res.spec.speedup, f"AL {res.spec.mean_acceptance_length:.2f} range {res.spec.speedup_low:.2f}-" \

@@ -249,3 +249,26 @@ def test_eagle_without_a_head_config_costs_the_public_head_or_refuses():
     with pytest.raises(EngineInputError) as err:
         perf.estimate_speed(unnamed)
     assert err.value.field == "speculative_config" and "no public eagle3 head" in err.value.message
+
+
+def test_sglang_tree_verifies_the_draft_tokens_and_drafts_topk_per_step():
+    # SGLang --speculative-num-steps 3 --speculative-eagle-topk 4 --speculative-num-draft-tokens 6
+    inp = EngineInput(hf_config=load_config(LLAMA), draft_hf_config=load_config(HEAD3), gpu=H100, max_model_len=8192,
+                      speculative_config={"method": "eagle3", "model": "x", "num_speculative_tokens": 6})
+    tree = perf.estimate_speed(inp, prompt_len=512, output_len=128, concurrency=2, acceptance_length=2.4,
+                               runtime="sglang", speculative_num_steps=3, speculative_eagle_topk=4)
+    assert tree.spec.verify.tokens == 2 * 6  # the root is one of the 6 draft tokens
+    assert tree.spec.best_num_speculative_tokens is None  # the tree's shape is the user's
+    chain3 = EngineInput(**{**inp.model_dump(), "speculative_config": {"method": "eagle3", "model": "x",
+                                                                         "num_speculative_tokens": 3}})
+    chain = perf.estimate_speed(chain3, prompt_len=512, output_len=128, concurrency=2, acceptance_length=2.4,
+                                runtime="sglang")
+    assert chain.spec.verify.tokens == 2 * 4
+    # 3 drafter passes either way; the tree's passes carry 4 tokens per request (more compute, same bytes)
+    assert chain.spec.step.draft_overhead_ms == tree.spec.step.draft_overhead_ms == 3 * perf.get_efficiency(
+        H100, "sglang").draft_step_overhead_ms
+    assert tree.spec.step.draft_gpu_ms > chain.spec.step.draft_gpu_ms
+    assert tree.spec.speedup < chain.spec.speedup  # same acceptance, more work
+    with pytest.raises(EngineInputError) as err:
+        perf.estimate_speed(inp, speculative_eagle_topk=4)
+    assert err.value.field == "speculative_num_steps"

@@ -753,6 +753,7 @@ class _Setup:
     chunk: int
     max_seqs: int
     runtime: str
+    tree: tuple[int, int] | None = None  # (speculative_num_steps, speculative_eagle_topk) when topk > 1
 
 
 def _setup(plan: Plan, runtime: str) -> _Setup:
@@ -936,7 +937,11 @@ def spec_step(s: _Setup, method: str, *, requests: int, context: int, k: int, ov
     probabilities ``vllm/v1/sample/rejection_sampler.py`` (Leviathan et al. 2023, Chen et al. 2023).
     """
     eff = s.hw.eff
-    verify = step_cost(s.target, s.hw, requests=requests, tokens_per_request=k + 1, context=context)
+    tree = s.tree
+    # a tree (SGLang --speculative-eagle-topk > 1): k = --speculative-num-draft-tokens tokens per request are
+    # verified (the root included); the drafter runs --speculative-num-steps passes of topk tokens per request
+    verify_tokens = k if tree else k + 1
+    verify = step_cost(s.target, s.hw, requests=requests, tokens_per_request=verify_tokens, context=context)
     draft_gpu = draft_ovh = cpu = 0.0
     if method in ("ngram", "suffix"):
         if method == "ngram":
@@ -944,11 +949,13 @@ def spec_step(s: _Setup, method: str, *, requests: int, context: int, k: int, ov
         else:
             cpu = requests * SUFFIX_CPU_US_PER_REQUEST * 1e-3
     elif s.draft is not None:
-        one = step_cost(s.draft, s.hw, requests=requests, tokens_per_request=1, context=context, overhead=False)
-        draft_gpu = k * one.total_ms
-        draft_ovh = k * eff.draft_step_overhead_ms
+        passes, per_pass = (tree[0], tree[1]) if tree else (k, 1)
+        one = step_cost(s.draft, s.hw, requests=requests, tokens_per_request=per_pass, context=context,
+                        overhead=False)
+        draft_gpu = passes * one.total_ms
+        draft_ovh = passes * eff.draft_step_overhead_ms
     vocab = s.arch.vocab_size or 0
-    rej = 2 * requests * k * vocab * LOGITS_BYTES / (s.hw.bandwidth * eff.mem_bw) * 1e3
+    rej = 2 * requests * (verify_tokens - 1) * vocab * LOGITS_BYTES / (s.hw.bandwidth * eff.mem_bw) * 1e3
     fixed = eff.spec_step_overhead_ms + requests * eff.spec_cpu_ms_per_request
     total = verify.total_ms + draft_gpu + rej + overhead_scale * (draft_ovh + cpu + fixed)
     return SpecStep(k=k, draft_gpu_ms=draft_gpu, draft_overhead_ms=draft_ovh * overhead_scale,
@@ -970,7 +977,8 @@ def estimate_speed(inp: EngineInput, est: EstimateResult | None = None, *, promp
                    output_len: int = 128, concurrency: int = 1, acceptance_rate: float | None = None,
                    temperature: float | None = None, workload: str | None = None,
                    acceptance_length: float | None = None, runtime: str = "vllm",
-                   arrival: str = "closed") -> SpeedResult:
+                   arrival: str = "closed", speculative_num_steps: int | None = None,
+                   speculative_eagle_topk: int = 1) -> SpeedResult:
     """Predict TTFT, TPOT and output tok/s of ``inp`` (with its ``--speculative-config`` if any).
 
     Args:
@@ -989,6 +997,10 @@ def estimate_speed(inp: EngineInput, est: EstimateResult | None = None, *, promp
             or ``burst`` (``concurrency`` requests released at once, ``--request-rate inf`` without a cap).
             Requests beyond what the engine runs at once (``max_num_seqs``, the KV cache) queue: their mean
             wait, ``(C/M − 1) × lifetime`` (closed, Little's law) or half of it (burst), is added to TTFT.
+        speculative_num_steps, speculative_eagle_topk: SGLang's tree drafting (topk > 1): the drafter runs
+            ``num_steps`` passes of ``topk`` tokens per request and the target verifies
+            ``num_speculative_tokens`` (SGLang's ``--speculative-num-draft-tokens``) per request. The
+            acceptance model is for chains: give the tree's measured acceptance length.
 
     Raises:
         EngineInputError: non-positive lengths/concurrency, α outside [0, 1], an acceptance length outside
@@ -997,13 +1009,15 @@ def estimate_speed(inp: EngineInput, est: EstimateResult | None = None, *, promp
     return estimate_speed_plan(plan_from_engine(inp, est), prompt_len=prompt_len, output_len=output_len,
                                concurrency=concurrency, acceptance_rate=acceptance_rate, temperature=temperature,
                                workload=workload, acceptance_length=acceptance_length, runtime=runtime,
-                               arrival=arrival)
+                               arrival=arrival, speculative_num_steps=speculative_num_steps,
+                               speculative_eagle_topk=speculative_eagle_topk)
 
 
 def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int = 128, concurrency: int = 1,
                         acceptance_rate: float | None = None, temperature: float | None = None,
                         workload: str | None = None, acceptance_length: float | None = None,
-                        runtime: str = "vllm", arrival: str = "closed") -> SpeedResult:
+                        runtime: str = "vllm", arrival: str = "closed", speculative_num_steps: int | None = None,
+                        speculative_eagle_topk: int = 1) -> SpeedResult:
     """:func:`estimate_speed` on a :class:`Plan`."""
     _validate(prompt_len, output_len, concurrency, acceptance_rate)
     if arrival not in ("closed", "burst"):
@@ -1012,6 +1026,11 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
         raise EngineInputError("temperature", f"must be a number from 0 to 10, got {temperature!r}")
     normalize_workload(workload)
     s = _setup(plan, runtime)
+    if speculative_eagle_topk > 1:
+        if not speculative_num_steps or speculative_num_steps < 1:
+            raise EngineInputError("speculative_num_steps", "a tree (speculative_eagle_topk > 1) needs the number of "
+                                   "draft steps")
+        s.tree = (speculative_num_steps, speculative_eagle_topk)
     hw = s.hw
     warnings: list[str] = []
     sources: dict[str, str] = {f"hardware.{k}": v for k, v in hw.sources.items()}
@@ -1184,12 +1203,14 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
         al_lo, al_hi = acc.low, acc.high
         lo = _spec_speedup(s, method, k, al_lo, prompt_len, output_len, conc, ctx, overhead_scale=1.5)[0]
         hi = _spec_speedup(s, method, k, al_hi, prompt_len, output_len, conc, ctx, overhead_scale=0.5)[0]
-        best = []
-        for kk in range(1, max(8, k) + 1):
-            best.append((_spec_speedup(s, method, kk, acc.length_at(kk), prompt_len, output_len, conc, ctx)[0], kk))
-        best_k = max(best)[1]
-        for kk in sorted({1, 2, 3, 5, k}):
-            al_k = acc.length_at(kk)
+        if s.tree is None:  # chains: search k; a tree's shape is the user's (SGLang's three flags)
+            best = []
+            for kk in range(1, max(8, k) + 1):
+                best.append((_spec_speedup(s, method, kk, acc.length_at(kk), prompt_len, output_len, conc, ctx)[0],
+                             kk))
+            best_k = max(best)[1]
+        for kk in sorted({1, 2, 3, 5, k}) if s.tree is None else [k]:
+            al_k = acc.length_at(kk) if kk != k else al
             curves[kk] = [(c, round(_spec_speedup(s, method, kk, al_k, prompt_len, output_len, c, ctx)[0], 4))
                           for c in grid]
         prev = None
