@@ -272,9 +272,9 @@ def efficiency_from_measurement(result: SpeedResult, *, measured_itl_ms: float |
                                 measured_ttft_ms: float | None = None, source: str) -> Efficiency:
     """Refine the efficiency behind ``result`` from a measured run at the same inputs.
 
-    The decode step's bound term (bandwidth when memory-bound, compute when compute-bound) is scaled by
-    ``predicted / measured`` of the pure step time (TPOT less the fixed overhead, all-reduce and
-    prefill stalls); the compute efficiency likewise from TTFT when prefill is compute-bound. Use the
+    The decode step's bound term (bandwidth when memory-bound, compute when compute-bound) is scaled so
+    that the step's memory/compute combination equals the measured pure step time (TPOT less the fixed
+    overhead, per-layer time, all-reduce and prefill stalls); the compute efficiency likewise from TTFT when prefill is compute-bound. Use the
     measurement at concurrency 1 without speculation for the cleanest signal (``vllm bench serve``
     ``Mean TPOT``/``Mean TTFT``). Factors are clamped to (0.05, 1].
     """
@@ -283,12 +283,16 @@ def efficiency_from_measurement(result: SpeedResult, *, measured_itl_ms: float |
     s = result.decode
     if measured_itl_ms:
         fixed = s.overhead_ms + s.comm_ms + (result.itl_ms - result.decode_step_ms)
-        pred, meas = s.total_ms - s.overhead_ms - s.comm_ms, measured_itl_ms - fixed
-        if pred > 0 and meas > 0:
+        meas = measured_itl_ms - fixed
+        bound, other = (s.memory_ms, s.compute_ms) if s.bound == "memory" else (s.compute_ms, s.memory_ms)
+        # the bound term that makes (bound'^p + other^p)^(1/p) equal the measured core time (p = 0: max)
+        q = eff.overlap_p
+        need = meas if not q else ((meas ** q - other ** q) ** (1 / q) if meas > other else 0.0)
+        if bound > 0 and need > 0:
             if s.bound == "memory":
-                eff = replace(eff, mem_bw=_clamp(eff.mem_bw * pred / meas))
+                eff = replace(eff, mem_bw=_clamp(eff.mem_bw * bound / need))
             else:
-                eff = replace(eff, compute=_clamp(eff.compute * pred / meas))
+                eff = replace(eff, compute=_clamp(eff.compute * bound / need))
     p = result.prefill
     if measured_ttft_ms and p.bound == "compute":
         pred, meas = p.compute_ms, measured_ttft_ms - (result.ttft_ms - p.compute_ms)
