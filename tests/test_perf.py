@@ -355,9 +355,9 @@ def test_measured_itl_refines_the_bandwidth_efficiency():
     eff = perf.efficiency_from_measurement(r, measured_itl_ms=measured, source="test run")
     perf.apply_measured_efficiency(H100, eff)
     again = perf.estimate_speed(inp, prompt_len=512, output_len=64, concurrency=1)
-    assert again.itl_ms == pytest.approx(measured, rel=1e-6)
+    assert again.itl_ms == pytest.approx(measured, rel=1e-4)  # itl_ms is rounded to 3 decimals
     # by hand: the memory term grows by the whole 20 % of TPOT (compute, overhead and per-layer time fixed)
-    assert again.decode.memory_ms == pytest.approx(r.decode.memory_ms + 0.2 * r.itl_ms, rel=1e-6)
+    assert again.decode.memory_ms == pytest.approx(r.decode.memory_ms + 0.2 * r.itl_ms, rel=1e-4)
     assert again.efficiency["source"] == "test run"
 
 
