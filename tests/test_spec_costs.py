@@ -272,3 +272,34 @@ def test_sglang_tree_verifies_the_draft_tokens_and_drafts_topk_per_step():
     with pytest.raises(EngineInputError) as err:
         perf.estimate_speed(inp, speculative_eagle_topk=4)
     assert err.value.field == "speculative_num_steps"
+
+
+# --- the base model's kernel-path and chunked-prefill terms ----------------------------------------------
+def test_routed_expert_flops_run_at_the_moe_kernel_efficiency():
+    m = qwen_moe_by_hand()
+    eff = perf.get_efficiency(H100)
+    assert eff.moe_compute is not None and eff.moe_compute < eff.compute
+    inp = EngineInput(hf_config=load_config(QWEN_MOE), gpu=H100, max_model_len=4096)
+    p = 2048
+    r = perf.estimate_speed(inp, prompt_len=p, output_len=2, concurrency=1)
+    c = load_config(QWEN_MOE)
+    expert_active = m["layers"] * m["k"] * 3 * c["hidden_size"] * c["moe_intermediate_size"]
+    moe_flops = 2 * expert_active * p
+    peak = catalog(H100)["tflops_bf16"] * 1e12
+    expected = (r.prefill.flops - moe_flops) / (peak * eff.compute) + moe_flops / (peak * eff.moe_compute)
+    assert r.prefill.compute_ms == pytest.approx(expected * 1e3, rel=1e-6)
+
+
+def test_prefills_of_other_requests_stall_the_decodes_by_their_compute_and_kv_traffic():
+    """No memory/compute overlap (overlap_p = 1): a prompt riding in decode steps adds all of its compute
+    and its KV writes/reads, and its all-reduces; each of C-1 other requests does so once per lifetime."""
+    m = llama_by_hand()
+    eff = perf.get_efficiency(H100)
+    assert eff.overlap_p == 1
+    inp = EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192)
+    prompt, out, conc = 1024, 128, 4
+    r = perf.estimate_speed(inp, prompt_len=prompt, output_len=out, concurrency=conc)
+    peak, bw = catalog(H100)["tflops_bf16"] * 1e12, catalog(H100)["bandwidth_gbps"] * 1e9
+    flops = 2 * m["matmul"] * prompt + 4 * m["layers"] * m["heads"] * m["hd"] * prompt * (prompt + 1) / 2
+    stall_ms = (flops / (peak * eff.compute) + m["kv_per_token"] * prompt / (bw * eff.mem_bw)) * 1e3
+    assert r.itl_ms == pytest.approx(r.decode_step_ms + (conc - 1) * stall_ms / (out - 1), rel=1e-3)

@@ -27,9 +27,10 @@ The model (each term carries its source in ``SpeedResult.sources``):
 * **Tensor parallel**: 2 all-reduces per layer (after attention and after the MLP, vLLM's
   ``RowParallelLinear``), ring cost ``2(tp−1)/tp × T × hidden × 2 B / link + latency`` each.
 * **Concurrency** (a closed loop of ``C`` requests as ``vllm bench serve --max-concurrency C``): each
-  request sees about ``C−1`` other prefills during its decode; a prefill rides in a decode step (chunked
-  prefill) and stalls the decodes only by what it costs beyond that step, so
-  ``TPOT = t_step(C, c̄) + (C−1) × max(0, t_prefill − n_chunks × t_step) / (O − 1)`` with ``c̄ = P + O/2``.
+  request sees about ``C−1`` other prefills during its decode; a prefill rides in decode steps (chunked
+  prefill) and stalls the decodes only by what the mixed steps cost beyond plain ones (its compute and KV
+  traffic combined with the step's, its all-reduces), so ``TPOT = t_step(C, c̄) + (C−1) × stall / (O − 1)``
+  with ``c̄ = P + O/2``.
   TTFT blends the steady state ``t_prefill × (1 + ρ/2)`` (``ρ`` the chance another prefill is running)
   with a wave (fixed-length requests finish and return together; the mean request waits for half of the
   wave's prefill work) by ``wave_share``; a burst (``--request-rate inf`` without a cap) is all wave.
@@ -191,7 +192,8 @@ class Efficiency:
     roofline ``max``; 1: no overlap at all); ``wave_share``: the share of a closed loop's requests that
     arrive in a wave with the others (fixed-length requests finish and return together) rather than
     spread out; ``ttft_fixed_ms``: the API server's part of TTFT (tokenization, scheduling, the first
-    streamed chunk); ``label``: ``assumed`` (a typical figure), ``fitted``
+    streamed chunk); ``moe_compute``: share of the dense TFLOP/s the routed-expert GEMMs reach (vLLM's
+    ``fused_moe`` kernels group a few tokens per expert; ``None``: same as ``compute``); ``label``: ``assumed`` (a typical figure), ``fitted``
     (fitted per runtime on the public data named in ``source``) or ``calibrated`` (a validation run).
     """
 
@@ -207,29 +209,31 @@ class Efficiency:
     overlap_p: float = 0.0
     wave_share: float = 1.0
     ttft_fixed_ms: float = 0.0
+    moe_compute: float | None = None
     label: str = "assumed"
 
 
 _ASSUMED = ("assumed (typical of vLLM with CUDA graphs on datacenter GPUs: ~70-80% of HBM bandwidth in "
             "decode, ~50-60% MFU in prefill); refine with a validation run")
 _VLLM_FIT = (
-    "fitted once for vLLM on GPUs (grid search over mem_bw, compute, layer_us, overlap_p, wave_share, "
-    "ttft_fixed_ms; one set for every GPU, never per case) on the 17 complete vLLM records of "
+    "fitted once for vLLM on GPUs (grid search over mem_bw, compute, moe_compute, layer_us, overlap_p, "
+    "wave_share, ttft_fixed_ms; one set for every GPU, never per case) on the 17 complete vLLM records of "
     "../shared/cases/serving_speed_benchmarks.json with a shipped config and a catalog GPU (gpt-oss-120b on "
     "H100 TP2-8, Mistral-7B on RTX 4090, Qwen3-32B on H100/A100, Qwen3-30B-A3B and Llama-3.1-8B): median "
-    "|error| TPOT 4 %, output tok/s 5 %, TTFT below saturation 14 % (benchmarks/speed_cases.py). The "
+    "|error| TPOT 5 %, output tok/s 6 %, TTFT below saturation 10 % (benchmarks/speed_cases.py). The "
     "speculative terms are assumed (0.3 ms per drafter pass, 0.5 ms per step, 0.02 ms per request); "
     "refine with a validation run")
 EFFICIENCY: dict[tuple[str, str], Efficiency] = {
-    ("vllm", "*"): Efficiency(mem_bw=0.9, compute=0.55, step_overhead_ms=0.3, allreduce_latency_us=10.0,
-                              layer_us=60.0, overlap_p=1.0, wave_share=0.3, ttft_fixed_ms=20.0,
+    ("vllm", "*"): Efficiency(mem_bw=0.9, compute=0.55, moe_compute=0.35, step_overhead_ms=0.3,
+                              allreduce_latency_us=10.0, layer_us=60.0, overlap_p=1.0, wave_share=0.3,
+                              ttft_fixed_ms=20.0,
                               spec_cpu_ms_per_request=0.02, label="fitted", source=_VLLM_FIT),
     ("vllm", "CPU"): Efficiency(mem_bw=0.5, compute=0.3, step_overhead_ms=2.0, allreduce_latency_us=50.0,
                                 source="assumed for vLLM's CPU build (no CUDA graphs, oneDNN GEMMs); "
                                        "refine with a validation run", draft_step_overhead_ms=2.0,
                                 spec_step_overhead_ms=2.0),
     ("sglang", "*"): Efficiency(mem_bw=0.9, compute=0.55, step_overhead_ms=0.3, allreduce_latency_us=10.0,
-                                layer_us=60.0, overlap_p=1.0, wave_share=0.3, ttft_fixed_ms=20.0,
+                                layer_us=60.0, overlap_p=1.0, wave_share=0.3, ttft_fixed_ms=20.0, moe_compute=0.35,
                                 source="base terms assumed equal to vLLM's fit (both replay CUDA graphs for "
                                        "decode); the three speculative terms fitted once for the runtime (grid "
                                        "search, not per case) on the EAGLE-3 paper's SGLang v0.4.4 table, "
@@ -452,6 +456,7 @@ class ModelCost:
     allreduce_layers: int
     tp: int
     pp: int
+    expert_matmul_params: float = 0.0  # of matmul_params: routed-expert parameters multiplied per token
 
     def experts_touched(self, tokens: int) -> float:
         """Expected distinct routed experts per MoE layer for ``tokens`` tokens, each routed to ``topk``
@@ -568,7 +573,8 @@ def model_cost(arch: ModelArch, est: Plan, *, dtype: str, quant: QuantScheme | N
                                  window=None))
     return ModelCost(dense_bytes=dense, expert_bytes=expert_bytes, num_experts=arch.num_experts,
                      topk=arch.num_experts_per_tok, matmul_params=matmul, attn=tuple(groups), state_bytes=state,
-                     hidden=arch.hidden_size, allreduce_layers=arch.num_layers, tp=tp, pp=pp)
+                     hidden=arch.hidden_size, allreduce_layers=arch.num_layers, tp=tp, pp=pp,
+                     expert_matmul_params=p.active_experts / tp)
 
 
 @dataclass(frozen=True)
@@ -624,13 +630,23 @@ def step_cost(mc: ModelCost, hw: Hardware, *, requests: int, tokens_per_request:
     kvbytes = requests * mc.kv_bytes(context)
     flops = 2 * mc.matmul_params * tokens + requests * mc.attention_flops(context, tokens_per_request)
     mem = (wbytes + kvbytes) / (hw.bandwidth * hw.eff.mem_bw)
-    comp = flops / (hw.peak_flops * hw.eff.compute)
+    comp = _compute_seconds(mc, hw, flops, tokens)
     comm = _comm_seconds(mc, hw, tokens)
     ovh = (hw.eff.step_overhead_ms * 1e-3 if overhead else 0.0) + mc.allreduce_layers * hw.eff.layer_us * 1e-6
     return StepCost(tokens=tokens, bytes_weights=wbytes, bytes_kv=kvbytes, flops=flops,
                     experts_touched=mc.experts_touched(tokens), memory_ms=mem * 1e3, compute_ms=comp * 1e3,
                     comm_ms=comm * 1e3, overhead_ms=ovh * 1e3, total_ms=(_core(mem, comp, hw.eff) + comm + ovh) * 1e3,
                     bound="memory" if mem >= comp else "compute")
+
+
+def _compute_seconds(mc: ModelCost, hw: Hardware, flops: float, tokens: int) -> float:
+    """``flops`` of a pass over ``tokens`` tokens at the compute efficiency, the routed-expert share of them
+    (``2 × expert_matmul_params × tokens``) at ``moe_compute`` when the row sets it."""
+    eff = hw.eff
+    if not mc.expert_matmul_params or eff.moe_compute is None:
+        return flops / (hw.peak_flops * eff.compute)
+    moe = 2 * mc.expert_matmul_params * tokens
+    return (flops - moe) / (hw.peak_flops * eff.compute) + moe / (hw.peak_flops * eff.moe_compute)
 
 
 def _core(mem: float, comp: float, eff: Efficiency) -> float:
@@ -654,7 +670,7 @@ def prefill_cost(mc: ModelCost, hw: Hardware, *, prompt_len: int, chunk: int) ->
         wb = mc.weight_bytes(n)
         kvb = mc.kv_bytes(end)  # the chunk reads the prefix and writes its own KV: ~ one pass over it
         fl = 2 * mc.matmul_params * n + mc.attention_flops(end, n)
-        m, c = (wb + kvb) / (hw.bandwidth * hw.eff.mem_bw), fl / (hw.peak_flops * hw.eff.compute)
+        m, c = (wb + kvb) / (hw.bandwidth * hw.eff.mem_bw), _compute_seconds(mc, hw, fl, n)
         mem += m
         comp += c
         wbytes, kvbytes, flops = wbytes + wb, kvbytes + kvb, flops + fl
@@ -889,7 +905,12 @@ def _at(s: _Setup, prompt_len: int, output_len: int, conc: int, step_ms: float |
     step_ms = step.total_ms if step_ms is None else step_ms
     pre = prefill_cost(s.target, s.hw, prompt_len=prompt_len, chunk=s.chunk)
     n_chunks = math.ceil(prompt_len / s.chunk)
-    stall = max(0.0, pre.total_ms - n_chunks * step.total_ms)
+    # a prefill rides in decode steps (chunked prefill): it adds its compute and its KV traffic to steps that
+    # stream the weights anyway, i.e. what the memory/compute combination of the mixed steps costs beyond
+    # the plain ones (ideal roofline: nothing until the step turns compute-bound; no overlap: all its compute)
+    kv_ms = pre.bytes_kv / (s.hw.bandwidth * s.hw.eff.mem_bw) * 1e3
+    mixed = _core(n_chunks * step.memory_ms + kv_ms, n_chunks * step.compute_ms + pre.compute_ms, s.hw.eff)
+    stall = max(0.0, mixed - n_chunks * _core(step.memory_ms, step.compute_ms, s.hw.eff) + pre.comm_ms)
     tpot = step_ms + (conc - 1) * stall / max(1, output_len - 1)
     lifetime = pre.total_ms + (output_len - 1) * tpot
     rho = min(1.0, (conc - 1) * pre.total_ms / lifetime) if lifetime > 0 else 0.0
