@@ -1102,10 +1102,14 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
         sources["ttft_ms.queue"] = ("mean queue wait (C/M - 1) x request lifetime (closed loop, Little's law) or half "
                                     "of it (burst of C requests), M = requests running at once")
     sources.update({
-        "decode_step_ms": "roofline: max(weights + KV bytes / (bandwidth x eff), FLOPs / (peak x eff)) + TP "
-                          "all-reduce + step overhead, at the mean context prompt_len + output_len/2",
-        "itl_ms": "TPOT = decode step + (C-1) x prefill stall / (output_len - 1) (closed loop of C requests)",
-        "ttft_ms": "chunked prefill roofline x (1 + rho/2), rho = chance another prefill is running",
+        "decode_step_ms": ("memory = weights + KV bytes / (bandwidth x eff), compute = FLOPs / (peak x eff) (routed "
+                           "experts at moe_compute), combined as (mem^p + comp^p)^(1/p) (p = overlap_p; 0 = max) + TP "
+                           "all-reduces + step overhead + layers x layer_us, at the mean context prompt_len + "
+                           "output_len/2"),
+        "itl_ms": ("TPOT = decode step + (C-1) x prefill stall / (output_len - 1) (closed loop of C requests); the stall "
+                   "is what a prompt's chunks add to the decode steps they ride in"),
+        "ttft_ms": ("chunked prefill x (1 + rho/2) (rho = chance another prefill is running), blended by wave_share "
+                    "with a wave of C prompts arriving together, + the API server's ttft_fixed_ms"),
         "output_tokens_per_s": "C x output_len / (TTFT + (output_len - 1) x TPOT)",
         "efficiency_label": f"{hw.eff.label}: {hw.eff.source}",
     })
