@@ -200,10 +200,9 @@ def test_shipped_typical_figures_match_the_shared_cases(ground_truth):
 
 
 def test_break_even_solver_by_hand():
-    # k = 1: AL = 1 + a, so a* = cost - 1
+    # the rate is accepted / drafted tokens (vLLM's): AL = 1 + k x rate, so rate* = (cost - 1) / k
     assert perf.break_even_acceptance_rate(1.25, 1) == pytest.approx(0.25, abs=1e-9)
-    # k = 2: 1 + a + a^2 = 1.75  ->  a = (-1 + sqrt(1 + 3)) / 2 = 0.5
-    assert perf.break_even_acceptance_rate(1.75, 2) == pytest.approx(0.5, abs=1e-9)
+    assert perf.break_even_acceptance_rate(1.75, 2) == pytest.approx(0.375, abs=1e-9)
     assert perf.break_even_acceptance_rate(0.9, 3) == 0.0
     assert perf.break_even_acceptance_rate(4.0, 3) is None
 
@@ -211,7 +210,7 @@ def test_break_even_solver_by_hand():
 def test_ngram_break_even_at_high_concurrency_by_hand():
     """ngram drafts on the CPU; k=3 verifies 4 tokens per request. At 64 requests the 256-token verification
     pass is compute-bound while a plain step is memory-bound; the break-even a solves 1 + a + a^2 + a^3 =
-    t_spec_step / t_step."""
+    t_spec_step / t_step, i.e. rate = (ratio - 1) / k in vLLM's accepted / drafted terms."""
     m = llama_by_hand()
     gpu = catalog(H100)
     eff = perf.get_efficiency(H100)
@@ -235,9 +234,8 @@ def test_ngram_break_even_at_high_concurrency_by_hand():
     fixed = (eff.spec_step_overhead_ms + batch * eff.spec_cpu_ms_per_request) * 1e-3
     ratio = (verify + ovh + cpu + rej + fixed) / (step + ovh)
     assert r.spec.cost_ratio == pytest.approx(ratio, rel=1e-3)
-    a = r.spec.break_even_acceptance_rate
-    assert 1 + a + a * a + a ** 3 == pytest.approx(ratio, abs=2e-3)
-    assert r.spec.mean_acceptance_length == pytest.approx(1 + 0.6 + 0.36 + 0.216)
+    assert r.spec.break_even_acceptance_rate == pytest.approx((ratio - 1) / k, abs=1e-3)
+    assert r.spec.mean_acceptance_length == pytest.approx(1 + k * 0.6)  # vLLM: AL = 1 + k x accepted/drafted
     assert r.spec.verify.bound == "compute"
     assert any("compute-bound" in w for w in r.warnings)
     fields = perf.speed_fields(inp, None, prompt, out, batch, acceptance_rate=0.6)
@@ -262,7 +260,7 @@ def test_cpu_drafter_with_memory_bound_verify_still_has_a_break_even_above_zero(
     assert r.spec.verify.total_ms - base == pytest.approx(three_tokens_ms, rel=0.05)
     assert r.spec.cost_ratio == pytest.approx((r.spec.verify.total_ms + extra) / base, rel=1e-3)
     assert r.spec.break_even_acceptance_rate > 0.05  # never 0 for a method with a cost
-    assert r.spec.speedup == pytest.approx(1.875 / r.spec.cost_ratio, rel=0.01)
+    assert r.spec.speedup == pytest.approx((1 + 3 * 0.5) / r.spec.cost_ratio, rel=0.01)  # AL = 1 + k x rate
 
 
 def test_eagle3_uses_the_public_figure_and_a_one_layer_head():
@@ -407,7 +405,7 @@ def test_estimate_command_carries_the_speed_fields():
                  "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 2}', "--acceptance-rate", "0.5",
                  "--format", "json", stdout=out)
     data = json.loads(out.getvalue())
-    assert data["mean_acceptance_length"] == pytest.approx(1.75)
+    assert data["mean_acceptance_length"] == pytest.approx(2.0)  # 1 + k x rate = 1 + 2 x 0.5
     assert 0 < data["break_even_acceptance_rate"] < 0.2 and data["spec_speedup"] > 1
 
     with pytest.raises(CommandError) as err:

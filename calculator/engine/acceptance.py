@@ -17,8 +17,8 @@ Model (``calculator/data/spec_acceptance.json`` holds the figures and says where
   workload class multiplies ``α₁`` by the ratio of ``α₁`` solved from acceptance lengths measured on
   several datasets with one drafter; temperature ``T`` multiplies it by ``1 − (1 − r) × min(T, 2)``,
   ``r`` the temperature-1 over temperature-0 ratio of one published pair.
-* a user's acceptance rate (``α`` per drafted token, geometric) or acceptance length (at the user's
-  ``k``) replaces all of this.
+* a user's acceptance rate (accepted / drafted tokens, vLLM's definition: ``AL = 1 + k × rate``) or
+  acceptance length (at the user's ``k``) replaces all of this.
 
 The range (``low``/``high``) is the spread of the source figures where there are several, else ±15 %
 on ``α₁`` for a figure from another model or dataset, ±5 % for a user's own measurement.
@@ -215,7 +215,8 @@ def temperature_factor(temperature: float | None) -> float:
 class Acceptance:
     """Predicted acceptance at ``k`` drafts. ``rates``: conditional per-position rates; ``length``: mean
     acceptance length (incl. bonus); ``low``/``high``: its range; ``alpha``: the geometric per-token
-    rate with the same length (what ``--acceptance-rate`` means); ``source``: where it comes from."""
+    rate with the same length; :attr:`rate`: accepted / drafted tokens (vLLM's "Avg Draft acceptance
+    rate", what ``--acceptance-rate`` means); ``source``: where it comes from."""
 
     method: str
     k: int
@@ -229,6 +230,11 @@ class Acceptance:
     source: str
     label: str  # "user input" | "public figure" | "public figure, other workload"
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        """Accepted / drafted tokens: ``(AL − 1) / k`` (vllm/v1/spec_decode/metrics.py)."""
+        return (self.length - 1) / self.k
 
     def length_at(self, k: int, alpha1: float | None = None) -> float:
         """``AL`` at another ``k`` with the same per-position model."""
@@ -278,7 +284,9 @@ def predict_acceptance(method: str, k: int, *, workload: str | None = None, temp
         k: ``num_speculative_tokens`` (≥ 1).
         workload: a class of :data:`WORKLOADS` or an alias.
         temperature: sampling temperature of the traffic (``None``/0: greedy).
-        acceptance_rate: α per drafted token (0–1), geometric: ``AL = (1 − α^(k+1)) / (1 − α)``.
+        acceptance_rate: accepted / drafted tokens (0–1), vLLM's "Avg Draft acceptance rate" (the
+            validator's ``acceptance_rate``): ``AL = 1 + k × rate``; other ``k`` follow the geometric rate
+            with that length.
         acceptance_length: mean acceptance length at this ``k`` (1 to k+1), as vLLM/SGLang log it.
         target: the target model's repo id (or a label ending with it): a figure measured on that target
             (``target_figures``) replaces the method's base figure.
@@ -308,13 +316,15 @@ def predict_acceptance(method: str, k: int, *, workload: str | None = None, temp
                           "user input")
     if acceptance_rate is not None:
         if not 0 <= acceptance_rate <= 1:
-            raise EngineInputError("acceptance_rate", f"must be between 0 and 1 (per drafted token), got "
+            raise EngineInputError("acceptance_rate", f"must be between 0 and 1 (accepted / drafted tokens), got "
                                                       f"{acceptance_rate}")
-        a = acceptance_rate
-        al = mean_length(a, 1.0, k) if a < 1 else float(k + 1)
+        al = 1 + k * acceptance_rate  # vLLM: mean_acceptance_length = 1 + accepted / drafts, rate = accepted / drafted
+        a = geometric_alpha(al, k)
         lo, hi = _alpha_range(a, "user input")
         return Acceptance(method, k, a, 1.0, conditional_rates(a, 1.0, k), al, mean_length(lo, 1.0, k),
-                          mean_length(hi, 1.0, k), a, "user input (--acceptance-rate), per drafted token", "user input")
+                          mean_length(hi, 1.0, k), a,
+                          "user input (--acceptance-rate: accepted / drafted tokens, vLLM's 'Avg Draft acceptance "
+                          "rate'), i.e. mean acceptance length 1 + k x rate", "user input")
 
     mm = method_model(method)
     notes: list[str] = []

@@ -349,14 +349,15 @@ def alpha_from_acceptance_length(mean_length: float, k: int) -> float:
 
 
 def break_even_acceptance_rate(cost_ratio: float, k: int) -> float | None:
-    """The ``α`` at which speculation breaks even: ``AL(α, k) = cost_ratio`` where ``cost_ratio`` is
-    ``(t_draft + t_verify) / t_step`` (time of one speculative step over one plain decode step).
-    ``0.0`` when speculation pays even at α = 0; ``None`` when it never pays (cost above ``k+1``)."""
+    """The acceptance rate (accepted / drafted tokens, vLLM's "Avg Draft acceptance rate") at which
+    speculation breaks even: ``AL = 1 + k × rate = cost_ratio``, ``cost_ratio`` = time of one speculative
+    step over one plain decode step, so ``rate = (cost_ratio − 1) / k``. ``0.0`` when speculation pays
+    even when nothing is accepted; ``None`` when it never pays (cost at or above ``k+1`` steps)."""
     if cost_ratio <= 1:
         return 0.0
     if cost_ratio >= k + 1:
         return None
-    return _bisect(lambda a: acceptance_length(a, k) - cost_ratio, 0.0, 1.0)
+    return (cost_ratio - 1) / k
 
 
 def _bisect(f, lo: float, hi: float, iters: int = 60) -> float:
@@ -706,8 +707,9 @@ class CurvePoint(BaseModel):
 
 
 class SpecResult(BaseModel):
-    """Speed with speculative decoding. ``acceptance_rate`` is the per-drafted-token rate α (see
-    :func:`acceptance_length`); ``itl_ms`` is the time per output token (TPOT)."""
+    """Speed with speculative decoding. ``acceptance_rate`` and ``break_even_acceptance_rate`` are accepted /
+    drafted tokens (vLLM's "Avg Draft acceptance rate": ``AL = 1 + k × rate``); ``speedup_curve`` is
+    ``[(rate, speedup)]``; ``itl_ms`` is the time per output token (TPOT)."""
 
     method: str
     num_speculative_tokens: int
@@ -1018,7 +1020,8 @@ def estimate_speed(inp: EngineInput, est: EstimateResult | None = None, *, promp
             and the KV cache capacity.
         prompt_len, output_len: tokens per request (``vllm bench serve --random-input-len/--random-output-len``).
         concurrency: requests in flight (``--max-concurrency``).
-        acceptance_rate: α per drafted token (0-1), geometric; overrides the acceptance model.
+        acceptance_rate: accepted / drafted tokens (0-1), vLLM's "Avg Draft acceptance rate" and the
+            validator's ``acceptance_rate``: ``AL = 1 + k × rate``; overrides the acceptance model.
         acceptance_length: mean acceptance length at this k (incl. the bonus token); overrides it too.
         temperature: sampling temperature of the traffic (lowers the modelled acceptance).
         workload: ``chat``, ``code``, ``reasoning``, ``creative``, ``summarization`` (or an alias).
@@ -1212,7 +1215,8 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
             "mtp": "k passes of one MTP module (+ shared lm_head) + k x fixed pass cost",
         }.get(method, "drafter passes") + " + rejection sampling (2 x C x k x vocab fp32) + the runtime's fixed "
         "per-speculative-step cost (vllm/v1/spec_decode/eagle.py:219, vllm/v1/sample/rejection_sampler.py)")
-    sources["break_even_acceptance_rate"] = "solves (1 - a^(k+1))/(1 - a) = t_spec_step / t_step"
+    sources["break_even_acceptance_rate"] = ("accepted / drafted tokens at which 1 + k x rate = t_spec_step / t_step "
+                                             "(vLLM's 'Avg Draft acceptance rate')")
     if s.plan.draft_note:
         sources["draft"] = s.plan.draft_note
         warnings.append(s.plan.draft_note)
@@ -1220,7 +1224,7 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
                                      "and 0.5x them")
 
     al = acc.length if acc is not None else None
-    alpha = acc.alpha if acc is not None else None
+    alpha = acc.rate if acc is not None else None
     itl = tps = speedup = lo = hi = None
     best_k = stop_conc = None
     curves: dict[int, list[tuple[int, float]]] = {}
@@ -1253,13 +1257,11 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
                 stop_conc = prev if prev is not None else 0
                 break
             prev = c
-    curve = []
-    for i in range(0, 20):
+    curve = []  # speedup against the acceptance rate (accepted / drafted): AL = 1 + k x rate
+    for i in range(0, 21):
         a = i / 20
-        sp_tpot = sp.total_ms / acceptance_length(a, k) + (base.tpot - base.step.total_ms)
+        sp_tpot = sp.total_ms / (1 + k * a) + (base.tpot - base.step.total_ms)
         curve.append((a, round(base.tpot / sp_tpot, 4)))
-    a = 0.99
-    curve.append((a, round(base.tpot / (sp.total_ms / acceptance_length(a, k) + base.tpot - base.step.total_ms), 4)))
 
     slowdown = None
     if speedup is not None:
@@ -1325,7 +1327,8 @@ def speed_fields(engine_input: EngineInput, estimate_result: EstimateResult | No
     ``calibrated``. With speculation also ``mean_acceptance_length``, ``spec_speedup`` (TPOT without /
     with) with ``spec_speedup_low``/``spec_speedup_high``, ``spec_slowdown`` (``likely``/``possible``/
     ``unlikely``), ``best_num_speculative_tokens`` at this concurrency, ``spec_stops_paying_above_concurrency``
-    and ``break_even_acceptance_rate`` (α per drafted token); ``speed_sources`` and ``speed_warnings``.
+    and ``break_even_acceptance_rate`` (accepted / drafted tokens, as vLLM logs its "Avg Draft acceptance
+    rate"); ``speed_sources`` and ``speed_warnings``.
 
     Raises:
         EngineInputError: see :func:`estimate_speed`.
