@@ -246,11 +246,16 @@ EFFICIENCY: dict[tuple[str, str], Efficiency] = {
                                        "H100, batch 2-64) with the acceptance model of acceptance.py: 8/8 win/lose calls, median |error| 7 %",
                                 draft_step_overhead_ms=1.0, spec_step_overhead_ms=1.5, spec_cpu_ms_per_request=0.02,
                                 label="fitted"),
-    ("tensorrt-llm", "*"): Efficiency(mem_bw=0.8, compute=0.6, step_overhead_ms=0.2, allreduce_latency_us=8.0,
-                                      source="assumed (compiled engine, CUDA graphs, custom all-reduce)"),
-    ("llama.cpp", "*"): Efficiency(mem_bw=0.65, compute=0.35, step_overhead_ms=1.0, allreduce_latency_us=50.0,
+    ("tensorrt-llm", "*"): Efficiency(mem_bw=0.9, compute=0.6, step_overhead_ms=0.2, allreduce_latency_us=8.0,
+                                      layer_us=40.0, overlap_p=1.0, wave_share=0.3, ttft_fixed_ms=20.0,
+                                      source="assumed: vLLM's fitted form with a compiled engine's smaller per-layer "
+                                             "and per-step costs (CUDA graphs, custom all-reduce); no public data "
+                                             "fitted"),
+    ("llama.cpp", "*"): Efficiency(mem_bw=0.75, compute=0.35, step_overhead_ms=1.0, allreduce_latency_us=50.0,
+                                   layer_us=30.0, overlap_p=1.0, wave_share=0.3, ttft_fixed_ms=20.0,
                                    source="assumed for llama.cpp's CUDA/ROCm backends (ggml graphs, no vLLM-style "
-                                          "batching kernels)", draft_step_overhead_ms=1.0, spec_step_overhead_ms=1.0),
+                                          "batching kernels), in vLLM's fitted form; no public data fitted",
+                                   draft_step_overhead_ms=1.0, spec_step_overhead_ms=1.0),
 }
 RUNTIMES = ("vllm", "sglang", "tensorrt-llm", "llama.cpp")
 _MEASURED: dict[tuple[str, str], Efficiency] = {}
