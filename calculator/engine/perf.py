@@ -609,6 +609,8 @@ def hardware(gpu: GPU, quant: QuantScheme | None, runtime: str = "vllm") -> Hard
     use_fp8 = fp8 and gpu.tflops_fp8 is not None and (cap is None or cap >= (8, 9)) and not gpu.is_cpu
     link, link_src = interconnect(gpu)
     eff = get_efficiency(gpu.name, runtime)
+    if eff.label == "fitted" and gpu.vendor != "nvidia":  # the public data behind the fits is NVIDIA's
+        eff = replace(eff, label="assumed", source=f"{eff.source}; fitted on NVIDIA GPUs only, assumed for {gpu.name}")
     tflops = gpu.tflops_fp8 if use_fp8 else gpu.tflops_bf16
     return Hardware(bandwidth=gpu.bandwidth_gbps * 1e9, peak_flops=tflops * 1e12, link=link * 1e9, eff=eff,
                     compute_dtype="fp8" if use_fp8 else "bf16/fp16",
