@@ -65,7 +65,7 @@ from .errors import EngineInputError
 from .gpus import GPU, get_gpu
 from .memory import estimate, resolve_dtype
 from .schemas import EngineInput, EstimateResult
-from .acceptance import Acceptance, known_draft_head, normalize_workload, predict_acceptance  # noqa: F401
+from .acceptance import Acceptance, known_draft_head, normalize_workload, predict_acceptance
 from .weights import QuantScheme, resolve_quant, round_up, weights_per_gpu
 
 TYPICAL_FILE = Path(__file__).resolve().parent.parent / "data" / "spec_decode_typical.json"
