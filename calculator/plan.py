@@ -160,6 +160,24 @@ def _base_name(repo: str) -> str:
     return name
 
 
+def with_known_draft_head(request: ServingRequest) -> tuple[ServingRequest, str | None]:
+    """EAGLE / EAGLE-3 without a named head: the public head catalogued for the target
+    (:func:`calculator.engine.acceptance.known_draft_head`, with its source), or a refusal naming the field.
+    Returns the request with ``speculative_config.model`` filled and a note saying so."""
+    spec = request.speculative_config
+    if spec is None or spec.method not in ("eagle", "eagle3") or spec.model:
+        return request, None
+    from calculator.engine.acceptance import known_draft_head
+
+    known = known_draft_head(request.model, spec.method)
+    if known is None:
+        raise EngineInputError("speculative_config", f"no public {spec.method} head is known for {request.model}: "
+                               "give speculative_config.model (the head's Hugging Face id)")
+    head, source = known
+    changed = request.replace(speculative_config={**spec.model_dump(exclude_none=True), "model": head})
+    return changed, f"speculative_config.model: {head}, the public {spec.method} head for {request.model} ({source})"
+
+
 # --- the pipeline -------------------------------------------------------------------------------------
 def make_plan(request: ServingRequest, local: dict[str, Any] | None = None, *, with_speed: bool = True,
               with_suggestions: bool = True) -> Plan:
@@ -179,7 +197,10 @@ def make_plan(request: ServingRequest, local: dict[str, Any] | None = None, *, w
         if hit is not None:
             return hit
     runtime = get_runtime(request.runtime)
+    request, head_note = with_known_draft_head(request)
     model = load(request, local)
+    if head_note:
+        model = LoadedModel(**{**model.__dict__, "notes": (*model.notes, head_note)})
     memory = runtime.memory(request, model)
     compat = compat_error = None
     try:

@@ -35,7 +35,6 @@ from calculator.engine.weights import VLLM_QUANTIZATION_METHODS
 InputError = EngineInputError
 
 RuntimeName = Literal["vllm", "sglang"]
-Workload = Literal["chat", "code", "reasoning", "creative", "summarization", "repetitive"]
 
 DEFAULT_GPU = "H100"
 # Hub repo ids: "org/name" (huggingface_hub's validate_repo_id rules; also keeps a leading "-" out of argv).
@@ -109,8 +108,8 @@ class SpeculativeRequest(BaseModel):
 
     @model_validator(mode="after")
     def _needs(self) -> SpeculativeRequest:
-        if self.method in ("draft_model", "eagle", "eagle3") and not self.model:
-            raise ValueError(f"method {self.method} needs \"model\": the draft's Hugging Face id")
+        if self.method == "draft_model" and not self.model:
+            raise ValueError("method draft_model needs \"model\": the draft's Hugging Face id")
         if self.method not in ("draft_model", "eagle", "eagle3") and self.model:
             raise ValueError(f"method {self.method} takes no draft \"model\"")
         if self.method not in ("ngram",) and (self.prompt_lookup_max or self.prompt_lookup_min):
@@ -162,9 +161,14 @@ class ServingRequest(BaseModel):
     speculative_config: SpeculativeRequest | None = Field(None, json_schema_extra=_meta(
         "--speculative-config", 'JSON, e.g. {"method": "ngram", "num_speculative_tokens": 3}', "speculative"))
     acceptance_rate: float | None = Field(None, ge=0, le=1, json_schema_extra=_meta(
-        "--acceptance-rate", "speculative decoding: acceptance rate per drafted token (speed only)", "speculative"))
-    workload: Workload | None = Field(None, json_schema_extra=_meta(
-        "--workload", "kind of traffic: picks the typical acceptance figure (speed only)", "workload"))
+        "--acceptance-rate", "speculative decoding: accepted / drafted tokens, as vLLM logs it (speed only)",
+        "speculative"))
+    acceptance_length: float | None = Field(None, ge=1, le=17, json_schema_extra=_meta(
+        "--acceptance-length", "speculative decoding: mean tokens per verification step, 1 + accepted per draft "
+        "(speed only)", "speculative"))
+    workload: str | None = Field(None, max_length=40, json_schema_extra=_meta(
+        "--workload", "kind of traffic (chat, code, reasoning, creative, summarization, random, repetitive): picks "
+        "the typical acceptance figure (speed only)", "workload"))
     temperature: float | None = Field(None, ge=0, le=2, json_schema_extra=_meta(
         "--temperature", "sampling temperature of the traffic (speed only)", "workload"))
     # -- SGLang's own settings (runtime=sglang), with SGLang's flag names -----------------------------
@@ -223,6 +227,13 @@ class ServingRequest(BaseModel):
             raise ValueError(f"unknown quantization method {v!r}; vLLM's are {', '.join(VLLM_QUANTIZATION_METHODS)}")
         return v
 
+    @field_validator("workload")
+    @classmethod
+    def _workload(cls, v: str | None) -> str | None:
+        from calculator.engine.acceptance import normalize_workload
+
+        return normalize_workload(v)  # raises InputError("workload", ...) listing the classes
+
     @field_validator("block_size")
     @classmethod
     def _block(cls, v: int | None) -> int | None:
@@ -257,6 +268,8 @@ class ServingRequest(BaseModel):
 
     @model_validator(mode="after")
     def _release_and_backend(self) -> ServingRequest:
+        if self.acceptance_rate is not None and self.acceptance_length is not None:
+            raise InputError("acceptance_length", "give acceptance_rate or acceptance_length, not both")
         if self.runtime == "sglang":
             from calculator.runtimes.sglang.compat import CHOICES
             from calculator.runtimes.sglang.releases import COVERED
@@ -577,12 +590,24 @@ def _choice_help(name: str) -> str:
     return ""
 
 
+def local_model_id(path: str) -> str:
+    """The model id of a local ``config.json``: ``Org/Name`` for the catalog's ``Org__Name.json`` naming,
+    else ``local/<file stem>``."""
+    stem = path.rsplit("/", 1)[-1].removesuffix(".json")
+    if "__" in stem:
+        org, _, name = stem.partition("__")
+        candidate = f"{org}/{name}"
+        if HUB_ID_RE.fullmatch(candidate):
+            return candidate
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "-", stem).lstrip("-._") or "config"
+    return f"local/{stem[:90]}"
+
+
 def request_from_options(opts: Mapping[str, Any]) -> ServingRequest:
     """:func:`parse_request` over parsed command-line options (``vars(args)`` or Django's ``options``);
     options that are not request fields (``--format``, ``--config``...) are left out. With ``--config``
     and no ``--model``, the request is named ``local/<file stem>``."""
-    data = {k: v for k, v in opts.items() if k in KNOWN_PARAMS and v is not None}
+    data = {k: v for k, v in opts.items() if (k in KNOWN_PARAMS or k in ALIASES) and v is not None}
     if opts.get("config") and not data.get("model"):
-        stem = re.sub(r"[^A-Za-z0-9_.-]", "-", str(opts["config"]).rsplit("/", 1)[-1].removesuffix(".json")) or "config"
-        data["model"] = f"local/{stem[:90]}"
+        data["model"] = local_model_id(str(opts["config"]))
     return parse_request(data)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from django.core.cache import cache
 
 import pytest
@@ -67,9 +69,16 @@ def test_it_rejects_speculative_config_that_is_not_json(client):
     assert _bad(client, f"model={LLAMA}&speculative_config=eagle")["field"] == "speculative_config"
 
 
-def test_it_needs_a_draft_model_for_eagle(client):
-    body = _bad(client, f'model={LLAMA}&speculative_config={{"method":"eagle","num_speculative_tokens":3}}')
-    assert body["field"] == "speculative_config" and "needs" in body["error"]
+def test_it_needs_a_draft_model_for_eagle_when_no_public_head_is_known(client):
+    body = _bad(client, 'model=Qwen/Qwen3-8B&speculative_config={"method":"eagle","num_speculative_tokens":3}')
+    assert body["field"] == "speculative_config" and "no public eagle head is known" in body["error"]
+
+
+def test_eagle3_without_a_head_uses_the_known_public_head(client):
+    body = _ok(client, f'model={LLAMA}&speculative_config={{"method":"eagle3","num_speculative_tokens":3}}')
+    spec = json.loads(body["serve_argv"][body["serve_argv"].index("--speculative-config") + 1])
+    assert spec["model"] and "EAGLE3" in spec["model"].upper()
+    assert any("public eagle3 head" in n for n in body["model_notes"])
 
 
 def test_it_rejects_an_unknown_kv_cache_dtype(client):

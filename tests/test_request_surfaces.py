@@ -38,7 +38,7 @@ BAD = [
     ({"speculative_config": '{"method":"ngram","num_speculative_tokens":1000}'}, "speculative_config"),
     ({"speculative_config": '{"method":"draft_model","model":"x/y","num_speculative_tokens":3,'
                             '"draft_load_config":{"download_dir":"/tmp"}}'}, "speculative_config"),
-    ({"speculative_config": '{"method":"eagle","num_speculative_tokens":3}'}, "speculative_config"),
+    ({"speculative_config": '{"method":"draft_model","num_speculative_tokens":3}'}, "speculative_config"),
     ({"enforce_eager": "maybe"}, "enforce_eager"),
 ]
 GOOD = [

@@ -190,6 +190,9 @@ def get_gpu(name: str) -> GPU:
     gpu = index.get(key)
     if gpu is not None:
         return gpu
+    gpu = _loose_match(key, index)
+    if gpu is not None:
+        return gpu
     entry = amb.get(key)
     if entry is not None:
         if entry.choice is not None:
@@ -199,6 +202,23 @@ def get_gpu(name: str) -> GPU:
     raise EngineInputError(
         "gpu", f"unknown GPU {name!r}; closest known: {', '.join(closest_gpu_names(text))}; "
                f"for another device give its memory as {CUSTOM_PREFIX}<GiB>GiB, e.g. custom:24GiB:sm89")
+
+
+def _loose_match(key: str, index: dict[str, GPU]) -> GPU | None:
+    """The names people write around a catalog name: a vendor / brand prefix (``NVIDIA H100 SXM``,
+    ``NVIDIA GeForce RTX 4090``) and a trailing board size that agrees with the row (``RTX 4090 24GB``,
+    ``A100 SXM 80GB``). A size that disagrees with the row is not dropped."""
+    stripped = re.sub(r"^(nvidia|amd|geforce|radeon|intel)+", "", key)
+    gpu = index.get(stripped)
+    if gpu is not None:
+        return gpu
+    if stripped.endswith("gb"):
+        for digits in (3, 2):
+            size, cand = stripped[-2 - digits:-2], stripped[:-2 - digits]
+            gpu = index.get(cand) if size.isdigit() and cand else None
+            if gpu is not None and (gpu.board_memory_gb is None or int(size) == round(gpu.board_memory_gb)):
+                return gpu
+    return None
 
 
 def closest_gpu_names(name: str, n: int = 5) -> list[str]:

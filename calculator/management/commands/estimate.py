@@ -61,8 +61,9 @@ def render_table(res: EstimateResult, info: dict, speed: dict | None = None, ver
 
 class Command(BaseCommand):
     help = ("Predict what the runtime logs at start-up per GPU (weights, KV cache tokens, max concurrency), whether "
-            "the configuration works, and its speed. Exit status: 0 works, 1 does not fit / does not start, "
-            "3 depends on a condition, 2 bad input.")
+            "the configuration works, and its speed. Exit status of the table: 0 works, 1 does not fit / does not "
+            "start, 3 depends on a condition; --format json exits 0 with the verdict in its 'verdict' key; "
+            "2 bad input.")
 
     def add_arguments(self, parser):
         add_request_arguments(parser)
@@ -82,6 +83,6 @@ class Command(BaseCommand):
             info = {"model": plan.model.repo_id, "sha": plan.model.sha, "source": plan.model.source,
                     "notes": list(plan.model.notes)}
             self.stdout.write(render_table(plan.memory, info, {**payload, **kw}, plan.verdict))
-        if plan.verdict.exit_status:
+        if plan.verdict.exit_status and options["format"] == "table":
             raise CommandError(f"verdict: {plan.verdict.status}: {plan.verdict.headline}",
                                returncode=plan.verdict.exit_status)

@@ -92,7 +92,8 @@ class VLLM:
         1 in flight) where the request leaves them empty."""
         return {"prompt_len": request.prompt_len or 1024, "output_len": request.output_len or 128,
                 "concurrency": request.concurrency or 1, "acceptance_rate": request.acceptance_rate,
-                "temperature": request.temperature, "workload": request.workload}
+                "acceptance_length": request.acceptance_length, "temperature": request.temperature,
+                "workload": request.workload}
 
     def speed(self, request, model: LoadedModel, memory: EstimateResult):
         """TTFT / ITL / tok/s and speculative decoding (:func:`calculator.engine.perf.estimate_speed`)."""
@@ -106,4 +107,5 @@ class VLLM:
 
         kw = self.speed_kwargs(request)
         return perf.speed_fields(self.engine_input(request, model), memory, kw["prompt_len"], kw["output_len"],
-                                 kw["concurrency"], kw["acceptance_rate"])
+                                 kw["concurrency"], kw["acceptance_rate"], workload=kw["workload"],
+                                 temperature=kw["temperature"], acceptance_length=kw["acceptance_length"])
