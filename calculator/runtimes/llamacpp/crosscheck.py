@@ -1,0 +1,242 @@
+"""Oracle: tiny GGUFs written with ``gguf.GGUFWriter``, loaded by llama.cpp (llama-cpp-python, CPU build) in a
+subprocess; the ``llama_kv_cache: size = ...``, ``KV buffer size`` and ``model buffer size`` lines it logs are
+compared with ``memory.plan()``.
+
+``write_tiny_gguf`` lays out a model with the tensor names and shapes llama.cpp's loader requires for the
+architecture (src/models/<arch>.cpp ``load_arch_tensors``) and a GPT-2 style vocabulary (tokens + one merge).
+``run_cases()`` needs ``llama_cpp`` importable (``pip install llama-cpp-python==0.3.36``, optional group
+``llamacpp``); without it ``LlamaCppMissing`` is raised.
+"""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel
+
+from calculator.runtimes.llamacpp.gguf_meta import read_gguf
+from calculator.runtimes.llamacpp.memory import MiB, plan
+
+TYPE_IDS = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
+
+
+class LlamaCppMissing(RuntimeError):
+    pass
+
+
+def write_tiny_gguf(path: str | Path, arch: str, *, n_layer: int = 4, n_embd: int = 64, n_head: int = 4,
+                    n_head_kv: int = 2, head_dim: int = 16, n_ff: int = 128, n_vocab: int = 256,
+                    n_ctx_train: int = 4096, sliding_window: int | None = None, n_expert: int = 0,
+                    n_expert_used: int = 0, n_ff_exp: int = 32, weight_type: str = "F16",
+                    tied: bool = False) -> Path:
+    """Write a loadable tiny model. ``arch``: llama, qwen3, qwen3moe, gemma3. Weights are zeros of
+    ``weight_type`` (F16/F32/Q8_0) for 2-D matrices and F32 for norms."""
+    import gguf
+
+    path = Path(path)
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name(f"tiny-{arch}")
+    w.add_context_length(n_ctx_train)
+    w.add_embedding_length(n_embd)
+    w.add_block_count(n_layer)
+    w.add_feed_forward_length(n_ff)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_head_kv)
+    w.add_key_length(head_dim)
+    w.add_value_length(head_dim)
+    w.add_rope_dimension_count(head_dim)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_file_type(1 if weight_type == "F16" else 0 if weight_type == "F32" else 7)
+    if sliding_window:
+        w.add_sliding_window(sliding_window)
+    if n_expert:
+        w.add_expert_count(n_expert)
+        w.add_expert_used_count(n_expert_used)
+        w.add_expert_feed_forward_length(n_ff_exp)
+    # GPT-2 style vocabulary: byte-ish tokens and one merge (the team's note: llama.cpp loads it).
+    tokens = [f"t{i}" for i in range(n_vocab - 3)] + ["a", "b", "ab"]
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_types([1] * n_vocab)
+    w.add_token_merges(["a b"])
+    w.add_bos_token_id(0)
+    w.add_eos_token_id(1)
+
+    qt = getattr(gguf.GGMLQuantizationType, weight_type)
+
+    def mat(name, rows, cols, *extra):
+        # numpy shape is (extra..., rows, cols): GGUF stores ne0 = cols first
+        arr = np.zeros((*extra, rows, cols), dtype=np.float32)
+        if weight_type == "F16":
+            w.add_tensor(name, arr.astype(np.float16))
+        elif weight_type == "F32":
+            w.add_tensor(name, arr)
+        else:
+            data = gguf.quants.quantize(arr, qt)
+            w.add_tensor(name, data, raw_shape=data.shape, raw_dtype=qt)
+
+    def vec(name, n):
+        w.add_tensor(name, np.ones(n, dtype=np.float32))
+
+    mat("token_embd.weight", n_vocab, n_embd)
+    vec("output_norm.weight", n_embd)
+    if not tied:
+        mat("output.weight", n_vocab, n_embd)
+    for i in range(n_layer):
+        p = f"blk.{i}."
+        vec(p + "attn_norm.weight", n_embd)
+        mat(p + "attn_q.weight", n_head * head_dim, n_embd)
+        mat(p + "attn_k.weight", n_head_kv * head_dim, n_embd)
+        mat(p + "attn_v.weight", n_head_kv * head_dim, n_embd)
+        mat(p + "attn_output.weight", n_embd, n_head * head_dim)
+        if arch in ("qwen3", "qwen3moe", "gemma3"):
+            vec(p + "attn_q_norm.weight", head_dim)
+            vec(p + "attn_k_norm.weight", head_dim)
+        if arch == "gemma3":
+            vec(p + "post_attention_norm.weight", n_embd)
+            vec(p + "post_ffw_norm.weight", n_embd)
+        vec(p + "ffn_norm.weight", n_embd)
+        if n_expert:
+            w.add_tensor(p + "ffn_gate_inp.weight", np.zeros((n_expert, n_embd), dtype=np.float32))
+            mat(p + "ffn_gate_exps.weight", n_ff_exp, n_embd, n_expert)
+            mat(p + "ffn_up_exps.weight", n_ff_exp, n_embd, n_expert)
+            mat(p + "ffn_down_exps.weight", n_embd, n_ff_exp, n_expert)
+        else:
+            mat(p + "ffn_gate.weight", n_ff, n_embd)
+            mat(p + "ffn_up.weight", n_ff, n_embd)
+            mat(p + "ffn_down.weight", n_embd, n_ff)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+class Case(BaseModel):
+    name: str
+    arch: str
+    model: dict = {}
+    n_ctx: int
+    n_seq_max: int = 1
+    kv_unified: bool = False
+    type_k: str = "f16"
+    type_v: str = "f16"
+    flash_attn: str = "auto"
+    swa_full: bool = False
+    n_ubatch: int = 512
+
+
+#: The cases the oracle runs: four architectures (dense llama / qwen3, MoE qwen3moe, gemma3 with a sliding
+#: window), padding, per-sequence vs unified caches, quantized K/V, --swa-full.
+CASES = [
+    Case(name="llama-ctx1000", arch="llama", n_ctx=1000),
+    Case(name="llama-np3-split", arch="llama", n_ctx=5000, n_seq_max=3),
+    Case(name="llama-np3-unified", arch="llama", n_ctx=5000, n_seq_max=3, kv_unified=True),
+    Case(name="llama-q8_0-fa", arch="llama", n_ctx=2048, type_k="q8_0", type_v="q8_0", flash_attn="on"),
+    Case(name="llama-q4_0-k-fa-off", arch="llama", n_ctx=2048, type_k="q4_0", type_v="f16", flash_attn="off"),
+    Case(name="qwen3-tied", arch="qwen3", model={"tied": True, "head_dim": 32}, n_ctx=3000),
+    Case(name="qwen3moe", arch="qwen3moe", model={"n_expert": 8, "n_expert_used": 2}, n_ctx=4096,
+         type_k="q5_1", type_v="iq4_nl", flash_attn="on"),
+    Case(name="gemma3-swa", arch="gemma3", model={"n_layer": 8, "sliding_window": 128}, n_ctx=4096),
+    Case(name="gemma3-swa-np2-unified", arch="gemma3", model={"n_layer": 8, "sliding_window": 128}, n_ctx=8192,
+         n_seq_max=2, kv_unified=True),
+    Case(name="gemma3-swa-full", arch="gemma3", model={"n_layer": 8, "sliding_window": 128}, n_ctx=4096,
+         swa_full=True),
+]
+
+_RUNNER = r"""
+import json, sys
+import llama_cpp
+args = json.loads(sys.argv[1])
+fa = {"on": llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED, "off": llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED,
+      "auto": llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO}[args["flash_attn"]]
+types = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
+llm = llama_cpp.Llama(model_path=args["path"], n_ctx=args["n_ctx"], n_seq_max=args["n_seq_max"],
+                      kv_unified=args["kv_unified"], type_k=types[args["type_k"]], type_v=types[args["type_v"]],
+                      flash_attn_type=fa, swa_full=args["swa_full"], n_ubatch=args["n_ubatch"],
+                      n_gpu_layers=0, verbose=True)
+print("LOADED_OK", file=sys.stderr)
+"""
+
+KV_RE = re.compile(r"llama_kv_cache: size = +([\d.]+) MiB \( *(\d+) cells, +(\d+) layers, +(\d+)/ *(\d+) seqs\), "
+                   r"K \((\w+)\): +([\d.]+) MiB, V \((\w+)\): +([\d.]+) MiB")
+MODEL_BUF_RE = re.compile(r"load_tensors: +(\S+) model buffer size = +([\d.]+) MiB")
+KV_BUF_RE = re.compile(r"llama_kv_cache: +(\S+) KV buffer size = +([\d.]+) MiB")
+OUT_BUF_RE = re.compile(r"(\S+) +output buffer size = +([\d.]+) MiB")
+
+
+def parse_log(text: str) -> dict:
+    """The figures llama.cpp logged: KV caches in order, model / KV / output buffers (MiB as printed)."""
+    return {
+        "kv": [{"size_mib": float(m[0]), "cells": int(m[1]), "layers": int(m[2]), "seqs": int(m[3]),
+                "streams": int(m[4]), "type_k": m[5], "k_mib": float(m[6]), "type_v": m[7], "v_mib": float(m[8])}
+               for m in KV_RE.findall(text)],
+        "model_buffers": {m[0]: float(m[1]) for m in MODEL_BUF_RE.findall(text)},
+        "kv_buffers": [(m[0], float(m[1])) for m in KV_BUF_RE.findall(text)],
+        "output_buffers": {m[0]: float(m[1]) for m in OUT_BUF_RE.findall(text)},
+    }
+
+
+def _args(case: Case, path: Path) -> dict:
+    return {"path": str(path), "n_ctx": case.n_ctx, "n_seq_max": case.n_seq_max, "kv_unified": case.kv_unified,
+            "type_k": case.type_k, "type_v": case.type_v, "flash_attn": case.flash_attn,
+            "swa_full": case.swa_full, "n_ubatch": case.n_ubatch}
+
+
+def have_llama_cpp(python: str = sys.executable) -> bool:
+    return subprocess.run([python, "-c", "import llama_cpp"], capture_output=True).returncode == 0
+
+
+def compare(case: Case, predicted, logged: dict) -> dict:
+    """Per-figure comparison at the log's precision (MiB with 2 decimals): exact when the prediction printed
+    with ``%.2f`` equals the logged text."""
+    rows = []
+    for i, cache in enumerate(predicted.kv_caches):
+        got = logged["kv"][i] if i < len(logged["kv"]) else None
+        want = {"size_mib": round(cache.total_bytes / MiB, 2), "cells": cache.cells, "layers": len(cache.layers),
+                "seqs": cache.n_seq_max, "streams": cache.n_stream, "k_mib": round(cache.k_bytes / MiB, 2),
+                "v_mib": round(cache.v_bytes / MiB, 2)}
+        for key, value in want.items():
+            rows.append({"figure": f"{cache.name} {key}", "predicted": value,
+                         "logged": None if got is None else got[key]})
+    for b in predicted.buffers:
+        if b.kind == "model" and b.bytes is not None:
+            rows.append({"figure": f"{b.buft} model buffer MiB", "predicted": round(b.bytes / MiB, 2),
+                         "logged": logged["model_buffers"].get(b.buft)})
+        if b.kind == "output" and b.bytes is not None:
+            rows.append({"figure": f"{b.buft} output buffer MiB", "predicted": round(b.bytes / MiB, 2),
+                         "logged": logged["output_buffers"].get(b.buft)})
+    for r in rows:
+        r["status"] = "exact" if r["logged"] == r["predicted"] else (
+            "missing" if r["logged"] is None else f"diff {r['logged'] - r['predicted']:+g}")
+    status = "exact" if all(r["status"] == "exact" for r in rows) else "differs"
+    return {"case": case.name, "status": status, "figures": rows}
+
+
+def run_case(case: Case, workdir: Path, python: str = sys.executable, timeout: float = 300) -> dict:
+    path = write_tiny_gguf(workdir / f"{case.name}.gguf", case.arch, **case.model)
+    meta = read_gguf(path)
+    predicted = plan(meta, n_ctx=case.n_ctx, n_seq_max=case.n_seq_max, kv_unified=case.kv_unified,
+                     cache_type_k=case.type_k, cache_type_v=case.type_v, flash_attn=case.flash_attn,
+                     swa_full=case.swa_full, n_ubatch=case.n_ubatch, device="CPU", n_gpu_layers=0)
+    proc = subprocess.run([python, "-c", _RUNNER, json.dumps(_args(case, path))], capture_output=True,
+                          text=True, timeout=timeout)
+    log = proc.stdout + proc.stderr
+    if "LOADED_OK" not in log:
+        return {"case": case.name, "status": "load failed", "log_tail": log[-2000:], "figures": []}
+    return compare(case, predicted, parse_log(log))
+
+
+def run_cases(cases=None, python: str = sys.executable) -> list[dict]:
+    """Run every case; raises ``LlamaCppMissing`` when ``python`` cannot import llama_cpp."""
+    if not have_llama_cpp(python):
+        raise LlamaCppMissing("llama_cpp is not importable: pip install 'llama-cpp-python==0.3.36' "
+                              "(optional dependency group 'llamacpp')")
+    with tempfile.TemporaryDirectory() as tmp:
+        return [run_case(c, Path(tmp), python) for c in (cases or CASES)]
