@@ -154,14 +154,26 @@ _RUNNER = r"""
 import json, sys
 import llama_cpp
 args = json.loads(sys.argv[1])
-fa = {"on": llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED, "off": llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED,
-      "auto": llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO}[args["flash_attn"]]
-types = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
-llm = llama_cpp.Llama(model_path=args["path"], n_ctx=args["n_ctx"], n_seq_max=args["n_seq_max"],
-                      kv_unified=args["kv_unified"], type_k=types[args["type_k"]], type_v=types[args["type_v"]],
-                      flash_attn_type=fa, swa_full=args["swa_full"], n_ubatch=args["n_ubatch"],
-                      n_gpu_layers=0, verbose=True)
-print("LOADED_OK", file=sys.stderr)
+llama_cpp.llama_backend_init()
+mp = llama_cpp.llama_model_default_params()
+mp.n_gpu_layers = 0
+model = llama_cpp.llama_model_load_from_file(args["path"].encode(), mp)
+if not model:
+    sys.exit("model load failed")
+cp = llama_cpp.llama_context_default_params()
+cp.n_ctx = args["n_ctx"]
+cp.n_batch = args["n_batch"]
+cp.n_ubatch = args["n_ubatch"]
+cp.n_seq_max = args["n_seq_max"]
+cp.kv_unified = args["kv_unified"]
+cp.swa_full = args["swa_full"]
+cp.flash_attn_type = {"on": 1, "off": 0, "auto": -1}[args["flash_attn"]]  # llama.h llama_flash_attn_type
+cp.type_k = args["type_k_id"]
+cp.type_v = args["type_v_id"]
+ctx = llama_cpp.llama_init_from_model(model, cp)
+if not ctx:
+    sys.exit("context creation failed")
+print("LOADED_OK", file=sys.stderr, flush=True)
 """
 
 KV_RE = re.compile(r"llama_kv_cache: size = +([\d.]+) MiB \( *(\d+) cells, +(\d+) layers, +(\d+)/ *(\d+) seqs\), "
@@ -186,7 +198,8 @@ def parse_log(text: str) -> dict:
 def _args(case: Case, path: Path) -> dict:
     return {"path": str(path), "n_ctx": case.n_ctx, "n_seq_max": case.n_seq_max, "kv_unified": case.kv_unified,
             "type_k": case.type_k, "type_v": case.type_v, "flash_attn": case.flash_attn,
-            "swa_full": case.swa_full, "n_ubatch": case.n_ubatch}
+            "swa_full": case.swa_full, "n_ubatch": case.n_ubatch, "n_batch": 2048,
+            "type_k_id": TYPE_IDS[case.type_k], "type_v_id": TYPE_IDS[case.type_v]}
 
 
 def have_llama_cpp(python: str = sys.executable) -> bool:
