@@ -35,12 +35,13 @@ INPUTS = {
     # Ollama llama runner, llama3.2:3b: llama_kv_cache size = 448.00 MiB (4096 cells, 28 layers)
     "lcpp-027": ("meta-llama__Llama-3.2-3B.json", dict(n_ctx=4096, device="Metal"),
                  {"kv_size_mib": "kv_total", "k_size_mib": "k", "v_size_mib": "v", "kv_cells": "cells",
-                  "kv_layers": "layers"}),
+                  "kv_layers": "layers", "output_buffer_cpu_mib": "output"}),
     # mid-2025 master (llama_kv_cache_unified era), FA not shown; 70000 -> 70016 cells means pad 32 = FA off.
     # The config is Qwen3-30B-A3B's (the Thinking-2507 checkpoint shares its attention shape).
     "lcpp-014": ("Qwen__Qwen3-30B-A3B.json", dict(n_ctx=70000, flash_attn="off", release=RELEASE_LEGACY,
                                                   device="Vulkan"),
-                 {"kv_size_mib": "kv_total", "k_size_mib": "k", "v_size_mib": "v"}),
+                 {"kv_size_mib": "kv_total", "k_size_mib": "k", "v_size_mib": "v",
+                  "output_buffer_vulkan_host_mib": "output"}),
     # late-2025 master, gpt-oss-20b, -np 4 unified ("4/1 seqs"), 4096 cells, SWA 1024 cells
     "lcpp-016": ("openai__gpt-oss-20b.json", dict(n_ctx=4096, n_seq_max=4, kv_unified=True),
                  {"kv_size_mib": "kv_nonswa", "k_size_mib": "k_nonswa", "v_size_mib": "v_nonswa",
@@ -56,11 +57,14 @@ SKIP = {
     "lcpp-021": "multi-GPU --fit run (Qwen3-VL-235B) with an mmproj: per-device split not modelled; no config",
 }
 
-TARGETS = {"kv": (1.0, 0.90), "model_buffer": (2.0, 0.90)}
+TARGETS = {"kv": (1.0, 0.90), "model_buffer": (2.0, 0.90), "output_buffer": (2.0, 0.90)}
 
 
 def figures(p) -> dict:
     out = {"kv_total": p.kv_bytes / MiB}
+    outputs = [b for b in p.buffers if b.kind == "output" and b.bytes is not None]
+    if outputs:
+        out["output"] = outputs[0].bytes / MiB
     if len(p.kv_caches) == 1:
         c = p.kv_caches[0]
         out.update(k=c.k_bytes / MiB, v=c.v_bytes / MiB, cells=c.cells, layers=len(c.layers))
@@ -96,7 +100,8 @@ def run(path: Path) -> tuple[list[dict], list[tuple[str, str]]]:
             logged = rec["logged"][key]
             pred = got[fig]
             err = (pred - logged) / logged * 100 if logged else None
-            rows.append({"id": rid, "figure": key, "kind": "kv", "predicted": round(pred, 2), "logged": logged,
+            kind = "output_buffer" if fig == "output" else "kv"
+            rows.append({"id": rid, "figure": key, "kind": kind, "predicted": round(pred, 2), "logged": logged,
                          "err_pct": None if err is None else round(err, 3),
                          "release": kwargs.get("release", RELEASE_0_3_36)})
         skipped.append((rid, "model buffers: need the GGUF tensor table (Hub unreachable offline)"))
@@ -123,9 +128,9 @@ def main() -> int:
     if args.json:
         print(json.dumps({"rows": rows, "skipped": skipped, "summary": summ}, indent=2))
         return 0
-    print(f"{'id':10} {'figure':18} {'predicted':>12} {'logged':>12} {'err %':>8}")
+    print(f"{'id':10} {'figure':30} {'predicted':>12} {'logged':>12} {'err %':>8}")
     for r in rows:
-        print(f"{r['id']:10} {r['figure']:18} {r['predicted']:>12} {r['logged']:>12} {r['err_pct']:>8}")
+        print(f"{r['id']:10} {r['figure']:30} {r['predicted']:>12} {r['logged']:>12} {r['err_pct']:>8}")
     print("\nskipped:")
     for rid, why in skipped:
         print(f"  {rid}: {why}")

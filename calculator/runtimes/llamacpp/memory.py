@@ -398,7 +398,10 @@ def plan(
         out_buft = {"CUDA": "CUDA_Host", "Vulkan": "Vulkan_Host"}.get(device, "CPU")
         note = ""
         if device == "Metal":
-            note = "Metal rounds host buffers up to the page size (16 KiB on Apple silicon); not modelled."
+            # Metal has no host buffer type here (ggml-metal.cpp:822), so the CPU buffer holds the logits and
+            # the unrounded size is printed. Ollama 0.21's bundled build printed 0.50 MiB for 128256 x 4 B
+            # (lcpp-027): a page-rounded size (16 KiB pages), so older Metal builds differ by up to 16 KiB.
+            note = "older Metal builds print this rounded up to the 16 KiB page (not modelled)"
         buffers.append(Buffer(kind="output", buft=out_buft, bytes=out, note=note,
                               source=SRC + "src/llama-context.cpp:375-384,2116-2160"))
     buffers.append(Buffer(kind="compute", buft=_buft_name(device) if gpu else "CPU", bytes=None,
@@ -530,8 +533,9 @@ def ollama_defaults(*, total_vram_gib: float, num_ctx: int | None = None, num_pa
       24 GiB of total VRAM, 32768 from 24 to 48 GiB, 262144 from 48 GiB (ollama docs/context-length.mdx,
       commit 948f6933; logged as ``msg="vram-based default context" total_vram=... default_num_ctx=...``).
     * ``num_parallel`` (``OLLAMA_NUM_PARALLEL``): 1 (ollama docs/faq.mdx; the shared logs show
-      ``Parallel:1``). Ollama asks llama.cpp for ``KvSize = num_ctx x num_parallel`` cells (runner load
-      request ``KvSize``; ollama issue logs: ``Parallel:32 KvSize:1048576`` for num_ctx 32768).
+      ``Parallel:1``). Ollama asks llama.cpp for ``KvSize = num_ctx x num_parallel`` cells (ollama
+      server/sched.go ``req.opts.NumCtx = req.origNumCtx * p``; the runner's load request logs it as
+      ``KvSize``, e.g. ``Parallel:32 KvSize:1048576`` for num_ctx 32768 in a public issue log).
     * ``kv_cache_type`` (``OLLAMA_KV_CACHE_TYPE``): f16 when empty (envconfig/config.go AsMap: "Quantization
       type for the K/V cache (default: f16)"); a quantized type needs flash attention.
     * ``flash_attention`` (``OLLAMA_FLASH_ATTENTION``): unset = auto (the runner load request shows
