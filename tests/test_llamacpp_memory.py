@@ -180,3 +180,38 @@ def test_ollama_defaults_and_launch():
     assert cfg["env"] == {"OLLAMA_NUM_PARALLEL": "2", "OLLAMA_KV_CACHE_TYPE": "q8_0", "OLLAMA_FLASH_ATTENTION": "1"}
     with pytest.raises(ValueError, match="-np"):
         launch_argv("m.gguf", n_ctx=8192, n_parallel=0)
+
+
+def test_tied_embeddings_on_metal_match_the_cpu_mapped_log_line():
+    # lcpp-027 (Llama 3.2 3B Q4_K_M on Metal, all 29/29 layers offloaded): "CPU_Mapped model buffer size =
+    # 308.23 MiB". The input layer (token_embd) always stays on the CPU; in Q4_K_M files of tied-embedding
+    # models it is Q6_K (210 B per 256 values): 128256 x 3072 / 256 x 210 = 323,205,120 B = 308.23 MiB.
+    # The tied output duplicates token_embd into the GPU's mapped range, which therefore spans the file.
+    from calculator.runtimes.llamacpp.gguf_meta import GGUFTensor
+
+    m = meta("meta-llama__Llama-3.2-3B.json")
+    emb = 128256 * 3072 // 256 * 210
+    tensors = [GGUFTensor(name="token_embd.weight", ggml_type="Q6_K", type_id=14, shape=[3072, 128256],
+                          n_elements=3072 * 128256, n_bytes=emb, offset=1000)]
+    off = 1000 + emb
+    for il in range(28):
+        tensors.append(GGUFTensor(name=f"blk.{il}.attn_norm.weight", ggml_type="F32", type_id=0, shape=[3072],
+                                  n_elements=3072, n_bytes=3072 * 4, offset=off))
+        off += 3072 * 4
+    tensors.append(GGUFTensor(name="output_norm.weight", ggml_type="F32", type_id=0, shape=[3072],
+                              n_elements=3072, n_bytes=3072 * 4, offset=off))
+    m = m.model_copy(update={"tensors": tensors})
+    p = plan(m, n_ctx=4096, device="Metal")
+    assert p.buffer("model", "CPU_Mapped").bytes == emb
+    assert round(emb / MiB, 2) == 308.23
+    assert p.buffer("model", "MTL0_Mapped").bytes == off + 3072 * 4 - 1000  # token_embd .. output_norm
+    # -ngl counts the output layer first (llama-model.cpp:1589-1614): -ngl 28 of 28 layers + output gives
+    # i_gpu_start = 29 - 28 = 1, so the output and layers 1..27 go to the GPU and layer 0 stays on the CPU
+    q = plan(m, n_ctx=4096, device="Metal", n_gpu_layers=28)
+    assert q.output_on_gpu and q.layers_on_gpu == list(range(1, 28))
+    assert q.buffer("model", "CPU_Mapped").bytes == emb + 3072 * 4  # token_embd and layer 0's norm, adjacent
+    # -ngl 0: everything in one CPU_Mapped range, no GPU buffer, KV on the CPU
+    z = plan(m, n_ctx=4096, device="Metal", n_gpu_layers=0)
+    assert z.buffer("model", "MTL0_Mapped") is None and not z.layers_on_gpu and not z.output_on_gpu
+    assert z.buffer("model", "CPU_Mapped").bytes == off + 3072 * 4 - 1000
+    assert z.kv_caches[0].buffers == {"CPU": 448 * MiB}

@@ -11,10 +11,12 @@
 
 The release modelled is the llama.cpp vendored in llama-cpp-python 0.3.36 (``RELEASE_0_3_36``); every rule
 cites ``file:line`` of that tree (``vendor/llama.cpp/...``). The rules hold from ggml-org/llama.cpp PR
-#17046 (2025-11-07, "kv-cache : pad the cache size to 256") on. ``release=RELEASE_LEGACY`` models builds
-from PR #7257 (2024-05-13) to PR #16812 (2025-10-28), where the cache size was ``n_ctx`` padded to 256 cells
-with flash attention and 32 without, for a single sequence and no sliding window only; anything else raises
-``NotModelled``. Builds between #16812 and #17046 are not modelled.
+#17046 (2025-11-07, "kv-cache : pad the cache size to 256") on. ``release=RELEASE_LEGACY`` models the
+``llama_kv_cache_unified`` builds of 2025 before PR #16812 (2025-10-28, "memory : remove KV cache size
+padding"), where the cache size was ``n_ctx`` padded by ``get_padding``: 256 cells with flash attention, 32
+without (PR #7257); the public lcpp-014 log (-c 70000 -> 70016 cells) shows it. Only a single sequence and
+no sliding window are modelled there; anything else raises ``NotModelled``. Builds between #16812 and #17046,
+and 2024 builds that also padded ``n_ctx`` itself to 256 (PR #6438), are not modelled.
 
 Units: bytes everywhere (``*_bytes``); ``MiB`` = 2^20 B only in the rendered log lines.
 """
@@ -30,7 +32,7 @@ from calculator.runtimes.llamacpp.gguf_meta import GGUFMeta
 MiB = 1024 * 1024
 
 RELEASE_0_3_36 = "llama-cpp-python==0.3.36"
-RELEASE_LEGACY = "legacy (PR #7257 .. PR #16812)"
+RELEASE_LEGACY = "legacy 2025 llama_kv_cache_unified (before PR #16812)"
 RELEASES = (RELEASE_0_3_36, RELEASE_LEGACY)
 
 SRC = "llama-cpp-python 0.3.36 vendor/llama.cpp/"
