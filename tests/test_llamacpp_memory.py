@@ -215,3 +215,13 @@ def test_tied_embeddings_on_metal_match_the_cpu_mapped_log_line():
     assert z.buffer("model", "MTL0_Mapped") is None and not z.layers_on_gpu and not z.output_on_gpu
     assert z.buffer("model", "CPU_Mapped").bytes == off + 3072 * 4 - 1000
     assert z.kv_caches[0].buffers == {"CPU": 448 * MiB}
+
+
+def test_quantized_cache_block_must_divide_the_head_size_with_flash_attention(tmp_path):
+    # llama-context.cpp:3851-3870: with flash attention not disabled, q8_0 (blocks of 32) cannot cache a head
+    # of 16 values; llama.cpp logs "K cache type q8_0 with block size 32 does not divide n_embd_head_k=16"
+    m = read_gguf(write_tiny_gguf(tmp_path / "m.gguf", "llama", head_dim=16))
+    with pytest.raises(ValueError, match="cache_type_k"):
+        plan(m, n_ctx=512, cache_type_k="q8_0", flash_attn="auto")
+    # without flash attention only whole rows count: 2 kv heads x 16 = 32 values = one q8_0 block per row
+    assert plan(m, n_ctx=512, cache_type_k="q8_0", flash_attn="off").kv_caches[0].k_bytes == 4 * 512 * 34

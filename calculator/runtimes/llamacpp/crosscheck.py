@@ -38,6 +38,9 @@ def write_tiny_gguf(path: str | Path, arch: str, *, n_layer: int = 4, n_embd: in
     ``weight_type`` (F16/F32/Q8_0) for 2-D matrices and F32 for norms."""
     import gguf
 
+    import logging
+
+    logging.getLogger("gguf.gguf_writer").setLevel(logging.WARNING)
     path = Path(path)
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(f"tiny-{arch}")
@@ -138,10 +141,14 @@ CASES = [
     Case(name="llama-ctx1000", arch="llama", n_ctx=1000),
     Case(name="llama-np3-split", arch="llama", n_ctx=5000, n_seq_max=3),
     Case(name="llama-np3-unified", arch="llama", n_ctx=5000, n_seq_max=3, kv_unified=True),
-    Case(name="llama-q8_0-fa", arch="llama", n_ctx=2048, type_k="q8_0", type_v="q8_0", flash_attn="on"),
+    Case(name="llama-q8_0-fa", arch="llama", model={"head_dim": 32, "n_embd": 128}, n_ctx=2048, type_k="q8_0",
+         type_v="q8_0", flash_attn="on"),
     Case(name="llama-q4_0-k-fa-off", arch="llama", n_ctx=2048, type_k="q4_0", type_v="f16", flash_attn="off"),
+    Case(name="llama-q8_0-weights", arch="llama", model={"weight_type": "Q8_0", "n_embd": 128, "head_dim": 32},
+         n_ctx=512),
+    Case(name="llama-f32-tied", arch="llama", model={"weight_type": "F32", "tied": True}, n_ctx=256),
     Case(name="qwen3-tied", arch="qwen3", model={"tied": True, "head_dim": 32}, n_ctx=3000),
-    Case(name="qwen3moe", arch="qwen3moe", model={"n_expert": 8, "n_expert_used": 2}, n_ctx=4096,
+    Case(name="qwen3moe", arch="qwen3moe", model={"n_expert": 8, "n_expert_used": 2, "head_dim": 32}, n_ctx=4096,
          type_k="q5_1", type_v="iq4_nl", flash_attn="on"),
     Case(name="gemma3-swa", arch="gemma3", model={"n_layer": 8, "sliding_window": 128}, n_ctx=4096),
     Case(name="gemma3-swa-np2-unified", arch="gemma3", model={"n_layer": 8, "sliding_window": 128}, n_ctx=8192,
@@ -225,7 +232,17 @@ def compare(case: Case, predicted, logged: dict) -> dict:
         if b.kind == "output" and b.bytes is not None:
             rows.append({"figure": f"{b.buft} output buffer MiB", "predicted": round(b.bytes / MiB, 2),
                          "logged": logged["output_buffers"].get(b.buft)})
+    predicted_bufts = {b.buft for b in predicted.buffers if b.kind == "model"}
+    for buft, mib in logged["model_buffers"].items():  # a buffer llama.cpp made that the plan does not know
+        if buft not in predicted_bufts:
+            rows.append({"figure": f"{buft} model buffer MiB", "predicted": None, "logged": mib})
+    if len(logged["kv"]) != len(predicted.kv_caches):
+        rows.append({"figure": "number of KV caches", "predicted": len(predicted.kv_caches),
+                     "logged": len(logged["kv"])})
     for r in rows:
+        if r["predicted"] is None:
+            r["status"] = "not predicted"
+            continue
         r["status"] = "exact" if r["logged"] == r["predicted"] else (
             "missing" if r["logged"] is None else f"diff {r['logged'] - r['predicted']:+g}")
     status = "exact" if all(r["status"] == "exact" for r in rows) else "differs"

@@ -299,6 +299,17 @@ def plan(
             notes.append("Quantized V with -fa auto: llama.cpp fails at start-up if the device cannot run flash "
                          "attention for this model (llama-context.cpp:557-560, 465-469).")
 
+    # llama_init_from_model refuses a quantized cache whose block does not divide the head size, when flash
+    # attention is not disabled (llama-context.cpp:3851-3870)
+    if fa_enabled:
+        for name, t, dims in (("cache_type_k", cache_type_k, (meta.head_dim_k, meta.head_dim_k_swa)),
+                              ("cache_type_v", cache_type_v, (meta.head_dim_v, meta.head_dim_v_swa))):
+            block = KV_CACHE_TYPES[t][0]
+            for d in dims:
+                if block > 1 and d and d % block:
+                    raise ValueError(f"{name}: {t} blocks of {block} do not divide the head size {d}; llama.cpp "
+                                     "refuses this cache with flash attention (llama-context.cpp:3851-3870)")
+
     # ---- context sizes: llama-context.cpp:133, 246-248, 290-306
     n_ctx_req = n_ctx
     n_ctx = n_ctx if n_ctx > 0 else meta.n_ctx_train
