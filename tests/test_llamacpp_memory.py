@@ -225,3 +225,31 @@ def test_quantized_cache_block_must_divide_the_head_size_with_flash_attention(tm
         plan(m, n_ctx=512, cache_type_k="q8_0", flash_attn="auto")
     # without flash attention only whole rows count: 2 kv heads x 16 = 32 values = one q8_0 block per row
     assert plan(m, n_ctx=512, cache_type_k="q8_0", flash_attn="off").kv_caches[0].k_bytes == 4 * 512 * 34
+
+
+def test_cpu_repack_takes_the_q4_0_matrices_on_avx2(tmp_path):
+    # repack.cpp:4974-4979: Q4_0 with AVX2 and ne[1] % 8 == 0 -> CPU_REPACK; token_embd feeds GET_ROWS and
+    # stays mapped. Q4_0 = 18 B per 32 values. Layer matrices (ne0 x ne1): q 128x128, k 128x64, v 128x64,
+    # o 128x128, gate 128x128, up 128x128, down 128x128; output 128x256.
+    m = read_gguf(write_tiny_gguf(tmp_path / "m.gguf", "llama", n_layer=2, n_embd=128, head_dim=32,
+                                  weight_type="Q4_0"))
+    q4 = lambda ne0, ne1: ne0 // 32 * 18 * ne1  # noqa: E731  (all multiples of 32 B already)
+    layer = q4(128, 128) * 5 + q4(128, 64) * 2
+    p = plan(m, n_ctx=512, device="CPU", cpu_features={"avx2"})
+    assert p.buffer("model", "CPU_REPACK").bytes == 2 * layer + q4(128, 256)
+    # without the feature set nothing is repacked, and the plan says it assumed so
+    u = plan(m, n_ctx=512, device="CPU")
+    assert u.buffer("model", "CPU_REPACK") is None and any("CPU_REPACK" in n for n in u.notes)
+    # with a CUDA device the host buffer type comes first: no repacking (llama-model.cpp:1099-1107)
+    c = plan(m, n_ctx=512, device="CUDA", n_gpu_layers=0, cpu_features={"avx2"})
+    assert c.buffer("model", "CPU_REPACK") is None and c.buffer("model", "CPU_Mapped") is not None
+    assert plan(m, n_ctx=512, device="CUDA", n_gpu_layers=0, use_mmap=False).buffer("model", "CUDA_Host")
+
+
+def test_sysinfo_features():
+    from calculator.runtimes.llamacpp.crosscheck import cpu_features_from_sysinfo
+
+    line = "SYSINFO: CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | AVX512 = 0 | F16C = 1 | REPACK = 1 |"
+    assert cpu_features_from_sysinfo(line) == {"avx2"}
+    assert cpu_features_from_sysinfo("SYSINFO: CPU : NEON = 1 | DOTPROD = 1 | MATMUL_INT8 = 1 |") == {
+        "neon", "dotprod", "i8mm"}

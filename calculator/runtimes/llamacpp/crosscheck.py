@@ -81,7 +81,9 @@ def write_tiny_gguf(path: str | Path, arch: str, *, n_layer: int = 4, n_embd: in
         elif weight_type == "F32":
             w.add_tensor(name, arr)
         else:
-            data = gguf.quants.quantize(arr, qt)
+            # zero blocks of the quantized type (a zero scale decodes to zeros): rows of cols/block blocks
+            block, size = gguf.GGML_QUANT_SIZES[qt]
+            data = np.zeros((*extra, rows, cols // block * size), dtype=np.uint8)
             w.add_tensor(name, data, raw_shape=data.shape, raw_dtype=qt)
 
     def vec(name, n):
@@ -133,6 +135,7 @@ class Case(BaseModel):
     flash_attn: str = "auto"
     swa_full: bool = False
     n_ubatch: int = 512
+    use_mmap: bool = True
 
 
 #: The cases the oracle runs: four architectures (dense llama / qwen3, MoE qwen3moe, gemma3 with a sliding
@@ -153,6 +156,19 @@ CASES = [
     Case(name="gemma3-swa", arch="gemma3", model={"n_layer": 8, "sliding_window": 128}, n_ctx=4096),
     Case(name="gemma3-swa-np2-unified", arch="gemma3", model={"n_layer": 8, "sliding_window": 128}, n_ctx=8192,
          n_seq_max=2, kv_unified=True),
+    Case(name="gemma3-swa-np2-split", arch="gemma3", model={"n_layer": 8, "sliding_window": 128}, n_ctx=8192,
+         n_seq_max=2),
+    Case(name="gemma3-ub1024-fa-off", arch="gemma3", model={"n_layer": 8, "sliding_window": 300}, n_ctx=6000,
+         n_ubatch=1024, flash_attn="off"),
+    Case(name="llama-no-mmap", arch="llama", model={"weight_type": "Q8_0", "n_embd": 128, "head_dim": 32},
+         n_ctx=512, use_mmap=False),
+    Case(name="llama-q4_0-weights-repack", arch="llama", model={"weight_type": "Q4_0", "n_embd": 128,
+                                                               "head_dim": 32}, n_ctx=512),
+    Case(name="llama-q4_k-weights-repack", arch="llama", model={"weight_type": "Q4_K", "n_embd": 256, "n_ff": 256,
+                                                               "head_dim": 64}, n_ctx=512),
+    Case(name="qwen3moe-iq4_nl-experts", arch="qwen3moe", model={"n_expert": 8, "n_expert_used": 2, "head_dim": 32,
+                                                                "weight_type": "IQ4_NL"}, n_ctx=1024),
+    Case(name="llama-ctx0-train", arch="llama", model={"n_ctx_train": 3000}, n_ctx=0),
     Case(name="gemma3-swa-full", arch="gemma3", model={"n_layer": 8, "sliding_window": 128}, n_ctx=4096,
          swa_full=True),
 ]
@@ -164,6 +180,7 @@ args = json.loads(sys.argv[1])
 llama_cpp.llama_backend_init()
 mp = llama_cpp.llama_model_default_params()
 mp.n_gpu_layers = 0
+mp.load_mode = -1 if args["use_mmap"] else 0  # llama.h llama_load_mode: AUTO (mmap) or NONE (--no-mmap)
 model = llama_cpp.llama_model_load_from_file(args["path"].encode(), mp)
 if not model:
     sys.exit("model load failed")
@@ -180,6 +197,7 @@ cp.type_v = args["type_v_id"]
 ctx = llama_cpp.llama_init_from_model(model, cp)
 if not ctx:
     sys.exit("context creation failed")
+print("SYSINFO: " + llama_cpp.llama_print_system_info().decode(), file=sys.stderr, flush=True)
 print("LOADED_OK", file=sys.stderr, flush=True)
 """
 
@@ -205,7 +223,7 @@ def parse_log(text: str) -> dict:
 def _args(case: Case, path: Path) -> dict:
     return {"path": str(path), "n_ctx": case.n_ctx, "n_seq_max": case.n_seq_max, "kv_unified": case.kv_unified,
             "type_k": case.type_k, "type_v": case.type_v, "flash_attn": case.flash_attn,
-            "swa_full": case.swa_full, "n_ubatch": case.n_ubatch, "n_batch": 2048,
+            "swa_full": case.swa_full, "n_ubatch": case.n_ubatch, "n_batch": 2048, "use_mmap": case.use_mmap,
             "type_k_id": TYPE_IDS[case.type_k], "type_v_id": TYPE_IDS[case.type_v]}
 
 
@@ -249,17 +267,30 @@ def compare(case: Case, predicted, logged: dict) -> dict:
     return {"case": case.name, "status": status, "figures": rows}
 
 
+#: llama_print_system_info() names -> memory.CPU_FEATURES (ggml-cpu's "AVX2 = 1 | ..." line)
+SYSINFO_FEATURES = {"AVX2": "avx2", "AVX512": "avx512", "NEON": "neon", "DOTPROD": "dotprod",
+                    "MATMUL_INT8": "i8mm"}
+
+
+def cpu_features_from_sysinfo(text: str) -> frozenset:
+    """The ggml-cpu build's features from the ``llama_print_system_info()`` line in a log."""
+    m = re.search(r"SYSINFO: (.*)", text)
+    line = m.group(1) if m else ""
+    return frozenset(f for key, f in SYSINFO_FEATURES.items() if re.search(rf"\b{key} = 1\b", line))
+
+
 def run_case(case: Case, workdir: Path, python: str = sys.executable, timeout: float = 300) -> dict:
     path = write_tiny_gguf(workdir / f"{case.name}.gguf", case.arch, **case.model)
     meta = read_gguf(path)
-    predicted = plan(meta, n_ctx=case.n_ctx, n_seq_max=case.n_seq_max, kv_unified=case.kv_unified,
-                     cache_type_k=case.type_k, cache_type_v=case.type_v, flash_attn=case.flash_attn,
-                     swa_full=case.swa_full, n_ubatch=case.n_ubatch, device="CPU", n_gpu_layers=0)
     proc = subprocess.run([python, "-c", _RUNNER, json.dumps(_args(case, path))], capture_output=True,
                           text=True, timeout=timeout)
     log = proc.stdout + proc.stderr
     if "LOADED_OK" not in log:
         return {"case": case.name, "status": "load failed", "log_tail": log[-2000:], "figures": []}
+    predicted = plan(meta, n_ctx=case.n_ctx, n_seq_max=case.n_seq_max, kv_unified=case.kv_unified,
+                     cache_type_k=case.type_k, cache_type_v=case.type_v, flash_attn=case.flash_attn,
+                     swa_full=case.swa_full, n_ubatch=case.n_ubatch, device="CPU", n_gpu_layers=0,
+                     use_mmap=case.use_mmap, cpu_features=cpu_features_from_sysinfo(log))
     return compare(case, predicted, parse_log(log))
 
 

@@ -260,6 +260,7 @@ def plan(
     use_mmap: bool = True,
     offload_kqv: bool = True,
     release: str = RELEASE_0_3_36,
+    cpu_features: frozenset[str] | set[str] | None = None,
 ) -> LlamaCppPlan:
     """What llama.cpp allocates at start-up for ``meta`` with these context parameters.
 
@@ -268,6 +269,8 @@ def plan(
     (-ngl; -1 = all, any value above the layer count = all), ``swa_full`` (--swa-full), ``n_batch`` (-b),
     ``n_ubatch`` (-ub), ``use_mmap`` (--no-mmap = False), ``offload_kqv`` (--no-kv-offload = False).
     ``device`` is the one GPU backend ("CUDA", "Metal", "Vulkan") or "CPU" for a build without one.
+    ``cpu_features`` (subset of ``CPU_FEATURES``) are the ggml-cpu build's SIMD features, which decide the
+    CPU_REPACK buffer; ``None`` = unknown (no repacking modelled, said in ``notes`` when it matters).
 
     Returns a ``LlamaCppPlan``. Raises ``NotModelled`` (with ``field``) for what the model does not cover and
     ``ValueError`` (message naming the parameter) for what llama.cpp itself rejects.
@@ -404,7 +407,12 @@ def plan(
         caches = [build("kv", kv_layers, kv_size, SRC + "src/llama-model.cpp:2855-2871, src/llama-kv-cache.cpp:65-305")]
 
     # ---- buffers
-    buffers = _model_buffers(meta, on_gpu, output_on_gpu, device, use_mmap)
+    if cpu_features is not None:
+        cpu_features = frozenset(cpu_features)
+        if not cpu_features <= CPU_FEATURES:
+            raise ValueError(f"cpu_features: known features are {', '.join(sorted(CPU_FEATURES))}, not "
+                             f"{', '.join(sorted(cpu_features - CPU_FEATURES))}")
+    buffers = _model_buffers(meta, on_gpu, output_on_gpu, device, use_mmap, cpu_features, notes)
     if meta.n_vocab is not None:
         # llama-context.cpp:2116-2160: logits n_vocab x max(n_seq_max, requested outputs) floats
         out = meta.n_vocab * n_seq_max * 4
@@ -458,6 +466,41 @@ def _row_bytes_any(type_name: str, n: int) -> int:
     return n // block * size
 
 
+#: CPU_REPACK (ggml/src/ggml-cpu/repack.cpp:4925-5141, ggml_repack_get_optimal_repack_type): weight type ->
+#: [(ggml-cpu build features required, ne[1] multiple)], first match wins. Features are the ggml-cpu build's
+#: (ggml_cpu_has_avx2() etc. are compile-time): "avx2", "avx512", "neon", "dotprod", "i8mm". SVE and RISC-V
+#: variants are not modelled.
+REPACK_RULES: dict[str, list[tuple[frozenset, int]]] = {
+    "Q4_0": [(frozenset({"avx2"}), 8), (frozenset({"neon", "i8mm"}), 4), (frozenset({"neon", "dotprod"}), 4)],
+    "Q4_K": [(frozenset({"avx2"}), 8), (frozenset({"neon", "i8mm"}), 8), (frozenset({"neon", "dotprod"}), 8)],
+    "Q2_K": [(frozenset({"avx512"}), 8)],
+    "Q5_K": [(frozenset({"neon", "i8mm"}), 8), (frozenset({"neon", "dotprod"}), 8)],
+    "Q6_K": [(frozenset({"neon", "i8mm"}), 8), (frozenset({"neon", "dotprod"}), 8)],
+    "IQ4_NL": [(frozenset({"avx2"}), 8), (frozenset({"neon", "dotprod"}), 4)],
+    "MXFP4": [(frozenset({"avx2"}), 8), (frozenset({"neon", "dotprod"}), 4)],
+    "Q8_0": [(frozenset({"neon", "i8mm"}), 4), (frozenset({"neon", "dotprod"}), 4)],
+    "Q1_0": [(frozenset({"neon", "i8mm"}), 4), (frozenset({"neon", "dotprod"}), 4)],
+}
+CPU_FEATURES = frozenset({"avx2", "avx512", "neon", "dotprod", "i8mm"})
+
+
+def repacks(t, features: frozenset) -> bool:
+    """Whether a CPU-resident weight goes to the CPU_REPACK buffer: it feeds a MUL_MAT (2-D layer matrix or
+    output.weight) or MUL_MAT_ID (3-D ``*_exps``) (repack.cpp:5191-5215; token_embd feeds GET_ROWS) and its
+    type has a repacked layout for these features with ``ne[1]`` a multiple of the interleave."""
+    if t.name == "token_embd.weight" or t.ggml_type not in REPACK_RULES:
+        return False
+    dims = len(t.shape)
+    is_matmul = (dims == 2 and (t.name.startswith("blk.") or t.name == "output.weight")) or \
+        (dims == 3 and t.name.endswith("_exps.weight"))
+    if not is_matmul:
+        return False
+    for need, multiple in REPACK_RULES[t.ggml_type]:
+        if need <= features:
+            return t.shape[1] % multiple == 0
+    return False
+
+
 _BLK = re.compile(r"^blk\.(\d+)\.")
 _OUTPUT_TENSORS = ("output.weight", "output_norm.weight", "output_norm.bias", "output.bias")
 
@@ -474,7 +517,7 @@ def tensor_layer(name: str, n_all: int) -> int | str:
 
 
 def _model_buffers(meta: GGUFMeta, on_gpu: list[bool], output_on_gpu: bool, device: str,
-                   use_mmap: bool) -> list[Buffer]:
+                   use_mmap: bool, cpu_features: frozenset | None, notes: list[str]) -> list[Buffer]:
     """Model weight buffers per buffer type (llama-model.cpp:1838-1900, 1927-1932).
 
     With mmap, a buffer type that can wrap host memory (the CPU; Metal) gets ``<buft>_Mapped``: the file
@@ -502,7 +545,29 @@ def _model_buffers(meta: GGUFMeta, on_gpu: list[bool], output_on_gpu: bool, devi
             groups.setdefault(dup_where, []).append(meta.tensor("token_embd.weight"))
 
     out = []
+    cpu = groups.get("CPU", [])
+    # The CPU buffer-type list (llama-model.cpp:1078-1136) starts with the GPU's host buffer type (CUDA_Host,
+    # Vulkan_Host; Metal has none), so with such a GPU no CPU weight reaches CPU_REPACK; with mmap the host
+    # type is swapped for the plain CPU type (llama-model-loader.cpp:1269-1277).
+    host_first = device in ("CUDA", "Vulkan")
+    if cpu and not host_first:
+        if cpu_features is None:
+            candidates = [t for t in cpu if t.ggml_type in REPACK_RULES and t.name != "token_embd.weight"]
+            if candidates:
+                notes.append(
+                    f"{len(candidates)} CPU weights of types {sorted({t.ggml_type for t in candidates})} may be "
+                    "repacked into a CPU_REPACK buffer depending on the ggml-cpu build (give cpu_features); "
+                    "modelled without repacking")
+        else:
+            moved = [t for t in cpu if repacks(t, cpu_features)]
+            if moved:
+                groups["CPU_REPACK"] = moved
+                groups["CPU"] = [t for t in cpu if not repacks(t, cpu_features)]
+    if cpu and host_first and not use_mmap:
+        groups[f"{device}_Host"] = groups.pop("CPU")
     for where, tensors in sorted(groups.items()):
+        if not tensors:
+            continue
         mapped = use_mmap and where in ("CPU", "MTL0")
         if mapped:
             name = f"{where}_Mapped"
@@ -518,9 +583,6 @@ def _model_buffers(meta: GGUFMeta, on_gpu: list[bool], output_on_gpu: bool, devi
             note = ""
             if where in ("Vulkan0", "MTL0"):
                 note = f"{where} alignment rules not modelled; CPU's 32-byte alignment used"
-            if where == "CPU" and any(t.ggml_type in ("Q4_0", "IQ4_NL", "Q4_K", "Q8_0") for t in tensors):
-                note = ("CPU weights of Q4_0/IQ4_NL/Q4_K/Q8_0 may go to a CPU_REPACK buffer on CPUs with "
-                        "AVX2/NEON repacking; not modelled")
             out.append(Buffer(kind="model", buft=where, bytes=total, note=note,
                               source=SRC + "src/llama-model.cpp:1872-1890, ggml/src/ggml-alloc.c:1168-1200"))
     return out
