@@ -166,8 +166,13 @@ def test_not_modelled_and_bad_input():
 def test_ollama_defaults_and_launch():
     d = ollama_defaults(total_vram_gib=5.3)  # lcpp-026: total_vram="5.3 GiB" default_num_ctx=4096
     assert (d.num_ctx, d.num_parallel, d.kv_cache_type, d.flash_attention, d.kv_size) == (4096, 1, "f16", "auto", 4096)
-    assert ollama_defaults(total_vram_gib=24).num_ctx == 32768
+    # server/routes.go tiers are 23 / 47 GiB (not the docs' 24 / 48): a public engine log reads
+    # "23.5 GiB -> 32768", "102.2 GiB -> 262144", "11.8 GiB -> 4096"
+    assert ollama_defaults(total_vram_gib=23.5).num_ctx == 32768
     assert ollama_defaults(total_vram_gib=102.2).num_ctx == 262144
+    assert ollama_defaults(total_vram_gib=11.8).num_ctx == 4096
+    assert ollama_defaults(total_vram_gib=24, n_gpus=2).num_ctx == 262144  # summed over GPUs
+    assert ollama_defaults(total_vram_gib=24, gpu_overhead_gib=2).num_ctx == 4096  # 22 GiB after the overhead
     assert ollama_defaults(total_vram_gib=80, num_ctx=32768, num_parallel=32).kv_size == 1048576
     with pytest.raises(ValueError, match="OLLAMA_KV_CACHE_TYPE"):
         ollama_defaults(total_vram_gib=8, kv_cache_type="q3")

@@ -601,34 +601,39 @@ class OllamaDefaults(BaseModel):
 
 
 def ollama_defaults(*, total_vram_gib: float, num_ctx: int | None = None, num_parallel: int | None = None,
-                    kv_cache_type: str | None = None, flash_attention: bool | None = None) -> OllamaDefaults:
+                    kv_cache_type: str | None = None, flash_attention: bool | None = None,
+                    gpu_overhead_gib: float = 0.0, n_gpus: int = 1) -> OllamaDefaults:
     """Ollama's defaults for one model load, recent releases (0.19+, the "vram-based default context").
 
-    * ``num_ctx`` (``OLLAMA_CONTEXT_LENGTH`` / Modelfile ``PARAMETER num_ctx``): when unset, 4096 below
-      24 GiB of total VRAM, 32768 from 24 to 48 GiB, 262144 from 48 GiB (ollama docs/context-length.mdx,
-      commit 948f6933; logged as ``msg="vram-based default context" total_vram=... default_num_ctx=...``).
-    * ``num_parallel`` (``OLLAMA_NUM_PARALLEL``): 1 (ollama docs/faq.mdx; the shared logs show
-      ``Parallel:1``). Ollama asks llama.cpp for ``KvSize = num_ctx x num_parallel`` cells (ollama
-      server/sched.go ``req.opts.NumCtx = req.origNumCtx * p``; the runner's load request logs it as
-      ``KvSize``, e.g. ``Parallel:32 KvSize:1048576`` for num_ctx 32768 in a public issue log).
+    * ``num_ctx`` (``OLLAMA_CONTEXT_LENGTH``, default 0 = automatic; Modelfile ``PARAMETER num_ctx``): when
+      unset, ollama server/routes.go (``Serve``) sums ``TotalMemory - OLLAMA_GPU_OVERHEAD`` over the GPUs and
+      picks 262144 from 47 GiB, 32768 from 23 GiB, else 4096 ("slightly lower thresholds (47/23 GiB vs. 48/24
+      GiB)" than docs/context-length.mdx states); it logs ``msg="vram-based default context" total_vram=...
+      default_num_ctx=...``. ``total_vram_gib`` is the per-GPU total Ollama reports, ``n_gpus`` how many.
+    * ``num_parallel``: ``NumParallel = Uint("OLLAMA_NUM_PARALLEL", 1)`` (ollama envconfig/config.go). Ollama
+      asks llama.cpp for ``KvSize = num_ctx x num_parallel`` cells (server/sched.go
+      ``req.opts.NumCtx = req.origNumCtx * p``; the runner's load request logs it as ``KvSize``, e.g.
+      ``Parallel:32 KvSize:1048576`` for num_ctx 32768 in a public issue log).
     * ``kv_cache_type`` (``OLLAMA_KV_CACHE_TYPE``): f16 when empty (envconfig/config.go AsMap: "Quantization
       type for the K/V cache (default: f16)"); a quantized type needs flash attention.
-    * ``flash_attention`` (``OLLAMA_FLASH_ATTENTION``): unset = auto (the runner load request shows
+    * ``flash_attention`` (``OLLAMA_FLASH_ATTENTION``): unset = auto (the runner's load request shows
       ``FlashAttention:Auto``; the new engine logs "enabling flash attention" for supported models).
     Raises ``ValueError`` naming the field for a negative or zero value."""
-    if total_vram_gib < 0:
-        raise ValueError("total_vram_gib must be >= 0")
+    if total_vram_gib < 0 or gpu_overhead_gib < 0 or n_gpus < 0:
+        raise ValueError("total_vram_gib, gpu_overhead_gib and n_gpus must be >= 0")
     sources = {}
     if num_ctx is None:
-        num_ctx = 4096 if total_vram_gib < 24 else 32768 if total_vram_gib < 48 else 262144
-        sources["num_ctx"] = "ollama docs/context-length.mdx (VRAM tiers <24 / 24-48 / >=48 GiB)"
+        total = n_gpus * (total_vram_gib - gpu_overhead_gib)
+        num_ctx = 262144 if total >= 47 else 32768 if total >= 23 else 4096
+        sources["num_ctx"] = ("ollama server/routes.go Serve: sum(TotalMemory - OLLAMA_GPU_OVERHEAD) >= 47 GiB "
+                              "-> 262144, >= 23 GiB -> 32768, else 4096")
     else:
         sources["num_ctx"] = "given"
     if num_ctx <= 0:
         raise ValueError("num_ctx must be > 0")
     if num_parallel is None:
         num_parallel = 1
-        sources["num_parallel"] = "ollama docs/faq.mdx (OLLAMA_NUM_PARALLEL default 1)"
+        sources["num_parallel"] = 'ollama envconfig/config.go: NumParallel = Uint("OLLAMA_NUM_PARALLEL", 1)'
     else:
         sources["num_parallel"] = "given"
     if num_parallel <= 0:
