@@ -21,7 +21,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from calculator.runtimes.llamacpp.gguf_meta import meta_from_hf_config  # noqa: E402
-from calculator.runtimes.llamacpp.memory import RELEASE_0_3_36, RELEASE_LEGACY, NotModelled, plan  # noqa: E402
+from calculator.runtimes.llamacpp.memory import (  # noqa: E402
+    RELEASE_0_3_36,
+    RELEASE_LEGACY,
+    RELEASE_PRE_VLESS,
+    NotModelled,
+    plan,
+)
 
 DEFAULT_CASES = Path("/work/shared/cases/runtime_startup_logs.json")
 CONFIGS = Path("/work/shared/data/model_configs")
@@ -48,13 +54,30 @@ INPUTS = {
                   "swa_kv_size_mib": "kv_swa", "swa_k_size_mib": "k_swa", "swa_v_size_mib": "v_swa"}),
 }
 
+# Multi-GPU --fit runs (llama.cpp b7522, 4 x 20 GiB CUDA): the per-device split comes from --fit and free
+# memory (not modelled), but llama_memory_breakdown_print's "context" column is each device's share of the
+# KV cache, so their sum is the whole cache. Each column is printed as whole MiB (truncated), so the sum may
+# be short by up to one MiB per device.
+CONTEXT_SUM = "sum of per-device context MiB"
+INPUTS.update({
+    # DeepSeek-V3.1-Terminus (config: DeepSeek-V3, same attention); MLA with a V cache before PR #19067
+    "lcpp-024": ("deepseek-ai__DeepSeek-V3.json",
+                 dict(n_ctx=16384, cache_type_k="q4_0", cache_type_v="q4_0", flash_attn="on",
+                      release=RELEASE_PRE_VLESS), {CONTEXT_SUM: "kv_total"}),
+    # GLM-4.6 (config: GLM-4.7, the same Glm4MoeForCausalLM attention values per SOURCES.md #27): -c 65536 -np 4
+    "lcpp-020": ("zai-org__GLM-4.7.json",
+                 dict(n_ctx=65536, n_seq_max=4, cache_type_k="q4_0", cache_type_v="q4_0", flash_attn="on"),
+                 {CONTEXT_SUM: "kv_total"}),
+    # Qwen3-VL-235B-A22B (config: Qwen3-235B-A22B; the VL model's text tower has the same 94 layers x 4 KV
+    # heads x 128): -c 65536 -np 4
+    "lcpp-021": ("Qwen__Qwen3-235B-A22B.json",
+                 dict(n_ctx=65536, n_seq_max=4, cache_type_k="q4_0", cache_type_v="q4_0", flash_attn="on"),
+                 {CONTEXT_SUM: "kv_total"}),
+})
+
 SKIP = {
     "lcpp-019": "gemma-4-E4B: no config.json offline and no GGUF header (per-layer KV sharing and head sizes "
                 "come from the GGUF: attention.shared_kv_layers, key_length_swa)",
-    "lcpp-024": "multi-GPU --fit run: the per-device 'context' column mixes KV with output buffers and the layer "
-                "split comes from --fit and free memory; multi-GPU splits are not modelled",
-    "lcpp-020": "multi-GPU --fit run (GLM-4.6): per-device split by free memory, not modelled; no config offline",
-    "lcpp-021": "multi-GPU --fit run (Qwen3-VL-235B) with an mmproj: per-device split not modelled; no config",
 }
 
 TARGETS = {"kv": (1.0, 0.90), "model_buffer": (2.0, 0.90), "output_buffer": (2.0, 0.90)}
@@ -97,14 +120,18 @@ def run(path: Path) -> tuple[list[dict], list[tuple[str, str]]]:
             continue
         got = figures(p)
         for key, fig in wanted.items():
-            logged = rec["logged"][key]
+            if key == CONTEXT_SUM:
+                logged = sum(v for k, v in rec["logged"].items() if k.endswith("_context_mib"))
+            else:
+                logged = rec["logged"][key]
             pred = got[fig]
             err = (pred - logged) / logged * 100 if logged else None
             kind = "output_buffer" if fig == "output" else "kv"
             rows.append({"id": rid, "figure": key, "kind": kind, "predicted": round(pred, 2), "logged": logged,
                          "err_pct": None if err is None else round(err, 3),
                          "release": kwargs.get("release", RELEASE_0_3_36)})
-        skipped.append((rid, "model buffers: need the GGUF tensor table (Hub unreachable offline)"))
+        skipped.append((rid, "model buffers: need the GGUF tensor table (Hub unreachable offline)"
+                        + ("; per-device split: --fit, not modelled" if CONTEXT_SUM in wanted else "")))
     return rows, skipped
 
 
@@ -128,9 +155,9 @@ def main() -> int:
     if args.json:
         print(json.dumps({"rows": rows, "skipped": skipped, "summary": summ}, indent=2))
         return 0
-    print(f"{'id':10} {'figure':30} {'predicted':>12} {'logged':>12} {'err %':>8}")
+    print(f"{'id':10} {'figure':32} {'predicted':>12} {'logged':>12} {'err %':>8}")
     for r in rows:
-        print(f"{r['id']:10} {r['figure']:30} {r['predicted']:>12} {r['logged']:>12} {r['err_pct']:>8}")
+        print(f"{r['id']:10} {r['figure']:32} {r['predicted']:>12} {r['logged']:>12} {r['err_pct']:>8}")
     print("\nskipped:")
     for rid, why in skipped:
         print(f"  {rid}: {why}")

@@ -258,3 +258,20 @@ def test_sysinfo_features():
     assert cpu_features_from_sysinfo(line) == {"avx2"}
     assert cpu_features_from_sysinfo("SYSINFO: CPU : NEON = 1 | DOTPROD = 1 | MATMUL_INT8 = 1 |") == {
         "neon", "dotprod", "i8mm"}
+
+
+def test_mla_cache_with_and_without_v():
+    # DeepSeek-V3 as llama.cpp's converter writes it (conversion/deepseek.py:326, 349-353): one KV head of
+    # key_length 512 + 64 = 576 and value_length 512. q4_0 = 18 B per 32 values, 16384 cells, 61 layers.
+    from calculator.runtimes.llamacpp.memory import RELEASE_PRE_VLESS
+
+    m = meta("deepseek-ai__DeepSeek-V3.json")
+    assert (m.n_head_kv[0], m.head_dim_k, m.head_dim_v, m.key_length_mla) == (1, 576, 512, 192)
+    k = 61 * 16384 * (576 // 32 * 18)  # 323,813,376 B
+    v = 61 * 16384 * (512 // 32 * 18)  # 287,834,112 B
+    now = plan(m, n_ctx=16384, cache_type_k="q4_0", cache_type_v="q4_0", flash_attn="on")
+    assert (now.kv_caches[0].k_bytes, now.kv_caches[0].v_bytes) == (k, 0)  # V-less since PR #19067
+    old = plan(m, n_ctx=16384, cache_type_k="q4_0", cache_type_v="q4_0", flash_attn="on", release=RELEASE_PRE_VLESS)
+    assert (old.kv_caches[0].k_bytes, old.kv_caches[0].v_bytes) == (k, v)
+    # lcpp-024 (b7522): per-device "context" columns 76 + 57 + 57 + 392 = 582 MiB, each truncated to whole MiB
+    assert 582 <= old.kv_bytes / MiB < 582 + 4

@@ -407,6 +407,7 @@ HF_TO_GGUF_ARCH = {
     "llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen2_moe": "qwen2moe", "qwen3": "qwen3",
     "qwen3_moe": "qwen3moe", "gemma": "gemma", "gemma2": "gemma2", "gemma3": "gemma3", "gemma3_text": "gemma3",
     "gpt_oss": "gpt-oss", "granite": "granite", "phi": "phi2", "starcoder2": "starcoder2",
+    "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2", "kimi_k2": "deepseek2", "glm4_moe": "glm4moe",
 }
 
 
@@ -427,11 +428,21 @@ def meta_from_hf_config(config: dict[str, Any], *, source: str = "config.json") 
     n_embd = int(cfg["hidden_size"])
     head = int(cfg.get("head_dim") or n_embd // n_head)
     window = cfg.get("sliding_window") if arch in ("gemma2", "gemma3", "gpt-oss") else None
+    mla: dict[str, int] = {}
+    if arch == "deepseek2" and cfg.get("kv_lora_rank"):
+        # conversion/deepseek.py:326 (num_key_value_heads = 1) and :349-353: MLA is written as MQA with
+        # key_length = kv_lora_rank + qk_rope_head_dim, value_length = kv_lora_rank
+        rank = int(cfg["kv_lora_rank"])
+        n_kv, head = 1, rank + int(cfg["qk_rope_head_dim"])
+        mla = {"head_dim_v": rank, "kv_lora_rank": rank,
+               "key_length_mla": int(cfg["qk_nope_head_dim"]) + int(cfg["qk_rope_head_dim"]),
+               "value_length_mla": int(cfg["v_head_dim"])}
     return GGUFMeta(
         source=f"{source} (as llama.cpp's converter writes it; no tensor table)",
         files=[], file_sizes=[], architecture=arch, name=config.get("_name_or_path"),
         n_layer_all=n_layer, n_ctx_train=int(cfg.get("max_position_embeddings") or 0), n_embd=n_embd,
-        n_head=[n_head] * n_layer, n_head_kv=[n_kv] * n_layer, head_dim_k=head, head_dim_v=head,
+        n_head=[n_head] * n_layer, n_head_kv=[n_kv] * n_layer, head_dim_k=head,
+        head_dim_v=mla.pop("head_dim_v", head), **mla,
         sliding_window=int(window) if window else None,
         n_expert=int(cfg.get("num_experts") or cfg.get("num_local_experts") or 0),
         n_expert_used=int(cfg.get("num_experts_per_tok") or 0),

@@ -17,6 +17,10 @@ padding"), where the cache size was ``n_ctx`` padded by ``get_padding``: 256 cel
 without (PR #7257); the public lcpp-014 log (-c 70000 -> 70016 cells) shows it. Only a single sequence and
 no sliding window are modelled there; anything else raises ``NotModelled``. Builds between #16812 and #17046,
 and 2024 builds that also padded ``n_ctx`` itself to 256 (PR #6438), are not modelled.
+``release=RELEASE_PRE_VLESS`` is the 0.3.36 rule set except for MLA models (DeepSeek-V2/V3, Kimi-K2): before
+PR #19067 ("kv-cache : support V-less cache", 2026-01-24) they also stored a V cache of ``value_length``
+(= kv_lora_rank) per token; the public lcpp-024 log (b7522, DeepSeek-V3.1, 61 layers of K 576 + V 512 in
+q4_0) shows it.
 
 Units: bytes everywhere (``*_bytes``); ``MiB`` = 2^20 B only in the rendered log lines.
 """
@@ -32,8 +36,9 @@ from calculator.runtimes.llamacpp.gguf_meta import GGUFMeta
 MiB = 1024 * 1024
 
 RELEASE_0_3_36 = "llama-cpp-python==0.3.36"
+RELEASE_PRE_VLESS = "llama.cpp PR #17046 .. PR #19067 (2025-11-07 .. 2026-01-24)"
 RELEASE_LEGACY = "legacy 2025 llama_kv_cache_unified (before PR #16812)"
-RELEASES = (RELEASE_0_3_36, RELEASE_LEGACY)
+RELEASES = (RELEASE_0_3_36, RELEASE_PRE_VLESS, RELEASE_LEGACY)
 
 SRC = "llama-cpp-python 0.3.36 vendor/llama.cpp/"
 
@@ -318,7 +323,7 @@ def plan(
     n_ctx = n_ctx if n_ctx > 0 else meta.n_ctx_train
     n_batch_eff = min(n_ctx, n_batch)
     n_ubatch_eff = min(n_batch_eff, n_ubatch if n_ubatch > 0 else n_batch_eff)
-    if release == RELEASE_0_3_36:
+    if release in (RELEASE_0_3_36, RELEASE_PRE_VLESS):
         n_ctx = _pad(n_ctx, 256)  # llama-context.cpp:290
         if kv_unified:
             n_ctx_seq = n_ctx  # :292-293
@@ -352,8 +357,14 @@ def plan(
         has_kv = [il < kv_from for il in range(n_all)]  # llama-hparams.cpp:321-331
     trunk = [il < n_layer for il in range(n_all)]  # NextN layers are filtered out (llama-model.cpp:2797-2804)
     is_mla = meta.key_length_mla is not None and meta.value_length_mla is not None
-    if is_mla:
-        notes.append("MLA: the cache holds K only (llama-kv-cache.cpp:231, has_v = !is_mla).")
+    if is_mla and release == RELEASE_PRE_VLESS:
+        is_mla = False  # V cache of value_length (= kv_lora_rank) per token until PR #19067
+        notes.append("MLA before PR #19067: K (kv_lora_rank + rope) and V (kv_lora_rank) are both cached.")
+    elif is_mla:
+        if release == RELEASE_LEGACY:
+            raise NotModelled("legacy builds: the MLA cache layout changed several times; not modelled",
+                              field="release")
+        notes.append("MLA: the cache holds K only (llama-kv-cache.cpp:231, has_v = !is_mla; PR #19067).")
     if meta.n_head and any(h == 0 for il, h in enumerate(meta.n_head_kv) if has_kv[il] and trunk[il]):
         raise NotModelled(f"{meta.architecture}: a layer without attention heads (recurrent/hybrid)", field="model")
 
