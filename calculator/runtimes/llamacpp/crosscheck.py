@@ -93,6 +93,27 @@ def write_tiny_gguf(path: str | Path, arch: str, *, n_layer: int = 4, n_embd: in
     vec("output_norm.weight", n_embd)
     if not tied:
         mat("output.weight", n_vocab, n_embd)
+    if arch == "gpt-oss":
+        # src/models/openai-moe.cpp load_arch_tensors: biases, attention sinks, MoE experts with biases
+        for i in range(n_layer):
+            p = f"blk.{i}."
+            vec(p + "attn_norm.weight", n_embd)
+            vec(p + "post_attention_norm.weight", n_embd)
+            mat(p + "attn_q.weight", n_head * head_dim, n_embd)
+            mat(p + "attn_k.weight", n_head_kv * head_dim, n_embd)
+            mat(p + "attn_v.weight", n_head_kv * head_dim, n_embd)
+            mat(p + "attn_output.weight", n_embd, n_head * head_dim)
+            vec(p + "attn_output.bias", n_embd)
+            vec(p + "attn_sinks.weight", n_head)
+            w.add_tensor(p + "ffn_gate_inp.weight", np.zeros((n_expert, n_embd), dtype=np.float32))
+            vec(p + "ffn_gate_inp.bias", n_expert)
+            mat(p + "ffn_gate_exps.weight", n_ff_exp, n_embd, n_expert)
+            mat(p + "ffn_up_exps.weight", n_ff_exp, n_embd, n_expert)
+            mat(p + "ffn_down_exps.weight", n_embd, n_ff_exp, n_expert)
+            w.add_tensor(p + "ffn_gate_exps.bias", np.zeros((n_expert, n_ff_exp), dtype=np.float32))
+            w.add_tensor(p + "ffn_up_exps.bias", np.zeros((n_expert, n_ff_exp), dtype=np.float32))
+            w.add_tensor(p + "ffn_down_exps.bias", np.zeros((n_expert, n_embd), dtype=np.float32))
+        n_layer = 0  # the generic layer loop below is skipped
     for i in range(n_layer):
         p = f"blk.{i}."
         vec(p + "attn_norm.weight", n_embd)
@@ -169,6 +190,13 @@ CASES = [
     Case(name="qwen3moe-iq4_nl-experts", arch="qwen3moe", model={"n_expert": 8, "n_expert_used": 2, "head_dim": 32,
                                                                 "weight_type": "IQ4_NL"}, n_ctx=1024),
     Case(name="llama-ctx0-train", arch="llama", model={"n_ctx_train": 3000}, n_ctx=0),
+    Case(name="gpt-oss-swa-np4-unified", arch="gpt-oss",
+         model={"n_layer": 6, "sliding_window": 128, "n_expert": 4, "n_expert_used": 2, "head_dim": 32},
+         n_ctx=4096, n_seq_max=4, kv_unified=True),
+    Case(name="gpt-oss-swa-q8_0", arch="gpt-oss",
+         model={"n_layer": 6, "sliding_window": 128, "n_expert": 4, "n_expert_used": 2, "head_dim": 32,
+                "weight_type": "MXFP4"},
+         n_ctx=3000, type_k="q8_0", type_v="q8_0", flash_attn="on"),
     Case(name="gemma3-swa-full", arch="gemma3", model={"n_layer": 8, "sliding_window": 128}, n_ctx=4096,
          swa_full=True),
 ]

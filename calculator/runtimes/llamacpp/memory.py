@@ -502,6 +502,8 @@ def repacks(t, features: frozenset) -> bool:
     if t.name == "token_embd.weight" or t.ggml_type not in REPACK_RULES:
         return False
     dims = len(t.shape)
+    if not t.name.endswith(".weight"):
+        return False
     is_matmul = (dims == 2 and (t.name.startswith("blk.") or t.name == "output.weight")) or \
         (dims == 3 and t.name.endswith("_exps.weight"))
     if not is_matmul:
