@@ -33,9 +33,11 @@ def write_tiny_gguf(path: str | Path, arch: str, *, n_layer: int = 4, n_embd: in
                     n_head_kv: int = 2, head_dim: int = 16, n_ff: int = 128, n_vocab: int = 256,
                     n_ctx_train: int = 4096, sliding_window: int | None = None, n_expert: int = 0,
                     n_expert_used: int = 0, n_ff_exp: int = 32, weight_type: str = "F16",
-                    tied: bool = False) -> Path:
-    """Write a loadable tiny model. ``arch``: llama, qwen3, qwen3moe, gemma3. Weights are zeros of
-    ``weight_type`` (F16/F32/Q8_0) for 2-D matrices and F32 for norms."""
+                    tied: bool = False, swa_pattern: list[bool] | None = None, head_dim_swa: int | None = None,
+                    shared_kv_layers: int = 0) -> Path:
+    """Write a loadable tiny model. ``arch``: llama, qwen3, qwen3moe, gemma3, gpt-oss, gemma4 (``swa_pattern``,
+    ``head_dim_swa``, ``shared_kv_layers``). Weights are zero blocks of ``weight_type`` (any ggml type name)
+    for matrices and F32 for norms."""
     import gguf
 
     import logging
@@ -57,6 +59,14 @@ def write_tiny_gguf(path: str | Path, arch: str, *, n_layer: int = 4, n_embd: in
     w.add_file_type(1 if weight_type == "F16" else 0 if weight_type == "F32" else 7)
     if sliding_window:
         w.add_sliding_window(sliding_window)
+    if swa_pattern is not None:
+        w.add_sliding_window_pattern(swa_pattern)
+    if head_dim_swa is not None:
+        w.add_key_length_swa(head_dim_swa)
+        w.add_value_length_swa(head_dim_swa)
+    if arch == "gemma4":
+        w.add_shared_kv_layers(shared_kv_layers)
+        w.add_embedding_length_per_layer_input(0)
     if n_expert:
         w.add_expert_count(n_expert)
         w.add_expert_used_count(n_expert_used)
@@ -114,6 +124,33 @@ def write_tiny_gguf(path: str | Path, arch: str, *, n_layer: int = 4, n_embd: in
             w.add_tensor(p + "ffn_up_exps.bias", np.zeros((n_expert, n_ff_exp), dtype=np.float32))
             w.add_tensor(p + "ffn_down_exps.bias", np.zeros((n_expert, n_embd), dtype=np.float32))
         n_layer = 0  # the generic layer loop below is skipped
+    if arch == "gemma4":
+        # src/models/gemma4.cpp load_arch_tensors (no per-layer embeddings, no experts); layers past
+        # n_layer - shared_kv_layers have no K (they reuse an earlier layer's cache)
+        assert swa_pattern is not None and head_dim_swa is not None
+        rope_done = False
+        for i in range(n_layer):
+            p = f"blk.{i}."
+            hd = head_dim_swa if swa_pattern[i] else head_dim
+            has_kv = i < n_layer - shared_kv_layers
+            vec(p + "attn_norm.weight", n_embd)
+            mat(p + "attn_q.weight", n_head * hd, n_embd)
+            if has_kv:
+                mat(p + "attn_k.weight", n_head_kv * hd, n_embd)
+                mat(p + "attn_v.weight", n_head_kv * hd, n_embd)
+                vec(p + "attn_k_norm.weight", hd)
+            mat(p + "attn_output.weight", n_embd, n_head * hd)
+            vec(p + "attn_q_norm.weight", hd)
+            vec(p + "post_attention_norm.weight", n_embd)
+            if not swa_pattern[i] and not rope_done:
+                vec("rope_freqs.weight", hd // 2)
+                rope_done = True
+            vec(p + "ffn_norm.weight", n_embd)
+            mat(p + "ffn_gate.weight", n_ff, n_embd)
+            mat(p + "ffn_up.weight", n_ff, n_embd)
+            mat(p + "ffn_down.weight", n_embd, n_ff)
+            vec(p + "post_ffw_norm.weight", n_embd)
+        n_layer = 0
     for i in range(n_layer):
         p = f"blk.{i}."
         vec(p + "attn_norm.weight", n_embd)
@@ -197,6 +234,14 @@ CASES = [
          model={"n_layer": 6, "sliding_window": 128, "n_expert": 4, "n_expert_used": 2, "head_dim": 32,
                 "weight_type": "MXFP4"},
          n_ctx=3000, type_k="q8_0", type_v="q8_0", flash_attn="on"),
+    Case(name="gemma4-shared-kv", arch="gemma4",
+         model={"n_layer": 8, "sliding_window": 128, "head_dim": 64, "head_dim_swa": 32, "shared_kv_layers": 2,
+                "swa_pattern": [True, True, True, True, True, False, True, False]},
+         n_ctx=4096),
+    Case(name="gemma4-shared-kv-fa-off", arch="gemma4",
+         model={"n_layer": 8, "sliding_window": 128, "head_dim": 64, "head_dim_swa": 32, "shared_kv_layers": 2,
+                "swa_pattern": [True, True, True, True, True, False, True, False]},
+         n_ctx=4096, flash_attn="off"),
     Case(name="gemma3-swa-full", arch="gemma3", model={"n_layer": 8, "sliding_window": 128}, n_ctx=4096,
          swa_full=True),
 ]
