@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from calculator.runtimes.llamacpp.gguf_meta import meta_from_hf_config  # noqa: E402
-from calculator.runtimes.llamacpp.memory import (  # noqa: E402
+from calculator.runtimes.llamacpp.gguf_meta import meta_from_hf_config
+from calculator.runtimes.llamacpp.memory import (
     RELEASE_0_3_36,
     RELEASE_LEGACY,
     RELEASE_PRE_VLESS,

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("gguf")
 
-from calculator.runtimes.llamacpp.crosscheck import CASES, have_llama_cpp, parse_log, run_cases  # noqa: E402
+from calculator.runtimes.llamacpp.crosscheck import CASES, have_llama_cpp, parse_log, run_cases
 
 
 def test_parse_log_reads_the_public_lines():

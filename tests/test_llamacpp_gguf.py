@@ -12,14 +12,14 @@ import pytest
 
 gguf = pytest.importorskip("gguf")
 
-from calculator.runtimes.llamacpp.crosscheck import write_tiny_gguf  # noqa: E402
-from calculator.runtimes.llamacpp.gguf_meta import (  # noqa: E402
+from calculator.runtimes.llamacpp.crosscheck import write_tiny_gguf
+from calculator.runtimes.llamacpp.gguf_meta import (
     GGUFError,
     read_gguf,
     read_gguf_from_hub,
     split_siblings,
 )
-from tests.hub_server import FakeHub  # noqa: E402
+from tests.hub_server import FakeHub
 
 
 def test_tiny_llama_header_and_tensor_bytes(tmp_path):

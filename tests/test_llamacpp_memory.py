@@ -14,16 +14,16 @@ import pytest
 
 pytest.importorskip("gguf")
 
-from calculator.runtimes.llamacpp import launch_argv, ollama_config, ollama_defaults, plan  # noqa: E402
-from calculator.runtimes.llamacpp.crosscheck import write_tiny_gguf  # noqa: E402
-from calculator.runtimes.llamacpp.gguf_meta import meta_from_hf_config, read_gguf  # noqa: E402
-from calculator.runtimes.llamacpp.memory import (  # noqa: E402
+from calculator.runtimes.llamacpp import launch_argv, ollama_config, ollama_defaults, plan
+from calculator.runtimes.llamacpp.crosscheck import write_tiny_gguf
+from calculator.runtimes.llamacpp.gguf_meta import meta_from_hf_config, read_gguf
+from calculator.runtimes.llamacpp.memory import (
     KV_CACHE_TYPES,
     RELEASE_LEGACY,
     NotModelled,
     ggml_row_bytes,
 )
-from tests.conftest import CONFIGS  # noqa: E402
+from tests.conftest import CONFIGS
 
 MiB = 2 ** 20
 
@@ -238,7 +238,7 @@ def test_cpu_repack_takes_the_q4_0_matrices_on_avx2(tmp_path):
     # o 128x128, gate 128x128, up 128x128, down 128x128; output 128x256.
     m = read_gguf(write_tiny_gguf(tmp_path / "m.gguf", "llama", n_layer=2, n_embd=128, head_dim=32,
                                   weight_type="Q4_0"))
-    q4 = lambda ne0, ne1: ne0 // 32 * 18 * ne1  # noqa: E731  (all multiples of 32 B already)
+    q4 = lambda ne0, ne1: ne0 // 32 * 18 * ne1
     layer = q4(128, 128) * 5 + q4(128, 64) * 2
     p = plan(m, n_ctx=512, device="CPU", cpu_features={"avx2"})
     assert p.buffer("model", "CPU_REPACK").bytes == 2 * layer + q4(128, 256)

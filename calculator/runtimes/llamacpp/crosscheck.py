@@ -38,9 +38,9 @@ def write_tiny_gguf(path: str | Path, arch: str, *, n_layer: int = 4, n_embd: in
     """Write a loadable tiny model. ``arch``: llama, qwen3, qwen3moe, gemma3, gpt-oss, gemma4 (``swa_pattern``,
     ``head_dim_swa``, ``shared_kv_layers``). Weights are zero blocks of ``weight_type`` (any ggml type name)
     for matrices and F32 for norms."""
-    import gguf
-
     import logging
+
+    import gguf
 
     logging.getLogger("gguf.gguf_writer").setLevel(logging.WARNING)
     path = Path(path)
@@ -301,7 +301,7 @@ def _args(case: Case, path: Path) -> dict:
 
 
 def have_llama_cpp(python: str = sys.executable) -> bool:
-    return subprocess.run([python, "-c", "import llama_cpp"], capture_output=True).returncode == 0
+    return subprocess.run([python, "-c", "import llama_cpp"], capture_output=True, check=False).returncode == 0
 
 
 def compare(case: Case, predicted, logged: dict) -> dict:
@@ -356,7 +356,7 @@ def run_case(case: Case, workdir: Path, python: str = sys.executable, timeout: f
     path = write_tiny_gguf(workdir / f"{case.name}.gguf", case.arch, **case.model)
     meta = read_gguf(path)
     proc = subprocess.run([python, "-c", _RUNNER, json.dumps(_args(case, path))], capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, check=False)
     log = proc.stdout + proc.stderr
     if "LOADED_OK" not in log:
         return {"case": case.name, "status": "load failed", "log_tail": log[-2000:], "figures": []}

@@ -105,14 +105,6 @@ class GGUFMeta(BaseModel):
 # ---------------------------------------------------------------- parsing
 
 
-def _field_value(field) -> Any:
-    from gguf import GGUFValueType
-
-    if field.types and field.types[0] == GGUFValueType.ARRAY:
-        return field.contents()
-    return field.contents()
-
-
 def _meta_from_readers(readers: list, files: list[str], sizes: list[int], source: str) -> GGUFMeta:
     """Combine the readers of one model's split files (``readers[0]`` holds the metadata)."""
     from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
