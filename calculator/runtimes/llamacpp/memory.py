@@ -273,7 +273,8 @@ def plan(
     --parallel), ``kv_unified`` (-kvu), ``cache_type_k/v`` (-ctk/-ctv), ``flash_attn`` (-fa), ``n_gpu_layers``
     (-ngl; -1 = all, any value above the layer count = all), ``swa_full`` (--swa-full), ``n_batch`` (-b),
     ``n_ubatch`` (-ub), ``use_mmap`` (--no-mmap = False), ``offload_kqv`` (--no-kv-offload = False).
-    ``device`` is the one GPU backend ("CUDA", "Metal", "Vulkan") or "CPU" for a build without one.
+    ``device`` is the one GPU backend ("CUDA", "Metal", "Vulkan") or "CPU" for a build without one; several
+    GPUs (layers split by free memory or --tensor-split, llama-model.cpp:1555-1600) are not modelled.
     ``cpu_features`` (subset of ``CPU_FEATURES``) are the ggml-cpu build's SIMD features, which decide the
     CPU_REPACK buffer; ``None`` = unknown (no repacking modelled, said in ``notes`` when it matters).
 
