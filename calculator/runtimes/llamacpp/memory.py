@@ -59,8 +59,8 @@ KV_CACHE_TYPES: dict[str, tuple[int, int]] = {
 }
 
 #: Architectures whose llama.cpp model file sets no sliding window and that use the plain llama_kv_cache
-#: (llama-model.cpp:2855-2871 ``new llama_kv_cache(...)``, reached from the ``default:`` branch at
-#: llama-model.cpp:2459 for archs that are neither recurrent nor hybrid). Checked: no ``swa_type`` /
+#: (llama-model.cpp:2859-2875 ``new llama_kv_cache(...)``, reached from the ``default:`` branch at
+#: llama-model.cpp:2658 for archs that are neither recurrent nor hybrid). Checked: no ``swa_type`` /
 #: ``n_swa`` in src/models/<arch>.cpp of the vendored tree.
 PLAIN_ARCHS = {
     "llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "gemma", "mistral3", "granite", "granitemoe",
@@ -274,7 +274,7 @@ def plan(
     (-ngl; -1 = all, any value above the layer count = all), ``swa_full`` (--swa-full), ``n_batch`` (-b),
     ``n_ubatch`` (-ub), ``use_mmap`` (--no-mmap = False), ``offload_kqv`` (--no-kv-offload = False).
     ``device`` is the one GPU backend ("CUDA", "Metal", "Vulkan") or "CPU" for a build without one; several
-    GPUs (layers split by free memory or --tensor-split, llama-model.cpp:1555-1600) are not modelled.
+    GPUs (layers split by free memory or --tensor-split, llama-model.cpp:1556-1587) are not modelled.
     ``cpu_features`` (subset of ``CPU_FEATURES``) are the ggml-cpu build's SIMD features, which decide the
     CPU_REPACK buffer; ``None`` = unknown (no repacking modelled, said in ``notes`` when it matters).
 
@@ -298,7 +298,7 @@ def plan(
     if flash_attn not in ("on", "off", "auto"):
         raise ValueError(f"flash_attn (-fa): on, off or auto, not {flash_attn!r}")
     notes: list[str] = []
-    fa_enabled = flash_attn != "off"  # llama-context.cpp:230: auto counts as enabled when the cache is made
+    fa_enabled = flash_attn != "off"  # llama-context.cpp:230-231: auto counts as enabled when the cache is made
     if cache_type_v not in ("f32", "f16", "bf16"):
         if flash_attn == "off":
             # llama-context.cpp:465-469
@@ -378,7 +378,7 @@ def plan(
     layers_on_gpu = [il for il in range(n_all) if on_gpu[il]]
     output_on_gpu = on_gpu[n_all]
 
-    v_trans = not fa_enabled  # create_memory passes !cparams.flash_attn (llama-model.cpp:2861)
+    v_trans = not fa_enabled  # create_memory passes !cparams.flash_attn (llama-model.cpp:2864)
     v_max = max(_layer_dims(meta, il, flags[il])[1] for il in range(n_all)) if n_all else 0
     if v_trans and any(_layer_dims(meta, il, flags[il])[1] != v_max for il in range(n_all)):
         notes.append("V embedding sizes differ across layers and flash attention is off: every V row is padded "
@@ -416,7 +416,7 @@ def plan(
                   SRC + f"src/llama-kv-cache-iswa.cpp:73-81,102-105 (n_swa={n_swa}, {swa_src})"),
         ]
     else:
-        caches = [build("kv", kv_layers, kv_size, SRC + "src/llama-model.cpp:2855-2871, src/llama-kv-cache.cpp:65-305")]
+        caches = [build("kv", kv_layers, kv_size, SRC + "src/llama-model.cpp:2859-2875, src/llama-kv-cache.cpp:65-305")]
 
     # ---- buffers
     if cpu_features is not None:
@@ -438,7 +438,7 @@ def plan(
         buffers.append(Buffer(kind="output", buft=out_buft, bytes=out, note=note,
                               source=SRC + "src/llama-context.cpp:375-384,2116-2160"))
     buffers.append(Buffer(kind="compute", buft=_buft_name(device) if gpu else "CPU", bytes=None,
-                          source=SRC + "src/llama-context.cpp:618-700 (sched_reserve)",
+                          source=SRC + "src/llama-context.cpp:615-700 (sched_reserve)",
                           note="not modelled: the compute buffer is ggml-alloc's peak over the reserved graphs"))
     notes.append("llama-server's --fit (on by default in recent builds) may lower -c / -ngl to fit the device; "
                  "not modelled (common/fit.cpp).")
