@@ -119,7 +119,7 @@ def test_hub_split_and_missing(tmp_path):
         hub.add_repo("org/half", {paths[0].name: paths[0].read_bytes()})
         with pytest.raises(GGUFError, match="missing"):
             read_gguf_from_hub("org/half", paths[0].name, endpoint=hub.url)
-        from calculator.hub import NoConfigError, RepoNotFoundError
+        from calculator.metadata.hub import NoConfigError, RepoNotFoundError
         with pytest.raises(NoConfigError):
             read_gguf_from_hub("org/split", "other.gguf", endpoint=hub.url)
         with pytest.raises(RepoNotFoundError):

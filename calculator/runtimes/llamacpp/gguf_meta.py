@@ -12,7 +12,7 @@ gives each ggml type's block size and bytes per block); nothing here reads tenso
 
 Units: bytes (``n_bytes``), elements (``n_elements``); shapes are ggml order (``ne[0]`` = the contiguous row
 length first), as GGUF stores them. Errors: ``GGUFError`` (with the field that is wrong) and, from the Hub,
-``calculator.hub.MetadataError`` subclasses.
+``calculator.metadata.hub.MetadataError`` subclasses.
 """
 from __future__ import annotations
 
@@ -321,9 +321,9 @@ def read_gguf_from_hub(
 ) -> GGUFMeta:
     """Read the header of ``filename`` (and of its split siblings) in ``repo_id`` at ``revision`` with ranged
     GETs: ``first_bytes`` first, doubled while the header runs past what was read. ``endpoint`` defaults to
-    ``HF_ENDPOINT``, ``token`` to ``HF_TOKEN``. Raises ``calculator.hub.MetadataError`` subclasses (repo,
+    ``HF_ENDPOINT``, ``token`` to ``HF_TOKEN``. Raises ``calculator.metadata.hub.MetadataError`` subclasses (repo,
     revision, gating, network) and ``GGUFError`` (not a GGUF, a listed split file missing)."""
-    from calculator.hub import DEFAULT_TIMEOUT_S, HubClient, NoConfigError
+    from calculator.metadata.hub import DEFAULT_TIMEOUT_S, HubClient, NoConfigError
 
     client = HubClient(endpoint=endpoint, token=token, timeout=timeout or DEFAULT_TIMEOUT_S)
     rev = client.resolve(repo_id, revision)
