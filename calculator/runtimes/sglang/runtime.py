@@ -26,6 +26,24 @@ from .releases import COVERED
 _ALGORITHM = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "draft_model": "STANDALONE", "ngram": "NGRAM"}
 
 
+SGLANG_ROWS = (
+    ("max_total_num_tokens", "KV cache tokens (max_total_num_tokens)"),
+    ("cell_size_bytes", "KV bytes per token per rank"),
+    ("kv_size_gib", "KV size (GB as SGLang logs it)"),
+    ("k_size_gib", "K size"),
+    ("v_size_gib", "V size"),
+    ("weights_gib", "Weights per rank (Load weight end)"),
+    ("mem_fraction_static", "mem_fraction_static"),
+    ("free_before_load_gib", "Free memory before loading"),
+    ("context_length", "context_length"),
+    ("page_size", "page_size"),
+    ("chunked_prefill_size", "chunked_prefill_size"),
+    ("cuda_graph_max_bs", "cuda_graph_max_bs"),
+    ("max_running_requests", "max_running_requests"),
+    ("attention_backend", "attention backend"),
+)
+
+
 class SGLangMemory(BaseModel):
     """SGLang's plan with the fields the verdict reads (``fits``, ``reason``, ``kv_cache_tokens``,
     ``max_concurrency``, ``max_model_len``, ``resolved``); ``plan`` holds every logged figure."""
@@ -43,6 +61,13 @@ class SGLangMemory(BaseModel):
     gpu: str
     vllm_version: str = ""  # the page's header names the runtime release through ``release``
     release: str
+
+    def rows(self) -> list[tuple[str, Any, str]]:
+        """``(label, value, source)`` rows of what SGLang logs, for the page."""
+        p = self.plan
+        cited = {s.field: f"{s.kind}: {s.source}" for s in p.sources}
+        return [(label, getattr(p, key), cited.get(key, "")) for key, label in SGLANG_ROWS
+                if getattr(p, key, None) is not None]
 
     def to_json(self) -> dict[str, Any]:
         """What SGLang logs, per rank: ``max_total_num_tokens``, ``kv_bytes_per_token`` (cell size), K and V
