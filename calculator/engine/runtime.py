@@ -23,7 +23,7 @@ Release = tuple[int, int, int]
 GiB = 2**30
 
 #: Oldest and newest minor release whose source the rules were read from (both inclusive, any patch).
-OLDEST_COVERED: Release = (0, 10, 0)
+OLDEST_COVERED: Release = (0, 9, 1)
 NEWEST_COVERED_MINOR: tuple[int, int] = (0, 33)
 
 
@@ -59,29 +59,29 @@ class ReleaseRule:
 # ``since`` is not after it.
 RULES: tuple[ReleaseRule, ...] = (
     # --- budget ---------------------------------------------------------------------------------------------
-    ReleaseRule("default_gpu_memory_utilization", (0, 10, 0), 0.9,
-                "vllm/config.py:1626 (0.10.0); vllm/config/cache.py:41 (0.19.1)"),
+    ReleaseRule("default_gpu_memory_utilization", (0, 9, 1), 0.9,
+                "vllm/config.py:1464 (0.9.1); vllm/config.py:1626 (0.10.0); vllm/config/cache.py:41 (0.19.1)"),
     ReleaseRule("default_gpu_memory_utilization", (0, 20, 0), 0.92,
                 "vllm/config/cache.py:66 (0.20.0); vllm/config/cache.py:215 (0.33.0)"),
-    ReleaseRule("requested_memory", (0, 10, 0), "total x utilization",
-                "vllm/v1/worker/gpu_worker.py:164 (0.10.0); gpu_worker.py:241 (0.13.0)",
+    ReleaseRule("requested_memory", (0, 9, 1), "total x utilization",
+                "vllm/v1/worker/gpu_worker.py:136 (0.9.1); vllm/v1/worker/gpu_worker.py:241 (0.13.0)",
                 "a float, not rounded"),
     ReleaseRule("requested_memory", (0, 14, 0), "ceil(total x utilization)",
                 "vllm/v1/worker/utils.py:258 (0.14.1); utils.py:724 (0.32.0)"),
-    ReleaseRule("free_memory_check", (0, 10, 0), "without device name",
-                "vllm/v1/worker/gpu_worker.py:166-177 (0.10.0); gpu_worker.py:245-255 (0.13.0)",
+    ReleaseRule("free_memory_check", (0, 9, 1), "without device name",
+                "vllm/v1/worker/gpu_worker.py:138-148 (0.9.1); vllm/v1/worker/gpu_worker.py:245-255 (0.13.0)",
                 "ValueError when free memory at start < requested memory"),
     ReleaseRule("free_memory_check", (0, 14, 0), "with device name",
                 "vllm/v1/worker/utils.py:263-271 (0.14.1); utils.py:761-770 (0.33.0)"),
-    ReleaseRule("snapshot_after_distributed_init", (0, 10, 0), False,
-                "vllm/v1/worker/gpu_worker.py:175 before :193 (0.10.2)",
+    ReleaseRule("snapshot_after_distributed_init", (0, 9, 1), False,
+                "vllm/v1/worker/gpu_worker.py:135 before :153 (0.9.1); :175 before :193 (0.10.2)",
                 "NCCL / custom all-reduce buffers are charged to the budget"),
     ReleaseRule("snapshot_after_distributed_init", (0, 11, 0), True,
                 "vllm/v1/worker/gpu_worker.py:169 before :182 (0.11.0)",
                 "NCCL buffers live in the memory outside gpu_memory_utilization"),
     # --- CUDA graphs ---------------------------------------------------------------------------------------
-    ReleaseRule("cuda_graph_memory", (0, 10, 0), "not budgeted",
-                "vllm/v1/worker/gpu_worker.py:279-280, :342-344 (0.10.2); gpu_worker.py:407, :530 (0.17.1)",
+    ReleaseRule("cuda_graph_memory", (0, 9, 1), "not budgeted",
+                "vllm/v1/worker/gpu_worker.py:218-219, :261 (0.9.1); :279-280, :342-344 (0.10.2); :407, :530 (0.17.1)",
                 "capture_model() runs after the KV cache is allocated; the pool comes from the memory outside "
                 "gpu_memory_utilization and is only reported afterwards"),
     ReleaseRule("cuda_graph_memory", (0, 18, 0), "estimated, not deducted",
@@ -92,14 +92,14 @@ RULES: tuple[ReleaseRule, ...] = (
                 "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1 from 0.20.0 although the log line "
                 "says 'default since v0.21.0' (gpu_worker.py:456, 0.20.0)"),
     # --- capacity log ----------------------------------------------------------------------------------------
-    ReleaseRule("kv_cache_tokens_log", (0, 10, 0), "num_blocks // num_groups x min_block_size",
-                "vllm/v1/core/kv_cache_utils.py:995 (0.10.0); kv_cache_utils.py:1302-1306 (0.19.1), "
+    ReleaseRule("kv_cache_tokens_log", (0, 9, 1), "num_blocks // num_groups x min_block_size",
+                "vllm/v1/core/kv_cache_utils.py:713, :867-868 (0.9.1); :995 (0.10.0); :1302-1306 (0.19.1); "
                 ":1694-1698 (0.20.0)"),
     ReleaseRule("kv_cache_tokens_log", (0, 20, 1), "int(max_concurrency x max_model_len)",
                 "vllm/v1/core/kv_cache_utils.py:1706 (0.20.1); kv_cache_utils.py:1128 (0.33.0)"),
     # --- profile run: sampler warm-up ---------------------------------------------------------------------
-    ReleaseRule("flashinfer_sampler_default", (0, 10, 0), True,
-                "vllm/v1/sample/ops/topk_topp_sampler.py:40 (0.10.0), :46 (0.11.0)",
+    ReleaseRule("flashinfer_sampler_default", (0, 9, 1), True,
+                "vllm/v1/sample/ops/topk_topp_sampler.py:40 (0.9.1), :40 (0.10.0), :46 (0.11.0)",
                 "VLLM_USE_FLASHINFER_SAMPLER unset means on; flashinfer is the optional 'flashinfer' extra "
                 "of the 0.10 wheels (the vllm-openai image ships it)"),
     ReleaseRule("flashinfer_sampler_default", (0, 11, 1), False,
@@ -108,7 +108,7 @@ RULES: tuple[ReleaseRule, ...] = (
     ReleaseRule("flashinfer_sampler_default", (0, 21, 0), True,
                 "vllm/envs.py:726-733 (0.21.0); vllm/v1/sample/ops/topk_topp_sampler.py:39-51 (0.21.0)",
                 "on by default where FlashInfer supports the GPU"),
-    ReleaseRule("v2_model_runner_default", (0, 10, 0), "none",
+    ReleaseRule("v2_model_runner_default", (0, 9, 1), "none",
                 "no vllm/v1/worker/gpu/ before 0.12; VLLM_USE_V2_MODEL_RUNNER defaults to 0: "
                 "vllm/envs.py:1550 (0.12.0); vllm/envs.py:1711-1712 (0.21.0)"),
     ReleaseRule("v2_model_runner_default", (0, 22, 0), "listed, not MoE, not quantized",
@@ -123,41 +123,45 @@ RULES: tuple[ReleaseRule, ...] = (
                 "vllm/config/vllm.py:645-676 (0.29.0); vllm/config/vllm.py:703-739 (0.32.0)",
                 "unless a feature V2 lacks is used"),
     # --- KV specs ------------------------------------------------------------------------------------------
-    ReleaseRule("sliding_window_in_flight", (0, 10, 0), "max_num_batched_tokens",
-                "vllm/v1/kv_cache_interface.py:188 (0.10.0), :561 (0.25.1)"),
+    ReleaseRule("sliding_window_in_flight", (0, 9, 1), "max_num_batched_tokens",
+                "vllm/v1/kv_cache_interface.py:147 (0.9.1), :188 (0.10.0), :561 (0.25.1)"),
     ReleaseRule("sliding_window_in_flight", (0, 26, 0), "max_concurrent_batches x max_num_batched_tokens",
                 "vllm/v1/kv_cache_interface.py:523 (0.26.0); vllm/config/vllm.py:512-532 (0.26.0)"),
-    ReleaseRule("async_scheduling_default", (0, 10, 0), False,
-                "vllm/config.py:2358 (0.10.0); vllm/config/scheduler.py:133 (0.13.0)"),
+    ReleaseRule("async_scheduling_default", (0, 9, 1), False,
+                "no async scheduling in 0.9.1; vllm/config.py:2358 (0.10.0); vllm/config/scheduler.py:133 (0.13.0)"),
     ReleaseRule("async_scheduling_default", (0, 14, 0), True,
                 "vllm/config/scheduler.py:133, vllm/config/vllm.py:588 (0.14.1); off on the CPU: "
                 "vllm/platforms/cpu.py:144 (0.26.0), :331 (0.32.0)",
                 "None = on unless an incompatible option is set"),
-    ReleaseRule("hybrid_prefix_caching_default", (0, 10, 0), False,
+    ReleaseRule("hybrid_prefix_caching_default", (0, 9, 1), False,
                 "vllm/engine/arg_utils.py:1847 (0.11.1); vllm/config/model.py:1883-1888 (0.25.1); "
                 "vllm/engine/arg_utils.py:2519-2522 (0.26.0)",
                 "irrelevant before 0.15: no mamba_cache_mode, one state per request"),
     ReleaseRule("hybrid_prefix_caching_default", (0, 28, 0), True,
                 "vllm/config/model.py:2072-2074, vllm/engine/arg_utils.py:2650 (0.28.0)"),
-    ReleaseRule("mamba_cache_mode_with_prefix_caching", (0, 10, 0), "none",
+    ReleaseRule("mamba_cache_mode_with_prefix_caching", (0, 9, 1), "none",
                 "no mamba_cache_mode before 0.15: one state per request"),
     ReleaseRule("mamba_cache_mode_with_prefix_caching", (0, 15, 0), "align",
                 "vllm/config/cache.py:127, vllm/model_executor/models/config.py:332-336 (0.15.1); "
                 "models/config.py:602-604 (0.28.0), :685-687 (0.32.0)",
                 "reached by default only when prefix caching is on for hybrid models (from 0.28)"),
     # --- defaults of vllm serve ----------------------------------------------------------------------------
-    ReleaseRule("batch_default_tiers", (0, 10, 0), ">=70 GiB non-A100: 8192/1024; else 2048/256",
-                "vllm/engine/arg_utils.py:1584-1601 (0.10.0); CPU 2048*ws / 128*ws: vllm/engine/arg_utils.py:1621-1630 (0.10.0)"),
+    ReleaseRule("batch_default_tiers", (0, 9, 1), ">=70 GiB non-A100: 8192/1024; else 2048/256",
+                "vllm/engine/arg_utils.py:1554-1568 (0.9.1); :1584-1601 (0.10.0)"),
     ReleaseRule("batch_default_tiers", (0, 28, 0), ">=160 GiB: 16384/1024; >=70 GiB non-A100: 8192/1024; "
                 "else 2048/256", "vllm/engine/arg_utils.py:2582-2601 (0.28.0)"),
     ReleaseRule("batch_default_tiers", (0, 33, 0), ">=160 GiB: 16384/1024; >=70 GiB non-A100 non-GB10: "
                 "8192/1024; else 2048/256", "vllm/engine/arg_utils.py:2963, :2973-2994 (0.33.0)",
                 "GB10 = compute capability 12.1"),
-    ReleaseRule("default_block_size", (0, 10, 0), 16,
-                "vllm/platforms/cuda.py:148 (0.10.0), :179 (0.17.1); CacheConfig.DEFAULT_BLOCK_SIZE "
+    ReleaseRule("cpu_batch_defaults", (0, 9, 1), None,
+                "vllm/engine/arg_utils.py:1554-1598 (0.9.1): no CPU branch", "not modelled"),
+    ReleaseRule("cpu_batch_defaults", (0, 10, 0), "2048*ws / 128*ws",
+                "vllm/engine/arg_utils.py:1621-1630 (0.10.0); unchanged in 0.33.0"),
+    ReleaseRule("default_block_size", (0, 9, 1), 16,
+                "vllm/platforms/cuda.py:140 (0.9.1), :148 (0.10.0), :179 (0.17.1); CacheConfig.DEFAULT_BLOCK_SIZE "
                 "vllm/config/cache.py:34 (0.18.1), :185 (0.33.0)"),
-    ReleaseRule("mla_block_size", (0, 10, 0), "Hopper: FLASHMLA 64",
-                "vllm/platforms/cuda.py:155-161 (0.10.0)"),
+    ReleaseRule("mla_block_size", (0, 9, 1), "Hopper: FLASHMLA 64",
+                "vllm/platforms/cuda.py:148-153 (0.9.1), :155-161 (0.10.0)"),
     ReleaseRule("mla_block_size", (0, 10, 1), "Hopper: FLASHMLA 64; Blackwell: CUTLASS_MLA 128",
                 "vllm/platforms/cuda.py:152-179 (0.10.2), :186-213 (0.14.1)"),
     ReleaseRule("mla_block_size", (0, 15, 0), "Hopper: FLASHMLA 64; Blackwell: FLASHINFER_MLA 64 when "
@@ -185,8 +189,8 @@ def rule_rows(rule: str) -> tuple[ReleaseRule, ...]:
 
 
 def _covered_label() -> str:
-    o, n = OLDEST_COVERED, NEWEST_COVERED_MINOR
-    return f"{o[0]}.{o[1]}.x to {n[0]}.{n[1]}.x"
+    n = NEWEST_COVERED_MINOR
+    return f"{'.'.join(map(str, OLDEST_COVERED))} to {n[0]}.{n[1]}.x"
 
 
 @dataclass(frozen=True)
@@ -200,7 +204,7 @@ class ReleaseRules:
     version: tuple[int, int, int]
 
     #: ``(oldest, newest)`` releases the rules cover, as text (any patch of the newest minor).
-    covered_releases = ("0.10.0", "0.33.x")
+    covered_releases = ("0.9.1", "0.33.x")
 
     def __post_init__(self) -> None:
         if not self.is_supported(self.version):
@@ -214,8 +218,11 @@ class ReleaseRules:
     def is_supported(version: str | tuple[int, int, int]) -> bool:
         """Whether the rules cover ``version`` (text such as ``"0.19.0"`` or a parsed tuple).
 
-        0.10.0 is the oldest release read (the V1 engine's ``vllm/v1/worker/gpu_worker.py`` budget, V0 still
-        selectable); 0.33.x the newest. Raises EngineInputError for text that is not a version.
+        0.9.1 is the oldest: from it the V1 worker sizes the KV cache as ``requested − non-KV memory`` of
+        this process (``memory_profiling``, vllm/v1/worker/gpu_worker.py:202-219 in 0.9.1). 0.9.0 still
+        charged every allocation on the device, other processes' included, against ``total × utilization``
+        (gpu_worker.py:179-213 in 0.9.0), which this model does not follow. 0.33.x is the newest read.
+        Raises EngineInputError for text that is not a version.
         """
         v = parse_version(version) if isinstance(version, str) else tuple(version)
         return OLDEST_COVERED <= v and v[:2] <= NEWEST_COVERED_MINOR
@@ -368,6 +375,9 @@ class ReleaseRules:
         ≥160 GiB → 16384 / 1024 from 0.28; ≥70 GiB and not an A100 (and from 0.33 not a GB10, compute
         capability 12.1) → 8192 / 1024; otherwise 2048 / 256; CPU → 2048·ws / 128·ws in every release."""
         if is_cpu:
+            if self.value("cpu_batch_defaults") is None:
+                raise EngineInputError("vllm_version", f"vLLM {self.label} has no CPU batch defaults "
+                                       "(vllm/engine/arg_utils.py); CPU builds are modelled from 0.10.0")
             return 2048 * world_size, 128 * world_size
         tiers = rule_rows("batch_default_tiers")
         if self.version >= tiers[1].since and gpu_memory_gib >= 160:
