@@ -140,7 +140,8 @@ RULES: tuple[ReleaseRule, ...] = (
     ReleaseRule("hybrid_prefix_caching_default", (0, 28, 0), True,
                 "vllm/config/model.py:2072-2074, vllm/engine/arg_utils.py:2650 (0.28.0)"),
     ReleaseRule("mamba_cache_mode_with_prefix_caching", (0, 9, 1), "none",
-                "no mamba_cache_mode before 0.15: one state per request"),
+                "vllm/config/cache.py:118-122, vllm/v1/kv_cache_interface.py:292-294 (0.14.1)",
+                "no mamba_cache_mode before 0.15: one state page per request"),
     ReleaseRule("mamba_cache_mode_with_prefix_caching", (0, 15, 0), "align",
                 "vllm/config/cache.py:127, vllm/model_executor/models/config.py:332-336 (0.15.1); "
                 "models/config.py:602-604 (0.28.0), :685-687 (0.32.0)",
