@@ -245,3 +245,15 @@ def test_releases_md_lists_every_rule_row():
     text = (Path(runtime.__file__).parent / "RELEASES.md").read_text()
     for r in RULES:
         assert f"| `{r.rule}` | {'.'.join(map(str, r.since))} |" in text, r
+
+
+def test_default_flashinfer_sampler_falls_back_on_unsupported_gpus():
+    # FlashInferBackend.supports_compute_capability: 7.5-12.1 in flashinfer.py:409-412 (0.21.0),
+    # 8.0-12.1 in flashinfer.py:426-434 (0.24.0); outside, topk_topp_sampler.py:39-65 (0.21.0) uses the
+    # PyTorch-native sampler, which sorts the logits
+    assert R("0.21.0").sampler_sorts_logits((7, 0))       # V100
+    assert not R("0.21.0").sampler_sorts_logits((7, 5))   # T4
+    assert R("0.24.0").sampler_sorts_logits((7, 5))
+    assert not R("0.24.0").sampler_sorts_logits((9, 0))
+    assert not R("0.24.0").sampler_sorts_logits((7, 0), uses_v2=True)  # gpu/model_runner.py:576-580 (0.22.1)
+    assert R("0.19.0").sampler_sorts_logits((9, 0))       # opt-in: always the native sampler

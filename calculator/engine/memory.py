@@ -404,7 +404,7 @@ def estimate(inp: EngineInput) -> EstimateResult:
         sources["cuda_graph_gib"] = "no CUDA graphs on the CPU build"
     else:
         act_kw = dict(tp=tp, max_num_seqs=seqs, max_num_batched_tokens=mnbt, act_bytes=act_bytes,
-                      heavy_sampler=rules.heavy_sampler_profile,
+                      heavy_sampler=rules.sampler_sorts_logits(gpu.capability_tuple),
                       moe_workspace=not (quant and quant.name == "mxfp4"))
         activation = activation_peak_bytes(arch, stage="first" if pp > 1 else "only", **act_kw)
         sources["activation_peak_gib"] = FIT_SOURCE + ": max(sampler over max_num_seqs x vocab, forward over " \

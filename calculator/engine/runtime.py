@@ -108,6 +108,15 @@ RULES: tuple[ReleaseRule, ...] = (
     ReleaseRule("flashinfer_sampler_default", (0, 21, 0), True,
                 "vllm/envs.py:726-733 (0.21.0); vllm/v1/sample/ops/topk_topp_sampler.py:39-51 (0.21.0)",
                 "on by default where FlashInfer supports the GPU"),
+    ReleaseRule("flashinfer_sampler_capability", (0, 9, 1), None,
+                "vllm/v1/sample/ops/topk_topp_sampler.py:40 (0.9.1)",
+                "no capability check on the default path"),
+    ReleaseRule("flashinfer_sampler_capability", (0, 21, 0), ((7, 5), (12, 1)),
+                "vllm/v1/attention/backends/flashinfer.py:409-412, topk_topp_sampler.py:39-65 (0.21.0)",
+                "outside it the default-on sampler falls back to the sorting PyTorch-native one"),
+    ReleaseRule("flashinfer_sampler_capability", (0, 24, 0), ((8, 0), (12, 1)),
+                "vllm/v1/attention/backends/flashinfer.py:426-434 (0.24.0), :696-704 (0.33.0)",
+                "SM75 excluded while FlashInfer is broken there"),
     ReleaseRule("v2_model_runner_default", (0, 9, 1), "none",
                 "no vllm/v1/worker/gpu/ before 0.12; VLLM_USE_V2_MODEL_RUNNER defaults to 0: "
                 "vllm/envs.py:1550 (0.12.0); vllm/envs.py:1711-1712 (0.21.0)"),
@@ -187,6 +196,16 @@ def rule_rows(rule: str) -> tuple[ReleaseRule, ...]:
     if not rows:
         raise KeyError(rule)
     return rows
+
+
+def rules_markdown_table() -> str:
+    """:data:`RULES` as the markdown table of ``calculator/engine/RELEASES.md``
+    (regenerate it with ``python -c "from calculator.engine.runtime import rules_markdown_table as t; print(t())"``)."""
+    lines = ["| rule | first release | value / behaviour | file:line |", "|---|---|---|---|"]
+    for r in RULES:
+        val = str(r.value) + (f" ({r.note})" if r.note else "")
+        lines.append(f"| `{r.rule}` | {'.'.join(map(str, r.since))} | {val.replace('|', '/')} | {r.source} |")
+    return "\n".join(lines)
 
 
 def _covered_label() -> str:
@@ -279,7 +298,7 @@ class ReleaseRules:
         """Up to 0.20.0 the logged token count is ``num_blocks // num_groups × min_block_size``
         (kv_cache_utils.py:1694-1698 in 0.20.0); from 0.20.1 it is ``int(max_concurrency × max_model_len)``
         (kv_cache_utils.py:1706 in 0.20.1)."""
-        return self.version < rule_rows("kv_cache_tokens_log")[1].since
+        return self.value("kv_cache_tokens_log").startswith("num_blocks")
 
     # --- profile run ------------------------------------------------------------------------------------------
     @property
@@ -297,6 +316,20 @@ class ReleaseRules:
         (vllm/v1/worker/gpu/model_runner.py:979-983 in 0.32.0), so it is light as well. The bytes per
         (max_num_seqs × vocab) entry of each case are fits (``SAMPLER_BYTES_PER_SEQ_VOCAB*``)."""
         return not self.flashinfer_sampler_default
+
+    def sampler_sorts_logits(self, capability: tuple[int, int] | None = None, uses_v2: bool = False) -> bool:
+        """:attr:`heavy_sampler_profile` for one GPU: from 0.21 the default-on FlashInfer sampler falls back
+        to the sorting PyTorch-native one on GPUs FlashInfer does not support (``flashinfer_sampler_capability``
+        rows: compute capability 7.5-12.1 in 0.21-0.23, 8.0-12.1 from 0.24), e.g. a V100, or a T4 from 0.24. The V2 model runner never sorts in
+        its dummy run (vllm/v1/worker/gpu/model_runner.py:576-580 in 0.22.1)."""
+        if uses_v2:
+            return False
+        if self.heavy_sampler_profile:
+            return True
+        supported = self.value("flashinfer_sampler_capability")
+        if supported is not None and capability is not None:
+            return not (supported[0] <= tuple(capability) <= supported[1])
+        return False
 
     @property
     def non_torch_tp_fit_gib(self) -> float:
