@@ -20,7 +20,7 @@ def R(v: str) -> ReleaseRules:
     return ReleaseRules.for_version(v)
 
 
-# --- the table -------------------------------------------------------------------------------------------------
+# --- the table ----------------------------------------------------------------------------------------------
 def test_every_rule_starts_at_the_oldest_release_and_rows_are_in_release_order():
     for name in RULE_NAMES:
         rows = rule_rows(name)
@@ -30,7 +30,7 @@ def test_every_rule_starts_at_the_oldest_release_and_rows_are_in_release_order()
         assert re.search(r"\.py:\d+.*\(0\.\d+\.\d+", r.source), r
 
 
-# --- which releases are modelled -------------------------------------------------------------------------------
+# --- which releases are modelled ----------------------------------------------------------------------------
 def test_covered_releases():
     # 0.9.0 sizes the KV cache as total x u minus every allocation on the device, other processes' included
     # (vllm/v1/worker/gpu_worker.py:179-213, 0.9.0); 0.9.1 switches to requested - this process's non-KV
@@ -50,7 +50,7 @@ def test_estimate_refuses_releases_outside_the_range_by_name(version):
     assert version.split(".post")[0] in err.value.message and "0.9.1 to 0.33.x" in err.value.message
 
 
-# --- budget ----------------------------------------------------------------------------------------------------
+# --- budget -------------------------------------------------------------------------------------------------
 def test_default_gpu_memory_utilization():
     # vllm/config/cache.py:41 (0.19.1) default=0.9; vllm/config/cache.py:66 (0.20.0) default=0.92
     assert R("0.19.1").default_gpu_memory_utilization == 0.9
@@ -71,8 +71,9 @@ def test_free_memory_check_message_names_the_device_from_0_14():
     # vllm/v1/worker/gpu_worker.py:245-255 (0.13.0)
     ok, msg = free_memory_check(R("0.13.0"), total, in_use, 0.9)
     assert not ok
-    assert msg == ("Free memory on device (70.0/80.0 GiB) on startup is less than desired GPU memory utilization "
-                   "(0.9, 72.0 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.")
+    assert msg == ("Free memory on device (70.0/80.0 GiB) on startup is less than desired GPU memory "
+                   "utilization (0.9, 72.0 GiB). Decrease GPU memory utilization or reduce GPU memory used "
+                   "by other processes.")
     # vllm/v1/worker/utils.py:263-271 (0.14.1)
     ok, msg = free_memory_check(R("0.14.1"), total, in_use, 0.9)
     assert msg.startswith("Free memory on device cuda:0 (70.0/80.0 GiB) on startup is less than")
@@ -92,7 +93,7 @@ def test_free_memory_check_matches_the_installed_vllm():
     assert not ok and msg == str(err.value)
 
 
-# --- CUDA graphs -------------------------------------------------------------------------------------------------
+# --- CUDA graphs --------------------------------------------------------------------------------------------
 def test_cuda_graph_memory_by_release():
     # capture_model() after the KV cache is sized, nothing reserved: gpu_worker.py:407, :530 (0.17.1)
     assert R("0.17.1").cuda_graph_memory == "not budgeted"
@@ -118,7 +119,7 @@ def test_graph_capture_must_fit_outside_the_budget_before_0_20():
     assert graph_capture_fits(R("0.20.0"), int(8.5 * GiB), total, requested) == (True, None)
 
 
-# --- capacity log ------------------------------------------------------------------------------------------------
+# --- capacity log -------------------------------------------------------------------------------------------
 def test_kv_cache_tokens_log_formula_switches_at_0_20_1():
     # num_blocks // len(kv_cache_groups) * min_block_size: kv_cache_utils.py:1694-1698 (0.20.0)
     assert R("0.20.0").legacy_token_formula
@@ -127,10 +128,10 @@ def test_kv_cache_tokens_log_formula_switches_at_0_20_1():
     assert R("0.9.1").legacy_token_formula  # kv_cache_utils.py:713, :867-868 (0.9.1)
 
 
-# --- profile run --------------------------------------------------------------------------------------------------
+# --- profile run --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("version,flashinfer", [
     ("0.11.0", True),   # topk_topp_sampler.py:46 (0.11.0): "VLLM_USE_FLASHINFER_SAMPLER is not False"
-    ("0.11.1", False),  # topk_topp_sampler.py:34 (0.11.1): "if envs.VLLM_USE_FLASHINFER_SAMPLER:", unset = None
+    ("0.11.1", False),  # topk_topp_sampler.py:34 (0.11.1): "if envs.VLLM_USE_FLASHINFER_SAMPLER:"
     ("0.20.2", False),  # envs.py:717-721 (0.20.2): unset -> None
     ("0.21.0", True),   # envs.py:726-733 (0.21.0): unset -> True
 ])
@@ -149,11 +150,12 @@ def test_estimate_uses_the_light_sampler_profile_again_from_0_21():
     assert b.available_kv_cache_gib > a.available_kv_cache_gib
 
 
-# --- KV specs -----------------------------------------------------------------------------------------------------
+# --- KV specs -----------------------------------------------------------------------------------------------
 def test_v2_model_runner_default():
     # VLLM_USE_V2_MODEL_RUNNER defaults to "0": envs.py:1711-1712 (0.21.0)
     assert not R("0.21.0").uses_v2_model_runner(("Qwen3ForCausalLM",))
-    # DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES = {"Qwen3ForCausalLM"}, not MoE: config/vllm.py:69, :518-533 (0.22.1)
+    # DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES = {"Qwen3ForCausalLM"}, not MoE:
+    # config/vllm.py:69, :518-533 (0.22.1)
     assert R("0.22.1").uses_v2_model_runner(("Qwen3ForCausalLM",))
     assert not R("0.22.1").uses_v2_model_runner(("LlamaForCausalLM",))
     # listed or not MoE, never hybrid: config/vllm.py:557-574 (0.25.1)
@@ -172,7 +174,8 @@ def test_sliding_window_reserves_in_flight_batches_from_0_26():
     # config/vllm.py:512-532 (0.26.0): async scheduling -> 2 at pp=1; V2 -> pp + 1; V1 with pp > 1 -> pp
     assert R("0.26.0").max_concurrent_batches(1, False) == 2
     assert R("0.26.0").max_concurrent_batches(2, False, architectures=("LlamaForCausalLM",)) == 3
-    assert R("0.26.0").max_concurrent_batches(2, False, architectures=("MixtralForCausalLM",), is_moe=True) == 2
+    mixtral = dict(architectures=("MixtralForCausalLM",), is_moe=True)
+    assert R("0.26.0").max_concurrent_batches(2, False, **mixtral) == 2
     # CPU: async scheduling off (platforms/cpu.py:144, 0.26.0) -> pp
     assert R("0.26.0").max_concurrent_batches(1, True) == 1
 
@@ -194,7 +197,7 @@ def test_estimate_resolves_the_mamba_mode_of_the_release():
     assert estimate(EngineInput(vllm_version="0.28.0", **kw)).resolved["mamba_cache_mode"] == "align"
 
 
-# --- defaults of vllm serve ---------------------------------------------------------------------------------------
+# --- defaults of vllm serve ---------------------------------------------------------------------------------
 def test_batch_defaults():
     # >= 160 GiB tier: vllm/engine/arg_utils.py:2582-2601 (0.28.0), absent in 0.27.1
     assert R("0.27.1").batch_defaults(178.36, "NVIDIA B200", False) == (8192, 1024)

@@ -2,9 +2,10 @@
 
 Every release difference is one row of :data:`RULES` (rule, first release it applies to, value, the
 ``file:line`` in that release's wheel), read from the source of each release's wheel (latest patch of every
-minor from 0.10 to 0.33, plus the patches around a switch: 0.10.0, 0.10.1.1, 0.11.0, 0.11.1, 0.19.0,
-0.20.0, 0.20.1). ``calculator/engine/RELEASES.md`` is the same table for people. :class:`ReleaseRules`
-reads the table; nothing here is fitted.
+minor from 0.10 to 0.33, plus the patches around a switch: 0.9.0, 0.9.1, 0.9.2, 0.10.0, 0.10.1.1, 0.11.0,
+0.11.1, 0.19.0, 0.20.0, 0.20.1). ``calculator/engine/RELEASES.md`` is the same table for people.
+:class:`ReleaseRules` reads the table; the rules are not fitted (the one fit it selects,
+``non_torch_tp_fit_gib``, says so).
 
 Overhead constants at the end of the module (activation peak, non-torch memory, CUDA-graph pool) are fitted
 to the public startup logs in ``../shared/cases/vllm_ground_truth.json`` (``benchmarks/memory_cases.py``
@@ -60,7 +61,8 @@ class ReleaseRule:
 RULES: tuple[ReleaseRule, ...] = (
     # --- budget ---------------------------------------------------------------------------------------------
     ReleaseRule("default_gpu_memory_utilization", (0, 9, 1), 0.9,
-                "vllm/config.py:1464 (0.9.1); vllm/config.py:1626 (0.10.0); vllm/config/cache.py:41 (0.19.1)"),
+                "vllm/config.py:1464 (0.9.1); vllm/config.py:1626 (0.10.0); "
+                "vllm/config/cache.py:41 (0.19.1)"),
     ReleaseRule("default_gpu_memory_utilization", (0, 20, 0), 0.92,
                 "vllm/config/cache.py:66 (0.20.0); vllm/config/cache.py:215 (0.33.0)"),
     ReleaseRule("requested_memory", (0, 9, 1), "total x utilization",
@@ -81,9 +83,10 @@ RULES: tuple[ReleaseRule, ...] = (
                 "NCCL buffers live in the memory outside gpu_memory_utilization"),
     # --- CUDA graphs ---------------------------------------------------------------------------------------
     ReleaseRule("cuda_graph_memory", (0, 9, 1), "not budgeted",
-                "vllm/v1/worker/gpu_worker.py:218-219, :261 (0.9.1); :279-280, :342-344 (0.10.2); :407, :530 (0.17.1)",
-                "capture_model() runs after the KV cache is allocated; the pool comes from the memory outside "
-                "gpu_memory_utilization and is only reported afterwards"),
+                "vllm/v1/worker/gpu_worker.py:218-219, :261 (0.9.1); :279-280, :342-344 (0.10.2); "
+                ":407, :530 (0.17.1)",
+                "capture_model() runs after the KV cache is allocated; the pool comes from the memory "
+                "outside gpu_memory_utilization and is only reported afterwards"),
     ReleaseRule("cuda_graph_memory", (0, 18, 0), "estimated, not deducted",
                 "vllm/v1/worker/gpu_worker.py:397-416 (0.18.1); vllm/envs.py:1636 (0.18.1), :1655 (0.19.1)",
                 "profile_cudagraph_memory() runs; VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 0"),
@@ -91,7 +94,7 @@ RULES: tuple[ReleaseRule, ...] = (
                 "vllm/envs.py:1725 (0.20.0); vllm/v1/worker/gpu_worker.py:424 (0.20.0), :754-757 (0.33.0)",
                 "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1 from 0.20.0 although the log line "
                 "says 'default since v0.21.0' (gpu_worker.py:456, 0.20.0)"),
-    # --- capacity log ----------------------------------------------------------------------------------------
+    # --- capacity log ---------------------------------------------------------------------------------------
     ReleaseRule("kv_cache_tokens_log", (0, 9, 1), "num_blocks // num_groups x min_block_size",
                 "vllm/v1/core/kv_cache_utils.py:713, :867-868 (0.9.1); :995 (0.10.0); :1302-1306 (0.19.1); "
                 ":1694-1698 (0.20.0)"),
@@ -137,7 +140,8 @@ RULES: tuple[ReleaseRule, ...] = (
     ReleaseRule("sliding_window_in_flight", (0, 26, 0), "max_concurrent_batches x max_num_batched_tokens",
                 "vllm/v1/kv_cache_interface.py:523 (0.26.0); vllm/config/vllm.py:512-532 (0.26.0)"),
     ReleaseRule("async_scheduling_default", (0, 9, 1), False,
-                "no async scheduling in 0.9.1; vllm/config.py:2358 (0.10.0); vllm/config/scheduler.py:133 (0.13.0)"),
+                "no async scheduling in 0.9.1; vllm/config.py:2358 (0.10.0); "
+                "vllm/config/scheduler.py:133 (0.13.0)"),
     ReleaseRule("async_scheduling_default", (0, 14, 0), True,
                 "vllm/config/scheduler.py:133, vllm/config/vllm.py:588 (0.14.1); off on the CPU: "
                 "vllm/platforms/cpu.py:144 (0.26.0), :331 (0.32.0)",
@@ -168,7 +172,8 @@ RULES: tuple[ReleaseRule, ...] = (
     ReleaseRule("cpu_batch_defaults", (0, 10, 0), "2048*ws / 128*ws",
                 "vllm/engine/arg_utils.py:1621-1630 (0.10.0); unchanged in 0.33.0"),
     ReleaseRule("default_block_size", (0, 9, 1), 16,
-                "vllm/platforms/cuda.py:140 (0.9.1), :148 (0.10.0), :179 (0.17.1); CacheConfig.DEFAULT_BLOCK_SIZE "
+                "vllm/platforms/cuda.py:140 (0.9.1), :148 (0.10.0), :179 (0.17.1); "
+                "CacheConfig.DEFAULT_BLOCK_SIZE "
                 "vllm/config/cache.py:34 (0.18.1), :185 (0.33.0)"),
     ReleaseRule("mla_block_size", (0, 9, 1), "Hopper: FLASHMLA 64",
                 "vllm/platforms/cuda.py:148-153 (0.9.1), :155-161 (0.10.0)"),
@@ -200,7 +205,8 @@ def rule_rows(rule: str) -> tuple[ReleaseRule, ...]:
 
 def rules_markdown_table() -> str:
     """:data:`RULES` as the markdown table of ``calculator/engine/RELEASES.md``
-    (regenerate it with ``python -c "from calculator.engine.runtime import rules_markdown_table as t; print(t())"``)."""
+    (regenerate it with
+    ``python -c "from calculator.engine.runtime import rules_markdown_table as t; print(t())"``)."""
     lines = ["| rule | first release | value / behaviour | file:line |", "|---|---|---|---|"]
     for r in RULES:
         val = str(r.value) + (f" ({r.note})" if r.note else "")
@@ -292,7 +298,7 @@ class ReleaseRules:
         (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to 1, vllm/envs.py:1725 in 0.20.0)."""
         return self.cuda_graph_memory == "deducted"
 
-    # --- capacity log ----------------------------------------------------------------------------------------
+    # --- capacity log ---------------------------------------------------------------------------------------
     @property
     def legacy_token_formula(self) -> bool:
         """Up to 0.20.0 the logged token count is ``num_blocks // num_groups × min_block_size``
@@ -300,7 +306,7 @@ class ReleaseRules:
         (kv_cache_utils.py:1706 in 0.20.1)."""
         return self.value("kv_cache_tokens_log").startswith("num_blocks")
 
-    # --- profile run ------------------------------------------------------------------------------------------
+    # --- profile run ----------------------------------------------------------------------------------------
     @property
     def flashinfer_sampler_default(self) -> bool:
         """FlashInfer top-k/top-p sampling without ``VLLM_USE_FLASHINFER_SAMPLER`` set: on up to 0.11.0,
@@ -319,8 +325,9 @@ class ReleaseRules:
 
     def sampler_sorts_logits(self, capability: tuple[int, int] | None = None, uses_v2: bool = False) -> bool:
         """:attr:`heavy_sampler_profile` for one GPU: from 0.21 the default-on FlashInfer sampler falls back
-        to the sorting PyTorch-native one on GPUs FlashInfer does not support (``flashinfer_sampler_capability``
-        rows: compute capability 7.5-12.1 in 0.21-0.23, 8.0-12.1 from 0.24), e.g. a V100, or a T4 from 0.24. The V2 model runner never sorts in
+        to the sorting PyTorch-native one on GPUs FlashInfer does not support
+        (``flashinfer_sampler_capability`` rows: compute capability 7.5-12.1 in 0.21-0.23, 8.0-12.1 from
+        0.24), e.g. a V100, or a T4 from 0.24. The V2 model runner never sorts in
         its dummy run (vllm/v1/worker/gpu/model_runner.py:576-580 in 0.22.1)."""
         if uses_v2:
             return False
@@ -422,7 +429,8 @@ class ReleaseRules:
         return 2048, 256
 
     def default_block_size(self, is_cpu: bool, is_mla: bool, capability: tuple[int, int] | None, kv_fp8: bool,
-                           attention_backend: str | None, qk_nope_head_dim: int | None = None) -> tuple[int, str]:
+                           attention_backend: str | None,
+                           qk_nope_head_dim: int | None = None) -> tuple[int, str]:
         """The cache block size this release picks when ``--block-size`` is not given, and why.
 
         16 for every non-MLA CUDA model. MLA before 0.18: ``platforms/cuda.py`` forces the backend's size
@@ -499,11 +507,12 @@ def graph_capture_fits(rules: ReleaseRules, cuda_graph_bytes: int, total_bytes: 
     if cuda_graph_bytes <= outside:
         return True, None
     return False, (
-        f"CUDA graph capture needs about {cuda_graph_bytes / GiB:.2f} GiB, but only {max(outside, 0) / GiB:.2f} "
-        f"GiB is left outside --gpu-memory-utilization: vLLM {rules.label} sizes the KV cache without "
-        f"CUDA-graph memory ({rules.cuda_graph_memory}) and captures the graphs afterwards, so the start-up "
-        f"dies with CUDA out of memory during capture. Lower --gpu-memory-utilization, use --enforce-eager, "
-        f"or use vLLM 0.20 or later (the estimate is deducted from the KV budget).")
+        f"CUDA graph capture needs about {cuda_graph_bytes / GiB:.2f} GiB, but only "
+        f"{max(outside, 0) / GiB:.2f} GiB is left outside --gpu-memory-utilization: vLLM {rules.label} "
+        f"sizes the KV cache without CUDA-graph memory ({rules.cuda_graph_memory}) and captures the graphs "
+        f"afterwards, so the start-up dies with CUDA out of memory during capture. Lower "
+        f"--gpu-memory-utilization, use --enforce-eager, or use vLLM 0.20 or later (the estimate is deducted "
+        f"from the KV budget).")
 
 
 def free_memory_check(rules: ReleaseRules, total_bytes: int, memory_in_use_bytes: int, utilization: float,
