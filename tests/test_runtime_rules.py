@@ -260,3 +260,14 @@ def test_default_flashinfer_sampler_falls_back_on_unsupported_gpus():
     assert not R("0.24.0").sampler_sorts_logits((9, 0))
     assert not R("0.24.0").sampler_sorts_logits((7, 0), uses_v2=True)  # gpu/model_runner.py:576-580 (0.22.1)
     assert R("0.19.0").sampler_sorts_logits((9, 0))       # opt-in: always the native sampler
+
+
+def test_cpu_default_block_size():
+    # 128 if intel_extension_for_pytorch else 16: platforms/cpu.py:148 (0.11.0); 128: cpu.py:185 (0.11.1)
+    bs, why = R("0.11.0").default_block_size(True, False, None, False, None)
+    assert bs == 128 and "intel_extension_for_pytorch" in why
+    assert R("0.11.1").default_block_size(True, False, None, False, None) == (128, "CPU default (vLLM 0.11.1 "
+                                                                                "platforms/cpu.py)")
+    # MLA forced to 16 on the CPU: platforms/cpu.py:137-147 (0.28.0); no MLA case in 0.27.1
+    assert R("0.27.1").default_block_size(True, True, None, False, None)[0] == 128
+    assert R("0.28.0").default_block_size(True, True, None, False, None)[0] == 16

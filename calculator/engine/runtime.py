@@ -175,6 +175,15 @@ RULES: tuple[ReleaseRule, ...] = (
                 "vllm/platforms/cuda.py:140 (0.9.1), :148 (0.10.0), :179 (0.17.1); "
                 "CacheConfig.DEFAULT_BLOCK_SIZE "
                 "vllm/config/cache.py:34 (0.18.1), :185 (0.33.0)"),
+    ReleaseRule("cpu_block_size", (0, 9, 1), "128 with intel_extension_for_pytorch, else 16",
+                "vllm/platforms/cpu.py:104 (0.9.1), :148 (0.11.0)"),
+    ReleaseRule("cpu_block_size", (0, 11, 1), "128",
+                "vllm/platforms/cpu.py:185 (0.11.1), :293 (0.32.0), :559-562 (0.33.0)"),
+    ReleaseRule("cpu_mla_block_size", (0, 9, 1), "as other models",
+                "vllm/platforms/cpu.py:185 (0.11.1): no MLA case before 0.28"),
+    ReleaseRule("cpu_mla_block_size", (0, 28, 0), 16,
+                "vllm/platforms/cpu.py:137-147 (0.28.0), :298 (0.33.0)",
+                "the CPU MLA decode kernel only takes 16 (AMX MLA in 0.32+ not modelled)"),
     ReleaseRule("mla_block_size", (0, 9, 1), "Hopper: FLASHMLA 64",
                 "vllm/platforms/cuda.py:148-153 (0.9.1), :155-161 (0.10.0)"),
     ReleaseRule("mla_block_size", (0, 10, 1), "Hopper: FLASHMLA 64; Blackwell: CUTLASS_MLA 128",
@@ -436,10 +445,18 @@ class ReleaseRules:
         16 for every non-MLA CUDA model. MLA before 0.18: ``platforms/cuda.py`` forces the backend's size
         (Hopper FLASHMLA 64; Blackwell CUTLASS_MLA 128 from 0.10.1, FLASHINFER_MLA 64 from 0.15 when
         ``qk_nope_head_dim == 128``). From 0.18 the backend's preferred size (:func:`default_block_size`,
-        read in 0.32). CPU: :func:`default_block_size`.
+        read in 0.32). CPU: 128 (``cpu_block_size`` rows; before 0.11.1 only with IPEX installed), MLA 16
+        from 0.28.
         """
+        if is_cpu:
+            src = f"vLLM {self.label} platforms/cpu.py"
+            if is_mla and self.value("cpu_mla_block_size") == 16:
+                return 16, f"CPU MLA decode kernel takes 16 ({src})"
+            if self.value("cpu_block_size") != "128":
+                return 128, f"CPU default 128, assuming intel_extension_for_pytorch is installed (16 without; {src})"
+            return 128, f"CPU default ({src})"
         mode = self.value("mla_block_size")
-        if is_cpu or not is_mla or mode.startswith("backend"):
+        if not is_mla or mode.startswith("backend"):
             return default_block_size(is_cpu, is_mla, capability, kv_fp8, attention_backend)
         src = f"vLLM {self.label} platforms/cuda.py ({self.rule('mla_block_size').source})"
         backend = (attention_backend or "").upper()
