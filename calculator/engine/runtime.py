@@ -453,7 +453,8 @@ class ReleaseRules:
             if is_mla and self.value("cpu_mla_block_size") == 16:
                 return 16, f"CPU MLA decode kernel takes 16 ({src})"
             if self.value("cpu_block_size") != "128":
-                return 128, f"CPU default 128, assuming intel_extension_for_pytorch is installed (16 without; {src})"
+                return 128, (f"CPU default 128, assuming intel_extension_for_pytorch is installed "
+                             f"(16 without; {src})")
             return 128, f"CPU default ({src})"
         mode = self.value("mla_block_size")
         if not is_mla or mode.startswith("backend"):
