@@ -192,9 +192,11 @@ RULES: tuple[ReleaseRule, ...] = (
                 "qk_nope_head_dim == 128, else CUTLASS_MLA 128",
                 "vllm/platforms/cuda.py:186-230 (0.15.1), :214-262 (0.17.1)"),
     ReleaseRule("mla_block_size", (0, 18, 0), "backend preferred size (update_block_size_for_backend)",
-                "vllm/platforms/interface.py:427 (0.18.1), :750 (0.32.0)",
-                "Hopper FLASHMLA 64 with an fp8 KV cache, Blackwell FLASHINFER_MLA 32, otherwise 16; "
-                "the priority order was read in 0.32 only"),
+                "vllm/platforms/interface.py:427 (0.18.1), :750 (0.32.0); "
+                "vllm/platforms/cuda.py:54-81 (0.18.1); "
+                "vllm/v1/attention/backend.py:189-197 (0.18.1), :152-160 (0.32.0)",
+                "smallest supported size of the first usable backend: Blackwell FLASHINFER_MLA 32; Hopper "
+                "FLASH_ATTN_MLA 16, FLASHMLA 64 for an fp8 KV cache; same sizes in 0.18.1, 0.25.1, 0.32.0"),
 )
 
 RULE_NAMES = tuple(dict.fromkeys(r.rule for r in RULES))
