@@ -221,7 +221,8 @@ def make_plan(request: ServingRequest, local: dict[str, Any] | None = None, *, w
         compat = runtime.compat(request, model, memory)
     except EngineInputError as exc:
         compat_error = f"{exc.field}: {exc.message}"
-    verdict = decide(request, memory, compat)
+    startup = getattr(runtime, "startup_errors", None)
+    verdict = decide(request, memory, compat, startup(request, model, memory) if startup else [])
     if verdict.status != "works" and with_suggestions:
         def evaluate(params: dict[str, str]) -> Verdict | None:
             try:

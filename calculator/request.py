@@ -133,6 +133,9 @@ class ServingRequest(BaseModel):
         "--gpu", "device as nvidia-smi names it (NVIDIA H100 80GB HBM3) or an alias (H100)", "hardware"))
     gpu_memory_gib: float | None = Field(None, gt=0, le=4096, json_schema_extra=_meta(
         "--gpu-memory-gib", "memory the driver reports, when it differs from the catalog (vGPU, MIG)", "hardware"))
+    gpu_memory_in_use_gib: float | None = Field(None, ge=0, le=4096, json_schema_extra=_meta(
+        "--gpu-memory-in-use-gib", "vLLM: memory already taken on each GPU at start (other processes, a second "
+        "instance)", "hardware"))
     tensor_parallel_size: int = Field(1, ge=1, le=MAX_GPUS_PER_DIM, json_schema_extra=_meta(
         "--tensor-parallel-size", "GPUs per tensor-parallel group (SGLang: --tp-size)", "hardware", short="-tp",
         alias="tp_size"))
@@ -382,6 +385,7 @@ VLLM_ONLY = {
     "block_size": "page_size", "max_num_batched_tokens": "chunked_prefill_size",
     "max_num_seqs": "SGLang's --max-running-requests (not an input here)", "enforce_eager": "SGLang's --disable-cuda-graph",
     "kv_cache_memory_bytes": "mem_fraction_static", "gpu_memory_gib": "the catalog GPU",
+    "gpu_memory_in_use_gib": "nothing (not modelled for this runtime)",
 }
 SGLANG_ONLY = {
     "sglang_version": "vllm_version", "mem_fraction_static": "gpu_memory_utilization", "chunked_prefill_size":

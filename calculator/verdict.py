@@ -63,7 +63,7 @@ class Verdict(BaseModel):
         return EXIT_STATUS[self.status]
 
 
-def decide(request, memory, compat) -> Verdict:
+def decide(request, memory, compat, startup_errors: list[str] | None = None) -> Verdict:
     """The verdict of one configuration.
 
     Args:
@@ -71,8 +71,10 @@ def decide(request, memory, compat) -> Verdict:
         memory: the runtime's memory plan (``fits``, ``reason``, ``max_model_len``...).
         compat: the runtime's compatibility report (``ok`` True / False / None = depends, ``error``,
             ``speculative`` issues) or ``None`` when the runtime has no such check.
+        startup_errors: the runtime's other start-up refusals (memory already in use, CUDA-graph capture
+            that does not fit), each in the runtime's words.
     """
-    start_reasons: list[str] = []
+    start_reasons: list[str] = list(startup_errors or [])
     condition = None
     if compat is not None:
         if compat.ok is False:
@@ -82,6 +84,8 @@ def decide(request, memory, compat) -> Verdict:
                 start_reasons.append(f"speculative decoding: {issue.reason}")
         if compat.ok is None:
             condition = "; ".join(compat.auto_conditions) or _backend_reason(compat)
+    if condition is None and getattr(memory, "condition", None) and memory.fits:
+        condition = memory.condition
     fit_reasons: list[str] = []
     if not memory.fits:
         fit_reasons.append(memory.reason or "the configuration does not fit in GPU memory")
