@@ -222,7 +222,7 @@ def make_plan(request: ServingRequest, local: dict[str, Any] | None = None, *, w
     except EngineInputError as exc:
         compat_error = f"{exc.field}: {exc.message}"
     startup = getattr(runtime, "startup_errors", None)
-    verdict = decide(request, memory, compat, startup(request, model, memory) if startup else [])
+    verdict = decide(request, memory, compat, startup(request, model, memory) if startup else [], compat_error)
     if verdict.status != "works" and with_suggestions:
         def evaluate(params: dict[str, str]) -> Verdict | None:
             try:

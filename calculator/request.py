@@ -53,14 +53,33 @@ DEFAULT_RELEASE = "0.32.0"
 
 @lru_cache(maxsize=1)
 def covered_releases() -> tuple[str, ...]:
-    """vLLM releases the product answers, oldest first: those with compatibility data extracted from the
-    release's own wheel (:func:`compat.releases.covered_releases`) and memory rules in the engine
-    (:mod:`calculator.engine.runtime`)."""
+    """The vLLM releases the page offers, oldest first: those with compatibility data extracted from the
+    release's own wheel (:func:`compat.releases.covered_releases`, the latest patch of each minor). The API and
+    the commands take any release the memory rules cover (:func:`release_supported`)."""
     from compat.releases import covered_releases as compat_releases
 
     from calculator.engine.runtime import supports_release
 
     return tuple(r for r in compat_releases("vllm") if supports_release(r))
+
+
+def release_supported(text: str) -> bool:
+    """Whether the memory rules cover this vLLM release (0.9.1 to 0.33.x, :mod:`calculator.engine.runtime`)."""
+    from calculator.engine.runtime import supports_release
+
+    return bool(re.fullmatch(r"\d+\.\d+\.\d+(\.\d+)?", text or "")) and supports_release(text)
+
+
+def compat_release(release: str) -> str | None:
+    """The compatibility data answering ``release``: its own extraction, else the extracted patch of the same
+    minor (backends and their rules change between minors, not patches); ``None`` when the minor has none
+    (0.9.x, 0.10.x: backends picked by if-chains, not extracted; compat/README.md)."""
+    covered = covered_releases()
+    if release in covered:
+        return release
+    minor = release.split(".")[:2]
+    same = [r for r in covered if r.split(".")[:2] == minor]
+    return same[-1] if same else None
 
 
 def default_release() -> str:
@@ -71,16 +90,20 @@ def default_release() -> str:
 
 @lru_cache(maxsize=64)
 def attention_backends(release: str) -> tuple[str, ...]:
-    """``--attention-backend`` values of a release (its ``AttentionBackendEnum``, from the compat data)."""
+    """``--attention-backend`` values of a release (its ``AttentionBackendEnum``, from the compat data of
+    :func:`compat_release`); empty when no data answers it."""
     from compat.releases import attention_backends as compat_backends
 
-    return compat_backends(release, "vllm")
+    data = compat_release(release)
+    return compat_backends(data, "vllm") if data else ()
 
 
 def _release_error(value: str) -> InputError:
-    covered = covered_releases()
-    return InputError("vllm_version", f"vLLM {value} is not covered: this calculator answers vLLM "
-                      f"{', '.join(covered)} (each with the rules read from that release's source)")
+    from calculator.engine.runtime import ReleaseRules
+
+    oldest, newest = ReleaseRules.covered_releases
+    return InputError("vllm_version", f"vLLM {value} is not covered: this calculator answers vLLM {oldest} to {newest} "
+                      "(each with the rules read from that release's source; calculator/engine/RELEASES.md)")
 
 
 # --- the request -----------------------------------------------------------------------------------
@@ -337,10 +360,13 @@ class ServingRequest(BaseModel):
                 raise InputError("attention_backend", f"{self.attention_backend!r} is not an attention backend of SGLang "
                                  f"{self.sglang_version}; its backends: {', '.join(choices)}")
             return self
-        if self.vllm_version not in covered_releases():
+        if not release_supported(self.vllm_version):
             raise _release_error(self.vllm_version)
         if self.attention_backend is not None:
             release = self.release
+            if not attention_backends(release):
+                raise InputError("attention_backend", f"no compatibility data answers vLLM {release} (its backends are "
+                                 "chosen by if-chains, not extracted): leave attention_backend to vLLM")
             if self.attention_backend not in attention_backends(release):
                 raise InputError("attention_backend", f"{self.attention_backend!r} is not an attention backend of "
                                  f"vLLM {release}; its backends: {', '.join(attention_backends(release))}")

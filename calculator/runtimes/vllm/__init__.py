@@ -93,6 +93,13 @@ class VLLM:
         dtype the memory engine resolved (one resolution of ``--dtype auto`` for both)."""
         from compat.checks import CompatInputError, verdict_for
 
+        from calculator.request import compat_release
+
+        data_release = compat_release(request.release)
+        if data_release is None:
+            raise EngineInputError("vllm_version", f"no compatibility data answers vLLM {request.release}: the backend "
+                                   "check is not available for this release (compat/README.md)")
+
         spec = None
         if request.speculative_config is not None:
             spec = {**request.speculative_config.model_dump(exclude_none=True),
@@ -101,7 +108,7 @@ class VLLM:
         try:
             return verdict_for(model.config, request.gpu, dtype=dtype, kv_cache_dtype=request.kv_cache_dtype,
                                block_size=request.block_size, attention_backend=request.attention_backend,
-                               speculative_config=spec, vllm_version=request.release)
+                               speculative_config=spec, vllm_version=data_release)
         except CompatInputError as exc:
             raise EngineInputError(exc.field, exc.message) from None
 
