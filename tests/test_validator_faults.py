@@ -9,6 +9,7 @@ import threading
 import time
 from datetime import timedelta
 from functools import partial
+from io import StringIO
 from pathlib import Path
 
 import pytest
@@ -143,13 +144,29 @@ def test_a_dead_worker_is_detected_and_its_server_killed(settings, tmp_path):
     assert sweep_stale_runs() == []  # nothing left to sweep; a second sweep changes nothing
 
 
-def test_the_sweep_command_fails_stale_runs(settings):
+def test_the_sweep_command_requeues_a_run_that_started_nothing_once_then_fails_it(settings):
     run = submit()
+    first_task = run.task_result_id
     assert run.start(worker_host="elsewhere")
     ValidationRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=600))
-    call_command("sweep_validation_runs", older_than=120, stdout=open(os.devnull, "w"))
+    out = StringIO()
+    call_command("sweep_validation_runs", older_than=120, stdout=out)
     run.refresh_from_db()
+    assert "1 stale run(s) re-queued" in out.getvalue()
+    assert run.status == "queued" and run.attempt == 1 and run.started_at is None
+    assert "re-queued: worker stopped responding (no heartbeat for 120 s)" == run.stage
+    assert run.task_result_id and run.task_result_id != first_task
+    assert DBTaskResult.objects.get(pk=run.task_result_id).status == "READY"
+    assert DBTaskResult.objects.get(pk=first_task).status == "FAILED"
+
+    assert run.start(worker_host="elsewhere")  # the second attempt's worker dies too
+    ValidationRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=600))
+    out = StringIO()
+    call_command("sweep_validation_runs", older_than=120, stdout=out)
+    run.refresh_from_db()
+    assert "1 stale run(s) marked failed" in out.getvalue()
     assert run.status == "failed" and "no heartbeat for 120 s" in run.error
+    assert "already been re-queued 1 time(s)" in run.error
 
 
 def test_a_briefly_locked_database_delays_but_loses_nothing(settings):
