@@ -4,6 +4,8 @@ Takes vLLM's flags (ignored, except --host/--port) plus:
   --fake-mode refuse   print an argparse-style error and exit 2, as vLLM does for an unknown flag
   --fake-mode hang     ignore SIGTERM, start a child in the same process group, never answer /health
   --fake-mode serve    answer /health (200) and /metrics (empty) until killed
+  --fake-mode stubborn like serve, but it and a child in its process group ignore SIGTERM (only SIGKILL
+                       to the group ends them; the parent-death signal alone does not)
   --fake-pid-file P    write "<pid> <child pid>" to P
 """
 import argparse
@@ -28,7 +30,7 @@ if args.fake_mode == "refuse":
     sys.exit(2)
 
 child = None
-if args.fake_mode == "hang":
+if args.fake_mode in ("hang", "stubborn"):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     child = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"])
 if args.fake_pid_file:
