@@ -6,6 +6,7 @@ Takes vLLM's flags (ignored, except --host/--port) plus:
   --fake-mode serve    answer /health (200) and /metrics (empty) until killed
   --fake-mode stubborn like serve, but it and a child in its process group ignore SIGTERM (only SIGKILL
                        to the group ends them; the parent-death signal alone does not)
+  --fake-mode replay   print the file --fake-log (a real vLLM start-up log) and exit 1
   --fake-pid-file P    write "<pid> <child pid>" to P
 """
 import argparse
@@ -19,6 +20,7 @@ import time
 p = argparse.ArgumentParser(add_help=False)
 p.add_argument("--fake-mode", default="serve")
 p.add_argument("--fake-pid-file")
+p.add_argument("--fake-log")
 p.add_argument("--host", default="127.0.0.1")
 p.add_argument("--port", type=int, default=8000)
 args, rest = p.parse_known_args()
@@ -28,6 +30,11 @@ if args.fake_mode == "refuse":
     print(f"api_server.py: error: unrecognized arguments: {' '.join(r for r in rest if r.startswith('--no-such'))}",
           file=sys.stderr)
     sys.exit(2)
+
+if args.fake_mode == "replay":
+    with open(args.fake_log) as f:
+        sys.stdout.write(f.read())
+    sys.exit(1)
 
 child = None
 if args.fake_mode in ("hang", "stubborn"):

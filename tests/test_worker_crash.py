@@ -8,7 +8,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from worker_scenarios import kill_a_worker_mid_run, two_workers_take_each_run_once  # noqa: E402
+from worker_scenarios import (  # noqa: E402
+    four_concurrent_posts_respect_the_limit,
+    kill_a_worker_mid_run,
+    two_workers_take_each_run_once,
+)
 from worker_site import Site  # noqa: E402
 
 
@@ -32,3 +36,7 @@ def test_a_killed_worker_leaves_no_process_and_keeps_the_finished_phase(tmp_path
 def test_two_workers_on_sqlite_take_each_run_once(tmp_path):
     site = sqlite_site(tmp_path, bench_extra=["--fake-log", str(tmp_path / "bench-starts.log")])
     two_workers_take_each_run_once(site, n=4)
+
+
+def test_four_concurrent_posts_on_an_sqlite_file_cannot_pass_the_limit(tmp_path):
+    four_concurrent_posts_respect_the_limit(sqlite_site(tmp_path))

@@ -91,3 +91,48 @@ def two_workers_take_each_run_once(site: Site, n: int = 6) -> None:
                                  for line in (site.base / "bench-starts.log").read_text().split())
     assert starts == collections.Counter({f"{i}/{phase}-bench.json": 1 for i in ids
                                           for phase in ("baseline", "speculative")})
+
+
+CONCURRENT_POSTS = """
+import json, threading
+from django.contrib.auth.models import Permission, User
+from django.db import connection
+from django.test import Client
+from calculator import builtin_models
+from validator.models import ValidationRun
+import transformers
+
+user = User.objects.create_user("eve")
+user.user_permissions.add(Permission.objects.get(codename="add_validationrun"))
+builtin_models.ensure_builtin("tiny-random/llama")  # built before the race, as is transformers' lazy import
+assert transformers.LlamaConfig
+barrier = threading.Barrier(4)
+codes = []
+
+def post():
+    client = Client(HTTP_HOST="localhost")
+    client.force_login(user)
+    barrier.wait()
+    try:
+        codes.append(client.post("/runs/new", {"model": "tiny-random/llama", "gpu": "CPU",
+                                               "max_model_len": "256"}).status_code)
+    finally:
+        connection.close()
+
+threads = [threading.Thread(target=post) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join(120)
+print(json.dumps({"codes": sorted(codes), "runs": ValidationRun.objects.filter(created_by=user).count()}))
+"""
+
+
+def four_concurrent_posts_respect_the_limit(site: Site) -> None:
+    """One user, four simultaneous POSTs (a thread and a database connection each), a limit of 2:
+    exactly 2 runs, the other two requests answered 429."""
+    import json
+
+    site.env["VALIDATOR_MAX_ACTIVE_RUNS_PER_USER"] = "2"
+    out = json.loads(site.python(CONCURRENT_POSTS, timeout=300).strip().splitlines()[-1])
+    assert out == {"codes": [302, 302, 429, 429], "runs": 2}, out

@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import models, transaction
 from django.urls import reverse
 from django.utils import timezone
@@ -131,7 +132,7 @@ class ValidationRun(models.Model):
         owner = user if getattr(user, "is_authenticated", False) else None
         with transaction.atomic():
             if owner is not None and limit is not None:
-                type(owner).objects.select_for_update().filter(pk=owner.pk).first()
+                get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
                 if cls.objects.active().filter(created_by=owner).count() >= limit:
                     raise RunLimitReached(limit)
             run = cls.objects.create(configuration=configuration, prediction=prediction,
@@ -234,5 +235,13 @@ class ValidationRun(models.Model):
             for key, value in values.items():
                 setattr(self, key, value)
         else:
-            self.refresh_from_db()
+            self.refresh_fenced()
         return bool(n)
+
+    def refresh_fenced(self) -> bool:
+        """``refresh_from_db`` that keeps this instance's ``attempt``, so that a worker whose run was
+        re-queued stays fenced off after reading the row. Returns whether the row is still this attempt."""
+        attempt = self.attempt
+        self.refresh_from_db()
+        current, self.attempt = self.attempt, attempt
+        return current == attempt

@@ -332,23 +332,29 @@ _PYDANTIC_ITEM = re.compile(r"^(?:Value error, |Assertion failed, )?(.*?)\s*\[ty
 _WRAPPER_ERRORS = ("See root cause above", "Engine core initialization failed")
 
 
+_PYDANTIC_FIELD = re.compile(r"^[\w.\[\]-]+$")  # an error's location line: "tensor_parallel_size", "a.0.b"
+
+
 def _pydantic_messages(lines: list[str], start: int) -> str:
-    """The messages of a pydantic ``ValidationError`` whose head line is ``lines[start]``: each item's
-    text without pydantic's ``Value error, `` prefix and ``[type=..., input_value=...]`` suffix, the field
-    name in front for a field error (``field: Input should be ...``), joined by ``; ``."""
+    """The messages of a pydantic ``ValidationError`` whose head line is ``lines[start]``. pydantic writes
+    each error as an unindented location line (none for a model-level error) and an indented message
+    ending in ``[type=..., input_value=...]``. Returns each message without that suffix and without
+    ``Value error, ``, behind its location (``tensor_parallel_size: Input should be greater than 0``),
+    joined by ``; ``."""
     messages, field_name = [], ""
-    for ln in lines[start + 1:start + 40]:
-        if not ln.startswith(" "):
-            break
+    for ln in lines[start + 1:start + 60]:
         text = ln.strip()
+        if not ln.startswith(" "):
+            if not _PYDANTIC_FIELD.match(text):
+                break
+            field_name = text
+            continue
         if text.startswith("For further information visit"):
             continue
         m = _PYDANTIC_ITEM.match(text)
         if m:
             messages.append(f"{field_name}: {m.group(1)}" if field_name else m.group(1))
             field_name = ""
-        else:
-            field_name = text
     return "; ".join(messages)
 
 

@@ -159,7 +159,8 @@ class _Reporter:
             log.warning("validation run %s: heartbeat skipped, database locked", self.run.pk)
             return
         if not alive:
-            self.run.refresh_from_db()
+            if not self.run.refresh_fenced():
+                raise runner.Cancelled("the sweep re-queued the run (this worker was presumed dead); stopping")
             raise runner.Cancelled(f"the run was {self.run.status} while running: {self.run.error}")
 
 
@@ -224,9 +225,17 @@ def execute(run: ValidationRun) -> None:
                                       "the vLLM process group was killed"))
         raise
     finally:
-        # logs live on in the run's log_tail; set VALIDATOR_KEEP_WORKDIR to keep the files
-        if not setting("VALIDATOR_KEEP_WORKDIR", False):
+        # logs live on in the run's log_tail; set VALIDATOR_KEEP_WORKDIR to keep the files. A worker whose
+        # run was re-queued meanwhile leaves the directory to the new attempt.
+        if not setting("VALIDATOR_KEEP_WORKDIR", False) and _still_ours(run):
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _still_ours(run: ValidationRun) -> bool:
+    try:
+        return retry_locked(run.refresh_fenced, attempts=3)
+    except OperationalError:
+        return True
 
 
 @task()

@@ -18,7 +18,7 @@ from django_htmx.http import HttpResponseStopPolling
 from . import report
 from .config import ConfigurationError
 from .forms import ValidationRequestForm
-from .models import ValidationRun
+from .models import RunLimitReached, ValidationRun
 
 
 def _get_run_or_404(run_id) -> ValidationRun:
@@ -87,7 +87,9 @@ def new(request: HttpRequest) -> HttpResponse:
         msg = f"you already have {limit} validation run(s) queued or running; wait for one to finish"
         return render(request, "validator/rejected.html", {"errors": [(None, msg)]}, status=429)
     try:
-        run = ValidationRun.submit(form.params(), request.user)
+        run = ValidationRun.submit(form.params(), request.user, limit=limit)  # the limit, atomically
+    except RunLimitReached as e:
+        return render(request, "validator/rejected.html", {"errors": [(None, str(e))]}, status=429)
     except ConfigurationError as e:
         return render(request, "validator/rejected.html", {"errors": [(e.field, e.message)]}, status=400)
     return redirect(run)
