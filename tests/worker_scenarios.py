@@ -11,11 +11,12 @@ from pathlib import Path
 from worker_site import Site, alive, wait_for
 
 
-def kill_a_worker_mid_run(site: Site) -> None:
+def kill_a_worker_mid_run(site: Site, second_worker: bool = False) -> None:
     """The baseline phase has finished, the speculative phase's server and benchmark are running (both
     ignore SIGTERM, so the parent-death signal alone does not end them), and the worker is SIGKILLed.
     The sweep must leave no process of the run alive, keep the baseline phase, remove the run's
-    directory, and fail the run with the reason."""
+    directory, and fail the run with the reason. ``second_worker``: another worker on the queue from the
+    moment the run is claimed; it must neither take the run nor be disturbed by the sweep."""
     [run_id] = site.submit(1)
     worker = site.worker("doomed")
 
@@ -25,15 +26,20 @@ def kill_a_worker_mid_run(site: Site) -> None:
                       and not g.get("stopped")]
         return r if "baseline" in r["measured"].get("phases", {}) and spec_bench else None
 
+    if second_worker:
+        wait_for(lambda: site.run(run_id)["status"] != "queued", 60, "the first worker to claim the run")
+        survivor = site.worker("survivor")
     before = wait_for(hanging, 180, "the baseline phase to be saved and the speculative benchmark to run")
     assert before["status"] == "running"
     workdir = site.var / "runs" / run_id
     assert workdir.is_dir()
-    server, server_child = (int(p) for p in (site.base / "server.pids").read_text().split())
+    # the benchmark writes its pid once the speculative server answers /health, which the server does
+    # after writing its own pids (before that, server.pids may still be the baseline server's)
     bench = int(wait_for(lambda: (site.base / "bench.pid").exists() and (site.base / "bench.pid").read_text(),
                          30, "the benchmark's pid"))
+    server, server_child = (int(p) for p in (site.base / "server.pids").read_text().split())
     recorded = {g["pgid"]: g for g in before["process_groups"] if not g.get("stopped")}
-    assert set(recorded) == {server, bench}  # both groups are on the row (the child is in the server's group)
+    assert set(recorded) == {server, bench}, (recorded, server, bench)  # both groups are on the row
     assert {g["role"] for g in recorded.values()} == {"server", "bench"}
 
     os.kill(worker.pid, signal.SIGKILL)
@@ -54,6 +60,9 @@ def kill_a_worker_mid_run(site: Site) -> None:
     assert not workdir.exists()
     assert [t["status"] for t in site.tasks() if _uuid(t["id"]) == _uuid(after["task_result_id"])] == ["FAILED"]
     assert "0 stale run(s) marked failed" in site.manage("sweep_validation_runs", "--older-than", "1")
+    if second_worker:
+        assert survivor.poll() is None
+        assert [t["worker_ids"] for t in site.tasks()] == [["doomed"]]
 
 
 def _uuid(value) -> str:
