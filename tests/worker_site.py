@@ -168,6 +168,19 @@ class Site:
         return proc
 
     def stop_workers(self) -> None:
+        """Stop the workers (SIGTERM, then SIGKILL), and SIGKILL what fake servers and benchmarks a failed
+        test may have left (their pid files; only processes that are still our fake scripts)."""
+        for pid_file in (self.base / "server.pids", self.base / "bench.pid"):
+            try:
+                pids = [int(p) for p in pid_file.read_text().split()]
+            except (OSError, ValueError):
+                continue
+            for pid in pids:
+                try:
+                    if "fake_vllm" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
+                        os.killpg(os.getpgid(pid), signal.SIGKILL)
+                except (OSError, ProcessLookupError):
+                    pass
         for w in self.workers:
             if w.poll() is None:
                 w.send_signal(signal.SIGTERM)
