@@ -176,8 +176,8 @@ AUTH_PASSWORD_VALIDATORS = [
 
 # Login throttling (django-axes): after AXES_FAILURE_LIMIT wrong passwords for one username from one
 # address, that pair is locked out for AXES_COOLOFF_MINUTES, even with the right password. Behind a
-# reverse proxy set AXES_IPWARE_PROXY_COUNT (the number of proxies) so the client address is read from
-# X-Forwarded-For; otherwise every client appears as the proxy's address.
+# reverse proxy set TRUSTED_PROXY_COUNT (the number of proxies) so the client address is read from
+# X-Forwarded-For (llmcalc.auth.client_ip); otherwise every client appears as the proxy's address.
 AUTHENTICATION_BACKENDS = [
     "llmcalc.auth.AxesBackend",
     "django.contrib.auth.backends.ModelBackend",
@@ -188,9 +188,8 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False
-if os.getenv("AXES_IPWARE_PROXY_COUNT"):
-    AXES_IPWARE_PROXY_COUNT = envint("AXES_IPWARE_PROXY_COUNT", "0")
-    AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"]
+TRUSTED_PROXY_COUNT = envint("TRUSTED_PROXY_COUNT", "0")
+AXES_CLIENT_IP_CALLABLE = "llmcalc.auth.client_ip"
 
 # Content-Security-Policy (django-csp). Every script is a file from this site (htmx from django-htmx,
 # vendored Vega under static/vendor, static/js); no inline script, no eval. Inline styles stay allowed:

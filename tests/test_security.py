@@ -197,3 +197,30 @@ def test_the_submitter_is_told_it_is_their_run(client, private_run):
     page = client.get(run.get_absolute_url()).content.decode()
     assert "by you" in page and "alice-the-submitter" in page  # in the header's "logged in as", only
     assert page.count("alice-the-submitter") == 1
+
+
+def test_the_throttled_address_is_the_client_behind_the_configured_proxies(rf, settings):
+    from llmcalc.auth import client_ip
+
+    spoofed = {"REMOTE_ADDR": "10.0.0.2", "HTTP_X_FORWARDED_FOR": "1.2.3.4, 203.0.113.7"}
+    settings.TRUSTED_PROXY_COUNT = 0
+    assert client_ip(rf.post("/accounts/login/", **spoofed)) == "10.0.0.2"  # no proxy: the header is ignored
+    settings.TRUSTED_PROXY_COUNT = 1
+    assert client_ip(rf.post("/accounts/login/", **spoofed)) == "203.0.113.7"  # the proxy's entry, not "1.2.3.4"
+    assert client_ip(rf.post("/accounts/login/", REMOTE_ADDR="10.0.0.2")) == "10.0.0.2"
+    settings.TRUSTED_PROXY_COUNT = 2
+    assert client_ip(rf.post("/accounts/login/", **spoofed)) == "1.2.3.4"
+
+
+@pytest.mark.django_db
+def test_a_locked_out_address_does_not_lock_out_another_client_of_the_proxy(client, settings, fast_passwords):
+    settings.TRUSTED_PROXY_COUNT = 1
+    User.objects.create_user("frank", password="the-right-password")
+    attacker = {"REMOTE_ADDR": "10.0.0.2", "HTTP_X_FORWARDED_FOR": "198.51.100.66"}
+    for _ in range(settings.AXES_FAILURE_LIMIT):
+        client.post(reverse("login"), {"username": "frank", "password": "wrong"}, **attacker)
+    assert client.post(reverse("login"), {"username": "frank", "password": "the-right-password"},
+                       **attacker).status_code == 429
+    r = client.post(reverse("login"), {"username": "frank", "password": "the-right-password"},
+                    REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR="192.0.2.10")
+    assert r.status_code == 302
