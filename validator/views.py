@@ -62,6 +62,7 @@ def _context(request: HttpRequest, run: ValidationRun) -> dict[str, Any]:
     summary = report.summary(run)
     summary.pop("worker_host", None)
     summary["error"] = public_text(summary.get("error") or "")
+    summary["prediction_error"] = public_text(summary.get("prediction_error") or "")
     summary["hardware"] = {k: v for k, v in (summary.get("hardware") or {}).items() if k != "host"}
     for ph in summary.get("phases", {}).values():
         ph["command_run"] = public_text(ph.get("command_run") or "")
