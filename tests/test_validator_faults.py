@@ -329,3 +329,39 @@ def test_a_recorded_group_whose_pid_was_reused_is_left_alone(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_run_failed_by_another_hosts_sweep_has_its_processes_here_reaped_by_this_hosts_sweep(tmp_path, monkeypatch):
+    import subprocess
+
+    from validator import tasks
+
+    pid_file = tmp_path / "pids"
+    server = subprocess.Popen(fake("hang", pid_file), start_new_session=True)  # ignores SIGTERM, has a child
+    try:
+        leader, child = pids(pid_file)
+        run = submit()
+        assert run.start(worker_host=runner.socket.gethostname())
+        run.heartbeat(process_groups=[runner.group_record("server", "baseline", leader)])
+        stale = timezone.now() - timedelta(seconds=600)
+        ValidationRun.objects.filter(pk=run.pk).update(heartbeat_at=stale)
+        here = runner.socket.gethostname()
+        monkeypatch.setattr(tasks.socket, "gethostname", lambda: "another-host")  # runner's too: same module
+        assert tasks.sweep_stale_runs(120) == [str(run.pk)]
+        run.refresh_from_db()
+        assert run.status == "failed" and alive(leader) and alive(child)  # not its host: left alone
+        assert [g.get("stopped", False) for g in run.process_groups] == [False]
+        monkeypatch.setattr(tasks.socket, "gethostname", lambda: here)
+        assert tasks.sweep_stale_runs(120) == []  # nothing stale any more, but the orphans are reaped
+        server.wait(timeout=15)
+        for _ in range(100):
+            if not alive(child):
+                break
+            time.sleep(0.05)
+        assert not alive(child)
+        run.refresh_from_db()
+        assert [g["stopped"] for g in run.process_groups] == [True]
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, 9)
+            server.wait()

@@ -63,6 +63,7 @@ def sweep_stale_runs(older_than_s: float | None = None) -> list[str]:
     for run in ValidationRun.objects.stale(older_than_s):
         if recover_crashed_run(run, STALE_REASON.format(s=older_than_s)):
             swept.append(str(run.pk))
+    reap_orphaned_groups()
     # A run saved but never enqueued (the process died between commit and enqueue): enqueue it now.
     cutoff = timezone.now() - timedelta(seconds=older_than_s)
     for run in ValidationRun.objects.filter(status=ValidationRun.Status.QUEUED, task_result_id="", created__lt=cutoff):
@@ -70,6 +71,28 @@ def sweep_stale_runs(older_than_s: float | None = None) -> list[str]:
         ValidationRun.objects.filter(pk=run.pk, task_result_id="").update(task_result_id=str(result.id))
         log.warning("validation run %s was never enqueued; enqueued it now", run.pk)
     return swept
+
+
+def reap_orphaned_groups(within_s: float = 86400.0) -> int:
+    """Kill the process groups on this host of runs that another host's sweep failed (in the last
+    ``within_s`` seconds) while their groups were still recorded as running; mark them stopped.
+    Returns how many groups it killed."""
+    host = socket.gethostname()
+    since = timezone.now() - timedelta(seconds=within_s)
+    killed = 0
+    for run in ValidationRun.objects.filter(status=ValidationRun.Status.FAILED, finished_at__gte=since,
+                                            worker_host=host).exclude(process_groups=[]):
+        mine = [g for g in run.process_groups if g.get("host") == host and not g.get("stopped")]
+        if not mine:
+            continue
+        for g in mine:
+            result = runner.kill_recorded_group(g, grace_s=5.0)
+            killed += result in ("terminated", "killed")
+            log.warning("validation run %s: orphaned %s process group %s: %s", run.pk, g.get("role"), g["pgid"], result)
+        ValidationRun.objects.filter(pk=run.pk).update(
+            process_groups=[{**g, "stopped": g.get("stopped") or g.get("host") == host} for g in run.process_groups])
+        shutil.rmtree(Path(settings.VAR_DIR) / "runs" / str(run.pk), ignore_errors=True)
+    return killed
 
 
 def _recorded_groups(run: ValidationRun) -> list[dict[str, Any]]:
@@ -120,8 +143,10 @@ def recover_crashed_run(run: ValidationRun, reason: str) -> str | None:
         log.warning("validation run %s: %s process group %s (%s): %s", run.pk, g.get("role"), g["pgid"],
                     g.get("host"), result)
     if outcome == "failed" and run.process_groups:
+        # groups on another host stay unstopped: that host's sweep reaps them (reap_orphaned_groups)
         ValidationRun.objects.filter(pk=run.pk).update(
-            process_groups=[{**g, "stopped": True} for g in run.process_groups], server_pgid=None)
+            process_groups=[{**g, "stopped": g.get("stopped") or g.get("host") == host} for g in run.process_groups],
+            server_pgid=None)
     if worker_host in ("", host):
         shutil.rmtree(Path(settings.VAR_DIR) / "runs" / str(run.pk), ignore_errors=True)
     if old_task:
