@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from calculator.engine import estimate  # noqa: E402
-from calculator.groundtruth import DEFAULT_CASES, FIELDS, load_cases  # noqa: E402
+from calculator.crosscheck.groundtruth import DEFAULT_CASES, FIELDS, load_cases  # noqa: E402
 
 TARGETS = {"weights_gib": (1.0, 0.95), "kv_cache_tokens": (3.0, 0.90), "max_concurrency": (3.0, 0.90)}
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from calculator.web import views
 
 app_name = "calculator"
 

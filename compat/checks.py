@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from . import extract, interp
+from . import extract, interp, releases
 
 DEFAULT_RELEASE = "0.32.0"
 
@@ -51,6 +51,9 @@ RUNTIME_ASSUMPTIONS: dict[str, list[tuple[str, Any, str]]] = {
          "stock vLLM CUDA wheel: FA4 (CuTe DSL) only on SM100-family"),
         ("get_current_vllm_config_or_none() is not None", False,
          "no --attention-config override of flash_attn_version"),
+        # 0.11/0.12 get_flash_attn_version reads the env var (vllm/attention/utils/fa_utils.py:45 in 0.11.2;
+        # default None, vllm/envs.py:538)
+        ("envs.VLLM_FLASH_ATTN_VERSION is not None", False, "VLLM_FLASH_ATTN_VERSION unset (default None)"),
         ("get_current_vllm_config_or_none() is None", True,
          "no --attention-config override of flash_attn_version"),
     ],
@@ -59,6 +62,16 @@ RUNTIME_ASSUMPTIONS: dict[str, list[tuple[str, Any, str]]] = {
         ("rocm_aiter_ops.is_mla_enabled()", False, "VLLM_ROCM_USE_AITER unset (default 0)"),
         ("rocm_aiter_ops.is_mha_enabled()", False, "VLLM_ROCM_USE_AITER unset (default 0)"),
         ("rocm_aiter_ops.is_rdna_aiter_enabled()", False, "VLLM_ROCM_USE_AITER unset (default 0)"),
+        # RocmPlatform.get_attn_backend_cls before ROCm had a priority list (vllm/platforms/rocm.py:192 in
+        # 0.13.0) reads these env vars; defaults from vllm/envs.py (0.13.0 lines 560, 929, 959, 978)
+        ("rocm_aiter_ops.is_triton_unified_attn_enabled()", False, "VLLM_ROCM_USE_AITER unset (default 0)"),
+        ("envs.VLLM_ROCM_USE_AITER", False, "VLLM_ROCM_USE_AITER unset (default False)"),
+        ("envs.VLLM_ROCM_USE_AITER_UNIFIED_ATTENTION", False,
+         "VLLM_ROCM_USE_AITER_UNIFIED_ATTENTION unset (default False)"),
+        ("envs.VLLM_ROCM_USE_AITER_MHA", True, "VLLM_ROCM_USE_AITER_MHA unset (default True)"),
+        ("envs.VLLM_ROCM_USE_AITER_MHA is not False", True, "VLLM_ROCM_USE_AITER_MHA unset (default True)"),
+        ("envs.VLLM_V1_USE_PREFILL_DECODE_ATTENTION", False,
+         "VLLM_V1_USE_PREFILL_DECODE_ATTENTION unset (default False)"),
         ("is_aiter_found_and_supported()", False, "aiter package not assumed installed"),
         ("get_current_vllm_config_or_none() is not None", False, "no config overrides"),
     ],
@@ -338,15 +351,22 @@ def priority_order(data: dict, platform: str, features: ModelFeatures, kv: str, 
 
 
 def _direct_selection(data, platform, features, dtype, kv, block_size, cap, requested, assume, used):
-    """CPU / XPU: evaluate the platform's ``get_attn_backend_cls`` itself (it returns one backend)."""
+    """CPU / XPU (and ROCm before its priority list): evaluate the platform's ``get_attn_backend_cls``
+    itself (it returns one backend).
+
+    The arguments go by name: ``(selected_backend, attn_selector_config, num_heads)`` from 0.13
+    (``vllm/platforms/cpu.py:127`` in 0.13.0), one parameter per selector field before that
+    (``head_size, dtype, kv_cache_dtype, block_size, use_mla, has_sink, use_sparse, attn_type``,
+    ``vllm/platforms/cpu.py:126`` in 0.11.2); the evaluator drops the names a release does not take."""
     p = data["platforms"][platform]
     plat = interp.Platform(platform, cap)
-    cfg = interp._Namespace({k: v for k, v in _selector_kwargs(features, dtype, kv, block_size, cap).items()
-                             if k != "device_capability"})
+    fields = {k: v for k, v in _selector_kwargs(features, dtype, kv, block_size, cap).items()
+              if k != "device_capability"}
+    cfg = interp._Namespace(fields)
 
     def run(ev):
-        out = ev.call_method(p["class"], p["method"], interp.BackendRef(requested) if requested else None, cfg,
-                             features.num_attention_heads)
+        out = ev.call_method(p["class"], p["method"], interp.BackendRef(requested) if requested else None,
+                             attn_selector_config=cfg, num_heads=features.num_attention_heads, **fields)
         used.update(ev.used)
         if isinstance(out, interp.BackendRef):
             return out.name
@@ -457,11 +477,16 @@ def speculative_issues(spec: SpeculativeConfig | None, features: ModelFeatures, 
 
 # ------------------------------------------------------------------ main check
 def load_release(release: str | None) -> dict:
+    """The extracted data of a covered vLLM release (``None``: :data:`DEFAULT_RELEASE`).
+
+    Raises:
+        CompatInputError: on ``vllm_version`` when the release is not one of
+            :func:`compat.releases.covered_releases` ("vLLM 0.6.4 is not covered; covered: ...").
+    """
     rel = release or DEFAULT_RELEASE
-    try:
-        return extract.load(rel)
-    except FileNotFoundError as e:
-        raise CompatInputError("vllm_version", str(e)) from None
+    if not releases.is_covered(rel):
+        raise CompatInputError("vllm_version", releases.not_covered_message(rel))
+    return extract.load(rel)
 
 
 _MLA_FIELD_REASON = re.compile(r"qk_nope_head_dim|qk_rope_head_dim|kv_lora_rank|index_topk|sparse MLA|FlashInfer with SM90 MLA|FlashInfer's sparse MLA")
@@ -520,8 +545,9 @@ def check(req: CheckRequest) -> CompatReport:
     for name in candidates:
         b = names.get(name)
         if b is None or b.get("class") is None:
+            why = (b or {}).get("missing") or "class not found in this release's source"
             verdicts[name] = BackendVerdict(name=name, ok=False, missing=True, reasons=[
-                f"backend class not in the source this data was extracted from ({data.get('extracted_from')})"])
+                f"backend not modelled: {why} ({data.get('extracted_from')})"])
             continue
         result = _validate(data, b, plat, kwargs, assume, used, vcfg)
         leaves = _leaves(result)
@@ -551,6 +577,9 @@ def check(req: CheckRequest) -> CompatReport:
             if v.ok is True:
                 auto = name
                 break
+            if v.missing:
+                auto_conditions.append(f"{name} comes earlier in vLLM's order but is not modelled "
+                                       f"({v.reasons[0]}); vLLM picks it instead if it accepts this configuration")
             if v.ok is None:
                 auto_conditions.append(f"{name} would be chosen if "
                                        + " and ".join(f"{c}={val}" for c, val in
@@ -585,6 +614,14 @@ def check(req: CheckRequest) -> CompatReport:
             error = f"Selected backend {requested} is not valid for this configuration. Reason: {v.reasons}"
     else:
         ok = True if auto else (None if auto_conditions else False)
+        chosen_v = verdicts.get(auto) if auto else None
+        if p["kind"] == "direct" and chosen_v is not None and chosen_v.ok is False and not error:
+            # The direct selectors (CPU, XPU, ROCm before 0.18) return a backend without running its
+            # validate_configuration; its own rules still reject this configuration, as an explicit
+            # --attention-backend would (same verdict as the requested branch above).
+            ok = False
+            error = (f"{platform} selects {auto} without checking it, but {auto} does not support this "
+                     f"configuration: {'; '.join(chosen_v.reasons)}")
     spec = speculative_issues(req.speculative, f, data)
     if any(not s.ok for s in spec):
         ok = False

@@ -21,6 +21,7 @@ The output depends only on the source, so re-running on the same release gives t
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import re
 import zipfile
@@ -31,25 +32,60 @@ from typing import Any
 from . import interp
 
 SCHEMA_VERSION = 1
+# Bump when a change to this module changes what it writes for an unchanged source (recorded in each file).
+EXTRACTOR_VERSION = 2
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
-REGISTRY = "vllm.v1.attention.backends.registry"
-BASE_BACKEND = "vllm.v1.attention.backend.AttentionBackend"
+
+@dataclass(frozen=True)
+class Layout:
+    """Where one generation of vLLM keeps the attention-backend rules.
+
+    ``v1`` (0.14 onwards): ``vllm/v1/attention/backend.py`` and ``vllm/v1/attention/backends/registry.py``.
+    ``attention`` (0.11 to 0.13): the same ``AttentionBackend.validate_configuration`` design, but the base
+    class is in ``vllm/attention/backends/abstract.py`` (``validate_configuration`` at line 175 in 0.11.2,
+    201 in 0.12.0, 205 in 0.13.0), the enum in ``vllm/attention/backends/registry.py`` (line 34 in all
+    three), ``AttentionCGSupport`` in ``vllm/v1/attention/backends/utils.py``.
+    """
+
+    name: str
+    registry: str
+    base_backend: str
+    extra_classes: tuple[str, ...]
+    inline_prefixes: tuple[str, ...]
+
+
+_COMMON_INLINE = ("vllm.v1.attention.", "vllm.utils.torch_utils", "vllm.model_executor.layers.attention.",
+                  "vllm.platforms.interface", "vllm.platforms.cuda", "vllm.platforms.rocm", "vllm.platforms.cpu",
+                  "vllm.platforms.xpu",
+                  # 0.33 _get_backend_priorities calls is_quantized_kv_cache (vllm/v1/kv_cache_interface.py:152),
+                  # which asks get_kv_cache_dtype_handler (vllm/config/cache.py:161)
+                  "vllm.v1.kv_cache_interface", "vllm.config.cache")
+LAYOUTS = {
+    "v1": Layout("v1", "vllm.v1.attention.backends.registry", "vllm.v1.attention.backend.AttentionBackend",
+                 ("vllm.v1.attention.backend.AttentionType", "vllm.v1.attention.backend.AttentionCGSupport"),
+                 _COMMON_INLINE),
+    "attention": Layout("attention", "vllm.attention.backends.registry",
+                        "vllm.attention.backends.abstract.AttentionBackend",
+                        ("vllm.attention.backends.abstract.AttentionType",
+                         "vllm.v1.attention.backends.utils.AttentionCGSupport"),
+                        _COMMON_INLINE + ("vllm.attention.",)),
+}
 PLATFORM_SELECTORS = {
-    # platform -> (module, function or Class.method, kind)
-    "cuda": ("vllm.platforms.cuda", "_get_backend_priorities", "priority_list"),
-    "rocm": ("vllm.platforms.rocm", "_get_backend_priorities", "priority_list"),
-    "cpu": ("vllm.platforms.cpu", "CpuPlatform.get_attn_backend_cls", "direct"),
-    "xpu": ("vllm.platforms.xpu", "XPUPlatform.get_attn_backend_cls", "direct"),
+    # platform -> candidates, first found wins: (module, function or Class.method, kind)
+    "cuda": [("vllm.platforms.cuda", "_get_backend_priorities", "priority_list")],
+    # ROCm has a priority list from 0.18 (vllm/platforms/rocm.py:309 in 0.18.1); before that
+    # RocmPlatform.get_attn_backend_cls chose directly (rocm.py:209 in 0.11.2, :353 in 0.17.1)
+    "rocm": [("vllm.platforms.rocm", "_get_backend_priorities", "priority_list"),
+             ("vllm.platforms.rocm", "RocmPlatform.get_attn_backend_cls", "direct")],
+    "cpu": [("vllm.platforms.cpu", "CpuPlatform.get_attn_backend_cls", "direct")],
+    "xpu": [("vllm.platforms.xpu", "XPUPlatform.get_attn_backend_cls", "direct")],
 }
 PLATFORM_VALIDATION_LOOP = {
     # where the platform walks the priority list and keeps the first backend with no reasons
     "cuda": ("vllm.platforms.cuda", "CudaPlatformBase.get_valid_backends"),
     "rocm": ("vllm.platforms.rocm", "RocmPlatform.get_valid_backends"),
 }
-# Helper functions from these modules are stored and evaluated; calls elsewhere stay run-time conditions.
-INLINE_PREFIXES = ("vllm.v1.attention.", "vllm.utils.torch_utils", "vllm.model_executor.layers.attention.",
-                   "vllm.platforms.interface", "vllm.platforms.cuda", "vllm.platforms.rocm", "vllm.platforms.cpu", "vllm.platforms.xpu")
 CAPABILITIES = ["7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1"]
 ATTN_TYPES = ["decoder", "encoder", "encoder_only", "encoder_decoder"]
 
@@ -64,6 +100,20 @@ class Source:
 
     def read(self, rel: str) -> str | None:  # pragma: no cover - interface
         raise NotImplementedError
+
+    def provenance(self) -> dict:
+        """Where the files came from: ``{"file": name, "sha256": hex or None}``."""
+        return {"file": self.label(), "sha256": None}
+
+    def layout(self) -> Layout | None:
+        """Which :data:`LAYOUTS` entry this source follows (None: neither)."""
+        if self.read("vllm/v1/attention/backend.py") is not None:
+            return LAYOUTS["v1"]
+        reg = self.read("vllm/attention/backends/registry.py")
+        abstract = self.read("vllm/attention/backends/abstract.py") or ""
+        if reg is not None and "class AttentionBackendEnum" in reg and "def validate_configuration" in abstract:
+            return LAYOUTS["attention"]
+        return None
 
     def release(self) -> str | None:
         text = self.read("vllm/_version.py") or ""
@@ -106,6 +156,13 @@ class WheelSource(Source):
     def label(self) -> str:
         return f"wheel {self.path.name}"
 
+    def provenance(self) -> dict:
+        h = hashlib.sha256()
+        with open(self.path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        return {"file": self.path.name, "sha256": h.hexdigest()}
+
     def release(self):
         found = super().release()
         if found:
@@ -118,7 +175,9 @@ def open_source(path: str | Path) -> Source:
     """A :class:`Source` for a wheel, an installed ``vllm`` package dir, or a tree containing ``vllm/``.
 
     Raises:
-        SourceError: nothing at ``path`` looks like vLLM (no ``vllm/v1/attention/backend.py``).
+        SourceError: nothing at ``path`` looks like vLLM, or it is a vLLM older than 0.11 (no
+            ``AttentionBackend.validate_configuration``: 0.10 chose backends with if-chains in
+            ``CudaPlatformBase.get_attn_backend_cls``, which this extractor does not model).
     """
     p = Path(path)
     if p.is_file() and p.suffix in (".whl", ".zip"):
@@ -126,16 +185,19 @@ def open_source(path: str | Path) -> Source:
             src: Source = WheelSource(p)
         except zipfile.BadZipFile as e:
             raise SourceError(f"{p} is not a readable wheel: {e}") from e
-    elif p.is_dir() and (p / "v1" / "attention" / "backend.py").is_file():
+    elif p.is_dir() and (p / "platforms" / "interface.py").is_file() and p.name == "vllm":
         src = DirSource(p.parent)  # the package directory itself
-    elif p.is_dir() and (p / "vllm" / "v1" / "attention" / "backend.py").is_file():
+    elif p.is_dir() and (p / "vllm" / "platforms" / "interface.py").is_file():
         src = DirSource(p)
     else:
         raise SourceError(
             f"{p}: expected a vLLM wheel (.whl), an installed vllm package directory, or a directory "
-            "containing vllm/ (vllm/v1/attention/backend.py not found)")
-    if src.read("vllm/v1/attention/backend.py") is None:
-        raise SourceError(f"{p}: vllm/v1/attention/backend.py not found (is this vLLM >= 0.11?)")
+            "containing vllm/ (vllm/platforms/interface.py not found)")
+    if src.layout() is None:
+        raise SourceError(
+            f"{p}: neither vllm/v1/attention/backend.py (vLLM >= 0.14) nor vllm/attention/backends/registry.py "
+            "with AttentionBackend.validate_configuration (0.11 to 0.13) found; vLLM 0.10 and older chose "
+            "attention backends without per-backend rules and are not covered")
     return src
 
 
@@ -152,6 +214,8 @@ class Module:
 
 
 def _literalish(node: ast.AST) -> bool:
+    if isinstance(node, ast.Dict) and not node.keys:  # an empty registry, e.g. _KV_CACHE_DTYPE_HANDLERS = {}
+        return True
     return all(isinstance(n, (ast.Constant, ast.Tuple, ast.List, ast.BinOp, ast.operator, ast.Load,
                               ast.UnaryOp, ast.unaryop)) for n in ast.walk(node))
 
@@ -159,6 +223,7 @@ def _literalish(node: ast.AST) -> bool:
 class Extractor:
     def __init__(self, source: Source):
         self.src = source
+        self.layout = source.layout() or LAYOUTS["v1"]
         self._modules: dict[str, Module | None] = {}
         self.out_classes: dict[str, dict] = {}
         self.out_functions: dict[str, dict] = {}
@@ -294,7 +359,7 @@ class Extractor:
         for n in ast.walk(node):
             if isinstance(n, ast.Name):
                 q = self.resolve(mod, n.id)
-                if not q or not q.startswith(INLINE_PREFIXES):
+                if not q or not q.startswith(self.layout.inline_prefixes):
                     continue
                 mod_name, _, attr = q.rpartition(".")
                 m = self.module(mod_name)
@@ -303,14 +368,16 @@ class Extractor:
                 if attr in m.functions:
                     self.add_function(q)
                 elif attr in m.classes and (attr.endswith(("Enum", "Type", "Support")) or
-                                            "Builder" in attr or "Backend" in attr):
+                                            "Builder" in attr or "Backend" in attr or
+                                            any(ast.unparse(b).endswith("Enum") for b in m.classes[attr].bases)):
                     self.add_class(q)
 
     # --- registry, platforms, literals
     def registry(self) -> list[dict]:
-        mod = self.module(REGISTRY)
+        reg = self.layout.registry
+        mod = self.module(reg)
         if mod is None or "AttentionBackendEnum" not in mod.classes:
-            raise SourceError(f"{REGISTRY}: AttentionBackendEnum not found")
+            raise SourceError(f"{reg}: AttentionBackendEnum not found")
         out = []
         for item in mod.classes["AttentionBackendEnum"].body:
             if (isinstance(item, ast.Assign) and isinstance(item.targets[0], ast.Name)
@@ -454,6 +521,43 @@ def summarize_backend(data: dict, cls_q: str, platform: str) -> dict:
     return s
 
 
+def _selector(ex: Extractor, platforms: dict, plat: str, mod_name: str, fn_name: str, kind: str):
+    """Store one platform selector (a function or ``Class.method``); its parsed def, or None if absent."""
+    mod = ex.module(mod_name)
+    if mod is None:
+        return None
+    if "." in fn_name:
+        cls_name, meth = fn_name.split(".")
+        cls_node = mod.classes.get(cls_name)
+        if cls_node is None or not any(isinstance(i, ast.FunctionDef) and i.name == meth for i in cls_node.body):
+            return None
+        q = ex.add_class(f"{mod_name}.{cls_name}")
+        entry = ex.out_classes[q]["methods"][meth]
+        platforms[plat] = {"kind": kind, "class": q, "method": meth, "source": f"{mod.file}:{entry['line']}"}
+        return interp.parse_function(entry["src"])
+    if fn_name not in mod.functions:
+        return None
+    q = ex.add_function(f"{mod_name}.{fn_name}")
+    platforms[plat] = {"kind": kind, "function": q, "source": f"{mod.file}:{ex.out_functions[q]['line']}"}
+    return interp.parse_function(ex.out_functions[q]["src"])
+
+
+def _why_missing(ex: Extractor, path: str) -> str:
+    """Why a registry member has no stored class: its module is absent from this source, or the class
+    is built at import time by a factory call (0.30+ composite backends, e.g. ``TritonFlashAttentionBackend
+    = create_composite_attention_backend(...)`` in ``vllm/v1/attention/backends/triton_flash_attn.py:66``
+    of 0.33.0), which the extractor does not model."""
+    mod_name, _, name = path.rpartition(".")
+    mod = ex.module(mod_name)
+    if mod is None:
+        return "class not found in this release's source"
+    for node in mod.tree.body:
+        if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+                and isinstance(node.value, ast.Call)):
+            return f"class built at import by {ast.unparse(node.value.func)}(...) at {mod.file}:{node.lineno}"
+    return "class not found in this release's source"
+
+
 def _builder_class(data: dict, cls_q: str) -> str | None:
     ev = interp.Evaluator(data=data, platform=interp.Platform("cuda", None))
     found = ev.find_member(cls_q, "get_builder_cls")
@@ -486,42 +590,27 @@ def extract(path: str | Path, release: str | None = None) -> dict:
     if not release:
         raise SourceError(f"{path}: cannot tell the vLLM release; pass --release")
     ex = Extractor(src)
-    base = ex.add_class(BASE_BACKEND)
+    base = ex.add_class(ex.layout.base_backend)
     if base is None:
-        raise SourceError("AttentionBackend base class not found in vllm/v1/attention/backend.py")
-    registry_file = f"{REGISTRY.replace('.', '/')}.py"
+        raise SourceError(f"AttentionBackend base class {ex.layout.base_backend} not found")
+    registry_file = f"{ex.layout.registry.replace('.', '/')}.py"
     backends = []
     for member in ex.registry():
         cls_q = ex.add_class(member["path"])
         backends.append({"name": member["name"], "class": cls_q, "path": member["path"],
                          "registry": f"{registry_file}:{member['registry_line']}"})
-    for extra in ("vllm.v1.attention.backend.AttentionType", "vllm.v1.attention.backend.AttentionCGSupport"):
+    for extra in ex.layout.extra_classes:
         ex.add_class(extra)
 
     platforms = {}
-    for plat, (mod_name, fn_name, kind) in PLATFORM_SELECTORS.items():
-        mod = ex.module(mod_name)
-        if mod is None:
+    for plat, candidates in PLATFORM_SELECTORS.items():
+        node = None
+        for mod_name, fn_name, kind in candidates:
+            node = _selector(ex, platforms, plat, mod_name, fn_name, kind)
+            if node is not None:
+                break
+        if node is None:
             continue
-        if "." in fn_name:
-            cls_name, meth = fn_name.split(".")
-            cls_node = mod.classes.get(cls_name)
-            if cls_node is None:
-                continue
-            q = ex.add_class(f"{mod_name}.{cls_name}")
-            entry = ex.out_classes[q]["methods"].get(meth)
-            if entry is None:
-                continue
-            platforms[plat] = {"kind": kind, "class": q, "method": meth,
-                               "source": f"{mod.file}:{entry['line']}"}
-            node = interp.parse_function(entry["src"])
-        else:
-            q = ex.add_function(f"{mod_name}.{fn_name}")
-            if q is None:
-                continue
-            platforms[plat] = {"kind": kind, "function": q,
-                               "source": f"{mod.file}:{ex.out_functions[q]['line']}"}
-            node = interp.parse_function(ex.out_functions[q]["src"])
         names = sorted({n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)
                         and isinstance(n.value, ast.Name) and n.value.id == "AttentionBackendEnum"})
         platforms[plat]["backends"] = names
@@ -541,6 +630,7 @@ def extract(path: str | Path, release: str | None = None) -> dict:
         "runtime": "vllm",
         "release": release,
         "extracted_from": src.label(),
+        "provenance": {**src.provenance(), "extractor_version": EXTRACTOR_VERSION, "layout": ex.layout.name},
         "base_class": base,
         "validate_configuration": f"{ex.out_classes[base]['file']}:"
                                   f"{ex.out_classes[base]['methods']['validate_configuration']['line']}",
@@ -576,7 +666,7 @@ def extract(path: str | Path, release: str | None = None) -> dict:
     for b in backends:
         b["platforms"] = sorted(in_platform.get(b["name"], []))
         if b["class"] is None:
-            b["missing"] = "class not found in this release's source"
+            b["missing"] = _why_missing(ex, b["path"])
             continue
         c = data["classes"][b["class"]]
         b["source"] = f"{c['file']}:{c['line']}"
@@ -595,9 +685,9 @@ def data_path(release: str, runtime: str = "vllm") -> Path:
 
 
 def available_releases(runtime: str = "vllm") -> list[str]:
-    """Releases with a committed data file, oldest first."""
-    rels = [p.stem.split("-", 1)[1] for p in DATA_DIR.glob(f"{runtime}-*.json")]
-    return sorted(rels, key=lambda r: tuple(int(x) if x.isdigit() else 0 for x in r.split(".")))
+    """Releases with a committed data file, oldest first (:func:`compat.releases.covered_releases`)."""
+    from .releases import covered_releases
+    return list(covered_releases(runtime))
 
 
 def load(release: str, runtime: str = "vllm") -> dict:
@@ -608,8 +698,8 @@ def load(release: str, runtime: str = "vllm") -> dict:
     """
     p = data_path(release, runtime)
     if not p.is_file():
-        raise FileNotFoundError(
-            f"no compatibility data for {runtime} {release}; known releases: {', '.join(available_releases())}")
+        from .releases import not_covered_message
+        raise FileNotFoundError(not_covered_message(release, runtime))
     return _load_cached(str(p), p.stat().st_mtime)
 
 

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from django import forms
 
-from . import checks, extract, matrix
+from . import checks, matrix, releases
 
 
 def _release_choices():
-    return [(r, f"vLLM {r}") for r in reversed(extract.available_releases())]
+    return [(r, f"vLLM {r}") for r in reversed(releases.covered_releases())]
 
 
 class MatrixForm(forms.Form):

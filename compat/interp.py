@@ -99,6 +99,12 @@ class Capability:
     def __ge__(self, o):
         return (self.major, self.minor) >= self._t(o)
 
+    def __getitem__(self, i):  # DeviceCapability is a NamedTuple: capability[0] is the major version
+        return (self.major, self.minor)[i]
+
+    def __iter__(self):
+        return iter((self.major, self.minor))
+
     def to_int(self) -> int:
         return self.major * 10 + self.minor
 
@@ -677,6 +683,13 @@ class Evaluator:
         if isinstance(base, BackendRef):
             if attr == "name":
                 return base.name
+            if attr == "get_class":
+                # AttentionBackendEnum.X.get_class() -> the stored class, so its rules can be called
+                # (0.33 vllm/platforms/cpu.py:190 asks CPU_ATTN.get_class().supports_kv_cache_dtype)
+                cls_q = next((b.get("class") for b in self.data.get("backends", []) if b["name"] == base.name),
+                             None)
+                if cls_q and cls_q in self.data.get("classes", {}):
+                    return lambda: ClassRef(cls_q)
             if attr in ("get_path", "get_class"):
                 return getattr(base, attr)
             return Unknown(f"AttentionBackendEnum.{base.name}.{attr}")

@@ -129,4 +129,6 @@ def source_url(release: str, loc: str | None) -> str | None:
 
 
 def releases() -> list[str]:
-    return extract.available_releases()
+    """Covered releases, oldest first (:func:`compat.releases.covered_releases`)."""
+    from .releases import covered_releases
+    return list(covered_releases())

@@ -222,7 +222,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 
-# Hugging Face Hub access (calculator.hub). HF_ENDPOINT / HF_TOKEN / HF_HUB_OFFLINE are read by
+# Hugging Face Hub access (calculator.metadata.hub). HF_ENDPOINT / HF_TOKEN / HF_HUB_OFFLINE are read by
 # huggingface_hub itself; these are ours.
 HUB_TIMEOUT_S = float(os.getenv("HUB_TIMEOUT_S", "10"))
 HUB_BRANCH_TTL_S = envint("HUB_BRANCH_TTL_S", "3600")

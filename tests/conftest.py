@@ -20,3 +20,13 @@ def load_config(filename: str) -> dict:
 @pytest.fixture(scope="session")
 def ground_truth() -> dict:
     return json.loads(CASES_FILE.read_text())
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """The product has one cache (Django's, around metadata and plans): every test starts with it empty."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
+from django.core.cache import cache
+
 import pytest
 
 from tests.conftest import load_config
@@ -13,10 +17,9 @@ URL = "/api/estimate"
 @pytest.fixture(autouse=True)
 def _offline_hub(db, monkeypatch):
     """Models come from the offline catalog through the metadata cache; the Hub is never contacted."""
-    from calculator.forms import clear_metadata_memo
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    clear_metadata_memo()
+    cache.clear()
 
 
 def _bad(client, query: str) -> dict:
@@ -34,7 +37,7 @@ def test_it_needs_a_model(client):
 def test_it_rejects_an_unknown_gpu(client):
     body = _bad(client, f"model={LLAMA}&gpu=Z9000")
     assert body["field"] == "gpu"
-    assert "Z9000" in body["error"] and "NVIDIA H100 80GB HBM3" in body["error"]
+    assert "Z9000" in body["error"] and "closest known: " in body["error"] and "custom:" in body["error"]
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-5", "1.5K"])
@@ -45,7 +48,7 @@ def test_it_rejects_a_bad_max_model_len(client, value):
 def test_it_rejects_gpu_memory_utilization_above_one(client):
     body = _bad(client, f"model={LLAMA}&gpu_memory_utilization=1.5")
     assert body["field"] == "gpu_memory_utilization"
-    assert "1.0" in body["error"]
+    assert "must be at most 1.0, got 1.5" in body["error"]
 
 
 def test_it_rejects_a_model_outside_the_catalog(client):
@@ -63,12 +66,19 @@ def test_it_rejects_an_unknown_parameter(client):
 
 
 def test_it_rejects_speculative_config_that_is_not_json(client):
-    assert _bad(client, f"model={LLAMA}&speculative_config=eagle")["field"] == "speculative_method"
+    assert _bad(client, f"model={LLAMA}&speculative_config=eagle")["field"] == "speculative_config"
 
 
-def test_it_needs_a_draft_model_for_eagle(client):
-    body = _bad(client, f'model={LLAMA}&speculative_config={{"method":"eagle","num_speculative_tokens":3}}')
-    assert body["field"] == "speculative_model"
+def test_it_needs_a_draft_model_for_eagle_when_no_public_head_is_known(client):
+    body = _bad(client, 'model=Qwen/Qwen3-8B&speculative_config={"method":"eagle","num_speculative_tokens":3}')
+    assert body["field"] == "speculative_config" and "no public eagle head is known" in body["error"]
+
+
+def test_eagle3_without_a_head_uses_the_known_public_head(client):
+    body = _ok(client, f'model={LLAMA}&speculative_config={{"method":"eagle3","num_speculative_tokens":3}}')
+    spec = json.loads(body["serve_argv"][body["serve_argv"].index("--speculative-config") + 1])
+    assert spec["model"] and "EAGLE3" in spec["model"].upper()
+    assert any("public eagle3 head" in n for n in body["model_notes"])
 
 
 def test_it_rejects_an_unknown_kv_cache_dtype(client):

@@ -5,6 +5,8 @@ without JavaScript. Leaves a screenshot in ``test-artifacts/results.png``."""
 
 from __future__ import annotations
 
+from django.core.cache import cache
+
 import os
 from pathlib import Path
 
@@ -40,10 +42,10 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 def _offline_hub(transactional_db, monkeypatch):
     """Models come from the offline catalog through the metadata cache (the Hub is never contacted).
     The first lookup imports transformers to count parameters (seconds): do it before the browser waits."""
-    from calculator.forms import clear_metadata_memo, load_metadata
+    from calculator.plan import load_metadata
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    clear_metadata_memo()
+    cache.clear()
     load_metadata(LLAMA, None)
 
 

@@ -54,7 +54,7 @@ def test_speculative_config_json_flag():
 def test_bad_input_is_a_command_error_naming_the_field(args, field):
     with pytest.raises(CommandError) as err:
         call_command("estimate", "--config", str(CONFIGS / "Qwen__Qwen3-8B.json"), *args)
-    assert str(err.value).startswith(field) and err.value.returncode == 2
+    assert str(err.value).startswith("--" + field.replace("_", "-") + ":") and err.value.returncode == 2
 
 
 def test_exit_code_2_from_the_shell():

@@ -27,9 +27,13 @@ def test_check_compat_json_has_platform_auto_and_backends():
     assert fa["ok"] is False and fa["reasons"] == ["kv_cache_dtype not supported"]
 
 
-def test_check_compat_prints_a_table_with_fixes():
-    out = run("check_compat", "--config", str(CONFIGS / "meta-llama__Llama-3.1-8B-Instruct.json"), "--gpu", "T4",
-              "--attention-backend", "FLASH_ATTN")
+def test_check_compat_prints_a_table_with_fixes_and_exits_1():
+    out = StringIO()
+    with pytest.raises(CommandError) as e:
+        call_command("check_compat", "--config", str(CONFIGS / "meta-llama__Llama-3.1-8B-Instruct.json"), "--gpu",
+                     "T4", "--attention-backend", "FLASH_ATTN", stdout=out)
+    assert e.value.returncode == 1 and "does_not_start" in str(e.value)
+    out = out.getvalue()
     assert "FLASH_ATTN" in out and "compute capability not supported" in out and "fix:" in out
     assert "vLLM would fail at startup" in out
 
@@ -41,7 +45,9 @@ def test_check_compat_accepts_estimate_flags():
     assert json.loads(out)["auto_selected"] == "FLASH_ATTN"
 
 
-def test_check_compat_offline_model_name():
+@pytest.mark.django_db
+def test_check_compat_offline_model_name(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     out = run("check_compat", "--model", "openai/gpt-oss-20b", "--gpu", "A100", "--format", "json")
     assert json.loads(out)["auto_selected"] == "TRITON_ATTN"  # flash_attn.py:470 sinks need SM90
 

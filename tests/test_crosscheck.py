@@ -44,7 +44,7 @@ def test_find_cases_rejects_unknown_family():
 def test_llama_prediction_matches_hand_count():
     """The engine's prediction for the tiny Llama equals the hand count in the module docstring."""
     from calculator.crosscheck import predict
-    from calculator.tiny_models import write_tiny_model
+    from calculator.crosscheck.tiny_models import write_tiny_model
 
     case = find_cases("llama", "default")[0]
     res = predict(case, write_tiny_model("llama"))
@@ -104,3 +104,29 @@ def test_command_rejects_unknown_family():
     with pytest.raises(CommandError):
         call_command("crosscheck_vllm", "--family", "nope", stdout=io.StringIO())
 
+
+
+@pytest.mark.skipif(not HAVE_VLLM, reason="writing tiny models needs the 'worker' extra (torch, transformers)")
+@pytest.mark.parametrize("avx512_bf16, logged_tokens", [
+    # vLLM 0.32 CPU build on a CPU with AVX-512 BF16 (this project's first test machine): float32 SSM state
+    (True, 1_290_555),
+    # the same start-up on an AMD EPYC without AVX-512 BF16 (issue 18): the SSM state stays bfloat16
+    (False, 1_973_790),
+])
+def test_granite_hybrid_bf16_ssm_state_follows_the_host_cpu(avx512_bf16, logged_tokens):
+    """vllm/platforms/cpu.py:301-321 resets the SSM state to float32 only where
+    ``torch.cpu._is_avx512_bf16_supported()``: the CPU feature is an input, so both machines' logs hold."""
+    from calculator.crosscheck import predict
+    from calculator.crosscheck.tiny_models import write_tiny_model
+
+    case = find_cases("granite4-hybrid", "dtype=bfloat16")[0]
+    inp_model = write_tiny_model("granite4-hybrid")
+    import calculator.engine.memory as memory
+
+    real = memory.host_has_avx512_bf16
+    memory.host_has_avx512_bf16 = lambda: avx512_bf16
+    try:
+        res = predict(case, inp_model)
+    finally:
+        memory.host_has_avx512_bf16 = real
+    assert res.kv_cache_tokens == logged_tokens

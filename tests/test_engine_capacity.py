@@ -10,7 +10,7 @@ from calculator.engine import EngineInput, estimate
 from calculator.engine.kv import KVContext, capacity, group_specs
 from calculator.engine.memory import build_specs
 from calculator.engine.arch import parse_config
-from calculator.groundtruth import load_cases
+from calculator.crosscheck.groundtruth import load_cases
 from tests.conftest import ROOT, load_config
 
 
@@ -82,6 +82,6 @@ def test_llama_8b_h100_case_is_close():
 
 
 def test_engine_imports_without_django():
-    code = ("import sys, calculator.engine, calculator.groundtruth; "
+    code = ("import sys, calculator.engine, calculator.crosscheck.groundtruth; "
             "assert not any(m == 'django' or m.startswith('django.') for m in sys.modules), 'django imported'")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, env={"PATH": "/usr/bin:/bin"})

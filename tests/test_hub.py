@@ -1,4 +1,4 @@
-"""calculator.hub against a local server that speaks the Hub's API (tests/hub_server.py).
+"""calculator.metadata.hub against a local server that speaks the Hub's API (tests/hub_server.py).
 
 Checkpoints are real safetensors files written with the ``safetensors`` package, laid out as a Llama
 decoder (Llama-3.1's tensor names) scaled down to vocab 256, hidden 64, intermediate 128, 4 heads,
@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import save
 
-from calculator.hub import (
+from calculator.metadata.hub import (
     GatedRepoError,
     HubClient,
     HubUnavailableError,

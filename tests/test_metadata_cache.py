@@ -11,8 +11,8 @@ from django.utils import timezone
 from safetensors.torch import save
 
 from calculator import metadata
-from calculator.catalog import catalog_models
-from calculator.hub import GatedRepoError, HubClient, HubUnavailableError, RepoNotFoundError
+from calculator.metadata.catalog import catalog_models
+from calculator.metadata.hub import GatedRepoError, HubClient, HubUnavailableError, RepoNotFoundError
 from calculator.metadata import load_model
 from calculator.models import HubRevision, ModelMetadataCache
 from tests.conftest import CONFIGS, load_config
@@ -246,9 +246,9 @@ def test_hub_and_catalog_modules_import_without_django():
     import sys
 
     env = {k: v for k, v in __import__("os").environ.items() if k != "DJANGO_SETTINGS_MODULE"}
-    code = ("import sys, calculator.hub, calculator.catalog; "
+    code = ("import sys, calculator.metadata.hub, calculator.metadata.catalog; "
             "assert 'django' not in sys.modules, 'django imported'; "
-            "print(len(calculator.catalog.catalog_models()))")
+            "print(len(calculator.metadata.catalog.catalog_models()))")
     root = str(__import__("pathlib").Path(__file__).resolve().parent.parent)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=root)
     assert out.returncode == 0, out.stderr

@@ -3,13 +3,16 @@ as one ``speculative_config`` JSON value) and its round trip through the form.""
 
 from __future__ import annotations
 
+from django.core.cache import cache
+
 import json
 from urllib.parse import parse_qsl
 
 import pytest
 from django.http import QueryDict
 
-from calculator.forms import EstimateForm, human_readable_int, tidy_query
+from calculator.web.forms import EstimateForm, tidy_query
+from calculator.request import human_readable_int
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 
@@ -84,8 +87,8 @@ def test_it_writes_speculative_decoding_as_one_json_value():
 def test_it_reads_speculative_config_back():
     first = _form(f"model={LLAMA}&speculative_method=ngram&num_speculative_tokens=4")
     again = _form(first.canonical_query())
-    assert again.cleaned_data["speculative_method"] == "ngram"
-    assert again.cleaned_data["num_speculative_tokens"] == 4
+    assert again.request.speculative_config.method == "ngram"
+    assert again.request.speculative_config.num_speculative_tokens == 4
     assert again.canonical_query() == first.canonical_query()
 
 
@@ -113,7 +116,7 @@ def test_it_reads_vllm_style_token_counts():
     assert human_readable_int("32k") == 32000
     assert human_readable_int("25.6k") == 25600
     assert human_readable_int("8192") == 8192
-    assert _form(f"model={LLAMA}&max_model_len=128K").cleaned_data["max_model_len"] == 131072
+    assert _form(f"model={LLAMA}&max_model_len=128K").request.max_model_len == 131072
 
 
 def test_it_keeps_what_the_user_typed_when_the_form_has_errors():
@@ -127,18 +130,17 @@ def test_it_keeps_what_the_user_typed_when_the_form_has_errors():
 @pytest.fixture
 def hub(db, monkeypatch):
     from calculator import metadata
-    from calculator.forms import clear_metadata_memo
     from tests.hub_server import FakeHub
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("HF_TOKEN", raising=False)
     metadata.reset_hub_state()
-    clear_metadata_memo()
+    cache.clear()
     with FakeHub() as server:
         monkeypatch.setenv("HF_ENDPOINT", server.url)
         yield server
     metadata.reset_hub_state()
-    clear_metadata_memo()
+    cache.clear()
 
 
 def test_it_pins_the_resolved_revision_sha(client, hub):

@@ -6,7 +6,7 @@ import json
 import shlex
 
 from calculator.engine.schemas import EngineInput, SpeculativeConfig
-from calculator.serve_command import serve_argv, serve_command
+from calculator.runtimes.vllm.serve import serve_argv, serve_command
 from tests.conftest import load_config
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"

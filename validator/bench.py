@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from calculator import builtin_models as tiny_models
+from calculator.metadata import builtin as tiny_models
 
 from . import runner
 from .runner import Deadline, MemorySampler, RunnerError, ServerProcess

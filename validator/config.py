@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from pydantic import BaseModel, ConfigDict
 
-from calculator import builtin_models as tiny_models
+from calculator.metadata import builtin as tiny_models
+from calculator.request import InputError, ServingRequest, parse_request
 
 GiB = 2**30
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "calculator" / "data" / "model_configs"
@@ -34,13 +36,47 @@ CPU_MAX_MODEL_LEN = 1024
 DEFAULT_CPU_SPEC = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1}
 
 
-class ConfigurationError(ValueError):
-    """Bad validation request; ``field`` names the parameter (as ``EngineInputError``)."""
+# A bad validation request is the calculator's input error (``field`` + ``message``), one type everywhere.
+ConfigurationError = InputError
 
-    def __init__(self, field: str, message: str):
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
+
+class Profile(BaseModel):
+    """The benchmark sequence of a run (``vllm bench serve`` random prompts): ``input_len + output_len`` is the
+    working context; ``repeats`` per phase; ``concurrency`` requests in flight."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    working_context: int
+    concurrency: int
+    output_len: int
+    num_prompts: int
+    repeats: int
+    seed: int
+    warmups: int
+    input_len: int = 0
+
+
+class RunConfiguration(BaseModel):
+    """What a validation run runs, stored on the run (``ValidationRun.configuration``) and read back through
+    this model. ``request`` is the calculator's request as submitted (its permalink parameters);
+    ``engine_input`` is the engine input for the model that actually runs (``hf_config`` = the exact config
+    vLLM loads); every change the platform forces is a sentence in ``adjustments``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    params: dict[str, str]
+    request: dict[str, str]
+    model_id: str
+    run_model: str
+    revision: str | None
+    model_source: str
+    architecture: str
+    platform: str
+    engine_input: dict[str, Any]
+    spec_config: dict[str, Any] | None
+    acceptance_rate: float | None
+    profile: Profile
+    adjustments: list[str]
 
 
 def offline_config(model_id: str) -> dict[str, Any] | None:
@@ -77,29 +113,11 @@ def resolve_model(model_id: str, revision: str | None) -> dict[str, Any]:
             "quant_config": None}
 
 
-def speculative_from_params(params: dict[str, Any]) -> dict[str, Any] | None:
-    """``--speculative-config`` from ``speculative_config`` (JSON) or the calculator's split fields
-    ``speculative_method`` / ``speculative_model`` / ``num_speculative_tokens``."""
-    raw = params.get("speculative_config")
-    if raw:
-        try:
-            spec = json.loads(raw) if isinstance(raw, str) else dict(raw)
-        except (ValueError, TypeError) as e:
-            raise ConfigurationError("speculative_config", f"not valid JSON ({e})") from None
-        if not isinstance(spec, dict) or "method" not in spec:
-            raise ConfigurationError("speculative_config", 'expected a JSON object with "method"')
-        return spec
-    method = params.get("speculative_method")
-    if not method:
-        return None
-    spec = {"method": method, "num_speculative_tokens": int(params.get("num_speculative_tokens") or 3)}
-    if params.get("speculative_model"):
-        spec["model"] = params["speculative_model"]
-    return spec
-
-
 def target_platform(gpu: str) -> str:
-    return "cpu" if gpu.strip().lower() in ("cpu", "x86-64 cpu") else "cuda"
+    """``cpu`` for the CPU row of the GPU catalog, ``cuda`` otherwise."""
+    from calculator.engine.gpus import get_gpu
+
+    return "cpu" if get_gpu(gpu).is_cpu else "cuda"
 
 
 def build_configuration(params: dict[str, Any]) -> dict[str, Any]:
@@ -111,42 +129,23 @@ def build_configuration(params: dict[str, Any]) -> dict[str, Any]:
     Raises ``ConfigurationError`` for an unknown model, a model with no runnable stand-in, or bad values.
     """
     params = {k: v for k, v in params.items() if v not in (None, "")}
-    model_id = str(params.get("model", "")).strip()
-    if not model_id:
-        raise ConfigurationError("model", "give a model id (org/name) or tiny-random/llama")
-    revision = params.get("revision") or None
-    gpu = str(params.get("gpu") or "CPU")
+    params.setdefault("gpu", "CPU")
+    request = parse_request(params)  # the calculator's checks: bounds, choices, speculative allow-list
+    model_id = request.model
+    revision = request.revision
+    gpu = request.gpu
     platform = target_platform(gpu)
     adjustments: list[str] = []
 
     inp: dict[str, Any] = {"gpu": "CPU" if platform == "cpu" else gpu}
-    for key in INT_FIELDS:
-        if key in params:
-            try:
-                inp[key] = int(str(params[key]).replace(",", "").replace("_", ""))
-            except ValueError:
-                raise ConfigurationError(key, f"expected an integer, got {params[key]!r}") from None
-            if inp[key] < 1:
-                raise ConfigurationError(key, "must be at least 1")
-    for key in STR_FIELDS:
-        if key in params:
-            inp[key] = str(params[key])
-    if "gpu_memory_utilization" in params:
-        try:
-            inp["gpu_memory_utilization"] = float(params["gpu_memory_utilization"])
-        except ValueError:
-            raise ConfigurationError("gpu_memory_utilization", "expected a number such as 0.9") from None
-    if str(params.get("enforce_eager", "")).lower() in ("1", "true", "on", "yes"):
+    for key in (*INT_FIELDS, *STR_FIELDS, "gpu_memory_utilization"):
+        value = getattr(request, key)
+        if value is not None and value != ServingRequest.model_fields[key].default:
+            inp[key] = value
+    if request.enforce_eager:
         inp["enforce_eager"] = True
-    spec = speculative_from_params(params)
-    acceptance_rate = None
-    if "acceptance_rate" in params:
-        try:
-            acceptance_rate = float(params["acceptance_rate"])
-        except ValueError:
-            raise ConfigurationError("acceptance_rate", "expected a number between 0 and 1") from None
-        if not 0 <= acceptance_rate <= 1:
-            raise ConfigurationError("acceptance_rate", "must be between 0 and 1")
+    spec = request.speculative_config.model_dump(exclude_none=True) if request.speculative_config else None
+    acceptance_rate = request.acceptance_rate
 
     # -- the model -------------------------------------------------------------------------------
     run_model = model_id
@@ -221,14 +220,15 @@ def build_configuration(params: dict[str, Any]) -> dict[str, Any]:
                            "(max_model_len)")
     profile["output_len"] = min(profile["output_len"], max(1, context // 2))
     profile["input_len"] = context - profile["output_len"]
-    concurrency = int(params.get("concurrency") or profile["concurrency"])
+    concurrency = int(request.concurrency or profile["concurrency"])
     if inp.get("max_num_seqs") and concurrency > inp["max_num_seqs"]:
         concurrency = inp["max_num_seqs"]
     profile["concurrency"] = max(1, min(concurrency, 64))
     profile["num_prompts"] = max(profile["num_prompts"], 4 * profile["concurrency"]) if platform != "cpu" \
         else max(profile["num_prompts"], 2 * profile["concurrency"])
-    return {
+    return RunConfiguration(**{
         "params": {k: str(v) for k, v in params.items()},
+        "request": request.to_params(),
         "model_id": model_id,
         "run_model": run_model,
         "revision": revision,
@@ -240,7 +240,7 @@ def build_configuration(params: dict[str, Any]) -> dict[str, Any]:
         "acceptance_rate": acceptance_rate,
         "profile": profile,
         "adjustments": adjustments,
-    }
+    }).model_dump()
 
 
 def predict(engine_input: dict[str, Any]) -> tuple[dict[str, Any], str]:

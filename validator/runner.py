@@ -54,10 +54,10 @@ class Cancelled(RunnerError):
 # --------------------------------------------------------------------------------------------------
 def serve_argv(engine_input: dict[str, Any], model_id: str, revision: str | None = None) -> list[str]:
     """``["vllm", "serve", model_id, "--flag", "value", ...]``: exactly the command the calculator shows
-    (``calculator.serve_command.serve_argv``). ``engine_input`` is an ``EngineInput`` as a dict
+    (``calculator.runtimes.vllm.serve.serve_argv``). ``engine_input`` is an ``EngineInput`` as a dict
     (``EngineInput.model_dump()``, as stored on the run)."""
     from calculator.engine.schemas import EngineInput
-    from calculator.serve_command import serve_argv as calculator_serve_argv
+    from calculator.runtimes.vllm.serve import serve_argv as calculator_serve_argv
 
     # the flags do not depend on the model's config, which a caller may leave out
     inp = EngineInput.model_validate({"hf_config": {}, **engine_input})

@@ -24,10 +24,8 @@ from .kv import (ChunkedLocalAttentionSpec, CrossAttentionSpec, FullAttentionSpe
                  MambaSpec, MLAAttentionSpec, SlidingWindowSpec, Spec, capacity, cdiv, estimate_max_model_len,
                  group_specs)
 from .runtime import (CUDA_GRAPH_BASE_GIB, CUDA_GRAPH_MOE_EXTRA_GIB, CUDA_GRAPH_PER_LAYER_GIB, FORWARD_FACTOR,
-                      MOE_WORKSPACE_FACTOR, NON_TORCH_GIB_PP, NON_TORCH_GIB_SINGLE, NON_TORCH_GIB_TP,
-                      NON_TORCH_GIB_TP_OLD, SAMPLER_BASE_GIB, SAMPLER_BYTES_PER_SEQ_VOCAB,
-                      SAMPLER_BYTES_PER_SEQ_VOCAB_OLD, ReleaseRules, batch_defaults, default_block_size,
-                      parse_version)
+                      MOE_WORKSPACE_FACTOR, NON_TORCH_GIB_PP, NON_TORCH_GIB_SINGLE, SAMPLER_BASE_GIB,
+                      SAMPLER_BYTES_PER_SEQ_VOCAB, SAMPLER_BYTES_PER_SEQ_VOCAB_OLD, ReleaseRules, parse_version)
 from .schemas import EngineInput, EstimateResult, LayerKV
 from .weights import resolve_quant, round_up, weights_from_checkpoint, weights_per_gpu
 
@@ -97,17 +95,28 @@ def _mamba_state_bytes(arch: ModelArch, tp: int, num_spec: int, conv_b: int, ssm
     return 0
 
 
-def _ssm_state_bytes(arch: ModelArch, model_bytes: int, is_cpu: bool) -> int:
+def host_has_avx512_bf16() -> bool:
+    """Whether this machine's CPU has AVX-512 BF16 (the ``avx512_bf16`` flag of ``/proc/cpuinfo``, the
+    feature ``torch.cpu._is_avx512_bf16_supported()`` tests). ``False`` where ``/proc/cpuinfo`` is absent."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
+            return any(line.startswith("flags") and " avx512_bf16" in line for line in fh)
+    except OSError:
+        return False
+
+
+def _ssm_state_bytes(arch: ModelArch, model_bytes: int, is_cpu: bool, cpu_avx512_bf16: bool = False) -> int:
     """Bytes per element of the SSM (temporal) state; the conv state keeps the model dtype.
 
-    - CPU build: float32 for every Mamba/GDN layer — ``CpuPlatform.check_and_update_config`` resets
-      ``mamba_ssm_cache_dtype`` to float32 on CPUs with AVX-512 BF16 unless fp16/bf16 was asked for with
-      the GDN backend (vllm/platforms/cpu.py:301-321; we assume such a CPU, as on the test machine);
+    - CPU build on a CPU with AVX-512 BF16: float32 for every Mamba/GDN layer —
+      ``CpuPlatform.check_and_update_config`` resets ``mamba_ssm_cache_dtype`` to float32 only where
+      ``torch.cpu._is_avx512_bf16_supported()`` (vllm/platforms/cpu.py:301-321, 0.32) unless fp16/bf16
+      was asked for with the GDN backend; without that feature the rules below apply as on a GPU;
     - Nemotron-H: float32 unless config.json sets ``mamba_ssm_cache_dtype``
       (``NemotronHForCausalLMConfig``, vllm/model_executor/models/config.py:712-739);
     - otherwise ``auto``: the conv-state dtype (mamba_utils.py:98-110).
     """
-    if is_cpu:
+    if is_cpu and cpu_avx512_bf16:
         return 4
     if arch.mamba_ssm_cache_dtype:
         return dtype_bytes(arch.mamba_ssm_cache_dtype)
@@ -123,7 +132,8 @@ def _stage_layers(arch: ModelArch, pp: int) -> list[int]:
 
 def build_specs(arch: ModelArch, *, tp: int, pp: int, block_size: int, kv_bytes: int, model_bytes: int,
                 num_spec: int, prefix: str = "", draft: bool = False,
-                is_cpu: bool = False, mamba_cache_mode: str = "none") -> dict[str, Spec]:
+                is_cpu: bool = False, mamba_cache_mode: str = "none",
+                cpu_avx512_bf16: bool = False) -> dict[str, Spec]:
     """Layer name → KV spec for the layers on rank 0 of the first pipeline stage.
 
     KV heads per rank: ``max(1, num_kv_heads // tp)`` (replicated when tp > heads; vllm/config/model.py
@@ -154,7 +164,7 @@ def build_specs(arch: ModelArch, *, tp: int, pp: int, block_size: int, kv_bytes:
                                              head_size_v=arch.head_dim, **common)
         elif layer.kind in ("mamba2", "mamba1", "gdn"):
             if mamba_bytes is None:
-                ssm_b = _ssm_state_bytes(arch, model_bytes, is_cpu)
+                ssm_b = _ssm_state_bytes(arch, model_bytes, is_cpu, cpu_avx512_bf16)
                 mamba_bytes = _mamba_state_bytes(arch, tp, num_spec, model_bytes, ssm_b)
             specs[name] = MambaSpec(state_bytes=mamba_bytes, block_size=block_size, num_speculative_blocks=num_spec,
                                     draft=draft, cache_mode=mamba_cache_mode,
@@ -304,7 +314,7 @@ def estimate(inp: EngineInput) -> EstimateResult:
                                    "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set")
     resolved["max_model_len"] = max_len
 
-    d_mnbt, d_seqs = batch_defaults(gpu.memory_gib, gpu.name, gpu.is_cpu, tp * pp)
+    d_mnbt, d_seqs = rules.batch_defaults(gpu.memory_gib, gpu.name, gpu.is_cpu, tp * pp, gpu.capability_tuple)
     mnbt = inp.max_num_batched_tokens or d_mnbt
     seqs = inp.max_num_seqs or d_seqs
     sources["max_num_batched_tokens"] = "user input" if inp.max_num_batched_tokens else \
@@ -321,8 +331,9 @@ def estimate(inp: EngineInput) -> EstimateResult:
         block_size = inp.block_size
         sources["block_size"] = "user input (--block-size)"
     else:
-        block_size, why = default_block_size(gpu.is_cpu, bool(arch.kv_lora_rank), gpu.capability_tuple,
-                                             kv_b == 1, inp.attention_backend)
+        block_size, why = rules.default_block_size(gpu.is_cpu, bool(arch.kv_lora_rank), gpu.capability_tuple,
+                                                   kv_b == 1, inp.attention_backend,
+                                                   (inp.hf_config or {}).get("qk_nope_head_dim"))
         sources["block_size"] = why
 
     # --- speculative decoding -------------------------------------------------------------------
@@ -363,18 +374,32 @@ def estimate(inp: EngineInput) -> EstimateResult:
         sources["mamba_cache_mode"] = ("prefix caching on by default for hybrid models: 'align', two states per "
                                        "request (vllm/model_executor/models/config.py:684-690)"
                                        if mamba_mode == "align" else "one state per request (mamba_cache_mode none)")
+    avx512_bf16 = False
+    if gpu.is_cpu and any(la.kind in ("mamba1", "mamba2", "gdn") for la in arch.layers):
+        if inp.cpu_avx512_bf16 is None:
+            avx512_bf16 = host_has_avx512_bf16()
+            warnings.append(f"CPU build: the SSM state is float32 only on CPUs with AVX-512 BF16 (vllm/platforms/"
+                            f"cpu.py:301-321); assumed {'with' if avx512_bf16 else 'without'} it, as this "
+                            "server's CPU: give cpu_avx512_bf16 for another CPU")
+        else:
+            avx512_bf16 = inp.cpu_avx512_bf16
+        resolved["cpu_avx512_bf16"] = avx512_bf16
+        sources["cpu_avx512_bf16"] = ("user input" if inp.cpu_avx512_bf16 is not None else
+                                      "this server's CPU (/proc/cpuinfo flag avx512_bf16)")
+
     def specs_for(bs: int) -> dict[str, Spec]:
         s = build_specs(arch, tp=tp, pp=pp, block_size=bs, kv_bytes=kv_b, model_bytes=model_b, num_spec=num_spec,
-                        is_cpu=gpu.is_cpu, mamba_cache_mode=mamba_mode)
+                        is_cpu=gpu.is_cpu, mamba_cache_mode=mamba_mode, cpu_avx512_bf16=avx512_bf16)
         if spec and spec.method == "mtp":
             mtp_arch = arch.model_copy(update={"layers": arch.layers[:arch.mtp_layers],
                                                "num_layers": arch.mtp_layers})
             s.update(build_specs(mtp_arch, tp=tp, pp=1, block_size=bs, kv_bytes=kv_b, model_bytes=model_b,
-                                 num_spec=num_spec, prefix="mtp.", draft=True, is_cpu=gpu.is_cpu))
+                                 num_spec=num_spec, prefix="mtp.", draft=True, is_cpu=gpu.is_cpu,
+                                 cpu_avx512_bf16=avx512_bf16))
         elif draft is not None:
             s.update(build_specs(draft, tp=tp if draft.num_attention_heads % tp == 0 else 1, pp=1, block_size=bs,
                                  kv_bytes=kv_b, model_bytes=model_b, num_spec=num_spec, prefix="draft.", draft=True,
-                                 is_cpu=gpu.is_cpu))
+                                 is_cpu=gpu.is_cpu, cpu_avx512_bf16=avx512_bf16))
         return s
 
     specs = specs_for(block_size)
@@ -389,7 +414,9 @@ def estimate(inp: EngineInput) -> EstimateResult:
         specs = _with_block_size(specs_for(block_size), block_size, mamba_pad)
     resolved["block_size"] = block_size
 
-    in_flight = rules.max_concurrent_batches(pp, gpu.is_cpu) * mnbt
+    in_flight = rules.max_concurrent_batches(
+        pp, gpu.is_cpu, architectures=(arch.architecture,), is_moe=arch.num_experts > 0,
+        is_hybrid=any(la.kind in ("mamba1", "mamba2", "gdn") for la in arch.layers)) * mnbt
     ctx = KVContext(max_model_len=max_len, max_in_flight_tokens=in_flight, encoder_tokens=arch.encoder_tokens)
     groups = group_specs(specs)
 
@@ -403,12 +430,12 @@ def estimate(inp: EngineInput) -> EstimateResult:
         sources["cuda_graph_gib"] = "no CUDA graphs on the CPU build"
     else:
         act_kw = dict(tp=tp, max_num_seqs=seqs, max_num_batched_tokens=mnbt, act_bytes=act_bytes,
-                      heavy_sampler=rules.heavy_sampler_profile,
+                      heavy_sampler=rules.sampler_sorts_logits(gpu.capability_tuple),
                       moe_workspace=not (quant and quant.name == "mxfp4"))
         activation = activation_peak_bytes(arch, stage="first" if pp > 1 else "only", **act_kw)
         sources["activation_peak_gib"] = FIT_SOURCE + ": max(sampler over max_num_seqs x vocab, forward over " \
             "max_num_batched_tokens) + MoE workspace"
-        nt_tp = NON_TORCH_GIB_TP if rules.heavy_sampler_profile else NON_TORCH_GIB_TP_OLD
+        nt_tp = rules.non_torch_tp_fit_gib
         non_torch = int((nt_tp if tp > 1 else (NON_TORCH_GIB_PP if pp > 1 else NON_TORCH_GIB_SINGLE)) * GiB)
         sources["non_torch_gib"] = FIT_SOURCE + (": custom all-reduce + NCCL buffers (tp > 1)" if tp > 1
                                                  else ": cuBLAS workspaces")
@@ -427,7 +454,7 @@ def estimate(inp: EngineInput) -> EstimateResult:
         available = requested - weights - draft_weights - activation - non_torch - (cuda_graph if deducted else 0)
         sources["available_kv_cache_gib"] = (
             "ceil(total x gpu_memory_utilization) - weights - activation peak - non-torch"
-            + (" - CUDA graph estimate (deducted since vLLM 0.21)" if deducted else
+            + (" - CUDA graph estimate (deducted since vLLM 0.20.0)" if deducted else
                " (CUDA graph memory not deducted in this release)" if cuda_graph else ""))
     pool_available = available
     if pp > 1 and inp.kv_cache_memory_bytes is None and not gpu.is_cpu:
@@ -441,7 +468,7 @@ def estimate(inp: EngineInput) -> EstimateResult:
                             "sampler) and sets the number of blocks for every stage")
 
     cap = capacity(groups, pool_available, ctx, block_size, legacy_token_formula=rules.legacy_token_formula)
-    sources["kv_cache_tokens"] = ("num_blocks // num_groups x block_size (vLLM < 0.20 log formula)"
+    sources["kv_cache_tokens"] = ("num_blocks // num_groups x block_size (vLLM <= 0.20.0 log formula)"
                                   if rules.legacy_token_formula else
                                   "int(max_concurrency x max_model_len) (vllm/v1/core/kv_cache_utils.py:2300)")
     sources["num_gpu_blocks"] = "available // bytes_per_block (vllm/v1/core/kv_cache_utils.py:1588)"

@@ -1,8 +1,9 @@
-"""Speed predictions: a roofline model of vLLM's prefill and decode steps on one GPU, and what
-speculative decoding buys. No Django.
+"""Speed predictions: a roofline model of vLLM's (and SGLang's, TensorRT-LLM's, llama.cpp's) prefill
+and decode steps on one GPU, and what speculative decoding buys or costs. No Django.
 
 Units: times in ms (internally seconds), bytes in B, bandwidth in GB/s (10^9 B/s), FLOP/s in TFLOP/s
-(10^12). Everything is per GPU of a tensor-parallel group; pipeline stages run in series.
+(10^12). Everything is per GPU of a tensor-parallel group; pipeline stages run in series. The inputs come
+through one adapter, :func:`plan_from_engine` (EngineInput + EstimateResult -> :class:`Plan`).
 
 The model (each term carries its source in ``SpeedResult.sources``):
 
@@ -11,33 +12,40 @@ The model (each term carries its source in ``SpeedResult.sources``):
 
       bytes   = dense weights/tp + routed experts/tp × E_touched/E + B × KV bytes read at context c
       flops   = 2 × matmul params/tp × T + Σ_attention layers 2 × heads/tp × (d_qk + d_v) × ctx × T
-      t_step  = max(bytes / (bandwidth × eff_bw), flops / (peak × eff_compute)) + all-reduce + overhead
+      mem     = bytes / (bandwidth × eff_bw);  comp = flops / (peak × eff_compute)
+      t_step  = (mem^p + comp^p)^(1/p) + all-reduce + overhead + layers × layer_us
 
-  ``T`` tokens in the step. ``E_touched = E × (1 − (1 − topk/E)^T)``: each token routes to ``topk``
-  distinct experts of ``E`` (uniform routing assumed), so one token touches exactly ``topk`` and a large
-  batch touches nearly all. KV read per request: full attention and MLA read the whole context, sliding
-  windows ``min(c, W)``, chunked local attention ``min(c, chunk)``, Mamba/linear-attention layers read
-  and write their state (2 × state bytes).
-* **Prefill** (TTFT): the prompt in chunks of ``max_num_batched_tokens`` (vLLM's chunked prefill); per
-  chunk the same ``max(memory, compute)`` with ``flops = 2 × matmul params × chunk + attention over the
-  causal prefix`` (``4 × heads × head_dim × P²/2`` for full attention; exact sum over the chunk's rows).
+  ``T`` tokens in the step; ``p = overlap_p`` (0 means the ideal ``max``; vLLM's fit is ``p = 1``: at
+  decode batch sizes the GEMMs do not hide their compute behind the weight stream). ``E_touched = E ×
+  (1 − (1 − topk/E)^T)``: each token routes to ``topk`` distinct experts of ``E`` (uniform routing), so
+  one token touches exactly ``topk`` and a large batch (or a ``B × (k+1)``-token verification) nearly
+  all. KV read per request: full attention and MLA the whole context, sliding windows ``min(c, W)``,
+  chunked local attention ``min(c, chunk)``, Mamba/linear-attention layers their state (read + write).
+* **Prefill** (TTFT): the prompt in chunks of ``max_num_batched_tokens`` (vLLM's chunked prefill), each
+  chunk the same memory/compute combination with ``flops = 2 × matmul params × chunk + attention over the
+  causal prefix``; plus the API server's fixed ``ttft_fixed_ms``.
 * **Tensor parallel**: 2 all-reduces per layer (after attention and after the MLP, vLLM's
   ``RowParallelLinear``), ring cost ``2(tp−1)/tp × T × hidden × 2 B / link + latency`` each.
 * **Concurrency** (a closed loop of ``C`` requests as ``vllm bench serve --max-concurrency C``): each
-  request sees about ``C−1`` other prefills during its decode; a prefill rides in a decode step (chunked
-  prefill) and stalls the decodes only by what it costs beyond that step, so
-  ``TPOT = t_step(C, c̄) + (C−1) × max(0, t_prefill − n_chunks × t_step) / (O − 1)`` with ``c̄ = P + O/2``,
-  and ``TTFT = t_prefill × (1 + ρ/2)`` where ``ρ = min(1, (C−1) × t_prefill / lifetime)`` is the chance
-  another prefill is running when the request arrives (half of one prefill waited on average).
+  request sees about ``C−1`` other prefills during its decode; a prefill rides in decode steps (chunked
+  prefill) and stalls the decodes only by what the mixed steps cost beyond plain ones (its compute and KV
+  traffic combined with the step's, its all-reduces), so ``TPOT = t_step(C, c̄) + (C−1) × stall / (O − 1)``
+  with ``c̄ = P + O/2``.
+  TTFT blends the steady state ``t_prefill × (1 + ρ/2)`` (``ρ`` the chance another prefill is running)
+  with a wave (fixed-length requests finish and return together; the mean request waits for half of the
+  wave's prefill work) by ``wave_share``; a burst (``--request-rate inf`` without a cap) is all wave.
   ``output tok/s = C × O / (TTFT + (O−1) × TPOT)``. Concurrency is capped by ``max_num_seqs`` and by the
-  KV cache (``kv_cache_tokens / (P + O)`` requests), as vLLM's scheduler would queue the rest.
-* **Speculative decoding**: per step the drafter proposes ``k`` tokens and the target verifies ``k+1``
-  per request in one pass; ``mean acceptance length`` tokens come out per step (incl. the bonus token).
-  ``ITL_spec = (t_draft + t_verify) / AL``; speedup ``= TPOT_base / TPOT_spec``; the break-even
-  acceptance rate solves ``AL(α, k) = (t_draft + t_verify) / t_step`` (the cost ratio does not depend
-  on α: vLLM always drafts ``k`` and verifies ``k+1``).
+  KV cache (``kv_cache_tokens / (P + O)``); the rest queue and their mean wait (Little's law) is in TTFT.
+* **Speculative decoding** (:func:`spec_step`): per step ``k`` drafter passes (each its roofline time +
+  a fixed per-pass cost) or CPU matching (ngram, suffix), one target pass over ``B × (k+1)`` tokens, the
+  rejection sampler's extra traffic, and the runtime's fixed and per-request host cost per speculative
+  step. ``AL`` tokens come out per step (incl. the bonus token; :mod:`calculator.engine.acceptance`
+  models it by method, k, position, workload, temperature). ``TPOT_spec = t_spec_step / AL`` (+ the same
+  prefill stalls); speedup ``= TPOT_base / TPOT_spec`` with a low/high range; the break-even acceptance
+  solves ``AL(α, k) = t_spec_step / t_step`` and is above 0 for every method (each has a cost).
 
-The efficiency factors are assumptions until a validation run refines them
+Efficiency rows (:data:`EFFICIENCY`) say whether they are ``assumed``, ``fitted`` (once per runtime on
+the public data they name, never per case) or ``calibrated`` by a validation run
 (:func:`efficiency_from_measurement`, :func:`apply_measured_efficiency`).
 """
 from __future__ import annotations
@@ -57,10 +65,77 @@ from .errors import EngineInputError
 from .gpus import GPU, get_gpu
 from .memory import estimate, resolve_dtype
 from .schemas import EngineInput, EstimateResult
+from .acceptance import Acceptance, known_draft_head, normalize_workload, predict_acceptance
 from .weights import QuantScheme, resolve_quant, round_up, weights_per_gpu
 
 TYPICAL_FILE = Path(__file__).resolve().parent.parent / "data" / "spec_decode_typical.json"
 ACT_BYTES = 2  # bf16/fp16 activations on the wire (all-reduce) — vLLM keeps activations in the model dtype
+
+
+# --------------------------------------------------------------------------------------------------------
+# The one adapter from the memory engine's types: everything below reads a Plan, never EngineInput or
+# EstimateResult, so a typed plan can replace them by changing this function alone.
+# --------------------------------------------------------------------------------------------------------
+@dataclass
+class Plan:
+    """What the speed model needs of a configuration.
+
+    ``hf_config``/``draft_hf_config``: config.json dicts; ``resolved``: the memory engine's resolved
+    engine arguments (``dtype``, ``kv_cache_dtype``, ``max_num_seqs``, ``max_num_batched_tokens``);
+    ``kv_by_layer_type``: its KV bytes per token by layer type (``LayerKV`` rows, ``draft`` flagged);
+    ``spec_method``/``spec_k``: ``--speculative-config`` method and ``num_speculative_tokens``.
+    """
+
+    model: str
+    hf_config: dict
+    draft_hf_config: dict | None
+    gpu: str
+    dtype: str
+    quant_config: dict | None
+    quantization: str | None
+    tp: int
+    pp: int
+    enforce_eager: bool
+    spec_method: str | None
+    spec_k: int
+    resolved: dict
+    kv_by_layer_type: list
+    fits: bool
+    max_model_len: int
+    kv_cache_tokens: int
+    max_concurrency: float
+    draft_note: str | None = None
+
+
+def plan_from_engine(inp: EngineInput, est: EstimateResult | None = None) -> Plan:
+    """The :class:`Plan` of an engine input and its memory estimate (computed when ``None``).
+
+    EAGLE / EAGLE-3 without a head config: the public head catalogued for the target
+    (:func:`~calculator.engine.acceptance.known_draft_head`) is costed as one target-shaped layer
+    (:func:`synthetic_eagle_head`, the memory estimate is redone with it) and ``draft_note`` says so.
+
+    Raises:
+        EngineInputError: on ``speculative_config`` when no head is given and none is catalogued.
+    """
+    spec = inp.speculative_config
+    draft_note = None
+    if spec is not None and spec.method in ("eagle", "eagle3") and not inp.draft_hf_config:
+        head = known_draft_head(inp.model_label, spec.method)
+        if head is None:
+            raise EngineInputError("speculative_config", f"method {spec.method} needs \"model\": no public "
+                                   f"{spec.method} head is catalogued for {inp.model_label}")
+        inp = inp.model_copy(update={"draft_hf_config": synthetic_eagle_head(inp.hf_config, spec.method)})
+        est = None
+        draft_note = (f"no head given: the public head for this target is {head[0]} ({head[1]}); it is costed as "
+                      "one decoder layer of the target's shape (synthetic_eagle_head), its own config not read")
+    est = est or estimate(inp)
+    return Plan(draft_note=draft_note, model=est.model, hf_config=inp.hf_config, draft_hf_config=inp.draft_hf_config, gpu=inp.gpu,
+                dtype=inp.dtype, quant_config=inp.quant_config, quantization=inp.quantization,
+                tp=inp.tensor_parallel_size, pp=inp.pipeline_parallel_size, enforce_eager=inp.enforce_eager,
+                spec_method=spec.method if spec else None, spec_k=spec.num_speculative_tokens if spec else 0,
+                resolved=dict(est.resolved), kv_by_layer_type=list(est.kv_by_layer_type), fits=est.fits,
+                max_model_len=est.max_model_len, kv_cache_tokens=est.kv_cache_tokens,
+                max_concurrency=est.max_concurrency)
 
 # --------------------------------------------------------------------------------------------------------
 # GPU-to-GPU links for tensor parallelism (unidirectional GB/s per GPU). A table here rather than in
@@ -101,7 +176,25 @@ class Efficiency:
 
     ``mem_bw``: share of the memory bandwidth a decode step reaches; ``compute``: share of the dense
     TFLOP/s (MFU) in large GEMMs; ``step_overhead_ms``: fixed cost per engine step (scheduler, sampler,
-    launch; CUDA graphs keep it small); ``allreduce_latency_us``: latency of one small all-reduce.
+    launch; CUDA graphs keep it small); ``allreduce_latency_us``: latency of one small all-reduce;
+    ``draft_step_overhead_ms``: fixed cost of one drafter forward pass beyond its roofline time (graph
+    launch, argmax sampling, position/slot updates: the loop of ``vllm/v1/spec_decode/eagle.py``
+    ``propose``, SGLang's ``eagle_worker.py`` ``draft_forward``); ``spec_step_overhead_ms``: fixed cost a
+    speculative step adds to a plain one (drafter input preparation, rejection-sampler launch, the
+    accepted-count sync: ``vllm/v1/worker/gpu_model_runner.py`` ``propose_draft_token_ids``,
+    ``vllm/v1/sample/rejection_sampler.py``); ``spec_cpu_ms_per_request``: host time per running request
+    per speculative step that the speculative path does not hide behind the GPU while a plain step does
+    (SGLang turns its overlap scheduler off when speculating, ``server_args.py``
+    ``disable_overlap_schedule = True``; vLLM prepares the drafter's inputs between the target pass and
+    the draft passes); ``layer_us``: fixed time per layer per forward pass that no roofline term covers
+    (the small kernels of a layer: norms, rotary, activation, routing, each a few µs even under CUDA
+    graphs); ``overlap_p``: how memory and compute time combine, ``(mem^p + comp^p)^(1/p)`` (0: the ideal
+    roofline ``max``; 1: no overlap at all); ``wave_share``: the share of a closed loop's requests that
+    arrive in a wave with the others (fixed-length requests finish and return together) rather than
+    spread out; ``ttft_fixed_ms``: the API server's part of TTFT (tokenization, scheduling, the first
+    streamed chunk); ``moe_compute``: share of the dense TFLOP/s the routed-expert GEMMs reach (vLLM's
+    ``fused_moe`` kernels group a few tokens per expert; ``None``: same as ``compute``); ``label``: ``assumed`` (a typical figure), ``fitted``
+    (fitted per runtime on the public data named in ``source``) or ``calibrated`` (a validation run).
     """
 
     mem_bw: float
@@ -109,23 +202,70 @@ class Efficiency:
     step_overhead_ms: float
     allreduce_latency_us: float
     source: str
+    draft_step_overhead_ms: float = 0.3
+    spec_step_overhead_ms: float = 0.5
+    spec_cpu_ms_per_request: float = 0.0
+    layer_us: float = 0.0
+    overlap_p: float = 0.0
+    wave_share: float = 1.0
+    ttft_fixed_ms: float = 0.0
+    moe_compute: float | None = None
+    label: str = "assumed"
 
 
 _ASSUMED = ("assumed (typical of vLLM with CUDA graphs on datacenter GPUs: ~70-80% of HBM bandwidth in "
             "decode, ~50-60% MFU in prefill); refine with a validation run")
+_VLLM_FIT = (
+    "fitted once for vLLM on GPUs (grid search over mem_bw, compute, moe_compute, layer_us, overlap_p, "
+    "wave_share, ttft_fixed_ms; one set for every GPU, never per case) on the 17 complete vLLM records of "
+    "../shared/cases/serving_speed_benchmarks.json with a shipped config and a catalog GPU (gpt-oss-120b on "
+    "H100 TP2-8, Mistral-7B on RTX 4090, Qwen3-32B on H100/A100, Qwen3-30B-A3B and Llama-3.1-8B): median "
+    "|error| TPOT 5 %, output tok/s 6 %, TTFT below saturation 10 % (benchmarks/speed_cases.py). The "
+    "three speculative terms (0.5 ms per drafter pass, 1.0 ms per step, 0.1 ms per running request) fitted "
+    "once (grid search) on vLLM's public speculative records: the EAGLE-3 paper's vLLM table "
+    "(https://arxiv.org/abs/2503.01840 Table 5, EAGLE / EAGLE-3 on Llama-3.1-8B, batch 2-56; the source "
+    "names both an A100 and an RTX 3090, both readings used) and the batch-1 runs of vllm-project/vllm PRs "
+    "29334 and 24343 (sd-bench-025..027): 15/15 win/lose calls, median |error| 6 %; refine with a "
+    "validation run")
 EFFICIENCY: dict[tuple[str, str], Efficiency] = {
-    ("vllm", "*"): Efficiency(mem_bw=0.75, compute=0.55, step_overhead_ms=0.3, allreduce_latency_us=10.0,
-                              source=_ASSUMED),
+    ("vllm", "*"): Efficiency(mem_bw=0.9, compute=0.55, moe_compute=0.35, step_overhead_ms=0.3,
+                              allreduce_latency_us=10.0, layer_us=60.0, overlap_p=1.0, wave_share=0.3,
+                              ttft_fixed_ms=20.0,
+                              draft_step_overhead_ms=0.5, spec_step_overhead_ms=1.0, spec_cpu_ms_per_request=0.1,
+                              label="fitted", source=_VLLM_FIT),
     ("vllm", "CPU"): Efficiency(mem_bw=0.5, compute=0.3, step_overhead_ms=2.0, allreduce_latency_us=50.0,
                                 source="assumed for vLLM's CPU build (no CUDA graphs, oneDNN GEMMs); "
-                                       "refine with a validation run"),
+                                       "refine with a validation run", draft_step_overhead_ms=2.0,
+                                spec_step_overhead_ms=2.0),
+    ("sglang", "*"): Efficiency(mem_bw=0.9, compute=0.55, step_overhead_ms=0.3, allreduce_latency_us=10.0,
+                                layer_us=60.0, overlap_p=1.0, wave_share=0.3, ttft_fixed_ms=20.0, moe_compute=0.35,
+                                source="base terms assumed equal to vLLM's fit (both replay CUDA graphs for "
+                                       "decode); the three speculative terms fitted once for the runtime (grid "
+                                       "search, not per case) on the EAGLE-3 paper's SGLang v0.4.4 table, "
+                                       "https://arxiv.org/abs/2503.01840 Table 3 (EAGLE and EAGLE-3, Llama-3.1-8B, "
+                                       "H100, batch 2-64) with the acceptance model of acceptance.py: 8/8 win/lose calls, median |error| 7 %",
+                                draft_step_overhead_ms=1.0, spec_step_overhead_ms=1.5, spec_cpu_ms_per_request=0.02,
+                                label="fitted"),
+    ("tensorrt-llm", "*"): Efficiency(mem_bw=0.9, compute=0.6, step_overhead_ms=0.2, allreduce_latency_us=8.0,
+                                      layer_us=40.0, overlap_p=1.0, wave_share=0.3, ttft_fixed_ms=20.0,
+                                      source="assumed: vLLM's fitted form with a compiled engine's smaller per-layer "
+                                             "and per-step costs (CUDA graphs, custom all-reduce); no public data "
+                                             "fitted"),
+    ("llama.cpp", "*"): Efficiency(mem_bw=0.75, compute=0.35, step_overhead_ms=1.0, allreduce_latency_us=50.0,
+                                   layer_us=30.0, overlap_p=1.0, wave_share=0.3, ttft_fixed_ms=20.0,
+                                   source="assumed for llama.cpp's CUDA/ROCm backends (ggml graphs, no vLLM-style "
+                                          "batching kernels), in vLLM's fitted form; no public data fitted",
+                                   draft_step_overhead_ms=1.0, spec_step_overhead_ms=1.0),
 }
+RUNTIMES = ("vllm", "sglang", "tensorrt-llm", "llama.cpp")
 _MEASURED: dict[tuple[str, str], Efficiency] = {}
 
 
 def get_efficiency(gpu_name: str, runtime: str = "vllm") -> Efficiency:
     """The efficiency for ``(runtime, gpu)``: a measured override first, then the table row for the GPU,
     then the runtime's ``*`` row."""
+    if (runtime, "*") not in EFFICIENCY:
+        raise EngineInputError("runtime", f"unknown runtime {runtime!r}; one of {', '.join(RUNTIMES)}")
     for table in (_MEASURED, EFFICIENCY):
         if (runtime, gpu_name) in table:
             return table[(runtime, gpu_name)]
@@ -146,22 +286,27 @@ def efficiency_from_measurement(result: SpeedResult, *, measured_itl_ms: float |
                                 measured_ttft_ms: float | None = None, source: str) -> Efficiency:
     """Refine the efficiency behind ``result`` from a measured run at the same inputs.
 
-    The decode step's bound term (bandwidth when memory-bound, compute when compute-bound) is scaled by
-    ``predicted / measured`` of the pure step time (TPOT less the fixed overhead, all-reduce and
-    prefill stalls); the compute efficiency likewise from TTFT when prefill is compute-bound. Use the
+    The decode step's bound term (bandwidth when memory-bound, compute when compute-bound) is scaled so
+    that the step's memory/compute combination equals the measured pure step time (TPOT less the fixed
+    overhead, per-layer time, all-reduce and prefill stalls); the compute efficiency likewise from TTFT when prefill is compute-bound. Use the
     measurement at concurrency 1 without speculation for the cleanest signal (``vllm bench serve``
     ``Mean TPOT``/``Mean TTFT``). Factors are clamped to (0.05, 1].
     """
-    eff = Efficiency(**{k: v for k, v in result.efficiency.items() if k != "source"}, source=source)
+    eff = Efficiency(**{k: v for k, v in result.efficiency.items() if k not in ("source", "label")}, source=source,
+                     label="calibrated")
     s = result.decode
     if measured_itl_ms:
         fixed = s.overhead_ms + s.comm_ms + (result.itl_ms - result.decode_step_ms)
-        pred, meas = s.total_ms - s.overhead_ms - s.comm_ms, measured_itl_ms - fixed
-        if pred > 0 and meas > 0:
+        meas = measured_itl_ms - fixed
+        bound, other = (s.memory_ms, s.compute_ms) if s.bound == "memory" else (s.compute_ms, s.memory_ms)
+        # the bound term that makes (bound'^p + other^p)^(1/p) equal the measured core time (p = 0: max)
+        q = eff.overlap_p
+        need = meas if not q else ((meas ** q - other ** q) ** (1 / q) if meas > other else 0.0)
+        if bound > 0 and need > 0:
             if s.bound == "memory":
-                eff = replace(eff, mem_bw=_clamp(eff.mem_bw * pred / meas))
+                eff = replace(eff, mem_bw=_clamp(eff.mem_bw * bound / need))
             else:
-                eff = replace(eff, compute=_clamp(eff.compute * pred / meas))
+                eff = replace(eff, compute=_clamp(eff.compute * bound / need))
     p = result.prefill
     if measured_ttft_ms and p.bound == "compute":
         pred, meas = p.compute_ms, measured_ttft_ms - (result.ttft_ms - p.compute_ms)
@@ -209,14 +354,15 @@ def alpha_from_acceptance_length(mean_length: float, k: int) -> float:
 
 
 def break_even_acceptance_rate(cost_ratio: float, k: int) -> float | None:
-    """The ``α`` at which speculation breaks even: ``AL(α, k) = cost_ratio`` where ``cost_ratio`` is
-    ``(t_draft + t_verify) / t_step`` (time of one speculative step over one plain decode step).
-    ``0.0`` when speculation pays even at α = 0; ``None`` when it never pays (cost above ``k+1``)."""
+    """The acceptance rate (accepted / drafted tokens, vLLM's "Avg Draft acceptance rate") at which
+    speculation breaks even: ``AL = 1 + k × rate = cost_ratio``, ``cost_ratio`` = time of one speculative
+    step over one plain decode step, so ``rate = (cost_ratio − 1) / k``. ``0.0`` when speculation pays
+    even when nothing is accepted; ``None`` when it never pays (cost at or above ``k+1`` steps)."""
     if cost_ratio <= 1:
         return 0.0
     if cost_ratio >= k + 1:
         return None
-    return _bisect(lambda a: acceptance_length(a, k) - cost_ratio, 0.0, 1.0)
+    return (cost_ratio - 1) / k
 
 
 def _bisect(f, lo: float, hi: float, iters: int = 60) -> float:
@@ -321,6 +467,7 @@ class ModelCost:
     allreduce_layers: int
     tp: int
     pp: int
+    expert_matmul_params: float = 0.0  # of matmul_params: routed-expert parameters multiplied per token
 
     def experts_touched(self, tokens: int) -> float:
         """Expected distinct routed experts per MoE layer for ``tokens`` tokens, each routed to ``topk``
@@ -373,7 +520,7 @@ def _lin_bytes(dtype: str, quant: QuantScheme | None) -> float:
     return quant.bits / 8 + quant.scale_bytes_per_weight if quant else dtype_bytes(dtype)
 
 
-def model_cost(arch: ModelArch, est: EstimateResult, *, dtype: str, quant: QuantScheme | None, tp: int,
+def model_cost(arch: ModelArch, est: Plan, *, dtype: str, quant: QuantScheme | None, tp: int,
                pp: int, draft: bool = False) -> ModelCost:
     """The per-GPU cost terms of the target model (``draft=False``) or of a draft model parsed into
     ``arch`` (``draft=True``: its KV entries in ``est`` are the ``draft`` ones).
@@ -437,7 +584,8 @@ def model_cost(arch: ModelArch, est: EstimateResult, *, dtype: str, quant: Quant
                                  window=None))
     return ModelCost(dense_bytes=dense, expert_bytes=expert_bytes, num_experts=arch.num_experts,
                      topk=arch.num_experts_per_tok, matmul_params=matmul, attn=tuple(groups), state_bytes=state,
-                     hidden=arch.hidden_size, allreduce_layers=arch.num_layers, tp=tp, pp=pp)
+                     hidden=arch.hidden_size, allreduce_layers=arch.num_layers, tp=tp, pp=pp,
+                     expert_matmul_params=p.active_experts / tp)
 
 
 @dataclass(frozen=True)
@@ -456,11 +604,16 @@ def hardware(gpu: GPU, quant: QuantScheme | None, runtime: str = "vllm") -> Hard
     """Datasheet figures for ``gpu``: FP8 TFLOP/s when weights and activations are FP8 (vLLM's FP8
     W8A8 path needs compute capability 8.9+; on older GPUs FP8 weights run weight-only through Marlin in
     bf16), else the bf16/fp16 figure. Weight-only int4/int8 schemes compute in bf16."""
+    if gpu.bandwidth_gbps is None or gpu.tflops_bf16 is None:
+        raise EngineInputError("gpu", f"{gpu.name}: no memory bandwidth or BF16 TFLOP/s known, so the speed "
+                                      "is not modelled (a custom GPU can give them as :bw<GB/s>:bf16<TFLOP/s>)")
     fp8 = bool(quant and (quant.name == "fp8" or ("float" in quant.name and quant.bits == 8)))
     cap = gpu.capability_tuple
     use_fp8 = fp8 and gpu.tflops_fp8 is not None and (cap is None or cap >= (8, 9)) and not gpu.is_cpu
     link, link_src = interconnect(gpu)
     eff = get_efficiency(gpu.name, runtime)
+    if eff.label == "fitted" and gpu.vendor != "nvidia":  # the public data behind the fits is NVIDIA's
+        eff = replace(eff, label="assumed", source=f"{eff.source}; fitted on NVIDIA GPUs only, assumed for {gpu.name}")
     tflops = gpu.tflops_fp8 if use_fp8 else gpu.tflops_bf16
     return Hardware(bandwidth=gpu.bandwidth_gbps * 1e9, peak_flops=tflops * 1e12, link=link * 1e9, eff=eff,
                     compute_dtype="fp8" if use_fp8 else "bf16/fp16",
@@ -493,13 +646,31 @@ def step_cost(mc: ModelCost, hw: Hardware, *, requests: int, tokens_per_request:
     kvbytes = requests * mc.kv_bytes(context)
     flops = 2 * mc.matmul_params * tokens + requests * mc.attention_flops(context, tokens_per_request)
     mem = (wbytes + kvbytes) / (hw.bandwidth * hw.eff.mem_bw)
-    comp = flops / (hw.peak_flops * hw.eff.compute)
+    comp = _compute_seconds(mc, hw, flops, tokens)
     comm = _comm_seconds(mc, hw, tokens)
-    ovh = hw.eff.step_overhead_ms * 1e-3 if overhead else 0.0
+    ovh = (hw.eff.step_overhead_ms * 1e-3 if overhead else 0.0) + mc.allreduce_layers * hw.eff.layer_us * 1e-6
     return StepCost(tokens=tokens, bytes_weights=wbytes, bytes_kv=kvbytes, flops=flops,
                     experts_touched=mc.experts_touched(tokens), memory_ms=mem * 1e3, compute_ms=comp * 1e3,
-                    comm_ms=comm * 1e3, overhead_ms=ovh * 1e3, total_ms=(max(mem, comp) + comm + ovh) * 1e3,
+                    comm_ms=comm * 1e3, overhead_ms=ovh * 1e3, total_ms=(_core(mem, comp, hw.eff) + comm + ovh) * 1e3,
                     bound="memory" if mem >= comp else "compute")
+
+
+def _compute_seconds(mc: ModelCost, hw: Hardware, flops: float, tokens: int) -> float:
+    """``flops`` of a pass over ``tokens`` tokens at the compute efficiency, the routed-expert share of them
+    (``2 × expert_matmul_params × tokens``) at ``moe_compute`` when the row sets it."""
+    eff = hw.eff
+    if not mc.expert_matmul_params or eff.moe_compute is None:
+        return flops / (hw.peak_flops * eff.compute)
+    moe = 2 * mc.expert_matmul_params * tokens
+    return (flops - moe) / (hw.peak_flops * eff.compute) + moe / (hw.peak_flops * eff.moe_compute)
+
+
+def _core(mem: float, comp: float, eff: Efficiency) -> float:
+    """Memory and compute time of one pass combined: ``max`` (ideal overlap) or the ``overlap_p``-norm."""
+    if not eff.overlap_p:
+        return max(mem, comp)
+    p = eff.overlap_p
+    return (mem ** p + comp ** p) ** (1 / p)
 
 
 def prefill_cost(mc: ModelCost, hw: Hardware, *, prompt_len: int, chunk: int) -> StepCost:
@@ -515,18 +686,19 @@ def prefill_cost(mc: ModelCost, hw: Hardware, *, prompt_len: int, chunk: int) ->
         wb = mc.weight_bytes(n)
         kvb = mc.kv_bytes(end)  # the chunk reads the prefix and writes its own KV: ~ one pass over it
         fl = 2 * mc.matmul_params * n + mc.attention_flops(end, n)
-        m, c = (wb + kvb) / (hw.bandwidth * hw.eff.mem_bw), fl / (hw.peak_flops * hw.eff.compute)
+        m, c = (wb + kvb) / (hw.bandwidth * hw.eff.mem_bw), _compute_seconds(mc, hw, fl, n)
         mem += m
         comp += c
         wbytes, kvbytes, flops = wbytes + wb, kvbytes + kvb, flops + fl
         comm += _comm_seconds(mc, hw, n)
         start = end
         n_chunks += 1
-    ovh = n_chunks * hw.eff.step_overhead_ms * 1e-3
+    ovh = n_chunks * (hw.eff.step_overhead_ms * 1e-3 + mc.allreduce_layers * hw.eff.layer_us * 1e-6)
     return StepCost(tokens=prompt_len, bytes_weights=wbytes, bytes_kv=kvbytes, flops=flops,
                     experts_touched=mc.experts_touched(min(chunk, prompt_len)), memory_ms=mem * 1e3,
                     compute_ms=comp * 1e3, comm_ms=comm * 1e3, overhead_ms=ovh * 1e3,
-                    total_ms=(max(mem, comp) + comm + ovh) * 1e3, bound="memory" if mem >= comp else "compute")
+                    total_ms=(_core(mem, comp, hw.eff) + comm + ovh) * 1e3,
+                    bound="memory" if mem >= comp else "compute")
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -545,20 +717,32 @@ class CurvePoint(BaseModel):
 
 
 class SpecResult(BaseModel):
-    """Speed with speculative decoding. ``acceptance_rate`` is the per-drafted-token rate α (see
-    :func:`acceptance_length`); ``itl_ms`` is the time per output token (TPOT)."""
+    """Speed with speculative decoding. ``acceptance_rate`` and ``break_even_acceptance_rate`` are accepted /
+    drafted tokens (vLLM's "Avg Draft acceptance rate": ``AL = 1 + k × rate``); ``speedup_curve`` is
+    ``[(rate, speedup)]``; ``itl_ms`` is the time per output token (TPOT)."""
 
     method: str
     num_speculative_tokens: int
     acceptance_rate: float | None
     acceptance_rate_source: str
     mean_acceptance_length: float | None
+    mean_acceptance_length_low: float | None = None
+    mean_acceptance_length_high: float | None = None
+    per_position_acceptance: list[float] | None = None
     draft_ms: float
+    step: SpecStep
     verify: StepCost
     ttft_ms: float
     itl_ms: float | None
     output_tokens_per_s: float | None
     speedup: float | None
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    slowdown: str | None = None
+    best_num_speculative_tokens: int | None = None
+    stops_paying_above_concurrency: int | None = None
+    speedup_vs_concurrency: dict[int, list[tuple[int, float]]] = {}
+    verify_compute_bound_tokens: float | None = None
     break_even_acceptance_rate: float | None
     cost_ratio: float
     speedup_curve: list[tuple[float, float]]
@@ -585,6 +769,8 @@ class SpeedResult(BaseModel):
     decode: StepCost
     prefill: StepCost
     compute_dtype: str
+    runtime: str = "vllm"
+    efficiency_label: str = "assumed"
     efficiency: dict[str, Any]
     spec: SpecResult | None = None
     vs_context: list[CurvePoint] = []
@@ -595,8 +781,7 @@ class SpeedResult(BaseModel):
 
 @dataclass
 class _Setup:
-    inp: EngineInput
-    est: EstimateResult
+    plan: Plan
     arch: ModelArch
     gpu: GPU
     hw: Hardware
@@ -604,24 +789,24 @@ class _Setup:
     draft: ModelCost | None
     chunk: int
     max_seqs: int
+    runtime: str
+    tree: tuple[int, int] | None = None  # (speculative_num_steps, speculative_eagle_topk) when topk > 1
 
 
-def _setup(inp: EngineInput, est: EstimateResult | None, runtime: str) -> _Setup:
-    est = est or estimate(inp)
-    gpu = get_gpu(inp.gpu)
-    arch = parse_config(inp.hf_config)
-    dtype = est.resolved.get("dtype") or resolve_dtype(inp.dtype, arch, gpu)[0]
-    quant = resolve_quant(arch, inp.quant_config, inp.quantization)
+def _setup(plan: Plan, runtime: str) -> _Setup:
+    gpu = get_gpu(plan.gpu)
+    arch = parse_config(plan.hf_config)
+    dtype = plan.resolved.get("dtype") or resolve_dtype(plan.dtype, arch, gpu)[0]
+    quant = resolve_quant(arch, plan.quant_config, plan.quantization)
     hw = hardware(gpu, quant, runtime)
-    tp, pp = inp.tensor_parallel_size, inp.pipeline_parallel_size
-    target = model_cost(arch, est, dtype=dtype, quant=quant, tp=tp, pp=pp)
-    draft = _draft_cost(inp, est, arch, dtype, quant, tp)
-    chunk = int(est.resolved.get("max_num_batched_tokens") or 8192)
-    max_seqs = int(est.resolved.get("max_num_seqs") or 256)
-    return _Setup(inp, est, arch, gpu, hw, target, draft, chunk, max_seqs)
+    target = model_cost(arch, plan, dtype=dtype, quant=quant, tp=plan.tp, pp=plan.pp)
+    draft = _draft_cost(plan, arch, dtype, quant, plan.tp)
+    chunk = int(plan.resolved.get("max_num_batched_tokens") or 8192)
+    max_seqs = int(plan.resolved.get("max_num_seqs") or 256)
+    return _Setup(plan, arch, gpu, hw, target, draft, chunk, max_seqs, runtime)
 
 
-def _draft_cost(inp: EngineInput, est: EstimateResult, arch: ModelArch, dtype: str, quant: QuantScheme | None,
+def _draft_cost(plan: Plan, arch: ModelArch, dtype: str, quant: QuantScheme | None,
                 tp: int) -> ModelCost | None:
     """One drafting forward pass.
 
@@ -632,11 +817,11 @@ def _draft_cost(inp: EngineInput, est: EstimateResult, arch: ModelArch, dtype: s
     target's). mtp: one MTP module of the target (a decoder layer, ``eh_proj`` 2h→h) plus the shared
     ``lm_head``. vLLM runs ``k`` such passes per step (vllm/v1/spec_decode/eagle.py ``propose``).
     """
-    spec = inp.speculative_config
-    if spec is None or spec.method in ("ngram", "suffix"):
+    method = plan.spec_method
+    if method is None or method in ("ngram", "suffix"):
         return None
     b = dtype_bytes(dtype)
-    if spec.method == "mtp":
+    if method == "mtp":
         if not arch.mtp_layers:
             return None
         lin = _lin_bytes(dtype, quant)
@@ -644,7 +829,7 @@ def _draft_cost(inp: EngineInput, est: EstimateResult, arch: ModelArch, dtype: s
         per_module = arch.params.mtp / arch.mtp_layers
         routed = arch.num_experts * 3 * h * arch.moe_intermediate_size if arch.num_experts else 0
         lm_head = round_up(arch.vocab_size, 64) * h * b / tp
-        kv_b = dtype_bytes(est.resolved.get("kv_cache_dtype", dtype), "kv_cache_dtype")
+        kv_b = dtype_bytes(plan.resolved.get("kv_cache_dtype", dtype), "kv_cache_dtype")
         per_tok = ((arch.kv_lora_rank + (arch.qk_rope_head_dim or 0)) if arch.kv_lora_rank
                    else 2 * max(1, arch.num_kv_heads // tp) * arch.head_dim) * kv_b
         d_sum = arch.mla_nope_v_dim + (arch.qk_rope_head_dim or 0) if arch.kv_lora_rank else 2 * arch.head_dim
@@ -655,24 +840,56 @@ def _draft_cost(inp: EngineInput, est: EstimateResult, arch: ModelArch, dtype: s
                          matmul_params=(active + arch.vocab_size * h) / tp,
                          attn=(_AttnGroup(layers=1, flops_per_pair=pair, kv_bytes_per_token=per_tok, window=None),),
                          state_bytes=0.0, hidden=h, allreduce_layers=1, tp=tp, pp=1)
-    if not inp.draft_hf_config:
-        return None
-    darch = parse_config(inp.draft_hf_config)
+    cfg = plan.draft_hf_config
+    if not cfg:
+        if method not in ("eagle", "eagle3"):
+            return None
+        cfg = synthetic_eagle_head(plan.hf_config, method)
+    darch = parse_config(cfg)
     dtp = tp if darch.num_attention_heads % tp == 0 else 1
-    mc = model_cost(darch, est, dtype=dtype, quant=None, tp=dtp, pp=1, draft=True)
-    if spec.method in ("eagle", "eagle3"):
+    mc = model_cost(darch, plan, dtype=dtype, quant=None, tp=dtp, pp=1, draft=True)
+    if method in ("eagle", "eagle3"):
         h = darch.hidden_size
-        cfg = inp.draft_hf_config
         draft_vocab = cfg.get("draft_vocab_size") or darch.vocab_size
         own_lm = round_up(darch.vocab_size, 64) * h * b / dtp if not darch.tie_word_embeddings else 0
-        fc = (3 if spec.method == "eagle3" else 2) * h * h
+        fc = (3 if method == "eagle3" else 2) * h * h
         extra_qkv = h * (darch.num_attention_heads + 2 * darch.num_kv_heads) * darch.head_dim \
-            if spec.method == "eagle3" else 0  # EAGLE-3's first layer takes [embed; hidden] (2h) into q/k/v
+            if method == "eagle3" else 0  # EAGLE-3's first layer takes [embed; hidden] (2h) into q/k/v
         lm = round_up(draft_vocab, 64) * h * b / dtp
         extra = (fc + extra_qkv) * b / dtp
         mc = replace(mc, dense_bytes=mc.dense_bytes - own_lm + lm + extra,
                      matmul_params=mc.matmul_params + (fc + extra_qkv + draft_vocab * h - darch.vocab_size * h) / dtp)
     return mc
+
+
+EAGLE3_DRAFT_VOCAB = 32000  # draft_vocab_size of the public EAGLE-3 heads (yuhuili/EAGLE3-LLaMA3.1-Instruct-8B)
+
+
+def synthetic_eagle_head(target_config: dict, method: str) -> dict:
+    """A config.json for an EAGLE / EAGLE-3 head shaped like the public ones when the head's own config is
+    not given: one ``LlamaForCausalLM`` decoder layer with the target's hidden size, heads, KV heads and
+    dense ``intermediate_size`` (EAGLE heads are one target-shaped layer: SafeAILab/EAGLE
+    ``eagle/model/cnets.py``; yuhuili/EAGLE3-LLaMA3.1-Instruct-8B's config), the target's vocabulary, and
+    for EAGLE-3 a 32,000-token draft vocabulary. Text configs nested under ``text_config`` are read."""
+    t = target_config.get("text_config") or target_config
+    h = t["hidden_size"]
+    heads = t["num_attention_heads"]
+    inter = t.get("intermediate_size") or t.get("moe_intermediate_size") or 4 * h
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": h,
+           "num_attention_heads": heads, "num_key_value_heads": t.get("num_key_value_heads") or heads,
+           "head_dim": t.get("head_dim") or h // heads, "intermediate_size": inter, "num_hidden_layers": 1,
+           "vocab_size": t["vocab_size"], "tie_word_embeddings": False, "hidden_act": "silu",
+           "max_position_embeddings": t.get("max_position_embeddings") or 8192, "rms_norm_eps": 1e-5}
+    if method == "eagle3":
+        cfg["draft_vocab_size"] = min(EAGLE3_DRAFT_VOCAB, t["vocab_size"])
+    return cfg
+
+
+def _sig(x: float | None, digits: int = 3) -> float | None:
+    """``x`` to ``digits`` significant digits (honest precision for a model good to a few per cent)."""
+    if x is None or x == 0:
+        return x
+    return round(x, digits - 1 - int(math.floor(math.log10(abs(x)))))
 
 
 def _round(x: float | None, nd: int = 2) -> float | None:
@@ -705,7 +922,12 @@ def _at(s: _Setup, prompt_len: int, output_len: int, conc: int, step_ms: float |
     step_ms = step.total_ms if step_ms is None else step_ms
     pre = prefill_cost(s.target, s.hw, prompt_len=prompt_len, chunk=s.chunk)
     n_chunks = math.ceil(prompt_len / s.chunk)
-    stall = max(0.0, pre.total_ms - n_chunks * step.total_ms)
+    # a prefill rides in decode steps (chunked prefill): it adds its compute and its KV traffic to steps that
+    # stream the weights anyway, i.e. what the memory/compute combination of the mixed steps costs beyond
+    # the plain ones (ideal roofline: nothing until the step turns compute-bound; no overlap: all its compute)
+    kv_ms = pre.bytes_kv / (s.hw.bandwidth * s.hw.eff.mem_bw) * 1e3
+    mixed = _core(n_chunks * step.memory_ms + kv_ms, n_chunks * step.compute_ms + pre.compute_ms, s.hw.eff)
+    stall = max(0.0, mixed - n_chunks * _core(step.memory_ms, step.compute_ms, s.hw.eff) + pre.comm_ms)
     tpot = step_ms + (conc - 1) * stall / max(1, output_len - 1)
     lifetime = pre.total_ms + (output_len - 1) * tpot
     rho = min(1.0, (conc - 1) * pre.total_ms / lifetime) if lifetime > 0 else 0.0
@@ -714,21 +936,91 @@ def _at(s: _Setup, prompt_len: int, output_len: int, conc: int, step_ms: float |
     return _Point(ttft=ttft, tpot=tpot, step=step, prefill=pre, tps=tps, stall=stall)
 
 
-def _spec_step_ms(s: _Setup, conc: int, ctx: int, k: int) -> tuple[float, StepCost]:
-    """``(draft ms, verify step)`` of one speculative step for ``conc`` requests (ngram/suffix: drafting
-    on the CPU between steps, counted as free)."""
-    verify = step_cost(s.target, s.hw, requests=conc, tokens_per_request=k + 1, context=ctx)
-    draft_ms = 0.0
-    if s.draft is not None:
-        one = step_cost(s.draft, s.hw, requests=conc, tokens_per_request=1, context=ctx, overhead=False)
-        draft_ms = k * one.total_ms
-    return draft_ms, verify
+# --------------------------------------------------------------------------------------------------------
+# Speculative decoding: the costs of one speculative step
+# --------------------------------------------------------------------------------------------------------
+# CPU-side proposers (assumed, order of magnitude of a compiled scan; not measured here):
+NGRAM_CPU_US_PER_REQUEST = 5.0  # fixed per request per step
+NGRAM_CPU_NS_PER_TOKEN = 2.0  # KMP scan of the request's tokens, per token per step
+SUFFIX_CPU_US_PER_REQUEST = 20.0  # suffix-tree match + incremental update per request per step
+LOGITS_BYTES = 4  # fp32 logits / probabilities in the rejection sampler
+
+
+class SpecStep(BaseModel):
+    """One speculative step for ``requests`` requests with ``k`` drafts each (ms unless named).
+
+    ``draft_gpu_ms``: ``k`` drafter forward passes through the roofline (its weights, its KV, its own
+    all-reduces at the draft's tensor-parallel size); ``draft_overhead_ms``: ``k`` × the runtime's fixed
+    cost per drafter pass; ``proposer_cpu_ms``: ngram / suffix matching on the CPU, serial with the GPU
+    step; ``verify``: the target over ``requests × (k+1)`` tokens (roofline, MoE experts touched by all
+    of them, all-reduces over ``(k+1)×`` the activations); ``rejection_ms``: the rejection sampler's
+    extra traffic over ``requests × k × vocab`` fp32 probabilities; ``spec_overhead_ms``: the runtime's
+    fixed extra per speculative step; ``total_ms`` their sum."""
+
+    k: int
+    draft_gpu_ms: float
+    draft_overhead_ms: float
+    proposer_cpu_ms: float
+    verify: StepCost
+    rejection_ms: float
+    spec_overhead_ms: float
+    total_ms: float
+
+
+def spec_step(s: _Setup, method: str, *, requests: int, context: int, k: int, overhead_scale: float = 1.0) -> SpecStep:
+    """The cost of one speculative step (see :class:`SpecStep`); ``overhead_scale`` multiplies the fixed
+    and CPU terms (the range uses 0.5 and 1.5 of them).
+
+    Sources: drafter loop ``vllm/v1/spec_decode/eagle.py:219`` ``propose`` (one pass over the new tokens,
+    then ``k − 1`` single-token passes, :411, argmax per pass, piecewise CUDA graphs); ngram
+    ``vllm/v1/spec_decode/ngram_proposer.py:47`` (``min(1, cpu_count // 2)`` numba threads: one) and
+    suffix decoding (Arctic Inference suffix trees) run on the CPU between GPU steps; verification of
+    ``k+1`` tokens per request in one target pass and rejection sampling over target/draft
+    probabilities ``vllm/v1/sample/rejection_sampler.py`` (Leviathan et al. 2023, Chen et al. 2023).
+    """
+    eff = s.hw.eff
+    tree = s.tree
+    # a tree (SGLang --speculative-eagle-topk > 1): k = --speculative-num-draft-tokens tokens per request are
+    # verified (the root included); the drafter runs --speculative-num-steps passes of topk tokens per request
+    verify_tokens = k if tree else k + 1
+    verify = step_cost(s.target, s.hw, requests=requests, tokens_per_request=verify_tokens, context=context)
+    draft_gpu = draft_ovh = cpu = 0.0
+    if method in ("ngram", "suffix"):
+        if method == "ngram":
+            cpu = requests * (NGRAM_CPU_US_PER_REQUEST + NGRAM_CPU_NS_PER_TOKEN * 1e-3 * context) * 1e-3
+        else:
+            cpu = requests * SUFFIX_CPU_US_PER_REQUEST * 1e-3
+    elif s.draft is not None:
+        passes, per_pass = (tree[0], tree[1]) if tree else (k, 1)
+        one = step_cost(s.draft, s.hw, requests=requests, tokens_per_request=per_pass, context=context,
+                        overhead=False)
+        draft_gpu = passes * one.total_ms
+        draft_ovh = passes * eff.draft_step_overhead_ms
+    vocab = s.arch.vocab_size or 0
+    rej = 2 * requests * (verify_tokens - 1) * vocab * LOGITS_BYTES / (s.hw.bandwidth * eff.mem_bw) * 1e3
+    fixed = eff.spec_step_overhead_ms + requests * eff.spec_cpu_ms_per_request
+    total = verify.total_ms + draft_gpu + rej + overhead_scale * (draft_ovh + cpu + fixed)
+    return SpecStep(k=k, draft_gpu_ms=draft_gpu, draft_overhead_ms=draft_ovh * overhead_scale,
+                    proposer_cpu_ms=cpu * overhead_scale, verify=verify, rejection_ms=rej,
+                    spec_overhead_ms=fixed * overhead_scale, total_ms=total)
+
+
+def verify_compute_bound_tokens(s: _Setup) -> float:
+    """Tokens per target pass above which verification turns compute-bound (decode, short context):
+    ``weight bytes × (peak × eff_c) / (bandwidth × eff_m) / (2 × matmul params)`` — the GPU's
+    FLOP/byte ratio times bytes per multiplied parameter / 2 FLOP (dense weights; MoE touches more)."""
+    mc, hw = s.target, s.hw
+    ridge = (hw.peak_flops * hw.eff.compute) / (hw.bandwidth * hw.eff.mem_bw)
+    return ridge * mc.dense_bytes / (2 * mc.matmul_params) if not mc.num_experts else \
+        ridge * (mc.dense_bytes + mc.expert_bytes) / (2 * mc.matmul_params)
 
 
 def estimate_speed(inp: EngineInput, est: EstimateResult | None = None, *, prompt_len: int = 1024,
                    output_len: int = 128, concurrency: int = 1, acceptance_rate: float | None = None,
                    temperature: float | None = None, workload: str | None = None,
-                   runtime: str = "vllm") -> SpeedResult:
+                   acceptance_length: float | None = None, runtime: str = "vllm",
+                   arrival: str = "closed", speculative_num_steps: int | None = None,
+                   speculative_eagle_topk: int = 1) -> SpeedResult:
     """Predict TTFT, TPOT and output tok/s of ``inp`` (with its ``--speculative-config`` if any).
 
     Args:
@@ -738,67 +1030,132 @@ def estimate_speed(inp: EngineInput, est: EstimateResult | None = None, *, promp
             and the KV cache capacity.
         prompt_len, output_len: tokens per request (``vllm bench serve --random-input-len/--random-output-len``).
         concurrency: requests in flight (``--max-concurrency``).
-        acceptance_rate: α per drafted token (0-1), overriding the public typical figure.
-        temperature: sampling temperature of the traffic, only for the field guide's warning.
-        workload: picks a typical figure whose workload matches (``chat``, ``repetitive``...).
+        acceptance_rate: accepted / drafted tokens (0-1), vLLM's "Avg Draft acceptance rate" and the
+            validator's ``acceptance_rate``: ``AL = 1 + k × rate``; overrides the acceptance model.
+        acceptance_length: mean acceptance length at this k (incl. the bonus token); overrides it too.
+        temperature: sampling temperature of the traffic (lowers the modelled acceptance).
+        workload: ``chat``, ``code``, ``reasoning``, ``creative``, ``summarization`` (or an alias).
+        runtime: ``vllm`` (default), ``sglang``, ``tensorrt-llm``, ``llama.cpp``: picks the efficiency row.
+        arrival: ``closed`` (a closed loop of ``concurrency`` clients, ``vllm bench serve --max-concurrency``)
+            or ``burst`` (``concurrency`` requests released at once, ``--request-rate inf`` without a cap).
+            Requests beyond what the engine runs at once (``max_num_seqs``, the KV cache) queue: their mean
+            wait, ``(C/M − 1) × lifetime`` (closed, Little's law) or half of it (burst), is added to TTFT.
+        speculative_num_steps, speculative_eagle_topk: SGLang's tree drafting (topk > 1): the drafter runs
+            ``num_steps`` passes of ``topk`` tokens per request and the target verifies
+            ``num_speculative_tokens`` (SGLang's ``--speculative-num-draft-tokens``) per request. The
+            acceptance model is for chains: give the tree's measured acceptance length.
 
     Raises:
-        EngineInputError: non-positive lengths/concurrency, α outside [0, 1], or any error of
-        :func:`~calculator.engine.estimate`.
+        EngineInputError: non-positive lengths/concurrency, α outside [0, 1], an acceptance length outside
+        [1, k+1], an unknown workload or runtime, or any error of :func:`~calculator.engine.estimate`.
     """
+    return estimate_speed_plan(plan_from_engine(inp, est), prompt_len=prompt_len, output_len=output_len,
+                               concurrency=concurrency, acceptance_rate=acceptance_rate, temperature=temperature,
+                               workload=workload, acceptance_length=acceptance_length, runtime=runtime,
+                               arrival=arrival, speculative_num_steps=speculative_num_steps,
+                               speculative_eagle_topk=speculative_eagle_topk)
+
+
+def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int = 128, concurrency: int = 1,
+                        acceptance_rate: float | None = None, temperature: float | None = None,
+                        workload: str | None = None, acceptance_length: float | None = None,
+                        runtime: str = "vllm", arrival: str = "closed", speculative_num_steps: int | None = None,
+                        speculative_eagle_topk: int = 1) -> SpeedResult:
+    """:func:`estimate_speed` on a :class:`Plan`."""
     _validate(prompt_len, output_len, concurrency, acceptance_rate)
-    s = _setup(inp, est, runtime)
-    est, hw = s.est, s.hw
+    if arrival not in ("closed", "burst"):
+        raise EngineInputError("arrival", f"must be 'closed' or 'burst', got {arrival!r}")
+    if temperature is not None and not (isinstance(temperature, (int, float)) and 0 <= temperature <= 10):
+        raise EngineInputError("temperature", f"must be a number from 0 to 10, got {temperature!r}")
+    normalize_workload(workload)
+    s = _setup(plan, runtime)
+    if speculative_eagle_topk > 1:
+        if not speculative_num_steps or speculative_num_steps < 1:
+            raise EngineInputError("speculative_num_steps", "a tree (speculative_eagle_topk > 1) needs the number of "
+                                   "draft steps")
+        s.tree = (speculative_num_steps, speculative_eagle_topk)
+    hw = s.hw
     warnings: list[str] = []
     sources: dict[str, str] = {f"hardware.{k}": v for k, v in hw.sources.items()}
 
-    if not est.fits:
+    if not plan.fits:
         warnings.append("the configuration does not fit in GPU memory (see the memory estimate): the speed "
                         "figures are what it would do if it did")
     total_len = prompt_len + output_len
-    if total_len > est.max_model_len:
-        warnings.append(f"prompt_len + output_len = {total_len} exceeds max_model_len {est.max_model_len}: vLLM "
+    if total_len > plan.max_model_len:
+        warnings.append(f"prompt_len + output_len = {total_len} exceeds max_model_len {plan.max_model_len}: vLLM "
                         "rejects such requests")
-    kv_cap = int(est.kv_cache_tokens // total_len) if est.kv_cache_tokens else int(est.max_concurrency)
+    kv_cap = int(plan.kv_cache_tokens // total_len) if plan.kv_cache_tokens else int(plan.max_concurrency)
     conc = max(1, min(concurrency, s.max_seqs, kv_cap if kv_cap > 0 else 1))
     if conc < concurrency:
         why = (f"max_num_seqs {s.max_seqs}" if s.max_seqs < concurrency and s.max_seqs <= kv_cap
-               else f"the KV cache ({est.kv_cache_tokens:,} tokens hold {kv_cap} requests of {total_len} tokens)")
+               else f"the KV cache ({plan.kv_cache_tokens:,} tokens hold {kv_cap} requests of {total_len} tokens)")
         warnings.append(f"only {conc} of {concurrency} requests run at once, limited by {why}; the rest queue "
-                        "(their wait is not in TTFT here)")
+                        "(their mean wait is in TTFT)")
     sources["effective_concurrency"] = "min(concurrency, max_num_seqs, kv_cache_tokens // (prompt_len + output_len))"
 
     ctx = prompt_len + output_len // 2
     base = _at(s, prompt_len, output_len, conc)
+    steady_ttft = base.ttft
+    if conc > 1:
+        # burst: the first wave's prompts arrive together. A closed loop of fixed-length requests (vllm bench
+        # serve's random dataset) partly stays in such waves (wave_share): its requests finish and return
+        # together. Chunked prefill runs a wave's prompts back to back, so the mean request waits for half of
+        # the wave's prefill work (compute, or the weights read once per chunk).
+        pre = base.prefill
+        n_chunks = math.ceil(conc * prompt_len / s.chunk)
+        read_ms = s.target.weight_bytes(s.chunk) / (hw.bandwidth * hw.eff.mem_bw) * 1e3
+        t_all = max(conc * pre.compute_ms, n_chunks * read_ms) + n_chunks * hw.eff.step_overhead_ms + conc * pre.comm_ms
+        wave = max(steady_ttft, t_all * (conc + 1) / (2 * conc))
+        share = 1.0 if arrival == "burst" else hw.eff.wave_share
+        base.ttft = share * wave + (1 - share) * steady_ttft
+    base.ttft += hw.eff.ttft_fixed_ms
+    base.tps = conc * output_len / ((base.ttft + (output_len - 1) * base.tpot) / 1e3)
+    queue_ms = 0.0
+    if concurrency > conc:
+        lifetime = base.ttft + (output_len - 1) * base.tpot
+        q = concurrency / conc - 1
+        queue_ms = (q / 2 if arrival == "burst" else q) * lifetime
+        base.ttft += queue_ms
+        sources["ttft_ms.queue"] = ("mean queue wait (C/M - 1) x request lifetime (closed loop, Little's law) or half "
+                                    "of it (burst of C requests), M = requests running at once")
     sources.update({
-        "decode_step_ms": "roofline: max(weights + KV bytes / (bandwidth x eff), FLOPs / (peak x eff)) + TP "
-                          "all-reduce + step overhead, at the mean context prompt_len + output_len/2",
-        "itl_ms": "TPOT = decode step + (C-1) x prefill stall / (output_len - 1) (closed loop of C requests)",
-        "ttft_ms": "chunked prefill roofline x (1 + rho/2), rho = chance another prefill is running",
+        "decode_step_ms": ("memory = weights + KV bytes / (bandwidth x eff), compute = FLOPs / (peak x eff) (routed "
+                           "experts at moe_compute), combined as (mem^p + comp^p)^(1/p) (p = overlap_p; 0 = max) + TP "
+                           "all-reduces + step overhead + layers x layer_us, at the mean context prompt_len + "
+                           "output_len/2"),
+        "itl_ms": ("TPOT = decode step + (C-1) x prefill stall / (output_len - 1) (closed loop of C requests); the stall "
+                   "is what a prompt's chunks add to the decode steps they ride in"),
+        "ttft_ms": ("chunked prefill x (1 + rho/2) (rho = chance another prefill is running), blended by wave_share "
+                    "with a wave of C prompts arriving together, + the API server's ttft_fixed_ms"),
         "output_tokens_per_s": "C x output_len / (TTFT + (output_len - 1) x TPOT)",
+        "efficiency_label": f"{hw.eff.label}: {hw.eff.source}",
     })
     if s.target.num_experts:
         sources["decode.experts_touched"] = ("E x (1 - (1 - topk/E)^tokens): uniform routing, topk distinct experts "
                                              "per token")
+    if hw.eff.label == "assumed":
+        warnings.append(f"efficiency on {s.gpu.name} with {runtime} is assumed, not calibrated: treat the times as "
+                        "+/-30 % until a validation run on this hardware refines them")
 
     spec_result = None
-    spec = inp.speculative_config
-    if spec is not None:
-        spec_result = _speculation(s, spec.method, spec.num_speculative_tokens, prompt_len, output_len, conc, ctx,
-                                   base, acceptance_rate, workload, temperature, warnings, sources)
+    acc = None
+    if plan.spec_method is not None:
+        spec_result, acc = _speculation(s, plan.spec_method, plan.spec_k, prompt_len, output_len, conc, ctx, base,
+                                        acceptance_rate, acceptance_length, workload, temperature, warnings, sources)
 
     vs_context = []
     contexts = sorted({c for c in (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288,
-                                   1048576) if c <= est.max_model_len} | {min(ctx, est.max_model_len)})
-    k = spec.num_speculative_tokens if spec else 0
+                                   1048576) if c <= plan.max_model_len} | {min(ctx, plan.max_model_len)})
+    k = plan.spec_k
     for c in contexts:
         st = step_cost(s.target, hw, requests=conc, tokens_per_request=1, context=c)
         pre = prefill_cost(s.target, hw, prompt_len=c, chunk=s.chunk)
         point = CurvePoint(x=c, ttft_ms=round(pre.total_ms, 3), itl_ms=round(st.total_ms, 3),
                            output_tokens_per_s=round(conc / (st.total_ms / 1e3), 1), bound=st.bound)
         if spec_result and spec_result.mean_acceptance_length:
-            d, v = _spec_step_ms(s, conc, c, k)
-            point.itl_ms_spec = round((d + v.total_ms) / spec_result.mean_acceptance_length, 3)
+            sp = spec_step(s, plan.spec_method, requests=conc, context=c, k=k)
+            point.itl_ms_spec = round(sp.total_ms / spec_result.mean_acceptance_length, 3)
             point.output_tokens_per_s_spec = round(conc / (point.itl_ms_spec / 1e3), 1)
         vs_context.append(point)
     vs_conc = []
@@ -808,121 +1165,203 @@ def estimate_speed(inp: EngineInput, est: EstimateResult | None = None, *, promp
         point = CurvePoint(x=c, ttft_ms=round(pt.ttft, 3), itl_ms=round(pt.tpot, 3),
                            output_tokens_per_s=round(pt.tps, 1), bound=pt.step.bound)
         if spec_result and spec_result.mean_acceptance_length:
-            d, v = _spec_step_ms(s, c, ctx, k)
-            sp = _at(s, prompt_len, output_len, c, step_ms=(d + v.total_ms) / spec_result.mean_acceptance_length)
-            point.itl_ms_spec = round(sp.tpot, 3)
-            point.output_tokens_per_s_spec = round(sp.tps, 1)
+            sp = spec_step(s, plan.spec_method, requests=c, context=ctx, k=k)
+            spt = _at(s, prompt_len, output_len, c, step_ms=sp.total_ms / spec_result.mean_acceptance_length)
+            point.itl_ms_spec = round(spt.tpot, 3)
+            point.output_tokens_per_s_spec = round(spt.tps, 1)
         vs_conc.append(point)
 
     return SpeedResult(
-        model=est.model, gpu=s.gpu.name, prompt_len=prompt_len, output_len=output_len, concurrency=concurrency,
+        model=plan.model, gpu=s.gpu.name, prompt_len=prompt_len, output_len=output_len, concurrency=concurrency,
         effective_concurrency=conc, mean_context=ctx, ttft_ms=round(base.ttft, 3), itl_ms=round(base.tpot, 3),
         decode_step_ms=round(base.step.total_ms, 3), output_tokens_per_s=round(base.tps, 1), decode=base.step,
-        prefill=base.prefill, compute_dtype=hw.compute_dtype,
+        prefill=base.prefill, compute_dtype=hw.compute_dtype, runtime=runtime, efficiency_label=hw.eff.label,
         efficiency={k: v for k, v in asdict(hw.eff).items()}, spec=spec_result, vs_context=vs_context,
         vs_concurrency=vs_conc, sources=sources, warnings=warnings)
 
 
-def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: int, conc: int, ctx: int,
-                 base: _Point, acceptance_rate: float | None, workload: str | None, temperature: float | None,
-                 warnings: list[str], sources: dict[str, str]) -> SpecResult:
-    draft_ms, verify = _spec_step_ms(s, conc, ctx, k)
-    spec_step = draft_ms + verify.total_ms
-    cost_ratio = spec_step / base.step.total_ms
-    be = break_even_acceptance_rate(cost_ratio, k)
-    typical = typical_figure(method, workload)
-    if acceptance_rate is not None:
-        alpha, alpha_src = acceptance_rate, "user input (--acceptance-rate), per drafted token"
-    elif typical is not None:
-        alpha = typical.alpha
-        alpha_src = (f"{typical.label} {typical.case_id} ({typical.source_url}): mean acceptance length "
-                     f"{typical.mean_acceptance_length} at k={typical.num_speculative_tokens} on {typical.workload}, "
-                     f"i.e. alpha {alpha:.3f} per drafted token")
-    else:
-        alpha, alpha_src = None, f"no public acceptance figure for {method}: give --acceptance-rate"
-        warnings.append(f"no public acceptance figure for method {method}; give --acceptance-rate to predict the "
-                        "speedup (the break-even rate is still shown)")
-    sources["acceptance_rate"] = alpha_src
-    sources["mean_acceptance_length"] = "(1 - alpha^(k+1)) / (1 - alpha) (Leviathan et al. 2023)"
-    sources["spec_step"] = {
-        "ngram": "drafting on the CPU (vllm/v1/spec_decode/ngram_proposer.py): no GPU time; verify k+1 tokens",
-        "suffix": "drafting on the CPU (suffix tree): no GPU time; verify k+1 tokens",
-        "draft_model": "k decode steps of the draft model + one target pass over k+1 tokens per request",
-        "eagle": "k passes of the EAGLE head (1 layer + fc + target lm_head) + one target pass over k+1 tokens",
-        "eagle3": "k passes of the EAGLE-3 head (1 layer + fc + draft-vocab lm_head) + one target pass over k+1",
-        "mtp": "k passes of one MTP module (+ shared lm_head) + one target pass over k+1 tokens",
-    }.get(method, "drafter + one target pass over k+1 tokens")
-    sources["break_even_acceptance_rate"] = "solves (1 - a^(k+1))/(1 - a) = (t_draft + t_verify) / t_step"
+def _spec_speedup(s: _Setup, method: str, k: int, al: float, prompt_len: int, output_len: int, conc: int,
+                  ctx: int, overhead_scale: float = 1.0) -> tuple[float, SpecStep, _Point, _Point]:
+    """``(speedup, spec step, base point, spec point)`` at ``conc`` requests: TPOT without / with."""
+    base = _at(s, prompt_len, output_len, conc)
+    sp = spec_step(s, method, requests=conc, context=ctx, k=k, overhead_scale=overhead_scale)
+    spt = _at(s, prompt_len, output_len, conc, step_ms=sp.total_ms / al, step=base.step)
+    return base.tpot / spt.tpot, sp, base, spt
 
-    al = acceptance_length(alpha, k) if alpha is not None else None
-    itl = tps = speedup = None
+
+def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: int, conc: int, ctx: int,
+                 base: _Point, acceptance_rate: float | None, acceptance_length_in: float | None,
+                 workload: str | None, temperature: float | None, warnings: list[str],
+                 sources: dict[str, str]) -> tuple[SpecResult, Acceptance | None]:
+    sp = spec_step(s, method, requests=conc, context=ctx, k=k)
+    cost_ratio = sp.total_ms / base.step.total_ms
+    be = break_even_acceptance_rate(cost_ratio, k)
+    acc = predict_acceptance(method, k, workload=workload, temperature=temperature,
+                             acceptance_rate=acceptance_rate, acceptance_length=acceptance_length_in,
+                             target=s.plan.model)
+    typical = typical_figure(method, workload if normalize_workload(workload) == "repetitive" else None) \
+        if acc is not None and acc.label != "user input" else None
+    if acc is None:
+        alpha_src = f"no public acceptance figure for {method}" + (f" on {workload}" if workload else "") + \
+            ": give --acceptance-rate or --acceptance-length"
+        warnings.append(f"no public acceptance figure for method {method}" + (f" on {workload}" if workload else "") +
+                        "; give --acceptance-rate or --acceptance-length to predict the speedup (the break-even "
+                        "rate is still shown)")
+    else:
+        alpha_src = acc.source
+        warnings.extend(acc.notes)
+    sources["acceptance_rate"] = alpha_src
+    sources["mean_acceptance_length"] = ("1 + sum_i prod_{j<=i} a_j, a_j = alpha_1 x decay^(j-1) "
+                                         "(calculator/engine/acceptance.py; Leviathan et al. 2023 when decay = 1)")
+    sources["spec_step"] = (
+        "verify: target pass over C x (k+1) tokens (roofline; MoE experts touched by all of them; all-reduces of "
+        "(k+1)x the activations) + " + {
+            "ngram": "ngram matching on the CPU (vllm/v1/spec_decode/ngram_proposer.py, one numba thread), assumed "
+                     f"{NGRAM_CPU_US_PER_REQUEST} us + {NGRAM_CPU_NS_PER_TOKEN} ns/token per request",
+            "suffix": f"suffix-tree matching on the CPU, assumed {SUFFIX_CPU_US_PER_REQUEST} us per request",
+            "draft_model": "k decode steps of the draft model (its weights, KV, all-reduces) + k x fixed pass cost",
+            "eagle": "k passes of the EAGLE head (1 layer + fc 2h->h + target lm_head) + k x fixed pass cost",
+            "eagle3": "k passes of the EAGLE-3 head (1 layer + fc 3h->h + draft-vocab lm_head) + k x fixed pass cost",
+            "mtp": "k passes of one MTP module (+ shared lm_head) + k x fixed pass cost",
+        }.get(method, "drafter passes") + " + rejection sampling (2 x C x k x vocab fp32) + the runtime's fixed "
+        "per-speculative-step cost (vllm/v1/spec_decode/eagle.py:219, vllm/v1/sample/rejection_sampler.py)")
+    sources["break_even_acceptance_rate"] = ("accepted / drafted tokens at which 1 + k x rate = t_spec_step / t_step "
+                                             "(vLLM's 'Avg Draft acceptance rate')")
+    if s.plan.draft_note:
+        sources["draft"] = s.plan.draft_note
+        warnings.append(s.plan.draft_note)
+    sources["spec_speedup_range"] = ("low: acceptance low end and 1.5x the fixed/CPU costs; high: acceptance high end "
+                                     "and 0.5x them")
+
+    al = acc.length if acc is not None else None
+    alpha = acc.rate if acc is not None else None
+    itl = tps = speedup = lo = hi = None
+    best_k = stop_conc = None
+    curves: dict[int, list[tuple[int, float]]] = {}
     spec_ttft = base.ttft
     if s.draft is not None:  # the draft model / EAGLE / MTP head runs over the prompt once too
         spec_ttft += prefill_cost(s.draft, s.hw, prompt_len=prompt_len, chunk=s.chunk).total_ms
-    if al is not None:
-        pt = _at(s, prompt_len, output_len, conc, step_ms=spec_step / al, step=base.step)
+    limit = max(1, min(s.max_seqs, 1024))
+    grid = sorted({c for c in (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+                   if c <= limit} | {conc})
+    if acc is not None:
+        speedup, _, _, pt = _spec_speedup(s, method, k, al, prompt_len, output_len, conc, ctx)
         itl = pt.tpot
         tps = conc * output_len / ((spec_ttft + (output_len - 1) * itl) / 1e3)
-        speedup = base.tpot / itl
-    curve = []
-    for i in range(0, 20):
+        al_lo, al_hi = acc.low, acc.high
+        lo = _spec_speedup(s, method, k, al_lo, prompt_len, output_len, conc, ctx, overhead_scale=1.5)[0]
+        hi = _spec_speedup(s, method, k, al_hi, prompt_len, output_len, conc, ctx, overhead_scale=0.5)[0]
+        if s.tree is None:  # chains: search k; a tree's shape is the user's (SGLang's three flags)
+            best = []
+            for kk in range(1, max(8, k) + 1):
+                best.append((_spec_speedup(s, method, kk, acc.length_at(kk), prompt_len, output_len, conc, ctx)[0],
+                             kk))
+            best_k = max(best)[1]
+        for kk in sorted({1, 2, 3, 5, k}) if s.tree is None else [k]:
+            al_k = acc.length_at(kk) if kk != k else al
+            curves[kk] = [(c, round(_spec_speedup(s, method, kk, al_k, prompt_len, output_len, c, ctx)[0], 4))
+                          for c in grid]
+        prev = None
+        for c, v in curves[k]:
+            if v < 1:
+                stop_conc = prev if prev is not None else 0
+                break
+            prev = c
+    curve = []  # speedup against the acceptance rate (accepted / drafted): AL = 1 + k x rate
+    for i in range(0, 21):
         a = i / 20
-        sp_tpot = spec_step / acceptance_length(a, k) + (base.tpot - base.step.total_ms)
+        sp_tpot = sp.total_ms / (1 + k * a) + (base.tpot - base.step.total_ms)
         curve.append((a, round(base.tpot / sp_tpot, 4)))
-    a = 0.99
-    curve.append((a, round(base.tpot / (spec_step / acceptance_length(a, k) + base.tpot - base.step.total_ms), 4)))
 
+    slowdown = None
+    if speedup is not None:
+        slowdown = "likely" if speedup < 1 else ("possible" if lo is not None and lo < 1 else "unlikely")
     # the field guide's stop signs
     if speedup is not None and speedup < 1:
-        warnings.append(f"stop sign: at acceptance {alpha:.2f} speculation is predicted slower than plain decoding "
-                        f"(speedup {speedup:.2f}x); low acceptance adds overhead")
+        warnings.append(f"stop sign: at acceptance length {al:.2f} speculation is predicted slower than plain decoding "
+                        f"(speedup {speedup:.2f}x, range {lo:.2f}-{hi:.2f}); the drafting and verification cost "
+                        "more than the accepted tokens repay")
+    elif slowdown == "possible":
+        warnings.append(f"speculation may be slower than plain decoding: the low end of the range is {lo:.2f}x")
     if be is None:
         warnings.append("stop sign: speculation cannot pay at this concurrency even if every drafted token is "
                         "accepted (drafting + verification cost more than k+1 plain steps)")
-    if verify.bound == "compute" or base.step.bound == "compute":
-        warnings.append(f"at concurrency {conc} the decode step is compute-bound: verifying k+1 tokens costs about "
-                        "k+1 times a step, so speculation helps less (or hurts) at large batches")
+    if stop_conc is not None:
+        warnings.append(f"with k={k} speculation stops paying above {stop_conc} concurrent requests" if stop_conc
+                        else f"with k={k} speculation does not pay at any concurrency")
+    if best_k is not None and best_k != k:
+        warnings.append(f"num_speculative_tokens {best_k} is predicted faster than {k} at concurrency {conc}")
+    if sp.verify.bound == "compute" or base.step.bound == "compute":
+        warnings.append(f"at concurrency {conc} the verification pass ({conc} x {k + 1} tokens) is compute-bound "
+                        f"(it turns so above ~{verify_compute_bound_tokens(s):.0f} tokens on this GPU): verifying k+1 "
+                        "tokens costs about k+1 times a step, so speculation helps less (or hurts) at large batches")
+    if s.target.num_experts and sp.verify.experts_touched > base.step.experts_touched * 1.2:
+        warnings.append(f"MoE target: verifying {conc} x {k + 1} tokens touches {sp.verify.experts_touched:.0f} experts "
+                        f"per layer against {base.step.experts_touched:.0f} for a plain step, so the verification "
+                        "reads more weights and speculation gains less")
     if temperature is not None and temperature > 0.7:
         warnings.append(f"temperature {temperature} is high: drafts are rejected more often than in the public "
                         "figures (mostly temperature 0)")
     warnings.append("acceptance falls on creative open-ended writing, hard reasoning and high-temperature sampling; "
                     "it is highest on code, boilerplate and formal prose: measure on your own traffic")
-    if typical is not None and acceptance_rate is None and typical.note:
-        warnings.append(f"typical figure {typical.case_id}: {typical.note}")
     if spec_ttft > base.ttft * 1.10:
         warnings.append(f"stop sign: TTFT rises from {base.ttft:.1f} to {spec_ttft:.1f} ms (the drafter processes the "
                         "prompt too)")
 
-    return SpecResult(method=method, num_speculative_tokens=k, acceptance_rate=_round(alpha, 4),
-                      acceptance_rate_source=alpha_src, mean_acceptance_length=_round(al, 3),
-                      draft_ms=round(draft_ms, 3), verify=verify, ttft_ms=round(spec_ttft, 3), itl_ms=_round(itl, 3),
-                      output_tokens_per_s=_round(tps, 1), speedup=_round(speedup, 3),
-                      break_even_acceptance_rate=_round(be, 4), cost_ratio=round(cost_ratio, 4),
-                      speedup_curve=curve, typical=typical)
+    res = SpecResult(method=method, num_speculative_tokens=k, acceptance_rate=_round(alpha, 4),
+                     acceptance_rate_source=alpha_src, mean_acceptance_length=_round(al, 3),
+                     mean_acceptance_length_low=_round(acc.low if acc else None, 3),
+                     mean_acceptance_length_high=_round(acc.high if acc else None, 3),
+                     per_position_acceptance=[round(r, 4) for r in acc.rates] if acc else None,
+                     draft_ms=round(sp.draft_gpu_ms + sp.draft_overhead_ms + sp.proposer_cpu_ms, 3), step=sp,
+                     verify=sp.verify, ttft_ms=round(spec_ttft, 3), itl_ms=_round(itl, 3),
+                     output_tokens_per_s=_round(tps, 1), speedup=_round(speedup, 3), speedup_low=_round(lo, 3),
+                     speedup_high=_round(hi, 3), slowdown=slowdown, best_num_speculative_tokens=best_k,
+                     stops_paying_above_concurrency=stop_conc, speedup_vs_concurrency=curves,
+                     verify_compute_bound_tokens=round(verify_compute_bound_tokens(s), 1),
+                     break_even_acceptance_rate=_round(be, 4), cost_ratio=round(cost_ratio, 4),
+                     speedup_curve=curve, typical=typical)
+    return res, acc
 
 
 def speed_fields(engine_input: EngineInput, estimate_result: EstimateResult | None, prompt_len: int,
-                 output_len: int, concurrency: int, acceptance_rate: float | None = None) -> dict[str, Any]:
+                 output_len: int, concurrency: int, acceptance_rate: float | None = None, *,
+                 workload: str | None = None, temperature: float | None = None,
+                 acceptance_length: float | None = None, runtime: str = "vllm") -> dict[str, Any]:
     """The speed keys ``estimate --format json`` and ``/api/estimate`` merge into their JSON.
 
     ``ttft_ms``, ``itl_ms`` (mean time per output token, vllm bench serve's TPOT) and
-    ``output_tokens_per_s`` are for the configuration as given: with its ``--speculative-config`` when
-    set. With speculation also ``mean_acceptance_length``, ``spec_speedup`` (TPOT without / with) and
-    ``break_even_acceptance_rate`` (α per drafted token); ``speed_sources`` and ``speed_warnings``.
+    ``output_tokens_per_s`` (three significant digits: the fitted efficiency is good to ~5-15 %, an
+    assumed one to ~30 %) are for the configuration as given: with its ``--speculative-config`` when
+    set. ``efficiency_label`` says whether the efficiency behind them is ``assumed``, ``fitted`` or
+    ``calibrated``. With speculation also ``mean_acceptance_length``, ``spec_speedup`` (TPOT without /
+    with) with ``spec_speedup_low``/``spec_speedup_high``, ``spec_slowdown`` (``likely``/``possible``/
+    ``unlikely``), ``best_num_speculative_tokens`` at this concurrency, ``spec_stops_paying_above_concurrency``
+    and ``break_even_acceptance_rate`` (accepted / drafted tokens, as vLLM logs its "Avg Draft acceptance
+    rate"); ``speed_sources`` and ``speed_warnings``.
 
     Raises:
         EngineInputError: see :func:`estimate_speed`.
     """
     r = estimate_speed(engine_input, estimate_result, prompt_len=prompt_len, output_len=output_len,
-                       concurrency=concurrency, acceptance_rate=acceptance_rate)
-    out: dict[str, Any] = {"ttft_ms": r.ttft_ms, "itl_ms": r.itl_ms, "output_tokens_per_s": r.output_tokens_per_s}
+                       concurrency=concurrency, acceptance_rate=acceptance_rate, workload=workload,
+                       temperature=temperature, acceptance_length=acceptance_length, runtime=runtime)
+    out: dict[str, Any] = {"ttft_ms": _sig(r.ttft_ms), "itl_ms": _sig(r.itl_ms),
+                           "output_tokens_per_s": _sig(r.output_tokens_per_s), "efficiency_label": r.efficiency_label}
     if r.spec is not None:
         sp = r.spec
-        out["ttft_ms"] = sp.ttft_ms
+        out["ttft_ms"] = _sig(sp.ttft_ms)
         if sp.itl_ms is not None:
-            out["itl_ms"], out["output_tokens_per_s"] = sp.itl_ms, sp.output_tokens_per_s
+            out["itl_ms"], out["output_tokens_per_s"] = _sig(sp.itl_ms), _sig(sp.output_tokens_per_s)
         out.update(mean_acceptance_length=sp.mean_acceptance_length, spec_speedup=sp.speedup,
+                   spec_speedup_low=sp.speedup_low, spec_speedup_high=sp.speedup_high, spec_slowdown=sp.slowdown,
+                   best_num_speculative_tokens=sp.best_num_speculative_tokens,
+                   spec_stops_paying_above_concurrency=sp.stops_paying_above_concurrency,
                    break_even_acceptance_rate=sp.break_even_acceptance_rate)
     out["speed_sources"] = r.sources
     out["speed_warnings"] = r.warnings
     return out
+
+
+SpecResult.model_rebuild()
+SpeedResult.model_rebuild()

@@ -70,6 +70,9 @@ class EngineInput(BaseModel):
     attention_backend: str | None = None
     # --kv-cache-memory-bytes (and VLLM_CPU_KVCACHE_SPACE on the CPU build): skips the budget rule.
     kv_cache_memory_bytes: int | None = None
+    # CPU build only: whether the host CPU has AVX-512 BF16 (vLLM then keeps the SSM state in float32);
+    # None = this machine's CPU.
+    cpu_avx512_bf16: bool | None = None
 
 
 class LayerKV(BaseModel):

@@ -48,6 +48,59 @@ def round_up(x: int, m: int) -> int:
     return cdiv(x, m) * m
 
 
+# ``--quantization`` values of vLLM 0.32 (``QuantizationMethods``,
+# vllm/model_executor/layers/quantization/__init__.py:15-50).
+VLLM_QUANTIZATION_METHODS = (
+    "awq", "auto_awq", "fp8", "fbgemm_fp8", "fp_quant", "modelopt", "modelopt_fp4", "modelopt_mxfp8",
+    "modelopt_mixed", "auto_gptq", "gptq", "gptq_marlin", "awq_marlin", "humming", "compressed-tensors",
+    "experts_int8", "quark", "moe_wna16", "torchao", "inc", "mxfp4", "gpt_oss_mxfp4", "deepseek_v4_fp8", "online",
+    "fp8_per_tensor", "fp8_per_block", "fp8_per_channel", "int8_per_channel_weight_only", "nvfp4_per_token",
+    "mxfp8",
+)
+# A checkpoint's quant_method and the flag values vLLM accepts with it: the method itself, and the kernel
+# overrides it converts to (``override_quantization_method``, vllm/config/model.py:1380-1445).
+_FLAG_ALIASES = {
+    "gptq": ("gptq", "gptq_marlin", "moe_wna16"),
+    "awq": ("awq", "awq_marlin", "moe_wna16"),
+    "mxfp4": ("mxfp4", "gpt_oss_mxfp4"),
+    "modelopt": ("modelopt", "modelopt_fp4"),
+}
+
+
+def _check_quantization_flag(method: str, flag: str | None) -> None:
+    """Refuse ``--quantization`` values vLLM 0.32 refuses at start-up, with its message.
+
+    - not a vLLM method: "Unknown quantization method" (vllm/config/model.py:1452-1456);
+    - the checkpoint has its own ``quant_method`` and the flag names another: "... does not match ..."
+      (vllm/config/model.py:1441-1448);
+    - an unquantized checkpoint and a checkpoint format (awq, gptq, ...): vLLM looks for the format's config
+      file and fails with "Cannot find the config file for X" (model_loader/weight_utils.py:370-375);
+      ``fp8`` quantizes at load time and is modelled; other load-time methods are refused as not modelled.
+    """
+    if flag is None:
+        return
+    if flag not in VLLM_QUANTIZATION_METHODS:
+        raise EngineInputError("quantization", f"Unknown quantization method: {flag}. vLLM accepts "
+                               f"{', '.join(VLLM_QUANTIZATION_METHODS)} (vllm/config/model.py:1452)")
+    if method:
+        if flag == method or flag in _FLAG_ALIASES.get(method, ()) or (flag == "fp8" and "fp8" in method):
+            return
+        raise EngineInputError("quantization", f"Quantization method specified in the model config ({method}) does "
+                               f"not match the quantization method specified in the `quantization` argument "
+                               f"({flag}): vLLM refuses to start (vllm/config/model.py:1441). Leave quantization "
+                               "empty to use the checkpoint's own.")
+    if flag == "fp8":
+        return
+    if flag in ("fp8_per_tensor", "fp8_per_block", "fp8_per_channel", "int8_per_channel_weight_only",
+                "nvfp4_per_token", "mxfp8", "online", "experts_int8", "torchao", "bitsandbytes"):
+        raise EngineInputError("quantization", f"load-time quantization {flag!r} is not modelled by this calculator; "
+                               "fp8 is")
+    raise EngineInputError("quantization", f"Cannot find the config file for {flag}: this checkpoint is not "
+                           f"quantized, and {flag} needs a checkpoint in that format (vLLM fails at load, "
+                           "model_loader/weight_utils.py:375). Pick a quantized checkpoint, or fp8 to quantize at "
+                           "load time.")
+
+
 def resolve_quant(arch: ModelArch, quant_config: dict[str, Any] | None, quantization: str | None) -> QuantScheme | None:
     """The weight storage scheme, from the checkpoint's quantization config (``config.json``
     ``quantization_config`` or a separate file such as ``hf_quant_config.json``) or the ``--quantization``
@@ -61,6 +114,9 @@ def resolve_quant(arch: ModelArch, quant_config: dict[str, Any] | None, quantiza
     if not method and qc.get("producer", {}).get("name") == "modelopt":
         method = "modelopt"
     flag = (quantization or "").lower() or None
+    if flag in ("none", "auto"):
+        flag = None
+    _check_quantization_flag(method, flag)
     if flag in ("fp8",) and not method:
         return QuantScheme(name="fp8", bits=8, source="--quantization fp8: weights quantized to FP8 at load "
                            "(vllm/model_executor/layers/quantization/fp8.py), per-tensor scales")

@@ -51,3 +51,19 @@ def oob_field_errors(form) -> str:
         '<div class="field-errors" id="errors-{}" hx-swap-oob="true">{}</div>',
         ((name, field_errors(errors)) for name, errors in form.error_slots),
     )
+
+
+@register.simple_tag
+def apply_params(query: str, params: dict) -> str:
+    """A permalink query with ``params`` applied (``""`` removes a parameter), in canonical form (defaults
+    left out, the request's field order): the link of a suggestion."""
+    from urllib.parse import parse_qsl
+
+    from calculator.web.forms import canonical_query
+    from calculator.request import InputError, parse_request
+
+    merged = {**dict(parse_qsl(query)), **params}
+    try:
+        return canonical_query(parse_request(merged).to_params())
+    except InputError:
+        return canonical_query({k: v for k, v in merged.items() if v != ""})

@@ -5,13 +5,15 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from calculator.cli import CLIInputError, add_engine_arguments, engine_input_from_options
-from calculator.engine import EngineInputError, estimate
-from calculator.engine.perf import speed_fields
+from calculator.cli import command_error, request_from_command
 from calculator.engine.schemas import EstimateResult
+from calculator.plan import make_plan
+from calculator.request import InputError, add_request_arguments
+from calculator.web.results import api_payload
+from calculator.runtimes import get_runtime
 
 
-def render_table(res: EstimateResult, info: dict, speed: dict | None = None) -> str:
+def render_table(res: EstimateResult, info: dict, speed: dict | None = None, verdict=None) -> str:
     """A readable per-GPU table; GiB = 2**30 bytes, times in ms."""
     rows = [
         ("Model", f"{info['model']}" + (f" @ {info['sha'][:12]}" if info.get("sha") else "")),
@@ -44,11 +46,12 @@ def render_table(res: EstimateResult, info: dict, speed: dict | None = None) -> 
                      ("  speedup from speculation", f"{sp:.2f}x" if sp is not None else "unknown"),
                      ("  break-even acceptance rate", f"{be:.2f} per drafted token" if be is not None
                       else "never pays at this concurrency")]
-    rows.append(("Fits", "yes" if res.fits else "NO"))
-    if res.reason:
-        rows.append(("Why not", res.reason))
-    if res.suggestion:
-        rows.append(("Smallest change", res.suggestion))
+    if verdict is not None:
+        rows.append(("Verdict", f"{verdict.text}: {verdict.headline}"))
+        rows += [("  also", r) for r in verdict.reasons[1:]]
+        if verdict.condition:
+            rows.append(("  condition", verdict.condition))
+        rows += [("  would work with", s.label) for s in verdict.suggestions]
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
     for w in [*info.get("notes", []), *res.warnings, *((speed or {}).get("speed_warnings", []))]:
@@ -57,37 +60,29 @@ def render_table(res: EstimateResult, info: dict, speed: dict | None = None) -> 
 
 
 class Command(BaseCommand):
-    help = "Predict vLLM's startup memory figures (weights, KV cache tokens, max concurrency) per GPU."
+    help = ("Predict what the runtime logs at start-up per GPU (weights, KV cache tokens, max concurrency), whether "
+            "the configuration works, and its speed. Exit status of the table: 0 works, 1 does not fit / does not "
+            "start, 3 depends on a condition; --format json exits 0 with the verdict in its 'verdict' key; "
+            "2 bad input.")
 
     def add_arguments(self, parser):
-        add_engine_arguments(parser)
+        add_request_arguments(parser)
         parser.add_argument("--format", choices=["table", "json"], default="table")
-        speed = parser.add_argument_group("speed prediction (defaults: vllm bench serve --dataset-name random)")
-        speed.add_argument("--prompt-len", type=int, default=1024, help="prompt tokens per request")
-        speed.add_argument("--output-len", type=int, default=128, help="output tokens per request")
-        speed.add_argument("--concurrency", type=int, default=1, help="requests in flight (--max-concurrency)")
-        speed.add_argument("--acceptance-rate", type=float,
-                           help="speculative decoding: acceptance rate per drafted token, 0 to 1 "
-                                "(overrides the public typical figure)")
 
     def handle(self, *args, **options):
+        request, local = request_from_command(options)
         try:
-            inp, info = engine_input_from_options(options)
-            res = estimate(inp)
-            speed = speed_fields(inp, res, options["prompt_len"], options["output_len"], options["concurrency"],
-                                 options.get("acceptance_rate"))
-        except CLIInputError as exc:
-            raise CommandError(f"{exc.field}: {exc.message}", returncode=2) from None
-        except EngineInputError as exc:
-            raise CommandError(f"{exc.field}: {exc.message}", returncode=2) from None
+            plan = make_plan(request, local)
+            payload = api_payload(plan)
+        except InputError as exc:
+            raise command_error(exc) from None
         if options["format"] == "json":
-            out = res.to_json()
-            out["model_source"] = info["source"]
-            out["revision_sha"] = info.get("sha")
-            out["model_notes"] = info.get("notes", [])
-            out.update(speed)
-            self.stdout.write(json.dumps(out, indent=2))
+            self.stdout.write(json.dumps(payload, indent=2))
         else:
-            self.stdout.write(render_table(res, info, {**speed, "prompt_len": options["prompt_len"],
-                                                       "output_len": options["output_len"],
-                                                       "concurrency": options["concurrency"]}))
+            kw = get_runtime(plan.runtime).speed_kwargs(request)
+            info = {"model": plan.model.repo_id, "sha": plan.model.sha, "source": plan.model.source,
+                    "notes": list(plan.model.notes)}
+            self.stdout.write(render_table(plan.memory, info, {**payload, **kw}, plan.verdict))
+        if plan.verdict.exit_status and options["format"] == "table":
+            raise CommandError(f"verdict: {plan.verdict.status}: {plan.verdict.headline}",
+                               returncode=plan.verdict.exit_status)

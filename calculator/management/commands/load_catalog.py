@@ -9,16 +9,9 @@ from calculator.metadata import load_catalog
 class Command(BaseCommand):
     help = (
         "Load the offline model catalog (calculator/data/model_configs, SOURCES.md) into the model metadata "
-        "cache, counting each model's parameters on torch's meta device unless --no-count-params."
+        "cache, with the parameter counts committed in calculator/data/catalog_weights.json."
     )
 
-    def add_arguments(self, parser):
-        parser.add_argument(
-            "--no-count-params",
-            action="store_true",
-            help="skip the meta-device parameter count (no transformers import; the engine counts instead)",
-        )
-
-    def handle(self, *args, no_count_params: bool = False, **options):
-        count = load_catalog(count_params=not no_count_params)
+    def handle(self, *args, **options):
+        count = load_catalog()
         self.stdout.write(f"Loaded {count} offline-catalog models into the metadata cache.")

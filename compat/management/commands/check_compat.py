@@ -5,8 +5,11 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from compat.checks import CompatInputError, check
-from compat.cli import add_check_arguments, request_from_options
+from calculator.cli import command_error, request_from_command
+from calculator.plan import load
+from calculator.request import InputError, add_request_arguments
+from calculator.runtimes import get_runtime
+from calculator.verdict import EXIT_STATUS
 
 
 class Command(BaseCommand):
@@ -15,17 +18,27 @@ class Command(BaseCommand):
             "release's own source by sync_compat).")
 
     def add_arguments(self, parser):
-        add_check_arguments(parser)
+        add_request_arguments(parser)
         parser.add_argument("--format", choices=["table", "json"], default="table")
 
     def handle(self, *args, **opts):
+        """The request is parsed as ``estimate`` parses it; the dtype is the one the memory engine resolves
+        (when the engine can size the model; else the compat rules resolve ``auto`` themselves). Exit status:
+        0 works, 1 does not start, 3 depends, 2 bad input."""
+        request, local = request_from_command(opts)
+        runtime = get_runtime(request.runtime)
         try:
-            report = check(request_from_options(opts))
-        except CompatInputError as e:
-            raise CommandError(f"--{e.field.replace('_', '-')}: {e.message}", returncode=2) from None
+            model = load(request, local)
+            try:
+                memory = runtime.memory(request, model)
+            except InputError:
+                memory = None
+            report = runtime.compat(request, model, memory)
+        except InputError as exc:
+            raise command_error(exc) from None
         if opts["format"] == "json":
             self.stdout.write(json.dumps(report.to_json(), indent=1))
-            return
+            return self._exit(report)
         w = self.stdout.write
         w(f"vLLM {report.release} on {report.gpu} (platform {report.platform}, compute capability "
           f"{report.compute_capability or '-'}), dtype {report.dtype}, kv_cache_dtype {report.kv_cache_dtype}, "
@@ -50,7 +63,8 @@ class Command(BaseCommand):
         for c in report.auto_conditions:
             w(f"  note: {c}")
         if report.requested_backend:
-            w(f"requested: {report.requested_backend} -> {'works' if report.ok else 'fails'}")
+            w(f"requested: {report.requested_backend} -> "
+              f"{ {True: 'works', False: 'does not start', None: 'depends'}[report.ok] }")
         if report.error:
             w(f"vLLM would fail at startup: {report.error}")
         for s in report.speculative:
@@ -58,3 +72,10 @@ class Command(BaseCommand):
               + (f" [{s.source}]" if s.source else ""))
         for a in report.assumptions:
             w(f"assumed: {a}")
+        return self._exit(report)
+
+    def _exit(self, report) -> None:
+        status = {True: "works", False: "does_not_start", None: "depends"}[report.ok]
+        if EXIT_STATUS[status]:
+            raise CommandError(f"verdict: {status}" + (f": {report.error}" if report.error else ""),
+                               returncode=EXIT_STATUS[status])

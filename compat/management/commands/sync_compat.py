@@ -1,4 +1,5 @@
-"""``python manage.py sync_compat --source PATH [--release X]`` and ``--diff OLD NEW``."""
+"""``python manage.py sync_compat --release X`` (pip fetches vLLM X's wheel), ``--source PATH [--release X]``,
+``--check`` and ``--diff OLD NEW``. See compat/README.md, "Adding the next vLLM release"."""
 from __future__ import annotations
 
 import json
@@ -6,17 +7,25 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from compat import diff, extract
+from compat import diff, extract, fetch
 
 
 class Command(BaseCommand):
-    help = ("Extract vLLM's attention-backend compatibility rules from its source (a wheel, an installed "
-            "vllm package, or a tree containing vllm/) into compat/data/vllm-<release>.json; or show "
-            "the differences between two extracted releases (--diff OLD NEW).")
+    help = ("Extract vLLM's attention-backend compatibility rules from its source into "
+            "compat/data/vllm-<release>.json: --release X alone downloads the vllm==X wheel with pip "
+            "(--no-deps) and reads it; --source reads a wheel, an installed vllm package or a tree "
+            "containing vllm/. --check compares with the committed file; --diff OLD NEW shows the "
+            "differences between two extracted releases.")
 
     def add_arguments(self, parser):
         parser.add_argument("--source", help="vLLM wheel (.whl), installed vllm package dir, or source tree")
-        parser.add_argument("--release", help="release name to record (default: read from the source)")
+        parser.add_argument("--release", help="without --source: the vLLM release to download with pip and "
+                            "extract (e.g. 0.33.0); with --source: the release name to record "
+                            "(default: read from the source)")
+        parser.add_argument("--wheel-dir", help="where pip puts (and this command reuses) wheels "
+                            "(default $LLMCALC_WHEEL_DIR or ~/.cache/llmcalc/wheels)")
+        parser.add_argument("--package", choices=fetch.PACKAGES, default="vllm",
+                            help="PyPI package to download with --release (default vllm, the CUDA wheel)")
         parser.add_argument("--output", help="write here instead of compat/data/vllm-<release>.json")
         parser.add_argument("--check", action="store_true",
                             help="do not write; exit 1 if the committed data file differs from the source")
@@ -32,10 +41,21 @@ class Command(BaseCommand):
             d = diff.diff_releases(old, new)
             self.stdout.write(json.dumps(d, indent=1) if opts["format"] == "json" else diff.format_diff(d))
             return
-        if not opts["source"]:
-            raise CommandError("give --source PATH (or --diff OLD NEW)", returncode=2)
+        source, release = opts["source"], opts["release"]
+        if not source and not release:
+            raise CommandError("give --release X (downloads vllm==X with pip), --source PATH, or --diff OLD NEW",
+                               returncode=2)
+        if not source:
+            try:
+                source = fetch.fetch_wheel(release, Path(opts["wheel_dir"]) if opts["wheel_dir"] else None,
+                                           opts["package"])
+            except ValueError as e:
+                raise CommandError(f"--release: {e}", returncode=2) from None
+            except fetch.FetchError as e:
+                raise CommandError(str(e), returncode=2) from None
+            self.stderr.write(f"using {source}")
         try:
-            data = extract.extract(opts["source"], opts["release"])
+            data = extract.extract(source, release)
         except extract.SourceError as e:
             raise CommandError(str(e), returncode=2) from None
         text = extract.dump(data)
@@ -43,7 +63,7 @@ class Command(BaseCommand):
         if opts["check"]:
             current = path.read_text() if path.is_file() else ""
             if current != text:
-                raise CommandError(f"{path} differs from what the extractor produces for {opts['source']}",
+                raise CommandError(f"{path} differs from what the extractor produces for {source}",
                                    returncode=1)
             self.stdout.write(f"{path} is up to date")
             return

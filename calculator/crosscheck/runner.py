@@ -1,6 +1,6 @@
 """Child process of the vLLM cross-check: start vLLM's engine on the CPU build and let it log its capacity.
 
-Run as ``python -m calculator.crosscheck_runner '<json of vllm.LLM keyword arguments>'`` with
+Run as ``python -m calculator.crosscheck.runner '<json of vllm.LLM keyword arguments>'`` with
 ``VLLM_CPU_KVCACHE_SPACE`` set by the parent. The parent reads the ``CPU KV cache size: …`` line from this
 process's output and kills the process group as soon as it appears; if the engine gets further, this
 script generates nothing and exits.

@@ -12,12 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .engine.errors import EngineInputError
-from .engine.gpus import get_gpu
-from .engine.schemas import EngineInput
+from calculator.engine.errors import EngineInputError
+from calculator.engine.gpus import get_gpu
+from calculator.engine.runtime import ReleaseRules
+from calculator.engine.schemas import EngineInput
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(__file__).resolve().parent / "data"
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).resolve().parents[1] / "data"
 CATALOG_DIR = DATA / "model_configs"
 DEFAULT_CASES = ROOT.parent / "shared" / "cases" / "vllm_ground_truth.json"
 FIELDS = ("weights_gib", "available_kv_cache_gib", "kv_cache_tokens", "num_gpu_blocks", "max_concurrency")
@@ -70,6 +71,8 @@ def case_input(case: dict[str, Any]) -> tuple[EngineInput | None, str | None]:
     version = str(case.get("vllm_version") or "")
     if not re.match(r"^\d+\.\d+", version):
         return None, f"vLLM release not stated ({version or 'none'})"
+    if not ReleaseRules.is_supported(version):
+        return None, f"vLLM {version} is outside the modelled releases ({' to '.join(ReleaseRules.covered_releases)})"
     dtype = str(case.get("dtype") or "auto").replace("torch.", "")
     quantization = case.get("quantization")
     if quantization and quantization != "fp8":

@@ -16,10 +16,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from calculator.hub import QUANT_FILES, ModelMetadata, count_parameters_on_meta_device, describe_config
+from calculator.metadata.hub import QUANT_FILES, ModelMetadata, count_parameters_on_meta_device, describe_config
 
-CATALOG_DIR = Path(__file__).resolve().parent / "data" / "model_configs"
-ALIASES_FILE = Path(__file__).resolve().parent / "data" / "model_aliases.json"
+CATALOG_DIR = Path(__file__).resolve().parents[1] / "data" / "model_configs"
+# Parameter counts of the catalog's configs, counted once on torch's meta device by
+# ``manage.py count_catalog_weights`` and committed, so a lookup never imports torch.
+WEIGHTS_FILE = Path(__file__).resolve().parents[1] / "data" / "catalog_weights.json"
+ALIASES_FILE = Path(__file__).resolve().parents[1] / "data" / "model_aliases.json"
 CATALOG_REVISION_NOTE = (
     "From the offline catalog (a copy shipped with the calculator, not fetched from the Hub): its commit on "
     "the Hub is unknown, and there are no safetensors headers."
@@ -88,12 +91,52 @@ def catalog_repo_id(repo_id: str) -> str | None:
     return next((m for m in catalog_models() if m.lower() == key), None)
 
 
+@lru_cache(maxsize=1)
+def _counted() -> dict[str, Any]:
+    if not WEIGHTS_FILE.is_file():
+        return {}
+    return json.loads(WEIGHTS_FILE.read_text())["models"]
+
+
+def catalog_weights(filename: str) -> tuple[Any, str]:
+    """``(CheckpointWeights or None, note)`` of a catalog file from the committed meta-device counts
+    (``calculator/data/catalog_weights.json``); ``None`` with the reason where no count exists (quantized
+    configs, draft heads, architectures transformers lacks): the engine then counts from the config."""
+    from calculator.engine.schemas import CheckpointWeights
+
+    entry = _counted().get(filename)
+    if entry is None:
+        return None, ("No safetensors headers in the offline catalog and no meta-device count for this file "
+                      "(run manage.py count_catalog_weights): the engine counts the weights from the config.")
+    if entry.get("weights") is None:
+        return None, entry["note"]
+    return CheckpointWeights(**entry["weights"]), entry["note"]
+
+
+def count_catalog_weights() -> dict[str, Any]:
+    """Count every catalog config on torch's meta device (``count_parameters_on_meta_device``; imports
+    transformers and torch). Returns the content of ``catalog_weights.json``."""
+    models: dict[str, Any] = {}
+    for filename in sorted(_files().values()):
+        config = json.loads((CATALOG_DIR / filename).read_text())
+        repo_id = file_to_repo_id(filename) or filename
+        row, _ = _sources().get(filename, (None, None))
+        source = f"offline catalog ({filename}, SOURCES.md row {row})" if row else f"offline catalog ({filename})"
+        quant_file = next((n for n in QUANT_FILES
+                           if (CATALOG_DIR / "extra" / f"{filename.removesuffix('.json')}__{n}").exists()), None)
+        weights, note = count_parameters_on_meta_device(config, source, repo_id=repo_id, quant_file=quant_file)
+        models[filename] = {"weights": weights.model_dump() if weights else None, "note": note}
+    return {"about": "Meta-device parameter counts of calculator/data/model_configs (manage.py "
+                     "count_catalog_weights); read by calculator.metadata.catalog.catalog_weights.", "models": models}
+
+
 def catalog_lookup(repo_id: str, *, count_params: bool = True) -> ModelMetadata | None:
     """The catalog's ``ModelMetadata`` for ``repo_id``, or ``None`` when the catalog lacks it.
 
-    ``weights`` come from ``count_parameters_on_meta_device`` when ``count_params`` (needs transformers;
-    ``None`` with a note otherwise, and for quantized configs). ``sha`` is ``None``: the copy's Hub
-    commit is unknown.
+    ``weights`` come from the committed meta-device counts (:func:`catalog_weights`), the same numbers
+    whether the answer comes through the metadata cache or not; torch is never imported here.
+    ``count_params=False`` leaves them out (the engine counts from the config). ``sha`` is ``None``: the
+    copy's Hub commit is unknown.
     """
     found = _find(repo_id)
     if found is None:
@@ -119,7 +162,7 @@ def catalog_lookup(repo_id: str, *, count_params: bool = True) -> ModelMetadata 
             break
     weights = None
     if count_params:
-        weights, note = count_parameters_on_meta_device(config, source, repo_id=repo_id, quant_file=quant_file)
+        weights, note = catalog_weights(filename)
     else:
         note = "No safetensors headers in the offline catalog: the engine counts the weights from the config."
     notes.append(note)

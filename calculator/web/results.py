@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import shlex
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
@@ -17,7 +16,7 @@ from urllib.parse import parse_qsl
 from calculator import engine
 from calculator.engine.errors import EngineInputError
 from calculator.engine.schemas import EngineInput, EstimateResult
-from calculator.serve_command import serve_argv
+from calculator.plan import Plan
 
 # Concurrency-vs-context curve: these context lengths (tokens) plus the one asked for, up to the
 # model's limit (the engine rejects longer ones).
@@ -34,15 +33,17 @@ SEGMENTS = (
 )
 
 
-_CACHE: OrderedDict[str, EstimateResult] = OrderedDict()
-CACHE_SIZE = 4096  # results of about 2 KB each
-
-
 def cached_estimate(inp: EngineInput) -> EstimateResult:
-    """``engine.estimate(inp)``, remembered per process for the last ``CACHE_SIZE`` distinct inputs
-    (keyed by the input's JSON, so equal inputs hit). A form change moves one point of the
-    concurrency curve; the others come from here. Errors are not cached. Do not mutate the result."""
-    return _memo(("estimate", inp.model_dump_json()), lambda: engine.estimate(inp))
+    """``engine.estimate(inp)`` kept in Django's cache (keyed by the input's JSON, so equal inputs hit): a
+    form change moves one point of the concurrency curve; the others come from here. Errors are not cached."""
+    from django.core.cache import cache
+
+    key = "estimate:" + hashlib.sha256(inp.model_dump_json().encode()).hexdigest()
+    hit = cache.get(key)
+    if hit is None:
+        hit = engine.estimate(inp)
+        cache.set(key, hit, 3600)
+    return hit
 
 
 @dataclass
@@ -67,6 +68,7 @@ class Outcome:
     model_id: str
     inp: EngineInput
     result: EstimateResult
+    plan: Plan
     sha: str | None
     model_source: str
     model_notes: list[str]
@@ -86,6 +88,7 @@ class Outcome:
     compat: Any = None  # compat.checks.CompatReport, or None while the compat app is absent
     compat_error: str | None = None
     compat_key: str = ""  # what the compat verdict depends on (its rendered HTML is cached by it)
+    side_by_side: dict[str, Any] = field(default_factory=dict)  # the same request on SGLang
 
     @property
     def num_gpus(self) -> int:
@@ -115,13 +118,18 @@ class Outcome:
             return None
         return self.result.max_concurrency >= self.concurrency
 
+    @property
+    def verdict(self):
+        return self.plan.verdict
+
     def headline(self) -> str:
-        """One sentence for ``<title>`` and the Open Graph description."""
+        """One sentence for ``<title>`` and the Open Graph description: the verdict first."""
         r = self.result
-        verdict = "fits" if r.fits else "does not fit"
+        v = self.plan.verdict
         return (
-            f"{self.model_id} on {self.num_gpus}× {r.gpu}: {verdict}; {r.kv_cache_tokens:,} KV cache tokens, "
-            f"max concurrency {r.max_concurrency:.2f}× at {r.max_model_len:,} tokens (vLLM {r.vllm_version})"
+            f"{v.text}: {self.model_id} on {self.num_gpus}× {r.gpu} (vLLM {r.vllm_version}); "
+            f"{r.kv_cache_tokens:,} KV cache tokens, max concurrency {r.max_concurrency:.2f}× at "
+            f"{r.max_model_len:,} tokens"
         )
 
 
@@ -272,126 +280,133 @@ def memory_segments(result: EstimateResult, notes: Footnotes) -> list[dict[str, 
     return parts
 
 
-def speed_params(data: dict[str, Any]) -> dict[str, Any]:
-    """``prompt_len``, ``output_len``, ``concurrency`` (form values or ``SPEED_DEFAULTS``) and
-    ``acceptance_rate`` for ``calculator.engine.perf``."""
-    from calculator.forms import SPEED_DEFAULTS
+def api_payload(plan: Plan) -> dict[str, Any]:
+    """What ``GET /api/estimate`` and ``manage.py estimate --format json`` return: the runtime's memory figures
+    (``EstimateResult.to_json()``), ``verdict`` (works / does_not_fit / does_not_start / depends) with
+    ``verdict_reasons``, ``verdict_condition`` and ``suggestions`` ([{"label", "params"}], each checked to
+    work), ``model_source``, ``revision_sha``, ``model_notes``, the ``vllm serve`` argv, the compat summary
+    and the speed keys of ``calculator.engine.perf.speed_fields``.
 
-    params = {k: data.get(k) or default for k, default in SPEED_DEFAULTS.items()}
-    params["acceptance_rate"] = data.get("acceptance_rate")
-    return params
-
-
-def _memo(key: tuple, compute):
-    """Per-process LRU shared with ``cached_estimate`` (same size bound), for derived results."""
-    text = repr(key)
-    hit = _CACHE.get(text)
-    if hit is None:
-        hit = compute()
-        _CACHE[text] = hit
-        if len(_CACHE) > CACHE_SIZE:
-            _CACHE.popitem(last=False)
-    else:
-        _CACHE.move_to_end(text)
-    return hit
-
-
-def _speed(inp: EngineInput, result: EstimateResult, params: dict[str, Any]):
-    """``(SpeedResult, None)`` or ``(None, message)``: TTFT / ITL / tok/s from ``calculator.engine.perf``."""
-    from calculator.engine import perf
-
-    try:
-        return _memo(
-            ("speed", inp.model_dump_json(), tuple(sorted(params.items()))),
-            lambda: perf.estimate_speed(inp, result, **params),
-        ), None
-    except EngineInputError as exc:
-        return None, str(exc)
-
-
-def _compat_key(inp: EngineInput) -> tuple:
-    """The inputs compat's verdict reads (not ``max_model_len``, the parallel sizes or the workload)."""
-    spec = inp.speculative_config.model_dump_json() if inp.speculative_config else None
-    return (
-        "compat",
-        inp.model_label,
-        inp.model_source,
-        inp.gpu,
-        inp.dtype,
-        inp.kv_cache_dtype,
-        inp.block_size,
-        inp.attention_backend,
-        spec,
-        inp.vllm_version,
-    )
-
-
-def _compat(inp: EngineInput):
-    """``(CompatReport, None)``, ``(None, message)``, or ``(None, None)`` while compat is absent.
-    Include point: ``templates/compat/_verdict.html`` in ``calculator/_results.html``."""
-    try:
-        from compat.checks import CompatInputError, verdict_for
-    except ImportError:
-        return None, None
-    spec = None
-    if inp.speculative_config is not None:
-        spec = {**inp.speculative_config.model_dump(exclude_none=True), "draft_config": inp.draft_hf_config}
-    try:
-        report = _memo(
-            _compat_key(inp),
-            lambda: verdict_for(
-                inp.hf_config,
-                inp.gpu,
-                dtype=inp.dtype,
-                kv_cache_dtype=inp.kv_cache_dtype,
-                block_size=inp.block_size,
-                attention_backend=inp.attention_backend,
-                speculative_config=spec,
-                vllm_version=inp.vllm_version,
-            ),
-        )
-        return report, None
-    except CompatInputError as exc:
-        return None, f"{exc.field}: {exc}"
-
-
-def api_payload(form, inp: EngineInput, meta: Any) -> dict[str, Any]:
-    """What ``GET /api/estimate`` returns: the keys of ``manage.py estimate --format json``
-    (``EstimateResult.to_json()`` + ``model_source``, ``revision_sha``, ``model_notes`` + the speed
-    keys of ``calculator.engine.perf.speed_fields``).
-
-    Raises:
-        EngineInputError: the engine or the speed model rejects the input.
+    A configuration the speed model cannot take (a GPU without bandwidth figures...) gets ``speed_error``
+    instead of the speed keys.
     """
-    from calculator.engine import perf
+    from calculator.runtimes import get_runtime
 
-    result = cached_estimate(inp)
-    p = speed_params(form.cleaned_data)
-    out = result.to_json()
-    out["model_source"] = meta.source
-    out["revision_sha"] = meta.sha
-    out["model_notes"] = list(getattr(meta, "notes", []))
-    out.update(
-        _memo(
-            ("speed_fields", inp.model_dump_json(), tuple(sorted(p.items()))),
-            lambda: perf.speed_fields(
-                inp, result, p["prompt_len"], p["output_len"], p["concurrency"], p["acceptance_rate"]
-            ),
-        )
-    )
+    out = plan.memory.to_json()
+    v = plan.verdict
+    out["verdict"] = v.status
+    out["verdict_headline"] = v.headline
+    out["verdict_reasons"] = v.reasons
+    out["verdict_condition"] = v.condition
+    out["suggestions"] = [{"label": s.label, "params": s.params} for s in v.suggestions]
+    out["runtime"] = plan.runtime
+    out["model_source"] = plan.model.source
+    out["revision_sha"] = plan.model.sha
+    out["model_notes"] = list(plan.model.notes)
+    out["serve_argv"] = plan.launch_argv
+    out["compat"] = None if plan.compat is None else {
+        "ok": plan.compat.ok, "error": plan.compat.error, "requested_backend": plan.compat.requested_backend,
+        "auto_selected": plan.compat.auto_selected, "conditions": plan.compat.auto_conditions}
+    out["compat_error"] = plan.compat_error
+    try:
+        out.update(get_runtime(plan.runtime).speed_fields(plan.request, plan.model, plan.memory))
+    except EngineInputError as exc:
+        out["speed_error"] = f"{exc.field}: {exc.message}"
     return out
 
 
-def build(form, inp: EngineInput, meta: Any) -> Outcome:
-    """Run the engine for a valid ``EstimateForm`` and its ``EngineInput``: memory, the
-    concurrency-vs-context curve, speed (``calculator.engine.perf``) and compatibility (``compat``).
+@dataclass
+class RuntimeOutcome:
+    """The results of a runtime other than vLLM (SGLang): its logged figures, with sources, the verdict
+    and the launch command; the vLLM-only pictures (memory bar, curves) are not drawn."""
 
-    Raises:
-        EngineInputError: the memory engine rejects the input (the caller shows it by the field it
-            names). Speed and compatibility errors are shown in their own sections instead.
-    """
-    data = form.cleaned_data
-    result = cached_estimate(inp)
+    plan: Plan
+    canonical_query: str
+    rows: list[tuple[str, Any, str]]
+    launch_command: str
+    sources: list[str]
+
+    @property
+    def model_id(self) -> str:
+        return self.plan.model.repo_id
+
+    @property
+    def result(self):
+        return self.plan.memory
+
+    @property
+    def verdict(self):
+        return self.plan.verdict
+
+    @property
+    def num_gpus(self) -> int:
+        return self.plan.request.num_gpus
+
+    @property
+    def params(self) -> list[tuple[str, str]]:
+        return parse_qsl(self.canonical_query)
+
+    @property
+    def runtime_label(self) -> str:
+        return {"sglang": "SGLang", "ollama": "Ollama"}.get(self.plan.runtime, self.plan.runtime)
+
+    def headline(self) -> str:
+        m = self.plan.memory
+        return (f"{self.verdict.text}: {self.model_id} on {self.num_gpus}× {m.gpu} ({self.runtime_label} {m.release}); "
+                f"{m.kv_cache_tokens:,} KV cache tokens, max concurrency {m.max_concurrency:.2f}× at "
+                f"{m.max_model_len:,} tokens")
+
+
+def build_runtime(plan: Plan) -> RuntimeOutcome:
+    """The results of a non-vLLM plan: each logged figure with its source."""
+    from calculator.web.forms import canonical_query
+
+    return RuntimeOutcome(plan=plan, canonical_query=canonical_query(plan.permalink_params()),
+                          rows=plan.memory.rows(), launch_command=shlex.join(plan.launch_argv),
+                          sources=list(plan.memory.plan.notes))
+
+
+def sglang_side_by_side(plan: Plan) -> dict[str, Any]:
+    """The same request answered by SGLang (its newest covered release), for the vLLM page: ``{"plan"}`` and
+    the sentence explaining the difference in KV tokens, or ``{"error"}`` when SGLang cannot be modelled."""
+    from calculator.plan import make_plan
+    from calculator.request import InputError, parse_request
+    from calculator.runtimes.sglang.compare import explain_vs_vllm
+    from calculator.web.forms import canonical_query
+
+    r = plan.request
+    params = {"model": r.model, "revision": r.revision, "runtime": "sglang", "gpu": r.gpu,
+              "tensor_parallel_size": r.tensor_parallel_size, "pipeline_parallel_size": r.pipeline_parallel_size,
+              "max_model_len": plan.memory.max_model_len, "dtype": r.dtype, "kv_cache_dtype": r.kv_cache_dtype,
+              "quantization": r.quantization, "speculative_config": r.speculative_config}
+    try:
+        other = make_plan(parse_request({k: v for k, v in params.items() if v is not None}), with_speed=False,
+                          with_suggestions=False)
+    except InputError as exc:
+        return {"error": f"{exc.field}: {exc.message}"}
+    m = plan.memory
+    sentence = explain_vs_vllm(other.memory.plan, vllm_kv_tokens=m.kv_cache_tokens, vllm_kv_gib=m.available_kv_cache_gib,
+                               vllm_gpu_memory_utilization=m.resolved.get("gpu_memory_utilization", 0.9),
+                               vllm_weights_gib=m.weights_gib, vllm_activation_gib=m.activation_peak_gib,
+                               vllm_non_torch_gib=m.non_torch_gib,
+                               vllm_cuda_graph_gib=m.cuda_graph_gib if m.cuda_graph_deducted else None,
+                               vllm_bytes_per_token=m.kv_bytes_per_token, vllm_total_gib=m.total_memory_gib)
+    return {"plan": other, "sentence": sentence, "launch": shlex.join(other.launch_argv),
+            "query": canonical_query(other.permalink_params())}
+
+
+def build(plan: Plan) -> Outcome:
+    """What the results fragment renders for a plan: the memory bar, the concurrency-vs-context curve, the
+    charts and the footnotes (the numbers themselves all come from the plan)."""
+    from calculator.web.forms import SPEED_DEFAULTS, canonical_query
+    from calculator.runtimes import get_runtime
+
+    if plan.runtime != "vllm":
+        return build_runtime(plan)
+
+    request = plan.request
+    result = plan.memory
+    inp = get_runtime(plan.runtime).engine_input(request, plan.model)
     notes = Footnotes()
     segments = memory_segments(result, notes)
     refs = {
@@ -408,39 +423,47 @@ def build(form, inp: EngineInput, meta: Any) -> Outcome:
         )
     }
     curve = concurrency_curve(inp, result)
-    argv = serve_argv(inp, data["model"], meta.sha or data.get("revision"))
-    params = speed_params(data)
-    speed, speed_error = _speed(inp, result, params)
-    compat, compat_error = _compat(inp)
     charts = {
-        "concurrency": concurrency_chart(curve, data.get("concurrency")),
+        "concurrency": concurrency_chart(curve, request.concurrency),
         "kv_layers": kv_layer_chart(result),
     }
-    if speed is not None and speed.spec is not None:
-        from calculator.charts import speedup_chart_for
+    if plan.speed is not None and plan.speed.spec is not None:
+        from calculator.web.charts import speedup_chart_for
 
-        charts["speedup"] = speedup_chart_for(speed.spec)
+        charts["speedup"] = speedup_chart_for(plan.speed.spec)
+    params = {k: getattr(request, k) or d for k, d in SPEED_DEFAULTS.items()}
+    params["acceptance_rate"] = request.acceptance_rate
     return Outcome(
-        model_id=data["model"],
+        model_id=plan.model.repo_id,
         inp=inp,
         result=result,
-        sha=meta.sha,
-        model_source=meta.source,
-        model_notes=list(getattr(meta, "notes", [])),
-        canonical_query=form.canonical_query(meta.sha),
-        concurrency=data.get("concurrency"),
-        acceptance_rate=data.get("acceptance_rate"),
+        plan=plan,
+        sha=plan.model.sha,
+        model_source=plan.model.source,
+        model_notes=list(plan.model.notes),
+        canonical_query=canonical_query(plan.permalink_params()),
+        concurrency=request.concurrency,
+        acceptance_rate=request.acceptance_rate,
         curve=curve,
-        serve_argv=argv,
-        serve_command=shlex.join(argv),
+        serve_argv=plan.launch_argv,
+        serve_command=shlex.join(plan.launch_argv),
         segments=segments,
         footnotes=notes,
         refs=refs,
         charts=charts,
-        speed=speed,
-        speed_error=speed_error,
+        speed=plan.speed,
+        speed_error=plan.speed_error,
         speed_params=params,
-        compat=compat,
-        compat_error=compat_error,
-        compat_key=hashlib.sha256(repr(_compat_key(inp)).encode()).hexdigest(),
+        compat=plan.compat,
+        compat_error=plan.compat_error,
+        compat_key=hashlib.sha256(repr(_compat_key(plan)).encode()).hexdigest(),
+        side_by_side=sglang_side_by_side(plan),
     )
+
+
+def _compat_key(plan: Plan) -> tuple:
+    """What the compat verdict reads (not ``max_model_len``, the parallel sizes or the workload)."""
+    r = plan.request
+    spec = r.speculative_config.model_dump_json() if r.speculative_config else None
+    return ("compat", plan.model.repo_id, plan.model.sha, plan.model.source, r.gpu, r.dtype, r.kv_cache_dtype,
+            r.block_size, r.attention_backend, spec, r.release)

@@ -1,6 +1,6 @@
 """Calculator pages: the home page (form + results, live with htmx) and the JSON API.
 
-Thin views: query -> ``EstimateForm`` -> ``EngineInput`` -> ``calculator.results.build`` -> render.
+Thin views: query -> ``ServingRequest`` (through ``EstimateForm`` on the page) -> ``make_plan`` -> render.
 """
 
 from __future__ import annotations
@@ -15,24 +15,21 @@ from django.views.decorators.http import require_safe
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import push_url
 
-from calculator import catalog, results
+from calculator.metadata import catalog
+from calculator.web import results
 from calculator.engine.errors import EngineInputError
-from calculator.forms import EstimateForm, tidy_query
-
-# Engine error fields that the form splits into several inputs: show the message by this one.
-_FORM_FIELD = {"speculative_config": "speculative_method", "speculative_config.model": "speculative_model"}
-
+from calculator.web.forms import EstimateForm, tidy_query
+from calculator.plan import make_plan
+from calculator.request import parse_request
 
 def _evaluate(form: EstimateForm) -> results.Outcome | None:
-    """Validate the form and run the engine; engine and metadata errors go onto the field they name."""
-    if not form.is_valid():
+    """Validate the form (the request model) and answer it; input errors go beside the field they name."""
+    if not form.is_valid() or form.request is None:
         return None
     try:
-        inp, meta = form.to_engine_input()
-        return results.build(form, inp, meta)
+        return results.build(make_plan(form.request))
     except EngineInputError as exc:
-        field = _FORM_FIELD.get(exc.field, exc.field)
-        form.add_error(field if field in form.fields else None, exc.message)
+        form.show_error(exc)
         return None
 
 
@@ -81,27 +78,12 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @require_safe
 def api_estimate(request: HttpRequest) -> JsonResponse:
-    """``GET /api/estimate?<the form's parameters>`` -> the keys of ``manage.py estimate --format json``
-    (``results.api_payload``); bad input -> 400 ``{"error": sentence, "field": name}``."""
-    known = {*EstimateForm.base_fields, "speculative_config"}
-    unknown = sorted(set(request.GET) - known)
-    if unknown:
-        return JsonResponse(
-            {
-                "error": f"unknown parameter {unknown[0]!r}; known: {', '.join(sorted(known))}",
-                "field": unknown[0],
-            },
-            status=400,
-        )
-    form = EstimateForm.from_query(request.GET)
-    if not form.is_valid():
-        field, message = form.error_list()[0]
-        return JsonResponse(
-            {"error": f"{field}: {message}" if field else message, "field": field}, status=400
-        )
+    """``GET /api/estimate?<the page's parameters>`` -> the keys of ``manage.py estimate --format json``
+    (``results.api_payload``), with ``verdict`` and ``suggestions``; bad input -> 400
+    ``{"error": sentence, "field": name}``."""
     try:
-        inp, meta = form.to_engine_input()
-        payload = results.api_payload(form, inp, meta)
+        plan = make_plan(parse_request(request.GET))
+        payload = results.api_payload(plan)
     except EngineInputError as exc:
-        return JsonResponse({"error": str(exc), "field": exc.field}, status=400)
+        return JsonResponse({"error": f"{exc.field}: {exc.message}", "field": exc.field}, status=400)
     return JsonResponse(payload)

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from .tiny_models import write_tokenizer
+from calculator.crosscheck.tiny_models import write_tokenizer
 
 TINY_LLAMA_DEFAULTS: dict[str, Any] = {
     "vocab_size": 1024,

@@ -6,13 +6,13 @@ the line ``CPU KV cache size: N tokens, Maximum concurrency for M tokens per req
 (``vllm/v1/core/kv_cache_utils.py:2300-2334``) depends only on the layer specs, their grouping and the
 block size — an exact oracle for :mod:`calculator.engine.kv`.
 
-For each :class:`Case` (a family from :mod:`calculator.tiny_models` and a variation: another
+For each :class:`Case` (a family from :mod:`calculator.crosscheck.tiny_models` and a variation: another
 ``max_model_len``, an fp8 KV cache, a speculative config) :func:`run_case`:
 
 1. writes (or reuses) the tiny checkpoint under ``var/tiny-models/<family>``;
 2. asks the engine: ``estimate(EngineInput(hf_config=config.json, gpu="CPU", kv_cache_memory_bytes=2**30,
    dtype="float32", ...))``;
-3. starts ``python -m calculator.crosscheck_runner`` (``vllm.LLM(...)``) in its own process group, reads
+3. starts ``python -m calculator.crosscheck.runner`` (``vllm.LLM(...)``) in its own process group, reads
    its output until the capacity line appears (or the process dies, or ``timeout`` s pass), then kills the
    whole process group; the log is kept in ``var/crosscheck-logs/``.
 
@@ -208,7 +208,7 @@ def run_vllm(case: Case, model_dir: Path, timeout: float = 120.0) -> VllmRun:
                TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                # engine core in this process (with the "uni" executor): one vLLM import instead of three
                VLLM_ENABLE_V1_MULTIPROCESSING="0")
-    argv = [sys.executable, "-m", "calculator.crosscheck_runner", json.dumps(vllm_kwargs(case, model_dir))]
+    argv = [sys.executable, "-m", "calculator.crosscheck.runner", json.dumps(vllm_kwargs(case, model_dir))]
     run = VllmRun(log_path=str(log_path))
     lines: list[str] = []
     start = time.monotonic()
@@ -282,8 +282,9 @@ def _kill_group(proc: subprocess.Popen) -> None:
 def predict(case: Case, model_dir: Path):
     """The engine's prediction for the same start-up (``EstimateResult``). The draft's config travels as
     ``draft_hf_config``; vLLM's ``speculative_config`` keys become a :class:`SpeculativeConfig`."""
-    from .engine import estimate
-    from .engine.schemas import EngineInput, SpeculativeConfig
+    from calculator.engine import estimate
+    from calculator.engine.memory import host_has_avx512_bf16
+    from calculator.engine.schemas import EngineInput, SpeculativeConfig
 
     spec = None
     draft_cfg = None
@@ -296,7 +297,8 @@ def predict(case: Case, model_dir: Path):
                       max_model_len=case.max_model_len, dtype=case.dtype, kv_cache_dtype=case.kv_cache_dtype,
                       enforce_eager=True, max_num_seqs=16, max_num_batched_tokens=MAX_NUM_BATCHED_TOKENS,
                       speculative_config=spec, draft_hf_config=draft_cfg,
-                      attention_backend=case.attention_backend, model_label=f"tiny {case.family}")
+                      attention_backend=case.attention_backend, model_label=f"tiny {case.family}",
+                      cpu_avx512_bf16=host_has_avx512_bf16())  # vLLM runs on this same CPU
     return estimate(inp)
 
 

@@ -7,7 +7,7 @@ Order, for ``load_model("ORG/NAME", revision)`` (``revision`` defaults to ``main
    ``settings.HUB_BRANCH_TTL_S`` seconds.
 2. Otherwise the Hub resolves the name to a sha (one request). If that sha is cached, it is answered from
    the cache; else config.json, the quantization file and the safetensors headers are fetched
-   (``calculator.hub``) and stored.
+   (``calculator.metadata.hub``) and stored.
 3. When the Hub cannot be used (``HF_HUB_OFFLINE=1``, timeout, rate limit, 5xx, unreachable), the answer
    comes from the cache (the sha the name last resolved to, however old), then from the offline catalog;
    a note says which and why. After a connection failure or timeout the Hub is not tried again for
@@ -24,10 +24,10 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from calculator import builtin_models
-from calculator.catalog import catalog_lookup, catalog_models, catalog_repo_id
+from calculator.metadata import builtin as builtin_models
+from calculator.metadata.catalog import catalog_lookup, catalog_models, catalog_repo_id
 from calculator.engine.schemas import CheckpointWeights
-from calculator.hub import (
+from calculator.metadata.hub import (
     COMMIT_SHA,
     DEFAULT_REVISION,
     GatedRepoError,
@@ -41,7 +41,7 @@ from calculator.hub import (
     RevisionNotFoundError,
     validate_model_id,
 )
-from calculator.hub import env_offline
+from calculator.metadata.hub import env_offline
 from calculator.models import HubRevision, ModelMetadataCache
 
 __all__ = [
@@ -144,10 +144,11 @@ def load_model(
     return meta
 
 
-def load_catalog(*, count_params: bool = True) -> int:
-    """Load every offline-catalog model into the cache (``manage.py load_catalog``); returns how many."""
+def load_catalog() -> int:
+    """Load every offline-catalog model into the cache (``manage.py load_catalog``), with the committed
+    meta-device counts (no torch import); returns how many."""
     for repo_id in catalog_models():
-        meta = catalog_lookup(repo_id, count_params=count_params)
+        meta = catalog_lookup(repo_id)
         _store(meta)
     return len(catalog_models())
 
@@ -193,16 +194,17 @@ def _fallback(repo_id: str, rev: str, pointer: HubRevision | None, reason: str, 
 
 
 def _catalog(repo_id: str, count_params: bool) -> ModelMetadata | None:
-    """The catalog's answer, through its cache row (which keeps the meta-device count)."""
+    """The catalog's answer, through its cache row. Its weights are the committed meta-device counts
+    (``catalog.catalog_weights``) either way, so the catalog and the cache give the same numbers;
+    ``count_params`` only matters for Hub repos without safetensors headers."""
     canonical = catalog_repo_id(repo_id)
     if canonical is None:
         return None
     row = _row(canonical, "")
-    if row is not None and (row.weights is not None or not count_params):
+    if row is not None:
         return _from_row(row, DEFAULT_REVISION, None)
-    meta = catalog_lookup(canonical, count_params=count_params)
-    if count_params:
-        _store(meta)
+    meta = catalog_lookup(canonical)
+    _store(meta)
     return meta
 
 

@@ -1,0 +1,43 @@
+"""Shared helpers of the speed benchmark scripts: configs, GPU names, runtimes of the public records."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+CONFIGS = Path(__file__).resolve().parents[1].parent.parent / "shared" / "data" / "model_configs"
+if not CONFIGS.exists():
+    CONFIGS = Path("/work/shared/data/model_configs")
+RUNTIMES = {"vLLM": "vllm", "SGLang": "sglang", "llama.cpp": "llama.cpp", "TensorRT-LLM": "tensorrt-llm"}
+# record spellings the GPU catalog does not list (the catalog is the lead's; reported, not edited)
+GPU_SPELLINGS = {"nvidia h100 sxm": "H100", "nvidia h100 80gb sxm": "H100", "nvidia h100 80gb": "H100",
+                 "nvidia a100 sxm 80gb": "A100-80GB", "nvidia geforce rtx 4090 24gb": "RTX4090",
+                 "nvidia h100 nvl 94gb": "H100-NVL", "nvidia a100": "A100-80GB", "nvidia h100": "H100"}
+# heads whose config.json is not shipped, mapped to a shipped head of identical shapes (the cost model
+# reads only shapes): EAGLE for Llama-3.1-8B has the layout of the Llama-3-8B one (1 layer, h 4096, vocab 128256)
+CONFIG_TWINS = {"yuhuili/EAGLE-LLaMA3.1-Instruct-8B": "yuhuili/EAGLE-LLaMA3-Instruct-8B"}
+
+
+def config_for(model_id: str | None) -> dict | None:
+    """The shared config.json of ``model_id`` (text after a space or '(' is dropped), or None."""
+    if not model_id:
+        return None
+    mid = re.split(r"[ (]", model_id.strip())[0]
+    mid = CONFIG_TWINS.get(mid, mid)
+    f = CONFIGS / (mid.replace("/", "__") + ".json")
+    return json.loads(f.read_text()) if f.exists() else None
+
+
+def gpu_for(name: str | None) -> str | None:
+    """A catalog name for the record's GPU text, or None when not stated / unknown."""
+    from calculator.engine.gpus import get_gpu
+    from calculator.engine.errors import EngineInputError
+
+    if not name or "not stated" in name.lower():
+        return None
+    g = re.sub(r"\s*\(.*?\)", "", name).strip()
+    g = GPU_SPELLINGS.get(g.lower(), g)
+    try:
+        return get_gpu(g).name
+    except EngineInputError:
+        return None

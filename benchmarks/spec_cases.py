@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Predicted vs measured speculative-decoding speedup for every usable record of
+/work/shared/cases/spec_decode_benchmarks.json, and a summary (win/lose call, median |error|).
+
+usage: python benchmarks/spec_cases.py [CASES.json] [--verbose]
+
+A record is usable when its target config is shipped in shared/data/model_configs, its GPU is in the
+catalog, its runtime has an efficiency row, its drafter is a chain (tree drafting with topk > 1 is not
+modelled) and an acceptance figure exists (the record's own acceptance length / rate, else the model's
+public figure for its workload). Nothing is fitted per record: each is run through
+``calculator.engine.perf.estimate_speed`` from its configuration alone.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "llmcalc.settings")
+
+from benchmarks._cases import RUNTIMES, config_for, gpu_for  # noqa: E402
+from calculator.engine import EngineInput, EngineInputError  # noqa: E402
+from calculator.engine import perf  # noqa: E402
+from calculator.engine.acceptance import known_draft_head  # noqa: E402
+
+WORKLOADS = [("humaneval", "code"), ("code", "code"), ("mbpp", "code"), ("gsm8k", "reasoning"), ("math", "reasoning"),
+             ("aime", "reasoning"), ("mt-bench", "chat"), ("mt_bench", "chat"), ("sharegpt", "chat"),
+             ("alpaca", "chat"), ("magpie", "chat"), ("cnn", "summarization"), ("summar", "summarization"),
+             ("random", "random")]
+
+
+def workload(ds: str | None) -> str | None:
+    ds = (ds or "").lower()
+    return next((w for key, w in WORKLOADS if key in ds), None)
+
+
+def predict(r: dict) -> tuple[float | None, str]:
+    """``(predicted speedup, note)``; ``None`` with the reason when the record is not usable."""
+    rt = RUNTIMES.get(r.get("runtime"))
+    if rt is None:
+        return None, f"runtime {r.get('runtime')} not modelled"
+    if r.get("speedup") is None:
+        return None, "no measured speedup"
+    tree_kw = {}
+    tree = str(r.get("tree") or "")
+    mt = re.search(r"num-steps (\d+), eagle-topk (\d+), num-draft-tokens (\d+)", tree)
+    if mt and int(mt.group(2)) > 1:
+        tree_kw = dict(speculative_num_steps=int(mt.group(1)), speculative_eagle_topk=int(mt.group(2)))
+        if not (r.get("acceptance_length") or r.get("acceptance_rate")):
+            return None, "tree drafting without a measured acceptance length (the acceptance model is for chains)"
+    if "dynamic" in tree or tree.startswith("not stated"):
+        return None, "tree drafting (dynamic tree, shape not stated) not modelled"
+    cfg = config_for(r.get("target_model"))
+    if cfg is None:
+        return None, "target config not shipped"
+    if "inconsistent" in (r.get("gpu") or ""):
+        return None, "gpu ambiguous in the source"
+    gpu = gpu_for(r.get("gpu"))
+    if gpu is None:
+        return None, "gpu not stated or not in the catalog"
+    if r.get("request_rate") and not r.get("concurrency_or_batch"):
+        return None, "request-rate run (closed-loop concurrency not stated)"
+    quant = (r.get("dtype_or_quant") or "").lower()
+    if any(q in quant for q in ("q4_", "q8_", "q5_", "gguf", "nvfp4")):
+        return None, f"quantization {r['dtype_or_quant']} not modelled by the memory engine"
+    method, k = r["method"], r.get("num_speculative_tokens") or 3
+    draft_cfg = None
+    if method in ("eagle", "eagle3", "draft_model"):
+        d = (r.get("draft") or "").split(" ")[0]
+        draft_cfg = config_for(d) if "/" in d else None
+        if draft_cfg is None and method != "draft_model":
+            head = known_draft_head(r["target_model"].split(" ")[0], method)
+            draft_cfg = config_for(head[0]) if head else None
+        if draft_cfg is None and (method == "draft_model" or not known_draft_head(r["target_model"].split(" ")[0],
+                                                                                   method)):
+            return None, "draft config not shipped and no public head catalogued"
+    spec = {"method": method, "num_speculative_tokens": k}
+    if draft_cfg is not None:
+        spec["model"] = "draft"  # else perf costs the catalogued public head as a target-shaped layer
+    tp = r.get("tensor_parallel_size") or r.get("num_gpus") or 1
+    inp = EngineInput(hf_config=cfg, draft_hf_config=draft_cfg, model_label=r["target_model"].split(" ")[0], gpu=gpu, tensor_parallel_size=tp,
+                      speculative_config=spec, max_model_len=min(8192, cfg.get("max_position_embeddings") or 8192),
+                      quantization="fp8" if quant.startswith("fp8") else None)
+    al = r.get("acceptance_length")
+    if al is None and r.get("acceptance_rate") is not None:
+        al = 1 + r["acceptance_rate"] * k  # the record's rate is accepted / drafted (vLLM's definition)
+    if al is not None and tree_kw:
+        al = min(al, tree_kw["speculative_num_steps"] + 1)
+    kw = dict(prompt_len=r.get("input_len") or 512, output_len=r.get("output_len") or 256,
+              concurrency=r.get("concurrency_or_batch") or 1, temperature=r.get("temperature"),
+              workload=None if al else workload(r.get("dataset")), acceptance_length=min(al, k + 1) if al else None,
+              runtime=rt, **tree_kw)
+    try:
+        res = perf.estimate_speed(inp, **kw)
+    except EngineInputError as exc:
+        return None, f"refused: {exc.field}: {exc.message[:60]}"
+    except NotImplementedError as exc:
+        return None, f"memory engine does not model it: {str(exc)[:60]}"
+    if res.spec is None or res.spec.speedup is None:
+        return None, "no acceptance figure for the method/workload"
+    return res.spec.speedup, f"AL {res.spec.mean_acceptance_length:.2f} range {res.spec.speedup_low:.2f}-" \
+                             f"{res.spec.speedup_high:.2f} eff {res.efficiency_label}"
+
+
+def main(argv: list[str]) -> int:
+    path = next((a for a in argv[1:] if not a.startswith("--")), "/work/shared/cases/spec_decode_benchmarks.json")
+    recs = json.loads(Path(path).read_text())["records"]
+    rows, skipped = [], {}
+    for r in recs:
+        p, note = predict(r)
+        if p is None:
+            skipped[note] = skipped.get(note, 0) + 1
+            continue
+        m = r["speedup"]
+        right = (p >= 1) == (m >= 1) or abs(p - m) <= 0.05
+        rows.append((r["id"], p, m, right, (p - m) / m))
+        print(f"{r['id']:13} {r['runtime']:12} {r['method']:11} k={r.get('num_speculative_tokens') or 3:<3} "
+              f"c={r.get('concurrency_or_batch') or 1:<4} predicted {p:5.2f}x measured {m:5.2f}x "
+              f"{'ok   ' if right else 'WRONG'} {note}")
+    for why, n in sorted(skipped.items(), key=lambda x: -x[1]):
+        print(f"  skipped {n}: {why}")
+    n = len(rows)
+    right = sum(1 for x in rows if x[3])
+    med = statistics.median(abs(x[4]) for x in rows) if rows else float("nan")
+    print(f"spec cases {len(recs)}: usable {n}; win/lose right {right}/{n}; median |speedup error| {med:.0%}")
+    return 0 if n and right >= 0.9 * n and med <= 0.15 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

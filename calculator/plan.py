@@ -1,0 +1,246 @@
+"""The pipeline every surface calls: request -> model -> runtime memory plan -> compat -> verdict -> speed.
+
+``make_plan(request)`` is the one place a :class:`~calculator.request.ServingRequest` is answered. The
+page, the fragment, the JSON API, ``manage.py estimate`` / ``check_compat`` / ``validate`` and the
+validator all read the :class:`Plan` it returns, so they cannot disagree. Plans are kept in Django's
+cache (keyed by the request; a plan depends only on it and on the model's pinned metadata), the one
+cache of the web path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from calculator.engine.errors import EngineInputError
+from calculator.request import ServingRequest, parse_request
+from calculator.runtimes import LoadedModel, get_runtime
+from calculator.verdict import Verdict, decide, suggest
+
+PLAN_CACHE_S = 3600
+METADATA_CACHE_S = 60
+
+
+class Plan(BaseModel):
+    """Everything known about one request. ``memory`` is the runtime's start-up memory plan per GPU
+    (:class:`calculator.engine.EstimateResult` for vLLM), ``compat`` its compatibility report (or ``None``
+    with ``compat_error`` saying why), ``speed`` the speed prediction (or ``speed_error``)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    request: ServingRequest
+    runtime: str
+    model: LoadedModel
+    memory: Any
+    compat: Any = None
+    compat_error: str | None = None
+    speed: Any = None
+    speed_error: str | None = None
+    launch_argv: list[str]
+    verdict: Verdict
+
+    @property
+    def model_id(self) -> str:
+        return self.model.repo_id
+
+    def permalink_params(self) -> dict[str, str]:
+        """The request's non-default parameters with the model's Hub spelling and resolved sha."""
+        params = self.request.to_params()
+        params["model"] = self.model.repo_id
+        if self.model.sha:
+            params = {k: (self.model.sha if k == "revision" else v) for k, v in params.items()}
+            if "revision" not in params:
+                params = _insert_after(params, "model", "revision", self.model.sha)
+        return params
+
+
+def _insert_after(params: dict[str, str], after: str, key: str, value: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for k, v in params.items():
+        out[k] = v
+        if k == after:
+            out[key] = value
+    return out
+
+
+# --- models -------------------------------------------------------------------------------------------
+def load_metadata(model_id: str, revision: str | None, field: str = "model"):
+    """The metadata layer's answer for a Hub id (database cache -> Hub pinned to a sha -> offline catalog,
+    :func:`calculator.metadata.load_model`), kept ``METADATA_CACHE_S`` seconds in Django's cache. Without
+    a migrated database the offline catalog answers alone.
+
+    Raises:
+        EngineInputError: on ``field`` (``revision`` for an unknown revision) with the metadata layer's
+            sentence: unknown model, gated repo, Hub down and no copy.
+    """
+    from django.core.cache import cache
+    from django.db import DatabaseError
+
+    from calculator.metadata import catalog
+    from calculator.metadata import MetadataError, RevisionNotFoundError, load_model
+
+    key = "meta:" + hashlib.sha256(f"{model_id}\0{revision}".encode()).hexdigest()
+    hit = cache.get(key)
+    if hit is not None:
+        return hit
+    try:
+        # count_params=False: never build a model on torch's meta device while answering a request (a Hub
+        # repo without safetensors headers is counted from its config by the engine, with a note)
+        meta = load_model(model_id, revision, count_params=False)
+    except RevisionNotFoundError as exc:
+        raise EngineInputError("revision" if field == "model" else field, exc.message) from None
+    except MetadataError as exc:
+        raise EngineInputError(field, exc.message) from None
+    except DatabaseError:
+        meta = catalog.catalog_lookup(model_id)
+        if meta is None:
+            raise EngineInputError(field, f"{model_id!r} is not in the offline catalog and the metadata cache is not "
+                                   "set up: run `python manage.py migrate` (scripts/start does) to look it up on "
+                                   "the Hub") from None
+        meta.notes.append("metadata cache unavailable (database not migrated): answered from the offline catalog")
+    cache.set(key, meta, METADATA_CACHE_S)
+    return meta
+
+
+def _from_meta(meta) -> LoadedModel:
+    return LoadedModel(repo_id=meta.repo_id, config=meta.config, source=meta.source, sha=meta.sha,
+                       quant_config=meta.quant_config, weights=meta.weights, notes=tuple(meta.notes))
+
+
+def load(request: ServingRequest, local: dict[str, Any] | None = None) -> LoadedModel:
+    """The model and draft a request names. ``local`` (command line only): ``{"config": dict, "source": str,
+    "quant_config": dict | None}`` for a ``config.json`` given by path instead of a Hub id.
+
+    Raises:
+        EngineInputError: unknown model or draft (fields ``model``, ``revision``, ``speculative_config.model``).
+    """
+    if local is not None:
+        model = LoadedModel(repo_id=request.model, config=local["config"], source=local["source"],
+                            quant_config=local.get("quant_config"))
+    else:
+        model = _from_meta(load_metadata(request.model, request.revision))
+    spec = request.speculative_config
+    if spec is not None and spec.model and local is not None and local.get("draft_config"):
+        draft = LoadedModel(repo_id=spec.model, config=local["draft_config"], source="draft config.json file")
+        model = LoadedModel(**{**model.__dict__, "draft": draft})
+    elif spec is not None and spec.model:
+        try:
+            draft = _from_meta(load_metadata(spec.model, None, field="speculative_config.model"))
+        except EngineInputError:
+            if spec.method not in ("eagle", "eagle3"):
+                raise
+            # EAGLE heads are one target-shaped decoder layer (perf.synthetic_eagle_head cites the shape);
+            # when the head's own config cannot be read, that shape is assumed, and the answer says so.
+            from calculator.engine.perf import synthetic_eagle_head
+
+            draft = LoadedModel(repo_id=spec.model, config=synthetic_eagle_head(model.config, spec.method),
+                                source=f"assumed: one {spec.method} decoder layer shaped like {model.repo_id}",
+                                notes=(f"{spec.model}'s config.json could not be read (not in the offline catalog, Hub "
+                                       "unreachable): its size is assumed to be one decoder layer shaped like the "
+                                       "target, as the public EAGLE heads are",))
+            model = LoadedModel(**{**model.__dict__, "notes": (*model.notes, *draft.notes)})
+        model = LoadedModel(**{**model.__dict__, "draft": draft})
+    return model
+
+
+def quantized_variants(model_id: str) -> list[str]:
+    """Catalog checkpoints of the same model in another precision (``…-FP8``, ``…-AWQ``, ``…-GPTQ-Int4``,
+    ``…-NVFP4``...), most compact last; the model's own name is matched without org and suffix."""
+    from calculator.metadata import catalog
+
+    base = _base_name(model_id)
+    out = []
+    for repo in catalog.catalog_models():
+        if repo.lower() != model_id.lower() and _base_name(repo) == base and repo.lower() != base:
+            out.append(repo)
+    order = ("fp8", "int8", "w8a8", "awq", "gptq", "int4", "w4a16", "nvfp4", "fp4")
+    return sorted(out, key=lambda r: next((i for i, tag in enumerate(order) if tag in r.lower()), len(order)))
+
+
+QUANT_TAGS = ("-fp8-dynamic", "-fp8", "-awq", "-gptq-int4", "-gptq-int8", "-gptq", "-int4", "-int8", "-w8a8",
+              "-w4a16", "-nvfp4", "-fp4", "-quantized.w4a16", "-quantized.w8a8")
+
+
+def _base_name(repo: str) -> str:
+    name = repo.split("/")[-1].lower()
+    changed = True
+    while changed:
+        changed = False
+        for tag in QUANT_TAGS:
+            if name.endswith(tag):
+                name, changed = name[: -len(tag)], True
+    return name
+
+
+def with_known_draft_head(request: ServingRequest) -> tuple[ServingRequest, str | None]:
+    """EAGLE / EAGLE-3 without a named head: the public head catalogued for the target
+    (:func:`calculator.engine.acceptance.known_draft_head`, with its source), or a refusal naming the field.
+    Returns the request with ``speculative_config.model`` filled and a note saying so."""
+    spec = request.speculative_config
+    if spec is None or spec.method not in ("eagle", "eagle3") or spec.model:
+        return request, None
+    from calculator.engine.acceptance import known_draft_head
+
+    known = known_draft_head(request.model, spec.method)
+    if known is None:
+        raise EngineInputError("speculative_config", f"no public {spec.method} head is known for {request.model}: "
+                               "give speculative_config.model (the head's Hugging Face id)")
+    head, source = known
+    changed = request.replace(speculative_config={**spec.model_dump(exclude_none=True), "model": head})
+    return changed, f"speculative_config.model: {head}, the public {spec.method} head for {request.model} ({source})"
+
+
+# --- the pipeline -------------------------------------------------------------------------------------
+def make_plan(request: ServingRequest, local: dict[str, Any] | None = None, *, with_speed: bool = True,
+              with_suggestions: bool = True) -> Plan:
+    """Answer a request: load the model, then the runtime's memory plan, compat check, verdict (with
+    suggestions that work when it does not), launch command and speed.
+
+    Raises:
+        EngineInputError: the request cannot be answered (unknown model, a value the engine refuses, a
+            configuration outside what the calculator models); ``field`` names the input.
+    """
+    from django.core.cache import cache
+
+    key = None
+    if local is None:
+        key = "plan:" + hashlib.sha256(f"{request.model_dump_json()}|{with_speed}|{with_suggestions}".encode()).hexdigest()
+        hit = cache.get(key)
+        if hit is not None:
+            return hit
+    runtime = get_runtime(request.runtime)
+    request, head_note = with_known_draft_head(request)
+    model = load(request, local)
+    if head_note:
+        model = LoadedModel(**{**model.__dict__, "notes": (*model.notes, head_note)})
+    memory = runtime.memory(request, model)
+    compat = compat_error = None
+    try:
+        compat = runtime.compat(request, model, memory)
+    except EngineInputError as exc:
+        compat_error = f"{exc.field}: {exc.message}"
+    verdict = decide(request, memory, compat)
+    if verdict.status != "works" and with_suggestions:
+        def evaluate(params: dict[str, str]) -> Verdict | None:
+            try:
+                changed = parse_request({**request.to_params(), **params})
+                return make_plan(changed, local, with_speed=False, with_suggestions=False).verdict
+            except EngineInputError:
+                return None
+
+        verdict.suggestions = suggest(request, memory, compat, evaluate,
+                                      quantized_variants if local is None else (lambda _m: []))
+    speed = speed_error = None
+    if with_speed:
+        try:
+            speed = runtime.speed(request, model, memory)
+        except EngineInputError as exc:
+            speed_error = str(exc)
+    plan = Plan(request=request, runtime=runtime.name, model=model, memory=memory, compat=compat,
+                compat_error=compat_error, speed=speed, speed_error=speed_error,
+                launch_argv=runtime.launch_argv(request, model), verdict=verdict)
+    if key is not None:
+        cache.set(key, plan, PLAN_CACHE_S)
+    return plan

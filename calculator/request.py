@@ -1,0 +1,683 @@
+"""One request model: what a user asks the calculator, parsed once for every surface.
+
+``ServingRequest`` is the single description of a configuration (model + revision, runtime and its
+release, GPU and parallel layout, context, concurrency, dtypes, quantization, backend, speculative
+decoding, speed workload). The page's form, the JSON API, the three commands (``estimate``,
+``check_compat``, ``validate``) and the validator all build it with :func:`parse_request` from raw
+strings, so they accept and refuse the same values with the same sentence, and errors are one type,
+:class:`InputError` (``field`` + ``message``; a 400 on the web, exit code 2 on the command line).
+
+Choices come from data: GPUs from the catalog (``calculator/data/gpus.json``), releases and attention
+backends from the compatibility data extracted from each release (``compat/data``), quantization methods
+from vLLM's own list. Field names are the runtime's flags in snake_case (vLLM's ``--max-model-len`` is
+``max_model_len``); ``None`` means "the release's default", which the runtime resolves and reports with
+its source.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from calculator.engine.errors import EngineInputError
+from calculator.engine.gpus import get_gpu
+from calculator.engine.schemas import DType, KVCacheDType, SpecMethod
+from calculator.engine.weights import VLLM_QUANTIZATION_METHODS
+
+# One input error type for every surface (the engine's, which names the field).
+InputError = EngineInputError
+
+RuntimeName = Literal["vllm", "sglang", "llama.cpp", "ollama"]
+
+DEFAULT_GPU = "H100"
+# Hub repo ids: "org/name" (huggingface_hub's validate_repo_id rules; also keeps a leading "-" out of argv).
+HUB_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}")
+REVISION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]{0,127}")
+MAX_TOKENS = 2**24  # 16M tokens: above every published context length (Llama 4 Scout: 10M)
+MAX_GPUS_PER_DIM = 256
+MAX_STRING = 200
+
+
+# --- data-derived choices -------------------------------------------------------------------------
+# The release answered when none is asked: the one this product checks end to end (the validation worker
+# and the cross-check run vLLM 0.32.0's CPU build), not merely the newest covered.
+DEFAULT_RELEASE = "0.32.0"
+
+
+@lru_cache(maxsize=1)
+def covered_releases() -> tuple[str, ...]:
+    """vLLM releases the product answers, oldest first: those with compatibility data extracted from the
+    release's own wheel (:func:`compat.releases.covered_releases`) and memory rules in the engine
+    (:mod:`calculator.engine.runtime`)."""
+    from compat.releases import covered_releases as compat_releases
+
+    from calculator.engine.runtime import supports_release
+
+    return tuple(r for r in compat_releases("vllm") if supports_release(r))
+
+
+def default_release() -> str:
+    """:data:`DEFAULT_RELEASE` when covered, else the newest covered release."""
+    covered = covered_releases()
+    return DEFAULT_RELEASE if DEFAULT_RELEASE in covered else covered[-1]
+
+
+@lru_cache(maxsize=64)
+def attention_backends(release: str) -> tuple[str, ...]:
+    """``--attention-backend`` values of a release (its ``AttentionBackendEnum``, from the compat data)."""
+    from compat.releases import attention_backends as compat_backends
+
+    return compat_backends(release, "vllm")
+
+
+def _release_error(value: str) -> InputError:
+    covered = covered_releases()
+    return InputError("vllm_version", f"vLLM {value} is not covered: this calculator answers vLLM "
+                      f"{', '.join(covered)} (each with the rules read from that release's source)")
+
+
+# --- the request -----------------------------------------------------------------------------------
+def _meta(flag: str, help: str, group: str = "serving", **extra: Any) -> dict[str, Any]:
+    return {"flag": flag, "help": help, "group": group, **extra}
+
+
+class SpeculativeRequest(BaseModel):
+    """``--speculative-config`` as a user may give it: an allow-list of vLLM's keys, nothing else."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    method: SpecMethod
+    model: str | None = Field(None, max_length=MAX_STRING)
+    num_speculative_tokens: int = Field(ge=1, le=16)
+    prompt_lookup_max: int | None = Field(None, ge=1, le=64)
+    prompt_lookup_min: int | None = Field(None, ge=1, le=64)
+
+    @field_validator("model")
+    @classmethod
+    def _hub_id(cls, v: str | None) -> str | None:
+        if v is not None and not HUB_ID_RE.fullmatch(v):
+            raise ValueError("the draft model is a Hugging Face id of the form org/name")
+        return v
+
+    @model_validator(mode="after")
+    def _needs(self) -> SpeculativeRequest:
+        if self.method == "draft_model" and not self.model:
+            raise ValueError("method draft_model needs \"model\": the draft's Hugging Face id")
+        if self.method not in ("draft_model", "eagle", "eagle3") and self.model:
+            raise ValueError(f"method {self.method} takes no draft \"model\"")
+        if self.method not in ("ngram",) and (self.prompt_lookup_max or self.prompt_lookup_min):
+            raise ValueError("prompt_lookup_max/min are ngram settings")
+        return self
+
+
+class ServingRequest(BaseModel):
+    """What a user asks. Every field is a runtime flag (snake_case) or a workload setting; ``None`` is the
+    release's default. Bounds follow real hardware and models, so every computation it drives is bounded.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(max_length=MAX_STRING, json_schema_extra=_meta(
+        "--model", "Hugging Face model id (org/name)", "model"))
+    revision: str | None = Field(None, max_length=128, json_schema_extra=_meta(
+        "--revision", "branch, tag or commit sha (default: main)", "model"))
+    runtime: RuntimeName = Field("vllm", json_schema_extra=_meta("--runtime", "serving runtime", "model"))
+    gpu: str = Field(DEFAULT_GPU, max_length=MAX_STRING, json_schema_extra=_meta(
+        "--gpu", "device as nvidia-smi names it (NVIDIA H100 80GB HBM3) or an alias (H100)", "hardware"))
+    gpu_memory_gib: float | None = Field(None, gt=0, le=4096, json_schema_extra=_meta(
+        "--gpu-memory-gib", "memory the driver reports, when it differs from the catalog (vGPU, MIG)", "hardware"))
+    tensor_parallel_size: int = Field(1, ge=1, le=MAX_GPUS_PER_DIM, json_schema_extra=_meta(
+        "--tensor-parallel-size", "GPUs per tensor-parallel group (SGLang: --tp-size)", "hardware", short="-tp",
+        alias="tp_size"))
+    pipeline_parallel_size: int = Field(1, ge=1, le=64, json_schema_extra=_meta(
+        "--pipeline-parallel-size", "pipeline stages (SGLang: --pp-size)", "hardware", short="-pp",
+        alias="pp_size"))
+    max_model_len: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_meta(
+        "--max-model-len", "context length in tokens (32k = 32,000; 32K = 32,768; SGLang: --context-length)",
+        tokens=True, alias="context_length", aliases=("ctx_size",)))
+    concurrency: int | None = Field(None, ge=1, le=65536, json_schema_extra=_meta(
+        "--concurrency", "expected concurrent requests (speed: requests in flight)", "workload"))
+    prompt_len: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_meta(
+        "--prompt-len", "prompt tokens per request (speed; default 1024)", "workload", tokens=True))
+    output_len: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_meta(
+        "--output-len", "output tokens per request (speed; default 128)", "workload", tokens=True))
+    dtype: DType = Field("auto", json_schema_extra=_meta("--dtype", "model dtype"))
+    quantization: str | None = Field(None, max_length=40, json_schema_extra=_meta(
+        "--quantization", "runtime quantization (fp8); a quantized checkpoint's own is read from it", short="-q"))
+    kv_cache_dtype: KVCacheDType = Field("auto", json_schema_extra=_meta("--kv-cache-dtype", "KV cache dtype"))
+    attention_backend: str | None = Field(None, max_length=40, json_schema_extra=_meta(
+        "--attention-backend", "attention backend (default: the one vLLM picks)"))
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1, json_schema_extra=_meta(
+        "--gpu-memory-utilization", "share of GPU memory vLLM may use (default: the release's)"))
+    vllm_version: str | None = Field(None, max_length=32, json_schema_extra=_meta(
+        "--vllm-version", "vLLM release (default: 0.32.0, the release checked end to end)", "model"))
+    speculative_config: SpeculativeRequest | None = Field(None, json_schema_extra=_meta(
+        "--speculative-config", 'JSON, e.g. {"method": "ngram", "num_speculative_tokens": 3}', "speculative"))
+    acceptance_rate: float | None = Field(None, ge=0, le=1, json_schema_extra=_meta(
+        "--acceptance-rate", "speculative decoding: accepted / drafted tokens, as vLLM logs it (speed only)",
+        "speculative"))
+    acceptance_length: float | None = Field(None, ge=1, le=17, json_schema_extra=_meta(
+        "--acceptance-length", "speculative decoding: mean tokens per verification step, 1 + accepted per draft "
+        "(speed only)", "speculative"))
+    workload: str | None = Field(None, max_length=40, json_schema_extra=_meta(
+        "--workload", "kind of traffic (chat, code, reasoning, creative, summarization, random, repetitive): picks "
+        "the typical acceptance figure (speed only)", "workload"))
+    temperature: float | None = Field(None, ge=0, le=2, json_schema_extra=_meta(
+        "--temperature", "sampling temperature of the traffic (speed only)", "workload"))
+    # -- SGLang's own settings (runtime=sglang), with SGLang's flag names -----------------------------
+    sglang_version: str | None = Field(None, max_length=32, json_schema_extra=_meta(
+        "--sglang-version", "SGLang release (default: the newest covered)", "sglang"))
+    mem_fraction_static: float | None = Field(None, gt=0, lt=1, json_schema_extra=_meta(
+        "--mem-fraction-static", "SGLang: share of memory for weights + KV cache (default: SGLang's rule)", "sglang"))
+    chunked_prefill_size: int | None = Field(None, ge=1, le=2**20, json_schema_extra=_meta(
+        "--chunked-prefill-size", "SGLang: tokens per prefill chunk", "sglang"))
+    cuda_graph_max_bs: int | None = Field(None, ge=1, le=4096, json_schema_extra=_meta(
+        "--cuda-graph-max-bs", "SGLang: largest CUDA-graph batch", "sglang"))
+    page_size: int | None = Field(None, ge=1, le=1024, json_schema_extra=_meta(
+        "--page-size", "SGLang: KV pool page size in tokens", "sglang"))
+    dp_size: int = Field(1, ge=1, le=MAX_GPUS_PER_DIM, json_schema_extra=_meta(
+        "--dp-size", "SGLang: data-parallel replicas", "sglang"))
+    ep_size: int = Field(1, ge=1, le=MAX_GPUS_PER_DIM, json_schema_extra=_meta(
+        "--ep-size", "SGLang: expert-parallel size (1 or tp_size)", "sglang"))
+    enable_dp_attention: bool = Field(False, json_schema_extra=_meta(
+        "--enable-dp-attention", "SGLang: data-parallel attention", "sglang"))
+    # -- llama.cpp / Ollama settings (runtime=llama.cpp or ollama), with llama.cpp's flag names ----------
+    gguf_file: str | None = Field(None, max_length=200, json_schema_extra=_meta(
+        "--gguf-file", "llama.cpp: the .gguf file in the model's repo (weights exact per file)", "llama.cpp"))
+    llamacpp_release: str | None = Field(None, max_length=80, json_schema_extra=_meta(
+        "--llamacpp-release", "llama.cpp rules (default: the llama.cpp vendored in llama-cpp-python 0.3.36)",
+        "llama.cpp"))
+    parallel: int | None = Field(None, ge=1, le=256, json_schema_extra=_meta(
+        "--parallel", "llama.cpp: sequences (slots), -np; Ollama: OLLAMA_NUM_PARALLEL", "llama.cpp", short="-np"))
+    cache_type_k: str | None = Field(None, max_length=10, json_schema_extra=_meta(
+        "--cache-type-k", "llama.cpp: K cache type (f16, bf16, q8_0, q4_0 ...), -ctk", "llama.cpp", short="-ctk"))
+    cache_type_v: str | None = Field(None, max_length=10, json_schema_extra=_meta(
+        "--cache-type-v", "llama.cpp: V cache type (quantized V needs flash attention), -ctv", "llama.cpp",
+        short="-ctv"))
+    flash_attn: Literal["auto", "on", "off"] | None = Field(None, json_schema_extra=_meta(
+        "--flash-attn", "llama.cpp: flash attention, -fa (default auto)", "llama.cpp", short="-fa"))
+    n_gpu_layers: int | None = Field(None, ge=-1, le=10000, json_schema_extra=_meta(
+        "--n-gpu-layers", "llama.cpp: layers offloaded to the GPU, -ngl (-1: all)", "llama.cpp", short="-ngl"))
+    kv_unified: bool = Field(False, json_schema_extra=_meta(
+        "--kv-unified", "llama.cpp: one KV cache shared by all sequences, -kvu", "llama.cpp"))
+    swa_full: bool = Field(False, json_schema_extra=_meta(
+        "--swa-full", "llama.cpp: full-size cache for sliding-window layers", "llama.cpp"))
+    block_size: int | None = Field(None, ge=1, le=4096, json_schema_extra=_meta(
+        "--block-size", "KV cache block size in tokens", "advanced"))
+    max_num_batched_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_meta(
+        "--max-num-batched-tokens", "tokens per scheduler step", "advanced", tokens=True))
+    max_num_seqs: int | None = Field(None, ge=1, le=65536, json_schema_extra=_meta(
+        "--max-num-seqs", "sequences per scheduler step", "advanced"))
+    enforce_eager: bool = Field(False, json_schema_extra=_meta("--enforce-eager", "no CUDA graphs", "advanced"))
+    kv_cache_memory_bytes: int | None = Field(None, ge=0, le=2**50, json_schema_extra=_meta(
+        "--kv-cache-memory-bytes", "fixed KV cache size in bytes (skips the budget rule)", "advanced"))
+
+    # -- field checks that read data ----------------------------------------------------------------
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: str) -> str:
+        v = v.strip()
+        if not HUB_ID_RE.fullmatch(v):
+            raise ValueError("enter a Hugging Face model id of the form org/name")
+        return v
+
+    @field_validator("revision")
+    @classmethod
+    def _revision(cls, v: str | None) -> str | None:
+        if v is not None and not REVISION_RE.fullmatch(v):
+            raise ValueError("a revision is a branch, tag or commit sha (letters, digits, . _ / -)")
+        return v
+
+    @field_validator("gpu")
+    @classmethod
+    def _gpu(cls, v: str) -> str:
+        gpu = get_gpu(v)  # raises InputError("gpu", ...) naming close matches
+        return gpu_key(gpu)
+
+    @field_validator("quantization")
+    @classmethod
+    def _quantization(cls, v: str | None) -> str | None:
+        if v is not None and v not in VLLM_QUANTIZATION_METHODS:
+            raise ValueError(f"unknown quantization method {v!r}; vLLM's are {', '.join(VLLM_QUANTIZATION_METHODS)}")
+        return v
+
+    @field_validator("workload")
+    @classmethod
+    def _workload(cls, v: str | None) -> str | None:
+        from calculator.engine.acceptance import normalize_workload
+
+        return normalize_workload(v)  # raises InputError("workload", ...) listing the classes
+
+    @field_validator("block_size")
+    @classmethod
+    def _block(cls, v: int | None) -> int | None:
+        if v is not None and v % 16 and v not in (1, 8):
+            raise ValueError(f"vLLM block sizes are 1, 8 or multiples of 16, got {v}")
+        return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _runtime_fields(cls, data: Any) -> Any:
+        """Settings of the other runtime are refused (named with this runtime's equivalent), and the
+        runtime's release defaults are filled in, so a request always names its release."""
+        if not isinstance(data, dict):
+            return data
+        runtime = data.get("runtime", "vllm")
+        if runtime not in get_args(RuntimeName):
+            return data  # the Literal check reports it
+        given = {k for k, v in data.items() if v not in (None, "")}
+        family = "llama.cpp" if runtime in ("llama.cpp", "ollama") else runtime
+        for owner, fields in RUNTIME_ONLY.items():
+            if owner == family:
+                continue
+            for name, other in fields.items():
+                if name in given and data[name] != ServingRequest.model_fields[name].default:
+                    raise InputError(name, f"{name} is a {owner} setting; with runtime={runtime} use "
+                                     f"{RUNTIME_EQUIVALENT.get((family, name), other)}")
+        data = dict(data)
+        if runtime == "vllm":
+            data.setdefault("vllm_version", None)
+            data["vllm_version"] = data["vllm_version"] or default_release()
+        elif runtime == "sglang":
+            from calculator.runtimes.sglang.releases import COVERED
+
+            data["sglang_version"] = data.get("sglang_version") or COVERED[-1]
+        else:
+            from calculator.runtimes.llamacpp.memory import RELEASES
+
+            data["llamacpp_release"] = data.get("llamacpp_release") or RELEASES[0]
+        return data
+
+    @model_validator(mode="after")
+    def _release_and_backend(self) -> ServingRequest:
+        if self.acceptance_rate is not None and self.acceptance_length is not None:
+            raise InputError("acceptance_length", "give acceptance_rate or acceptance_length, not both")
+        if self.runtime in ("llama.cpp", "ollama"):
+            from calculator.runtimes.llamacpp.memory import KV_CACHE_TYPES, RELEASES
+
+            if self.llamacpp_release not in RELEASES:
+                raise InputError("llamacpp_release", f"{self.llamacpp_release!r} is not modelled; llama.cpp rules: "
+                                 f"{'; '.join(RELEASES)}")
+            for name in ("cache_type_k", "cache_type_v"):
+                value = getattr(self, name)
+                if value is not None and value not in KV_CACHE_TYPES:
+                    raise InputError(name, f"llama.cpp cache types are {', '.join(KV_CACHE_TYPES)}, not {value!r}")
+            if self.gguf_file is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_./-]{0,190}\.gguf", self.gguf_file):
+                raise InputError("gguf_file", "a .gguf file name in the repo (letters, digits, . _ / -)")
+            if self.attention_backend is not None:
+                raise InputError("attention_backend", "llama.cpp picks its backend by build (CUDA, Metal, Vulkan, "
+                                 "CPU); use flash_attn")
+            for name, instead in (("kv_cache_dtype", "cache_type_k / cache_type_v"), ("dtype", "the GGUF file's "
+                                  "tensor types"), ("quantization", "a GGUF file of that quantization (gguf_file)")):
+                if getattr(self, name) not in (None, "auto"):
+                    raise InputError(name, f"{name} is not a llama.cpp setting; use {instead}")
+            if self.num_gpus > 1:
+                raise InputError("tensor_parallel_size", "several GPUs with llama.cpp (layers split by free memory or "
+                                 "--tensor-split) are not modelled; give one GPU")
+            return self
+        if self.runtime == "sglang":
+            from calculator.runtimes.sglang.compat import CHOICES
+            from calculator.runtimes.sglang.releases import COVERED
+
+            if self.sglang_version not in COVERED:
+                raise InputError("sglang_version", f"SGLang {self.sglang_version} is not covered: this calculator "
+                                 f"answers SGLang {', '.join(COVERED)}")
+            choices = CHOICES.get(self.sglang_version, ((), ""))[0]
+            if self.attention_backend is not None and self.attention_backend not in choices:
+                raise InputError("attention_backend", f"{self.attention_backend!r} is not an attention backend of SGLang "
+                                 f"{self.sglang_version}; its backends: {', '.join(choices)}")
+            return self
+        if self.vllm_version not in covered_releases():
+            raise _release_error(self.vllm_version)
+        if self.attention_backend is not None:
+            release = self.release
+            if self.attention_backend not in attention_backends(release):
+                raise InputError("attention_backend", f"{self.attention_backend!r} is not an attention backend of "
+                                 f"vLLM {release}; its backends: {', '.join(attention_backends(release))}")
+        return self
+
+    # -- derived ------------------------------------------------------------------------------------
+    @property
+    def release(self) -> str:
+        """The runtime release the answer is for (the runtime's default when none was asked)."""
+        if self.runtime == "sglang":
+            return self.sglang_version
+        if self.runtime in ("llama.cpp", "ollama"):
+            return self.llamacpp_release
+        return self.vllm_version
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    def replace(self, **changes: Any) -> ServingRequest:
+        """A validated copy with ``changes`` applied (raises :class:`InputError` like :func:`parse_request`)."""
+        return parse_request({**self.to_params(), **{k: _raw(v) for k, v in changes.items()}})
+
+    def to_params(self) -> dict[str, str]:
+        """The request as raw strings, only what differs from the defaults, in field order (the permalink's
+        query; ``speculative_config`` as compact JSON; ``gpu`` and ``vllm_version`` always written, since
+        the defaults depend on them)."""
+        out: dict[str, str] = {}
+        for name, info in ServingRequest.model_fields.items():
+            value = getattr(self, name)
+            if name not in ("gpu", "vllm_version", "sglang_version", "llamacpp_release") and value == info.default:
+                continue
+            if value is None:
+                continue
+            out[name] = _raw(value)
+        return out
+
+
+# Settings one runtime takes and the other does not: name -> the other runtime's equivalent.
+VLLM_ONLY = {
+    "vllm_version": "sglang_version", "gpu_memory_utilization": "mem_fraction_static",
+    "block_size": "page_size", "max_num_batched_tokens": "chunked_prefill_size",
+    "max_num_seqs": "SGLang's --max-running-requests (not an input here)", "enforce_eager": "SGLang's --disable-cuda-graph",
+    "kv_cache_memory_bytes": "mem_fraction_static", "gpu_memory_gib": "the catalog GPU",
+}
+SGLANG_ONLY = {
+    "sglang_version": "vllm_version", "mem_fraction_static": "gpu_memory_utilization", "chunked_prefill_size":
+    "max_num_batched_tokens", "cuda_graph_max_bs": "vLLM's compilation config (not an input here)",
+    "page_size": "block_size", "dp_size": "vLLM's --data-parallel-size (not modelled yet)",
+    "ep_size": "vLLM's --enable-expert-parallel (not modelled yet)", "enable_dp_attention": "nothing in vLLM",
+}
+
+
+LLAMACPP_ONLY = {
+    "gguf_file": "the model's safetensors", "llamacpp_release": "the runtime's own release",
+    "parallel": "concurrency (and max_num_seqs / max_running_requests)", "cache_type_k": "kv_cache_dtype",
+    "cache_type_v": "kv_cache_dtype", "flash_attn": "attention_backend", "n_gpu_layers": "more GPUs (TP)",
+    "kv_unified": "nothing (vLLM and SGLang pool the cache)", "swa_full": "nothing (sized by the runtime)",
+}
+RUNTIME_ONLY = {"vllm": VLLM_ONLY, "sglang": SGLANG_ONLY, "llama.cpp": LLAMACPP_ONLY}
+# (runtime in use, foreign setting) -> that runtime's own name for it
+RUNTIME_EQUIVALENT = {("llama.cpp", "gpu_memory_utilization"): "the device's memory (llama.cpp takes what it needs)",
+                      ("llama.cpp", "kv_cache_dtype"): "cache_type_k / cache_type_v",
+                      ("llama.cpp", "block_size"): "nothing (llama.cpp pads the context itself)",
+                      ("llama.cpp", "mem_fraction_static"): "the device's memory"}
+
+
+def _raw(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, BaseModel):
+        return json.dumps(value.model_dump(exclude_none=True), separators=(",", ":"))
+    if isinstance(value, dict):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def gpu_key(gpu) -> str:
+    """The short name a permalink uses for a device: its first alias (``H100``), else its name."""
+    return gpu.aliases[0] if gpu.aliases else gpu.name
+
+
+# --- parsing raw input -----------------------------------------------------------------------------
+FIELDS = tuple(ServingRequest.model_fields)
+SPLIT_SPEC_FIELDS = ("speculative_method", "speculative_model", "num_speculative_tokens")
+KNOWN_PARAMS = (*FIELDS, *SPLIT_SPEC_FIELDS)
+TOKEN_FIELDS = tuple(n for n, f in ServingRequest.model_fields.items()
+                     if (f.json_schema_extra or {}).get("tokens"))
+TRUE, FALSE = ("1", "true", "on", "yes"), ("0", "false", "off", "no")
+# SGLang's names of shared settings: --context-length, --tp-size, --pp-size
+ALIASES = {a: n for n, f in ServingRequest.model_fields.items()
+           for a in ((f.json_schema_extra or {}).get("alias"), *(f.json_schema_extra or {}).get("aliases", ())) if a}
+
+
+def human_readable_int(value: str) -> int:
+    """``"32k"`` -> 32000, ``"32K"`` -> 32768, ``"8192"`` -> 8192, as vLLM parses ``--max-model-len``
+    (``human_readable_int``, vllm/utils/argparse_utils.py:29 in 0.32). Raises ``ValueError``."""
+    value = value.strip().replace("_", "").replace(",", "")
+    match = re.fullmatch(r"(\d{1,12}(?:\.\d{1,6})?)([kKmMgG])", value)
+    if not match:
+        if not re.fullmatch(r"[+-]?\d{1,18}", value):
+            raise ValueError("not a whole number")
+        return int(value)
+    number, suffix = match.groups()
+    if suffix.islower():
+        return int(float(number) * {"k": 10**3, "m": 10**6, "g": 10**9}[suffix])
+    if "." in number:
+        raise ValueError(f"decimals are not allowed with binary suffixes; did you mean {number}{suffix.lower()}?")
+    return int(number) * {"K": 2**10, "M": 2**20, "G": 2**30}[suffix]
+
+
+def _text(name: str, value: Any) -> str | None:
+    """A raw value as clean text (``None`` when empty); refuses what cannot be shown back safely."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        value = value[-1] if value else None
+        if value is None:
+            return None
+    text = str(value)
+    if len(text) > 4096:
+        raise InputError(name, "the value is too long")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(name, "the value is not valid text (unpaired surrogate)") from None
+    if "\x00" in text:
+        raise InputError(name, "the value contains a NUL character")
+    text = text.strip()
+    return text or None
+
+
+def _kind(name: str) -> type:
+    """The scalar type of a request field (``int``, ``float``, ``bool`` or ``str``)."""
+    field = ServingRequest.model_fields.get(name)
+    if field is None:
+        return int  # num_speculative_tokens (a split speculative field)
+    args = [a for a in (get_args(field.annotation) or (field.annotation,)) if a is not type(None)]
+    for kind in (bool, int, float):
+        if kind in args:
+            return kind
+    return str
+
+
+def _number(name: str, text: str) -> int | float:
+    if name in TOKEN_FIELDS:
+        try:
+            return human_readable_int(text)
+        except ValueError as exc:
+            raise InputError(name, f"enter a whole number of tokens, e.g. 8192, 32k or 32K ({exc})") from None
+    if _kind(name) is float:
+        try:
+            number = float(text)
+        except ValueError:
+            raise InputError(name, f"enter a number, got {text!r}") from None
+        if not math.isfinite(number):
+            raise InputError(name, f"enter a finite number, got {text!r}")
+        return number
+    if not re.fullmatch(r"[+-]?\d{1,18}", text):
+        raise InputError(name, f"enter a whole number, got {text!r}")
+    return int(text)
+
+
+def _speculative(raw: dict[str, str | None]) -> dict[str, Any] | None:
+    text = raw.pop("speculative_config", None)
+    split = {k: raw.pop(k, None) for k in SPLIT_SPEC_FIELDS}
+    if text and any(split.values()):
+        raise InputError("speculative_config", "give speculative_config or the speculative_method / "
+                         "speculative_model / num_speculative_tokens fields, not both")
+    if text:
+        if len(text) > 1000:
+            raise InputError("speculative_config", "the JSON is too long (1000 characters at most)")
+        try:
+            spec = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise InputError("speculative_config", f"not a JSON object: {str(exc)[:120]}") from None
+        if not isinstance(spec, dict):
+            raise InputError("speculative_config", 'expected a JSON object such as {"method": "ngram", '
+                             '"num_speculative_tokens": 3}')
+        return spec
+    if not any(split.values()):
+        return None
+    if not split["speculative_method"]:
+        raise InputError("speculative_method", "pick a speculative decoding method (or clear the draft fields)")
+    spec: dict[str, Any] = {"method": split["speculative_method"]}
+    if split["speculative_model"]:
+        spec["model"] = split["speculative_model"]
+    if not split["num_speculative_tokens"]:
+        raise InputError("num_speculative_tokens", f"set the number of speculative tokens for {spec['method']}")
+    spec["num_speculative_tokens"] = _number("num_speculative_tokens", split["num_speculative_tokens"])
+    return spec
+
+
+_SENTENCES = {
+    "less_than_equal": "must be at most {le}",
+    "less_than": "must be less than {lt}",
+    "greater_than_equal": "must be at least {ge}",
+    "greater_than": "must be greater than {gt}",
+    "string_too_long": "is too long ({max_length} characters at most)",
+    "extra_forbidden": "is not a setting vLLM takes here",
+    "missing": "is required",
+}
+
+
+def _first_error(exc: ValidationError) -> InputError:
+    """The first pydantic error as one sentence naming the field (an :class:`InputError` raised inside a
+    validator is passed through as it is)."""
+    err = exc.errors()[0]
+    ctx = err.get("ctx") or {}
+    if isinstance(ctx.get("error"), InputError):
+        return ctx["error"]
+    loc = [str(p) for p in err.get("loc", ())]
+    field = loc[0] if loc else "input"
+    where = ".".join(loc[1:])
+    kind = err.get("type", "")
+    if kind in _SENTENCES:
+        msg = _SENTENCES[kind].format(**ctx)
+        if kind != "missing" and "input" in err and not isinstance(err["input"], (dict, list)):
+            msg += f", got {err['input']!r}"
+    else:
+        msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+        if kind == "literal_error":
+            msg = f"{msg}, got {err.get('input')!r}"
+    if field == "speculative_config" and where:
+        msg = f"{where} {msg}"
+    return InputError(field, msg)
+
+
+def parse_request(data: Mapping[str, Any]) -> ServingRequest:
+    """Raw parameters (query string, form data, ``vars(argparse_namespace)``, a stored run) -> request.
+
+    Accepts the permalink's ``speculative_config`` JSON or the form's split ``speculative_method`` /
+    ``speculative_model`` / ``num_speculative_tokens``; empty values mean "default"; token counts take
+    vLLM's ``32k`` / ``32K``.
+
+    Raises:
+        InputError: the first problem, naming the parameter (unknown parameters included).
+    """
+    raw: dict[str, str | None] = {}
+    for name, value in data.items():
+        if name in ALIASES:
+            target = ALIASES[name]
+            if data.get(target) not in (None, "") and value not in (None, "") and str(data[target]) != str(value):
+                raise InputError(name, f"{name} is {target} under another name; give one of them")
+            if value in (None, ""):
+                continue
+            name = target
+        if name not in KNOWN_PARAMS:
+            raise InputError(str(name)[:60], f"unknown parameter {str(name)[:60]!r}; known: {', '.join(KNOWN_PARAMS)}")
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        elif isinstance(value, (dict, BaseModel)):
+            value = _raw(value)
+        raw[name] = _text(name, value)
+    spec = _speculative(raw)
+    values: dict[str, Any] = {}
+    for name, text in raw.items():
+        if text is None:
+            continue
+        kind = _kind(name)
+        if kind is bool:
+            low = text.lower()
+            if low not in TRUE + FALSE:
+                raise InputError(name, f"expected true or false, got {text!r}")
+            values[name] = low in TRUE
+        elif kind in (int, float):
+            values[name] = _number(name, text)
+        elif name == "attention_backend" and text.lower() == "auto":
+            continue
+        elif name == "quantization" and text.lower() in ("none", "auto"):
+            continue
+        else:
+            values[name] = text
+    if spec is not None:
+        values["speculative_config"] = spec
+    if "model" not in values:
+        raise InputError("model", "give a model: a Hugging Face id of the form org/name")
+    try:
+        return ServingRequest(**values)
+    except ValidationError as exc:
+        raise _first_error(exc) from None
+
+
+# --- command line ----------------------------------------------------------------------------------
+def add_request_arguments(parser: argparse.ArgumentParser, *, model_required: bool = False) -> None:
+    """Declare every request field as a flag (vLLM's names), derived from :class:`ServingRequest`.
+
+    Values stay strings: :func:`parse_request` checks them, so the commands refuse exactly what the page
+    and the API refuse, with the same sentence. ``--config PATH`` / ``--quant-config PATH`` give a local
+    ``config.json`` instead of a Hub model."""
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for name, info in ServingRequest.model_fields.items():
+        meta = info.json_schema_extra or {}
+        group = groups.setdefault(meta["group"], parser.add_argument_group(meta["group"]))
+        flags = [meta["flag"], *([meta["short"]] if meta.get("short") else []),
+                 *("--" + a.replace("_", "-") for a in (meta.get("alias"), *meta.get("aliases", ())) if a)]
+        if _kind(name) is bool:
+            group.add_argument(*flags, action="store_true", default=None, help=meta["help"])
+            continue
+        choices = _choice_help(name)
+        group.add_argument(*flags, dest=name, default=None, metavar=name.upper() if not choices else None,
+                           help=meta["help"] + (f" ({choices})" if choices else ""),
+                           required=model_required and name == "model")
+    local = parser.add_argument_group("local files")
+    local.add_argument("--config", help="path to a config.json (instead of a Hub model)")
+    local.add_argument("--quant-config", help="path to a separate quantization file (hf_quant_config.json ...)")
+    local.add_argument("--draft-config", help="with --config: path to the draft model's config.json (instead of "
+                       "looking up speculative_config's model)")
+
+
+def _choice_help(name: str) -> str:
+    annotation = ServingRequest.model_fields[name].annotation
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    literal = next((a for a in args if get_args(a)), annotation)
+    values = get_args(literal)
+    if values and all(isinstance(v, str) for v in values):
+        return "one of " + ", ".join(values)
+    return ""
+
+
+def local_model_id(path: str) -> str:
+    """The model id of a local ``config.json``: ``Org/Name`` for the catalog's ``Org__Name.json`` naming,
+    else ``local/<file stem>``."""
+    stem = path.rsplit("/", 1)[-1].removesuffix(".json")
+    if "__" in stem:
+        org, _, name = stem.partition("__")
+        candidate = f"{org}/{name}"
+        if HUB_ID_RE.fullmatch(candidate):
+            return candidate
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "-", stem).lstrip("-._") or "config"
+    return f"local/{stem[:90]}"
+
+
+def request_from_options(opts: Mapping[str, Any]) -> ServingRequest:
+    """:func:`parse_request` over parsed command-line options (``vars(args)`` or Django's ``options``);
+    options that are not request fields (``--format``, ``--config``...) are left out. With ``--config``
+    and no ``--model``, the request is named ``local/<file stem>``."""
+    data = {k: v for k, v in opts.items() if (k in KNOWN_PARAMS or k in ALIASES) and v is not None}
+    if opts.get("config") and not data.get("model"):
+        data["model"] = local_model_id(str(opts["config"]))
+    return parse_request(data)

@@ -1,0 +1,57 @@
+"""The interface a serving runtime implements (vLLM today; SGLang and llama.cpp next).
+
+A runtime turns a :class:`~calculator.request.ServingRequest` plus the model's metadata into:
+
+- ``memory(request, model)``: the start-up memory plan per GPU, as the runtime logs it (weights, KV
+  cache memory and tokens, concurrency), each figure with its source;
+- ``compat(request, model, memory)``: whether the backend / GPU / dtype / KV dtype / release combination
+  starts, with the runtime's own reasons (``None`` where the runtime has no such check);
+- ``launch_argv(request, model)``: the command that reproduces the configuration, as an argv list;
+- ``speed(request, model, memory)``: TTFT / ITL / throughput and speculative decoding;
+- ``releases()`` / ``default_release()``: which releases it answers, each with its own rules.
+
+The verdict (:mod:`calculator.verdict`) and the page read only these results, so a new runtime is one
+package implementing this protocol and one line in ``calculator.runtimes._REGISTRY``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """The model (and draft) a request names, as the metadata layer found them.
+
+    ``meta`` is a :class:`calculator.metadata.hub.ModelMetadata` (Hub / cache / catalog / built-in) or ``None`` for
+    a local ``config.json`` given on the command line, in which case ``config`` holds it.
+    """
+
+    repo_id: str
+    config: dict[str, Any]
+    source: str
+    sha: str | None = None
+    quant_config: dict[str, Any] | None = None
+    weights: Any = None  # calculator.engine.schemas.CheckpointWeights
+    notes: tuple[str, ...] = ()
+    draft: LoadedModel | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Runtime(Protocol):
+    """What a serving runtime contributes. Implementations are stateless."""
+
+    name: str
+    label: str
+
+    def releases(self) -> tuple[str, ...]: ...
+
+    def default_release(self) -> str: ...
+
+    def memory(self, request, model: LoadedModel): ...
+
+    def compat(self, request, model: LoadedModel, memory) -> Any | None: ...
+
+    def launch_argv(self, request, model: LoadedModel) -> list[str]: ...
+
+    def speed(self, request, model: LoadedModel, memory): ...

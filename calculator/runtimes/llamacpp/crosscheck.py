@@ -1,0 +1,376 @@
+"""Oracle: tiny GGUFs written with ``gguf.GGUFWriter``, loaded by llama.cpp (llama-cpp-python, CPU build) in a
+subprocess; the ``llama_kv_cache: size = ...``, ``KV buffer size`` and ``model buffer size`` lines it logs are
+compared with ``memory.plan()``.
+
+``write_tiny_gguf`` lays out a model with the tensor names and shapes llama.cpp's loader requires for the
+architecture (src/models/<arch>.cpp ``load_arch_tensors``) and a GPT-2 style vocabulary (tokens + one merge).
+``run_cases()`` needs ``llama_cpp`` importable (``pip install llama-cpp-python==0.3.36``, optional group
+``llamacpp``); without it ``LlamaCppMissing`` is raised.
+"""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel
+
+from calculator.runtimes.llamacpp.gguf_meta import read_gguf
+from calculator.runtimes.llamacpp.memory import MiB, plan
+
+TYPE_IDS = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
+
+
+class LlamaCppMissing(RuntimeError):
+    pass
+
+
+def write_tiny_gguf(path: str | Path, arch: str, *, n_layer: int = 4, n_embd: int = 64, n_head: int = 4,
+                    n_head_kv: int = 2, head_dim: int = 16, n_ff: int = 128, n_vocab: int = 256,
+                    n_ctx_train: int = 4096, sliding_window: int | None = None, n_expert: int = 0,
+                    n_expert_used: int = 0, n_ff_exp: int = 32, weight_type: str = "F16",
+                    tied: bool = False, swa_pattern: list[bool] | None = None, head_dim_swa: int | None = None,
+                    shared_kv_layers: int = 0) -> Path:
+    """Write a loadable tiny model. ``arch``: llama, qwen3, qwen3moe, gemma3, gpt-oss, gemma4 (``swa_pattern``,
+    ``head_dim_swa``, ``shared_kv_layers``). Weights are zero blocks of ``weight_type`` (any ggml type name)
+    for matrices and F32 for norms."""
+    import logging
+
+    import gguf
+
+    logging.getLogger("gguf.gguf_writer").setLevel(logging.WARNING)
+    path = Path(path)
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name(f"tiny-{arch}")
+    w.add_context_length(n_ctx_train)
+    w.add_embedding_length(n_embd)
+    w.add_block_count(n_layer)
+    w.add_feed_forward_length(n_ff)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_head_kv)
+    w.add_key_length(head_dim)
+    w.add_value_length(head_dim)
+    w.add_rope_dimension_count(head_dim)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_file_type(1 if weight_type == "F16" else 0 if weight_type == "F32" else 7)
+    if sliding_window:
+        w.add_sliding_window(sliding_window)
+    if swa_pattern is not None:
+        w.add_sliding_window_pattern(swa_pattern)
+    if head_dim_swa is not None:
+        w.add_key_length_swa(head_dim_swa)
+        w.add_value_length_swa(head_dim_swa)
+    if arch == "gemma4":
+        w.add_shared_kv_layers(shared_kv_layers)
+        w.add_embedding_length_per_layer_input(0)
+    if n_expert:
+        w.add_expert_count(n_expert)
+        w.add_expert_used_count(n_expert_used)
+        w.add_expert_feed_forward_length(n_ff_exp)
+    # GPT-2 style vocabulary: byte-ish tokens and one merge (the team's note: llama.cpp loads it).
+    tokens = [f"t{i}" for i in range(n_vocab - 3)] + ["a", "b", "ab"]
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_types([1] * n_vocab)
+    w.add_token_merges(["a b"])
+    w.add_bos_token_id(0)
+    w.add_eos_token_id(1)
+
+    qt = getattr(gguf.GGMLQuantizationType, weight_type)
+
+    def mat(name, rows, cols, *extra):
+        # numpy shape is (extra..., rows, cols): GGUF stores ne0 = cols first
+        arr = np.zeros((*extra, rows, cols), dtype=np.float32)
+        if weight_type == "F16":
+            w.add_tensor(name, arr.astype(np.float16))
+        elif weight_type == "F32":
+            w.add_tensor(name, arr)
+        else:
+            # zero blocks of the quantized type (a zero scale decodes to zeros): rows of cols/block blocks
+            block, size = gguf.GGML_QUANT_SIZES[qt]
+            data = np.zeros((*extra, rows, cols // block * size), dtype=np.uint8)
+            w.add_tensor(name, data, raw_shape=data.shape, raw_dtype=qt)
+
+    def vec(name, n):
+        w.add_tensor(name, np.ones(n, dtype=np.float32))
+
+    mat("token_embd.weight", n_vocab, n_embd)
+    vec("output_norm.weight", n_embd)
+    if not tied:
+        mat("output.weight", n_vocab, n_embd)
+    if arch == "gpt-oss":
+        # src/models/openai-moe.cpp load_arch_tensors: biases, attention sinks, MoE experts with biases
+        for i in range(n_layer):
+            p = f"blk.{i}."
+            vec(p + "attn_norm.weight", n_embd)
+            vec(p + "post_attention_norm.weight", n_embd)
+            mat(p + "attn_q.weight", n_head * head_dim, n_embd)
+            mat(p + "attn_k.weight", n_head_kv * head_dim, n_embd)
+            mat(p + "attn_v.weight", n_head_kv * head_dim, n_embd)
+            mat(p + "attn_output.weight", n_embd, n_head * head_dim)
+            vec(p + "attn_output.bias", n_embd)
+            vec(p + "attn_sinks.weight", n_head)
+            w.add_tensor(p + "ffn_gate_inp.weight", np.zeros((n_expert, n_embd), dtype=np.float32))
+            vec(p + "ffn_gate_inp.bias", n_expert)
+            mat(p + "ffn_gate_exps.weight", n_ff_exp, n_embd, n_expert)
+            mat(p + "ffn_up_exps.weight", n_ff_exp, n_embd, n_expert)
+            mat(p + "ffn_down_exps.weight", n_embd, n_ff_exp, n_expert)
+            w.add_tensor(p + "ffn_gate_exps.bias", np.zeros((n_expert, n_ff_exp), dtype=np.float32))
+            w.add_tensor(p + "ffn_up_exps.bias", np.zeros((n_expert, n_ff_exp), dtype=np.float32))
+            w.add_tensor(p + "ffn_down_exps.bias", np.zeros((n_expert, n_embd), dtype=np.float32))
+        n_layer = 0  # the generic layer loop below is skipped
+    if arch == "gemma4":
+        # src/models/gemma4.cpp load_arch_tensors (no per-layer embeddings, no experts); layers past
+        # n_layer - shared_kv_layers have no K (they reuse an earlier layer's cache)
+        assert swa_pattern is not None and head_dim_swa is not None
+        rope_done = False
+        for i in range(n_layer):
+            p = f"blk.{i}."
+            hd = head_dim_swa if swa_pattern[i] else head_dim
+            has_kv = i < n_layer - shared_kv_layers
+            vec(p + "attn_norm.weight", n_embd)
+            mat(p + "attn_q.weight", n_head * hd, n_embd)
+            if has_kv:
+                mat(p + "attn_k.weight", n_head_kv * hd, n_embd)
+                mat(p + "attn_v.weight", n_head_kv * hd, n_embd)
+                vec(p + "attn_k_norm.weight", hd)
+            mat(p + "attn_output.weight", n_embd, n_head * hd)
+            vec(p + "attn_q_norm.weight", hd)
+            vec(p + "post_attention_norm.weight", n_embd)
+            if not swa_pattern[i] and not rope_done:
+                vec("rope_freqs.weight", hd // 2)
+                rope_done = True
+            vec(p + "ffn_norm.weight", n_embd)
+            mat(p + "ffn_gate.weight", n_ff, n_embd)
+            mat(p + "ffn_up.weight", n_ff, n_embd)
+            mat(p + "ffn_down.weight", n_embd, n_ff)
+            vec(p + "post_ffw_norm.weight", n_embd)
+        n_layer = 0
+    for i in range(n_layer):
+        p = f"blk.{i}."
+        vec(p + "attn_norm.weight", n_embd)
+        mat(p + "attn_q.weight", n_head * head_dim, n_embd)
+        mat(p + "attn_k.weight", n_head_kv * head_dim, n_embd)
+        mat(p + "attn_v.weight", n_head_kv * head_dim, n_embd)
+        mat(p + "attn_output.weight", n_embd, n_head * head_dim)
+        if arch in ("qwen3", "qwen3moe", "gemma3"):
+            vec(p + "attn_q_norm.weight", head_dim)
+            vec(p + "attn_k_norm.weight", head_dim)
+        if arch == "gemma3":
+            vec(p + "post_attention_norm.weight", n_embd)
+            vec(p + "post_ffw_norm.weight", n_embd)
+        vec(p + "ffn_norm.weight", n_embd)
+        if n_expert:
+            w.add_tensor(p + "ffn_gate_inp.weight", np.zeros((n_expert, n_embd), dtype=np.float32))
+            mat(p + "ffn_gate_exps.weight", n_ff_exp, n_embd, n_expert)
+            mat(p + "ffn_up_exps.weight", n_ff_exp, n_embd, n_expert)
+            mat(p + "ffn_down_exps.weight", n_embd, n_ff_exp, n_expert)
+        else:
+            mat(p + "ffn_gate.weight", n_ff, n_embd)
+            mat(p + "ffn_up.weight", n_ff, n_embd)
+            mat(p + "ffn_down.weight", n_embd, n_ff)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+class Case(BaseModel):
+    name: str
+    arch: str
+    model: dict = {}
+    n_ctx: int
+    n_seq_max: int = 1
+    kv_unified: bool = False
+    type_k: str = "f16"
+    type_v: str = "f16"
+    flash_attn: str = "auto"
+    swa_full: bool = False
+    n_ubatch: int = 512
+    use_mmap: bool = True
+
+
+#: The cases the oracle runs: four architectures (dense llama / qwen3, MoE qwen3moe, gemma3 with a sliding
+#: window), padding, per-sequence vs unified caches, quantized K/V, --swa-full.
+CASES = [
+    Case(name="llama-ctx1000", arch="llama", n_ctx=1000),
+    Case(name="llama-np3-split", arch="llama", n_ctx=5000, n_seq_max=3),
+    Case(name="llama-np3-unified", arch="llama", n_ctx=5000, n_seq_max=3, kv_unified=True),
+    Case(name="llama-q8_0-fa", arch="llama", model={"head_dim": 32, "n_embd": 128}, n_ctx=2048, type_k="q8_0",
+         type_v="q8_0", flash_attn="on"),
+    Case(name="llama-q4_0-k-fa-off", arch="llama", n_ctx=2048, type_k="q4_0", type_v="f16", flash_attn="off"),
+    Case(name="llama-q8_0-weights", arch="llama", model={"weight_type": "Q8_0", "n_embd": 128, "head_dim": 32},
+         n_ctx=512),
+    Case(name="llama-f32-tied", arch="llama", model={"weight_type": "F32", "tied": True}, n_ctx=256),
+    Case(name="qwen3-tied", arch="qwen3", model={"tied": True, "head_dim": 32}, n_ctx=3000),
+    Case(name="qwen3moe", arch="qwen3moe", model={"n_expert": 8, "n_expert_used": 2, "head_dim": 32}, n_ctx=4096,
+         type_k="q5_1", type_v="iq4_nl", flash_attn="on"),
+    Case(name="gemma3-swa", arch="gemma3", model={"n_layer": 8, "sliding_window": 128}, n_ctx=4096),
+    Case(name="gemma3-swa-np2-unified", arch="gemma3", model={"n_layer": 8, "sliding_window": 128}, n_ctx=8192,
+         n_seq_max=2, kv_unified=True),
+    Case(name="gemma3-swa-np2-split", arch="gemma3", model={"n_layer": 8, "sliding_window": 128}, n_ctx=8192,
+         n_seq_max=2),
+    Case(name="gemma3-ub1024-fa-off", arch="gemma3", model={"n_layer": 8, "sliding_window": 300}, n_ctx=6000,
+         n_ubatch=1024, flash_attn="off"),
+    Case(name="llama-no-mmap", arch="llama", model={"weight_type": "Q8_0", "n_embd": 128, "head_dim": 32},
+         n_ctx=512, use_mmap=False),
+    Case(name="llama-q4_0-weights-repack", arch="llama", model={"weight_type": "Q4_0", "n_embd": 128,
+                                                               "head_dim": 32}, n_ctx=512),
+    Case(name="llama-q4_k-weights-repack", arch="llama", model={"weight_type": "Q4_K", "n_embd": 256, "n_ff": 256,
+                                                               "head_dim": 64}, n_ctx=512),
+    Case(name="qwen3moe-iq4_nl-experts", arch="qwen3moe", model={"n_expert": 8, "n_expert_used": 2, "head_dim": 32,
+                                                                "weight_type": "IQ4_NL"}, n_ctx=1024),
+    Case(name="llama-ctx0-train", arch="llama", model={"n_ctx_train": 3000}, n_ctx=0),
+    Case(name="gpt-oss-swa-np4-unified", arch="gpt-oss",
+         model={"n_layer": 6, "sliding_window": 128, "n_expert": 4, "n_expert_used": 2, "head_dim": 32},
+         n_ctx=4096, n_seq_max=4, kv_unified=True),
+    Case(name="gpt-oss-swa-q8_0", arch="gpt-oss",
+         model={"n_layer": 6, "sliding_window": 128, "n_expert": 4, "n_expert_used": 2, "head_dim": 32,
+                "weight_type": "MXFP4"},
+         n_ctx=3000, type_k="q8_0", type_v="q8_0", flash_attn="on"),
+    Case(name="gemma4-shared-kv", arch="gemma4",
+         model={"n_layer": 8, "sliding_window": 128, "head_dim": 64, "head_dim_swa": 32, "shared_kv_layers": 2,
+                "swa_pattern": [True, True, True, True, True, False, True, False]},
+         n_ctx=4096),
+    Case(name="gemma4-shared-kv-fa-off", arch="gemma4",
+         model={"n_layer": 8, "sliding_window": 128, "head_dim": 64, "head_dim_swa": 32, "shared_kv_layers": 2,
+                "swa_pattern": [True, True, True, True, True, False, True, False]},
+         n_ctx=4096, flash_attn="off"),
+    Case(name="gemma3-swa-full", arch="gemma3", model={"n_layer": 8, "sliding_window": 128}, n_ctx=4096,
+         swa_full=True),
+]
+
+_RUNNER = r"""
+import json, sys
+import llama_cpp
+args = json.loads(sys.argv[1])
+llama_cpp.llama_backend_init()
+mp = llama_cpp.llama_model_default_params()
+mp.n_gpu_layers = 0
+mp.load_mode = -1 if args["use_mmap"] else 0  # llama.h llama_load_mode: AUTO (mmap) or NONE (--no-mmap)
+model = llama_cpp.llama_model_load_from_file(args["path"].encode(), mp)
+if not model:
+    sys.exit("model load failed")
+cp = llama_cpp.llama_context_default_params()
+cp.n_ctx = args["n_ctx"]
+cp.n_batch = args["n_batch"]
+cp.n_ubatch = args["n_ubatch"]
+cp.n_seq_max = args["n_seq_max"]
+cp.kv_unified = args["kv_unified"]
+cp.swa_full = args["swa_full"]
+cp.flash_attn_type = {"on": 1, "off": 0, "auto": -1}[args["flash_attn"]]  # llama.h llama_flash_attn_type
+cp.type_k = args["type_k_id"]
+cp.type_v = args["type_v_id"]
+ctx = llama_cpp.llama_init_from_model(model, cp)
+if not ctx:
+    sys.exit("context creation failed")
+print("SYSINFO: " + llama_cpp.llama_print_system_info().decode(), file=sys.stderr, flush=True)
+print("LOADED_OK", file=sys.stderr, flush=True)
+"""
+
+KV_RE = re.compile(r"llama_kv_cache: size = +([\d.]+) MiB \( *(\d+) cells, +(\d+) layers, +(\d+)/ *(\d+) seqs\), "
+                   r"K \((\w+)\): +([\d.]+) MiB, V \((\w+)\): +([\d.]+) MiB")
+MODEL_BUF_RE = re.compile(r"load_tensors: +(\S+) model buffer size = +([\d.]+) MiB")
+KV_BUF_RE = re.compile(r"llama_kv_cache: +(\S+) KV buffer size = +([\d.]+) MiB")
+OUT_BUF_RE = re.compile(r"(\S+) +output buffer size = +([\d.]+) MiB")
+
+
+def parse_log(text: str) -> dict:
+    """The figures llama.cpp logged: KV caches in order, model / KV / output buffers (MiB as printed)."""
+    return {
+        "kv": [{"size_mib": float(m[0]), "cells": int(m[1]), "layers": int(m[2]), "seqs": int(m[3]),
+                "streams": int(m[4]), "type_k": m[5], "k_mib": float(m[6]), "type_v": m[7], "v_mib": float(m[8])}
+               for m in KV_RE.findall(text)],
+        "model_buffers": {m[0]: float(m[1]) for m in MODEL_BUF_RE.findall(text)},
+        "kv_buffers": [(m[0], float(m[1])) for m in KV_BUF_RE.findall(text)],
+        "output_buffers": {m[0]: float(m[1]) for m in OUT_BUF_RE.findall(text)},
+    }
+
+
+def _args(case: Case, path: Path) -> dict:
+    return {"path": str(path), "n_ctx": case.n_ctx, "n_seq_max": case.n_seq_max, "kv_unified": case.kv_unified,
+            "type_k": case.type_k, "type_v": case.type_v, "flash_attn": case.flash_attn,
+            "swa_full": case.swa_full, "n_ubatch": case.n_ubatch, "n_batch": 2048, "use_mmap": case.use_mmap,
+            "type_k_id": TYPE_IDS[case.type_k], "type_v_id": TYPE_IDS[case.type_v]}
+
+
+def have_llama_cpp(python: str = sys.executable) -> bool:
+    return subprocess.run([python, "-c", "import llama_cpp"], capture_output=True, check=False).returncode == 0
+
+
+def compare(case: Case, predicted, logged: dict) -> dict:
+    """Per-figure comparison at the log's precision (MiB with 2 decimals): exact when the prediction printed
+    with ``%.2f`` equals the logged text."""
+    rows = []
+    for i, cache in enumerate(predicted.kv_caches):
+        got = logged["kv"][i] if i < len(logged["kv"]) else None
+        want = {"size_mib": round(cache.total_bytes / MiB, 2), "cells": cache.cells, "layers": len(cache.layers),
+                "seqs": cache.n_seq_max, "streams": cache.n_stream, "k_mib": round(cache.k_bytes / MiB, 2),
+                "v_mib": round(cache.v_bytes / MiB, 2)}
+        for key, value in want.items():
+            rows.append({"figure": f"{cache.name} {key}", "predicted": value,
+                         "logged": None if got is None else got[key]})
+    for b in predicted.buffers:
+        if b.kind == "model" and b.bytes is not None:
+            rows.append({"figure": f"{b.buft} model buffer MiB", "predicted": round(b.bytes / MiB, 2),
+                         "logged": logged["model_buffers"].get(b.buft)})
+        if b.kind == "output" and b.bytes is not None:
+            rows.append({"figure": f"{b.buft} output buffer MiB", "predicted": round(b.bytes / MiB, 2),
+                         "logged": logged["output_buffers"].get(b.buft)})
+    predicted_bufts = {b.buft for b in predicted.buffers if b.kind == "model"}
+    for buft, mib in logged["model_buffers"].items():  # a buffer llama.cpp made that the plan does not know
+        if buft not in predicted_bufts:
+            rows.append({"figure": f"{buft} model buffer MiB", "predicted": None, "logged": mib})
+    if len(logged["kv"]) != len(predicted.kv_caches):
+        rows.append({"figure": "number of KV caches", "predicted": len(predicted.kv_caches),
+                     "logged": len(logged["kv"])})
+    for r in rows:
+        if r["predicted"] is None:
+            r["status"] = "not predicted"
+            continue
+        r["status"] = "exact" if r["logged"] == r["predicted"] else (
+            "missing" if r["logged"] is None else f"diff {r['logged'] - r['predicted']:+g}")
+    status = "exact" if all(r["status"] == "exact" for r in rows) else "differs"
+    return {"case": case.name, "status": status, "figures": rows}
+
+
+#: llama_print_system_info() names -> memory.CPU_FEATURES (ggml-cpu's "AVX2 = 1 | ..." line)
+SYSINFO_FEATURES = {"AVX2": "avx2", "AVX512": "avx512", "NEON": "neon", "DOTPROD": "dotprod",
+                    "MATMUL_INT8": "i8mm"}
+
+
+def cpu_features_from_sysinfo(text: str) -> frozenset:
+    """The ggml-cpu build's features from the ``llama_print_system_info()`` line in a log."""
+    m = re.search(r"SYSINFO: (.*)", text)
+    line = m.group(1) if m else ""
+    return frozenset(f for key, f in SYSINFO_FEATURES.items() if re.search(rf"\b{key} = 1\b", line))
+
+
+def run_case(case: Case, workdir: Path, python: str = sys.executable, timeout: float = 300) -> dict:
+    path = write_tiny_gguf(workdir / f"{case.name}.gguf", case.arch, **case.model)
+    meta = read_gguf(path)
+    proc = subprocess.run([python, "-c", _RUNNER, json.dumps(_args(case, path))], capture_output=True,
+                          text=True, timeout=timeout, check=False)
+    log = proc.stdout + proc.stderr
+    if "LOADED_OK" not in log:
+        return {"case": case.name, "status": "load failed", "log_tail": log[-2000:], "figures": []}
+    predicted = plan(meta, n_ctx=case.n_ctx, n_seq_max=case.n_seq_max, kv_unified=case.kv_unified,
+                     cache_type_k=case.type_k, cache_type_v=case.type_v, flash_attn=case.flash_attn,
+                     swa_full=case.swa_full, n_ubatch=case.n_ubatch, device="CPU", n_gpu_layers=0,
+                     use_mmap=case.use_mmap, cpu_features=cpu_features_from_sysinfo(log))
+    return compare(case, predicted, parse_log(log))
+
+
+def run_cases(cases=None, python: str = sys.executable) -> list[dict]:
+    """Run every case; raises ``LlamaCppMissing`` when ``python`` cannot import llama_cpp."""
+    if not have_llama_cpp(python):
+        raise LlamaCppMissing("llama_cpp is not importable: pip install 'llama-cpp-python==0.3.36' "
+                              "(optional dependency group 'llamacpp')")
+    with tempfile.TemporaryDirectory() as tmp:
+        return [run_case(c, Path(tmp), python) for c in (cases or CASES)]

@@ -1,0 +1,83 @@
+"""Launch commands for a plan: ``llama-server`` argv and the Ollama equivalent (Modelfile + environment).
+
+Flag names are llama.cpp's own (common/arg.cpp of the llama.cpp vendored in llama-cpp-python 0.3.36:
+``-m`` ``-c`` ``-np`` ``-fa`` ``-ctk`` ``-ctv`` ``-ngl`` ``-kvu`` ``--swa-full`` ``-md`` at lines 1690, 1724,
+1754, 2437, 2450, 2544-2558, 2789, 4241). An argv list is returned, never a shell string.
+"""
+from __future__ import annotations
+
+from calculator.runtimes.llamacpp.memory import KV_CACHE_TYPES
+
+
+def launch_argv(
+    model_path: str,
+    *,
+    n_ctx: int,
+    n_parallel: int = 1,
+    flash_attn: str = "auto",
+    cache_type_k: str = "f16",
+    cache_type_v: str = "f16",
+    n_gpu_layers: int | None = None,
+    kv_unified: bool = False,
+    swa_full: bool = False,
+    draft_model_path: str | None = None,
+    binary: str = "llama-server",
+) -> list[str]:
+    """``llama-server -m MODEL -c N -np P -fa on|off|auto -ctk T -ctv T [-ngl N] [-kvu] [--swa-full] [-md D]``.
+
+    ``n_gpu_layers=None`` leaves -ngl out (the server's default). ``-np`` is always given: the server's own
+    default is -1 (auto: 4 slots and a unified cache, tools/server/server.cpp:156-161), which the plan must
+    not assume silently. Raises ``ValueError`` naming the field."""
+    if not model_path:
+        raise ValueError("model_path: required")
+    if n_ctx < 0:
+        raise ValueError("n_ctx (-c) must be >= 0")
+    if n_parallel < 1:
+        raise ValueError("n_parallel (-np) must be >= 1")
+    if flash_attn not in ("on", "off", "auto"):
+        raise ValueError(f"flash_attn (-fa): on, off or auto, not {flash_attn!r}")
+    for name, t in (("cache_type_k", cache_type_k), ("cache_type_v", cache_type_v)):
+        if t not in KV_CACHE_TYPES:
+            raise ValueError(f"{name}: one of {', '.join(KV_CACHE_TYPES)}, not {t!r}")
+    argv = [binary, "-m", model_path, "-c", str(n_ctx), "-np", str(n_parallel), "-fa", flash_attn,
+            "-ctk", cache_type_k, "-ctv", cache_type_v]
+    if n_gpu_layers is not None:
+        argv += ["-ngl", str(n_gpu_layers)]
+    if kv_unified:
+        argv.append("-kvu")
+    if swa_full:
+        argv.append("--swa-full")
+    if draft_model_path:
+        argv += ["-md", draft_model_path]
+    return argv
+
+
+def ollama_config(
+    model: str,
+    *,
+    num_ctx: int,
+    num_parallel: int = 1,
+    kv_cache_type: str = "f16",
+    flash_attention: bool | None = None,
+    num_gpu: int | None = None,
+) -> dict:
+    """The Ollama equivalent: ``{"modelfile": "FROM ...\\nPARAMETER num_ctx N\\n...", "env": {...}}``.
+
+    ``num_ctx`` is per request slot (Ollama multiplies by ``OLLAMA_NUM_PARALLEL`` for the cache);
+    ``OLLAMA_KV_CACHE_TYPE`` and ``OLLAMA_FLASH_ATTENTION`` are server-wide environment variables, not
+    Modelfile parameters; ``num_gpu`` is Ollama's name for the offloaded layer count."""
+    if not model:
+        raise ValueError("model: required")
+    if num_ctx <= 0:
+        raise ValueError("num_ctx must be > 0")
+    if num_parallel < 1:
+        raise ValueError("num_parallel (OLLAMA_NUM_PARALLEL) must be >= 1")
+    if kv_cache_type not in KV_CACHE_TYPES:
+        raise ValueError(f"kv_cache_type (OLLAMA_KV_CACHE_TYPE): one of {', '.join(KV_CACHE_TYPES)}")
+    lines = [f"FROM {model}", f"PARAMETER num_ctx {num_ctx}"]
+    if num_gpu is not None:
+        lines.append(f"PARAMETER num_gpu {num_gpu}")
+    env = {"OLLAMA_NUM_PARALLEL": str(num_parallel), "OLLAMA_KV_CACHE_TYPE": kv_cache_type}
+    if flash_attention is not None:
+        env["OLLAMA_FLASH_ATTENTION"] = "1" if flash_attention else "0"
+    return {"modelfile": "\n".join(lines) + "\n", "env": env}

@@ -1,0 +1,664 @@
+"""llama.cpp start-up memory, as llama.cpp logs it per device, from a GGUF header (``gguf_meta.GGUFMeta``).
+
+``plan(meta, n_ctx=..., ...)`` returns a ``LlamaCppPlan`` holding what llama.cpp prints while it loads:
+
+* ``llama_kv_cache: size = X MiB (N cells, L layers, s/S seqs), K (f16): .. MiB, V (f16): .. MiB``, one line
+  per cache (two for sliding-window models: the non-SWA and the SWA cache of ``llama_kv_cache_iswa``);
+* ``<dev> KV buffer size``, ``<buft> model buffer size`` (``CPU_Mapped``, ``CUDA0``, ``MTL0_Mapped``...) and
+  ``<buft> output buffer size``;
+* compute buffers are **not modelled** (they come from ggml's graph allocator on the reserved graphs; the
+  plan says so instead of guessing).
+
+The release modelled is the llama.cpp vendored in llama-cpp-python 0.3.36 (``RELEASE_0_3_36``); every rule
+cites ``file:line`` of that tree (``vendor/llama.cpp/...``). The rules hold from ggml-org/llama.cpp PR
+#17046 (2025-11-07, "kv-cache : pad the cache size to 256") on. ``release=RELEASE_LEGACY`` models the
+``llama_kv_cache_unified`` builds of 2025 before PR #16812 (2025-10-28, "memory : remove KV cache size
+padding"), where the cache size was ``n_ctx`` padded by ``get_padding``: 256 cells with flash attention, 32
+without (PR #7257); the public lcpp-014 log (-c 70000 -> 70016 cells) shows it. Only a single sequence and
+no sliding window are modelled there; anything else raises ``NotModelled``. Builds between #16812 and #17046,
+and 2024 builds that also padded ``n_ctx`` itself to 256 (PR #6438), are not modelled.
+``release=RELEASE_PRE_VLESS`` is the 0.3.36 rule set except for MLA models (DeepSeek-V2/V3, Kimi-K2): before
+PR #19067 ("kv-cache : support V-less cache", 2026-01-24) they also stored a V cache of ``value_length``
+(= kv_lora_rank) per token; the public lcpp-024 log (b7522, DeepSeek-V3.1, 61 layers of K 576 + V 512 in
+q4_0) shows it.
+
+Units: bytes everywhere (``*_bytes``); ``MiB`` = 2^20 B only in the rendered log lines.
+"""
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from calculator.runtimes.llamacpp.gguf_meta import GGUFMeta
+
+MiB = 1024 * 1024
+
+RELEASE_0_3_36 = "llama-cpp-python==0.3.36"
+RELEASE_PRE_VLESS = "llama.cpp PR #17046 .. PR #19067 (2025-11-07 .. 2026-01-24)"
+RELEASE_LEGACY = "legacy 2025 llama_kv_cache_unified (before PR #16812)"
+RELEASES = (RELEASE_0_3_36, RELEASE_PRE_VLESS, RELEASE_LEGACY)
+
+SRC = "llama-cpp-python 0.3.36 vendor/llama.cpp/"
+
+#: KV cache types llama.cpp accepts for -ctk / -ctv (common/arg.cpp:304-314), with ggml's
+#: (block size in values, bytes per block) from ggml/src/ggml.c type_traits (block_q8_0 = 2 B scale + 32 B,
+#: block_q4_0 = 2 + 16, block_q4_1 = 2 + 2 + 16, block_iq4_nl = 2 + 16, block_q5_0 = 2 + 4 + 16,
+#: block_q5_1 = 2 + 2 + 4 + 16). The same table is gguf.GGML_QUANT_SIZES; tests check both by hand.
+KV_CACHE_TYPES: dict[str, tuple[int, int]] = {
+    "f32": (1, 4),
+    "f16": (1, 2),
+    "bf16": (1, 2),
+    "q8_0": (32, 34),
+    "q4_0": (32, 18),
+    "q4_1": (32, 20),
+    "iq4_nl": (32, 18),
+    "q5_0": (32, 22),
+    "q5_1": (32, 24),
+}
+
+#: Architectures whose llama.cpp model file sets no sliding window and that use the plain llama_kv_cache
+#: (llama-model.cpp:2859-2875 ``new llama_kv_cache(...)``, reached from the ``default:`` branch at
+#: llama-model.cpp:2658 for archs that are neither recurrent nor hybrid). Checked: no ``swa_type`` /
+#: ``n_swa`` in src/models/<arch>.cpp of the vendored tree.
+PLAIN_ARCHS = {
+    "llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "gemma", "mistral3", "granite", "granitemoe",
+    "command-r", "starcoder2", "internlm2", "stablelm", "phi2", "qwen2vl", "qwen3vl", "qwen3vlmoe",
+    "deepseek2", "glm4", "glm4moe",
+}
+
+#: Sliding-window architectures: (default n_swa or None = the GGUF key is required, default pattern period,
+#: dense_first, the line that sets it). ``load_swa_pattern`` (llama-model.cpp:3434-3441) prefers a per-layer
+#: ``sliding_window_pattern`` array, then a scalar period from the file, then this default; the period rule
+#: is ``llama_hparams::set_swa_pattern`` (llama-hparams.cpp:8-21): layer il is SWA iff
+#: ``il % n_pattern < n_pattern - 1`` (dense_first: ``il % n_pattern != 0``).
+SWA_ARCHS: dict[str, tuple[int | None, int | None, bool, str]] = {
+    "gemma2": (4096, 2, False, "src/models/gemma2.cpp:4-12"),
+    "gemma3": (None, 6, False, "src/models/gemma3.cpp:4-11 (SWA only when sliding_window > 0)"),
+    "gpt-oss": (None, 2, False, "src/models/openai-moe.cpp:6-9"),
+    "cohere2": (None, 4, False, "src/models/cohere2.cpp:4-5"),
+    "gemma4": (None, None, False, "src/models/gemma4.cpp:5-16 (pattern array and shared_kv_layers required)"),
+}
+
+DEVICE_KINDS = ("CPU", "CUDA", "Metal", "Vulkan")
+
+
+class NotModelled(ValueError):
+    """The request is valid for llama.cpp but this model does not cover it; ``field`` names the input."""
+
+    def __init__(self, message: str, *, field: str):
+        super().__init__(message)
+        self.field = field
+
+
+class KVCache(BaseModel):
+    """One ``llama_kv_cache`` (llama-kv-cache.cpp:65-305): K and V tensors of shape
+    ``[n_embd_{k,v}_gqa(il), cells, n_stream]`` per layer (llama-kv-cache.cpp:233-234)."""
+
+    name: Literal["kv", "non-SWA", "SWA"]
+    cells: int
+    layers: list[int]
+    n_seq_max: int
+    n_stream: int
+    type_k: str
+    type_v: str
+    k_bytes: int
+    v_bytes: int
+    per_layer_k_bytes: list[int]
+    per_layer_v_bytes: list[int]
+    buffers: dict[str, int] = Field(default_factory=dict)  # "<dev> KV buffer size" bytes per device
+    source: str
+
+    @property
+    def total_bytes(self) -> int:
+        return self.k_bytes + self.v_bytes
+
+    def log_line(self) -> str:
+        """The line llama-kv-cache.cpp:301-304 prints (``%7.2f`` MiB, ``%6u`` cells, ``%3d`` layers)."""
+        return ("llama_kv_cache: size = %7.2f MiB (%6u cells, %3d layers, %2u/%u seqs), K (%s): %7.2f MiB, "
+                "V (%s): %7.2f MiB" % (self.total_bytes / MiB, self.cells, len(self.layers), self.n_seq_max,
+                                        self.n_stream, self.type_k, self.k_bytes / MiB, self.type_v,
+                                        self.v_bytes / MiB))
+
+
+class Buffer(BaseModel):
+    """One backend buffer llama.cpp logs: ``kind`` model / KV / output / compute on buffer type ``buft``.
+    ``bytes`` is None where it is not modelled (``note`` says why)."""
+
+    kind: Literal["model", "KV", "output", "compute"]
+    buft: str
+    bytes: int | None
+    source: str
+    note: str = ""
+
+
+class LlamaCppPlan(BaseModel):
+    release: str
+    architecture: str
+    n_ctx: int  # after llama.cpp's padding / rounding
+    n_ctx_requested: int
+    n_ctx_seq: int
+    n_seq_max: int
+    n_stream: int
+    kv_unified: bool
+    flash_attn: Literal["on", "off", "auto"]
+    device: str
+    n_gpu_layers: int  # as requested (-1 = all)
+    layers_on_gpu: list[int]
+    output_on_gpu: bool
+    kv_caches: list[KVCache]
+    buffers: list[Buffer]
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def kv_bytes(self) -> int:
+        return sum(c.total_bytes for c in self.kv_caches)
+
+    def buffer(self, kind: str, buft: str) -> Buffer | None:
+        for b in self.buffers:
+            if b.kind == kind and b.buft == buft:
+                return b
+        return None
+
+    def log_lines(self) -> list[str]:
+        lines = []
+        for b in self.buffers:
+            if b.bytes is None:
+                continue
+            if b.kind == "model":
+                lines.append("load_tensors: %12s model buffer size = %8.2f MiB" % (b.buft, b.bytes / MiB))
+            elif b.kind == "output":
+                lines.append("llama_context: %10s  output buffer size = %8.2f MiB" % (b.buft, b.bytes / MiB))
+        for c in self.kv_caches:
+            for dev, n in c.buffers.items():
+                lines.append("llama_kv_cache: %10s KV buffer size = %8.2f MiB" % (dev, n / MiB))
+            lines.append(c.log_line())
+        return lines
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def ggml_row_bytes(type_name: str, n: int) -> int:
+    """Bytes of ``n`` values of a KV cache type (``ggml_row_size``: n / block * bytes per block).
+    Raises ``NotModelled`` for a type not in ``KV_CACHE_TYPES`` and ``ValueError`` when ``n`` is not a
+    whole number of blocks (llama.cpp refuses such a cache: ggml asserts ``ne0 % blck_size == 0``)."""
+    if type_name not in KV_CACHE_TYPES:
+        raise NotModelled(f"cache type {type_name!r} is not one llama.cpp accepts ({', '.join(KV_CACHE_TYPES)}); "
+                          "common/arg.cpp:304-314", field="cache_type")
+    block, size = KV_CACHE_TYPES[type_name]
+    if n % block:
+        raise ValueError(f"{n} values are not a whole number of {type_name} blocks of {block}: llama.cpp "
+                         "cannot create this cache")
+    return n // block * size
+
+
+def _pad(x: int, n: int) -> int:
+    """GGML_PAD(x, n) (ggml/include/ggml.h): x rounded up to a multiple of n."""
+    return (x + n - 1) // n * n
+
+
+def swa_layers(meta: GGUFMeta) -> tuple[list[bool], int, str]:
+    """Per-layer SWA flags, the window ``n_swa`` and the rule's source, for ``meta.architecture``.
+    Raises ``NotModelled`` for an architecture outside ``PLAIN_ARCHS`` / ``SWA_ARCHS``."""
+    arch, n = meta.architecture, meta.n_layer_all
+    if arch in PLAIN_ARCHS:
+        return [False] * n, 0, "no sliding window for this architecture (src/models/%s.cpp)" % arch
+    if arch not in SWA_ARCHS:
+        raise NotModelled(
+            f"architecture {arch!r}: its KV cache layout (recurrent, hybrid, MLA-indexer or sliding-window "
+            "variant) is not modelled for llama.cpp", field="model")
+    default_swa, period, dense_first, src = SWA_ARCHS[arch]
+    n_swa = meta.sliding_window if meta.sliding_window is not None else default_swa
+    if arch == "gemma3" and not n_swa:
+        return [False] * n, 0, src
+    if n_swa is None:
+        raise NotModelled(f"{arch}: GGUF has no {arch}.attention.sliding_window key", field="model")
+    n_layer = n - meta.n_layer_nextn
+    pattern = meta.sliding_window_pattern
+    if isinstance(pattern, list):
+        flags = list(pattern) + [False] * (n - len(pattern))
+        return flags[:n], n_swa, src
+    if period is None and pattern is None:
+        raise NotModelled(f"{arch}: GGUF has no sliding_window_pattern array", field="model")
+    p = int(pattern) if pattern is not None else int(period)
+    flags = []
+    for il in range(n):
+        if il >= n_layer:
+            flags.append(False)
+        elif dense_first:
+            flags.append(p == 0 or il % p != 0)
+        else:
+            flags.append(p == 0 or il % p < p - 1)
+    return flags, n_swa, src
+
+
+def _layer_dims(meta: GGUFMeta, il: int, is_swa: bool) -> tuple[int, int]:
+    """(n_embd_k_gqa, n_embd_v_gqa) of layer il (llama-hparams.cpp:140-166): head size x n_head_kv, with the
+    SWA head sizes (key_length_swa, llama-model.cpp:1462-1467) on SWA layers."""
+    hk = meta.head_dim_k or 0
+    hv = meta.head_dim_v or 0
+    if is_swa:
+        hk = meta.head_dim_k_swa or hk
+        hv = meta.head_dim_v_swa or hv
+    return hk * meta.n_head_kv[il], hv * meta.n_head_kv[il]
+
+
+# ---------------------------------------------------------------- the plan
+
+
+def plan(
+    meta: GGUFMeta,
+    *,
+    n_ctx: int,
+    n_seq_max: int = 1,
+    kv_unified: bool = False,
+    cache_type_k: str = "f16",
+    cache_type_v: str = "f16",
+    flash_attn: Literal["on", "off", "auto"] = "auto",
+    n_gpu_layers: int = -1,
+    swa_full: bool = False,
+    n_batch: int = 2048,
+    n_ubatch: int = 512,
+    device: str = "CUDA",
+    use_mmap: bool = True,
+    offload_kqv: bool = True,
+    release: str = RELEASE_0_3_36,
+    cpu_features: frozenset[str] | set[str] | None = None,
+) -> LlamaCppPlan:
+    """What llama.cpp allocates at start-up for ``meta`` with these context parameters.
+
+    Parameters use llama.cpp's names: ``n_ctx`` (-c; 0 = the model's context_length), ``n_seq_max`` (-np /
+    --parallel), ``kv_unified`` (-kvu), ``cache_type_k/v`` (-ctk/-ctv), ``flash_attn`` (-fa), ``n_gpu_layers``
+    (-ngl; -1 = all, any value above the layer count = all), ``swa_full`` (--swa-full), ``n_batch`` (-b),
+    ``n_ubatch`` (-ub), ``use_mmap`` (--no-mmap = False), ``offload_kqv`` (--no-kv-offload = False).
+    ``device`` is the one GPU backend ("CUDA", "Metal", "Vulkan") or "CPU" for a build without one; several
+    GPUs (layers split by free memory or --tensor-split, llama-model.cpp:1556-1587) are not modelled.
+    ``cpu_features`` (subset of ``CPU_FEATURES``) are the ggml-cpu build's SIMD features, which decide the
+    CPU_REPACK buffer; ``None`` = unknown (no repacking modelled, said in ``notes`` when it matters).
+
+    Returns a ``LlamaCppPlan``. Raises ``NotModelled`` (with ``field``) for what the model does not cover and
+    ``ValueError`` (message naming the parameter) for what llama.cpp itself rejects.
+    """
+    if release not in RELEASES:
+        raise NotModelled(f"release {release!r}: modelled releases are {', '.join(RELEASES)}", field="release")
+    if device not in DEVICE_KINDS:
+        raise ValueError(f"device: one of {', '.join(DEVICE_KINDS)}, not {device!r}")
+    for name, value in (("n_ctx", n_ctx), ("n_batch", n_batch), ("n_ubatch", n_ubatch)):
+        if value < 0:
+            raise ValueError(f"{name} must be >= 0, not {value}")
+    if n_seq_max < 1 or n_seq_max > 256:
+        # LLAMA_MAX_SEQ = 256 (src/llama-cparams.h); llama-context.cpp:100-103
+        raise ValueError(f"n_seq_max (--parallel) must be 1..256, not {n_seq_max}")
+    for name, t in (("cache_type_k", cache_type_k), ("cache_type_v", cache_type_v)):
+        if t not in KV_CACHE_TYPES:
+            raise ValueError(f"{name}: llama.cpp accepts {', '.join(KV_CACHE_TYPES)} (common/arg.cpp:304-314), "
+                             f"not {t!r}")
+    if flash_attn not in ("on", "off", "auto"):
+        raise ValueError(f"flash_attn (-fa): on, off or auto, not {flash_attn!r}")
+    notes: list[str] = []
+    fa_enabled = flash_attn != "off"  # llama-context.cpp:230-231: auto counts as enabled when the cache is made
+    if cache_type_v not in ("f32", "f16", "bf16"):
+        if flash_attn == "off":
+            # llama-context.cpp:465-469
+            raise ValueError("cache_type_v: a quantized V cache requires flash attention (-fa on/auto); "
+                             "llama.cpp: 'quantized V cache was requested, but this requires Flash Attention'")
+        if flash_attn == "auto":
+            notes.append("Quantized V with -fa auto: llama.cpp fails at start-up if the device cannot run flash "
+                         "attention for this model (llama-context.cpp:557-560, 465-469).")
+
+    # llama_init_from_model refuses a quantized cache whose block does not divide the head size, when flash
+    # attention is not disabled (llama-context.cpp:3851-3870)
+    if fa_enabled:
+        for name, t, dims in (("cache_type_k", cache_type_k, (meta.head_dim_k, meta.head_dim_k_swa)),
+                              ("cache_type_v", cache_type_v, (meta.head_dim_v, meta.head_dim_v_swa))):
+            block = KV_CACHE_TYPES[t][0]
+            for d in dims:
+                if block > 1 and d and d % block:
+                    raise ValueError(f"{name}: {t} blocks of {block} do not divide the head size {d}; llama.cpp "
+                                     "refuses this cache with flash attention (llama-context.cpp:3851-3870)")
+
+    # ---- context sizes: llama-context.cpp:133, 246-248, 290-306
+    n_ctx_req = n_ctx
+    n_ctx = n_ctx if n_ctx > 0 else meta.n_ctx_train
+    n_batch_eff = min(n_ctx, n_batch)
+    n_ubatch_eff = min(n_batch_eff, n_ubatch if n_ubatch > 0 else n_batch_eff)
+    if release in (RELEASE_0_3_36, RELEASE_PRE_VLESS):
+        n_ctx = _pad(n_ctx, 256)  # llama-context.cpp:290
+        if kv_unified:
+            n_ctx_seq = n_ctx  # :292-293
+        else:
+            n_ctx_seq = _pad(n_ctx // n_seq_max, 256)  # :295-296
+            if n_ctx != n_ctx_seq * n_seq_max:  # :302-305 (named "rounding down", it can round up)
+                notes.append(f"llama.cpp: n_ctx is not divisible by n_seq_max - rounding to {n_ctx_seq * n_seq_max}")
+                n_ctx = n_ctx_seq * n_seq_max
+        kv_size = n_ctx_seq  # llama-model.cpp create_memory passes cparams.n_ctx_seq (e.g. :2857-2868)
+    else:
+        if n_seq_max != 1:
+            raise NotModelled("legacy builds: only --parallel 1 is modelled", field="n_seq_max")
+        pad = 256 if fa_enabled else 32  # llama_kv_cache_unified::get_padding, PR #7257
+        if flash_attn == "auto":
+            raise NotModelled("legacy builds: -fa auto decides the padding (256 with, 32 without flash "
+                              "attention) on the device; give on or off", field="flash_attn")
+        n_ctx = _pad(n_ctx, pad)
+        n_ctx_seq = n_ctx
+        kv_size = n_ctx
+    n_stream = 1 if kv_unified else n_seq_max  # llama-kv-cache.cpp:84
+
+    # ---- which layers have which cache
+    flags, n_swa, swa_src = swa_layers(meta)
+    if release == RELEASE_LEGACY and any(flags):
+        raise NotModelled("legacy builds: sliding-window caches are not modelled", field="release")
+    n_all = meta.n_layer_all
+    n_layer = n_all - meta.n_layer_nextn
+    has_kv = [True] * n_all
+    if meta.architecture == "gemma4":
+        kv_from = n_all - (meta.shared_kv_layers or 0)  # src/models/gemma4.cpp:8-11
+        has_kv = [il < kv_from for il in range(n_all)]  # llama-hparams.cpp:321-331
+    trunk = [il < n_layer for il in range(n_all)]  # NextN layers are filtered out (llama-model.cpp:2797-2804)
+    is_mla = meta.key_length_mla is not None and meta.value_length_mla is not None
+    if is_mla and release == RELEASE_PRE_VLESS:
+        is_mla = False  # V cache of value_length (= kv_lora_rank) per token until PR #19067
+        notes.append("MLA before PR #19067: K (kv_lora_rank + rope) and V (kv_lora_rank) are both cached.")
+    elif is_mla:
+        if release == RELEASE_LEGACY:
+            raise NotModelled("legacy builds: the MLA cache layout changed several times; not modelled",
+                              field="release")
+        notes.append("MLA: the cache holds K only (llama-kv-cache.cpp:231, has_v = !is_mla; PR #19067).")
+    if meta.n_head and any(h == 0 for il, h in enumerate(meta.n_head_kv) if has_kv[il] and trunk[il]):
+        raise NotModelled(f"{meta.architecture}: a layer without attention heads (recurrent/hybrid)", field="model")
+
+    # GPU placement: llama-model.cpp:1589-1614
+    n_gpu_eff = n_all + 1 if n_gpu_layers < 0 else n_gpu_layers  # llama-model.cpp:2002-2005
+    gpu = device != "CPU"
+    i_gpu_start = max(n_all + 1 - n_gpu_eff, 0)
+    act_gpu = min(n_gpu_eff, n_all + 1) if gpu else 0
+    on_gpu = [gpu and il >= i_gpu_start and (il - i_gpu_start) < act_gpu for il in range(n_all + 1)]
+    layers_on_gpu = [il for il in range(n_all) if on_gpu[il]]
+    output_on_gpu = on_gpu[n_all]
+
+    v_trans = not fa_enabled  # create_memory passes !cparams.flash_attn (llama-model.cpp:2864)
+    v_max = max(_layer_dims(meta, il, flags[il])[1] for il in range(n_all)) if n_all else 0
+    if v_trans and any(_layer_dims(meta, il, flags[il])[1] != v_max for il in range(n_all)):
+        notes.append("V embedding sizes differ across layers and flash attention is off: every V row is padded "
+                     f"to {v_max} (llama-kv-cache.cpp:157-160, 210).")
+
+    def build(name, layer_ids, cells, src) -> KVCache:
+        ks, vs, bufs = [], [], {}
+        for il in layer_ids:
+            k_dim, v_dim = _layer_dims(meta, il, flags[il])
+            if v_trans:
+                v_dim = v_max  # llama-kv-cache.cpp:210
+            k = ggml_row_bytes(cache_type_k, k_dim) * cells * n_stream
+            v = 0 if is_mla else ggml_row_bytes(cache_type_v, v_dim) * cells * n_stream
+            ks.append(k)
+            vs.append(v)
+            dev = _buft_name(device) if (offload_kqv and on_gpu[il]) else "CPU"  # llama-kv-cache.cpp:214-221
+            bufs[dev] = bufs.get(dev, 0) + _alloc(device if dev != "CPU" else "CPU", cache_type_k, k_dim, k)
+            if not is_mla:
+                bufs[dev] += _alloc(device if dev != "CPU" else "CPU", cache_type_v, v_dim, v)
+        return KVCache(name=name, cells=cells, layers=list(layer_ids), n_seq_max=n_seq_max, n_stream=n_stream,
+                       type_k=cache_type_k, type_v=cache_type_v, k_bytes=sum(ks), v_bytes=sum(vs),
+                       per_layer_k_bytes=ks, per_layer_v_bytes=vs, buffers=bufs, source=src)
+
+    kv_layers = [il for il in range(n_all) if has_kv[il] and trunk[il]]
+    caches: list[KVCache]
+    if any(flags):
+        # llama_kv_cache_iswa (llama-kv-cache-iswa.cpp:52-108)
+        size_swa = _pad(min(kv_size, n_swa * (n_seq_max if kv_unified else 1) + n_ubatch_eff), 256)  # :73
+        if swa_full:
+            size_swa = kv_size  # :76-81
+        caches = [
+            build("non-SWA", [il for il in kv_layers if not flags[il]], kv_size,
+                  SRC + "src/llama-kv-cache-iswa.cpp:69,95-98"),
+            build("SWA", [il for il in kv_layers if flags[il]], size_swa,
+                  SRC + f"src/llama-kv-cache-iswa.cpp:73-81,102-105 (n_swa={n_swa}, {swa_src})"),
+        ]
+    else:
+        caches = [build("kv", kv_layers, kv_size, SRC + "src/llama-model.cpp:2859-2875, src/llama-kv-cache.cpp:65-305")]
+
+    # ---- buffers
+    if cpu_features is not None:
+        cpu_features = frozenset(cpu_features)
+        if not cpu_features <= CPU_FEATURES:
+            raise ValueError(f"cpu_features: known features are {', '.join(sorted(CPU_FEATURES))}, not "
+                             f"{', '.join(sorted(cpu_features - CPU_FEATURES))}")
+    buffers = _model_buffers(meta, on_gpu, output_on_gpu, device, use_mmap, cpu_features, notes)
+    if meta.n_vocab is not None:
+        # llama-context.cpp:2116-2160: logits n_vocab x max(n_seq_max, requested outputs) floats
+        out = meta.n_vocab * n_seq_max * 4
+        out_buft = {"CUDA": "CUDA_Host", "Vulkan": "Vulkan_Host"}.get(device, "CPU")
+        note = ""
+        if device == "Metal":
+            # Metal has no host buffer type here (ggml-metal.cpp:822), so the CPU buffer holds the logits and
+            # the unrounded size is printed. Ollama 0.21's bundled build printed 0.50 MiB for 128256 x 4 B
+            # (lcpp-027): a page-rounded size (16 KiB pages), so older Metal builds differ by up to 16 KiB.
+            note = "older Metal builds print this rounded up to the 16 KiB page (not modelled)"
+        buffers.append(Buffer(kind="output", buft=out_buft, bytes=out, note=note,
+                              source=SRC + "src/llama-context.cpp:375-384,2116-2160"))
+    buffers.append(Buffer(kind="compute", buft=_buft_name(device) if gpu else "CPU", bytes=None,
+                          source=SRC + "src/llama-context.cpp:615-700 (sched_reserve)",
+                          note="not modelled: the compute buffer is ggml-alloc's peak over the reserved graphs"))
+    notes.append("llama-server's --fit (on by default in recent builds) may lower -c / -ngl to fit the device; "
+                 "not modelled (common/fit.cpp).")
+    return LlamaCppPlan(
+        release=release, architecture=meta.architecture, n_ctx=n_ctx, n_ctx_requested=n_ctx_req,
+        n_ctx_seq=n_ctx_seq, n_seq_max=n_seq_max, n_stream=n_stream, kv_unified=kv_unified,
+        flash_attn=flash_attn, device=device, n_gpu_layers=n_gpu_layers, layers_on_gpu=layers_on_gpu,
+        output_on_gpu=output_on_gpu, kv_caches=caches, buffers=buffers, notes=notes,
+    )
+
+
+def _buft_name(device: str) -> str:
+    """Device buffer names as ggml prints them for device 0 (ggml-cuda: "CUDA0", ggml-metal: "MTL0",
+    ggml-vulkan: "Vulkan0")."""
+    return {"CUDA": "CUDA0", "Metal": "MTL0", "Vulkan": "Vulkan0", "CPU": "CPU"}[device]
+
+
+def _alloc(device: str, type_name: str, ne0: int, nbytes: int) -> int:
+    """Bytes a tensor takes in a buffer of ``device``: ``GGML_PAD(alloc_size, alignment)``
+    (ggml/src/ggml-alloc.c:1182-1185). CPU: alignment 32 (ggml-impl.h:44, ggml-backend.cpp:2474-2476).
+    CUDA: alignment 128 and quantized tensors get one extra row of ``512 - ne0 % 512`` values
+    (ggml-cuda.cu:897-920, MATRIX_ROW_PADDING common.cuh:186). Metal / Vulkan: not modelled (returns the
+    CPU rule; callers label it)."""
+    if device == "CUDA":
+        size = nbytes
+        if type_name.lower() not in ("f32", "f16", "bf16", "i8", "i16", "i32", "i64", "f64") and ne0 % 512:
+            size += _row_bytes_any(type_name, 512 - ne0 % 512)
+        return _pad(size, 128)
+    return _pad(nbytes, 32)
+
+
+def _row_bytes_any(type_name: str, n: int) -> int:
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    t = GGMLQuantizationType[type_name.upper()]
+    block, size = GGML_QUANT_SIZES[t]
+    return n // block * size
+
+
+#: CPU_REPACK (ggml/src/ggml-cpu/repack.cpp:4925-5141, ggml_repack_get_optimal_repack_type): weight type ->
+#: [(ggml-cpu build features required, ne[1] multiple)], first match wins. Features are the ggml-cpu build's
+#: (ggml_cpu_has_avx2() etc. are compile-time): "avx2", "avx512", "neon", "dotprod", "i8mm". SVE and RISC-V
+#: variants are not modelled.
+REPACK_RULES: dict[str, list[tuple[frozenset, int]]] = {
+    "Q4_0": [(frozenset({"avx2"}), 8), (frozenset({"neon", "i8mm"}), 4), (frozenset({"neon", "dotprod"}), 4)],
+    "Q4_K": [(frozenset({"avx2"}), 8), (frozenset({"neon", "i8mm"}), 8), (frozenset({"neon", "dotprod"}), 8)],
+    "Q2_K": [(frozenset({"avx512"}), 8)],
+    "Q5_K": [(frozenset({"neon", "i8mm"}), 8), (frozenset({"neon", "dotprod"}), 8)],
+    "Q6_K": [(frozenset({"neon", "i8mm"}), 8), (frozenset({"neon", "dotprod"}), 8)],
+    "IQ4_NL": [(frozenset({"avx2"}), 8), (frozenset({"neon", "dotprod"}), 4)],
+    "MXFP4": [(frozenset({"avx2"}), 8), (frozenset({"neon", "dotprod"}), 4)],
+    "Q8_0": [(frozenset({"neon", "i8mm"}), 4), (frozenset({"neon", "dotprod"}), 4)],
+    "Q1_0": [(frozenset({"neon", "i8mm"}), 4), (frozenset({"neon", "dotprod"}), 4)],
+}
+CPU_FEATURES = frozenset({"avx2", "avx512", "neon", "dotprod", "i8mm"})
+
+
+def repacks(t, features: frozenset) -> bool:
+    """Whether a CPU-resident weight goes to the CPU_REPACK buffer: it feeds a MUL_MAT (2-D layer matrix or
+    output.weight) or MUL_MAT_ID (3-D ``*_exps``) (repack.cpp:5191-5215; token_embd feeds GET_ROWS) and its
+    type has a repacked layout for these features with ``ne[1]`` a multiple of the interleave."""
+    if t.name == "token_embd.weight" or t.ggml_type not in REPACK_RULES:
+        return False
+    dims = len(t.shape)
+    if not t.name.endswith(".weight"):
+        return False
+    is_matmul = (dims == 2 and (t.name.startswith("blk.") or t.name == "output.weight")) or \
+        (dims == 3 and t.name.endswith("_exps.weight"))
+    if not is_matmul:
+        return False
+    for need, multiple in REPACK_RULES[t.ggml_type]:
+        if need <= features:
+            return t.shape[1] % multiple == 0
+    return False
+
+
+_BLK = re.compile(r"^blk\.(\d+)\.")
+_OUTPUT_TENSORS = ("output.weight", "output_norm.weight", "output_norm.bias", "output.bias")
+
+
+def tensor_layer(name: str, n_all: int) -> int | str:
+    """Which placement unit a GGUF tensor belongs to: a layer index, ``"input"`` (token_embd and other
+    non-layer tensors, always on the CPU: llama-model.cpp:1603-1605) or ``"output"`` (llama-model.cpp:1614)."""
+    m = _BLK.match(name)
+    if m:
+        return int(m.group(1))
+    if name in _OUTPUT_TENSORS or name.startswith("output"):
+        return "output"
+    return "input"
+
+
+def _model_buffers(meta: GGUFMeta, on_gpu: list[bool], output_on_gpu: bool, device: str,
+                   use_mmap: bool, cpu_features: frozenset | None, notes: list[str]) -> list[Buffer]:
+    """Model weight buffers per buffer type (llama-model.cpp:1838-1900, 1927-1932).
+
+    With mmap, a buffer type that can wrap host memory (the CPU; Metal) gets ``<buft>_Mapped``: the file
+    range from its first to the end of its last tensor (llama-model-loader.cpp:1449-1464), gaps included.
+    Otherwise (CUDA, or --no-mmap) tensors are allocated: the sum of ``_alloc`` sizes. A tied output (no
+    output.weight) is token_embd duplicated into the output layer's buffer (TENSOR_DUPLICATED,
+    llama-model-loader.cpp:1162-1168)."""
+    n_all = meta.n_layer_all
+    groups: dict[str, list] = {}
+    gpu_buft = _buft_name(device)
+    for t in meta.tensors:
+        unit = tensor_layer(t.name, n_all)
+        if unit == "input":
+            where = "CPU"
+        elif unit == "output":
+            where = gpu_buft if output_on_gpu else "CPU"
+        else:
+            if unit >= n_all:
+                raise NotModelled(f"tensor {t.name} names layer {unit} of {n_all}", field="model")
+            where = gpu_buft if on_gpu[unit] else "CPU"
+        groups.setdefault(where, []).append(t)
+    if meta.tensor("output.weight") is None and meta.tensor("token_embd.weight") is not None:
+        dup_where = gpu_buft if output_on_gpu else "CPU"
+        if dup_where != "CPU":
+            groups.setdefault(dup_where, []).append(meta.tensor("token_embd.weight"))
+
+    out = []
+    cpu = groups.get("CPU", [])
+    # The CPU buffer-type list (llama-model.cpp:1078-1136) starts with the GPU's host buffer type (CUDA_Host,
+    # Vulkan_Host; Metal has none), so with such a GPU no CPU weight reaches CPU_REPACK; with mmap the host
+    # type is swapped for the plain CPU type (llama-model-loader.cpp:1269-1277).
+    host_first = device in ("CUDA", "Vulkan")
+    if cpu and not host_first:
+        if cpu_features is None:
+            candidates = [t for t in cpu if t.ggml_type in REPACK_RULES and t.name != "token_embd.weight"]
+            if candidates:
+                notes.append(
+                    f"{len(candidates)} CPU weights of types {sorted({t.ggml_type for t in candidates})} may be "
+                    "repacked into a CPU_REPACK buffer depending on the ggml-cpu build (give cpu_features); "
+                    "modelled without repacking")
+        else:
+            moved = [t for t in cpu if repacks(t, cpu_features)]
+            if moved:
+                groups["CPU_REPACK"] = moved
+                groups["CPU"] = [t for t in cpu if not repacks(t, cpu_features)]
+    if cpu and host_first and not use_mmap:
+        groups[f"{device}_Host"] = groups.pop("CPU")
+    for where, tensors in sorted(groups.items()):
+        if not tensors:
+            continue
+        mapped = use_mmap and where in ("CPU", "MTL0")
+        if mapped:
+            name = f"{where}_Mapped"
+            total = 0
+            for idx in sorted({t.file_index for t in tensors}):
+                ts = [t for t in tensors if t.file_index == idx]
+                total += max(t.offset + t.n_bytes for t in ts) - min(t.offset for t in ts)
+            out.append(Buffer(kind="model", buft=name, bytes=total,
+                              source=SRC + "src/llama-model.cpp:1855-1871, src/llama-model-loader.cpp:1449-1464"))
+        else:
+            dev_kind = "CUDA" if where == "CUDA0" else "CPU"
+            total = sum(_alloc(dev_kind, t.ggml_type, t.shape[0] if t.shape else 1, t.n_bytes) for t in tensors)
+            note = ""
+            if where in ("Vulkan0", "MTL0"):
+                note = f"{where} alignment rules not modelled; CPU's 32-byte alignment used"
+            out.append(Buffer(kind="model", buft=where, bytes=total, note=note,
+                              source=SRC + "src/llama-model.cpp:1872-1890, ggml/src/ggml-alloc.c:1168-1200"))
+    return out
+
+
+# ---------------------------------------------------------------- Ollama
+
+
+class OllamaDefaults(BaseModel):
+    num_ctx: int
+    num_parallel: int
+    kv_cache_type: str
+    flash_attention: Literal["on", "off", "auto"]
+    kv_size: int  # cells llama.cpp is asked for: num_ctx x num_parallel
+    sources: dict[str, str]
+
+
+def ollama_defaults(*, total_vram_gib: float, num_ctx: int | None = None, num_parallel: int | None = None,
+                    kv_cache_type: str | None = None, flash_attention: bool | None = None,
+                    gpu_overhead_gib: float = 0.0, n_gpus: int = 1) -> OllamaDefaults:
+    """Ollama's defaults for one model load, recent releases (0.19+, the "vram-based default context").
+
+    * ``num_ctx`` (``OLLAMA_CONTEXT_LENGTH``, default 0 = automatic; Modelfile ``PARAMETER num_ctx``): when
+      unset, ollama server/routes.go (``Serve``) sums ``TotalMemory - OLLAMA_GPU_OVERHEAD`` over the GPUs and
+      picks 262144 from 47 GiB, 32768 from 23 GiB, else 4096 ("slightly lower thresholds (47/23 GiB vs. 48/24
+      GiB)" than docs/context-length.mdx states); it logs ``msg="vram-based default context" total_vram=...
+      default_num_ctx=...``. ``total_vram_gib`` is the per-GPU total Ollama reports, ``n_gpus`` how many.
+    * ``num_parallel``: ``NumParallel = Uint("OLLAMA_NUM_PARALLEL", 1)`` (ollama envconfig/config.go). Ollama
+      asks llama.cpp for ``KvSize = num_ctx x num_parallel`` cells (server/sched.go
+      ``req.opts.NumCtx = req.origNumCtx * p``; the runner's load request logs it as ``KvSize``, e.g.
+      ``Parallel:32 KvSize:1048576`` for num_ctx 32768 in a public issue log).
+    * ``kv_cache_type`` (``OLLAMA_KV_CACHE_TYPE``): f16 when empty (envconfig/config.go AsMap: "Quantization
+      type for the K/V cache (default: f16)"); a quantized type needs flash attention.
+    * ``flash_attention`` (``OLLAMA_FLASH_ATTENTION``): unset = auto (the runner's load request shows
+      ``FlashAttention:Auto``; the new engine logs "enabling flash attention" for supported models).
+    Raises ``ValueError`` naming the field for a negative or zero value."""
+    if total_vram_gib < 0 or gpu_overhead_gib < 0 or n_gpus < 0:
+        raise ValueError("total_vram_gib, gpu_overhead_gib and n_gpus must be >= 0")
+    sources = {}
+    if num_ctx is None:
+        total = n_gpus * (total_vram_gib - gpu_overhead_gib)
+        num_ctx = 262144 if total >= 47 else 32768 if total >= 23 else 4096
+        sources["num_ctx"] = ("ollama server/routes.go Serve: sum(TotalMemory - OLLAMA_GPU_OVERHEAD) >= 47 GiB "
+                              "-> 262144, >= 23 GiB -> 32768, else 4096")
+    else:
+        sources["num_ctx"] = "given"
+    if num_ctx <= 0:
+        raise ValueError("num_ctx must be > 0")
+    if num_parallel is None:
+        num_parallel = 1
+        sources["num_parallel"] = 'ollama envconfig/config.go: NumParallel = Uint("OLLAMA_NUM_PARALLEL", 1)'
+    else:
+        sources["num_parallel"] = "given"
+    if num_parallel <= 0:
+        raise ValueError("num_parallel (OLLAMA_NUM_PARALLEL) must be > 0")
+    kv = (kv_cache_type or "f16").lower()
+    sources["kv_cache_type"] = "ollama envconfig/config.go (OLLAMA_KV_CACHE_TYPE default f16)" \
+        if kv_cache_type is None else "given"
+    if kv not in KV_CACHE_TYPES:
+        raise ValueError(f"kv_cache_type (OLLAMA_KV_CACHE_TYPE): one of {', '.join(KV_CACHE_TYPES)}, not {kv!r}")
+    fa = "auto" if flash_attention is None else ("on" if flash_attention else "off")
+    sources["flash_attention"] = "runner load request FlashAttention:Auto when OLLAMA_FLASH_ATTENTION is unset" \
+        if flash_attention is None else "given"
+    return OllamaDefaults(num_ctx=num_ctx, num_parallel=num_parallel, kv_cache_type=kv, flash_attention=fa,
+                          kv_size=num_ctx * num_parallel, sources=sources)

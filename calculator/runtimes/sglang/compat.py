@@ -1,0 +1,320 @@
+"""SGLang attention backends: which one SGLang picks by default, and whether a chosen one can run, by GPU
+architecture (compute capability / ROCm), model features (MLA, DeepSeek NSA, sliding window, hybrid
+linear attention), KV-cache dtype and release.
+
+Small explicit tables, every rule cited ``sglang==X path:line`` (read from the release's wheel). A "no"
+comes with the reason SGLang gives (its error or warning text) and where; a backend whose hardware limit
+SGLang does not check itself (the kernel library does) is answered ``depends`` with the reason.
+Covered releases: :data:`.releases.COVERED`; others are refused by name.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from calculator.engine.errors import EngineInputError
+from calculator.engine.gpus import GPU
+
+from .releases import at_least, check_release
+
+_SA = "sglang/srt/server_args.py"
+_MR = "sglang/srt/model_executor/model_runner.py"
+_REG = "sglang/srt/layers/attention/attention_registry.py"
+
+#: ``--attention-backend`` choices per release (the argparse ``choices`` / ATTENTION_BACKEND_CHOICES).
+CHOICES: dict[str, tuple[tuple[str, ...], str]] = {
+    "0.4.3.post4": (("flashinfer", "triton", "torch_native"), f"{_SA}:716"),
+    "0.4.10.post2": (("aiter", "cutlass_mla", "fa3", "flashinfer", "flashmla", "intel_amx", "torch_native", "ascend",
+                      "triton", "trtllm_mla"), f"{_SA}:1259"),
+}
+_V5 = ("triton", "torch_native", "flex_attention", "nsa", "cutlass_mla", "fa3", "fa4", "flashinfer", "flashmla",
+       "trtllm_mla", "trtllm_mha", "dual_chunk_flash_attn", "aiter", "wave", "intel_amx", "ascend")
+CHOICES.update({
+    "0.5.3": (_V5, f"{_SA}:89"), "0.5.3.post1": (_V5, f"{_SA}:89"),
+    "0.5.7": (_V5 + ("intel_xpu",), f"{_SA}:117"), "0.5.8.post1": (_V5 + ("intel_xpu",), f"{_SA}:119"),
+    "0.5.9": (_V5 + ("intel_xpu",), f"{_SA}:122"), "0.5.10.post1": (_V5 + ("intel_xpu",), f"{_SA}:127"),
+})
+
+# Line numbers of the checks, per release (None: the check does not exist in that release).
+_L: dict[str, dict[str, int | None]] = {
+    "0.4.10.post2": {"default": 381, "fa3_reg": None, "trtllm_mla_sm": 431, "flashmla_page": 411,
+                     "cutlass_page": 420, "trtllm_mha": None, "fa3_e5m2": 465, "trtllm_mla_kv": None,
+                     "fa3_default_list": 2313},
+    "0.5.3": {"default": 506, "fa3_reg": 122, "trtllm_mla_sm": 900, "trtllm_mla_kv": 911, "trtllm_mha": 921,
+              "flashmla_page": 877, "cutlass_page": 886, "fa3_e5m2": 570, "mla_only_reg": 42, "mha_only_reg": 150,
+              "nsa": 812, "gptoss": 734, "fa3_default_list": 2456},
+    "0.5.3.post1": {"default": 509, "fa3_reg": 129, "trtllm_mla_sm": 940, "trtllm_mla_kv": 951, "trtllm_mha": 961,
+                    "flashmla_page": 917, "cutlass_page": 926, "fa3_e5m2": 573, "mla_only_reg": 49,
+                    "mha_only_reg": 154, "nsa": 855, "gptoss": 769, "fa3_default_list": 2474},
+    "0.5.7": {"gdn_sm100": 1396, "default": 1513, "fa3_reg": 133, "trtllm_mla_sm": 1610, "trtllm_mla_kv": 1621, "trtllm_mha": 1631,
+              "flashmla_page": 1587, "cutlass_page": 1596, "fa3_e5m2": 1642, "fa4": 1649, "mla_only_reg": 51,
+              "mha_only_reg": 158, "nsa": 1031, "gptoss": 1163, "fa3_default_list": 2694},
+    "0.5.8.post1": {"gdn_sm100": 1509, "default": 1646, "fa3_reg": 133, "trtllm_mla_sm": 1742, "trtllm_mla_kv": 1753,
+                    "trtllm_mha": 1763, "flashmla_page": 1719, "cutlass_page": 1728, "fa3_e5m2": 1774, "fa4": 1781,
+                    "mla_only_reg": 51, "mha_only_reg": 158, "nsa": 1112, "gptoss": 1257, "fa3_default_list": 2881},
+    "0.5.9": {"gdn_sm100": 1604, "default": 1784, "fa3_reg": 133, "trtllm_mla_sm": 1880, "trtllm_mla_kv": 1891, "trtllm_mha": 1901,
+              "flashmla_page": 1857, "cutlass_page": 1866, "fa3_e5m2": 1912, "fa4": 1919, "mla_only_reg": 51,
+              "mha_only_reg": 158, "nsa": 1212, "gptoss": 1333, "fa3_default_list": 2996},
+    "0.5.10.post1": {"gdn_sm100": 1982, "default": 2219, "fa3_reg": 133, "trtllm_mla_sm": 2348, "trtllm_mla_kv": 2359,
+                     "trtllm_mha": 2375, "trtllm_mha_decode": 2388, "flashmla_page": 2325, "cutlass_page": 2334,
+                     "fa3_e5m2": 2399, "fa4": 2410, "mla_only_reg": 51, "mha_only_reg": 158, "nsa": 1537,
+                     "gptoss": 1697, "fa3_default_list": 2676},
+}
+
+_FA3_DEFAULT = {
+    "0.4.10.post2": {"Qwen2ForCausalLM", "Llama4ForConditionalGeneration", "LlamaForCausalLM", "Gemma2ForCausalLM",
+                     "Gemma3ForConditionalGeneration", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM",
+                     "Glm4MoeForCausalLM", "Step3VLForConditionalGeneration"},
+}
+_FA3_DEFAULT["0.5.3"] = _FA3_DEFAULT["0.4.10.post2"] | {"Glm4vMoeForConditionalGeneration"}
+_FA3_DEFAULT["0.5.3.post1"] = _FA3_DEFAULT["0.5.3"]
+_FA3_DEFAULT["0.5.7"] = _FA3_DEFAULT["0.5.3"] | {"Olmo2ForCausalLM", "Qwen3VLForConditionalGeneration",
+                                                 "Qwen3VLMoeForConditionalGeneration", "Glm4vForConditionalGeneration"}
+_FA3_DEFAULT["0.5.8.post1"] = _FA3_DEFAULT["0.5.7"] | {"MixtralForCausalLM", "MiMoV2FlashForCausalLM"}
+# From 0.5.8.post1 on the Hopper MHA default no longer consults this list (fa3 for every MHA model).
+
+
+class BackendChoice(BaseModel):
+    """The backend SGLang picks when ``--attention-backend`` is not passed."""
+
+    backend: str
+    reason: str
+    source: str
+
+
+class Reason(BaseModel):
+    text: str
+    source: str
+
+
+class BackendVerdict(BaseModel):
+    """``works``: SGLang accepts it as is; ``adjusted``: SGLang changes a setting (page size, or the
+    backend itself) and runs; ``no``: SGLang refuses; ``depends``: SGLang does not check, the kernel
+    library decides (reason given)."""
+
+    backend: str
+    verdict: Literal["works", "adjusted", "no", "depends"]
+    reasons: list[Reason] = []
+    page_size: int | None = None
+    is_default: bool = False
+
+
+def _features(hf_config: dict[str, Any]) -> dict[str, Any]:
+    c = hf_config
+    for key in ("text_config", "llm_config", "language_config"):
+        if isinstance(hf_config.get(key), dict):
+            c = hf_config[key]
+    arch = (hf_config.get("architectures") or ["?"])[0]
+    mla = bool(c.get("kv_lora_rank"))
+    return {
+        "arch": arch, "mla": mla,
+        "nsa": mla and arch in ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM") and c.get("index_topk") is not None,
+        "kv_heads": c.get("num_key_value_heads") or c.get("num_attention_heads") or 0,
+        "sliding_window": bool(c.get("sliding_window")) and c.get("use_sliding_window") is not False,
+        "hybrid_linear": bool(c.get("linear_num_value_heads") or c.get("layers_block_type")
+                              or c.get("hybrid_override_pattern")),
+    }
+
+
+def _hip(gpu: GPU) -> bool:
+    return gpu.vendor.lower() == "amd"
+
+
+def _sm(gpu: GPU) -> tuple[int, int] | None:
+    return gpu.capability_tuple
+
+
+def _c(release: str, key: str, path: str = _SA) -> str:
+    line = _L[release].get(key)
+    if line is None:
+        raise KeyError(key)
+    return f"sglang=={release} {path}:{line}"
+
+
+def default_backend(release: str, gpu: GPU, hf_config: dict[str, Any], *, tp_size: int = 1,
+                    speculative_algorithm: str | None = None, speculative_eagle_topk: int | None = None) -> BackendChoice:
+    """The attention backend SGLang ``release`` picks on ``gpu`` for this model when none is passed.
+
+    Assumes CUDA >= 12.3 on Hopper (``is_hopper_with_cuda_12_3``) and flashinfer installed on CUDA (a
+    dependency of the CUDA wheels). Model-specific picks come first (DeepSeek NSA -> ``nsa``, gpt-oss ->
+    ``trtllm_mha``/``fa3``/``triton``), then the generic MHA / MLA rules.
+    """
+    release = check_release(release)
+    f = _features(hf_config)
+    hip, sm = _hip(gpu), _sm(gpu)
+    major = sm[0] if sm else None
+    spec_ok = speculative_algorithm is None or (speculative_eagle_topk or 1) == 1
+    if release == "0.4.3.post4":
+        b = "triton" if hip else "flashinfer"
+        return BackendChoice(backend=b, reason="flashinfer if installed, else triton",
+                             source=f"sglang=={release} {_SA}:241")
+    if f["nsa"] and at_least(release, "0.5.3"):
+        return BackendChoice(backend="nsa", reason="DeepSeek NSA models get the nsa backend",
+                             source=_c(release, "nsa"))
+    if f["arch"] == "GptOssForCausalLM" and at_least(release, "0.5.3"):
+        if major == 10:
+            b = "trtllm_mha"
+        elif major == 9:
+            b = "fa3"
+        elif hip and release == "0.5.10.post1":
+            b = "aiter"
+        else:
+            b = "triton"
+        return BackendChoice(backend=b, reason="gpt-oss: trtllm_mha on SM100, fa3 on SM90, else triton",
+                             source=_c(release, "gptoss"))
+    where = _c(release, "default", _MR if not at_least(release, "0.5.7") else _SA)
+    if f["hybrid_linear"] and major == 10 and _L[release].get("gdn_sm100"):
+        return BackendChoice(backend="triton", reason="hybrid GDN model (Qwen3-Next / Qwen3.5) on SM100: triton for the "
+                             "full-attention layers", source=_c(release, "gdn_sm100"))
+    if not f["mla"]:
+        fa3_arch = at_least(release, "0.5.8.post1") or f["arch"] in _FA3_DEFAULT[release]
+        if major == 9 and not hip and spec_ok and fa3_arch:
+            return BackendChoice(backend="fa3", reason="MHA on Hopper (CUDA >= 12.3)"
+                                 + ("" if at_least(release, "0.5.8.post1") else f", {f['arch']} in the FA3 default list"),
+                                 source=where)
+        if major == 10 and at_least(release, "0.5.7") and spec_ok:
+            return BackendChoice(backend="trtllm_mha", reason="MHA on SM100 (B200/GB200)", source=where)
+        if hip:
+            return BackendChoice(backend="aiter", reason="MHA on ROCm", source=where)
+        return BackendChoice(backend="flashinfer", reason="MHA elsewhere: flashinfer (installed with the CUDA wheel)",
+                             source=where)
+    if major == 9 and not hip:
+        return BackendChoice(backend="fa3", reason="MLA on Hopper", source=where)
+    if major == 10:
+        return BackendChoice(backend="flashinfer", reason="MLA on SM100", source=where)
+    if hip:
+        heads = max(1, f["kv_heads"] // tp_size)
+        if heads in (16, 128):
+            return BackendChoice(backend="aiter", reason=f"MLA on ROCm with {heads} heads per rank (aiter: 16 or 128)",
+                                 source=where)
+        return BackendChoice(backend="triton", reason=f"MLA on ROCm with {heads} heads per rank (aiter needs 16 or 128)",
+                             source=where)
+    return BackendChoice(backend="triton", reason="MLA elsewhere", source=where)
+
+
+def check_backend(release: str, gpu: GPU, hf_config: dict[str, Any], backend: str, *, kv_cache_dtype: str = "auto",
+                  page_size: int | None = None, tp_size: int = 1, speculative_algorithm: str | None = None,
+                  speculative_eagle_topk: int | None = None) -> BackendVerdict:
+    """Whether SGLang ``release`` runs ``--attention-backend backend`` on ``gpu`` for this model.
+
+    Raises:
+        EngineInputError(field="attention_backend"): the name is not a choice of that release.
+    """
+    release = check_release(release)
+    choices, where = CHOICES[release]
+    if backend not in choices:
+        raise EngineInputError("attention_backend", f"{backend!r} is not an --attention-backend choice of SGLang "
+                               f"{release} ({', '.join(choices)}; sglang=={release} {where})")
+    f = _features(hf_config)
+    hip, sm = _hip(gpu), _sm(gpu)
+    major = sm[0] if sm else None
+    reasons: list[Reason] = []
+    verdict = "works"
+    page = page_size
+
+    def no(text: str, src: str) -> None:
+        nonlocal verdict
+        verdict = "no"
+        reasons.append(Reason(text=text, source=src))
+
+    def adjust(text: str, src: str) -> None:
+        nonlocal verdict
+        if verdict == "works":
+            verdict = "adjusted"
+        reasons.append(Reason(text=text, source=src))
+
+    def depends(text: str, src: str) -> None:
+        nonlocal verdict
+        if verdict in ("works", "adjusted"):
+            verdict = "depends"
+        reasons.append(Reason(text=text, source=src))
+
+    cuda_only = {"flashinfer", "fa3", "fa4", "trtllm_mha", "trtllm_mla", "flashmla", "cutlass_mla", "nsa"}
+    if hip and backend in cuda_only:
+        no(f"{backend} is a CUDA (NVIDIA) kernel library; not built for ROCm", f"sglang=={release} {_REG}")
+    if not hip and backend in ("aiter", "wave"):
+        no(f"{backend} is an AMD ROCm backend", f"sglang=={release} {_REG}")
+    if release == "0.4.3.post4":
+        if f["mla"] and backend == "torch_native":
+            depends("MLA with torch_native is not a tested path in 0.4.3", f"sglang=={release} {_MR}:612")
+        return BackendVerdict(backend=backend, verdict=verdict, reasons=reasons, page_size=page or 1,
+                              is_default=default_backend(release, gpu, hf_config).backend == backend)
+    L = _L[release]
+    where = _c(release, "default", _MR if not at_least(release, "0.5.7") else _SA)
+    if backend == "nsa" and not f["nsa"]:
+        no("the nsa backend is for DeepSeek NSA (V3.2) models", _c(release, "nsa") if L.get("nsa") else where)
+    if f["nsa"] and backend not in ("nsa",):
+        depends("DeepSeek NSA normally runs on the nsa backend (SGLang sets it when none is given)",
+                _c(release, "nsa") if L.get("nsa") else where)
+    if backend == "fa3" and not hip:
+        if L.get("fa3_reg") and not (major == 9 or (major == 8 and not f["mla"])):
+            no("FlashAttention v3 Backend requires SM>=80 and SM<=90 (SM8x only without MLA)",
+               _c(release, "fa3_reg", _REG))
+        if kv_cache_dtype == "fp8_e5m2" and L.get("fa3_e5m2"):
+            adjust("FlashAttention3 only supports fp8_e4m3 if using FP8; SGLang switches to triton",
+                   _c(release, "fa3_e5m2", _SA if at_least(release, "0.5.7") else _MR))
+    if backend == "fa4":
+        if release == "0.5.7" and L.get("fa4"):
+            no("FA4 backend is only supported for prefill (--prefill-attention-backend fa4)", _c(release, "fa4"))
+        elif L.get("fa4") and not f["mla"]:
+            page = 128
+            adjust("FA4 backend only supports page size 128 for non-MLA models; page_size set to 128", _c(release, "fa4"))
+        depends("FA4 kernels target Blackwell/Hopper; SGLang does not check the GPU itself", f"sglang=={release} {_REG}")
+    if backend == "trtllm_mha":
+        if f["mla"] and L.get("mha_only_reg"):
+            no("trtllm_mha backend can only be used with non-MLA models", _c(release, "mha_only_reg", _REG))
+        if L.get("trtllm_mha"):
+            ok = major == 10 or (release == "0.5.10.post1" and major in (9, 10, 12))
+            if not ok:
+                no("TRTLLM MHA backend is only supported on Blackwell (SM100)"
+                   + (" for prefill; decode also SM90/SM120" if release == "0.5.10.post1" else ""),
+                   _c(release, "trtllm_mha"))
+            elif release == "0.5.10.post1" and major != 10:
+                depends("trtllm_mha prefill needs SM100; on SM90/SM120 only as --decode-attention-backend",
+                        _c(release, "trtllm_mha_decode"))
+            if page not in (16, 32, 64):
+                page = 64
+                adjust("TensorRT-LLM MHA only supports page_size 16, 32 or 64; page_size set to 64", _c(release, "trtllm_mha"))
+        if speculative_algorithm and (speculative_eagle_topk or 1) > 1:
+            no("trtllm_mha backend only supports topk = 1 for speculative decoding", f"sglang=={release} {_SA}")
+    if backend == "trtllm_mla":
+        if not f["mla"] and L.get("mla_only_reg"):
+            no("trtllm_mla backend can only be used with MLA models", _c(release, "mla_only_reg", _REG))
+        if L.get("trtllm_mla_sm"):
+            sm12 = at_least(release, "0.5.9")
+            ok = major == 10 or (sm12 and major == 12)
+            if not ok:
+                no("TRTLLM MLA backend is only supported on Blackwell GPUs (SM100" + ("/SM12x" if sm12 else "") + ")",
+                   _c(release, "trtllm_mla_sm"))
+            kv_ok = ("fp8_e4m3", "auto") + (("fp4_e2m1", "bf16") if at_least(release, "0.5.7") else ())
+            if L.get("trtllm_mla_kv") and kv_cache_dtype not in kv_ok:
+                no(f"TensorRT-LLM MLA backend only supports kv-cache-dtype {', '.join(kv_ok)}", _c(release, "trtllm_mla_kv"))
+            if page not in (32, 64):
+                page = 64
+                adjust("TensorRT-LLM MLA only supports page_size 32 or 64; page_size set to 64", _c(release, "trtllm_mla_sm"))
+    if backend in ("flashmla", "cutlass_mla"):
+        if not f["mla"]:
+            no(f"{backend} is an MLA kernel; this model has no MLA (kv_lora_rank)", f"sglang=={release} {_REG}")
+        key = "flashmla_page" if backend == "flashmla" else "cutlass_page"
+        want = 64 if backend == "flashmla" else 128
+        if page != want and L.get(key):
+            page = want
+            adjust(f"{backend} only supports a page_size of {want}; page_size set to {want}", _c(release, key))
+        depends(f"{backend} kernels are built for {'Hopper/Blackwell' if backend == 'flashmla' else 'Blackwell'}; "
+                "SGLang does not check the GPU itself", f"sglang=={release} {_REG}")
+    if backend == "aiter" and f["mla"] and hip:
+        heads = max(1, f["kv_heads"] // tp_size)
+        if heads not in (16, 128):
+            depends(f"aiter MLA supports 16 or 128 heads per rank; this model has {heads} (SGLang's default picks triton)",
+                    _c(release, "default", _MR if not at_least(release, "0.5.7") else _SA))
+    dflt = default_backend(release, gpu, hf_config, tp_size=tp_size, speculative_algorithm=speculative_algorithm,
+                           speculative_eagle_topk=speculative_eagle_topk)
+    return BackendVerdict(backend=backend, verdict=verdict, reasons=reasons, page_size=page or 1,
+                          is_default=dflt.backend == backend)
+
+
+def backends_table(release: str, gpu: GPU, hf_config: dict[str, Any], **kw: Any) -> list[BackendVerdict]:
+    """:func:`check_backend` for every choice of the release (same keyword arguments)."""
+    return [check_backend(release, gpu, hf_config, b, **kw) for b in CHOICES[check_release(release)][0]
+            if b not in ("intel_amx", "ascend", "intel_xpu")]

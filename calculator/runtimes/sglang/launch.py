@@ -1,0 +1,70 @@
+"""The ``python -m sglang.launch_server`` command line that reproduces a planned configuration.
+
+Flags are SGLang's own (``server_args.py`` ``add_cli_args``); the list is an argv (never a shell
+string), so no value is interpreted by a shell. Only settings that differ from what SGLang would pick by
+itself are pinned when ``pin_defaults`` is false; with ``pin_defaults`` (the default) the memory-relevant
+values of the plan (``--mem-fraction-static``, ``--context-length``, ``--chunked-prefill-size``,
+``--cuda-graph-max-bs``, ``--page-size``) are passed explicitly so that the run uses the plan's numbers
+even if SGLang's defaults move.
+"""
+from __future__ import annotations
+
+import re
+
+from calculator.engine.errors import EngineInputError
+
+from .memory import SGLangPlan
+
+_MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/@:+~-]{0,300}$")
+
+
+def launch_argv(plan: SGLangPlan, model_path: str, *, python: str = "python", port: int | None = None,
+                pin_defaults: bool = True, draft_model_path: str | None = None,
+                kv_cache_dtype: str | None = None, quantization: str | None = None) -> list[str]:
+    """``[python, -m, sglang.launch_server, --model-path, ..., --tp-size, ...]`` for ``plan``.
+
+    ``model_path``: a Hugging Face id or a local path (checked: no spaces or shell metacharacters).
+    ``draft_model_path``: required for EAGLE / EAGLE3 / STANDALONE plans.
+    Raises: EngineInputError naming ``model_path`` / ``draft_model_path`` / ``port``.
+    """
+    for field, value in (("model_path", model_path), ("draft_model_path", draft_model_path)):
+        if value is not None and not _MODEL_RE.match(value):
+            raise EngineInputError(field, f"{value!r} is not a model id or path this command accepts")
+    if port is not None and not 0 < port < 65536:
+        raise EngineInputError("port", "must be between 1 and 65535")
+    argv = [python, "-m", "sglang.launch_server", "--model-path", model_path, "--tp-size", str(plan.tp_size)]
+    if plan.dp_size > 1:
+        argv += ["--dp-size", str(plan.dp_size)]
+    if plan.enable_dp_attention:
+        argv += ["--enable-dp-attention"]
+    if plan.ep_size > 1:
+        argv += ["--ep-size", str(plan.ep_size)]
+    if plan.pp_size > 1:
+        argv += ["--pp-size", str(plan.pp_size)]
+    argv += ["--mem-fraction-static", f"{plan.mem_fraction_static:.4g}"] if pin_defaults else []
+    argv += ["--context-length", str(plan.context_length)] if pin_defaults else []
+    if pin_defaults:
+        argv += ["--chunked-prefill-size", str(plan.chunked_prefill_size),
+                 "--cuda-graph-max-bs", str(plan.cuda_graph_max_bs)]
+        if plan.page_size > 1:
+            argv += ["--page-size", str(plan.page_size)]
+    kv = kv_cache_dtype or plan.kv_cache_dtype
+    if kv.startswith("fp8"):
+        argv += ["--kv-cache-dtype", kv]
+    if quantization:
+        argv += ["--quantization", quantization]
+    if plan.attention_backend and pin_defaults:
+        argv += ["--attention-backend", plan.attention_backend]
+    s = plan.speculative
+    if s is not None:
+        argv += ["--speculative-algorithm", s.algorithm]
+        if s.algorithm in ("EAGLE", "EAGLE3", "STANDALONE"):
+            if not draft_model_path:
+                raise EngineInputError("draft_model_path", f"{s.algorithm} needs --speculative-draft-model-path")
+            argv += ["--speculative-draft-model-path", draft_model_path]
+        if s.num_steps is not None:
+            argv += ["--speculative-num-steps", str(s.num_steps), "--speculative-eagle-topk", str(s.eagle_topk),
+                     "--speculative-num-draft-tokens", str(s.num_draft_tokens)]
+    if port is not None:
+        argv += ["--port", str(port)]
+    return argv

@@ -1,0 +1,970 @@
+"""SGLang's start-up memory plan, per rank, as SGLang computes and logs it.
+
+What SGLang does at start-up (every step cited per release in :mod:`.releases`):
+
+1. ``ServerArgs.__post_init__`` picks ``chunked_prefill_size``, ``cuda_graph_max_bs`` and, unless
+   ``--mem-fraction-static`` is passed, ``mem_fraction_static`` from the GPU memory capacity that
+   ``nvidia-smi`` (``rocminfo`` on ROCm) reports, in MiB (``gpu_capacity``).
+2. The model runner measures free memory before loading (``pre_load``: ``torch.cuda.mem_get_info``, the
+   minimum over ranks) -- the log's ``Load weight begin. avail mem=T GB`` -- loads the weights
+   (``Load weight end ... mem usage=W GB``) and measures free memory again (``X = T - W``).
+3. ``profile_max_num_token``: ``rest = X - T * (1 - mem_fraction_static)`` GiB; for hybrid Mamba/GDN
+   models a share ``mamba_full_memory_ratio / (1 + ratio)`` of ``rest`` goes to the Mamba state pool;
+   ``max_total_num_tokens = int(rest * 2**30) // cell_size``, aligned down to ``page_size``.
+   So ``max_total_num_tokens * cell = T * mem_fraction_static - W`` (minus Mamba): the fraction applies to
+   the memory free *before* loading, and activations, CUDA graphs and NCCL buffers live in the
+   ``(1 - mem_fraction_static)`` share SGLang keeps back (no profiling run, unlike vLLM).
+4. ``cell_size`` (bytes per token, one rank): MHA/GQA ``kv_heads_per_rank * (head_dim + v_head_dim) *
+   layers * elem``, ``kv_heads_per_rank = max(1, num_key_value_heads // attention_tp_size)`` (heads are
+   replicated when TP exceeds them); MLA ``(kv_lora_rank + qk_rope_head_dim) * layers * elem``; DeepSeek
+   NSA (V3.2) adds the indexer's ``index_head_dim + index_head_dim // 128 * 4`` bytes per layer from
+   0.5.3.post1; hybrid GDN models count only their full-attention layers.
+5. ``max_num_reqs = min(max(int(tokens / context_len * 512), 2048), 4096)`` rows of ``ReqToTokenPool``;
+   ``max_running_requests = min(tokens // 2 (or the flag), rows)``.
+
+What the source cannot give, and how this module takes it:
+
+- ``T`` (free memory before loading) = GPU memory minus the CUDA context, torch and NCCL/custom-all-reduce
+  buffers created at start-up. An input (``free_memory_before_load_gib``, the log's ``Load weight begin``
+  value) or a **fit** (:data:`STARTUP_OVERHEAD_FIT`), labelled as such in ``sources``.
+- ``W`` (weights on one rank): an input (``weights_bytes``; the log's ``mem usage``) or an estimate from
+  the parameter count (:mod:`calculator.engine.weights`, read-only), labelled as an estimate.
+- The CUDA-graph, activation and NCCL memory taken *after* the pool is sized is not modelled: SGLang does
+  not size the pool from it (it lives in the ``1 - mem_fraction_static`` share).
+
+Units: GiB = 2**30 bytes (SGLang's "GB" in its logs divides by 2**30). Raises
+:class:`~calculator.engine.errors.EngineInputError` naming the field for configurations this module does
+not model (unknown release, attention kinds not listed above, float32 checkpoints, ...).
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from calculator.engine.arch import parse_config
+from calculator.engine.errors import EngineInputError
+from calculator.engine.gpus import GPU
+from calculator.engine.weights import resolve_quant, round_up, weights_per_gpu
+
+from . import releases as R
+from .compat import check_backend, default_backend
+from .releases import at_least, check_release, cite
+
+GIB = 1 << 30
+
+#: Memory in GiB that SGLang does not see free before loading the weights (CUDA context, torch,
+#: NCCL / custom all-reduce buffers), as GPU catalog total minus the logged ``Load weight begin. avail
+#: mem``. A **fit**, not source: it depends on driver, interconnect and NCCL settings. Data (all public
+#: start-up logs in ``shared/cases/runtime_startup_logs.json``): L4 x4 TP4 0.40 (sgl-011), RTX 4090 TP2 0.71
+#: (sgl-015), RTX 5080 TP1 0.76 (sgl-025, 16303 MiB - (13.91 + 1.25) GiB), MI355X TP1 0.78 (sgl-006), H200
+#: TP8 2.47 (sgl-020), MI355X TP8 4.42 (sgl-003). Fit: 0.75 GiB up to 2 ranks (3 points, 0.71-0.78), then
+#: +0.29 GiB per extra rank (through the H200 TP8 point); residuals: L4 TP4 -0.93, MI355X TP8 +1.93.
+STARTUP_OVERHEAD_FIT = {"base_gib": 0.75, "per_rank_above_2_gib": 0.29}
+
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1}
+
+SpecAlgo = Literal["EAGLE", "EAGLE3", "NEXTN", "MTP", "STANDALONE", "NGRAM"]
+
+
+class Source(BaseModel):
+    """Where one number comes from. ``kind``: ``source`` (SGLang code, cited), ``config`` (the model's
+    config.json), ``input`` (given by the caller or read from a log), ``fit`` (fitted to data, see the
+    constant), ``estimate`` (computed outside SGLang's code, e.g. parameter count)."""
+
+    field: str
+    value: str
+    kind: Literal["source", "config", "input", "fit", "estimate"]
+    source: str
+
+
+class MambaPool(BaseModel):
+    """The Mamba / GDN state pool of a hybrid model (one rank)."""
+
+    per_request_bytes: int
+    conv_bytes_per_request: int
+    ssm_bytes_per_request: int
+    max_mamba_cache_size: int
+    conv_state_gib: float
+    ssm_state_gib: float
+
+
+class SpeculativePlan(BaseModel):
+    """Speculative decoding as SGLang sets it up: the resolved parameters and the draft's KV pool."""
+
+    algorithm: str
+    num_steps: int | None
+    eagle_topk: int | None
+    num_draft_tokens: int | None
+    draft_cell_size_bytes: int | None
+    draft_layers: int | None
+    draft_kv_gib: float | None
+    draft_weights_gib: float | None
+    target_headroom_tokens: int = 0
+
+
+class SGLangPlan(BaseModel):
+    """Per-rank start-up figures, named like SGLang's log lines. Memory in GiB (2**30 B)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    release: str
+    architecture: str
+    gpu: str
+    tp_size: int
+    dp_size: int
+    enable_dp_attention: bool
+    ep_size: int
+    pp_size: int
+    attention_tp_size: int
+    attention: Literal["mha", "mla", "nsa", "hybrid_gdn", "hybrid_swa"]
+    attention_backend: str | None
+    kv_cache_dtype: str
+    page_size: int
+    context_length: int
+    chunked_prefill_size: int
+    cuda_graph_max_bs: int
+    max_prefill_tokens: int
+    gpu_memory_capacity_mib: float
+    mem_fraction_static: float
+    # Load weight begin / end
+    free_before_load_gib: float
+    weights_gib: float
+    free_after_load_gib: float
+    # profile_max_num_token
+    reserved_gib: float  # free_before_load * (1 - mem_fraction_static)
+    rest_memory_gib: float
+    mamba: MambaPool | None = None
+    cell_size_bytes: int  # bytes per token SGLang divides by (one rank)
+    pool_bytes_per_token: int  # bytes per token the pool actually allocates (NSA fp8 rows differ)
+    max_total_num_tokens: int
+    swa_max_total_num_tokens: int | None = None
+    k_size_gib: float | None = None
+    v_size_gib: float | None = None
+    kv_size_gib: float  # K + V (MHA) or the single MLA/NSA figure, as the log line prints it
+    kv_pool_gib: float  # what the pool allocates, including an NSA indexer the 0.5.3 log left out
+    max_num_reqs: int
+    max_running_requests: int
+    req_to_token_gib: float
+    free_after_pool_gib: float  # estimate: free_after_load - pool - Mamba - req_to_token
+    speculative: SpeculativePlan | None = None
+    sources: list[Source]
+    notes: list[str] = []
+
+    def source_of(self, field: str) -> Source:
+        for s in self.sources:
+            if s.field == field:
+                return s
+        raise KeyError(field)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Model description (SGLang's view of config.json)
+
+_NSA_ARCHS = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM")
+# gated delta-net hybrids (SGLang configs/qwen3_next.py, qwen3_5.py); which releases have them: data/architectures.json
+_GDN_ARCHS = {"Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM",
+              "Qwen3_5MoeForConditionalGeneration"}
+_MAMBA2_TYPES = {"nemotron_h", "mamba2", "bamba", "granitemoehybrid", "falcon_h1", "zamba2", "plamo2", "jamba"}
+_PIECEWISE_OFF_ARCHS = {"DeepseekV32ForCausalLM", "Qwen3NextForCausalLM", "GlmMoeDsaForCausalLM",
+                        "BailingMoeV2_5ForCausalLM", "LLaDAModelLM"}
+_GEMMA_SWA = {"Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"}
+
+
+def _text(cfg: dict[str, Any]) -> dict[str, Any]:
+    for key in ("text_config", "llm_config", "language_config"):
+        if isinstance(cfg.get(key), dict):
+            merged = dict(cfg[key])
+            merged.setdefault("architectures", cfg.get("architectures"))
+            return merged
+    return cfg
+
+
+def _req(c: dict[str, Any], key: str) -> Any:
+    if c.get(key) is None:
+        raise EngineInputError(f"config.{key}", "missing from config.json")
+    return c[key]
+
+
+def context_length_of(hf_config: dict[str, Any]) -> int:
+    """SGLang's default ``context_len``: the first of ``max_sequence_length``, ``seq_length``,
+    ``max_seq_len``, ``model_max_length``, ``max_position_embeddings`` in the text config, times the
+    ``rope_scaling.factor`` unless the scaling has ``original_max_position_embeddings`` or is ``llama3``
+    (``get_context_length``, hf_transformers_utils.py; 2048 when no key is present)."""
+    c = _text(hf_config)
+    rs = c.get("rope_scaling") or None
+    factor = 1
+    if rs:
+        factor = rs.get("factor", 1)
+        if "original_max_position_embeddings" in rs or rs.get("rope_type") == "llama3":
+            factor = 1
+    for key in ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings"):
+        if c.get(key) is not None:
+            return int(factor * c[key])
+    return 2048
+
+
+def _gpu_is_hip(gpu: GPU) -> bool:
+    return gpu.vendor.lower() == "amd"
+
+
+def _sm_major(gpu: GPU) -> int | None:
+    cap = gpu.capability_tuple
+    return cap[0] if cap else None
+
+
+# ----------------------------------------------------------------------------------------------------
+# ServerArgs defaults
+
+
+def gpu_defaults(release: str, gpu_mem_mib: float, tp_size: int) -> tuple[int, int, str]:
+    """``(chunked_prefill_size, cuda_graph_max_bs, citation)`` SGLang picks from the GPU memory capacity
+    in MiB (``nvidia-smi --query-gpu=memory.total``) and TP size."""
+    src = cite(release, "gpu_tables")
+    if release == "0.4.3.post4":
+        chunk = 2048 if gpu_mem_mib < 25_000 else 8192
+        bs = (8 if tp_size < 4 else 80) if gpu_mem_mib < 25_000 else 160
+        return chunk, bs, src
+    if release == "0.4.10.post2":
+        chunk = 2048 if gpu_mem_mib < 35 * 1024 else 8192 if gpu_mem_mib < 160 * 1024 else 16384
+        # cuda_graph_max_bs stays None above 35 GiB here: cuda_graph_runner then uses 160 (256 with
+        # DP attention) -- not needed by the mem_fraction_static table of this release.
+        bs = (8 if tp_size < 4 else 80) if gpu_mem_mib < 35 * 1024 else 160
+        return chunk, bs, src
+    small_bs = 16 if release in ("0.5.3", "0.5.3.post1") else 24
+    if gpu_mem_mib < 20 * 1024:
+        return 2048, 8, src
+    if gpu_mem_mib < 35 * 1024:
+        return 2048, (small_bs if tp_size < 4 else 80), src
+    if gpu_mem_mib < 60 * 1024:
+        return 4096, (32 if tp_size < 4 else 160), src
+    if gpu_mem_mib < 160 * 1024:
+        return 8192, (256 if tp_size < 4 else 512), src
+    return 16384, 512, src
+
+
+def _piecewise_tokens(max_tokens: int) -> list[int]:
+    """``_generate_piecewise_cuda_graph_tokens`` (0.5.10 server_args.py)."""
+    sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32))
+             + list(range(576, 1025, 64)) + list(range(1280, 4097, 256)) + list(range(4608, max_tokens + 1, 512)))
+    return [s for s in sizes if s <= max_tokens]
+
+
+def default_mem_fraction_static(release: str, *, gpu_mem_mib: float, tp_size: int, pp_size: int, dp_size: int,
+                                enable_dp_attention: bool, chunked_prefill_size: int, cuda_graph_max_bs: int,
+                                speculative_algorithm: str | None, piecewise_cuda_graph: bool,
+                                use_mla: bool) -> tuple[float, float | None, str]:
+    """``(mem_fraction_static, reserved_mib, citation)`` as ``ServerArgs`` sets it when the flag is not
+    passed (before the multimodal and aiter adjustments, see :func:`plan`).
+
+    - 0.4.3.post4: 0.79 / 0.81 / 0.85 / 0.87 / 0.88 for TP >= 16 / 8 / 4 / 2 / 1.
+    - 0.4.10.post2: reserved = (2.8 + TP*PP/10) GiB below 35 GiB, (9.5 + TP*PP/2) below 90, (12 + TP*PP/2)
+      below 160, else 32 GiB; +2 GiB with speculative decoding, +4 GiB with DP attention.
+    - 0.5.x: reserved = 512 MiB + 1.5 * max(chunked_prefill_size, 2048) + 2 * cuda_graph_max_bs
+      + TP*PP/8 GiB (+ 3 * bs * dp, + 1.5 * bs * dp above bs 300, with DP attention) (+ piecewise CUDA
+      graphs in 0.5.10: 8 MiB per captured size, 1.5 GiB for MLA); at least 10 GiB above 60 GiB GPUs;
+      + 6 GiB STANDALONE, + 2 GiB (4 GiB in 0.5.10) other draft methods, none for NGRAM.
+    Then ``round((gpu_mem - reserved) / gpu_mem, 3)``.
+    """
+    src = cite(release, "mfs_default")
+    if release == "0.4.3.post4":
+        table = 0.79 if tp_size >= 16 else 0.81 if tp_size >= 8 else 0.85 if tp_size >= 4 else 0.87 if tp_size >= 2 else 0.88
+        return table, None, src
+    ps = tp_size * pp_size
+    if release == "0.4.10.post2":
+        if gpu_mem_mib < 35 * 1024:
+            reserved = (2.8 + ps / 10) * 1024
+        elif gpu_mem_mib < 90 * 1024:
+            reserved = (9.5 + ps / 2) * 1024
+        elif gpu_mem_mib < 160 * 1024:
+            reserved = (12 + ps / 2) * 1024
+        else:
+            reserved = 32 * 1024
+        if speculative_algorithm is not None:
+            reserved += 2 * 1024
+        if enable_dp_attention:
+            reserved += 4 * 1024
+        return round((gpu_mem_mib - reserved) / gpu_mem_mib, 3), reserved, cite(release, "mfs_reserved")
+    reserved = 512 + max(chunked_prefill_size, 2048) * 1.5 + cuda_graph_max_bs * 2 + ps / 8 * 1024
+    if enable_dp_attention:
+        reserved += cuda_graph_max_bs * dp_size * 3
+        if cuda_graph_max_bs > 300:
+            reserved += cuda_graph_max_bs * dp_size * 1.5
+    if piecewise_cuda_graph:
+        if release == "0.5.10.post1":
+            reserved += 1.5 * 1024 if use_mla else len(_piecewise_tokens(chunked_prefill_size)) * 8
+        else:
+            raise EngineInputError("enable_piecewise_cuda_graph",
+                                   f"the piecewise CUDA graph reserve of SGLang {release} is not modelled")
+    if gpu_mem_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    if speculative_algorithm is not None:
+        if speculative_algorithm == "STANDALONE":
+            reserved += 6 * 1024
+        elif speculative_algorithm != "NGRAM":
+            reserved += (4 if release == "0.5.10.post1" else 2) * 1024
+    return round((gpu_mem_mib - reserved) / gpu_mem_mib, 3), reserved, cite(release, "mfs_reserved")
+
+
+def vlm_factor(hf_config: dict[str, Any]) -> float | None:
+    """``adjust_mem_fraction_for_vlm``: ``0.95 * clamp(1 - 0.1 * (L * H^2 / (24 * 1024^2) - 1), 0.8, 1.05)``
+    with the vision tower's layers ``L`` and hidden size ``H`` (defaults 24 and 1024 when the vision config
+    has no such keys). ``None`` when the model has no ``vision_config`` (no adjustment).
+
+    SGLang reads ``getattr(vision_config, "num_hidden_layers", 24)`` and ``"hidden_size", 1024`` on the
+    config object, so keys named otherwise (``depth``, ``embed_dim``) are not seen. Kimi-K2.5's JSON names them
+    ``vt_num_hidden_layers`` / ``vt_hidden_size``; SGLang's ``KimiK25VisionConfig`` has ``num_hidden_layers=27``,
+    ``hidden_size=1152`` as class defaults (configs/kimi_k25.py:45-46), the same values, which reproduce the
+    logged ``mem_fraction_static=0.8260405859375`` = 0.908 * 0.95 * 0.95762 of sgl-003.
+    """
+    vc = hf_config.get("vision_config")
+    if not isinstance(vc, dict):
+        return None
+    kimi = (hf_config.get("architectures") or [""])[0] == "KimiK25ForConditionalGeneration"
+    layers = vc.get("num_hidden_layers", 27 if kimi else 24)
+    hidden = vc.get("hidden_size", 1152 if kimi else 1024)
+    ratio = layers * hidden ** 2 / (24 * 1024 ** 2)
+    dyn = max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
+    return 0.95 * dyn
+
+
+# ----------------------------------------------------------------------------------------------------
+# Mamba / GDN state
+
+
+def gdn_state_bytes(c: dict[str, Any], attn_tp: int, ssm_bytes: int = 4, conv_bytes: int = 2) -> tuple[int, int, int]:
+    """``(conv, ssm, n_linear_layers)`` bytes per request per linear layer for gated delta-net layers
+    (Qwen3-Next / Qwen3.5), SGLang's ``Mamba2StateShape.create`` (configs/mamba_utils.py):
+    ``n_groups = linear_num_key_heads`` (extended to a multiple of TP), ``conv_dim = V*Hv + 2*n_groups*K``,
+    conv state ``conv_dim / tp x (kernel - 1)`` in bf16, SSM state ``(Hv / tp) x V x K`` in float32
+    (``mamba_ssm_dtype``, default float32)."""
+    hv, hk = _req(c, "linear_num_value_heads"), _req(c, "linear_num_key_heads")
+    dv, dk = _req(c, "linear_value_head_dim"), _req(c, "linear_key_head_dim")
+    kernel = _req(c, "linear_conv_kernel_dim")
+    groups = hk if hk % attn_tp == 0 else hk + (attn_tp - hk)
+    conv_dim = dv * hv + 2 * groups * dk
+    if conv_dim % attn_tp or hv % attn_tp:
+        raise EngineInputError("tp_size", f"{attn_tp} does not divide the linear-attention heads ({hv})")
+    conv = conv_dim // attn_tp * (kernel - 1) * conv_bytes
+    ssm = hv // attn_tp * dv * dk * ssm_bytes
+    layers = c.get("layer_types")
+    if layers:
+        n_lin = sum(1 for t in layers if t == "linear_attention")
+    else:
+        interval = _req(c, "full_attention_interval")
+        n_lin = sum(1 for i in range(c["num_hidden_layers"]) if (i + 1) % interval != 0)
+    return conv, ssm, n_lin
+
+
+# ----------------------------------------------------------------------------------------------------
+# The plan
+
+
+def startup_overhead_gib(gpu: GPU, world: int) -> float:
+    """The :data:`STARTUP_OVERHEAD_FIT` for ``world`` ranks on one node (a fit; see the constant)."""
+    return STARTUP_OVERHEAD_FIT["base_gib"] + STARTUP_OVERHEAD_FIT["per_rank_above_2_gib"] * max(0, world - 2)
+
+
+def _spec_defaults(release: str, algo: str, arch: str) -> tuple[int, int, int]:
+    if release == "0.4.3.post4":
+        return 5, 4, 8
+    if algo == "STANDALONE" and release != "0.4.10.post2":
+        return 3, 1, 4
+    deepseek_like = {"DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM", "DeepseekV32ForCausalLM", "GptOssForCausalLM",
+                     "Glm4MoeForCausalLM", "Glm4MoeLiteForCausalLM", "BailingMoeForCausalLM", "MiMoV2FlashForCausalLM"}
+    if arch == "LlamaForCausalLM" or arch.startswith("Grok1"):
+        return 5, 4, 8
+    if release == "0.4.10.post2":
+        return (3, 1, 4) if arch in ("DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM") else (5, 4, 8)
+    if arch in deepseek_like:
+        return 3, 1, 4
+    # "all other models": (5, 4, 8) up to 0.5.7, (3, 1, 4) from 0.5.8.post1
+    return (3, 1, 4) if at_least(release, "0.5.8.post1") else (5, 4, 8)
+
+
+def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: int = 1,
+         enable_dp_attention: bool = False, ep_size: int = 1, pp_size: int = 1,
+         mem_fraction_static: float | None = None, context_length: int | None = None,
+         kv_cache_dtype: str = "auto", dtype: str = "auto", quantization: str | None = None,
+         page_size: int | None = None, chunked_prefill_size: int | None = None,
+         cuda_graph_max_bs: int | None = None, max_running_requests: int | None = None,
+         speculative_algorithm: str | None = None, speculative_num_steps: int | None = None,
+         speculative_eagle_topk: int | None = None, speculative_num_draft_tokens: int | None = None,
+         draft_hf_config: dict | None = None, weights_bytes: int | None = None,
+         quant_config: dict | None = None,
+         draft_weights_bytes: int | None = None,
+         free_memory_before_load_gib: float | None = None, gpu_memory_capacity_mib: float | None = None,
+         attention_backend: str | None = None, disable_cuda_graph: bool = False,
+         disable_radix_cache: bool = False, disable_piecewise_cuda_graph: bool = False) -> SGLangPlan:
+    """SGLang's per-rank memory plan for ``hf_config`` (a config.json dict) on ``gpu`` with SGLang
+    ``release`` and the given ``launch_server`` flags (SGLang's own names, snake_case).
+
+    Extra inputs beyond the flags (each labelled ``input`` in ``sources`` when given):
+      ``quant_config``: the checkpoint's separate quantization file (``hf_quant_config.json``), when it
+      has one. ``weights_bytes``: bytes of weights on one rank (the log's ``Load weight end ... mem usage``); else an
+      estimate from the parameter count. ``free_memory_before_load_gib``: the log's ``Load weight begin.
+      avail mem``; else GPU memory minus :data:`STARTUP_OVERHEAD_FIT` (a fit).
+      ``gpu_memory_capacity_mib``: what ``nvidia-smi``/``rocminfo`` reports (SGLang's defaults read it);
+      else the catalog's ``memory_gib * 1024``. ``attention_backend``: the resolved backend when it changes
+      memory (``aiter`` x0.85 on ROCm; the page size some backends force); else SGLang's default for the GPU
+      (:mod:`.compat`). ``disable_cuda_graph`` is accepted for the command line only: SGLang's reserve
+      formula does not look at it, so the pool does not change.
+
+    Returns: :class:`SGLangPlan` (GiB, per rank).
+    Raises: EngineInputError naming the field for anything not modelled or invalid.
+    """
+    release = check_release(release)
+    for name, v in (("tp_size", tp_size), ("dp_size", dp_size), ("ep_size", ep_size), ("pp_size", pp_size)):
+        if not isinstance(v, int) or v < 1:
+            raise EngineInputError(name, f"must be a positive integer, got {v!r}")
+    if enable_dp_attention and (dp_size < 2 or tp_size % dp_size):
+        raise EngineInputError("dp_size", "--enable-dp-attention needs 1 < dp_size <= tp_size dividing tp_size")
+    if pp_size > 1:
+        raise EngineInputError("pp_size", "pipeline parallelism (per-stage layer split and PP all-reduce of the "
+                               "token count) is not modelled")
+    if ep_size not in (1, tp_size):
+        raise EngineInputError("ep_size", "ep_size must be 1 or equal to tp_size")
+    if release == "0.4.3.post4" and page_size not in (None, 1):
+        raise EngineInputError("page_size", "SGLang 0.4.3.post4 has no --page-size (token-granular pool only)")
+    if mem_fraction_static is not None and not 0 < mem_fraction_static < 1:
+        raise EngineInputError("mem_fraction_static", "must be between 0 and 1")
+    if speculative_algorithm is not None:
+        speculative_algorithm = speculative_algorithm.upper()
+        if speculative_algorithm not in ("EAGLE", "EAGLE3", "NEXTN", "MTP", "STANDALONE", "NGRAM"):
+            raise EngineInputError("speculative_algorithm", f"unknown algorithm {speculative_algorithm!r}")
+        if speculative_algorithm in ("NGRAM",) and not at_least(release, "0.5.3"):
+            raise EngineInputError("speculative_algorithm", f"NGRAM is not in SGLang {release}")
+        if speculative_algorithm in ("STANDALONE",) and not at_least(release, "0.5.3"):
+            raise EngineInputError("speculative_algorithm", f"STANDALONE is not in SGLang {release}")
+        if speculative_algorithm == "MTP":
+            speculative_algorithm = "NEXTN"
+
+    sources: list[Source] = []
+    notes: list[str] = []
+
+    def src(field: str, value: Any, kind: str, where: str) -> None:
+        sources.append(Source(field=field, value=str(value), kind=kind, source=where))
+
+    if not isinstance(hf_config, dict) or not hf_config.get("architectures"):
+        raise EngineInputError("config.architectures", "config.json must name its architecture")
+    arch_name = hf_config["architectures"][0]
+    c = _text(hf_config)
+    model_type = str(c.get("model_type") or hf_config.get("model_type") or "")
+    is_hip = _gpu_is_hip(gpu)
+    sm = _sm_major(gpu)
+    if gpu.is_cpu or gpu.vendor.lower() not in ("nvidia", "amd"):
+        raise EngineInputError("gpu", f"{gpu.name}: only NVIDIA (CUDA) and AMD (ROCm) GPUs are modelled")
+
+    # --- attention kind ---------------------------------------------------------------------------
+    is_mla = bool(c.get("kv_lora_rank"))
+    is_nsa = is_mla and arch_name in _NSA_ARCHS and c.get("index_topk") is not None
+    is_gdn = arch_name in _GDN_ARCHS
+    if model_type in _MAMBA2_TYPES or c.get("hybrid_override_pattern") or c.get("layers_block_type"):
+        raise EngineInputError("config.architectures",
+                               f"{arch_name}: Mamba-2 hybrid state pools (NemotronH, Granite 4, Falcon-H1, ...) are "
+                               "not modelled for SGLang; GDN hybrids (Qwen3-Next, Qwen3.5) are")
+    if arch_name not in R.architectures(release):
+        raise EngineInputError("config.architectures", f"{arch_name} is not a model class of SGLang {release} (no "
+                               "EntryClass of that name in its sglang/srt/models)")
+    if c.get("cross_attention_layers"):
+        raise EngineInputError("config.cross_attention_layers", f"{arch_name}: cross-attention (encoder) KV pools are "
+                               "not modelled for SGLang")
+    if is_gdn and not at_least(release, "0.5.7"):
+        raise EngineInputError("release", f"the hybrid GDN pool split of SGLang {release} is not modelled "
+                               "(modelled from 0.5.7: mamba_full_memory_ratio)")
+    if is_nsa and not at_least(release, "0.5.3"):
+        raise EngineInputError("config.architectures", f"DeepSeek NSA (V3.2) is not in SGLang {release}")
+    if c.get("attention_chunk_size") or "Llama4" in arch_name:
+        raise EngineInputError("config.attention_chunk_size", "Llama 4 chunked-attention hybrid pools are not modelled")
+    window = c.get("sliding_window")
+    swa = None
+    if window and (c.get("use_sliding_window") is not False) and not is_gdn:
+        gemma_off = arch_name == "Gemma2ForCausalLM" or (arch_name in _GEMMA_SWA and at_least(release, "0.5.3"))
+        if arch_name in _GEMMA_SWA and (gemma_off or release == "0.4.3.post4"):
+            if release == "0.4.3.post4":
+                src("sliding_window", "all layers full length", "source",
+                    f"{cite(release, 'cell')} (one MHATokenToKVPool over num_hidden_layers; no SWA pool in {release})")
+            else:
+                notes.append(f"{arch_name}: SGLang disables the hybrid SWA pool (disable_hybrid_swa_memory), so "
+                             "sliding-window layers keep full-length KV like global layers")
+                src("sliding_window", "all layers full length", "source", cite(release, "gemma_swa_off"))
+        elif arch_name == "GptOssForCausalLM" and at_least(release, "0.5.3"):
+            backend_for_swa = attention_backend or ("trtllm_mha" if sm == 10 else "fa3" if sm == 9 else
+                                                    "aiter" if is_hip and release == "0.5.10.post1" else "triton")
+            if release == "0.5.10.post1":
+                swa = {"window": window}
+                src("sliding_window", "hybrid SWA pool", "source", cite(release, "hybrid_swa_on"))
+            else:
+                if not at_least(release, "0.5.8.post1"):
+                    key = "gptoss_swa_off"  # always off up to 0.5.7
+                elif backend_for_swa == "trtllm_mha":
+                    key = "gptoss_swa_off"
+                elif release == "0.5.8.post1" and speculative_algorithm is not None:
+                    key = "gptoss_swa_off_spec"
+                else:
+                    raise EngineInputError("release", f"the gpt-oss hybrid SWA pool split of SGLang {release} is not "
+                                           "modelled (modelled in 0.5.10.post1; the pool is not split up to 0.5.7)")
+                notes.append("gpt-oss: SGLang disables the hybrid SWA pool here (up to 0.5.7 always; from 0.5.8 with "
+                             "trtllm_mha, in 0.5.8 also with speculative decoding), so every layer keeps full-length KV")
+                src("sliding_window", "all layers full length", "source", cite(release, key))
+        else:
+            raise EngineInputError("config.sliding_window",
+                                   f"{arch_name}: how SGLang {release} pools sliding-window layers for this "
+                                   "architecture is not modelled (modelled: Gemma 2 from 0.4.3, Gemma 3 in 0.4.3 and "
+                                   "from 0.5.3, gpt-oss from 0.5.3)")
+
+    # --- dtypes ----------------------------------------------------------------------------------
+    cfg_dtype = str(c.get("torch_dtype") or c.get("dtype") or hf_config.get("torch_dtype")
+                    or hf_config.get("dtype") or "bfloat16").replace("torch.", "")
+    model_dtype = cfg_dtype if dtype == "auto" else dtype
+    model_dtype = {"half": "float16", "bf16": "bfloat16", "fp16": "float16"}.get(model_dtype, model_dtype)
+    if model_dtype not in ("bfloat16", "float16"):
+        raise EngineInputError("dtype", f"model dtype {model_dtype!r} is not modelled (bfloat16 / float16)")
+
+    # --- parallel sizes --------------------------------------------------------------------------
+    attn_tp = tp_size // dp_size if enable_dp_attention else tp_size
+    # ServerArgs sizes the memory defaults before the model-specific adjustments switch DP attention on
+    # for NSA, so the reserve formula sees the flags as passed
+    flag_dp_attention, flag_dp_size = enable_dp_attention, dp_size
+    page = page_size
+    if is_nsa:
+        # NSA: DP attention, page 64, fp8 KV on SM100 (0.5.3: also mem_fraction_static 0.8)
+        if not enable_dp_attention:
+            enable_dp_attention, dp_size = True, tp_size
+            notes.append("DeepSeek NSA: SGLang turns on DP attention with dp_size = tp_size")
+        attn_tp = tp_size // dp_size
+        page = 64
+        src("page_size", 64, "source", cite(release, "nsa"))
+    if page is None:
+        page = 1
+    if not isinstance(page, int) or page < 1:
+        raise EngineInputError("page_size", "must be a positive integer")
+
+    # --- KV dtype --------------------------------------------------------------------------------
+    qc = quant_config or c.get("quantization_config") or hf_config.get("quantization_config") or {}
+    kv = kv_cache_dtype
+    if is_nsa and sm is not None and sm >= 10 and (kv == "auto" or not at_least(release, "0.5.10.post1")):
+        kv = "fp8_e4m3"
+        src("kv_cache_dtype", kv, "source", cite(release, "nsa_kv_dtype" if R.has_rule(release, "nsa_kv_dtype") else "nsa"))
+    elif kv == "auto":
+        kv_algo = str(qc.get("kv_cache_quant_algo") or (qc.get("quantization") or {}).get("kv_cache_quant_algo") or "")
+        if kv_algo.upper() == "FP8" and at_least(release, "0.5.3"):
+            kv = "fp8_e4m3"
+            src("kv_cache_dtype", kv, "source", cite(release, "kv_auto") + " (auto -> fp8: the checkpoint's quant "
+                "config has kv_cache_quant_algo FP8)")
+        else:
+            kv = model_dtype
+            src("kv_cache_dtype", kv, "source", cite(release, "kv_auto") + " (auto -> the model dtype)")
+    else:
+        kv = {"fp8": "fp8_e4m3", "bf16": "bfloat16"}.get(kv, kv)
+        if kv not in DTYPE_BYTES:
+            raise EngineInputError("kv_cache_dtype", f"{kv_cache_dtype!r} is not modelled (auto, fp8_e4m3, fp8_e5m2, "
+                                   "bfloat16)")
+        src("kv_cache_dtype", kv, "input", "--kv-cache-dtype")
+    elem = DTYPE_BYTES[kv]
+
+    # --- context length --------------------------------------------------------------------------
+    derived_ctx = context_length_of(hf_config)
+    ctx = context_length or derived_ctx
+    src("context_length", ctx, "input" if context_length else "config", cite(release, "context_len")
+        + " get_context_length(text config): max_position_embeddings x rope factor unless original/llama3")
+
+    # --- speculative parameters ------------------------------------------------------------------
+    spec: SpeculativePlan | None = None
+    steps = topk = ndraft = None
+    if speculative_algorithm is not None and speculative_algorithm != "NGRAM":
+        if speculative_num_steps is None:
+            if speculative_eagle_topk is not None or speculative_num_draft_tokens is not None:
+                raise EngineInputError("speculative_num_steps", "set all three speculative parameters or none")
+            steps, topk, ndraft = _spec_defaults(release, speculative_algorithm, arch_name)
+            src("speculative_num_steps", f"{steps}/{topk}/{ndraft}", "source", cite(release, "spec_defaults"))
+        else:
+            steps = speculative_num_steps
+            topk = speculative_eagle_topk if speculative_eagle_topk is not None else 1
+            ndraft = speculative_num_draft_tokens if speculative_num_draft_tokens is not None else steps + 1
+        if topk == 1 and ndraft != steps + 1 and at_least(release, "0.4.10.post2"):
+            ndraft = steps + 1
+            notes.append("speculative_num_draft_tokens set to num_steps + 1 because eagle_topk == 1 (server_args.py)")
+        if max_running_requests is None:
+            max_running_requests = 32 if release == "0.4.3.post4" else 48
+            src("max_running_requests", max_running_requests, "source", cite(release, "spec_max_running"))
+
+    # --- GPU capacity and server-args defaults ---------------------------------------------------
+    cap_mib = gpu_memory_capacity_mib or gpu.memory_gib * 1024
+    src("gpu_memory_capacity_mib", round(cap_mib), "input" if gpu_memory_capacity_mib else "estimate",
+        ("nvidia-smi / rocminfo total as given" if gpu_memory_capacity_mib else
+         f"GPU catalog {gpu.memory_gib} GiB (torch's total; nvidia-smi's figure, which SGLang reads, is a little "
+         "larger)") + f"; read by {cite(release, 'gpu_capacity') if R.has_rule(release, 'gpu_capacity') else 'get_device_memory_capacity'}")
+    chunk_d, bs_d, table_src = gpu_defaults(release, cap_mib, tp_size)
+    chunk = chunked_prefill_size if chunked_prefill_size is not None else chunk_d
+    bs = cuda_graph_max_bs if cuda_graph_max_bs is not None else bs_d
+    src("chunked_prefill_size", chunk, "input" if chunked_prefill_size is not None else "source", table_src)
+    src("cuda_graph_max_bs", bs, "input" if cuda_graph_max_bs is not None else "source", table_src)
+
+    use_mla = is_mla
+    # 0.5.10 _handle_piecewise_cuda_graph: off for the listed architectures (configs/model_config.py:1352)
+    # and DeepSeek NSA, speculative decoding, DP attention, PP, ROCm, multimodal models
+    piecewise = (release == "0.5.10.post1" and not disable_piecewise_cuda_graph and speculative_algorithm is None
+                 and not flag_dp_attention and not is_hip and vlm_factor(hf_config) is None
+                 and not isinstance(hf_config.get("vision_config"), dict) and pp_size == 1 and not is_nsa
+                 and arch_name not in _PIECEWISE_OFF_ARCHS)
+    mfs_passed = mem_fraction_static is not None
+    reserved_mib = None
+    if mfs_passed:
+        mfs = float(mem_fraction_static)
+        src("mem_fraction_static", mfs, "input", "--mem-fraction-static")
+    elif is_nsa and release == "0.5.3":
+        mfs = 0.8
+        src("mem_fraction_static", mfs, "source", cite(release, "nsa_mfs") + " (DeepSeek NSA: fixed 0.8)")
+    else:
+        mfs, reserved_mib, where = default_mem_fraction_static(
+            release, gpu_mem_mib=cap_mib, tp_size=tp_size, pp_size=pp_size, dp_size=flag_dp_size,
+            enable_dp_attention=flag_dp_attention, chunked_prefill_size=chunk, cuda_graph_max_bs=bs,
+            speculative_algorithm=speculative_algorithm, piecewise_cuda_graph=piecewise, use_mla=use_mla)
+        detail = f" reserved {reserved_mib:.0f} MiB" if reserved_mib is not None else " (TP table)"
+        if piecewise:
+            detail += f"; piecewise CUDA graph reserve included ({cite(release, 'piecewise_off')})"
+        src("mem_fraction_static", mfs, "source", where + detail)
+        vf = vlm_factor(hf_config) if R.has_rule(release, "vlm_adjust") else None
+        if vf is not None:
+            mfs = mfs * vf
+            src("mem_fraction_static.vlm", round(vf, 6), "source",
+                cite(release, "vlm_formula" if R.has_rule(release, "vlm_formula") else "vlm_adjust")
+                + " adjust_mem_fraction_for_vlm")
+    backend = attention_backend
+    if backend is None:
+        # 0.5.7+ picks the backend in ServerArgs before the speculative defaults are filled in (topk as
+        # passed); up to 0.5.3.post1 the model runner picks it after (topk resolved)
+        backend = default_backend(release, gpu, hf_config, tp_size=tp_size, speculative_algorithm=speculative_algorithm,
+                                  speculative_eagle_topk=speculative_eagle_topk if at_least(release, "0.5.7")
+                                  else topk).backend
+    if not is_nsa:
+        forced = check_backend(release, gpu, hf_config, backend, kv_cache_dtype=kv, page_size=page, tp_size=tp_size,
+                               speculative_algorithm=speculative_algorithm,
+                               speculative_eagle_topk=speculative_eagle_topk)
+        if forced.verdict == "no":
+            raise EngineInputError("attention_backend", f"{backend}: " + "; ".join(
+                f"{r.text} ({r.source})" for r in forced.reasons))
+        if forced.page_size and forced.page_size != page:
+            page = forced.page_size
+            src("page_size", page, "source", next((r.source for r in forced.reasons if "page_size" in r.text),
+                                                   "attention backend page size"))
+    if is_gdn and backend == "trtllm_mha":
+        raise EngineInputError("attention_backend", "trtllm_mha with a hybrid GDN model makes SGLang turn the radix "
+                               "cache off and size the Mamba pool from max_running_requests; not modelled")
+    if is_hip and backend == "aiter" and R.has_rule(release, "aiter") and ctx > 8192:
+        mfs = mfs * 0.85
+        src("mem_fraction_static.aiter", 0.85, "source", cite(release, "aiter") + " (aiter, context_len > 8192)")
+
+    if enable_dp_attention:
+        if release == "0.4.3.post4":
+            chunk = chunk // 2
+        else:
+            chunk = chunk // dp_size
+        src("chunked_prefill_size.dp_attention", chunk, "source", cite(release, "dp_chunked"))
+
+    # --- weights ---------------------------------------------------------------------------------
+    if weights_bytes is not None:
+        if weights_bytes <= 0:
+            raise EngineInputError("weights_bytes", "must be positive")
+        w_gib = weights_bytes / GIB
+        src("weights_gib", round(w_gib, 3), "input", "weights on one rank as given (e.g. the log's 'mem usage')")
+    else:
+        w_gib = _estimate_weights(hf_config, model_dtype, quantization, tp_size, attn_tp, quant_config=quant_config) / GIB
+        src("weights_gib", round(w_gib, 3), "estimate",
+            "parameter count x bytes per parameter (calculator.engine.weights, vLLM sharding rules) with "
+            "attention weights split by the attention-TP size under DP attention; SGLang's 'mem usage' also "
+            "counts buffers made during loading, not modelled")
+
+    world = tp_size * pp_size
+    if free_memory_before_load_gib is not None:
+        t_gib = float(free_memory_before_load_gib)
+        src("free_before_load_gib", t_gib, "input", "free memory before loading as given ('Load weight begin. avail "
+            f"mem'); SGLang measures it at {cite(release, 'pre_load')}")
+    else:
+        oh = startup_overhead_gib(gpu, world)
+        t_gib = gpu.memory_gib - oh
+        src("free_before_load_gib", round(t_gib, 3), "fit",
+            f"GPU {gpu.memory_gib} GiB - STARTUP_OVERHEAD_FIT {oh:.2f} GiB (CUDA context, torch, NCCL; fit to public logs)")
+    x_gib = t_gib - w_gib
+    if x_gib <= 0:
+        raise EngineInputError("gpu", f"weights ({w_gib:.2f} GiB per rank) do not fit in {t_gib:.2f} GiB free on {gpu.name}")
+
+    # --- cell size -------------------------------------------------------------------------------
+    n_layers = _req(c, "num_hidden_layers")
+    heads = _req(c, "num_attention_heads")
+    kv_heads = c.get("num_key_value_heads") or heads
+    head_dim = c.get("head_dim") or _req(c, "hidden_size") // heads
+    v_head_dim = head_dim
+    pool_per_token = None
+    mamba = None
+    kind: str
+    if is_mla:
+        kind = "nsa" if is_nsa else "mla"
+        dim = c["kv_lora_rank"] + _req(c, "qk_rope_head_dim")
+        cell = dim * n_layers * elem
+        src("cell_size_bytes.mla", f"({c['kv_lora_rank']} + {c['qk_rope_head_dim']}) x {n_layers} x {elem}", "source",
+            cite(release, "cell"))
+        pool_per_token = cell
+        if is_nsa:
+            idx_dim = _req(c, "index_head_dim")
+            indexer = (idx_dim + idx_dim // 128 * 4) * n_layers
+            row = (c["kv_lora_rank"] + c["kv_lora_rank"] // 128 * 4 + c["qk_rope_head_dim"] * 2) if elem == 1 else dim * elem
+            pool_per_token = row * n_layers + indexer
+            src("pool_bytes_per_token.nsa", f"{row} x {n_layers} + indexer ({idx_dim} + {idx_dim // 128 * 4}) x {n_layers}",
+                "source", cite(release, "nsa_pool"))
+            if at_least(release, "0.5.7"):
+                notes.append("NSA pool rows: the 656-byte fp8 layout is assumed; SGLang keeps 576-byte rows with the "
+                             "trtllm NSA backends and on ROCm tilelang (model_runner_kv_cache_mixin "
+                             "calculate_mla_kv_cache_dim); the token count does not depend on it")
+            if at_least(release, "0.5.3.post1"):
+                cell += indexer
+                src("cell_size_bytes.nsa_indexer", indexer, "source", cite(release, "nsa_indexer" if R.has_rule(
+                    release, "nsa_indexer") else "cell") + " (PR #11309: indexer counted in the cell)")
+            else:
+                notes.append("SGLang 0.5.3 sizes the NSA pool without the indexer cache (fixed in PR #11309), so "
+                             "the pool allocates more than it budgeted and the logged KV size leaves the indexer out")
+    else:
+        kv_per_rank = max(1, kv_heads // attn_tp)
+        if is_gdn:
+            kind = "hybrid_gdn"
+            layer_types = c.get("layer_types")
+            n_full = (sum(1 for t in layer_types if t == "full_attention") if layer_types
+                      else sum(1 for i in range(n_layers) if (i + 1) % _req(c, "full_attention_interval") == 0))
+            cell = kv_per_rank * (head_dim + v_head_dim) * n_full * elem
+            src("cell_size_bytes.hybrid_gdn", f"{kv_per_rank} x ({head_dim} + {v_head_dim}) x {n_full} full-attention "
+                f"layers x {elem}", "source", cite(release, "cell"))
+            ssm_bytes = 4 if str(c.get("mamba_ssm_dtype", "float32")) == "float32" else 2
+            conv_b, ssm_b, n_lin = gdn_state_bytes(c, attn_tp, ssm_bytes=ssm_bytes)
+            per_req = (conv_b + ssm_b) * n_lin
+            mamba = {"per_req": per_req, "conv": conv_b * n_lin, "ssm": ssm_b * n_lin}
+        elif swa:
+            kind = "hybrid_swa"
+            cell = kv_per_rank * (head_dim + v_head_dim) * n_layers * elem
+            src("cell_size_bytes", f"{kv_per_rank} x ({head_dim} + {v_head_dim}) x {n_layers} x {elem}", "source",
+                cite(release, "cell"))
+        else:
+            kind = "mha"
+            cell = kv_per_rank * (head_dim + v_head_dim) * n_layers * elem
+            src("cell_size_bytes", f"max(1, {kv_heads} // {attn_tp}) x ({head_dim} + {v_head_dim}) x {n_layers} x {elem}",
+                "source", cite(release, "cell"))
+        pool_per_token = cell
+
+    # --- profile_max_num_token -------------------------------------------------------------------
+    reserved_gib = t_gib * (1 - mfs)
+    rest = x_gib - reserved_gib
+    src("rest_memory_gib", round(rest, 4), "source", cite(release, "profile") + " rest = post_load - pre_load x (1 - mfs)")
+    mamba_plan = None
+    if mamba is not None:
+        ratio = 0.9
+        if speculative_algorithm is not None:
+            raise EngineInputError("speculative_algorithm", "Mamba intermediate states for speculative decoding on "
+                                   "hybrid GDN models are not modelled")
+        if disable_radix_cache:
+            raise EngineInputError("disable_radix_cache", "the Mamba pool sized from max_running_requests "
+                                   "(radix cache disabled) is not modelled")
+        raw = rest * ratio / (1 + ratio)
+        size = int(raw * GIB // mamba["per_req"])
+        m_gib = size * mamba["per_req"] / GIB
+        rest -= m_gib
+        mamba_plan = MambaPool(per_request_bytes=mamba["per_req"], conv_bytes_per_request=mamba["conv"],
+                               ssm_bytes_per_request=mamba["ssm"], max_mamba_cache_size=size,
+                               conv_state_gib=size * mamba["conv"] / GIB, ssm_state_gib=size * mamba["ssm"] / GIB)
+        src("max_mamba_cache_size", size, "source", cite(release, "mamba_split") + " mamba_full_memory_ratio 0.9")
+    if rest <= 0:
+        raise EngineInputError("mem_fraction_static", f"no memory left for the KV cache: rest = {rest:.2f} GiB "
+                               "(SGLang: 'Not enough memory. Please try to increase --mem-fraction-static.')")
+    tokens = int(rest * GIB) // cell
+    headroom = 0
+    # before 0.5.10 max_num_reqs is taken from the profiled count (before headroom and page alignment)
+    max_num_reqs = min(max(int(tokens / ctx * 512), 2048), 4096)
+    if max_running_requests is not None and release != "0.5.10.post1":
+        max_num_reqs = max_running_requests  # init_memory_pool(max_num_reqs=server_args.max_running_requests)
+    if speculative_algorithm in ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE") and not at_least(release, "0.5.7"):
+        headroom = max_num_reqs * steps * topk + max_num_reqs * ndraft + 100
+        tokens += headroom
+        src("max_total_num_tokens.spec_headroom", headroom, "source", cite(release, "spec_headroom"))
+    tokens = tokens // page * page
+    if release != "0.4.3.post4":
+        src("max_total_num_tokens.page_align", page, "source", cite(release, "page_align"))
+    swa_tokens = None
+    full_tokens = tokens
+    if swa:
+        # 0.5.10 _resolve_hybrid_swa_tokens: full = cap * (F*nf + S*ns) / (F*nf + r*S*ns)
+        layer_types = c.get("layer_types") or []
+        n_swa = sum(1 for t in layer_types if t == "sliding_attention")
+        n_full = n_layers - n_swa
+        per = kv_per_rank * (head_dim + v_head_dim) * elem
+        r = 0.8
+        total = tokens * (per * n_full + per * n_swa)
+        full_tokens = int(total / (per * n_full + r * per * n_swa)) // page * page
+        swa_tokens = int(full_tokens * r) // page * page
+        src("swa_max_total_num_tokens", swa_tokens, "source", cite(release, "swa_split") + " swa_full_tokens_ratio 0.8")
+        tokens = full_tokens
+    if tokens <= 0:
+        raise EngineInputError("mem_fraction_static", "no KV tokens fit")
+    src("max_total_num_tokens", tokens, "source", cite(release, "profile") + " int(rest x 2^30) // cell_size")
+
+    # --- requests --------------------------------------------------------------------------------
+    if release == "0.5.10.post1":
+        # _resolve_max_num_reqs: from the aligned capacity; the flag (per DP rank) caps it
+        max_num_reqs = min(max(int(tokens / ctx * 512), 2048), 4096)
+        if max_running_requests is not None:
+            max_num_reqs = min(max_running_requests // (dp_size if enable_dp_attention else 1), max_num_reqs)
+        else:
+            max_num_reqs = min(max_num_reqs, tokens // 2)
+    if mamba_plan is not None:
+        # MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3, plus in 0.5.7 the overlap ratio 2 even without the
+        # extra buffer (its else branch, model_runner_kv_cache_mixin.py:297); 0.5.8+ adds it only with extra_buffer
+        m_ratio = 5 if release == "0.5.7" else 3
+        max_num_reqs = min(max_num_reqs, mamba_plan.max_mamba_cache_size // m_ratio)
+        src("max_num_reqs.mamba", max_num_reqs, "source", cite(release, "mamba_ratio")
+            + f" max_mamba_cache_size // {m_ratio}")
+    rows = max_num_reqs + 1 if release == "0.4.3.post4" else max_num_reqs
+    src("max_num_reqs", max_num_reqs, "source", cite(release, "max_num_reqs"))
+    if release == "0.5.10.post1":
+        mrr = max_num_reqs
+    else:
+        want = (tokens // 2 if max_running_requests is None
+                else max_running_requests // (dp_size if enable_dp_attention else 1))
+        mrr = min(want, rows)
+    src("max_running_requests", mrr, "source", cite(release, "max_running" if R.has_rule(release, "max_running")
+                                                     else "max_num_reqs"))
+
+    # --- pool sizes as logged --------------------------------------------------------------------
+    if kind in ("mla", "nsa"):
+        logged_pool = tokens * (pool_per_token if at_least(release, "0.5.3.post1") or not is_nsa
+                                else (pool_per_token - (c["index_head_dim"] + c["index_head_dim"] // 128 * 4) * n_layers))
+        kv_size = logged_pool / GIB
+        k_size = v_size = None
+        pool_gib = tokens * pool_per_token / GIB
+    elif swa:
+        per_layer = kv_per_rank * head_dim * elem
+        k_size = (full_tokens * per_layer * (n_layers - n_swa) + swa_tokens * per_layer * n_swa) / GIB
+        v_size = k_size
+        kv_size = k_size + v_size
+        pool_gib = kv_size
+    else:
+        k_size = tokens * cell / 2 / GIB
+        v_size = k_size
+        kv_size = k_size + v_size
+        pool_gib = kv_size
+    req_to_token = rows * (ctx + 4) * 4 / GIB
+    free_after_pool = x_gib - pool_gib - (mamba_plan.conv_state_gib + mamba_plan.ssm_state_gib if mamba_plan else 0) \
+        - req_to_token
+    src("kv_size_gib", round(kv_size, 3), "source", cite(release, "kv_log") if R.has_rule(release, "kv_log")
+        else "memory_pool.py 'KV Cache is allocated' log line")
+    src("free_after_load_gib", round(x_gib, 3), "source", "free before load - weights ('Load weight end. avail mem')")
+    src("req_to_token_gib", round(req_to_token, 4), "source",
+        f"{cite(release, 'req_to_token')}: {rows} rows x (context_len + 4) x int32")
+    src("free_after_pool_gib", round(free_after_pool, 3), "estimate",
+        f"free after load - KV pool - Mamba pool - req_to_token ({cite(release, 'pool_end')}); other small "
+        "buffers made in init_memory_pool are not counted")
+    src("max_prefill_tokens", 16384, "source", cite(release, "max_prefill_tokens"))
+
+    # --- speculative draft pool ------------------------------------------------------------------
+    if speculative_algorithm is not None:
+        dcell = dlayers = dkv = dw = None
+        if speculative_algorithm == "NEXTN":
+            dlayers = c.get("num_nextn_predict_layers") or c.get("mtp_num_hidden_layers")
+            if not dlayers:
+                raise EngineInputError("speculative_algorithm", f"{arch_name} has no MTP (NEXTN) layers in config.json")
+            dcell = cell // (n_layers if not is_gdn else max(1, n_full)) * dlayers
+            if draft_weights_bytes is not None:
+                dw = draft_weights_bytes / GIB
+                src("speculative.draft_weights_gib", round(dw, 3), "input", "draft weights as given")
+            else:
+                # the NextN layer(s) stored in the checkpoint; embedding and head are shared with the target
+                arch = parse_config(hf_config)
+                q = resolve_quant(arch, None, quantization)
+                lin = (q.bits / 8 + q.scale_bytes_per_weight) if q and not q.experts_only else DTYPE_BYTES[model_dtype]
+                dw = arch.params.mtp * lin / tp_size / GIB
+                src("speculative.draft_weights_gib", round(dw, 3), "estimate",
+                    "MTP layer parameters x bytes per parameter / TP (embedding and lm_head shared with the target)")
+        elif speculative_algorithm in ("EAGLE", "EAGLE3", "STANDALONE"):
+            if draft_hf_config is None:
+                raise EngineInputError("draft_hf_config", f"{speculative_algorithm} needs the draft model's config.json")
+            d = _text(draft_hf_config)
+            dlayers = _req(d, "num_hidden_layers")
+            dh = d.get("num_attention_heads") or heads
+            dkvh = d.get("num_key_value_heads") or dh
+            dhd = d.get("head_dim") or (d.get("hidden_size") or c["hidden_size"]) // dh
+            dcell = max(1, dkvh // attn_tp) * 2 * dhd * dlayers * elem
+            if draft_weights_bytes is not None:
+                dw = draft_weights_bytes / GIB
+                src("speculative.draft_weights_gib", round(dw, 3), "input", "draft weights as given")
+            else:
+                dw = _estimate_weights(draft_hf_config, model_dtype, None, tp_size, attn_tp, draft=True) / GIB
+                src("speculative.draft_weights_gib", round(dw, 3), "estimate", "draft parameter count x bytes")
+        if dcell:
+            dkv = tokens * dcell / GIB
+            src("speculative.draft_kv_gib", round(dkv, 3), "source",
+                "the draft worker's own KV pool with the target's max_total_num_tokens (draft_runner_cache_size, "
+                f"{cite(release, 'spec_headroom') if R.has_rule(release, 'spec_headroom') else cite(release, 'profile')}); "
+                "allocated after the target pool from the (1 - mem_fraction_static) share")
+            free_after_pool -= dkv
+        if dw:
+            free_after_pool -= dw
+        spec = SpeculativePlan(algorithm=speculative_algorithm, num_steps=steps, eagle_topk=topk,
+                               num_draft_tokens=ndraft, draft_cell_size_bytes=dcell, draft_layers=dlayers,
+                               draft_kv_gib=dkv, draft_weights_gib=dw, target_headroom_tokens=headroom)
+
+    return SGLangPlan(
+        release=release, architecture=arch_name, gpu=gpu.name, tp_size=tp_size, dp_size=dp_size,
+        enable_dp_attention=enable_dp_attention, ep_size=ep_size, pp_size=pp_size, attention_tp_size=attn_tp,
+        attention=kind, attention_backend=backend, kv_cache_dtype=kv, page_size=page, context_length=ctx,
+        chunked_prefill_size=chunk, cuda_graph_max_bs=bs, max_prefill_tokens=16384,
+        gpu_memory_capacity_mib=cap_mib, mem_fraction_static=mfs, free_before_load_gib=t_gib, weights_gib=w_gib,
+        free_after_load_gib=x_gib, reserved_gib=reserved_gib, rest_memory_gib=rest, mamba=mamba_plan,
+        cell_size_bytes=cell, pool_bytes_per_token=pool_per_token, max_total_num_tokens=tokens,
+        swa_max_total_num_tokens=swa_tokens, k_size_gib=k_size, v_size_gib=v_size, kv_size_gib=kv_size,
+        kv_pool_gib=pool_gib, max_num_reqs=max_num_reqs, max_running_requests=mrr, req_to_token_gib=req_to_token,
+        free_after_pool_gib=free_after_pool, speculative=spec, sources=sources, notes=notes)
+
+
+def _estimate_weights(hf_config: dict, model_dtype: str, quantization: str | None, tp: int, attn_tp: int,
+                      draft: bool = False, quant_config: dict | None = None) -> int:
+    """Bytes of weights on one rank from the parameter count (vLLM's sharding rules in
+    :func:`calculator.engine.weights.weights_per_gpu`), with attention split by ``attn_tp`` instead of
+    ``tp`` under DP attention. The MTP layers are not loaded by the target model in SGLang."""
+    arch = parse_config(hf_config)
+    quant = resolve_quant(arch, quant_config, quantization)
+    est = weights_per_gpu(arch, model_dtype, quant, tp, 1)
+    total = est.bytes_per_gpu - est.rope_cache_bytes
+    b = 2 if model_dtype in ("bfloat16", "float16") else 4
+    lin = (quant.bits / 8 + quant.scale_bytes_per_weight) if quant and not quant.experts_only else b
+    qc = arch.quantization_config or {}
+    ignore = qc.get("ignore") if isinstance(qc.get("ignore"), list) else []
+    if quant and ignore:
+        # compressed-tensors keeps the modules of its ``ignore`` list unquantized (model dtype)
+        import re
+
+        def ignored(name: str) -> bool:
+            return any((re.match(pat[3:], name) if pat.startswith("re:") else pat == name) for pat in ignore)
+        p = arch.params
+        for params, name, share in ((p.attention, "model.layers.0.self_attn.q_proj", 1 / attn_tp),
+                                    (p.shared_experts, "model.layers.1.mlp.shared_experts.gate_proj", 1 / tp),
+                                    (p.mlp, "model.layers.0.mlp.gate_proj", 1 / tp)):
+            if params and ignored(name):
+                total += params * (b - lin) * share
+    if attn_tp != tp:
+        total += arch.params.attention * lin * (1 / attn_tp - 1 / tp)
+        # DP attention keeps the embedding whole on each rank: VocabParallelEmbedding(enable_tp=not
+        # is_dp_attention_enabled()) (sglang 0.5.3 models/deepseek_v2.py:2595, models/qwen2.py:276); the
+        # lm_head stays TP-split unless --enable-dp-lm-head
+        total += round_up(arch.vocab_size, 64) * arch.hidden_size * b * (1 - 1 / tp)
+        if arch.kv_lora_rank:
+            # the absorbed W_UK / W_UV copies (deepseek_v2.py post_load_weights: w_kc, w_vc) hold the
+            # attention-TP share of the heads
+            n_mla = sum(1 for la in arch.layers if la.kind == "mla")
+            absorbed = n_mla * arch.kv_lora_rank * arch.num_attention_heads * arch.mla_nope_v_dim
+            total += absorbed * b * (1 / attn_tp - 1 / tp)
+    c = _text(hf_config)
+    if c.get("index_topk") is not None and c.get("index_head_dim"):
+        # DeepSeek NSA indexer per layer (layers/attention/nsa/nsa_indexer.py, all ReplicatedLinear):
+        # wq_b q_lora_rank x (heads x head_dim) and wk hidden x head_dim quantized like the linears,
+        # weights_proj hidden x heads unquantized, k_norm 2 x head_dim
+        h, hd, nh = c["hidden_size"], c["index_head_dim"], c.get("index_n_heads", 64)
+        q_lora = c.get("q_lora_rank") or h
+        total += arch.num_layers * ((q_lora * nh * hd + h * hd) * lin + (h * nh + 2 * hd) * b)
+    return int(total)

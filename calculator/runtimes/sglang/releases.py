@@ -1,0 +1,211 @@
+"""The SGLang releases this package models, and where each rule lives in each release's source.
+
+Every line number below was read from the release's wheel (``pip download sglang==X --no-deps``),
+paths relative to the wheel root (``sglang/srt/...``). A release not in :data:`COVERED` is refused by
+name (:func:`check_release`): the memory defaults changed several times (a TP table up to 0.4.3, a
+GPU-memory table in 0.4.10, a "reserved memory" formula since 0.5.x (sgl-project/sglang PR #10975),
+piecewise CUDA graphs counted in 0.5.10), so a neighbouring release is not a safe stand-in.
+
+Release families (what changes between them):
+
+- ``0.4.3.post4``: ``mem_fraction_static`` by TP size only; no paging; ``ReqToTokenPool`` has
+  ``max_num_reqs + 1`` rows; EAGLE adds draft/verify headroom to the shared pool.
+- ``0.4.10.post2``: ``mem_fraction_static = round((gpu_mem - reserved) / gpu_mem, 3)`` with ``reserved``
+  from a GPU-memory table; page alignment; hybrid SWA pool for sliding-window models.
+- ``0.5.3``: reserved memory from chunked-prefill size and CUDA-graph batch size; DeepSeek NSA
+  (V3.2) forces ``mem_fraction_static = 0.8``, page 64, DP attention, fp8 KV on SM100.
+- ``0.5.3.post1``: PR #11309: the NSA indexer cache counted in the per-token cell; the 0.8 removed.
+- ``0.5.7`` / ``0.5.8.post1``: KV-cache mixin file; ``aiter`` x0.85 for long contexts; Mamba pools
+  split by ``mamba_full_memory_ratio``; no draft headroom in the shared pool.
+- ``0.5.9``: as 0.5.8.post1 for memory (gpt-oss keeps the SWA pool with speculative decoding); first
+  release with Kimi-K2.5 (``KimiK25ForConditionalGeneration``).
+- ``0.5.10.post1``: piecewise CUDA graphs on by default (counted in the reserve); EAGLE reserve 4 GiB.
+"""
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+from calculator.engine.errors import EngineInputError
+
+#: Covered releases, oldest first.
+COVERED: tuple[str, ...] = ("0.4.3.post4", "0.4.10.post2", "0.5.3", "0.5.3.post1", "0.5.7", "0.5.8.post1",
+                            "0.5.9", "0.5.10.post1")
+
+_SA = "sglang/srt/server_args.py"
+_MR = "sglang/srt/model_executor/model_runner.py"
+_MX = "sglang/srt/model_executor/model_runner_kv_cache_mixin.py"
+_TW = "sglang/srt/managers/tp_worker.py"
+_MP = "sglang/srt/mem_cache/memory_pool.py"
+_UT_OLD = "sglang/srt/utils.py"
+_UT_NEW = "sglang/srt/utils/common.py"
+_HF_OLD = "sglang/srt/hf_transformers_utils.py"
+_HF_NEW = "sglang/srt/utils/hf_transformers_utils.py"
+_MC = "sglang/srt/configs/model_config.py"
+
+# (file, line) per rule per release. Keys:
+#  mfs_default      the default mem_fraction_static block
+#  mfs_reserved     reserved-memory formula (0.4.10+)
+#  gpu_tables       chunked_prefill_size / cuda_graph_max_bs by GPU memory
+#  dp_chunked       chunked_prefill_size divided under DP attention
+#  vlm_adjust       adjust_mem_fraction_for_vlm
+#  aiter            mem_fraction_static *= 0.85 for aiter with context_len > 8192
+#  nsa              DeepSeek NSA overrides (page 64, DP attention, fp8 KV, mfs 0.8 in 0.5.3)
+#  profile          profile_max_num_token: rest = post_load - pre_load * (1 - mfs)
+#  cell             bytes per token (MHA / MLA / NSA indexer)
+#  max_num_reqs     min(max(tokens / context_len * 512, 2048), 4096)
+#  page_align       max_total_num_tokens // page_size * page_size
+#  max_running      max_running_requests = min(tokens // 2 or flag, pool rows)
+#  spec_headroom    EAGLE draft/verify headroom added to the shared pool (<= 0.5.3.post1)
+#  spec_defaults    auto_choose_speculative_params / class defaults
+#  spec_max_running max_running_requests default for EAGLE
+#  swa_split        hybrid SWA split by swa_full_tokens_ratio
+#  mamba_split      Mamba state vs KV split by mamba_full_memory_ratio
+#  mamba_ratio      MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO
+#  context_len      get_context_length
+#  free_mem         get_available_gpu_memory (torch.cuda.mem_get_info)
+#  gpu_capacity     nvidia-smi / rocminfo total memory that the defaults read
+#  pre_load         free memory measured before loading ("Load weight begin")
+#  nsa_pool         NSATokenToKVPool layout (656-byte fp8 rows, indexer 128+4 bytes per token per layer)
+#  piecewise        piecewise CUDA graph reserve (0.5.10)
+#  kv_log           the "KV Cache is allocated" log line
+#  max_prefill_tokens  the 16384 default; req_to_token  ReqToTokenPool (int32 rows of context_len + 4)
+#  pool_end         the "Memory pool end. avail mem" log line
+#  kv_auto          --kv-cache-dtype auto: the model dtype (from 0.5.3: fp8 when the quant config says kv FP8)
+#  gemma_swa_off    Gemma 2/3 -> disable_hybrid_swa_memory (0.4.10: Gemma 2 only)
+#  gptoss_swa_off   gpt-oss -> disable_hybrid_swa_memory (always up to 0.5.7; trtllm_mha / speculative in 0.5.8)
+#  hybrid_swa_on    0.5.10: is_hybrid_swa_model (gpt-oss, MiMo-V2, Step3.5, Llama 4) unless disabled
+_LINES: dict[str, dict[str, tuple[str, int]]] = {
+    "0.4.3.post4": {
+        "kv_auto": (_MR, 641),
+        "max_prefill_tokens": (_SA, 70), "req_to_token": (_MP, 46), "pool_end": (_MR, 766),
+        "mfs_default": (_SA, 204), "gpu_tables": (_SA, 217), "dp_chunked": (_SA, 265),
+        "profile": (_MR, 629), "cell": (_MR, 616), "max_num_reqs": (_MR, 659), "max_running": (_TW, 109),
+        "spec_headroom": (_MR, 679), "spec_defaults": (_SA, 130), "spec_max_running": (_SA, 280),
+        "context_len": (_HF_OLD, 100), "free_mem": (_UT_OLD, 174), "gpu_capacity": (_UT_OLD, 892),
+        "pre_load": (_MR, 299), "kv_log": (_MP, 211),
+    },
+    "0.4.10.post2": {
+        "kv_auto": (_MR, 1080),
+        "max_prefill_tokens": (_SA, 82), "req_to_token": (_MP, 47), "pool_end": (_MR, 1304),
+        "gemma_swa_off": (_SA, 1943),
+        "mfs_default": (_SA, 310), "mfs_reserved": (_SA, 324), "gpu_tables": (_SA, 362), "dp_chunked": (_SA, 463),
+        "vlm_adjust": (_SA, 2045), "profile": (_MR, 986), "cell": (_MR, 973), "max_num_reqs": (_MR, 1100),
+        "page_align": (_MR, 1147), "max_running": (_TW, 127), "spec_headroom": (_MR, 1120),
+        "spec_defaults": (_SA, 2202), "spec_max_running": (_SA, 536), "swa_split": (_MR, 1058),
+        "context_len": (_HF_OLD, 187), "gpu_capacity": (_UT_OLD, 1425), "pre_load": (_MR, 574), "kv_log": (_MP, 211),
+    },
+    "0.5.3": {
+        "kv_auto": (_MR, 1397),
+        "max_prefill_tokens": (_SA, 191), "req_to_token": (_MP, 61), "pool_end": (_MR, 1724),
+        "gemma_swa_off": (_SA, 804), "gptoss_swa_off": (_SA, 781),
+        "mfs_default": (_SA, 638), "mfs_reserved": (_SA, 639), "gpu_tables": (_SA, 566), "dp_chunked": (_SA, 957),
+        "vlm_adjust": (_SA, 683), "nsa": (_SA, 806), "nsa_mfs": (_SA, 823), "profile": (_MR, 1288),
+        "cell": (_MR, 1274), "max_num_reqs": (_MR, 1432), "page_align": (_MR, 1478), "max_running": (_TW, 144),
+        "spec_headroom": (_MR, 1451), "spec_defaults": (_SA, 3301), "spec_max_running": (_SA, 1060),
+        "swa_split": (_MR, 1374), "context_len": (_HF_NEW, 291), "pre_load": (_MR, 698),
+        "nsa_pool": (_MP, 1054), "kv_log": (_MP, 362), "gdn_layers": (_MR, 1270),
+    },
+    "0.5.3.post1": {
+        "kv_auto": (_MR, 1421),
+        "max_prefill_tokens": (_SA, 207), "req_to_token": (_MP, 64), "pool_end": (_MR, 1738),
+        "gemma_swa_off": (_SA, 847), "gptoss_swa_off": (_SA, 824),
+        "mfs_default": (_SA, 673), "mfs_reserved": (_SA, 674), "gpu_tables": (_SA, 601), "dp_chunked": (_SA, 997),
+        "vlm_adjust": (_SA, 718), "nsa": (_SA, 849), "profile": (_MR, 1302), "cell": (_MR, 1277),
+        "nsa_indexer": (_MR, 1283), "max_num_reqs": (_MR, 1456), "page_align": (_MR, 1502),
+        "max_running": (_TW, 139), "spec_headroom": (_MR, 1475), "spec_defaults": (_SA, 3368),
+        "spec_max_running": (_SA, 1100), "swa_split": (_MR, 1398), "context_len": (_HF_NEW, 293),
+        "pre_load": (_MR, 701), "nsa_pool": (_MP, 1302), "kv_log": (_MP, 379),
+    },
+    "0.5.7": {
+        "kv_auto": (_MR, 1528),
+        "max_prefill_tokens": (_SA, 301), "req_to_token": (_MP, 78), "pool_end": (_MX, 660),
+        "gemma_swa_off": (_SA, 1278), "gptoss_swa_off": (_SA, 1214),
+        "mfs_default": (_SA, 909), "mfs_reserved": (_SA, 911), "gpu_tables": (_SA, 827), "dp_chunked": (_SA, 1809),
+        "vlm_adjust": (_SA, 957), "aiter": (_SA, 1660), "nsa": (_SA, 1035), "profile": (_MX, 137),
+        "cell": (_MX, 49), "max_num_reqs": (_MX, 279), "page_align": (_MX, 325), "max_running": (_MR, 524),
+        "spec_headroom": (_MX, 311), "spec_defaults": (_SA, 5151), "spec_max_running": (_SA, 1995),
+        "mamba_split": (_MX, 183), "mamba_ratio": (_MX, 39), "context_len": (_HF_NEW, 393),
+        "pre_load": (_MR, 780), "swa_split": (_MX, 247), "piecewise": (_SA, 945), "kv_log": (_MP, 562),
+        "nsa_indexer": (_MX, 75),
+    },
+    "0.5.8.post1": {
+        "kv_auto": (_MR, 1546),
+        "max_prefill_tokens": (_SA, 316), "req_to_token": (_MP, 117), "pool_end": (_MX, 647),
+        "gemma_swa_off": (_SA, 1385), "gptoss_swa_off": (_SA, 1283), "gptoss_swa_off_spec": (_SA, 1290),
+        "mfs_default": (_SA, 988), "mfs_reserved": (_SA, 990), "gpu_tables": (_SA, 903), "dp_chunked": (_SA, 1937),
+        "vlm_adjust": (_SA, 1037), "vlm_formula": (_SA, 5160), "aiter": (_SA, 1788), "nsa": (_SA, 1122),
+        "profile": (_MX, 138), "cell": (_MX, 47), "nsa_indexer": (_MX, 73), "kv_log": (_MP, 605), "max_num_reqs": (_MX, 258), "page_align": (_MX, 310),
+        "max_running": (_MR, 558), "spec_headroom": (_MX, 296), "spec_defaults": (_SA, 5425),
+        "spec_max_running": (_SA, 2135), "mamba_split": (_MX, 188), "mamba_ratio": (_MX, 37),
+        "context_len": (_HF_NEW, 396), "pre_load": (_MR, 779), "swa_split": (_MX, 228),
+        "gptoss_swa": (_SA, 1283), "piecewise": (_SA, 1012),
+    },
+    "0.5.9": {
+        "kv_auto": (_MR, 1670),
+        "max_prefill_tokens": (_SA, 330), "req_to_token": (_MP, 126), "pool_end": (_MX, 745),
+        "gemma_swa_off": (_SA, 1487), "gptoss_swa_off": (_SA, 1359),
+        "mfs_default": (_SA, 1020), "mfs_reserved": (_SA, 1022), "gpu_tables": (_SA, 935), "dp_chunked": (_SA, 2117),
+        "vlm_adjust": (_SA, 1069), "vlm_formula": (_SA, 5483), "aiter": (_SA, 1926), "nsa": (_SA, 1222),
+        "profile": (_MX, 143), "cell": (_MX, 47), "nsa_indexer": (_MX, 73), "kv_log": (_MP, 652),
+        "max_num_reqs": (_MX, 345), "page_align": (_MX, 389), "max_running": (_MR, 593), "spec_headroom": (_MX, 412),
+        "spec_defaults": (_SA, 5741), "spec_max_running": (_SA, 2363), "mamba_split": (_MX, 194),
+        "mamba_ratio": (_MX, 37), "context_len": (_HF_NEW, 453), "pre_load": (_MR, 828), "swa_split": (_MX, 273),
+        "piecewise": (_SA, 1044),
+    },
+    "0.5.10.post1": {
+        "kv_auto": (_MR, 1903),
+        "max_prefill_tokens": (_SA, 349), "req_to_token": (_MP, 126), "pool_end": (_MX, 906),
+        "gemma_swa_off": (_SA, 1877), "hybrid_swa_archs": (_MC, 1438), "hybrid_swa_on": (_MC, 363),
+        "mfs_default": (_SA, 1281), "mfs_reserved": (_SA, 1283), "gpu_tables": (_SA, 1165),
+        "dp_chunked": (_SA, 2641), "vlm_adjust": (_SA, 1334), "vlm_formula": (_SA, 6396), "aiter": (_SA, 2417),
+        "nsa": (_SA, 1547), "nsa_kv_dtype": (_SA, 1430), "profile": (_MX, 171), "cell": (_MX, 75),
+        "nsa_indexer": (_MX, 99), "max_num_reqs": (_MX, 844), "page_align": (_MX, 826),
+        "spec_defaults": (_SA, 6711), "spec_max_running": (_SA, 2994), "mamba_split": (_MX, 222),
+        "mamba_ratio": (_MX, 64), "context_len": (_HF_NEW, 689), "pre_load": (_MR, 1075), "swa_split": (_MX, 313),
+        "piecewise": (_SA, 1306), "piecewise_off": (_SA, 1078), "piecewise_tokens": (_SA, 1397),
+        "kv_log": (_MP, 696), "spec_reserve": (_SA, 1319),
+    },
+}
+
+
+def check_release(release: str) -> str:
+    """Return ``release`` if covered.
+
+    Raises:
+        EngineInputError(field="release"): the release is not one this package has read.
+    """
+    if release not in COVERED:
+        raise EngineInputError(
+            "release",
+            f"SGLang {release!r} is not modelled; covered releases: {', '.join(COVERED)}. Its memory defaults "
+            "may differ (they changed in 0.4.10, 0.5.x, 0.5.3.post1 and 0.5.10), so no other release stands in.")
+    return release
+
+
+def at_least(release: str, other: str) -> bool:
+    """``release`` is ``other`` or newer (both covered)."""
+    return COVERED.index(release) >= COVERED.index(other)
+
+
+def cite(release: str, key: str) -> str:
+    """``sglang==X sglang/srt/<file>:<line>`` for a rule of a covered release.
+
+    Raises:
+        KeyError: the rule does not exist in that release (a programming error, not user input).
+    """
+    path, line = _LINES[release][key]
+    return f"sglang=={release} {path}:{line}"
+
+
+def has_rule(release: str, key: str) -> bool:
+    return key in _LINES[release]
+
+
+@cache
+def architectures(release: str) -> frozenset[str]:
+    """Model classes (``architectures[0]`` values) the release registers: the ``EntryClass`` names of its
+    ``sglang/srt/models/*.py``, extracted by ``data/extract_architectures.py`` into ``data/architectures.json``."""
+    data = json.loads((Path(__file__).resolve().parent / "data" / "architectures.json").read_text())
+    return frozenset(data["releases"][check_release(release)])

@@ -1,0 +1,221 @@
+"""SGLang behind the runtime seam (:class:`calculator.runtimes.base.Runtime`).
+
+The request's shared settings map to SGLang's flags: ``max_model_len`` is ``--context-length``,
+``tensor_parallel_size`` ``--tp-size``, ``pipeline_parallel_size`` ``--pp-size``; the speculative config maps
+to ``--speculative-algorithm`` (eagle -> EAGLE, eagle3 -> EAGLE3, mtp -> NEXTN, draft_model -> STANDALONE,
+ngram -> NGRAM) with a chain of ``num_speculative_tokens`` steps (``--speculative-num-steps k
+--speculative-eagle-topk 1 --speculative-num-draft-tokens k+1``). SGLang's own settings are request fields
+of their own (``mem_fraction_static``, ``chunked_prefill_size``, ``cuda_graph_max_bs``, ``page_size``,
+``dp_size``, ``ep_size``, ``enable_dp_attention``).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from calculator.engine.errors import EngineInputError
+from calculator.engine.gpus import get_gpu
+from calculator.runtimes.base import LoadedModel
+
+from . import compat as sg_compat
+from .launch import launch_argv
+from .memory import SGLangPlan, plan
+from .releases import COVERED
+
+_ALGORITHM = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "draft_model": "STANDALONE", "ngram": "NGRAM"}
+
+
+SGLANG_ROWS = (
+    ("max_total_num_tokens", "KV cache tokens (max_total_num_tokens)"),
+    ("cell_size_bytes", "KV bytes per token per rank"),
+    ("kv_size_gib", "KV size (GB as SGLang logs it)"),
+    ("k_size_gib", "K size"),
+    ("v_size_gib", "V size"),
+    ("weights_gib", "Weights per rank (Load weight end)"),
+    ("mem_fraction_static", "mem_fraction_static"),
+    ("free_before_load_gib", "Free memory before loading"),
+    ("context_length", "context_length"),
+    ("page_size", "page_size"),
+    ("chunked_prefill_size", "chunked_prefill_size"),
+    ("cuda_graph_max_bs", "cuda_graph_max_bs"),
+    ("max_running_requests", "max_running_requests"),
+    ("attention_backend", "attention backend"),
+)
+
+
+class SGLangMemory(BaseModel):
+    """SGLang's plan with the fields the verdict reads (``fits``, ``reason``, ``kv_cache_tokens``,
+    ``max_concurrency``, ``max_model_len``, ``resolved``); ``plan`` holds every logged figure."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    plan: SGLangPlan
+    fits: bool
+    reason: str | None = None
+    kv_cache_tokens: int
+    max_concurrency: float
+    max_model_len: int
+    estimated_max_model_len: int | None = None
+    resolved: dict[str, Any]
+    gpu: str
+    vllm_version: str = ""  # the page's header names the runtime release through ``release``
+    release: str
+
+    def rows(self) -> list[tuple[str, Any, str]]:
+        """``(label, value, source)`` rows of what SGLang logs, for the page."""
+        p = self.plan
+        cited = {s.field: f"{s.kind}: {s.source}" for s in p.sources}
+        return [(label, getattr(p, key), cited.get(key, "")) for key, label in SGLANG_ROWS
+                if getattr(p, key, None) is not None]
+
+    def to_json(self) -> dict[str, Any]:
+        """What SGLang logs, per rank: ``max_total_num_tokens``, ``kv_bytes_per_token`` (cell size), K and V
+        sizes, ``max_running_requests``, ``mem_fraction_static`` ... with ``sources``."""
+        p = self.plan
+        out = p.model_dump(mode="json")
+        out.update(kv_bytes_per_token=p.cell_size_bytes, kv_cache_tokens=self.kv_cache_tokens, fits=self.fits,
+                   reason=self.reason, max_concurrency=self.max_concurrency, max_model_len=self.max_model_len,
+                   resolved=self.resolved, runtime_release=self.release, gpu=self.gpu)
+        out["sources"] = {s.field: f"{s.kind}: {s.source}" for s in p.sources}
+        return out
+
+
+class _Compat(BaseModel):
+    """SGLang's backend answer in the shape the verdict reads (``ok`` True / False / None = depends)."""
+
+    release: str
+    gpu: str
+    ok: bool | None
+    error: str | None = None
+    requested_backend: str | None = None
+    auto_selected: str | None = None
+    auto_conditions: list[str] = []
+    speculative: list = []
+    backends: list = []
+    reasons: list[str] = []
+
+
+class SGLang:
+    """SGLang (``python -m sglang.launch_server``)."""
+
+    name = "sglang"
+    label = "SGLang"
+
+    def releases(self) -> tuple[str, ...]:
+        return COVERED
+
+    def default_release(self) -> str:
+        return COVERED[-1]
+
+    def _spec(self, request) -> dict[str, Any]:
+        spec = request.speculative_config
+        if spec is None:
+            return {}
+        k = spec.num_speculative_tokens
+        return {"speculative_algorithm": _ALGORITHM[spec.method], "speculative_num_steps": k,
+                "speculative_eagle_topk": 1, "speculative_num_draft_tokens": k + 1}
+
+    def memory(self, request, model: LoadedModel) -> SGLangMemory:
+        """SGLang's start-up memory plan per rank (:func:`.memory.plan`), and whether one ``--context-length``
+        request fits its pool (SGLang raises "Not enough memory" when the pool is empty)."""
+        gpu = get_gpu(request.gpu)
+        try:
+            p = plan(model.config, gpu=gpu, release=request.release, tp_size=request.tensor_parallel_size,
+                     dp_size=request.dp_size, enable_dp_attention=request.enable_dp_attention, ep_size=request.ep_size,
+                     pp_size=request.pipeline_parallel_size, mem_fraction_static=request.mem_fraction_static,
+                     context_length=request.max_model_len, kv_cache_dtype=request.kv_cache_dtype,
+                     dtype=request.dtype, quantization=request.quantization, page_size=request.page_size,
+                     chunked_prefill_size=request.chunked_prefill_size, cuda_graph_max_bs=request.cuda_graph_max_bs,
+                     draft_hf_config=model.draft.config if model.draft else None,
+                     quant_config=model.quant_config, attention_backend=request.attention_backend, **self._spec(request))
+        except EngineInputError as exc:
+            field = {"release": "sglang_version", "tp_size": "tensor_parallel_size", "pp_size": "pipeline_parallel_size",
+                     "context_length": "max_model_len"}.get(exc.field, exc.field)
+            raise EngineInputError(field, exc.message) from None
+        tokens = p.max_total_num_tokens
+        fits = tokens >= p.context_length and tokens > 0
+        reason = None
+        if tokens <= 0:
+            reason = ("Not enough memory: SGLang's KV pool would be empty; increase --mem-fraction-static "
+                      "(SGLang raises this at start-up)")
+        elif not fits:
+            reason = (f"SGLang's KV pool holds {tokens:,} tokens, fewer than one request of --context-length "
+                      f"{p.context_length:,}")
+        return SGLangMemory(plan=p, fits=fits, reason=reason, kv_cache_tokens=tokens,
+                            max_concurrency=round(tokens / p.context_length, 2) if p.context_length else 0.0,
+                            max_model_len=p.context_length, estimated_max_model_len=tokens if 0 < tokens < p.context_length
+                            else None, gpu=gpu.name, release=p.release,
+                            resolved={"mem_fraction_static": p.mem_fraction_static, "page_size": p.page_size,
+                                      "chunked_prefill_size": p.chunked_prefill_size,
+                                      "cuda_graph_max_bs": p.cuda_graph_max_bs, "context_length": p.context_length,
+                                      "kv_cache_dtype": p.kv_cache_dtype, "attention_backend": p.attention_backend,
+                                      "max_running_requests": p.max_running_requests})
+
+    def compat(self, request, model: LoadedModel, memory) -> _Compat:
+        """The attention backend SGLang picks, or whether the one asked for runs (:mod:`.compat`)."""
+        gpu = get_gpu(request.gpu)
+        spec = self._spec(request)
+        kw = dict(tp_size=request.tensor_parallel_size, speculative_algorithm=spec.get("speculative_algorithm"),
+                  speculative_eagle_topk=spec.get("speculative_eagle_topk"))
+        choice = sg_compat.default_backend(request.release, gpu, model.config, **kw)
+        if request.attention_backend is None:
+            return _Compat(release=request.release, gpu=gpu.name, ok=True, auto_selected=choice.backend,
+                           reasons=[f"{choice.reason} ({choice.source})"])
+        v = sg_compat.check_backend(request.release, gpu, model.config, request.attention_backend,
+                                    kv_cache_dtype=request.kv_cache_dtype, page_size=request.page_size, **kw)
+        reasons = [f"{getattr(r, 'text', r)} ({getattr(r, 'source', '')})" for r in v.reasons]
+        ok = {"works": True, "adjusted": True, "no": False, "depends": None}[v.verdict]
+        return _Compat(release=request.release, gpu=gpu.name, ok=ok, requested_backend=request.attention_backend,
+                       auto_selected=choice.backend, error="; ".join(reasons) if ok is False else None,
+                       auto_conditions=reasons if ok is None else [], reasons=reasons)
+
+    def launch_argv(self, request, model: LoadedModel) -> list[str]:
+        """``python -m sglang.launch_server --model-path ... --tp-size ...`` with SGLang's resolved defaults
+        pinned, so the command reproduces the plan."""
+        p = self.memory(request, model).plan
+        spec = request.speculative_config
+        return launch_argv(p, model.repo_id, draft_model_path=spec.model if spec else None,
+                           kv_cache_dtype=request.kv_cache_dtype if request.kv_cache_dtype != "auto" else None,
+                           quantization=request.quantization)
+
+    def speed_kwargs(self, request) -> dict[str, Any]:
+        return {"prompt_len": request.prompt_len or 1024, "output_len": request.output_len or 128,
+                "concurrency": request.concurrency or 1, "acceptance_rate": request.acceptance_rate,
+                "acceptance_length": request.acceptance_length, "temperature": request.temperature,
+                "workload": request.workload}
+
+    def _speed_input(self, request, model: LoadedModel):
+        """The speed model reads the model's shapes through the memory engine's input: the same request as a
+        vLLM one (same model, GPU, TP, dtypes); the speed model's SGLang efficiencies and SGLang's chain of
+        ``num_speculative_tokens`` steps are applied by ``runtime="sglang"``."""
+        from calculator.request import default_release
+        from calculator.runtimes.vllm import VLLM
+
+        as_vllm = request.model_copy(update={"runtime": "vllm", "vllm_version": default_release(),
+                                             "attention_backend": None, "block_size": None})
+        return VLLM().engine_input(as_vllm, model)
+
+    def speed(self, request, model: LoadedModel, memory):
+        """TTFT / ITL / tok/s with SGLang's efficiencies (:func:`calculator.engine.perf.estimate_speed`,
+        ``runtime="sglang"``). The KV capacity the speed model queues against is vLLM's plan of the same
+        request (a stated assumption: SGLang's pool is usually larger, so queueing is overestimated)."""
+        from calculator.engine import perf
+
+        spec = self._spec(request)
+        return perf.estimate_speed(self._speed_input(request, model), None, runtime="sglang",
+                                   speculative_num_steps=spec.get("speculative_num_steps"),
+                                   speculative_eagle_topk=spec.get("speculative_eagle_topk") or 1,
+                                   **self.speed_kwargs(request))
+
+    def speed_fields(self, request, model: LoadedModel, memory) -> dict[str, Any]:
+        from calculator.engine import perf
+
+        kw = self.speed_kwargs(request)
+        out = perf.speed_fields(self._speed_input(request, model), None, kw["prompt_len"], kw["output_len"],
+                                kw["concurrency"], kw["acceptance_rate"], workload=kw["workload"],
+                                temperature=kw["temperature"], acceptance_length=kw["acceptance_length"],
+                                runtime="sglang")
+        out.setdefault("speed_warnings", []).append(
+            "SGLang speed: SGLang efficiencies; the KV capacity queued against is vLLM's plan of the same request")
+        return out

@@ -1,0 +1,111 @@
+"""vLLM behind the runtime seam: the memory engine (:mod:`calculator.engine`), the compatibility rules
+extracted from each release (:mod:`compat`), ``vllm serve`` and the speed model.
+
+Releases: those with compatibility data extracted from their wheel (``compat/data``); the memory rules
+of each are in :mod:`calculator.engine.runtime`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from calculator.engine import EngineInput, EngineInputError, EstimateResult, SpeculativeConfig, estimate
+from calculator.runtimes.base import LoadedModel
+from calculator.runtimes.vllm.serve import serve_argv
+
+class VLLM:
+    """vLLM (V1 engine)."""
+
+    name = "vllm"
+    label = "vLLM"
+
+    def releases(self) -> tuple[str, ...]:
+        from calculator.request import covered_releases
+
+        return covered_releases()
+
+    def default_release(self) -> str:
+        return self.releases()[-1]
+
+    # -- memory --------------------------------------------------------------------------------------
+    def engine_input(self, request, model: LoadedModel) -> EngineInput:
+        """The memory engine's input for ``request`` on ``model``.
+
+        Raises:
+            EngineInputError: a value the engine's schema refuses (named by field).
+        """
+        spec = None
+        if request.speculative_config is not None:
+            spec = SpeculativeConfig(**request.speculative_config.model_dump(exclude_none=True))
+        draft = model.draft
+        try:
+            return EngineInput(
+                hf_config=model.config, quant_config=model.quant_config, weights=model.weights,
+                model_label=model.repo_id, model_source=model.source,
+                draft_hf_config=draft.config if draft else None, draft_weights=draft.weights if draft else None,
+                gpu=request.gpu, gpu_memory_gib=request.gpu_memory_gib,
+                tensor_parallel_size=request.tensor_parallel_size,
+                pipeline_parallel_size=request.pipeline_parallel_size, max_model_len=request.max_model_len,
+                gpu_memory_utilization=request.gpu_memory_utilization, dtype=request.dtype,
+                quantization=request.quantization, kv_cache_dtype=request.kv_cache_dtype,
+                block_size=request.block_size, max_num_seqs=request.max_num_seqs,
+                max_num_batched_tokens=request.max_num_batched_tokens, enforce_eager=request.enforce_eager,
+                vllm_version=request.release, speculative_config=spec,
+                attention_backend=request.attention_backend, kv_cache_memory_bytes=request.kv_cache_memory_bytes,
+            )
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise EngineInputError(str(err["loc"][0]) if err.get("loc") else "model", err["msg"]) from None
+
+    def memory(self, request, model: LoadedModel) -> EstimateResult:
+        """What vLLM logs at start-up, per GPU (:func:`calculator.engine.estimate`)."""
+        return estimate(self.engine_input(request, model))
+
+    # -- compatibility -------------------------------------------------------------------------------
+    def compat(self, request, model: LoadedModel, memory: EstimateResult | None):
+        """The backend / GPU / dtype / KV dtype / release verdict (:func:`compat.checks.verdict_for`), for the
+        dtype the memory engine resolved (one resolution of ``--dtype auto`` for both)."""
+        from compat.checks import CompatInputError, verdict_for
+
+        spec = None
+        if request.speculative_config is not None:
+            spec = {**request.speculative_config.model_dump(exclude_none=True),
+                    "draft_config": model.draft.config if model.draft else None}
+        dtype = memory.resolved.get("dtype", request.dtype) if memory is not None else request.dtype
+        try:
+            return verdict_for(model.config, request.gpu, dtype=dtype, kv_cache_dtype=request.kv_cache_dtype,
+                               block_size=request.block_size, attention_backend=request.attention_backend,
+                               speculative_config=spec, vllm_version=request.release)
+        except CompatInputError as exc:
+            raise EngineInputError(exc.field, exc.message) from None
+
+    # -- launch --------------------------------------------------------------------------------------
+    def launch_argv(self, request, model: LoadedModel) -> list[str]:
+        """``["vllm", "serve", model, "--flag", "value", ...]`` (:func:`.serve.serve_argv`), the revision pinned
+        to the resolved sha when the Hub gave one. An argv list, never a shell string."""
+        return serve_argv(self.engine_input(request, model), model.repo_id, model.sha or request.revision)
+
+    # -- speed ---------------------------------------------------------------------------------------
+    def speed_kwargs(self, request) -> dict[str, Any]:
+        """The speed model's workload: ``vllm bench serve --dataset-name random`` defaults (1024 in, 128 out,
+        1 in flight) where the request leaves them empty."""
+        return {"prompt_len": request.prompt_len or 1024, "output_len": request.output_len or 128,
+                "concurrency": request.concurrency or 1, "acceptance_rate": request.acceptance_rate,
+                "acceptance_length": request.acceptance_length, "temperature": request.temperature,
+                "workload": request.workload}
+
+    def speed(self, request, model: LoadedModel, memory: EstimateResult):
+        """TTFT / ITL / tok/s and speculative decoding (:func:`calculator.engine.perf.estimate_speed`)."""
+        from calculator.engine import perf
+
+        return perf.estimate_speed(self.engine_input(request, model), memory, **self.speed_kwargs(request))
+
+    def speed_fields(self, request, model: LoadedModel, memory: EstimateResult) -> dict[str, Any]:
+        """The speed keys of the JSON answer (:func:`calculator.engine.perf.speed_fields`)."""
+        from calculator.engine import perf
+
+        kw = self.speed_kwargs(request)
+        return perf.speed_fields(self.engine_input(request, model), memory, kw["prompt_len"], kw["output_len"],
+                                 kw["concurrency"], kw["acceptance_rate"], workload=kw["workload"],
+                                 temperature=kw["temperature"], acceptance_length=kw["acceptance_length"])

@@ -1,0 +1,185 @@
+"""One verdict per configuration, and the changes that make a failing one work.
+
+``decide`` combines the three things that decide whether a configuration serves: memory (the runtime's
+memory plan: do the weights fit, does one ``max_model_len`` request fit in the KV cache), the start-up
+compatibility check (backend / GPU / dtype / KV dtype / release, with the runtime's own reasons), and the
+request length (``prompt_len + output_len`` against ``max_model_len``). The result is one of
+
+- ``works``: it starts and serves the request;
+- ``does_not_start``: the runtime refuses the combination at start-up (compat);
+- ``does_not_fit``: it starts only with less context or more memory (memory, request length);
+- ``depends``: it works under a condition the calculator cannot see (e.g. an optional kernel package),
+  stated in ``condition``.
+
+The same verdict is the page's banner and title, the link preview, the API's ``verdict`` key and the
+command's exit status. ``suggest`` searches candidate changes through the same pipeline and keeps only
+those whose own verdict is ``works``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+Status = Literal["works", "does_not_fit", "does_not_start", "depends"]
+STATUS_TEXT = {
+    "works": "Works",
+    "does_not_fit": "Does not fit",
+    "does_not_start": "Does not start",
+    "depends": "Depends",
+}
+# CLI exit status of ``estimate`` / ``check_compat`` (2 is bad input).
+EXIT_STATUS = {"works": 0, "does_not_fit": 1, "does_not_start": 1, "depends": 3}
+
+
+class Suggestion(BaseModel):
+    """A change that makes the configuration work: ``params`` are the query parameters to set (``""``
+    removes one); applying them gives ``works`` (checked through the pipeline before it is offered)."""
+
+    label: str
+    params: dict[str, str]
+    kind: str  # settings | context | hardware | model
+
+
+class Verdict(BaseModel):
+    status: Status
+    headline: str
+    reasons: list[str] = []
+    condition: str | None = None
+    suggestions: list[Suggestion] = []
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "works"
+
+    @property
+    def text(self) -> str:
+        return STATUS_TEXT[self.status]
+
+    @property
+    def exit_status(self) -> int:
+        return EXIT_STATUS[self.status]
+
+
+def decide(request, memory, compat) -> Verdict:
+    """The verdict of one configuration.
+
+    Args:
+        request: the :class:`~calculator.request.ServingRequest`.
+        memory: the runtime's memory plan (``fits``, ``reason``, ``max_model_len``...).
+        compat: the runtime's compatibility report (``ok`` True / False / None = depends, ``error``,
+            ``speculative`` issues) or ``None`` when the runtime has no such check.
+    """
+    start_reasons: list[str] = []
+    condition = None
+    if compat is not None:
+        if compat.ok is False:
+            start_reasons.append(compat.error or _backend_reason(compat))
+        for issue in getattr(compat, "speculative", []) or []:
+            if not issue.ok:
+                start_reasons.append(f"speculative decoding: {issue.reason}")
+        if compat.ok is None:
+            condition = "; ".join(compat.auto_conditions) or _backend_reason(compat)
+    fit_reasons: list[str] = []
+    if not memory.fits:
+        fit_reasons.append(memory.reason or "the configuration does not fit in GPU memory")
+    if request.prompt_len and request.output_len:
+        total = request.prompt_len + request.output_len
+        if total > memory.max_model_len:
+            fit_reasons.append(f"a request of prompt_len + output_len = {total:,} tokens is longer than max_model_len "
+                               f"{memory.max_model_len:,}: vLLM rejects it")
+    if start_reasons:
+        return Verdict(status="does_not_start", headline=start_reasons[0], reasons=start_reasons + fit_reasons)
+    if fit_reasons:
+        return Verdict(status="does_not_fit", headline=fit_reasons[0], reasons=fit_reasons)
+    if condition is not None:
+        return Verdict(status="depends", headline=f"works if {condition}", condition=condition)
+    return Verdict(status="works", headline=f"starts with {memory.kv_cache_tokens:,} KV cache tokens, "
+                   f"{memory.max_concurrency:.2f}x concurrency at {memory.max_model_len:,} tokens")
+
+
+def _backend_reason(compat) -> str:
+    name = compat.requested_backend or compat.auto_selected
+    for b in compat.backends:
+        if b.name == name and b.reasons:
+            return f"{name}: {'; '.join(b.reasons)}"
+    return f"no attention backend of vLLM {compat.release} accepts this configuration on {compat.gpu}"
+
+
+# --- suggestions --------------------------------------------------------------------------------------
+UTILIZATIONS = (0.95, 0.98)
+MAX_SUGGESTIONS = 4
+
+
+def candidates(request, memory, compat, quantized_variants: Callable[[str], list[str]]) -> list[Suggestion]:
+    """Candidate changes, smallest first: settings that keep the hardware and model (backend, KV dtype,
+    ``--gpu-memory-utilization``), then context, then more GPUs (TP, then PP across nodes of 8), then a
+    quantized checkpoint of the same model. Each moves one setting in the direction that helps and never
+    repeats a value already set; the caller keeps those that work."""
+    out: list[Suggestion] = []
+    compat_failed = compat is not None and compat.ok is not True
+    if compat_failed and request.attention_backend:
+        out.append(Suggestion(label="let vLLM pick the attention backend (drop --attention-backend)",
+                              params={"attention_backend": ""}, kind="settings"))
+        for b in compat.backends:
+            if b.ok and b.name != request.attention_backend:
+                out.append(Suggestion(label=f"--attention-backend {b.name}", params={"attention_backend": b.name},
+                                      kind="settings"))
+    if compat_failed and request.kv_cache_dtype != "auto":
+        out.append(Suggestion(label="--kv-cache-dtype auto (the model dtype)", params={"kv_cache_dtype": "auto"},
+                              kind="settings"))
+    if not memory.fits or compat_failed:
+        used = memory.resolved.get("gpu_memory_utilization") or 0
+        if request.kv_cache_memory_bytes is None:
+            for u in UTILIZATIONS:
+                if u > used + 1e-9:
+                    out.append(Suggestion(label=f"--gpu-memory-utilization {u}", params={"gpu_memory_utilization": str(u)},
+                                          kind="settings"))
+        if request.kv_cache_dtype in ("auto", "bfloat16", "float16") and memory.resolved.get("kv_cache_dtype") not in (
+                "fp8", "fp8_e4m3", "fp8_e5m2"):
+            out.append(Suggestion(label="--kv-cache-dtype fp8 (half the KV bytes per token)",
+                                  params={"kv_cache_dtype": "fp8"}, kind="settings"))
+        est = memory.estimated_max_model_len
+        if est and est < memory.max_model_len:
+            length = est - est % 1024 if est >= 2048 else est
+            out.append(Suggestion(label=f"--max-model-len {length:,} (the longest that fits)",
+                                  params={"max_model_len": str(length)}, kind="context"))
+        tp, pp = request.tensor_parallel_size, request.pipeline_parallel_size
+        for t in (2, 4, 8):
+            if t > tp and t * pp <= 8:
+                out.append(Suggestion(label=f"--tensor-parallel-size {t} ({t * pp} GPUs)",
+                                      params={"tensor_parallel_size": str(t)}, kind="hardware"))
+        for p in (2, 4):
+            if p > pp:
+                t = max(tp, 8)
+                change = {"pipeline_parallel_size": str(p)}
+                if t != tp:
+                    change["tensor_parallel_size"] = str(t)
+                out.append(Suggestion(label=f"--tensor-parallel-size {t} --pipeline-parallel-size {p} "
+                                      f"({p} nodes of {t} GPUs)", params=change, kind="hardware"))
+        for repo in quantized_variants(request.model):
+            out.append(Suggestion(label=f"the quantized checkpoint {repo}", params={"model": repo, "revision": ""},
+                                  kind="model"))
+    return out
+
+
+def suggest(request, memory, compat, evaluate: Callable[[dict[str, str]], Any | None],
+            quantized_variants: Callable[[str], list[str]]) -> list[Suggestion]:
+    """The candidates (:func:`candidates`) whose configuration works, at most ``MAX_SUGGESTIONS``, one per
+    setting: ``evaluate(params)`` returns the :class:`Verdict` of the request with ``params`` applied, or
+    ``None`` when the changed request is itself invalid."""
+    found: list[Suggestion] = []
+    seen_fields: set[frozenset[str]] = set()
+    for cand in candidates(request, memory, compat, quantized_variants):
+        key = frozenset(cand.params)
+        if key in seen_fields:
+            continue
+        verdict = evaluate(cand.params)
+        if verdict is not None and verdict.status == "works":
+            found.append(cand)
+            seen_fields.add(key)
+            if len(found) >= MAX_SUGGESTIONS:
+                break
+    return found

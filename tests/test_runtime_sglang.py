@@ -1,0 +1,79 @@
+"""SGLang behind the runtime seam: the same request model, SGLang's own flag names, its logged figures on
+the API, the command line and the page, and the vLLM page's side-by-side answer."""
+from __future__ import annotations
+
+import json
+import re
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from calculator.request import InputError, parse_request
+from tests.conftest import load_config
+
+QWEN = "Qwen/Qwen3-8B"
+
+
+@pytest.fixture(autouse=True)
+def _offline(db, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def test_sglang_names_are_aliases_of_the_shared_settings():
+    r = parse_request({"model": QWEN, "runtime": "sglang", "context_length": "32768", "tp_size": "2"})
+    assert (r.max_model_len, r.tensor_parallel_size, r.release) == (32768, 2, "0.5.10.post1")
+    with pytest.raises(InputError) as err:
+        parse_request({"model": QWEN, "context_length": "4096", "max_model_len": "8192"})
+    assert err.value.field == "context_length"
+
+
+@pytest.mark.parametrize("params,field", [
+    ({"runtime": "sglang", "gpu_memory_utilization": "0.9"}, "gpu_memory_utilization"),
+    ({"runtime": "sglang", "vllm_version": "0.32.0"}, "vllm_version"),
+    ({"mem_fraction_static": "0.8"}, "mem_fraction_static"),
+    ({"runtime": "sglang", "sglang_version": "0.3.0"}, "sglang_version"),
+    ({"runtime": "sglang", "attention_backend": "FLASH_ATTN"}, "attention_backend"),
+])
+def test_each_runtime_refuses_the_other_ones_settings(client, params, field):
+    with pytest.raises(InputError) as err:
+        parse_request({"model": QWEN, **params})
+    assert err.value.field == field
+    assert client.get("/api/estimate", {"model": QWEN, **params}).json()["field"] == field
+
+
+def test_the_api_reports_what_sglang_logs(client):
+    """Qwen3-8B on one H100, bf16: SGLang's cell is layers x 2 (K, V) x KV heads x head_dim x 2 B per token
+    (``MHATokenToKVPool``), 36 x 2 x 8 x 128 x 2 = 147,456 B."""
+    cfg = load_config("Qwen__Qwen3-8B.json")
+    body = client.get("/api/estimate", {"model": QWEN, "runtime": "sglang", "gpu": "H100",
+                                        "context_length": "32768"}).json()
+    assert body["kv_bytes_per_token"] == cfg["num_hidden_layers"] * 2 * cfg["num_key_value_heads"] * \
+        cfg["head_dim"] * 2 == 147456
+    assert body["runtime"] == "sglang" and body["verdict"] == "works"
+    assert body["max_total_num_tokens"] == body["kv_cache_tokens"] > 0
+    assert body["max_model_len"] == 32768
+    assert body["serve_argv"][:5] == ["python", "-m", "sglang.launch_server", "--model-path", QWEN]
+    assert "--context-length" in body["serve_argv"] and body["itl_ms"] > 0
+
+
+def test_the_command_line_takes_sglang_flags():
+    out = StringIO()
+    call_command("estimate", "--model", QWEN, "--runtime", "sglang", "--gpu", "H100", "--context-length", "8192",
+                 "--mem-fraction-static", "0.7", "--format", "json", stdout=out)
+    data = json.loads(out.getvalue())
+    assert data["mem_fraction_static"] == 0.7 and data["max_model_len"] == 8192
+    with pytest.raises(CommandError) as err:
+        call_command("estimate", "--model", QWEN, "--runtime", "sglang", "--gpu-memory-utilization", "0.9",
+                     stdout=StringIO())
+    assert err.value.returncode == 2 and str(err.value).startswith("--gpu-memory-utilization:")
+
+
+def test_the_page_answers_sglang_and_the_vllm_page_shows_it_beside(client):
+    page = client.get("/", {"model": QWEN, "runtime": "sglang", "gpu": "H100", "context_length": "32768"},
+                      follow=True).content.decode()
+    assert re.search(r"<title>Works: Qwen/Qwen3-8B on 1× NVIDIA H100 80GB HBM3 \(SGLang 0\.5\.10\.post1\)", page)
+    assert "max_total_num_tokens" in page and "sglang.launch_server" in page
+    vllm = client.get("/", {"model": QWEN, "gpu": "H100", "max_model_len": "32768"}, follow=True).content.decode()
+    assert 'id="side-by-side"' in vllm and "SGLang keeps" in vllm and "while vLLM takes 0.92" in vllm

@@ -1,0 +1,566 @@
+"""SGLang's start-up memory plan, attention-backend answers and launch command.
+
+Every expected number is worked out by hand below from a real config.json (../shared/data/model_configs)
+and SGLang's formulas as read in the release's source (calculator/runtimes/sglang/releases.py cites the
+lines); the public log the setup comes from (shared/cases/runtime_startup_logs.json) is the check.
+
+Formulas used by hand (GiB = 2**30 B):
+  rest   = free_after_load - free_before_load * (1 - mem_fraction_static)
+  tokens = int(rest * 2**30) // cell, aligned down to the page size
+  cell   MHA/GQA: max(1, kv_heads // attn_tp) * (head_dim + v_head_dim) * layers * bytes
+         MLA: (kv_lora_rank + qk_rope_head_dim) * layers * bytes (+ NSA indexer (128 + 4) * layers from 0.5.3.post1)
+"""
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from calculator.engine.errors import EngineInputError
+from calculator.engine.gpus import GPU, get_gpu
+from calculator.runtimes.sglang import (
+    COVERED,
+    check_backend,
+    default_backend,
+    explain_vs_vllm,
+    launch_argv,
+    plan,
+)
+from calculator.runtimes.sglang import releases as R
+from tests.conftest import CONFIGS, load_config
+
+GIB = 2**30
+WHEELS = Path("/work/wheels")
+
+
+def rtx5080() -> GPU:
+    # sgl-025's nvidia-smi: 16303 MiB total
+    return GPU(name="NVIDIA GeForce RTX 5080", vendor="nvidia", architecture="blackwell", compute_capability="12.0",
+               memory_gib=16303 / 1024, memory_source="sgl-025 nvidia-smi", bandwidth_gbps=960, tflops_bf16=0,
+               tflops_fp8=None, spec_source="test", kind="consumer")
+
+
+def v32_config() -> dict:
+    # DeepSeek-V3's config with deepseek-ai/DeepSeek-V3.2-Exp's architecture and indexer keys
+    cfg = load_config("deepseek-ai__DeepSeek-V3.json")
+    cfg.update({"architectures": ["DeepseekV32ForCausalLM"], "index_head_dim": 128, "index_n_heads": 64,
+                "index_topk": 2048})
+    return cfg
+
+
+# ---------------------------------------------------------------------------------------------------------
+# MHA / GQA
+
+
+def test_gqa_qwq32b_tp4_on_l4_release_0_4_3():
+    """sgl-011: QwQ-32B, 4x L4, SGLang 0.4.3.post4, no --mem-fraction-static.
+
+    mem_fraction_static: TP 4 -> 0.85 (0.4.3 table 0.88/0.87/0.85/0.81/0.79 for TP 1/2/4/8/16).
+    cell: 64 layers, 8 KV heads // TP 4 = 2, head_dim 5120/40 = 128, bf16:
+          2 * (128 + 128) * 64 * 2 = 65,536 B.
+    rest: 21.63 - 15.54 - 21.63 * 0.15 = 6.09 - 3.2445 = 2.8455 GiB
+    tokens: int(2.8455 * 2**30) = 3,055,305,..., // 65,536 = 46,620 (log: 46,611; the log rounds 21.63 and
+            15.54 to 0.01 GiB, i.e. +-0.005 GiB = +-82 tokens each).
+    max_num_reqs: min(max(int(46620 / 131072 * 512), 2048), 4096) = 2048 -> ReqToTokenPool 2049 rows;
+    max_running_requests = min(46620 // 2, 2049) = 2049 (log: 2049). context_len 131072 (config).
+    """
+    p = plan(load_config("Qwen__QwQ-32B.json"), gpu=get_gpu("L4"), release="0.4.3.post4", tp_size=4,
+             free_memory_before_load_gib=21.63, weights_bytes=int(15.54 * GIB))
+    assert p.mem_fraction_static == 0.85
+    assert p.cell_size_bytes == 65536
+    assert p.max_total_num_tokens == 46620
+    assert abs(p.max_total_num_tokens - 46611) / 46611 < 0.002
+    assert p.max_running_requests == 2049
+    assert p.context_length == 131072
+    # K size = V size = 46620 * 65536 / 2 / 2**30 = 1.4227 GiB (log: 1.42 GB each)
+    assert round(p.k_size_gib, 2) == 1.42 and round(p.v_size_gib, 2) == 1.42
+    # defaults below 25,000 MiB: chunked prefill 2048, cuda graph max bs 80 at TP 4 (log: 2048, 80)
+    assert (p.chunked_prefill_size, p.cuda_graph_max_bs) == (2048, 80)
+    assert p.source_of("mem_fraction_static").kind == "source"
+    assert p.source_of("free_before_load_gib").kind == "input"
+
+
+def test_gqa_qwen3_0_6b_on_16gb_gpu_release_0_4_10():
+    """sgl-025: Qwen3-0.6B on an RTX 5080 (16303 MiB), default mem_fraction_static, 0.4.10.post2 rules.
+
+    mem_fraction_static: gpu_mem 16303 MiB < 20 GiB -> reserved (2.8 + 1/10) * 1024 = 2969.6 MiB;
+          round((16303 - 2969.6) / 16303, 3) = round(0.81785, 3) = 0.818.
+    cell: 28 layers, 8 KV heads, head_dim 128, bf16: 8 * 256 * 28 * 2 = 114,688 B.
+    free before load = 13.91 + 1.25 = 15.16 GiB ('Load weight end. avail mem=13.91, mem usage=1.25').
+    rest: 13.91 - 15.16 * 0.182 = 13.91 - 2.75912 = 11.15088 GiB -> // 114,688 = 104,397 (log 104,273).
+    """
+    p = plan(load_config("Qwen__Qwen3-0.6B.json"), gpu=rtx5080(), release="0.4.10.post2",
+             free_memory_before_load_gib=15.16, weights_bytes=int(1.25 * GIB))
+    assert p.mem_fraction_static == 0.818
+    assert p.cell_size_bytes == 114688
+    assert p.max_total_num_tokens == 104397
+    assert abs(p.max_total_num_tokens - 104273) / 104273 < 0.002
+    assert p.max_running_requests == 2048  # log: 2048 (rows = max_num_reqs from 0.4.10 on)
+    assert p.context_length == 40960  # log: context_len=40960
+
+
+def test_kv_heads_replicated_when_tp_exceeds_them():
+    # Qwen2.5-7B: 4 KV heads, head_dim 3584/28 = 128, 28 layers; TP 8 -> max(1, 4 // 8) = 1 head per rank:
+    # 1 * (128 + 128) * 28 * 2 = 14,336 B (TP 2 -> 2 heads: 28,672 B)
+    cfg = load_config("Qwen__Qwen2.5-7B-Instruct.json")
+    kw = {"gpu": get_gpu("H100"), "release": "0.5.7", "mem_fraction_static": 0.8, "free_memory_before_load_gib": 78.0,
+              "weights_bytes": 2 * GIB}
+    assert plan(cfg, tp_size=8, **kw).cell_size_bytes == 14336
+    assert plan(cfg, tp_size=2, **kw).cell_size_bytes == 28672
+
+
+def test_mi355x_aiter_long_context_factor_release_0_5_7():
+    """sgl-006: 5-layer Qwen3-30B-A3B on one MI355X, ROCm, 0.5.7, default fraction, aiter backend.
+
+    gpu_mem 287.98 GiB = 294,891.5 MiB; chunked prefill 16384, cuda graph bs 512 (>= 160 GiB);
+    reserved = 512 + 16384 * 1.5 + 512 * 2 + 1 * 1 / 8 * 1024 = 26,240 MiB;
+    round((294891.5 - 26240) / 294891.5, 3) = round(0.91102, 3) = 0.911; aiter with context_len 40960 > 8192:
+    0.911 * 0.85 = 0.77435.
+    cell: 5 layers, 4 KV heads, head_dim 128, bf16: 4 * 256 * 5 * 2 = 10,240 B.
+    rest: 287.20 - 12.79 - 287.20 * 0.22565 = 274.41 - 64.80668 = 209.60332 GiB -> 21,978,501 tokens
+    (log 21,985,288: -0.03%).
+    """
+    cfg = load_config("Qwen__Qwen3-30B-A3B.json")
+    cfg["num_hidden_layers"] = 5
+    p = plan(cfg, gpu=get_gpu("MI355X"), release="0.5.7", free_memory_before_load_gib=287.20,
+             weights_bytes=int(12.79 * GIB))
+    assert p.attention_backend == "aiter"
+    assert p.mem_fraction_static == pytest.approx(0.77435, abs=1e-9)
+    assert p.cell_size_bytes == 10240
+    assert p.max_total_num_tokens == 21978501
+    assert abs(p.max_total_num_tokens - 21985288) / 21985288 < 0.001
+
+
+# ---------------------------------------------------------------------------------------------------------
+# MLA
+
+
+def test_mla_kimi_k25_vlm_fraction_and_pool_release_0_5_9():
+    """sgl-003: Kimi-K2.5 (MLA, multimodal), 8x MI355X, rocm/sgl-dev 'v0.5.8.post1' image of 2026-02-18 (main
+    between 0.5.8.post1, which has no Kimi-K2.5 class, and 0.5.9, the first release with it: modelled as 0.5.9),
+    default fraction, triton backend.
+
+    reserved = 512 + 16384 * 1.5 + 512 * 2 + 8 / 8 * 1024 = 27,136 MiB;
+    round((294891.5 - 27136) / 294891.5, 3) = round(0.90798, 3) = 0.908.
+    VLM: vision 27 layers x 1152 hidden: 27 * 1152^2 / (24 * 1024^2) = 1.423828125;
+    factor 0.95 * (1 - 0.1 * 0.423828125) = 0.95 * 0.9576171875 = 0.909736328125;
+    0.908 * 0.909736328125 = 0.8260405859375 -- exactly the mem_fraction_static the log prints.
+    cell: (512 + 64) * 61 * 2 = 70,272 B.
+    rest: 283.56 - 73.58 - 283.56 * 0.1739594140625 = 209.98 - 49.32793 = 160.65207 GiB
+    -> 2,454,730 tokens (log 2,454,421); KV size 2,454,730 * 70,272 / 2**30 = 160.65 GiB (log 160.63).
+    Default backend: MLA on ROCm with 64 KV heads / 8 = 8 per rank (aiter needs 16 or 128) -> triton (log).
+    """
+    p = plan(load_config("moonshotai__Kimi-K2.5.json"), gpu=get_gpu("MI355X"), release="0.5.9", tp_size=8,
+             free_memory_before_load_gib=283.56, weights_bytes=int(73.58 * GIB))
+    assert p.mem_fraction_static == pytest.approx(0.8260405859375, abs=1e-12)
+    assert p.attention == "mla" and p.cell_size_bytes == 70272
+    assert p.max_total_num_tokens == 2454730
+    assert abs(p.max_total_num_tokens - 2454421) / 2454421 < 0.001
+    assert round(p.kv_size_gib, 2) == 160.65 and p.k_size_gib is None
+    assert p.attention_backend == "triton"
+
+
+def test_nsa_cell_and_pool_sizes_match_the_pr_11309_logs():
+    """sgl-004 / sgl-005 (DeepSeek-V3.2-Exp, 8x B200, --tp 8 --dp 8 --enable-dp-attention).
+
+    KV dtype fp8 on SM100 (1 byte). Profile cell: (512 + 64) * 61 * 1 = 35,136 B (0.5.3); 0.5.3.post1 adds
+    the indexer (128 + 128 // 128 * 4) * 61 = 8,052 -> 43,188 B.
+    Pool rows: fp8 NSA layout 512 + 512 // 128 * 4 + 64 * 2 = 656 B per layer -> 656 * 61 = 40,016 B; with
+    the indexer 48,068 B.
+    Logged: 1,462,784 tokens * 40,016 / 2**30 = 54.51 GiB ('KV size: 54.52 GB', indexer left out in 0.5.3);
+            975,424 * 48,068 / 2**30 = 43.67 GiB ('KV size: 43.67 GB' with the PR).
+    Default fraction with the PR (0.5.3.post1): reserved = 512 + 16384 * 1.5 + 512 * 2 + 8 / 8 * 1024
+      + 512 * 8 * 3 + 512 * 8 * 1.5 = 45,568 MiB; round((182,640.6 - 45,568) / 182,640.6, 3) = 0.751.
+    Both records on one machine: rest_005 - rest_004 = T * (0.8 - 0.751) with
+      rest_005 >= 1,462,784 * 35,136 / 2**30 = 47.867 GiB, rest_004 >= 975,424 * 43,188 / 2**30 = 39.233 GiB
+      -> T = 8.633 / 0.049 = 176.2 GiB free before loading, i.e. 2.2 GiB below the B200's 178.36: both logs
+      are explained by one free-memory figure.
+    """
+    cfg = v32_config()
+    b200 = get_gpu("B200")
+    old = plan(cfg, gpu=b200, release="0.5.3", tp_size=8, dp_size=8, enable_dp_attention=True)
+    new = plan(cfg, gpu=b200, release="0.5.3.post1", tp_size=8, dp_size=8, enable_dp_attention=True)
+    assert old.attention == new.attention == "nsa" and old.kv_cache_dtype == "fp8_e4m3"
+    assert old.page_size == new.page_size == 64
+    assert old.cell_size_bytes == 35136 and new.cell_size_bytes == 43188
+    assert old.pool_bytes_per_token == new.pool_bytes_per_token == 48068
+    capacity_mib = b200.memory_gib * 1024  # 178.35 GiB (a public CUDA device query) = 182,630.4 MiB
+    assert old.mem_fraction_static == 0.8
+    assert new.mem_fraction_static == round((capacity_mib - 45568) / capacity_mib, 3) == 0.75
+    assert round(1462784 * 40016 / GIB, 2) == 54.51  # by hand, vs logged 54.52
+    assert round(975424 * new.pool_bytes_per_token / GIB, 2) == 43.67
+    assert new.chunked_prefill_size == 16384 // 8
+    t = (1462784 * 35136 / GIB - 975424 * 43188 / GIB) / (0.8 - 0.751)  # the fraction on the logs' machine
+    assert 174.0 < t < b200.memory_gib
+    # both plans put tokens on page boundaries
+    assert old.max_total_num_tokens % 64 == 0 and new.max_total_num_tokens % 64 == 0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Sliding window
+
+
+def test_gemma2_sliding_layers_keep_full_length_kv():
+    # Gemma-2-9B: 42 layers (every other one sliding, window 4096), 8 KV heads, head_dim 256, bf16.
+    # SGLang disables the hybrid SWA pool for Gemma 2 (server_args.py), so all 42 layers are sized:
+    # 8 * (256 + 256) * 42 * 2 = 344,064 B per token.
+    p = plan(load_config("google__gemma-2-9b-it.json"), gpu=get_gpu("H100"), release="0.5.3",
+             mem_fraction_static=0.8, free_memory_before_load_gib=78.0, weights_bytes=18 * GIB)
+    assert p.cell_size_bytes == 344064
+    assert p.swa_max_total_num_tokens is None
+    assert "gemma_swa_off" in R._LINES["0.5.3"] and p.source_of("sliding_window").source == R.cite("0.5.3", "gemma_swa_off")
+    # rest = 78 - 18 - 78 * 0.2 = 44.4 GiB -> int(44.4 * 2**30) // 344,064 = 138,561
+    assert p.max_total_num_tokens == 138561
+
+
+def test_gpt_oss_hybrid_swa_split_release_0_5_10():
+    """gpt-oss-20b on H100, 0.5.10.post1 (hybrid SWA pool on): 24 layers (12 sliding, 12 full), 8 KV heads,
+    head_dim 64, bf16: per layer 8 * (64 + 64) * 2 = 2,048 B; cell = 2,048 * 24 = 49,152 B.
+    rest = 78 - 13 - 78 * 0.2 = 49.4 GiB -> capacity int(49.4 * 2**30) // 49,152 = 1,079,159 tokens.
+    Split with swa_full_tokens_ratio 0.8: full = int(1,079,159 * (12 + 12) / (12 + 0.8 * 12))
+    = int(1,079,159 * 24 / 21.6) = 1,199,065; swa = int(1,199,065 * 0.8) = 959,252.
+    Up to 0.5.7 the pool is not split: 1,079,159 tokens on every layer.
+    """
+    cfg = load_config("openai__gpt-oss-20b.json")
+    kw = {"gpu": get_gpu("H100"), "mem_fraction_static": 0.8, "free_memory_before_load_gib": 78.0, "weights_bytes": 13 * GIB}
+    p = plan(cfg, release="0.5.10.post1", **kw)
+    assert p.attention == "hybrid_swa" and p.attention_backend == "fa3"
+    assert p.cell_size_bytes == 49152
+    assert p.max_total_num_tokens == 1199065 and p.swa_max_total_num_tokens == 959252
+    old = plan(cfg, release="0.5.7", **kw)
+    assert old.max_total_num_tokens == 1079159 and old.swa_max_total_num_tokens is None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Hybrid GDN
+
+
+def test_hybrid_gdn_qwen35_9b_mamba_split_release_0_5_10():
+    """sgl-015: Qwen3.5-9B, 2x RTX 4090, --tp-size 2 --mem-fraction-static 0.8 --context-length 262144.
+
+    Linear (GDN) layers: 24 of 32 (every 4th is full attention). Per request per linear layer at TP 2:
+      conv: (128 * 32 + 2 * 16 * 128) / 2 * (4 - 1) * 2 B = 4096 * 3 * 2 = 24,576 B
+      ssm:  (32 / 2) * 128 * 128 * 4 B (float32) = 1,048,576 B
+      per request: 24 * (24,576 + 1,048,576) = 25,755,648 B.
+    rest = 22.93 - 8.85 - 22.93 * 0.2 = 9.494 GiB; Mamba share 9.494 * 0.9 / 1.9 = 4.49716 GiB
+      -> max_mamba_cache_size = int(4.49716 * 2**30) // 25,755,648 = 187 (log 186; ssm 187 * 24 * 1 MiB
+      = 4.38 GiB = the logged 'ssm_state size: 4.38GB', conv 187 * 24 * 24,576 B = 0.10 GiB, logged 0.10).
+    KV: 9.494 - 187 * 25,755,648 / 2**30 = 5.00847 GiB; cell 8 full layers * (4 // 2) * (256 + 256) * 2
+      = 16,384 B -> 328,234 tokens (log 327,310: +0.28%); K = V = 328,234 * 8,192 / 2**30 = 2.50 GiB (log 2.50).
+    max_running_requests = min(..., 187 // 3) = 62 (log 62).
+    """
+    p = plan(load_config("Qwen__Qwen3.5-9B.json"), gpu=get_gpu("RTX4090"), release="0.5.10.post1", tp_size=2,
+             mem_fraction_static=0.8, context_length=262144, free_memory_before_load_gib=22.93,
+             weights_bytes=int(8.85 * GIB))
+    assert p.attention == "hybrid_gdn"
+    assert p.mamba.per_request_bytes == 25755648
+    assert p.mamba.max_mamba_cache_size == 187
+    assert round(p.mamba.ssm_state_gib, 2) == 4.38 and round(p.mamba.conv_state_gib, 2) == 0.10
+    assert p.cell_size_bytes == 16384
+    assert p.max_total_num_tokens == 328234
+    assert abs(p.max_total_num_tokens - 327310) / 327310 < 0.005
+    assert round(p.k_size_gib, 2) == 2.50
+    assert p.max_running_requests == 62
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Speculative decoding
+
+
+def test_eagle_defaults_and_draft_pool():
+    """Llama-3.1-8B + EAGLE3 head on H100, 0.5.7: defaults (5, 4, 8) for LlamaForCausalLM; reserve + 2 GiB;
+    max_running_requests 48. Draft KV: the EAGLE3 head has 1 layer, 8 KV heads, head_dim 128, bf16:
+    8 * 2 * 128 * 1 * 2 = 4,096 B per token over the target's token count."""
+    target = load_config("meta-llama__Llama-3.1-8B-Instruct.json")
+    draft = load_config("yuhuili__EAGLE3-LLaMA3.1-Instruct-8B.json")
+    kw = {"gpu": get_gpu("H100"), "release": "0.5.7", "free_memory_before_load_gib": 78.5, "weights_bytes": 15 * GIB}
+    base = plan(target, **kw)
+    p = plan(target, speculative_algorithm="EAGLE3", draft_hf_config=draft, draft_weights_bytes=GIB, **kw)
+    s = p.speculative
+    assert (s.num_steps, s.eagle_topk, s.num_draft_tokens) == (5, 4, 8)
+    assert p.max_running_requests == 48
+    # H100: gpu_mem 81,090.6 MiB; reserved 512 + 8192 * 1.5 + 256 * 2 + 1024 / 8 = 13,440 -> 0.834;
+    # with EAGLE + 2048 -> 15,488 -> round(65,602.6 / 81,090.6, 3) = 0.809
+    assert base.mem_fraction_static == 0.834 and p.mem_fraction_static == 0.809
+    assert s.draft_cell_size_bytes == 4096
+    assert s.draft_kv_gib == pytest.approx(p.max_total_num_tokens * 4096 / GIB)
+
+
+def test_mtp_uses_nextn_layers_and_topk1_draft_tokens():
+    # DeepSeek-V3 NEXTN: 1 MTP layer -> draft cell (512 + 64) * 1 * 2 = 1,152 B; defaults (3, 1, 4) for
+    # DeepSeek; topk 1 -> num_draft_tokens = num_steps + 1 = 4.
+    p = plan(load_config("deepseek-ai__DeepSeek-V3.json"), gpu=get_gpu("H200"), release="0.5.10.post1", tp_size=8,
+             speculative_algorithm="MTP", free_memory_before_load_gib=137.0, weights_bytes=80 * GIB)
+    assert (p.speculative.num_steps, p.speculative.eagle_topk, p.speculative.num_draft_tokens) == (3, 1, 4)
+    assert p.speculative.draft_cell_size_bytes == 1152
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Refusals
+
+
+@pytest.mark.parametrize("kw,field", [
+    ({"release": "0.4.0"}, "release"),
+    ({"release": "0.5.7", "pp_size": 2}, "pp_size"),
+    ({"release": "0.5.7", "kv_cache_dtype": "int4"}, "kv_cache_dtype"),
+    ({"release": "0.5.7", "mem_fraction_static": 1.2}, "mem_fraction_static"),
+    ({"release": "0.4.10.post2", "page_size": 16, "tp_size": 0}, "tp_size"),
+    ({"release": "0.4.3.post4", "page_size": 16}, "page_size"),
+    ({"release": "0.5.7", "enable_dp_attention": True, "tp_size": 4, "dp_size": 3}, "dp_size"),
+])
+def test_bad_or_unmodelled_input_names_the_field(kw, field):
+    with pytest.raises(EngineInputError) as e:
+        plan(load_config("Qwen__Qwen3-8B.json"), gpu=get_gpu("H100"), **kw)
+    assert e.value.field == field
+
+
+def test_unmodelled_architectures_are_refused_by_name():
+    with pytest.raises(EngineInputError, match="Mamba-2 hybrid"):
+        plan(load_config("nvidia__Nemotron-H-56B-Base-8K.json"), gpu=get_gpu("H100"), release="0.5.10.post1")
+    with pytest.raises(EngineInputError, match="sliding-window") as e:
+        plan(load_config("microsoft__Phi-3-mini-4k-instruct.json"), gpu=get_gpu("H100"), release="0.5.10.post1")
+    assert e.value.field == "config.sliding_window"
+    with pytest.raises(EngineInputError, match="not a model class of SGLang 0.5.7"):
+        plan(load_config("Qwen__Qwen3.5-9B.json"), gpu=get_gpu("H100"), release="0.5.7")
+    with pytest.raises(EngineInputError, match="not a model class of SGLang 0.4.3.post4"):
+        plan(load_config("Qwen__Qwen3-8B.json"), gpu=get_gpu("H100"), release="0.4.3.post4")
+    with pytest.raises(EngineInputError) as e:
+        plan(load_config("meta-llama__Llama-3.2-11B-Vision.json"), gpu=get_gpu("H100"), release="0.5.7")
+    assert e.value.field == "config.cross_attention_layers"
+
+
+def test_release_coverage_is_explicit():
+    assert COVERED == ("0.4.3.post4", "0.4.10.post2", "0.5.3", "0.5.3.post1", "0.5.7", "0.5.8.post1", "0.5.9",
+                       "0.5.10.post1")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Attention backends
+
+
+def test_default_backends_match_the_logs():
+    # sgl-011 server_args: attention_backend='flashinfer' (QwQ-32B on L4, 0.4.3.post4)
+    assert default_backend("0.4.3.post4", get_gpu("L4"), load_config("Qwen__QwQ-32B.json")).backend == "flashinfer"
+    # sgl-003 server_args: attention_backend='triton' (Kimi-K2.5 MLA, TP 8, ROCm)
+    assert default_backend("0.5.9", get_gpu("MI355X"), load_config("moonshotai__Kimi-K2.5.json"),
+                           tp_size=8).backend == "triton"
+    # sgl-021: 'Attention backend not specified. Use flashinfer backend by default.' is the non-Hopper,
+    # non-SM100 branch; on H100 the same MHA model gets fa3, on B200 (0.5.7+) trtllm_mha
+    q = load_config("Qwen__Qwen3-8B.json")
+    assert default_backend("0.5.10.post1", get_gpu("A100"), q).backend == "flashinfer"
+    assert default_backend("0.5.10.post1", get_gpu("H100"), q).backend == "fa3"
+    assert default_backend("0.5.10.post1", get_gpu("B200"), q).backend == "trtllm_mha"
+    assert default_backend("0.5.3", get_gpu("B200"), q).backend == "flashinfer"
+    assert default_backend("0.5.3", get_gpu("B200"), v32_config()).backend == "nsa"
+
+
+def test_backend_refusals_cite_sglang_lines():
+    ds = load_config("deepseek-ai__DeepSeek-V3.json")
+    llama = load_config("meta-llama__Llama-3.1-8B-Instruct.json")
+    v = check_backend("0.5.10.post1", get_gpu("A100"), ds, "fa3")
+    assert v.verdict == "no"
+    assert v.reasons[0].source == "sglang==0.5.10.post1 sglang/srt/layers/attention/attention_registry.py:133"
+    v = check_backend("0.5.10.post1", get_gpu("H100"), llama, "trtllm_mla")
+    assert v.verdict == "no" and any("MLA models" in r.text for r in v.reasons)
+    v = check_backend("0.5.3", get_gpu("H100"), llama, "trtllm_mha")
+    assert v.verdict == "no" and v.reasons[0].source == "sglang==0.5.3 sglang/srt/server_args.py:921"
+    v = check_backend("0.5.7", get_gpu("B200"), llama, "fa4")
+    assert v.verdict == "no" and "prefill" in v.reasons[0].text
+    v = check_backend("0.5.7", get_gpu("H100"), ds, "flashmla", page_size=1)
+    assert v.page_size == 64 and v.verdict == "depends"
+    v = check_backend("0.5.7", get_gpu("MI355X"), llama, "flashinfer")
+    assert v.verdict == "no"
+    assert check_backend("0.5.7", get_gpu("H100"), llama, "fa3").verdict == "works"
+    with pytest.raises(EngineInputError) as e:
+        check_backend("0.4.3.post4", get_gpu("H100"), llama, "fa3")
+    assert e.value.field == "attention_backend"
+
+
+_CITED_TEXT = [  # (release, rule, text the cited line must contain)
+    ("0.4.3.post4", "profile", "rest_memory = available_gpu_memory - total_gpu_memory"),
+    ("0.5.3", "nsa_mfs", "self.mem_fraction_static = 0.8"),
+    ("0.5.3.post1", "nsa_indexer", "indexer KV cache"),
+    ("0.5.7", "aiter", "self.mem_fraction_static *= 0.85"),
+    ("0.5.8.post1", "vlm_formula", "def adjust_mem_fraction_for_vlm"),
+    ("0.5.10.post1", "mamba_split", "mamba_state_memory_raw"),
+    ("0.5.10.post1", "page_align", "capacity // page_size * page_size"),
+]
+
+
+@pytest.mark.parametrize("release,rule,text", _CITED_TEXT)
+def test_cited_lines_say_what_the_rule_says(release, rule, text):
+    wheel = WHEELS / f"sglang-{release}-py3-none-any.whl"
+    if not wheel.exists():
+        pytest.skip(f"{wheel} not downloaded (pip download sglang=={release} --no-deps -d {WHEELS})")
+    path, line = R._LINES[release][rule]
+    with zipfile.ZipFile(wheel) as z:
+        lines = z.read(path).decode().splitlines()
+    assert text in lines[line - 1]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Launch command and the vLLM comparison
+
+
+def test_launch_argv_reproduces_the_plan():
+    p = plan(load_config("Qwen__QwQ-32B.json"), gpu=get_gpu("L4"), release="0.4.3.post4", tp_size=4,
+             free_memory_before_load_gib=21.63, weights_bytes=int(15.54 * GIB))
+    argv = launch_argv(p, "Qwen/QwQ-32B", port=30000)
+    assert argv[:5] == ["python", "-m", "sglang.launch_server", "--model-path", "Qwen/QwQ-32B"]
+    flat = " ".join(argv)
+    for pair in ("--tp-size 4", "--mem-fraction-static 0.85", "--context-length 131072",
+                 "--chunked-prefill-size 2048", "--cuda-graph-max-bs 80", "--attention-backend flashinfer",
+                 "--port 30000"):
+        assert pair in flat
+    with pytest.raises(EngineInputError) as e:
+        launch_argv(p, "Qwen/QwQ-32B; rm -rf /")
+    assert e.value.field == "model_path"
+
+
+def test_launch_argv_speculative_flags():
+    target = load_config("meta-llama__Llama-3.1-8B-Instruct.json")
+    p = plan(target, gpu=get_gpu("H100"), release="0.5.7", speculative_algorithm="EAGLE3",
+             draft_hf_config=load_config("yuhuili__EAGLE3-LLaMA3.1-Instruct-8B.json"), draft_weights_bytes=GIB,
+             free_memory_before_load_gib=78.5, weights_bytes=15 * GIB)
+    flat = " ".join(launch_argv(p, "meta-llama/Llama-3.1-8B-Instruct",
+                                draft_model_path="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"))
+    assert "--speculative-algorithm EAGLE3" in flat
+    assert "--speculative-num-steps 5 --speculative-eagle-topk 4 --speculative-num-draft-tokens 8" in flat
+    with pytest.raises(EngineInputError):
+        launch_argv(p, "meta-llama/Llama-3.1-8B-Instruct")
+
+
+def test_explain_vs_vllm_names_the_terms():
+    # vllm-project/vllm#21348: Qwen3-235B-A22B-FP8 on 4x H100, vLLM 178,880 tokens vs SGLang 367,404.
+    # The sentence is built from the plan's own terms; the ratio is the plans' token counts.
+    p = plan(load_config("Qwen__Qwen3-235B-A22B-FP8.json"), gpu=get_gpu("H100"), release="0.4.10.post2", tp_size=4,
+             free_memory_before_load_gib=78.4, weights_bytes=int(55.0 * GIB))
+    s = explain_vs_vllm(p, vllm_kv_tokens=178880, vllm_kv_gib=178880 * p.cell_size_bytes / GIB,
+                        vllm_gpu_memory_utilization=0.9, vllm_weights_gib=55.0, vllm_activation_gib=5.0,
+                        vllm_total_gib=79.19)
+    assert f"{p.mem_fraction_static:.3f}" in s and "0.90" in s and "activation" in s
+    assert f"x{p.max_total_num_tokens / 178880:.2f}" in s
+
+
+def test_piecewise_cuda_graph_reserve_release_0_5_10():
+    """Qwen3-8B on H100 (catalog 79.19 GiB = 81,090.6 MiB), 0.5.10.post1 defaults: chunked prefill 8192,
+    cuda graph bs 256 (TP < 4). Piecewise CUDA graphs are on (text model, no spec, no DP attention, CUDA):
+    capture sizes up to 8192: 8 (4..32 by 4) + 14 (48..256 by 16) + 8 (288..512 by 32) + 8 (576..1024 by 64)
+    + 12 (1280..4096 by 256) + 8 (4608..8192 by 512) = 58 -> 58 * 8 = 464 MiB.
+    reserved = 512 + 8192 * 1.5 + 256 * 2 + 1 / 8 * 1024 + 464 = 13,904 MiB (above the 10 GiB floor);
+    round((81,090.6 - 13,904) / 81,090.6, 3) = round(0.82853, 3) = 0.829. Without piecewise graphs: 0.834."""
+    cfg = load_config("Qwen__Qwen3-8B.json")
+    kw = {"gpu": get_gpu("H100"), "release": "0.5.10.post1", "free_memory_before_load_gib": 78.4, "weights_bytes": 16 * GIB}
+    assert plan(cfg, **kw).mem_fraction_static == 0.829
+    assert plan(cfg, disable_piecewise_cuda_graph=True, **kw).mem_fraction_static == 0.834
+
+
+def test_trtllm_mha_default_on_b200_forces_page_64():
+    # 0.5.7+: MHA on SM100 defaults to trtllm_mha, which only takes page sizes 16/32/64 -> 64
+    # (server_args.py 'TensorRT-LLM MHA only supports page_size of 16, 32 or 64, changing page_size ... to 64')
+    p = plan(load_config("Qwen__Qwen3-8B.json"), gpu=get_gpu("B200"), release="0.5.7",
+             free_memory_before_load_gib=176.0, weights_bytes=16 * GIB)
+    assert p.attention_backend == "trtllm_mha" and p.page_size == 64
+    assert p.max_total_num_tokens % 64 == 0
+    assert p.source_of("page_size").source == "sglang==0.5.7 sglang/srt/server_args.py:1631"
+
+
+def test_hybrid_gdn_default_backend_on_b200_is_triton():
+    # Qwen3-Next on SM100: SGLang sets triton for the full-attention layers from 0.5.7 (server_args.py
+    # "Use triton as attention backend on sm100 for Qwen3NextForCausalLM"). On H100 the generic MHA rule: 0.5.7
+    # gives fa3 only to the architectures of is_fa3_default_architecture (Qwen3Next is not one -> flashinfer),
+    # 0.5.8.post1 gives fa3 to every MHA model on Hopper.
+    cfg = load_config("Qwen__Qwen3-Next-80B-A3B-Instruct.json")
+    c = default_backend("0.5.7", get_gpu("B200"), cfg)
+    assert c.backend == "triton" and c.source == "sglang==0.5.7 sglang/srt/server_args.py:1396"
+    assert default_backend("0.5.7", get_gpu("H100"), cfg).backend == "flashinfer"
+    assert default_backend("0.5.8.post1", get_gpu("H100"), cfg).backend == "fa3"
+
+
+def test_every_complete_public_record_is_explained_with_its_logged_memory():
+    """benchmarks/sglang_cases.py over shared/cases/runtime_startup_logs.json: with the two figures each log
+    gives before the pool is sized (free memory before loading, weights), SGLang's rules reproduce the KV
+    token count of every complete record that logs them within 0.5%; records that do not log them
+    (sgl-004/005, DeepSeek-V3.2 on 8x B200) come within 2% from the config alone (weights from the parameter
+    count with DP attention's replicated attention, absorbed MLA copies, indexer and embedding; the
+    start-up overhead fit)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "sglang_cases.py"
+    spec = importlib.util.spec_from_file_location("sglang_cases", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    if not mod.CASES.exists():
+        pytest.skip(f"{mod.CASES} not present")
+    rows, _ = mod.run(mod.CASES)
+    assert len(rows) == 7
+    for row in rows:
+        logged = row["logged-mem"]
+        if logged is not None:
+            assert abs(logged["err_pct"]) < 0.5, row["id"]
+        else:
+            assert abs(row["config"]["err_pct"]) < 2, row["id"]
+
+
+def test_speculative_topk_and_the_default_backend_order():
+    # Up to 0.5.3.post1 the model runner picks the backend after the speculative defaults (5, 4, 8) are set:
+    # topk 4 > 1 rules fa3 out on Hopper (is_no_spec_infer_or_topk_one) -> flashinfer. From 0.5.7 ServerArgs
+    # picks it before they are filled in (topk None) -> fa3.
+    target = load_config("meta-llama__Llama-3.1-8B-Instruct.json")
+    kw = {"gpu": get_gpu("H100"), "speculative_algorithm": "EAGLE3",
+          "draft_hf_config": load_config("yuhuili__EAGLE3-LLaMA3.1-Instruct-8B.json"), "draft_weights_bytes": GIB,
+          "free_memory_before_load_gib": 78.5, "weights_bytes": 15 * GIB}
+    assert plan(target, release="0.5.3", **kw).attention_backend == "flashinfer"
+    assert plan(target, release="0.5.7", **kw).attention_backend == "fa3"
+
+
+def test_nsa_without_dp_flags_reserve_sees_the_flags_as_passed():
+    # DeepSeek-V3.2 on 8x B200, 0.5.3.post1, no --enable-dp-attention: SGLang's memory defaults run before the
+    # NSA adjustment turns DP attention on, so the reserve has no DP term:
+    # 512 + 16384 * 1.5 + 512 * 2 + 8 / 8 * 1024 = 27,136 MiB -> round((182,640.6 - 27,136) / 182,640.6, 3) = 0.851;
+    # the pool is still per DP rank (attention TP 1) with chunked prefill 16384 // 8 = 2048.
+    p = plan(v32_config(), gpu=get_gpu("B200"), release="0.5.3.post1", tp_size=8)
+    assert p.mem_fraction_static == 0.851
+    assert p.enable_dp_attention and p.dp_size == 8 and p.attention_tp_size == 1
+    assert p.chunked_prefill_size == 2048
+
+
+@pytest.mark.parametrize("release", COVERED)
+def test_every_cited_line_exists_in_the_release_wheel(release):
+    """Each (file, line) of releases._LINES and compat._L points at a non-blank line of that release's file."""
+    from calculator.runtimes.sglang import compat as C
+
+    wheel = WHEELS / f"sglang-{release}-py3-none-any.whl"
+    if not wheel.exists():
+        pytest.skip(f"{wheel} not downloaded")
+    cites = list(R._LINES[release].values())
+    for key, line in C._L.get(release, {}).items():
+        if line is None or key == "fa3_default_list":
+            continue
+        if key in ("fa3_reg", "mla_only_reg", "mha_only_reg"):
+            path = C._REG
+        elif key in ("default", "fa3_e5m2") and not R.at_least(release, "0.5.7"):
+            path = C._MR
+        else:
+            path = C._SA
+        cites.append((path, line))
+    with zipfile.ZipFile(wheel) as z:
+        for path, line in cites:
+            lines = z.read(path).decode().splitlines()
+            assert line <= len(lines) and lines[line - 1].strip(), (path, line)
+
+
+def test_kv_auto_follows_the_checkpoint_fp8_kv_scheme_from_0_5_3():
+    # nvidia/Llama-3.1-70B-Instruct-FP8: hf_quant_config.json says kv_cache_quant_algo FP8. From 0.5.3 SGLang's
+    # 'auto' then stores KV in fp8 (1 byte): 8 // 4 heads x (128 + 128) x 80 layers x 1 = 40,960 B at TP 4;
+    # 0.4.10.post2 keeps the model dtype: 81,920 B.
+    cfg = load_config("nvidia__Llama-3.1-70B-Instruct-FP8.json")
+    qc = json.loads((CONFIGS / "extra" / "nvidia__Llama-3.1-70B-Instruct-FP8__hf_quant_config.json").read_text())
+    kw = {"gpu": get_gpu("H100"), "tp_size": 4, "quant_config": qc, "free_memory_before_load_gib": 78.0,
+          "weights_bytes": 17 * GIB}
+    new = plan(cfg, release="0.5.3", **kw)
+    assert new.kv_cache_dtype == "fp8_e4m3" and new.cell_size_bytes == 40960
+    old = plan(cfg, release="0.4.10.post2", **kw)
+    assert old.kv_cache_dtype == "bfloat16" and old.cell_size_bytes == 81920

@@ -1,0 +1,305 @@
+"""The costs that make speculative decoding lose, and the acceptance model, pinned by values computed by
+hand from real configs, the GPU catalog and the public figures the data file quotes."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from calculator.engine import EngineInput, EngineInputError
+from calculator.engine import acceptance as acc
+from calculator.engine import perf
+
+from .conftest import load_config
+from .test_perf import H100, LLAMA, QWEN_MOE, catalog, llama_by_hand, qwen_moe_by_hand
+
+HEAD3 = "yuhuili__EAGLE3-LLaMA3.1-Instruct-8B.json"
+
+
+@pytest.fixture(autouse=True)
+def _no_measured_overrides():
+    perf.reset_measured_efficiency()
+    yield
+    perf.reset_measured_efficiency()
+
+
+def ngram(k: int, **kw) -> EngineInput:
+    return EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192,
+                       speculative_config={"method": "ngram", "num_speculative_tokens": k}, **kw)
+
+
+def geometric_alpha(tau: float, k: int) -> float:
+    """Solve (1 - a^(k+1)) / (1 - a) = tau by bisection (independent of the code under test)."""
+    lo, hi = 0.0, 0.99
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        if (1 - mid ** (k + 1)) / (1 - mid) < tau:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+# --- the verification pass through the roofline -----------------------------------------------------------
+def test_verification_turns_compute_bound_at_the_gpus_flop_per_byte_ratio():
+    m = llama_by_hand()
+    gpu = catalog(H100)
+    eff = perf.get_efficiency(H100)
+    # FLOP/byte the GPU sustains x bytes per multiplied parameter / 2 FLOP per parameter and token
+    ridge = gpu["tflops_bf16"] * 1e12 * eff.compute / (gpu["bandwidth_gbps"] * 1e9 * eff.mem_bw)
+    tokens = ridge * m["weight_bytes"] / (2 * m["matmul"])
+    assert 150 < tokens < 200  # ~180 tokens for bf16 weights on an H100 at these efficiencies
+    r = perf.estimate_speed(ngram(3), prompt_len=16, output_len=2, concurrency=1, acceptance_rate=0.5)
+    assert r.spec.verify_compute_bound_tokens == pytest.approx(tokens, rel=1e-3)
+    below = math.floor(tokens / 4) - 2  # requests x 4 tokens just under the ridge
+    above = math.ceil(tokens / 4) + 2
+    r_below = perf.estimate_speed(ngram(3), prompt_len=16, output_len=2, concurrency=below, acceptance_rate=0.5)
+    r_above = perf.estimate_speed(ngram(3), prompt_len=16, output_len=2, concurrency=above, acceptance_rate=0.5)
+    assert r_below.spec.verify.bound == "memory" and r_above.spec.verify.bound == "compute"
+    assert r_below.decode.bound == "memory" and r_above.decode.bound == "memory"  # plain steps: 1 token each
+    assert any("compute-bound" in w for w in r_above.warnings)
+
+
+def test_ngram_is_predicted_slower_at_high_concurrency_and_faster_alone():
+    """ngram k=3 at acceptance rate 0.5 (AL 2.5): alone the verification costs about one step and speculation pays;
+    at 256 requests the 1024-token verification is compute-bound (~4x a step's compute) and the CPU
+    matching of 256 requests is serial with the GPU, so it loses."""
+    one = perf.estimate_speed(ngram(3), prompt_len=512, output_len=128, concurrency=1, acceptance_rate=0.5)
+    many = perf.estimate_speed(ngram(3), prompt_len=512, output_len=128, concurrency=256, acceptance_rate=0.5)
+    assert one.spec.speedup > 1.3 and one.spec.slowdown == "unlikely"
+    assert many.spec.speedup < 1 and many.spec.slowdown == "likely"
+    assert many.spec.break_even_acceptance_rate > 0.5  # the given alpha is below break-even
+    assert any(w.startswith("stop sign") for w in many.warnings)
+    # where it stops paying, and a smaller k is better at high concurrency
+    stop = many.spec.stops_paying_above_concurrency
+    assert stop is not None and 1 <= stop < 256
+    curve = dict(many.spec.speedup_vs_concurrency[3])
+    assert curve[1] > 1 > curve[256]
+    assert many.spec.best_num_speculative_tokens < one.spec.best_num_speculative_tokens
+    # the CPU proposer: 256 x (5 us + 2 ns x 576 tokens), serial with the GPU (vLLM's ngram uses one thread)
+    assert many.spec.step.proposer_cpu_ms == pytest.approx(256 * (5e-3 + 2e-6 * 576), rel=1e-6)
+
+
+def test_moe_verification_touches_more_experts_and_gains_less():
+    m = qwen_moe_by_hand()
+    spec = {"method": "ngram", "num_speculative_tokens": 3}
+    moe = EngineInput(hf_config=load_config(QWEN_MOE), gpu=H100, max_model_len=4096, speculative_config=spec)
+    r = perf.estimate_speed(moe, prompt_len=128, output_len=64, concurrency=1, acceptance_rate=0.6)
+    touched = m["e"] * (1 - (1 - m["k"] / m["e"]) ** 4)  # 4 tokens route to ~29.6 of 128 experts
+    assert r.spec.verify.experts_touched == pytest.approx(touched, rel=1e-9)
+    assert r.decode.experts_touched == pytest.approx(8)
+    assert r.spec.verify.bytes_weights == pytest.approx(2 * (m["dense"] + m["experts"] * touched / m["e"]), rel=1e-6)
+    # the verification reads ~2.4x the bytes of a plain step, so the gain is far below the dense model's
+    assert r.spec.verify.bytes_weights / r.decode.bytes_weights > 2.2
+    dense = perf.estimate_speed(ngram(3), prompt_len=128, output_len=64, concurrency=1, acceptance_rate=0.6)
+    assert r.spec.speedup < 0.75 * dense.spec.speedup
+    assert r.spec.cost_ratio > 1.6 > dense.spec.cost_ratio
+    assert any("MoE target" in w for w in r.warnings)
+
+
+def test_tensor_parallel_all_reduces_in_verification_and_a_smaller_gain_at_tp4():
+    m = llama_by_hand()
+    eff = perf.get_efficiency(H100)
+    link = perf.interconnect(perf.get_gpu(H100))[0] * 1e9
+
+    def run(tp: int):
+        inp = EngineInput(hf_config=load_config(LLAMA), draft_hf_config=load_config(HEAD3), gpu=H100,
+                          max_model_len=8192, tensor_parallel_size=tp,
+                          speculative_config={"method": "eagle3", "model": "x", "num_speculative_tokens": 3})
+        return perf.estimate_speed(inp, prompt_len=512, output_len=128, concurrency=4, acceptance_length=2.5)
+
+    tp1, tp4 = run(1), run(4)
+    # 2 ring all-reduces per layer over 4 requests x 4 tokens of hidden states in bf16
+    msg = 4 * 4 * m["h"] * 2
+    per = eff.allreduce_latency_us * 1e-6 + 2 * 3 / 4 * msg / link
+    assert tp4.spec.verify.comm_ms == pytest.approx(2 * m["layers"] * per * 1e3, rel=1e-9)
+    assert tp1.spec.verify.comm_ms == 0
+    # same acceptance, but fixed costs (all-reduce latency, drafter passes, per-step overhead) weigh more when
+    # each GPU reads a quarter of the weights
+    assert tp4.spec.mean_acceptance_length == tp1.spec.mean_acceptance_length == 2.5
+    assert tp4.spec.speedup < 0.97 * tp1.spec.speedup
+    assert tp4.spec.cost_ratio > tp1.spec.cost_ratio
+
+
+def test_break_even_is_never_zero_for_a_method_with_a_cost():
+    for method, extra in (("ngram", {}), ("suffix", {}),
+                          ("eagle3", {"draft_hf_config": load_config(HEAD3)})):
+        spec = {"method": method, "num_speculative_tokens": 3, **({"model": "x"} if extra else {})}
+        inp = EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192, speculative_config=spec,
+                          **extra)
+        r = perf.estimate_speed(inp, prompt_len=512, output_len=128, concurrency=1, acceptance_rate=0.5)
+        assert r.spec.cost_ratio > 1 and r.spec.break_even_acceptance_rate > 0, method
+
+
+# --- the acceptance model --------------------------------------------------------------------------------
+def test_per_position_decay_from_the_public_logs_by_hand():
+    # sd-003 and sd-011 log unconditional per-position rates p_i; conditional a_i = p_i / p_(i-1)
+    logs = [[0.6541, 0.3993, 0.202], [0.622, 0.356, 0.203, 0.119, 0.06]]
+    ratios = []
+    for p in logs:
+        a = [p[0]] + [p[i] / p[i - 1] for i in range(1, len(p))]
+        ratios += [a[i + 1] / a[i] for i in range(len(a) - 1)]
+    d = math.prod(ratios) ** (1 / len(ratios))
+    mm = acc.method_model("eagle3")
+    assert mm.decay == pytest.approx(d, rel=1e-9)
+    a = mm.alpha1  # solved so that sd-003's AL 2.26 at k = 3 is reproduced; its logged first position is 0.654
+    assert 1 + a + a * a * d + a ** 3 * d ** 3 == pytest.approx(2.26, abs=1e-6)
+    assert a == pytest.approx(0.6541, abs=0.01)
+    # MTP: sd-013 logged [0.7694, 0.3807]: one ratio, (0.3807 / 0.7694) / 0.7694
+    assert acc.method_model("mtp").decay == pytest.approx(0.3807 / 0.7694 / 0.7694, rel=1e-9)
+    # DeepSeek-V3 report: second-token acceptance 85-90 %, midpoint 0.875 at k = 1
+    assert acc.method_model("mtp").alpha1 == pytest.approx(0.875, abs=1e-6)
+
+
+def test_workload_and_temperature_factors_from_the_quoted_figures():
+    # yuhuili EAGLE-3 head on Llama-3.1-8B, K = 7: MT-bench 2.77, HumanEval 3.49, GSM8K 3.34 (geometric alpha)
+    code = geometric_alpha(3.49, 7) / geometric_alpha(2.77, 7)
+    math_ = geometric_alpha(3.34, 7) / geometric_alpha(2.77, 7)
+    assert acc.workload_factor("eagle_family", "code")[0] == pytest.approx(code, rel=1e-6)
+    assert acc.workload_factor("eagle_family", "reasoning")[0] == pytest.approx(math_, rel=1e-6)
+    assert code > math_ > 1
+    chat = acc.predict_acceptance("eagle3", 3)
+    assert acc.predict_acceptance("eagle3", 3, workload="humaneval").length > chat.length
+    creative = acc.predict_acceptance("eagle3", 3, workload="creative")
+    assert creative.length == chat.length and creative.label == "public figure, other workload"
+    # temperature: tau 4.50 at T=1 vs 4.78 at T=0 (K = 7) -> alpha ratio r; at T=0.5 the factor is 1 - (1-r)/2
+    r = geometric_alpha(4.50, 7) / geometric_alpha(4.78, 7)
+    assert acc.temperature_factor(1.0) == pytest.approx(r, rel=1e-6)
+    assert acc.temperature_factor(0.5) == pytest.approx(1 - (1 - r) / 2, rel=1e-6)
+    hot = acc.predict_acceptance("eagle3", 3, temperature=1.0)
+    assert hot.alpha1 == pytest.approx(chat.alpha1 * r, rel=1e-6) and hot.length < chat.length
+
+
+def test_target_figure_and_user_overrides():
+    a = acc.predict_acceptance("eagle3", 3, target="meta-llama/Llama-3.1-8B-Instruct")
+    assert "nebius" in a.source and a.length > acc.predict_acceptance("eagle3", 3).length
+    u = acc.predict_acceptance("eagle3", 3, acceptance_length=2.4)
+    assert u.length == 2.4 and u.label == "user input"
+    assert (1 - u.alpha ** 4) / (1 - u.alpha) == pytest.approx(2.4, abs=1e-6)
+    assert u.low < 2.4 < u.high
+    rate = acc.predict_acceptance("ngram", 2, acceptance_rate=0.5)  # vLLM's accepted / drafted
+    assert rate.length == pytest.approx(2.0) and rate.rate == pytest.approx(0.5)
+    assert acc.predict_acceptance("ngram", 3, workload="chat") is None  # no public figure: the user must say
+    # sd-001 (flat ~0.96 then a drop at position 5) is not geometric: alpha_1 hits its 0.99 cap and the model
+    # gives 1 + sum_i prod_j 0.99 d^(j-1) with d from the same log, within 0.4 of the logged 5.44
+    rep = acc.predict_acceptance("ngram", 5, workload="repetitive")
+    d = acc.method_model("ngram").decay
+    assert rep.alpha1 == pytest.approx(0.99, abs=1e-6)
+    assert rep.length == pytest.approx(1 + sum(math.prod(0.99 * d ** j for j in range(i + 1)) for i in range(5)))
+    assert rep.length == pytest.approx(5.44, abs=0.4)
+    for kw, field in ((dict(acceptance_length=5.0), "acceptance_length"), (dict(workload="poetry"), "workload"),
+                      (dict(acceptance_length=2.0, acceptance_rate=0.5), "acceptance_length")):
+        with pytest.raises(EngineInputError) as err:
+            acc.predict_acceptance("eagle3", 3, **kw)
+        assert err.value.field == field
+
+
+def test_known_public_heads():
+    head, src = acc.known_draft_head("meta-llama/Llama-3.1-8B-Instruct", "eagle3")
+    assert head == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B" and src.startswith("https://")
+    assert acc.known_draft_head("Qwen/Qwen3-8B", "eagle3")[0] == "RedHatAI/Qwen3-8B-speculator.eagle3"
+    assert acc.known_draft_head("meta-llama/Llama-3.1-8B-Instruct", "eagle")[0] == "yuhuili/EAGLE-LLaMA3.1-Instruct-8B"
+    assert acc.known_draft_head("mistralai/Mistral-7B-Instruct-v0.3", "eagle3") is None
+
+
+def test_speed_fields_take_workload_temperature_and_acceptance_length():
+    inp = EngineInput(hf_config=load_config(LLAMA), draft_hf_config=load_config(HEAD3), gpu=H100,
+                      max_model_len=8192,
+                      speculative_config={"method": "eagle3", "model": "x", "num_speculative_tokens": 3})
+    chat = perf.speed_fields(inp, None, 512, 128, 1)
+    code = perf.speed_fields(inp, None, 512, 128, 1, workload="code")
+    hot = perf.speed_fields(inp, None, 512, 128, 1, temperature=1.0)
+    given = perf.speed_fields(inp, None, 512, 128, 1, acceptance_length=3.0)
+    assert code["spec_speedup"] > chat["spec_speedup"] > hot["spec_speedup"]
+    assert given["mean_acceptance_length"] == 3.0
+    assert chat["spec_speedup_low"] < chat["spec_speedup"] < chat["spec_speedup_high"]
+    assert 1 <= chat["best_num_speculative_tokens"] <= 8
+    assert 0 < chat["break_even_acceptance_rate"] < 1
+    with pytest.raises(EngineInputError) as err:
+        perf.speed_fields(inp, None, 512, 128, 1, runtime="tgi")
+    assert err.value.field == "runtime"
+
+
+def test_a_validation_run_marks_the_efficiency_calibrated():
+    inp = EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192)
+    r = perf.estimate_speed(inp, prompt_len=512, output_len=64, concurrency=1)
+    assert r.efficiency_label == "fitted"
+    perf.apply_measured_efficiency(H100, perf.efficiency_from_measurement(r, measured_itl_ms=r.itl_ms * 1.1,
+                                                                          source="validation run"))
+    again = perf.estimate_speed(inp, prompt_len=512, output_len=64, concurrency=1)
+    assert again.efficiency_label == "calibrated"
+
+
+def test_eagle_without_a_head_config_costs_the_public_head_or_refuses():
+    # the public EAGLE-3 head for Llama-3.1-8B has exactly the shapes synthetic_eagle_head derives from the target
+    real, syn = load_config(HEAD3), perf.synthetic_eagle_head(load_config(LLAMA), "eagle3")
+    for key in ("hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size", "num_hidden_layers",
+                "vocab_size", "draft_vocab_size"):
+        assert syn[key] == real[key], key
+    spec = {"method": "eagle3", "num_speculative_tokens": 3}
+    named = EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192, speculative_config=spec,
+                        model_label="meta-llama/Llama-3.1-8B-Instruct")
+    with_head = EngineInput(**{**named.model_dump(), "draft_hf_config": real,
+                               "speculative_config": {**spec, "model": "x"}})
+    a = perf.estimate_speed(named, prompt_len=512, output_len=128, concurrency=2, acceptance_length=2.5)
+    b = perf.estimate_speed(with_head, prompt_len=512, output_len=128, concurrency=2, acceptance_length=2.5)
+    assert a.spec.step.draft_gpu_ms == pytest.approx(b.spec.step.draft_gpu_ms, rel=1e-3)
+    assert "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B" in a.sources["draft"]
+    unnamed = EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192, speculative_config=spec)
+    with pytest.raises(EngineInputError) as err:
+        perf.estimate_speed(unnamed)
+    assert err.value.field == "speculative_config" and "no public eagle3 head" in err.value.message
+
+
+def test_sglang_tree_verifies_the_draft_tokens_and_drafts_topk_per_step():
+    # SGLang --speculative-num-steps 3 --speculative-eagle-topk 4 --speculative-num-draft-tokens 6
+    inp = EngineInput(hf_config=load_config(LLAMA), draft_hf_config=load_config(HEAD3), gpu=H100, max_model_len=8192,
+                      speculative_config={"method": "eagle3", "model": "x", "num_speculative_tokens": 6})
+    tree = perf.estimate_speed(inp, prompt_len=512, output_len=128, concurrency=2, acceptance_length=2.4,
+                               runtime="sglang", speculative_num_steps=3, speculative_eagle_topk=4)
+    assert tree.spec.verify.tokens == 2 * 6  # the root is one of the 6 draft tokens
+    assert tree.spec.best_num_speculative_tokens is None  # the tree's shape is the user's
+    chain3 = EngineInput(**{**inp.model_dump(), "speculative_config": {"method": "eagle3", "model": "x",
+                                                                         "num_speculative_tokens": 3}})
+    chain = perf.estimate_speed(chain3, prompt_len=512, output_len=128, concurrency=2, acceptance_length=2.4,
+                                runtime="sglang")
+    assert chain.spec.verify.tokens == 2 * 4
+    # 3 drafter passes either way; the tree's passes carry 4 tokens per request (more compute, same bytes)
+    assert chain.spec.step.draft_overhead_ms == tree.spec.step.draft_overhead_ms == 3 * perf.get_efficiency(
+        H100, "sglang").draft_step_overhead_ms
+    assert tree.spec.step.draft_gpu_ms > chain.spec.step.draft_gpu_ms
+    assert tree.spec.speedup < chain.spec.speedup  # same acceptance, more work
+    with pytest.raises(EngineInputError) as err:
+        perf.estimate_speed(inp, speculative_eagle_topk=4)
+    assert err.value.field == "speculative_num_steps"
+
+
+# --- the base model's kernel-path and chunked-prefill terms ----------------------------------------------
+def test_routed_expert_flops_run_at_the_moe_kernel_efficiency():
+    m = qwen_moe_by_hand()
+    eff = perf.get_efficiency(H100)
+    assert eff.moe_compute is not None and eff.moe_compute < eff.compute
+    inp = EngineInput(hf_config=load_config(QWEN_MOE), gpu=H100, max_model_len=4096)
+    p = 2048
+    r = perf.estimate_speed(inp, prompt_len=p, output_len=2, concurrency=1)
+    c = load_config(QWEN_MOE)
+    expert_active = m["layers"] * m["k"] * 3 * c["hidden_size"] * c["moe_intermediate_size"]
+    moe_flops = 2 * expert_active * p
+    peak = catalog(H100)["tflops_bf16"] * 1e12
+    expected = (r.prefill.flops - moe_flops) / (peak * eff.compute) + moe_flops / (peak * eff.moe_compute)
+    assert r.prefill.compute_ms == pytest.approx(expected * 1e3, rel=1e-6)
+
+
+def test_prefills_of_other_requests_stall_the_decodes_by_their_compute_and_kv_traffic():
+    """No memory/compute overlap (overlap_p = 1): a prompt riding in decode steps adds all of its compute
+    and its KV writes/reads, and its all-reduces; each of C-1 other requests does so once per lifetime."""
+    m = llama_by_hand()
+    eff = perf.get_efficiency(H100)
+    assert eff.overlap_p == 1
+    inp = EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192)
+    prompt, out, conc = 1024, 128, 4
+    r = perf.estimate_speed(inp, prompt_len=prompt, output_len=out, concurrency=conc)
+    peak, bw = catalog(H100)["tflops_bf16"] * 1e12, catalog(H100)["bandwidth_gbps"] * 1e9
+    flops = 2 * m["matmul"] * prompt + 4 * m["layers"] * m["heads"] * m["hd"] * prompt * (prompt + 1) / 2
+    stall_ms = (flops / (peak * eff.compute) + m["kv_per_token"] * prompt / (bw * eff.mem_bw)) * 1e3
+    assert r.itl_ms == pytest.approx(r.decode_step_ms + (conc - 1) * stall_ms / (out - 1), rel=1e-3)

@@ -1,0 +1,130 @@
+"""One verdict for the banner, the title, the API and the exit status, and suggestions that work.
+
+The cases are the ones the redesign issue reported: a green "Fits" above a backend that does not start,
+suggestions that lower ``--gpu-memory-utilization`` or repeat the parallel layout already set, and
+"use a quantized checkpoint" for a model already in FP8."""
+from __future__ import annotations
+
+import re
+from io import StringIO
+from urllib.parse import parse_qsl
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from calculator.plan import make_plan
+from calculator.request import parse_request
+
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+CASES = {
+    # FLASH_ATTN takes an fp8 KV cache only with FA3 (SM90) or FA4: on an A100 (SM80) vLLM refuses at start-up
+    # (vllm/v1/attention/backends/flash_attn.py, supports_kv_cache_dtype).
+    "fp8-kv-flash-attn-a100": ({"model": LLAMA, "gpu": "A100", "max_model_len": "8192", "kv_cache_dtype": "fp8",
+                                "attention_backend": "FLASH_ATTN"}, "does_not_start"),
+    "gpt-oss-120b-a100": ({"model": "openai/gpt-oss-120b", "gpu": "A100"}, "does_not_fit"),
+    "qwen3-32b-a100-40960": ({"model": "Qwen/Qwen3-32B", "gpu": "A100", "max_model_len": "40960"}, "does_not_fit"),
+    "qwen3-32b-a100-pp2": ({"model": "Qwen/Qwen3-32B", "gpu": "A100", "max_model_len": "40960",
+                            "pipeline_parallel_size": "2"}, "works"),
+    "deepseek-v3-8xh100": ({"model": "deepseek-ai/DeepSeek-V3", "gpu": "H100", "tensor_parallel_size": "8"},
+                           "does_not_fit"),
+    "llama-8b-h100": ({"model": LLAMA, "gpu": "H100", "max_model_len": "8192"}, "works"),
+    "llama-70b-l4": ({"model": "meta-llama/Llama-3.1-70B-Instruct", "gpu": "L4"}, "does_not_fit"),
+}
+
+
+@pytest.fixture(autouse=True)
+def _offline(db, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_api_and_the_page_state_the_same_verdict(client, name):
+    params, expected = CASES[name]
+    api = client.get("/api/estimate", params).json()
+    assert api["verdict"] == expected
+    page = client.get("/", params, follow=True).content.decode()
+    assert f'data-verdict="{expected}"' in page
+    title = re.search(r"<title>(.*?)</title>", page, re.S).group(1)
+    text = {"works": "Works", "does_not_fit": "Does not fit", "does_not_start": "Does not start"}[expected]
+    assert title.startswith(text + ":")
+    og = re.search(r'<meta property="og:description" content="([^"]*)"', page).group(1)
+    assert og.startswith(text + ":")
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_every_suggestion_applied_works_and_moves_the_right_way(client, name):
+    params, _ = CASES[name]
+    api = client.get("/api/estimate", params).json()
+    request = parse_request(params)
+    for s in api["suggestions"]:
+        applied = {**params, **s["params"]}
+        applied = {k: v for k, v in applied.items() if v != ""}
+        assert client.get("/api/estimate", applied).json()["verdict"] == "works", s["label"]
+        for key, value in s["params"].items():
+            assert params.get(key) != value, f"{s['label']} repeats {key}={value}"
+            if key == "gpu_memory_utilization":
+                assert float(value) > api["resolved"]["gpu_memory_utilization"]
+            if key in ("tensor_parallel_size", "pipeline_parallel_size"):
+                assert int(value) > getattr(request, key)
+            if key == "max_model_len":
+                assert int(value) < api["max_model_len"]
+
+
+def test_the_backend_that_does_not_start_is_not_called_fits(client):
+    params, _ = CASES["fp8-kv-flash-attn-a100"]
+    api = client.get("/api/estimate", params).json()
+    assert api["fits"] is True  # the memory alone would fit ...
+    assert api["verdict"] == "does_not_start"  # ... but vLLM refuses the backend
+    labels = [s["label"] for s in api["suggestions"]]
+    assert any("attention backend" in label for label in labels)
+
+
+def test_fp8_deepseek_is_not_told_to_quantize_and_gets_more_nodes(client):
+    api = client.get("/api/estimate", CASES["deepseek-v3-8xh100"][0]).json()
+    changes = [s["params"] for s in api["suggestions"]]
+    assert all("model" not in c for c in changes)
+    assert {"pipeline_parallel_size": "2"} in changes  # 2 nodes of 8 H100s
+    assert all(c.get("gpu_memory_utilization") is None or float(c["gpu_memory_utilization"]) > 0.92 for c in changes)
+
+
+def test_pipeline_parallel_already_set_is_not_suggested_again(client):
+    api = client.get("/api/estimate", {"model": "Qwen/Qwen3-32B", "gpu": "L4", "max_model_len": "8192",
+                                       "pipeline_parallel_size": "2"}).json()
+    for s in api["suggestions"]:
+        assert s["params"].get("pipeline_parallel_size") != "2"
+
+
+def test_a_suggestion_is_a_link_that_applies_it(client):
+    page = client.get("/", CASES["gpt-oss-120b-a100"][0], follow=True).content.decode()
+    links = re.findall(r'<a href="/\?([^"]+)" class="suggestion">', page)
+    assert links
+    for query in links:
+        params = dict(parse_qsl(query.replace("&amp;", "&")))
+        assert client.get("/api/estimate", params).json()["verdict"] == "works"
+
+
+def test_the_exit_status_follows_the_verdict():
+    out = StringIO()
+    call_command("estimate", "--model", LLAMA, "--gpu", "H100", "--max-model-len", "8192", stdout=out)
+    assert "Verdict" in out.getvalue() and "Works" in out.getvalue()
+    with pytest.raises(CommandError) as err:
+        call_command("estimate", "--model", "openai/gpt-oss-120b", "--gpu", "A100", stdout=StringIO())
+    assert err.value.returncode == 1 and "does_not_fit" in str(err.value)
+
+
+def test_a_request_longer_than_max_model_len_does_not_fit():
+    plan = make_plan(parse_request({"model": LLAMA, "gpu": "H100", "max_model_len": "4096",
+                                    "prompt_len": "4000", "output_len": "200"}))
+    assert plan.verdict.status == "does_not_fit" and "4,200 tokens" in plan.verdict.headline
+
+
+def test_a_quantized_checkpoint_of_the_same_model_is_offered_when_it_fits(client):
+    """Llama-3.1-70B in BF16 (~131 GiB of weights) does not fit one H200 (~140 GiB, 0.92 of it for vLLM);
+    NVIDIA's FP8 checkpoint of the same model (~66 GiB) does, and is offered after the hardware changes."""
+    params = {"model": "meta-llama/Llama-3.1-70B-Instruct", "gpu": "H200", "max_model_len": "8192"}
+    api = client.get("/api/estimate", params).json()
+    assert api["verdict"] == "does_not_fit"
+    kinds = [s["params"] for s in api["suggestions"]]
+    assert {"model": "nvidia/Llama-3.1-70B-Instruct-FP8", "revision": ""} in kinds
+    assert kinds.index({"model": "nvidia/Llama-3.1-70B-Instruct-FP8", "revision": ""}) == len(kinds) - 1
