@@ -20,10 +20,13 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 @pytest.fixture(autouse=True)
 def _offline_hub(transactional_db, monkeypatch):
-    from calculator.forms import clear_metadata_memo, load_metadata
+    """As tests/test_browser.py: the offline catalog through the metadata cache, loaded before the browser."""
+    from django.core.cache import cache
+
+    from calculator.plan import load_metadata
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    clear_metadata_memo()
+    cache.clear()
     load_metadata(LLAMA, None)
 
 
@@ -37,12 +40,15 @@ def browser():
 
 @pytest.fixture
 def watched_page(browser):
-    """A page whose console CSP reports and script errors are collected in ``page.problems``."""
+    """A page whose CSP violations (Chromium logs each as a console error "Refused to ... because it
+    violates the following Content Security Policy directive") and uncaught script errors are collected
+    in ``page.problems``. Other console errors (htmx's own warnings) are not this test's concern."""
     context = browser.new_context(viewport={"width": 1280, "height": 1000})
     page = context.new_page()
     page.set_default_timeout(20_000)
     problems: list[str] = []
-    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("console", lambda m: problems.append(m.text)
+            if m.type == "error" and "Content Security Policy" in m.text else None)
     page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
     page.problems = problems
     yield page

@@ -107,7 +107,7 @@ import json, threading
 from django.contrib.auth.models import Permission, User
 from django.db import connection
 from django.test import Client
-from calculator import builtin_models
+from calculator.metadata import builtin as builtin_models
 from validator.models import ValidationRun
 import transformers
 
