@@ -10,6 +10,8 @@ key is missing or impossible (zero heads, negative sizes).
 """
 from __future__ import annotations
 
+from enum import StrEnum
+
 from typing import Any
 
 from pydantic import BaseModel
@@ -34,15 +36,31 @@ _CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
 _MAMBA2_TYPES = {"nemotron_h", "mamba2", "bamba", "granitemoehybrid", "falcon_h1", "zamba2", "plamo2"}
 
 
+class LayerKind(StrEnum):
+    """The KV cache a layer gets, named after the vLLM spec that sizes it (vllm/v1/kv_cache_interface.py);
+    one vocabulary for the config parser, the KV specs (``Spec.kind``), the speed model and the JSON output.
+    The Mamba-family kinds all get a ``MambaSpec`` (kind ``mamba``) with their own state shapes."""
+
+    FULL = "full_attention"  # FullAttentionSpec
+    SLIDING = "sliding_window"  # SlidingWindowSpec
+    CHUNKED = "chunked_local"  # ChunkedLocalAttentionSpec
+    MLA = "mla"  # MLAAttentionSpec
+    CROSS = "cross_attention"  # CrossAttentionSpec
+    MAMBA1 = "mamba1"  # MambaSpec, Mamba-1 state (MambaMixer)
+    MAMBA2 = "mamba2"  # MambaSpec, Mamba-2 state (MambaMixer2)
+    GDN = "gdn"  # MambaSpec, gated delta-net state
+    NONE = "none"  # an MLP-only layer: no cache
+
+
+ATTENTION_KINDS = (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.MLA, LayerKind.CROSS)
+STATE_KINDS = (LayerKind.MAMBA1, LayerKind.MAMBA2, LayerKind.GDN)
+
+
 class LayerDesc(BaseModel):
-    """One decoder layer as the KV cache sees it.
+    """One decoder layer as the KV cache sees it: its :class:`LayerKind`, and the window or chunk of a
+    sliding-window / chunked-local layer."""
 
-    ``kind``: ``full`` (full attention), ``sliding`` (sliding window), ``chunked`` (chunked local attention),
-    ``mla`` (multi-head latent attention), ``cross`` (cross-attention to encoder/image tokens), ``mamba2``,
-    ``mamba1``, ``gdn`` (gated delta-net linear attention), ``none`` (MLP-only layer, no cache).
-    """
-
-    kind: str
+    kind: LayerKind
     sliding_window: int | None = None
     chunk_size: int | None = None
 
@@ -119,7 +137,7 @@ class ModelArch(BaseModel):
 
     @property
     def attention_layers(self) -> list[LayerDesc]:
-        return [la for la in self.layers if la.kind in ("full", "sliding", "chunked", "mla", "cross")]
+        return [la for la in self.layers if la.kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.MLA, LayerKind.CROSS)]
 
 
 def _text_config(config: dict[str, Any]) -> tuple[dict[str, Any], bool]:
@@ -175,82 +193,82 @@ def _layer_kinds(c: dict[str, Any], model_type: str, num_layers: int, notes: lis
         window = max(w for w in window if w) if any(window) else None
 
     if c.get("kv_lora_rank"):
-        return [LayerDesc(kind="mla") for _ in range(num_layers)]
+        return [LayerDesc(kind=LayerKind.MLA) for _ in range(num_layers)]
 
     if model_type == "nemotron_h" and c.get("hybrid_override_pattern"):
         pattern = c["hybrid_override_pattern"]
-        kinds = {"M": "mamba2", "*": "full", "-": "none", "E": "none"}
+        kinds = {"M": LayerKind.MAMBA2, "*": LayerKind.FULL, "-": LayerKind.NONE, "E": LayerKind.NONE}
         if len(pattern) != num_layers:
             raise EngineInputError("config.hybrid_override_pattern",
                                    f"has {len(pattern)} entries for {num_layers} layers")
-        return [LayerDesc(kind=kinds.get(ch, "none")) for ch in pattern]
+        return [LayerDesc(kind=kinds.get(ch, LayerKind.NONE)) for ch in pattern]
 
     if model_type == "qwen3_next" or c.get("linear_num_value_heads"):
         layer_types = c.get("layer_types")
         if layer_types:
-            return [LayerDesc(kind="gdn" if t == "linear_attention" else "full") for t in layer_types]
+            return [LayerDesc(kind=LayerKind.GDN if t == "linear_attention" else LayerKind.FULL) for t in layer_types]
         interval = c.get("full_attention_interval") or 4
-        return [LayerDesc(kind="full" if (i + 1) % interval == 0 else "gdn") for i in range(num_layers)]
+        return [LayerDesc(kind=LayerKind.FULL if (i + 1) % interval == 0 else LayerKind.GDN) for i in range(num_layers)]
 
     if model_type in ("jamba",):
         period, offset = c.get("attn_layer_period", 8), c.get("attn_layer_offset", 4)
-        return [LayerDesc(kind="full" if i % period == offset else "mamba1") for i in range(num_layers)]
+        return [LayerDesc(kind=LayerKind.FULL if i % period == offset else LayerKind.MAMBA1) for i in range(num_layers)]
 
     if model_type in ("bamba", "granitemoehybrid", "falcon_h1") or c.get("layers_block_type"):
         types = c.get("layer_types") or c.get("layers_block_type")
         if types:
             # "attention"/"mamba" in Hub configs; transformers >= 5 writes "full_attention"/"linear_attention"
             # (vllm/model_executor/models/granitemoehybrid.py:322-325 keys the layer class on the latter)
-            return [LayerDesc(kind="full" if t in ("attention", "full_attention") else "mamba2") for t in types]
+            return [LayerDesc(kind=LayerKind.FULL if t in ("attention", "full_attention") else LayerKind.MAMBA2) for t in types]
         attn = set(c.get("attn_layer_indices") or [])
-        return [LayerDesc(kind="full" if i in attn else "mamba2") for i in range(num_layers)]
+        return [LayerDesc(kind=LayerKind.FULL if i in attn else LayerKind.MAMBA2) for i in range(num_layers)]
 
     if c.get("cross_attention_layers"):  # mllama: cross-attention layers read the image tokens
         cross = set(c["cross_attention_layers"])
-        return [LayerDesc(kind="cross" if i in cross else "full") for i in range(num_layers)]
+        return [LayerDesc(kind=LayerKind.CROSS if i in cross else LayerKind.FULL) for i in range(num_layers)]
 
     if c.get("attention_chunk_size") and model_type in ("llama4_text", "llama4"):
         # Llama 4: every 4th layer is global (no RoPE), the rest chunked local (vllm/model_executor/models/llama4.py)
         no_rope = c.get("no_rope_layers")
         chunk = c["attention_chunk_size"]
         if no_rope:
-            return [LayerDesc(kind="chunked", chunk_size=chunk) if no_rope[i] else LayerDesc(kind="full")
+            return [LayerDesc(kind=LayerKind.CHUNKED, chunk_size=chunk) if no_rope[i] else LayerDesc(kind=LayerKind.FULL)
                     for i in range(num_layers)]
         interval = c.get("interleave_moe_layer_step") and 4 or 4
-        return [LayerDesc(kind="full") if (i + 1) % interval == 0 else LayerDesc(kind="chunked", chunk_size=chunk)
+        return [LayerDesc(kind=LayerKind.FULL) if (i + 1) % interval == 0 else LayerDesc(kind=LayerKind.CHUNKED, chunk_size=chunk)
                 for i in range(num_layers)]
 
     layer_types = c.get("layer_types")
     if layer_types and window:
-        return [LayerDesc(kind="sliding", sliding_window=window) if t == "sliding_attention" else LayerDesc(kind="full")
+        return [LayerDesc(kind=LayerKind.SLIDING, sliding_window=window) if t == "sliding_attention" else LayerDesc(kind=LayerKind.FULL)
                 for t in layer_types]
 
     if model_type == "gemma2" and window:
         # Gemma 2: even layers slide (vllm/model_executor/models/gemma2.py: layer_idx % 2 == 0)
-        return [LayerDesc(kind="sliding", sliding_window=window) if i % 2 == 0 else LayerDesc(kind="full")
+        return [LayerDesc(kind=LayerKind.SLIDING, sliding_window=window) if i % 2 == 0 else LayerDesc(kind=LayerKind.FULL)
                 for i in range(num_layers)]
 
     if model_type in ("gemma3_text", "gemma3") and window:
         pattern = c.get("sliding_window_pattern") or 6
         notes.append(f"Gemma 3 layer pattern: every {pattern}th layer global, others sliding window {window}")
-        return [LayerDesc(kind="full") if (i + 1) % pattern == 0 else LayerDesc(kind="sliding", sliding_window=window)
+        return [LayerDesc(kind=LayerKind.FULL) if (i + 1) % pattern == 0 else LayerDesc(kind=LayerKind.SLIDING, sliding_window=window)
                 for i in range(num_layers)]
 
     use_sw = c.get("use_sliding_window")
     if window and use_sw is not False and model_type in ("mistral", "mixtral", "phi3", "starcoder2", "qwen2", "qwen3",
                                                           "qwen2_moe", "qwen3_moe", "cohere2"):
         if model_type.startswith("qwen") and not use_sw:
-            return [LayerDesc(kind="full") for _ in range(num_layers)]
+            return [LayerDesc(kind=LayerKind.FULL) for _ in range(num_layers)]
         max_window_layers = c.get("max_window_layers")
         if model_type.startswith("qwen") and max_window_layers is not None:
-            return [LayerDesc(kind="sliding", sliding_window=window) if i >= max_window_layers else LayerDesc(kind="full")
+            return [LayerDesc(kind=LayerKind.SLIDING, sliding_window=window) if i >= max_window_layers else LayerDesc(kind=LayerKind.FULL)
                     for i in range(num_layers)]
         max_pos = c.get("max_position_embeddings") or 0
         if window >= max_pos > 0:
-            return [LayerDesc(kind="full") for _ in range(num_layers)]
-        return [LayerDesc(kind="sliding", sliding_window=window) for _ in range(num_layers)]
+            return [LayerDesc(kind=LayerKind.FULL) for _ in range(num_layers)]
+        return [LayerDesc(kind=LayerKind.SLIDING, sliding_window=window) for _ in range(num_layers)]
 
-    return [LayerDesc(kind="full") for _ in range(num_layers)]
+    return [LayerDesc(kind=LayerKind.FULL) for _ in range(num_layers)]
 
 
 # transformers >= 5 writes Nemotron-H's layer pattern as a list (``layers_block_type``) and drops
@@ -390,7 +408,7 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
     else:
         moe_layers = [i for i in range(num_layers)
                       if n_exp and i >= first_dense and i not in mlp_only and (i + 1) % sparse_step == 0
-                      and i % moe_freq == 0 and layers[i].kind != "mamba2"]
+                      and i % moe_freq == 0 and layers[i].kind != LayerKind.MAMBA2]
     if model_type == "nemotron_h":
         moe_layers = []
 
@@ -412,12 +430,12 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
 
     for i, layer in enumerate(layers):
         kind = layer.kind
-        if kind == "mla":
+        if kind == LayerKind.MLA:
             ql, nope, v_hd = c.get("q_lora_rank"), c["qk_nope_head_dim"], c["v_head_dim"]
             q = hidden * ql + ql + ql * num_heads * (nope + rope_dim) if ql else hidden * num_heads * (nope + rope_dim)
             kv = hidden * (kv_lora + rope_dim) + kv_lora + kv_lora * num_heads * (nope + v_hd)
             p.attention += q + kv + num_heads * v_hd * hidden
-        elif kind in ("full", "sliding", "chunked", "cross"):
+        elif kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.CROSS):
             q_out = num_heads * head_dim * (2 if model_type == "qwen3_next" else 1)  # Qwen3-Next: gated query
             kv_p = 2 * hidden * num_kv * head_dim
             a = hidden * q_out + kv_p + num_heads * head_dim * hidden
@@ -427,13 +445,13 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
                 a += hidden  # o_proj bias
             if model_type == "gpt_oss":
                 a += num_heads  # attention sinks
-            if qk_norm or kind == "cross":
+            if qk_norm or kind == LayerKind.CROSS:
                 a += 2 * head_dim
             if model_type == "phi":
                 a += hidden  # dense bias
             p.attention += a
             p.kv_proj += kv_p
-        elif kind == "gdn":
+        elif kind == LayerKind.GDN:
             hk, dk = c["linear_num_key_heads"], c["linear_key_head_dim"]
             hv, dv = c["linear_num_value_heads"], c["linear_value_head_dim"]
             conv_k = c.get("linear_conv_kernel_dim") or 4
@@ -441,7 +459,7 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
             p.mamba += hidden * (2 * hk * dk + 2 * hv * dv) + hidden * 2 * hv + conv_dim * conv_k \
                 + 2 * hv + dv + hv * dv * hidden
             mamba.update(gdn_hk=hk, gdn_dk=dk, gdn_hv=hv, gdn_dv=dv, conv_kernel=conv_k)
-        elif kind == "mamba2":
+        elif kind == LayerKind.MAMBA2:
             heads = c.get("mamba_num_heads") or c.get("mamba_n_heads") or c.get("n_heads") or 0
             hd = c.get("mamba_head_dim") or c.get("mamba_d_head") or 64
             d_inner = heads * hd if heads else (c.get("expand") or 2) * hidden
@@ -454,7 +472,7 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
                 + 3 * heads + d_inner + d_inner * hidden
             mamba.update(m2_heads=heads, m2_head_dim=hd, m2_d_inner=d_inner, m2_groups=groups, m2_state=state,
                          conv_kernel=conv_k)
-        elif kind == "mamba1":
+        elif kind == LayerKind.MAMBA1:
             d_inner = (c.get("mamba_expand") or 2) * hidden
             state = c.get("mamba_d_state") or 16
             conv_k = c.get("mamba_d_conv") or 4
@@ -480,7 +498,7 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
         elif model_type == "nemotron_h":
             if c.get("hybrid_override_pattern", "")[i:i + 1] == "-":
                 p.mlp += 2 * hidden * intermediate
-        elif layer.kind != "mamba2" or model_type not in _MAMBA2_TYPES:
+        elif layer.kind != LayerKind.MAMBA2 or model_type not in _MAMBA2_TYPES:
             gated = model_type not in _PLAIN_MLP_TYPES
             p.mlp += (3 if gated else 2) * hidden * intermediate
             if model_type == "phi":
@@ -529,7 +547,7 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
         rope_cache_len_extra = max_pos or 0  # Gemma 3's local layers use a second, unscaled rotary embedding
 
     encoder_tokens = 0
-    if any(la.kind == "cross" for la in layers):
+    if any(la.kind == LayerKind.CROSS for la in layers):
         vc = config.get("vision_config") or {}
         patches = ((vc.get("image_size") or 560) // (vc.get("patch_size") or 14)) ** 2 + 1
         encoder_tokens = (vc.get("max_num_tiles") or 4) * patches

@@ -17,6 +17,7 @@ Units: bytes and tokens. No torch, no Django.
 """
 from __future__ import annotations
 
+from .arch import LayerKind
 from .errors import EngineInputError
 
 from collections import defaultdict
@@ -78,7 +79,7 @@ class AttentionSpec:
 class FullAttentionSpec(AttentionSpec):
     """Full attention: ``cdiv(max_model_len, block_size) × page`` per request (kv_cache_interface.py:602)."""
 
-    kind = "full_attention"
+    kind = LayerKind.FULL
 
     def max_memory_bytes(self, ctx: KVContext) -> int:
         return cdiv(ctx.max_model_len, self.block_size) * self.page_size_bytes
@@ -90,7 +91,7 @@ class MLAAttentionSpec(FullAttentionSpec):
     (``head_size_v = 0``), replicated on every TP rank (kv_cache_interface.py:686;
     mla_attention.py:479)."""
 
-    kind = "mla"
+    kind = LayerKind.MLA
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ class SlidingWindowSpec(AttentionSpec):
     (kv_cache_interface.py:859-896; the +1 because the window may start mid-block)."""
 
     sliding_window: int = 0
-    kind = "sliding_window"
+    kind = LayerKind.SLIDING
 
     def max_memory_bytes(self, ctx: KVContext) -> int:
         tokens = min(self.sliding_window - 1 + ctx.max_in_flight_tokens, ctx.max_model_len)
@@ -112,7 +113,7 @@ class ChunkedLocalAttentionSpec(AttentionSpec):
     blocks per request (kv_cache_interface.py:810-846)."""
 
     attention_chunk_size: int = 0
-    kind = "chunked_local"
+    kind = LayerKind.CHUNKED
 
     def max_memory_bytes(self, ctx: KVContext) -> int:
         tokens = min(self.attention_chunk_size + ctx.max_in_flight_tokens, ctx.max_model_len)
@@ -124,7 +125,7 @@ class CrossAttentionSpec(AttentionSpec):
     """Cross-attention (mllama): sized by the encoder tokens, ``cdiv(encoder_tokens, bs) × page``
     (kv_cache_interface.py:1157-1164)."""
 
-    kind = "cross_attention"
+    kind = LayerKind.CROSS
 
     def max_memory_bytes(self, ctx: KVContext) -> int:
         return cdiv(ctx.encoder_tokens, self.block_size) * self.page_size_bytes

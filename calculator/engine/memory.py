@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .arch import ModelArch, parse_config
+from .arch import LayerKind, ModelArch, parse_config
 from .dtypes import dtype_bytes
 from .errors import EngineInputError
 from .gpus import GPU, get_gpu
@@ -146,29 +146,29 @@ def build_specs(arch: ModelArch, *, tp: int, pp: int, block_size: int, kv_bytes:
         layer = arch.layers[i]
         name = f"{prefix}layers.{i}"
         common = dict(block_size=block_size, dtype_bytes=kv_bytes, draft=draft)
-        if layer.kind == "mla":
+        if layer.kind == LayerKind.MLA:
             specs[name] = MLAAttentionSpec(num_kv_heads=1, head_size=arch.kv_lora_rank + arch.qk_rope_head_dim,
                                            head_size_v=0, **common)
-        elif layer.kind == "full":
+        elif layer.kind == LayerKind.FULL:
             specs[name] = FullAttentionSpec(num_kv_heads=kv_heads, head_size=arch.head_dim,
                                             head_size_v=arch.head_dim, **common)
-        elif layer.kind == "sliding":
+        elif layer.kind == LayerKind.SLIDING:
             specs[name] = SlidingWindowSpec(num_kv_heads=kv_heads, head_size=arch.head_dim, head_size_v=arch.head_dim,
                                             sliding_window=layer.sliding_window or 0, **common)
-        elif layer.kind == "chunked":
+        elif layer.kind == LayerKind.CHUNKED:
             specs[name] = ChunkedLocalAttentionSpec(num_kv_heads=kv_heads, head_size=arch.head_dim,
                                                     head_size_v=arch.head_dim,
                                                     attention_chunk_size=layer.chunk_size or 0, **common)
-        elif layer.kind == "cross":
+        elif layer.kind == LayerKind.CROSS:
             specs[name] = CrossAttentionSpec(num_kv_heads=kv_heads, head_size=arch.head_dim,
                                              head_size_v=arch.head_dim, **common)
-        elif layer.kind in ("mamba2", "mamba1", "gdn"):
+        elif layer.kind in (LayerKind.MAMBA2, LayerKind.MAMBA1, LayerKind.GDN):
             if mamba_bytes is None:
                 ssm_b = _ssm_state_bytes(arch, model_bytes, is_cpu, cpu_avx512_bf16)
                 mamba_bytes = _mamba_state_bytes(arch, tp, num_spec, model_bytes, ssm_b)
             specs[name] = MambaSpec(state_bytes=mamba_bytes, block_size=block_size, num_speculative_blocks=num_spec,
                                     draft=draft, cache_mode=mamba_cache_mode,
-                                    prefill_checkpoint_blocks=1 if layer.kind == "mamba2" else 0)
+                                    prefill_checkpoint_blocks=1 if layer.kind == LayerKind.MAMBA2 else 0)
     return specs
 
 
@@ -369,13 +369,13 @@ def estimate(inp: EngineInput) -> EstimateResult:
 
     # --- KV specs ---------------------------------------------------------------------------------
     mamba_mode = rules.mamba_cache_mode()
-    if any(la.kind in ("mamba1", "mamba2", "gdn") for la in arch.layers):
+    if any(la.kind in (LayerKind.MAMBA1, LayerKind.MAMBA2, LayerKind.GDN) for la in arch.layers):
         resolved["mamba_cache_mode"] = mamba_mode
         sources["mamba_cache_mode"] = ("prefix caching on by default for hybrid models: 'align', two states per "
                                        "request (vllm/model_executor/models/config.py:684-690)"
                                        if mamba_mode == "align" else "one state per request (mamba_cache_mode none)")
     avx512_bf16 = False
-    if gpu.is_cpu and any(la.kind in ("mamba1", "mamba2", "gdn") for la in arch.layers):
+    if gpu.is_cpu and any(la.kind in (LayerKind.MAMBA1, LayerKind.MAMBA2, LayerKind.GDN) for la in arch.layers):
         if inp.cpu_avx512_bf16 is None:
             avx512_bf16 = host_has_avx512_bf16()
             warnings.append(f"CPU build: the SSM state is float32 only on CPUs with AVX-512 BF16 (vllm/platforms/"
@@ -416,7 +416,7 @@ def estimate(inp: EngineInput) -> EstimateResult:
 
     in_flight = rules.max_concurrent_batches(
         pp, gpu.is_cpu, architectures=(arch.architecture,), is_moe=arch.num_experts > 0,
-        is_hybrid=any(la.kind in ("mamba1", "mamba2", "gdn") for la in arch.layers)) * mnbt
+        is_hybrid=any(la.kind in (LayerKind.MAMBA1, LayerKind.MAMBA2, LayerKind.GDN) for la in arch.layers)) * mnbt
     ctx = KVContext(max_model_len=max_len, max_in_flight_tokens=in_flight, encoder_tokens=arch.encoder_tokens)
     groups = group_specs(specs)
 

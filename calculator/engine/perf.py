@@ -59,7 +59,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .arch import ModelArch, parse_config
+from .arch import LayerKind, ModelArch, parse_config
 from .dtypes import dtype_bytes
 from .errors import EngineInputError
 from .gpus import GPU, get_gpu
@@ -511,9 +511,12 @@ def _pairs(n: int, window: int | None) -> float:
     return window * (window + 1) / 2 + (n - window) * window
 
 
-_KIND_TO_LAYERS = {"full_attention": ("full",), "mla": ("mla",), "sliding_window": ("sliding",),
-                   "chunked_local": ("chunked",), "cross_attention": ("cross",),
-                   "mamba": ("mamba1", "mamba2", "gdn")}
+# A KV spec's kind -> the layer kinds it sizes: the same vocabulary (LayerKind), Mamba-family layers
+# sharing the ``mamba`` spec.
+_KIND_TO_LAYERS = {LayerKind.FULL: (LayerKind.FULL,), LayerKind.MLA: (LayerKind.MLA,),
+                   LayerKind.SLIDING: (LayerKind.SLIDING,), LayerKind.CHUNKED: (LayerKind.CHUNKED,),
+                   LayerKind.CROSS: (LayerKind.CROSS,),
+                   "mamba": (LayerKind.MAMBA1, LayerKind.MAMBA2, LayerKind.GDN)}
 
 
 def _lin_bytes(dtype: str, quant: QuantScheme | None) -> float:
@@ -556,10 +559,10 @@ def model_cost(arch: ModelArch, est: Plan, *, dtype: str, quant: QuantScheme | N
     windows: dict[str, int | None] = {}
     for la in arch.layers:
         counts[la.kind] = counts.get(la.kind, 0) + 1
-        if la.kind == "sliding":
-            windows["sliding"] = max(windows.get("sliding") or 0, la.sliding_window or 0) or None
-        elif la.kind == "chunked":
-            windows["chunked"] = la.chunk_size
+        if la.kind == LayerKind.SLIDING:
+            windows[LayerKind.SLIDING] = max(windows.get(LayerKind.SLIDING) or 0, la.sliding_window or 0) or None
+        elif la.kind == LayerKind.CHUNKED:
+            windows[LayerKind.CHUNKED] = la.chunk_size
     groups: list[_AttnGroup] = []
     state = 0.0
     for entry in est.kv_by_layer_type:
@@ -571,10 +574,10 @@ def model_cost(arch: ModelArch, est: Plan, *, dtype: str, quant: QuantScheme | N
         if entry.kind == "mamba":
             state += entry.state_bytes_per_request * scale
             continue
-        kind = kinds[0] if kinds else "full"
+        kind = kinds[0] if kinds else LayerKind.FULL
         groups.append(_AttnGroup(layers=n_all, flops_per_pair=per_layer_pair * n_all,
                                  kv_bytes_per_token=entry.bytes_per_token * scale, window=windows.get(kind),
-                                 fixed_tokens=arch.encoder_tokens if kind == "cross" else None))
+                                 fixed_tokens=arch.encoder_tokens if kind == LayerKind.CROSS else None))
     if draft and not groups:  # a draft whose KV the engine did not list (MTP shares none): count from arch
         kv_b = dtype_bytes(est.resolved.get("kv_cache_dtype", dtype), "kv_cache_dtype")
         per_tok = (arch.kv_lora_rank + (arch.qk_rope_head_dim or 0)) * kv_b if arch.kv_lora_rank else \

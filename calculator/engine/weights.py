@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .arch import ModelArch
+from .arch import LayerKind, ModelArch
 from .dtypes import dtype_bytes
 from .errors import EngineInputError
 from .kv import cdiv
@@ -228,7 +228,7 @@ def weights_per_gpu(arch: ModelArch, model_dtype: str, quant: QuantScheme | None
     if arch.kv_lora_rank:
         # MLA keeps kv_a_proj_with_mqa replicated (ReplicatedLinear) and, after loading, the absorbed
         # W_UK_T / W_UV copies of kv_b_proj per rank (vllm/model_executor/layers/attention/mla_attention.py).
-        n_mla = sum(1 for la in arch.layers if la.kind == "mla")
+        n_mla = sum(1 for la in arch.layers if la.kind == LayerKind.MLA)
         kv_a = n_mla * arch.hidden_size * (arch.kv_lora_rank + arch.qk_rope_head_dim)
         attention += kv_a * dense_lin_bytes * (1 - 1 / tp)
         absorbed = n_mla * arch.kv_lora_rank * arch.num_attention_heads * arch.mla_nope_v_dim
