@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 
 from django import forms
 from django.http import QueryDict
+from pydantic_core import PydanticUndefined
 
 from calculator.engine.gpus import all_gpus
 from calculator.engine.schemas import SpecMethod
@@ -36,6 +37,9 @@ from calculator.request import (
 SPEED_DEFAULTS = {"prompt_len": 1024, "output_len": 128, "concurrency": 1}
 # Characters left readable in permalinks (all legal in a query component, RFC 3986 3.4).
 QUERY_SAFE = "/:,"
+# Shown as their default when a permalink leaves them out (the permalink omits defaults; the page
+# shows the same 1 as the empty form).
+SHOWN_DEFAULTS = {"tensor_parallel_size": "1", "pipeline_parallel_size": "1"}
 # Where an error about a request field is shown on the page (the form splits speculative_config).
 ERROR_SLOT = {"speculative_config": "speculative_method", "speculative_config.model": "speculative_model"}
 ADVANCED = ("block_size", "max_num_batched_tokens", "max_num_seqs", "enforce_eager", "gpu_memory_gib",
@@ -104,7 +108,7 @@ def _field(name: str) -> forms.Field:
                 attrs[html] = getattr(c, attr)
     if meta.get("tokens") or attrs:
         attrs["inputmode"] = "decimal" if "float" in str(info.annotation) else "numeric"
-    default = info.default if info.default not in (None, "auto") else None
+    default = info.default if info.default not in (None, "auto") and info.default is not PydanticUndefined else None
     return forms.CharField(required=False, widget=forms.TextInput(attrs=attrs), help_text=help_text,
                            initial=default)
 
@@ -126,6 +130,9 @@ class EstimateForm(forms.Form):
         """Bind a query string. ``speculative_config`` (the permalink's JSON) fills the split speculative
         fields so they show on the page; a value that is not such JSON stays and is reported."""
         data = {k: query.get(k) for k in query}
+        for name, value in SHOWN_DEFAULTS.items():
+            if not (data.get(name) or "").strip():
+                data[name] = value
         raw = (data.get("speculative_config") or "").strip()
         if raw and not any(data.get(k) for k in ("speculative_method", "speculative_model", "num_speculative_tokens")):
             try:

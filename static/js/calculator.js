@@ -2,6 +2,9 @@
 // every htmx swap) and wires the copy buttons. Vega is fetched only when a chart is on the page.
 (function () {
   "use strict";
+  // A Back/Forward restore swaps the whole body (with this script in it): wire things once.
+  if (window.__llmcalcWired) return;
+  window.__llmcalcWired = true;
   var me = document.currentScript;
   var vegaReady = null;
 
@@ -57,10 +60,24 @@
     }
   });
 
-  document.addEventListener("htmx:afterSettle", function (evt) { drawCharts(evt.detail.elt || document); });
+  // Phone: the bar at the bottom shows the verdict while the verdict itself is scrolled out of view.
+  var observer = "IntersectionObserver" in window ? new IntersectionObserver(function (entries) {
+    entries.forEach(function (e) { document.body.classList.toggle("verdict-offscreen", !e.isIntersecting); });
+  }) : null;
+  function watchVerdict() {
+    if (!observer) return;
+    observer.disconnect();
+    var v = document.getElementById("verdict");
+    if (v) { observer.observe(v); } else { document.body.classList.remove("verdict-offscreen"); }
+  }
+
+  document.addEventListener("htmx:afterSettle", function (evt) { drawCharts(evt.detail.elt || document); watchVerdict(); });
+  // Back / Forward: htmx re-renders the page from the URL (no snapshots); draw its charts again.
+  document.addEventListener("htmx:historyRestore", function () { drawCharts(document); watchVerdict(); });
   if (document.readyState === "loading") {
-    document.addEventListener("DOMContentLoaded", function () { drawCharts(document); });
+    document.addEventListener("DOMContentLoaded", function () { drawCharts(document); watchVerdict(); });
   } else {
     drawCharts(document);
+    watchVerdict();
   }
 })();
