@@ -54,6 +54,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="a running server (default: start scripts/start on a free port)")
     parser.add_argument("--out", default=str(ROOT / "test-artifacts" / "screenshots"))
+    parser.add_argument("--only", default="", help="only the states whose name contains this")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -76,6 +77,8 @@ def main() -> int:
                                               is_mobile=size == "phone", has_touch=size == "phone")
                 page = context.new_page()
                 for name, path in states():
+                    if args.only not in name:
+                        continue
                     page.goto(base + path)
                     page.wait_for_load_state("networkidle")
                     try:  # charts are drawn after the page loads

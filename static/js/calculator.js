@@ -65,6 +65,9 @@
     entries.forEach(function (e) { document.body.classList.toggle("verdict-offscreen", !e.isIntersecting); });
   }) : null;
   function watchVerdict() {
+    // The header's "Compatibility matrix" link carries the calculator's model and GPU.
+    var compat = document.getElementById("compat-link"), nav = document.querySelector(".site-nav a[href^='/compat/']");
+    if (compat && nav) nav.href = compat.getAttribute("href");
     if (!observer) return;
     observer.disconnect();
     var v = document.getElementById("verdict");
