@@ -1,4 +1,5 @@
-"""Run pages: ``POST /runs/new``, ``/runs/<uuid>/`` (shareable) and its polled status fragment."""
+"""Run pages: ``/runs/`` (your runs and recent ones), ``POST /runs/new``, ``/runs/<uuid>/`` (shareable) and
+its polled status fragment."""
 from __future__ import annotations
 
 from django.conf import settings
@@ -20,6 +21,22 @@ def _get_run_or_404(run_id) -> ValidationRun:
 
 def _context(run: ValidationRun) -> dict:
     return {"run": run, "report": report.summary(run), "charts": report.charts(run.measured or {})}
+
+
+RECENT_RUNS = 30
+
+
+@require_GET
+def run_list(request: HttpRequest) -> HttpResponse:
+    """``/runs/``: the signed-in user's runs (newest first), then the most recent runs of everyone else
+    (every run page is public by its id). Each row: when, model, GPU, status and the run's verdict."""
+    mine = []
+    recent = ValidationRun.objects.order_by("-created")
+    if request.user.is_authenticated:
+        mine = list(ValidationRun.objects.filter(created_by=request.user).order_by("-created")[:RECENT_RUNS])
+        recent = recent.exclude(created_by=request.user)
+    recent = list(recent[:RECENT_RUNS])
+    return render(request, "validator/run_list.html", {"mine": mine, "recent": recent})
 
 
 @require_POST

@@ -75,6 +75,18 @@
   }
 
   document.addEventListener("htmx:afterSettle", function (evt) { drawCharts(evt.detail.elt || document); watchVerdict(); });
+  // A failed request (a 500, the server gone): say so above the last answer; the form keeps the input.
+  document.addEventListener("htmx:responseError", function (evt) {
+    var box = document.getElementById("request-error") || document.createElement("p");
+    box.id = "request-error"; box.className = "error"; box.setAttribute("role", "alert");
+    box.textContent = "The server answered " + evt.detail.xhr.status + " to the last change; the results below are "
+      + "from before it. Your input is kept in the form.";
+    var results = document.getElementById("results");
+    if (results && !box.isConnected) results.prepend(box);
+  });
+  document.addEventListener("htmx:beforeSwap", function () {
+    var box = document.getElementById("request-error"); if (box) box.remove();
+  });
   // Back / Forward: htmx re-renders the page from the URL (no snapshots); draw its charts again.
   document.addEventListener("htmx:historyRestore", function () { drawCharts(document); watchVerdict(); });
   if (document.readyState === "loading") {
