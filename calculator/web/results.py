@@ -246,7 +246,7 @@ def kv_layer_chart(result: EstimateResult) -> dict[str, Any] | None:
         "data": {"values": rows},
         "mark": {"type": "bar", "tooltip": True},
         "encoding": {
-            "y": {"field": "layer type", "type": "nominal", "title": None},
+            "y": {"field": "layer type", "type": "nominal", "title": "layer type × layers"},
             "x": {
                 "field": "KiB per token",
                 "type": "quantitative",
