@@ -8,11 +8,16 @@ beside it names what was asked.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 from django import forms
+
+from calculator.web.forms import FastSelect, FastTextInput
 
 from . import checks, matrix, releases
 
 
+@lru_cache(maxsize=1)
 def _release_choices():
     return [("", f"vLLM {checks.DEFAULT_RELEASE} (default)"),
             *((r, f"vLLM {r}") for r in reversed(releases.covered_releases()))]
@@ -32,6 +37,7 @@ def _gpu_choices() -> list[tuple[str, str]]:
     return list(EstimateForm.base_fields["gpu"].widget.choices)
 
 
+@lru_cache(maxsize=1)
 def _kv_choices() -> list[tuple[str, str]]:
     """Every ``--kv-cache-dtype`` value of the covered releases (newest release's order first)."""
     values: dict[str, None] = {}
@@ -52,7 +58,12 @@ class _Pickers(forms.Form):
         asked = (data or {}).get("gpu") if data is not None else None
         if asked and asked not in {k for k, _ in choices}:
             choices.append((asked, f"{asked} (not in the catalog)"))
-        gpu.widget = forms.Select(choices=choices)
+        gpu.widget = FastSelect(choices=choices)
+        for field in self.fields.values():  # Python-rendered widgets: the GPU list is ~150 options
+            if type(field.widget) is forms.Select:
+                field.widget = FastSelect(choices=field.widget.choices, attrs=field.widget.attrs)
+            elif type(field.widget) in (forms.TextInput, forms.NumberInput):
+                field.widget = FastTextInput(attrs=field.widget.attrs)
 
     def clean_model(self) -> str:
         value = (self.cleaned_data.get("model") or "").strip()
@@ -100,4 +111,4 @@ class VerdictForm(_Pickers):
     kv_cache_dtype = forms.ChoiceField(label="--kv-cache-dtype", choices=_kv_choices, required=False)
     block_size = forms.IntegerField(label="--block-size", min_value=1, required=False)
     attention_backend = forms.CharField(label="--attention-backend", required=False,
-                                        widget=forms.Select(choices=_backend_choices))
+                                        widget=FastSelect(choices=_backend_choices))
