@@ -235,3 +235,10 @@ def test_gunicorn_lets_long_request_lines_reach_the_414_page():
 
     start = (Path(__file__).resolve().parent.parent / "scripts" / "start").read_text()
     assert "--limit-request-line 0" in start
+
+
+def test_a_bad_value_is_named_at_the_top_of_the_results(client):
+    # on a phone the results come first: the summary names the field and links to it
+    r = client.get(f"/?model={LLAMA}&gpu=H100&gpu_memory_utilization=1.5", HTTP_HX_REQUEST="true")
+    summary = re.search(r'id="error-summary">(.*?)</section>', r.content.decode(), re.S).group(1)
+    assert '<a href="#field-gpu_memory_utilization">' in summary and "must be at most 1.0, got 1.5" in summary
