@@ -126,7 +126,21 @@ def load(request: ServingRequest, local: dict[str, Any] | None = None) -> Loaded
         draft = LoadedModel(repo_id=spec.model, config=local["draft_config"], source="draft config.json file")
         model = LoadedModel(**{**model.__dict__, "draft": draft})
     elif spec is not None and spec.model:
-        draft = _from_meta(load_metadata(spec.model, None, field="speculative_config.model"))
+        try:
+            draft = _from_meta(load_metadata(spec.model, None, field="speculative_config.model"))
+        except EngineInputError:
+            if spec.method not in ("eagle", "eagle3"):
+                raise
+            # EAGLE heads are one target-shaped decoder layer (perf.synthetic_eagle_head cites the shape);
+            # when the head's own config cannot be read, that shape is assumed, and the answer says so.
+            from calculator.engine.perf import synthetic_eagle_head
+
+            draft = LoadedModel(repo_id=spec.model, config=synthetic_eagle_head(model.config, spec.method),
+                                source=f"assumed: one {spec.method} decoder layer shaped like {model.repo_id}",
+                                notes=(f"{spec.model}'s config.json could not be read (not in the offline catalog, Hub "
+                                       "unreachable): its size is assumed to be one decoder layer shaped like the "
+                                       "target, as the public EAGLE heads are",))
+            model = LoadedModel(**{**model.__dict__, "notes": (*model.notes, *draft.notes)})
         model = LoadedModel(**{**model.__dict__, "draft": draft})
     return model
 
@@ -207,7 +221,8 @@ def make_plan(request: ServingRequest, local: dict[str, Any] | None = None, *, w
         compat = runtime.compat(request, model, memory)
     except EngineInputError as exc:
         compat_error = f"{exc.field}: {exc.message}"
-    verdict = decide(request, memory, compat)
+    startup = getattr(runtime, "startup_errors", None)
+    verdict = decide(request, memory, compat, startup(request, model, memory) if startup else [], compat_error)
     if verdict.status != "works" and with_suggestions:
         def evaluate(params: dict[str, str]) -> Verdict | None:
             try:

@@ -34,7 +34,7 @@ from calculator.engine.weights import VLLM_QUANTIZATION_METHODS
 # One input error type for every surface (the engine's, which names the field).
 InputError = EngineInputError
 
-RuntimeName = Literal["vllm", "sglang"]
+RuntimeName = Literal["vllm", "sglang", "llama.cpp", "ollama"]
 
 DEFAULT_GPU = "H100"
 # Hub repo ids: "org/name" (huggingface_hub's validate_repo_id rules; also keeps a leading "-" out of argv).
@@ -53,14 +53,33 @@ DEFAULT_RELEASE = "0.32.0"
 
 @lru_cache(maxsize=1)
 def covered_releases() -> tuple[str, ...]:
-    """vLLM releases the product answers, oldest first: those with compatibility data extracted from the
-    release's own wheel (:func:`compat.releases.covered_releases`) and memory rules in the engine
-    (:mod:`calculator.engine.runtime`)."""
+    """The vLLM releases the page offers, oldest first: those with compatibility data extracted from the
+    release's own wheel (:func:`compat.releases.covered_releases`, the latest patch of each minor). The API and
+    the commands take any release the memory rules cover (:func:`release_supported`)."""
     from compat.releases import covered_releases as compat_releases
 
     from calculator.engine.runtime import supports_release
 
     return tuple(r for r in compat_releases("vllm") if supports_release(r))
+
+
+def release_supported(text: str) -> bool:
+    """Whether the memory rules cover this vLLM release (0.9.1 to 0.33.x, :mod:`calculator.engine.runtime`)."""
+    from calculator.engine.runtime import supports_release
+
+    return bool(re.fullmatch(r"\d+\.\d+\.\d+(\.\d+)?", text or "")) and supports_release(text)
+
+
+def compat_release(release: str) -> str | None:
+    """The compatibility data answering ``release``: its own extraction, else the extracted patch of the same
+    minor (backends and their rules change between minors, not patches); ``None`` when the minor has none
+    (0.9.x, 0.10.x: backends picked by if-chains, not extracted; compat/README.md)."""
+    covered = covered_releases()
+    if release in covered:
+        return release
+    minor = release.split(".")[:2]
+    same = [r for r in covered if r.split(".")[:2] == minor]
+    return same[-1] if same else None
 
 
 def default_release() -> str:
@@ -71,16 +90,20 @@ def default_release() -> str:
 
 @lru_cache(maxsize=64)
 def attention_backends(release: str) -> tuple[str, ...]:
-    """``--attention-backend`` values of a release (its ``AttentionBackendEnum``, from the compat data)."""
+    """``--attention-backend`` values of a release (its ``AttentionBackendEnum``, from the compat data of
+    :func:`compat_release`); empty when no data answers it."""
     from compat.releases import attention_backends as compat_backends
 
-    return compat_backends(release, "vllm")
+    data = compat_release(release)
+    return compat_backends(data, "vllm") if data else ()
 
 
 def _release_error(value: str) -> InputError:
-    covered = covered_releases()
-    return InputError("vllm_version", f"vLLM {value} is not covered: this calculator answers vLLM "
-                      f"{', '.join(covered)} (each with the rules read from that release's source)")
+    from calculator.engine.runtime import ReleaseRules
+
+    oldest, newest = ReleaseRules.covered_releases
+    return InputError("vllm_version", f"vLLM {value} is not covered: this calculator answers vLLM {oldest} to {newest} "
+                      "(each with the rules read from that release's source; calculator/engine/RELEASES.md)")
 
 
 # --- the request -----------------------------------------------------------------------------------
@@ -133,6 +156,9 @@ class ServingRequest(BaseModel):
         "--gpu", "device as nvidia-smi names it (NVIDIA H100 80GB HBM3) or an alias (H100)", "hardware"))
     gpu_memory_gib: float | None = Field(None, gt=0, le=4096, json_schema_extra=_meta(
         "--gpu-memory-gib", "memory the driver reports, when it differs from the catalog (vGPU, MIG)", "hardware"))
+    gpu_memory_in_use_gib: float | None = Field(None, ge=0, le=4096, json_schema_extra=_meta(
+        "--gpu-memory-in-use-gib", "vLLM: memory already taken on each GPU at start (other processes, a second "
+        "instance)", "hardware"))
     tensor_parallel_size: int = Field(1, ge=1, le=MAX_GPUS_PER_DIM, json_schema_extra=_meta(
         "--tensor-parallel-size", "GPUs per tensor-parallel group (SGLang: --tp-size)", "hardware", short="-tp",
         alias="tp_size"))
@@ -141,7 +167,7 @@ class ServingRequest(BaseModel):
         alias="pp_size"))
     max_model_len: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_meta(
         "--max-model-len", "context length in tokens (32k = 32,000; 32K = 32,768; SGLang: --context-length)",
-        tokens=True, alias="context_length"))
+        tokens=True, alias="context_length", aliases=("ctx_size",)))
     concurrency: int | None = Field(None, ge=1, le=65536, json_schema_extra=_meta(
         "--concurrency", "expected concurrent requests (speed: requests in flight)", "workload"))
     prompt_len: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_meta(
@@ -188,6 +214,27 @@ class ServingRequest(BaseModel):
         "--ep-size", "SGLang: expert-parallel size (1 or tp_size)", "sglang"))
     enable_dp_attention: bool = Field(False, json_schema_extra=_meta(
         "--enable-dp-attention", "SGLang: data-parallel attention", "sglang"))
+    # -- llama.cpp / Ollama settings (runtime=llama.cpp or ollama), with llama.cpp's flag names ----------
+    gguf_file: str | None = Field(None, max_length=200, json_schema_extra=_meta(
+        "--gguf-file", "llama.cpp: the .gguf file in the model's repo (weights exact per file)", "llama.cpp"))
+    llamacpp_release: str | None = Field(None, max_length=80, json_schema_extra=_meta(
+        "--llamacpp-release", "llama.cpp rules (default: the llama.cpp vendored in llama-cpp-python 0.3.36)",
+        "llama.cpp"))
+    parallel: int | None = Field(None, ge=1, le=256, json_schema_extra=_meta(
+        "--parallel", "llama.cpp: sequences (slots), -np; Ollama: OLLAMA_NUM_PARALLEL", "llama.cpp", short="-np"))
+    cache_type_k: str | None = Field(None, max_length=10, json_schema_extra=_meta(
+        "--cache-type-k", "llama.cpp: K cache type (f16, bf16, q8_0, q4_0 ...), -ctk", "llama.cpp", short="-ctk"))
+    cache_type_v: str | None = Field(None, max_length=10, json_schema_extra=_meta(
+        "--cache-type-v", "llama.cpp: V cache type (quantized V needs flash attention), -ctv", "llama.cpp",
+        short="-ctv"))
+    flash_attn: Literal["auto", "on", "off"] | None = Field(None, json_schema_extra=_meta(
+        "--flash-attn", "llama.cpp: flash attention, -fa (default auto)", "llama.cpp", short="-fa"))
+    n_gpu_layers: int | None = Field(None, ge=-1, le=10000, json_schema_extra=_meta(
+        "--n-gpu-layers", "llama.cpp: layers offloaded to the GPU, -ngl (-1: all)", "llama.cpp", short="-ngl"))
+    kv_unified: bool = Field(False, json_schema_extra=_meta(
+        "--kv-unified", "llama.cpp: one KV cache shared by all sequences, -kvu", "llama.cpp"))
+    swa_full: bool = Field(False, json_schema_extra=_meta(
+        "--swa-full", "llama.cpp: full-size cache for sliding-window layers", "llama.cpp"))
     block_size: int | None = Field(None, ge=1, le=4096, json_schema_extra=_meta(
         "--block-size", "KV cache block size in tokens", "advanced"))
     max_num_batched_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_meta(
@@ -252,24 +299,55 @@ class ServingRequest(BaseModel):
         if runtime not in get_args(RuntimeName):
             return data  # the Literal check reports it
         given = {k for k, v in data.items() if v not in (None, "")}
-        for name, other in (VLLM_ONLY if runtime == "sglang" else SGLANG_ONLY).items():
-            if name in given and data[name] != ServingRequest.model_fields[name].default:
-                owner = "vLLM" if runtime == "sglang" else "SGLang"
-                raise InputError(name, f"{name} is a {owner} setting; with runtime={runtime} use {other}")
+        family = "llama.cpp" if runtime in ("llama.cpp", "ollama") else runtime
+        for owner, fields in RUNTIME_ONLY.items():
+            if owner == family:
+                continue
+            for name, other in fields.items():
+                if name in given and data[name] != ServingRequest.model_fields[name].default:
+                    raise InputError(name, f"{name} is a {owner} setting; with runtime={runtime} use "
+                                     f"{RUNTIME_EQUIVALENT.get((family, name), other)}")
         data = dict(data)
         if runtime == "vllm":
             data.setdefault("vllm_version", None)
             data["vllm_version"] = data["vllm_version"] or default_release()
-        else:
+        elif runtime == "sglang":
             from calculator.runtimes.sglang.releases import COVERED
 
             data["sglang_version"] = data.get("sglang_version") or COVERED[-1]
+        else:
+            from calculator.runtimes.llamacpp.memory import RELEASES
+
+            data["llamacpp_release"] = data.get("llamacpp_release") or RELEASES[0]
         return data
 
     @model_validator(mode="after")
     def _release_and_backend(self) -> ServingRequest:
         if self.acceptance_rate is not None and self.acceptance_length is not None:
             raise InputError("acceptance_length", "give acceptance_rate or acceptance_length, not both")
+        if self.runtime in ("llama.cpp", "ollama"):
+            from calculator.runtimes.llamacpp.memory import KV_CACHE_TYPES, RELEASES
+
+            if self.llamacpp_release not in RELEASES:
+                raise InputError("llamacpp_release", f"{self.llamacpp_release!r} is not modelled; llama.cpp rules: "
+                                 f"{'; '.join(RELEASES)}")
+            for name in ("cache_type_k", "cache_type_v"):
+                value = getattr(self, name)
+                if value is not None and value not in KV_CACHE_TYPES:
+                    raise InputError(name, f"llama.cpp cache types are {', '.join(KV_CACHE_TYPES)}, not {value!r}")
+            if self.gguf_file is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_./-]{0,190}\.gguf", self.gguf_file):
+                raise InputError("gguf_file", "a .gguf file name in the repo (letters, digits, . _ / -)")
+            if self.attention_backend is not None:
+                raise InputError("attention_backend", "llama.cpp picks its backend by build (CUDA, Metal, Vulkan, "
+                                 "CPU); use flash_attn")
+            for name, instead in (("kv_cache_dtype", "cache_type_k / cache_type_v"), ("dtype", "the GGUF file's "
+                                  "tensor types"), ("quantization", "a GGUF file of that quantization (gguf_file)")):
+                if getattr(self, name) not in (None, "auto"):
+                    raise InputError(name, f"{name} is not a llama.cpp setting; use {instead}")
+            if self.num_gpus > 1:
+                raise InputError("tensor_parallel_size", "several GPUs with llama.cpp (layers split by free memory or "
+                                 "--tensor-split) are not modelled; give one GPU")
+            return self
         if self.runtime == "sglang":
             from calculator.runtimes.sglang.compat import CHOICES
             from calculator.runtimes.sglang.releases import COVERED
@@ -282,10 +360,13 @@ class ServingRequest(BaseModel):
                 raise InputError("attention_backend", f"{self.attention_backend!r} is not an attention backend of SGLang "
                                  f"{self.sglang_version}; its backends: {', '.join(choices)}")
             return self
-        if self.vllm_version not in covered_releases():
+        if not release_supported(self.vllm_version):
             raise _release_error(self.vllm_version)
         if self.attention_backend is not None:
             release = self.release
+            if not attention_backends(release):
+                raise InputError("attention_backend", f"no compatibility data answers vLLM {release} (its backends are "
+                                 "chosen by if-chains, not extracted): leave attention_backend to vLLM")
             if self.attention_backend not in attention_backends(release):
                 raise InputError("attention_backend", f"{self.attention_backend!r} is not an attention backend of "
                                  f"vLLM {release}; its backends: {', '.join(attention_backends(release))}")
@@ -295,7 +376,11 @@ class ServingRequest(BaseModel):
     @property
     def release(self) -> str:
         """The runtime release the answer is for (the runtime's default when none was asked)."""
-        return self.sglang_version if self.runtime == "sglang" else self.vllm_version
+        if self.runtime == "sglang":
+            return self.sglang_version
+        if self.runtime in ("llama.cpp", "ollama"):
+            return self.llamacpp_release
+        return self.vllm_version
 
     @property
     def num_gpus(self) -> int:
@@ -312,7 +397,7 @@ class ServingRequest(BaseModel):
         out: dict[str, str] = {}
         for name, info in ServingRequest.model_fields.items():
             value = getattr(self, name)
-            if name not in ("gpu", "vllm_version", "sglang_version") and value == info.default:
+            if name not in ("gpu", "vllm_version", "sglang_version", "llamacpp_release") and value == info.default:
                 continue
             if value is None:
                 continue
@@ -326,6 +411,7 @@ VLLM_ONLY = {
     "block_size": "page_size", "max_num_batched_tokens": "chunked_prefill_size",
     "max_num_seqs": "SGLang's --max-running-requests (not an input here)", "enforce_eager": "SGLang's --disable-cuda-graph",
     "kv_cache_memory_bytes": "mem_fraction_static", "gpu_memory_gib": "the catalog GPU",
+    "gpu_memory_in_use_gib": "nothing (not modelled for this runtime)",
 }
 SGLANG_ONLY = {
     "sglang_version": "vllm_version", "mem_fraction_static": "gpu_memory_utilization", "chunked_prefill_size":
@@ -333,6 +419,20 @@ SGLANG_ONLY = {
     "page_size": "block_size", "dp_size": "vLLM's --data-parallel-size (not modelled yet)",
     "ep_size": "vLLM's --enable-expert-parallel (not modelled yet)", "enable_dp_attention": "nothing in vLLM",
 }
+
+
+LLAMACPP_ONLY = {
+    "gguf_file": "the model's safetensors", "llamacpp_release": "the runtime's own release",
+    "parallel": "concurrency (and max_num_seqs / max_running_requests)", "cache_type_k": "kv_cache_dtype",
+    "cache_type_v": "kv_cache_dtype", "flash_attn": "attention_backend", "n_gpu_layers": "more GPUs (TP)",
+    "kv_unified": "nothing (vLLM and SGLang pool the cache)", "swa_full": "nothing (sized by the runtime)",
+}
+RUNTIME_ONLY = {"vllm": VLLM_ONLY, "sglang": SGLANG_ONLY, "llama.cpp": LLAMACPP_ONLY}
+# (runtime in use, foreign setting) -> that runtime's own name for it
+RUNTIME_EQUIVALENT = {("llama.cpp", "gpu_memory_utilization"): "the device's memory (llama.cpp takes what it needs)",
+                      ("llama.cpp", "kv_cache_dtype"): "cache_type_k / cache_type_v",
+                      ("llama.cpp", "block_size"): "nothing (llama.cpp pads the context itself)",
+                      ("llama.cpp", "mem_fraction_static"): "the device's memory"}
 
 
 def _raw(value: Any) -> str:
@@ -360,8 +460,8 @@ TOKEN_FIELDS = tuple(n for n, f in ServingRequest.model_fields.items()
                      if (f.json_schema_extra or {}).get("tokens"))
 TRUE, FALSE = ("1", "true", "on", "yes"), ("0", "false", "off", "no")
 # SGLang's names of shared settings: --context-length, --tp-size, --pp-size
-ALIASES = {f.json_schema_extra["alias"]: n for n, f in ServingRequest.model_fields.items()
-           if (f.json_schema_extra or {}).get("alias")}
+ALIASES = {a: n for n, f in ServingRequest.model_fields.items()
+           for a in ((f.json_schema_extra or {}).get("alias"), *(f.json_schema_extra or {}).get("aliases", ())) if a}
 
 
 def human_readable_int(value: str) -> int:
@@ -565,7 +665,7 @@ def add_request_arguments(parser: argparse.ArgumentParser, *, model_required: bo
         meta = info.json_schema_extra or {}
         group = groups.setdefault(meta["group"], parser.add_argument_group(meta["group"]))
         flags = [meta["flag"], *([meta["short"]] if meta.get("short") else []),
-                 *(["--" + meta["alias"].replace("_", "-")] if meta.get("alias") else [])]
+                 *("--" + a.replace("_", "-") for a in (meta.get("alias"), *meta.get("aliases", ())) if a)]
         if _kind(name) is bool:
             group.add_argument(*flags, action="store_true", default=None, help=meta["help"])
             continue

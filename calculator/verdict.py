@@ -63,7 +63,8 @@ class Verdict(BaseModel):
         return EXIT_STATUS[self.status]
 
 
-def decide(request, memory, compat) -> Verdict:
+def decide(request, memory, compat, startup_errors: list[str] | None = None,
+           compat_error: str | None = None) -> Verdict:
     """The verdict of one configuration.
 
     Args:
@@ -71,8 +72,11 @@ def decide(request, memory, compat) -> Verdict:
         memory: the runtime's memory plan (``fits``, ``reason``, ``max_model_len``...).
         compat: the runtime's compatibility report (``ok`` True / False / None = depends, ``error``,
             ``speculative`` issues) or ``None`` when the runtime has no such check.
+        startup_errors: the runtime's other start-up refusals (memory already in use, CUDA-graph capture
+            that does not fit), each in the runtime's words.
+        compat_error: why the compatibility check could not be made (the verdict then depends on it).
     """
-    start_reasons: list[str] = []
+    start_reasons: list[str] = list(startup_errors or [])
     condition = None
     if compat is not None:
         if compat.ok is False:
@@ -82,6 +86,10 @@ def decide(request, memory, compat) -> Verdict:
                 start_reasons.append(f"speculative decoding: {issue.reason}")
         if compat.ok is None:
             condition = "; ".join(compat.auto_conditions) or _backend_reason(compat)
+    if condition is None and compat is None and compat_error:
+        condition = f"the attention backend starts (not checked: {compat_error})"
+    if condition is None and getattr(memory, "condition", None) and memory.fits:
+        condition = memory.condition
     fit_reasons: list[str] = []
     if not memory.fits:
         fit_reasons.append(memory.reason or "the configuration does not fit in GPU memory")

@@ -7,6 +7,8 @@ configuration. ``DATABASE_URL``-style switching is kept to the two variables bel
 from __future__ import annotations
 
 import os
+import secrets
+from datetime import timedelta
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -31,10 +33,65 @@ def envint(name: str, default: str) -> int:
         raise ImproperlyConfigured(f"{name}: expected an integer, got {value!r}") from None
 
 
-SECRET_KEY = os.getenv("SECRET_KEY", "dev-only-insecure-key-change-me-in-production")
 DEBUG = envbool("DEBUG", "0")
-ALLOWED_HOSTS = [h for h in os.getenv("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",") if h]
-CSRF_TRUSTED_ORIGINS = [o for o in os.getenv("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+VAR_DIR = Path(os.getenv("VAR_DIR", BASE_DIR / "var"))
+VAR_DIR.mkdir(parents=True, exist_ok=True)  # SQLite database, tiny models, run logs, secret key
+
+# SECRET_KEY: the environment, else the file SECRET_KEY_FILE (default var/secret_key, which scripts/start
+# writes on first start). Without either and with DEBUG off, the web application refuses to start
+# (llmcalc/wsgi.py raises ImproperlyConfigured with SECRET_KEY_MESSAGE); other processes (management commands, the task worker,
+# tests) get a random key for this process only, so no known key ever signs anything.
+SECRET_KEY_FILE = Path(os.getenv("SECRET_KEY_FILE", VAR_DIR / "secret_key"))
+
+
+def _read_secret_key() -> str:
+    key = os.getenv("SECRET_KEY", "").strip()
+    if key:
+        return key
+    try:
+        return SECRET_KEY_FILE.read_text().strip()
+    except FileNotFoundError:
+        return ""
+    except OSError as e:
+        raise ImproperlyConfigured(f"SECRET_KEY_FILE {SECRET_KEY_FILE}: cannot be read ({e})") from None
+
+
+SECRET_KEY = _read_secret_key()
+SECRET_KEY_MISSING = not SECRET_KEY
+if SECRET_KEY_MISSING:
+    SECRET_KEY = "django-insecure-dev-key-debug-only" if DEBUG else secrets.token_urlsafe(50)
+
+SECRET_KEY_MESSAGE = (
+    "SECRET_KEY is not set and DEBUG is off: the site will not start with a key anyone could know. "
+    "Set the SECRET_KEY environment variable (e.g. from `python -c 'import secrets; "
+    "print(secrets.token_urlsafe(50))'`), or SECRET_KEY_FILE to a file holding it, or run scripts/start, "
+    f"which writes one to {SECRET_KEY_FILE} on first start. For local development only: DEBUG=1. "
+    "See docs/deploy.md."
+)
+
+
+def envlist(name: str, default: str) -> list[str]:
+    return [item.strip() for item in os.getenv(name, default).split(",") if item.strip()]
+
+
+# Django's test set-up (pytest-django) adds "testserver" itself; it is never allowed otherwise.
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
+
+# HTTPS (docs/deploy.md). HTTPS=1 turns on everything a site served only over TLS needs; each switch
+# can be set on its own. SECURE_PROXY_SSL_HEADER=1 trusts X-Forwarded-Proto: https from the reverse
+# proxy (only when the proxy sets/overwrites that header).
+HTTPS = envbool("HTTPS", "0")
+SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", "1" if HTTPS else "0")
+SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", "1" if HTTPS else "0")
+CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE", "1" if HTTPS else "0")
+SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", "31536000" if HTTPS else "0")
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", "0")
+SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", "0")
+if envbool("SECURE_PROXY_SSL_HEADER", "0"):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_HTTPONLY = True
+SECURE_REFERRER_POLICY = "same-origin"
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -44,6 +101,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "csp",
+    "axes",
     "django_tasks",
     "django_tasks_db",
     "calculator",
@@ -63,6 +122,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes requires
 ]
 
 ROOT_URLCONF = "llmcalc.urls"
@@ -83,9 +144,6 @@ TEMPLATES = [
 ]
 
 WSGI_APPLICATION = "llmcalc.wsgi.application"
-
-VAR_DIR = Path(os.getenv("VAR_DIR", BASE_DIR / "var"))
-VAR_DIR.mkdir(parents=True, exist_ok=True)  # SQLite database, tiny models, run logs
 
 if os.getenv("DB", "sqlite") == "postgres":
     DATABASES = {
@@ -117,6 +175,42 @@ TASKS = {
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+
+# Login throttling (django-axes): after AXES_FAILURE_LIMIT wrong passwords for one username from one
+# address, that pair is locked out for AXES_COOLOFF_MINUTES, even with the right password. Behind a
+# reverse proxy set TRUSTED_PROXY_COUNT (the number of proxies) so the client address is read from
+# X-Forwarded-For (llmcalc.auth.client_ip); otherwise every client appears as the proxy's address.
+AUTHENTICATION_BACKENDS = [
+    "llmcalc.auth.AxesBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = envint("AXES_FAILURE_LIMIT", "10")
+AXES_COOLOFF_TIME = timedelta(minutes=envint("AXES_COOLOFF_MINUTES", "15"))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False
+TRUSTED_PROXY_COUNT = envint("TRUSTED_PROXY_COUNT", "0")
+AXES_CLIENT_IP_CALLABLE = "llmcalc.auth.client_ip"
+
+# Content-Security-Policy (django-csp). Every script is a file from this site (htmx from django-htmx,
+# vendored Vega under static/vendor, static/js); no inline script, no eval. Inline styles stay allowed:
+# the memory bar's segment widths are style attributes, and htmx and vega-embed insert <style> elements.
+# Vega's expressions run through the vendored vega-interpreter (no `new Function`, see static/js).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

@@ -4,6 +4,9 @@ Takes vLLM's flags (ignored, except --host/--port) plus:
   --fake-mode refuse   print an argparse-style error and exit 2, as vLLM does for an unknown flag
   --fake-mode hang     ignore SIGTERM, start a child in the same process group, never answer /health
   --fake-mode serve    answer /health (200) and /metrics (empty) until killed
+  --fake-mode stubborn like serve, but it and a child in its process group ignore SIGTERM (only SIGKILL
+                       to the group ends them; the parent-death signal alone does not)
+  --fake-mode replay   print the file --fake-log (a real vLLM start-up log) and exit 1
   --fake-pid-file P    write "<pid> <child pid>" to P
 """
 import argparse
@@ -17,6 +20,7 @@ import time
 p = argparse.ArgumentParser(add_help=False)
 p.add_argument("--fake-mode", default="serve")
 p.add_argument("--fake-pid-file")
+p.add_argument("--fake-log")
 p.add_argument("--host", default="127.0.0.1")
 p.add_argument("--port", type=int, default=8000)
 args, rest = p.parse_known_args()
@@ -27,8 +31,13 @@ if args.fake_mode == "refuse":
           file=sys.stderr)
     sys.exit(2)
 
+if args.fake_mode == "replay":
+    with open(args.fake_log) as f:
+        sys.stdout.write(f.read())
+    sys.exit(1)
+
 child = None
-if args.fake_mode == "hang":
+if args.fake_mode in ("hang", "stubborn"):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     child = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"])
 if args.fake_pid_file:

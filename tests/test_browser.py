@@ -59,7 +59,9 @@ def browser():
 
 @pytest.fixture
 def page(browser):
-    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    # Playwright's string predicates (wait_for_function) need eval, which the site's Content-Security-Policy
+    # forbids; tests/test_security_browser.py checks the pages under the policy.
+    context = browser.new_context(viewport={"width": 1280, "height": 1000}, bypass_csp=True)
     page = context.new_page()
     page.set_default_timeout(15_000)
     yield page

@@ -38,7 +38,7 @@ def test_it_enqueues_and_prints_the_run(settings):
 @pytest.mark.parametrize("argv,flag", [
     (["--model", "nobody/nothing"], "--model"),
     (["--model", "tiny-random/llama", "--speculative-config", "{bad"], "--speculative-config"),
-    (["--model", "tiny-random/llama", "--vllm-version", "0.10.0"], "--vllm-version"),
+    (["--model", "tiny-random/llama", "--vllm-version", "0.6.4"], "--vllm-version"),
 ])
 def test_bad_input_exits_2_with_the_flag(argv, flag):
     with pytest.raises(CommandError) as e:

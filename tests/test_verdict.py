@@ -22,7 +22,7 @@ CASES = {
     # (vllm/v1/attention/backends/flash_attn.py, supports_kv_cache_dtype).
     "fp8-kv-flash-attn-a100": ({"model": LLAMA, "gpu": "A100", "max_model_len": "8192", "kv_cache_dtype": "fp8",
                                 "attention_backend": "FLASH_ATTN"}, "does_not_start"),
-    "gpt-oss-120b-a100": ({"model": "openai/gpt-oss-120b", "gpu": "A100"}, "does_not_fit"),
+    "gpt-oss-120b-l40s": ({"model": "openai/gpt-oss-120b", "gpu": "L40S"}, "does_not_fit"),
     "qwen3-32b-a100-40960": ({"model": "Qwen/Qwen3-32B", "gpu": "A100", "max_model_len": "40960"}, "does_not_fit"),
     "qwen3-32b-a100-pp2": ({"model": "Qwen/Qwen3-32B", "gpu": "A100", "max_model_len": "40960",
                             "pipeline_parallel_size": "2"}, "works"),
@@ -96,7 +96,7 @@ def test_pipeline_parallel_already_set_is_not_suggested_again(client):
 
 
 def test_a_suggestion_is_a_link_that_applies_it(client):
-    page = client.get("/", CASES["gpt-oss-120b-a100"][0], follow=True).content.decode()
+    page = client.get("/", CASES["qwen3-32b-a100-40960"][0], follow=True).content.decode()
     links = re.findall(r'<a href="/\?([^"]+)" class="suggestion">', page)
     assert links
     for query in links:
@@ -109,7 +109,7 @@ def test_the_exit_status_follows_the_verdict():
     call_command("estimate", "--model", LLAMA, "--gpu", "H100", "--max-model-len", "8192", stdout=out)
     assert "Verdict" in out.getvalue() and "Works" in out.getvalue()
     with pytest.raises(CommandError) as err:
-        call_command("estimate", "--model", "openai/gpt-oss-120b", "--gpu", "A100", stdout=StringIO())
+        call_command("estimate", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "L4", stdout=StringIO())
     assert err.value.returncode == 1 and "does_not_fit" in str(err.value)
 
 
@@ -128,3 +128,30 @@ def test_a_quantized_checkpoint_of_the_same_model_is_offered_when_it_fits(client
     kinds = [s["params"] for s in api["suggestions"]]
     assert {"model": "nvidia/Llama-3.1-70B-Instruct-FP8", "revision": ""} in kinds
     assert kinds.index({"model": "nvidia/Llama-3.1-70B-Instruct-FP8", "revision": ""}) == len(kinds) - 1
+
+
+def test_memory_already_in_use_stops_vllm_with_its_message(client):
+    """vLLM refuses when free memory at start is below gpu_memory_utilization x total (request_memory,
+    vllm/v1/worker/utils.py in 0.33.0): an H100 (79.19 GiB) with 10 GiB in use has 69.19 GiB free, below
+    0.92 x 79.19 = 72.85 GiB."""
+    api = client.get("/api/estimate", {"model": LLAMA, "gpu": "H100", "max_model_len": "8192",
+                                       "gpu_memory_in_use_gib": "10"}).json()
+    assert api["verdict"] == "does_not_start"
+    assert api["verdict_headline"].startswith("Free memory on device cuda:0 (69.19/79.19 GiB) on startup is less than "
+                                              "desired GPU memory utilization (0.92, 72.85 GiB)")
+    labels = [s["params"] for s in api["suggestions"]]
+    assert all("gpu_memory_utilization" not in p or float(p["gpu_memory_utilization"]) > 0.92 for p in labels)
+    ok = client.get("/api/estimate", {"model": LLAMA, "gpu": "H100", "max_model_len": "8192",
+                                      "gpu_memory_in_use_gib": "5"}).json()
+    assert ok["verdict"] == "works"
+
+
+def test_graph_capture_that_does_not_fit_outside_the_budget_stops_old_releases(client):
+    """Before 0.20 the CUDA-graph pool is not budgeted: with gpu_memory_utilization 0.99 the pool must fit in
+    the 1% outside it, and capture runs out of memory (calculator.engine.runtime.graph_capture_fits)."""
+    old = client.get("/api/estimate", {"model": LLAMA, "gpu": "H100", "max_model_len": "8192", "vllm_version": "0.19.0",
+                                       "gpu_memory_utilization": "0.99"}).json()
+    assert old["verdict"] == "does_not_start" and "graph" in old["verdict_headline"].lower()
+    new = client.get("/api/estimate", {"model": LLAMA, "gpu": "H100", "max_model_len": "8192", "vllm_version": "0.32.0",
+                                       "gpu_memory_utilization": "0.99"}).json()
+    assert new["verdict"] == "works"

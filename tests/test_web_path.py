@@ -20,7 +20,7 @@ call_command("migrate", verbosity=0)
 call_command("load_catalog", verbosity=0)
 from django.test import Client
 t0 = time.monotonic()
-r = Client().get("/api/estimate", {"model": "meta-llama/Llama-4-Scout-17B-16E-Instruct", "gpu": "H100",
+r = Client(HTTP_HOST="localhost").get("/api/estimate", {"model": "meta-llama/Llama-4-Scout-17B-16E-Instruct", "gpu": "H100",
                                    "tensor_parallel_size": "4", "max_model_len": "8192"})
 first_s = time.monotonic() - t0
 print(json.dumps({"status": r.status_code, "first_s": first_s, "weights_gib": r.json().get("weights_gib"),

@@ -101,14 +101,24 @@ def run_phase(name: str, serve: list[str], configuration: dict[str, Any], model_
     server = ServerProcess(argv, log_path, env, host, port)
     phase: dict[str, Any] = {"name": name, "serve_argv": serve, "argv": argv,
                              "env": {k: env[k] for k in ("VLLM_CPU_KVCACHE_SPACE",) if k in env}}
+    # every child process group is recorded on the run as it starts (the sweep kills what a crashed
+    # worker left) and unrecorded once stopped: options["on_process"](role, phase, pgid | None)
+    on_process = options.get("on_process") or (lambda role, phase, pgid: None)
     server.start()
+    on_process("server", name, server.pgid)
     options.setdefault("on_server", lambda pgid: None)(server.pgid)
     memory = MemorySampler(platform, server.pgid)
     profile = {**configuration["profile"], "wait_ready_timeout_s": options["startup_timeout_s"]}
     combined = workdir / f"{name}-bench.json"
     bench_cmd = runner.bench_argv(server.base_url, configuration["run_model"], model_path, profile,
                                   workdir / f"{name}-results", combined, command=options.get("bench_command"))
-    bench = runner.BenchProcess(bench_cmd, workdir / f"{name}-bench.log", combined)
+    try:
+        bench = runner.BenchProcess(bench_cmd, workdir / f"{name}-bench.log", combined)
+    except BaseException:
+        server.stop(options.get("stop_grace_s", 10.0))
+        on_process("server", name, None)
+        raise
+    on_process("bench", name, bench.proc.pid)
 
     state = {"what": "starting vLLM"}
 
@@ -136,7 +146,9 @@ def run_phase(name: str, serve: list[str], configuration: dict[str, Any], model_
         raise
     finally:
         bench.stop()
+        on_process("bench", name, None)
         phase["stopped"] = server.stop(options.get("stop_grace_s", 10.0))
+        on_process("server", name, None)
         options["on_server"](None)
     return phase
 
@@ -319,7 +331,9 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
     """Baseline then speculation (``configuration["spec_config"]``), each ``profile["repeats"]`` times.
 
     ``options``: ``wall_clock_s`` (whole run), ``startup_timeout_s``, ``bench_timeout_s``,
-    ``server_command``/``bench_command`` (argv prefixes replacing vLLM's), ``on_server(pgid|None)``.
+    ``server_command``/``bench_command`` (argv prefixes replacing vLLM's), ``on_server(pgid|None)``,
+    ``on_process(role, phase, pgid|None)`` (each child process group as it starts and stops) and
+    ``on_phase(measured)`` (after each finished phase, to persist it).
     Raises ``RunnerError`` (``RunTimeout``, ``Cancelled``) with the log tail; the server's process group
     is always killed before returning or raising."""
     deadline = Deadline(options["wall_clock_s"])
@@ -352,6 +366,7 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
         except RunnerError as e:
             e.measured = measured  # what the earlier phases measured is kept on the failed run
             raise
+        options.get("on_phase", lambda m: None)(measured)  # persisted now: a crash later keeps this phase
         reporter(f"{name}: done", p1)
     baseline, speculative = measured["phases"]["baseline"], measured["phases"]["speculative"]
     measured["comparison"] = compare(prediction, baseline.get("startup", {}))

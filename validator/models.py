@@ -4,6 +4,10 @@ The pattern is NetBox's ``core.Job`` (``netbox/core/models/jobs.py``): the row i
 is enqueued, so nothing a user submitted is lost; state changes only through methods (``start``,
 ``heartbeat``, ``set_stage``, ``finish``, ``fail``, ``cancel``), each writing only its fields with
 ``save(update_fields=...)`` or a conditional ``UPDATE`` where a worker and a sweep could race.
+
+``attempt`` is a fencing token: the sweep re-queues a crashed run by raising it, and every write of the
+worker that ran the earlier attempt (heartbeat, finish, fail) is then refused, so a worker that was only
+presumed dead stops instead of overwriting the new attempt.
 """
 from __future__ import annotations
 
@@ -12,11 +16,20 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import models, transaction
 from django.urls import reverse
 from django.utils import timezone
 
 LOG_TAIL_CHARS = 20_000
+
+
+class RunLimitReached(Exception):
+    """The user already has ``limit`` runs queued or running (``ValidationRun.submit``)."""
+
+    def __init__(self, limit: int):
+        super().__init__(f"you already have {limit} validation run(s) queued or running; wait for one to finish")
+        self.limit = limit
 
 
 class ValidationRunQuerySet(models.QuerySet):
@@ -65,6 +78,11 @@ class ValidationRun(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     worker_host = models.CharField(max_length=255, blank=True)
     server_pgid = models.IntegerField(null=True, blank=True, help_text="process group of the vLLM server")
+    process_groups = models.JSONField(
+        default=list, blank=True,
+        help_text="live child process groups: [{role, phase, pgid, host, leader_start}] (runner.group_record)")
+    attempt = models.PositiveSmallIntegerField(
+        default=0, help_text="times the run was re-queued after its worker crashed (fences the old worker)")
     hardware = models.JSONField(default=dict, blank=True)
     measured = models.JSONField(default=dict, blank=True)
     log_tail = models.TextField(blank=True)
@@ -97,20 +115,28 @@ class ValidationRun(models.Model):
 
     # -- creation -------------------------------------------------------------------------------------
     @classmethod
-    def submit(cls, params: dict[str, Any], user=None) -> ValidationRun:
+    def submit(cls, params: dict[str, Any], user=None, limit: int | None = None) -> ValidationRun:
         """Build the configuration from the calculator's parameters, predict, save, enqueue.
 
-        Raises ``validator.config.ConfigurationError`` (with ``field``) for a request that cannot run.
+        Raises ``validator.config.ConfigurationError`` (with ``field``) for a request that cannot run, and
+        ``RunLimitReached`` when ``limit`` is given and ``user`` already has that many active runs. The
+        count and the insert happen in one transaction that first locks the user's row
+        (``select_for_update``: PostgreSQL row lock; on SQLite the settings' ``BEGIN IMMEDIATE`` takes the
+        database's write lock), so concurrent submissions by one user cannot pass the limit together.
         The row is committed before the task is enqueued (``transaction.on_commit``)."""
         from .config import build_configuration, fit_profile, predict
 
         configuration = build_configuration(params)
         prediction, prediction_error = predict(configuration["engine_input"])
         fit_profile(configuration, prediction)
+        owner = user if getattr(user, "is_authenticated", False) else None
         with transaction.atomic():
+            if owner is not None and limit is not None:
+                get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
+                if cls.objects.active().filter(created_by=owner).count() >= limit:
+                    raise RunLimitReached(limit)
             run = cls.objects.create(configuration=configuration, prediction=prediction,
-                                     prediction_error=prediction_error,
-                                     created_by=user if getattr(user, "is_authenticated", False) else None)
+                                     prediction_error=prediction_error, created_by=owner)
             run.enqueue()
         return run
 
@@ -157,9 +183,27 @@ class ValidationRun(models.Model):
             values["status"] = status
         if log_tail is not None:
             values["log_tail"] = log_tail[-LOG_TAIL_CHARS:]
-        n = ValidationRun.objects.filter(pk=self.pk).exclude(status__in=self.TERMINAL).update(**values)
+        n = ValidationRun.objects.filter(pk=self.pk, attempt=self.attempt).exclude(status__in=self.TERMINAL).update(**values)
         for key, value in values.items():
             setattr(self, key, value)
+        return bool(n)
+
+    def requeue(self, reason: str, seen_heartbeat) -> bool:
+        """A crashed STARTING/RUNNING run back to QUEUED as a new ``attempt`` (the sweep's recovery when
+        nothing was measured yet). Conditional on the status and on ``seen_heartbeat`` (the heartbeat the
+        sweep judged stale), so a worker that heartbeats meanwhile keeps its run. Clears what belonged to
+        the crashed attempt; the caller kills its process groups and enqueues a new task."""
+        alive = [self.Status.STARTING, self.Status.RUNNING]
+        values: dict[str, Any] = {
+            "status": self.Status.QUEUED, "attempt": self.attempt + 1, "stage": f"re-queued: {reason}"[:200],
+            "progress": 0.0, "started_at": None, "heartbeat_at": None, "worker_host": "", "server_pgid": None,
+            "process_groups": [], "task_result_id": "", "log_tail": "",
+        }
+        n = ValidationRun.objects.filter(pk=self.pk, attempt=self.attempt, status__in=alive,
+                                         heartbeat_at=seen_heartbeat).update(**values)
+        if n:
+            for key, value in values.items():
+                setattr(self, key, value)
         return bool(n)
 
     def finish(self, measured: dict[str, Any], log_tail: str | None = None) -> bool:
@@ -186,10 +230,18 @@ class ValidationRun(models.Model):
             values["measured"] = measured
         if log_tail is not None:
             values["log_tail"] = log_tail[-LOG_TAIL_CHARS:]
-        n = ValidationRun.objects.filter(pk=self.pk).exclude(status__in=self.TERMINAL).update(**values)
+        n = ValidationRun.objects.filter(pk=self.pk, attempt=self.attempt).exclude(status__in=self.TERMINAL).update(**values)
         if n:
             for key, value in values.items():
                 setattr(self, key, value)
         else:
-            self.refresh_from_db()
+            self.refresh_fenced()
         return bool(n)
+
+    def refresh_fenced(self) -> bool:
+        """``refresh_from_db`` that keeps this instance's ``attempt``, so that a worker whose run was
+        re-queued stays fenced off after reading the row. Returns whether the row is still this attempt."""
+        attempt = self.attempt
+        self.refresh_from_db()
+        current, self.attempt = self.attempt, attempt
+        return current == attempt

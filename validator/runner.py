@@ -176,15 +176,66 @@ class Deadline:
                              "the whole process group was killed")
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM it when the worker dies (Linux ``PR_SET_PDEATHSIG``), so a
-    SIGKILLed worker does not leave vLLM holding the GPU until the stale-run sweep finds it."""
-    try:
-        import ctypes
+def _die_with_parent(parent_pid: int | None = None) -> Callable[[], None]:
+    """A ``preexec_fn``: in the child before exec, ask Linux to SIGTERM it when the worker dies
+    (``prctl(PR_SET_PDEATHSIG, SIGTERM)``), so a SIGKILLed worker does not leave vLLM holding the GPU or a
+    benchmark running until the stale-run sweep finds them. If the worker died before the call (the
+    child's parent is no longer ``parent_pid``), the child exits at once (prctl(2): the signal is sent
+    only for a parent that dies after the call)."""
+    parent_pid = parent_pid or os.getpid()
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
-    except (OSError, AttributeError):
-        pass
+    def preexec() -> None:
+        try:
+            import ctypes
+
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+        except (OSError, AttributeError):
+            return
+        if os.getppid() != parent_pid:
+            os._exit(1)
+
+    return preexec
+
+
+def child_popen_kwargs() -> dict[str, Any]:
+    """What every child of a run is started with: its own process group (``start_new_session``, so
+    the group can be killed as a whole and is recorded on the run) and the parent-death signal."""
+    return {"start_new_session": True, "close_fds": True,
+            "preexec_fn": _die_with_parent() if sys.platform == "linux" else None}
+
+
+def process_start_time(pid: int) -> int | None:
+    """Start time of process ``pid`` in clock ticks since boot (``/proc/<pid>/stat`` field 22), or None
+    when there is no such process. With the pid it identifies a process across pid reuse."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    try:
+        return int(stat.rsplit(")", 1)[1].split()[19])  # fields after "pid (comm)": state=3 ... starttime=22
+    except (IndexError, ValueError):
+        return None
+
+
+def group_record(role: str, phase: str, pgid: int) -> dict[str, Any]:
+    """How a run records one child process group: ``{"role": "server"|"bench", "phase", "pgid", "host",
+    "leader_start"}`` (``leader_start``: ``process_start_time`` of the group leader, pid == pgid)."""
+    return {"role": role, "phase": phase, "pgid": pgid, "host": socket.gethostname(),
+            "leader_start": process_start_time(pgid)}
+
+
+def kill_recorded_group(record: dict[str, Any], grace_s: float = 5.0) -> str:
+    """Kill a group recorded by ``group_record`` if it is still this run's: on this host, and either
+    its leader is the recorded process (same start time) or the leader is gone but members remain (a
+    process group id is not reused while any member lives). Returns ``kill_process_group``'s outcome,
+    ``"other host"`` or ``"reused"`` (the pgid now belongs to an unrelated process: left alone)."""
+    if record.get("host") != socket.gethostname():
+        return "other host"
+    pgid = int(record["pgid"])
+    start = process_start_time(pgid)
+    if start is not None and record.get("leader_start") is not None and start != record["leader_start"]:
+        return "reused"
+    return kill_process_group(pgid, grace_s)
 
 
 class ServerProcess:
@@ -208,8 +259,7 @@ class ServerProcess:
         try:
             self.proc = subprocess.Popen(  # noqa: S603 - argv list, no shell
                 self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=self.env, start_new_session=True, close_fds=True,
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509
+                env=self.env, **child_popen_kwargs(),  # noqa: PLW1509 - preexec_fn: prctl only
             )
         finally:
             log.close()
@@ -273,14 +323,62 @@ def http_get_text(url: str, timeout: float = 5.0) -> str:
         return r.read().decode("utf-8", "replace")
 
 
+_LOG_PREFIX = re.compile(r"^\(\w+ pid=\d+\) ")  # vLLM's per-process prefix: "(APIServer pid=123) "
+_EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Exit))\b:\s*(.+)$")
+_PYDANTIC_HEAD = re.compile(r"ValidationError: \d+ validation errors? for \w+")
+# "  Value error, Cannot find the config file for awq [type=value_error, input_value=..., input_type=...]"
+_PYDANTIC_ITEM = re.compile(r"^(?:Value error, |Assertion failed, )?(.*?)\s*\[type=[^\]]*\]\s*$")
+# A wrapper raised after the real cause was logged further up (vllm/v1/engine/utils.py).
+_WRAPPER_ERRORS = ("See root cause above", "Engine core initialization failed")
+
+
+_PYDANTIC_FIELD = re.compile(r"^[\w.\[\]-]+$")  # an error's location line: "tensor_parallel_size", "a.0.b"
+
+
+def _pydantic_messages(lines: list[str], start: int) -> str:
+    """The messages of a pydantic ``ValidationError`` whose head line is ``lines[start]``. pydantic writes
+    each error as an unindented location line (none for a model-level error) and an indented message
+    ending in ``[type=..., input_value=...]``. Returns each message without that suffix and without
+    ``Value error, ``, behind its location (``tensor_parallel_size: Input should be greater than 0``),
+    joined by ``; ``."""
+    messages, field_name = [], ""
+    for ln in lines[start + 1:start + 60]:
+        text = ln.strip()
+        if not ln.startswith(" "):
+            if not _PYDANTIC_FIELD.match(text):
+                break
+            field_name = text
+            continue
+        if text.startswith("For further information visit"):
+            continue
+        m = _PYDANTIC_ITEM.match(text)
+        if m:
+            messages.append(f"{field_name}: {m.group(1)}" if field_name else m.group(1))
+            field_name = ""
+    return "; ".join(messages)
+
+
 def last_error_line(log: str) -> str:
-    """The most telling line of a failed start: an argparse ``error:``, else the last exception line."""
-    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    """The most telling line of a failed start, as vLLM wrote it: an argparse ``error:``; else the last
+    exception, where a pydantic ``ValidationError`` (vLLM validates its configuration with pydantic
+    dataclasses, vllm/config/) is replaced by its messages (``Cannot find the config file for awq``, not
+    ``1 validation error for VllmConfig``) and a wrapper that points to a cause logged above is skipped;
+    else the last line."""
+    raw = [_LOG_PREFIX.sub("", ln.rstrip()) for ln in log.splitlines() if ln.strip()]
+    lines = [ln.strip() for ln in raw]
     for ln in reversed(lines):
         if "error:" in ln and ("usage" in log or "unrecognized" in ln or "argument" in ln):
             return ln
+    for i in range(len(raw) - 1, -1, -1):
+        if raw[i].startswith(" "):
+            continue  # traceback body, pydantic items
+        if _PYDANTIC_HEAD.search(raw[i]):
+            return (_pydantic_messages(raw, i) or lines[i])[:500]
+        m = _EXCEPTION_LINE.match(lines[i])
+        if m and not any(w in lines[i] for w in _WRAPPER_ERRORS):
+            return lines[i][:500]
     for ln in reversed(lines):
-        if re.search(r"(Error|Exception)\b.*:", ln):
+        if re.search(r"(Error|Exception)\b.*:", ln) and not any(w in ln for w in _WRAPPER_ERRORS):
             return ln[:500]
     return lines[-1][:500] if lines else "(no output)"
 
@@ -507,7 +605,7 @@ def bench_argv(base_url: str, served_model_name: str, tokenizer: str, profile: d
 
 
 class BenchProcess:
-    """The benchmark child (own process group). Started together with the server: it imports vLLM's
+    """The benchmark child (own process group, parent-death signal). Started together with the server: it imports vLLM's
     benchmark (about 10 s) while the server starts, then waits for ``/health`` itself."""
 
     def __init__(self, argv: list[str], log_path: Path, combined_output: Path):
@@ -516,8 +614,7 @@ class BenchProcess:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
         with open(log_path, "ab") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,  # noqa: S603 - argv list
-                                         stdin=subprocess.DEVNULL, start_new_session=True, close_fds=True,
-                                         env=env)
+                                         stdin=subprocess.DEVNULL, env=env, **child_popen_kwargs())
         self.t0 = time.monotonic()
 
     def check_alive(self) -> None:

@@ -3,7 +3,10 @@
 The worker is django-tasks-db's ``manage.py db_worker``. django-tasks-db never touches a RUNNING row
 after ``claim`` (no heartbeat), so our ``ValidationRun`` carries ``heartbeat_at`` and
 ``sweep_stale_runs()`` — run by every task at its start and by ``manage.py sweep_validation_runs`` —
-fails runs whose worker stopped responding (and kills their vLLM process group when it is on this host).
+recovers runs whose worker stopped responding: it kills the run's recorded process groups (vLLM's server
+and the benchmark) when they are on this host, removes ``VAR_DIR/runs/<id>``, keeps the phases that had
+finished (each is saved as it ends), and re-queues the run once if nothing had been started yet, else
+fails it with the reason.
 """
 from __future__ import annotations
 
@@ -26,7 +29,8 @@ from .models import ValidationRun
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-STALE_REASON = "worker stopped responding (no heartbeat for {s:.0f} s); the run was marked failed"
+STALE_REASON = "worker stopped responding (no heartbeat for {s:.0f} s)"
+MAX_REQUEUES = 1  # a crashed run that had started nothing is re-queued this many times, then failed
 
 
 def setting(name: str, default: Any) -> Any:
@@ -51,33 +55,109 @@ def retry_locked(fn: Callable[[], T], attempts: int | None = None, delay_s: floa
 
 
 def sweep_stale_runs(older_than_s: float | None = None) -> list[str]:
-    """Fail STARTING/RUNNING runs whose heartbeat is older than ``older_than_s`` (default
-    ``VALIDATOR_STALE_AFTER_S`` = 120 s). A conditional UPDATE per run, so a worker that is alive after
-    all and a second sweeper cannot both win. Kills the run's vLLM process group if it is on this host,
-    and marks the queue's task result failed. Returns the ids of the runs it failed."""
-    from django_tasks_db.models import DBTaskResult
-
+    """Recover STARTING/RUNNING runs whose heartbeat is older than ``older_than_s`` (default
+    ``VALIDATOR_STALE_AFTER_S`` = 120 s); see ``recover_crashed_run``. Also enqueues runs that were
+    saved but never enqueued. Returns the ids of the runs it failed or re-queued."""
     older_than_s = float(older_than_s if older_than_s is not None else setting("VALIDATOR_STALE_AFTER_S", 120))
-    failed = []
-    host = socket.gethostname()
+    swept = []
     for run in ValidationRun.objects.stale(older_than_s):
-        if not run.fail(STALE_REASON.format(s=older_than_s)):
-            continue
-        failed.append(str(run.pk))
-        if run.server_pgid and run.worker_host == host:
-            runner.kill_process_group(run.server_pgid, grace_s=5.0)
-        if run.task_result_id:
-            DBTaskResult.objects.filter(pk=run.task_result_id, status="RUNNING").update(
-                status="FAILED", finished_at=timezone.now(), exception_class_path="validator.tasks.WorkerStopped",
-                traceback=run.error)
-        log.warning("validation run %s: %s", run.pk, run.error)
+        if recover_crashed_run(run, STALE_REASON.format(s=older_than_s)):
+            swept.append(str(run.pk))
+    reap_orphaned_groups()
     # A run saved but never enqueued (the process died between commit and enqueue): enqueue it now.
     cutoff = timezone.now() - timedelta(seconds=older_than_s)
     for run in ValidationRun.objects.filter(status=ValidationRun.Status.QUEUED, task_result_id="", created__lt=cutoff):
         result = run_validation.enqueue(str(run.pk))
         ValidationRun.objects.filter(pk=run.pk, task_result_id="").update(task_result_id=str(result.id))
         log.warning("validation run %s was never enqueued; enqueued it now", run.pk)
-    return failed
+    return swept
+
+
+def reap_orphaned_groups(within_s: float = 86400.0) -> int:
+    """Kill the process groups on this host of runs that another host's sweep failed (in the last
+    ``within_s`` seconds) while their groups were still recorded as running; mark them stopped.
+    Returns how many groups it killed."""
+    host = socket.gethostname()
+    since = timezone.now() - timedelta(seconds=within_s)
+    killed = 0
+    for run in ValidationRun.objects.filter(status=ValidationRun.Status.FAILED, finished_at__gte=since,
+                                            worker_host=host).exclude(process_groups=[]):
+        mine = [g for g in run.process_groups if g.get("host") == host and not g.get("stopped")]
+        if not mine:
+            continue
+        for g in mine:
+            result = runner.kill_recorded_group(g, grace_s=5.0)
+            killed += result in ("terminated", "killed")
+            log.warning("validation run %s: orphaned %s process group %s: %s", run.pk, g.get("role"), g["pgid"], result)
+        ValidationRun.objects.filter(pk=run.pk).update(
+            process_groups=[{**g, "stopped": g.get("stopped") or g.get("host") == host} for g in run.process_groups])
+        shutil.rmtree(Path(settings.VAR_DIR) / "runs" / str(run.pk), ignore_errors=True)
+    return killed
+
+
+def _recorded_groups(run: ValidationRun) -> list[dict[str, Any]]:
+    """The run's child process groups not known to be stopped (``runner.group_record`` dicts), plus the
+    server group of a row written before groups were recorded (``server_pgid`` only)."""
+    groups = [g for g in run.process_groups or [] if not g.get("stopped")]
+    if run.server_pgid and not any(g["pgid"] == run.server_pgid for g in groups):
+        groups.append({"role": "server", "phase": "", "pgid": run.server_pgid, "host": run.worker_host,
+                       "leader_start": None})
+    return groups
+
+
+def recover_crashed_run(run: ValidationRun, reason: str) -> str | None:
+    """One stale run (its worker died, or stopped heartbeating): claim it with a conditional UPDATE (so
+    a worker that is alive after all, or a second sweeper, cannot both win), then
+
+    - kill its recorded process groups on this host (server and benchmark; ``runner.kill_recorded_group``
+      leaves a pgid that now belongs to another process alone),
+    - remove ``VAR_DIR/runs/<id>`` when the run was on this host,
+    - mark the queue's task result failed,
+    - nothing started yet (no child process recorded, no phase finished) and not re-queued before:
+      re-queue it as a new ``attempt`` (the old worker's writes are then refused) and enqueue it;
+      otherwise fail it with ``reason``, keeping the phases that finished (saved as each ended).
+
+    Returns ``"requeued"``, ``"failed"``, or None when the run was not claimed."""
+    from django_tasks_db.models import DBTaskResult
+
+    host = socket.gethostname()
+    groups = _recorded_groups(run)
+    finished = sorted((run.measured or {}).get("phases", {}))
+    started_something = bool(run.process_groups or run.server_pgid or finished)
+    old_task, worker_host = run.task_result_id, run.worker_host
+    if not started_something and run.attempt < MAX_REQUEUES:
+        if not run.requeue(reason, seen_heartbeat=run.heartbeat_at):
+            return None
+        outcome = "requeued"
+    else:
+        error = f"{reason}; the run was marked failed"
+        if finished:
+            error += f". Kept what finished: the {' and '.join(finished)} phase{'s' if len(finished) > 1 else ''}"
+        elif not started_something:
+            error += f" (it had already been re-queued {run.attempt} time(s) after a crash)"
+        if not run.fail(error):
+            return None
+        outcome = "failed"
+    for g in groups:
+        result = runner.kill_recorded_group(g, grace_s=5.0)
+        log.warning("validation run %s: %s process group %s (%s): %s", run.pk, g.get("role"), g["pgid"],
+                    g.get("host"), result)
+    if outcome == "failed" and run.process_groups:
+        # groups on another host stay unstopped: that host's sweep reaps them (reap_orphaned_groups)
+        ValidationRun.objects.filter(pk=run.pk).update(
+            process_groups=[{**g, "stopped": g.get("stopped") or g.get("host") == host} for g in run.process_groups],
+            server_pgid=None)
+    if worker_host in ("", host):
+        shutil.rmtree(Path(settings.VAR_DIR) / "runs" / str(run.pk), ignore_errors=True)
+    if old_task:
+        DBTaskResult.objects.filter(pk=old_task, status__in=["RUNNING", "READY"]).update(
+            status="FAILED", finished_at=timezone.now(), exception_class_path="validator.tasks.WorkerStopped",
+            traceback=reason)
+    if outcome == "requeued":
+        result = run_validation.enqueue(str(run.pk))
+        ValidationRun.objects.filter(pk=run.pk, task_result_id="").update(task_result_id=str(result.id))
+    log.warning("validation run %s %s: %s", run.pk, outcome, reason)
+    return outcome
 
 
 class _Reporter:
@@ -104,7 +184,8 @@ class _Reporter:
             log.warning("validation run %s: heartbeat skipped, database locked", self.run.pk)
             return
         if not alive:
-            self.run.refresh_from_db()
+            if not self.run.refresh_fenced():
+                raise runner.Cancelled("the sweep re-queued the run (this worker was presumed dead); stopping")
             raise runner.Cancelled(f"the run was {self.run.status} while running: {self.run.error}")
 
 
@@ -124,6 +205,22 @@ def execute(run: ValidationRun) -> None:
     def on_server(pgid: int | None) -> None:
         retry_locked(lambda: run.heartbeat(server_pgid=pgid))
 
+    groups: list[dict[str, Any]] = []
+
+    def on_process(role: str, phase: str, pgid: int | None) -> None:
+        """Record each child process group on the row as it starts; mark it stopped once it is."""
+        if pgid is not None:
+            groups.append(runner.group_record(role, phase, pgid))
+        else:
+            for g in groups:
+                if g["role"] == role and g["phase"] == phase:
+                    g["stopped"] = True
+        retry_locked(lambda: run.heartbeat(process_groups=[dict(g) for g in groups]))
+
+    def on_phase(measured: dict[str, Any]) -> None:
+        """Save the phases measured so far: a crash after this keeps them."""
+        retry_locked(lambda: run.heartbeat(measured=measured))
+
     options = {
         "wall_clock_s": float(setting("VALIDATOR_RUN_TIMEOUT_S", 900)),
         "startup_timeout_s": float(setting("VALIDATOR_STARTUP_TIMEOUT_S", 300)),
@@ -133,6 +230,8 @@ def execute(run: ValidationRun) -> None:
         "stop_grace_s": float(setting("VALIDATOR_STOP_GRACE_S", 10)),
         "phase_budget_s": 45.0 if cfg.get("platform") == "cpu" else 300.0,
         "on_server": on_server,
+        "on_process": on_process,
+        "on_phase": on_phase,
     }
     from .bench import run_sequence
 
@@ -151,9 +250,17 @@ def execute(run: ValidationRun) -> None:
                                       "the vLLM process group was killed"))
         raise
     finally:
-        # logs live on in the run's log_tail; set VALIDATOR_KEEP_WORKDIR to keep the files
-        if not setting("VALIDATOR_KEEP_WORKDIR", False):
+        # logs live on in the run's log_tail; set VALIDATOR_KEEP_WORKDIR to keep the files. A worker whose
+        # run was re-queued meanwhile leaves the directory to the new attempt.
+        if not setting("VALIDATOR_KEEP_WORKDIR", False) and _still_ours(run):
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _still_ours(run: ValidationRun) -> bool:
+    try:
+        return retry_locked(run.refresh_fenced, attempts=3)
+    except OperationalError:
+        return True
 
 
 @task()

@@ -2,6 +2,13 @@
 its polled status fragment."""
 from __future__ import annotations
 
+import os
+import re
+import sys
+import sysconfig
+from pathlib import Path
+from typing import Any
+
 from django.conf import settings
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import HttpRequest, HttpResponse
@@ -12,15 +19,61 @@ from django_htmx.http import HttpResponseStopPolling
 from . import report
 from .config import ConfigurationError
 from .forms import ValidationRequestForm
-from .models import ValidationRun
+from .models import RunLimitReached, ValidationRun
 
 
 def _get_run_or_404(run_id) -> ValidationRun:
     return get_object_or_404(ValidationRun, pk=run_id)
 
 
-def _context(run: ValidationRun) -> dict:
-    return {"run": run, "report": report.summary(run), "charts": report.charts(run.measured or {})}
+def _local_prefixes() -> list[tuple[str, str]]:
+    """(local directory, placeholder) pairs, longest first: what a run's texts may contain of this site."""
+    pairs = {
+        sysconfig.get_paths()["purelib"]: "<site-packages>",
+        sysconfig.get_paths()["platlib"]: "<site-packages>",
+        str(Path(settings.VAR_DIR).resolve()): "<var>",
+        str(settings.VAR_DIR): "<var>",
+        str(Path(settings.BASE_DIR)): "<app>",
+        sys.prefix: "<python>",
+        sys.base_prefix: "<python>",
+        os.path.expanduser("~"): "~",
+    }
+    return sorted(((k, v) for k, v in pairs.items() if k and k != "/"), key=lambda kv: -len(kv[0]))
+
+
+# An absolute path of two or more components not under a known prefix: only its last two are kept.
+_ABS_PATH = re.compile(r"(?<![\w.:/~<>-])/(?:[\w.+@-]+/)+([\w.+@-]+/[\w.+@-]+)")
+
+
+def public_text(text: str) -> str:
+    """``text`` with this machine's local paths replaced: the app, venv/site-packages, ``VAR_DIR`` and home
+    directories by placeholders, any other absolute path by ``…/`` and its last two components. Run pages
+    are public to anyone with the link; log lines and commands keep their meaning without the layout of
+    the worker's disk."""
+    if not text:
+        return text
+    for prefix, placeholder in _local_prefixes():
+        text = text.replace(prefix, placeholder)
+    return _ABS_PATH.sub(lambda m: "…/" + m.group(1), text)
+
+
+def _context(request: HttpRequest, run: ValidationRun) -> dict[str, Any]:
+    """What a run page shows, to anyone with its link: no worker host name, no local paths; the
+    submitter is named only to themselves ("by you")."""
+    summary = report.summary(run)
+    summary.pop("worker_host", None)
+    summary["error"] = public_text(summary.get("error") or "")
+    summary["prediction_error"] = public_text(summary.get("prediction_error") or "")
+    summary["hardware"] = {k: v for k, v in (summary.get("hardware") or {}).items() if k != "host"}
+    for ph in summary.get("phases", {}).values():
+        ph["command_run"] = public_text(ph.get("command_run") or "")
+        ph["serve_command"] = public_text(ph.get("serve_command") or "")
+    user = getattr(request, "user", None)
+    return {
+        "run": run, "report": summary, "charts": report.charts(run.measured or {}),
+        "public": {"error": summary["error"], "log_tail": public_text(run.log_tail)},
+        "submitted_by_viewer": bool(user and user.is_authenticated and run.created_by_id == user.pk),
+    }
 
 
 RECENT_RUNS = 30
@@ -36,6 +89,8 @@ def run_list(request: HttpRequest) -> HttpResponse:
         mine = list(ValidationRun.objects.filter(created_by=request.user).order_by("-created")[:RECENT_RUNS])
         recent = recent.exclude(created_by=request.user)
     recent = list(recent[:RECENT_RUNS])
+    for run in (*mine, *recent):
+        run.public_error = public_text(run.error)  # no local paths of the worker on a public page
     return render(request, "validator/run_list.html", {"mine": mine, "recent": recent})
 
 
@@ -52,7 +107,9 @@ def new(request: HttpRequest) -> HttpResponse:
         msg = f"you already have {limit} validation run(s) queued or running; wait for one to finish"
         return render(request, "validator/rejected.html", {"errors": [(None, msg)]}, status=429)
     try:
-        run = ValidationRun.submit(form.params(), request.user)
+        run = ValidationRun.submit(form.params(), request.user, limit=limit)  # the limit, atomically
+    except RunLimitReached as e:
+        return render(request, "validator/rejected.html", {"errors": [(None, str(e))]}, status=429)
     except ConfigurationError as e:
         return render(request, "validator/rejected.html", {"errors": [(e.field, e.message)]}, status=400)
     return redirect(run)
@@ -60,13 +117,13 @@ def new(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def detail(request: HttpRequest, run_id) -> HttpResponse:
-    return render(request, "validator/run_detail.html", _context(_get_run_or_404(run_id)))
+    return render(request, "validator/run_detail.html", _context(request, _get_run_or_404(run_id)))
 
 
 @require_GET
 def status(request: HttpRequest, run_id) -> HttpResponse:
     run = _get_run_or_404(run_id)
-    response = render(request, "validator/_run_status.html", _context(run))
+    response = render(request, "validator/_run_status.html", _context(request, run))
     if run.is_terminal:
         return HttpResponseStopPolling(response.content)
     return response
@@ -79,5 +136,6 @@ def cancel(request: HttpRequest, run_id) -> HttpResponse:
     run = _get_run_or_404(run_id)
     if run.created_by_id != request.user.pk and not request.user.has_perm("validator.change_validationrun"):
         return HttpResponse("only the run's creator can cancel it", status=403)
-    run.cancel(f"cancelled by {request.user.get_username()}")
+    # the reason is shown on the public run page: no user names
+    run.cancel("cancelled by its submitter" if run.created_by_id == request.user.pk else "cancelled by an administrator")
     return redirect(run)

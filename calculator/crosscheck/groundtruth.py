@@ -14,6 +14,7 @@ from typing import Any
 
 from calculator.engine.errors import EngineInputError
 from calculator.engine.gpus import get_gpu
+from calculator.engine.runtime import ReleaseRules
 from calculator.engine.schemas import EngineInput
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,6 +71,8 @@ def case_input(case: dict[str, Any]) -> tuple[EngineInput | None, str | None]:
     version = str(case.get("vllm_version") or "")
     if not re.match(r"^\d+\.\d+", version):
         return None, f"vLLM release not stated ({version or 'none'})"
+    if not ReleaseRules.is_supported(version):
+        return None, f"vLLM {version} is outside the modelled releases ({' to '.join(ReleaseRules.covered_releases)})"
     dtype = str(case.get("dtype") or "auto").replace("torch.", "")
     quantization = case.get("quantization")
     if quantization and quantization != "fp8":

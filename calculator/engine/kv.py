@@ -17,6 +17,8 @@ Units: bytes and tokens. No torch, no Django.
 """
 from __future__ import annotations
 
+from .errors import EngineInputError
+
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
@@ -189,8 +191,9 @@ def unify_page_sizes(specs: dict[str, Spec]) -> dict[str, Spec]:
     block size by ``max_page / page`` when it divides, else (non-MLA attention, Mamba) are padded.
 
     Raises:
-        NotImplementedError: an MLA page that neither divides nor may be padded (vLLM then falls back
-        to full allocation).
+        EngineInputError: an MLA page that neither divides nor may be padded (vLLM then falls back to
+        another allocation, which this engine does not model; field ``speculative_config`` when a draft's
+        layers are the odd ones out, else ``model``).
     """
     pages = {s.page_size_bytes for s in specs.values()}
     if len(pages) <= 1:
@@ -207,7 +210,11 @@ def unify_page_sizes(specs: dict[str, Spec]) -> dict[str, Spec]:
         elif not isinstance(spec, MLAAttentionSpec):
             out[name] = replace(spec, page_size_padded=max_page)
         else:
-            raise NotImplementedError(f"layer {name}: MLA page {spec.page_size_bytes} B cannot be unified to {max_page} B")
+            field = "speculative_config" if getattr(spec, "draft", False) or any(
+                getattr(x, "draft", False) for x in specs.values()) else "model"
+            raise EngineInputError(field, f"not modelled: layer {name}'s MLA page ({spec.page_size_bytes:,} B) cannot be "
+                                   f"unified with the other layers' {max_page:,} B pages (an MLA target with a "
+                                   "non-MLA draft, or mixed page sizes); vLLM falls back to another KV layout here")
     return out
 
 

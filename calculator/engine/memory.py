@@ -24,10 +24,8 @@ from .kv import (ChunkedLocalAttentionSpec, CrossAttentionSpec, FullAttentionSpe
                  MambaSpec, MLAAttentionSpec, SlidingWindowSpec, Spec, capacity, cdiv, estimate_max_model_len,
                  group_specs)
 from .runtime import (CUDA_GRAPH_BASE_GIB, CUDA_GRAPH_MOE_EXTRA_GIB, CUDA_GRAPH_PER_LAYER_GIB, FORWARD_FACTOR,
-                      MOE_WORKSPACE_FACTOR, NON_TORCH_GIB_PP, NON_TORCH_GIB_SINGLE, NON_TORCH_GIB_TP,
-                      NON_TORCH_GIB_TP_OLD, SAMPLER_BASE_GIB, SAMPLER_BYTES_PER_SEQ_VOCAB,
-                      SAMPLER_BYTES_PER_SEQ_VOCAB_OLD, ReleaseRules, batch_defaults, default_block_size,
-                      parse_version)
+                      MOE_WORKSPACE_FACTOR, NON_TORCH_GIB_PP, NON_TORCH_GIB_SINGLE, SAMPLER_BASE_GIB,
+                      SAMPLER_BYTES_PER_SEQ_VOCAB, SAMPLER_BYTES_PER_SEQ_VOCAB_OLD, ReleaseRules, parse_version)
 from .schemas import EngineInput, EstimateResult, LayerKV
 from .weights import resolve_quant, round_up, weights_from_checkpoint, weights_per_gpu
 
@@ -316,7 +314,7 @@ def estimate(inp: EngineInput) -> EstimateResult:
                                    "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set")
     resolved["max_model_len"] = max_len
 
-    d_mnbt, d_seqs = batch_defaults(gpu.memory_gib, gpu.name, gpu.is_cpu, tp * pp)
+    d_mnbt, d_seqs = rules.batch_defaults(gpu.memory_gib, gpu.name, gpu.is_cpu, tp * pp, gpu.capability_tuple)
     mnbt = inp.max_num_batched_tokens or d_mnbt
     seqs = inp.max_num_seqs or d_seqs
     sources["max_num_batched_tokens"] = "user input" if inp.max_num_batched_tokens else \
@@ -333,8 +331,9 @@ def estimate(inp: EngineInput) -> EstimateResult:
         block_size = inp.block_size
         sources["block_size"] = "user input (--block-size)"
     else:
-        block_size, why = default_block_size(gpu.is_cpu, bool(arch.kv_lora_rank), gpu.capability_tuple,
-                                             kv_b == 1, inp.attention_backend)
+        block_size, why = rules.default_block_size(gpu.is_cpu, bool(arch.kv_lora_rank), gpu.capability_tuple,
+                                                   kv_b == 1, inp.attention_backend,
+                                                   (inp.hf_config or {}).get("qk_nope_head_dim"))
         sources["block_size"] = why
 
     # --- speculative decoding -------------------------------------------------------------------
@@ -415,7 +414,9 @@ def estimate(inp: EngineInput) -> EstimateResult:
         specs = _with_block_size(specs_for(block_size), block_size, mamba_pad)
     resolved["block_size"] = block_size
 
-    in_flight = rules.max_concurrent_batches(pp, gpu.is_cpu) * mnbt
+    in_flight = rules.max_concurrent_batches(
+        pp, gpu.is_cpu, architectures=(arch.architecture,), is_moe=arch.num_experts > 0,
+        is_hybrid=any(la.kind in ("mamba1", "mamba2", "gdn") for la in arch.layers)) * mnbt
     ctx = KVContext(max_model_len=max_len, max_in_flight_tokens=in_flight, encoder_tokens=arch.encoder_tokens)
     groups = group_specs(specs)
 
@@ -429,12 +430,12 @@ def estimate(inp: EngineInput) -> EstimateResult:
         sources["cuda_graph_gib"] = "no CUDA graphs on the CPU build"
     else:
         act_kw = dict(tp=tp, max_num_seqs=seqs, max_num_batched_tokens=mnbt, act_bytes=act_bytes,
-                      heavy_sampler=rules.heavy_sampler_profile,
+                      heavy_sampler=rules.sampler_sorts_logits(gpu.capability_tuple),
                       moe_workspace=not (quant and quant.name == "mxfp4"))
         activation = activation_peak_bytes(arch, stage="first" if pp > 1 else "only", **act_kw)
         sources["activation_peak_gib"] = FIT_SOURCE + ": max(sampler over max_num_seqs x vocab, forward over " \
             "max_num_batched_tokens) + MoE workspace"
-        nt_tp = NON_TORCH_GIB_TP if rules.heavy_sampler_profile else NON_TORCH_GIB_TP_OLD
+        nt_tp = rules.non_torch_tp_fit_gib
         non_torch = int((nt_tp if tp > 1 else (NON_TORCH_GIB_PP if pp > 1 else NON_TORCH_GIB_SINGLE)) * GiB)
         sources["non_torch_gib"] = FIT_SOURCE + (": custom all-reduce + NCCL buffers (tp > 1)" if tp > 1
                                                  else ": cuBLAS workspaces")
@@ -453,7 +454,7 @@ def estimate(inp: EngineInput) -> EstimateResult:
         available = requested - weights - draft_weights - activation - non_torch - (cuda_graph if deducted else 0)
         sources["available_kv_cache_gib"] = (
             "ceil(total x gpu_memory_utilization) - weights - activation peak - non-torch"
-            + (" - CUDA graph estimate (deducted since vLLM 0.21)" if deducted else
+            + (" - CUDA graph estimate (deducted since vLLM 0.20.0)" if deducted else
                " (CUDA graph memory not deducted in this release)" if cuda_graph else ""))
     pool_available = available
     if pp > 1 and inp.kv_cache_memory_bytes is None and not gpu.is_cpu:
@@ -467,7 +468,7 @@ def estimate(inp: EngineInput) -> EstimateResult:
                             "sampler) and sets the number of blocks for every stage")
 
     cap = capacity(groups, pool_available, ctx, block_size, legacy_token_formula=rules.legacy_token_formula)
-    sources["kv_cache_tokens"] = ("num_blocks // num_groups x block_size (vLLM < 0.20 log formula)"
+    sources["kv_cache_tokens"] = ("num_blocks // num_groups x block_size (vLLM <= 0.20.0 log formula)"
                                   if rules.legacy_token_formula else
                                   "int(max_concurrency x max_model_len) (vllm/v1/core/kv_cache_utils.py:2300)")
     sources["num_gpu_blocks"] = "available // bytes_per_block (vllm/v1/core/kv_cache_utils.py:1588)"

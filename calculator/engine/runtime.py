@@ -1,16 +1,31 @@
 """vLLM release rules that change what the startup log says, and the runtime overheads we model.
 
-Each rule names the release it comes from. Overhead constants (activation peak, non-torch memory,
-CUDA-graph pool) are fitted to the public startup logs in ``../shared/cases/vllm_ground_truth.json``
-(``benchmarks/memory_cases.py`` prints the fit and its residuals); they are labelled as fits wherever
-they appear.
+Every release difference is one row of :data:`RULES` (rule, first release it applies to, value, the
+``file:line`` in that release's wheel), read from the source of each release's wheel (latest patch of every
+minor from 0.10 to 0.33, plus the patches around a switch: 0.9.0, 0.9.1, 0.9.2, 0.10.0, 0.10.1.1, 0.11.0,
+0.11.1, 0.19.0, 0.20.0, 0.20.1). ``calculator/engine/RELEASES.md`` is the same table for people.
+:class:`ReleaseRules` reads the table; the rules are not fitted (the one fit it selects,
+``non_torch_tp_fit_gib``, says so).
+
+Overhead constants at the end of the module (activation peak, non-torch memory, CUDA-graph pool) are fitted
+to the public startup logs in ``../shared/cases/vllm_ground_truth.json`` (``benchmarks/memory_cases.py``
+prints the fit and its residuals); they are labelled as fits wherever they appear.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import EngineInputError
+
+Release = tuple[int, int, int]
+GiB = 2**30
+
+#: Oldest and newest minor release whose source the rules were read from (both inclusive, any patch).
+OLDEST_COVERED: Release = (0, 9, 1)
+NEWEST_COVERED_MINOR: tuple[int, int] = (0, 33)
 
 
 def parse_version(text: str) -> tuple[int, int, int]:
@@ -26,73 +41,535 @@ def parse_version(text: str) -> tuple[int, int, int]:
 
 
 def supports_release(text: str) -> bool:
-    """Whether the engine has memory rules for this vLLM release: the V1 engine's (0.11 onwards; the
-    compat data starts there too)."""
+    """Whether the engine has memory rules for this vLLM release (:meth:`ReleaseRules.is_supported`);
+    ``False`` for text that is not a release."""
     try:
-        return parse_version(text) >= (0, 11, 0)
+        return ReleaseRules.is_supported(text)
     except EngineInputError:
         return False
 
 
 @dataclass(frozen=True)
+class ReleaseRule:
+    """One behaviour of vLLM, from the first release that has it until the next row of the same ``rule``.
+
+    ``since`` is the first release whose source shows ``value``; where only the latest patch of a minor was
+    read, ``since`` is that minor's ``.0`` and ``source`` names the patch actually read. ``source`` is
+    ``path:line (release)`` relative to the wheel root.
+    """
+
+    rule: str
+    since: Release
+    value: Any
+    source: str
+    note: str = ""
+
+
+# The table. Rows of one rule are in release order; the row that applies to a release is the last one whose
+# ``since`` is not after it.
+RULES: tuple[ReleaseRule, ...] = (
+    # --- budget ---------------------------------------------------------------------------------------------
+    ReleaseRule("default_gpu_memory_utilization", (0, 9, 1), 0.9,
+                "vllm/config.py:1464 (0.9.1); vllm/config.py:1626 (0.10.0); "
+                "vllm/config/cache.py:41 (0.19.1)"),
+    ReleaseRule("default_gpu_memory_utilization", (0, 20, 0), 0.92,
+                "vllm/config/cache.py:66 (0.20.0); vllm/config/cache.py:215 (0.33.0)"),
+    ReleaseRule("requested_memory", (0, 9, 1), "total x utilization",
+                "vllm/v1/worker/gpu_worker.py:136 (0.9.1); vllm/v1/worker/gpu_worker.py:241 (0.13.0)",
+                "a float, not rounded"),
+    ReleaseRule("requested_memory", (0, 14, 0), "ceil(total x utilization)",
+                "vllm/v1/worker/utils.py:258 (0.14.1); utils.py:724 (0.32.0)"),
+    ReleaseRule("free_memory_check", (0, 9, 1), "without device name",
+                "vllm/v1/worker/gpu_worker.py:138-148 (0.9.1); vllm/v1/worker/gpu_worker.py:245-255 (0.13.0)",
+                "ValueError when free memory at start < requested memory"),
+    ReleaseRule("free_memory_check", (0, 14, 0), "with device name",
+                "vllm/v1/worker/utils.py:263-271 (0.14.1); utils.py:761-770 (0.33.0)"),
+    ReleaseRule("snapshot_after_distributed_init", (0, 9, 1), False,
+                "vllm/v1/worker/gpu_worker.py:135 before :153 (0.9.1); :175 before :193 (0.10.2)",
+                "NCCL / custom all-reduce buffers are charged to the budget"),
+    ReleaseRule("snapshot_after_distributed_init", (0, 11, 0), True,
+                "vllm/v1/worker/gpu_worker.py:169 before :182 (0.11.0)",
+                "NCCL buffers live in the memory outside gpu_memory_utilization"),
+    # --- CUDA graphs ---------------------------------------------------------------------------------------
+    ReleaseRule("cuda_graph_memory", (0, 9, 1), "not budgeted",
+                "vllm/v1/worker/gpu_worker.py:218-219, :261 (0.9.1); :279-280, :342-344 (0.10.2); "
+                ":407, :530 (0.17.1)",
+                "capture_model() runs after the KV cache is allocated; the pool comes from the memory "
+                "outside gpu_memory_utilization and is only reported afterwards"),
+    ReleaseRule("cuda_graph_memory", (0, 18, 0), "estimated, not deducted",
+                "vllm/v1/worker/gpu_worker.py:397-416 (0.18.1); vllm/envs.py:1636 (0.18.1), :1655 (0.19.1)",
+                "profile_cudagraph_memory() runs; VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 0"),
+    ReleaseRule("cuda_graph_memory", (0, 20, 0), "deducted",
+                "vllm/envs.py:1725 (0.20.0); vllm/v1/worker/gpu_worker.py:424 (0.20.0), :754-757 (0.33.0)",
+                "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1 from 0.20.0 although the log line "
+                "says 'default since v0.21.0' (gpu_worker.py:456, 0.20.0)"),
+    # --- capacity log ---------------------------------------------------------------------------------------
+    ReleaseRule("kv_cache_tokens_log", (0, 9, 1), "num_blocks // num_groups x min_block_size",
+                "vllm/v1/core/kv_cache_utils.py:713, :867-868 (0.9.1); :995 (0.10.0); :1302-1306 (0.19.1); "
+                ":1694-1698 (0.20.0)"),
+    ReleaseRule("kv_cache_tokens_log", (0, 20, 1), "int(max_concurrency x max_model_len)",
+                "vllm/v1/core/kv_cache_utils.py:1706 (0.20.1); kv_cache_utils.py:1128 (0.33.0)"),
+    # --- profile run: sampler warm-up ---------------------------------------------------------------------
+    ReleaseRule("flashinfer_sampler_default", (0, 9, 1), True,
+                "vllm/v1/sample/ops/topk_topp_sampler.py:40 (0.9.1), :40 (0.10.0), :46 (0.11.0)",
+                "VLLM_USE_FLASHINFER_SAMPLER unset means on; flashinfer is the optional 'flashinfer' extra "
+                "of the 0.10 wheels (the vllm-openai image ships it)"),
+    ReleaseRule("flashinfer_sampler_default", (0, 11, 1), False,
+                "vllm/v1/sample/ops/topk_topp_sampler.py:34 (0.11.1), :39 (0.20.2)",
+                "opt-in: the dummy sampler run sorts the logits (PyTorch-native top-k/top-p)"),
+    ReleaseRule("flashinfer_sampler_default", (0, 21, 0), True,
+                "vllm/envs.py:726-733 (0.21.0); vllm/v1/sample/ops/topk_topp_sampler.py:39-51 (0.21.0)",
+                "on by default where FlashInfer supports the GPU"),
+    ReleaseRule("flashinfer_sampler_capability", (0, 9, 1), None,
+                "vllm/v1/sample/ops/topk_topp_sampler.py:40 (0.9.1)",
+                "no capability check on the default path"),
+    ReleaseRule("flashinfer_sampler_capability", (0, 21, 0), ((7, 5), (12, 1)),
+                "vllm/v1/attention/backends/flashinfer.py:409-412, topk_topp_sampler.py:39-65 (0.21.0)",
+                "outside it the default-on sampler falls back to the sorting PyTorch-native one"),
+    ReleaseRule("flashinfer_sampler_capability", (0, 24, 0), ((8, 0), (12, 1)),
+                "vllm/v1/attention/backends/flashinfer.py:426-434 (0.24.0), :696-704 (0.33.0)",
+                "SM75 excluded while FlashInfer is broken there"),
+    ReleaseRule("v2_model_runner_default", (0, 9, 1), "none",
+                "no vllm/v1/worker/gpu/ before 0.12; VLLM_USE_V2_MODEL_RUNNER defaults to 0: "
+                "vllm/envs.py:1550 (0.12.0); vllm/envs.py:1711-1712 (0.21.0)"),
+    ReleaseRule("v2_model_runner_default", (0, 22, 0), "listed, not MoE, not quantized",
+                "vllm/config/vllm.py:69, :518-533 (0.22.1); vllm/config/vllm.py:69-75, :544 (0.23.0)"),
+    ReleaseRule("v2_model_runner_default", (0, 24, 0), "listed",
+                "vllm/config/vllm.py:68-77, :550-561 (0.24.0)"),
+    ReleaseRule("v2_model_runner_default", (0, 25, 0), "listed or not MoE; never hybrid",
+                "vllm/config/vllm.py:68-74, :557-574 (0.25.1); vllm/config/vllm.py:68-78, :605-621 (0.26.0)"),
+    ReleaseRule("v2_model_runner_default", (0, 27, 0), "listed, or not MoE and not hybrid",
+                "vllm/config/vllm.py:69-80, :637-660 (0.27.1); vllm/config/vllm.py:69-80, :691-712 (0.28.0)"),
+    ReleaseRule("v2_model_runner_default", (0, 29, 0), "all",
+                "vllm/config/vllm.py:645-676 (0.29.0); vllm/config/vllm.py:703-739 (0.32.0)",
+                "unless a feature V2 lacks is used"),
+    # --- KV specs ------------------------------------------------------------------------------------------
+    ReleaseRule("sliding_window_in_flight", (0, 9, 1), "max_num_batched_tokens",
+                "vllm/v1/kv_cache_interface.py:147 (0.9.1), :188 (0.10.0), :561 (0.25.1)"),
+    ReleaseRule("sliding_window_in_flight", (0, 26, 0), "max_concurrent_batches x max_num_batched_tokens",
+                "vllm/v1/kv_cache_interface.py:523 (0.26.0); vllm/config/vllm.py:512-532 (0.26.0)"),
+    ReleaseRule("async_scheduling_default", (0, 9, 1), False,
+                "no async scheduling in 0.9.1; vllm/config.py:2358 (0.10.0); "
+                "vllm/config/scheduler.py:133 (0.13.0)"),
+    ReleaseRule("async_scheduling_default", (0, 14, 0), True,
+                "vllm/config/scheduler.py:133, vllm/config/vllm.py:588 (0.14.1); off on the CPU: "
+                "vllm/platforms/cpu.py:144 (0.26.0), :331 (0.32.0)",
+                "None = on unless an incompatible option is set"),
+    ReleaseRule("hybrid_prefix_caching_default", (0, 9, 1), False,
+                "vllm/engine/arg_utils.py:1847 (0.11.1); vllm/config/model.py:1883-1888 (0.25.1); "
+                "vllm/engine/arg_utils.py:2519-2522 (0.26.0)",
+                "irrelevant before 0.15: no mamba_cache_mode, one state per request"),
+    ReleaseRule("hybrid_prefix_caching_default", (0, 28, 0), True,
+                "vllm/config/model.py:2072-2074, vllm/engine/arg_utils.py:2650 (0.28.0)"),
+    ReleaseRule("mamba_cache_mode_with_prefix_caching", (0, 9, 1), "none",
+                "vllm/config/cache.py:118-122, vllm/v1/kv_cache_interface.py:292-294 (0.14.1)",
+                "no mamba_cache_mode before 0.15: one state page per request"),
+    ReleaseRule("mamba_cache_mode_with_prefix_caching", (0, 15, 0), "align",
+                "vllm/config/cache.py:127, vllm/model_executor/models/config.py:332-336 (0.15.1); "
+                "models/config.py:602-604 (0.28.0), :685-687 (0.32.0)",
+                "reached by default only when prefix caching is on for hybrid models (from 0.28)"),
+    # --- defaults of vllm serve ----------------------------------------------------------------------------
+    ReleaseRule("batch_default_tiers", (0, 9, 1), ">=70 GiB non-A100: 8192/1024; else 2048/256",
+                "vllm/engine/arg_utils.py:1554-1568 (0.9.1); :1584-1601 (0.10.0)"),
+    ReleaseRule("batch_default_tiers", (0, 28, 0), ">=160 GiB: 16384/1024; >=70 GiB non-A100: 8192/1024; "
+                "else 2048/256", "vllm/engine/arg_utils.py:2582-2601 (0.28.0)"),
+    ReleaseRule("batch_default_tiers", (0, 33, 0), ">=160 GiB: 16384/1024; >=70 GiB non-A100 non-GB10: "
+                "8192/1024; else 2048/256", "vllm/engine/arg_utils.py:2963, :2973-2994 (0.33.0)",
+                "GB10 = compute capability 12.1"),
+    ReleaseRule("cpu_batch_defaults", (0, 9, 1), None,
+                "vllm/engine/arg_utils.py:1554-1598 (0.9.1): no CPU branch", "not modelled"),
+    ReleaseRule("cpu_batch_defaults", (0, 10, 0), "2048*ws / 128*ws",
+                "vllm/engine/arg_utils.py:1621-1630 (0.10.0); unchanged in 0.33.0"),
+    ReleaseRule("default_block_size", (0, 9, 1), 16,
+                "vllm/platforms/cuda.py:140 (0.9.1), :148 (0.10.0), :179 (0.17.1); "
+                "CacheConfig.DEFAULT_BLOCK_SIZE "
+                "vllm/config/cache.py:34 (0.18.1), :185 (0.33.0)"),
+    ReleaseRule("cpu_block_size", (0, 9, 1), "128 with intel_extension_for_pytorch, else 16",
+                "vllm/platforms/cpu.py:104 (0.9.1), :148 (0.11.0)"),
+    ReleaseRule("cpu_block_size", (0, 11, 1), "128",
+                "vllm/platforms/cpu.py:185 (0.11.1), :293 (0.32.0), :559-562 (0.33.0)"),
+    ReleaseRule("cpu_mla_block_size", (0, 9, 1), "as other models",
+                "vllm/platforms/cpu.py:185 (0.11.1): no MLA case before 0.28"),
+    ReleaseRule("cpu_mla_block_size", (0, 28, 0), 16,
+                "vllm/platforms/cpu.py:137-147 (0.28.0), :298 (0.33.0)",
+                "the CPU MLA decode kernel only takes 16 (AMX MLA in 0.32+ not modelled)"),
+    ReleaseRule("mla_block_size", (0, 9, 1), "Hopper: FLASHMLA 64",
+                "vllm/platforms/cuda.py:148-153 (0.9.1), :155-161 (0.10.0)"),
+    ReleaseRule("mla_block_size", (0, 10, 1), "Hopper: FLASHMLA 64; Blackwell: CUTLASS_MLA 128",
+                "vllm/platforms/cuda.py:152-179 (0.10.2), :186-213 (0.14.1)"),
+    ReleaseRule("mla_block_size", (0, 15, 0), "Hopper: FLASHMLA 64; Blackwell: FLASHINFER_MLA 64 when "
+                "qk_nope_head_dim == 128, else CUTLASS_MLA 128",
+                "vllm/platforms/cuda.py:186-230 (0.15.1), :214-262 (0.17.1)"),
+    ReleaseRule("mla_block_size", (0, 18, 0), "backend preferred size (update_block_size_for_backend)",
+                "vllm/platforms/interface.py:427 (0.18.1), :750 (0.32.0); "
+                "vllm/platforms/cuda.py:54-81 (0.18.1); "
+                "vllm/v1/attention/backend.py:189-197 (0.18.1), :152-160 (0.32.0)",
+                "smallest supported size of the first usable backend: Blackwell FLASHINFER_MLA 32; Hopper "
+                "FLASH_ATTN_MLA 16, FLASHMLA 64 for an fp8 KV cache; same sizes in 0.18.1, 0.25.1, 0.32.0"),
+)
+
+RULE_NAMES = tuple(dict.fromkeys(r.rule for r in RULES))
+
+
+def rule_rows(rule: str) -> tuple[ReleaseRule, ...]:
+    """All rows of one rule, oldest first.
+
+    Raises:
+        KeyError: no such rule.
+    """
+    rows = tuple(r for r in RULES if r.rule == rule)
+    if not rows:
+        raise KeyError(rule)
+    return rows
+
+
+def rules_markdown_table() -> str:
+    """:data:`RULES` as the markdown table of ``calculator/engine/RELEASES.md``
+    (regenerate it with
+    ``python -c "from calculator.engine.runtime import rules_markdown_table as t; print(t())"``)."""
+    lines = ["| rule | first release | value / behaviour | file:line |", "|---|---|---|---|"]
+    for r in RULES:
+        val = str(r.value) + (f" ({r.note})" if r.note else "")
+        lines.append(f"| `{r.rule}` | {'.'.join(map(str, r.since))} | {val.replace('|', '/')} | {r.source} |")
+    return "\n".join(lines)
+
+
+def _covered_label() -> str:
+    n = NEWEST_COVERED_MINOR
+    return f"{'.'.join(map(str, OLDEST_COVERED))} to {n[0]}.{n[1]}.x"
+
+
+@dataclass(frozen=True)
 class ReleaseRules:
-    """What a vLLM release does differently, for the parts the engine predicts."""
+    """What a vLLM release does differently, for the parts the engine predicts. Reads :data:`RULES`.
+
+    Raises:
+        EngineInputError: (``vllm_version``) a release outside :attr:`covered_releases`.
+    """
 
     version: tuple[int, int, int]
+
+    #: ``(oldest, newest)`` releases the rules cover, as text (any patch of the newest minor).
+    covered_releases = ("0.9.1", "0.33.x")
+
+    def __post_init__(self) -> None:
+        if not self.is_supported(self.version):
+            v = ".".join(map(str, self.version))
+            raise EngineInputError(
+                "vllm_version",
+                f"vLLM {v} is not modelled: the memory rules are read from the V1-engine sources of vLLM "
+                f"{_covered_label()} (calculator/engine/RELEASES.md); pick a release in that range")
+
+    @staticmethod
+    def is_supported(version: str | tuple[int, int, int]) -> bool:
+        """Whether the rules cover ``version`` (text such as ``"0.19.0"`` or a parsed tuple).
+
+        0.9.1 is the oldest: from it the V1 worker sizes the KV cache as ``requested − non-KV memory`` of
+        this process (``memory_profiling``, vllm/v1/worker/gpu_worker.py:202-219 in 0.9.1). 0.9.0 still
+        charged every allocation on the device, other processes' included, against ``total × utilization``
+        (gpu_worker.py:179-213 in 0.9.0), which this model does not follow. 0.33.x is the newest read.
+        Raises EngineInputError for text that is not a version.
+        """
+        v = parse_version(version) if isinstance(version, str) else tuple(version)
+        return OLDEST_COVERED <= v and v[:2] <= NEWEST_COVERED_MINOR
+
+    @classmethod
+    def for_version(cls, text: str) -> ReleaseRules:
+        """Parse and check a release string. Raises EngineInputError (``vllm_version``)."""
+        return cls(parse_version(text))
+
+    def rule(self, name: str) -> ReleaseRule:
+        """The row of ``name`` that applies to this release.
+
+        Raises:
+            KeyError: no such rule.
+        """
+        rows = [r for r in rule_rows(name) if r.since <= self.version]
+        return rows[-1]
+
+    def value(self, name: str) -> Any:
+        return self.rule(name).value
 
     @property
     def label(self) -> str:
         return ".".join(map(str, self.version))
 
+    # --- budget ---------------------------------------------------------------------------------------------
     @property
     def default_gpu_memory_utilization(self) -> float:
-        """0.92 from 0.32 (``vllm/config/cache.py:102``), 0.9 before."""
-        return 0.92 if self.version >= (0, 32, 0) else 0.9
+        """0.9 up to 0.19.x, 0.92 from 0.20.0 (see ``RULES``: vllm/config/cache.py:66 in 0.20.0)."""
+        return float(self.value("default_gpu_memory_utilization"))
+
+    def requested_memory(self, total_bytes: int, utilization: float) -> float:
+        """Bytes vLLM may use: ``total × utilization`` (a float) before 0.14, ``ceil`` of it from 0.14
+        (vllm/v1/worker/utils.py:258 in 0.14.1)."""
+        raw = total_bytes * utilization
+        return math.ceil(raw) if self.value("requested_memory").startswith("ceil") else raw
+
+    # --- CUDA graphs ---------------------------------------------------------------------------------------
+    @property
+    def cuda_graph_memory(self) -> str:
+        """``"not budgeted"`` (< 0.18), ``"estimated, not deducted"`` (0.18-0.19), ``"deducted"`` (≥ 0.20)."""
+        return self.value("cuda_graph_memory")
 
     @property
     def cuda_graph_memory_deducted(self) -> bool:
-        """CUDA-graph memory profiling is subtracted from the KV budget by default since 0.21
-        (log text in ``vllm/v1/worker/gpu_worker.py``: "enabled (default since v0.21.0)"); 0.19 logs
-        estimate it but do not deduct it (shared cases ``llmd-*`` notes)."""
-        return self.version >= (0, 21, 0)
+        """The CUDA-graph estimate is subtracted from the KV budget by default from 0.20.0
+        (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to 1, vllm/envs.py:1725 in 0.20.0)."""
+        return self.cuda_graph_memory == "deducted"
 
+    # --- capacity log ---------------------------------------------------------------------------------------
     @property
     def legacy_token_formula(self) -> bool:
-        """Before the one-line capacity log, the token count was ``num_blocks // num_groups × block_size``
-        (0.19 logs in the shared cases satisfy it exactly); 0.32 logs ``int(concurrency × max_model_len)``
-        (``vllm/v1/core/kv_cache_utils.py:2300``). The switch release is not pinned down; we use 0.20."""
-        return self.version < (0, 20, 0)
+        """Up to 0.20.0 the logged token count is ``num_blocks // num_groups × min_block_size``
+        (kv_cache_utils.py:1694-1698 in 0.20.0); from 0.20.1 it is ``int(max_concurrency × max_model_len)``
+        (kv_cache_utils.py:1706 in 0.20.1)."""
+        return self.value("kv_cache_tokens_log").startswith("num_blocks")
+
+    # --- profile run ----------------------------------------------------------------------------------------
+    @property
+    def flashinfer_sampler_default(self) -> bool:
+        """FlashInfer top-k/top-p sampling without ``VLLM_USE_FLASHINFER_SAMPLER`` set: on up to 0.11.0,
+        opt-in from 0.11.1 to 0.20.x, on again from 0.21.0."""
+        return bool(self.value("flashinfer_sampler_default"))
 
     @property
     def heavy_sampler_profile(self) -> bool:
-        """0.19 logs show ~14 B per (max_num_seqs × vocab) entry in the profile peak, 0.10 logs ~4 B (the
-        fp32 logits alone). Where between them it changed is unknown; we switch at 0.15."""
-        return self.version >= (0, 15, 0)
+        """Whether the profile run's dummy sampler pass sorts the logits (PyTorch-native top-k/top-p,
+        ``apply_top_k_top_p``: a sorted copy and int64 indices beside the fp32 logits) rather than calling
+        FlashInfer's sort-free kernel: exactly the releases where the FlashInfer sampler is opt-in
+        (0.11.1-0.20.x). From 0.22 the V2 model runner's dummy sampler skips top-k/top-p altogether
+        (vllm/v1/worker/gpu/model_runner.py:979-983 in 0.32.0), so it is light as well. The bytes per
+        (max_num_seqs × vocab) entry of each case are fits (``SAMPLER_BYTES_PER_SEQ_VOCAB*``)."""
+        return not self.flashinfer_sampler_default
 
-    def mamba_cache_mode(self, prefix_caching: bool = True) -> str:
-        """``"align"`` when vLLM keeps two Mamba states per request (plus one per speculative token): 0.32
-        turns prefix caching on for generative hybrid models (``is_prefix_caching_supported``,
-        vllm/config/model.py:2259-2261) and then sets ``mamba_cache_mode="align"``
-        (vllm/model_executor/models/config.py:684-690; checked against the CPU build by
-        ``calculator/crosscheck.py``). Earlier releases: align mode arrived in vllm-project/vllm#30877
-        (2026-01) as an opt-in (``--mamba-cache-mode align``); when it became the default is not pinned
-        down, so releases before 0.32 keep ``"none"`` (one state)."""
-        return "align" if prefix_caching and self.version >= (0, 32, 0) else "none"
+    def sampler_sorts_logits(self, capability: tuple[int, int] | None = None, uses_v2: bool = False) -> bool:
+        """:attr:`heavy_sampler_profile` for one GPU: from 0.21 the default-on FlashInfer sampler falls back
+        to the sorting PyTorch-native one on GPUs FlashInfer does not support
+        (``flashinfer_sampler_capability`` rows: compute capability 7.5-12.1 in 0.21-0.23, 8.0-12.1 from
+        0.24), e.g. a V100, or a T4 from 0.24. The V2 model runner never sorts in
+        its dummy run (vllm/v1/worker/gpu/model_runner.py:576-580 in 0.22.1)."""
+        if uses_v2:
+            return False
+        if self.heavy_sampler_profile:
+            return True
+        supported = self.value("flashinfer_sampler_capability")
+        if supported is not None and capability is not None:
+            return not (supported[0] <= tuple(capability) <= supported[1])
+        return False
 
-    def max_concurrent_batches(self, pp: int, platform_is_cpu: bool) -> int:
-        """Batches in flight that sliding-window layers reserve for: ``pp + 1`` with async scheduling on the
-        V2 model runner (0.32 default on GPU, ``vllm/config/vllm.py:577``); 1 on the CPU (async scheduling
-        off, ``vllm/platforms/cpu.py``) and before async scheduling became the default."""
-        if platform_is_cpu or self.version < (0, 20, 0):
-            return max(pp, 1)
-        return pp + 1
+    @property
+    def non_torch_tp_fit_gib(self) -> float:
+        """FIT, not source: non-torch memory at tp > 1, from the nearest release with public logs
+        (0.10.1.1 → ``NON_TORCH_GIB_TP_OLD``, 0.19.0 → ``NON_TORCH_GIB_TP``). The source does not say
+        where between them it changes; we switch at 0.15, midway."""
+        return NON_TORCH_GIB_TP if self.version >= (0, 15, 0) else NON_TORCH_GIB_TP_OLD
+
+    # --- KV specs ------------------------------------------------------------------------------------------
+    @property
+    def hybrid_prefix_caching_default(self) -> bool:
+        """Prefix caching is on by default for generative hybrid (attention + Mamba) models from 0.28.0
+        (vllm/config/model.py:2072-2074 in 0.28.0); off before (0.26-0.27 explicitly in arg_utils.py)."""
+        return bool(self.value("hybrid_prefix_caching_default"))
+
+    def mamba_cache_mode(self, prefix_caching: bool | None = None) -> str:
+        """``"align"`` when vLLM keeps two Mamba states per request (plus one per speculative token),
+        ``"none"`` (one state) otherwise. Align is what models/config.py sets when prefix caching is on
+        (from 0.15, vllm/model_executor/models/config.py:332-336 in 0.15.1); prefix caching is on by default
+        for hybrid models from 0.28.0. ``prefix_caching=None`` means vLLM's default for this release."""
+        if prefix_caching is None:
+            prefix_caching = self.hybrid_prefix_caching_default
+        return self.value("mamba_cache_mode_with_prefix_caching") if prefix_caching else "none"
+
+    def uses_v2_model_runner(self, architectures: tuple[str, ...] | list[str] = (), is_moe: bool = False,
+                             is_hybrid: bool = False) -> bool:
+        """Whether the V2 model runner (vllm/v1/worker/gpu/) runs by default for this model.
+
+        See the ``v2_model_runner_default`` rows: none before 0.22; 0.22-0.23 listed architectures that
+        are neither MoE nor quantized (quantization is not an input here: assumed absent); 0.24 listed;
+        0.25-0.26 listed or not MoE, never hybrid; 0.27-0.28 listed, or not MoE and not hybrid; from 0.29
+        every model (the features V2 lacks, config/vllm.py ``_get_v2_model_runner_unsupported_features``,
+        are not modelled).
+        """
+        mode = self.value("v2_model_runner_default")
+        listed = any(a in _V2_ARCHITECTURES.get(self.version[:2], ()) for a in architectures)
+        if mode == "none":
+            return False
+        if mode == "listed, not MoE, not quantized":
+            return listed and not is_moe
+        if mode == "listed":
+            return listed
+        if mode == "listed or not MoE; never hybrid":
+            return not is_hybrid and (listed or not is_moe)
+        if mode == "listed, or not MoE and not hybrid":
+            return listed or (not is_moe and not is_hybrid)
+        return True
+
+    def max_concurrent_batches(self, pp: int, platform_is_cpu: bool, *, architectures: tuple[str, ...] = (),
+                               is_moe: bool = False, is_hybrid: bool = False,
+                               async_scheduling: bool | None = None) -> int:
+        """Batches of ``max_num_batched_tokens`` that sliding-window / chunked-local layers reserve for.
+
+        Before 0.26 the spec reserves one batch (``sliding_window - 1 + max_num_batched_tokens``,
+        vllm/v1/kv_cache_interface.py:561 in 0.25.1). From 0.26 it is ``VllmConfig.max_concurrent_batches``
+        (config/vllm.py:512-522 in 0.26.0): with async scheduling ``pp + 1`` on the V2 model runner, 2 on
+        V1 when pp = 1, else ``pp``. Async scheduling is on by default on GPUs (``async_scheduling=None``)
+        and off on the CPU (vllm/platforms/cpu.py:331 in 0.32.0).
+        """
+        if self.value("sliding_window_in_flight") == "max_num_batched_tokens":
+            return 1
+        if async_scheduling is None:
+            async_scheduling = bool(self.value("async_scheduling_default")) and not platform_is_cpu
+        pp = max(pp, 1)
+        if async_scheduling:
+            if self.uses_v2_model_runner(architectures, is_moe, is_hybrid):
+                return pp + 1
+            if pp <= 1:
+                return 2
+        return pp
+
+    # --- defaults of vllm serve ----------------------------------------------------------------------------
+    def batch_defaults(self, gpu_memory_gib: float, gpu_name: str, is_cpu: bool, world_size: int = 1,
+                       capability: tuple[int, int] | None = None) -> tuple[int, int]:
+        """``(max_num_batched_tokens, max_num_seqs)`` defaults of ``vllm serve`` in this release
+        (``EngineArgs``' default batch sizes, see the ``batch_default_tiers`` rows):
+        ≥160 GiB → 16384 / 1024 from 0.28; ≥70 GiB and not an A100 (and from 0.33 not a GB10, compute
+        capability 12.1) → 8192 / 1024; otherwise 2048 / 256; CPU → 2048·ws / 128·ws in every release."""
+        if is_cpu:
+            if self.value("cpu_batch_defaults") is None:
+                raise EngineInputError("vllm_version", f"vLLM {self.label} has no CPU batch defaults "
+                                       "(vllm/engine/arg_utils.py); CPU builds are modelled from 0.10.0")
+            return 2048 * world_size, 128 * world_size
+        tiers = rule_rows("batch_default_tiers")
+        if self.version >= tiers[1].since and gpu_memory_gib >= 160:
+            return 16384, 1024
+        is_gb10 = self.version >= tiers[2].since and capability == (12, 1)
+        if gpu_memory_gib >= 70 and "a100" not in gpu_name.lower() and not is_gb10:
+            return 8192, 1024
+        return 2048, 256
+
+    def default_block_size(self, is_cpu: bool, is_mla: bool, capability: tuple[int, int] | None, kv_fp8: bool,
+                           attention_backend: str | None,
+                           qk_nope_head_dim: int | None = None) -> tuple[int, str]:
+        """The cache block size this release picks when ``--block-size`` is not given, and why.
+
+        16 for every non-MLA CUDA model. MLA before 0.18: ``platforms/cuda.py`` forces the backend's size
+        (Hopper FLASHMLA 64; Blackwell CUTLASS_MLA 128 from 0.10.1, FLASHINFER_MLA 64 from 0.15 when
+        ``qk_nope_head_dim == 128``). From 0.18 the backend's preferred size (:func:`default_block_size`,
+        read in 0.32). CPU: 128 (``cpu_block_size`` rows; before 0.11.1 only with IPEX installed), MLA 16
+        from 0.28.
+        """
+        if is_cpu:
+            src = f"vLLM {self.label} platforms/cpu.py"
+            if is_mla and self.value("cpu_mla_block_size") == 16:
+                return 16, f"CPU MLA decode kernel takes 16 ({src})"
+            if self.value("cpu_block_size") != "128":
+                return 128, (f"CPU default 128, assuming intel_extension_for_pytorch is installed "
+                             f"(16 without; {src})")
+            return 128, f"CPU default ({src})"
+        mode = self.value("mla_block_size")
+        if not is_mla or mode.startswith("backend"):
+            return default_block_size(is_cpu, is_mla, capability, kv_fp8, attention_backend)
+        src = f"vLLM {self.label} platforms/cuda.py ({self.rule('mla_block_size').source})"
+        backend = (attention_backend or "").upper()
+        major = capability[0] if capability else None
+        if not backend:
+            if major == 9:
+                backend = "FLASHMLA"
+            elif major == 10 and "Blackwell" in mode:
+                backend = ("FLASHINFER_MLA" if "FLASHINFER_MLA" in mode and qk_nope_head_dim == 128
+                           else "CUTLASS_MLA")
+        if backend == "FLASHMLA" and major == 9:
+            return 64, f"FLASHMLA forces block size 64 ({src})"
+        if backend == "CUTLASS_MLA":
+            return 128, f"CUTLASS_MLA forces block size 128 ({src})"
+        if backend == "FLASHINFER_MLA":
+            return 64, f"FLASHINFER_MLA forces block size 64 ({src})"
+        return 16, f"default block size 16 ({src})"
+
+
+# Architectures the V2 model runner is the default for, by release (vllm/config/vllm.py:69).
+_V2_ARCHITECTURES: dict[tuple[int, int], tuple[str, ...]] = {
+    (0, 22): ("Qwen3ForCausalLM",),
+    (0, 23): ("LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM"),
+    (0, 24): ("Qwen3ForCausalLM", "DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM",
+              "LlamaForCausalLM", "MistralForCausalLM"),
+    (0, 25): ("DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"),
+    (0, 26): ("DeepseekV2ForCausalLM", "GraniteMoeForCausalLM", "InklingForCausalLM",
+              "InklingForConditionalGeneration", "LongcatFlashNgramForCausalLM", "Qwen2MoeForCausalLM"),
+    (0, 27): ("DeepseekV2ForCausalLM", "GraniteMoeForCausalLM", "InklingForCausalLM",
+              "InklingForConditionalGeneration", "KimiK3ForConditionalGeneration",
+              "LongcatFlashNgramForCausalLM", "Qwen2MoeForCausalLM"),
+    (0, 28): ("DeepseekV2ForCausalLM", "DeepseekV4ForCausalLM", "GraniteMoeForCausalLM", "InklingForCausalLM",
+              "InklingForConditionalGeneration", "KimiK3ForConditionalGeneration",
+              "LongcatFlashNgramForCausalLM", "Qwen2MoeForCausalLM"),
+}
+
+
+def graph_capture_fits(rules: ReleaseRules, cuda_graph_bytes: int, total_bytes: int, requested_bytes: float,
+                       memory_in_use_bytes: int = 0) -> tuple[bool, str | None]:
+    """Whether vLLM survives CUDA-graph capture, and why not.
+
+    Where the estimate is deducted (≥ 0.20, ``cuda_graph_memory_deducted``), the KV budget already leaves
+    room for the graph pool inside ``requested_bytes``: ``(True, None)``. Before, the KV cache is sized
+    without it (``available = requested − non-KV``, gpu_worker.py:279-280 in 0.10.2; 0.18-0.19 only log
+    the estimate, gpu_worker.py:413-416 in 0.18.1) and ``capture_model()`` runs after the KV cache is
+    allocated (gpu_worker.py:342-344 in 0.10.2, :530 in 0.17.1) with no OOM handling
+    (gpu_model_runner.py:5355-5369 in 0.17.1). The pool then has to come from the memory outside
+    ``gpu_memory_utilization``: ``total − requested − memory in use at start``. Capture may borrow the
+    freed profiling peak, but the sampler warm-up right after it (gpu_worker.py:393-412 in 0.10.2) and the
+    first full batch need that back, so we require the pool to fit outside the budget.
+
+    Args:
+        cuda_graph_bytes: the graph pool (0 with ``--enforce-eager``).
+        total_bytes: device memory.
+        requested_bytes: ``rules.requested_memory(total, gpu_memory_utilization)``.
+        memory_in_use_bytes: memory already taken on the device when vLLM starts (other processes, and the
+            CUDA context vLLM creates before its snapshot), 0 when unknown.
+
+    Returns:
+        ``(fits, reason)``; ``reason`` is None when it fits.
+    """
+    if cuda_graph_bytes <= 0 or rules.cuda_graph_memory_deducted:
+        return True, None
+    outside = total_bytes - requested_bytes - memory_in_use_bytes
+    if cuda_graph_bytes <= outside:
+        return True, None
+    return False, (
+        f"CUDA graph capture needs about {cuda_graph_bytes / GiB:.2f} GiB, but only "
+        f"{max(outside, 0) / GiB:.2f} GiB is left outside --gpu-memory-utilization: vLLM {rules.label} "
+        f"sizes the KV cache without CUDA-graph memory ({rules.cuda_graph_memory}) and captures the graphs "
+        f"afterwards, so the start-up dies with CUDA out of memory during capture. Lower "
+        f"--gpu-memory-utilization, use --enforce-eager, or use vLLM 0.20 or later (the estimate is deducted "
+        f"from the KV budget).")
+
+
+def free_memory_check(rules: ReleaseRules, total_bytes: int, memory_in_use_bytes: int, utilization: float,
+                      device: str = "cuda:0") -> tuple[bool, str | None]:
+    """vLLM's start-up refusal when the device is partly taken: free memory at start (``total − in use``)
+    below the requested memory raises ``ValueError`` with this message (gpu_worker.py:170-177 in 0.10.0,
+    without the device name; ``request_memory``, v1/worker/utils.py:263-271 in 0.14.1 and
+    utils.py:761-770 in 0.33.0, with it). GiB figures are ``round(bytes / 2**30, 2)`` as vLLM prints them.
+
+    Returns:
+        ``(ok, message)``; ``message`` is vLLM's text when it refuses, None otherwise.
+    """
+    requested = rules.requested_memory(total_bytes, utilization)
+    free = total_bytes - memory_in_use_bytes
+    if free >= requested:
+        return True, None
+    where = f" {device}" if rules.value("free_memory_check") == "with device name" else ""
+    g = lambda b: round(b / GiB, 2)  # noqa: E731  vLLM's GiB / format_gib
+    return False, (f"Free memory on device{where} ({g(free)}/{g(total_bytes)} GiB) on startup is less than "
+                   f"desired GPU memory utilization ({utilization}, {g(requested)} GiB). Decrease GPU memory "
+                   f"utilization or reduce GPU memory used by other processes.")
 
 
 def batch_defaults(gpu_memory_gib: float, gpu_name: str, is_cpu: bool, world_size: int = 1) -> tuple[int, int]:
-    """``(max_num_batched_tokens, max_num_seqs)`` defaults of ``vllm serve``
+    """``(max_num_batched_tokens, max_num_seqs)`` defaults of ``vllm serve`` in 0.28-0.32
     (``EngineArgs.get_batch_defaults``, ``vllm/engine/arg_utils.py:2893-2985``, 0.32):
     ≥160 GiB → 16384 / 1024; ≥70 GiB and not an A100 → 8192 / 1024; otherwise 2048 / 256;
-    CPU → 2048·ws / 128·ws."""
+    CPU → 2048·ws / 128·ws. Other releases: :meth:`ReleaseRules.batch_defaults`."""
     if is_cpu:
         return 2048 * world_size, 128 * world_size
     if gpu_memory_gib >= 160:

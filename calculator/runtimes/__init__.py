@@ -14,11 +14,13 @@ from .base import LoadedModel, Runtime
 _REGISTRY: dict[str, str] = {
     "vllm": "calculator.runtimes.vllm:VLLM",
     "sglang": "calculator.runtimes.sglang.runtime:SGLang",
+    "llama.cpp": "calculator.runtimes.llamacpp.runtime:LlamaCpp",
+    "ollama": "calculator.runtimes.llamacpp.runtime:Ollama",
 }
 
 
 def get_runtime(name: str) -> Runtime:
-    """The runtime named ``name`` (``vllm``, ``sglang``).
+    """The runtime named ``name`` (``vllm``, ``sglang``, ``llama.cpp``, ``ollama``).
 
     Raises:
         EngineInputError: on ``runtime`` for a name with no package.

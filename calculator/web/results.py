@@ -388,7 +388,7 @@ class RuntimeOutcome:
 
     @property
     def runtime_label(self) -> str:
-        return {"sglang": "SGLang"}.get(self.plan.runtime, self.plan.runtime)
+        return {"sglang": "SGLang", "ollama": "Ollama"}.get(self.plan.runtime, self.plan.runtime)
 
     def headline(self) -> str:
         m = self.plan.memory
@@ -397,34 +397,13 @@ class RuntimeOutcome:
                 f"{m.max_model_len:,} tokens")
 
 
-SGLANG_ROWS = (
-    ("max_total_num_tokens", "KV cache tokens (max_total_num_tokens)"),
-    ("cell_size_bytes", "KV bytes per token per rank"),
-    ("kv_size_gib", "KV size (GB as SGLang logs it)"),
-    ("k_size_gib", "K size"),
-    ("v_size_gib", "V size"),
-    ("weights_gib", "Weights per rank (Load weight end)"),
-    ("mem_fraction_static", "mem_fraction_static"),
-    ("free_before_load_gib", "Free memory before loading"),
-    ("context_length", "context_length"),
-    ("page_size", "page_size"),
-    ("chunked_prefill_size", "chunked_prefill_size"),
-    ("cuda_graph_max_bs", "cuda_graph_max_bs"),
-    ("max_running_requests", "max_running_requests"),
-    ("attention_backend", "attention backend"),
-)
-
-
 def build_runtime(plan: Plan) -> RuntimeOutcome:
     """The results of a non-vLLM plan: each logged figure with its source."""
     from calculator.web.forms import canonical_query
 
-    p = plan.memory.plan
-    cited = {s.field: f"{s.kind}: {s.source}" for s in p.sources}
-    rows = [(label, getattr(p, key), cited.get(key, "")) for key, label in SGLANG_ROWS
-            if getattr(p, key, None) is not None]
-    return RuntimeOutcome(plan=plan, canonical_query=canonical_query(plan.permalink_params()), rows=rows,
-                          launch_command=shlex.join(plan.launch_argv), sources=list(p.notes))
+    return RuntimeOutcome(plan=plan, canonical_query=canonical_query(plan.permalink_params()),
+                          rows=plan.memory.rows(), launch_command=shlex.join(plan.launch_argv),
+                          sources=list(plan.memory.plan.notes))
 
 
 def sglang_side_by_side(plan: Plan) -> dict[str, Any]:

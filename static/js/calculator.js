@@ -18,7 +18,9 @@
 
   function loadVega() {
     if (!vegaReady) {
+      // vega-interpreter evaluates Vega expressions without eval (Content-Security-Policy: script-src 'self')
       vegaReady = loadScript(me.dataset.vega)
+        .then(function () { return loadScript(me.dataset.vega.replace(/vega\.min\.js$/, "vega-interpreter.min.js")); })
         .then(function () { return loadScript(me.dataset.vegaLite); })
         .then(function () { return loadScript(me.dataset.vegaEmbed); });
     }
@@ -32,7 +34,7 @@
       charts.forEach(function (el) {
         var specEl = document.getElementById(el.dataset.vegaSpec);
         if (!specEl || !el.isConnected) return;
-        window.vegaEmbed(el, JSON.parse(specEl.textContent), { actions: false, renderer: "svg" })
+        window.vegaEmbed(el, JSON.parse(specEl.textContent), { actions: false, renderer: "svg", ast: true, expr: window.vega.expressionInterpreter })
           .then(function () { el.dataset.rendered = "1"; })
           .catch(function (err) { el.textContent = "Chart failed: " + err; });
       });

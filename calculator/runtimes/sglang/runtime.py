@@ -26,6 +26,24 @@ from .releases import COVERED
 _ALGORITHM = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "draft_model": "STANDALONE", "ngram": "NGRAM"}
 
 
+SGLANG_ROWS = (
+    ("max_total_num_tokens", "KV cache tokens (max_total_num_tokens)"),
+    ("cell_size_bytes", "KV bytes per token per rank"),
+    ("kv_size_gib", "KV size (GB as SGLang logs it)"),
+    ("k_size_gib", "K size"),
+    ("v_size_gib", "V size"),
+    ("weights_gib", "Weights per rank (Load weight end)"),
+    ("mem_fraction_static", "mem_fraction_static"),
+    ("free_before_load_gib", "Free memory before loading"),
+    ("context_length", "context_length"),
+    ("page_size", "page_size"),
+    ("chunked_prefill_size", "chunked_prefill_size"),
+    ("cuda_graph_max_bs", "cuda_graph_max_bs"),
+    ("max_running_requests", "max_running_requests"),
+    ("attention_backend", "attention backend"),
+)
+
+
 class SGLangMemory(BaseModel):
     """SGLang's plan with the fields the verdict reads (``fits``, ``reason``, ``kv_cache_tokens``,
     ``max_concurrency``, ``max_model_len``, ``resolved``); ``plan`` holds every logged figure."""
@@ -43,6 +61,13 @@ class SGLangMemory(BaseModel):
     gpu: str
     vllm_version: str = ""  # the page's header names the runtime release through ``release``
     release: str
+
+    def rows(self) -> list[tuple[str, Any, str]]:
+        """``(label, value, source)`` rows of what SGLang logs, for the page."""
+        p = self.plan
+        cited = {s.field: f"{s.kind}: {s.source}" for s in p.sources}
+        return [(label, getattr(p, key), cited.get(key, "")) for key, label in SGLANG_ROWS
+                if getattr(p, key, None) is not None]
 
     def to_json(self) -> dict[str, Any]:
         """What SGLang logs, per rank: ``max_total_num_tokens``, ``kv_bytes_per_token`` (cell size), K and V
@@ -156,11 +181,41 @@ class SGLang:
 
     def speed_kwargs(self, request) -> dict[str, Any]:
         return {"prompt_len": request.prompt_len or 1024, "output_len": request.output_len or 128,
-                "concurrency": request.concurrency or 1}
+                "concurrency": request.concurrency or 1, "acceptance_rate": request.acceptance_rate,
+                "acceptance_length": request.acceptance_length, "temperature": request.temperature,
+                "workload": request.workload}
+
+    def _speed_input(self, request, model: LoadedModel):
+        """The speed model reads the model's shapes through the memory engine's input: the same request as a
+        vLLM one (same model, GPU, TP, dtypes); the speed model's SGLang efficiencies and SGLang's chain of
+        ``num_speculative_tokens`` steps are applied by ``runtime="sglang"``."""
+        from calculator.request import default_release
+        from calculator.runtimes.vllm import VLLM
+
+        as_vllm = request.model_copy(update={"runtime": "vllm", "vllm_version": default_release(),
+                                             "attention_backend": None, "block_size": None})
+        return VLLM().engine_input(as_vllm, model)
 
     def speed(self, request, model: LoadedModel, memory):
-        raise EngineInputError("runtime", "speed predictions for SGLang are not modelled yet (memory, compatibility "
-                               "and the launch command are)")
+        """TTFT / ITL / tok/s with SGLang's efficiencies (:func:`calculator.engine.perf.estimate_speed`,
+        ``runtime="sglang"``). The KV capacity the speed model queues against is vLLM's plan of the same
+        request (a stated assumption: SGLang's pool is usually larger, so queueing is overestimated)."""
+        from calculator.engine import perf
+
+        spec = self._spec(request)
+        return perf.estimate_speed(self._speed_input(request, model), None, runtime="sglang",
+                                   speculative_num_steps=spec.get("speculative_num_steps"),
+                                   speculative_eagle_topk=spec.get("speculative_eagle_topk") or 1,
+                                   **self.speed_kwargs(request))
 
     def speed_fields(self, request, model: LoadedModel, memory) -> dict[str, Any]:
-        return self.speed(request, model, memory)
+        from calculator.engine import perf
+
+        kw = self.speed_kwargs(request)
+        out = perf.speed_fields(self._speed_input(request, model), None, kw["prompt_len"], kw["output_len"],
+                                kw["concurrency"], kw["acceptance_rate"], workload=kw["workload"],
+                                temperature=kw["temperature"], acceptance_length=kw["acceptance_length"],
+                                runtime="sglang")
+        out.setdefault("speed_warnings", []).append(
+            "SGLang speed: SGLang efficiencies; the KV capacity queued against is vLLM's plan of the same request")
+        return out

@@ -62,11 +62,43 @@ class VLLM:
         """What vLLM logs at start-up, per GPU (:func:`calculator.engine.estimate`)."""
         return estimate(self.engine_input(request, model))
 
+    def startup_errors(self, request, model: LoadedModel, memory: EstimateResult) -> list[str]:
+        """vLLM's start-up refusals outside the memory plan, with its own message: free memory below
+        ``gpu_memory_utilization x total`` when memory is already in use (``free_memory_check``), and a
+        CUDA-graph capture that needs more than the memory outside the budget in releases that do not budget
+        it (``graph_capture_fits``; both in :mod:`calculator.engine.runtime`, cited there)."""
+        from calculator.engine.gpus import get_gpu
+        from calculator.engine.runtime import ReleaseRules, free_memory_check, graph_capture_fits
+
+        gpu = get_gpu(request.gpu)
+        if gpu.is_cpu or request.kv_cache_memory_bytes is not None:
+            return []
+        rules = ReleaseRules.for_version(request.release)
+        total = int((request.gpu_memory_gib or gpu.memory_gib) * 2**30)
+        in_use = int((request.gpu_memory_in_use_gib or 0) * 2**30)
+        u = memory.resolved.get("gpu_memory_utilization") or rules.default_gpu_memory_utilization
+        errors = []
+        ok, message = free_memory_check(rules, total, in_use, u)
+        if not ok:
+            errors.append(message)
+        ok, reason = graph_capture_fits(rules, int(memory.cuda_graph_gib * 2**30), total,
+                                        rules.requested_memory(total, u), in_use)
+        if not ok:
+            errors.append(reason)
+        return errors
+
     # -- compatibility -------------------------------------------------------------------------------
     def compat(self, request, model: LoadedModel, memory: EstimateResult | None):
         """The backend / GPU / dtype / KV dtype / release verdict (:func:`compat.checks.verdict_for`), for the
         dtype the memory engine resolved (one resolution of ``--dtype auto`` for both)."""
         from compat.checks import CompatInputError, verdict_for
+
+        from calculator.request import compat_release
+
+        data_release = compat_release(request.release)
+        if data_release is None:
+            raise EngineInputError("vllm_version", f"no compatibility data answers vLLM {request.release}: the backend "
+                                   "check is not available for this release (compat/README.md)")
 
         spec = None
         if request.speculative_config is not None:
@@ -76,7 +108,7 @@ class VLLM:
         try:
             return verdict_for(model.config, request.gpu, dtype=dtype, kv_cache_dtype=request.kv_cache_dtype,
                                block_size=request.block_size, attention_backend=request.attention_backend,
-                               speculative_config=spec, vllm_version=request.release)
+                               speculative_config=spec, vllm_version=data_release)
         except CompatInputError as exc:
             raise EngineInputError(exc.field, exc.message) from None
 

@@ -1,0 +1,76 @@
+"""llama.cpp and Ollama behind the runtime seam: llama.cpp's flag names on every surface, its KV cache as it
+logs it (hand-derived from a real config), Ollama's defaults, and honest verdicts where model buffers or
+compute buffers are not known."""
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from calculator.request import InputError, parse_request
+from tests.conftest import load_config
+
+QWEN = "Qwen/Qwen3-8B"
+
+
+@pytest.fixture(autouse=True)
+def _offline(db, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def test_kv_cache_as_llama_cpp_logs_it(client):
+    """Qwen3-8B, -c 8192 -np 2 (two streams of 4,096 cells), q8_0 K and V (34 B per 32 values,
+    ggml-common.h block_q8_0): per layer and cell 8 KV heads x 128 = 1,024 values -> 1,088 B;
+    K = 36 layers x 8,192 cells x 1,088 B = 306 MiB, V the same: "size = 612.00 MiB"."""
+    cfg = load_config("Qwen__Qwen3-8B.json")
+    body = client.get("/api/estimate", {"model": QWEN, "runtime": "llama.cpp", "gpu": "RTX 4090", "ctx_size": "8192",
+                                        "parallel": "2", "cache_type_k": "q8_0", "cache_type_v": "q8_0",
+                                        "flash_attn": "on"}).json()
+    values = cfg["num_key_value_heads"] * cfg["head_dim"]
+    k_bytes = cfg["num_hidden_layers"] * 8192 * values * 34 // 32
+    assert body["kv_cache_mib"] == round(2 * k_bytes / 2**20, 2) == 612.0
+    assert any("(  4096 cells,  36 layers,  2/2 seqs)" in line for line in body["log_lines"])
+    assert body["serve_argv"][:1] == ["llama-server"] and "-np" in body["serve_argv"]
+    # no GGUF file: the model buffers are not known, and the verdict says so instead of "works"
+    assert body["verdict"] == "depends" and "gguf_file" in body["verdict_condition"]
+
+
+def test_ollama_defaults_by_vram(client):
+    """An M2 Max with 64 GB: Metal's working set is 3/4 of it (48 GiB) >= 47 GiB, so Ollama's vram-based
+    default context is 262,144 (ollama server/routes.go), one sequence, f16 cache."""
+    body = client.get("/api/estimate", {"model": QWEN, "runtime": "ollama", "gpu": "Apple M2 Max 64GB"}).json()
+    assert body["ollama"]["num_ctx"] == 262144 and body["n_seq_max"] == 1
+    assert body["serve_argv"][:3] == ["env", "OLLAMA_NUM_PARALLEL=1", "OLLAMA_KV_CACHE_TYPE=f16"]
+
+
+@pytest.mark.parametrize("params,field", [
+    ({"cache_type_v": "q8_0", "flash_attn": "off"}, "cache_type_v"),
+    ({"cache_type_k": "q3_k"}, "cache_type_k"),
+    ({"kv_cache_dtype": "fp8"}, "kv_cache_dtype"),
+    ({"tensor_parallel_size": "2"}, "tensor_parallel_size"),
+    ({"gpu_memory_utilization": "0.9"}, "gpu_memory_utilization"),
+    ({"gpu": "MI300X"}, "gpu"),
+])
+def test_what_llama_cpp_refuses_or_we_do_not_model_is_named(client, params, field):
+    body = client.get("/api/estimate", {"model": QWEN, "runtime": "llama.cpp", "gpu": "RTX 4090", **params}).json()
+    assert body["field"] == field, body
+
+
+def test_llama_cpp_flags_on_the_command_line():
+    out = StringIO()
+    call_command("estimate", "--model", QWEN, "--runtime", "llama.cpp", "--gpu", "RTX 4090", "--ctx-size", "4096",
+                 "-np", "1", "-ctk", "q4_0", "-ctv", "q4_0", "-fa", "on", "--format", "json", stdout=out)
+    data = json.loads(out.getvalue())
+    assert data["resolved"]["cache_type_k"] == "q4_0" and data["n_ctx"] == 4096
+    with pytest.raises(CommandError) as err:
+        call_command("estimate", "--model", QWEN, "--parallel", "2", stdout=StringIO())
+    assert err.value.returncode == 2 and str(err.value).startswith("--parallel:")
+
+
+def test_llama_cpp_settings_are_refused_for_vllm():
+    with pytest.raises(InputError) as err:
+        parse_request({"model": QWEN, "cache_type_k": "q8_0"})
+    assert err.value.field == "cache_type_k" and "llama.cpp setting" in err.value.message
