@@ -301,7 +301,8 @@ def memory_bar(result: EstimateResult, segments: list[dict[str, Any]]) -> dict[s
     (percent of the bar's width), and by how much the configuration misses (GiB, 2**30 B):
 
     - ``need_gib``: the sum of the bar's parts other than the headroom (weights, activation peak, CUDA
-      graphs when deducted, non-torch memory, KV cache when positive);
+      graphs when deducted, non-torch memory, KV cache when positive); when nothing is left for the KV
+      cache, the budget plus the shortfall (the engine's own total, as the verdict says it);
     - ``short_gib``: by how much weights and overheads exceed the budget (``-available_kv_cache_gib``, the
       engine's own figure) when the KV cache is not positive, else ``None``;
     - ``over_device_gib``: by how much they exceed the whole device, else ``None``.
@@ -309,6 +310,8 @@ def memory_bar(result: EstimateResult, segments: list[dict[str, Any]]) -> dict[s
     need = sum(p["gib"] for p in segments if p["name"] != "headroom")
     scale = max(result.total_memory_gib, sum(p["gib"] for p in segments)) or 1.0
     short = -result.available_kv_cache_gib if result.available_kv_cache_gib <= 0 else None
+    if short is not None:  # the engine's own total (the verdict's figure), not a sum of rounded parts
+        need = result.requested_memory_gib + short
     over = need - result.total_memory_gib if need > result.total_memory_gib else None
     return {
         "need_gib": need,
