@@ -62,5 +62,16 @@ def request_from_command(opts: dict[str, Any]) -> tuple[ServingRequest, dict[str
 def command_error(exc: InputError) -> CommandError:
     """The one way a command reports bad input: ``--flag-name: sentence`` (the sentence the page and the API
     show for the same value), exit code 2."""
-    flag = exc.field.split(".")[0].replace("_", "-")
-    return CommandError(f"--{flag}: {exc.message}", returncode=2)
+    head, _, rest = exc.field.partition(".")
+    flag = head.replace("_", "-")
+    return CommandError(f"--{flag}: {rest + ': ' if rest else ''}{exc.message}", returncode=2)
+
+
+def internal_error(exc: BaseException) -> CommandError:
+    """An unexpected fault as a one-line message with a reference (the traceback goes to the log), exit 1."""
+    import logging
+    import uuid
+
+    ref = uuid.uuid4().hex[:12]
+    logging.getLogger("calculator").error("internal error %s", ref, exc_info=exc)
+    return CommandError(f"internal error (reference {ref}): {type(exc).__name__}; please report it", returncode=1)

@@ -303,3 +303,22 @@ def test_prefills_of_other_requests_stall_the_decodes_by_their_compute_and_kv_tr
     flops = 2 * m["matmul"] * prompt + 4 * m["layers"] * m["heads"] * m["hd"] * prompt * (prompt + 1) / 2
     stall_ms = (flops / (peak * eff.compute) + m["kv_per_token"] * prompt / (bw * eff.mem_bw)) * 1e3
     assert r.itl_ms == pytest.approx(r.decode_step_ms + (conc - 1) * stall_ms / (out - 1), rel=1e-3)
+
+
+def test_prefill_in_groups_equals_the_chunk_by_chunk_sum():
+    """A 16M-token prompt in chunks of 1 token must not loop 16M times: the grouped sum (at most
+    PREFILL_GROUPS evaluations) equals the plain per-chunk sum, since each chunk's terms are linear in its
+    end position for a full-attention model (Llama-3.1-8B, 2,048 chunks of 16 tokens checked by brute force)."""
+    plan = perf.plan_from_engine(EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=131072))
+    s = perf._setup(plan, "vllm")
+    mc, hw = s.target, s.hw
+    grouped = perf.prefill_cost(mc, hw, prompt_len=2048 * 16 + 5, chunk=16)
+    mem = comp = 0.0
+    for i in range(2048):
+        end = (i + 1) * 16
+        mem += (mc.weight_bytes(16) + mc.kv_bytes(end)) / (hw.bandwidth * hw.eff.mem_bw)
+        comp += perf._compute_seconds(mc, hw, 2 * mc.matmul_params * 16 + mc.attention_flops(end, 16), 16)
+    mem += (mc.weight_bytes(5) + mc.kv_bytes(2048 * 16 + 5)) / (hw.bandwidth * hw.eff.mem_bw)
+    comp += perf._compute_seconds(mc, hw, 2 * mc.matmul_params * 5 + mc.attention_flops(2048 * 16 + 5, 5), 5)
+    assert grouped.memory_ms == pytest.approx(mem * 1e3, rel=1e-6)
+    assert grouped.compute_ms == pytest.approx(comp * 1e3, rel=1e-6)

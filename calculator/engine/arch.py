@@ -130,13 +130,32 @@ def _text_config(config: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     return config, False
 
 
+# Upper bounds a real config stays far below (the largest published models: ~160 layers, hidden 25,600,
+# 256-512 experts, vocabularies of ~260k, ~10M context): anything beyond is refused at the edge, so every
+# per-layer or per-expert computation of the engine is bounded whatever a Hub repo publishes.
+CONFIG_LIMITS = {"num_hidden_layers": 1024, "n_layer": 1024, "num_layers": 1024, "hidden_size": 131072,
+                 "d_model": 131072, "n_embd": 131072, "num_attention_heads": 4096, "n_head": 4096,
+                 "num_key_value_heads": 4096, "num_kv_heads": 4096, "intermediate_size": 1 << 20,
+                 "moe_intermediate_size": 1 << 20, "vocab_size": 1 << 24, "num_local_experts": 65536,
+                 "n_routed_experts": 65536, "num_experts": 65536, "head_dim": 65536,
+                 "max_position_embeddings": 1 << 28}
+
+
+def _check_limit(key: str, value: int) -> int:
+    limit = CONFIG_LIMITS.get(key)
+    if limit is not None and value > limit:
+        raise EngineInputError(f"config.{key}", f"{value:,} is beyond any real model (this calculator takes at most "
+                               f"{limit:,}): not a config it can size")
+    return value
+
+
 def _req_int(c: dict[str, Any], *keys: str, minimum: int = 1) -> int:
     for key in keys:
         value = c.get(key)
         if value is not None:
             if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
                 raise EngineInputError(f"config.{key}", f"must be an integer >= {minimum}, got {value!r}")
-            return value
+            return _check_limit(key, value)
     raise EngineInputError(f"config.{keys[0]}", "missing from config.json (required to size the model)")
 
 
@@ -146,7 +165,7 @@ def _opt_int(c: dict[str, Any], key: str, default: int | None = None) -> int | N
         return default
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise EngineInputError(f"config.{key}", f"must be a non-negative integer, got {value!r}")
-    return value
+    return _check_limit(key, value)
 
 
 def _layer_kinds(c: dict[str, Any], model_type: str, num_layers: int, notes: list[str]) -> list[LayerDesc]:
@@ -518,6 +537,12 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
                      "(max_num_tiles x (patches + 1))")
 
     quant = config.get("quantization_config") or c.get("quantization_config") or config.get("compression_config")
+    if quant is not None and not isinstance(quant, dict):
+        raise EngineInputError("config.quantization_config", f"must be a JSON object (vLLM reads its quant_method), "
+                               f"got {type(quant).__name__}")
+    if quant is not None and not quant.get("quant_method"):
+        raise EngineInputError("config.quantization_config", "has no quant_method: vLLM reads "
+                               "quantization_config['quant_method'] (vllm/config/model.py:1379) and fails at start-up")
     return ModelArch(
         architecture=architecture, model_type=model_type, hidden_size=hidden, num_layers=num_layers,
         num_attention_heads=num_heads, num_kv_heads=num_kv, head_dim=head_dim, vocab_size=vocab,

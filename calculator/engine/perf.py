@@ -673,26 +673,39 @@ def _core(mem: float, comp: float, eff: Efficiency) -> float:
     return (mem ** p + comp ** p) ** (1 / p)
 
 
+PREFILL_GROUPS = 256  # at most this many evaluations per prefill, whatever prompt_len / chunk is
+
+
 def prefill_cost(mc: ModelCost, hw: Hardware, *, prompt_len: int, chunk: int) -> StepCost:
     """The prompt's prefill in chunks of ``chunk`` tokens (``max_num_batched_tokens``), each chunk a
-    ``max(memory, compute)`` step reading the weights once and writing its KV."""
+    ``max(memory, compute)`` step reading the weights once and writing its KV.
+
+    Bounded work for any input: the full chunks are summed in at most :data:`PREFILL_GROUPS` groups of equal
+    chunks, each group as ``count x`` the chunk at the group's mean end position. The per-chunk terms are
+    linear in the chunk's end (KV read, attention FLOPs ``∝ n × end``), so the sum is exact where no sliding
+    window caps them; the last partial chunk is evaluated on its own."""
     mem = comp = comm = 0.0
     wbytes = kvbytes = flops = 0.0
-    start = 0
-    n_chunks = 0
-    while start < prompt_len:
-        n = min(chunk, prompt_len - start)
-        end = start + n
+    full, rest = divmod(prompt_len, chunk)
+    pieces: list[tuple[int, float, int]] = []  # (tokens in the chunk, its end position, how many such chunks)
+    groups = min(full, PREFILL_GROUPS)
+    done = 0
+    for gi in range(groups):
+        count = full // groups + (1 if gi < full % groups else 0)
+        pieces.append((chunk, chunk * (2 * done + count + 1) / 2, count))
+        done += count
+    if rest:
+        pieces.append((rest, prompt_len, 1))
+    for n, end, count in pieces:
         wb = mc.weight_bytes(n)
-        kvb = mc.kv_bytes(end)  # the chunk reads the prefix and writes its own KV: ~ one pass over it
-        fl = 2 * mc.matmul_params * n + mc.attention_flops(end, n)
+        kvb = mc.kv_bytes(int(round(end)))  # the chunk reads the prefix and writes its own KV: ~ one pass over it
+        fl = 2 * mc.matmul_params * n + mc.attention_flops(int(round(end)), n)
         m, c = (wb + kvb) / (hw.bandwidth * hw.eff.mem_bw), _compute_seconds(mc, hw, fl, n)
-        mem += m
-        comp += c
-        wbytes, kvbytes, flops = wbytes + wb, kvbytes + kvb, flops + fl
-        comm += _comm_seconds(mc, hw, n)
-        start = end
-        n_chunks += 1
+        mem += m * count
+        comp += c * count
+        wbytes, kvbytes, flops = wbytes + wb * count, kvbytes + kvb * count, flops + fl * count
+        comm += _comm_seconds(mc, hw, n) * count
+    n_chunks = full + (1 if rest else 0)
     ovh = n_chunks * (hw.eff.step_overhead_ms * 1e-3 + mc.allreduce_layers * hw.eff.layer_us * 1e-6)
     return StepCost(tokens=prompt_len, bytes_weights=wbytes, bytes_kv=kvbytes, flops=flops,
                     experts_touched=mc.experts_touched(min(chunk, prompt_len)), memory_ms=mem * 1e3,

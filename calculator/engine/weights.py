@@ -110,7 +110,11 @@ def resolve_quant(arch: ModelArch, quant_config: dict[str, Any] | None, quantiza
         EngineInputError: an unknown ``--quantization`` value.
     """
     qc = quant_config or arch.quantization_config or {}
-    method = str(qc.get("quant_method") or qc.get("quantization", {}).get("quant_algo") or "").lower()
+    if not isinstance(qc, dict):
+        raise EngineInputError("quant_config", f"the quantization config must be a JSON object, got {type(qc).__name__}")
+    inner = qc.get("quantization")
+    inner = inner if isinstance(inner, dict) else {}
+    method = str(qc.get("quant_method") or inner.get("quant_algo") or "").lower()
     if not method and qc.get("producer", {}).get("name") == "modelopt":
         method = "modelopt"
     flag = (quantization or "").lower() or None
@@ -129,7 +133,7 @@ def resolve_quant(arch: ModelArch, quant_config: dict[str, Any] | None, quantiza
         return QuantScheme(name="fp8", bits=8, scale_bytes_per_weight=scale,
                            source=f"checkpoint quantization_config: fp8{' block ' + str(block) if block else ''}")
     if method in ("modelopt", "modelopt_fp4") or "fp8" in method or "nvfp4" in method:
-        algo = str((qc.get("quantization") or {}).get("quant_algo") or qc.get("quant_algo") or "FP8").upper()
+        algo = str(inner.get("quant_algo") or qc.get("quant_algo") or "FP8").upper()
         if "FP4" in algo:
             return QuantScheme(name="nvfp4", bits=4, scale_bytes_per_weight=1 / 16,
                                source="checkpoint quantization: ModelOpt NVFP4 (FP8 scale per 16 weights)")

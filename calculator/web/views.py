@@ -5,6 +5,8 @@ Thin views: query -> ``ServingRequest`` (through ``EstimateForm`` on the page) -
 
 from __future__ import annotations
 
+import logging
+import uuid
 from functools import lru_cache
 from urllib.parse import parse_qsl
 
@@ -31,6 +33,9 @@ def _evaluate(form: EstimateForm) -> results.Outcome | None:
     except EngineInputError as exc:
         form.show_error(exc)
         return None
+
+
+logger = logging.getLogger("calculator")
 
 
 @lru_cache(maxsize=1)
@@ -103,4 +108,9 @@ def api_estimate(request: HttpRequest) -> JsonResponse:
         payload = results.api_payload(plan)
     except EngineInputError as exc:
         return JsonResponse({"error": f"{exc.field}: {exc.message}", "field": exc.field}, status=400)
+    except Exception:  # an internal fault: logged with a reference, never a traceback to the client
+        ref = uuid.uuid4().hex[:12]
+        logger.exception("internal error %s on %s", ref, request.get_full_path()[:2000])
+        return JsonResponse({"error": f"internal error (reference {ref}); the input was not the problem",
+                             "id": ref}, status=500)
     return JsonResponse(payload)

@@ -5,7 +5,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from calculator.cli import command_error, request_from_command
+from calculator.cli import command_error, internal_error, request_from_command
 from calculator.engine.schemas import EstimateResult
 from calculator.plan import make_plan
 from calculator.request import InputError, add_request_arguments
@@ -76,6 +76,8 @@ class Command(BaseCommand):
             payload = api_payload(plan)
         except InputError as exc:
             raise command_error(exc) from None
+        except Exception as exc:  # noqa: BLE001 - never a traceback on the command line
+            raise internal_error(exc) from None
         if options["format"] == "json":
             self.stdout.write(json.dumps(payload, indent=2))
         else:
