@@ -5,6 +5,10 @@ to the results fragment (``GET /?...`` with ``HX-Request: true``, what htmx send
 and to the JSON API (``GET /api/estimate?...``), both for a catalog model, after a short warm-up.
 Prints requests/s and p50/p95/p99 latency in milliseconds. Target: p95 < 30 ms.
 
+Then every page of the site, warm (after one unmeasured request each), one request at a time: the server's
+own time (the ``Server-Timing: app;dur=`` header, ``calculator/web/timing.py``) and the client's, p50 and max
+in milliseconds. Target: every page well under 100 ms (``--page-requests`` per page, default 20).
+
     python benchmarks/web_load.py                      # starts scripts/start on a free port, stops it after
     python benchmarks/web_load.py --url http://127.0.0.1:8000   # against a running server
 
@@ -43,6 +47,67 @@ ENDPOINTS = (
         {"HX-Request": "true"},
     ),
 )
+
+
+PAGES = (
+    ("landing page /", "/", {}),
+    ("example: 8B on RTX 4090", "/?model=meta-llama/Llama-3.1-8B-Instruct&gpu=RTX4090&max_model_len=32768"
+                                "&vllm_version=0.32.0", {}),
+    ("example: 70B does not fit", "/?model=meta-llama/Llama-3.1-70B-Instruct&gpu=RTX4090&vllm_version=0.32.0", {}),
+    ("example: DeepSeek-V3 MTP", "/?model=deepseek-ai/DeepSeek-V3&gpu=H200&tensor_parallel_size=8&max_model_len=32768"
+                                 "&concurrency=4&vllm_version=0.32.0&speculative_config=%7B%22method%22:%22mtp%22,"
+                                 "%22num_speculative_tokens%22:1%7D", {}),
+    ("results fragment (HX-Request)", f"/?{QUERY}", {"HX-Request": "true"}),
+    ("history restore (Back)", f"/?{QUERY}", {"HX-Request": "true", "HX-History-Restore-Request": "true"}),
+    ("JSON API", f"/api/estimate?{QUERY}", {}),
+    ("/compat/ (default)", "/compat/", {}),
+    ("/compat/ from the calculator", "/compat/?model=Qwen/Qwen3-30B-A3B&gpu=H100&kv_cache_dtype=fp8"
+                                     "&vllm_version=0.32.0", {}),
+    ("/compat/verdict/", "/compat/verdict/?model=meta-llama/Llama-3.1-8B-Instruct&gpu=A100&kv_cache_dtype=fp8"
+                         "&attention_backend=FLASHINFER", {}),
+    ("/runs/", "/runs/", {}),
+    ("404 page", "/no/such/page?model=meta-llama/Llama-3.1-8B-Instruct", {}),
+    ("414 page", "/?model=meta-llama/Llama-3.1-8B-Instruct&junk=" + "x" * 9000, {}),
+)
+
+
+WARM = 4  # unmeasured requests per page (more than the default 2 gunicorn workers)
+
+
+def page_times(host: str, port: int, path: str, headers: dict[str, str], n: int):
+    """``n`` sequential GETs of ``path`` after ``WARM`` unmeasured ones (each gunicorn worker fills its own
+    per-process caches): (server ms list, client ms list, statuses)."""
+    server, client, statuses = [], [], set()
+    for i in range(n + WARM):
+        conn = http.client.HTTPConnection(host, port, timeout=60)
+        start = time.perf_counter()
+        conn.request("GET", path, headers=headers)
+        resp = conn.getresponse()
+        resp.read()
+        elapsed = (time.perf_counter() - start) * 1000
+        conn.close()
+        if i < WARM:
+            continue  # warm-up: fills the caches this page reads
+        statuses.add(resp.status)
+        client.append(elapsed)
+        timing = resp.getheader("Server-Timing") or ""
+        if "dur=" in timing:
+            server.append(float(timing.split("dur=")[1].split(",")[0]))
+    return server, client, statuses
+
+
+def print_pages(host: str, port: int, n: int) -> float:
+    """The per-page table; returns the worst server p50 (ms)."""
+    print(f"\n{'page (warm, sequential)':34} {'status':>6} {'server p50':>10} {'server max':>10} "
+          f"{'client p50':>10} {'client max':>10}")
+    worst = 0.0
+    for label, path, headers in PAGES:
+        server, client, statuses = page_times(host, port, path, headers, n)
+        sp50 = statistics.median(server) if server else float("nan")
+        worst = max(worst, sp50) if server else worst
+        print(f"{label:34} {'/'.join(map(str, sorted(statuses))):>6} {sp50:10.1f} "
+              f"{max(server) if server else float('nan'):10.1f} {statistics.median(client):10.1f} {max(client):10.1f}")
+    return worst
 
 
 def free_port() -> int:
@@ -125,6 +190,8 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=2000, help="requests per endpoint (default 2000)")
     parser.add_argument("--concurrency", type=int, default=8, help="parallel connections (default 8)")
     parser.add_argument("--warmup", type=int, default=50, help="unmeasured requests per endpoint first")
+    parser.add_argument("--page-requests", type=int, default=20, help="sequential requests per page (default 20)")
+    parser.add_argument("--pages-only", action="store_true", help="only the per-page server times")
     args = parser.parse_args()
 
     server = None
@@ -149,6 +216,11 @@ def main() -> int:
             f"server http://{host}:{port} (gunicorn workers: {workers}), model {MODEL}, "
             f"{args.requests} requests per endpoint at concurrency {args.concurrency}\n"
         )
+        worst_page = print_pages(host, port, args.page_requests)
+        print(f"\ntarget: every page's server time well under 100 ms warm: "
+              f"{'met' if worst_page < 50 else 'NOT met'} (worst server p50 {worst_page:.1f} ms)\n")
+        if args.pages_only:
+            return 0
         print(f"{'endpoint':34} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'errors':>7}")
         worst_p95 = 0.0
         for n, (label, path_for, headers) in enumerate(ENDPOINTS):

@@ -389,9 +389,14 @@ def _fixes(name: str, reasons: list[str], req: CheckRequest, verdicts: dict, rel
         if r.startswith("kv_cache_dtype"):
             alts = [n for n in working if kv in _declared_list(data, n, "kv_cache_dtypes")]
             declared = _declared_list(data, name, "kv_cache_dtypes")
-            fixes.append(f"{name} accepts only {'/'.join(x for x in declared if x != 'auto') or 'auto'} KV cache "
-                         f"in {release}: " + (f"use {' or '.join(alts[:3])}, or " if alts else "")
-                         + "--kv-cache-dtype auto")
+            others = (f"use {' or '.join(alts[:3])}, or " if alts else "") + "--kv-cache-dtype auto"
+            if kv in declared:  # declared, refused by a device or kernel condition: name that, not the list
+                why = next((x for x in reasons if not x.startswith("kv_cache_dtype")), "")
+                fixes.append(f"{name} takes --kv-cache-dtype {kv} only under conditions this GPU does not meet"
+                             + (f" ({why})" if why else "") + f": {others}")
+            else:
+                fixes.append(f"{name} accepts only {'/'.join(x for x in declared if x != 'auto') or 'auto'} KV "
+                             f"cache in {release}: {others}")
         elif r.startswith("compute capability"):
             caps = (_declared(data, name).get("compute_capability") or {}).get("value") or []
             fixes.append(f"{name} needs compute capability {', '.join(caps) or 'not available'}: "
@@ -414,7 +419,7 @@ def _fixes(name: str, reasons: list[str], req: CheckRequest, verdicts: dict, rel
         elif r.startswith("sliding window"):
             fixes.append("sliding-window layers need a backend with sliding window: "
                          + (" or ".join(working[:3]) if working else "none on this GPU"))
-        elif working:
+        elif working and not any(f"use {working[0]}" in f for f in fixes):
             fixes.append(f"use {' or '.join(working[:3])}")
     return list(dict.fromkeys(fixes))
 

@@ -1,22 +1,100 @@
-"""GET forms of the compat pages (the URL is the permalink)."""
+"""GET forms of the compat pages (the URL is the permalink).
+
+The model and GPU pickers are the calculator's: the model is a text box with the catalog's models as
+suggestions, the GPU is the calculator's select (catalog devices by their permalink key, ``H100``), and both
+start from the calculator's state when the link from its results carries it (``?model=...&gpu=...``). A
+value the picker does not list (a typo in a hand-written URL) is kept and shown selected, so the error
+beside it names what was asked.
+"""
 from __future__ import annotations
 
+from functools import lru_cache
+
 from django import forms
+
+from calculator.web.forms import FastSelect, FastTextInput
 
 from . import checks, matrix, releases
 
 
+@lru_cache(maxsize=1)
 def _release_choices():
-    return [(r, f"vLLM {r}") for r in reversed(releases.covered_releases())]
+    return [("", f"vLLM {checks.DEFAULT_RELEASE} (default)"),
+            *((r, f"vLLM {r}") for r in reversed(releases.covered_releases()))]
 
 
-class MatrixForm(forms.Form):
+def _backend_choices() -> list[tuple[str, str]]:
+    """The calculator's ``--attention-backend`` picker (auto, then the default release's backends)."""
+    from calculator.web.forms import EstimateForm
+
+    return list(EstimateForm.base_fields["attention_backend"].widget.choices)
+
+
+def _gpu_choices() -> list[tuple[str, str]]:
+    """The calculator's GPU picker (``calculator.web.forms``): ``(key, "name (memory GiB)")``."""
+    from calculator.web.forms import EstimateForm
+
+    return list(EstimateForm.base_fields["gpu"].widget.choices)
+
+
+@lru_cache(maxsize=1)
+def _kv_choices() -> list[tuple[str, str]]:
+    """Every ``--kv-cache-dtype`` value of the covered releases (newest release's order first)."""
+    values: dict[str, None] = {}
+    for release in reversed(releases.covered_releases()):
+        values.update(dict.fromkeys(checks.load_release(release)["cache_dtypes"]["values"]))
+    return [(v, v) for v in values]
+
+
+class _Pickers(forms.Form):
+    """Shared fields: the model (text with suggestions) and the GPU (select), as on the calculator."""
+
+    def __init__(self, data=None, *args, **kwargs):
+        super().__init__(data, *args, **kwargs)
+        self.fields["model"].widget.attrs.update(list="compat-models", placeholder="org/name", autocomplete="off")
+        gpu = self.fields["gpu"]
+        choices = [("", "newest GPU of the platform")] if not gpu.required else []
+        choices += _gpu_choices()
+        asked = (data or {}).get("gpu") if data is not None else None
+        if asked and asked not in {k for k, _ in choices}:
+            choices.append((asked, f"{asked} (not in the catalog)"))
+        gpu.widget = FastSelect(choices=choices)
+        for field in self.fields.values():  # Python-rendered widgets: the GPU list is ~150 options
+            if type(field.widget) is forms.Select:
+                field.widget = FastSelect(choices=field.widget.choices, attrs=field.widget.attrs)
+            elif type(field.widget) in (forms.TextInput, forms.NumberInput):
+                field.widget = FastTextInput(attrs=field.widget.attrs)
+
+    def clean_model(self) -> str:
+        value = (self.cleaned_data.get("model") or "").strip()
+        if not value:
+            return value
+        known = {m.lower(): m for m in matrix.model_choices()}
+        if value.lower() not in known:
+            raise forms.ValidationError(f"{value!r} is not in the offline catalog: the compatibility pages read the "
+                                        "shipped configs (pick one of the suggestions)")
+        return known[value.lower()]
+
+
+class MatrixForm(_Pickers):
+    model = forms.CharField(required=False, initial=matrix.DEFAULT_MODEL)
+    gpu = forms.CharField(label="GPU for the KV-dtype table", required=False)
     vllm_version = forms.ChoiceField(label="vLLM release", choices=_release_choices, required=False)
     platform = forms.ChoiceField(choices=[(p, p) for p in matrix.PLATFORMS], required=False)
-    model = forms.ChoiceField(choices=lambda: [(m, m) for m in matrix.model_choices()], required=False)
-    kv_cache_dtype = forms.CharField(label="--kv-cache-dtype", required=False)
-    gpu = forms.CharField(label="GPU for the KV-dtype table", required=False)
+    kv_cache_dtype = forms.ChoiceField(label="--kv-cache-dtype", choices=_kv_choices, required=False)
     block_size = forms.IntegerField(label="--block-size", min_value=1, required=False)
+
+    @classmethod
+    def from_query(cls, query) -> MatrixForm:
+        """Bind the query with the defaults the matrix uses filled in, so the pickers show what the page
+        describes (an empty query shows the default model, not the first in the list)."""
+        data = {k: query.get(k) for k in query}
+        defaults = {"model": matrix.DEFAULT_MODEL, "platform": "cuda", "kv_cache_dtype": "auto",
+                    "vllm_version": checks.DEFAULT_RELEASE}
+        for k, v in defaults.items():
+            if not (data.get(k) or "").strip():
+                data[k] = v
+        return cls(data)
 
     def params(self) -> dict:
         d = self.cleaned_data
@@ -25,11 +103,12 @@ class MatrixForm(forms.Form):
                 "gpu": d.get("gpu") or None, "block_size": d.get("block_size")}
 
 
-class VerdictForm(forms.Form):
-    vllm_version = forms.ChoiceField(label="vLLM release", choices=_release_choices, required=False)
-    model = forms.ChoiceField(choices=lambda: [(m, m) for m in matrix.model_choices()])
+class VerdictForm(_Pickers):
+    model = forms.CharField()
     gpu = forms.CharField()
+    vllm_version = forms.ChoiceField(label="vLLM release", choices=_release_choices, required=False)
     dtype = forms.CharField(required=False)
-    kv_cache_dtype = forms.CharField(label="--kv-cache-dtype", required=False)
+    kv_cache_dtype = forms.ChoiceField(label="--kv-cache-dtype", choices=_kv_choices, required=False)
     block_size = forms.IntegerField(label="--block-size", min_value=1, required=False)
-    attention_backend = forms.CharField(label="--attention-backend", required=False)
+    attention_backend = forms.CharField(label="--attention-backend", required=False,
+                                        widget=FastSelect(choices=_backend_choices))

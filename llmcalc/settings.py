@@ -111,7 +111,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "calculator.web.timing.ServerTimingMiddleware",  # Server-Timing: app;dur=<ms> (benchmarks/web_load.py)
     "django.middleware.security.SecurityMiddleware",
+    "calculator.web.errors.LongUrlMiddleware",  # 414 page above 8190 characters (gunicorn lets them through)
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

@@ -8,3 +8,8 @@ urlpatterns = [
     path("runs/", include("validator.urls")),
     path("", include("calculator.urls")),
 ]
+
+# Friendly error pages that keep the user's parameters (calculator/web/errors.py).
+handler400 = "calculator.web.errors.bad_request"
+handler404 = "calculator.web.errors.page_not_found"
+handler500 = "calculator.web.errors.server_error"

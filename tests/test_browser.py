@@ -109,7 +109,7 @@ def test_it_shows_a_bad_value_by_its_field(live_server, page):
     page.goto(f"{live_server.url}/?model={LLAMA}")
     page.fill("#id_gpu_memory_utilization", "1.5")
     error = page.wait_for_selector("#errors-gpu_memory_utilization .error")
-    assert "less than or equal to 1.0" in error.inner_text()
+    assert "must be at most 1.0" in error.inner_text()  # the request model's sentence
     assert page.input_value("#id_gpu_memory_utilization") == "1.5"
     page.fill("#id_gpu_memory_utilization", "0.8")
     page.wait_for_selector("#errors-gpu_memory_utilization .error", state="detached")
@@ -137,3 +137,122 @@ def test_the_estimate_button_also_updates_in_place(live_server, page):
     page.wait_for_url("**max_model_len=2048**")
     page.wait_for_selector("#curve-table tr.current >> text=2,048", state="attached")
     assert page.evaluate("window.__noReload") == "still here"
+
+
+# --- issue 16: the page a serving engineer keeps open ------------------------------------------------------
+def _sized(browser, width, height):
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    return page
+
+
+def test_back_and_forward_restore_the_form_and_the_results_together(live_server, page):
+    """The issue's steps: H100 -> A100 -> max_model_len 16384 -> fp8 KV, then Back / Forward."""
+    page.goto(f"{live_server.url}/?model={LLAMA}&gpu=H100&vllm_version=0.32.0")
+    page.select_option("#id_gpu", "A100")
+    page.wait_for_url("**gpu=A100**")
+    page.fill("#id_max_model_len", "16384")
+    page.wait_for_url("**max_model_len=16384**")
+    page.wait_for_selector("#curve-table tr.current >> text=16,384", state="attached")
+    at_16k = _numbers(page)
+    page.select_option("#id_kv_cache_dtype", "fp8")
+    page.wait_for_url("**kv_cache_dtype=fp8**")
+    page.wait_for_function(
+        f"document.querySelector('#kv-bytes-per-token').innerText !== {at_16k['#kv-bytes-per-token']!r}")
+    with_fp8 = _numbers(page)
+
+    page.go_back()
+    page.wait_for_function("!location.search.includes('kv_cache_dtype')")
+    page.wait_for_function("document.querySelector('#id_kv_cache_dtype').value === 'auto'")
+    page.wait_for_function(
+        f"document.querySelector('#kv-bytes-per-token').innerText === {at_16k['#kv-bytes-per-token']!r}")
+    assert page.input_value("#id_gpu") == "A100" and page.input_value("#id_max_model_len") == "16384"
+    assert _numbers(page) == at_16k
+
+    page.go_forward()
+    page.wait_for_function("location.search.includes('kv_cache_dtype=fp8')")
+    page.wait_for_function("document.querySelector('#id_kv_cache_dtype').value === 'fp8'")
+    page.wait_for_function(
+        f"document.querySelector('#kv-bytes-per-token').innerText === {with_fp8['#kv-bytes-per-token']!r}")
+    assert page.input_value("#id_max_model_len") == "16384"
+
+    # after Back, the next edit starts from the restored form: nothing of the user's settings is dropped
+    page.go_back()
+    page.wait_for_function("document.querySelector('#id_kv_cache_dtype').value === 'auto'")
+    page.fill("#id_concurrency", "3")
+    page.wait_for_url("**concurrency=3**")
+    assert "gpu=A100" in page.url and "max_model_len=16384" in page.url and "kv_cache_dtype" not in page.url
+    page.wait_for_selector("[data-vega-spec='spec-concurrency'][data-rendered='1'] svg")  # charts redrawn
+
+
+def test_an_example_answers_without_typing_and_draws_the_overflow(live_server, page):
+    page.goto(f"{live_server.url}/")
+    assert page.inner_text("#verdict-status") == "Works"  # the landing page already answers an example
+    page.click("[data-preset='70b-on-24gb']")
+    page.wait_for_url("**Llama-3.1-70B-Instruct**")
+    assert page.get_attribute("#verdict", "data-verdict") == "does_not_fit"
+    assert page.input_value("#id_model") == "meta-llama/Llama-3.1-70B-Instruct"
+    bar = page.locator(".membar").bounding_box()
+    device = page.locator("#membar-device").bounding_box()
+    over = page.locator("#membar-over").bounding_box()
+    # the GPU ends well inside the bar (24 GB of 134 GiB needed); the hatched overflow runs to the bar's end
+    assert bar["x"] < device["x"] < bar["x"] + 0.25 * bar["width"]
+    assert over["x"] == pytest.approx(device["x"], abs=2) and over["x"] + over["width"] == pytest.approx(
+        bar["x"] + bar["width"], abs=2)
+    assert "short by" in page.inner_text("#kv-cache-gib")
+
+
+def test_on_a_phone_the_verdict_comes_first_and_stays_in_view(live_server, browser):
+    page = _sized(browser, 390, 844)
+    page.goto(f"{live_server.url}/")
+    for sel in ("#verdict", "#kv-cache-tokens", "#max-concurrency"):
+        box = page.locator(sel).bounding_box()
+        assert box["y"] >= 0 and box["y"] + box["height"] <= 844, sel  # inside the first viewport
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390  # nothing wider than the phone
+    # editing the form further down: the verdict bar at the bottom follows the answer
+    page.locator("#id_max_model_len").scroll_into_view_if_needed()
+    page.fill("#id_max_model_len", "131072")
+    page.wait_for_url("**max_model_len=131072**")
+    pin = page.locator("#verdict-pin")
+    pin.wait_for(state="visible")
+    assert "131,072" in pin.inner_text()
+    box = pin.bounding_box()
+    assert box["y"] + box["height"] == pytest.approx(844, abs=1)
+    page.context.close()
+
+
+def test_on_a_desktop_results_sit_beside_the_common_fields(live_server, browser):
+    page = _sized(browser, 1366, 900)
+    page.goto(f"{live_server.url}/")
+    form = page.locator("#id_model").bounding_box()
+    verdict = page.locator("#verdict").bounding_box()
+    assert verdict["x"] > form["x"] + form["width"]  # beside, not below
+    for sel in ("#id_model", "#id_gpu", "#id_tensor_parallel_size", "#id_max_model_len", "#id_concurrency",
+                "#id_dtype", "#id_kv_cache_dtype", "#verdict", "#kv-cache-tokens"):
+        box = page.locator(sel).bounding_box()
+        assert box["y"] + box["height"] <= 900, sel
+    page.context.close()
+
+
+def test_the_compat_page_starts_from_the_calculators_state(live_server, page):
+    page.goto(f"{live_server.url}/?model=Qwen/Qwen3-30B-A3B&gpu=H100&kv_cache_dtype=fp8&vllm_version=0.32.0")
+    page.wait_for_function("document.querySelector('.site-nav a[href^=\"/compat/\"]').href.includes('Qwen')")
+    page.click(".site-nav >> text=Compatibility matrix")
+    page.wait_for_url("**/compat/?**")
+    assert page.input_value("#id_model") == "Qwen/Qwen3-30B-A3B"
+    assert page.input_value("#id_gpu") == "H100" and page.input_value("#id_kv_cache_dtype") == "fp8"
+    assert "Qwen/Qwen3-30B-A3B" in page.inner_text("main p >> nth=1")
+    # the question from the issue, with pickers only: does FLASHINFER take an fp8 KV cache on an A100?
+    page.select_option("#id_gpu", "A100")
+    page.click("#matrix-form button[type=submit]")
+    page.wait_for_url("**gpu=A100**")
+    assert page.inner_text("#matrix-kv >> xpath=preceding::h2[1]").endswith(" on A100")
+    assert "on A100" in page.inner_text("#matrix-kv >> xpath=preceding::h2[1]")
+    cell = page.locator("#matrix-kv tr:has(th:text-is('FLASHINFER')) td").nth(
+        page.locator("#matrix-kv tr >> nth=0").locator("th").all_inner_texts().index("fp8") - 1)
+    assert cell.inner_text().strip() in ("ok", "no", "depends")
+    cell.locator("a").click()
+    page.wait_for_url("**/compat/verdict/**")
+    assert page.input_value("#id_attention_backend") == "FLASHINFER" and page.input_value("#id_gpu") == "A100"
+    page.wait_for_selector("#compat-summary")

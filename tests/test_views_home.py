@@ -19,19 +19,26 @@ def _offline_hub(db, monkeypatch):
     cache.clear()
 
 
-def test_it_shows_the_form(client):
+def test_it_shows_the_form_and_answers_the_first_example(client):
     r = client.get("/")
     assert r.status_code == 200
     assert b'id="calc-form"' in r.content and b'id="results"' in r.content
     assert b'hx-get="/"' in r.content and b'hx-push-url="true"' in r.content
     assert b'<datalist id="catalog-models">' in r.content and LLAMA.encode() in r.content
-    assert b'id="kv-cache-tokens"' not in r.content
+    html = r.content.decode()
+    # the landing page answers the first example (Llama 3.1 8B on an RTX 4090 at 32,768 tokens) ...
+    assert 'id="kv-cache-tokens"' in html and 'value="32768"' in html
+    assert re.search(r'<option value="RTX4090" selected>', html)
+    # ... and offers every example as a permalink
+    assert html.count("data-preset=") == 5
+    # Back / Forward re-render from the URL: htmx keeps no page snapshots
+    assert '<meta name="htmx-config" content=\'{"historyCacheSize": 0}\'>' in html
 
 
 def test_it_serves_htmx_and_no_cdn(client):
     html = client.get("/").content.decode()
     assert "/static/django_htmx/htmx-2.min.js" in html
-    assert not re.search(r'(src|href)="https?://', html)
+    assert not re.search(r'<(script|img|link rel="stylesheet")[^>]*(src|href)="https?://', html)
 
 
 def test_it_keeps_the_page_without_charts_small(client):

@@ -6,6 +6,7 @@ from . import views
 
 app_name = "validator"
 urlpatterns = [
+    path("", views.run_list, name="list"),
     path("new", views.new, name="new"),
     path("<uuid:run_id>/", views.detail, name="detail"),
     path("<uuid:run_id>/status", views.status, name="status"),

@@ -1,4 +1,5 @@
-"""Run pages: ``POST /runs/new``, ``/runs/<uuid>/`` (shareable) and its polled status fragment."""
+"""Run pages: ``/runs/`` (your runs and recent ones), ``POST /runs/new``, ``/runs/<uuid>/`` (shareable) and
+its polled status fragment."""
 from __future__ import annotations
 
 import os
@@ -73,6 +74,24 @@ def _context(request: HttpRequest, run: ValidationRun) -> dict[str, Any]:
         "public": {"error": summary["error"], "log_tail": public_text(run.log_tail)},
         "submitted_by_viewer": bool(user and user.is_authenticated and run.created_by_id == user.pk),
     }
+
+
+RECENT_RUNS = 30
+
+
+@require_GET
+def run_list(request: HttpRequest) -> HttpResponse:
+    """``/runs/``: the signed-in user's runs (newest first), then the most recent runs of everyone else
+    (every run page is public by its id). Each row: when, model, GPU, status and the run's verdict."""
+    mine = []
+    recent = ValidationRun.objects.order_by("-created")
+    if request.user.is_authenticated:
+        mine = list(ValidationRun.objects.filter(created_by=request.user).order_by("-created")[:RECENT_RUNS])
+        recent = recent.exclude(created_by=request.user)
+    recent = list(recent[:RECENT_RUNS])
+    for run in (*mine, *recent):
+        run.public_error = public_text(run.error)  # no local paths of the worker on a public page
+    return render(request, "validator/run_list.html", {"mine": mine, "recent": recent})
 
 
 @require_POST

@@ -67,3 +67,24 @@ def apply_params(query: str, params: dict) -> str:
         return canonical_query(parse_request(merged).to_params())
     except InputError:
         return canonical_query({k: v for k, v in merged.items() if v != ""})
+
+
+@register.filter
+def sig(value, digits=2) -> str:
+    """A model's estimate to ``digits`` significant figures, with thousands separators: ``1234.5`` ->
+    ``1,200``, ``12.345`` -> ``12``, ``0.01234`` -> ``0.012``. For figures the model cannot know to more
+    digits (the uncalibrated roofline speed prediction)."""
+    if value is None or isinstance(value, bool):
+        return "—" if value is None else str(value)
+    try:
+        x = float(value)
+        digits = int(digits)
+    except (TypeError, ValueError):
+        return str(value)
+    if x == 0 or x != x:
+        return f"{x:g}"
+    from math import floor, log10
+
+    rounded = round(x, digits - 1 - floor(log10(abs(x))))
+    decimals = max(0, digits - 1 - floor(log10(abs(rounded))))
+    return f"{rounded:,.{decimals}f}"

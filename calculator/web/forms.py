@@ -10,11 +10,13 @@ accept and refuse the same values with the same sentence. What the user typed is
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import Any, get_args
 from urllib.parse import urlencode
 
 from django import forms
 from django.http import QueryDict
+from pydantic_core import PydanticUndefined
 
 from calculator.engine.gpus import all_gpus
 from calculator.engine.schemas import SpecMethod
@@ -36,6 +38,9 @@ from calculator.request import (
 SPEED_DEFAULTS = {"prompt_len": 1024, "output_len": 128, "concurrency": 1}
 # Characters left readable in permalinks (all legal in a query component, RFC 3986 3.4).
 QUERY_SAFE = "/:,"
+# Shown as their default when a permalink leaves them out (the permalink omits defaults; the page
+# shows the same 1 as the empty form).
+SHOWN_DEFAULTS = {"tensor_parallel_size": "1", "pipeline_parallel_size": "1"}
 # Where an error about a request field is shown on the page (the form splits speculative_config).
 ERROR_SLOT = {"speculative_config": "speculative_method", "speculative_config.model": "speculative_model"}
 ADVANCED = ("block_size", "max_num_batched_tokens", "max_num_seqs", "enforce_eager", "gpu_memory_gib",
@@ -43,6 +48,52 @@ ADVANCED = ("block_size", "max_num_batched_tokens", "max_num_seqs", "enforce_eag
 SGLANG_FIELDS = ("sglang_version", "mem_fraction_static", "chunked_prefill_size", "cuda_graph_max_bs", "page_size",
                  "dp_size", "ep_size", "enable_dp_attention")
 HIDDEN_ON_PAGE = ("speculative_config",)
+
+
+class FastSelect(forms.Select):
+    """``forms.Select`` rendered in Python (same markup as Django's template: ``<option value="x" selected>``):
+    the GPU list has ~150 options and the template renderer spent most of a warm page's time on them."""
+
+    def render(self, name, value, attrs=None, renderer=None):
+        from django.utils.html import format_html
+
+        final = {"name": name, **self.build_attrs(self.attrs, attrs)}
+        chosen = frozenset(str(v) for v in self.format_value(value))
+        return format_html("<select{}>\n{}\n</select>", _attrs_html(final),
+                           _options_html(tuple((str(v), str(label)) for v, label in self.choices), chosen))
+
+
+def _attrs_html(attrs: dict[str, Any]):
+    """HTML attributes in the given order (Django's ``flatatt`` sorts them): ``True`` as a bare name,
+    ``False``/``None`` left out."""
+    from django.utils.html import format_html_join
+    from django.utils.safestring import mark_safe
+
+    bare = "".join(f" {k}" for k, v in attrs.items() if v is True)
+    pairs = ((k, v) for k, v in attrs.items() if v is not True and v is not False and v is not None)
+    return format_html_join("", ' {}="{}"', pairs) + mark_safe(bare)
+
+
+@lru_cache(maxsize=512)
+def _options_html(choices: tuple[tuple[str, str], ...], chosen: frozenset[str]):
+    from django.utils.html import format_html_join
+
+    return format_html_join("\n", '<option value="{}"{}>{}</option>',
+                            ((v, " selected" if v in chosen else "", label) for v, label in choices))
+
+
+class FastTextInput(forms.TextInput):
+    """``forms.TextInput`` rendered in Python (``<input type="text" name=".." value=".." ...>``)."""
+
+    def render(self, name, value, attrs=None, renderer=None):
+        from django.utils.html import format_html
+
+        final = {"type": self.input_type, "name": name}
+        value = self.format_value(value)
+        if value is not None:
+            final["value"] = value
+        final.update(self.build_attrs(self.attrs, attrs))
+        return format_html("<input{}>", _attrs_html(final))
 
 
 class CheckboxInput(forms.CheckboxInput):
@@ -95,7 +146,7 @@ def _field(name: str) -> forms.Field:
     elif _literal_choices(name):
         choices = [(v, v) for v in _literal_choices(name)]
     if choices is not None:
-        return forms.CharField(required=False, widget=forms.Select(choices=choices), help_text=help_text,
+        return forms.CharField(required=False, widget=FastSelect(choices=choices), help_text=help_text,
                                initial=info.default if isinstance(info.default, str) else None)
     attrs: dict[str, Any] = {}
     for c in info.metadata:
@@ -104,8 +155,8 @@ def _field(name: str) -> forms.Field:
                 attrs[html] = getattr(c, attr)
     if meta.get("tokens") or attrs:
         attrs["inputmode"] = "decimal" if "float" in str(info.annotation) else "numeric"
-    default = info.default if info.default not in (None, "auto") else None
-    return forms.CharField(required=False, widget=forms.TextInput(attrs=attrs), help_text=help_text,
+    default = info.default if info.default not in (None, "auto") and info.default is not PydanticUndefined else None
+    return forms.CharField(required=False, widget=FastTextInput(attrs=attrs), help_text=help_text,
                            initial=default)
 
 
@@ -126,6 +177,9 @@ class EstimateForm(forms.Form):
         """Bind a query string. ``speculative_config`` (the permalink's JSON) fills the split speculative
         fields so they show on the page; a value that is not such JSON stays and is reported."""
         data = {k: query.get(k) for k in query}
+        for name, value in SHOWN_DEFAULTS.items():
+            if not (data.get(name) or "").strip():
+                data[name] = value
         raw = (data.get("speculative_config") or "").strip()
         if raw and not any(data.get(k) for k in ("speculative_method", "speculative_model", "num_speculative_tokens")):
             try:
@@ -205,13 +259,13 @@ def _build_fields() -> None:
 
 def _split_field(name: str) -> forms.Field:
     if name == "speculative_method":
-        return forms.CharField(required=False, help_text="speculative decoding method", widget=forms.Select(
+        return forms.CharField(required=False, help_text="speculative decoding method", widget=FastSelect(
             choices=[("", "off"), *((m, m) for m in get_args(SpecMethod))]))
     if name == "speculative_model":
         return forms.CharField(required=False, help_text="draft model (draft_model, eagle, eagle3)",
-                               widget=forms.TextInput(attrs={"placeholder": "draft model org/name"}))
+                               widget=FastTextInput(attrs={"placeholder": "draft model org/name"}))
     return forms.CharField(required=False, help_text="tokens drafted per step",
-                           widget=forms.TextInput(attrs={"placeholder": "e.g. 3", "inputmode": "numeric",
+                           widget=FastTextInput(attrs={"placeholder": "e.g. 3", "inputmode": "numeric",
                                                          "min": 1, "max": 16}))
 
 

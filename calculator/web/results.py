@@ -89,6 +89,7 @@ class Outcome:
     compat_error: str | None = None
     compat_key: str = ""  # what the compat verdict depends on (its rendered HTML is cached by it)
     side_by_side: dict[str, Any] = field(default_factory=dict)  # the same request on SGLang
+    bar: dict[str, Any] = field(default_factory=dict)  # memory_bar(): device / budget marks, shortfall
 
     @property
     def num_gpus(self) -> int:
@@ -162,9 +163,13 @@ def concurrency_curve(inp: EngineInput, result: EstimateResult) -> list[dict[str
     ]
 
 
-def concurrency_chart(curve: list[dict[str, Any]], expected: int | None) -> dict[str, Any]:
+def concurrency_chart(curve: list[dict[str, Any]], expected: int | None) -> dict[str, Any] | None:
     """Vega-Lite v5 spec: max concurrency (requests) vs max_model_len (tokens, log2 axis); the current
-    length as a larger point, the expected concurrency as a dashed rule."""
+    length as a larger point, the expected concurrency as a dashed rule. Only the lengths where a request
+    fits at all are drawn (a log axis has no zero); ``None`` (no chart) when fewer than two do."""
+    curve = [p for p in curve if p["max_concurrency"] > 0]
+    if len(curve) < 2:
+        return None
     layers: list[dict[str, Any]] = [
         {
             "mark": {"type": "line", "point": True, "tooltip": True},
@@ -173,7 +178,7 @@ def concurrency_chart(curve: list[dict[str, Any]], expected: int | None) -> dict
                     "field": "max_model_len",
                     "type": "quantitative",
                     "scale": {"type": "log", "base": 2},
-                    "title": "max_model_len (tokens)",
+                    "title": "max_model_len (tokens, log₂ scale)",
                 },
                 "y": {
                     "field": "max_concurrency",
@@ -204,9 +209,13 @@ def concurrency_chart(curve: list[dict[str, Any]], expected: int | None) -> dict
     if expected:
         layers.append(
             {
-                "data": {"values": [{"expected": expected}]},
-                "mark": {"type": "rule", "strokeDash": [4, 4], "color": "#777"},
-                "encoding": {"y": {"field": "expected", "type": "quantitative"}},
+                "data": {"values": [{"expected": expected, "label": f"your concurrency: {expected:,}"}]},
+                "layer": [
+                    {"mark": {"type": "rule", "strokeDash": [4, 4], "color": "#777"},
+                     "encoding": {"y": {"field": "expected", "type": "quantitative"}}},
+                    {"mark": {"type": "text", "align": "right", "dy": -6, "x": "width", "color": "#555"},
+                     "encoding": {"y": {"field": "expected", "type": "quantitative"}, "text": {"field": "label"}}},
+                ],
             }
         )
     return {
@@ -218,8 +227,11 @@ def concurrency_chart(curve: list[dict[str, Any]], expected: int | None) -> dict
     }
 
 
-def kv_layer_chart(result: EstimateResult) -> dict[str, Any]:
-    """Vega-Lite v5 spec: KV cache bytes per token on one GPU, one bar per layer type (KiB)."""
+def kv_layer_chart(result: EstimateResult) -> dict[str, Any] | None:
+    """Vega-Lite v5 spec: KV cache bytes per token on one GPU, one bar per layer type (KiB); ``None`` for a
+    model with one layer type (a single bar says nothing the table does not)."""
+    if len(result.kv_by_layer_type) < 2:
+        return None
     rows = [
         {
             "layer type": f"{g.kind}{' (draft)' if g.draft else ''} ×{g.num_layers}",
@@ -234,7 +246,7 @@ def kv_layer_chart(result: EstimateResult) -> dict[str, Any]:
         "data": {"values": rows},
         "mark": {"type": "bar", "tooltip": True},
         "encoding": {
-            "y": {"field": "layer type", "type": "nominal", "title": None},
+            "y": {"field": "layer type", "type": "nominal", "title": "layer type × layers"},
             "x": {
                 "field": "KiB per token",
                 "type": "quantitative",
@@ -245,9 +257,11 @@ def kv_layer_chart(result: EstimateResult) -> dict[str, Any]:
 
 
 def memory_segments(result: EstimateResult, notes: Footnotes) -> list[dict[str, Any]]:
-    """The per-GPU stacked bar: one dict per non-zero part (``gib``, ``pct`` of the bar, label, css,
-    footnote) plus the headroom left outside ``gpu_memory_utilization``. Percentages are of the device
-    memory, or of the parts' sum when they overflow it (the configuration does not fit)."""
+    """The per-GPU stacked bar: one dict per non-zero part (``gib``, ``pct`` = width in the bar, ``device_pct``
+    = share of the device's memory, label, css, footnote) plus the headroom left outside
+    ``gpu_memory_utilization`` when the parts fit in the budget. The bar's full width is the device memory,
+    or the parts' sum when they overflow it (the configuration does not fit: :func:`memory_bar` marks where
+    the device ends). A negative KV cache (the parts exceed the budget) is no part of the bar."""
     parts = []
     for name, label, css in SEGMENTS:
         gib = getattr(result, name)
@@ -263,8 +277,9 @@ def memory_segments(result: EstimateResult, notes: Footnotes) -> list[dict[str, 
                     "ref": notes.ref(result.sources.get(name)),
                 }
             )
+    used = sum(p["gib"] for p in parts)
     headroom = result.total_memory_gib - result.requested_memory_gib
-    if headroom > 0:
+    if headroom > 0 and used + headroom <= result.total_memory_gib + 1e-9:
         parts.append(
             {
                 "name": "headroom",
@@ -277,7 +292,35 @@ def memory_segments(result: EstimateResult, notes: Footnotes) -> list[dict[str, 
     scale = max(result.total_memory_gib, sum(p["gib"] for p in parts)) or 1.0
     for p in parts:
         p["pct"] = round(100 * p["gib"] / scale, 2)
+        p["device_pct"] = round(100 * p["gib"] / result.total_memory_gib, 1) if result.total_memory_gib else None
     return parts
+
+
+def memory_bar(result: EstimateResult, segments: list[dict[str, Any]]) -> dict[str, Any]:
+    """Where the device and the ``gpu_memory_utilization`` budget end on the bar of :func:`memory_segments`
+    (percent of the bar's width), and by how much the configuration misses (GiB, 2**30 B):
+
+    - ``need_gib``: the sum of the bar's parts other than the headroom (weights, activation peak, CUDA
+      graphs when deducted, non-torch memory, KV cache when positive); when nothing is left for the KV
+      cache, the budget plus the shortfall (the engine's own total, as the verdict says it);
+    - ``short_gib``: by how much weights and overheads exceed the budget (``-available_kv_cache_gib``, the
+      engine's own figure) when the KV cache is not positive, else ``None``;
+    - ``over_device_gib``: by how much they exceed the whole device, else ``None``.
+    """
+    need = sum(p["gib"] for p in segments if p["name"] != "headroom")
+    scale = max(result.total_memory_gib, sum(p["gib"] for p in segments)) or 1.0
+    short = -result.available_kv_cache_gib if result.available_kv_cache_gib <= 0 else None
+    if short is not None:  # the engine's own total (the verdict's figure), not a sum of rounded parts
+        need = result.requested_memory_gib + short
+    over = need - result.total_memory_gib if need > result.total_memory_gib else None
+    return {
+        "need_gib": need,
+        "short_gib": short,
+        "over_device_gib": over,
+        "device_pct": round(100 * result.total_memory_gib / scale, 2),
+        "budget_pct": round(100 * result.requested_memory_gib / scale, 2),
+        "over_pct": round(100 - 100 * result.total_memory_gib / scale, 2) if over else 0,
+    }
 
 
 def api_payload(plan: Plan) -> dict[str, Any]:
@@ -424,8 +467,10 @@ def build(plan: Plan) -> Outcome:
     }
     curve = concurrency_curve(inp, result)
     charts = {
-        "concurrency": concurrency_chart(curve, request.concurrency),
-        "kv_layers": kv_layer_chart(result),
+        name: spec
+        for name, spec in (("concurrency", concurrency_chart(curve, request.concurrency)),
+                           ("kv_layers", kv_layer_chart(result)))
+        if spec is not None
     }
     if plan.speed is not None and plan.speed.spec is not None:
         from calculator.web.charts import speedup_chart_for
@@ -458,6 +503,7 @@ def build(plan: Plan) -> Outcome:
         compat_error=plan.compat_error,
         compat_key=hashlib.sha256(repr(_compat_key(plan)).encode()).hexdigest(),
         side_by_side=sglang_side_by_side(plan),
+        bar=memory_bar(result, segments),
     )
 
 

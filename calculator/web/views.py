@@ -18,7 +18,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import push_url
 
 from calculator.metadata import catalog
-from calculator.web import results
+from calculator.web import presets, results
 from calculator.engine.errors import EngineInputError
 from calculator.web.forms import EstimateForm, tidy_query
 from calculator.plan import make_plan
@@ -50,35 +50,52 @@ def _validate_url() -> str | None:
 @require_safe
 @vary_on_headers("HX-Request")
 def home(request: HttpRequest) -> HttpResponse:
-    """``/``: the form; with ``?model=...`` the results too. htmx requests get only the results fragment
-    (plus out-of-band field errors) and the canonical permalink in ``HX-Push-Url``; a full-page GET of a
-    non-canonical query is redirected to the permalink; bad input renders the page with a 400."""
+    """``/``: the form and the results. With no query the landing page answers the first example
+    (:mod:`calculator.web.presets`); with ``?model=...`` the results follow the query. htmx requests get only
+    the results fragment (plus out-of-band field errors) and the canonical permalink in ``HX-Push-Url``; a
+    full-page GET of a non-canonical query is redirected to the permalink; bad input renders the page with
+    a 400. A query without a model (the model field emptied) says so by the model field.
+
+    Back / Forward: the page sets htmx's ``historyCacheSize`` to 0, so htmx asks for the whole page
+    (``HX-History-Restore-Request``) and the form and the results are both re-rendered from the URL."""
     has_model = bool(request.GET.get("model", "").strip())
-    form = (
-        EstimateForm.from_query(request.GET)
-        if has_model
-        else EstimateForm(initial=request.GET.dict() or None)
-    )
-    outcome = _evaluate(form) if has_model else None
+    landing = not request.GET
+    form = EstimateForm.from_query(dict(presets.landing().params) if landing else request.GET)
+    outcome = _evaluate(form)  # without a model: the request model's "give a model" by the model field
     # htmx asks for the whole page when restoring history it no longer has cached
     partial = bool(request.htmx) and not request.htmx.boosted and not request.htmx.history_restore_request
-    if outcome and not partial and list(request.GET.items()) != parse_qsl(outcome.canonical_query):
+    if outcome and not partial and not landing and list(request.GET.items()) != parse_qsl(outcome.canonical_query):
         return redirect(f"{request.path}?{outcome.canonical_query}")
     context = {
         "form": form,
         "outcome": outcome,
         "partial": partial,
+        "landing": landing,
+        "presets": presets.PRESETS,
         "validate_url": _validate_url(),
         "catalog_models": catalog.catalog_models(),
     }
     if outcome:
         context["permalink_url"] = request.build_absolute_uri(f"{request.path}?{outcome.canonical_query}")
+        context["compat_query"] = compat_query(outcome)
     if partial:
         response = render(request, "calculator/_results.html", context)
         query = outcome.canonical_query if outcome else tidy_query(request.GET)
         return push_url(response, f"{request.path}?{query}" if query else request.path)
-    status = 400 if has_model and outcome is None else 200
+    status = 400 if outcome is None else 200
     return render(request, "calculator/home.html", context, status=status)
+
+
+def compat_query(outcome) -> str:
+    """The compat page's query for the calculator's state: model, GPU, KV-cache dtype, release (the
+    pickers of ``/compat/`` start there)."""
+    from urllib.parse import urlencode
+
+    r = outcome.plan.request
+    params = {"model": outcome.model_id, "gpu": r.gpu, "kv_cache_dtype": r.kv_cache_dtype or "auto"}
+    if r.runtime == "vllm" and r.vllm_version:
+        params["vllm_version"] = r.vllm_version
+    return urlencode(params, safe="/")
 
 
 @require_safe

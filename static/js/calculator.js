@@ -2,6 +2,9 @@
 // every htmx swap) and wires the copy buttons. Vega is fetched only when a chart is on the page.
 (function () {
   "use strict";
+  // A Back/Forward restore swaps the whole body (with this script in it): wire things once.
+  if (window.__llmcalcWired) return;
+  window.__llmcalcWired = true;
   var me = document.currentScript;
   var vegaReady = null;
 
@@ -59,10 +62,39 @@
     }
   });
 
-  document.addEventListener("htmx:afterSettle", function (evt) { drawCharts(evt.detail.elt || document); });
+  // Phone: the bar at the bottom shows the verdict while the verdict itself is scrolled out of view.
+  var observer = "IntersectionObserver" in window ? new IntersectionObserver(function (entries) {
+    entries.forEach(function (e) { document.body.classList.toggle("verdict-offscreen", !e.isIntersecting); });
+  }) : null;
+  function watchVerdict() {
+    // The header's "Compatibility matrix" link carries the calculator's model and GPU.
+    var compat = document.getElementById("compat-link"), nav = document.querySelector(".site-nav a[href^='/compat/']");
+    if (compat && nav) nav.href = compat.getAttribute("href");
+    if (!observer) return;
+    observer.disconnect();
+    var v = document.getElementById("verdict");
+    if (v) { observer.observe(v); } else { document.body.classList.remove("verdict-offscreen"); }
+  }
+
+  document.addEventListener("htmx:afterSettle", function (evt) { drawCharts(evt.detail.elt || document); watchVerdict(); });
+  // A failed request (a 500, the server gone): say so above the last answer; the form keeps the input.
+  document.addEventListener("htmx:responseError", function (evt) {
+    var box = document.getElementById("request-error") || document.createElement("p");
+    box.id = "request-error"; box.className = "error"; box.setAttribute("role", "alert");
+    box.textContent = "The server answered " + evt.detail.xhr.status + " to the last change; the results below are "
+      + "from before it. Your input is kept in the form.";
+    var results = document.getElementById("results");
+    if (results && !box.isConnected) results.prepend(box);
+  });
+  document.addEventListener("htmx:beforeSwap", function () {
+    var box = document.getElementById("request-error"); if (box) box.remove();
+  });
+  // Back / Forward: htmx re-renders the page from the URL (no snapshots); draw its charts again.
+  document.addEventListener("htmx:historyRestore", function () { drawCharts(document); watchVerdict(); });
   if (document.readyState === "loading") {
-    document.addEventListener("DOMContentLoaded", function () { drawCharts(document); });
+    document.addEventListener("DOMContentLoaded", function () { drawCharts(document); watchVerdict(); });
   } else {
     drawCharts(document);
+    watchVerdict();
   }
 })();
