@@ -43,7 +43,7 @@ def test_the_parser_raises_only_input_errors(params):
 def test_the_api_never_answers_5xx_and_answers_fast(client, params):
     t0 = time.monotonic()
     r = client.get("/api/estimate", {"model": LLAMA, **params})
-    assert r.status_code in (200, 400), (params, r.content[:300])
+    assert r.status_code in (200, 400, 414), (params, r.content[:300])  # 414: a request line over 8,190 bytes
     if r.status_code == 400:
         assert r.json()["field"]
     assert time.monotonic() - t0 < 5  # well under a second when the machine is idle; generous for CI load
@@ -54,7 +54,7 @@ def test_the_api_never_answers_5xx_and_answers_fast(client, params):
 @given(HTTP_PARAMS)
 def test_the_page_never_answers_5xx(client, params):
     r = client.get("/", {"model": LLAMA, **params}, follow=True)
-    assert r.status_code in (200, 400), (params, r.content[:300])
+    assert r.status_code in (200, 400, 414), (params, r.content[:300])
 
 
 @pytest.mark.django_db
