@@ -298,3 +298,28 @@ def test_endpoint_and_token_come_from_the_environment(hub, monkeypatch):
     meta = HubClient(timeout=5).lookup("meta-llama/Llama-3.1-8B", count_params=False)
     assert meta.config["rope_scaling"]["rope_type"] == "llama3"
     assert len(hub.requests) == 2
+
+
+def test_an_index_naming_more_shards_than_the_cap_is_not_read_shard_by_shard(hub):
+    """A repo anyone can publish: an index naming 2,000 shards would cost 2,001 Hub requests for one user
+    request. Beyond MAX_SHARDS the headers are not read: the engine counts from the config, and a note says so."""
+    from calculator.metadata.hub import MAX_SHARDS
+
+    index = {"weight_map": {f"model.layers.{i}.w": f"model-{i:05d}-of-02000.safetensors" for i in range(2000)}}
+    hub.add_repo("evil/many-shards", {
+        "config.json": config_bytes("Qwen__Qwen2.5-7B-Instruct.json"),
+        "model.safetensors.index.json": json.dumps(index).encode(),
+    })
+    meta = client(hub).lookup("evil/many-shards", count_params=False)
+    assert meta.weights is None
+    assert any(f"2,000 shards, more than the {MAX_SHARDS}" in n for n in meta.notes)
+    assert len(hub.requests) == 3  # info, config, index: no shard header read
+
+
+def test_an_index_whose_weight_map_is_a_list_is_a_note_not_a_500(hub):
+    hub.add_repo("evil/list-map", {
+        "config.json": config_bytes("Qwen__Qwen2.5-7B-Instruct.json"),
+        "model.safetensors.index.json": json.dumps({"weight_map": ["a", "b"]}).encode(),
+    })
+    meta = client(hub).lookup("evil/list-map", count_params=False)
+    assert meta.weights is None and any("no weight_map object" in n for n in meta.notes)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from datetime import datetime, timezone
 from typing import Any
 
@@ -362,12 +362,20 @@ class RepoRevision(BaseModel):
     private: bool = False
 
 
+# The largest public checkpoints have ~160 shards (e.g. DeepSeek-V3: 163); a repo naming more is read from its
+# config instead, so one request costs at most MAX_SHARDS + 3 Hub reads.
+MAX_SHARDS = 256
+# All shard headers of one request must arrive within this many seconds (HUB_HEADERS_DEADLINE_S).
+HEADERS_DEADLINE_S = float(os.environ.get("HUB_HEADERS_DEADLINE_S", "15"))
+
+
 class HubClient:
     """Talks to one Hub endpoint. ``endpoint`` defaults to ``HF_ENDPOINT`` (read now, so tests and the
     settings page can change it), ``token`` to ``HF_TOKEN``; ``timeout`` (seconds) applies to every request.
     Every method raises ``MetadataError`` subclasses only."""
 
     def __init__(self, endpoint: str | None = None, token: str | None = None, timeout: float = DEFAULT_TIMEOUT_S):
+        self.skipped_note: str | None = None
         from huggingface_hub import HfApi, constants
 
         self.endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or constants._HF_DEFAULT_ENDPOINT).rstrip("/")
@@ -429,7 +437,10 @@ class HubClient:
                 notes.append(f"Quantization settings read from {name} (beside config.json), as vLLM does.")
                 break
 
+        self.skipped_note = None
         weights = self._safetensors_weights(rev, label)
+        if self.skipped_note:
+            notes.append(self.skipped_note)
         if weights is None:
             if count_params:
                 weights, note = count_parameters_on_meta_device(
@@ -462,20 +473,38 @@ class HubClient:
         files = set(rev.siblings)
         if SAFETENSORS_INDEX in files:
             index = self._get_json(rev.repo_id, rev.revision, rev.sha, SAFETENSORS_INDEX)
-            shards = sorted(set((index.get("weight_map") or {}).values()))
+            weight_map = index.get("weight_map")
+            if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+                self.skipped_note = (f"{SAFETENSORS_INDEX} has no weight_map object of file names: the engine counts "
+                                     "the weights from the config.")
+                return None
+            shards = sorted(set(weight_map.values()))
         elif SAFETENSORS_SINGLE in files:
             shards = [SAFETENSORS_SINGLE]
         else:
             return None
         if not shards:
             return None
+        if len(shards) > MAX_SHARDS:
+            # bounded work per user request: one header read per shard would be len(shards) Hub requests
+            self.skipped_note = (f"{SAFETENSORS_INDEX} names {len(shards):,} shards, more than the {MAX_SHARDS} this "
+                                 "calculator reads per request: the engine counts the weights from the config.")
+            return None
 
         def parse(name: str):
             return name, self._call(rev.repo_id, rev.revision, lambda: self.api.parse_safetensors_file_metadata(
                 rev.repo_id, name, revision=rev.sha, timeout=self.timeout))
 
-        with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_HEADERS, len(shards))) as pool:
-            parsed = dict(pool.map(parse, shards))
+        pool = ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_HEADERS, len(shards)))
+        futures = [pool.submit(parse, name) for name in shards]
+        done, pending = wait(futures, timeout=HEADERS_DEADLINE_S)
+        pool.shutdown(wait=False, cancel_futures=True)
+        if pending:
+            # a total deadline for the headers of one request, whatever each shard's own timeout allows
+            self.skipped_note = (f"The Hub did not give the {len(shards)} safetensors headers within "
+                                 f"{HEADERS_DEADLINE_S:g} s: the engine counts the weights from the config.")
+            return None
+        parsed = dict(f.result() for f in futures)
         source = f"safetensors headers of {rev.repo_id} @ {rev.sha[:7]} ({len(shards)} file{'s' * (len(shards) > 1)})"
         return weights_from_safetensors(parsed, source)
 
