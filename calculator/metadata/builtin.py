@@ -14,10 +14,13 @@ Float32 because vLLM's CPU build kills the worker with SIGILL on bfloat16 on CPU
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
 from calculator.crosscheck.tiny_models import write_tokenizer
+
+_IMPORT_LOCK = threading.Lock()
 
 TINY_LLAMA_DEFAULTS: dict[str, Any] = {
     "vocab_size": 1024,
@@ -45,8 +48,9 @@ def write_tiny_llama(path: str | Path, seed: int = 0, **overrides: Any) -> dict[
     ``vocab_size`` tokens in the tokenizer (BPE stops when the corpus runs out of merges); the
     embedding keeps ``vocab_size`` rows, as real checkpoints with padded vocabularies do.
     """
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    with _IMPORT_LOCK:  # transformers' lazy module is not safe to import from two threads at once
+        import torch
+        from transformers import LlamaConfig, LlamaForCausalLM
 
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
@@ -82,6 +86,17 @@ def models_dir() -> Path:
     return Path(settings.VAR_DIR) / "models"
 
 
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "data" / "builtin"
+
+
+def builtin_config(model_id: str) -> dict[str, Any]:
+    """The ``config.json`` a built-in model's writer writes, committed in ``calculator/data/builtin/`` so the
+    calculator answers it without importing torch or writing weights (``tests/test_builtin_models.py``
+    checks it equals a fresh write). Raises ``KeyError`` for an id that is not built in."""
+    dirname, _ = BUILTIN_MODELS[model_id]
+    return json.loads((CONFIG_DIR / f"{dirname}.json").read_text())
+
+
 def ensure_builtin(model_id: str, root: Path | None = None) -> tuple[Path, dict[str, Any]]:
     """Write the built-in model ``model_id`` on first use; return ``(directory, config dict)``.
 
@@ -92,11 +107,20 @@ def ensure_builtin(model_id: str, root: Path | None = None) -> tuple[Path, dict[
     target = (root or models_dir()) / dirname
     if not ((target / "config.json").exists() and (target / "tokenizer.json").exists()
             and (target / "model.safetensors").exists()):
-        tmp = target.with_name(target.name + ".partial")
-        writer(tmp)
-        if target.exists():
-            import shutil
+        import shutil
+        import tempfile
 
-            shutil.rmtree(target)
-        tmp.rename(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # a private temporary directory per writer: two first uses at once do not trip over each other
+        tmp = Path(tempfile.mkdtemp(prefix=target.name + ".partial-", dir=target.parent))
+        writer(tmp)
+        if (target / "model.safetensors").exists():
+            shutil.rmtree(tmp, ignore_errors=True)  # another writer finished first: keep theirs
+        else:
+            if target.exists():
+                shutil.rmtree(target, ignore_errors=True)
+            try:
+                tmp.rename(target)
+            except OSError:  # another writer renamed its copy in between
+                shutil.rmtree(tmp, ignore_errors=True)
     return target, json.loads((target / "config.json").read_text())

@@ -89,11 +89,14 @@ def load_model(
     global _hub_down_until, _hub_down_reason
     repo_id = validate_model_id(model_id)
     if builtin_models.is_builtin(repo_id):
-        model_dir, config = builtin_models.ensure_builtin(repo_id)
+        # the committed config of the built-in model: no weights are written to answer it (the validator
+        # writes them when it runs the model)
+        config = builtin_models.builtin_config(repo_id)
+        dirname = builtin_models.BUILTIN_MODELS[repo_id][0]
         return ModelMetadata(repo_id=repo_id, origin="builtin", config=config, fetched_at=timezone.now(),
-                             source=f"built-in tiny random-weight model ({model_dir.name}, written locally)",
-                             notes=[f"{repo_id} is built in: a seeded random-weight model written to {model_dir} on "
-                                    "first use, so validation runs need nothing from the Hub"])
+                             source=f"built-in tiny random-weight model ({dirname}, written locally when run)",
+                             notes=[f"{repo_id} is built in: a seeded random-weight model written under var/models on "
+                                    "first run, so validation runs need nothing from the Hub"])
     rev = (revision or "").strip() or DEFAULT_REVISION
     is_sha = bool(COMMIT_SHA.fullmatch(rev))
     pointer = None
