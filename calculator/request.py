@@ -156,6 +156,9 @@ class ServingRequest(BaseModel):
         "--gpu", "device as nvidia-smi names it (NVIDIA H100 80GB HBM3) or an alias (H100)", "hardware"))
     gpu_memory_gib: float | None = Field(None, gt=0, le=4096, json_schema_extra=_meta(
         "--gpu-memory-gib", "memory the driver reports, when it differs from the catalog (vGPU, MIG)", "hardware"))
+    pp_layer_partition: str | None = Field(None, max_length=400, pattern=r"^\d{1,4}(,\d{1,4}){0,63}$",
+                                           json_schema_extra=_meta(
+        "--pp-layer-partition", "vLLM: layers per pipeline stage, as VLLM_PP_LAYER_PARTITION (e.g. 17,15)", "hardware"))
     gpu_memory_in_use_gib: float | None = Field(None, ge=0, le=4096, json_schema_extra=_meta(
         "--gpu-memory-in-use-gib", "vLLM: memory already taken on each GPU at start (other processes, a second "
         "instance)", "hardware"))
@@ -412,6 +415,7 @@ VLLM_ONLY = {
     "max_num_seqs": "SGLang's --max-running-requests (not an input here)", "enforce_eager": "SGLang's --disable-cuda-graph",
     "kv_cache_memory_bytes": "mem_fraction_static", "gpu_memory_gib": "the catalog GPU",
     "gpu_memory_in_use_gib": "nothing (not modelled for this runtime)",
+    "pp_layer_partition": "nothing (not modelled for this runtime)",
 }
 SGLANG_ONLY = {
     "sglang_version": "vllm_version", "mem_fraction_static": "gpu_memory_utilization", "chunked_prefill_size":

@@ -123,17 +123,46 @@ def _ssm_state_bytes(arch: ModelArch, model_bytes: int, is_cpu: bool, cpu_avx512
     return model_bytes
 
 
-def _stage_layers(arch: ModelArch, pp: int) -> list[int]:
-    """Layer indices of the first pipeline stage (``get_pp_indices``: equal split, remainder to the last
-    stages; vllm/distributed/utils.py)."""
-    per = arch.num_layers // pp
-    return list(range(per if pp > 1 else arch.num_layers))
+def pp_partition(num_layers: int, pp: int, override: str | None = None) -> list[int]:
+    """Layers per pipeline stage as vLLM splits them (``get_pp_indices``, vllm/distributed/utils.py:126-166
+    in 0.32): ``num_layers // pp`` each, and the remainder one by one to the stages before the last, starting
+    from the second-to-last (``partitions[-i] += 1`` for i in 2..remainder+1); or ``VLLM_PP_LAYER_PARTITION``
+    (``override``, e.g. ``"17,15"``), which must name ``pp`` stages summing to ``num_layers``.
+
+    Raises:
+        EngineInputError: on ``pp_layer_partition`` when the override does not fit, as vLLM refuses it.
+    """
+    if override:
+        try:
+            parts = [int(x) for x in override.split(",")]
+        except ValueError:
+            raise EngineInputError("pp_layer_partition", f"Invalid partition string: {override}") from None
+        if len(parts) != pp:
+            raise EngineInputError("pp_layer_partition", f"len(partitions)={len(parts)} does not match pp_size={pp}")
+        if sum(parts) != num_layers or min(parts) < 1:
+            raise EngineInputError("pp_layer_partition", f"sum(partitions)={sum(parts)} does not match "
+                                   f"num_hidden_layers={num_layers}")
+        return parts
+    parts = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        parts[-i] += 1
+    return parts
+
+
+def _stage_layers(arch: ModelArch, pp: int, stage: int = 0, partition: list[int] | None = None) -> list[int]:
+    """Layer indices of pipeline ``stage`` (:func:`pp_partition`)."""
+    if pp <= 1:
+        return list(range(arch.num_layers))
+    parts = partition or pp_partition(arch.num_layers, pp)
+    start = sum(parts[:stage])
+    return list(range(start, start + parts[stage]))
 
 
 def build_specs(arch: ModelArch, *, tp: int, pp: int, block_size: int, kv_bytes: int, model_bytes: int,
                 num_spec: int, prefix: str = "", draft: bool = False,
                 is_cpu: bool = False, mamba_cache_mode: str = "none",
-                cpu_avx512_bf16: bool = False) -> dict[str, Spec]:
+                cpu_avx512_bf16: bool = False, stage: int = 0,
+                partition: list[int] | None = None) -> dict[str, Spec]:
     """Layer name → KV spec for the layers on rank 0 of the first pipeline stage.
 
     KV heads per rank: ``max(1, num_kv_heads // tp)`` (replicated when tp > heads; vllm/config/model.py
@@ -142,7 +171,7 @@ def build_specs(arch: ModelArch, *, tp: int, pp: int, block_size: int, kv_bytes:
     specs: dict[str, Spec] = {}
     kv_heads = max(1, arch.num_kv_heads // tp)
     mamba_bytes = None
-    for i in _stage_layers(arch, pp):
+    for i in _stage_layers(arch, pp, stage, partition):
         layer = arch.layers[i]
         name = f"{prefix}layers.{i}"
         common = dict(block_size=block_size, dtype_bytes=kv_bytes, draft=draft)
@@ -232,10 +261,10 @@ def activation_peak_bytes(arch: ModelArch, *, tp: int, max_num_seqs: int, max_nu
     return int(max(sampler, forward) + moe)
 
 
-def cuda_graph_bytes(arch: ModelArch, pp: int) -> int:
+def cuda_graph_bytes(arch: ModelArch, pp: int, stage: int = 0, partition: list[int] | None = None) -> int:
     """CUDA-graph pool: a fit to "Graph capturing finished in … took X GiB" in the 0.19 logs:
     ``0.45 GiB + 0.0145 GiB × layers on the stage (+0.5 GiB for MoE)``."""
-    layers = len(_stage_layers(arch, pp))
+    layers = len(_stage_layers(arch, pp, stage, partition))
     gib = CUDA_GRAPH_BASE_GIB + CUDA_GRAPH_PER_LAYER_GIB * layers + (CUDA_GRAPH_MOE_EXTRA_GIB if arch.num_experts else 0)
     return int(gib * GiB)
 
@@ -343,10 +372,17 @@ def estimate(inp: EngineInput) -> EstimateResult:
 
     # --- weights --------------------------------------------------------------------------------
     quant = resolve_quant(arch, inp.quant_config, inp.quantization)
+    partition = pp_partition(arch.num_layers, pp, inp.pp_layer_partition) if pp > 1 else None
+    if partition is not None:
+        resolved["pp_layer_partition"] = ",".join(map(str, partition))
+        sources["pp_layer_partition"] = ("VLLM_PP_LAYER_PARTITION (user input)" if inp.pp_layer_partition else
+                                         "get_pp_indices: equal split, the remainder to the stages before the last "
+                                         "(vllm/distributed/utils.py:126-166)")
     if inp.weights and inp.weights.bytes_by_dtype and quant is None:
-        w = weights_from_checkpoint(sum(inp.weights.bytes_by_dtype.values()), arch, tp, pp, dtype, inp.weights.source)
+        w = weights_from_checkpoint(sum(inp.weights.bytes_by_dtype.values()), arch, tp, pp, dtype, inp.weights.source,
+                                    partition)
     else:
-        w = weights_per_gpu(arch, dtype, quant, tp, pp)
+        w = weights_per_gpu(arch, dtype, quant, tp, pp, partition)
     weights = w.bytes_per_gpu
     sources["weights_gib"] = w.source + ("; + rotary cos/sin cache" if w.rope_cache_bytes else "")
     draft_weights = 0
@@ -387,9 +423,12 @@ def estimate(inp: EngineInput) -> EstimateResult:
         sources["cpu_avx512_bf16"] = ("user input" if inp.cpu_avx512_bf16 is not None else
                                       "this server's CPU (/proc/cpuinfo flag avx512_bf16)")
 
-    def specs_for(bs: int) -> dict[str, Spec]:
+    def specs_for(bs: int, stage: int = 0) -> dict[str, Spec]:
         s = build_specs(arch, tp=tp, pp=pp, block_size=bs, kv_bytes=kv_b, model_bytes=model_b, num_spec=num_spec,
-                        is_cpu=gpu.is_cpu, mamba_cache_mode=mamba_mode, cpu_avx512_bf16=avx512_bf16)
+                        is_cpu=gpu.is_cpu, mamba_cache_mode=mamba_mode, cpu_avx512_bf16=avx512_bf16, stage=stage,
+                        partition=partition)
+        if stage:
+            return s  # the draft's layers are placed with the first stage's (rank 0) here
         if spec and spec.method == "mtp":
             mtp_arch = arch.model_copy(update={"layers": arch.layers[:arch.mtp_layers],
                                                "num_layers": arch.mtp_layers})
@@ -439,7 +478,7 @@ def estimate(inp: EngineInput) -> EstimateResult:
         non_torch = int((nt_tp if tp > 1 else (NON_TORCH_GIB_PP if pp > 1 else NON_TORCH_GIB_SINGLE)) * GiB)
         sources["non_torch_gib"] = FIT_SOURCE + (": custom all-reduce + NCCL buffers (tp > 1)" if tp > 1
                                                  else ": cuBLAS workspaces")
-        cuda_graph = 0 if inp.enforce_eager else cuda_graph_bytes(arch, pp)
+        cuda_graph = 0 if inp.enforce_eager else cuda_graph_bytes(arch, pp, 0, partition)
         sources["cuda_graph_gib"] = "--enforce-eager: no CUDA graphs" if inp.enforce_eager else \
             FIT_SOURCE + ": 'Graph capturing finished … took X GiB' vs layers"
     deducted = rules.cuda_graph_memory_deducted and cuda_graph > 0
@@ -458,14 +497,27 @@ def estimate(inp: EngineInput) -> EstimateResult:
                " (CUDA graph memory not deducted in this release)" if cuda_graph else ""))
     pool_available = available
     if pp > 1 and inp.kv_cache_memory_bytes is None and not gpu.is_cpu:
-        # Every stage sizes its own pool and the engine takes the minimum number of blocks
-        # (kv_cache_utils.py:2662-2678). The last stage holds lm_head and runs the sampler.
-        last_act = activation_peak_bytes(arch, stage="last", **act_kw)
-        last_available = requested - w.last_stage_bytes - last_act - non_torch - (cuda_graph if deducted else 0)
-        if last_available < available:
-            pool_available = last_available
-            warnings.append(f"the last pipeline stage has less room ({_gib(last_available):.2f} GiB, lm_head and "
-                            "sampler) and sets the number of blocks for every stage")
+        # Every stage sizes its own pool from its own layers and memory, and the engine gives every rank the
+        # smallest number of blocks (get_kv_cache_configs, kv_cache_utils.py:2662-2678). The last stage holds
+        # lm_head and runs the sampler; the others send hidden states on.
+        first_bpb = max(g.bytes_per_block for g in groups) if groups else 0
+        stage_blocks = []
+        for st in range(pp):
+            groups_st = groups if st == 0 else group_specs(_with_block_size(specs_for(block_size, st), block_size,
+                                                                             mamba_pad) if mamba_pad else
+                                                           specs_for(block_size, st))
+            act_st = activation if st == 0 else activation_peak_bytes(
+                arch, stage="last" if st == pp - 1 else "first", **act_kw)
+            cg_st = 0 if inp.enforce_eager else cuda_graph_bytes(arch, pp, st, partition)
+            avail_st = requested - w.stage_bytes[st] - act_st - non_torch - (cg_st if deducted else 0)
+            bpb = max(g.bytes_per_block for g in groups_st) if groups_st else 0
+            stage_blocks.append(max(avail_st, 0) // bpb if bpb else 0)
+        tightest = min(range(pp), key=lambda i: stage_blocks[i])
+        if stage_blocks[tightest] < stage_blocks[0]:
+            pool_available = stage_blocks[tightest] * first_bpb
+            warnings.append(f"pipeline stage {tightest} (of {pp}; layers {resolved['pp_layer_partition']}) has room for "
+                            f"the fewest blocks ({stage_blocks[tightest]:,} vs {stage_blocks[0]:,} on the first "
+                            "stage) and sets the number of blocks for every stage")
 
     cap = capacity(groups, pool_available, ctx, block_size, legacy_token_formula=rules.legacy_token_formula)
     sources["kv_cache_tokens"] = ("num_blocks // num_groups x block_size (vLLM <= 0.20.0 log formula)"

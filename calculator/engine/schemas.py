@@ -73,6 +73,8 @@ class EngineInput(BaseModel):
     # CPU build only: whether the host CPU has AVX-512 BF16 (vLLM then keeps the SSM state in float32);
     # None = this machine's CPU.
     cpu_avx512_bf16: bool | None = None
+    # VLLM_PP_LAYER_PARTITION: layers per pipeline stage, e.g. "17,15" (None: vLLM's own split)
+    pp_layer_partition: str | None = None
 
 
 class LayerKV(BaseModel):

@@ -172,10 +172,12 @@ def resolve_quant(arch: ModelArch, quant_config: dict[str, Any] | None, quantiza
 
 
 class WeightsEstimate(BaseModel):
-    """``bytes_per_gpu``: rank 0 (first pipeline stage); ``last_stage_bytes``: a rank of the last stage."""
+    """``bytes_per_gpu``: rank 0 (first pipeline stage); ``last_stage_bytes``: a rank of the last stage;
+    ``stage_bytes``: a rank of every stage, in order (one entry without pipeline parallelism)."""
 
     bytes_per_gpu: int
     last_stage_bytes: int = 0
+    stage_bytes: list[int] = []
     total_bytes: int
     rope_cache_bytes: int
     quant: str
@@ -189,7 +191,8 @@ def rope_cache_bytes(arch: ModelArch, model_bytes: int) -> int:
     return (arch.rope_cache_len + arch.rope_cache_len_extra) * arch.rotary_dim * elem
 
 
-def weights_per_gpu(arch: ModelArch, model_dtype: str, quant: QuantScheme | None, tp: int, pp: int) -> WeightsEstimate:
+def weights_per_gpu(arch: ModelArch, model_dtype: str, quant: QuantScheme | None, tp: int, pp: int,
+                    partition: list[int] | None = None) -> WeightsEstimate:
     """Bytes of weights on the most loaded GPU (the first pipeline stage, which also holds the embedding).
 
     Formula per component: params × bytes/param (quantized linears: ``bits/8 + scale bytes``), divided
@@ -234,18 +237,23 @@ def weights_per_gpu(arch: ModelArch, model_dtype: str, quant: QuantScheme | None
         absorbed = n_mla * arch.kv_lora_rank * arch.num_attention_heads * arch.mla_nope_v_dim
         attention += absorbed * b / tp
     per_layer_sharded = attention + mlp + shared + mamba + experts
-    # Pipeline parallel: layers split evenly; the first stage holds the embedding (and the vision tower),
-    # the last the lm_head. Report the first stage (rank 0 logs).
-    layer_share = (arch.num_layers // pp) / arch.num_layers if pp > 1 else 1.0
-    first_stage = embed + per_layer_sharded * layer_share + replicated * layer_share + vision
-    last_stage = lm_head + per_layer_sharded * (1 - layer_share * (pp - 1)) + replicated * layer_share
-    if pp == 1:
-        first_stage += lm_head
+    # Pipeline parallel: layers split as vLLM splits them (partition, memory.pp_partition); the first stage
+    # holds the embedding (and the vision tower), the last the lm_head. Rank 0 (the first stage) logs.
+    parts = partition or [arch.num_layers]
     rope = rope_cache_bytes(arch, b)
-    total = first_stage + rope
+    stages = []
+    for i, n in enumerate(parts):
+        share = n / arch.num_layers
+        stage = (per_layer_sharded + replicated) * share
+        if i == 0:
+            stage += embed + vision
+        if i == len(parts) - 1:
+            stage += lm_head
+        stages.append(int(stage + rope))
+    total = stages[0]
     all_gpus = (embed + lm_head) * tp + per_layer_sharded * tp + replicated + vision
     return WeightsEstimate(
-        bytes_per_gpu=int(total), last_stage_bytes=int(last_stage + rope if pp > 1 else total),
+        bytes_per_gpu=int(total), last_stage_bytes=stages[-1], stage_bytes=stages,
         total_bytes=int(all_gpus), rope_cache_bytes=int(rope),
         quant=quant.name if quant else model_dtype,
         source=("config.json parameter count x bytes per parameter "
@@ -254,7 +262,7 @@ def weights_per_gpu(arch: ModelArch, model_dtype: str, quant: QuantScheme | None
 
 
 def weights_from_checkpoint(stored_bytes: int, arch: ModelArch, tp: int, pp: int, model_dtype: str,
-                            source: str) -> WeightsEstimate:
+                            source: str, partition: list[int] | None = None) -> WeightsEstimate:
     """Per-GPU bytes from the checkpoint's stored tensors: the replicated share (norms, routers, vision)
     stays whole, the rest is split by TP and PP; plus the rotary cache. Exact for unquantized checkpoints."""
     b = dtype_bytes(model_dtype)
@@ -262,8 +270,9 @@ def weights_from_checkpoint(stored_bytes: int, arch: ModelArch, tp: int, pp: int
     replicated = (p.norms + p.router + p.vision) * b
     mtp = p.mtp * b
     sharded = max(stored_bytes - replicated - mtp, 0)
-    per_gpu = sharded / tp / pp + replicated
     rope = rope_cache_bytes(arch, b)
-    return WeightsEstimate(bytes_per_gpu=int(per_gpu + rope), last_stage_bytes=int(per_gpu + rope),
+    parts = partition or [arch.num_layers] * pp
+    stages = [int(sharded / tp * n / sum(parts) + replicated + rope) for n in parts]
+    return WeightsEstimate(bytes_per_gpu=stages[0], last_stage_bytes=stages[-1], stage_bytes=stages,
                            total_bytes=stored_bytes, rope_cache_bytes=int(rope),
                            quant="checkpoint", source=source)

@@ -53,6 +53,7 @@ class VLLM:
                 max_num_batched_tokens=request.max_num_batched_tokens, enforce_eager=request.enforce_eager,
                 vllm_version=request.release, speculative_config=spec,
                 attention_backend=request.attention_backend, kv_cache_memory_bytes=request.kv_cache_memory_bytes,
+                pp_layer_partition=request.pp_layer_partition,
             )
         except ValidationError as exc:
             err = exc.errors()[0]

@@ -40,6 +40,8 @@ def serve_argv(inp: EngineInput, model_id: str, revision: str | None = None) -> 
     the ``SpeculativeConfig`` without unset keys. Raises nothing; the caller validated ``model_id``.
     """
     argv = ["vllm", "serve", model_id]
+    if inp.pp_layer_partition:  # an environment variable of vLLM's, not a flag
+        argv = ["env", f"VLLM_PP_LAYER_PARTITION={inp.pp_layer_partition}", *argv]
     if revision and revision != "main":
         argv += ["--revision", revision]
     for field, flag, default in _VALUE_FLAGS:

@@ -1,0 +1,68 @@
+"""Pipeline parallelism as vLLM lays it out: its stage split (and VLLM_PP_LAYER_PARTITION), each stage's own
+KV pool, and the number of blocks set by the tightest stage. Expected values by hand from real configs and
+from vLLM's own ``get_pp_indices``."""
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from calculator.engine import EngineInput, EngineInputError, estimate
+from calculator.engine.memory import pp_partition
+from tests.conftest import load_config
+
+HAVE_VLLM = importlib.util.find_spec("vllm") is not None
+
+
+@pytest.mark.parametrize("layers,pp,expected", [
+    (61, 2, [31, 30]),  # DeepSeek-V3: the remainder goes to the stage before the last
+    (80, 3, [27, 27, 26]),  # Llama-3.1-70B: 26 each, +1 to partitions[-2] and [-3]
+    (32, 2, [16, 16]),
+    (94, 4, [23, 24, 24, 23]),  # Qwen3-235B: 23 each r 2 -> partitions[-2] and [-3] get one more
+])
+def test_the_stage_split_by_hand(layers, pp, expected):
+    assert pp_partition(layers, pp) == expected
+
+
+@pytest.mark.skipif(not HAVE_VLLM, reason="vLLM's own get_pp_indices comes with the worker extra")
+@pytest.mark.parametrize("layers,pp", [(61, 2), (80, 3), (94, 4), (62, 8), (27, 4), (36, 5)])
+def test_the_stage_split_equals_vllms(layers, pp):
+    from vllm.distributed.utils import get_pp_indices
+
+    spans = [get_pp_indices(layers, rank, pp) for rank in range(pp)]
+    assert pp_partition(layers, pp) == [end - start for start, end in spans]
+
+
+def test_the_first_stage_caches_its_own_layers():
+    """Llama-3.1-70B at PP=3 on H100: the first stage holds 27 layers, so its KV bytes per token are
+    27 layers x 2 (K, V) x 8 KV heads x 128 x 2 B = 110,592 B (not 80 // 3 = 26 layers)."""
+    cfg = load_config("meta-llama__Llama-3.1-70B-Instruct.json")
+    res = estimate(EngineInput(hf_config=cfg, gpu="H100", pipeline_parallel_size=3, max_model_len=8192))
+    assert res.kv_bytes_per_token == 27 * 2 * 8 * 128 * 2 == 110592
+    assert res.resolved["pp_layer_partition"] == "27,27,26"
+
+
+def test_the_partition_override_and_its_refusals():
+    cfg = load_config("meta-llama__Llama-3.1-70B-Instruct.json")
+    res = estimate(EngineInput(hf_config=cfg, gpu="H100", pipeline_parallel_size=3, max_model_len=8192,
+                               pp_layer_partition="20,30,30"))
+    assert res.kv_bytes_per_token == 20 * 2 * 8 * 128 * 2
+    for bad in ("40,40", "30,30,30", "a,b,c"):
+        with pytest.raises(EngineInputError) as err:
+            estimate(EngineInput(hf_config=cfg, gpu="H100", pipeline_parallel_size=3, max_model_len=8192,
+                                 pp_layer_partition=bad))
+        assert err.value.field == "pp_layer_partition"
+
+
+def test_a_heavier_stage_sets_the_blocks_for_all():
+    """With 60 of Llama-3.1-70B's 80 layers on the second of two H100 stages, that stage has the least room
+    (more weights and twice the KV bytes per block), so the first stage's pool is cut to its block count."""
+    cfg = load_config("meta-llama__Llama-3.1-70B-Instruct.json")
+    even = estimate(EngineInput(hf_config=cfg, gpu="H100", pipeline_parallel_size=2, max_model_len=8192))
+    skewed = estimate(EngineInput(hf_config=cfg, gpu="H100", pipeline_parallel_size=2, max_model_len=8192,
+                                  pp_layer_partition="20,60"))
+    assert any("pipeline stage 1" in w for w in skewed.warnings)
+    # stage 1 by hand: 60/80 of the layer weights + lm_head; its block = 60 x 2 x 8 x 128 x 2 B x 16 tokens
+    stage1_block = 60 * 2 * 8 * 128 * 2 * 16
+    assert skewed.num_gpu_blocks < even.num_gpu_blocks
+    assert skewed.num_gpu_blocks * stage1_block <= 80 * 2**30
