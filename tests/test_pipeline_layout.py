@@ -66,3 +66,18 @@ def test_a_heavier_stage_sets_the_blocks_for_all():
     stage1_block = 60 * 2 * 8 * 128 * 2 * 16
     assert skewed.num_gpu_blocks < even.num_gpu_blocks
     assert skewed.num_gpu_blocks * stage1_block <= 80 * 2**30
+
+
+@pytest.mark.parametrize("extra,what", [
+    ({"index_topk": 2048}, "DeepSeek sparse attention"),
+    ({"global_head_dim": 512, "num_global_key_value_heads": 4}, "Gemma 4"),
+    ({"linear_attn_config": {"kda_layers": [1, 2]}}, "Kimi delta attention"),
+])
+def test_a_layer_shape_the_engine_does_not_size_is_refused_by_name(extra, what):
+    """DeepSeek-V3.2's sparse MLA (fp8_ds_mla, 656 B per token and layer, plus the indexer), Gemma 4's global
+    layers (their own head size and KV heads) and Kimi's KDA layers would otherwise be sized like the layers
+    the engine knows; they are refused with what is not modelled."""
+    cfg = {**load_config("deepseek-ai__DeepSeek-V3.json"), **extra}
+    with pytest.raises(EngineInputError) as err:
+        estimate(EngineInput(hf_config=cfg, gpu="H200", tensor_parallel_size=8))
+    assert err.value.field == "model" and "not modelled" in err.value.message and what in err.value.message

@@ -186,6 +186,46 @@ def _opt_int(c: dict[str, Any], key: str, default: int | None = None) -> int | N
     return _check_limit(key, value)
 
 
+# Layer shapes the engine does not size (yet): a config that has them is refused with what is missing, never
+# sized by another layer type's rule. (config key or model_type, what it is, where vLLM sizes it)
+NOT_MODELLED = (
+    ("index_topk", "DeepSeek sparse attention (DeepSeek-V3.2): the fp8_ds_mla cache of 656 B per token and layer "
+     "plus the indexer's key cache", "vllm/model_executor/models/deepseek_v2.py, v1/attention/backends/mla/flashmla_sparse.py"),
+    ("global_head_dim", "Gemma 4's global layers with their own head size and KV heads",
+     "vllm/model_executor/models/gemma4*.py"),
+    ("num_global_key_value_heads", "Gemma 4's global layers with their own head size and KV heads",
+     "vllm/model_executor/models/gemma4*.py"),
+    ("linear_attn_config", "Kimi delta attention (KDA) layers and their recurrent state",
+     "vllm/model_executor/models/kimi_linear.py"),
+)
+NOT_MODELLED_TYPES = {"kimi_linear": "Kimi delta attention (KDA) layers and their recurrent state",
+                      "deepseek_v32": "DeepSeek sparse attention (fp8_ds_mla cache and indexer)",
+                      "gemma4": "Gemma 4's global layers with their own head size and KV heads",
+                      "gemma4_text": "Gemma 4's global layers with their own head size and KV heads"}
+
+
+def refuse_unmodelled_kv(config: dict[str, Any]) -> None:
+    """Refuse a config whose KV cache has a layer shape the vLLM engine does not size (:data:`NOT_MODELLED`);
+    parameter counting (:func:`parse_config`) still reads it.
+
+    Raises:
+        EngineInputError: on ``model``, naming what is not modelled and where vLLM sizes it.
+    """
+    c, _ = _text_config(config)
+    _refuse_unmodelled(c, str(c.get("model_type") or config.get("model_type") or ""))
+
+
+def _refuse_unmodelled(c: dict[str, Any], model_type: str) -> None:
+    """Refuse a config with a layer shape the engine does not size (:data:`NOT_MODELLED`)."""
+    if model_type in NOT_MODELLED_TYPES:
+        raise EngineInputError("model", f"not modelled: model_type {model_type!r} has "
+                               f"{NOT_MODELLED_TYPES[model_type]}; this calculator does not size it yet")
+    for key, what, where in NOT_MODELLED:
+        if c.get(key) not in (None, False, 0, [], {}):
+            raise EngineInputError("model", f"not modelled: config.json has {key} ({what}, sized in {where}); this "
+                                   "calculator does not size that layer shape yet, rather than guess")
+
+
 def _layer_kinds(c: dict[str, Any], model_type: str, num_layers: int, notes: list[str]) -> list[LayerDesc]:
     """The per-layer cache kind, following each family's vLLM model file (0.32)."""
     window = c.get("sliding_window")

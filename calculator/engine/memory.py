@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .arch import LayerKind, ModelArch, parse_config
+from .arch import LayerKind, ModelArch, parse_config, refuse_unmodelled_kv
 from .dtypes import dtype_bytes
 from .errors import EngineInputError
 from .gpus import GPU, get_gpu
@@ -300,6 +300,7 @@ def estimate(inp: EngineInput) -> EstimateResult:
                                      "memory_source": "user input (gpu_memory_gib)"})
     rules = ReleaseRules(parse_version(inp.vllm_version))
     arch = parse_config(inp.hf_config)
+    refuse_unmodelled_kv(inp.hf_config)
     tp, pp = inp.tensor_parallel_size, inp.pipeline_parallel_size
     sources: dict[str, str] = {}
     warnings: list[str] = list(arch.assumptions)
