@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pydantic import BaseModel
+
 
 @dataclass(frozen=True)
 class LoadedModel:
@@ -36,6 +38,31 @@ class LoadedModel:
     notes: tuple[str, ...] = ()
     draft: LoadedModel | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+class CompatSummary(BaseModel):
+    """A runtime's start-up answer in the shape the verdict reads (``ok``: True / False / None = depends),
+    for runtimes without vLLM's full per-backend report."""
+
+    release: str
+    gpu: str
+    ok: bool | None
+    error: str | None = None
+    requested_backend: str | None = None
+    auto_selected: str | None = None
+    auto_conditions: list[str] = []
+    speculative: list = []
+    backends: list = []
+    reasons: list[str] = []
+
+
+def speed_kwargs(request) -> dict[str, Any]:
+    """The speed model's workload from a request: ``vllm bench serve --dataset-name random`` defaults
+    (1024 in, 128 out, 1 in flight) where the request leaves them empty."""
+    return {"prompt_len": request.prompt_len or 1024, "output_len": request.output_len or 128,
+            "concurrency": request.concurrency or 1, "acceptance_rate": request.acceptance_rate,
+            "acceptance_length": request.acceptance_length, "temperature": request.temperature,
+            "workload": request.workload}
 
 
 class Runtime(Protocol):

@@ -58,7 +58,6 @@ def home(request: HttpRequest) -> HttpResponse:
 
     Back / Forward: the page sets htmx's ``historyCacheSize`` to 0, so htmx asks for the whole page
     (``HX-History-Restore-Request``) and the form and the results are both re-rendered from the URL."""
-    has_model = bool(request.GET.get("model", "").strip())
     landing = not request.GET
     form = EstimateForm.from_query(dict(presets.landing().params) if landing else request.GET)
     outcome = _evaluate(form)  # without a model: the request model's "give a model" by the model field

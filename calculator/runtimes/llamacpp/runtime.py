@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from calculator.engine.errors import EngineInputError
 from calculator.engine.gpus import GPU, get_gpu, metal_working_set_bytes
-from calculator.runtimes.base import LoadedModel
+from calculator.runtimes.base import CompatSummary, LoadedModel, speed_kwargs
 
 from .gguf_meta import GGUFError, meta_from_hf_config, read_gguf_from_hub
 from .launch import launch_argv, ollama_config
@@ -95,18 +95,6 @@ class LlamaCppMemory(BaseModel):
                "sources": {c.name: c.source for c in p.kv_caches} | {f"{b.kind} {b.buft}": b.source for b in p.buffers}}
         return out
 
-
-class _Compat(BaseModel):
-    release: str
-    gpu: str
-    ok: bool | None
-    error: str | None = None
-    requested_backend: str | None = None
-    auto_selected: str | None = None
-    auto_conditions: list[str] = []
-    speculative: list = []
-    backends: list = []
-    reasons: list[str] = []
 
 
 class LlamaCpp:
@@ -191,11 +179,11 @@ class LlamaCpp:
                                         "flash_attn": p.flash_attn, "device": device,
                                         "cache_type_k": st["cache_type_k"], "cache_type_v": st["cache_type_v"]})
 
-    def compat(self, request, model: LoadedModel, memory) -> _Compat:
+    def compat(self, request, model: LoadedModel, memory) -> CompatSummary:
         """llama.cpp starts when its plan does (quantized V without flash attention, cache types and the
         device are checked by :func:`.memory.plan`); what is left is the condition the memory plan states."""
         cond = [memory.condition] if memory is not None and memory.fits and memory.condition else []
-        return _Compat(release=request.release, gpu=request.gpu, ok=None if cond else True, auto_conditions=cond,
+        return CompatSummary(release=request.release, gpu=request.gpu, ok=None if cond else True, auto_conditions=cond,
                        auto_selected=memory.resolved.get("device") if memory is not None else None)
 
     def launch_argv(self, request, model: LoadedModel) -> list[str]:
@@ -210,10 +198,7 @@ class LlamaCpp:
                            draft_model_path=spec.model if spec and spec.method == "draft_model" else None)
 
     def speed_kwargs(self, request) -> dict[str, Any]:
-        return {"prompt_len": request.prompt_len or 1024, "output_len": request.output_len or 128,
-                "concurrency": request.concurrency or 1, "acceptance_rate": request.acceptance_rate,
-                "acceptance_length": request.acceptance_length, "temperature": request.temperature,
-                "workload": request.workload}
+        return speed_kwargs(request)
 
     def speed(self, request, model: LoadedModel, memory):
         raise EngineInputError("runtime", "speed predictions for llama.cpp are not modelled yet (the KV cache, "

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from calculator.engine.errors import EngineInputError
 from calculator.engine.gpus import get_gpu
-from calculator.runtimes.base import LoadedModel
+from calculator.runtimes.base import CompatSummary, LoadedModel, speed_kwargs
 
 from . import compat as sg_compat
 from .launch import launch_argv
@@ -81,20 +81,6 @@ class SGLangMemory(BaseModel):
         return out
 
 
-class _Compat(BaseModel):
-    """SGLang's backend answer in the shape the verdict reads (``ok`` True / False / None = depends)."""
-
-    release: str
-    gpu: str
-    ok: bool | None
-    error: str | None = None
-    requested_backend: str | None = None
-    auto_selected: str | None = None
-    auto_conditions: list[str] = []
-    speculative: list = []
-    backends: list = []
-    reasons: list[str] = []
-
 
 class SGLang:
     """SGLang (``python -m sglang.launch_server``)."""
@@ -152,7 +138,7 @@ class SGLang:
                                       "kv_cache_dtype": p.kv_cache_dtype, "attention_backend": p.attention_backend,
                                       "max_running_requests": p.max_running_requests})
 
-    def compat(self, request, model: LoadedModel, memory) -> _Compat:
+    def compat(self, request, model: LoadedModel, memory) -> CompatSummary:
         """The attention backend SGLang picks, or whether the one asked for runs (:mod:`.compat`)."""
         gpu = get_gpu(request.gpu)
         spec = self._spec(request)
@@ -160,13 +146,13 @@ class SGLang:
                   speculative_eagle_topk=spec.get("speculative_eagle_topk"))
         choice = sg_compat.default_backend(request.release, gpu, model.config, **kw)
         if request.attention_backend is None:
-            return _Compat(release=request.release, gpu=gpu.name, ok=True, auto_selected=choice.backend,
+            return CompatSummary(release=request.release, gpu=gpu.name, ok=True, auto_selected=choice.backend,
                            reasons=[f"{choice.reason} ({choice.source})"])
         v = sg_compat.check_backend(request.release, gpu, model.config, request.attention_backend,
                                     kv_cache_dtype=request.kv_cache_dtype, page_size=request.page_size, **kw)
         reasons = [f"{getattr(r, 'text', r)} ({getattr(r, 'source', '')})" for r in v.reasons]
         ok = {"works": True, "adjusted": True, "no": False, "depends": None}[v.verdict]
-        return _Compat(release=request.release, gpu=gpu.name, ok=ok, requested_backend=request.attention_backend,
+        return CompatSummary(release=request.release, gpu=gpu.name, ok=ok, requested_backend=request.attention_backend,
                        auto_selected=choice.backend, error="; ".join(reasons) if ok is False else None,
                        auto_conditions=reasons if ok is None else [], reasons=reasons)
 
@@ -180,10 +166,7 @@ class SGLang:
                            quantization=request.quantization)
 
     def speed_kwargs(self, request) -> dict[str, Any]:
-        return {"prompt_len": request.prompt_len or 1024, "output_len": request.output_len or 128,
-                "concurrency": request.concurrency or 1, "acceptance_rate": request.acceptance_rate,
-                "acceptance_length": request.acceptance_length, "temperature": request.temperature,
-                "workload": request.workload}
+        return speed_kwargs(request)
 
     def _speed_input(self, request, model: LoadedModel):
         """The speed model reads the model's shapes through the memory engine's input: the same request as a

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from calculator.engine import EngineInput, EngineInputError, EstimateResult, SpeculativeConfig, estimate
-from calculator.runtimes.base import LoadedModel
+from calculator.runtimes.base import LoadedModel, speed_kwargs
 from calculator.runtimes.vllm.serve import serve_argv
 
 class VLLM:
@@ -123,10 +123,7 @@ class VLLM:
     def speed_kwargs(self, request) -> dict[str, Any]:
         """The speed model's workload: ``vllm bench serve --dataset-name random`` defaults (1024 in, 128 out,
         1 in flight) where the request leaves them empty."""
-        return {"prompt_len": request.prompt_len or 1024, "output_len": request.output_len or 128,
-                "concurrency": request.concurrency or 1, "acceptance_rate": request.acceptance_rate,
-                "acceptance_length": request.acceptance_length, "temperature": request.temperature,
-                "workload": request.workload}
+        return speed_kwargs(request)
 
     def speed(self, request, model: LoadedModel, memory: EstimateResult):
         """TTFT / ITL / tok/s and speculative decoding (:func:`calculator.engine.perf.estimate_speed`)."""
