@@ -165,6 +165,11 @@ class ServingRequest(BaseModel):
     tensor_parallel_size: int = Field(1, ge=1, le=MAX_GPUS_PER_DIM, json_schema_extra=_meta(
         "--tensor-parallel-size", "GPUs per tensor-parallel group (SGLang: --tp-size)", "hardware", short="-tp",
         alias="tp_size"))
+    data_parallel_size: int = Field(1, ge=1, le=MAX_GPUS_PER_DIM, json_schema_extra=_meta(
+        "--data-parallel-size", "vLLM: data-parallel replicas (MoE layers span tp x dp ranks)", "hardware",
+        short="-dp"))
+    enable_expert_parallel: bool = Field(False, json_schema_extra=_meta(
+        "--enable-expert-parallel", "vLLM: whole experts split over the tp x dp ranks", "hardware"))
     pipeline_parallel_size: int = Field(1, ge=1, le=64, json_schema_extra=_meta(
         "--pipeline-parallel-size", "pipeline stages (SGLang: --pp-size)", "hardware", short="-pp",
         alias="pp_size"))
@@ -387,7 +392,8 @@ class ServingRequest(BaseModel):
 
     @property
     def num_gpus(self) -> int:
-        return self.tensor_parallel_size * self.pipeline_parallel_size
+        dp = self.data_parallel_size if self.runtime == "vllm" else self.dp_size
+        return self.tensor_parallel_size * self.pipeline_parallel_size * dp
 
     def replace(self, **changes: Any) -> ServingRequest:
         """A validated copy with ``changes`` applied (raises :class:`InputError` like :func:`parse_request`)."""
@@ -415,13 +421,14 @@ VLLM_ONLY = {
     "max_num_seqs": "SGLang's --max-running-requests (not an input here)", "enforce_eager": "SGLang's --disable-cuda-graph",
     "kv_cache_memory_bytes": "mem_fraction_static", "gpu_memory_gib": "the catalog GPU",
     "gpu_memory_in_use_gib": "nothing (not modelled for this runtime)",
+    "data_parallel_size": "dp_size", "enable_expert_parallel": "ep_size",
     "pp_layer_partition": "nothing (not modelled for this runtime)",
 }
 SGLANG_ONLY = {
     "sglang_version": "vllm_version", "mem_fraction_static": "gpu_memory_utilization", "chunked_prefill_size":
     "max_num_batched_tokens", "cuda_graph_max_bs": "vLLM's compilation config (not an input here)",
-    "page_size": "block_size", "dp_size": "vLLM's --data-parallel-size (not modelled yet)",
-    "ep_size": "vLLM's --enable-expert-parallel (not modelled yet)", "enable_dp_attention": "nothing in vLLM",
+    "page_size": "block_size", "dp_size": "data_parallel_size",
+    "ep_size": "enable_expert_parallel", "enable_dp_attention": "nothing in vLLM",
 }
 
 

@@ -81,3 +81,26 @@ def test_a_layer_shape_the_engine_does_not_size_is_refused_by_name(extra, what):
     with pytest.raises(EngineInputError) as err:
         estimate(EngineInput(hf_config=cfg, gpu="H200", tensor_parallel_size=8))
     assert err.value.field == "model" and "not modelled" in err.value.message and what in err.value.message
+
+
+def test_data_parallel_splits_the_experts_over_tp_x_dp_ranks():
+    """Qwen3-30B-A3B (48 layers, 128 experts of 3 x 2,048 x 768 weights, bf16) at TP 1: with DP 4 the MoE
+    layers span 4 ranks (flatten_tp_across_dp; with --enable-expert-parallel each holds 32 whole experts), so
+    a GPU stores 3/4 less of the expert weights: 48 x 128 x 3 x 2048 x 768 x 2 B x 3/4 = 43,486,543,872 B
+    fewer. Attention and KV stay as at TP 1."""
+    cfg = load_config("Qwen__Qwen3-30B-A3B.json")
+    one = estimate(EngineInput(hf_config=cfg, gpu="H100", max_model_len=8192))
+    for ep in (False, True):
+        four = estimate(EngineInput(hf_config=cfg, gpu="H100", max_model_len=8192, data_parallel_size=4,
+                                    enable_expert_parallel=ep))
+        experts = cfg["num_hidden_layers"] * cfg["num_experts"] * 3 * cfg["hidden_size"] * cfg["moe_intermediate_size"] * 2
+        assert experts * 3 // 4 == 43486543872
+        assert (one.weights_gib - four.weights_gib) == pytest.approx(experts * 3 / 4 / 2**30, abs=0.011)
+        assert four.kv_bytes_per_token == one.kv_bytes_per_token
+
+
+def test_expert_parallel_needs_experts():
+    with pytest.raises(EngineInputError) as err:
+        estimate(EngineInput(hf_config=load_config("meta-llama__Llama-3.1-8B-Instruct.json"), gpu="H100",
+                             max_model_len=8192, enable_expert_parallel=True, data_parallel_size=2))
+    assert err.value.field == "enable_expert_parallel"

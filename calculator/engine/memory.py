@@ -381,9 +381,20 @@ def estimate(inp: EngineInput) -> EstimateResult:
                                          "(vllm/distributed/utils.py:126-166)")
     if inp.weights and inp.weights.bytes_by_dtype and quant is None:
         w = weights_from_checkpoint(sum(inp.weights.bytes_by_dtype.values()), arch, tp, pp, dtype, inp.weights.source,
-                                    partition)
+                                    partition, dp=inp.data_parallel_size)
     else:
-        w = weights_per_gpu(arch, dtype, quant, tp, pp, partition)
+        w = weights_per_gpu(arch, dtype, quant, tp, pp, partition, dp=inp.data_parallel_size,
+                            ep=inp.enable_expert_parallel)
+    if inp.data_parallel_size > 1 or inp.enable_expert_parallel:
+        if not arch.num_experts and inp.enable_expert_parallel:
+            raise EngineInputError("enable_expert_parallel", "the model has no experts: expert parallelism applies "
+                                   "to MoE models")
+        resolved["moe_ranks"] = tp * inp.data_parallel_size
+        sources["moe_ranks"] = ("MoE layers span tp x dp ranks (vllm/model_executor/layers/fused_moe/config.py:1189-1235)"
+                                + ("; experts split whole (--enable-expert-parallel)" if inp.enable_expert_parallel
+                                   else "; each expert sharded"))
+        warnings.append("data / expert parallel: the all-to-all and DP-coordination buffers are not modelled "
+                        "(they come out of the memory outside the KV budget)")
     weights = w.bytes_per_gpu
     sources["weights_gib"] = w.source + ("; + rotary cos/sin cache" if w.rope_cache_bytes else "")
     draft_weights = 0

@@ -56,6 +56,9 @@ class EngineInput(BaseModel):
     gpu_memory_gib: float | None = None
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
+    # --data-parallel-size / --enable-expert-parallel: MoE layers span tp x dp ranks (figures stay per GPU)
+    data_parallel_size: int = 1
+    enable_expert_parallel: bool = False
     max_model_len: int | None = None
     gpu_memory_utilization: float | None = None
     dtype: DType = "auto"

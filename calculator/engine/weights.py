@@ -192,7 +192,7 @@ def rope_cache_bytes(arch: ModelArch, model_bytes: int) -> int:
 
 
 def weights_per_gpu(arch: ModelArch, model_dtype: str, quant: QuantScheme | None, tp: int, pp: int,
-                    partition: list[int] | None = None) -> WeightsEstimate:
+                    partition: list[int] | None = None, dp: int = 1, ep: bool = False) -> WeightsEstimate:
     """Bytes of weights on the most loaded GPU (the first pipeline stage, which also holds the embedding).
 
     Formula per component: params × bytes/param (quantized linears: ``bits/8 + scale bytes``), divided
@@ -216,16 +216,22 @@ def weights_per_gpu(arch: ModelArch, model_dtype: str, quant: QuantScheme | None
     mlp = p.mlp * dense_lin_bytes / tp
     shared = p.shared_experts * dense_lin_bytes / tp
     mamba = p.mamba * dense_lin_bytes / tp
-    experts = p.experts * lin_bytes / tp
+    # MoE layers span the data-parallel ranks: without expert parallelism each expert is sharded over
+    # tp x dp ranks (flatten_tp_across_dp), with --enable-expert-parallel each of the tp x dp ranks holds
+    # num_experts / (tp x dp) whole experts (vllm/model_executor/layers/fused_moe/config.py:1189-1235 in 0.32);
+    # either way a rank stores 1 / (tp x dp) of the expert weights.
+    moe_ranks = tp * dp
+    experts = p.experts * lin_bytes / moe_ranks
     if quant and quant.name == "mxfp4" and arch.num_experts:
         # MXFP4 MoE kernels pad the expert dims: Marlin/TRT-LLM (NVIDIA) round the per-rank intermediate
         # size up to 128 and the hidden size to 256 (vllm/model_executor/layers/fused_moe/oracle/mxfp4.py,
         # mxfp4_round_up_hidden_size_and_intermediate_size).
-        inter = round_up(cdiv(arch.moe_intermediate_size, tp), 128)
+        inter = round_up(cdiv(arch.moe_intermediate_size, 1 if ep else moe_ranks), 128)
         hidden = round_up(arch.hidden_size, 256)
         n_moe_layers = p.experts // (arch.num_experts * (3 * arch.hidden_size * arch.moe_intermediate_size
                                                          + 2 * arch.moe_intermediate_size + arch.hidden_size))
-        experts = n_moe_layers * arch.num_experts * (3 * inter * hidden * lin_bytes + (2 * inter + hidden) * b)
+        local_experts = cdiv(arch.num_experts, moe_ranks) if ep else arch.num_experts
+        experts = n_moe_layers * local_experts * (3 * inter * hidden * lin_bytes + (2 * inter + hidden) * b)
     replicated = (p.norms + p.router) * b
     vision = p.vision * b  # vision towers are replicated on every TP rank in vLLM's multimodal wrappers
     if arch.kv_lora_rank:
@@ -251,7 +257,7 @@ def weights_per_gpu(arch: ModelArch, model_dtype: str, quant: QuantScheme | None
             stage += lm_head
         stages.append(int(stage + rope))
     total = stages[0]
-    all_gpus = (embed + lm_head) * tp + per_layer_sharded * tp + replicated + vision
+    all_gpus = (embed + lm_head) * tp + (per_layer_sharded - experts) * tp + experts * moe_ranks + replicated + vision
     return WeightsEstimate(
         bytes_per_gpu=int(total), last_stage_bytes=stages[-1], stage_bytes=stages,
         total_bytes=int(all_gpus), rope_cache_bytes=int(rope),
@@ -262,7 +268,7 @@ def weights_per_gpu(arch: ModelArch, model_dtype: str, quant: QuantScheme | None
 
 
 def weights_from_checkpoint(stored_bytes: int, arch: ModelArch, tp: int, pp: int, model_dtype: str,
-                            source: str, partition: list[int] | None = None) -> WeightsEstimate:
+                            source: str, partition: list[int] | None = None, dp: int = 1) -> WeightsEstimate:
     """Per-GPU bytes from the checkpoint's stored tensors: the replicated share (norms, routers, vision)
     stays whole, the rest is split by TP and PP; plus the rotary cache. Exact for unquantized checkpoints."""
     b = dtype_bytes(model_dtype)
@@ -272,7 +278,9 @@ def weights_from_checkpoint(stored_bytes: int, arch: ModelArch, tp: int, pp: int
     sharded = max(stored_bytes - replicated - mtp, 0)
     rope = rope_cache_bytes(arch, b)
     parts = partition or [arch.num_layers] * pp
-    stages = [int(sharded / tp * n / sum(parts) + replicated + rope) for n in parts]
+    experts = min(p.experts * b, sharded) if dp > 1 else 0  # MoE layers span tp x dp ranks (weights_per_gpu)
+    stages = [int(((sharded - experts) / tp + experts / (tp * dp)) * n / sum(parts) + replicated + rope)
+              for n in parts]
     return WeightsEstimate(bytes_per_gpu=stages[0], last_stage_bytes=stages[-1], stage_bytes=stages,
                            total_bytes=stored_bytes, rope_cache_bytes=int(rope),
                            quant="checkpoint", source=source)

@@ -93,7 +93,7 @@ class Outcome:
 
     @property
     def num_gpus(self) -> int:
-        return self.inp.tensor_parallel_size * self.inp.pipeline_parallel_size
+        return self.plan.request.num_gpus
 
     @property
     def params(self) -> list[tuple[str, str]]:

@@ -53,7 +53,8 @@ class VLLM:
                 max_num_batched_tokens=request.max_num_batched_tokens, enforce_eager=request.enforce_eager,
                 vllm_version=request.release, speculative_config=spec,
                 attention_backend=request.attention_backend, kv_cache_memory_bytes=request.kv_cache_memory_bytes,
-                pp_layer_partition=request.pp_layer_partition,
+                pp_layer_partition=request.pp_layer_partition, data_parallel_size=request.data_parallel_size,
+                enable_expert_parallel=request.enable_expert_parallel,
             )
         except ValidationError as exc:
             err = exc.errors()[0]

@@ -20,6 +20,7 @@ from calculator.engine.schemas import EngineInput
 _VALUE_FLAGS = (
     ("tensor_parallel_size", "--tensor-parallel-size", 1),
     ("pipeline_parallel_size", "--pipeline-parallel-size", 1),
+    ("data_parallel_size", "--data-parallel-size", 1),
     ("max_model_len", "--max-model-len", None),
     ("gpu_memory_utilization", "--gpu-memory-utilization", None),
     ("dtype", "--dtype", "auto"),
@@ -51,6 +52,8 @@ def serve_argv(inp: EngineInput, model_id: str, revision: str | None = None) -> 
         argv += [flag, str(value)]
     if inp.enforce_eager:
         argv.append("--enforce-eager")
+    if inp.enable_expert_parallel:
+        argv.append("--enable-expert-parallel")
     if inp.speculative_config is not None:
         spec = inp.speculative_config.model_dump(mode="json", exclude_none=True)
         argv += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
