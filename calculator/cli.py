@@ -75,3 +75,12 @@ def internal_error(exc: BaseException) -> CommandError:
     ref = uuid.uuid4().hex[:12]
     logging.getLogger("calculator").error("internal error %s", ref, exc_info=exc)
     return CommandError(f"internal error (reference {ref}): {type(exc).__name__}; please report it", returncode=1)
+
+
+class Verdict(CommandError):
+    """A command's exit status that follows the verdict (1 does not fit / does not start, 3 depends) after the
+    answer was printed: not an error, so Django prints it as ``Verdict: <status>: <headline>``."""
+
+
+def verdict_exit(status: str, headline: str, code: int) -> Verdict:
+    return Verdict(f"{status.replace('_', ' ')}: {headline}", returncode=code)

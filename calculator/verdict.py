@@ -118,6 +118,9 @@ def _backend_reason(compat) -> str:
 
 # --- suggestions --------------------------------------------------------------------------------------
 UTILIZATIONS = (0.95, 0.98)
+# A request field's flag in each runtime's own words (the default is vLLM's --field-name).
+FLAG_NAMES = {"sglang": {"max_model_len": "--context-length", "tensor_parallel_size": "--tp-size"},
+              "llama.cpp": {"max_model_len": "--ctx-size"}, "ollama": {"max_model_len": "num_ctx"}}
 MAX_SUGGESTIONS = 4
 
 
@@ -128,6 +131,11 @@ def candidates(request, memory, compat, quantized_variants: Callable[[str], list
     repeats a value already set; the caller keeps those that work."""
     out: list[Suggestion] = []
     compat_failed = compat is not None and compat.ok is not True
+    flag = FLAG_NAMES.get(request.runtime, {})
+
+    def name(field: str) -> str:
+        return flag.get(field, "--" + field.replace("_", "-"))
+
     if compat_failed and request.attention_backend:
         out.append(Suggestion(label="let vLLM pick the attention backend (drop --attention-backend)",
                               params={"attention_backend": ""}, kind="settings"))
@@ -140,26 +148,28 @@ def candidates(request, memory, compat, quantized_variants: Callable[[str], list
                               kind="settings"))
     if not memory.fits or compat_failed:
         used = memory.resolved.get("gpu_memory_utilization") or 0
-        if request.kv_cache_memory_bytes is None:
+        if request.kv_cache_memory_bytes is None and request.runtime == "vllm":
             for u in UTILIZATIONS:
                 if u > used + 1e-9:
                     out.append(Suggestion(label=f"--gpu-memory-utilization {u}", params={"gpu_memory_utilization": str(u)},
                                           kind="settings"))
-        if request.kv_cache_dtype in ("auto", "bfloat16", "float16") and memory.resolved.get("kv_cache_dtype") not in (
-                "fp8", "fp8_e4m3", "fp8_e5m2"):
+        if request.runtime in ("vllm", "sglang") and request.kv_cache_dtype in ("auto", "bfloat16", "float16") and \
+                memory.resolved.get("kv_cache_dtype") not in ("fp8", "fp8_e4m3", "fp8_e5m2"):
             out.append(Suggestion(label="--kv-cache-dtype fp8 (half the KV bytes per token)",
                                   params={"kv_cache_dtype": "fp8"}, kind="settings"))
         est = memory.estimated_max_model_len
         if est and est < memory.max_model_len:
             length = est - est % 1024 if est >= 2048 else est
-            out.append(Suggestion(label=f"--max-model-len {length:,} (the longest that fits)",
+            out.append(Suggestion(label=f"{name('max_model_len')} {length:,} (the longest that fits)",
                                   params={"max_model_len": str(length)}, kind="context"))
         tp, pp = request.tensor_parallel_size, request.pipeline_parallel_size
-        for t in (2, 4, 8):
+        multi_gpu = request.runtime in ("vllm", "sglang") and not getattr(memory, "gpu", "").lower().endswith("cpu") \
+            and request.gpu.upper() != "CPU"
+        for t in ((2, 4, 8) if multi_gpu else ()):
             if t > tp and t * pp <= 8:
-                out.append(Suggestion(label=f"--tensor-parallel-size {t} ({t * pp} GPUs)",
+                out.append(Suggestion(label=f"{name('tensor_parallel_size')} {t} ({t * pp} GPUs)",
                                       params={"tensor_parallel_size": str(t)}, kind="hardware"))
-        for p in (2, 4):
+        for p in ((2, 4) if multi_gpu and request.runtime == "vllm" else ()):
             if p > pp:
                 t = max(tp, 8)
                 change = {"pipeline_parallel_size": str(p)}

@@ -174,7 +174,7 @@ def test_it_says_a_model_does_not_fit_with_200(client):
     # Llama-3.1-70B in bfloat16 is about 70.6e9 params x 2 B = 131 GiB; an L4 has 22 GiB
     body = _ok(client, "model=meta-llama/Llama-3.1-70B-Instruct&gpu=L4")
     assert body["fits"] is False and body["kv_cache_tokens"] == 0
-    assert body["reason"] and body["suggestion"]
+    assert body["reason"] and body["verdict"] == "does_not_fit" and body["suggestions"]
     assert body["weights_gib"] > 120
 
 

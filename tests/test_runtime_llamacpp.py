@@ -74,3 +74,12 @@ def test_llama_cpp_settings_are_refused_for_vllm():
     with pytest.raises(InputError) as err:
         parse_request({"model": QWEN, "cache_type_k": "q8_0"})
     assert err.value.field == "cache_type_k" and "llama.cpp setting" in err.value.message
+
+
+def test_a_kv_cache_alone_larger_than_the_card_does_not_fit(client):
+    """Llama-3.1-70B on Ollama on an RTX 4090 at num_ctx 131072: the f16 KV cache alone is 80 layers x 131,072
+    cells x 8 KV heads x 128 x 2 (K, V) x 2 B = 40,960 MiB, more than the card's 24 GiB, whatever the weights."""
+    body = client.get("/api/estimate", {"model": "meta-llama/Llama-3.1-70B-Instruct", "runtime": "ollama",
+                                        "gpu": "RTX 4090", "max_model_len": "131072"}).json()
+    assert body["kv_cache_mib"] == 80 * 131072 * 8 * 128 * 2 * 2 / 2**20 == 40960
+    assert body["verdict"] == "does_not_fit" and "IQ1_S" in body["verdict_headline"]

@@ -568,7 +568,7 @@ def estimate(inp: EngineInput) -> EstimateResult:
     draft_kv = sum(e.bytes_per_token for e in kv_by_type if e.draft)
 
     # --- verdict ------------------------------------------------------------------------------------
-    fits, reason, suggestion, est_len = _verdict(inp, arch, pool_available, cap, groups, ctx, max_len,
+    fits, reason, _, est_len = _verdict(inp, arch, pool_available, cap, groups, ctx, max_len,
                                                  weights + draft_weights, requested, u, gpu)
 
     return EstimateResult(
@@ -578,7 +578,7 @@ def estimate(inp: EngineInput) -> EstimateResult:
         cuda_graph_deducted=deducted, available_kv_cache_gib=_gib(available), kv_cache_tokens=cap.kv_cache_tokens,
         num_gpu_blocks=cap.num_blocks, max_concurrency=round(cap.max_concurrency, 2), max_model_len=max_len,
         block_size=block_size, kv_bytes_per_token=kv_per_token, kv_by_layer_type=kv_by_type,
-        draft_kv_bytes_per_token=draft_kv, fits=fits, reason=reason, suggestion=suggestion,
+        draft_kv_bytes_per_token=draft_kv, fits=fits, reason=reason,
         estimated_max_model_len=est_len, warnings=warnings, resolved=resolved,
         sources={**sources, "total_memory_gib": gpu.memory_source,
                  "requested_memory_gib": "ceil(total x gpu_memory_utilization) (vllm/v1/worker/utils.py:724)",
@@ -596,7 +596,7 @@ def _verdict(inp, arch, available, cap, groups: list[KVGroup], ctx, max_len, wei
         reason = (f"No available memory for the cache blocks: weights and runtime overheads take "
                   f"{_gib(requested - available):.2f} GiB of the {_gib(requested):.2f} GiB budget "
                   f"(--gpu-memory-utilization={u}).")
-        return False, reason, _suggest(inp, arch, gpu, weights, available, needed), None
+        return False, reason, None, None
     if needed <= available - cap.bytes_per_block:
         return True, None, None, None
 
@@ -604,25 +604,4 @@ def _verdict(inp, arch, available, cap, groups: list[KVGroup], ctx, max_len, wei
     reason = (f"To serve at least one request with max_model_len {max_len:,}, {needed / GiB:.2f} GiB of KV cache is "
               f"needed, which is larger than the available KV cache memory ({available / GiB:.2f} GiB). "
               f"Based on the available memory, the estimated maximum model length is {est:,}.")
-    return False, reason, _suggest(inp, arch, gpu, weights, available, needed, est), est
-
-
-def _suggest(inp, arch, gpu, weights, available, needed, est=None) -> str:
-    """The smallest change that makes it fit, in vLLM flag terms."""
-    options = []
-    if est:
-        options.append(f"--max-model-len {est}")
-    total = gpu.memory_bytes
-    shortfall = needed - available + 64 * 2**20
-    u_needed = (total * (inp.gpu_memory_utilization or 0.9) + shortfall) / total
-    if u_needed <= 0.98:
-        options.append(f"--gpu-memory-utilization {math.ceil(u_needed * 100) / 100:.2f}")
-    if inp.kv_cache_dtype == "auto" and available > needed / 2:
-        options.append("--kv-cache-dtype fp8 (halves KV bytes per token)")
-    tp = inp.tensor_parallel_size
-    for cand in (2, 4, 8):
-        if cand > tp and arch.num_attention_heads % cand == 0:
-            if weights / (cand / tp) < total * 0.8:
-                options.append(f"--tensor-parallel-size {cand}")
-                break
-    return "Try " + ", or ".join(options) + "." if options else "Use a GPU with more memory or a quantized checkpoint."
+    return False, reason, None, est

@@ -123,7 +123,6 @@ class EstimateResult(BaseModel):
     draft_kv_bytes_per_token: int
     fits: bool
     reason: str | None = None
-    suggestion: str | None = None
     estimated_max_model_len: int | None = None
     warnings: list[str] = []
     resolved: dict[str, Any] = {}

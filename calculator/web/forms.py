@@ -48,6 +48,15 @@ ADVANCED = ("block_size", "max_num_batched_tokens", "max_num_seqs", "enforce_eag
 SGLANG_FIELDS = ("sglang_version", "mem_fraction_static", "chunked_prefill_size", "cuda_graph_max_bs", "page_size",
                  "dp_size", "ep_size", "enable_dp_attention")
 HIDDEN_ON_PAGE = ("speculative_config",)
+# Fields the form template places by name; every other request field is rendered in the runtime settings
+# groups (so a permalink's value is never dropped by the next edit).
+PLACED = ("model", "revision", "gpu", "tensor_parallel_size", "pipeline_parallel_size", "max_model_len", "concurrency",
+          "prompt_len", "output_len", "dtype", "kv_cache_dtype", "quantization", "runtime", "vllm_version",
+          "attention_backend", "gpu_memory_utilization", "speculative_method", "speculative_model",
+          "num_speculative_tokens", "acceptance_rate", "block_size", "max_num_batched_tokens", "max_num_seqs",
+          "enforce_eager")
+LLAMACPP_FIELDS = ("gguf_file", "llamacpp_release", "parallel", "cache_type_k", "cache_type_v", "flash_attn",
+                   "n_gpu_layers", "kv_unified", "swa_full")
 
 
 class FastSelect(forms.Select):
@@ -138,7 +147,7 @@ def _field(name: str) -> forms.Field:
 
         choices = [("", "SGLang: newest covered"), *((v, f"SGLang {v}") for v in reversed(COVERED))]
     elif name == "runtime":
-        choices = [("vllm", "vLLM"), ("sglang", "SGLang")]
+        choices = [("vllm", "vLLM"), ("sglang", "SGLang"), ("llama.cpp", "llama.cpp"), ("ollama", "Ollama")]
     elif name == "attention_backend":
         choices = [("", "auto (vLLM picks)"), *((b, b) for b in _all_backends())]
     elif name in ("workload",):
@@ -219,10 +228,24 @@ class EstimateForm(forms.Form):
     @property
     def advanced_open(self) -> bool:
         """Open the "Advanced" group when one of its fields is set or has an error."""
+        return self._any_set(ADVANCED)
+
+    def _any_set(self, names) -> bool:
         data = self.data if self.is_bound else self.initial
-        return any(data.get(n) not in (None, "", False, "0", "false") for n in ADVANCED) or any(
-            n in self.errors for n in ADVANCED
-        )
+        return any(data.get(n) not in (None, "", False, "0", "false") for n in names) or any(
+            n in self.errors for n in names)
+
+    def groups(self) -> list[dict]:
+        """The runtime settings groups below the main fields: vLLM's other settings, SGLang's and llama.cpp's,
+        each ``{"legend", "fields", "open"}``; every request field the template does not place is in one."""
+        groups = []
+        rest = [n for n in self.fields if n not in PLACED and n not in SGLANG_FIELDS and n not in LLAMACPP_FIELDS]
+        for legend, names in (("More vLLM and workload settings", rest), ("SGLang settings (runtime=sglang)",
+                              SGLANG_FIELDS), ("llama.cpp / Ollama settings (runtime=llama.cpp or ollama)",
+                                           LLAMACPP_FIELDS)):
+            names = [n for n in names if n in self.fields]
+            groups.append({"legend": legend, "fields": [self[n] for n in names], "open": self._any_set(names)})
+        return groups
 
     def canonical_query(self, sha: str | None = None) -> str:
         """The permalink's query string of the valid request (:meth:`ServingRequest.to_params`), with the

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import json
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
-from calculator.cli import command_error, internal_error, request_from_command
+from calculator.cli import command_error, internal_error, request_from_command, verdict_exit
 from calculator.engine.schemas import EstimateResult
 from calculator.plan import make_plan
 from calculator.request import InputError, add_request_arguments
@@ -26,7 +26,8 @@ def render_table(res: EstimateResult, info: dict, speed: dict | None = None, ver
         ("Activation peak", f"{res.activation_peak_gib} GiB"),
         ("Non-torch memory", f"{res.non_torch_gib} GiB"),
         ("CUDA graph memory", f"{res.cuda_graph_gib} GiB ({'deducted' if res.cuda_graph_deducted else 'not deducted'})"),
-        ("Available KV cache memory", f"{res.available_kv_cache_gib} GiB"),
+        ("Available KV cache memory", f"{res.available_kv_cache_gib} GiB" if res.available_kv_cache_gib >= 0
+         else f"none (short by {-res.available_kv_cache_gib:.2f} GiB)"),
         ("KV cache size", f"{res.kv_cache_tokens:,} tokens ({res.num_gpu_blocks:,} blocks of {res.block_size})"),
         (f"Maximum concurrency for {res.max_model_len:,} tokens", f"{res.max_concurrency:.2f}x"),
         ("KV bytes per token (this GPU)", f"{res.kv_bytes_per_token:,} B"),
@@ -86,5 +87,4 @@ class Command(BaseCommand):
                     "notes": list(plan.model.notes)}
             self.stdout.write(render_table(plan.memory, info, {**payload, **kw}, plan.verdict))
         if plan.verdict.exit_status and options["format"] == "table":
-            raise CommandError(f"verdict: {plan.verdict.status}: {plan.verdict.headline}",
-                               returncode=plan.verdict.exit_status)
+            raise verdict_exit(plan.verdict.status, plan.verdict.headline, plan.verdict.exit_status)

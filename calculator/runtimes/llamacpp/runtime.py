@@ -160,7 +160,26 @@ class LlamaCpp:
         used = None if unknown else sum(b.bytes for b in dev_buffers if b.bytes) + (kv if device != "CPU" else 0)
         cells = p.n_ctx
         fits, reason, condition = True, None, None
-        if used is not None and used > budget:
+        if used is None and device != "CPU":
+            # Without the GGUF's tensor table the model buffers are unknown, but not unbounded below: no GGUF type
+            # stores fewer than IQ1_S's 1.5625 bits per weight (ggml-common.h block_iq1_s: 50 B per 256 weights).
+            try:
+                from calculator.engine.arch import parse_config
+
+                params = parse_config(model.config).params.total
+            except EngineInputError:
+                params = 0
+            n_gpu = request.n_gpu_layers
+            on_gpu = 1.0 if n_gpu in (None, -1) else min(1.0, max(n_gpu, 0) / max(meta.n_layer_all, 1))
+            floor = int(params * on_gpu * 50 / 256) + kv
+            if floor > budget:
+                fits = False
+                reason = (f"even at the smallest GGUF type (IQ1_S, 1.5625 bits per weight) the offloaded weights and the "
+                          f"{kv / GiB:.2f} GiB KV cache need at least {floor / GiB:.2f} GiB on the {device} device, "
+                          f"more than its {budget / GiB:.2f} GiB")
+        if not fits:
+            pass  # the floor above already decided it
+        elif used is not None and used > budget:
             fits = False
             reason = (f"llama.cpp would allocate {used / GiB:.2f} GiB on the {device} device (model buffers + KV cache, "
                       f"compute buffers not counted), more than its {budget / GiB:.2f} GiB")

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import json
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
-from calculator.cli import command_error, request_from_command
+from calculator.cli import command_error, request_from_command, verdict_exit
 from calculator.plan import load
 from calculator.request import InputError, add_request_arguments
 from calculator.runtimes import get_runtime
@@ -77,5 +77,4 @@ class Command(BaseCommand):
     def _exit(self, report) -> None:
         status = {True: "works", False: "does_not_start", None: "depends"}[report.ok]
         if EXIT_STATUS[status]:
-            raise CommandError(f"verdict: {status}" + (f": {report.error}" if report.error else ""),
-                               returncode=EXIT_STATUS[status])
+            raise verdict_exit(status, report.error or "see the table above", EXIT_STATUS[status])
