@@ -127,7 +127,9 @@ class SGLang:
                       "(SGLang raises this at start-up)")
         elif not fits:
             reason = (f"SGLang's KV pool holds {tokens:,} tokens, fewer than one request of --context-length "
-                      f"{p.context_length:,}")
+                      f"{p.context_length:,}: SGLang starts, but caps every request at {tokens - 1:,} tokens "
+                      f"(max_req_len = min(context_len - 1, max_total_num_tokens - 1), "
+                      f"sglang=={p.release} sglang/srt/managers/tp_worker.py)")
         return SGLangMemory(plan=p, fits=fits, reason=reason, kv_cache_tokens=tokens,
                             max_concurrency=round(tokens / p.context_length, 2) if p.context_length else 0.0,
                             max_model_len=p.context_length, estimated_max_model_len=tokens if 0 < tokens < p.context_length
