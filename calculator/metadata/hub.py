@@ -316,8 +316,15 @@ def count_parameters_on_meta_device(
             # The language model ties as its text_config says (vLLM reads text_config); transformers 5
             # would apply the top-level default (true) and drop Mistral-Small-3.1's separate lm_head.
             hf_config.tie_word_embeddings = getattr(text_config, "tie_word_embeddings", False)
+        # Build in the dtype the config states; multimodal configs (Qwen3-VL, Qwen3.5) may state it only in
+        # text_config, and transformers would then build float32 parameters (twice the stored bytes).
+        text = config.get("text_config") or {}
+        declared = next((d.get(k) for d in (config, text) for k in ("dtype", "torch_dtype") if d.get(k)), None)
+        build_dtype = getattr(torch, declared, None) if isinstance(declared, str) else None
+        kwargs = {"dtype": build_dtype} if isinstance(build_dtype, torch.dtype) else {}
         with torch.device("meta"):
-            model = model_cls._from_config(hf_config) if model_cls else AutoModelForCausalLM.from_config(hf_config)
+            model = (model_cls._from_config(hf_config, **kwargs) if model_cls
+                     else AutoModelForCausalLM.from_config(hf_config, **kwargs))
         counts: dict[str, int] = {}
         for param in model.parameters():
             key = str(param.dtype)
