@@ -114,3 +114,27 @@ def test_validate_takes_a_good_request(client):
     call_command("validate", "--model", "tiny-random/llama", "--max-model-len", "512", "--speculative-config",
                  '{"method":"ngram","num_speculative_tokens":2}', "--format", "json", stdout=out)
     assert re.search(r'"status": "queued"', out.getvalue())
+
+
+@pytest.mark.parametrize("runtime", ["vllm", "sglang", "llama.cpp", "ollama"])
+def test_the_page_form_as_a_browser_submits_it_is_a_valid_request(client, runtime):
+    """Every field of the page's form submitted with what the browser sends untouched (a select's selected or
+    first option, a text box's initial value): the request is valid for each runtime, so an edit elsewhere
+    never trips over a field the user did not touch (a select without a blank choice once did)."""
+    from calculator.web.forms import EstimateForm
+
+    form = EstimateForm()
+    data = {}
+    for name, field in form.fields.items():
+        choices = getattr(field.widget, "choices", None)
+        if name == "enforce_eager" or field.widget.input_type == "checkbox" if hasattr(field.widget, "input_type") else False:
+            continue
+        if choices:
+            values = [v for v, _ in choices]
+            data[name] = field.initial if field.initial in values else values[0]
+        else:
+            data[name] = "" if field.initial is None else str(field.initial)
+    data.update(model="Qwen/Qwen3-8B", runtime=runtime, gpu="RTX 4090")
+    r = client.get("/", data, follow=True)
+    assert r.status_code == 200, r.content.decode()[:2000]
+    assert b'class="error"' not in r.content

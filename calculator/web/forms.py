@@ -154,6 +154,8 @@ def _field(name: str) -> forms.Field:
         choices = [("", "not set"), *((v, v) for v in _literal_choices(name))]
     elif _literal_choices(name):
         choices = [(v, v) for v in _literal_choices(name)]
+        if info.default is None:  # an optional setting: the blank choice is "the runtime's default"
+            choices = [("", "default"), *choices]
     if choices is not None:
         return forms.CharField(required=False, widget=FastSelect(choices=choices), help_text=help_text,
                                initial=info.default if isinstance(info.default, str) else None)
