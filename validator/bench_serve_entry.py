@@ -6,7 +6,14 @@ scrapes the server's ``/metrics`` before and after each repeat. Writes ``--combi
 (JSON list, one entry per finished repeat: ``{"result": <bench JSON>, "metrics_before": {...},
 "metrics_after": {...}}``) after every repeat, so a killed run keeps what it measured.
 
-Usage: ``python -m validator.bench_serve_entry --repeats 2 --combined-output OUT.json -- <bench serve args>``.
+Paired A/B (``--target baseline=URL --target speculative=URL``): the repeats alternate between the servers
+on the same prompts, counterbalanced — pair ``r`` runs A then B when ``r`` is even and B then A when it is
+odd (A B B A A B ...), so a drift in the machine's speed over the run falls on both phases alike. Each
+entry then carries ``"phase"`` and ``"pair"``; ``--base-url`` in the bench args is replaced per target.
+The first run against each target does the warm-ups; later runs do none.
+
+Usage: ``python -m validator.bench_serve_entry --repeats 2 --combined-output OUT.json [--target NAME=URL ...]
+-- <bench serve args>``.
 The worker starts this module as a child process group so that it can be killed on a deadline.
 """
 from __future__ import annotations
@@ -24,6 +31,8 @@ def main(argv: list[str]) -> int:
     own.add_argument("--combined-output", type=Path, required=True)
     own.add_argument("--wait-ready-timeout", type=float, default=0.0,
                      help="after importing vLLM, wait up to this many seconds for the server's /health")
+    own.add_argument("--target", action="append", default=[],
+                     help="NAME=URL; two or more: alternate the repeats between these servers (paired A/B)")
     if "--" in argv:
         i = argv.index("--")
         mine, rest = argv[:i], argv[i + 1:]
@@ -41,28 +50,38 @@ def main(argv: list[str]) -> int:
 
     parser = FlexibleArgumentParser(prog="vllm bench serve")
     add_cli_args(parser)
-    base_url = parser.parse_args(rest).base_url
-    # Started together with the server, so that importing vLLM here overlaps the server's start-up.
+    default_url = parser.parse_args(rest).base_url
+    targets = [tuple(t.split("=", 1)) for t in opts.target] or [("", default_url)]
+    # Started together with the server(s), so that importing vLLM here overlaps their start-up.
     end = time.monotonic() + opts.wait_ready_timeout
-    while http_status(base_url + "/health") != 200:
-        if time.monotonic() > end:
-            print(f"server at {base_url} not ready after {opts.wait_ready_timeout:.0f} s", file=sys.stderr)
-            return 3
-        time.sleep(0.5)
+    for _, base_url in targets:
+        while http_status(base_url + "/health") != 200:
+            if time.monotonic() > end:
+                print(f"server at {base_url} not ready after {opts.wait_ready_timeout:.0f} s", file=sys.stderr)
+                return 3
+            time.sleep(0.5)
     combined = []
+    warmed: set[str] = set()
     for r in range(opts.repeats):
-        args = parser.parse_args(rest)
-        if r > 0:
-            args.num_warmups = 0
-        args.result_filename = f"repeat{r}.json"
-        before = scrape_metrics(base_url)
-        result = bench_main(args)
-        after = scrape_metrics(base_url)
-        saved = json.loads((Path(args.result_dir) / args.result_filename).read_text())
-        combined.append({"repeat": r, "result": saved or result, "metrics_before": before, "metrics_after": after})
-        tmp = opts.combined_output.with_suffix(".tmp")
-        tmp.write_text(json.dumps(combined))
-        tmp.replace(opts.combined_output)
+        order = targets if r % 2 == 0 else targets[::-1]
+        for name, base_url in order:
+            args = parser.parse_args(rest)
+            args.base_url = base_url
+            if name in warmed:
+                args.num_warmups = 0
+            warmed.add(name)
+            args.result_filename = f"repeat{r}{'-' + name if name else ''}.json"
+            before = scrape_metrics(base_url)
+            result = bench_main(args)
+            after = scrape_metrics(base_url)
+            saved = json.loads((Path(args.result_dir) / args.result_filename).read_text())
+            entry = {"repeat": r, "result": saved or result, "metrics_before": before, "metrics_after": after}
+            if name:
+                entry.update(phase=name, pair=r, position=order.index((name, base_url)))
+            combined.append(entry)
+            tmp = opts.combined_output.with_suffix(".tmp")
+            tmp.write_text(json.dumps(combined))
+            tmp.replace(opts.combined_output)
     return 0
 
 
