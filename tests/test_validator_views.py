@@ -12,7 +12,10 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def _var(settings, tmp_path):
+    from validator import capabilities
+
     settings.VAR_DIR = tmp_path
+    capabilities.record(capabilities.describe("test-cpu-worker"))  # this machine as the live worker
 
 
 @pytest.fixture
