@@ -29,8 +29,9 @@ class Reporter(Protocol):
     def __call__(self, stage: str, progress: float, log_tail: str | None = None, **fields: Any) -> None: ...
 
 
-def _summary(result: dict[str, Any]) -> dict[str, Any]:
-    """The figures we keep from one ``vllm bench serve`` result (ms, tok/s, per-request arrays)."""
+def _summary(result: dict[str, Any], server_cpu_s: float | None = None) -> dict[str, Any]:
+    """The figures we keep from one ``vllm bench serve`` result (ms, tok/s, per-request arrays); with
+    ``server_cpu_s`` (the server's CPU seconds over the repeat) also ``cpu_ms_per_output_token``."""
     out: dict[str, Any] = {k: result.get(k) for k in (
         "duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
         "request_throughput", "output_throughput", "total_token_throughput", "max_output_tokens_per_s")}
@@ -39,6 +40,9 @@ def _summary(result: dict[str, Any]) -> dict[str, Any]:
             key = f"{stat}_{m}_ms"
             if key in result:
                 out[key] = result[key]
+    if server_cpu_s is not None and result.get("total_output_tokens"):
+        out["server_cpu_s"] = server_cpu_s
+        out["cpu_ms_per_output_token"] = server_cpu_s * 1000 / result["total_output_tokens"]
     out["ttfts_ms"] = [round(x * 1000, 3) for x in result.get("ttfts") or []]
     out["e2els_ms"] = [round(x * 1000, 3) for x in result.get("latencies") or []]
     return out
@@ -273,7 +277,8 @@ def model_path_for(model_id: str) -> str:
 
 def paired_bench_argv(targets: list[tuple[str, str]], served_model_name: str, tokenizer: str,
                       profile: dict[str, Any], workload: str, dataset_path: Path | None, result_dir: Path,
-                      combined_output: Path, command: list[str] | None = None) -> list[str]:
+                      combined_output: Path, command: list[str] | None = None,
+                      pgids: dict[str, int] | None = None) -> list[str]:
     """argv for ``validator.bench_serve_entry`` alternating ``profile["repeats"]`` pairs between the
     ``targets`` (``[(phase, base_url), ...]``) on the same prompts: the workload's dataset flags
     (``validator.workloads.dataset_args``), greedy, ``--ignore-eos`` so every request produces
@@ -282,7 +287,8 @@ def paired_bench_argv(targets: list[tuple[str, str]], served_model_name: str, to
         *(command or runner.BENCH_COMMAND),
         "--repeats", str(profile.get("repeats", 1)), "--combined-output", str(combined_output),
         "--wait-ready-timeout", str(int(profile.get("wait_ready_timeout_s", 600))),
-        *[a for name, url in targets for a in ("--target", f"{name}={url}")], "--",
+        *[a for name, url in targets for a in ("--target", f"{name}={url}")],
+        *[a for name, pg in (pgids or {}).items() for a in ("--pgid", f"{name}={pg}")], "--",
         "--backend", "vllm", "--base-url", targets[0][1], "--endpoint", "/v1/completions",
         "--model", served_model_name, "--served-model-name", served_model_name, "--tokenizer", tokenizer,
         *workloads.dataset_args(workload, profile, dataset_path), "--seed", str(profile["seed"]),
@@ -303,8 +309,10 @@ def paired_verdict(measured: dict[str, Any], hardware: dict[str, Any]) -> dict[s
     peak = max(b.get("peak_memory_bytes") or 0, s.get("peak_memory_bytes") or 0)
     if hardware.get("platform") == "cpu":
         peak = (b.get("peak_memory_bytes") or 0) + (s.get("peak_memory_bytes") or 0)  # both servers were up
+    decode_key = "cpu_ms_per_output_token" if hardware.get("platform") == "cpu" and all(
+        p[0].get("cpu_ms_per_output_token") and p[1].get("cpu_ms_per_output_token") for p in pairs) else "output_throughput"
     v = stats.decide(pairs, s.get("aggregate", {}).get("spec_decode"), peak or None,
-                     memory_limit_bytes(hardware), per_token_measurable=measurable)
+                     memory_limit_bytes(hardware), per_token_measurable=measurable, decode_key=decode_key)
     v["not_evaluated"] = ["Only short prompts become faster (one context length was measured)"]
     return v
 
@@ -366,7 +374,8 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
         combined = workdir / "bench.json"
         targets = [(n, servers[n].base_url) for n in ("baseline", "speculative")]
         bench_cmd = paired_bench_argv(targets, model_id, model_path, profile, workload, dataset,
-                                      workdir / "results", combined, command=options.get("bench_command"))
+                                      workdir / "results", combined, command=options.get("bench_command"),
+                                      pgids={n: s.pgid for n, s in servers.items()} if platform == "cpu" else None)
         bench = runner.BenchProcess(bench_cmd, workdir / "bench.log", combined)
         measured["bench_argv"] = bench_cmd
         state = {"what": "starting vLLM (baseline and speculation side by side)", "p": 0.0}
@@ -389,7 +398,7 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
         measured["order"] = [r.get("phase") for r in raw]
         for name in servers:
             ph = measured["phases"][name]
-            ph["repeats"] = [{"pair": r.get("pair"), "bench": _summary(r["result"]),
+            ph["repeats"] = [{"pair": r.get("pair"), "bench": _summary(r["result"], r.get("server_cpu_s")),
                               "spec_decode": runner.spec_decode_delta(r["metrics_before"], r["metrics_after"])}
                              for r in raw if r.get("phase") == name]
             ph["aggregate"] = aggregate(ph["repeats"])

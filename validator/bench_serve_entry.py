@@ -10,7 +10,10 @@ Paired A/B (``--target baseline=URL --target speculative=URL``): the repeats alt
 on the same prompts, counterbalanced — pair ``r`` runs A then B when ``r`` is even and B then A when it is
 odd (A B B A A B ...), so a drift in the machine's speed over the run falls on both phases alike. Each
 entry then carries ``"phase"`` and ``"pair"``; ``--base-url`` in the bench args is replaced per target.
-The first run against each target does the warm-ups; later runs do none.
+The first run against each target does the warm-ups; later runs do none. With ``--pgid NAME=PGID`` each
+entry also carries ``server_cpu_s``: the CPU seconds (user + system, psutil) the target's server process
+group spent during that repeat — on a shared CPU host, the cost of the repeat that the neighbours' load
+does not change.
 
 Usage: ``python -m validator.bench_serve_entry --repeats 2 --combined-output OUT.json [--target NAME=URL ...]
 -- <bench serve args>``.
@@ -25,6 +28,23 @@ import time
 from pathlib import Path
 
 
+def group_cpu_seconds(pgid: int) -> float:
+    """User + system CPU seconds of the live processes in process group ``pgid`` (psutil)."""
+    import os
+
+    import psutil
+
+    total = 0.0
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(p.pid) == pgid:
+                t = p.cpu_times()
+                total += t.user + t.system
+        except (ProcessLookupError, psutil.Error, OSError):
+            continue
+    return total
+
+
 def main(argv: list[str]) -> int:
     own = argparse.ArgumentParser(prog="bench_serve_entry")
     own.add_argument("--repeats", type=int, default=1)
@@ -33,6 +53,8 @@ def main(argv: list[str]) -> int:
                      help="after importing vLLM, wait up to this many seconds for the server's /health")
     own.add_argument("--target", action="append", default=[],
                      help="NAME=URL; two or more: alternate the repeats between these servers (paired A/B)")
+    own.add_argument("--pgid", action="append", default=[],
+                     help="NAME=PGID: the target's server process group; its CPU time is measured per repeat")
     if "--" in argv:
         i = argv.index("--")
         mine, rest = argv[:i], argv[i + 1:]
@@ -60,6 +82,7 @@ def main(argv: list[str]) -> int:
                 print(f"server at {base_url} not ready after {opts.wait_ready_timeout:.0f} s", file=sys.stderr)
                 return 3
             time.sleep(0.5)
+    pgids = {name: int(pg) for name, pg in (p.split("=", 1) for p in opts.pgid)}
     combined = []
     warmed: set[str] = set()
     for r in range(opts.repeats):
@@ -72,12 +95,16 @@ def main(argv: list[str]) -> int:
             warmed.add(name)
             args.result_filename = f"repeat{r}{'-' + name if name else ''}.json"
             before = scrape_metrics(base_url)
+            cpu0 = group_cpu_seconds(pgids[name]) if name in pgids else None
             result = bench_main(args)
+            cpu1 = group_cpu_seconds(pgids[name]) if name in pgids else None
             after = scrape_metrics(base_url)
             saved = json.loads((Path(args.result_dir) / args.result_filename).read_text())
             entry = {"repeat": r, "result": saved or result, "metrics_before": before, "metrics_after": after}
             if name:
                 entry.update(phase=name, pair=r, position=order.index((name, base_url)))
+            if cpu0 is not None and cpu1 is not None:
+                entry["server_cpu_s"] = cpu1 - cpu0
             combined.append(entry)
             tmp = opts.combined_output.with_suffix(".tmp")
             tmp.write_text(json.dumps(combined))

@@ -17,8 +17,17 @@ Text workloads are written as the JSONL file of vLLM's ``custom`` dataset
 The text comes from the interpreter running the worker, so it is there offline on any machine.
 
 The trained pair (``validator/pair``, written by ``python -m validator.train_pair``): built-in model ids
-``trained-pair/llama-target`` (4 layers, 1.7 M parameters) and ``trained-pair/llama-draft`` (1 layer,
+``trained-pair/llama-target`` (4 layers, 1.7 M trained parameters) and ``trained-pair/llama-draft`` (1 layer,
 70 k parameters), same tokenizer.
+
+**The served target is widened** (``served_target``): its MLPs get ``SERVED_INTERMEDIATE`` neurons instead
+of the trained 512 — the extra neurons' ``down_proj`` columns are zero, so they add exactly nothing and the
+model computes what was trained — because a 3.4 MB model sits in the CPU's cache and its decode step costs
+the engine's fixed overhead only, so speculation could neither pay off nor cost anything, unlike on a real
+model. Widened, a decode step streams ~150 MB of float32 weights from memory (memory-bound at a batch of 4,
+as decode is for real models on a GPU), and a verification pass over ``k + 1`` tokens per request costs
+compute in proportion: the trade-off speculation makes. The widened checkpoint is written on first use to
+``VAR_DIR/models/trained-pair-target-wide`` (seeded; bfloat16 on disk, served as float32).
 """
 from __future__ import annotations
 
@@ -45,14 +54,65 @@ def is_pair_model(model_id: str | None) -> bool:
     return model_id in PAIR_MODELS
 
 
+SERVED_INTERMEDIATE = 16384  # the served target's MLP width (trained: 512); see the module docstring
+WIDE_SEED = 0
+
+
 def pair_path(model_id: str) -> Path:
-    """Local directory of a trained-pair model id. Raises KeyError for another id."""
+    """Local directory vLLM loads for a trained-pair model id (the target: its widened copy, written on
+    first use). Raises KeyError for another id."""
+    if model_id == PAIR_TARGET:
+        return served_target()
     return PAIR_MODELS[model_id]
 
 
 def pair_config(model_id: str) -> dict[str, Any]:
-    """The ``config.json`` of a trained-pair model (what vLLM loads)."""
-    return json.loads((pair_path(model_id) / "config.json").read_text())
+    """The ``config.json`` vLLM loads for a trained-pair model (the target's with the served MLP width)."""
+    cfg = json.loads((PAIR_MODELS[model_id] / "config.json").read_text())
+    if model_id == PAIR_TARGET:
+        cfg["intermediate_size"] = SERVED_INTERMEDIATE
+    return cfg
+
+
+def served_target(root: Path | None = None) -> Path:
+    """Write (once) and return the widened target: the trained weights, each MLP's ``gate_proj``/``up_proj``
+    extended with seeded N(0, 0.02) rows and ``down_proj`` with zero columns up to ``SERVED_INTERMEDIATE``."""
+    import shutil
+
+    if root is None:
+        from django.conf import settings
+
+        root = Path(settings.VAR_DIR) / "models"
+    src = PAIR_MODELS[PAIR_TARGET]
+    out = root / "trained-pair-target-wide"
+    stamp = f"{(src / 'model.safetensors').stat().st_size}-{SERVED_INTERMEDIATE}-{WIDE_SEED}"
+    if (out / ".complete").exists() and (out / ".complete").read_text() == stamp:
+        return out
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(str(src / "model.safetensors"))
+    gen = torch.Generator().manual_seed(WIDE_SEED)
+    for name in sorted(tensors):
+        t = tensors[name]
+        if name.endswith(("mlp.gate_proj.weight", "mlp.up_proj.weight")):
+            extra = torch.randn(SERVED_INTERMEDIATE - t.shape[0], t.shape[1], generator=gen) * 0.02
+            tensors[name] = torch.cat([t, extra.to(t.dtype)], 0).contiguous()
+        elif name.endswith("mlp.down_proj.weight"):
+            extra = torch.zeros(t.shape[0], SERVED_INTERMEDIATE - t.shape[1], dtype=t.dtype)
+            tensors[name] = torch.cat([t, extra], 1).contiguous()
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    for f in src.iterdir():
+        if f.name != "model.safetensors":
+            shutil.copy(f, tmp / f.name)
+    (tmp / "config.json").write_text(json.dumps(pair_config(PAIR_TARGET), indent=2, sort_keys=True) + "\n")
+    (tmp / ".complete").write_text(stamp)
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return out
 
 
 def _texts(workload: str) -> list[str]:
@@ -127,6 +187,7 @@ def _spec(method: str, k: int) -> str:
 PRESETS: list[dict[str, Any]] = [
     {"key": f"{w}-{m}-{k}", "workload": w, "label": f"{w}: {'draft model' if m == 'draft_model' else 'ngram'} k={k}",
      "params": {"model": PAIR_TARGET, "gpu": "CPU", "speculative_config": _spec(m, k), "validation_workload": w}}
-    for w, m, k in (("repetitive", "ngram", 3), ("code", "draft_model", 3), ("prose", "draft_model", 5),
-                    ("code", "ngram", 3), ("prose", "ngram", 5), ("repetitive", "draft_model", 3))
+    for w, m, k in (("repetitive", "draft_model", 3), ("prose", "draft_model", 8), ("code", "draft_model", 3),
+                    ("prose", "draft_model", 5), ("repetitive", "ngram", 3), ("code", "ngram", 3),
+                    ("prose", "ngram", 5))
 ]
