@@ -309,10 +309,8 @@ def paired_verdict(measured: dict[str, Any], hardware: dict[str, Any]) -> dict[s
     peak = max(b.get("peak_memory_bytes") or 0, s.get("peak_memory_bytes") or 0)
     if hardware.get("platform") == "cpu":
         peak = (b.get("peak_memory_bytes") or 0) + (s.get("peak_memory_bytes") or 0)  # both servers were up
-    decode_key = "cpu_ms_per_output_token" if hardware.get("platform") == "cpu" and all(
-        p[0].get("cpu_ms_per_output_token") and p[1].get("cpu_ms_per_output_token") for p in pairs) else "output_throughput"
     v = stats.decide(pairs, s.get("aggregate", {}).get("spec_decode"), peak or None,
-                     memory_limit_bytes(hardware), per_token_measurable=measurable, decode_key=decode_key)
+                     memory_limit_bytes(hardware), per_token_measurable=measurable)
     v["not_evaluated"] = ["Only short prompts become faster (one context length was measured)"]
     return v
 

@@ -11,8 +11,8 @@ so the same numbers give the same interval). The Wilcoxon signed-rank test
 The verdict follows the field guide's "Signal / Good sign / Stop sign" table and its benchmark sequence
 ("keep the feature only when the improvement persists"):
 
-* **keep**: decode improves — output tok/s higher (on a CPU worker: the server's CPU time per output token
-  lower), its whole interval beyond ``PRACTICAL_EFFECT_PCT`` — and no stop sign is established.
+* **keep**: decode improves — output tok/s higher, its whole interval above ``+PRACTICAL_EFFECT_PCT`` —
+  and no stop sign is established.
 * **disable**: a stop sign is established: output tok/s lower (interval below ``-PRACTICAL_EFFECT_PCT``);
   TTFT or p95 end-to-end latency higher (interval above ``+PRACTICAL_EFFECT_PCT``); peak memory above ``MEMORY_NEAR_LIMIT`` of the limit; or acceptance below
   ``LOW_ACCEPTANCE_RATE`` without a decode gain ("low acceptance adds overhead").
@@ -146,10 +146,11 @@ def decide(pairs: list[tuple[dict[str, Any], dict[str, Any]]], acceptance: dict[
     ...}`` from the ``vllm:spec_decode_*`` counters, or None. ``per_token_measurable``: False when the server
     sent each request's tokens in one burst (kept in the result). TPOT and ITL are reported, never used: ITL
     is per streamed chunk (a chunk carries several tokens under speculation), and output tok/s over the same
-    requests already measures decode speed. ``decode_key``: the decode signal — ``output_throughput``, or on a
-    CPU worker ``cpu_ms_per_output_token`` (the server's CPU time per output token): on a shared host wall-clock
-    tok/s measures the neighbours' load as much as the server (a baseline that moves 2x between repeats was
-    seen on a 2-core host), while the CPU time the server spends per token does not; tok/s is still reported.
+    requests already measures decode speed (TPOT also moves with TTFT: enabling speculation changes vLLM's
+    token budget per step, so prefills finish sooner and TPOT = (E2EL - TTFT) / (n - 1) grows even when every
+    request ends earlier). ``decode_key``: the decode signal, ``output_throughput``; the servers' CPU time
+    per output token (``cpu_ms_per_output_token``, CPU workers) is reported, not used: measured on a 2-core
+    host it disagreed with the wall clock in both directions.
 
     Returns ``{"verdict": "keep"|"disable"|"inconclusive", "keep": bool, "headline": str, "summary": str,
     "reasons": [...], "stop_signs": [...], "differences": {key: paired_change + label/direction/

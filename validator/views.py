@@ -84,6 +84,12 @@ def presets(request: HttpRequest) -> HttpResponse:
                                                       "workers": capabilities.live_workers()})
 
 
+def _show(v) -> str:
+    if v is None:
+        return "—"
+    return f"{v:,.2f}" if isinstance(v, (int, float)) else str(v)
+
+
 def _metric_rows(a: dict, b: dict) -> list[dict]:
     keys = [("verdict", "verdict"), ("workload", "workload"), ("acceptance rate", "acceptance_rate"),
             ("mean acceptance length", "mean_acceptance_length")]
@@ -98,7 +104,8 @@ def _metric_rows(a: dict, b: dict) -> list[dict]:
         va, vb = a["baseline"].get(label), b["baseline"].get(label)
         rows.append({"label": f"baseline {label}", "a": va, "b": vb,
                      "delta": (vb - va) if va is not None and vb is not None else None})
-    return rows
+    return [{**r, "a": _show(r["a"]), "b": _show(r["b"]),
+             "delta": "" if r["delta"] is None else f"{r['delta']:+,.2f}"} for r in rows]
 
 
 def _compare_side(run: ValidationRun) -> dict:

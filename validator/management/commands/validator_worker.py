@@ -16,13 +16,14 @@ class Command(BaseCommand):
         parser.add_argument("--worker-id", default=None, help="unique id (default host-pid); also given to db_worker")
         parser.add_argument("--queue-name", default=None)
         parser.add_argument("--batch", action="store_true", help="db_worker --batch: exit when the queue is empty")
+        parser.add_argument("--no-reload", action="store_true", help="accepted for db_worker compatibility")
 
     def handle(self, *args, **o):
         beat = capabilities.Heartbeat(o["worker_id"]).start()
         info = beat.info
         self.stderr.write(f"worker {info['worker_id']}: {capabilities.hardware_label(info['hardware'])}; runtimes "
                           + (", ".join(f"{r} {v['release']}" for r, v in info["runtimes"].items()) or "none"))
-        kwargs = {"worker_id": info["worker_id"]}
+        kwargs = {"worker_id": info["worker_id"], "reload": False}
         if o["queue_name"]:
             kwargs["queue_name"] = o["queue_name"]
         if o["batch"]:
