@@ -2,7 +2,7 @@
 
 ``run_sequence(configuration, workdir, reporter, ...)`` starts two vLLM servers side by side, one without
 and one with the speculative config (``validator.runner``), reads their startup logs, runs vLLM's serving
-benchmark alternately against each (A B, B A, ...) ``repeats`` times on the same seeded prompt set,
+benchmark alternately against each (A B A B ...) ``repeats`` times on the same seeded prompt set,
 takes the speculative-decoding counters from ``/metrics`` before and after each repeat, samples peak
 memory, and returns the measured dict. ``paired_verdict`` decides keep / disable / inconclusive from the
 paired repeats (``validator.stats``).
@@ -318,7 +318,7 @@ def paired_verdict(measured: dict[str, Any], hardware: dict[str, Any]) -> dict[s
 def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], workdir: Path,
                  reporter: Reporter, hardware: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
     """Paired, interleaved A/B: the baseline and the speculation server run side by side and the
-    benchmark alternates between them (pair ``r``: A B for even ``r``, B A for odd), ``profile["repeats"]``
+    benchmark alternates between them (A B A B ...), ``profile["repeats"]``
     pairs on the same seeded prompts, context and concurrency (``configuration["workload"]``).
 
     ``options``: ``wall_clock_s`` (whole run), ``startup_timeout_s``, ``bench_timeout_s``,
@@ -340,7 +340,7 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
     spec_input = {**base_input, "speculative_config": configuration["spec_config"]}
     serve_spec = runner.serve_argv(spec_input, model_id, configuration.get("revision"))
     measured: dict[str, Any] = {"phases": {}, "hardware": hardware, "workload": workload,
-                                "design": "paired, interleaved A/B (A B, B A, A B, ...) on identical traffic"}
+                                "design": "paired, interleaved A/B (A B A B ...) on identical traffic"}
     env = dict(os.environ)
     kv_bytes = configuration["engine_input"].get("kv_cache_memory_bytes")
     if platform == "cpu" and kv_bytes:

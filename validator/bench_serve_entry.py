@@ -7,9 +7,11 @@ scrapes the server's ``/metrics`` before and after each repeat. Writes ``--combi
 "metrics_after": {...}}``) after every repeat, so a killed run keeps what it measured.
 
 Paired A/B (``--target baseline=URL --target speculative=URL``): the repeats alternate between the servers
-on the same prompts, counterbalanced — pair ``r`` runs A then B when ``r`` is even and B then A when it is
-odd (A B B A A B ...), so a drift in the machine's speed over the run falls on both phases alike. Each
-entry then carries ``"phase"`` and ``"pair"``; ``--base-url`` in the bench args is replaced per target.
+on the same prompts, A B A B ..., pair ``r`` being the ``r``-th run of each. Strict alternation, not a
+counterbalanced A B B A: measured on a 2-core host, a run that follows a run on the same server is faster
+than one that follows the other server (its caches are warm), so A B B A makes every other pair lean one way
+and widens the interval; in A B A B every run follows the other server. Each entry then carries
+``"phase"`` and ``"pair"``; ``--base-url`` in the bench args is replaced per target.
 The first run against each target does the warm-ups; later runs do none. With ``--pgid NAME=PGID`` each
 entry also carries ``server_cpu_s``: the CPU seconds (user + system, psutil) the target's server process
 group spent during that repeat — on a shared CPU host, the cost of the repeat that the neighbours' load
@@ -86,7 +88,7 @@ def main(argv: list[str]) -> int:
     combined = []
     warmed: set[str] = set()
     for r in range(opts.repeats):
-        order = targets if r % 2 == 0 else targets[::-1]
+        order = targets
         for name, base_url in order:
             args = parser.parse_args(rest)
             args.base_url = base_url
