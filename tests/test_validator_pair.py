@@ -34,7 +34,8 @@ def test_draft_model_acceptance_on_the_trained_pair_differs_by_workload(settings
 
     settings.VAR_DIR = tmp_path
     rates = {}
-    for workload in ("repetitive", "prose"):
+    verdicts = {}
+    for workload in ("code", "prose"):
         params = {"model": workloads.PAIR_TARGET, "gpu": "CPU", "validation_workload": workload,
                   "speculative_config": json.dumps({"method": "draft_model", "model": workloads.PAIR_DRAFT,
                                                     "num_speculative_tokens": 3})}
@@ -52,8 +53,10 @@ def test_draft_model_acceptance_on_the_trained_pair_differs_by_workload(settings
         assert 0.2 <= acc["acceptance_rate"] <= 0.95, (workload, acc)
         assert m["verdict"]["verdict"] in ("keep", "disable", "inconclusive")
         rates[workload] = acc["acceptance_rate"]
-    # greedy decoding of repeated lines is what a draft predicts best
-    assert rates["repetitive"] > rates["prose"] + 0.05, rates
+        verdicts[workload] = m["verdict"]["headline"]
+    print(rates, verdicts)
+    # the draft learnt code only: the target accepts more of its proposals on code than on prose
+    assert rates["code"] > rates["prose"] + 0.05, rates
 
 
 def test_the_widened_target_computes_what_was_trained(tmp_path):
