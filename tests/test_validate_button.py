@@ -4,17 +4,46 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Permission, User
 
-QUERY = "/?model=meta-llama/Llama-3.1-8B-Instruct&gpu=H100&max_model_len=8192&vllm_version=0.32.0"
+QUERY = "/?model=tiny-random/llama&gpu=CPU&max_model_len=1024&vllm_version=0.32.0"
+GPU_QUERY = "/?model=meta-llama/Llama-3.1-8B-Instruct&gpu=H100&max_model_len=8192&vllm_version=0.32.0"
 
 
 @pytest.fixture(autouse=True)
-def offline(monkeypatch):
+def offline(monkeypatch, settings, tmp_path):
+    """Offline, and this machine (CPU only, vLLM's CPU build) recorded as the one live worker."""
+    from validator import capabilities
+
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    settings.VAR_DIR = tmp_path
+    capabilities.record(capabilities.describe("test-cpu-worker"))
+
+
+@pytest.mark.django_db
+def test_a_gpu_configuration_on_a_cpu_only_site_is_not_offered_and_says_what_is_missing(client):
+    alice = User.objects.create_user("alice", password="pw-123456")
+    alice.user_permissions.add(Permission.objects.get(codename="add_validationrun"))
+    client.login(username="alice", password="pw-123456")
+    html = client.get(GPU_QUERY, follow=True).content.decode()
+    assert "Validate with a real vLLM run" not in html
+    assert "Validation is not offered" in html and "needs 1x NVIDIA H100" in html and "has no GPU" in html
+    # and a post that bypasses the page is refused up front, nothing queued
+    from validator.models import ValidationRun
+
+    r = client.post("/runs/new", {"model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "H100"})
+    assert r.status_code == 503 and b"needs 1x NVIDIA H100" in r.content
+    assert ValidationRun.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_without_a_live_worker_nothing_is_offered(client, settings, tmp_path):
+    settings.VAR_DIR = tmp_path / "empty"
+    html = client.get(QUERY, follow=True).content.decode()
+    assert "no validation worker is running" in html and "Log in</a> to validate" not in html
 
 
 @pytest.mark.django_db
 def test_anonymous_user_gets_a_login_link(client):
-    r = client.get(QUERY)
+    r = client.get(QUERY, follow=True)
     assert r.status_code == 200
     assert b"Log in</a> to validate" in r.content
 
@@ -29,7 +58,7 @@ def test_login_page_renders(client):
 def test_user_without_permission_is_told_which_one(client):
     User.objects.create_user("bob", password="pw-123456")
     client.login(username="bob", password="pw-123456")
-    r = client.get(QUERY)
+    r = client.get(QUERY, follow=True)
     assert b"validator.add_validationrun" in r.content and b"Validate with a real vLLM run" not in r.content
 
 
@@ -38,7 +67,7 @@ def test_user_with_permission_gets_the_button_posting_to_runs_new(client):
     alice = User.objects.create_user("alice", password="pw-123456")
     alice.user_permissions.add(Permission.objects.get(codename="add_validationrun"))
     client.login(username="alice", password="pw-123456")
-    r = client.get(QUERY)
+    r = client.get(QUERY, follow=True)
     assert b'action="/runs/new"' in r.content and b"Validate with a real vLLM run" in r.content
 
 
@@ -51,7 +80,6 @@ def test_tiny_model_from_the_calculator_page_to_a_queued_run(client, settings, t
 
     from validator.models import ValidationRun
 
-    settings.VAR_DIR = tmp_path
     alice = User.objects.create_user("alice", password="pw-123456")
     alice.user_permissions.add(Permission.objects.get(codename="add_validationrun"))
     client.login(username="alice", password="pw-123456")

@@ -21,7 +21,17 @@ def _var(settings, tmp_path):
     settings.VAR_DIR = tmp_path
 
 
+def test_without_wait_and_without_a_live_worker_it_is_refused_up_front():
+    with pytest.raises(CommandError) as e:
+        call_command("validate", "--model", "tiny-random/llama", "--gpu", "CPU", stdout=io.StringIO())
+    assert e.value.returncode == 1 and "no validation worker is running" in str(e.value)
+    assert ValidationRun.objects.count() == 0
+
+
 def test_it_enqueues_and_prints_the_run(settings):
+    from validator import capabilities
+
+    capabilities.record(capabilities.describe("test-cpu-worker"))  # this machine as a live worker
     out = io.StringIO()
     call_command("validate", "--model", "tiny-random/llama", "--gpu", "CPU", "--max-model-len", "512",
                  "--max-num-seqs", "8", "--speculative-config", '{"method":"ngram","num_speculative_tokens":2}',

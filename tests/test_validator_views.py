@@ -12,7 +12,10 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def _var(settings, tmp_path):
+    from validator import capabilities
+
     settings.VAR_DIR = tmp_path
+    capabilities.record(capabilities.describe("test-cpu-worker"))  # this machine as the live worker
 
 
 @pytest.fixture
@@ -131,3 +134,45 @@ def test_admin_lists_and_shows_runs(client, user):
     assert r.status_code == 302
     run.refresh_from_db()
     assert run.status == "cancelled" and run.error == "cancelled by an administrator"  # public page: no user names
+
+
+def _done_run(tok_a, tok_b, verdict="keep"):
+    """A finished run whose measured dict has the shape validator.bench writes (figures made up here)."""
+    from validator import stats
+
+    pairs = [({"output_throughput": a, "median_ttft_ms": 50.0, "p95_e2el_ms": 300.0},
+              {"output_throughput": b, "median_ttft_ms": 50.0, "p95_e2el_ms": 300.0}) for a, b in zip(tok_a, tok_b)]
+    v = stats.decide(pairs, {"acceptance_rate": 0.6, "mean_acceptance_length": 2.8}, 2**30, 64 * 2**30)
+    assert v["verdict"] == verdict
+    run = ValidationRun.objects.create(
+        configuration={"model_id": "trained-pair/llama-target", "run_model": "trained-pair/llama-target",
+                       "platform": "cpu", "params": {"model": "trained-pair/llama-target", "validation_workload": "code"},
+                       "profile": {"repeats": len(tok_a)}},
+        status="done",
+        measured={"verdict": v, "workload": "code", "acceptance": {"acceptance_rate": 0.6, "mean_acceptance_length": 2.8},
+                  "comparison": [{"field": "kv_cache_tokens", "unit": "tokens", "predicted": 100.0, "measured": 200.0,
+                                  "error": -100.0, "error_pct": -50.0, "note": ""}]})
+    return run
+
+
+def test_the_run_page_states_the_verdict_first_and_colours_the_misses(client):
+    run = _done_run([100, 102, 98, 101, 99], [150, 151, 149, 152, 150])
+    html = client.get(run.get_absolute_url()).content.decode()
+    assert html.index('id="verdict"') < html.index('data-field="kv_cache_tokens"')
+    assert "Verdict: KEEP" in html and "Keep speculative decoding: output tok/s +" in html
+    assert 'data-field="kv_cache_tokens" class="err-bad"' in html  # a -50 % miss is flagged
+
+
+def test_two_runs_compare_side_by_side(client):
+    a = _done_run([100, 102, 98, 101, 99], [150, 151, 149, 152, 150])
+    b = _done_run([100, 102, 98, 101, 99], [60, 61, 59, 62, 60], verdict="disable")
+    r = client.get(reverse("validator:compare") + f"?a={a.pk}&b={b.pk}")
+    html = r.content.decode()
+    assert r.status_code == 200 and "keep" in html and "disable" in html
+    assert client.get(reverse("validator:compare") + "?a=x&b=y").status_code == 400
+
+
+def test_presets_page_offers_the_trained_pair_to_a_cpu_worker(client, user):
+    client.force_login(user)
+    html = client.get(reverse("validator:presets")).content.decode()
+    assert 'data-preset="repetitive-ngram-3"' in html and html.count(">Validate</button>") >= 6

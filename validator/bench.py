@@ -1,15 +1,16 @@
-"""The validation sequence: baseline, then speculative decoding, same prompts, context and concurrency.
+"""The validation sequence: baseline and speculative decoding, paired and interleaved on identical traffic.
 
-``run_sequence(configuration, workdir, reporter, ...)`` starts vLLM once per phase (``validator.runner``),
-reads its startup log, runs vLLM's serving benchmark ``repeats`` times on a seeded random prompt set,
+``run_sequence(configuration, workdir, reporter, ...)`` starts two vLLM servers side by side, one without
+and one with the speculative config (``validator.runner``), reads their startup logs, runs vLLM's serving
+benchmark alternately against each (A B A B ...) ``repeats`` times on the same seeded prompt set,
 takes the speculative-decoding counters from ``/metrics`` before and after each repeat, samples peak
-memory, and returns the measured dict. ``verdict(phases)`` applies the field guide's benchmark rule:
-keep speculation only when ITL and output tok/s improve beyond the run-to-run spread and neither TTFT
-nor p95 regress nor memory approaches the limit; it names the stop signs that fired.
+memory, and returns the measured dict. ``paired_verdict`` decides keep / disable / inconclusive from the
+paired repeats (``validator.stats``).
 ``compare(prediction, startup)`` scores the prediction field by field.
 """
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import time
@@ -18,28 +19,19 @@ from typing import Any, Callable, Protocol
 
 from calculator.metadata import builtin as tiny_models
 
-from . import runner
+from . import runner, stats, workloads
 from .runner import Deadline, MemorySampler, RunnerError, ServerProcess
 
 GiB = 2**30
 PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
 
-# Stop signs (field guide "Signal / Good sign / Stop sign" table).
-STOP_LOW_ACCEPTANCE = "Low acceptance adds overhead"
-STOP_TTFT = "First token is slower than baseline"
-STOP_DECODE = "Decode (ITL / output tok/s) does not improve beyond the run-to-run spread"
-STOP_P95 = "Worse tail latency (p95)"
-STOP_MEMORY = "Near OOM: peak memory close to the limit"
-LOW_ACCEPTANCE_RATE = 0.3       # drafted tokens accepted below 30 %
-MEMORY_NEAR_LIMIT = 0.9         # peak above 90 % of the device (or host) memory
-
-
 class Reporter(Protocol):
     def __call__(self, stage: str, progress: float, log_tail: str | None = None, **fields: Any) -> None: ...
 
 
-def _summary(result: dict[str, Any]) -> dict[str, Any]:
-    """The figures we keep from one ``vllm bench serve`` result (ms, tok/s, per-request arrays)."""
+def _summary(result: dict[str, Any], server_cpu_s: float | None = None) -> dict[str, Any]:
+    """The figures we keep from one ``vllm bench serve`` result (ms, tok/s, per-request arrays); with
+    ``server_cpu_s`` (the server's CPU seconds over the repeat) also ``cpu_ms_per_output_token``."""
     out: dict[str, Any] = {k: result.get(k) for k in (
         "duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
         "request_throughput", "output_throughput", "total_token_throughput", "max_output_tokens_per_s")}
@@ -48,6 +40,9 @@ def _summary(result: dict[str, Any]) -> dict[str, Any]:
             key = f"{stat}_{m}_ms"
             if key in result:
                 out[key] = result[key]
+    if server_cpu_s is not None and result.get("total_output_tokens"):
+        out["server_cpu_s"] = server_cpu_s
+        out["cpu_ms_per_output_token"] = server_cpu_s * 1000 / result["total_output_tokens"]
     out["ttfts_ms"] = [round(x * 1000, 3) for x in result.get("ttfts") or []]
     out["e2els_ms"] = [round(x * 1000, 3) for x in result.get("latencies") or []]
     return out
@@ -173,66 +168,6 @@ def per_token_measurable(agg: dict[str, Any]) -> bool:
     return ttft < BURST_TTFT_SHARE * e2el
 
 
-def verdict(baseline: dict[str, Any], speculative: dict[str, Any], hardware: dict[str, Any]) -> dict[str, Any]:
-    """Keep speculation only when ITL (per token: TPOT) and output tok/s improve beyond the run-to-run
-    spread and neither
-    TTFT nor p95 (ITL and E2EL) regress nor peak memory passes 90 % of the limit (field guide,
-    "Benchmark sequence"). Spread = the larger of the two phases' (max - min) over repeats.
-
-    Returns ``{"keep": bool, "stop_signs": [...], "checks": {name: {...}}, "summary": str}``."""
-    b, s = baseline["aggregate"], speculative["aggregate"]
-
-    def delta(key: str, lower_is_better: bool) -> dict[str, Any]:
-        bv, sv = b.get(key), s.get(key)
-        noise = max(b.get(f"spread_{key}", 0.0) or 0.0, s.get(f"spread_{key}", 0.0) or 0.0)
-        if bv is None or sv is None:
-            return {"baseline": bv, "speculative": sv, "spread": noise, "improved": False, "regressed": False}
-        gain = (bv - sv) if lower_is_better else (sv - bv)
-        return {"baseline": bv, "speculative": sv, "spread": noise, "change_pct": (sv - bv) / bv * 100 if bv else None,
-                "improved": gain > noise, "regressed": -gain > noise}
-
-    checks = {
-        "itl": delta("median_itl_ms", True),
-        "tpot": delta("median_tpot_ms", True),
-        "output_tok_s": delta("output_throughput", False),
-        "ttft": delta("median_ttft_ms", True),
-        "p95_itl": delta("p95_itl_ms", True),
-        "p95_e2el": delta("p95_e2el_ms", True),
-    }
-    stop: list[str] = []
-    acc = s.get("spec_decode") or {}
-    checks["acceptance"] = {"acceptance_rate": acc.get("acceptance_rate"),
-                            "mean_acceptance_length": acc.get("mean_acceptance_length"),
-                            "threshold": LOW_ACCEPTANCE_RATE}
-    if not acc or acc.get("acceptance_rate", 0.0) < LOW_ACCEPTANCE_RATE:
-        stop.append(STOP_LOW_ACCEPTANCE)
-    if checks["ttft"]["regressed"]:
-        stop.append(STOP_TTFT)
-    # Decode latency per token: TPOT. vLLM's ITL is per streamed chunk, and a chunk carries several
-    # tokens when drafts are accepted (or when the server batches its output), so ITL alone misleads.
-    measurable = per_token_measurable(b) and per_token_measurable(s)
-    checks["tpot"]["measurable"] = checks["itl"]["measurable"] = measurable
-    if measurable:
-        decode_ok = checks["tpot"]["improved"] and checks["output_tok_s"]["improved"]
-    else:
-        # tokens arrived in one burst: TPOT/ITL are ~0 and say nothing; output tok/s alone decides
-        decode_ok = checks["output_tok_s"]["improved"]
-    if not decode_ok:
-        stop.append(STOP_DECODE)
-    if (measurable and checks["p95_itl"]["regressed"]) or checks["p95_e2el"]["regressed"]:
-        stop.append(STOP_P95)
-    limit = memory_limit_bytes(hardware)
-    peak = max(baseline.get("peak_memory_bytes", 0), speculative.get("peak_memory_bytes", 0))
-    checks["memory"] = {"peak_bytes": peak, "limit_bytes": limit, "threshold": MEMORY_NEAR_LIMIT}
-    if limit and peak > MEMORY_NEAR_LIMIT * limit:
-        stop.append(STOP_MEMORY)
-    keep = decode_ok and STOP_TTFT not in stop and STOP_P95 not in stop and STOP_MEMORY not in stop
-    summary = ("keep speculative decoding: decode improved beyond the run-to-run spread with no regression"
-               if keep else "do not keep speculative decoding: " + "; ".join(stop))
-    return {"keep": keep, "stop_signs": stop, "checks": checks, "summary": summary,
-            "not_evaluated": ["Only short prompts become faster (one context length was measured)"]}
-
-
 # (field, unit, how to compare) — every startup figure the engine predicts and vLLM logs.
 COMPARED_FIELDS = (
     ("weights_gib", "GiB"),
@@ -326,51 +261,193 @@ def speed_comparison(configuration: dict[str, Any], baseline: dict[str, Any],
     return rows
 
 
+def _local_spec(spec: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The speculative config vLLM is started with: a trained-pair draft id becomes its local directory."""
+    if spec and spec.get("model") and workloads.is_pair_model(spec["model"]):
+        return {**spec, "model": str(workloads.pair_path(spec["model"]))}
+    return spec
+
+
+def _with_local_draft(argv: list[str], spec: dict[str, Any] | None) -> list[str]:
+    local = _local_spec(spec)
+    if local is spec or "--speculative-config" not in argv:
+        return argv
+    argv = list(argv)
+    i = argv.index("--speculative-config")
+    argv[i + 1] = json.dumps(local, separators=(",", ":"))
+    return argv
+
+
+def model_path_for(model_id: str) -> str:
+    """Local directory vLLM loads for a built-in or trained-pair id; the id itself otherwise."""
+    if workloads.is_pair_model(model_id):
+        return str(workloads.pair_path(model_id))
+    if tiny_models.is_builtin(model_id):
+        return str(tiny_models.ensure_builtin(model_id)[0])
+    return model_id
+
+
+def paired_bench_argv(targets: list[tuple[str, str]], served_model_name: str, tokenizer: str,
+                      profile: dict[str, Any], workload: str, dataset_path: Path | None, result_dir: Path,
+                      combined_output: Path, command: list[str] | None = None,
+                      pgids: dict[str, int] | None = None) -> list[str]:
+    """argv for ``validator.bench_serve_entry`` alternating ``profile["repeats"]`` pairs between the
+    ``targets`` (``[(phase, base_url), ...]``) on the same prompts: the workload's dataset flags
+    (``validator.workloads.dataset_args``), greedy, ``--ignore-eos`` so every request produces
+    ``output_len`` tokens, the same ``--seed`` everywhere (same prompts in every repeat and phase)."""
+    return [
+        *(command or runner.BENCH_COMMAND),
+        "--repeats", str(profile.get("repeats", 1)), "--combined-output", str(combined_output),
+        "--wait-ready-timeout", str(int(profile.get("wait_ready_timeout_s", 600))),
+        *[a for name, url in targets for a in ("--target", f"{name}={url}")],
+        *[a for name, pg in (pgids or {}).items() for a in ("--pgid", f"{name}={pg}")], "--",
+        "--backend", "vllm", "--base-url", targets[0][1], "--endpoint", "/v1/completions",
+        "--model", served_model_name, "--served-model-name", served_model_name, "--tokenizer", tokenizer,
+        *workloads.dataset_args(workload, profile, dataset_path), "--seed", str(profile["seed"]),
+        "--num-prompts", str(profile["num_prompts"]), "--max-concurrency", str(profile["concurrency"]),
+        "--num-warmups", str(profile.get("warmups", 0)),
+        "--request-rate", "inf", "--ignore-eos", "--temperature", "0",
+        "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,95,99",
+        "--save-result", "--save-detailed", "--result-dir", str(result_dir), "--disable-tqdm",
+    ]
+
+
+def paired_verdict(measured: dict[str, Any], hardware: dict[str, Any]) -> dict[str, Any]:
+    """``validator.stats.decide`` on the run's pairs (repeat ``i`` of each phase), the speculation
+    phase's acceptance and the peak memory of both phases."""
+    b, s = measured["phases"]["baseline"], measured["phases"]["speculative"]
+    pairs = [(rb["bench"], rs["bench"]) for rb, rs in zip(b.get("repeats", []), s.get("repeats", []))]
+    measurable = per_token_measurable(b.get("aggregate", {})) and per_token_measurable(s.get("aggregate", {}))
+    peak = max(b.get("peak_memory_bytes") or 0, s.get("peak_memory_bytes") or 0)
+    if hardware.get("platform") == "cpu":
+        peak = (b.get("peak_memory_bytes") or 0) + (s.get("peak_memory_bytes") or 0)  # both servers were up
+    v = stats.decide(pairs, s.get("aggregate", {}).get("spec_decode"), peak or None,
+                     memory_limit_bytes(hardware), per_token_measurable=measurable)
+    v["not_evaluated"] = ["Only short prompts become faster (one context length was measured)"]
+    return v
+
+
 def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], workdir: Path,
                  reporter: Reporter, hardware: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
-    """Baseline then speculation (``configuration["spec_config"]``), each ``profile["repeats"]`` times.
+    """Paired, interleaved A/B: the baseline and the speculation server run side by side and the
+    benchmark alternates between them (A B A B ...), ``profile["repeats"]``
+    pairs on the same seeded prompts, context and concurrency (``configuration["workload"]``).
 
     ``options``: ``wall_clock_s`` (whole run), ``startup_timeout_s``, ``bench_timeout_s``,
     ``server_command``/``bench_command`` (argv prefixes replacing vLLM's), ``on_server(pgid|None)``,
     ``on_process(role, phase, pgid|None)`` (each child process group as it starts and stops) and
-    ``on_phase(measured)`` (after each finished phase, to persist it).
-    Raises ``RunnerError`` (``RunTimeout``, ``Cancelled``) with the log tail; the server's process group
-    is always killed before returning or raising."""
+    ``on_phase(measured)`` (once the paired benchmark has finished, to persist it).
+    Returns the measured dict: ``phases`` (``baseline``/``speculative``: startup, repeats, aggregate,
+    peak memory), ``order``, ``comparison``, ``verdict`` (``validator.stats.decide``), ``acceptance``,
+    ``calibration``. Raises ``RunnerError`` (``RunTimeout``, ``Cancelled``) with the log tail; both
+    servers' process groups are always killed before returning or raising."""
     deadline = Deadline(options["wall_clock_s"])
+    on_process = options.get("on_process") or (lambda role, phase, pgid: None)
     workdir.mkdir(parents=True, exist_ok=True)
     model_id = configuration["run_model"]
-    if tiny_models.is_builtin(model_id):
-        model_path = str(tiny_models.ensure_builtin(model_id)[0])
-    else:
-        model_path = model_id
+    model_path = model_path_for(model_id)
+    platform = configuration["platform"]
+    profile = {**configuration["profile"], "wait_ready_timeout_s": options["startup_timeout_s"]}
+    workload = configuration.get("workload") or "random"
     base_input = {k: v for k, v in configuration["engine_input"].items() if k != "speculative_config"}
     # the command as the calculator shows it (model id); server_argv swaps in the local path
     serve_base = runner.serve_argv(base_input, model_id, configuration.get("revision"))
     spec_input = {**base_input, "speculative_config": configuration["spec_config"]}
     serve_spec = runner.serve_argv(spec_input, model_id, configuration.get("revision"))
-    measured: dict[str, Any] = {"phases": {}, "hardware": hardware}
-    plan = [("baseline", serve_base, 0.0, 0.5), ("speculative", serve_spec, 0.5, 1.0)]
+    measured: dict[str, Any] = {"phases": {}, "hardware": hardware, "workload": workload,
+                                "design": "paired, interleaved A/B (A B A B ...) on identical traffic"}
+    env = dict(os.environ)
+    kv_bytes = configuration["engine_input"].get("kv_cache_memory_bytes")
+    if platform == "cpu" and kv_bytes:
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(kv_bytes // GiB)
+    host = "127.0.0.1"
+    servers: dict[str, ServerProcess] = {}
+    samplers: dict[str, MemorySampler] = {}
     t_start = time.monotonic()
-    for name, serve, p0, p1 in plan:
-        t_phase = time.monotonic()
+    bench = None
+    pgids: list[int] = []
+    try:
+        for name, serve in (("baseline", serve_base), ("speculative", serve_spec)):
+            port = runner.free_port(host)
+            argv = runner.server_argv(serve, model_path, model_id, host, port,
+                                      command=options.get("server_command"), cpu=platform == "cpu")
+            argv = _with_local_draft(argv, configuration.get("spec_config"))
+            server = ServerProcess(argv, workdir / f"{name}-server.log", env, host, port)
+            measured["phases"][name] = {"name": name, "serve_argv": serve, "argv": argv,
+                                        "env": {k: env[k] for k in ("VLLM_CPU_KVCACHE_SPACE",) if k in env}}
+            server.start()
+            servers[name] = server
+            pgids.append(server.pgid)
+            options.setdefault("on_server", lambda pgid: None)(server.pgid)
+            samplers[name] = MemorySampler(platform, server.pgid)
+        dataset = None
+        if workload in workloads.TEXT_WORKLOADS:
+            dataset = workloads.write_dataset(workload, model_path, profile["input_len"], profile["num_prompts"],
+                                              profile["seed"], workdir / f"{workload}.jsonl")
+        combined = workdir / "bench.json"
+        targets = [(n, servers[n].base_url) for n in ("baseline", "speculative")]
+        bench_cmd = paired_bench_argv(targets, model_id, model_path, profile, workload, dataset,
+                                      workdir / "results", combined, command=options.get("bench_command"),
+                                      pgids={n: s.pgid for n, s in servers.items()} if platform == "cpu" else None)
+        bench = runner.BenchProcess(bench_cmd, workdir / "bench.log", combined)
+        measured["bench_argv"] = bench_cmd
+        state = {"what": "starting vLLM (baseline and speculation side by side)", "p": 0.0}
+        budget = max(1.0, 2 * options.get("phase_budget_s", 60.0))
 
-        def tick(what: str, log_tail: str, name=name, p0=p0, p1=p1, t_phase=t_phase) -> None:
-            # progress within a phase grows with elapsed time against a rough per-phase budget
-            frac = min(0.95, (time.monotonic() - t_phase) / max(1.0, options.get("phase_budget_s", 60.0)))
-            reporter(f"{name}: {what}", p0 + (p1 - p0) * frac, log_tail)
+        def sample() -> None:
+            for m in samplers.values():
+                m.sample()
+            bench.check_alive()
+            frac = min(0.95, (time.monotonic() - t_start) / budget)
+            reporter(state["what"], frac, servers["speculative"].log_tail(4000))
 
-        reporter(f"{name}: starting vLLM", p0)
-        try:
-            measured["phases"][name] = run_phase(name, serve, configuration, model_path, workdir, deadline,
-                                                 tick, options)
-        except RunnerError as e:
-            e.measured = measured  # what the earlier phases measured is kept on the failed run
-            raise
-        options.get("on_phase", lambda m: None)(measured)  # persisted now: a crash later keeps this phase
-        reporter(f"{name}: done", p1)
+        for name, server in servers.items():
+            measured["phases"][name]["startup_s"] = round(
+                server.wait_healthy(options["startup_timeout_s"], deadline, sample), 2)
+            measured["phases"][name]["startup"] = runner.parse_startup_log(server.log_text())
+        state["what"] = (f"benchmarking: {profile['repeats']} pairs x {profile['num_prompts']} prompts "
+                         f"({workload}), concurrency {profile['concurrency']}, A/B interleaved")
+        raw = bench.wait(deadline, sample, options["bench_timeout_s"])
+        measured["order"] = [r.get("phase") for r in raw]
+        for name in servers:
+            ph = measured["phases"][name]
+            ph["repeats"] = [{"pair": r.get("pair"), "bench": _summary(r["result"], r.get("server_cpu_s")),
+                              "spec_decode": runner.spec_decode_delta(r["metrics_before"], r["metrics_after"])}
+                             for r in raw if r.get("phase") == name]
+            ph["aggregate"] = aggregate(ph["repeats"])
+            samplers[name].sample()
+            ph["peak_memory_bytes"] = samplers[name].peak_bytes
+            ph["peak_memory_method"] = samplers[name].method
+        options.get("on_phase", lambda m: None)(measured)  # persisted now: a crash later keeps the measurements
+    except RunnerError as e:
+        if not e.log_tail:
+            e.log_tail = "\n".join(s.log_tail(3000) for s in servers.values())
+        e.measured = measured
+        raise
+    finally:
+        if bench is not None:
+            bench.stop()
+            on_process("bench", "paired", None)
+        for name, server in servers.items():
+            measured["phases"][name]["stopped"] = server.stop(options.get("stop_grace_s", 10.0))
+            on_process("server", name, None)
+        options.get("on_server", lambda pgid: None)(None)
+    reporter("scoring", 0.98)
     baseline, speculative = measured["phases"]["baseline"], measured["phases"]["speculative"]
     measured["comparison"] = compare(prediction, baseline.get("startup", {}))
     measured["comparison"] += speed_comparison(configuration, baseline, speculative)
-    measured["verdict"] = verdict(baseline, speculative, hardware)
+    measured["verdict"] = paired_verdict(measured, hardware)
+    acc = speculative.get("aggregate", {}).get("spec_decode") or {}
+    measured["acceptance"] = {k: acc.get(k) for k in ("acceptance_rate", "mean_acceptance_length", "num_drafts",
+                                                      "num_draft_tokens", "num_accepted_tokens")}
+    measured["acceptance"]["source"] = ("vLLM /metrics: vllm:spec_decode_num_accepted_tokens / num_draft_tokens / "
+                                        "num_drafts counter deltas over the speculation repeats")
+    from . import calibration
+
+    measured["calibration"] = calibration.from_run(configuration, baseline, hardware)
+    from . import capabilities
+
+    measured["worker"] = {"host": hardware.get("host"), "hardware": capabilities.hardware_label(hardware),
+                          "runtimes": capabilities.installed_runtimes()}
     measured["elapsed_s"] = round(time.monotonic() - t_start, 1)
     return measured

@@ -6,7 +6,19 @@ scrapes the server's ``/metrics`` before and after each repeat. Writes ``--combi
 (JSON list, one entry per finished repeat: ``{"result": <bench JSON>, "metrics_before": {...},
 "metrics_after": {...}}``) after every repeat, so a killed run keeps what it measured.
 
-Usage: ``python -m validator.bench_serve_entry --repeats 2 --combined-output OUT.json -- <bench serve args>``.
+Paired A/B (``--target baseline=URL --target speculative=URL``): the repeats alternate between the servers
+on the same prompts, A B A B ..., pair ``r`` being the ``r``-th run of each. Strict alternation, not a
+counterbalanced A B B A: measured on a 2-core host, a run that follows a run on the same server is faster
+than one that follows the other server (its caches are warm), so A B B A makes every other pair lean one way
+and widens the interval; in A B A B every run follows the other server. Each entry then carries
+``"phase"`` and ``"pair"``; ``--base-url`` in the bench args is replaced per target.
+The first run against each target does the warm-ups; later runs do none. With ``--pgid NAME=PGID`` each
+entry also carries ``server_cpu_s``: the CPU seconds (user + system, psutil) the target's server process
+group spent during that repeat — on a shared CPU host, the cost of the repeat that the neighbours' load
+does not change.
+
+Usage: ``python -m validator.bench_serve_entry --repeats 2 --combined-output OUT.json [--target NAME=URL ...]
+-- <bench serve args>``.
 The worker starts this module as a child process group so that it can be killed on a deadline.
 """
 from __future__ import annotations
@@ -18,12 +30,33 @@ import time
 from pathlib import Path
 
 
+def group_cpu_seconds(pgid: int) -> float:
+    """User + system CPU seconds of the live processes in process group ``pgid`` (psutil)."""
+    import os
+
+    import psutil
+
+    total = 0.0
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(p.pid) == pgid:
+                t = p.cpu_times()
+                total += t.user + t.system
+        except (ProcessLookupError, psutil.Error, OSError):
+            continue
+    return total
+
+
 def main(argv: list[str]) -> int:
     own = argparse.ArgumentParser(prog="bench_serve_entry")
     own.add_argument("--repeats", type=int, default=1)
     own.add_argument("--combined-output", type=Path, required=True)
     own.add_argument("--wait-ready-timeout", type=float, default=0.0,
                      help="after importing vLLM, wait up to this many seconds for the server's /health")
+    own.add_argument("--target", action="append", default=[],
+                     help="NAME=URL; two or more: alternate the repeats between these servers (paired A/B)")
+    own.add_argument("--pgid", action="append", default=[],
+                     help="NAME=PGID: the target's server process group; its CPU time is measured per repeat")
     if "--" in argv:
         i = argv.index("--")
         mine, rest = argv[:i], argv[i + 1:]
@@ -41,28 +74,43 @@ def main(argv: list[str]) -> int:
 
     parser = FlexibleArgumentParser(prog="vllm bench serve")
     add_cli_args(parser)
-    base_url = parser.parse_args(rest).base_url
-    # Started together with the server, so that importing vLLM here overlaps the server's start-up.
+    default_url = parser.parse_args(rest).base_url
+    targets = [tuple(t.split("=", 1)) for t in opts.target] or [("", default_url)]
+    # Started together with the server(s), so that importing vLLM here overlaps their start-up.
     end = time.monotonic() + opts.wait_ready_timeout
-    while http_status(base_url + "/health") != 200:
-        if time.monotonic() > end:
-            print(f"server at {base_url} not ready after {opts.wait_ready_timeout:.0f} s", file=sys.stderr)
-            return 3
-        time.sleep(0.5)
+    for _, base_url in targets:
+        while http_status(base_url + "/health") != 200:
+            if time.monotonic() > end:
+                print(f"server at {base_url} not ready after {opts.wait_ready_timeout:.0f} s", file=sys.stderr)
+                return 3
+            time.sleep(0.5)
+    pgids = {name: int(pg) for name, pg in (p.split("=", 1) for p in opts.pgid)}
     combined = []
+    warmed: set[str] = set()
     for r in range(opts.repeats):
-        args = parser.parse_args(rest)
-        if r > 0:
-            args.num_warmups = 0
-        args.result_filename = f"repeat{r}.json"
-        before = scrape_metrics(base_url)
-        result = bench_main(args)
-        after = scrape_metrics(base_url)
-        saved = json.loads((Path(args.result_dir) / args.result_filename).read_text())
-        combined.append({"repeat": r, "result": saved or result, "metrics_before": before, "metrics_after": after})
-        tmp = opts.combined_output.with_suffix(".tmp")
-        tmp.write_text(json.dumps(combined))
-        tmp.replace(opts.combined_output)
+        order = targets
+        for name, base_url in order:
+            args = parser.parse_args(rest)
+            args.base_url = base_url
+            if name in warmed:
+                args.num_warmups = 0
+            warmed.add(name)
+            args.result_filename = f"repeat{r}{'-' + name if name else ''}.json"
+            before = scrape_metrics(base_url)
+            cpu0 = group_cpu_seconds(pgids[name]) if name in pgids else None
+            result = bench_main(args)
+            cpu1 = group_cpu_seconds(pgids[name]) if name in pgids else None
+            after = scrape_metrics(base_url)
+            saved = json.loads((Path(args.result_dir) / args.result_filename).read_text())
+            entry = {"repeat": r, "result": saved or result, "metrics_before": before, "metrics_after": after}
+            if name:
+                entry.update(phase=name, pair=r, position=order.index((name, base_url)))
+            if cpu0 is not None and cpu1 is not None:
+                entry["server_cpu_s"] = cpu1 - cpu0
+            combined.append(entry)
+            tmp = opts.combined_output.with_suffix(".tmp")
+            tmp.write_text(json.dumps(combined))
+            tmp.replace(opts.combined_output)
     return 0
 
 

@@ -18,6 +18,8 @@ from pydantic import BaseModel, ConfigDict
 from calculator.metadata import builtin as tiny_models
 from calculator.request import InputError, ServingRequest, parse_request
 
+from . import workloads
+
 GiB = 2**30
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "calculator" / "data" / "model_configs"
 
@@ -30,11 +32,16 @@ STR_FIELDS = ("dtype", "kv_cache_dtype", "quantization", "attention_backend")
 GPU_PROFILE = {"working_context": 32768, "concurrency": 4, "output_len": 256, "num_prompts": 16,
                "repeats": 2, "seed": 0, "warmups": 4}
 # On the CPU build with a tiny model: the same sequence, scaled down to finish in about two minutes.
-CPU_PROFILE = {"working_context": 144, "concurrency": 4, "output_len": 48, "num_prompts": 16,
-               "repeats": 2, "seed": 0, "warmups": 4}
+# Repeats are A/B pairs (validator.stats): 5 pairs (GPU) give an exact Wilcoxon p of 1/16, 8 (CPU) 1/128.
+GPU_PROFILE["repeats"] = 5
+# 8 pairs of 16 prompts x 48 output tokens: about a minute of benchmarking on two cores for the trained pair.
+CPU_PROFILE = {"working_context": 176, "concurrency": 4, "output_len": 48, "num_prompts": 16,
+               "repeats": 8, "seed": 0, "warmups": 4}
 CPU_MAX_MODEL_LEN = 1024
 DEFAULT_CPU_SPEC = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1}
 
+
+WORKLOAD_PARAM = "validation_workload"  # the form's workload set (validator.workloads.WORKLOADS)
 
 # A bad validation request is the calculator's input error (``field`` + ``message``), one type everywhere.
 ConfigurationError = InputError
@@ -77,6 +84,7 @@ class RunConfiguration(BaseModel):
     acceptance_rate: float | None
     profile: Profile
     adjustments: list[str]
+    workload: str = "random"
 
 
 def offline_config(model_id: str) -> dict[str, Any] | None:
@@ -130,6 +138,10 @@ def build_configuration(params: dict[str, Any]) -> dict[str, Any]:
     """
     params = {k: v for k, v in params.items() if v not in (None, "")}
     params.setdefault("gpu", "CPU")
+    workload = str(params.pop(WORKLOAD_PARAM, "") or "")
+    if workload and workload not in workloads.WORKLOADS:
+        raise ConfigurationError(WORKLOAD_PARAM, f"unknown workload set {workload!r}; one of "
+                                                 f"{', '.join(workloads.WORKLOADS)}")
     request = parse_request(params)  # the calculator's checks: bounds, choices, speculative allow-list
     model_id = request.model
     revision = request.revision
@@ -149,7 +161,12 @@ def build_configuration(params: dict[str, Any]) -> dict[str, Any]:
 
     # -- the model -------------------------------------------------------------------------------
     run_model = model_id
-    if tiny_models.is_builtin(model_id):
+    if workloads.is_pair_model(model_id):
+        hf_config = workloads.pair_config(model_id)
+        source = ("trained draft/target pair shipped in validator/pair (python -m validator.train_pair, seed "
+                  "0; not random weights)")
+        revision = None
+    elif tiny_models.is_builtin(model_id):
         model_dir, hf_config = tiny_models.ensure_builtin(model_id)
         source = f"built-in tiny random model written to {model_dir}"
     else:
@@ -203,10 +220,15 @@ def build_configuration(params: dict[str, Any]) -> dict[str, Any]:
         if inp.get("max_model_len", limit) > limit:
             adjustments.append(f"CPU worker: max_model_len {inp['max_model_len']} scaled down to {limit}")
         inp["max_model_len"] = min(inp.get("max_model_len", limit), limit)
-        if spec is None or spec.get("method") != "ngram":
+        pair_draft = (spec is not None and spec.get("method") == "draft_model"
+                      and workloads.is_pair_model(spec.get("model")) and workloads.is_pair_model(run_model))
+        if pair_draft:
+            inp["draft_hf_config"] = workloads.pair_config(spec["model"])
+        elif spec is None or spec.get("method") != "ngram":
             if spec is not None:
                 adjustments.append(f"CPU worker: speculative method {spec.get('method')} replaced by ngram "
-                                   "(no draft model runs here)")
+                                   f"(the CPU worker runs a draft model only for the trained pair: "
+                                   f"{workloads.PAIR_TARGET} with {workloads.PAIR_DRAFT})")
             spec = dict(DEFAULT_CPU_SPEC)
     elif spec is None:
         spec = dict(DEFAULT_CPU_SPEC)
@@ -226,8 +248,17 @@ def build_configuration(params: dict[str, Any]) -> dict[str, Any]:
     profile["concurrency"] = max(1, min(concurrency, 64))
     profile["num_prompts"] = max(profile["num_prompts"], 4 * profile["concurrency"]) if platform != "cpu" \
         else max(profile["num_prompts"], 2 * profile["concurrency"])
+    if not workload:
+        workload = "code" if workloads.is_pair_model(run_model) else "random"
+    if workload != "random" and not (workloads.is_pair_model(run_model) or tiny_models.is_builtin(run_model)):
+        raise ConfigurationError(WORKLOAD_PARAM, f"workload set {workload!r} needs a model whose tokenizer the "
+                                                 "worker has locally (the trained pair or a built-in model); "
+                                                 "use 'random'")
+    if workload != "random" and not workloads.is_pair_model(run_model):
+        adjustments.append(f"workload {workload!r} on random weights: acceptance says nothing about real text")
     return RunConfiguration(**{
-        "params": {k: str(v) for k, v in params.items()},
+        "workload": workload,
+        "params": {**{k: str(v) for k, v in params.items()}, WORKLOAD_PARAM: workload},
         "request": request.to_params(),
         "model_id": model_id,
         "run_model": run_model,

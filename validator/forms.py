@@ -8,6 +8,9 @@ from django import forms
 
 from calculator.request import KNOWN_PARAMS, InputError, parse_request
 
+from .config import WORKLOAD_PARAM
+from .workloads import WORKLOADS
+
 
 class ValidationRequestForm(forms.Form):
     """Valid when the posted parameters are a valid calculator request (same bounds, choices, speculative
@@ -15,7 +18,10 @@ class ValidationRequestForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
-        raw = {k: v for k, v in self.data.items() if k != "csrfmiddlewaretoken"}
+        raw = {k: v for k, v in self.data.items() if k not in ("csrfmiddlewaretoken", WORKLOAD_PARAM)}
+        workload = self.data.get(WORKLOAD_PARAM)
+        if workload and workload not in WORKLOADS:
+            self.add_error(None, f"{WORKLOAD_PARAM}: unknown workload set {workload!r}; one of {', '.join(WORKLOADS)}")
         try:
             parse_request({"gpu": "CPU", **raw})
         except InputError as exc:
@@ -24,4 +30,5 @@ class ValidationRequestForm(forms.Form):
 
     def params(self) -> dict[str, Any]:
         """The posted request parameters that were given (empty ones dropped)."""
-        return {k: v for k, v in self.data.items() if k in KNOWN_PARAMS and v not in (None, "")}
+        return {k: v for k, v in self.data.items()
+                if (k in KNOWN_PARAMS or k == WORKLOAD_PARAM) and v not in (None, "")}

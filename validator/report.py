@@ -24,6 +24,30 @@ def latency_rows(measured: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+ERROR_BANDS = ((10.0, "err-ok"), (30.0, "err-warn"))  # |error %| below 10: green, below 30: amber, else red
+
+
+def error_class(error_pct: float | None) -> str:
+    """CSS class of a predicted-vs-measured row by its relative error: ``err-ok`` (|e| < 10 %),
+    ``err-warn`` (< 30 %), ``err-bad`` (30 % or more), ``err-none`` when there is no figure."""
+    if error_pct is None:
+        return "err-none"
+    for limit, cls in ERROR_BANDS:
+        if abs(error_pct) < limit:
+            return cls
+    return "err-bad"
+
+
+def differences(verdict: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The verdict's paired differences as rows: label, change and interval (%), direction, used."""
+    rows = []
+    for key, d in ((verdict or {}).get("differences") or {}).items():
+        if d.get("change_pct") is None:
+            continue
+        rows.append({"key": key, **d})
+    return rows
+
+
 def summary(run) -> dict[str, Any]:
     """Everything a report needs, JSON-ready: configuration, predicted vs measured, latency
     percentiles (ms), output tok/s, peak memory (GiB), acceptance figures, verdict."""
@@ -37,7 +61,13 @@ def summary(run) -> dict[str, Any]:
         "comparison": measured.get("comparison", []), "verdict": measured.get("verdict"),
         "latency_ms": latency_rows(measured), "phases": {},
         "hardware": run.hardware or {}, "worker_host": run.worker_host,
+        "workload": measured.get("workload") or run.configuration.get("workload", "random"),
+        "acceptance": measured.get("acceptance"), "differences": differences(measured.get("verdict")),
+        "calibration": measured.get("calibration"), "worker": measured.get("worker"),
+        "order": measured.get("order"), "design": measured.get("design"),
     }
+    for row in out["comparison"]:
+        row["error_class"] = error_class(row.get("error_pct"))
     for name, ph in phases.items():
         agg = ph.get("aggregate", {})
         out["phases"][name] = {
@@ -60,8 +90,9 @@ def charts(measured: dict[str, Any]) -> dict[str, dict[str, Any]]:
     values = [{"metric": r["metric"], "phase": r["phase"], "percentile": p, "ms": r[p]}
               for r in rows for p in ("p50", "p95", "p99") if r[p] is not None]
     schema = "https://vega.github.io/schema/vega-lite/v5.json"
-    specs: dict[str, dict[str, Any]] = {
-        "latency": {
+    specs: dict[str, dict[str, Any]] = {}
+    if values:
+        specs["latency"] = {
             "$schema": schema, "description": "Latency percentiles, baseline vs speculative decoding",
             "data": {"values": values},
             "facet": {"column": {"field": "metric", "type": "nominal", "title": None}},
@@ -72,8 +103,7 @@ def charts(measured: dict[str, Any]) -> dict[str, dict[str, Any]]:
                 "color": {"field": "phase", "type": "nominal"},
                 "tooltip": [{"field": "phase"}, {"field": "percentile"}, {"field": "ms", "format": ".2f"}]}},
             "resolve": {"scale": {"y": "independent"}},
-        },
-    }
+        }
     dist = []
     for phase, ph in measured.get("phases", {}).items():
         for r in ph.get("repeats", []):
@@ -106,8 +136,10 @@ def charts(measured: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def format_text(s: dict[str, Any]) -> str:
     """The report as plain text for ``manage.py validate --wait``."""
-    lines = [f"Validation run {s['id']}: {s['status']}" + (f" — {s['error']}" if s["error"] else ""),
-             f"model: {s['model_id']} (ran {s['run_model']} on {s['platform']})"]
+    lines = [f"Validation run {s['id']}: {s['status']}" + (f" — {s['error']}" if s["error"] else "")]
+    if s["verdict"]:
+        lines.append(f"VERDICT: {s['verdict'].get('verdict', '?').upper()} — {s['verdict']['summary']}")
+    lines.append(f"model: {s['model_id']} (ran {s['run_model']} on {s['platform']}), workload {s['workload']}")
     lines += [f"  note: {a}" for a in s["adjustments"]]
     if s["prediction_error"]:
         lines.append(f"  prediction: {s['prediction_error']}")
@@ -134,7 +166,15 @@ def format_text(s: dict[str, Any]) -> str:
             pos = ", ".join(f"{p:.3f}" for p in sd["per_position"])
             lines.append(f"  acceptance rate {sd['acceptance_rate'] * 100:.1f} %, mean acceptance length "
                          f"{sd['mean_acceptance_length']:.2f}, per position [{pos}]")
-    if s["verdict"]:
+    if s["differences"]:
         lines.append("")
-        lines.append(f"verdict: {s['verdict']['summary']}")
+        lines.append("paired differences, speculative vs baseline (95 % bootstrap interval):")
+        for d in s["differences"]:
+            ci = (f"[{d['ci_low_pct']:+.1f}, {d['ci_high_pct']:+.1f}] %" if d.get("ci_low_pct") is not None else "")
+            lines.append(f"  {d['label']:<36}{d['change_pct']:+8.1f} %  {ci:<22}{d['direction']}"
+                         + ("" if d.get("used", True) else " (not used)"))
+    c = s.get("calibration") or {}
+    if c.get("efficiency"):
+        lines.append(f"calibration ({c['gpu']}, vLLM {c.get('release')}): TPOT predicted {c['tpot_before_ms']:.2f} ms "
+                     f"-> {c['tpot_after_ms']:.2f} ms after calibration, measured {c['measured_tpot_ms']:.2f} ms")
     return "\n".join(lines)

@@ -16,8 +16,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
-from . import report
-from .config import ConfigurationError
+from . import capabilities, report, workloads
+from .config import ConfigurationError, build_configuration
 from .forms import ValidationRequestForm
 from .models import RunLimitReached, ValidationRun
 
@@ -107,6 +107,9 @@ def new(request: HttpRequest) -> HttpResponse:
         msg = f"you already have {limit} validation run(s) queued or running; wait for one to finish"
         return render(request, "validator/rejected.html", {"errors": [(None, msg)]}, status=429)
     try:
+        who = capabilities.who_can_run(build_configuration(form.params()))
+        if not who["ok"]:  # refused up front: no live worker can take it
+            return render(request, "validator/rejected.html", {"errors": [(None, who["message"])]}, status=503)
         run = ValidationRun.submit(form.params(), request.user, limit=limit)  # the limit, atomically
     except RunLimitReached as e:
         return render(request, "validator/rejected.html", {"errors": [(None, str(e))]}, status=429)
@@ -139,3 +142,75 @@ def cancel(request: HttpRequest, run_id) -> HttpResponse:
     # the reason is shown on the public run page: no user names
     run.cancel("cancelled by its submitter" if run.created_by_id == request.user.pk else "cancelled by an administrator")
     return redirect(run)
+
+
+@require_GET
+def presets(request: HttpRequest) -> HttpResponse:
+    """The trained pair's presets (workload set x speculative method), each with its validate form when a
+    live CPU worker can run it."""
+    rows = []
+    for p in workloads.PRESETS:
+        try:
+            who = capabilities.who_can_run(build_configuration(dict(p["params"])))
+        except ConfigurationError as e:
+            who = {"ok": False, "message": f"{e.field}: {e.message}"}
+        rows.append({**p, "ok": who["ok"], "message": who["message"]})
+    return render(request, "validator/presets.html", {"presets": rows, "workloads": workloads.WORKLOADS,
+                                                      "workers": capabilities.live_workers()})
+
+
+def _show(v) -> str:
+    if v is None:
+        return "—"
+    return f"{v:,.2f}" if isinstance(v, (int, float)) else str(v)
+
+
+def _metric_rows(a: dict, b: dict) -> list[dict]:
+    keys = [("verdict", "verdict"), ("workload", "workload"), ("acceptance rate", "acceptance_rate"),
+            ("mean acceptance length", "mean_acceptance_length")]
+    rows = []
+    for label, key in keys:
+        rows.append({"label": label, "a": a.get(key), "b": b.get(key), "delta": None})
+    for label in sorted(set(a["changes"]) | set(b["changes"])):
+        va, vb = a["changes"].get(label), b["changes"].get(label)
+        rows.append({"label": f"{label}: change vs baseline (%)", "a": va, "b": vb,
+                     "delta": (vb - va) if va is not None and vb is not None else None})
+    for label in sorted(set(a["baseline"]) | set(b["baseline"])):
+        va, vb = a["baseline"].get(label), b["baseline"].get(label)
+        rows.append({"label": f"baseline {label}", "a": va, "b": vb,
+                     "delta": (vb - va) if va is not None and vb is not None else None})
+    return [{**r, "a": _show(r["a"]), "b": _show(r["b"]),
+             "delta": "" if r["delta"] is None else f"{r['delta']:+,.2f}"} for r in rows]
+
+
+def _compare_side(run: ValidationRun) -> dict:
+    s = report.summary(run)
+    v = s.get("verdict") or {}
+    acc = s.get("acceptance") or {}
+    base = (run.measured or {}).get("phases", {}).get("baseline", {}).get("aggregate", {})
+    return {"run": run, "summary": s, "verdict": v.get("verdict"), "workload": s.get("workload"),
+            "acceptance_rate": acc.get("acceptance_rate"), "mean_acceptance_length": acc.get("mean_acceptance_length"),
+            "changes": {d["label"]: d["change_pct"] for d in s.get("differences", [])},
+            "baseline": {k: base.get(k) for k in ("output_throughput", "median_ttft_ms", "median_tpot_ms",
+                                                   "p95_e2el_ms") if base.get(k) is not None}}
+
+
+@require_GET
+def compare(request: HttpRequest) -> HttpResponse:
+    """``/runs/compare?a=<uuid>&b=<uuid>``: two runs side by side (configuration, verdict, paired changes,
+    baseline figures) with the difference b - a."""
+    import uuid
+
+    ids = []
+    for key in ("a", "b"):
+        try:
+            ids.append(uuid.UUID(request.GET.get(key, "")))
+        except ValueError:
+            return HttpResponse(f"{key}: give a run id (uuid) as ?a=...&b=...", status=400)
+    a, b = (_compare_side(_get_run_or_404(i)) for i in ids)
+    config_rows = []
+    for key in sorted(set(a["run"].configuration.get("params", {})) | set(b["run"].configuration.get("params", {}))):
+        va, vb = a["run"].configuration.get("params", {}).get(key), b["run"].configuration.get("params", {}).get(key)
+        config_rows.append({"key": key, "a": va, "b": vb, "same": va == vb})
+    return render(request, "validator/compare.html", {"a": a, "b": b, "rows": _metric_rows(a, b),
+                                                      "config_rows": config_rows})

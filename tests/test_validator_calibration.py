@@ -1,0 +1,51 @@
+"""A finished run calibrates the speed model for its hardware and runtime; predictions then say so."""
+from __future__ import annotations
+
+import pytest
+
+from calculator.engine import perf
+from validator import calibration
+from validator.config import build_configuration
+from validator.models import ValidationRun
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _clean(settings, tmp_path):
+    settings.VAR_DIR = tmp_path
+    perf.reset_measured_efficiency()
+    calibration._state.update(checked=0.0, applied=())
+    yield
+    perf.reset_measured_efficiency()
+    calibration._state.update(checked=0.0, applied=())
+
+
+def test_a_run_calibrates_the_cpu_row_and_predictions_name_the_run():
+    configuration = build_configuration({"model": "tiny-random/llama", "gpu": "CPU", "max_model_len": "1024"})
+    profile = configuration["profile"]
+    kw = dict(prompt_len=profile["input_len"], output_len=profile["output_len"], concurrency=profile["concurrency"])
+    from calculator.engine.schemas import EngineInput
+
+    inp = EngineInput(**configuration["engine_input"])
+    before = perf.estimate_speed(inp, None, **kw)
+    assert before.efficiency_label != "calibrated"
+    # a measured baseline 3x slower per token than predicted (figures of the kind a CPU run gives)
+    baseline = {"aggregate": {"mean_tpot_ms": before.itl_ms * 3, "mean_ttft_ms": before.ttft_ms * 3}}
+    c = calibration.from_run(configuration, baseline, {"platform": "cpu", "cpu_model": "test CPU", "cpu_count": 2,
+                                                       "memory_total_bytes": 2**34})
+    assert c["gpu"] == "CPU" and c["runtime"] == "vllm" and c["measured_tpot_ms"] == before.itl_ms * 3
+    assert c["tpot_before_ms"] == pytest.approx(before.itl_ms)
+    assert c["tpot_after_ms"] > c["tpot_before_ms"]  # calibration moved the prediction toward the measurement
+    assert perf.get_efficiency("CPU").label != "calibrated"  # from_run alone installs nothing
+
+    run = ValidationRun.objects.create(configuration=configuration, status="done", measured={"calibration": c})
+    from django.utils import timezone
+
+    ValidationRun.objects.filter(pk=run.pk).update(finished_at=timezone.now())
+    applied = calibration.apply_latest(force=True)
+    assert len(applied) == 1 and applied[0].startswith(f"calibrated from run {str(run.pk)[:8]}")
+    fields = perf.speed_fields(inp, None, **kw)
+    assert fields["efficiency_label"] == "calibrated"
+    assert calibration.calibrated_from("CPU").startswith(f"calibrated from run {str(run.pk)[:8]}")
+    assert fields["itl_ms"] == pytest.approx(c["tpot_after_ms"], rel=0.01)

@@ -1,0 +1,193 @@
+"""Workload sets for validation runs, the trained draft/target pair, and the presets the form offers.
+
+A validation run sends the same prompts to the baseline and the speculation phase. Which prompts matters:
+acceptance depends on how predictable the text is, so the run's workload set is chosen on the form.
+
+* ``random`` — vLLM's own ``random`` dataset (``vllm bench serve --dataset-name random``): random token
+  ids, the previous behaviour, for any model.
+* ``code`` — chunks of standard-library modules that the trained pair never saw (``HELD_OUT_MODULES`` of
+  ``validator.train_pair``).
+* ``prose`` — held-out topics of the Python documentation shipped as ``pydoc_data.topics``.
+* ``repetitive`` — a few held-out code lines, each repeated to fill the prompt (logs, tables, boilerplate):
+  what ngram (prompt lookup) speculation is for.
+
+Text workloads are written as the JSONL file of vLLM's ``custom`` dataset
+(``vllm/benchmarks/datasets/datasets.py`` ``CustomDataset``: one ``{"prompt": ...}`` per line), cut to
+``input_len`` tokens with the model's own tokenizer, and sent with ``--skip-chat-template`` (base models).
+The text comes from the interpreter running the worker, so it is there offline on any machine.
+
+The trained pair (``validator/pair``, written by ``python -m validator.train_pair``): built-in model ids
+``trained-pair/llama-target`` (4 layers, 1.7 M trained parameters) and ``trained-pair/llama-draft`` (1 layer,
+70 k parameters), same tokenizer.
+
+**The served target is widened** (``served_target``): its MLPs get ``SERVED_INTERMEDIATE`` neurons instead
+of the trained 512 — the extra neurons' ``down_proj`` columns are zero, so they add exactly nothing and the
+model computes what was trained — because a 3.4 MB model sits in the CPU's cache and its decode step costs
+the engine's fixed overhead only, so speculation could neither pay off nor cost anything, unlike on a real
+model. Widened, a decode step streams ~150 MB of float32 weights from memory (memory-bound at a batch of 4,
+as decode is for real models on a GPU), and a verification pass over ``k + 1`` tokens per request costs
+compute in proportion: the trade-off speculation makes. The widened checkpoint is written on first use to
+``VAR_DIR/models/trained-pair-target-wide`` (seeded; bfloat16 on disk, served as float32).
+"""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+PAIR_DIR = Path(__file__).resolve().parent / "pair"
+PAIR_TARGET = "trained-pair/llama-target"
+PAIR_DRAFT = "trained-pair/llama-draft"
+PAIR_MODELS = {PAIR_TARGET: PAIR_DIR / "target", PAIR_DRAFT: PAIR_DIR / "draft"}
+
+WORKLOADS: dict[str, str] = {
+    "random": "random token ids (vLLM's random dataset)",
+    "code": "Python standard-library source the model never saw",
+    "prose": "Python documentation prose the model never saw",
+    "repetitive": "repeated lines (logs, tables, boilerplate)",
+}
+TEXT_WORKLOADS = ("code", "prose", "repetitive")
+
+
+def is_pair_model(model_id: str | None) -> bool:
+    return model_id in PAIR_MODELS
+
+
+SERVED_INTERMEDIATE = 16384  # the served target's MLP width (trained: 512); see the module docstring
+WIDE_SEED = 0
+
+
+def pair_path(model_id: str) -> Path:
+    """Local directory vLLM loads for a trained-pair model id (the target: its widened copy, written on
+    first use). Raises KeyError for another id."""
+    if model_id == PAIR_TARGET:
+        return served_target()
+    return PAIR_MODELS[model_id]
+
+
+def pair_config(model_id: str) -> dict[str, Any]:
+    """The ``config.json`` vLLM loads for a trained-pair model (the target's with the served MLP width)."""
+    cfg = json.loads((PAIR_MODELS[model_id] / "config.json").read_text())
+    if model_id == PAIR_TARGET:
+        cfg["intermediate_size"] = SERVED_INTERMEDIATE
+    return cfg
+
+
+def served_target(root: Path | None = None) -> Path:
+    """Write (once) and return the widened target: the trained weights, each MLP's ``gate_proj``/``up_proj``
+    extended with seeded N(0, 0.02) rows and ``down_proj`` with zero columns up to ``SERVED_INTERMEDIATE``."""
+    import shutil
+
+    if root is None:
+        from django.conf import settings
+
+        root = Path(settings.VAR_DIR) / "models"
+    src = PAIR_MODELS[PAIR_TARGET]
+    out = root / "trained-pair-target-wide"
+    stamp = f"{(src / 'model.safetensors').stat().st_size}-{SERVED_INTERMEDIATE}-{WIDE_SEED}"
+    if (out / ".complete").exists() and (out / ".complete").read_text() == stamp:
+        return out
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(str(src / "model.safetensors"))
+    gen = torch.Generator().manual_seed(WIDE_SEED)
+    for name in sorted(tensors):
+        t = tensors[name]
+        if name.endswith(("mlp.gate_proj.weight", "mlp.up_proj.weight")):
+            extra = torch.randn(SERVED_INTERMEDIATE - t.shape[0], t.shape[1], generator=gen) * 0.02
+            tensors[name] = torch.cat([t, extra.to(t.dtype)], 0).contiguous()
+        elif name.endswith("mlp.down_proj.weight"):
+            extra = torch.zeros(t.shape[0], SERVED_INTERMEDIATE - t.shape[1], dtype=t.dtype)
+            tensors[name] = torch.cat([t, extra], 1).contiguous()
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    for f in src.iterdir():
+        if f.name != "model.safetensors":
+            shutil.copy(f, tmp / f.name)
+    (tmp / "config.json").write_text(json.dumps(pair_config(PAIR_TARGET), indent=2, sort_keys=True) + "\n")
+    (tmp / ".complete").write_text(stamp)
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return out
+
+
+def _texts(workload: str) -> list[str]:
+    from .train_pair import HELD_OUT_MODULES, prose_topics, stdlib_dir
+
+    if workload == "prose":
+        return prose_topics(held_out=True)
+    sources = [(stdlib_dir() / f"{m}.py").read_text(encoding="utf-8") for m in HELD_OUT_MODULES]
+    if workload == "code":
+        return sources
+    if workload == "repetitive":
+        lines = sorted({ln for src in sources for ln in src.splitlines() if 24 <= len(ln.strip()) <= 60
+                        and not ln.strip().startswith("#")})
+        return [ln + "\n" for ln in lines]
+    raise KeyError(workload)
+
+
+def prompts(workload: str, tokenizer_dir: str | Path, input_len: int, n: int, seed: int) -> list[str]:
+    """``n`` prompts of ``input_len`` tokens (with the tokenizer in ``tokenizer_dir``) from a text workload.
+
+    Deterministic for a given ``seed`` and interpreter. Raises ``KeyError`` for an unknown workload."""
+    from transformers import PreTrainedTokenizerFast
+
+    tok = PreTrainedTokenizerFast.from_pretrained(str(tokenizer_dir))
+    rng = random.Random(seed)
+    texts = _texts(workload)
+    out: list[str] = []
+    while len(out) < n:
+        if workload == "repetitive":
+            block = "".join(rng.sample(texts, 2))  # two lines, repeated
+            text = block * (input_len // max(1, len(tok(block).input_ids)) + 2)
+        else:
+            src = rng.choice(texts)
+            lines = src.splitlines(keepends=True)
+            start = rng.randrange(max(1, len(lines) - 40))
+            text = "".join(lines[start:start + 200])
+        ids = tok(text, add_special_tokens=False).input_ids
+        if len(ids) < input_len:
+            continue
+        out.append(tok.decode(ids[:input_len]))
+    return out
+
+
+def write_dataset(workload: str, tokenizer_dir: str | Path, input_len: int, n: int, seed: int, path: Path) -> Path:
+    """Write the prompts as vLLM's ``custom`` dataset (JSONL, ``{"prompt": ...}`` per line)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for p in prompts(workload, tokenizer_dir, input_len, n, seed):
+            f.write(json.dumps({"prompt": p}) + "\n")
+    return path
+
+
+def dataset_args(workload: str, profile: dict[str, Any], dataset_path: Path | None) -> list[str]:
+    """The ``vllm bench serve`` dataset flags for a workload (``random``: vLLM's random dataset)."""
+    if workload == "random":
+        return ["--dataset-name", "random", "--random-input-len", str(profile["input_len"]),
+                "--random-output-len", str(profile["output_len"])]
+    assert dataset_path is not None
+    return ["--dataset-name", "custom", "--dataset-path", str(dataset_path), "--custom-output-len",
+            str(profile["output_len"]), "--skip-chat-template"]
+
+
+def _spec(method: str, k: int) -> str:
+    if method == "ngram":
+        return json.dumps({"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 3,
+                           "prompt_lookup_min": 2}, separators=(",", ":"))
+    return json.dumps({"method": "draft_model", "model": PAIR_DRAFT, "num_speculative_tokens": k},
+                      separators=(",", ":"))
+
+
+# What the form offers: the trained pair on the CPU with a workload set and a speculative method.
+PRESETS: list[dict[str, Any]] = [
+    {"key": f"{w}-{m}-{k}", "workload": w, "label": f"{w}: {'draft model' if m == 'draft_model' else 'ngram'} k={k}",
+     "params": {"model": PAIR_TARGET, "gpu": "CPU", "speculative_config": _spec(m, k), "validation_workload": w}}
+    for w, m, k in (("repetitive", "draft_model", 3), ("prose", "draft_model", 8), ("code", "draft_model", 3),
+                    ("prose", "draft_model", 5), ("repetitive", "ngram", 3), ("code", "ngram", 3),
+                    ("prose", "ngram", 5))
+]
