@@ -109,7 +109,11 @@ def test_a_good_value_is_accepted_everywhere(client, params):
     assert parse_request(request.to_params()) == request
 
 
-def test_validate_takes_a_good_request(client):
+def test_validate_takes_a_good_request(client, settings, tmp_path):
+    from validator import capabilities
+
+    settings.VAR_DIR = tmp_path
+    capabilities.record(capabilities.describe("test-cpu-worker"))  # this machine as the one live worker
     out = StringIO()
     call_command("validate", "--model", "tiny-random/llama", "--max-model-len", "512", "--speculative-config",
                  '{"method":"ngram","num_speculative_tokens":2}', "--format", "json", stdout=out)

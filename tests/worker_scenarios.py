@@ -115,6 +115,8 @@ user = User.objects.create_user("eve")
 user.user_permissions.add(Permission.objects.get(codename="add_validationrun"))
 builtin_models.ensure_builtin("tiny-random/llama")  # built before the race, as is transformers' lazy import
 assert transformers.LlamaConfig
+from validator import capabilities
+capabilities.record(capabilities.describe("test-cpu-worker"))  # this machine as the live worker runs need
 barrier = threading.Barrier(4)
 codes = []
 
