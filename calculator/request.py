@@ -313,7 +313,8 @@ class ServingRequest(BaseModel):
                 continue
             for name, other in fields.items():
                 if name in given and data[name] != ServingRequest.model_fields[name].default:
-                    raise InputError(name, f"{name} is a {owner} setting; with runtime={runtime} use "
+                    label = {"vllm": "vLLM", "sglang": "SGLang"}.get(owner, owner)
+                    raise InputError(name, f"{name} is a {label} setting; with runtime={runtime} use "
                                      f"{RUNTIME_EQUIVALENT.get((family, name), other)}")
         data = dict(data)
         if runtime == "vllm":
