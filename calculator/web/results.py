@@ -391,7 +391,9 @@ class RuntimeOutcome:
 
     @property
     def runtime_label(self) -> str:
-        return {"sglang": "SGLang", "ollama": "Ollama"}.get(self.plan.runtime, self.plan.runtime)
+        from calculator.runtimes import get_runtime
+
+        return get_runtime(self.plan.runtime).label
 
     def headline(self) -> str:
         m = self.plan.memory

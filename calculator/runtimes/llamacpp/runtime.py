@@ -96,7 +96,6 @@ class LlamaCppMemory(BaseModel):
         return out
 
 
-
 class LlamaCpp:
     """llama.cpp's ``llama-server``."""
 

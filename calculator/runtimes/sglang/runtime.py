@@ -81,7 +81,6 @@ class SGLangMemory(BaseModel):
         return out
 
 
-
 class SGLang:
     """SGLang (``python -m sglang.launch_server``)."""
 
