@@ -8,6 +8,7 @@ beside it names what was asked.
 """
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 from django import forms
@@ -46,6 +47,25 @@ def _kv_choices() -> list[tuple[str, str]]:
     return [(v, v) for v in values]
 
 
+def _clean_release(value: str | None) -> str:
+    """A vLLM release as typed -> the release whose data answers it (a patch of a covered minor takes that
+    minor's data, as the calculator does: :func:`calculator.request.compat_release`); a release without
+    data is refused with the covered list and the reason, not Django's generic "not one of the choices"."""
+    from calculator.request import compat_release
+
+    value = (value or "").strip()
+    if not value:
+        return ""
+    if not re.fullmatch(r"\d+\.\d+\.\d+", value):
+        raise forms.ValidationError(f"{value!r} is not a vLLM release (X.Y.Z, e.g. {checks.DEFAULT_RELEASE})")
+    answered = compat_release(value)
+    if answered is None:
+        raise forms.ValidationError(
+            releases.not_covered_message(value) + ": compatibility data is extracted from each release's own "
+            "wheel (compat/README.md); releases before 0.11 pick backends by if-chains that are not extracted")
+    return answered
+
+
 class _Pickers(forms.Form):
     """Shared fields: the model (text with suggestions) and the GPU (select), as on the calculator."""
 
@@ -59,11 +79,20 @@ class _Pickers(forms.Form):
         if asked and asked not in {k for k, _ in choices}:
             choices.append((asked, f"{asked} (not in the catalog)"))
         gpu.widget = FastSelect(choices=choices)
+        if "vllm_version" in self.fields:  # a release typed into the URL stays shown, so its error reads right
+            release_choices = list(_release_choices())
+            asked = (data or {}).get("vllm_version") if data is not None else None
+            if asked and asked not in {k for k, _ in release_choices}:
+                release_choices.append((asked, f"vLLM {asked}"))
+            self.fields["vllm_version"].widget = FastSelect(choices=release_choices)
         for field in self.fields.values():  # Python-rendered widgets: the GPU list is ~150 options
             if type(field.widget) is forms.Select:
                 field.widget = FastSelect(choices=field.widget.choices, attrs=field.widget.attrs)
             elif type(field.widget) in (forms.TextInput, forms.NumberInput):
                 field.widget = FastTextInput(attrs=field.widget.attrs)
+
+    def clean_vllm_version(self) -> str:
+        return _clean_release(self.cleaned_data.get("vllm_version"))
 
     def clean_model(self) -> str:
         value = (self.cleaned_data.get("model") or "").strip()
@@ -79,7 +108,7 @@ class _Pickers(forms.Form):
 class MatrixForm(_Pickers):
     model = forms.CharField(required=False, initial=matrix.DEFAULT_MODEL)
     gpu = forms.CharField(label="GPU for the KV-dtype table", required=False)
-    vllm_version = forms.ChoiceField(label="vLLM release", choices=_release_choices, required=False)
+    vllm_version = forms.CharField(label="vLLM release", required=False, widget=FastSelect())
     platform = forms.ChoiceField(choices=[(p, p) for p in matrix.PLATFORMS], required=False)
     kv_cache_dtype = forms.ChoiceField(label="--kv-cache-dtype", choices=_kv_choices, required=False)
     block_size = forms.IntegerField(label="--block-size", min_value=1, required=False)
@@ -106,7 +135,7 @@ class MatrixForm(_Pickers):
 class VerdictForm(_Pickers):
     model = forms.CharField()
     gpu = forms.CharField()
-    vllm_version = forms.ChoiceField(label="vLLM release", choices=_release_choices, required=False)
+    vllm_version = forms.CharField(label="vLLM release", required=False, widget=FastSelect())
     dtype = forms.CharField(required=False)
     kv_cache_dtype = forms.ChoiceField(label="--kv-cache-dtype", choices=_kv_choices, required=False)
     block_size = forms.IntegerField(label="--block-size", min_value=1, required=False)

@@ -55,3 +55,18 @@ def test_the_matrix_shows_what_changed_since_the_previous_release(client):
     # the previous covered release is 0.31.0; ULTRAQUANT is new in 0.32.0 (registry.py:155 there, absent in 0.31.0)
     html = client.get("/compat/", {"vllm_version": "0.32.0"}).content.decode()
     assert 'id="release-diff"' in html and "0.31.0" in html and "ULTRAQUANT" in html
+
+
+def test_a_release_without_data_is_refused_by_name_and_a_patch_takes_its_minors_data(client):
+    # 0.10.x has no compat data (its backends are picked by if-chains, compat/README.md): the page names
+    # the release and the covered ones instead of Django's "not one of the available choices"
+    r = client.get("/compat/", {"vllm_version": "0.10.1"})
+    assert r.status_code == 400
+    html = r.content.decode()
+    assert "vLLM 0.10.1 is not covered; covered: 0.11.2" in html and "not one of the available choices" not in html
+    # 0.32.1 has no extraction of its own; 0.32.0's data answers it, as on the calculator
+    r = client.get("/compat/", {"vllm_version": "0.32.1"})
+    assert r.status_code == 200 and "vLLM 0.32.0, cuda" in r.content.decode()
+    r = client.get("/compat/verdict/", {"model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "H100",
+                                        "vllm_version": "banana"})
+    assert r.status_code == 400 and "is not a vLLM release" in r.content.decode()
