@@ -610,6 +610,21 @@ def _first_error(exc: ValidationError) -> InputError:
     return InputError(field, msg)
 
 
+def repeated_parameter(data: Mapping[str, Any]) -> InputError | None:
+    """The error for a parameter given twice with different values (``?gpu=H100&gpu=A100``) in a query or form
+    (a ``QueryDict``: any mapping with ``lists()``), else ``None``. Django's ``QueryDict`` would silently keep
+    the last value; the same value repeated is harmless and accepted."""
+    lists = getattr(data, "lists", None)
+    if not callable(lists):
+        return None
+    for name, values in lists():
+        given = list(dict.fromkeys(str(v) for v in values if v not in (None, "")))
+        if len(given) > 1:
+            shown = ", ".join(repr(v[:40]) for v in given[:3])
+            return InputError(str(name)[:60], f"given {len(given)} different values ({shown}); give it once")
+    return None
+
+
 def parse_request(data: Mapping[str, Any]) -> ServingRequest:
     """Raw parameters (query string, form data, ``vars(argparse_namespace)``, a stored run) -> request.
 
@@ -620,6 +635,9 @@ def parse_request(data: Mapping[str, Any]) -> ServingRequest:
     Raises:
         InputError: the first problem, naming the parameter (unknown parameters included).
     """
+    repeated = repeated_parameter(data)
+    if repeated is not None:
+        raise repeated
     raw: dict[str, str | None] = {}
     for name, value in data.items():
         if name in ALIASES:

@@ -142,3 +142,27 @@ def test_the_page_form_as_a_browser_submits_it_is_a_valid_request(client, runtim
     r = client.get("/", data, follow=True)
     assert r.status_code == 200, r.content.decode()[:2000]
     assert b'class="error"' not in r.content
+
+
+def test_a_parameter_given_twice_with_different_values_is_refused_not_silently_the_last(client):
+    """``?gpu=H100&gpu=A100-80GB``: Django's QueryDict would keep A100 and drop what the user also asked for."""
+    query = f"model={LLAMA}&gpu=H100&gpu=A100-80GB"
+    api = client.get("/api/estimate?" + query)
+    assert api.status_code == 400
+    assert api.json() == {"error": "gpu: given 2 different values ('H100', 'A100-80GB'); give it once",
+                          "field": "gpu"}
+    page = client.get("/?" + query)
+    assert page.status_code == 400
+    assert "given 2 different values (&#x27;H100&#x27;, &#x27;A100-80GB&#x27;); give it once" in page.content.decode()
+    # the same value twice is harmless
+    assert client.get(f"/api/estimate?model={LLAMA}&gpu=H100&gpu=H100").status_code == 200
+
+
+def test_the_validation_form_refuses_a_repeated_parameter():
+    from django.http import QueryDict
+
+    from validator.forms import ValidationRequestForm
+
+    form = ValidationRequestForm(QueryDict("model=tiny-random/llama&max_model_len=512&max_model_len=1024"))
+    assert not form.is_valid()
+    assert form.non_field_errors() == ["max_model_len: given 2 different values ('512', '1024'); give it once"]

@@ -6,7 +6,7 @@ from typing import Any
 
 from django import forms
 
-from calculator.request import KNOWN_PARAMS, InputError, parse_request
+from calculator.request import KNOWN_PARAMS, InputError, parse_request, repeated_parameter
 
 from .config import WORKLOAD_PARAM
 from .workloads import WORKLOADS
@@ -22,6 +22,10 @@ class ValidationRequestForm(forms.Form):
         workload = self.data.get(WORKLOAD_PARAM)
         if workload and workload not in WORKLOADS:
             self.add_error(None, f"{WORKLOAD_PARAM}: unknown workload set {workload!r}; one of {', '.join(WORKLOADS)}")
+        repeated = repeated_parameter(self.data)
+        if repeated is not None:
+            self.add_error(None, f"{repeated.field}: {repeated.message}")
+            return data
         try:
             parse_request({"gpu": "CPU", **raw})
         except InputError as exc:

@@ -32,6 +32,7 @@ from calculator.request import (
     default_release,
     gpu_key,
     parse_request,
+    repeated_parameter,
 )
 
 # Speed prediction defaults (``vllm bench serve --dataset-name random``: 1024 in, 128 out, 1 in flight).
@@ -182,12 +183,14 @@ class EstimateForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.request: ServingRequest | None = None
         self.input_error: InputError | None = None
+        self.repeated: InputError | None = None  # a parameter the query gave twice (see from_query)
 
     @classmethod
     def from_query(cls, query: QueryDict | dict[str, Any]) -> EstimateForm:
         """Bind a query string. ``speculative_config`` (the permalink's JSON) fills the split speculative
         fields so they show on the page; a value that is not such JSON stays and is reported."""
         data = {k: query.get(k) for k in query}
+        repeated = repeated_parameter(query)
         for name, value in SHOWN_DEFAULTS.items():
             if not (data.get(name) or "").strip():
                 data[name] = value
@@ -202,12 +205,16 @@ class EstimateForm(forms.Form):
                 data["speculative_method"] = str(spec.get("method") or "")
                 data["speculative_model"] = str(spec.get("model") or "")
                 data["num_speculative_tokens"] = str(spec.get("num_speculative_tokens") or "")
-        return cls(data)
+        form = cls(data)
+        form.repeated = repeated
+        return form
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         raw = {k: v for k, v in self.data.items() if k in KNOWN_PARAMS or k in ALIASES}
         try:
+            if self.repeated is not None:
+                raise self.repeated
             self.request = parse_request(raw)
         except InputError as exc:
             self.show_error(exc)
