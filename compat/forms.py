@@ -31,11 +31,17 @@ def _backend_choices() -> list[tuple[str, str]]:
     return list(EstimateForm.base_fields["attention_backend"].widget.choices)
 
 
-def _gpu_choices() -> list[tuple[str, str]]:
-    """The calculator's GPU picker (``calculator.web.forms``): ``(key, "name (memory GiB)")``."""
+def _gpu_choices() -> list:
+    """The calculator's GPU picker (``calculator.web.forms``): ``<optgroup>``s of ``(key, "name (memory GiB)")``."""
     from calculator.web.forms import EstimateForm
 
     return list(EstimateForm.base_fields["gpu"].widget.choices)
+
+
+def _keys(choices) -> set[str]:
+    """Every option value of (possibly grouped) choices."""
+    return {str(v) for k, v_or_group in choices for v in (
+        [o[0] for o in v_or_group] if isinstance(v_or_group, (list, tuple)) else [k])}
 
 
 @lru_cache(maxsize=1)
@@ -76,7 +82,7 @@ class _Pickers(forms.Form):
         choices = [("", "newest GPU of the platform")] if not gpu.required else []
         choices += _gpu_choices()
         asked = (data or {}).get("gpu") if data is not None else None
-        if asked and asked not in {k for k, _ in choices}:
+        if asked and asked not in _keys(choices):
             choices.append((asked, f"{asked} (not in the catalog)"))
         gpu.widget = FastSelect(choices=choices)
         if "vllm_version" in self.fields:  # a release typed into the URL stays shown, so its error reads right

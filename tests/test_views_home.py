@@ -257,3 +257,17 @@ def test_it_shows_a_speculative_config_error_by_the_method_field(client):
         r'id="errors-speculative_method" hx-swap-oob="true">(.*?)</div>', r.content.decode(), re.S
     ).group(1)
     assert "mtp" in oob
+
+
+def test_the_gpu_picker_groups_the_catalog_by_kind_and_keeps_the_choice(client):
+    response = client.get("/", {"model": LLAMA, "gpu": "M3 Max 128GB"}, follow=True)
+    assert response.status_code == 200
+    html = response.content.decode()
+    picker = re.search(r'<select name="gpu".*?</select>', html, re.S).group(0)
+    groups = re.findall(r'<optgroup label="([^"]+)">', picker)
+    assert groups[:3] == ["Datacenter GPUs", "Workstation GPUs", "Consumer / gaming GPUs"]
+    assert "Apple Silicon (unified memory)" in groups
+    apple = re.search(r'<optgroup label="Apple Silicon \(unified memory\)">(.*?)</optgroup>', picker, re.S).group(1)
+    assert re.search(r'<option value="M3 Max 128GB" selected>', apple)
+    h100 = re.search(r'<optgroup label="Datacenter GPUs">(.*?)</optgroup>', picker, re.S).group(1)
+    assert 'value="H100"' in h100 and 'value="H100"' not in apple

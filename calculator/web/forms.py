@@ -18,7 +18,7 @@ from django import forms
 from django.http import QueryDict
 from pydantic_core import PydanticUndefined
 
-from calculator.engine.gpus import all_gpus
+from calculator.engine.gpus import gpus_by_kind
 from calculator.engine.schemas import SpecMethod
 from calculator.engine.weights import VLLM_QUANTIZATION_METHODS
 from calculator.request import (
@@ -35,6 +35,10 @@ from calculator.request import (
     repeated_parameter,
 )
 
+# The GPU picker's <optgroup>s, one per catalog ``kind`` (:func:`calculator.engine.gpus.gpus_by_kind`).
+GPU_GROUP_LABELS = {"datacenter": "Datacenter GPUs", "workstation": "Workstation GPUs",
+                    "consumer": "Consumer / gaming GPUs", "apple": "Apple Silicon (unified memory)",
+                    "cpu": "CPU only (system RAM)", "custom": "Custom"}
 # Speed prediction defaults (``vllm bench serve --dataset-name random``: 1024 in, 128 out, 1 in flight).
 SPEED_DEFAULTS = {"prompt_len": 1024, "output_len": 128, "concurrency": 1}
 # Characters left readable in permalinks (all legal in a query component, RFC 3986 3.4).
@@ -67,10 +71,19 @@ class FastSelect(forms.Select):
     def render(self, name, value, attrs=None, renderer=None):
         from django.utils.html import format_html
 
+        from django.utils.html import format_html_join
+
         final = {"name": name, **self.build_attrs(self.attrs, attrs)}
         chosen = frozenset(str(v) for v in self.format_value(value))
+        parts = []
+        for value_or_group, label_or_options in self.choices:  # Django's grouped choices: (group, [(v, l), ...])
+            if isinstance(label_or_options, (list, tuple)):
+                options = _options_html(tuple((str(v), str(lb)) for v, lb in label_or_options), chosen)
+                parts.append(format_html('<optgroup label="{}">\n{}\n</optgroup>', value_or_group, options))
+            else:
+                parts.append(_options_html(((str(value_or_group), str(label_or_options)),), chosen))
         return format_html("<select{}>\n{}\n</select>", _attrs_html(final),
-                           _options_html(tuple((str(v), str(label)) for v, label in self.choices), chosen))
+                           format_html_join("\n", "{}", ((p,) for p in parts)))
 
 
 def _attrs_html(attrs: dict[str, Any]):
@@ -140,7 +153,8 @@ def _field(name: str) -> forms.Field:
         return forms.BooleanField(required=False, widget=CheckboxInput, help_text=help_text)
     choices: list[tuple[str, str]] | None = None
     if name == "gpu":
-        choices = [(gpu_key(g), f"{g.name} ({g.memory_gib:g} GiB)") for g in all_gpus()]
+        choices = [(GPU_GROUP_LABELS.get(kind, kind), [(gpu_key(g), f"{g.name} ({g.memory_gib:g} GiB)") for g in gpus])
+                   for kind, gpus in gpus_by_kind().items()]
     elif name == "vllm_version":
         choices = [("", "vLLM: default (0.32.0)"), *((v, f"vLLM {v}") for v in reversed(covered_releases()))]
     elif name == "sglang_version":
