@@ -298,7 +298,7 @@ def test_eagle3_uses_the_public_figure_and_a_one_layer_head():
     fields = perf.speed_fields(inp, est, 1024, 256, 1)
     assert set(fields) == {"ttft_ms", "itl_ms", "output_tokens_per_s", "efficiency_label", "mean_acceptance_length",
                            "spec_speedup", "spec_speedup_low", "spec_speedup_high", "spec_slowdown",
-                           "best_num_speculative_tokens", "spec_stops_paying_above_concurrency",
+                           "best_num_speculative_tokens", "spec_stops_paying_above_concurrency", "spec_pays_from_concurrency",
                            "break_even_acceptance_rate", "speed_sources", "speed_warnings"}
     assert fields["spec_speedup_low"] < fields["spec_speedup"] < fields["spec_speedup_high"]
     assert fields["efficiency_label"] == "fitted"  # vLLM row: fitted on the public serving records

@@ -227,6 +227,20 @@ _VLLM_FIT = (
     "names both an A100 and an RTX 3090, both readings used) and the batch-1 runs of vllm-project/vllm PRs "
     "29334 and 24343 (sd-bench-025..027): 15/15 win/lose calls, median |error| 6 %; refine with a "
     "validation run")
+_SGLANG_FIT = (
+    "base terms assumed equal to vLLM's fit (both replay CUDA graphs for decode). Speculative terms: "
+    "draft_step_overhead_ms 0.2 assumed (SGLang replays the whole multi-step draft loop as one CUDA graph, "
+    "python/sglang/srt/speculative/eagle_draft_cuda_graph_runner.py, so a pass costs only its ~15 small kernels: "
+    "one decoder layer and the top-k select); spec_step_overhead_ms 2.0 and spec_cpu_ms_per_request 0.12 fitted "
+    "once for the runtime (grid search, never per case) on the EAGLE-3 paper's SGLang v0.4.4 table, "
+    "https://arxiv.org/abs/2503.01840 Table 3 (EAGLE and EAGLE-3 chains of 3, Llama-3.1-8B, H100, batch 2-64, "
+    "lengths not stated so run at the CLI defaults 1024 in / 128 out) with the acceptance model of "
+    "acceptance.py: 8/8 win/lose calls, mean |error| 10 %. Their form follows the source: with EAGLE the "
+    "overlap scheduler is off (python/sglang/srt/server_args.py: EAGLE/EAGLE3 set disable_overlap_schedule = "
+    "True), so the host time a plain step hides is exposed, and each step syncs (accept_index.tolist()) and "
+    "walks every request's accepted tokens in Python (python/sglang/srt/speculative/eagle_utils.py "
+    "EagleVerifyInput.verify, req.check_finished()) before the draft-extend pass "
+    "(eagle_worker.py forward_draft_extend_after_decode)")
 EFFICIENCY: dict[tuple[str, str], Efficiency] = {
     ("vllm", "*"): Efficiency(mem_bw=0.9, compute=0.55, moe_compute=0.35, step_overhead_ms=0.3,
                               allreduce_latency_us=10.0, layer_us=60.0, overlap_p=1.0, wave_share=0.3,
@@ -239,12 +253,8 @@ EFFICIENCY: dict[tuple[str, str], Efficiency] = {
                                 spec_step_overhead_ms=2.0),
     ("sglang", "*"): Efficiency(mem_bw=0.9, compute=0.55, step_overhead_ms=0.3, allreduce_latency_us=10.0,
                                 layer_us=60.0, overlap_p=1.0, wave_share=0.3, ttft_fixed_ms=20.0, moe_compute=0.35,
-                                source="base terms assumed equal to vLLM's fit (both replay CUDA graphs for "
-                                       "decode); the three speculative terms fitted once for the runtime (grid "
-                                       "search, not per case) on the EAGLE-3 paper's SGLang v0.4.4 table, "
-                                       "https://arxiv.org/abs/2503.01840 Table 3 (EAGLE and EAGLE-3, Llama-3.1-8B, "
-                                       "H100, batch 2-64) with the acceptance model of acceptance.py: 8/8 win/lose calls, median |error| 7 %",
-                                draft_step_overhead_ms=1.0, spec_step_overhead_ms=1.5, spec_cpu_ms_per_request=0.02,
+                                source=_SGLANG_FIT,
+                                draft_step_overhead_ms=0.2, spec_step_overhead_ms=2.0, spec_cpu_ms_per_request=0.12,
                                 label="fitted"),
     ("tensorrt-llm", "*"): Efficiency(mem_bw=0.9, compute=0.6, step_overhead_ms=0.2, allreduce_latency_us=8.0,
                                       layer_us=40.0, overlap_p=1.0, wave_share=0.3, ttft_fixed_ms=20.0,
@@ -757,6 +767,7 @@ class SpecResult(BaseModel):
     slowdown: str | None = None
     best_num_speculative_tokens: int | None = None
     stops_paying_above_concurrency: int | None = None
+    pays_from_concurrency: int | None = None
     speedup_vs_concurrency: dict[int, list[tuple[int, float]]] = {}
     verify_compute_bound_tokens: float | None = None
     break_even_acceptance_rate: float | None
@@ -1021,6 +1032,28 @@ def spec_step(s: _Setup, method: str, *, requests: int, context: int, k: int, ov
                     spec_overhead_ms=fixed * overhead_scale, total_ms=total)
 
 
+SGLANG_SPEC_MAX_RUNNING = 48  # server_args.py: EAGLE/EAGLE3 set max_running_requests = 48 when it is not given
+
+
+def stops_paying(curve: list[tuple[int, float]]) -> tuple[int | None, int | None]:
+    """``(stops paying above, pays from)`` of a speedup-vs-concurrency curve ``[(concurrency, speedup)]``
+    sorted by concurrency.
+
+    ``stops paying above``: the largest concurrency at which speculation still pays (speedup >= 1) when it loses
+    at the largest one modelled; ``0`` when it pays nowhere on the curve; ``None`` when it still pays at the
+    largest. ``pays from``: the smallest concurrency at which it pays when it loses at concurrency 1 and pays
+    somewhere (an MoE target: a plain step at low concurrency reads few experts, the verification of
+    ``B x (k+1)`` tokens many, so the gain can rise with concurrency); else ``None``."""
+    pays = [c for c, v in curve if v >= 1]
+    if not curve:
+        return None, None
+    if not pays:
+        return 0, None
+    stop = None if curve[-1][1] >= 1 else max(pays)
+    pays_from = min(pays) if curve[0][1] < 1 else None
+    return stop, pays_from
+
+
 def verify_compute_bound_tokens(s: _Setup) -> float:
     """Tokens per target pass above which verification turns compute-bound (decode, short context):
     ``weight bytes × (peak × eff_c) / (bandwidth × eff_m) / (2 × matmul params)`` — the GPU's
@@ -1252,7 +1285,7 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
     al = acc.length if acc is not None else None
     alpha = acc.rate if acc is not None else None
     itl = tps = speedup = lo = hi = None
-    best_k = stop_conc = None
+    best_k = stop_conc = pays_from = None
     curves: dict[int, list[tuple[int, float]]] = {}
     spec_ttft = base.ttft
     if s.draft is not None:  # the draft model / EAGLE / MTP head runs over the prompt once too
@@ -1277,12 +1310,7 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
             al_k = acc.length_at(kk) if kk != k else al
             curves[kk] = [(c, round(_spec_speedup(s, method, kk, al_k, prompt_len, output_len, c, ctx)[0], 4))
                           for c in grid]
-        prev = None
-        for c, v in curves[k]:
-            if v < 1:
-                stop_conc = prev if prev is not None else 0
-                break
-            prev = c
+        stop_conc, pays_from = stops_paying(curves[k])
     curve = []  # speedup against the acceptance rate (accepted / drafted): AL = 1 + k x rate
     for i in range(0, 21):
         a = i / 20
@@ -1305,6 +1333,14 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
     if stop_conc is not None:
         warnings.append(f"with k={k} speculation stops paying above {stop_conc} concurrent requests" if stop_conc
                         else f"with k={k} speculation does not pay at any concurrency")
+    if pays_from is not None:
+        warnings.append(f"with k={k} speculation loses below {pays_from} concurrent requests and pays from there"
+                        + (" (an MoE target: a plain step at low concurrency reads few experts, the verification "
+                           "many)" if s.target.num_experts else ""))
+    if s.runtime == "sglang" and method in ("eagle", "eagle3", "mtp") and conc > SGLANG_SPEC_MAX_RUNNING:
+        warnings.append(f"SGLang runs at most {SGLANG_SPEC_MAX_RUNNING} requests at once with EAGLE/MTP unless "
+                        "--max-running-requests is set (python/sglang/srt/server_args.py); the prediction assumes it "
+                        f"is set to at least {conc}")
     if best_k is not None and best_k != k:
         warnings.append(f"num_speculative_tokens {best_k} is predicted faster than {k} at concurrency {conc}")
     if sp.verify.bound == "compute" or base.step.bound == "compute":
@@ -1333,7 +1369,8 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
                      verify=sp.verify, ttft_ms=round(spec_ttft, 3), itl_ms=_round(itl, 3),
                      output_tokens_per_s=_round(tps, 1), speedup=_round(speedup, 3), speedup_low=_round(lo, 3),
                      speedup_high=_round(hi, 3), slowdown=slowdown, best_num_speculative_tokens=best_k,
-                     stops_paying_above_concurrency=stop_conc, speedup_vs_concurrency=curves,
+                     stops_paying_above_concurrency=stop_conc, pays_from_concurrency=pays_from,
+                     speedup_vs_concurrency=curves,
                      verify_compute_bound_tokens=round(verify_compute_bound_tokens(s), 1),
                      break_even_acceptance_rate=_round(be, 4), cost_ratio=round(cost_ratio, 4),
                      speedup_curve=curve, typical=typical)
@@ -1353,6 +1390,8 @@ def speed_fields(engine_input: EngineInput, estimate_result: EstimateResult | No
     ``calibrated``. With speculation also ``mean_acceptance_length``, ``spec_speedup`` (TPOT without /
     with) with ``spec_speedup_low``/``spec_speedup_high``, ``spec_slowdown`` (``likely``/``possible``/
     ``unlikely``), ``best_num_speculative_tokens`` at this concurrency, ``spec_stops_paying_above_concurrency``
+    (``0``: pays at no concurrency; ``null``: still pays at the largest modelled), ``spec_pays_from_concurrency``
+    (set when it loses at concurrency 1 but pays higher up, as MoE targets can)
     and ``break_even_acceptance_rate`` (accepted / drafted tokens, as vLLM logs its "Avg Draft acceptance
     rate"); ``speed_sources`` and ``speed_warnings``.
 
@@ -1373,6 +1412,7 @@ def speed_fields(engine_input: EngineInput, estimate_result: EstimateResult | No
                    spec_speedup_low=sp.speedup_low, spec_speedup_high=sp.speedup_high, spec_slowdown=sp.slowdown,
                    best_num_speculative_tokens=sp.best_num_speculative_tokens,
                    spec_stops_paying_above_concurrency=sp.stops_paying_above_concurrency,
+                   spec_pays_from_concurrency=sp.pays_from_concurrency,
                    break_even_acceptance_rate=sp.break_even_acceptance_rate)
     out["speed_sources"] = r.sources
     out["speed_warnings"] = r.warnings
