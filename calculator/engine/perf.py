@@ -969,6 +969,11 @@ def _at(s: _Setup, prompt_len: int, output_len: int, conc: int, step_ms: float |
 # CPU-side proposers (assumed, order of magnitude of a compiled scan; not measured here):
 NGRAM_CPU_US_PER_REQUEST = 5.0  # fixed per request per step
 NGRAM_CPU_NS_PER_TOKEN = 2.0  # KMP scan of the request's tokens, per token per step
+# vLLM runs the scan over requests in a numba prange with max(1, (os.cpu_count() // 2) // tp) threads
+# (vllm/v1/spec_decode/ngram_proposer.py NgramProposer.__init__ / batch_propose). The host's core count is not an
+# input, so 8 threads are assumed (a 16-thread host at TP 1; GPU servers usually have more, which only lowers it).
+NGRAM_CPU_THREADS = 8
+NGRAM_CPU_PARALLEL_US = 20.0  # entering and leaving the numba parallel region once per step (assumed)
 SUFFIX_CPU_US_PER_REQUEST = 20.0  # suffix-tree match + incremental update per request per step
 LOGITS_BYTES = 4  # fp32 logits / probabilities in the rejection sampler
 
@@ -1000,7 +1005,8 @@ def spec_step(s: _Setup, method: str, *, requests: int, context: int, k: int, ov
 
     Sources: drafter loop ``vllm/v1/spec_decode/eagle.py:219`` ``propose`` (one pass over the new tokens,
     then ``k − 1`` single-token passes, :411, argmax per pass, piecewise CUDA graphs); ngram
-    ``vllm/v1/spec_decode/ngram_proposer.py:47`` (``min(1, cpu_count // 2)`` numba threads: one) and
+    ``vllm/v1/spec_decode/ngram_proposer.py`` (``batch_propose``: a numba ``prange`` over the requests on
+    ``max(1, (cpu_count // 2) // tp)`` threads, :data:`NGRAM_CPU_THREADS` assumed) and
     suffix decoding (Arctic Inference suffix trees) run on the CPU between GPU steps; verification of
     ``k+1`` tokens per request in one target pass and rejection sampling over target/draft
     probabilities ``vllm/v1/sample/rejection_sampler.py`` (Leviathan et al. 2023, Chen et al. 2023).
@@ -1014,7 +1020,9 @@ def spec_step(s: _Setup, method: str, *, requests: int, context: int, k: int, ov
     draft_gpu = draft_ovh = cpu = 0.0
     if method in ("ngram", "suffix"):
         if method == "ngram":
-            cpu = requests * (NGRAM_CPU_US_PER_REQUEST + NGRAM_CPU_NS_PER_TOKEN * 1e-3 * context) * 1e-3
+            threads = max(1, min(max(1, NGRAM_CPU_THREADS // s.plan.tp), requests))
+            cpu = (math.ceil(requests / threads) * (NGRAM_CPU_US_PER_REQUEST + NGRAM_CPU_NS_PER_TOKEN * 1e-3 * context)
+                   + (NGRAM_CPU_PARALLEL_US if threads > 1 else 0.0)) * 1e-3
         else:
             cpu = requests * SUFFIX_CPU_US_PER_REQUEST * 1e-3
     elif s.draft is not None:
@@ -1265,8 +1273,9 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
     sources["spec_step"] = (
         "verify: target pass over C x (k+1) tokens (roofline; MoE experts touched by all of them; all-reduces of "
         "(k+1)x the activations) + " + {
-            "ngram": "ngram matching on the CPU (vllm/v1/spec_decode/ngram_proposer.py, one numba thread), assumed "
-                     f"{NGRAM_CPU_US_PER_REQUEST} us + {NGRAM_CPU_NS_PER_TOKEN} ns/token per request",
+            "ngram": "ngram matching on the CPU (vllm/v1/spec_decode/ngram_proposer.py batch_propose: numba prange "
+                     f"over the requests on max(1, (cpu_count // 2) // tp) threads, {NGRAM_CPU_THREADS} assumed), "
+                     f"assumed {NGRAM_CPU_US_PER_REQUEST} us + {NGRAM_CPU_NS_PER_TOKEN} ns/token per request",
             "suffix": f"suffix-tree matching on the CPU, assumed {SUFFIX_CPU_US_PER_REQUEST} us per request",
             "draft_model": "k decode steps of the draft model (its weights, KV, all-reduces) + k x fixed pass cost",
             "eagle": "k passes of the EAGLE head (1 layer + fc 2h->h + target lm_head) + k x fixed pass cost",
