@@ -76,8 +76,11 @@ def test_ngram_is_predicted_slower_at_high_concurrency_and_faster_alone():
     curve = dict(many.spec.speedup_vs_concurrency[3])
     assert curve[1] > 1 > curve[256]
     assert many.spec.best_num_speculative_tokens < one.spec.best_num_speculative_tokens
-    # the CPU proposer: 256 x (5 us + 2 ns x 576 tokens), serial with the GPU (vLLM's ngram uses one thread)
-    assert many.spec.step.proposer_cpu_ms == pytest.approx(256 * (5e-3 + 2e-6 * 576), rel=1e-6)
+    # the CPU proposer, serial with the GPU step: vLLM scans the 256 requests in a numba prange over
+    # max(1, (cpu_count // 2) // tp) threads (8 assumed): 256 / 8 = 32 scans of (5 us + 2 ns x 576 tokens) each,
+    # + 20 us to enter and leave the parallel region
+    assert many.spec.step.proposer_cpu_ms == pytest.approx(32 * (5e-3 + 2e-6 * 576) + 20e-3, rel=1e-6)
+    assert one.spec.step.proposer_cpu_ms == pytest.approx(5e-3 + 2e-6 * 576, rel=1e-6)  # one request: one thread
 
 
 def test_moe_verification_touches_more_experts_and_gains_less():
@@ -322,3 +325,53 @@ def test_prefill_in_groups_equals_the_chunk_by_chunk_sum():
     comp += perf._compute_seconds(mc, hw, 2 * mc.matmul_params * 5 + mc.attention_flops(2048 * 16 + 5, 5), 5)
     assert grouped.memory_ms == pytest.approx(mem * 1e3, rel=1e-6)
     assert grouped.compute_ms == pytest.approx(comp * 1e3, rel=1e-6)
+
+
+# --- where speculation stops paying: the whole curve, not its first dip -----------------------------------
+def test_stops_paying_reads_the_whole_speedup_vs_concurrency_curve():
+    dense = [(1, 1.6), (8, 1.3), (32, 1.02), (64, 0.9), (128, 0.8)]
+    assert perf.stops_paying(dense) == (32, None)  # pays up to 32, loses above
+    assert perf.stops_paying([(1, 1.5), (64, 1.1)]) == (None, None)  # still pays at the largest modelled
+    assert perf.stops_paying([(1, 0.9), (64, 0.7)]) == (0, None)  # pays nowhere
+    moe = [(1, 0.96), (4, 0.82), (16, 1.09), (32, 1.24), (96, 1.08), (128, 0.99)]
+    assert perf.stops_paying(moe) == (96, 16)  # loses alone, pays from 16, stops above 96
+
+
+def test_moe_target_loses_alone_and_pays_in_a_batch_where_the_plain_step_already_reads_most_experts():
+    """Qwen3-30B-A3B (128 experts, top-8) with ngram k=3 at acceptance rate 0.25 (AL 1.75): alone, verifying
+    4 tokens reads ~29.6 experts per layer against 8 for a plain step, so it loses; at 16 requests the plain step
+    already reads ~82 and the 64-token verification ~126, so the extra bytes are small and it pays; far higher up
+    the verification turns compute-bound and it loses again."""
+    m = qwen_moe_by_hand()
+    e, k = m["e"], m["k"]
+    inp = EngineInput(hf_config=load_config(QWEN_MOE), gpu=H100, max_model_len=4096,
+                      speculative_config={"method": "ngram", "num_speculative_tokens": 3})
+    one = perf.estimate_speed(inp, prompt_len=512, output_len=128, concurrency=1, acceptance_rate=0.25)
+    sixteen = perf.estimate_speed(inp, prompt_len=512, output_len=128, concurrency=16, acceptance_rate=0.25)
+    assert one.spec.verify.experts_touched == pytest.approx(e * (1 - (1 - k / e) ** 4), rel=1e-9)  # 29.6
+    assert sixteen.decode.experts_touched == pytest.approx(e * (1 - (1 - k / e) ** 16), rel=1e-9)  # 82.4
+    assert sixteen.spec.verify.experts_touched == pytest.approx(e * (1 - (1 - k / e) ** 64), rel=1e-9)  # 125.9
+    assert one.spec.speedup < 1 < sixteen.spec.speedup
+    curve = one.spec.speedup_vs_concurrency[3]
+    paying = [c for c, v in curve if v >= 1]
+    assert one.spec.pays_from_concurrency == min(paying) > 1
+    assert one.spec.stops_paying_above_concurrency == max(paying) < curve[-1][0]
+    assert any("pays from there" in w for w in one.warnings)
+    assert not any("does not pay at any concurrency" in w for w in one.warnings)
+
+
+def test_sglang_says_it_caps_eagle_at_48_running_requests():
+    inp = EngineInput(hf_config=load_config(LLAMA), draft_hf_config=load_config(HEAD3), gpu=H100, max_model_len=8192,
+                      speculative_config={"method": "eagle3", "model": "x", "num_speculative_tokens": 3})
+    at64 = perf.estimate_speed(inp, prompt_len=512, output_len=128, concurrency=64, runtime="sglang",
+                               acceptance_length=2.5)
+    at32 = perf.estimate_speed(inp, prompt_len=512, output_len=128, concurrency=32, runtime="sglang",
+                               acceptance_length=2.5)
+    assert any("at most 48 requests" in w for w in at64.warnings)
+    assert not any("at most 48 requests" in w for w in at32.warnings)
+    # the speculative step adds SGLang's exposed host time: fixed per step plus per running request
+    eff = perf.get_efficiency(H100, "sglang")
+    step = at32.spec.step
+    assert step.spec_overhead_ms == pytest.approx(eff.spec_step_overhead_ms + 32 * eff.spec_cpu_ms_per_request)
+    assert step.total_ms == pytest.approx(step.verify.total_ms + step.draft_gpu_ms + step.draft_overhead_ms
+                                          + step.rejection_ms + step.spec_overhead_ms, rel=1e-9)

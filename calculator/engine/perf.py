@@ -227,6 +227,20 @@ _VLLM_FIT = (
     "names both an A100 and an RTX 3090, both readings used) and the batch-1 runs of vllm-project/vllm PRs "
     "29334 and 24343 (sd-bench-025..027): 15/15 win/lose calls, median |error| 6 %; refine with a "
     "validation run")
+_SGLANG_FIT = (
+    "base terms assumed equal to vLLM's fit (both replay CUDA graphs for decode). Speculative terms: "
+    "draft_step_overhead_ms 0.2 assumed (SGLang replays the whole multi-step draft loop as one CUDA graph, "
+    "python/sglang/srt/speculative/eagle_draft_cuda_graph_runner.py, so a pass costs only its ~15 small kernels: "
+    "one decoder layer and the top-k select); spec_step_overhead_ms 2.0 and spec_cpu_ms_per_request 0.12 fitted "
+    "once for the runtime (grid search, never per case) on the EAGLE-3 paper's SGLang v0.4.4 table, "
+    "https://arxiv.org/abs/2503.01840 Table 3 (EAGLE and EAGLE-3 chains of 3, Llama-3.1-8B, H100, batch 2-64, "
+    "lengths not stated so run at the CLI defaults 1024 in / 128 out) with the acceptance model of "
+    "acceptance.py: 8/8 win/lose calls, mean |error| 10 %. Their form follows the source: with EAGLE the "
+    "overlap scheduler is off (python/sglang/srt/server_args.py: EAGLE/EAGLE3 set disable_overlap_schedule = "
+    "True), so the host time a plain step hides is exposed, and each step syncs (accept_index.tolist()) and "
+    "walks every request's accepted tokens in Python (python/sglang/srt/speculative/eagle_utils.py "
+    "EagleVerifyInput.verify, req.check_finished()) before the draft-extend pass "
+    "(eagle_worker.py forward_draft_extend_after_decode)")
 EFFICIENCY: dict[tuple[str, str], Efficiency] = {
     ("vllm", "*"): Efficiency(mem_bw=0.9, compute=0.55, moe_compute=0.35, step_overhead_ms=0.3,
                               allreduce_latency_us=10.0, layer_us=60.0, overlap_p=1.0, wave_share=0.3,
@@ -239,12 +253,8 @@ EFFICIENCY: dict[tuple[str, str], Efficiency] = {
                                 spec_step_overhead_ms=2.0),
     ("sglang", "*"): Efficiency(mem_bw=0.9, compute=0.55, step_overhead_ms=0.3, allreduce_latency_us=10.0,
                                 layer_us=60.0, overlap_p=1.0, wave_share=0.3, ttft_fixed_ms=20.0, moe_compute=0.35,
-                                source="base terms assumed equal to vLLM's fit (both replay CUDA graphs for "
-                                       "decode); the three speculative terms fitted once for the runtime (grid "
-                                       "search, not per case) on the EAGLE-3 paper's SGLang v0.4.4 table, "
-                                       "https://arxiv.org/abs/2503.01840 Table 3 (EAGLE and EAGLE-3, Llama-3.1-8B, "
-                                       "H100, batch 2-64) with the acceptance model of acceptance.py: 8/8 win/lose calls, median |error| 7 %",
-                                draft_step_overhead_ms=1.0, spec_step_overhead_ms=1.5, spec_cpu_ms_per_request=0.02,
+                                source=_SGLANG_FIT,
+                                draft_step_overhead_ms=0.2, spec_step_overhead_ms=2.0, spec_cpu_ms_per_request=0.12,
                                 label="fitted"),
     ("tensorrt-llm", "*"): Efficiency(mem_bw=0.9, compute=0.6, step_overhead_ms=0.2, allreduce_latency_us=8.0,
                                       layer_us=40.0, overlap_p=1.0, wave_share=0.3, ttft_fixed_ms=20.0,
@@ -757,6 +767,7 @@ class SpecResult(BaseModel):
     slowdown: str | None = None
     best_num_speculative_tokens: int | None = None
     stops_paying_above_concurrency: int | None = None
+    pays_from_concurrency: int | None = None
     speedup_vs_concurrency: dict[int, list[tuple[int, float]]] = {}
     verify_compute_bound_tokens: float | None = None
     break_even_acceptance_rate: float | None
@@ -958,6 +969,11 @@ def _at(s: _Setup, prompt_len: int, output_len: int, conc: int, step_ms: float |
 # CPU-side proposers (assumed, order of magnitude of a compiled scan; not measured here):
 NGRAM_CPU_US_PER_REQUEST = 5.0  # fixed per request per step
 NGRAM_CPU_NS_PER_TOKEN = 2.0  # KMP scan of the request's tokens, per token per step
+# vLLM runs the scan over requests in a numba prange with max(1, (os.cpu_count() // 2) // tp) threads
+# (vllm/v1/spec_decode/ngram_proposer.py NgramProposer.__init__ / batch_propose). The host's core count is not an
+# input, so 8 threads are assumed (a 16-thread host at TP 1; GPU servers usually have more, which only lowers it).
+NGRAM_CPU_THREADS = 8
+NGRAM_CPU_PARALLEL_US = 20.0  # entering and leaving the numba parallel region once per step (assumed)
 SUFFIX_CPU_US_PER_REQUEST = 20.0  # suffix-tree match + incremental update per request per step
 LOGITS_BYTES = 4  # fp32 logits / probabilities in the rejection sampler
 
@@ -989,7 +1005,8 @@ def spec_step(s: _Setup, method: str, *, requests: int, context: int, k: int, ov
 
     Sources: drafter loop ``vllm/v1/spec_decode/eagle.py:219`` ``propose`` (one pass over the new tokens,
     then ``k − 1`` single-token passes, :411, argmax per pass, piecewise CUDA graphs); ngram
-    ``vllm/v1/spec_decode/ngram_proposer.py:47`` (``min(1, cpu_count // 2)`` numba threads: one) and
+    ``vllm/v1/spec_decode/ngram_proposer.py`` (``batch_propose``: a numba ``prange`` over the requests on
+    ``max(1, (cpu_count // 2) // tp)`` threads, :data:`NGRAM_CPU_THREADS` assumed) and
     suffix decoding (Arctic Inference suffix trees) run on the CPU between GPU steps; verification of
     ``k+1`` tokens per request in one target pass and rejection sampling over target/draft
     probabilities ``vllm/v1/sample/rejection_sampler.py`` (Leviathan et al. 2023, Chen et al. 2023).
@@ -1003,7 +1020,9 @@ def spec_step(s: _Setup, method: str, *, requests: int, context: int, k: int, ov
     draft_gpu = draft_ovh = cpu = 0.0
     if method in ("ngram", "suffix"):
         if method == "ngram":
-            cpu = requests * (NGRAM_CPU_US_PER_REQUEST + NGRAM_CPU_NS_PER_TOKEN * 1e-3 * context) * 1e-3
+            threads = max(1, min(max(1, NGRAM_CPU_THREADS // s.plan.tp), requests))
+            cpu = (math.ceil(requests / threads) * (NGRAM_CPU_US_PER_REQUEST + NGRAM_CPU_NS_PER_TOKEN * 1e-3 * context)
+                   + (NGRAM_CPU_PARALLEL_US if threads > 1 else 0.0)) * 1e-3
         else:
             cpu = requests * SUFFIX_CPU_US_PER_REQUEST * 1e-3
     elif s.draft is not None:
@@ -1019,6 +1038,28 @@ def spec_step(s: _Setup, method: str, *, requests: int, context: int, k: int, ov
     return SpecStep(k=k, draft_gpu_ms=draft_gpu, draft_overhead_ms=draft_ovh * overhead_scale,
                     proposer_cpu_ms=cpu * overhead_scale, verify=verify, rejection_ms=rej,
                     spec_overhead_ms=fixed * overhead_scale, total_ms=total)
+
+
+SGLANG_SPEC_MAX_RUNNING = 48  # server_args.py: EAGLE/EAGLE3 set max_running_requests = 48 when it is not given
+
+
+def stops_paying(curve: list[tuple[int, float]]) -> tuple[int | None, int | None]:
+    """``(stops paying above, pays from)`` of a speedup-vs-concurrency curve ``[(concurrency, speedup)]``
+    sorted by concurrency.
+
+    ``stops paying above``: the largest concurrency at which speculation still pays (speedup >= 1) when it loses
+    at the largest one modelled; ``0`` when it pays nowhere on the curve; ``None`` when it still pays at the
+    largest. ``pays from``: the smallest concurrency at which it pays when it loses at concurrency 1 and pays
+    somewhere (an MoE target: a plain step at low concurrency reads few experts, the verification of
+    ``B x (k+1)`` tokens many, so the gain can rise with concurrency); else ``None``."""
+    pays = [c for c, v in curve if v >= 1]
+    if not curve:
+        return None, None
+    if not pays:
+        return 0, None
+    stop = None if curve[-1][1] >= 1 else max(pays)
+    pays_from = min(pays) if curve[0][1] < 1 else None
+    return stop, pays_from
 
 
 def verify_compute_bound_tokens(s: _Setup) -> float:
@@ -1232,8 +1273,9 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
     sources["spec_step"] = (
         "verify: target pass over C x (k+1) tokens (roofline; MoE experts touched by all of them; all-reduces of "
         "(k+1)x the activations) + " + {
-            "ngram": "ngram matching on the CPU (vllm/v1/spec_decode/ngram_proposer.py, one numba thread), assumed "
-                     f"{NGRAM_CPU_US_PER_REQUEST} us + {NGRAM_CPU_NS_PER_TOKEN} ns/token per request",
+            "ngram": "ngram matching on the CPU (vllm/v1/spec_decode/ngram_proposer.py batch_propose: numba prange "
+                     f"over the requests on max(1, (cpu_count // 2) // tp) threads, {NGRAM_CPU_THREADS} assumed), "
+                     f"assumed {NGRAM_CPU_US_PER_REQUEST} us + {NGRAM_CPU_NS_PER_TOKEN} ns/token per request",
             "suffix": f"suffix-tree matching on the CPU, assumed {SUFFIX_CPU_US_PER_REQUEST} us per request",
             "draft_model": "k decode steps of the draft model (its weights, KV, all-reduces) + k x fixed pass cost",
             "eagle": "k passes of the EAGLE head (1 layer + fc 2h->h + target lm_head) + k x fixed pass cost",
@@ -1252,7 +1294,7 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
     al = acc.length if acc is not None else None
     alpha = acc.rate if acc is not None else None
     itl = tps = speedup = lo = hi = None
-    best_k = stop_conc = None
+    best_k = stop_conc = pays_from = None
     curves: dict[int, list[tuple[int, float]]] = {}
     spec_ttft = base.ttft
     if s.draft is not None:  # the draft model / EAGLE / MTP head runs over the prompt once too
@@ -1277,12 +1319,7 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
             al_k = acc.length_at(kk) if kk != k else al
             curves[kk] = [(c, round(_spec_speedup(s, method, kk, al_k, prompt_len, output_len, c, ctx)[0], 4))
                           for c in grid]
-        prev = None
-        for c, v in curves[k]:
-            if v < 1:
-                stop_conc = prev if prev is not None else 0
-                break
-            prev = c
+        stop_conc, pays_from = stops_paying(curves[k])
     curve = []  # speedup against the acceptance rate (accepted / drafted): AL = 1 + k x rate
     for i in range(0, 21):
         a = i / 20
@@ -1305,6 +1342,14 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
     if stop_conc is not None:
         warnings.append(f"with k={k} speculation stops paying above {stop_conc} concurrent requests" if stop_conc
                         else f"with k={k} speculation does not pay at any concurrency")
+    if pays_from is not None:
+        warnings.append(f"with k={k} speculation loses below {pays_from} concurrent requests and pays from there"
+                        + (" (an MoE target: a plain step at low concurrency reads few experts, the verification "
+                           "many)" if s.target.num_experts else ""))
+    if s.runtime == "sglang" and method in ("eagle", "eagle3", "mtp") and conc > SGLANG_SPEC_MAX_RUNNING:
+        warnings.append(f"SGLang runs at most {SGLANG_SPEC_MAX_RUNNING} requests at once with EAGLE/MTP unless "
+                        "--max-running-requests is set (python/sglang/srt/server_args.py); the prediction assumes it "
+                        f"is set to at least {conc}")
     if best_k is not None and best_k != k:
         warnings.append(f"num_speculative_tokens {best_k} is predicted faster than {k} at concurrency {conc}")
     if sp.verify.bound == "compute" or base.step.bound == "compute":
@@ -1333,7 +1378,8 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
                      verify=sp.verify, ttft_ms=round(spec_ttft, 3), itl_ms=_round(itl, 3),
                      output_tokens_per_s=_round(tps, 1), speedup=_round(speedup, 3), speedup_low=_round(lo, 3),
                      speedup_high=_round(hi, 3), slowdown=slowdown, best_num_speculative_tokens=best_k,
-                     stops_paying_above_concurrency=stop_conc, speedup_vs_concurrency=curves,
+                     stops_paying_above_concurrency=stop_conc, pays_from_concurrency=pays_from,
+                     speedup_vs_concurrency=curves,
                      verify_compute_bound_tokens=round(verify_compute_bound_tokens(s), 1),
                      break_even_acceptance_rate=_round(be, 4), cost_ratio=round(cost_ratio, 4),
                      speedup_curve=curve, typical=typical)
@@ -1353,6 +1399,8 @@ def speed_fields(engine_input: EngineInput, estimate_result: EstimateResult | No
     ``calibrated``. With speculation also ``mean_acceptance_length``, ``spec_speedup`` (TPOT without /
     with) with ``spec_speedup_low``/``spec_speedup_high``, ``spec_slowdown`` (``likely``/``possible``/
     ``unlikely``), ``best_num_speculative_tokens`` at this concurrency, ``spec_stops_paying_above_concurrency``
+    (``0``: pays at no concurrency; ``null``: still pays at the largest modelled), ``spec_pays_from_concurrency``
+    (set when it loses at concurrency 1 but pays higher up, as MoE targets can)
     and ``break_even_acceptance_rate`` (accepted / drafted tokens, as vLLM logs its "Avg Draft acceptance
     rate"); ``speed_sources`` and ``speed_warnings``.
 
@@ -1373,6 +1421,7 @@ def speed_fields(engine_input: EngineInput, estimate_result: EstimateResult | No
                    spec_speedup_low=sp.speedup_low, spec_speedup_high=sp.speedup_high, spec_slowdown=sp.slowdown,
                    best_num_speculative_tokens=sp.best_num_speculative_tokens,
                    spec_stops_paying_above_concurrency=sp.stops_paying_above_concurrency,
+                   spec_pays_from_concurrency=sp.pays_from_concurrency,
                    break_even_acceptance_rate=sp.break_even_acceptance_rate)
     out["speed_sources"] = r.sources
     out["speed_warnings"] = r.warnings
