@@ -271,3 +271,25 @@ def test_the_gpu_picker_groups_the_catalog_by_kind_and_keeps_the_choice(client):
     assert re.search(r'<option value="M3 Max 128GB" selected>', apple)
     h100 = re.search(r'<optgroup label="Datacenter GPUs">(.*?)</optgroup>', picker, re.S).group(1)
     assert 'value="H100"' in h100 and 'value="H100"' not in apple
+
+
+def test_the_speed_section_charts_speedup_against_concurrency_for_a_few_k(client):
+    import json
+
+    from calculator.plan import make_plan
+    from calculator.request import parse_request
+
+    params = {"model": LLAMA, "gpu": "H100", "concurrency": "8", "acceptance_rate": "0.6",
+              "speculative_config": '{"method":"ngram","num_speculative_tokens":3}'}
+    html = client.get("/", params, follow=True).content.decode()
+    spec = json.loads(re.search(r'<script id="spec-speedup-concurrency" type="application/json">(.*?)</script>',
+                                html, re.S).group(1))
+    line = spec["layer"][0]["data"]["values"]
+    curves = make_plan(parse_request(params)).speed.spec.speedup_vs_concurrency
+    assert {v["k"] for v in line} == {f"k={k}" for k in curves} and "k=3" in {v["k"] for v in line}
+    for k, curve in curves.items():  # the chart draws the plan's own curve, point for point
+        assert [(v["concurrency"], v["speedup"]) for v in line if v["k"] == f"k={k}"] == [
+            (c, round(s, 4)) for c, s in curve]
+    assert spec["layer"][2]["data"]["values"] == [{"concurrency": 8}]  # the configured concurrency
+    # at a high enough concurrency ngram loses on this model (the curve crosses the dashed line at 1)
+    assert min(v["speedup"] for v in line if v["k"] == "k=3") < 1 < max(v["speedup"] for v in line if v["k"] == "k=3")

@@ -70,3 +70,49 @@ def speedup_chart_for(spec: Any) -> dict[str, Any]:
     return speedup_chart_spec(spec.speedup_curve, break_even=spec.break_even_acceptance_rate,
                               expected_alpha=spec.acceptance_rate, expected_speedup=spec.speedup,
                               title=f"{spec.method}, k={spec.num_speculative_tokens}: speedup vs acceptance rate")
+
+
+def speedup_concurrency_chart_spec(curves: dict[int, list[tuple[int, float]]], *, k: int, concurrency: int | None,
+                                   method: str, width: int | str = "container", height: int = 260) -> dict[str, Any]:
+    """Speedup against the number of concurrent requests, one line per ``num_speculative_tokens``.
+
+    Args:
+        curves: ``{k: [(concurrency, speedup), ...]}`` (``SpecResult.speedup_vs_concurrency``: the same cost
+            and acceptance model at each concurrency of the grid), concurrency >= 1.
+        k: the configured ``num_speculative_tokens`` (its line is drawn thicker).
+        concurrency: the configured concurrency (a vertical rule), or ``None``.
+        method: the speculative method, for the title.
+
+    Returns a Vega-Lite v5 spec: a log-scale concurrency axis, a line per k, a dashed rule at speedup 1
+    (below it speculation is slower than the plain target).
+    """
+    values = [{"concurrency": c, "speedup": round(v, 4), "k": f"k={kk}", "configured": kk == k}
+              for kk, curve in sorted(curves.items()) for c, v in curve]
+    layers: list[dict[str, Any]] = [
+        {"data": {"values": values}, "mark": {"type": "line", "point": True},
+         "encoding": {"x": {"field": "concurrency", "type": "quantitative", "scale": {"type": "log"},
+                            "title": "concurrent requests"},
+                      "y": {"field": "speedup", "type": "quantitative", "title": "speedup (×)"},
+                      "color": {"field": "k", "type": "nominal", "title": "num_speculative_tokens"},
+                      "strokeWidth": {"condition": {"test": "datum.configured", "value": 3}, "value": 1.5},
+                      "tooltip": [{"field": "k"}, {"field": "concurrency"},
+                                  {"field": "speedup", "format": ".2f"}]}},
+        {"data": {"values": [{"speedup": 1}]}, "mark": {"type": "rule", "strokeDash": [4, 4], "color": "gray"},
+         "encoding": {"y": {"field": "speedup", "type": "quantitative"}}},
+    ]
+    if concurrency:
+        layers.append({"data": {"values": [{"concurrency": concurrency}]}, "mark": {"type": "rule", "color": "#555"},
+                       "encoding": {"x": {"field": "concurrency", "type": "quantitative"}}})
+    return {"$schema": VEGA_LITE_SCHEMA,
+            "title": {"text": f"{method}: speedup vs concurrency",
+                      "subtitle": "below the dashed line speculation is slower than the target alone"},
+            "width": width, "height": height, "layer": layers}
+
+
+def speedup_concurrency_chart_for(spec: Any, concurrency: int | None) -> dict[str, Any] | None:
+    """:func:`speedup_concurrency_chart_spec` from a ``SpecResult``; ``None`` when it has no curves (no
+    acceptance figure)."""
+    if not spec.speedup_vs_concurrency:
+        return None
+    return speedup_concurrency_chart_spec(spec.speedup_vs_concurrency, k=spec.num_speculative_tokens,
+                                          concurrency=concurrency, method=spec.method)

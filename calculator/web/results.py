@@ -475,9 +475,12 @@ def build(plan: Plan) -> Outcome:
         if spec is not None
     }
     if plan.speed is not None and plan.speed.spec is not None:
-        from calculator.web.charts import speedup_chart_for
+        from calculator.web.charts import speedup_chart_for, speedup_concurrency_chart_for
 
         charts["speedup"] = speedup_chart_for(plan.speed.spec)
+        by_concurrency = speedup_concurrency_chart_for(plan.speed.spec, request.concurrency)
+        if by_concurrency is not None:
+            charts["speedup_concurrency"] = by_concurrency
     params = {k: getattr(request, k) or d for k, d in SPEED_DEFAULTS.items()}
     params["acceptance_rate"] = request.acceptance_rate
     return Outcome(
