@@ -88,9 +88,11 @@ def speedup_concurrency_chart_spec(curves: dict[int, list[tuple[int, float]]], *
     """
     values = [{"concurrency": c, "speedup": round(v, 4), "k": f"k={kk}", "configured": kk == k}
               for kk, curve in sorted(curves.items()) for c, v in curve]
+    grid = [v["concurrency"] for v in values] or [1]
     layers: list[dict[str, Any]] = [
         {"data": {"values": values}, "mark": {"type": "line", "point": True},
-         "encoding": {"x": {"field": "concurrency", "type": "quantitative", "scale": {"type": "log"},
+         "encoding": {"x": {"field": "concurrency", "type": "quantitative", "scale": {"type": "log", "nice": False,
+                                                                           "domain": [min(grid), max(grid)]},
                             "title": "concurrent requests"},
                       "y": {"field": "speedup", "type": "quantitative", "title": "speedup (×)"},
                       "color": {"field": "k", "type": "nominal", "title": "num_speculative_tokens"},
