@@ -4,10 +4,13 @@
 
 Each complete record is mapped to its inputs here by reading the record's own quote (model, -c, -np, cache
 types, flash attention, build); the model's attention shape comes from the Transformers config in
-/work/shared/data/model_configs (as llama.cpp's converter writes it: gguf_meta.meta_from_hf_config). Model
-buffers need the GGUF's tensor table, which is not available offline (the Hub is unreachable), so they are
-listed as skipped with that reason. Target: KV cache within 1% and model buffers within 2% for 90% of the
-figures compared.
+/work/shared/data/model_configs (as llama.cpp's converter writes it: gguf_meta.meta_from_hf_config). The
+Hub is unreachable, so the GGUF files' headers cannot be read: model buffers are *derived from llama.cpp's
+quantization rules* for the file type the record names (quant_rules.derive_meta: each tensor's type as
+llama-quantize picks it, the file layout, then memory.plan's split between CPU_Mapped and the GPU buffer).
+Files whose types were chosen by hand (Unsloth Dynamic "UD-" quants) cannot be derived and are listed as
+skipped with that reason. Target: KV cache within 1% and model buffers within 2% for 90% of the figures
+compared.
 
     python benchmarks/llamacpp_cases.py [--cases PATH] [--json]
 """
@@ -21,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from calculator.runtimes.llamacpp.gguf_meta import meta_from_hf_config
+from calculator.runtimes.llamacpp.quant_rules import derive_meta, ftype_from_filename
 from calculator.runtimes.llamacpp.memory import (
     RELEASE_0_3_36,
     RELEASE_LEGACY,
@@ -74,6 +78,24 @@ INPUTS.update({
                  dict(n_ctx=65536, n_seq_max=4, cache_type_k="q4_0", cache_type_v="q4_0", flash_attn="on"),
                  {CONTEXT_SUM: "kv_total"}),
 })
+
+#: Model buffers: id -> (file type or GGUF file name (its type is read from the name), plan kwargs override,
+#: {logged key: predicted model buffer}). The buffers are derived (no header), see the module docstring.
+MODEL_BUFFERS = {
+    # llama3.2:3b, "file type = Q4_K - Medium", 29/29 layers on Metal, mmap (UseMmap:true): token_embd stays on
+    # the CPU (llama-model.cpp: the input layer is always on the CPU), the tied output copy is on Metal, so the
+    # Metal mapped range spans the whole file. Older Metal builds name the buffer "Metal_Mapped" (now MTL0_Mapped).
+    "lcpp-027": ("Q4_K_M", {}, {"model_buffer_cpu_mapped_mib": "CPU_Mapped",
+                                "model_buffer_metal_mapped_mib": "MTL0_Mapped"}),
+    # gemma3:4b, file_type=Q4_K_M, Ollama's own engine: "model weights device=CPU size=525.0 MiB" is the
+    # token embedding (tied: quantized as the output, Q6_K). Its Metal figure (3.1 GiB) includes the vision
+    # tower Ollama ships in the same blob, which the text config does not describe: not compared.
+    "lcpp-026": ("Q4_K_M", {}, {"weights_cpu_mib": "CPU_Mapped"}),
+    # Unsloth Dynamic quants: per-tensor types chosen by hand (refused by ftype_from_filename with the reason)
+    "lcpp-024": ("DeepSeek-V3.1-Terminus-UD-TQ1_0.gguf", {}, {}),
+    "lcpp-020": ("GLM-4.6-UD-TQ1_0.gguf", {}, {}),
+    "lcpp-021": ("Qwen3-VL-235B-A22B-Instruct-UD-IQ1_M-00001-of-00002.gguf", {}, {}),
+}
 
 SKIP = {
     "lcpp-019": "gemma-4-E4B: no config.json offline and no GGUF header (per-layer KV sharing and head sizes "
@@ -130,9 +152,44 @@ def run(path: Path) -> tuple[list[dict], list[tuple[str, str]]]:
             rows.append({"id": rid, "figure": key, "kind": kind, "predicted": round(pred, 2), "logged": logged,
                          "err_pct": None if err is None else round(err, 3),
                          "release": kwargs.get("release", RELEASE_0_3_36)})
-        skipped.append((rid, "model buffers: need the GGUF tensor table (Hub unreachable offline)"
-                        + ("; per-device split: --fit, not modelled" if CONTEXT_SUM in wanted else "")))
+        model_rows, why = model_buffer_rows(rid, rec, cfg, kwargs)
+        rows += model_rows
+        if why:
+            skipped.append((rid, why))
     return rows, skipped
+
+
+def model_buffer_rows(rid: str, rec: dict, cfg: str, kwargs: dict) -> tuple[list[dict], str | None]:
+    """Predicted vs logged model buffers for one record, derived from llama.cpp's quantization rules; or the
+    reason none are compared."""
+    logged_keys = [k for k in rec["logged"] if "model" in k or "weights" in k]
+    if rid not in MODEL_BUFFERS:
+        return [], ("model buffers: none logged" if not logged_keys else
+                    "model buffers: no mapping for this record")
+    ftype, extra, wanted = MODEL_BUFFERS[rid]
+    try:
+        if ftype.lower().endswith(".gguf"):
+            ftype = ftype_from_filename(ftype)
+        meta = derive_meta(json.loads((CONFIGS / cfg).read_text()), ftype, source=cfg)
+        p = plan(meta, **(kwargs | extra))
+    except NotModelled as exc:
+        return [], f"model buffers not derivable: {exc}"
+    got = {b.buft: b.bytes / MiB for b in p.buffers if b.kind == "model" and b.bytes is not None}
+    rows = []
+    for key, buft in wanted.items():
+        logged = rec["logged"][key]
+        pred = got.get(buft)
+        if pred is None:
+            continue
+        rows.append({"id": rid, "figure": key, "kind": "model_buffer", "predicted": round(pred, 2),
+                     "logged": logged, "err_pct": round((pred - logged) / logged * 100, 3),
+                     "release": f"derived: llama.cpp rules for {ftype}"})
+    left = [k for k in logged_keys if k not in wanted and not k.startswith("ollama_est")]
+    why = None
+    if left:
+        why = (f"model buffers {', '.join(left)} not compared: " +
+               ("Ollama's blob carries the vision tower too" if rid == "lcpp-026" else "not modelled"))
+    return rows, why
 
 
 def summary(rows: list[dict]) -> dict:

@@ -71,17 +71,16 @@ def ftype_from_filename(filename: str) -> str:
         raise NotModelled(f"{base}: an Unsloth Dynamic ('UD-') file chooses each tensor's type by hand, outside "
                           "llama.cpp's quantization rules; its model buffers need the GGUF header (the Hub)",
                           field="gguf_file")
+    hand = re.search(r"(?:^|[-_.])((?:I?Q\d_[A-Z0-9]+?)_(?:L|XL|XXL))(?=[-_.]|$)", stem, re.IGNORECASE)
+    if hand and hand.group(1).upper() not in FTYPES:
+        raise NotModelled(f"{base}: '{hand.group(1)}' is a mix with hand-chosen embedding / output types "
+                          "(--token-embedding-type / --output-tensor-type), not one of llama.cpp's file types; "
+                          "its model buffers need the GGUF header (the Hub)", field="gguf_file")
     matches = _FTYPE_NAME_RE.findall(stem)
     if not matches:
         raise NotModelled(f"{base}: the name states no llama.cpp file type (Q4_K_M, Q8_0, IQ4_XS, ...); its model "
                           "buffers need the GGUF header (the Hub)", field="gguf_file")
-    name = matches[-1].upper()
-    tail = stem[stem.upper().rfind(name) + len(name):]
-    if re.match(r"^[-_]?(L|XL|XXL)(?:[-_.]|$)", tail, re.IGNORECASE):
-        raise NotModelled(f"{base}: '{name}{tail}' is {name} with hand-chosen embedding / output types "
-                          "(--token-embedding-type / --output-tensor-type), not one of llama.cpp's file types; "
-                          "its model buffers need the GGUF header (the Hub)", field="gguf_file")
-    return name
+    return matches[-1].upper()
 
 
 # ---------------------------------------------------------------- the tensor table from a config
