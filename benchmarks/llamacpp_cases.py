@@ -12,6 +12,14 @@ Files whose types were chosen by hand (Unsloth Dynamic "UD-" quants) cannot be d
 skipped with that reason. Target: KV cache within 1% and model buffers within 2% for 90% of the figures
 compared.
 
+Two more tables:
+
+* speed: the baseline (no speculation) decode rates of llama.cpp in /work/shared/cases/spec_decode_benchmarks.json
+  against calculator.runtimes.llamacpp.speed (decode bandwidth-bound over the GGUF bytes; the efficiency is perf's
+  assumed llama.cpp row, not fitted to these); records on GPUs or setups not modelled are listed as skipped;
+* sizes: the .gguf sizes the Hub pages list for the offline GGUF catalog (calculator/data/gguf_repos.json)
+  against the tensor data derived from llama.cpp's quantization rules (the file adds its header, a few MB).
+
     python benchmarks/llamacpp_cases.py [--cases PATH] [--json]
 """
 from __future__ import annotations
@@ -192,6 +200,65 @@ def model_buffer_rows(rid: str, rec: dict, cfg: str, kwargs: dict) -> tuple[list
     return rows, why
 
 
+SPEC_CASES = Path("/work/shared/cases/spec_decode_benchmarks.json")
+CATALOG_CONFIGS = Path(__file__).resolve().parent.parent / "calculator" / "data" / "model_configs"
+
+#: speed records: id -> (config, file type, GPU, n_ctx, prompt tokens, output tokens), as the record states them.
+SPEED_INPUTS = {
+    # llama-cli, llama3.1:8b-instruct-q8_0 (Ollama's Q8_0 blob), -ngl 33 (all), RTX 3060 12GB: 14 prompt
+    # tokens, 898 generated, "eval time ... 32.49 tokens per second"
+    "sd-bench-074": ("meta-llama__Llama-3.1-8B-Instruct.json", "Q8_0", "RTX 3060", 4096, 14, 898),
+    # llama-server -m Qwen2.5-Coder-32B-Instruct-Q4_K_M.gguf -ngl 99 -fa -c 10240, RTX 3090, n_max 0 = 29 t/s
+    # (Qwen2.5-32B's config: the Coder model has the same shapes); prompt and output lengths not stated: a
+    # code file of a few thousand tokens, taken as 2000 in / 1000 out (stated assumption)
+    "sd-bench-073": ("Qwen__Qwen2.5-32B.json", "Q4_K_M", "RTX 3090", 10240, 2000, 1000),
+}
+
+
+def speed_rows(path: Path = SPEC_CASES) -> tuple[list[dict], list[tuple[str, str]]]:
+    """Predicted vs measured baseline decode tok/s for the llama.cpp records of the speculative-decoding set."""
+    from calculator.engine.gpus import get_gpu
+    from calculator.runtimes.llamacpp.speed import speed
+
+    rows, skipped = [], []
+    for rec in json.loads(path.read_text())["records"]:
+        if rec.get("runtime") != "llama.cpp" or rec.get("metric") != "output_tok_s":
+            continue
+        rid = rec["id"]
+        if rid not in SPEED_INPUTS:
+            skipped.append((rid, f"not modelled: {rec['gpu']}; {rec.get('dtype_or_quant')} ({rec.get('notes', '')[:80]})"))
+            continue
+        cfg, ftype, gpu_name, n_ctx, prompt, out = SPEED_INPUTS[rid]
+        config = json.loads(((CONFIGS / cfg) if (CONFIGS / cfg).exists() else (CATALOG_CONFIGS / cfg)).read_text())
+        meta = derive_meta(config, ftype)
+        gpu = get_gpu(gpu_name)
+        p = plan(meta, n_ctx=n_ctx, flash_attn="on", device="CUDA")
+        s = speed(meta, p, gpu, prompt_len=prompt, output_len=out)
+        measured = rec["baseline_value"]
+        rows.append({"id": rid, "gpu": gpu.name, "file": ftype, "predicted_tok_s": s.output_tokens_per_s,
+                     "measured_tok_s": measured,
+                     "err_pct": round((s.output_tokens_per_s - measured) / measured * 100, 1)})
+    return rows, skipped
+
+
+def size_rows() -> list[dict]:
+    """Hub-listed GGUF file sizes vs the derived tensor data, for the offline GGUF catalog."""
+    from calculator.runtimes.llamacpp.gguf_repos import list_gguf_files
+    import os
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    out = []
+    catalog = json.loads((Path(__file__).resolve().parent.parent / "calculator" / "data" / "gguf_repos.json").read_text())
+    for repo in catalog["repos"]:
+        for f in list_gguf_files(repo, use_hub=False).files:
+            if f.derived_bytes is None or f.listed_gb is None:
+                continue
+            out.append({"repo": repo, "file": f.name, "listed_gb": f.listed_gb,
+                        "derived_gb": round(f.derived_bytes / 1e9, 3),
+                        "diff_pct": round((f.listed_gb - f.derived_bytes / 1e9) / f.listed_gb * 100, 2)})
+    return out
+
+
 def summary(rows: list[dict]) -> dict:
     out = {}
     for kind, (tol, share) in TARGETS.items():
@@ -209,8 +276,11 @@ def main() -> int:
     args = ap.parse_args()
     rows, skipped = run(args.cases)
     summ = summary(rows)
+    srows, sskipped = speed_rows()
+    zrows = size_rows()
     if args.json:
-        print(json.dumps({"rows": rows, "skipped": skipped, "summary": summ}, indent=2))
+        print(json.dumps({"rows": rows, "skipped": skipped, "summary": summ, "speed": srows,
+                          "speed_skipped": sskipped, "sizes": zrows}, indent=2))
         return 0
     print(f"{'id':10} {'figure':32} {'predicted':>12} {'logged':>12} {'err %':>8}")
     for r in rows:
@@ -222,6 +292,19 @@ def main() -> int:
     for kind, s in summ.items():
         print(f"  {kind}: {s['within']}/{s['n']} within {s['tolerance_pct']}% "
               f"(target {s['target_share']:.0%}) -> {'met' if s['met'] else 'NOT met / no data'}")
+    print("\nspeed (baseline decode, efficiency assumed, not fitted):")
+    print(f"{'id':14} {'gpu':28} {'file':8} {'predicted':>10} {'measured':>10} {'err %':>7}")
+    for r in srows:
+        print(f"{r['id']:14} {r['gpu']:28} {r['file']:8} {r['predicted_tok_s']:>10} {r['measured_tok_s']:>10} "
+              f"{r['err_pct']:>7}")
+    for rid, why in sskipped:
+        print(f"  skipped {rid}: {why}")
+    print("\nGGUF sizes: Hub listing vs tensor data derived from llama.cpp's quantization rules:")
+    for r in zrows:
+        print(f"  {r['file']:48} listed {r['listed_gb']:>6} GB  derived {r['derived_gb']:>7} GB  ({r['diff_pct']:+.2f}%)")
+    if zrows:
+        print(f"  {len(zrows)} files, |diff| max {max(abs(r['diff_pct']) for r in zrows):.2f}% (the header's few MB "
+              "and the page's rounding)")
     return 0
 
 

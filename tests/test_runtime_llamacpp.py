@@ -43,7 +43,10 @@ def test_ollama_defaults_by_vram(client):
     default context is 262,144 (ollama server/routes.go), one sequence, f16 cache."""
     body = client.get("/api/estimate", {"model": QWEN, "runtime": "ollama", "gpu": "Apple M2 Max 64GB"}).json()
     assert body["ollama"]["num_ctx"] == 262144 and body["n_seq_max"] == 1
-    assert body["serve_argv"][:3] == ["env", "OLLAMA_NUM_PARALLEL=1", "OLLAMA_KV_CACHE_TYPE=f16"]
+    assert body["serve_argv"] == ["env", "OLLAMA_CONTEXT_LENGTH=262144", "OLLAMA_NUM_PARALLEL=1",
+                                  "OLLAMA_KV_CACHE_TYPE=f16", "ollama", "serve"]
+    # Qwen/Qwen3-8B is no GGUF repo: Ollama cannot pull it as hf.co/..., so no `ollama run` is offered, and why
+    assert body["client_argv"] is None and any("hf.co/" in n for n in body["notes"])
 
 
 @pytest.mark.parametrize("params,field", [

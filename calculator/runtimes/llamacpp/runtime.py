@@ -264,6 +264,11 @@ class LlamaCpp:
             raise EngineInputError(field, text.removeprefix(f"{field}:").strip()) from None
         if choice_note:
             p.notes.append(choice_note)
+        client = self.client_argv(request, model, gguf_file, listing)
+        if self.name == "ollama" and client is None:
+            p.notes.append(f"Ollama pulls a Hub model as a GGUF repo (`ollama run hf.co/{{user}}/{{repo}}:{{quant}}`, "
+                           f"https://huggingface.co/docs/hub/ollama); {model.repo_id} lists no GGUF files: pick a GGUF "
+                           "repo of this model to get the `ollama run` command")
         if meta.kv.get("derived.notes"):
             p.notes.append(meta.kv["derived.notes"])
         if weights_source:
@@ -312,7 +317,7 @@ class LlamaCpp:
                               device_used_mib=None if used is None else round(used / MiB, 2),
                               kv_cache_mib=kv / MiB, model_buffer_mib=model_mib, ollama=st["ollama"],
                               weights_source=weights_source, gguf_file=gguf_file, gguf_listing=listing, meta=meta,
-                              client_argv=self.client_argv(request, model, gguf_file, listing),
+                              client_argv=client,
                               resolved={"n_ctx": p.n_ctx, "n_seq_max": p.n_seq_max, "kv_unified": p.kv_unified,
                                         "flash_attn": p.flash_attn, "device": device,
                                         "cache_type_k": st["cache_type_k"], "cache_type_v": st["cache_type_v"]})
