@@ -223,15 +223,18 @@ def test_gguf_only_repo_read_from_the_hub(client, db, monkeypatch, tmp_path):
     from calculator.runtimes.llamacpp.crosscheck import write_tiny_gguf
     from tests.hub_server import FakeHub
 
+    from calculator import metadata
+
     path = write_tiny_gguf(tmp_path / "tiny-Q8_0.gguf", "llama", n_layer=2, n_embd=128, head_dim=32,
                            weight_type="Q8_0")
+    metadata.reset_hub_state()  # an earlier test's unreachable Hub must not keep this one from the local Hub
     with FakeHub() as hub:
         hub.add_repo("org/tiny-GGUF", {"tiny-Q8_0.gguf": path.read_bytes()})
         monkeypatch.setenv("HF_ENDPOINT", hub.url)
         monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
         body = client.get("/api/estimate", {"model": "org/tiny-GGUF", "runtime": "llama.cpp", "gpu": "RTX 3060",
                                             "gguf_file": "tiny-Q8_0.gguf", "ctx_size": "1024"}).json()
-    assert body["weights_source"].startswith("read from the GGUF header"), body
+    assert "weights_source" in body and body["weights_source"].startswith("read from the GGUF header"), body
     assert [f["name"] for f in body["gguf_files"]["files"]] == ["tiny-Q8_0.gguf"]
     # KV by hand: 2 layers x 1024 cells x 2 heads x 32 x 2 (K, V) x 2 B = 0.5 MiB
     assert body["kv_cache_mib"] == 0.5
