@@ -4,10 +4,21 @@
 
 Each complete record is mapped to its inputs here by reading the record's own quote (model, -c, -np, cache
 types, flash attention, build); the model's attention shape comes from the Transformers config in
-/work/shared/data/model_configs (as llama.cpp's converter writes it: gguf_meta.meta_from_hf_config). Model
-buffers need the GGUF's tensor table, which is not available offline (the Hub is unreachable), so they are
-listed as skipped with that reason. Target: KV cache within 1% and model buffers within 2% for 90% of the
-figures compared.
+/work/shared/data/model_configs (as llama.cpp's converter writes it: gguf_meta.meta_from_hf_config). The
+Hub is unreachable, so the GGUF files' headers cannot be read: model buffers are *derived from llama.cpp's
+quantization rules* for the file type the record names (quant_rules.derive_meta: each tensor's type as
+llama-quantize picks it, the file layout, then memory.plan's split between CPU_Mapped and the GPU buffer).
+Files whose types were chosen by hand (Unsloth Dynamic "UD-" quants) cannot be derived and are listed as
+skipped with that reason. Target: KV cache within 1% and model buffers within 2% for 90% of the figures
+compared.
+
+Two more tables:
+
+* speed: the baseline (no speculation) decode rates of llama.cpp in /work/shared/cases/spec_decode_benchmarks.json
+  against calculator.runtimes.llamacpp.speed (decode bandwidth-bound over the GGUF bytes; the efficiency is perf's
+  assumed llama.cpp row, not fitted to these); records on GPUs or setups not modelled are listed as skipped;
+* sizes: the .gguf sizes the Hub pages list for the offline GGUF catalog (calculator/data/gguf_repos.json)
+  against the tensor data derived from llama.cpp's quantization rules (the file adds its header, a few MB).
 
     python benchmarks/llamacpp_cases.py [--cases PATH] [--json]
 """
@@ -21,6 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from calculator.runtimes.llamacpp.gguf_meta import meta_from_hf_config
+from calculator.runtimes.llamacpp.quant_rules import derive_meta, ftype_from_filename
 from calculator.runtimes.llamacpp.memory import (
     RELEASE_0_3_36,
     RELEASE_LEGACY,
@@ -74,6 +86,24 @@ INPUTS.update({
                  dict(n_ctx=65536, n_seq_max=4, cache_type_k="q4_0", cache_type_v="q4_0", flash_attn="on"),
                  {CONTEXT_SUM: "kv_total"}),
 })
+
+#: Model buffers: id -> (file type or GGUF file name (its type is read from the name), plan kwargs override,
+#: {logged key: predicted model buffer}). The buffers are derived (no header), see the module docstring.
+MODEL_BUFFERS = {
+    # llama3.2:3b, "file type = Q4_K - Medium", 29/29 layers on Metal, mmap (UseMmap:true): token_embd stays on
+    # the CPU (llama-model.cpp: the input layer is always on the CPU), the tied output copy is on Metal, so the
+    # Metal mapped range spans the whole file. Older Metal builds name the buffer "Metal_Mapped" (now MTL0_Mapped).
+    "lcpp-027": ("Q4_K_M", {}, {"model_buffer_cpu_mapped_mib": "CPU_Mapped",
+                                "model_buffer_metal_mapped_mib": "MTL0_Mapped"}),
+    # gemma3:4b, file_type=Q4_K_M, Ollama's own engine: "model weights device=CPU size=525.0 MiB" is the
+    # token embedding (tied: quantized as the output, Q6_K). Its Metal figure (3.1 GiB) includes the vision
+    # tower Ollama ships in the same blob, which the text config does not describe: not compared.
+    "lcpp-026": ("Q4_K_M", {}, {"weights_cpu_mib": "CPU_Mapped"}),
+    # Unsloth Dynamic quants: per-tensor types chosen by hand (refused by ftype_from_filename with the reason)
+    "lcpp-024": ("DeepSeek-V3.1-Terminus-UD-TQ1_0.gguf", {}, {}),
+    "lcpp-020": ("GLM-4.6-UD-TQ1_0.gguf", {}, {}),
+    "lcpp-021": ("Qwen3-VL-235B-A22B-Instruct-UD-IQ1_M-00001-of-00002.gguf", {}, {}),
+}
 
 SKIP = {
     "lcpp-019": "gemma-4-E4B: no config.json offline and no GGUF header (per-layer KV sharing and head sizes "
@@ -130,9 +160,103 @@ def run(path: Path) -> tuple[list[dict], list[tuple[str, str]]]:
             rows.append({"id": rid, "figure": key, "kind": kind, "predicted": round(pred, 2), "logged": logged,
                          "err_pct": None if err is None else round(err, 3),
                          "release": kwargs.get("release", RELEASE_0_3_36)})
-        skipped.append((rid, "model buffers: need the GGUF tensor table (Hub unreachable offline)"
-                        + ("; per-device split: --fit, not modelled" if CONTEXT_SUM in wanted else "")))
+        model_rows, why = model_buffer_rows(rid, rec, cfg, kwargs)
+        rows += model_rows
+        if why:
+            skipped.append((rid, why))
     return rows, skipped
+
+
+def model_buffer_rows(rid: str, rec: dict, cfg: str, kwargs: dict) -> tuple[list[dict], str | None]:
+    """Predicted vs logged model buffers for one record, derived from llama.cpp's quantization rules; or the
+    reason none are compared."""
+    logged_keys = [k for k in rec["logged"] if "model" in k or "weights" in k]
+    if rid not in MODEL_BUFFERS:
+        return [], ("model buffers: none logged" if not logged_keys else
+                    "model buffers: no mapping for this record")
+    ftype, extra, wanted = MODEL_BUFFERS[rid]
+    try:
+        if ftype.lower().endswith(".gguf"):
+            ftype = ftype_from_filename(ftype)
+        meta = derive_meta(json.loads((CONFIGS / cfg).read_text()), ftype, source=cfg)
+        p = plan(meta, **(kwargs | extra))
+    except NotModelled as exc:
+        return [], f"model buffers not derivable: {exc}"
+    got = {b.buft: b.bytes / MiB for b in p.buffers if b.kind == "model" and b.bytes is not None}
+    rows = []
+    for key, buft in wanted.items():
+        logged = rec["logged"][key]
+        pred = got.get(buft)
+        if pred is None:
+            continue
+        rows.append({"id": rid, "figure": key, "kind": "model_buffer", "predicted": round(pred, 2),
+                     "logged": logged, "err_pct": round((pred - logged) / logged * 100, 3),
+                     "release": f"derived: llama.cpp rules for {ftype}"})
+    left = [k for k in logged_keys if k not in wanted and not k.startswith("ollama_est")]
+    why = None
+    if left:
+        why = (f"model buffers {', '.join(left)} not compared: " +
+               ("Ollama's blob carries the vision tower too" if rid == "lcpp-026" else "not modelled"))
+    return rows, why
+
+
+SPEC_CASES = Path("/work/shared/cases/spec_decode_benchmarks.json")
+CATALOG_CONFIGS = Path(__file__).resolve().parent.parent / "calculator" / "data" / "model_configs"
+
+#: speed records: id -> (config, file type, GPU, n_ctx, prompt tokens, output tokens), as the record states them.
+SPEED_INPUTS = {
+    # llama-cli, llama3.1:8b-instruct-q8_0 (Ollama's Q8_0 blob), -ngl 33 (all), RTX 3060 12GB: 14 prompt
+    # tokens, 898 generated, "eval time ... 32.49 tokens per second"
+    "sd-bench-074": ("meta-llama__Llama-3.1-8B-Instruct.json", "Q8_0", "RTX 3060", 4096, 14, 898),
+    # llama-server -m Qwen2.5-Coder-32B-Instruct-Q4_K_M.gguf -ngl 99 -fa -c 10240, RTX 3090, n_max 0 = 29 t/s
+    # (Qwen2.5-32B's config: the Coder model has the same shapes); prompt and output lengths not stated: a
+    # code file of a few thousand tokens, taken as 2000 in / 1000 out (stated assumption)
+    "sd-bench-073": ("Qwen__Qwen2.5-32B.json", "Q4_K_M", "RTX 3090", 10240, 2000, 1000),
+}
+
+
+def speed_rows(path: Path = SPEC_CASES) -> tuple[list[dict], list[tuple[str, str]]]:
+    """Predicted vs measured baseline decode tok/s for the llama.cpp records of the speculative-decoding set."""
+    from calculator.engine.gpus import get_gpu
+    from calculator.runtimes.llamacpp.speed import speed
+
+    rows, skipped = [], []
+    for rec in json.loads(path.read_text())["records"]:
+        if rec.get("runtime") != "llama.cpp" or rec.get("metric") != "output_tok_s":
+            continue
+        rid = rec["id"]
+        if rid not in SPEED_INPUTS:
+            skipped.append((rid, f"not modelled: {rec['gpu']}; {rec.get('dtype_or_quant')} ({rec.get('notes', '')[:80]})"))
+            continue
+        cfg, ftype, gpu_name, n_ctx, prompt, out = SPEED_INPUTS[rid]
+        config = json.loads(((CONFIGS / cfg) if (CONFIGS / cfg).exists() else (CATALOG_CONFIGS / cfg)).read_text())
+        meta = derive_meta(config, ftype)
+        gpu = get_gpu(gpu_name)
+        p = plan(meta, n_ctx=n_ctx, flash_attn="on", device="CUDA")
+        s = speed(meta, p, gpu, prompt_len=prompt, output_len=out)
+        measured = rec["baseline_value"]
+        rows.append({"id": rid, "gpu": gpu.name, "file": ftype, "predicted_tok_s": s.output_tokens_per_s,
+                     "measured_tok_s": measured,
+                     "err_pct": round((s.output_tokens_per_s - measured) / measured * 100, 1)})
+    return rows, skipped
+
+
+def size_rows() -> list[dict]:
+    """Hub-listed GGUF file sizes vs the derived tensor data, for the offline GGUF catalog."""
+    from calculator.runtimes.llamacpp.gguf_repos import list_gguf_files
+    import os
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    out = []
+    catalog = json.loads((Path(__file__).resolve().parent.parent / "calculator" / "data" / "gguf_repos.json").read_text())
+    for repo in catalog["repos"]:
+        for f in list_gguf_files(repo, use_hub=False).files:
+            if f.derived_bytes is None or f.listed_gb is None:
+                continue
+            out.append({"repo": repo, "file": f.name, "listed_gb": f.listed_gb,
+                        "derived_gb": round(f.derived_bytes / 1e9, 3),
+                        "diff_pct": round((f.listed_gb - f.derived_bytes / 1e9) / f.listed_gb * 100, 2)})
+    return out
 
 
 def summary(rows: list[dict]) -> dict:
@@ -152,8 +276,11 @@ def main() -> int:
     args = ap.parse_args()
     rows, skipped = run(args.cases)
     summ = summary(rows)
+    srows, sskipped = speed_rows()
+    zrows = size_rows()
     if args.json:
-        print(json.dumps({"rows": rows, "skipped": skipped, "summary": summ}, indent=2))
+        print(json.dumps({"rows": rows, "skipped": skipped, "summary": summ, "speed": srows,
+                          "speed_skipped": sskipped, "sizes": zrows}, indent=2))
         return 0
     print(f"{'id':10} {'figure':32} {'predicted':>12} {'logged':>12} {'err %':>8}")
     for r in rows:
@@ -165,6 +292,19 @@ def main() -> int:
     for kind, s in summ.items():
         print(f"  {kind}: {s['within']}/{s['n']} within {s['tolerance_pct']}% "
               f"(target {s['target_share']:.0%}) -> {'met' if s['met'] else 'NOT met / no data'}")
+    print("\nspeed (baseline decode, efficiency assumed, not fitted):")
+    print(f"{'id':14} {'gpu':28} {'file':8} {'predicted':>10} {'measured':>10} {'err %':>7}")
+    for r in srows:
+        print(f"{r['id']:14} {r['gpu']:28} {r['file']:8} {r['predicted_tok_s']:>10} {r['measured_tok_s']:>10} "
+              f"{r['err_pct']:>7}")
+    for rid, why in sskipped:
+        print(f"  skipped {rid}: {why}")
+    print("\nGGUF sizes: Hub listing vs tensor data derived from llama.cpp's quantization rules:")
+    for r in zrows:
+        print(f"  {r['file']:48} listed {r['listed_gb']:>6} GB  derived {r['derived_gb']:>7} GB  ({r['diff_pct']:+.2f}%)")
+    if zrows:
+        print(f"  {len(zrows)} files, |diff| max {max(abs(r['diff_pct']) for r in zrows):.2f}% (the header's few MB "
+              "and the page's rounding)")
     return 0
 
 

@@ -212,7 +212,7 @@ def make_plan(request: ServingRequest, local: dict[str, Any] | None = None, *, w
             return hit
     runtime = get_runtime(request.runtime)
     request, head_note = with_known_draft_head(request)
-    model = load(request, local)
+    model = getattr(runtime, "load_model", load)(request, local)  # a runtime may load more (GGUF-only repos)
     if head_note:
         model = LoadedModel(**{**model.__dict__, "notes": (*model.notes, head_note)})
     memory = runtime.memory(request, model)

@@ -4,6 +4,8 @@ Used by the tests and ``benchmarks/hub_lookup.py`` (nothing here reaches the rea
 
 * ``GET /api/models/{org}/{name}[/revision/{rev}]``: model info (``HfApi.model_info``) with ``id``, ``sha``,
   ``siblings`` (``rfilename``), ``gated``, ``private``;
+* ``GET /api/models/{org}/{name}/tree/{rev}[/{path}]``: the file tree (``HfApi.list_repo_tree``), each file's
+  ``size`` its length or ``FakeRepo.sizes[path]`` (a big GGUF stood in for by its header);
 * ``GET``/``HEAD /{org}/{name}/resolve/{rev}/{path}``: the file at a branch, tag or sha, with the headers
   ``huggingface_hub.file_download`` reads (``X-Repo-Commit``, ``ETag``, ``Content-Length``) and ``Range``
   requests (``206`` + ``Content-Range``) as ``HfApi.parse_safetensors_file_metadata`` makes them.
@@ -34,6 +36,7 @@ class FakeRepo:
     private: bool = False
     delay_s: float = 0.0
     status: int | None = None
+    sizes: dict[str, int] = field(default_factory=dict)  # path -> size the tree API reports (default: len)
 
 
 class FakeHub:
@@ -132,6 +135,36 @@ class _Handler(BaseHTTPRequestHandler):
         token = (self.headers.get("authorization") or "").removeprefix("Bearer ").strip() or None
         if token is not None and token not in self.fake.tokens:
             return self._error(401, message="Invalid credentials in Authorization header", body=body)
+
+        if parts[:2] == ["api", "models"] and len(parts) >= 6 and parts[4] == "tree":
+            # HfApi.list_repo_tree: /api/models/{repo}/tree/{rev}[/{path}]?recursive=..&expand=..
+            repo_id, rev, folder = "/".join(parts[2:4]), parts[5], "/".join(parts[6:])
+            repo = self._repo(repo_id, token, body)
+            if repo is None:
+                return
+            sha = self._sha(repo, rev, body)
+            if sha is None:
+                return
+            recursive = "recursive=true" in (urlsplit(self.path).query or "").lower()
+            entries, folders = [], set()
+            for name, content in sorted(repo.commits[sha].items()):
+                if folder and not name.startswith(folder + "/"):
+                    continue
+                rel = name[len(folder) + 1:] if folder else name
+                if "/" in rel and not recursive:
+                    folders.add((folder + "/" if folder else "") + rel.split("/")[0])
+                    continue
+                size = repo.sizes.get(name, len(content))
+                entries.append({"type": "file", "oid": hashlib.sha1(content).hexdigest(), "size": size, "path": name})
+            entries += [{"type": "directory", "oid": "0" * 40, "size": 0, "path": f} for f in sorted(folders)]
+            payload = json.dumps(entries).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            if body:
+                self.wfile.write(payload)
+            return
 
         if parts[:2] == ["api", "models"] and len(parts) >= 4:
             repo_id, rest = "/".join(parts[2:4]), parts[4:]

@@ -43,7 +43,10 @@ def test_ollama_defaults_by_vram(client):
     default context is 262,144 (ollama server/routes.go), one sequence, f16 cache."""
     body = client.get("/api/estimate", {"model": QWEN, "runtime": "ollama", "gpu": "Apple M2 Max 64GB"}).json()
     assert body["ollama"]["num_ctx"] == 262144 and body["n_seq_max"] == 1
-    assert body["serve_argv"][:3] == ["env", "OLLAMA_NUM_PARALLEL=1", "OLLAMA_KV_CACHE_TYPE=f16"]
+    assert body["serve_argv"] == ["env", "OLLAMA_CONTEXT_LENGTH=262144", "OLLAMA_NUM_PARALLEL=1",
+                                  "OLLAMA_KV_CACHE_TYPE=f16", "ollama", "serve"]
+    # Qwen/Qwen3-8B is no GGUF repo: Ollama cannot pull it as hf.co/..., so no `ollama run` is offered, and why
+    assert body["client_argv"] is None and any("hf.co/" in n for n in body["notes"])
 
 
 @pytest.mark.parametrize("params,field", [
@@ -83,3 +86,16 @@ def test_a_kv_cache_alone_larger_than_the_card_does_not_fit(client):
                                         "gpu": "RTX 4090", "max_model_len": "131072"}).json()
     assert body["kv_cache_mib"] == 80 * 131072 * 8 * 128 * 2 * 2 / 2**20 == 40960
     assert body["verdict"] == "does_not_fit" and "IQ1_S" in body["verdict_headline"]
+
+
+def test_the_command_line_table_for_llama_cpp():
+    """The table format prints what llama.cpp logs and the command (it used to fail on vLLM-only figures)."""
+    out = StringIO()
+    with pytest.raises(CommandError) as err:  # verdict 'depends' (no GGUF file): exit status 3
+        call_command("estimate", "--model", QWEN, "--runtime", "llama.cpp", "--gpu", "RTX 4090", "--ctx-size", "8192",
+                     stdout=out)
+    assert err.value.returncode == 3
+    text = out.getvalue()
+    # 36 layers x 8192 cells x 8 KV heads x 128 x 2 B = 576 MiB for K, the same for V
+    assert "llama_kv_cache: size = 1152.00 MiB (  8192 cells,  36 layers,  1/1 seqs)" in text
+    assert "Command: llama-server -m Qwen3-8B.gguf -c 8192" in text

@@ -374,6 +374,17 @@ class RuntimeOutcome:
         return self.plan.model.repo_id
 
     @property
+    def client_command(self) -> str | None:
+        """Ollama: the ``ollama run hf.co/...`` half of the command (the server command is ``launch_command``)."""
+        argv = getattr(self.plan.memory, "client_argv", None)
+        return shlex.join(argv) if argv else None
+
+    @property
+    def gguf_listing(self):
+        """llama.cpp / Ollama: the GGUF repo's files with their sizes (the picker), or None."""
+        return getattr(self.plan.memory, "gguf_listing", None)
+
+    @property
     def result(self):
         return self.plan.memory
 

@@ -13,8 +13,40 @@ from calculator.web.results import api_payload
 from calculator.runtimes import get_runtime
 
 
+def render_runtime_table(mem, info: dict, speed: dict | None = None, verdict=None) -> str:
+    """The table of a runtime whose memory plan is not vLLM's (``mem.rows()``: label, value, source): what that
+    runtime logs, the speed when predicted, the verdict and the command(s)."""
+    lines = [f"Model: {info['model']}" + (f" @ {info['sha'][:12]}" if info.get("sha") else ""),
+             f"Config from: {info['source']}", f"GPU: {mem.gpu}", f"Release: {mem.release}"]
+    for label, value, source in mem.rows():
+        lines.append(f"{label}" if value == "" else f"{label}: {value}  ({source})")
+    if speed and speed.get("itl_ms") is not None:
+        at = f"prompt {speed['prompt_len']}, output {speed['output_len']}, concurrency {speed['concurrency']}"
+        if speed.get("ttft_ms") is not None:
+            lines.append(f"Predicted TTFT: {speed['ttft_ms']:.1f} ms ({at})")
+        lines += [f"Predicted time per output token: {speed['itl_ms']:.2f} ms",
+                  f"Predicted output throughput: {speed['output_tokens_per_s']:,.0f} tok/s"]
+    elif speed and speed.get("speed_error"):
+        lines.append(f"Speed: {speed['speed_error']}")
+    if verdict is not None:
+        lines.append(f"Verdict: {verdict.text}: {verdict.headline}")
+        if verdict.condition:
+            lines.append(f"  condition: {verdict.condition}")
+    if speed and speed.get("serve_argv"):
+        import shlex
+
+        lines.append(f"Command: {shlex.join(speed['serve_argv'])}")
+        if speed.get("client_argv"):
+            lines.append(f"  then: {shlex.join(speed['client_argv'])}")
+    for w in [*info.get("notes", []), *getattr(mem.plan, "notes", []), *((speed or {}).get("speed_warnings", []))]:
+        lines.append(f"note: {w}")
+    return "\n".join(lines)
+
+
 def render_table(res: EstimateResult, info: dict, speed: dict | None = None, verdict=None) -> str:
     """A readable per-GPU table; GiB = 2**30 bytes, times in ms."""
+    if not isinstance(res, EstimateResult) and hasattr(res, "rows") and hasattr(res, "plan"):
+        return render_runtime_table(res, info, speed, verdict)
     rows = [
         ("Model", f"{info['model']}" + (f" @ {info['sha'][:12]}" if info.get("sha") else "")),
         ("Config from", info["source"]),

@@ -1,4 +1,5 @@
-"""llama.cpp / Ollama on GGUF: header reader, start-up memory plan, launch commands (no Django, no torch)."""
+"""llama.cpp / Ollama on GGUF: header reader, tensor types from llama.cpp's quantization rules, start-up memory
+plan, GGUF file listings, speed, launch commands (no Django, no torch)."""
 from calculator.runtimes.llamacpp.gguf_meta import (
     GGUFError,
     GGUFMeta,
@@ -7,7 +8,8 @@ from calculator.runtimes.llamacpp.gguf_meta import (
     read_gguf,
     read_gguf_from_hub,
 )
-from calculator.runtimes.llamacpp.launch import launch_argv, ollama_config
+from calculator.runtimes.llamacpp.gguf_repos import GGUFFile, GGUFListing, list_gguf_files
+from calculator.runtimes.llamacpp.launch import launch_argv, ollama_config, ollama_run_argv, ollama_serve_argv
 from calculator.runtimes.llamacpp.memory import (
     KV_CACHE_TYPES,
     RELEASES,
@@ -16,8 +18,18 @@ from calculator.runtimes.llamacpp.memory import (
     ollama_defaults,
     plan,
 )
+from calculator.runtimes.llamacpp.quant_rules import FTYPES, derive_meta, ftype_from_filename, tensor_types
 
 __all__ = [
+    "FTYPES",
+    "GGUFFile",
+    "GGUFListing",
+    "derive_meta",
+    "ftype_from_filename",
+    "list_gguf_files",
+    "ollama_run_argv",
+    "ollama_serve_argv",
+    "tensor_types",
     "KV_CACHE_TYPES",
     "RELEASES",
     "GGUFError",

@@ -2,6 +2,11 @@
 subprocess; the ``llama_kv_cache: size = ...``, ``KV buffer size`` and ``model buffer size`` lines it logs are
 compared with ``memory.plan()``.
 
+``QuantCase`` rows also quantize the tiny F16 model with llama.cpp's own ``llama_model_quantize`` to a file type
+(Q4_K_M, Q3_K_M, IQ4_XS, MXFP4_MOE, ...) and require :func:`.quant_rules.derive_meta`, which knows only the
+equivalent Transformers config and the file type, to give every tensor the type llama.cpp wrote (and the same
+file order), and the model buffers llama.cpp logs when it loads the quantized file.
+
 ``write_tiny_gguf`` lays out a model with the tensor names and shapes llama.cpp's loader requires for the
 architecture (src/models/<arch>.cpp ``load_arch_tensors``) and a GPT-2 style vocabulary (tokens + one merge).
 ``run_cases()`` needs ``llama_cpp`` importable (``pip install llama-cpp-python==0.3.36``, optional group
@@ -21,6 +26,7 @@ from pydantic import BaseModel
 
 from calculator.runtimes.llamacpp.gguf_meta import read_gguf
 from calculator.runtimes.llamacpp.memory import MiB, plan
+from calculator.runtimes.llamacpp.quant_rules import FTYPES, derive_meta
 
 TYPE_IDS = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
 
@@ -246,6 +252,105 @@ CASES = [
          swa_full=True),
 ]
 
+class QuantCase(Case):
+    """A tiny F16 model quantized by llama.cpp to ``ftype``; checked per tensor type and per model buffer."""
+
+    ftype: str
+
+
+def tiny_hf_config(arch: str, model: dict) -> dict:
+    """The Transformers ``config.json`` a :func:`write_tiny_gguf` model corresponds to (what a user would give
+    the calculator): the same layer count, widths, heads, vocabulary, experts and tying."""
+    d = {"n_layer": 4, "n_embd": 64, "n_head": 4, "n_head_kv": 2, "head_dim": 16, "n_ff": 128, "n_vocab": 256,
+         "n_ctx_train": 4096, "n_expert": 0, "n_expert_used": 0, "n_ff_exp": 32, "tied": False} | model
+    cfg = {"model_type": {"llama": "llama", "qwen3": "qwen3", "qwen3moe": "qwen3_moe", "gemma3": "gemma3_text"}[arch],
+           "num_hidden_layers": d["n_layer"], "hidden_size": d["n_embd"], "num_attention_heads": d["n_head"],
+           "num_key_value_heads": d["n_head_kv"], "head_dim": d["head_dim"], "intermediate_size": d["n_ff"],
+           "vocab_size": d["n_vocab"], "tie_word_embeddings": d["tied"], "max_position_embeddings": d["n_ctx_train"]}
+    if d["n_expert"]:
+        cfg |= {"num_experts": d["n_expert"], "num_experts_per_tok": d["n_expert_used"],
+                "moe_intermediate_size": d["n_ff_exp"]}
+    if arch == "gemma3" and d.get("sliding_window"):
+        cfg["sliding_window"] = d["sliding_window"]
+    return cfg
+
+
+_DENSE16 = {"n_layer": 16, "n_embd": 256, "n_head": 4, "n_head_kv": 1, "head_dim": 64, "n_ff": 512, "n_vocab": 512}
+_MOE8 = {"n_layer": 8, "n_embd": 256, "n_head": 4, "n_head_kv": 2, "head_dim": 64, "n_ff": 512, "n_vocab": 512,
+         "n_expert": 8, "n_expert_used": 2, "n_ff_exp": 256}
+_TIED = {"n_layer": 8, "n_embd": 256, "n_head": 4, "n_head_kv": 4, "head_dim": 64, "n_ff": 320, "n_vocab": 512,
+         "tied": True}
+
+#: Quantization cases: a 16-layer GQA-4 llama (use_more_bits layer pattern, n_gqa >= 4 rules), an 8-expert MoE
+#: (the n_expert == 8 rules, MXFP4_MOE), a tied qwen3 whose ffn rows (320) are no whole number of 256-blocks
+#: (tensor_type_fallback) and a tied gemma3 with a sliding window.
+QUANT_CASES = [
+    QuantCase(name="quant-llama-Q4_K_M", arch="llama", model=_DENSE16, ftype="Q4_K_M", n_ctx=512),
+    QuantCase(name="quant-llama-Q3_K_M", arch="llama", model=_DENSE16, ftype="Q3_K_M", n_ctx=512),
+    QuantCase(name="quant-llama-Q5_K_S", arch="llama", model=_DENSE16, ftype="Q5_K_S", n_ctx=512),
+    QuantCase(name="quant-llama-IQ4_XS", arch="llama", model=_DENSE16, ftype="IQ4_XS", n_ctx=512),
+    QuantCase(name="quant-llama-Q2_K", arch="llama", model=_DENSE16, ftype="Q2_K", n_ctx=512),
+    QuantCase(name="quant-llama-Q4_0-no-mmap", arch="llama", model=_DENSE16, ftype="Q4_0", n_ctx=512,
+              use_mmap=False),
+    QuantCase(name="quant-qwen3moe-Q4_K_M", arch="qwen3moe", model=_MOE8, ftype="Q4_K_M", n_ctx=512),
+    QuantCase(name="quant-qwen3moe-IQ3_M", arch="qwen3moe", model=_MOE8, ftype="IQ3_M", n_ctx=512),
+    QuantCase(name="quant-qwen3moe-MXFP4_MOE", arch="qwen3moe", model=_MOE8, ftype="MXFP4_MOE", n_ctx=512),
+    QuantCase(name="quant-qwen3-tied-Q6_K-fallback", arch="qwen3", model=_TIED, ftype="Q6_K", n_ctx=512),
+    QuantCase(name="quant-qwen3-tied-Q4_K_M-fallback", arch="qwen3", model=_TIED, ftype="Q4_K_M", n_ctx=512),
+    QuantCase(name="quant-gemma3-Q8_0", arch="gemma3", model=_TIED | {"n_ff": 512, "n_head_kv": 2,
+                                                                     "sliding_window": 128}, ftype="Q8_0", n_ctx=512),
+]
+CASES += QUANT_CASES
+
+_QUANTIZE = r"""
+import sys, llama_cpp
+p = llama_cpp.llama_model_quantize_default_params()
+p.ftype = int(sys.argv[3])
+p.nthread = 1
+sys.exit(llama_cpp.llama_model_quantize(sys.argv[1].encode(), sys.argv[2].encode(), p))
+"""
+
+
+def run_quant_case(case: QuantCase, workdir: Path, python: str = sys.executable, timeout: float = 300) -> dict:
+    """Quantize the tiny model with llama.cpp, compare every tensor's type and the file order with
+    :func:`derive_meta`, then load the file and compare its logged buffers with the plan of the derived meta."""
+    src = write_tiny_gguf(workdir / f"{case.name}-f16.gguf", case.arch, **case.model)
+    out = workdir / f"{case.name}.gguf"
+    proc = subprocess.run([python, "-c", _QUANTIZE, str(src), str(out), str(FTYPES[case.ftype][0])],
+                          capture_output=True, text=True, timeout=timeout, check=False)
+    if proc.returncode or not out.is_file():
+        return {"case": case.name, "status": "load failed", "log_tail": (proc.stdout + proc.stderr)[-2000:],
+                "figures": []}
+    actual = read_gguf(out)
+    derived = derive_meta(tiny_hf_config(case.arch, case.model), case.ftype, source="tiny config")
+    got = [(t.name, t.ggml_type) for t in actual.tensors]
+    want = [(t.name, t.ggml_type) for t in derived.tensors]
+    rows = [{"figure": "tensor order (weights_map)", "predicted": len(want),
+             "logged": len(got), "status": "exact" if [n for n, _ in got] == [n for n, _ in want] else "differs"}]
+    wanted = dict(want)
+    wrong = [f"{n}: {t} (derived {wanted.get(n)})" for n, t in got if wanted.get(n) != t]
+    rows.append({"figure": "tensor types", "predicted": "; ".join(wrong[:5]) or f"{len(want)} types",
+                 "logged": f"{len(got)} types", "status": "exact" if not wrong else f"diff {len(wrong)} tensors"})
+    span = max(t.offset + t.n_bytes for t in actual.tensors) - min(t.offset for t in actual.tensors)
+    dspan = max(t.offset + t.n_bytes for t in derived.tensors)
+    rows.append({"figure": "tensor data bytes", "predicted": dspan, "logged": span,
+                 "status": "exact" if dspan == span else f"diff {span - dspan:+d}"})
+    proc = subprocess.run([python, "-c", _RUNNER, json.dumps(_args(case, out))], capture_output=True,
+                          text=True, timeout=timeout, check=False)
+    log = proc.stdout + proc.stderr
+    if "LOADED_OK" not in log:
+        return {"case": case.name, "status": "load failed", "log_tail": log[-2000:], "figures": rows}
+    predicted = plan(derived, n_ctx=case.n_ctx, n_seq_max=case.n_seq_max, kv_unified=case.kv_unified,
+                     cache_type_k=case.type_k, cache_type_v=case.type_v, flash_attn=case.flash_attn,
+                     swa_full=case.swa_full, n_ubatch=case.n_ubatch, device="CPU", n_gpu_layers=0,
+                     use_mmap=case.use_mmap, cpu_features=cpu_features_from_sysinfo(log))
+    result = compare(case, predicted, parse_log(log))
+    result["figures"] = rows + result["figures"]
+    if any(r["status"] != "exact" for r in rows):
+        result["status"] = "differs"
+    return result
+
+
 _RUNNER = r"""
 import json, sys
 import llama_cpp
@@ -342,7 +447,7 @@ def compare(case: Case, predicted, logged: dict) -> dict:
 
 #: llama_print_system_info() names -> memory.CPU_FEATURES (ggml-cpu's "AVX2 = 1 | ..." line)
 SYSINFO_FEATURES = {"AVX2": "avx2", "AVX512": "avx512", "NEON": "neon", "DOTPROD": "dotprod",
-                    "MATMUL_INT8": "i8mm"}
+                    "MATMUL_INT8": "i8mm", "AMX_INT8": "amx_int8"}
 
 
 def cpu_features_from_sysinfo(text: str) -> frozenset:
@@ -353,6 +458,8 @@ def cpu_features_from_sysinfo(text: str) -> frozenset:
 
 
 def run_case(case: Case, workdir: Path, python: str = sys.executable, timeout: float = 300) -> dict:
+    if isinstance(case, QuantCase):
+        return run_quant_case(case, workdir, python, timeout)
     path = write_tiny_gguf(workdir / f"{case.name}.gguf", case.arch, **case.model)
     meta = read_gguf(path)
     proc = subprocess.run([python, "-c", _RUNNER, json.dumps(_args(case, path))], capture_output=True,

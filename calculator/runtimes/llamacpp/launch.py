@@ -1,4 +1,4 @@
-"""Launch commands for a plan: ``llama-server`` argv and the Ollama equivalent (Modelfile + environment).
+"""Launch commands for a plan: ``llama-server`` argv and the Ollama equivalent (server environment + ``ollama run``).
 
 Flag names are llama.cpp's own (common/arg.cpp of the llama.cpp vendored in llama-cpp-python 0.3.36:
 ``-m`` ``-c`` ``-np`` ``-fa`` ``-ctk`` ``-ctv`` ``-ngl`` ``-kvu`` ``--swa-full`` ``-md`` at lines 1690, 1724,
@@ -81,3 +81,49 @@ def ollama_config(
     if flash_attention is not None:
         env["OLLAMA_FLASH_ATTENTION"] = "1" if flash_attention else "0"
     return {"modelfile": "\n".join(lines) + "\n", "env": env}
+
+
+#: Ollama's server settings as environment variables of ``ollama serve`` (ollama envconfig/config.go:
+#: OLLAMA_CONTEXT_LENGTH, OLLAMA_NUM_PARALLEL, OLLAMA_KV_CACHE_TYPE, OLLAMA_FLASH_ATTENTION; docs/context-length.mdx:
+#: "OLLAMA_CONTEXT_LENGTH=64000 ollama serve").
+def ollama_serve_argv(*, num_ctx: int, num_parallel: int = 1, kv_cache_type: str = "f16",
+                      flash_attention: bool | None = None) -> list[str]:
+    """``env OLLAMA_CONTEXT_LENGTH=N OLLAMA_NUM_PARALLEL=P OLLAMA_KV_CACHE_TYPE=T [OLLAMA_FLASH_ATTENTION=1|0]
+    ollama serve`` (an argv list). ``num_ctx`` is per request slot (Ollama sizes the cache num_ctx x parallel).
+    Raises ``ValueError`` naming the field."""
+    if num_ctx <= 0:
+        raise ValueError("num_ctx (OLLAMA_CONTEXT_LENGTH) must be > 0")
+    if num_parallel < 1:
+        raise ValueError("num_parallel (OLLAMA_NUM_PARALLEL) must be >= 1")
+    if kv_cache_type not in KV_CACHE_TYPES:
+        raise ValueError(f"kv_cache_type (OLLAMA_KV_CACHE_TYPE): one of {', '.join(KV_CACHE_TYPES)}")
+    env = [f"OLLAMA_CONTEXT_LENGTH={num_ctx}", f"OLLAMA_NUM_PARALLEL={num_parallel}",
+           f"OLLAMA_KV_CACHE_TYPE={kv_cache_type}"]
+    if flash_attention is not None:
+        env.append(f"OLLAMA_FLASH_ATTENTION={1 if flash_attention else 0}")
+    return ["env", *env, "ollama", "serve"]
+
+
+def ollama_tag(gguf_file: str) -> str:
+    """The tag that names a file of a Hub GGUF repo for Ollama: its quantization as the file name states it
+    (``Llama-3.2-3B-Instruct-Q4_K_M.gguf`` -> ``Q4_K_M``; ``x-UD-Q4_K_XL-00001-of-00002.gguf`` -> ``UD-Q4_K_XL``);
+    Ollama matches it against the repo's file names (https://huggingface.co/docs/hub/ollama, "Custom
+    Quantization"). Raises ``ValueError`` when the name carries no quantization."""
+    import re
+
+    stem = re.sub(r"(-\d{5}-of-\d{5})?\.gguf$", "", gguf_file.rsplit("/", 1)[-1], flags=re.IGNORECASE)
+    m = re.search(r"(?:^|[-_.])((?:UD-)?(?:I?Q\d(?:_[A-Z0-9]+)*|BF16|F16|F32))$", stem, re.IGNORECASE)
+    if not m:
+        raise ValueError(f"gguf_file: {gguf_file} carries no quantization in its name for an Ollama tag")
+    return m.group(1)
+
+
+def ollama_run_argv(repo_id: str, gguf_file: str | None) -> list[str]:
+    """``ollama run hf.co/{user}/{repo}[:{quant}]``: Ollama pulls a Hub GGUF repo by that name
+    (https://huggingface.co/docs/hub/ollama; without a tag it takes the Q4_K_M file)."""
+    if not repo_id or "/" not in repo_id:
+        raise ValueError("repo_id: ORG/NAME of a GGUF repo on the Hub")
+    name = f"hf.co/{repo_id}"
+    if gguf_file:
+        name += f":{ollama_tag(gguf_file)}"
+    return ["ollama", "run", name]

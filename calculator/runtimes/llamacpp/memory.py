@@ -493,7 +493,43 @@ REPACK_RULES: dict[str, list[tuple[frozenset, int]]] = {
     "Q8_0": [(frozenset({"neon", "i8mm"}), 4), (frozenset({"neon", "dotprod"}), 4)],
     "Q1_0": [(frozenset({"neon", "i8mm"}), 4), (frozenset({"neon", "dotprod"}), 4)],
 }
-CPU_FEATURES = frozenset({"avx2", "avx512", "neon", "dotprod", "i8mm"})
+CPU_FEATURES = frozenset({"avx2", "avx512", "neon", "dotprod", "i8mm", "amx_int8"})
+
+#: The AMX buffer type (ggml/src/ggml-cpu/amx/amx.cpp; built with __AMX_INT8__ and __AVX512VNNI__, the
+#: "AMX_INT8 = 1" of llama_print_system_info) comes first in ggml-cpu's extra buffer types
+#: (ggml-cpu.cpp:42-66: AMX, then KleidiAI, then CPU_REPACK). It takes a MUL_MAT weight (not MUL_MAT_ID) when
+#: ``ne[1] % 32 == 0`` (op->ne[0] % (TILE_N * 2), amx.cpp:161) and ``ne[0]`` is a multiple of the type's
+#: alignment (amx.cpp:163-185): type -> (ne[0] multiple, extra bytes per block in the packed row of
+#: get_row_size, amx/mmq.cpp:245-260: Q8_0 stores an int32 compensation, Q4_K / Q5_K 4 bytes, IQ4_XS 2 bytes).
+#: F16 is taken unpacked (ggml_nbytes, mmq.cpp:2281-2286).
+AMX_RULES: dict[str, tuple[int, int]] = {
+    "Q4_0": (32, 0), "Q4_1": (32, 0), "Q8_0": (32, 4), "Q4_K": (256, 4), "Q5_K": (256, 4), "Q6_K": (256, 0),
+    "IQ4_XS": (256, 2), "F16": (16, 0),
+}
+
+
+def amx_takes(t) -> bool:
+    """Whether a CPU-resident weight goes to the AMX buffer (see ``AMX_RULES``): a 2-D layer matrix or
+    output.weight (MUL_MAT; token_embd feeds GET_ROWS, 3-D experts MUL_MAT_ID)."""
+    if t.ggml_type not in AMX_RULES or len(t.shape) != 2 or not t.name.endswith(".weight"):
+        return False
+    if not (t.name.startswith("blk.") or t.name == "output.weight") or "_norm" in t.name \
+            or "ffn_gate_inp" in t.name:
+        return False
+    multiple, _ = AMX_RULES[t.ggml_type]
+    return t.shape[1] % 32 == 0 and t.shape[0] % multiple == 0
+
+
+def amx_alloc_bytes(t) -> int:
+    """``ggml_backend_amx_get_alloc_size`` (amx/mmq.cpp:2267-2287): rows x packed row size."""
+    if t.ggml_type == "F16":
+        return t.n_bytes
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    block, size = GGML_QUANT_SIZES[GGMLQuantizationType[t.ggml_type]]
+    kb = t.shape[0] // block
+    rows = t.n_elements // t.shape[0]
+    return rows * kb * (size + AMX_RULES[t.ggml_type][1])
 
 
 def repacks(t, features: frozenset) -> bool:
@@ -557,6 +593,12 @@ def _model_buffers(meta: GGUFMeta, on_gpu: list[bool], output_on_gpu: bool, devi
         dup_where = gpu_buft if output_on_gpu else "CPU"
         if dup_where != "CPU":
             groups.setdefault(dup_where, []).append(meta.tensor("token_embd.weight"))
+    dup_cpu = None
+    if meta.tensor("output.weight") is None and meta.tensor("token_embd.weight") is not None and not output_on_gpu:
+        # On the CPU the output layer's copy feeds a MUL_MAT, so an AMX / CPU_REPACK buffer may take it and load
+        # token_embd's data a second time there (crosscheck cases qwen3-tied, quant-gemma3-Q8_0); left in the
+        # plain CPU buffer it shares token_embd's mapped range.
+        dup_cpu = meta.tensor("token_embd.weight").model_copy(update={"name": "output.weight"})
 
     out = []
     cpu = groups.get("CPU", [])
@@ -566,17 +608,25 @@ def _model_buffers(meta: GGUFMeta, on_gpu: list[bool], output_on_gpu: bool, devi
     host_first = device in ("CUDA", "Vulkan")
     if cpu and not host_first:
         if cpu_features is None:
-            candidates = [t for t in cpu if t.ggml_type in REPACK_RULES and t.name != "token_embd.weight"]
+            candidates = [t for t in cpu if (t.ggml_type in REPACK_RULES or t.ggml_type in AMX_RULES)
+                          and t.name != "token_embd.weight"]
             if candidates:
                 notes.append(
                     f"{len(candidates)} CPU weights of types {sorted({t.ggml_type for t in candidates})} may be "
-                    "repacked into a CPU_REPACK buffer depending on the ggml-cpu build (give cpu_features); "
-                    "modelled without repacking")
+                    "repacked into an AMX or CPU_REPACK buffer depending on the ggml-cpu build (give "
+                    "cpu_features); modelled without repacking")
         else:
-            moved = [t for t in cpu if repacks(t, cpu_features)]
+            pool = cpu + ([dup_cpu] if dup_cpu is not None else [])
+            if "amx_int8" in cpu_features:
+                amx = [t for t in pool if amx_takes(t)]
+                if amx:
+                    groups["AMX"] = amx
+                    pool = [t for t in pool if not amx_takes(t)]
+            moved = [t for t in pool if repacks(t, cpu_features)]
             if moved:
                 groups["CPU_REPACK"] = moved
-                groups["CPU"] = [t for t in cpu if not repacks(t, cpu_features)]
+                pool = [t for t in pool if not repacks(t, cpu_features)]
+            groups["CPU"] = [t for t in pool if t is not dup_cpu]
     if cpu and host_first and not use_mmap:
         groups[f"{device}_Host"] = groups.pop("CPU")
     for where, tensors in sorted(groups.items()):
@@ -593,7 +643,10 @@ def _model_buffers(meta: GGUFMeta, on_gpu: list[bool], output_on_gpu: bool, devi
                               source=SRC + "src/llama-model.cpp:1855-1871, src/llama-model-loader.cpp:1449-1464"))
         else:
             dev_kind = "CUDA" if where == "CUDA0" else "CPU"
-            total = sum(_alloc(dev_kind, t.ggml_type, t.shape[0] if t.shape else 1, t.n_bytes) for t in tensors)
+            if where == "AMX":  # ggml-alloc pads each amx_alloc_bytes to the buffer's 32-byte alignment
+                total = sum(_pad(amx_alloc_bytes(t), 32) for t in tensors)
+            else:
+                total = sum(_alloc(dev_kind, t.ggml_type, t.shape[0] if t.shape else 1, t.n_bytes) for t in tensors)
             note = ""
             if where in ("Vulkan0", "MTL0"):
                 note = f"{where} alignment rules not modelled; CPU's 32-byte alignment used"

@@ -1,9 +1,16 @@
 """llama.cpp (``llama-server``) and Ollama behind the runtime seam (:class:`calculator.runtimes.base.Runtime`).
 
-The model's shapes come from its GGUF header (``gguf_file``, read with ranged requests) when given: then the
-model buffers are exact per file. Without one, the attention shapes come from ``config.json`` as llama.cpp's
-converter writes them (:func:`.gguf_meta.meta_from_hf_config`), so the KV cache is exact but the model
-buffers are not modelled, and the verdict says so (``depends``). Compute buffers are not modelled either.
+The model's shapes come from its GGUF header (``gguf_file``, read with ranged requests) when given and the Hub
+can be reached: then the model buffers are exact per file ("read from the GGUF header"). When the header cannot
+be read (the Hub is unreachable or ``HF_HUB_OFFLINE``), each tensor's type is derived from the config and the
+file type the name states, as llama-quantize picks it (:mod:`.quant_rules`: "derived from llama.cpp's
+quantization rules for <ftype>"). Without a file, the attention shapes come from ``config.json`` as llama.cpp's
+converter writes them (:func:`.gguf_meta.meta_from_hf_config`), so the KV cache is exact but the model buffers
+are not modelled, and the verdict says so (``depends``). Compute buffers are not modelled either.
+
+A GGUF-only repo (no config.json) is answered with the base model's config from the offline GGUF catalog
+(:mod:`.gguf_repos`) or, with the Hub, from the GGUF header itself; its ``.gguf`` files (sizes, split files
+grouped) are listed for the picker (``LlamaCppMemory.gguf_listing``).
 
 Ollama: its defaults (``num_ctx`` by VRAM, ``OLLAMA_NUM_PARALLEL``, ``OLLAMA_KV_CACHE_TYPE``, flash attention)
 from :func:`.memory.ollama_defaults`; llama.cpp is asked for ``num_ctx x parallel`` cells.
@@ -18,8 +25,9 @@ from calculator.engine.errors import EngineInputError
 from calculator.engine.gpus import GPU, get_gpu, metal_working_set_bytes
 from calculator.runtimes.base import CompatSummary, LoadedModel, speed_kwargs
 
-from .gguf_meta import GGUFError, meta_from_hf_config, read_gguf_from_hub
-from .launch import launch_argv, ollama_config
+from .gguf_meta import HF_TO_GGUF_ARCH, GGUFError, GGUFMeta, meta_from_hf_config, read_gguf_from_hub
+from .gguf_repos import GGUFListing, catalog_config, catalog_entry, list_gguf_files
+from .launch import launch_argv, ollama_config, ollama_run_argv, ollama_serve_argv
 from .memory import MiB, LlamaCppPlan, NotModelled, ollama_defaults, plan
 
 GiB = 2**30
@@ -67,6 +75,11 @@ class LlamaCppMemory(BaseModel):
     kv_cache_mib: float
     model_buffer_mib: dict[str, float | None]
     ollama: dict[str, Any] | None = None
+    weights_source: str = ""  # "read from the GGUF header" / "derived from llama.cpp's quantization rules for X"
+    gguf_file: str | None = None  # the file the plan is for (the request's, or Ollama's default Q4_K_M)
+    gguf_listing: Any = None  # GGUFListing of the repo's .gguf files (the picker), when it is a GGUF repo
+    meta: Any = None  # the GGUFMeta the plan was made from (the speed model reads its tensors)
+    client_argv: list[str] | None = None  # Ollama: the `ollama run` half of the command
 
     def rows(self) -> list[tuple[str, Any, str]]:
         """``(label, value, source)`` rows of what llama.cpp logs, for the page."""
@@ -77,6 +90,8 @@ class LlamaCppMemory(BaseModel):
                 rows.append((f"{b.kind} buffer ({b.buft})", "not modelled", b.note or b.source))
         if not any(b.kind == "model" for b in p.buffers):
             rows.append(("model buffers", "not modelled", "no GGUF file given: the tensor table is needed"))
+        elif self.weights_source:
+            rows.append(("tensor types", self.gguf_file or "", self.weights_source))
         rows.append(("device budget (MiB)", round(self.device_budget_mib, 2), "catalog / Metal working set"))
         return rows
 
@@ -91,7 +106,14 @@ class LlamaCppMemory(BaseModel):
                "device_budget_mib": round(self.device_budget_mib, 2), "device_used_mib": self.device_used_mib,
                "log_lines": p.log_lines(), "kv_caches": [c.model_dump() for c in p.kv_caches],
                "buffers": [b.model_dump() for b in p.buffers], "notes": p.notes, "resolved": self.resolved,
-               "ollama": self.ollama,
+               "ollama": self.ollama, "gguf_file": self.gguf_file, "weights_source": self.weights_source,
+               "client_argv": self.client_argv,
+               "gguf_files": None if self.gguf_listing is None else {
+                   "source": self.gguf_listing.source,
+                   "files": [{"name": f.name, "parts": f.parts, "size_bytes": f.size_bytes, "listed_gb": f.listed_gb,
+                              "ftype": f.ftype, "derived_bytes": f.derived_bytes, "ftype_note": f.ftype_note}
+                             for f in self.gguf_listing.files],
+                   "projectors": self.gguf_listing.projectors},
                "sources": {c.name: c.source for c in p.kv_caches} | {f"{b.kind} {b.buft}": b.source for b in p.buffers}}
         return out
 
@@ -111,17 +133,101 @@ class LlamaCpp:
         return self.releases()[0]
 
     # -- model ---------------------------------------------------------------------------------------
-    def meta(self, request, model: LoadedModel):
-        """The GGUF header of ``gguf_file`` (Hub, ranged reads) or the config-derived attention metadata."""
-        if request.gguf_file:
-            try:
-                return read_gguf_from_hub(model.repo_id, request.gguf_file, model.sha or request.revision)
-            except GGUFError as exc:
-                raise EngineInputError("gguf_file", str(exc)) from None
-            except Exception as exc:  # the metadata layer's errors carry a sentence
-                raise EngineInputError("gguf_file", getattr(exc, "message", str(exc))[:300]) from None
+    def load_model(self, request, local: dict[str, Any] | None = None) -> LoadedModel:
+        """:func:`calculator.plan.load`, and for a GGUF-only repo (no ``config.json``) the base model's architecture:
+        the offline GGUF catalog's config (:mod:`.gguf_repos`), else, with the Hub and a ``gguf_file``, a config
+        built from the file's GGUF header (:func:`config_from_gguf`). Raises the metadata layer's
+        ``EngineInputError`` when neither applies."""
+        from calculator.plan import load
+
         try:
-            return meta_from_hf_config(model.config, source=model.source)
+            return load(request, local)
+        except EngineInputError as exc:
+            if local is not None or exc.field != "model":
+                raise
+            original = exc
+        sha = None
+        if hub_usable():
+            try:
+                from calculator.metadata.hub import HubClient
+
+                sha = HubClient().resolve(request.model, request.revision).sha
+            except Exception:  # the metadata layer already said what is wrong with the repo
+                sha = None
+        entry = catalog_entry(request.model)
+        if entry is not None:
+            return LoadedModel(
+                repo_id=entry["repo_id"], config=catalog_config(entry), sha=sha,
+                source=(f"offline GGUF catalog: {entry['repo_id']} holds GGUF files of {entry['base_model']}, whose "
+                        f"architecture is {entry['config']} (calculator/data/gguf_repos.json)"),
+                notes=tuple(n for n in (entry.get("config_note"),) if n), extra={"hub_reachable": sha is not None})
+        if sha is not None and request.gguf_file:
+            try:
+                meta = read_gguf_from_hub(request.model, request.gguf_file, sha)
+            except Exception:
+                raise original from None
+            return LoadedModel(repo_id=request.model, config=config_from_gguf(meta), sha=sha, source=meta.source,
+                               notes=("no config.json in this GGUF repo: the architecture is read from the GGUF "
+                                      "header",), extra={"hub_reachable": True, "gguf_meta": meta})
+        raise original
+
+    def listing(self, request, model: LoadedModel) -> GGUFListing | None:
+        """The repo's ``.gguf`` files (the picker) when it is a GGUF repo: in the offline GGUF catalog, or a name
+        containing "GGUF" (the Hub's file tree is asked then). ``None`` otherwise or when nothing answers."""
+        if catalog_entry(model.repo_id) is None and "gguf" not in model.repo_id.lower():
+            return None
+        try:
+            return list_gguf_files(model.repo_id, model.sha or request.revision, use_hub=hub_usable(model))
+        except Exception:  # a definite Hub error about the repo was already reported by the metadata layer
+            return None
+
+    def gguf_choice(self, request, listing: GGUFListing | None) -> tuple[str | None, str | None]:
+        """(the GGUF file the plan is for, a note). llama.cpp: the request's ``gguf_file``; a name not among the
+        listed files is refused."""
+        if request.gguf_file and listing is not None and listing.files and listing.file(request.gguf_file) is None:
+            names = ", ".join(f.name for f in listing.files[:8])
+            raise EngineInputError("gguf_file", f"{request.gguf_file} is not a GGUF file of {listing.repo_id} "
+                                   f"({listing.source}); its files: {names}")
+        return request.gguf_file, None
+
+    def meta(self, request, model: LoadedModel, gguf_file: str | None = None,
+             listing: GGUFListing | None = None) -> tuple[GGUFMeta, str]:
+        """``(GGUFMeta, how its tensor types are known)``. With a GGUF file: its header (Hub, ranged reads),
+        "read from the GGUF header"; when the header cannot be read (``HF_HUB_OFFLINE``, the Hub unreachable), the
+        tensor table llama-quantize writes for the config and the file type the name states, "derived from
+        llama.cpp's quantization rules for <ftype>" (:func:`.quant_rules.derive_meta`). Without one: the
+        config-derived attention metadata (no tensor table)."""
+        from calculator.metadata.hub import HubUnavailableError, MetadataError
+
+        from .quant_rules import derive_meta, ftype_from_filename
+
+        if gguf_file:
+            why = "HF_HUB_OFFLINE is set or the Hub is unreachable"
+            if model.extra.get("gguf_meta") is not None and gguf_file == request.gguf_file:
+                m = model.extra["gguf_meta"]
+                return m, f"read from the GGUF header ({m.source})"
+            if hub_usable(model):
+                try:
+                    m = read_gguf_from_hub(model.repo_id, gguf_file, model.sha or request.revision)
+                    return m, f"read from the GGUF header ({m.source})"
+                except GGUFError as exc:
+                    raise EngineInputError("gguf_file", str(exc)) from None
+                except HubUnavailableError as exc:
+                    why = exc.message
+                except MetadataError as exc:
+                    raise EngineInputError("gguf_file", exc.message[:300]) from None
+            entry = catalog_entry(model.repo_id)
+            try:
+                ftype = ftype_from_filename(gguf_file)
+                m = derive_meta(model.config, ftype, source=model.source, filename=gguf_file,
+                                has_imatrix=entry.get("imatrix") if entry and ftype not in ("F16", "BF16", "F32")
+                                else None)
+            except NotModelled as exc:
+                raise EngineInputError(exc.field, f"not modelled: {exc} (the header could not be read: {why})") from None
+            return m, (f"derived from llama.cpp's quantization rules for {ftype} (the GGUF header was not read: "
+                       f"{why}; src/llama-quant.cpp llama_tensor_get_type, see quant_rules.py)")
+        try:
+            return meta_from_hf_config(model.config, source=model.source), ""
         except GGUFError as exc:
             raise EngineInputError("model", str(exc)) from None
 
@@ -134,9 +240,15 @@ class LlamaCpp:
         return out
 
     def memory(self, request, model: LoadedModel) -> LlamaCppMemory:
+        """The start-up plan (cached on ``model`` per request: the command and the speed reuse it)."""
+        return self._memory(request, model)
+
+    def _compute_memory(self, request, model: LoadedModel) -> LlamaCppMemory:
         gpu = get_gpu(request.gpu)
         device = device_of(gpu)
-        meta = self.meta(request, model)
+        listing = self.listing(request, model)
+        gguf_file, choice_note = self.gguf_choice(request, listing)
+        meta, weights_source = self.meta(request, model, gguf_file, listing)
         st = self.settings(request, gpu)
         try:
             p = plan(meta, n_ctx=st["n_ctx"], n_seq_max=st["n_seq_max"], kv_unified=request.kv_unified,
@@ -150,6 +262,17 @@ class LlamaCpp:
             field = text.split(":")[0].split(" ")[0] if ":" in text else "model"
             field = field if field.isidentifier() else "model"
             raise EngineInputError(field, text.removeprefix(f"{field}:").strip()) from None
+        if choice_note:
+            p.notes.append(choice_note)
+        client = self.client_argv(request, model, gguf_file, listing)
+        if self.name == "ollama" and client is None:
+            p.notes.append(f"Ollama pulls a Hub model as a GGUF repo (`ollama run hf.co/{{user}}/{{repo}}:{{quant}}`, "
+                           f"https://huggingface.co/docs/hub/ollama); {model.repo_id} lists no GGUF files: pick a GGUF "
+                           "repo of this model to get the `ollama run` command")
+        if meta.kv.get("derived.notes"):
+            p.notes.append(meta.kv["derived.notes"])
+        if weights_source:
+            p.notes.append(f"tensor types {weights_source}")
         budget, _ = budget_bytes(gpu)
         kv = p.kv_bytes
         dev_buffers = [b for b in p.buffers if b.buft not in ("CPU", "CPU_Mapped", "CPU_REPACK")]
@@ -193,21 +316,43 @@ class LlamaCpp:
                               release=request.release, device_budget_mib=budget / MiB,
                               device_used_mib=None if used is None else round(used / MiB, 2),
                               kv_cache_mib=kv / MiB, model_buffer_mib=model_mib, ollama=st["ollama"],
+                              weights_source=weights_source, gguf_file=gguf_file, gguf_listing=listing, meta=meta,
+                              client_argv=client,
                               resolved={"n_ctx": p.n_ctx, "n_seq_max": p.n_seq_max, "kv_unified": p.kv_unified,
                                         "flash_attn": p.flash_attn, "device": device,
                                         "cache_type_k": st["cache_type_k"], "cache_type_v": st["cache_type_v"]})
 
     def compat(self, request, model: LoadedModel, memory) -> CompatSummary:
         """llama.cpp starts when its plan does (quantized V without flash attention, cache types and the
-        device are checked by :func:`.memory.plan`); what is left is the condition the memory plan states."""
+        device are checked by :func:`.memory.plan`); what is left is the condition the memory plan states. The
+        reasons name the backend, flash attention and the cache types."""
         cond = [memory.condition] if memory is not None and memory.fits and memory.condition else []
+        reasons = []
+        if memory is not None:
+            r = memory.resolved
+            fa = memory.plan.flash_attn
+            fa_text = {"on": "flash attention on (-fa on)", "off": "flash attention off (-fa off)",
+                       "auto": ("flash attention auto: llama.cpp enables it when the backend runs the FLASH_ATTN_EXT op "
+                                "for this head size and cache types (src/llama-context.cpp; public Metal logs print "
+                                "'Flash Attention was auto, set to enabled')")}[fa]
+            reasons.append(f"{r['device']} backend ({memory.gpu}); {fa_text}; K cache {r['cache_type_k']}, V cache "
+                           f"{r['cache_type_v']}")
         return CompatSummary(release=request.release, gpu=request.gpu, ok=None if cond else True, auto_conditions=cond,
-                       auto_selected=memory.resolved.get("device") if memory is not None else None)
+                             auto_selected=memory.resolved.get("device") if memory is not None else None,
+                             reasons=reasons)
+
+    def _memory(self, request, model: LoadedModel) -> LlamaCppMemory:
+        """``memory`` once per (request, model): the launch command and the speed reuse it (no second Hub read)."""
+        key = ("llamacpp-memory", self.name, request.model_dump_json())
+        hit = model.extra.get(key)
+        if hit is None:
+            hit = model.extra[key] = self._compute_memory(request, model)
+        return hit
 
     def launch_argv(self, request, model: LoadedModel) -> list[str]:
         """``llama-server -m <gguf> -c ... -np ... -fa ... -ctk ... -ctv ...`` (an argv list)."""
-        mem = self.memory(request, model)
-        path = request.gguf_file or f"{model.repo_id.split('/')[-1]}.gguf"
+        mem = self._memory(request, model)
+        path = mem.gguf_file or f"{model.repo_id.split('/')[-1]}.gguf"
         spec = request.speculative_config
         return launch_argv(path, n_ctx=mem.plan.n_ctx_requested, n_parallel=mem.plan.n_seq_max,
                            flash_attn=mem.plan.flash_attn, cache_type_k=mem.resolved["cache_type_k"],
@@ -215,15 +360,47 @@ class LlamaCpp:
                            kv_unified=request.kv_unified, swa_full=request.swa_full,
                            draft_model_path=spec.model if spec and spec.method == "draft_model" else None)
 
+    def client_argv(self, request, model: LoadedModel, gguf_file: str | None, listing) -> list[str] | None:
+        """llama-server is one command; Ollama adds the ``ollama run`` half (:meth:`Ollama.client_argv`)."""
+        return None
+
     def speed_kwargs(self, request) -> dict[str, Any]:
         return speed_kwargs(request)
 
     def speed(self, request, model: LoadedModel, memory):
-        raise EngineInputError("runtime", "speed predictions for llama.cpp are not modelled yet (the KV cache, "
-                               "model buffers and the command are)")
+        """Decode / prefill speed from the GGUF bytes on the device (:func:`.speed.speed`); the efficiency is
+        assumed (perf.py's llama.cpp row). Raises ``EngineInputError`` for what is not modelled (no tensor table,
+        layers on the CPU, a GPU without bandwidth)."""
+        from .speed import speed as llama_speed
+
+        memory = memory or self._memory(request, model)
+        kw = self.speed_kwargs(request)
+        if request.speculative_config is not None:
+            raise EngineInputError("speculative_config", "speculative decoding speed with llama.cpp (-md) is not "
+                                   "modelled")
+        if memory.meta is None or not memory.meta.tensors:
+            raise EngineInputError("gguf_file", "the speed needs the GGUF file's tensors: give gguf_file (the .gguf "
+                                   "file) to get a speed estimate")
+        try:
+            return llama_speed(memory.meta, memory.plan, get_gpu(request.gpu), prompt_len=kw["prompt_len"],
+                               output_len=kw["output_len"], concurrency=kw["concurrency"],
+                               runtime_label=self.label)
+        except NotModelled as exc:
+            raise EngineInputError(exc.field, f"not modelled: {exc}") from None
+        except ValueError as exc:
+            raise EngineInputError("prompt_len", str(exc)) from None
 
     def speed_fields(self, request, model: LoadedModel, memory) -> dict[str, Any]:
-        return self.speed(request, model, memory)
+        """The API's speed keys: ``ttft_ms``, ``itl_ms``, ``output_tokens_per_s`` and what they rest on."""
+        s = self.speed(request, model, memory)
+        return {"ttft_ms": s.ttft_ms, "itl_ms": s.itl_ms, "output_tokens_per_s": s.output_tokens_per_s,
+                "speed": {"prompt_len": s.prompt_len, "output_len": s.output_len, "concurrency": s.concurrency,
+                          "mean_context": s.mean_context, "decode_step_ms": s.decode_step_ms,
+                          "weight_bytes_per_token": s.weight_bytes_per_token,
+                          "kv_bytes_per_token_step": s.kv_bytes_per_token_step, "efficiency_label": s.efficiency_label,
+                          "efficiency": s.efficiency, "sources": s.sources, "notes": s.notes},
+                "speed_warnings": [f"{self.label} speed: efficiency {s.efficiency_label} (not fitted to measurements); "
+                                   "decode bandwidth-bound over the GGUF bytes read per token"]}
 
 
 class Ollama(LlamaCpp):
@@ -241,12 +418,84 @@ class Ollama(LlamaCpp):
                 "cache_type_v": request.cache_type_v or d.kv_cache_type, "flash_attn": d.flash_attention,
                 "ollama": d.model_dump()}
 
+    def gguf_choice(self, request, listing: GGUFListing | None) -> tuple[str | None, str | None]:
+        """Ollama pulls ``hf.co/{repo}`` without a tag as the repo's Q4_K_M file (https://huggingface.co/docs/hub/
+        ollama: "By default, the Q4_K_M quantization scheme is used"), so without ``gguf_file`` the plan is for
+        that file."""
+        name, note = super().gguf_choice(request, listing)
+        if name is None and listing is not None:
+            default = listing.default_for_ollama()
+            if default is not None:
+                return default.name, (f"gguf_file: {default.name}, the Q4_K_M file `ollama run hf.co/"
+                                      f"{listing.repo_id}` pulls by default (https://huggingface.co/docs/hub/ollama)")
+        return name, note
+
+    def client_argv(self, request, model: LoadedModel, gguf_file: str | None, listing) -> list[str] | None:
+        """``ollama run hf.co/{user}/{repo}:{quant}`` for a GGUF repo on the Hub (:func:`.launch.ollama_run_argv`);
+        None for a repo without GGUF files (Ollama cannot pull it from the Hub; the page says so)."""
+        if listing is None or not listing.files:
+            return None
+        return ollama_run_argv(listing.repo_id, gguf_file)
+
     def launch_argv(self, request, model: LoadedModel) -> list[str]:
-        """``ollama run <model>`` with the Modelfile / environment that reproduce the plan (the environment as
-        ``env NAME=value`` words, an argv list)."""
-        mem = self.memory(request, model)
+        """The Ollama server with the environment that reproduces the plan: ``env OLLAMA_CONTEXT_LENGTH=...
+        OLLAMA_NUM_PARALLEL=... OLLAMA_KV_CACHE_TYPE=... [OLLAMA_FLASH_ATTENTION=1|0] ollama serve`` (an argv
+        list; these are server settings, read by ``ollama serve``); the model is then run with
+        ``LlamaCppMemory.client_argv``."""
+        mem = self._memory(request, model)
         d = mem.ollama
-        cfg = ollama_config(model.repo_id, num_ctx=d["num_ctx"], num_parallel=d["num_parallel"],
-                            kv_cache_type=d["kv_cache_type"])
-        env = [f"{k}={v}" for k, v in (cfg.get("env") or {}).items()] if isinstance(cfg, dict) else []
-        return ["env", *env, "ollama", "run", model.repo_id]
+        fa = None if request.flash_attn in (None, "auto") else request.flash_attn == "on"
+        if d["kv_cache_type"] not in ("f16", "f32", "bf16") and fa is None:
+            fa = True  # a quantized cache needs flash attention; say so in the command instead of relying on auto
+        return ollama_serve_argv(num_ctx=d["num_ctx"], num_parallel=d["num_parallel"],
+                                 kv_cache_type=d["kv_cache_type"], flash_attention=fa)
+
+
+def hub_usable(model: LoadedModel | None = None) -> bool:
+    """Whether to ask the Hub now: not ``HF_HUB_OFFLINE``, not inside the metadata layer's back-off after a
+    failed call (``calculator.metadata.cache``, when loaded), and -- for a model -- its metadata came from the Hub
+    (a sha) or the Hub answered for it."""
+    import sys
+    import time
+
+    from calculator.metadata.hub import env_offline
+
+    if env_offline():
+        return False
+    cache = sys.modules.get("calculator.metadata.cache")
+    if cache is not None and time.monotonic() < getattr(cache, "_hub_down_until", 0.0):
+        return False
+    if model is not None:
+        return bool(model.sha) or bool(model.extra.get("hub_reachable"))
+    return True
+
+
+#: GGUF ``general.architecture`` -> a Transformers ``model_type`` that :func:`.gguf_meta.meta_from_hf_config` and
+#: the engine read (the inverse of HF_TO_GGUF_ARCH; Mistral checkpoints convert as ``llama``).
+GGUF_TO_HF_TYPE = {v: k for k, v in reversed(list(HF_TO_GGUF_ARCH.items()))}
+
+
+def config_from_gguf(meta: GGUFMeta) -> dict[str, Any]:
+    """A Transformers-style config of a GGUF-only repo's model, from its header: the values the calculator reads
+    (layers, widths, heads, head size, vocabulary, context, experts, sliding window). Raises
+    ``EngineInputError`` for an architecture without a Transformers model_type here."""
+    model_type = GGUF_TO_HF_TYPE.get(meta.architecture)
+    if model_type is None:
+        raise EngineInputError("model", f"GGUF architecture {meta.architecture!r} is not modelled without its "
+                               "config.json")
+    ffn = next((t.shape[1] for t in meta.tensors if t.name == "blk.0.ffn_up.weight"), None)
+    cfg: dict[str, Any] = {
+        "model_type": model_type, "architectures": [f"{meta.architecture} (from the GGUF header)"],
+        "num_hidden_layers": meta.n_layer_all, "hidden_size": meta.n_embd,
+        "num_attention_heads": meta.n_head[0] if meta.n_head else 0,
+        "num_key_value_heads": meta.n_head_kv[0] if meta.n_head_kv else 0, "head_dim": meta.head_dim_k,
+        "vocab_size": meta.n_vocab, "max_position_embeddings": meta.n_ctx_train,
+        "tie_word_embeddings": meta.tensor("output.weight") is None,
+    }
+    if ffn:
+        cfg["intermediate_size"] = ffn
+    if meta.sliding_window:
+        cfg["sliding_window"] = meta.sliding_window
+    if meta.n_expert:
+        cfg |= {"num_experts": meta.n_expert, "num_experts_per_tok": meta.n_expert_used}
+    return cfg
