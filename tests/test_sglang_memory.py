@@ -564,3 +564,159 @@ def test_kv_auto_follows_the_checkpoint_fp8_kv_scheme_from_0_5_3():
     assert new.kv_cache_dtype == "fp8_e4m3" and new.cell_size_bytes == 40960
     old = plan(cfg, release="0.4.10.post2", **kw)
     assert old.kv_cache_dtype == "bfloat16" and old.cell_size_bytes == 81920
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Weights as 'Load weight end ... mem usage' counts them, from config.json alone (calculator/runtimes/sglang/
+# weights.py), and the start-up overhead before loading
+
+
+def _terms(p) -> dict[str, float]:
+    return {s.field.split(".", 1)[1]: float(s.value) for s in p.sources if s.field.startswith("weights.")}
+
+
+def test_weights_qwq32b_tp4_parameters_rope_and_allocator_rounding():
+    """sgl-011 (QwQ-32B, 4x L4, 0.4.3.post4) from the config: 64 layers, hidden 5120, 40 heads, 8 KV heads,
+    head_dim 128, intermediate 27648, vocab 152064, qkv bias, untied lm_head; one rank of TP 4 (bf16):
+
+    embed = lm_head = 152064 / 4 * 5120 * 2 = 389,283,840 B (371.25 MiB each)
+    per layer: qkv (40/4 + 2 * 8/4) * 128 = 1792 rows: 1792 * 5120 * 2 = 18,350,080 (17.5 MiB) + bias 3,584;
+      o_proj 5120 * 1280 * 2 = 13,107,200 (12.5 MiB); gate_up 13824 * 5120 * 2 = 141,557,760 (135 MiB);
+      down 5120 * 6912 * 2 = 70,778,880 (67.5 MiB); 2 RMSNorms 2 * 10,240
+    parameters: 2 * 389,283,840 + 64 * 243,817,984 + 10,240 (final norm) = 16,382,928,896 B
+    rotary cache: 131,072 positions * 128 * 4 B (float32 on CUDA) = 67,108,864 B
+    caching allocator (segments >= 10 MiB rounded up to 2 MiB): per layer 17.5->18, 12.5->14, 135->136,
+      67.5->68 = 3.5 MiB; embed and lm_head 371.25->372 each: 64 * 3.5 + 1.5 = 225.5 MiB = 236,453,888 B;
+      the small tensors (64 * (3,584 + 2 * 10,240) + 10,240 = 1,550,336 B) share one 2 MiB segment:
+      +546,816 B; allocator total 237,000,704 B.
+    weights = 16,687,038,464 B = 15.541 GiB; the log's 'mem usage=15.54 GB'.
+    """
+    p = plan(load_config("Qwen__QwQ-32B.json"), gpu=get_gpu("L4"), release="0.4.3.post4", tp_size=4)
+    t = _terms(p)
+    assert t["rope"] * GIB == pytest.approx(67_108_864, abs=GIB * 1e-4)
+    assert t["allocator"] * GIB == pytest.approx(237_000_704, abs=GIB * 1e-4)
+    assert round(p.weights_gib * GIB) == 16_687_038_464
+    assert abs(p.weights_gib - 15.54) < 0.01
+    assert p.source_of("weights_gib").kind == "estimate"
+    assert p.source_of("weights.rope").source.startswith("sglang==0.4.3.post4 sglang/srt/layers/rotary_embedding.py:84")
+
+
+def test_weights_rocm_aiter_keeps_qwen3_moe_experts_twice_from_0_5_3_to_0_5_9():
+    """sgl-006 (5-layer Qwen3-30B-A3B, MI355X, 0.5.7): qwen3_moe.py caches dict(self.named_parameters()) in
+    load_weights, and with SGLANG_USE_AITER=1 UnquantizedFusedMoEMethod replaces w13/w2 by shuffled copies, so
+    the experts stay twice: 5 layers * 128 experts * 3 * 2048 * 768 * 2 B = 6,039,797,760 B (5.625 GiB).
+    Parameters 7,475,...: 6.96 GiB + 5.625 = 12.6 GiB against the log's 'mem usage=12.79 GB' (the count alone:
+    6.96). Not on CUDA, and not in 0.5.10.post1 (no cache, copy_or_rebind_param)."""
+    cfg = load_config("Qwen__Qwen3-30B-A3B.json")
+    cfg["num_hidden_layers"] = 5
+    rocm = plan(cfg, gpu=get_gpu("MI355X"), release="0.5.7")
+    assert _terms(rocm)["aiter_moe_copy"] * GIB == pytest.approx(6_039_797_760, abs=GIB * 1e-4)
+    assert abs(rocm.weights_gib - 12.79) < 0.25
+    assert "aiter_moe_copy" not in _terms(plan(cfg, gpu=get_gpu("H100"), release="0.5.7"))
+    assert "aiter_moe_copy" not in _terms(plan(cfg, gpu=get_gpu("MI355X"), release="0.5.10.post1"))
+
+
+def test_weights_kimi_k25_rocm_replicated_q_a_moonvit_and_g_idx():
+    """sgl-003 (Kimi-K2.5, 8x MI355X, 0.5.9), one rank of TP 8:
+
+    q_a_proj replicated (fused_qkv_a_proj_with_mqa is a ReplicatedLinear; the count splits it by 8), kept in
+      bf16 by the checkpoint's ignore list: 61 * 7168 * 1536 * 2 * (1 - 1/8) = 1,175,322,624 B;
+    CompressedTensorsWNA16TritonMoE (ROCm) keeps four int32 g_idx tensors per MoE layer:
+      60 * 384 * (2 * 7168 + 2 * 2048/8) * 4 = 1,368,391,680 B;
+    MoonViT (vt_hidden 1152, 27 layers, MLP 4304, patch 14, 64x64 position table) and its projector (4608 ->
+      4608 -> 7168): attention 27 * (4 * 1152^2 + 4 * 1152) = 143,451,648 params / 8, the rest whole
+      (MLP 27 * (2 * 1152 * 4304 + 4304 + 1152 + 4 * 1152) = 268,014,960; patch 678,528; positions
+      4,718,592; final norm 2,304; projector 54,277,888) -> (17,931,456 + 327,692,272) * 2 = 691,247,456 B.
+    The estimate comes within 1 GiB of the log's 'mem usage=73.58 GB' (the bare count: 68.1)."""
+    p = plan(load_config("moonshotai__Kimi-K2.5.json"), gpu=get_gpu("MI355X"), release="0.5.9", tp_size=8)
+    t = _terms(p)
+    assert t["mla_q_a_replicated"] * GIB == pytest.approx(1_175_322_624, abs=GIB * 1e-4)
+    assert t["wna16_g_idx"] * GIB == pytest.approx(1_368_391_680, abs=GIB * 1e-4)
+    assert t["vision"] * GIB == pytest.approx(691_247_456, abs=GIB * 1e-4)
+    assert abs(p.weights_gib - 73.58) < 1.0
+    # the g_idx tensors are freed on the CUDA (Marlin) path
+    assert "wna16_g_idx" not in _terms(plan(load_config("moonshotai__Kimi-K2.5.json"), gpu=get_gpu("B200"),
+                                            release="0.5.9", tp_size=8))
+
+
+def test_weights_qwen35_vision_sharded_and_gated_query():
+    """sgl-015 (Qwen3.5-9B, 2x RTX 4090, 0.5.10.post1): the vision tower (433,847,152 params) is split over the
+    attention-TP group in SGLang: -433,847,152 * 2 * (1 - 1/2) = -433,847,152 B; the 8 full-attention layers'
+    q_proj is 16 heads * 256 * 2 wide (attn_output_gate): +8 * 4096 * 16 * 256 * 2 / 2 = 134,217,728 B; rotary
+    cache 262,144 * (256 * 0.25) * 4 = 67,108,864 B. The estimate comes within 0.05 GiB of 'mem usage=8.85 GB'."""
+    p = plan(load_config("Qwen__Qwen3.5-9B.json"), gpu=get_gpu("RTX4090"), release="0.5.10.post1", tp_size=2,
+             mem_fraction_static=0.8, context_length=262144)
+    t = _terms(p)
+    assert t["vision"] * GIB == pytest.approx(-433_847_152, abs=GIB * 1e-4)
+    assert t["qwen3_5_output_gate"] * GIB == pytest.approx(134_217_728, abs=GIB * 1e-4)
+    assert t["rope"] * GIB == pytest.approx(67_108_864, abs=GIB * 1e-4)
+    assert abs(p.weights_gib - 8.85) < 0.05
+
+
+def test_allocator_replay_rounds_segments_as_pytorch_does():
+    from calculator.runtimes.sglang.weights import allocator_reserved
+
+    mib = 1 << 20
+    # >= 10 MiB: own segment rounded up to 2 MiB; the 1.5 MiB remainder of 12.5 stays split in its segment
+    assert allocator_reserved([int(12.5 * mib)]) == 14 * mib
+    # 1-10 MiB requests share one 20 MiB segment (best fit into the remainder)
+    assert allocator_reserved([8 * mib, 4 * mib, 6 * mib]) == 20 * mib
+    # small requests share 2 MiB segments
+    assert allocator_reserved([1000] * 100) == 2 * mib
+
+
+def test_startup_overhead_fit_by_vendor_and_link():
+    """The fit groups the public logs by vendor, one rank or several, and the link (STARTUP_OVERHEAD_DATA):
+    NVIDIA over PCIe (4x L4 0.40, 2x RTX 4090 0.71) -> (0.40 + 0.71) / 2; over NVLink (8x H200) 2.47;
+    AMD several ranks (8x MI355X) 4.42; NVIDIA one rank (RTX 5080 0.32, H200 0.51) -> 0.415."""
+    from calculator.runtimes.sglang.memory import overhead_fit, startup_overhead_gib
+
+    assert startup_overhead_gib(get_gpu("L4"), 4)[0] == pytest.approx((0.40 + 0.71) / 2, abs=0.006)
+    assert startup_overhead_gib(get_gpu("H100"), 4)[0] == 2.47
+    assert startup_overhead_gib(get_gpu("MI355X"), 8)[0] == 4.42
+    assert startup_overhead_gib(get_gpu("H100"), 1)[0] == pytest.approx(0.415, abs=0.006)
+    p = plan(load_config("Qwen__QwQ-32B.json"), gpu=get_gpu("L4"), release="0.4.3.post4", tp_size=4)
+    assert p.free_before_load_gib == pytest.approx(22.03 - (0.40 + 0.71) / 2, abs=0.006)
+    assert p.source_of("free_before_load_gib").kind == "fit"
+    # leaving a log out: no other AMD multi-GPU log to fit from -> refused by name
+    with pytest.raises(EngineInputError) as e:
+        startup_overhead_gib(get_gpu("MI355X"), 8, fit=overhead_fit(exclude="sgl-003"))
+    assert e.value.field == "gpu"
+
+
+def test_small_pool_says_how_much_the_overhead_fit_moves_it():
+    """QwQ-32B on 4x L4: rest = 0.85 * T - W is about 2.7 GiB, so 0.1 GiB of start-up overhead is
+    0.85 * 0.1 / 2.7 = 3.1% of the tokens; the plan says so and asks for the logged figure. With the log's
+    free-before-load given, no such note."""
+    p = plan(load_config("Qwen__QwQ-32B.json"), gpu=get_gpu("L4"), release="0.4.3.post4", tp_size=4)
+    assert p.tokens_pct_per_0_1_gib_overhead == pytest.approx(0.1 * 0.85 / p.rest_memory_gib * 100, rel=1e-3)
+    assert 2.5 < p.tokens_pct_per_0_1_gib_overhead < 3.5
+    assert any("free_memory_before_load_gib" in n for n in p.notes)
+    q = plan(load_config("Qwen__QwQ-32B.json"), gpu=get_gpu("L4"), release="0.4.3.post4", tp_size=4,
+             free_memory_before_load_gib=21.63)
+    assert q.tokens_pct_per_0_1_gib_overhead is None
+    assert not any("free_memory_before_load_gib" in n for n in q.notes)
+
+
+def test_vllm_issue_21348_example_sglang_side_from_the_config():
+    """vllm-project/vllm#21348: Qwen3-235B-A22B-FP8 on 4x H100, 'sglang.launch_server --tp 4
+    --mem-fraction-static 0.93' logged 'KV Cache is allocated. #tokens: 367404, K size: 8.23 GB'; vLLM (default
+    gpu_memory_utilization 0.9, LMCacheConnectorV1) 'Available KV cache memory: 8.11 GiB', 178,880 tokens.
+
+    KV dtype: the checkpoint's quantization_config (fp8 block weights) names no KV scheme, so 'auto' is the model
+    dtype, bf16: cell = max(1, 4 // 4) * (128 + 128) * 94 * 2 = 48,128 B; the log's K size agrees:
+    367,404 * 24,064 / 2**30 = 8.23. From the config alone (release 0.4.10.post2, the nearest covered one after
+    the 2025-07-22 log) SGLang comes within 2% of 367,404. With 0.93 its budget (0.93 x free before loading)
+    equals vLLM's 0.9 x 79.19 GiB, so the sentence puts the difference where it is: vLLM's subtractions."""
+    p = plan(load_config("Qwen__Qwen3-235B-A22B-FP8.json"), gpu=get_gpu("H100"), release="0.4.10.post2",
+             tp_size=4, mem_fraction_static=0.93)
+    assert p.kv_cache_dtype == "bfloat16" and p.cell_size_bytes == 48128
+    assert round(367404 * 24064 / GIB, 2) == 8.23
+    assert abs(p.max_total_num_tokens - 367404) / 367404 < 0.02
+    s = explain_vs_vllm(p, vllm_kv_tokens=303008, vllm_kv_gib=13.58, vllm_gpu_memory_utilization=0.9,
+                        vllm_weights_gib=55.13, vllm_activation_gib=1.31, vllm_non_torch_gib=1.25,
+                        vllm_bytes_per_token=48128, vllm_total_gib=79.19, vllm_kv_cache_dtype="bfloat16",
+                        vllm_logged_kv_gib=8.11, vllm_logged_tokens=178880)
+    assert "0.930 (as passed with --mem-fraction-static)" in s and "0.90 of 79.2 GiB (71.3 GiB)" in s
+    assert "both store bf16 KV at 48,128 B per token per GPU" in s
+    assert "vLLM's own log says 8.11 GiB (178,880 tokens), 5.5 GiB less than this vLLM estimate" in s

@@ -26,9 +26,11 @@ What the source cannot give, and how this module takes it:
 
 - ``T`` (free memory before loading) = GPU memory minus the CUDA context, torch and NCCL/custom-all-reduce
   buffers created at start-up. An input (``free_memory_before_load_gib``, the log's ``Load weight begin``
-  value) or a **fit** (:data:`STARTUP_OVERHEAD_FIT`), labelled as such in ``sources``.
-- ``W`` (weights on one rank): an input (``weights_bytes``; the log's ``mem usage``) or an estimate from
-  the parameter count (:mod:`calculator.engine.weights`, read-only), labelled as an estimate.
+  value) or a **fit** (:data:`STARTUP_OVERHEAD_FIT`, by vendor and interconnect), labelled as such in
+  ``sources``; when the pool is small next to it, a note says how far the fit's spread moves the token count.
+- ``W`` (weights on one rank): an input (``weights_bytes``; the log's ``mem usage``) or an estimate
+  (:mod:`.weights`: the parameter count plus what SGLang keeps beside it: rotary caches, replicated layers,
+  vision-tower sharding, ROCm-only copies, caching-allocator rounding), each term in ``sources``.
 - The CUDA-graph, activation and NCCL memory taken *after* the pool is sized is not modelled: SGLang does
   not size the pool from it (it lives in the ``1 - mem_fraction_static`` share).
 
@@ -45,22 +47,51 @@ from pydantic import BaseModel, ConfigDict
 from calculator.engine.arch import parse_config
 from calculator.engine.errors import EngineInputError
 from calculator.engine.gpus import GPU
-from calculator.engine.weights import resolve_quant, round_up, weights_per_gpu
+from calculator.engine.weights import resolve_quant
 
 from . import releases as R
 from .compat import check_backend, default_backend
 from .releases import at_least, check_release, cite
+from .weights import estimate as estimate_weights
 
 GIB = 1 << 30
 
-#: Memory in GiB that SGLang does not see free before loading the weights (CUDA context, torch,
-#: NCCL / custom all-reduce buffers), as GPU catalog total minus the logged ``Load weight begin. avail
-#: mem``. A **fit**, not source: it depends on driver, interconnect and NCCL settings. Data (all public
-#: start-up logs in ``shared/cases/runtime_startup_logs.json``): L4 x4 TP4 0.40 (sgl-011), RTX 4090 TP2 0.71
-#: (sgl-015), RTX 5080 TP1 0.76 (sgl-025, 16303 MiB - (13.91 + 1.25) GiB), MI355X TP1 0.78 (sgl-006), H200
-#: TP8 2.47 (sgl-020), MI355X TP8 4.42 (sgl-003). Fit: 0.75 GiB up to 2 ranks (3 points, 0.71-0.78), then
-#: +0.29 GiB per extra rank (through the H200 TP8 point); residuals: L4 TP4 -0.93, MI355X TP8 +1.93.
-STARTUP_OVERHEAD_FIT = {"base_gib": 0.75, "per_rank_above_2_gib": 0.29}
+#: Memory in GiB that SGLang does not see free before loading the weights (CUDA/HIP context, torch, NCCL /
+#: RCCL communicators and custom all-reduce buffers made by ``init_torch_distributed``), as the GPU total torch
+#: reports (the catalog's ``memory_gib``) minus the logged ``Load weight begin. avail mem``. A **fit**, not
+#: source: it depends on the driver, the interconnect and the NCCL settings, none of which config.json gives.
+#: Grouped by vendor, one rank or several, and the link the ranks talk over (:func:`calculator.engine.perf.
+#: interconnect`: NVLink, Infinity Fabric or PCIe); the fit of a group is the mean of its data. The data: every
+#: public start-up log in ``shared/cases/runtime_startup_logs.json`` that gives the free memory before loading
+#: on a catalog GPU, as ``(record, vendor, link, GiB, how)``.
+STARTUP_OVERHEAD_DATA: tuple[tuple[str, str, str, float, str], ...] = (
+    ("sgl-025", "nvidia", "single", 0.32, "RTX 5080: 15.48 - (13.91 + 1.25)"),
+    ("sgl-020", "nvidia", "single", 0.51, ("H200: 139.81 - 137.34 - the 1.96 of its 'Init torch distributed ends. "
+                                           "mem usage' line (the part before the distributed init)")),
+    ("sgl-011", "nvidia", "pcie", 0.40, "4x L4: 22.03 - 21.63"),
+    ("sgl-015", "nvidia", "pcie", 0.71, "2x RTX 4090: 23.64 - 22.93"),
+    ("sgl-020", "nvidia", "nvlink", 2.47, "8x H200: 139.81 - 137.34"),
+    ("sgl-006", "amd", "single", 0.78, "MI355X: 287.98 - 287.20"),
+    ("sgl-003", "amd", "xgmi", 4.42, "8x MI355X: 287.98 - 283.56"),
+)
+
+
+def overhead_fit(exclude: str | None = None) -> dict[tuple[str, str], tuple[float, float, str]]:
+    """``{(vendor, link): (mean GiB, half the spread GiB, the data)}`` from :data:`STARTUP_OVERHEAD_DATA`,
+    leaving out record ``exclude`` (for a leave-one-out check); groups with one point get 0 spread."""
+    groups: dict[tuple[str, str], list[tuple[str, float, str]]] = {}
+    for rid, vendor, link, gib, how in STARTUP_OVERHEAD_DATA:
+        if rid != exclude:
+            groups.setdefault((vendor, link), []).append((rid, gib, how))
+    out = {}
+    for key, pts in groups.items():
+        vals = [g for _, g, _ in pts]
+        out[key] = (round(sum(vals) / len(vals), 2), round((max(vals) - min(vals)) / 2, 2),
+                    "; ".join(f"{rid} {g:.2f} ({how})" for rid, g, how in pts))
+    return out
+
+
+STARTUP_OVERHEAD_FIT = overhead_fit()
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1}
 
@@ -147,6 +178,8 @@ class SGLangPlan(BaseModel):
     max_running_requests: int
     req_to_token_gib: float
     free_after_pool_gib: float  # estimate: free_after_load - pool - Mamba - req_to_token
+    # when free_before_load is the fit: % change of max_total_num_tokens per 0.1 GiB of start-up overhead
+    tokens_pct_per_0_1_gib_overhead: float | None = None
     speculative: SpeculativePlan | None = None
     sources: list[Source]
     notes: list[str] = []
@@ -360,9 +393,33 @@ def gdn_state_bytes(c: dict[str, Any], attn_tp: int, ssm_bytes: int = 4, conv_by
 # The plan
 
 
-def startup_overhead_gib(gpu: GPU, world: int) -> float:
-    """The :data:`STARTUP_OVERHEAD_FIT` for ``world`` ranks on one node (a fit; see the constant)."""
-    return STARTUP_OVERHEAD_FIT["base_gib"] + STARTUP_OVERHEAD_FIT["per_rank_above_2_gib"] * max(0, world - 2)
+def overhead_group(gpu: GPU, world: int) -> tuple[str, str]:
+    """``(vendor, link)`` of :data:`STARTUP_OVERHEAD_DATA` for ``world`` ranks of ``gpu`` on one node; the link
+    from :func:`calculator.engine.perf.interconnect`."""
+    from calculator.engine.perf import interconnect
+
+    vendor = "amd" if _gpu_is_hip(gpu) else "nvidia"
+    if world <= 1:
+        return vendor, "single"
+    if vendor == "amd":
+        return "amd", "xgmi"
+    return "nvidia", ("nvlink" if "NVLink" in interconnect(gpu)[1] else "pcie")
+
+
+def startup_overhead_gib(gpu: GPU, world: int, fit: dict | None = None) -> tuple[float, float, str]:
+    """``(GiB, half spread GiB, description)`` of the start-up overhead fit (:data:`STARTUP_OVERHEAD_FIT`, or
+    ``fit``) for ``world`` ranks of ``gpu``.
+
+    Raises:
+        EngineInputError(field="gpu"): no public log of that kind to fit from.
+    """
+    key = overhead_group(gpu, world)
+    table = STARTUP_OVERHEAD_FIT if fit is None else fit
+    if key not in table:
+        raise EngineInputError("gpu", f"no public start-up log of {key[0]} GPUs ({key[1]}) to estimate the memory "
+                               "taken before loading; give free_memory_before_load_gib")
+    gib, spread, data = table[key]
+    return gib, spread, f"{key[0]}, {key[1]}: {data}"
 
 
 def _spec_defaults(release: str, algo: str, arch: str) -> tuple[int, int, int]:
@@ -670,11 +727,16 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         w_gib = weights_bytes / GIB
         src("weights_gib", round(w_gib, 3), "input", "weights on one rank as given (e.g. the log's 'mem usage')")
     else:
-        w_gib = _estimate_weights(hf_config, model_dtype, quantization, tp_size, attn_tp, quant_config=quant_config) / GIB
+        west = estimate_weights(hf_config, release=release, is_hip=is_hip, model_dtype=model_dtype,
+                                quantization=quantization, tp=tp_size, attn_tp=attn_tp, quant_config=quant_config)
+        w_gib = west.total / GIB
         src("weights_gib", round(w_gib, 3), "estimate",
-            "parameter count x bytes per parameter (calculator.engine.weights, vLLM sharding rules) with "
-            "attention weights split by the attention-TP size under DP attention; SGLang's 'mem usage' also "
-            "counts buffers made during loading, not modelled")
+            "the sum of the weights.* terms: what SGLang's 'Load weight end ... mem usage' counts, from config.json")
+        for t in west.terms:
+            src(f"weights.{t.name}", round(t.bytes / GIB, 4), t.kind, t.source)
+        notes.append("Weights per rank (estimate) = " + " + ".join(f"{t.name} {t.bytes / GIB:.3f}" for t in west.terms)
+                     + f" = {w_gib:.3f} GiB")
+        notes.extend(west.notes)
 
     world = tp_size * pp_size
     if free_memory_before_load_gib is not None:
@@ -682,10 +744,11 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         src("free_before_load_gib", t_gib, "input", "free memory before loading as given ('Load weight begin. avail "
             f"mem'); SGLang measures it at {cite(release, 'pre_load')}")
     else:
-        oh = startup_overhead_gib(gpu, world)
+        oh, oh_spread, oh_data = startup_overhead_gib(gpu, world)
         t_gib = gpu.memory_gib - oh
         src("free_before_load_gib", round(t_gib, 3), "fit",
-            f"GPU {gpu.memory_gib} GiB - STARTUP_OVERHEAD_FIT {oh:.2f} GiB (CUDA context, torch, NCCL; fit to public logs)")
+            f"GPU {gpu.memory_gib} GiB - STARTUP_OVERHEAD_FIT {oh:.2f} GiB (CUDA context, torch, NCCL; not in the "
+            f"configuration; fit to the public logs, {oh_data})")
     x_gib = t_gib - w_gib
     if x_gib <= 0:
         raise EngineInputError("gpu", f"weights ({w_gib:.2f} GiB per rank) do not fit in {t_gib:.2f} GiB free on {gpu.name}")
@@ -754,6 +817,17 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     reserved_gib = t_gib * (1 - mfs)
     rest = x_gib - reserved_gib
     src("rest_memory_gib", round(rest, 4), "source", cite(release, "profile") + " rest = post_load - pre_load x (1 - mfs)")
+    sensitivity = None
+    if free_memory_before_load_gib is None and rest > 0:
+        # tokens are proportional to rest; rest moves by mfs per GiB of free memory before loading
+        sensitivity = 0.1 * mfs / rest * 100
+        if sensitivity * max(oh_spread, 0.1) / 0.1 > 2:
+            notes.append(
+                f"The KV pool is {rest:.2f} GiB of the {t_gib:.2f} GiB free before loading: each 0.1 GiB by which the "
+                f"memory taken before loading (CUDA context, NCCL buffers: not in the configuration; public logs of "
+                f"this kind spread +-{oh_spread:.2f} GiB around the {oh:.2f} GiB fit) differs moves max_total_num_tokens "
+                f"by {sensitivity:.1f}%. Give free_memory_before_load_gib (the log's 'Load weight begin. avail mem') "
+                "for the exact count.")
     mamba_plan = None
     if mamba is not None:
         ratio = 0.9
@@ -894,7 +968,8 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                 dw = draft_weights_bytes / GIB
                 src("speculative.draft_weights_gib", round(dw, 3), "input", "draft weights as given")
             else:
-                dw = _estimate_weights(draft_hf_config, model_dtype, None, tp_size, attn_tp, draft=True) / GIB
+                dw = estimate_weights(draft_hf_config, release=release, is_hip=is_hip, model_dtype=model_dtype,
+                                      quantization=None, tp=tp_size, attn_tp=attn_tp, draft=True).total / GIB
                 src("speculative.draft_weights_gib", round(dw, 3), "estimate", "draft parameter count x bytes")
         if dcell:
             dkv = tokens * dcell / GIB
@@ -919,52 +994,5 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         cell_size_bytes=cell, pool_bytes_per_token=pool_per_token, max_total_num_tokens=tokens,
         swa_max_total_num_tokens=swa_tokens, k_size_gib=k_size, v_size_gib=v_size, kv_size_gib=kv_size,
         kv_pool_gib=pool_gib, max_num_reqs=max_num_reqs, max_running_requests=mrr, req_to_token_gib=req_to_token,
-        free_after_pool_gib=free_after_pool, speculative=spec, sources=sources, notes=notes)
-
-
-def _estimate_weights(hf_config: dict, model_dtype: str, quantization: str | None, tp: int, attn_tp: int,
-                      draft: bool = False, quant_config: dict | None = None) -> int:
-    """Bytes of weights on one rank from the parameter count (vLLM's sharding rules in
-    :func:`calculator.engine.weights.weights_per_gpu`), with attention split by ``attn_tp`` instead of
-    ``tp`` under DP attention. The MTP layers are not loaded by the target model in SGLang."""
-    arch = parse_config(hf_config)
-    quant = resolve_quant(arch, quant_config, quantization)
-    est = weights_per_gpu(arch, model_dtype, quant, tp, 1)
-    total = est.bytes_per_gpu - est.rope_cache_bytes
-    b = 2 if model_dtype in ("bfloat16", "float16") else 4
-    lin = (quant.bits / 8 + quant.scale_bytes_per_weight) if quant and not quant.experts_only else b
-    qc = arch.quantization_config or {}
-    ignore = qc.get("ignore") if isinstance(qc.get("ignore"), list) else []
-    if quant and ignore:
-        # compressed-tensors keeps the modules of its ``ignore`` list unquantized (model dtype)
-        import re
-
-        def ignored(name: str) -> bool:
-            return any((re.match(pat[3:], name) if pat.startswith("re:") else pat == name) for pat in ignore)
-        p = arch.params
-        for params, name, share in ((p.attention, "model.layers.0.self_attn.q_proj", 1 / attn_tp),
-                                    (p.shared_experts, "model.layers.1.mlp.shared_experts.gate_proj", 1 / tp),
-                                    (p.mlp, "model.layers.0.mlp.gate_proj", 1 / tp)):
-            if params and ignored(name):
-                total += params * (b - lin) * share
-    if attn_tp != tp:
-        total += arch.params.attention * lin * (1 / attn_tp - 1 / tp)
-        # DP attention keeps the embedding whole on each rank: VocabParallelEmbedding(enable_tp=not
-        # is_dp_attention_enabled()) (sglang 0.5.3 models/deepseek_v2.py:2595, models/qwen2.py:276); the
-        # lm_head stays TP-split unless --enable-dp-lm-head
-        total += round_up(arch.vocab_size, 64) * arch.hidden_size * b * (1 - 1 / tp)
-        if arch.kv_lora_rank:
-            # the absorbed W_UK / W_UV copies (deepseek_v2.py post_load_weights: w_kc, w_vc) hold the
-            # attention-TP share of the heads
-            n_mla = sum(1 for la in arch.layers if la.kind == "mla")
-            absorbed = n_mla * arch.kv_lora_rank * arch.num_attention_heads * arch.mla_nope_v_dim
-            total += absorbed * b * (1 / attn_tp - 1 / tp)
-    c = _text(hf_config)
-    if c.get("index_topk") is not None and c.get("index_head_dim"):
-        # DeepSeek NSA indexer per layer (layers/attention/nsa/nsa_indexer.py, all ReplicatedLinear):
-        # wq_b q_lora_rank x (heads x head_dim) and wk hidden x head_dim quantized like the linears,
-        # weights_proj hidden x heads unquantized, k_norm 2 x head_dim
-        h, hd, nh = c["hidden_size"], c["index_head_dim"], c.get("index_n_heads", 64)
-        q_lora = c.get("q_lora_rank") or h
-        total += arch.num_layers * ((q_lora * nh * hd + h * hd) * lin + (h * nh + 2 * hd) * b)
-    return int(total)
+        free_after_pool_gib=free_after_pool, speculative=spec, sources=sources, notes=notes,
+        tokens_pct_per_0_1_gib_overhead=round(sensitivity, 2) if sensitivity is not None else None)

@@ -43,6 +43,36 @@ _UT_NEW = "sglang/srt/utils/common.py"
 _HF_OLD = "sglang/srt/hf_transformers_utils.py"
 _HF_NEW = "sglang/srt/utils/hf_transformers_utils.py"
 _MC = "sglang/srt/configs/model_config.py"
+_ROPE = "sglang/srt/layers/rotary_embedding.py"
+_DS = "sglang/srt/models/deepseek_v2.py"
+_Q3M = "sglang/srt/models/qwen3_moe.py"
+_UQ = "sglang/srt/layers/quantization/unquant.py"
+_Q3VL = "sglang/srt/models/qwen3_vl.py"
+_K25 = "sglang/srt/models/kimi_k25.py"
+_WNA16 = "sglang/srt/layers/quantization/compressed_tensors/schemes/compressed_tensors_wNa16_moe.py"
+_Q35 = "sglang/srt/models/qwen3_5.py"
+
+# Rules of the weights estimate (weights.py), per release: the rotary cache dtype rule, DeepSeek MLA's
+# replicated q_a_proj, the Qwen3-VL vision MLP over the attention-TP group, Kimi-K2.5's replicated MoonViT MLP,
+# the ROCm WNA16 MoE g_idx tensors, Qwen3-MoE's cached parameter dict and the aiter expert shuffle.
+_WEIGHT_LINES: dict[str, dict[str, tuple[str, int]]] = {
+    "0.4.3.post4": {"rope_cache": (_ROPE, 84), "mla_q_a": (_DS, 253)},
+    "0.4.10.post2": {"rope_cache": (_ROPE, 101), "mla_q_a": (_DS, 776)},
+    "0.5.3": {"rope_cache": (_ROPE, 109), "mla_q_a": (_DS, 1041), "params_dict_cache": (_Q3M, 820),
+              "aiter_moe_shuffle": (_UQ, 217), "qwen3_vl_vision": (_Q3VL, 66)},
+    "0.5.3.post1": {"rope_cache": (_ROPE, 109), "mla_q_a": (_DS, 1041), "params_dict_cache": (_Q3M, 820),
+                    "aiter_moe_shuffle": (_UQ, 217), "qwen3_vl_vision": (_Q3VL, 66)},
+    "0.5.7": {"rope_cache": (_ROPE, 115), "mla_q_a": (_DS, 1328), "params_dict_cache": (_Q3M, 1028),
+              "aiter_moe_shuffle": (_UQ, 220), "qwen3_vl_vision": (_Q3VL, 88)},
+    "0.5.8.post1": {"rope_cache": (_ROPE, 115), "mla_q_a": (_DS, 1127), "params_dict_cache": (_Q3M, 1036),
+                    "aiter_moe_shuffle": (_UQ, 220), "qwen3_vl_vision": (_Q3VL, 92)},
+    "0.5.9": {"rope_cache": (_ROPE, 123), "mla_q_a": (_DS, 1122), "params_dict_cache": (_Q3M, 1045),
+              "aiter_moe_shuffle": (_UQ, 232), "qwen3_vl_vision": (_Q3VL, 93), "kimi_vision": (_K25, 120),
+              "wna16_g_idx": (_WNA16, 175), "qwen3_5_gate": (_Q35, 476)},
+    "0.5.10.post1": {"rope_cache": ("sglang/srt/layers/rotary_embedding/base.py", 73), "mla_q_a": (_DS, 1143),
+                     "qwen3_vl_vision": (_Q3VL, 106), "kimi_vision": (_K25, 126), "wna16_g_idx": (_WNA16, 175),
+                     "qwen3_5_gate": (_Q35, 686)},
+}
 
 # (file, line) per rule per release. Keys:
 #  mfs_default      the default mem_fraction_static block
@@ -168,6 +198,10 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "kv_log": (_MP, 696), "spec_reserve": (_SA, 1319),
     },
 }
+
+
+for _rel, _rules in _WEIGHT_LINES.items():
+    _LINES[_rel].update(_rules)
 
 
 def check_release(release: str) -> str:

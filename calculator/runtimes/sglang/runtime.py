@@ -143,8 +143,8 @@ class SGLang:
         """The attention backend SGLang picks, or whether the one asked for runs (:mod:`.compat`)."""
         gpu = get_gpu(request.gpu)
         spec = self._spec(request)
-        kw = dict(tp_size=request.tensor_parallel_size, speculative_algorithm=spec.get("speculative_algorithm"),
-                  speculative_eagle_topk=spec.get("speculative_eagle_topk"))
+        kw = {"tp_size": request.tensor_parallel_size, "speculative_algorithm": spec.get("speculative_algorithm"),
+              "speculative_eagle_topk": spec.get("speculative_eagle_topk")}
         choice = sg_compat.default_backend(request.release, gpu, model.config, **kw)
         if request.attention_backend is None:
             return CompatSummary(release=request.release, gpu=gpu.name, ok=True, auto_selected=choice.backend,

@@ -1,0 +1,341 @@
+"""Weights on one rank as SGLang's ``Load weight end ... mem usage`` reports them, from config.json alone.
+
+``mem usage`` is ``free before loading - free after loading`` (``torch.cuda.mem_get_info`` after
+``torch.cuda.empty_cache()``), so it counts everything the process holds on the GPU once the model is built
+and its weights post-processed, not only the parameters. :func:`estimate` starts from the parameter count
+(:func:`calculator.engine.weights.weights_per_gpu`, vLLM's sharding rules) and adds or removes what SGLang
+does differently, each as a :class:`Term` with its source:
+
+- ``rope``: the rotary cos/sin cache is a GPU buffer built in ``__init__`` (one per distinct rotary embedding,
+  ``get_rope`` caches them). SGLang keeps it in float32 on CUDA and in the model dtype elsewhere
+  (``RotaryEmbedding.__init__``: ``if not _is_cuda: cache = cache.to(dtype)``); DeepSeek's YaRN class also keeps
+  ``cos_cached_total`` / ``sin_cached_total`` (float32, full rotary width) from 0.5.7. ``rotary_dim`` is
+  ``head_dim x partial_rotary_factor`` (read from ``rope_parameters`` too).
+- ``mla_q_a_replicated``: DeepSeek-style MLA keeps ``q_a_proj`` replicated on every rank (``ReplicatedLinear``;
+  fused with ``kv_a_proj_with_mqa`` from 0.4.10); the parameter count splits it by TP.
+- ``vision``: SGLang shards the Qwen3-VL / Qwen3.5 vision tower by the attention-TP size
+  (``Qwen3VLMoeVisionModel``: ``ColumnParallelLinear`` / ``RowParallelLinear``); Kimi-K2.5's MoonViT shards only
+  its attention (``VisionAttention``), its MLP (``MLP2``: ``nn.Linear``) and projector (``ReplicatedLinear``)
+  stay whole on every rank. Other vision towers: the count's rule (replicated), said in a note.
+- ``wna16_g_idx``: compressed-tensors W4A16/W8A16 MoE on ROCm (``CompressedTensorsWNA16TritonMoE``, from 0.5.9)
+  keeps the four int32 ``g_idx`` / ``g_idx_sort_indices`` tensors of every MoE layer (``num_experts x hidden``
+  twice, ``num_experts x intermediate / tp`` twice); the CUDA Marlin path replaces them with empty tensors.
+- ``aiter_moe_copy``: Qwen3-MoE classes cache ``dict(self.named_parameters())`` in ``load_weights``
+  (``_cached_params_dict``, 0.5.3 to 0.5.9), and with ``SGLANG_USE_AITER=1`` (set in SGLang's ROCm images,
+  ``docker/Dockerfile.rocm``) ``UnquantizedFusedMoEMethod.process_weights_after_loading`` replaces ``w13_weight`` /
+  ``w2_weight`` by shuffled copies: the cached originals stay alive, so unquantized expert weights are held twice.
+- ``allocator``: PyTorch's caching allocator (``c10/cuda/CUDACachingAllocator.cpp``; hipified the same on
+  ROCm) rounds each segment: allocations of at least 10 MiB (``kMinLargeAlloc``) get a segment rounded up to
+  2 MiB (``kRoundLarge``), 1-10 MiB ones are carved from 20 MiB segments (``kLargeBuffer``), at most 1 MiB from
+  2 MiB ones (``kSmallBuffer``), blocks rounded to 512 B; a split remainder stays in its segment, and
+  ``empty_cache`` only returns whole free segments. :func:`allocator_reserved` replays that best-fit policy over
+  the parameters in construction order (standard unquantized decoder layouts; other layouts: not modelled,
+  under 2 MiB per tensor).
+
+What this does not count (said in ``notes``): kernel modules and library workspaces first loaded while the
+weights load (0 to 0.07 GiB in the public CUDA logs), and buffers of model classes not listed above.
+Units: bytes; GiB = 2**30 B.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel
+
+from calculator.engine.arch import parse_config
+from calculator.engine.weights import resolve_quant, round_up, weights_per_gpu
+
+from .releases import at_least, cite
+
+MIB = 1 << 20
+# c10/cuda/CUDACachingAllocator.cpp (the constants have not changed since PyTorch 1.x)
+K_MIN_BLOCK = 512
+K_SMALL_SIZE = 1 * MIB
+K_SMALL_BUFFER = 2 * MIB
+K_LARGE_BUFFER = 20 * MIB
+K_MIN_LARGE_ALLOC = 10 * MIB
+K_ROUND_LARGE = 2 * MIB
+ALLOCATOR_SOURCE = ("PyTorch c10/cuda/CUDACachingAllocator.cpp: round_size (512 B), get_allocation_size "
+                    "(2 MiB segments up to 1 MiB, 20 MiB up to 10 MiB, else rounded up to 2 MiB), best-fit reuse, "
+                    "split remainders kept in their segment")
+
+_QWEN3_MOE_CACHED = {"Qwen3MoeForCausalLM", "Qwen3VLMoeForConditionalGeneration",
+                     "Qwen3OmniMoeForConditionalGeneration"}
+_QWEN3_VL_VISION = {"Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
+                    "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"}
+
+
+class Term(BaseModel):
+    """One part of the weights figure: ``bytes`` per rank (negative: removed from the count)."""
+
+    name: str
+    bytes: int
+    kind: str  # estimate | source
+    source: str
+
+
+class WeightsEstimate(BaseModel):
+    """``total`` bytes per rank = the sum of ``terms``; ``notes`` say what is not counted."""
+
+    total: int
+    terms: list[Term]
+    notes: list[str] = []
+
+
+def _round_size(size: int) -> int:
+    return max(K_MIN_BLOCK, -(-size // K_MIN_BLOCK) * K_MIN_BLOCK)
+
+
+def _segment_size(size: int) -> int:
+    if size <= K_SMALL_SIZE:
+        return K_SMALL_BUFFER
+    if size < K_MIN_LARGE_ALLOC:
+        return K_LARGE_BUFFER
+    return -(-size // K_ROUND_LARGE) * K_ROUND_LARGE
+
+
+def allocator_reserved(sizes: list[int]) -> int:
+    """Bytes of GPU segments PyTorch's caching allocator holds after allocating tensors of ``sizes`` bytes in
+    that order and freeing none: best fit among the free blocks of the pool (small: at most 1 MiB; large: the
+    rest), else a new segment of ``get_allocation_size``; a block is split when the remainder is at least
+    512 B (small pool) or more than 1 MiB (large pool). Source: :data:`ALLOCATOR_SOURCE`."""
+    free_small: list[int] = []
+    free_large: list[int] = []
+    reserved = 0
+    for size in sizes:
+        r = _round_size(size)
+        pool = free_small if r <= K_SMALL_SIZE else free_large
+        fits = [b for b in pool if b >= r]
+        if fits:
+            block = min(fits)
+            pool.remove(block)
+        else:
+            block = _segment_size(r)
+            reserved += block
+        rest = block - r
+        if (pool is free_small and rest >= K_MIN_BLOCK) or (pool is free_large and rest > K_SMALL_SIZE):
+            pool.append(rest)
+    return reserved
+
+
+def _partial_rotary(c: dict[str, Any]) -> float:
+    for src in (c, c.get("rope_parameters") or {}, c.get("rope_scaling") or {}):
+        if isinstance(src, dict) and src.get("partial_rotary_factor"):
+            return float(src["partial_rotary_factor"])
+    return 1.0
+
+
+def _rope_type(c: dict[str, Any]) -> str | None:
+    rs = c.get("rope_scaling") or c.get("rope_parameters") or {}
+    return rs.get("rope_type", rs.get("type")) if isinstance(rs, dict) else None
+
+
+def rope_bytes(c: dict[str, Any], arch, *, release: str, is_hip: bool, model_bytes: int) -> tuple[int, str]:
+    """Bytes of SGLang's rotary caches on one rank and the formula."""
+    positions = arch.rope_cache_len + arch.rope_cache_len_extra
+    if not positions:
+        return 0, "no rotary embedding"
+    if arch.kv_lora_rank:
+        rd = arch.qk_rope_head_dim or arch.rotary_dim
+    else:
+        head_dim = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
+        rd = int(head_dim * _partial_rotary(c))
+    elem = model_bytes if is_hip else 4
+    total = positions * rd * elem
+    text = f"{positions} positions x rotary_dim {rd} x {elem} B ({'model dtype on ROCm' if is_hip else 'float32 on CUDA'})"
+    if arch.kv_lora_rank and _rope_type(c) in ("yarn", "deepseek_yarn") and at_least(release, "0.5.7"):
+        total += 2 * positions * rd * 4
+        text += f" + cos_cached_total / sin_cached_total 2 x {positions} x {rd} x 4 B (DeepseekScalingRotaryEmbedding)"
+    return total, text
+
+
+def _dense_layout(c: dict[str, Any], arch, tp: int, attn_tp: int, b: int) -> list[int] | None:
+    """Parameter sizes in construction order for a standard unquantized decoder (GQA attention with merged QKV,
+    merged gate/up MLP or fused MoE experts), or ``None`` for any other layout."""
+    if arch.kv_lora_rank or arch.params.mamba or arch.params.vision or arch.params.shared_experts or arch.mtp_layers:
+        return None
+    if any(la.kind.value not in ("full_attention",) for la in arch.layers):
+        return None
+    h, heads, kv, hd = arch.hidden_size, arch.num_attention_heads, arch.num_kv_heads, arch.head_dim
+    if heads % attn_tp:
+        return None
+    kv_rank = max(1, kv // attn_tp)
+    vocab = round_up(arch.vocab_size, 64)
+    bias = bool(c.get("attention_bias")) or arch.model_type in ("qwen2", "qwen2_moe")
+    qk_norm = arch.model_type in ("qwen3", "qwen3_moe")
+    sizes = [vocab // tp * h * b]
+    for _ in range(arch.num_layers):
+        qkv = (heads // attn_tp + 2 * kv_rank) * hd
+        sizes.append(qkv * h * b)
+        if bias:
+            sizes.append(qkv * b)
+        sizes.append(h * heads // attn_tp * hd * b)
+        if qk_norm:
+            sizes += [hd * b, hd * b]
+        if arch.num_experts:
+            e, mi = arch.num_experts, arch.moe_intermediate_size
+            if mi % tp:
+                return None
+            sizes += [e * h * b, e * 2 * mi // tp * h * b, e * h * mi // tp * b]
+        else:
+            if arch.intermediate_size % tp:
+                return None
+            sizes += [2 * arch.intermediate_size // tp * h * b, h * arch.intermediate_size // tp * b]
+        sizes += [h * b, h * b]
+    sizes.append(h * b)
+    if not arch.tie_word_embeddings:
+        sizes.append(vocab // tp * h * b)
+    return sizes
+
+
+def _kimi_vision(hf_config: dict[str, Any], tp: int, b: int) -> tuple[int, str]:
+    """MoonViT + projector of KimiK25ForConditionalGeneration on one rank: attention (qkv, proj) split by TP,
+    MLP (``MLP2``, ``nn.Linear``), norms, patch/position embeddings and the projector whole."""
+    vc = hf_config.get("vision_config") or {}
+    hv = vc.get("vt_hidden_size", 1152)
+    layers = vc.get("vt_num_hidden_layers", 27)
+    inter = vc.get("vt_intermediate_size", 4304)
+    patch = vc.get("patch_size", 14)
+    mh, mw = vc.get("merge_kernel_size", [2, 2])
+    text_h = vc.get("text_hidden_size") or hf_config.get("text_config", {}).get("hidden_size")
+    attn = layers * (3 * hv * hv + 3 * hv + hv * hv + hv)
+    whole = layers * (2 * hv * inter + inter + hv + 4 * hv)  # MLP2 fc0/fc1 + two LayerNorms
+    whole += 3 * patch * patch * hv + hv + vc.get("init_pos_emb_height", 64) * vc.get("init_pos_emb_width", 64) * hv
+    whole += 2 * hv  # final norm
+    proj_in = hv * mh * mw
+    whole += 2 * hv + proj_in * proj_in + proj_in + proj_in * text_h + text_h
+    return int((attn / tp + whole) * b), (f"MoonViT {layers} layers: attention {attn:,} params / TP {tp}, MLP, "
+                                          f"norms, embeddings and projector {whole:,} params whole")
+
+
+def estimate(hf_config: dict[str, Any], *, release: str, is_hip: bool, model_dtype: str, quantization: str | None,
+             tp: int, attn_tp: int, quant_config: dict | None = None, draft: bool = False) -> WeightsEstimate:
+    """Bytes of weights on one rank as SGLang's ``mem usage`` counts them (see the module docstring)."""
+    from .memory import _text  # local import: memory imports this module
+
+    arch = parse_config(hf_config)
+    quant = resolve_quant(arch, quant_config, quantization)
+    est = weights_per_gpu(arch, model_dtype, quant, tp, 1)
+    b = 2 if model_dtype in ("bfloat16", "float16") else 4
+    lin = (quant.bits / 8 + quant.scale_bytes_per_weight) if quant and not quant.experts_only else b
+    c = _text(hf_config)
+    terms: list[Term] = []
+    notes: list[str] = []
+    arch_name = (hf_config.get("architectures") or [""])[0]
+
+    def add(name: str, value: float, kind: str, source: str) -> None:
+        if value:
+            terms.append(Term(name=name, bytes=int(value), kind=kind, source=source))
+
+    add("parameters", est.bytes_per_gpu - est.rope_cache_bytes, "estimate",
+        "parameter count x bytes per parameter, sharded by TP (calculator.engine.weights)")
+
+    attn_b = lin
+    qc = arch.quantization_config or {}
+    ignore = qc.get("ignore") if isinstance(qc.get("ignore"), list) else []
+    if quant and ignore:
+        # compressed-tensors keeps the modules of its ``ignore`` list unquantized (model dtype)
+        def ignored(name: str) -> bool:
+            return any((re.match(pat[3:], name) if pat.startswith("re:") else pat == name) for pat in ignore)
+        p = arch.params
+        for params, name, share in ((p.attention, "model.layers.0.self_attn.q_proj", 1 / attn_tp),
+                                    (p.shared_experts, "model.layers.1.mlp.shared_experts.gate_proj", 1 / tp),
+                                    (p.mlp, "model.layers.0.mlp.gate_proj", 1 / tp)):
+            if params and ignored(name):
+                add(f"unquantized:{name.split('.')[-2] if 'experts' in name else name.split('.')[3]}",
+                    params * (b - lin) * share, "source", "compressed-tensors 'ignore' list: kept in the model dtype")
+                if "self_attn" in name:
+                    attn_b = b
+    if attn_tp != tp:
+        add("dp_attention:attention", arch.params.attention * attn_b * (1 / attn_tp - 1 / tp), "source",
+            "DP attention: attention weights split by the attention-TP size")
+        # DP attention keeps the embedding whole on each rank: VocabParallelEmbedding(enable_tp=not
+        # is_dp_attention_enabled()) (sglang 0.5.3 models/deepseek_v2.py:2595, models/qwen2.py:276); the
+        # lm_head stays TP-split unless --enable-dp-lm-head
+        add("dp_attention:embedding", round_up(arch.vocab_size, 64) * arch.hidden_size * b * (1 - 1 / tp), "source",
+            "sglang==0.5.3 models/deepseek_v2.py:2595 VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled())")
+        if arch.kv_lora_rank:
+            n_mla = sum(1 for la in arch.layers if la.kind == "mla")
+            absorbed = n_mla * arch.kv_lora_rank * arch.num_attention_heads * arch.mla_nope_v_dim
+            add("dp_attention:w_kc_w_vc", absorbed * b * (1 / attn_tp - 1 / tp), "source",
+                "deepseek_v2.py post_load_weights: absorbed w_kc / w_vc hold the attention-TP share of the heads")
+    if arch.kv_lora_rank and c.get("q_lora_rank"):
+        n_mla = sum(1 for la in arch.layers if la.kind == "mla")
+        q_a = n_mla * arch.hidden_size * c["q_lora_rank"]
+        add("mla_q_a_replicated", q_a * attn_b * (1 - 1 / attn_tp), "source",
+            f"{cite(release, 'mla_q_a')} (q_a_proj ReplicatedLinear: whole on every rank)")
+    if c.get("index_topk") is not None and c.get("index_head_dim"):
+        # DeepSeek NSA indexer per layer (layers/attention/nsa/nsa_indexer.py, all ReplicatedLinear):
+        # wq_b q_lora_rank x (heads x head_dim) and wk hidden x head_dim quantized like the linears,
+        # weights_proj hidden x heads unquantized, k_norm 2 x head_dim
+        h, hd, nh = c["hidden_size"], c["index_head_dim"], c.get("index_n_heads", 64)
+        q_lora = c.get("q_lora_rank") or h
+        add("nsa_indexer", arch.num_layers * ((q_lora * nh * hd + h * hd) * lin + (h * nh + 2 * hd) * b), "source",
+            "layers/attention/nsa/nsa_indexer.py: wq_b, wk, weights_proj, k_norm ReplicatedLinear per layer")
+
+    # Qwen3.5's gated query: q_proj is num_heads x head_dim x (1 + attn_output_gate) wide, attn_output_gate
+    # defaulting to True; the parameter count gives the gate only to Qwen3-Next (model_type qwen3_next)
+    if arch_name in ("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration", "Qwen3_5ForCausalLM") \
+            and c.get("attn_output_gate", True) and arch.model_type != "qwen3_next":
+        n_full = sum(1 for la in arch.layers if la.kind == "full_attention")
+        add("qwen3_5_output_gate", n_full * arch.hidden_size * arch.num_attention_heads * arch.head_dim * attn_b / attn_tp,
+            "source", f"{cite(release, 'qwen3_5_gate')} (q_proj num_heads x head_dim x (1 + attn_output_gate)): "
+            f"{n_full} full-attention layers x {arch.hidden_size} x {arch.num_attention_heads} x {arch.head_dim}")
+
+    # vision tower
+    if arch_name == "KimiK25ForConditionalGeneration":
+        v, text = _kimi_vision(hf_config, attn_tp, b)
+        add("vision", v - arch.params.vision * b, "source", f"{cite(release, 'kimi_vision')}: {text}")
+    elif arch.params.vision and arch_name in _QWEN3_VL_VISION:
+        add("vision", -arch.params.vision * b * (1 - 1 / attn_tp), "source",
+            f"{cite(release, 'qwen3_vl_vision')} (vision blocks ColumnParallelLinear / RowParallelLinear over the "
+            "attention-TP group unless --mm-enable-dp-encoder)")
+    elif arch.params.vision:
+        notes.append(f"{arch_name}: the vision tower is counted whole on every rank; how SGLang shards it for this "
+                     "class is not modelled")
+
+    # rotary caches
+    rb, rtext = rope_bytes(c, arch, release=release, is_hip=is_hip, model_bytes=b)
+    add("rope", rb, "source", f"{cite(release, 'rope_cache')}: {rtext}")
+
+    # compressed-tensors WNA16 MoE on ROCm keeps its g_idx tensors
+    scheme = (qc.get("config_groups") or {}).get("group_0", {}).get("weights") or {}
+    is_wna16 = (qc.get("quant_method") == "compressed-tensors" and scheme.get("num_bits") in (4, 8)
+                and (qc.get("config_groups") or {}).get("group_0", {}).get("input_activations") is None)
+    if is_hip and is_wna16 and arch.num_experts:
+        if at_least(release, "0.5.9"):
+            n_moe = arch.params.experts // max(1, arch.num_experts * 3 * arch.hidden_size * arch.moe_intermediate_size)
+            g_idx = n_moe * arch.num_experts * (2 * arch.hidden_size + 2 * arch.moe_intermediate_size // tp) * 4
+            add("wna16_g_idx", g_idx, "source",
+                f"{cite(release, 'wna16_g_idx')} (CompressedTensorsWNA16TritonMoE on ROCm keeps w13/w2 g_idx and "
+                f"sort indices, int32: {n_moe} MoE layers x {arch.num_experts} experts x (2 x {arch.hidden_size} + "
+                f"2 x {arch.moe_intermediate_size // tp}) x 4 B)")
+        else:
+            notes.append(f"compressed-tensors WNA16 MoE on ROCm in SGLang {release}: not modelled")
+
+    # aiter shuffle + the Qwen3-MoE params-dict cache
+    if is_hip and arch.num_experts and arch_name in _QWEN3_MOE_CACHED and at_least(release, "0.5.3") \
+            and not at_least(release, "0.5.10.post1"):
+        if quant is None:
+            add("aiter_moe_copy", arch.params.experts * b / tp, "source",
+                f"{cite(release, 'params_dict_cache')} keeps the loaded parameters while "
+                f"{cite(release, 'aiter_moe_shuffle')} replaces w13/w2 by shuffled copies (SGLANG_USE_AITER=1, as "
+                "SGLang's ROCm images set it: docker/Dockerfile.rocm): the experts are held twice")
+        else:
+            notes.append("quantized Qwen3-MoE on ROCm with aiter: whether the weight shuffle leaves a second copy "
+                         "alive through the cached parameter dict is not modelled")
+
+    # allocator rounding
+    if quant is None and not draft:
+        layout = _dense_layout(c, arch, tp, attn_tp, b)
+        if layout is not None:
+            add("allocator", allocator_reserved(layout) - sum(layout), "source", ALLOCATOR_SOURCE)
+        else:
+            notes.append("caching-allocator rounding of the parameters is not modelled for this layout "
+                         "(under 2 MiB per tensor)")
+    elif quant is not None:
+        notes.append("caching-allocator rounding of quantized parameters is not modelled (under 2 MiB per tensor)")
+    notes.append("kernel modules and library workspaces first loaded while the weights load are not counted "
+                 "(0 to 0.07 GiB in the public CUDA logs)")
+    return WeightsEstimate(total=sum(t.bytes for t in terms), terms=terms, notes=notes)
