@@ -5,8 +5,12 @@ For every record of ``../shared/cases/runtime_startup_logs.json`` key ``sglang``
 :func:`calculator.runtimes.sglang.plan` and prints predicted vs logged figures, in two modes:
 
 - ``config``: everything from the model's config.json, the GPU catalog, SGLang's rules and the
-  labelled fit for start-up overhead; weights from the parameter count. What the product can say before
-  a run.
+  labelled fit for start-up overhead; weights estimated from the config (:mod:`calculator.runtimes.sglang.
+  weights`). What the product can say before a run.
+- ``config-loo``: the same, with the start-up overhead fit made without the record's own log (when the
+  record is one of the fit's data): how the fit does on a log it has not seen.
+- ``logged-T``: the log's free memory before loading (``Load weight begin. avail mem``) as input, the
+  weights estimated from the config: checks the weights estimate alone.
 - ``logged-mem``: the same, but with the two memory figures SGLang measures and logs before sizing the
   pool (``Load weight begin. avail mem`` = free memory before loading, and the weights ``mem usage``)
   taken from that record's log as inputs. This checks SGLang's own rules (defaults, fraction, cell size,
@@ -31,6 +35,12 @@ sys.path.insert(0, str(ROOT))
 from calculator.engine.errors import EngineInputError
 from calculator.engine.gpus import GPU, get_gpu
 from calculator.runtimes.sglang import plan
+from calculator.runtimes.sglang.memory import (
+    STARTUP_OVERHEAD_DATA,
+    overhead_fit,
+    overhead_group,
+    startup_overhead_gib,
+)
 
 SHARED = next((p for p in (ROOT.parent / "shared", ROOT.parent.parent / "shared", Path("/work/shared"))
                if (p / "cases").is_dir()), ROOT.parent / "shared")
@@ -46,7 +56,8 @@ V32_OVERLAY = {"architectures": ["DeepseekV32ForCausalLM"], "index_head_dim": 12
                "index_topk": 2048}
 
 # Per record: config file (+ overlay), GPU, release and why. GPUs outside the catalog are built from
-# the record's own logged total memory.
+# the record's own logged total memory; ``capacity_from_log_mib`` names the record's nvidia-smi total of a
+# catalog GPU (the catalog holds torch's total, SGLang's defaults read nvidia-smi's).
 MAPPING: dict[str, dict] = {
     "sgl-004": {"config": "deepseek-ai__DeepSeek-V3.json", "overlay": V32_OVERLAY, "gpu": "B200",
                 "release": "0.5.3.post1",
@@ -57,12 +68,20 @@ MAPPING: dict[str, dict] = {
                 "why_release": "main before PR #11309 (2025-10-07); 0.5.3 (2025-10-06) has the fixed "
                                "mem_fraction_static 0.8 for NSA the PR text describes"},
     "sgl-011": {"config": "Qwen__QwQ-32B.json", "gpu": "L4", "release": "0.4.3.post4",
-                "why_release": "SGL_VERSION 0.4.3.post4 in the Dockerfile on the same page"},
+                "why_release": "SGL_VERSION 0.4.3.post4 in the Dockerfile on the same page",
+                "why_miss": "the weights estimate is the log's 15.54 GiB (parameters + float32 RoPE cache + caching-"
+                            "allocator rounding); the miss is the start-up overhead: 4x L4 over PCIe took 0.40 GiB "
+                            "before loading, the PCIe fit is the mean of this log and 2x RTX 4090's 0.71 (CUDA context "
+                            "and NCCL buffers: not in the configuration), and the pool is 2.8 GiB of 21.6, so every "
+                            "0.1 GiB is 3.1% of the tokens (the plan says so in its notes)"},
     "sgl-015": {"config": "Qwen__Qwen3.5-9B.json", "gpu": "RTX4090", "release": "0.5.10.post1",
                 "why_release": "source build 0.0.0.dev11582 dated 2026-04-14; 0.5.10.post1 (2026-04-08) is the "
-                               "last release before it (assumption)"},
-    "sgl-025": {"config": "Qwen__Qwen3-0.6B.json", "gpu": None, "gpu_from_log_mib": "nvidia_smi_total_mib",
-                "gpu_name": "NVIDIA GeForce RTX 5080", "compute_capability": "12.0", "release": "0.4.10.post2",
+                               "last release before it (assumption)",
+                "why_miss": "weights within 0.05 GiB of the log (vision tower split by TP, gated query, RoPE cache); "
+                            "2x RTX 4090 took 0.71 GiB before loading against the PCIe fit's 0.56 (see sgl-011): "
+                            "+0.15 GiB free -> +1.6% of the tokens, the rest from the weights"},
+    "sgl-025": {"config": "Qwen__Qwen3-0.6B.json", "gpu": "RTX 5080", "capacity_from_log_mib": "nvidia_smi_total_mib",
+                "release": "0.4.10.post2",
                 "why_release": "version not given; log dated 2025-08-08; 0.4.10.post2 (2025-08-03) is the last "
                                "release before it (assumption)"},
     "sgl-006": {"config": "Qwen__Qwen3-30B-A3B.json", "overlay": {"num_hidden_layers": 5}, "gpu": "MI355X",
@@ -147,7 +166,14 @@ def gpu_of(rec: dict, m: dict) -> GPU:
                bandwidth_gbps=0, tflops_bf16=0, tflops_fp8=None, spec_source="not needed", kind="custom")
 
 
+MODES = ("config", "config-loo", "logged-T", "logged-mem")
+
+
 def run(path: Path) -> tuple[list[dict], list[tuple[str, str]]]:
+    """Every complete record in four modes: ``config`` (nothing from the log), ``config-loo`` (the same with
+    the start-up overhead fit made without this record's own log: how the fit does on a log it has not seen),
+    ``logged-T`` (the log's free memory before loading, weights estimated: checks the weights estimate alone)
+    and ``logged-mem`` (both logged figures: checks SGLang's rules alone)."""
     data = json.loads(path.read_text())
     rows, skipped = [], []
     for rec in data["sglang"]:
@@ -163,12 +189,29 @@ def run(path: Path) -> tuple[list[dict], list[tuple[str, str]]]:
         cfg.update(m.get("overlay", {}))
         gpu = gpu_of(rec, m)
         flags = flags_of(rec)
+        if m.get("capacity_from_log_mib"):
+            # nvidia-smi's memory.total of the card (what ServerArgs reads for its defaults): a property of the
+            # GPU the record names, not a measurement of the run
+            flags["gpu_memory_capacity_mib"] = rec["logged"][m["capacity_from_log_mib"]]
         want = rec["logged"]["kv_tokens"]
         row = {"id": rid, "model": rec["model"], "gpu": gpu.name, "release": m["release"], "logged_tokens": want,
-               "why_release": m["why_release"]}
+               "why_release": m["why_release"], "why_miss": m.get("why_miss")}
         inputs = logged_inputs(rec)
-        for mode, extra in (("config", {}), ("logged-mem", inputs)):
-            if mode == "logged-mem" and not extra:
+        world = flags.get("tp_size", 1)
+        loo = overhead_fit(exclude=rid)
+        try:
+            oh_loo = startup_overhead_gib(gpu, world, fit=loo)[0]
+            loo_inputs: dict | None = {"free_memory_before_load_gib": gpu.memory_gib - oh_loo}
+        except EngineInputError:
+            loo_inputs = None  # no other public log of this kind
+        own = any(d[0] == rid and (d[1], d[2]) == overhead_group(gpu, world) for d in STARTUP_OVERHEAD_DATA)
+        for mode, extra in (("config", {}), ("config-loo", loo_inputs if own else None),
+                            ("logged-T", {k: v for k, v in inputs.items() if k == "free_memory_before_load_gib"}),
+                            ("logged-mem", inputs)):
+            if extra is None and mode == "config-loo" and own:
+                row[mode] = {"error": "no other public log of this kind to fit the start-up overhead from"}
+                continue
+            if mode != "config" and not extra:
                 row[mode] = None
                 continue
             try:
@@ -180,7 +223,10 @@ def run(path: Path) -> tuple[list[dict], list[tuple[str, str]]]:
                          "mfs": p.mem_fraction_static, "free_before_load_gib": p.free_before_load_gib,
                          "weights_gib": p.weights_gib, "cell": p.cell_size_bytes, "kv_size_gib": p.kv_size_gib,
                          "max_running_requests": p.max_running_requests,
+                         "pct_per_0_1_gib": p.tokens_pct_per_0_1_gib_overhead,
                          "inputs": sorted(extra), "other": other_fields(rec, p)}
+        row["logged_T"] = inputs.get("free_memory_before_load_gib")
+        row["logged_W"] = inputs["weights_bytes"] / GIB if "weights_bytes" in inputs else None
         rows.append(row)
     return rows, skipped
 
@@ -196,11 +242,11 @@ def best(row: dict) -> tuple[str, dict] | None:
 def summary(rows: list[dict], mode: str | None) -> str:
     errs = []
     for row in rows:
-        r = best(row) if mode is None else (row.get(mode), )
         if mode is None:
-            r = r[1] if r else None
+            b = best(row)
+            r = b[1] if b else None
         else:
-            r = r[0]
+            r = row.get(mode)
         if r and "tokens" in r:
             errs.append(abs(r["err_pct"]))
     if not errs:
@@ -221,27 +267,34 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps({"rows": rows, "skipped": skipped}, indent=1, default=str))
         return 0
-    print(f"{'id':8} {'model':34} {'release':12} {'logged':>10} | {'config':>10} {'err%':>7} | "
-          f"{'logged-mem':>10} {'err%':>7}  mfs / free-before / weights")
+    print(f"{'id':8} {'model':30} {'release':12} {'logged':>10} | " + " | ".join(f"{m:>10} {'err%':>6}" for m in MODES))
     for row in rows:
         def cell(mode, row=row):
             r = row.get(mode)
             if r is None:
-                return f"{'-':>10} {'':>7}"
+                return f"{'-':>10} {'':>6}"
             if "error" in r:
-                return f"{'refused':>10} {'':>7}"
-            return f"{r['tokens']:>10} {r['err_pct']:>+7.2f}"
-        b = best(row)
-        extra = (f"{b[1]['mfs']:.4f} / {b[1]['free_before_load_gib']:.2f} / {b[1]['weights_gib']:.2f} GiB"
-                 if b else "")
-        print(f"{row['id']:8} {row['model'][:34]:34} {row['release']:12} {row['logged_tokens']:>10} | "
-              f"{cell('config')} | {cell('logged-mem')}  {extra}")
-        for mode in ("config", "logged-mem"):
+                return f"{'n/a':>10} {'':>6}"
+            return f"{r['tokens']:>10} {r['err_pct']:>+6.2f}"
+        print(f"{row['id']:8} {row['model'][:30]:30} {row['release']:12} {row['logged_tokens']:>10} | "
+              + " | ".join(cell(m) for m in MODES))
+        c = row.get("config") or {}
+        if "tokens" in c:
+            lt = f"{row['logged_T']:.2f}" if row["logged_T"] is not None else "not logged"
+            lw = f"{row['logged_W']:.2f}" if row["logged_W"] is not None else "not logged"
+            sens = f"; {c['pct_per_0_1_gib']:.1f}% of tokens per 0.1 GiB of start-up overhead" \
+                if c.get("pct_per_0_1_gib") else ""
+            print(f"         config: free before load {c['free_before_load_gib']:.2f} GiB (log {lt}), weights "
+                  f"{c['weights_gib']:.2f} GiB (log {lw}), mem_fraction_static {c['mfs']:.4f}{sens}")
+        for mode in MODES:
             r = row.get(mode)
             if r and "error" in r:
                 print(f"         {mode}: {r['error']}")
+        b = best(row)
         if b:
             print("         " + ", ".join(f"{n} {pv} (log {lv})" for n, pv, lv in b[1]["other"]))
+        if row.get("why_miss"):
+            print(f"         why: {row['why_miss']}")
     print("\nrelease per record:")
     for row in rows:
         print(f"  {row['id']}: {row['release']} -- {row['why_release']}")
@@ -249,7 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     for rid, why in skipped:
         print(f"  {rid}: {why}")
     print("\nsummary (KV tokens, complete records):")
-    print(f"  config only (catalog GPU, overhead fit, weights from parameter count): {summary(rows, 'config')}")
+    print(f"  config only (catalog GPU, start-up overhead fit, weights estimate):    {summary(rows, 'config')}")
+    print(f"  config, overhead fit without the record's own log (leave-one-out):    {summary(rows, 'config-loo')}")
+    print(f"  logged-T (the log's free-before-load, weights estimated):             {summary(rows, 'logged-T')}")
     print(f"  logged-mem (the record's free-before-load and weights as inputs):       {summary(rows, 'logged-mem')}")
     print(f"  best available per record (logged-mem where logged, else config):       {summary(rows, None)}")
     return 0
