@@ -77,3 +77,17 @@ def test_the_page_answers_sglang_and_the_vllm_page_shows_it_beside(client):
     assert "max_total_num_tokens" in page and "sglang.launch_server" in page
     vllm = client.get("/", {"model": QWEN, "gpu": "H100", "max_model_len": "32768"}, follow=True).content.decode()
     assert 'id="side-by-side"' in vllm and "SGLang keeps" in vllm and "while vLLM takes 0.92" in vllm
+
+
+def test_the_sglang_page_shows_vllm_beside_for_the_issue_example(client):
+    """vllm-project/vllm#21348's SGLang launch (Qwen3-235B-A22B-FP8, --tp 4 --mem-fraction-static 0.93, 4x H100)
+    on the SGLang page: the same request on vLLM sits beside it, and the sentence says the fraction was passed,
+    that both keep bf16 KV at 1 KV head x (128 + 128) x 94 layers x 2 B = 48,128 B per token per GPU, and what
+    vLLM subtracts from its budget."""
+    page = client.get("/", {"model": "Qwen/Qwen3-235B-A22B-FP8", "runtime": "sglang", "sglang_version": "0.4.10.post2",
+                            "gpu": "H100", "tensor_parallel_size": "4", "mem_fraction_static": "0.93"}, follow=True).content.decode()
+    assert 'id="side-by-side"' in page and 'id="vllm-tokens"' in page and "vllm serve" in page
+    why = re.search(r'<p id="side-by-side-why">(.*?)</p>', page, re.DOTALL).group(1)
+    assert "0.930 (as passed with --mem-fraction-static)" in why
+    assert "both store bf16 KV at 48,128 B per token per GPU" in why
+    assert "subtracts the profiled activation peak" in why

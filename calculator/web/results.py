@@ -368,6 +368,7 @@ class RuntimeOutcome:
     rows: list[tuple[str, Any, str]]
     launch_command: str
     sources: list[str]
+    side_by_side: dict[str, Any] = field(default_factory=dict)  # the same request on vLLM (SGLang pages)
 
     @property
     def model_id(self) -> str:
@@ -419,19 +420,32 @@ def build_runtime(plan: Plan) -> RuntimeOutcome:
 
     return RuntimeOutcome(plan=plan, canonical_query=canonical_query(plan.permalink_params()),
                           rows=plan.memory.rows(), launch_command=shlex.join(plan.launch_argv),
-                          sources=list(plan.memory.plan.notes))
+                          sources=list(plan.memory.plan.notes),
+                          side_by_side=vllm_side_by_side(plan) if plan.runtime == "sglang" else {})
 
 
-def sglang_side_by_side(plan: Plan) -> dict[str, Any]:
-    """The same request answered by SGLang (its newest covered release), for the vLLM page: ``{"plan"}`` and
-    the sentence explaining the difference in KV tokens, or ``{"error"}`` when SGLang cannot be modelled."""
+def _explain(sglang_plan, vllm_memory) -> str:
+    from calculator.runtimes.sglang.compare import explain_vs_vllm
+
+    m = vllm_memory
+    return explain_vs_vllm(sglang_plan, vllm_kv_tokens=m.kv_cache_tokens, vllm_kv_gib=m.available_kv_cache_gib,
+                           vllm_gpu_memory_utilization=m.resolved.get("gpu_memory_utilization", 0.9),
+                           vllm_weights_gib=m.weights_gib, vllm_activation_gib=m.activation_peak_gib,
+                           vllm_non_torch_gib=m.non_torch_gib,
+                           vllm_cuda_graph_gib=m.cuda_graph_gib if m.cuda_graph_deducted else None,
+                           vllm_bytes_per_token=m.kv_bytes_per_token, vllm_total_gib=m.total_memory_gib,
+                           vllm_kv_cache_dtype=m.resolved.get("kv_cache_dtype"))
+
+
+def _same_request_on(plan: Plan, runtime: str) -> dict[str, Any]:
+    """``plan``'s model, GPUs, context, dtypes and speculative config answered by ``runtime`` at its default
+    release: ``{"plan", "launch", "query"}``, or ``{"error"}`` when that runtime refuses the request."""
     from calculator.plan import make_plan
     from calculator.request import InputError, parse_request
-    from calculator.runtimes.sglang.compare import explain_vs_vllm
     from calculator.web.forms import canonical_query
 
     r = plan.request
-    params = {"model": r.model, "revision": r.revision, "runtime": "sglang", "gpu": r.gpu,
+    params = {"model": r.model, "revision": r.revision, "runtime": runtime, "gpu": r.gpu,
               "tensor_parallel_size": r.tensor_parallel_size, "pipeline_parallel_size": r.pipeline_parallel_size,
               "max_model_len": plan.memory.max_model_len, "dtype": r.dtype, "kv_cache_dtype": r.kv_cache_dtype,
               "quantization": r.quantization, "speculative_config": r.speculative_config}
@@ -440,15 +454,25 @@ def sglang_side_by_side(plan: Plan) -> dict[str, Any]:
                           with_suggestions=False)
     except InputError as exc:
         return {"error": f"{exc.field}: {exc.message}"}
-    m = plan.memory
-    sentence = explain_vs_vllm(other.memory.plan, vllm_kv_tokens=m.kv_cache_tokens, vllm_kv_gib=m.available_kv_cache_gib,
-                               vllm_gpu_memory_utilization=m.resolved.get("gpu_memory_utilization", 0.9),
-                               vllm_weights_gib=m.weights_gib, vllm_activation_gib=m.activation_peak_gib,
-                               vllm_non_torch_gib=m.non_torch_gib,
-                               vllm_cuda_graph_gib=m.cuda_graph_gib if m.cuda_graph_deducted else None,
-                               vllm_bytes_per_token=m.kv_bytes_per_token, vllm_total_gib=m.total_memory_gib)
-    return {"plan": other, "sentence": sentence, "launch": shlex.join(other.launch_argv),
-            "query": canonical_query(other.permalink_params())}
+    return {"plan": other, "launch": shlex.join(other.launch_argv), "query": canonical_query(other.permalink_params())}
+
+
+def vllm_side_by_side(plan: Plan) -> dict[str, Any]:
+    """The same request answered by vLLM (its default release), for the SGLang page: ``{"plan"}`` and the
+    sentence explaining the difference in KV tokens, or ``{"error"}`` when vLLM refuses it."""
+    out = _same_request_on(plan, "vllm")
+    if "plan" in out:
+        out["sentence"] = _explain(plan.memory.plan, out["plan"].memory)
+    return out
+
+
+def sglang_side_by_side(plan: Plan) -> dict[str, Any]:
+    """The same request answered by SGLang (its newest covered release), for the vLLM page: ``{"plan"}`` and
+    the sentence explaining the difference in KV tokens, or ``{"error"}`` when SGLang cannot be modelled."""
+    out = _same_request_on(plan, "sglang")
+    if "plan" in out:
+        out["sentence"] = _explain(out["plan"].memory.plan, plan.memory)
+    return out
 
 
 def build(plan: Plan) -> Outcome:
