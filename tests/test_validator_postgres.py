@@ -27,6 +27,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from worker_scenarios import (  # noqa: E402
+    HANG_AFTER,
     four_concurrent_posts_respect_the_limit,
     kill_a_worker_mid_run,
     two_workers_take_each_run_once,
@@ -100,16 +101,14 @@ def test_the_validator_tests_pass_on_postgresql(cluster):
     assert check.stdout.strip() == "postgresql"  # the settings did switch to it
 
 
-@pytest.mark.skip(reason="the fake benchmark (tests/fake_vllm_bench.py) predates the paired A/B benchmark (--target/--pgid, both servers at once); this crash scenario waits for a sequential baseline phase and must be rewritten")
 def test_two_workers_on_one_queue_take_each_run_once(pg_site, tmp_path):
     site = pg_site(bench_extra=["--fake-log", str(tmp_path / "bench-starts.log")])
     two_workers_take_each_run_once(site, n=6)
 
 
-@pytest.mark.skip(reason="the fake benchmark (tests/fake_vllm_bench.py) predates the paired A/B benchmark (--target/--pgid, both servers at once); this crash scenario waits for a sequential baseline phase and must be rewritten")
 def test_a_killed_workers_run_is_recovered(pg_site, tmp_path):
     site = pg_site(server_mode="stubborn",
-                   bench_extra=["--fake-hang-phase", "speculative", "--fake-pid-file", str(tmp_path / "bench.pid")])
+                   bench_extra=["--fake-hang-after", str(HANG_AFTER), "--fake-pid-file", str(tmp_path / "bench.pid")])
     kill_a_worker_mid_run(site, second_worker=True)
 
 

@@ -9,6 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from worker_scenarios import (  # noqa: E402
+    HANG_AFTER,
     four_concurrent_posts_respect_the_limit,
     kill_a_worker_mid_run,
     two_workers_take_each_run_once,
@@ -23,10 +24,9 @@ def sqlite_site(tmp_path: Path, **kw) -> Site:
 
 
 @pytest.mark.slow
-@pytest.mark.skip(reason="the fake benchmark (tests/fake_vllm_bench.py) predates the paired A/B benchmark (--target/--pgid, both servers at once); this crash scenario waits for a sequential baseline phase and must be rewritten")
 def test_a_killed_worker_leaves_no_process_and_keeps_the_finished_phase(tmp_path):
     site = sqlite_site(tmp_path, server_mode="stubborn",
-                       bench_extra=["--fake-hang-phase", "speculative", "--fake-pid-file", str(tmp_path / "bench.pid")])
+                       bench_extra=["--fake-hang-after", str(HANG_AFTER), "--fake-pid-file", str(tmp_path / "bench.pid")])
     try:
         kill_a_worker_mid_run(site)
     finally:
@@ -34,7 +34,6 @@ def test_a_killed_worker_leaves_no_process_and_keeps_the_finished_phase(tmp_path
 
 
 @pytest.mark.slow
-@pytest.mark.skip(reason="the fake benchmark (tests/fake_vllm_bench.py) predates the paired A/B benchmark (--target/--pgid, both servers at once); this crash scenario waits for a sequential baseline phase and must be rewritten")
 def test_two_workers_on_sqlite_take_each_run_once(tmp_path):
     site = sqlite_site(tmp_path, bench_extra=["--fake-log", str(tmp_path / "bench-starts.log")])
     two_workers_take_each_run_once(site, n=4)

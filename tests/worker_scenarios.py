@@ -11,53 +11,65 @@ from pathlib import Path
 from worker_site import Site, alive, wait_for
 
 
+HANG_AFTER = 2  # the fake benchmark hangs once this many repeats are written: the first A/B pair
+
+
 def kill_a_worker_mid_run(site: Site, second_worker: bool = False) -> None:
-    """The baseline phase has finished, the speculative phase's server and benchmark are running (both
-    ignore SIGTERM, so the parent-death signal alone does not end them), and the worker is SIGKILLed.
-    The sweep must leave no process of the run alive, keep the baseline phase, remove the run's
-    directory, and fail the run with the reason. ``second_worker``: another worker on the queue from the
-    moment the run is claimed; it must neither take the run nor be disturbed by the sweep."""
+    """Both servers run side by side and the paired benchmark has finished its first A/B pair (baseline
+    repeat 0, speculative repeat 0, saved on the row as each ended); it is in the middle of the next repeat
+    (``--fake-hang-after 2``), and the worker is SIGKILLed. The two servers, a child of each, and the
+    benchmark all ignore SIGTERM, so the parent-death signal alone does not end them. The sweep must leave
+    no process of the run alive, keep the finished repeats, remove the run's directory, and fail the run
+    with the reason. ``second_worker``: another worker on the queue from the moment the run is claimed;
+    it must neither take the run nor be disturbed by the sweep."""
     [run_id] = site.submit(1)
     worker = site.worker("doomed")
 
     def hanging() -> dict | None:
         r = site.run(run_id)
-        spec_bench = [g for g in r["process_groups"] if g["role"] == "bench" and g["phase"] == "speculative"
-                      and not g.get("stopped")]
-        return r if "baseline" in r["measured"].get("phases", {}) and spec_bench else None
+        live = [g for g in r["process_groups"] if not g.get("stopped")]
+        finished = sum(len(ph.get("repeats") or []) for ph in r["measured"].get("phases", {}).values())
+        return r if finished == HANG_AFTER and len(live) == 3 else None
 
     if second_worker:
-        wait_for(lambda: site.run(run_id)["status"] != "queued", 60, "the first worker to claim the run")
+        wait_for(lambda: site.run(run_id)["status"] != "queued", 120, "the first worker to claim the run")
         survivor = site.worker("survivor")
-    before = wait_for(hanging, 180, "the baseline phase to be saved and the speculative benchmark to run")
+    before = wait_for(hanging, 240, "the first A/B pair to be saved while the benchmark runs")
     assert before["status"] == "running"
     workdir = site.var / "runs" / run_id
     assert workdir.is_dir()
-    # the benchmark writes its pid once the speculative server answers /health, which the server does
-    # after writing its own pids (before that, server.pids may still be the baseline server's)
+    phases = before["measured"]["phases"]
+    assert [(r["pair"], len(r["bench"]["e2els_ms"])) for ph in ("baseline", "speculative")
+            for r in phases[ph]["repeats"]] == [(0, before["configuration"]["profile"]["num_prompts"])] * 2
+    assert before["measured"]["order"] == ["baseline", "speculative"]
+    # the benchmark writes its pid once it is in its third repeat, long after both servers wrote theirs
     bench = int(wait_for(lambda: (site.base / "bench.pid").exists() and (site.base / "bench.pid").read_text(),
-                         30, "the benchmark's pid"))
-    server, server_child = (int(p) for p in (site.base / "server.pids").read_text().split())
-    recorded = {g["pgid"]: g for g in before["process_groups"] if not g.get("stopped")}
-    assert set(recorded) == {server, bench}, (recorded, server, bench)  # both groups are on the row
-    assert {g["role"] for g in recorded.values()} == {"server", "bench"}
+                         60, "the benchmark's pid"))
+    [(base_server, base_child)] = site.server_pids("baseline")
+    [(spec_server, spec_child)] = site.server_pids("speculative")
+    recorded = {g["pgid"]: (g["role"], g["phase"]) for g in before["process_groups"] if not g.get("stopped")}
+    assert recorded == {base_server: ("server", "baseline"), spec_server: ("server", "speculative"),
+                        bench: ("bench", "paired")}  # every child process group is on the row
+    processes = (base_server, base_child, spec_server, spec_child, bench)
 
     os.kill(worker.pid, signal.SIGKILL)
     worker.wait()
     time.sleep(1.0)  # PR_SET_PDEATHSIG has sent SIGTERM; these ignore it
-    assert alive(server) and alive(server_child) and alive(bench)
+    assert all(alive(p) for p in processes)
     wait_for(lambda: time.time() - _heartbeat_s(site.run(run_id)) > 1.5, 30, "the heartbeat to go stale")
 
     out = site.manage("sweep_validation_runs", "--older-than", "1")
     assert f"1 stale run(s) marked failed: {run_id}" in out
-    wait_for(lambda: not any(alive(p) for p in (server, server_child, bench)), 15, "the run's processes to end")
+    wait_for(lambda: not any(alive(p) for p in processes), 30, "the run's processes to end")
     after = site.run(run_id)
     assert after["status"] == "failed"
     assert "worker stopped responding (no heartbeat for 1 s)" in after["error"]
-    assert "Kept what finished: the baseline phase" in after["error"]
-    assert set(after["measured"]["phases"]) == {"baseline"}
-    assert after["measured"]["phases"]["baseline"] == before["measured"]["phases"]["baseline"]
+    planned = 2 * before["configuration"]["profile"]["repeats"]
+    assert (f"Kept what finished: 2 of {planned} benchmark repeats (1 baseline, 1 speculative; "
+            "1 complete A/B pair)") in after["error"]
+    assert after["measured"]["phases"] == before["measured"]["phases"]  # the finished pair, as saved
     assert not workdir.exists()
+    assert all(g.get("stopped") for g in after["process_groups"])
     assert [t["status"] for t in site.tasks() if _uuid(t["id"]) == _uuid(after["task_result_id"])] == ["FAILED"]
     assert "0 stale run(s) marked failed" in site.manage("sweep_validation_runs", "--older-than", "1")
     if second_worker:
@@ -80,12 +92,14 @@ def _heartbeat_s(row: dict) -> float:
 
 def two_workers_take_each_run_once(site: Site, n: int = 6) -> None:
     """``n`` runs, two ``db_worker`` processes on one queue: every run is done, by exactly one task claimed
-    once by one worker, both workers took runs, and each run's two benchmarks ran exactly once."""
+    once by one worker, both workers took runs, each run's paired benchmark ran exactly once, and it
+    alternated A B A B between the run's two servers (real HTTP: only the speculative server's
+    ``/metrics`` has speculative-decoding counters)."""
     ids = site.submit(n)
     site.worker("w1")
     site.worker("w2")
     try:
-        wait_for(lambda: all(site.run(i)["status"] in ("done", "failed") for i in ids), 60 + 30 * n,
+        wait_for(lambda: all(site.run(i)["status"] in ("done", "failed") for i in ids), 120 + 60 * n,
                  f"{n} runs to finish")
     finally:
         site.stop_workers()
@@ -98,8 +112,15 @@ def two_workers_take_each_run_once(site: Site, n: int = 6) -> None:
     assert {t["worker_ids"][0] for t in tasks} == {"w1", "w2"}
     starts = collections.Counter(Path(line).parent.name + "/" + Path(line).name
                                  for line in (site.base / "bench-starts.log").read_text().split())
-    assert starts == collections.Counter({f"{i}/{phase}-bench.json": 1 for i in ids
-                                          for phase in ("baseline", "speculative")})
+    assert starts == collections.Counter({f"{i}/bench.json": 1 for i in ids})
+    for r in runs.values():
+        profile, m = r["configuration"]["profile"], r["measured"]
+        assert m["order"] == ["baseline", "speculative"] * profile["repeats"]
+        for phase in ("baseline", "speculative"):
+            reps = m["phases"][phase]["repeats"]
+            assert [x["pair"] for x in reps] == list(range(profile["repeats"]))
+            assert all(x["bench"]["completed"] == profile["num_prompts"] for x in reps)
+            assert all((x["spec_decode"] is not None) == (phase == "speculative") for x in reps)
 
 
 CONCURRENT_POSTS = """

@@ -116,6 +116,7 @@ class Site:
         self.var = base / "var"
         self.var.mkdir(parents=True, exist_ok=True)
         self.cluster = cluster
+        self.pid_dir = base / "server-pids"  # <phase>.<pid>.pids per fake server (tests/fake_vllm_server.py)
         self.db_env = db_env or {"DB": "sqlite", "DB_NAME": str(base / "db.sqlite3")}
         self.env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("DB", "DJANGO_", "VALIDATOR_"))},
@@ -126,7 +127,7 @@ class Site:
             "SECRET_KEY": "worker-crash-test-key-" + "x" * 40,
             "HF_HUB_OFFLINE": "1",
             "TEST_VALIDATOR_SERVER_COMMAND": json.dumps([sys.executable, FAKE_SERVER, "--fake-mode", server_mode,
-                                                         "--fake-pid-file", str(base / "server.pids")]),
+                                                         "--fake-pid-dir", str(self.pid_dir)]),
             "TEST_VALIDATOR_BENCH_COMMAND": json.dumps([sys.executable, FAKE_BENCH, *(bench_extra or [])]),
         }
         self.workers: list[subprocess.Popen] = []
@@ -167,10 +168,19 @@ class Site:
         self.workers.append(proc)
         return proc
 
+    def server_pids(self, phase: str) -> list[tuple[int, int | None]]:
+        """``(pid, child pid or None)`` of each fake server of ``phase`` ("baseline"/"speculative") started
+        so far, from the pid files they write."""
+        out = []
+        for f in sorted(self.pid_dir.glob(f"{phase}.*.pids")):
+            pids = [int(p) for p in f.read_text().split()]
+            out.append((pids[0], pids[1] if len(pids) > 1 else None))
+        return out
+
     def stop_workers(self) -> None:
         """Stop the workers (SIGTERM, then SIGKILL), and SIGKILL what fake servers and benchmarks a failed
         test may have left (their pid files; only processes that are still our fake scripts)."""
-        for pid_file in (self.base / "server.pids", self.base / "bench.pid"):
+        for pid_file in (*self.pid_dir.glob("*.pids"), self.base / "bench.pid"):
             try:
                 pids = [int(p) for p in pid_file.read_text().split()]
             except (OSError, ValueError):
@@ -201,12 +211,12 @@ class Site:
 
     def run(self, run_id: str) -> dict[str, Any]:
         cols = ["status", "stage", "error", "measured", "process_groups", "attempt", "task_result_id",
-                "worker_host", "server_pgid", "heartbeat_at"]
+                "worker_host", "server_pgid", "heartbeat_at", "configuration"]
         key = run_id if self.cluster is not None else run_id.replace("-", "")
         rows = self._query(f"SELECT {', '.join(cols)} FROM validator_validationrun WHERE id = ?", (key,))
         assert rows, f"no run {run_id}"
         row = dict(zip(cols, rows[0]))
-        for k in ("measured", "process_groups"):
+        for k in ("measured", "process_groups", "configuration"):
             if isinstance(row[k], str):
                 row[k] = json.loads(row[k])
         return row

@@ -327,6 +327,23 @@ def paired_verdict(measured: dict[str, Any], hardware: dict[str, Any]) -> dict[s
     return v
 
 
+def _fold_repeats(measured: dict[str, Any], raw: list[dict[str, Any]], samplers: dict[str, MemorySampler]) -> None:
+    """Put the benchmark's finished repeats (``validator.bench_serve_entry``'s entries, in the order they
+    ran) into ``measured``: ``order`` and, per phase, ``repeats`` (pair, summary, acceptance), their
+    ``aggregate`` and the peak memory sampled so far."""
+    if not raw:
+        return
+    measured["order"] = [r.get("phase") for r in raw]
+    for name, sampler in samplers.items():
+        ph = measured["phases"][name]
+        ph["repeats"] = [{"pair": r.get("pair"), "bench": _summary(r["result"], r.get("server_cpu_s")),
+                          "spec_decode": runner.spec_decode_delta(r["metrics_before"], r["metrics_after"])}
+                         for r in raw if r.get("phase") == name]
+        ph["aggregate"] = aggregate(ph["repeats"])
+        ph["peak_memory_bytes"] = sampler.peak_bytes
+        ph["peak_memory_method"] = sampler.method
+
+
 def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], workdir: Path,
                  reporter: Reporter, hardware: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
     """Paired, interleaved A/B: the baseline and the speculation server run side by side and the
@@ -335,8 +352,10 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
 
     ``options``: ``wall_clock_s`` (whole run), ``startup_timeout_s``, ``bench_timeout_s``,
     ``server_command``/``bench_command`` (argv prefixes replacing vLLM's), ``on_server(pgid|None)``,
-    ``on_process(role, phase, pgid|None)`` (each child process group as it starts and stops) and
-    ``on_phase(measured)`` (once the paired benchmark has finished, to persist it).
+    ``on_process(role, phase, pgid|None)`` (each child process group as it starts and stops: the two
+    servers as ``("server", "baseline"|"speculative")``, the benchmark as ``("bench", "paired")``) and
+    ``on_phase(measured)`` (each time the benchmark has finished another repeat, with the repeats so far,
+    and once it has finished them all: a crash keeps the finished repeats).
     Returns the measured dict: ``phases`` (``baseline``/``speculative``: startup, repeats, aggregate,
     peak memory), ``order``, ``comparison``, ``verdict`` (``validator.stats.decide``), ``acceptance``,
     ``calibration``. Raises ``RunnerError`` (``RunTimeout``, ``Cancelled``) with the log tail; both
@@ -377,6 +396,7 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
                                         "env": {k: env[k] for k in ("VLLM_CPU_KVCACHE_SPACE",) if k in env}}
             server.start()
             servers[name] = server
+            on_process("server", name, server.pgid)
             pgids.append(server.pgid)
             options.setdefault("on_server", lambda pgid: None)(server.pgid)
             samplers[name] = MemorySampler(platform, server.pgid)
@@ -390,14 +410,26 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
                                       workdir / "results", combined, command=options.get("bench_command"),
                                       pgids={n: s.pgid for n, s in servers.items()} if platform == "cpu" else None)
         bench = runner.BenchProcess(bench_cmd, workdir / "bench.log", combined)
+        on_process("bench", "paired", bench.proc.pid)
         measured["bench_argv"] = bench_cmd
         state = {"what": "starting vLLM (baseline and speculation side by side)", "p": 0.0}
         budget = max(1.0, 2 * options.get("phase_budget_s", 60.0))
+
+        persisted = {"repeats": 0}
+
+        def persist_finished() -> None:
+            """Save the repeats the benchmark has finished so far, when it has finished another one."""
+            raw = bench.finished()
+            if len(raw) > persisted["repeats"]:
+                persisted["repeats"] = len(raw)
+                _fold_repeats(measured, raw, samplers)
+                options.get("on_phase", lambda m: None)(measured)
 
         def sample() -> None:
             for m in samplers.values():
                 m.sample()
             bench.check_alive()
+            persist_finished()
             frac = min(0.95, (time.monotonic() - t_start) / budget)
             reporter(state["what"], frac, servers["speculative"].log_tail(4000))
 
@@ -408,18 +440,13 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
         state["what"] = (f"benchmarking: {profile['repeats']} pairs x {profile['num_prompts']} prompts "
                          f"({workload}), concurrency {profile['concurrency']}, A/B interleaved")
         raw = bench.wait(deadline, sample, options["bench_timeout_s"])
-        measured["order"] = [r.get("phase") for r in raw]
-        for name in servers:
-            ph = measured["phases"][name]
-            ph["repeats"] = [{"pair": r.get("pair"), "bench": _summary(r["result"], r.get("server_cpu_s")),
-                              "spec_decode": runner.spec_decode_delta(r["metrics_before"], r["metrics_after"])}
-                             for r in raw if r.get("phase") == name]
-            ph["aggregate"] = aggregate(ph["repeats"])
-            samplers[name].sample()
-            ph["peak_memory_bytes"] = samplers[name].peak_bytes
-            ph["peak_memory_method"] = samplers[name].method
+        for m in samplers.values():
+            m.sample()
+        _fold_repeats(measured, raw, samplers)
         options.get("on_phase", lambda m: None)(measured)  # persisted now: a crash later keeps the measurements
     except RunnerError as e:
+        if bench is not None and samplers:  # a timeout or a failed repeat keeps the repeats that finished
+            _fold_repeats(measured, bench.finished(), samplers)
         if not e.log_tail:
             e.log_tail = "\n".join(s.log_tail(3000) for s in servers.values())
         e.measured = measured

@@ -167,8 +167,10 @@ def build_configuration(params: dict[str, Any]) -> dict[str, Any]:
                   "0; not random weights)")
         revision = None
     elif tiny_models.is_builtin(model_id):
-        model_dir, hf_config = tiny_models.ensure_builtin(model_id)
-        source = f"built-in tiny random model written to {model_dir}"
+        # its committed config.json: the worker writes the weights when it runs (validator.bench.model_path_for),
+        # not the page that only asks whether it could (importing torch and writing takes seconds)
+        hf_config = tiny_models.builtin_config(model_id)
+        source = "built-in tiny random model (written on the worker at its first run)"
     else:
         meta = resolve_model(model_id, revision)
         hf_config, source = meta["config"], meta["source"]
@@ -180,7 +182,7 @@ def build_configuration(params: dict[str, Any]) -> dict[str, Any]:
             if stand_in is None:
                 raise ConfigurationError("model", f"{model_id} ({arch}) cannot run on the CPU worker and there is "
                                                   "no tiny stand-in for that architecture yet (only Llama-shaped)")
-            model_dir, hf_config = tiny_models.ensure_builtin(stand_in)
+            hf_config = tiny_models.builtin_config(stand_in)
             run_model = stand_in
             source = f"tiny random stand-in {stand_in} for {arch}"
             adjustments.append(f"{model_id} cannot be downloaded or run on this CPU worker; the run uses "

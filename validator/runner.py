@@ -616,6 +616,8 @@ class BenchProcess:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,  # noqa: S603 - argv list
                                          stdin=subprocess.DEVNULL, env=env, **child_popen_kwargs())
         self.t0 = time.monotonic()
+        self._finished: list[dict[str, Any]] = []
+        self._finished_stamp: tuple[int, int] | None = None
 
     def check_alive(self) -> None:
         """Raise ``RunnerError`` if the child already exited with an error."""
@@ -638,6 +640,21 @@ class BenchProcess:
         if not self.combined_output.exists():
             raise RunnerError("the serving benchmark wrote no result", tail(self.log_path))
         return json.loads(self.combined_output.read_text())
+
+    def finished(self) -> list[dict[str, Any]]:
+        """The repeats the benchmark has finished so far (its ``--combined-output``, rewritten atomically
+        after every repeat); ``[]`` before the first. Re-read only when the file has changed."""
+        try:
+            st = self.combined_output.stat()
+        except OSError:
+            return self._finished
+        if (st.st_mtime_ns, st.st_size) != self._finished_stamp:
+            try:
+                self._finished = json.loads(self.combined_output.read_text())
+            except (OSError, ValueError):
+                return self._finished
+            self._finished_stamp = (st.st_mtime_ns, st.st_size)
+        return self._finished
 
     def stop(self) -> None:
         if self.proc.poll() is None:

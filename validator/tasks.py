@@ -4,8 +4,8 @@ The worker is django-tasks-db's ``manage.py db_worker``. django-tasks-db never t
 after ``claim`` (no heartbeat), so our ``ValidationRun`` carries ``heartbeat_at`` and
 ``sweep_stale_runs()`` — run by every task at its start and by ``manage.py sweep_validation_runs`` —
 recovers runs whose worker stopped responding: it kills the run's recorded process groups (vLLM's server
-and the benchmark) when they are on this host, removes ``VAR_DIR/runs/<id>``, keeps the phases that had
-finished (each is saved as it ends), and re-queues the run once if nothing had been started yet, else
+and the benchmark) when they are on this host, removes ``VAR_DIR/runs/<id>``, keeps the benchmark repeats
+that had finished (each is saved as it ends), and re-queues the run once if nothing had been started yet, else
 fails it with the reason.
 """
 from __future__ import annotations
@@ -105,6 +105,24 @@ def _recorded_groups(run: ValidationRun) -> list[dict[str, Any]]:
     return groups
 
 
+def kept_repeats(run: ValidationRun) -> str:
+    """What a crashed run had measured and saved (``validator.bench.run_sequence`` saves each benchmark
+    repeat as it finishes), as a phrase: ``"3 of 16 benchmark repeats (2 baseline, 1 speculative; 1
+    complete A/B pair)"``; ``""`` when no repeat had finished."""
+    phases = (run.measured or {}).get("phases", {})
+    counts = {name: len(ph.get("repeats") or []) for name, ph in phases.items()}
+    total = sum(counts.values())
+    if not total:
+        return ""
+    pairs = {name: {r.get("pair") for r in ph.get("repeats") or []} for name, ph in phases.items()}
+    complete = len(set.intersection(*pairs.values())) if len(pairs) > 1 else 0
+    planned = (run.configuration or {}).get("profile", {}).get("repeats")
+    of = f" of {2 * planned}" if planned else ""
+    per_phase = ", ".join(f"{n} {name}" for name, n in counts.items())
+    return (f"{total}{of} benchmark repeat{'s' if total > 1 else ''} ({per_phase}; "
+            f"{complete} complete A/B pair{'' if complete == 1 else 's'})")
+
+
 def recover_crashed_run(run: ValidationRun, reason: str) -> str | None:
     """One stale run (its worker died, or stopped heartbeating): claim it with a conditional UPDATE (so
     a worker that is alive after all, or a second sweeper, cannot both win), then
@@ -115,15 +133,16 @@ def recover_crashed_run(run: ValidationRun, reason: str) -> str | None:
     - mark the queue's task result failed,
     - nothing started yet (no child process recorded, no phase finished) and not re-queued before:
       re-queue it as a new ``attempt`` (the old worker's writes are then refused) and enqueue it;
-      otherwise fail it with ``reason``, keeping the phases that finished (saved as each ended).
+      otherwise fail it with ``reason``, keeping the benchmark repeats that finished (saved as each
+      ended; ``kept_repeats`` names them in the error).
 
     Returns ``"requeued"``, ``"failed"``, or None when the run was not claimed."""
     from django_tasks_db.models import DBTaskResult
 
     host = socket.gethostname()
     groups = _recorded_groups(run)
-    finished = sorted((run.measured or {}).get("phases", {}))
-    started_something = bool(run.process_groups or run.server_pgid or finished)
+    kept = kept_repeats(run)
+    started_something = bool(run.process_groups or run.server_pgid or kept)
     old_task, worker_host = run.task_result_id, run.worker_host
     if not started_something and run.attempt < MAX_REQUEUES:
         if not run.requeue(reason, seen_heartbeat=run.heartbeat_at):
@@ -131,8 +150,8 @@ def recover_crashed_run(run: ValidationRun, reason: str) -> str | None:
         outcome = "requeued"
     else:
         error = f"{reason}; the run was marked failed"
-        if finished:
-            error += f". Kept what finished: the {' and '.join(finished)} phase{'s' if len(finished) > 1 else ''}"
+        if kept:
+            error += f". Kept what finished: {kept}"
         elif not started_something:
             error += f" (it had already been re-queued {run.attempt} time(s) after a crash)"
         if not run.fail(error):
@@ -218,7 +237,7 @@ def execute(run: ValidationRun) -> None:
         retry_locked(lambda: run.heartbeat(process_groups=[dict(g) for g in groups]))
 
     def on_phase(measured: dict[str, Any]) -> None:
-        """Save the phases measured so far: a crash after this keeps them."""
+        """Save the repeats measured so far: a crash after this keeps them."""
         retry_locked(lambda: run.heartbeat(measured=measured))
 
     options = {
