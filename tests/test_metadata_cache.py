@@ -271,7 +271,7 @@ def test_every_catalog_file_has_a_sources_row_and_every_extra_file_a_config():
 
 
 def test_fourth_pass_catalog_counts_match_hand_counts(monkeypatch):
-    """Meta-device counts of rows 91, 96 and 99 against figures worked out independently."""
+    """Meta-device counts of rows 91, 96, 99 and 121 against figures worked out independently."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
     def params(repo_id):
@@ -286,6 +286,8 @@ def test_fourth_pass_catalog_counts_match_hand_counts(monkeypatch):
     assert params("meta-llama/Meta-Llama-3-8B-Instruct") == {"BF16": 8_030_261_248}
     # Row 99: Qwen2.5-32B-Instruct has the shapes of QwQ-32B (row 86), whose checkpoint totals 32,763,876,352.
     assert params("Qwen/Qwen2.5-32B-Instruct") == {"BF16": 32_763_876_352}
+    # Row 121: the checkpoint's safetensors element total (vision tower included), from the same reports.
+    assert params("Qwen/Qwen3-VL-8B-Instruct") == {"BF16": 8_767_123_696}
 
 
 def test_training_config_heads_carry_their_mark(monkeypatch):
