@@ -253,3 +253,45 @@ def test_hub_and_catalog_modules_import_without_django():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=root)
     assert out.returncode == 0, out.stderr
     assert int(out.stdout) == len(catalog_models())
+
+
+def test_every_catalog_file_has_a_sources_row_and_every_extra_file_a_config():
+    """A config enters the catalog only with its public source: each ``*.json`` in model_configs has a numbered
+    SOURCES.md row, and each ``extra/<stem>__<quant file>`` belongs to a shipped config."""
+    from calculator.metadata.catalog import CATALOG_DIR, _sources
+    from calculator.metadata.hub import QUANT_FILES
+
+    rows = _sources()
+    missing = sorted(p.name for p in CATALOG_DIR.glob("*.json") if p.name not in rows)
+    assert missing == []
+    assert len({row for row, _ in rows.values()}) == len(rows)  # row numbers are not reused
+    for extra in (CATALOG_DIR / "extra").glob("*.json"):
+        stem, _, quant_file = extra.name.rpartition("__")
+        assert quant_file in QUANT_FILES and (CATALOG_DIR / f"{stem}.json").is_file(), extra.name
+
+
+def test_fourth_pass_catalog_counts_match_hand_counts(monkeypatch):
+    """Meta-device counts of rows 91, 96, 99 and 121 against figures worked out independently."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+    def params(repo_id):
+        return load_model(repo_id).weights.params_by_dtype
+
+    # facebook/opt-125m by hand from its config (row 91): token embedding 50272 x 768 + learned positions
+    # (2048 + 2 offset) x 768 + 12 x (q/k/v/out 4 x (768^2 + 768) + fc1 768 x 3072 + 3072 + fc2 3072 x 768 + 768
+    # + two LayerNorms 2 x 2 x 768) + final LayerNorm 2 x 768; lm_head tied. float16 checkpoint.
+    layer = 4 * (768 * 768 + 768) + (768 * 3072 + 3072) + (3072 * 768 + 768) + 2 * 2 * 768
+    assert params("facebook/opt-125m") == {"F16": 50272 * 768 + 2050 * 768 + 12 * layer + 2 * 768}
+    # Row 96: the safetensors element total the REPORTS read from the checkpoint's headers.
+    assert params("meta-llama/Meta-Llama-3-8B-Instruct") == {"BF16": 8_030_261_248}
+    # Row 99: Qwen2.5-32B-Instruct has the shapes of QwQ-32B (row 86), whose checkpoint totals 32,763,876,352.
+    assert params("Qwen/Qwen2.5-32B-Instruct") == {"BF16": 32_763_876_352}
+    # Row 121: the checkpoint's safetensors element total (vision tower included), from the same reports.
+    assert params("Qwen/Qwen3-VL-8B-Instruct") == {"BF16": 8_767_123_696}
+
+
+def test_training_config_heads_carry_their_mark(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    head = load_model("thoughtworks/GLM-4.7-Flash-Eagle3", count_params=False)
+    assert head.config["draft_vocab_size"] == 32000 and head.config["num_hidden_layers"] == 1
+    assert any("marks this copy: IDENTITY UNVERIFIED" in n for n in head.notes)
