@@ -82,7 +82,7 @@ def test_check_compat_refuses_an_uncovered_release():
 
 def test_release_form_choices_come_from_the_data():
     from compat.forms import VerdictForm
-    assert [c for c, _ in VerdictForm().fields["vllm_version"].choices if c] == list(reversed(EXPECTED))
+    assert [c for c, _ in VerdictForm().fields["vllm_version"].widget.choices if c] == list(reversed(EXPECTED))
 
 
 # ---------------------------------------------------------------- backends that come and go
