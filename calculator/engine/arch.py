@@ -272,11 +272,6 @@ def _refuse_unmodelled(c: dict[str, Any], model_type: str, architecture: str) ->
                 raise EngineInputError("model", f"not modelled: Gemma 4 per_layer_config with "
                                        f"{', '.join(bad) or 'entries that are not objects'} (this calculator reads "
                                        "only head_dim and num_key_value_heads per layer)")
-        elif c.get("global_head_dim") is None:
-            raise EngineInputError("model", "not modelled: a Gemma 4 config without global_head_dim: vLLM 0.19 "
-                                   "then sizes the global layers with head_dim (gemma4.py:443) but transformers "
-                                   ">= 5.6 with 512 (Gemma4TextConfig), so the global layers' cache depends on the "
-                                   "installed transformers; give a config with global_head_dim")
         if c.get("use_bidirectional_attention") == "all":
             raise EngineInputError("model", "not modelled: Gemma 4 with use_bidirectional_attention=all (its "
                                    "sliding window is rewritten by the config class and its layers are not causal)")
@@ -332,6 +327,11 @@ def _gemma4_layers(c: dict[str, Any], num_layers: int, window: int | None, notes
     if isinstance(plc, dict):
         overrides = {int(k): v for k, v in plc.items()}
     else:
+        if c.get("global_head_dim") is None:
+            raise EngineInputError("config.global_head_dim", "missing: without it vLLM 0.19 sizes Gemma 4's global "
+                                   "layers with head_dim (gemma4.py:443) but transformers >= 5.6 with 512 "
+                                   "(Gemma4TextConfig.__post_init__), so their cache depends on the installed "
+                                   "transformers; not modelled, rather than guess")
         ghd = _req_int(c, "global_head_dim")
         override: dict[str, int] = {"head_dim": ghd}
         if c.get("attention_k_eq_v") and c.get("num_global_key_value_heads") is not None:
