@@ -174,6 +174,20 @@ def test_sparse_mla_with_mtp_adds_the_draft_layers_indexer():
     assert r.kv_bytes_per_token == 62 * (656 + 132)
 
 
+def test_sparse_mla_indexer_weights_are_whole_on_every_rank():
+    """vLLM builds the indexer replicated (ReplicatedLinear / disable_tp, deepseek_v2.py:703-720 in 0.32): at TP 8
+    every GPU holds all 61 layers' indexers. Per layer: wq_b 1,536 x (64 heads x 128) fp8 with one float32 scale
+    per 128 x 128 block, wk 7,168 x 128 and weights_proj 7,168 x 64 unquantized bf16 (fused since 0.20), k_norm
+    2 x 128 float32. Against the same config without index_topk (no indexer), the weights grow by 61 x that."""
+    cfg = catalog(DSV32)
+    plain = {k: v for k, v in cfg.items() if not k.startswith("index_")}
+    per_layer = 1536 * 64 * 128 * (1 + 4 / (128 * 128)) + 7168 * 128 * 2 + 7168 * 64 * 2 + 2 * 128 * 4
+    with_indexer = _v32(vllm_version="0.32.0")
+    without = estimate(EngineInput(hf_config=plain, gpu="H200", tensor_parallel_size=8, max_model_len=32768,
+                                   kv_cache_memory_bytes=40 * GiB))
+    assert with_indexer.weights_gib - without.weights_gib == pytest.approx(61 * per_layer / GiB, abs=0.011)
+
+
 @pytest.mark.parametrize("kw,field,words", [
     (dict(vllm_version="0.10.2"), "vllm_version", "are not supported for now"),
     (dict(gpu="CPU", tensor_parallel_size=1), "gpu", "Sparse Attention is not supported on CPU."),

@@ -130,6 +130,8 @@ class ModelArch(BaseModel):
     # DeepSeek sparse attention (V3.2): the lightning indexer's key width (index_head_dim) and top-k.
     index_head_dim: int | None = None
     index_topk: int | None = None
+    index_n_heads: int = 0
+    q_lora_rank: int | None = None
     # MoE
     num_experts: int = 0
     num_experts_per_tok: int = 0
@@ -619,12 +621,8 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
             q = hidden * ql + ql + ql * num_heads * (nope + rope_dim) if ql else hidden * num_heads * (nope + rope_dim)
             kv = hidden * (kv_lora + rope_dim) + kv_lora + kv_lora * num_heads * (nope + v_hd)
             p.attention += q + kv + num_heads * v_hd * hidden
-            if layer.indexer:
-                # DeepSeek-V3.2's lightning indexer (deepseek_v2.py ``Indexer``): wq_b (q_lora_rank ->
-                # index_n_heads x index_head_dim), wk (hidden -> index_head_dim), its LayerNorm (weight + bias)
-                # and weights_proj (hidden -> index_n_heads)
-                ihd, inh = _req_int(c, "index_head_dim"), _req_int(c, "index_n_heads")
-                p.attention += (ql or hidden) * inh * ihd + hidden * ihd + 2 * ihd + hidden * inh
+            # DeepSeek-V3.2's lightning indexer is not in this count: vLLM replicates it on every TP rank
+            # (memory.py adds it, layers.indexer_weight_bytes)
         elif kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.CROSS):
             hd = layer.head_dim or head_dim
             kvh = layer.num_kv_heads or num_kv
@@ -788,7 +786,9 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
         num_attention_heads=num_heads, num_kv_heads=num_kv, head_dim=head_dim, vocab_size=vocab,
         intermediate_size=intermediate, tie_word_embeddings=bool(tie), max_position_embeddings=max_pos,
         torch_dtype=dtype.replace("torch.", ""), layers=layers, kv_lora_rank=kv_lora, qk_rope_head_dim=rope_dim,
-        index_head_dim=_opt_int(c, "index_head_dim") if any(la.indexer for la in layers) else None,
+        index_head_dim=_req_int(c, "index_head_dim") if any(la.indexer for la in layers) else None,
+        index_n_heads=_req_int(c, "index_n_heads") if any(la.indexer for la in layers) else 0,
+        q_lora_rank=_opt_int(c, "q_lora_rank") if kv_lora else None,
         index_topk=_opt_int(c, "index_topk") if any(la.indexer for la in layers) else None,
         mla_nope_v_dim=(c.get("qk_nope_head_dim") or 0) + (c.get("v_head_dim") or 0) if kv_lora else 0,
         num_experts=n_exp if moe_layers else 0, num_experts_per_tok=topk if moe_layers else 0,

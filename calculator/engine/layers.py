@@ -252,6 +252,22 @@ def indexer_bytes_per_token(index_head_dim: int) -> tuple[int, str]:
         "DeepseekV32IndexerCache: index_head_dim fp8 + float32 scale per 128 (deepseek_v2.py:731-736, 0.32.0)"
 
 
+def indexer_weight_bytes(version: Release, hidden: int, q_lora_rank: int, index_head_dim: int,
+                         index_n_heads: int, linear_bytes: float, model_bytes: int) -> tuple[int, str]:
+    """Bytes of one layer's lightning indexer on every GPU: vLLM builds it replicated, not split over TP
+    (``Indexer``): ``wq_b`` ReplicatedLinear q_lora_rank -> n_heads x head_dim quantized like the linears,
+    ``wk`` hidden -> head_dim (quantized before 0.20; from 0.20 fused with ``weights_proj`` into one unquantized
+    ``wk_weights_proj``), ``weights_proj`` hidden -> n_heads unquantized, ``k_norm`` LayerNorm (weight + bias;
+    float32 in 0.32). vllm/model_executor/models/deepseek_v2.py:746-760 (0.11.0); :641-648 (0.20.2);
+    :703-720 (0.32.0). ``linear_bytes``: bytes per weight of the quantized linears."""
+    wk_bytes = model_bytes if version >= (0, 20, 0) else linear_bytes
+    total = q_lora_rank * index_n_heads * index_head_dim * linear_bytes + hidden * index_head_dim * wk_bytes \
+        + hidden * index_n_heads * model_bytes + 2 * index_head_dim * 4
+    return int(total), (f"indexer per layer, replicated on every TP rank: wq_b quantized like the linears, "
+                        f"wk {'unquantized' if version >= (0, 20, 0) else 'quantized'}, weights_proj in the model "
+                        f"dtype (deepseek_v2.py:746-760 in 0.11.0, :641-648 in 0.20.2, :703-720 in 0.32.0)")
+
+
 def kda_state_bytes(version: Release, mamba: dict[str, int], tp: int, num_spec: int, conv_bytes: int,
                     ssm_bytes: int = 4) -> tuple[int, str]:
     """One request's KDA state per layer (``MambaStateShapeCalculator.kda_state_shape`` /

@@ -23,8 +23,9 @@ from .gpus import GPU, get_gpu
 from .kv import (ChunkedLocalAttentionSpec, CrossAttentionSpec, FullAttentionSpec, KVContext, KVGroup,
                  MambaSpec, MLAAttentionSpec, SlidingWindowSpec, Spec, capacity, cdiv, estimate_max_model_len,
                  group_specs)
-from .layers import (check_architecture, check_kda, hybrid_mla_alignment, indexer_bytes_per_token, kda_state_bytes,
-                     sparse_mla_backend, sparse_mla_block_size, sparse_mla_cache)
+from .layers import (check_architecture, check_kda, hybrid_mla_alignment, indexer_bytes_per_token,
+                     indexer_weight_bytes, kda_state_bytes, sparse_mla_backend, sparse_mla_block_size,
+                     sparse_mla_cache)
 from .runtime import (CUDA_GRAPH_BASE_GIB, CUDA_GRAPH_MOE_EXTRA_GIB, CUDA_GRAPH_PER_LAYER_GIB, FORWARD_FACTOR,
                       MOE_WORKSPACE_FACTOR, NON_TORCH_GIB_PP, NON_TORCH_GIB_SINGLE, SAMPLER_BASE_GIB,
                       SAMPLER_BYTES_PER_SEQ_VOCAB, SAMPLER_BYTES_PER_SEQ_VOCAB_OLD, ReleaseRules, parse_version)
@@ -452,6 +453,15 @@ def estimate(inp: EngineInput) -> EstimateResult:
                                    else "; each expert sharded"))
         warnings.append("data / expert parallel: the all-to-all and DP-coordination buffers are not modelled "
                         "(they come out of the memory outside the KV budget)")
+    if arch.is_sparse_mla:
+        lin_b = (quant.bits / 8 + quant.scale_bytes_per_weight) if quant else model_b
+        per_layer, why = indexer_weight_bytes(rules.version, arch.hidden_size, arch.q_lora_rank or arch.hidden_size,
+                                              arch.index_head_dim or 0, arch.index_n_heads, lin_b, model_b)
+        stages = [per_layer * n for n in (partition or [arch.num_layers])]
+        w = w.model_copy(update={"bytes_per_gpu": w.bytes_per_gpu + stages[0],
+                                 "stage_bytes": [b + x for b, x in zip(w.stage_bytes, stages)] if w.stage_bytes
+                                 else w.stage_bytes,
+                                 "source": w.source + f"; + {why}"})
     weights = w.bytes_per_gpu
     sources["weights_gib"] = w.source + ("; + rotary cos/sin cache" if w.rope_cache_bytes else "")
     draft_weights = 0
