@@ -710,7 +710,9 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
                 p.mlp += 2 * hidden * intermediate
         elif layer.kind != LayerKind.MAMBA2 or model_type not in _MAMBA2_TYPES:
             gated = model_type not in _PLAIN_MLP_TYPES
-            p.mlp += (3 if gated else 2) * hidden * intermediate
+            # Gemma 4 use_double_wide_mlp: the KV-shared layers' MLP is twice as wide (gemma4.py:597-606, 0.32)
+            wide = 2 if gemma4 and layer.kv_shared and c.get("use_double_wide_mlp") else 1
+            p.mlp += (3 if gated else 2) * hidden * intermediate * wide
             if model_type == "phi":
                 p.mlp += intermediate + hidden
         p.norms += hidden if model_type == "nemotron_h" else norms_per_layer
