@@ -152,7 +152,7 @@ def test_sparse_mla_cache_format_per_release(release, gpu, kv, backend, latent_b
     r = _v32(vllm_version=release, gpu=gpu, kv_cache_dtype=kv)
     assert 512 + 4 * 4 + 64 * 2 == 656
     assert r.resolved["attention_backend"] == backend
-    assert r.resolved["kv_cache_dtype"] == fmt
+    assert r.resolved["kv_cache_format"] == fmt
     assert r.block_size == 64
     assert r.kv_bytes_per_token == 61 * (latent_bytes + 132)
     # one group of 122 specs (61 latent + 61 indexer pages): a block holds 64 tokens of every layer

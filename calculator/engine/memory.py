@@ -416,8 +416,10 @@ def estimate(inp: EngineInput) -> EstimateResult:
         fmt, per_token, why = sparse_mla_cache(rules.version, inp.kv_cache_dtype, backend, model_b,
                                                arch.kv_lora_rank + arch.qk_rope_head_dim)
         mla_token_bytes = per_token
-        resolved["kv_cache_dtype"] = fmt if fmt != "auto" else dtype
-        sources["kv_cache_dtype"] = why
+        # the element dtype (fp8_ds_mla stores fp8 values with their scales); the packed format apart
+        resolved["kv_cache_dtype"] = "fp8" if fmt == "fp8_ds_mla" else (fmt if fmt != "auto" else dtype)
+        resolved["kv_cache_format"] = fmt if fmt != "auto" else dtype
+        sources["kv_cache_dtype"] = sources["kv_cache_format"] = why
         indexer_bytes, why = indexer_bytes_per_token(arch.index_head_dim or 0)
         sources["indexer_bytes_per_token"] = why
         resolved["indexer_bytes_per_token"] = indexer_bytes
@@ -628,7 +630,7 @@ def estimate(inp: EngineInput) -> EstimateResult:
             elif isinstance(s, SlidingWindowSpec):
                 detail = f"window {s.sliding_window} tokens"
             elif isinstance(s, MLAAttentionSpec):
-                detail = (f"latent {s.token_bytes} B ({resolved.get('kv_cache_dtype')})" if s.token_bytes
+                detail = (f"latent {s.token_bytes} B ({resolved.get('kv_cache_format')})" if s.token_bytes
                           else f"latent {s.head_size} x {kv_b} B")
                 if arch.is_sparse_mla:
                     detail += f" + indexer keys {indexer_bytes} B (uint8) per layer"
