@@ -312,7 +312,8 @@ def _gemma4_layers(c: dict[str, Any], num_layers: int, window: int | None, notes
 
     vLLM 0.19 (vllm/model_executor/models/gemma4.py:439-460): full layers ``head_dim = global_head_dim`` and,
     with ``attention_k_eq_v``, ``num_kv_heads = num_global_key_value_heads`` (else ``num_key_value_heads``);
-    0.32 reads the same through ``config.per_layer_config[layer_idx]`` (gemma4.py:576-589), which transformers'
+    0.28 through ``gemma4_layer_config`` (vllm/transformers_utils/configs/gemma4.py:10-35 (0.28.0): global_head_dim
+    or head_dim); 0.32 through ``config.per_layer_config[layer_idx]`` (gemma4.py:576-589), which transformers'
     Gemma4TextConfig fills from those two keys for the full layers (configuration_gemma4.py:210-223) or which
     a transformers >= 5.6 config.json carries itself. The last ``num_kv_shared_layers`` layers read the cache of
     the last earlier layer of their type and keep none (gemma4.py:471-492 in 0.32, :337-363 in 0.19).
