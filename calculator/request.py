@@ -42,6 +42,8 @@ HUB_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.
 REVISION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]{0,127}")
 MAX_TOKENS = 2**24  # 16M tokens: above every published context length (Llama 4 Scout: 10M)
 MAX_GPUS_PER_DIM = 256
+# GPUs in one machine when the user does not say: an HGX / DGX node (8 GPUs on NVLink/NVSwitch).
+DEFAULT_GPUS_PER_NODE = 8
 MAX_STRING = 200
 
 
@@ -173,6 +175,9 @@ class ServingRequest(BaseModel):
     pipeline_parallel_size: int = Field(1, ge=1, le=64, json_schema_extra=_meta(
         "--pipeline-parallel-size", "pipeline stages (SGLang: --pp-size)", "hardware", short="-pp",
         alias="pp_size"))
+    gpus_per_node: int = Field(DEFAULT_GPUS_PER_NODE, ge=1, le=64, json_schema_extra=_meta(
+        "--gpus-per-node", "GPUs in one machine (default 8, an HGX/DGX node): suggestions keep tensor parallel "
+        "inside a node and add nodes for pipeline stages; the page shows the layout in nodes", "hardware"))
     max_model_len: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_meta(
         "--max-model-len", "context length in tokens (32k = 32,000; 32K = 32,768; SGLang: --context-length)",
         tokens=True, alias="context_length", aliases=("ctx_size",)))
@@ -395,6 +400,27 @@ class ServingRequest(BaseModel):
     def num_gpus(self) -> int:
         dp = self.data_parallel_size if self.runtime == "vllm" else self.dp_size
         return self.tensor_parallel_size * self.pipeline_parallel_size * dp
+
+    @property
+    def num_nodes(self) -> int:
+        """Machines the GPUs take, ``ceil(num_gpus / gpus_per_node)``."""
+        return -(-self.num_gpus // self.gpus_per_node)
+
+    @property
+    def layout(self) -> str:
+        """The parallel layout in words: nodes x GPUs and the TP / PP / DP split, e.g.
+        ``2 nodes x 8 GPUs = 16 GPUs (TP 8 x PP 2 x DP 1)``; says when tensor parallel crosses nodes."""
+        dp = self.data_parallel_size if self.runtime == "vllm" else self.dp_size
+        n, g = self.num_nodes, self.num_gpus
+        per_node = min(g, self.gpus_per_node)
+        text = (f"{n} node{'s' if n > 1 else ''} x {per_node} GPU{'s' if per_node > 1 else ''} = {g} "
+                f"GPU{'s' if g > 1 else ''} (TP {self.tensor_parallel_size} x PP {self.pipeline_parallel_size} "
+                f"x DP {dp})")
+        if g % self.gpus_per_node and n > 1:
+            text += f"; the last node uses {g - (n - 1) * self.gpus_per_node} of its {self.gpus_per_node} GPUs"
+        if self.tensor_parallel_size > self.gpus_per_node:
+            text += "; tensor parallel spans nodes (all-reduce over the network every layer)"
+        return text
 
     def replace(self, **changes: Any) -> ServingRequest:
         """A validated copy with ``changes`` applied (raises :class:`InputError` like :func:`parse_request`)."""

@@ -126,7 +126,8 @@ MAX_SUGGESTIONS = 4
 
 def candidates(request, memory, compat, quantized_variants: Callable[[str], list[str]]) -> list[Suggestion]:
     """Candidate changes, smallest first: settings that keep the hardware and model (backend, KV dtype,
-    ``--gpu-memory-utilization``), then context, then more GPUs (TP, then PP across nodes of 8), then a
+    ``--gpu-memory-utilization``), then context, then more GPUs (TP inside a node, then PP across nodes of
+    ``gpus_per_node`` GPUs, 8 by default), then a
     quantized checkpoint of the same model. Each moves one setting in the direction that helps and never
     repeats a value already set; the caller keeps those that work."""
     out: list[Suggestion] = []
@@ -163,20 +164,22 @@ def candidates(request, memory, compat, quantized_variants: Callable[[str], list
             out.append(Suggestion(label=f"{name('max_model_len')} {length:,} (the longest that fits)",
                                   params={"max_model_len": str(length)}, kind="context"))
         tp, pp = request.tensor_parallel_size, request.pipeline_parallel_size
+        node = request.gpus_per_node  # GPUs in one machine (8 unless the user says otherwise)
         multi_gpu = request.runtime in ("vllm", "sglang") and not getattr(memory, "gpu", "").lower().endswith("cpu") \
             and request.gpu.upper() != "CPU"
-        for t in ((2, 4, 8) if multi_gpu else ()):
-            if t > tp and t * pp <= 8:
+        for t in ((2, 4, 8, 16, 32, 64) if multi_gpu else ()):
+            if t > tp and t * pp <= node:  # tensor parallel stays inside a node
                 out.append(Suggestion(label=f"{name('tensor_parallel_size')} {t} ({t * pp} GPUs)",
                                       params={"tensor_parallel_size": str(t)}, kind="hardware"))
         for p in ((2, 4) if multi_gpu and request.runtime == "vllm" else ()):
             if p > pp:
-                t = max(tp, 8)
+                t = max(tp, node)  # a full node per stage, pipeline stages across nodes
                 change = {"pipeline_parallel_size": str(p)}
                 if t != tp:
                     change["tensor_parallel_size"] = str(t)
+                nodes = -(-t * p // node)
                 out.append(Suggestion(label=f"--tensor-parallel-size {t} --pipeline-parallel-size {p} "
-                                      f"({p} nodes of {t} GPUs)", params=change, kind="hardware"))
+                                      f"({nodes} nodes of {node} GPUs)", params=change, kind="hardware"))
         for repo in quantized_variants(request.model):
             out.append(Suggestion(label=f"the quantized checkpoint {repo}", params={"model": repo, "revision": ""},
                                   kind="model"))

@@ -527,6 +527,17 @@ def check(req: CheckRequest) -> CompatReport:
     if known_kv and kv not in known_kv:
         raise CompatInputError("kv_cache_dtype", f"--kv-cache-dtype {kv!r} is not a CacheDType of vLLM {release}; "
                                f"valid: {', '.join(known_kv)}")
+    model_kv_note = None
+    if f.use_sparse:
+        # DeepSeek-V3.2's model config rewrites the KV dtype before the backend is chosen (fp8 -> fp8_ds_mla in
+        # 0.11-0.17): calculator/engine/layers.py sparse_mla_model_kv_dtype, shared with the memory engine
+        from calculator.engine.layers import sparse_mla_model_kv_dtype
+        from calculator.engine.runtime import parse_version
+
+        kv_model, why_kv = sparse_mla_model_kv_dtype(parse_version(release), kv)
+        if why_kv and kv_model != kv:
+            model_kv_note = f"--kv-cache-dtype {kv} becomes {kv_model} for DeepSeek sparse attention ({why_kv})"
+            kv = kv_model
     requested = None if req.attention_backend in (None, "", "auto") else req.attention_backend.upper()
     names = {b["name"]: b for b in data["backends"]}
     if requested and requested not in names:
@@ -636,7 +647,8 @@ def check(req: CheckRequest) -> CompatReport:
         dtype=dtype, kv_cache_dtype=kv, block_size=req.block_size, requested_backend=requested,
         auto_selected=auto, auto_conditions=auto_conditions, auto_source=order_source or p.get("source"),
         ok=ok, error=error, backends=ordered, speculative=spec,
-        assumptions=[f"{t} = {assume[t]} ({why[t]})" for t in sorted(used) if t in why],
+        assumptions=[f"{t} = {assume[t]} ({why[t]})" for t in sorted(used) if t in why]
+        + ([model_kv_note] if model_kv_note else []),
         features=f)
 
 

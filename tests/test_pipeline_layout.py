@@ -69,14 +69,16 @@ def test_a_heavier_stage_sets_the_blocks_for_all():
 
 
 @pytest.mark.parametrize("extra,what", [
-    ({"index_topk": 2048}, "DeepSeek sparse attention"),
-    ({"global_head_dim": 512, "num_global_key_value_heads": 4}, "Gemma 4"),
+    ({"index_topk": 2048, "index_head_dim": 128, "index_n_heads": 64, "architectures": ["GlmMoeDsaForCausalLM"]},
+     "DeepSeek sparse attention"),
+    ({"index_topk": 2048, "index_head_dim": 128, "index_n_heads": 64, "index_topk_freq": 4}, "IndexCache"),
+    ({"global_head_dim": 512, "num_global_key_value_heads": 4}, "global layers with their own head size"),
     ({"linear_attn_config": {"kda_layers": [1, 2]}}, "Kimi delta attention"),
 ])
 def test_a_layer_shape_the_engine_does_not_size_is_refused_by_name(extra, what):
-    """DeepSeek-V3.2's sparse MLA (fp8_ds_mla, 656 B per token and layer, plus the indexer), Gemma 4's global
-    layers (their own head size and KV heads) and Kimi's KDA layers would otherwise be sized like the layers
-    the engine knows; they are refused with what is not modelled."""
+    """Sparse MLA, per-layer global heads and KDA layers are sized only in the families whose vLLM model file
+    the engine follows (DeepSeek-V3/V3.2, Gemma 4, Kimi Linear; tests/test_engine_shapes.py); the same keys in
+    another family, or DeepSeek's IndexCache layer pattern, are refused with what is not modelled."""
     cfg = {**load_config("deepseek-ai__DeepSeek-V3.json"), **extra}
     with pytest.raises(EngineInputError) as err:
         estimate(EngineInput(hf_config=cfg, gpu="H200", tensor_parallel_size=8))

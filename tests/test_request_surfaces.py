@@ -40,6 +40,8 @@ BAD = [
                             '"draft_load_config":{"download_dir":"/tmp"}}'}, "speculative_config"),
     ({"speculative_config": '{"method":"draft_model","num_speculative_tokens":3}'}, "speculative_config"),
     ({"enforce_eager": "maybe"}, "enforce_eager"),
+    ({"gpus_per_node": "0"}, "gpus_per_node"),
+    ({"gpus_per_node": "many"}, "gpus_per_node"),
 ]
 GOOD = [
     {},
@@ -47,6 +49,7 @@ GOOD = [
     {"tensor_parallel_size": "2", "kv_cache_dtype": "fp8", "quantization": "fp8"},
     {"speculative_config": '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":4}'},
     {"vllm_version": "0.19.0", "attention_backend": "FLASH_ATTN"},
+    {"gpus_per_node": "4", "tensor_parallel_size": "4", "pipeline_parallel_size": "2"},
 ]
 
 

@@ -19,6 +19,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_DIR = ROOT / "var" / "tiny-models"
 VOCAB = 512
+# Families written as config.json only (vLLM's own config keys, not a transformers class): started with
+# load_format="dummy", since the KV cache does not depend on the weights.
+_CONFIG_ONLY = "config.json only"
 _CORPUS = [
     "The quick brown fox jumps over the lazy dog.",
     "KV cache blocks hold keys and values for every token of a request.",
@@ -60,6 +63,23 @@ def _gemma3() -> tuple[str, dict]:
     # Gemma 3 (text-only Gemma3ForCausalLM): 5 sliding layers then 1 global; 6 layers so one is global.
     return "Gemma3TextConfig", dict(_BASE, num_hidden_layers=6, head_dim=32, sliding_window=64,
                                     query_pre_attn_scalar=32, tie_word_embeddings=True)
+
+
+def _gemma4(kv_shared: int = 0) -> tuple[str, dict]:
+    # Gemma 4 (text-only Gemma4ForCausalLM): 5 sliding layers of 4 KV heads x 32 then 1 global layer with its
+    # own head size (global_head_dim 64) and KV heads (num_global_key_value_heads 1, attention_k_eq_v): twice
+    # the head size, a quarter of the KV heads, so half the page, as in the published configs
+    # (google/gemma-4-31B: 16 x 256 sliding, 4 x 512 global). ``kv_shared``: the last layers reuse an earlier
+    # layer's cache (num_kv_shared_layers, the E2B/E4B configs).
+    layers = 6 + kv_shared
+    types = (["sliding_attention"] * 5 + ["full_attention"]) * (layers // 6) + \
+        ["sliding_attention"] * (layers % 6)
+    if kv_shared:
+        types[-1] = "full_attention"
+    return "Gemma4TextConfig", dict(_BASE, num_hidden_layers=layers, num_key_value_heads=4, head_dim=32,
+                                    global_head_dim=64, num_global_key_value_heads=1, attention_k_eq_v=True,
+                                    sliding_window=64, hidden_size_per_layer_input=0, layer_types=types,
+                                    num_kv_shared_layers=kv_shared, tie_word_embeddings=True)
 
 
 def _gpt_oss() -> tuple[str, dict]:
@@ -137,6 +157,30 @@ def _jamba() -> tuple[str, dict]:
     return "JambaConfig", cfg
 
 
+def _deepseek_v32() -> tuple[str, dict]:
+    # DeepSeek-V3.2: the tiny DeepSeek-V3 with the lightning indexer's keys (index_topk, index_head_dim 128,
+    # index_n_heads). Config only: vLLM starts it with dummy weights (load_format="dummy").
+    cfg = dict(_deepseek_v3()[1], index_topk=64, index_head_dim=128, index_n_heads=4,
+               architectures=["DeepseekV32ForCausalLM"], model_type="deepseek_v32", torch_dtype="float32",
+               rope_theta=10000, hidden_act="silu", rms_norm_eps=1e-6)
+    return _CONFIG_ONLY, cfg
+
+
+def _kimi_linear() -> tuple[str, dict]:
+    # Kimi Linear: KDA layers 1-3 and one MLA layer (4), 1-based as in moonshotai/Kimi-Linear-48B-A3B-Instruct;
+    # MoE after the first dense layer. Config only (vLLM's KimiLinearConfig keys; dummy weights).
+    cfg = dict(_BASE, architectures=["KimiLinearForCausalLM"], model_type="kimi_linear", torch_dtype="float32",
+               num_key_value_heads=4, head_dim=32, kv_lora_rank=64, q_lora_rank=None, qk_nope_head_dim=32,
+               qk_rope_head_dim=16, v_head_dim=32, mla_use_nope=True, num_experts=4, num_experts_per_token=2,
+               num_shared_experts=1, moe_intermediate_size=64, first_k_dense_replace=1, moe_layer_freq=1,
+               moe_renormalize=True, moe_router_activation_func="sigmoid", num_expert_group=1, topk_group=1,
+               use_grouped_topk=True, routed_scaling_factor=2.446, rms_norm_eps=1e-5, rope_theta=10000.0,
+               model_max_length=4096, num_nextn_predict_layers=0,
+               linear_attn_config={"full_attn_layers": [4], "kda_layers": [1, 2, 3], "head_dim": 32, "num_heads": 4,
+                                   "short_conv_kernel_size": 4})
+    return _CONFIG_ONLY, cfg
+
+
 def _eagle_llama() -> tuple[str, dict]:
     # An EAGLE-1 head for the tiny Llama: one decoder layer + fc (2·hidden → hidden); written in the EAGLE
     # checkpoint layout by _write_eagle (vllm/model_executor/models/llama_eagle.py).
@@ -154,6 +198,8 @@ FAMILIES: dict[str, Callable[[], tuple[str, dict]]] = {
     "qwen3": _qwen3,
     "gemma2": _gemma2,
     "gemma3": _gemma3,
+    "gemma4": _gemma4,
+    "gemma4-kv-shared": lambda: _gemma4(kv_shared=4),
     "gpt-oss": _gpt_oss,
     "mixtral": _mixtral,
     "qwen3-moe": _qwen3_moe,
@@ -165,6 +211,8 @@ FAMILIES: dict[str, Callable[[], tuple[str, dict]]] = {
     "bamba": _bamba,
     "nemotron-h": _nemotron_h,
     "jamba": _jamba,
+    "deepseek-v32": _deepseek_v32,
+    "kimi-linear": _kimi_linear,
     "draft-llama": _draft_llama,
     "eagle-llama": _eagle_llama,
 }
@@ -236,6 +284,11 @@ def write_tiny_model(family: str, root: Path | None = None, force: bool = False)
         return path
     path.mkdir(parents=True, exist_ok=True)
     cls_name, kwargs = tiny_config(family)
+    if cls_name == _CONFIG_ONLY:
+        (path / "config.json").write_text(json.dumps(kwargs, indent=2))
+        write_tokenizer(path)
+        (path / ".complete").write_text("ok\n")
+        return path
     config = getattr(transformers, cls_name)(**kwargs)
     config.dtype = "float32"
     torch.manual_seed(0)
@@ -249,6 +302,12 @@ def write_tiny_model(family: str, root: Path | None = None, force: bool = False)
     cfg_path = path / "config.json"
     cfg = json.loads(cfg_path.read_text())
     cfg.setdefault("torch_dtype", "float32")
+    if cls_name == "Gemma4TextConfig" and "per_layer_config" in cfg:
+        # transformers >= 5.6 writes the global layers' overrides as per_layer_config; the published Gemma 4
+        # configs carry global_head_dim / num_global_key_value_heads, which it still reads (and vLLM with it)
+        del cfg["per_layer_config"]
+        cfg.update(global_head_dim=kwargs["global_head_dim"],
+                   num_global_key_value_heads=kwargs["num_global_key_value_heads"])
     cfg_path.write_text(json.dumps(cfg, indent=2))
     (path / ".complete").write_text("ok\n")
     return path

@@ -49,20 +49,33 @@ class LayerKind(StrEnum):
     MAMBA1 = "mamba1"  # MambaSpec, Mamba-1 state (MambaMixer)
     MAMBA2 = "mamba2"  # MambaSpec, Mamba-2 state (MambaMixer2)
     GDN = "gdn"  # MambaSpec, gated delta-net state
+    KDA = "kda"  # MambaSpec, Kimi delta attention state (Kimi Linear)
     NONE = "none"  # an MLP-only layer: no cache
 
 
 ATTENTION_KINDS = (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.MLA, LayerKind.CROSS)
-STATE_KINDS = (LayerKind.MAMBA1, LayerKind.MAMBA2, LayerKind.GDN)
+STATE_KINDS = (LayerKind.MAMBA1, LayerKind.MAMBA2, LayerKind.GDN, LayerKind.KDA)
 
 
 class LayerDesc(BaseModel):
     """One decoder layer as the KV cache sees it: its :class:`LayerKind`, and the window or chunk of a
-    sliding-window / chunked-local layer."""
+    sliding-window / chunked-local layer.
+
+    ``head_dim`` / ``num_kv_heads``: this layer's own attention shape where it differs from the model's
+    (Gemma 4's global layers: ``global_head_dim`` and ``num_global_key_value_heads``); None: the model's.
+    ``kv_shared``: the layer reads another layer's cache and has none of its own (Gemma 4's last
+    ``num_kv_shared_layers``; vLLM skips such layers when it collects the KV specs,
+    ``kv_sharing_target_layer_name``, vllm/v1/worker/gpu_model_runner.py:7161-7173 in 0.32).
+    ``indexer``: a DeepSeek sparse-attention (V3.2) layer whose lightning indexer keeps its own key cache.
+    """
 
     kind: LayerKind
     sliding_window: int | None = None
     chunk_size: int | None = None
+    head_dim: int | None = None
+    num_kv_heads: int | None = None
+    kv_shared: bool = False
+    indexer: bool = False
 
 
 class ParamCount(BaseModel):
@@ -114,11 +127,16 @@ class ModelArch(BaseModel):
     kv_lora_rank: int | None = None
     qk_rope_head_dim: int | None = None
     mla_nope_v_dim: int = 0  # qk_nope_head_dim + v_head_dim (the per-head width of kv_b_proj)
+    # DeepSeek sparse attention (V3.2): the lightning indexer's key width (index_head_dim) and top-k.
+    index_head_dim: int | None = None
+    index_topk: int | None = None
+    index_n_heads: int = 0
+    q_lora_rank: int | None = None
     # MoE
     num_experts: int = 0
     num_experts_per_tok: int = 0
     moe_intermediate_size: int = 0
-    # Mamba-2 (Nemotron-H, Bamba, Granite 4) and gated delta-net (Qwen3-Next) state fields.
+    # Mamba-2 (Nemotron-H, Bamba, Granite 4), gated delta-net (Qwen3-Next) and KDA (Kimi Linear) state fields.
     mamba: dict[str, int] = {}
     mtp_layers: int = 0
     # dtype of the SSM (temporal) state when the model class pins it (Nemotron-H: float32 unless config.json
@@ -138,6 +156,16 @@ class ModelArch(BaseModel):
     @property
     def attention_layers(self) -> list[LayerDesc]:
         return [la for la in self.layers if la.kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.MLA, LayerKind.CROSS)]
+
+    @property
+    def has_state_layers(self) -> bool:
+        """Whether any layer keeps a Mamba-style recurrent state (a hybrid model in vLLM's terms)."""
+        return any(la.kind in STATE_KINDS for la in self.layers)
+
+    @property
+    def is_sparse_mla(self) -> bool:
+        """DeepSeek sparse attention: MLA layers with a lightning indexer (``index_topk`` in the config)."""
+        return any(la.indexer for la in self.layers)
 
 
 def _text_config(config: dict[str, Any]) -> tuple[dict[str, Any], bool]:
@@ -186,44 +214,149 @@ def _opt_int(c: dict[str, Any], key: str, default: int | None = None) -> int | N
     return _check_limit(key, value)
 
 
-# Layer shapes the engine does not size (yet): a config that has them is refused with what is missing, never
-# sized by another layer type's rule. (config key or model_type, what it is, where vLLM sizes it)
+# Layer shapes the engine sizes only in the model families whose vLLM model file it has read: the same key
+# in another family is refused with what is not modelled, never sized by another layer type's rule.
+# (config key, the model types / architectures where it is modelled, what it is, where vLLM sizes it)
+SPARSE_MLA_ARCHS = ("DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM")
+GEMMA4_TYPES = ("gemma4", "gemma4_text")
 NOT_MODELLED = (
-    ("index_topk", "DeepSeek sparse attention (DeepSeek-V3.2): the fp8_ds_mla cache of 656 B per token and layer "
-     "plus the indexer's key cache", "vllm/model_executor/models/deepseek_v2.py, v1/attention/backends/mla/flashmla_sparse.py"),
-    ("global_head_dim", "Gemma 4's global layers with their own head size and KV heads",
-     "vllm/model_executor/models/gemma4*.py"),
-    ("num_global_key_value_heads", "Gemma 4's global layers with their own head size and KV heads",
-     "vllm/model_executor/models/gemma4*.py"),
-    ("linear_attn_config", "Kimi delta attention (KDA) layers and their recurrent state",
+    ("index_topk", SPARSE_MLA_ARCHS, "DeepSeek sparse attention (a lightning-indexer key cache beside the MLA "
+     "cache)", "vllm/model_executor/models/deepseek_v2.py (DeepseekV32IndexerCache)"),
+    ("global_head_dim", GEMMA4_TYPES, "global layers with their own head size and KV heads",
+     "vllm/model_executor/models/gemma4.py"),
+    ("num_global_key_value_heads", GEMMA4_TYPES, "global layers with their own head size and KV heads",
+     "vllm/model_executor/models/gemma4.py"),
+    ("per_layer_config", GEMMA4_TYPES, "per-layer attention shapes (transformers per_layer_config)",
+     "vllm/transformers_utils/model_arch_config_convertor.py"),
+    ("linear_attn_config", ("kimi_linear",), "Kimi delta attention (KDA) layers and their recurrent state",
      "vllm/model_executor/models/kimi_linear.py"),
 )
-NOT_MODELLED_TYPES = {"kimi_linear": "Kimi delta attention (KDA) layers and their recurrent state",
-                      "deepseek_v32": "DeepSeek sparse attention (fp8_ds_mla cache and indexer)",
-                      "gemma4": "Gemma 4's global layers with their own head size and KV heads",
-                      "gemma4_text": "Gemma 4's global layers with their own head size and KV heads"}
+# The per-layer keys of Gemma 4's per_layer_config the engine reads (transformers Gemma4TextConfig.__post_init__
+# writes exactly these two for the full-attention layers).
+_GEMMA4_LAYER_KEYS = {"head_dim", "num_key_value_heads"}
 
 
 def refuse_unmodelled_kv(config: dict[str, Any]) -> None:
-    """Refuse a config whose KV cache has a layer shape the vLLM engine does not size (:data:`NOT_MODELLED`);
-    parameter counting (:func:`parse_config`) still reads it.
+    """Refuse a config whose KV cache has a layer shape the vLLM engine does not size (:data:`NOT_MODELLED`
+    outside the families it is modelled in, DeepSeek's IndexCache top-k sharing, Gemma 4 without a global
+    head size); parameter counting (:func:`parse_config`) still reads it.
 
     Raises:
         EngineInputError: on ``model``, naming what is not modelled and where vLLM sizes it.
     """
     c, _ = _text_config(config)
-    _refuse_unmodelled(c, str(c.get("model_type") or config.get("model_type") or ""))
+    archs = config.get("architectures") or c.get("architectures") or [""]
+    arch = archs[0] if isinstance(archs, list) and archs else str(archs)
+    _refuse_unmodelled(c, str(c.get("model_type") or config.get("model_type") or ""), str(arch))
 
 
-def _refuse_unmodelled(c: dict[str, Any], model_type: str) -> None:
-    """Refuse a config with a layer shape the engine does not size (:data:`NOT_MODELLED`)."""
-    if model_type in NOT_MODELLED_TYPES:
-        raise EngineInputError("model", f"not modelled: model_type {model_type!r} has "
-                               f"{NOT_MODELLED_TYPES[model_type]}; this calculator does not size it yet")
-    for key, what, where in NOT_MODELLED:
-        if c.get(key) not in (None, False, 0, [], {}):
-            raise EngineInputError("model", f"not modelled: config.json has {key} ({what}, sized in {where}); this "
-                                   "calculator does not size that layer shape yet, rather than guess")
+def _refuse_unmodelled(c: dict[str, Any], model_type: str, architecture: str) -> None:
+    """Refuse a config with a layer shape the engine does not size (see :func:`refuse_unmodelled_kv`)."""
+    for key, where_modelled, what, where in NOT_MODELLED:
+        if c.get(key) in (None, False, 0, [], {}):
+            continue
+        if model_type in where_modelled or architecture in where_modelled:
+            continue
+        raise EngineInputError("model", f"not modelled: config.json has {key} ({what}, sized in {where}) in "
+                               f"{architecture or model_type or 'this model'}; this calculator sizes it only for "
+                               f"{', '.join(where_modelled)}, rather than guess")
+    if c.get("index_topk") and ((c.get("index_topk_freq") or 1) != 1 or c.get("index_topk_pattern")):
+        raise EngineInputError("model", "not modelled: config.json has index_topk_freq / index_topk_pattern "
+                               "(IndexCache: layers that reuse another layer's indexer top-k and keep no indexer "
+                               "cache, vllm/model_executor/models/deepseek_v2.py:1138-1168 in 0.32); this "
+                               "calculator does not size that layer pattern yet, rather than guess")
+    if model_type in GEMMA4_TYPES:
+        plc = c.get("per_layer_config")
+        if plc is not None:
+            entries = list(plc.values()) if isinstance(plc, dict) else [plc]
+            bad = sorted({k for v in entries if isinstance(v, dict) for k in v} - _GEMMA4_LAYER_KEYS)
+            if bad or not all(isinstance(v, dict) for v in entries):
+                raise EngineInputError("model", f"not modelled: Gemma 4 per_layer_config with "
+                                       f"{', '.join(bad) or 'entries that are not objects'} (this calculator reads "
+                                       "only head_dim and num_key_value_heads per layer)")
+        if c.get("use_bidirectional_attention") == "all":
+            raise EngineInputError("model", "not modelled: Gemma 4 with use_bidirectional_attention=all (its "
+                                   "sliding window is rewritten by the config class and its layers are not causal)")
+
+
+def _kimi_linear_layers(c: dict[str, Any], num_layers: int) -> list[LayerDesc]:
+    """Kimi Linear: ``linear_attn_config.kda_layers`` (1-based) are KDA layers, ``full_attn_layers`` MLA
+    (``KimiLinearConfig.is_kda_layer``: ``(layer_idx + 1) in kda_layers``,
+    vllm/transformers_utils/configs/kimi_linear.py:144-148 in 0.19; ``KimiDecoderLayer``,
+    vllm/model_executor/models/kimi_linear.py:305-330 in 0.19).
+
+    Raises:
+        EngineInputError: the two lists do not partition the layers, or a KDA size is missing.
+    """
+    lac = c["linear_attn_config"]
+    if not isinstance(lac, dict):
+        raise EngineInputError("config.linear_attn_config", "must be a JSON object")
+    kda, full = lac.get("kda_layers"), lac.get("full_attn_layers")
+    if not isinstance(kda, list) or not isinstance(full, list):
+        raise EngineInputError("config.linear_attn_config", "needs the lists kda_layers and full_attn_layers "
+                               "(vllm/transformers_utils/configs/kimi_linear.py asserts both)")
+    if sorted(kda + full) != list(range(1, num_layers + 1)):
+        raise EngineInputError("config.linear_attn_config", f"kda_layers and full_attn_layers must number the "
+                               f"{num_layers} layers 1..{num_layers} once each")
+    for key in ("num_heads", "head_dim", "short_conv_kernel_size"):
+        v = lac.get(key)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise EngineInputError(f"config.linear_attn_config.{key}", f"must be a positive integer, got {v!r}")
+    kda_set = set(kda)
+    return [LayerDesc(kind=LayerKind.KDA) if i + 1 in kda_set else LayerDesc(kind=LayerKind.MLA)
+            for i in range(num_layers)]
+
+
+def _gemma4_layers(c: dict[str, Any], num_layers: int, window: int | None, notes: list[str]) -> list[LayerDesc]:
+    """Gemma 4: ``layer_types`` sliding / full; full-attention layers take their own head size and KV heads.
+
+    vLLM 0.19 (vllm/model_executor/models/gemma4.py:439-460): full layers ``head_dim = global_head_dim`` and,
+    with ``attention_k_eq_v``, ``num_kv_heads = num_global_key_value_heads`` (else ``num_key_value_heads``);
+    0.28 through ``gemma4_layer_config`` (vllm/transformers_utils/configs/gemma4.py:10-35 (0.28.0): global_head_dim
+    or head_dim); 0.32 through ``config.per_layer_config[layer_idx]`` (gemma4.py:576-589), which transformers'
+    Gemma4TextConfig fills from those two keys for the full layers (configuration_gemma4.py:210-223) or which
+    a transformers >= 5.6 config.json carries itself. The last ``num_kv_shared_layers`` layers read the cache of
+    the last earlier layer of their type and keep none (gemma4.py:471-492 in 0.32, :337-363 in 0.19).
+    """
+    types = c.get("layer_types")
+    if not isinstance(types, list) or len(types) != num_layers:
+        raise EngineInputError("config.layer_types", f"Gemma 4 needs one layer type per layer ({num_layers})")
+    if any(t not in ("sliding_attention", "full_attention") for t in types):
+        raise EngineInputError("config.layer_types", "Gemma 4 layer types are sliding_attention / full_attention")
+    if not window:
+        raise EngineInputError("config.sliding_window", "Gemma 4's sliding layers need sliding_window")
+    plc = c.get("per_layer_config")
+    overrides: dict[int, dict[str, int]] = {}
+    if isinstance(plc, dict):
+        overrides = {int(k): v for k, v in plc.items()}
+    else:
+        if c.get("global_head_dim") is None:
+            raise EngineInputError("config.global_head_dim", "missing: without it vLLM 0.19 sizes Gemma 4's global "
+                                   "layers with head_dim (gemma4.py:443) but transformers >= 5.6 with 512 "
+                                   "(Gemma4TextConfig.__post_init__), so their cache depends on the installed "
+                                   "transformers; not modelled, rather than guess")
+        ghd = _req_int(c, "global_head_dim")
+        override: dict[str, int] = {"head_dim": ghd}
+        if c.get("attention_k_eq_v") and c.get("num_global_key_value_heads") is not None:
+            override["num_key_value_heads"] = _req_int(c, "num_global_key_value_heads")
+        overrides = {i: override for i, t in enumerate(types) if t == "full_attention"}
+    shared = _opt_int(c, "num_kv_shared_layers", 0) or 0
+    first_shared = num_layers - shared
+    out = []
+    for i, t in enumerate(types):
+        o = overrides.get(i, {})
+        desc = LayerDesc(kind=LayerKind.SLIDING if t == "sliding_attention" else LayerKind.FULL,
+                         sliding_window=window if t == "sliding_attention" else None,
+                         head_dim=o.get("head_dim"), num_kv_heads=o.get("num_key_value_heads"),
+                         kv_shared=shared > 0 and i >= first_shared)
+        if desc.kv_shared and t not in types[:first_shared]:
+            raise EngineInputError("config.num_kv_shared_layers", f"layer {i} ({t}) shares the cache of an earlier "
+                                   f"{t} layer, but the first {first_shared} layers have none")
+        out.append(desc)
+    if shared:
+        notes.append(f"Gemma 4: the last {shared} layers reuse an earlier layer's KV cache and keep none "
+                     "(num_kv_shared_layers)")
+    return out
 
 
 def _layer_kinds(c: dict[str, Any], model_type: str, num_layers: int, notes: list[str]) -> list[LayerDesc]:
@@ -232,8 +365,18 @@ def _layer_kinds(c: dict[str, Any], model_type: str, num_layers: int, notes: lis
     if isinstance(window, list):  # some configs store one window per layer; vLLM takes the per-layer value
         window = max(w for w in window if w) if any(window) else None
 
+    if model_type == "kimi_linear" and c.get("linear_attn_config"):
+        return _kimi_linear_layers(c, num_layers)
+
+    if model_type in GEMMA4_TYPES:
+        return _gemma4_layers(c, num_layers, window, notes)
+
     if c.get("kv_lora_rank"):
-        return [LayerDesc(kind=LayerKind.MLA) for _ in range(num_layers)]
+        # DeepSeek-V3.2: every MLA layer builds a lightning indexer with its own key cache when the config
+        # has index_topk (is_v32 = hasattr(config, "index_topk"), vllm/model_executor/models/deepseek_v2.py:1138
+        # and :1168 in 0.32; :1044 in 0.11.0); IndexCache patterns are refused in refuse_unmodelled_kv.
+        indexer = c.get("index_topk") is not None
+        return [LayerDesc(kind=LayerKind.MLA, indexer=indexer) for _ in range(num_layers)]
 
     if model_type == "nemotron_h" and c.get("hybrid_override_pattern"):
         pattern = c["hybrid_override_pattern"]
@@ -436,8 +579,12 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
 
     # MoE fields (Mixtral/gpt-oss: num_local_experts; Qwen MoE: num_experts; DeepSeek/GLM: n_routed_experts)
     n_exp = _opt_int(c, "num_local_experts") or _opt_int(c, "num_experts") or _opt_int(c, "n_routed_experts") or 0
-    topk = _opt_int(c, "num_experts_per_tok") or _opt_int(c, "experts_per_token") or _opt_int(c, "moe_topk") or 0
-    moe_i = _opt_int(c, "moe_intermediate_size") or (intermediate if n_exp else 0)
+    topk = _opt_int(c, "num_experts_per_tok") or _opt_int(c, "experts_per_token") or _opt_int(c, "moe_topk") \
+        or _opt_int(c, "num_experts_per_token") or _opt_int(c, "top_k_experts") or 0  # Kimi Linear, Gemma 4
+    moe_i = _opt_int(c, "moe_intermediate_size") or _opt_int(c, "expert_intermediate_size") \
+        or (intermediate if n_exp else 0)
+    gemma4 = model_type in GEMMA4_TYPES
+    n_shared = _opt_int(c, "n_shared_experts") or _opt_int(c, "num_shared_experts") or 0  # DeepSeek / Kimi Linear
     first_dense = _opt_int(c, "first_k_dense_replace", 0) or 0
     mlp_only = set(c.get("mlp_only_layers") or [])
     sparse_step = c.get("decoder_sparse_step") or 1
@@ -457,13 +604,13 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
     p.embed = vocab * hidden
     p.lm_head = 0 if tie else vocab * hidden
     bias = bool(c.get("attention_bias")) or model_type in ("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "phi")
-    qk_norm = model_type in ("qwen3", "qwen3_moe", "qwen3_next", "gemma3_text", "gemma3", "olmo2", "glm4_moe") \
-        or bool(c.get("use_qk_norm"))
+    qk_norm = model_type in ("qwen3", "qwen3_moe", "qwen3_next", "gemma3_text", "gemma3", "olmo2", "glm4_moe",
+                             "gemma4", "gemma4_text") or bool(c.get("use_qk_norm"))
     kv_lora = c.get("kv_lora_rank")
     rope_dim = c.get("qk_rope_head_dim")
     mamba: dict[str, int] = {}
     norms_per_layer = 2 * hidden
-    if model_type in ("gemma2", "gemma3_text", "gemma3"):
+    if model_type in ("gemma2", "gemma3_text", "gemma3", "gemma4", "gemma4_text"):
         norms_per_layer = 4 * hidden
     elif model_type == "phi":
         norms_per_layer = hidden  # one LayerNorm per layer (weight here, bias added below)
@@ -475,10 +622,18 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
             q = hidden * ql + ql + ql * num_heads * (nope + rope_dim) if ql else hidden * num_heads * (nope + rope_dim)
             kv = hidden * (kv_lora + rope_dim) + kv_lora + kv_lora * num_heads * (nope + v_hd)
             p.attention += q + kv + num_heads * v_hd * hidden
+            # DeepSeek-V3.2's lightning indexer is not in this count: vLLM replicates it on every TP rank
+            # (memory.py adds it, layers.indexer_weight_bytes)
         elif kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.CROSS):
-            q_out = num_heads * head_dim * (2 if model_type == "qwen3_next" else 1)  # Qwen3-Next: gated query
-            kv_p = 2 * hidden * num_kv * head_dim
-            a = hidden * q_out + kv_p + num_heads * head_dim * hidden
+            hd = layer.head_dim or head_dim
+            kvh = layer.num_kv_heads or num_kv
+            q_out = num_heads * hd * (2 if model_type == "qwen3_next" else 1)  # Qwen3-Next: gated query
+            # Gemma 4: k_eq_v full layers have no v_proj (K loaded into both slots); KV-shared layers have only
+            # q_proj (gemma4.py _gemma4_layer_weights_mapper and Gemma4Attention, 0.32)
+            kv_mats = 0 if layer.kv_shared else (1 if gemma4 and kind == LayerKind.FULL and c.get("attention_k_eq_v")
+                                                  else 2)
+            kv_p = kv_mats * hidden * kvh * hd
+            a = hidden * q_out + kv_p + num_heads * hd * hidden
             if bias:
                 a += num_heads * head_dim + 2 * num_kv * head_dim
             if c.get("attention_bias") and model_type == "gpt_oss":
@@ -486,7 +641,7 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
             if model_type == "gpt_oss":
                 a += num_heads  # attention sinks
             if qk_norm or kind == LayerKind.CROSS:
-                a += 2 * head_dim
+                a += (1 if layer.kv_shared else 2) * hd  # q_norm (+ k_norm)
             if model_type == "phi":
                 a += hidden  # dense bias
             p.attention += a
@@ -512,6 +667,16 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
                 + 3 * heads + d_inner + d_inner * hidden
             mamba.update(m2_heads=heads, m2_head_dim=hd, m2_d_inner=d_inner, m2_groups=groups, m2_state=state,
                          conv_kernel=conv_k)
+        elif kind == LayerKind.KDA:
+            # KimiDeltaAttention (vllm/model_executor/layers/kda.py:120-200 in 0.19): q/k/v projections, the
+            # low-rank forget (f_a, f_b) and output (g_a, g_b) gates, beta (b_proj), A_log, dt_bias, three
+            # depthwise short convolutions, the gated output norm and o_proj
+            lac = c["linear_attn_config"]
+            kh, kd, conv_k = lac["num_heads"], lac["head_dim"], lac["short_conv_kernel_size"]
+            proj = kh * kd
+            p.mamba += 3 * hidden * proj + 2 * (hidden * kd + kd * proj) + hidden * kh + kh + proj \
+                + 3 * proj * conv_k + kd + proj * hidden
+            mamba.update(kda_heads=kh, kda_head_dim=kd, conv_kernel=conv_k)
         elif kind == LayerKind.MAMBA1:
             d_inner = (c.get("mamba_expand") or 2) * hidden
             state = c.get("mamba_d_state") or 16
@@ -528,9 +693,15 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
                 per_expert += 2 * moe_i + hidden  # gate_up and down biases
             p.experts += n_exp * per_expert
             p.active_experts += topk * per_expert
-            p.router += hidden * n_exp + (n_exp if model_type == "gpt_oss" or c.get("topk_method") == "noaux_tc"
-                                          else 0)
-            shared_i = (c.get("n_shared_experts") or 0) * moe_i or c.get("shared_expert_intermediate_size") or 0
+            p.router += hidden * n_exp + (n_exp if model_type in ("gpt_oss", "kimi_linear")
+                                          or c.get("topk_method") == "noaux_tc" else 0)
+            if gemma4:
+                # Gemma4Router: proj + scale (hidden) + per_expert_scale; the dense MLP runs beside the experts,
+                # with three more norms (gemma4.py:300-320, :630-665 in 0.32)
+                p.router += hidden + n_exp
+                p.mlp += 3 * hidden * intermediate
+                p.norms += 3 * hidden
+            shared_i = n_shared * moe_i or c.get("shared_expert_intermediate_size") or 0
             if shared_i:
                 p.shared_experts += 3 * hidden * shared_i
                 if c.get("shared_expert_intermediate_size"):
@@ -540,11 +711,23 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
                 p.mlp += 2 * hidden * intermediate
         elif layer.kind != LayerKind.MAMBA2 or model_type not in _MAMBA2_TYPES:
             gated = model_type not in _PLAIN_MLP_TYPES
-            p.mlp += (3 if gated else 2) * hidden * intermediate
+            # Gemma 4 use_double_wide_mlp: the KV-shared layers' MLP is twice as wide (gemma4.py:597-606, 0.32)
+            wide = 2 if gemma4 and layer.kv_shared and c.get("use_double_wide_mlp") else 1
+            p.mlp += (3 if gated else 2) * hidden * intermediate * wide
             if model_type == "phi":
                 p.mlp += intermediate + hidden
         p.norms += hidden if model_type == "nemotron_h" else norms_per_layer
     p.norms += hidden  # final norm
+    ple = _opt_int(c, "hidden_size_per_layer_input", 0) or 0
+    if gemma4 and ple:
+        # Gemma 4 per-layer embeddings (PLE): a vocab_size_per_layer_input x (layers x ple) table, its projection
+        # from the hidden state and norm, and per layer a gate (hidden -> ple), a projection (ple -> hidden) and a
+        # norm (gemma4.py:674-706, :823-840 in 0.32)
+        ple_vocab = _opt_int(c, "vocab_size_per_layer_input") or vocab
+        p.embed += ple_vocab * num_layers * ple
+        p.attention += hidden * num_layers * ple
+        p.norms += ple + num_layers * hidden
+        p.mlp += num_layers * 2 * hidden * ple
     if model_type == "phi":
         p.norms += num_layers * hidden + hidden  # LayerNorm biases
         p.lm_head += vocab  # lm_head bias
@@ -553,7 +736,7 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
     if mtp:
         # One DeepSeek-style MTP module: a full decoder layer (MoE) + enorm/hnorm + eh_proj (2h -> h).
         per_layer_attn = p.attention // num_layers
-        moe_layer = (n_exp * 3 * hidden * moe_i + hidden * n_exp + (c.get("n_shared_experts") or 0) * 3 * hidden * moe_i)
+        moe_layer = (n_exp * 3 * hidden * moe_i + hidden * n_exp + n_shared * 3 * hidden * moe_i)
         p.mtp = mtp * (per_layer_attn + moe_layer + 2 * hidden * hidden + 4 * hidden)
         notes.append(f"{mtp} MTP layer(s) stored in the checkpoint; vLLM loads them only with speculative method mtp")
 
@@ -606,6 +789,10 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
         num_attention_heads=num_heads, num_kv_heads=num_kv, head_dim=head_dim, vocab_size=vocab,
         intermediate_size=intermediate, tie_word_embeddings=bool(tie), max_position_embeddings=max_pos,
         torch_dtype=dtype.replace("torch.", ""), layers=layers, kv_lora_rank=kv_lora, qk_rope_head_dim=rope_dim,
+        index_head_dim=_req_int(c, "index_head_dim") if any(la.indexer for la in layers) else None,
+        index_n_heads=_req_int(c, "index_n_heads") if any(la.indexer for la in layers) else 0,
+        q_lora_rank=_opt_int(c, "q_lora_rank") if kv_lora else None,
+        index_topk=_opt_int(c, "index_topk") if any(la.indexer for la in layers) else None,
         mla_nope_v_dim=(c.get("qk_nope_head_dim") or 0) + (c.get("v_head_dim") or 0) if kv_lora else 0,
         num_experts=n_exp if moe_layers else 0, num_experts_per_tok=topk if moe_layers else 0,
         moe_intermediate_size=moe_i if moe_layers else 0, mamba=mamba, mtp_layers=mtp,

@@ -47,7 +47,9 @@ class KVContext:
 class AttentionSpec:
     """A paged attention cache: ``page = block_size × num_kv_heads × (head_size + head_size_v) × dtype_bytes``
     (``AttentionSpec.page_size_bytes``, kv_cache_interface.py:545-560). ``page_size_padded`` replaces it
-    when pages are unified by padding."""
+    when pages are unified by padding. ``token_bytes``: a packed per-token row whose size does not follow
+    from the head size (DeepSeek's ``fp8_ds_mla``: 656 B; ``state_content_bytes`` in vLLM 0.32,
+    kv_cache_interface.py:536-553; ``block_size * 656`` in 0.11.0, kv_cache_interface.py:148-151)."""
 
     block_size: int
     num_kv_heads: int
@@ -56,20 +58,23 @@ class AttentionSpec:
     dtype_bytes: int
     page_size_padded: int | None = None
     draft: bool = False
+    token_bytes: int | None = None
 
     kind = "attention"
 
     @property
+    def bytes_per_token(self) -> int:
+        if self.token_bytes is not None:
+            return self.num_kv_heads * self.token_bytes
+        return self.num_kv_heads * (self.head_size + self.head_size_v) * self.dtype_bytes
+
+    @property
     def real_page_size_bytes(self) -> int:
-        return self.block_size * self.num_kv_heads * (self.head_size + self.head_size_v) * self.dtype_bytes
+        return self.block_size * self.bytes_per_token
 
     @property
     def page_size_bytes(self) -> int:
         return self.page_size_padded or self.real_page_size_bytes
-
-    @property
-    def bytes_per_token(self) -> int:
-        return self.num_kv_heads * (self.head_size + self.head_size_v) * self.dtype_bytes
 
     def max_memory_bytes(self, ctx: KVContext) -> int:
         raise NotImplementedError
@@ -89,8 +94,11 @@ class FullAttentionSpec(AttentionSpec):
 class MLAAttentionSpec(FullAttentionSpec):
     """MLA: one latent "head" of ``kv_lora_rank + qk_rope_head_dim`` and no separate V
     (``head_size_v = 0``), replicated on every TP rank (kv_cache_interface.py:686;
-    mla_attention.py:479)."""
+    mla_attention.py:479). DeepSeek-V3.2's indexer key cache is one too (one "head" of
+    ``index_head_dim + index_head_dim // 128 * 4`` bytes; ``role="indexer"``), full attention like the latent
+    cache, so both land in one group (``UniformTypeKVCacheSpecs``)."""
 
+    role: str = "latent"
     kind = LayerKind.MLA
 
 

@@ -23,6 +23,9 @@ from .gpus import GPU, get_gpu
 from .kv import (ChunkedLocalAttentionSpec, CrossAttentionSpec, FullAttentionSpec, KVContext, KVGroup,
                  MambaSpec, MLAAttentionSpec, SlidingWindowSpec, Spec, capacity, cdiv, estimate_max_model_len,
                  group_specs)
+from .layers import (check_architecture, check_kda, hybrid_mla_alignment, indexer_bytes_per_token,
+                     indexer_weight_bytes, kda_state_bytes, sparse_mla_backend, sparse_mla_block_size,
+                     sparse_mla_cache)
 from .runtime import (CUDA_GRAPH_BASE_GIB, CUDA_GRAPH_MOE_EXTRA_GIB, CUDA_GRAPH_PER_LAYER_GIB, FORWARD_FACTOR,
                       MOE_WORKSPACE_FACTOR, NON_TORCH_GIB_PP, NON_TORCH_GIB_SINGLE, SAMPLER_BASE_GIB,
                       SAMPLER_BYTES_PER_SEQ_VOCAB, SAMPLER_BYTES_PER_SEQ_VOCAB_OLD, ReleaseRules, parse_version)
@@ -162,27 +165,39 @@ def build_specs(arch: ModelArch, *, tp: int, pp: int, block_size: int, kv_bytes:
                 num_spec: int, prefix: str = "", draft: bool = False,
                 is_cpu: bool = False, mamba_cache_mode: str = "none",
                 cpu_avx512_bf16: bool = False, stage: int = 0,
-                partition: list[int] | None = None) -> dict[str, Spec]:
+                partition: list[int] | None = None, mla_token_bytes: int | None = None,
+                indexer_token_bytes: int = 0, version: tuple[int, int, int] = (0, 32, 0)) -> dict[str, Spec]:
     """Layer name → KV spec for the layers on rank 0 of the first pipeline stage.
 
     KV heads per rank: ``max(1, num_kv_heads // tp)`` (replicated when tp > heads; vllm/config/model.py
-    ``get_num_kv_heads``); MLA: one latent head of ``kv_lora_rank + qk_rope_head_dim`` on every rank.
+    ``get_num_kv_heads``), with a layer's own head size and KV heads where it has them (Gemma 4's global
+    layers); layers that share another layer's cache get no spec (Gemma 4's ``num_kv_shared_layers``).
+    MLA: one latent head of ``kv_lora_rank + qk_rope_head_dim`` on every rank, ``mla_token_bytes`` per token
+    when the cache is a packed format (``fp8_ds_mla``); a sparse-attention layer adds its indexer's key cache
+    (``indexer_token_bytes`` per token, :func:`.layers.indexer_bytes_per_token`) as a second MLA spec.
+    KDA layers: a Mamba spec of :func:`.layers.kda_state_bytes` (``version`` picks the state layout).
     """
     specs: dict[str, Spec] = {}
-    kv_heads = max(1, arch.num_kv_heads // tp)
     mamba_bytes = None
     for i in _stage_layers(arch, pp, stage, partition):
         layer = arch.layers[i]
+        if layer.kv_shared:
+            continue  # reads an earlier layer's cache (kv_sharing_target_layer_name): no spec of its own
         name = f"{prefix}layers.{i}"
         common = dict(block_size=block_size, dtype_bytes=kv_bytes, draft=draft)
+        hd = layer.head_dim or arch.head_dim
+        kv_heads = max(1, (layer.num_kv_heads or arch.num_kv_heads) // tp)
         if layer.kind == LayerKind.MLA:
             specs[name] = MLAAttentionSpec(num_kv_heads=1, head_size=arch.kv_lora_rank + arch.qk_rope_head_dim,
-                                           head_size_v=0, **common)
+                                           head_size_v=0, token_bytes=mla_token_bytes, **common)
+            if layer.indexer:
+                specs[f"{name}.indexer"] = MLAAttentionSpec(
+                    num_kv_heads=1, head_size=indexer_token_bytes, head_size_v=0, block_size=block_size,
+                    dtype_bytes=1, draft=draft, role="indexer")
         elif layer.kind == LayerKind.FULL:
-            specs[name] = FullAttentionSpec(num_kv_heads=kv_heads, head_size=arch.head_dim,
-                                            head_size_v=arch.head_dim, **common)
+            specs[name] = FullAttentionSpec(num_kv_heads=kv_heads, head_size=hd, head_size_v=hd, **common)
         elif layer.kind == LayerKind.SLIDING:
-            specs[name] = SlidingWindowSpec(num_kv_heads=kv_heads, head_size=arch.head_dim, head_size_v=arch.head_dim,
+            specs[name] = SlidingWindowSpec(num_kv_heads=kv_heads, head_size=hd, head_size_v=hd,
                                             sliding_window=layer.sliding_window or 0, **common)
         elif layer.kind == LayerKind.CHUNKED:
             specs[name] = ChunkedLocalAttentionSpec(num_kv_heads=kv_heads, head_size=arch.head_dim,
@@ -191,10 +206,13 @@ def build_specs(arch: ModelArch, *, tp: int, pp: int, block_size: int, kv_bytes:
         elif layer.kind == LayerKind.CROSS:
             specs[name] = CrossAttentionSpec(num_kv_heads=kv_heads, head_size=arch.head_dim,
                                              head_size_v=arch.head_dim, **common)
-        elif layer.kind in (LayerKind.MAMBA2, LayerKind.MAMBA1, LayerKind.GDN):
+        elif layer.kind in (LayerKind.MAMBA2, LayerKind.MAMBA1, LayerKind.GDN, LayerKind.KDA):
             if mamba_bytes is None:
-                ssm_b = _ssm_state_bytes(arch, model_bytes, is_cpu, cpu_avx512_bf16)
-                mamba_bytes = _mamba_state_bytes(arch, tp, num_spec, model_bytes, ssm_b)
+                if layer.kind == LayerKind.KDA:
+                    mamba_bytes, _ = kda_state_bytes(version, arch.mamba, tp, num_spec, model_bytes)
+                else:
+                    ssm_b = _ssm_state_bytes(arch, model_bytes, is_cpu, cpu_avx512_bf16)
+                    mamba_bytes = _mamba_state_bytes(arch, tp, num_spec, model_bytes, ssm_b)
             specs[name] = MambaSpec(state_bytes=mamba_bytes, block_size=block_size, num_speculative_blocks=num_spec,
                                     draft=draft, cache_mode=mamba_cache_mode,
                                     prefill_checkpoint_blocks=1 if layer.kind == LayerKind.MAMBA2 else 0)
@@ -202,10 +220,13 @@ def build_specs(arch: ModelArch, *, tp: int, pp: int, block_size: int, kv_bytes:
 
 
 def align_hybrid_block_size(specs: dict[str, Spec], block_size: int, kernel_alignment: int,
-                            is_mla: bool) -> tuple[int, int | None]:
+                            is_mla: bool, mla_alignment: int | None = None) -> tuple[int, int | None]:
     """For attention + Mamba models: raise the attention block size until one attention page holds a
     Mamba state, then pad the Mamba page to the attention page (``_align_hybrid_block_size``,
-    vllm/platforms/interface.py:939-1125). Returns ``(block_size, mamba_page_padded)``."""
+    vllm/platforms/interface.py:939-1125). Returns ``(block_size, mamba_page_padded)``.
+
+    ``mla_alignment``: the kernel block alignment of an MLA hybrid as the release computes it
+    (:func:`.layers.hybrid_mla_alignment`); None: ``max(kernel_alignment, block_size, 128)`` (0.27+)."""
     mamba_pages = [s.state_bytes for s in specs.values() if isinstance(s, MambaSpec)]
     attn = [s for s in specs.values() if not isinstance(s, MambaSpec)]
     if not mamba_pages or not attn:
@@ -214,7 +235,7 @@ def align_hybrid_block_size(specs: dict[str, Spec], block_size: int, kernel_alig
     mamba_page = max(mamba_pages)
     align = max(kernel_alignment, block_size)
     if is_mla:
-        align = max(align, 128)
+        align = mla_alignment if mla_alignment is not None else max(align, 128)
     attn_block = align * cdiv(mamba_page, align * page_1tok)
     attn_block = kernel_alignment * cdiv(attn_block, kernel_alignment)
     block_size = max(block_size, attn_block)
@@ -305,6 +326,24 @@ def estimate(inp: EngineInput) -> EstimateResult:
     sources: dict[str, str] = {}
     warnings: list[str] = list(arch.assumptions)
     resolved: dict[str, Any] = {}
+    for why in check_architecture(arch.architecture, rules.version, sparse=arch.is_sparse_mla):
+        sources["architecture"] = why
+    if arch.is_sparse_mla and gpu.is_cpu:
+        raise EngineInputError("gpu", "vLLM's CPU build refuses DeepSeek sparse attention (index_topk): "
+                               "\"Sparse Attention is not supported on CPU.\" (vllm/platforms/cpu.py:101-103 in "
+                               "0.11.0, :150 in 0.32.0)")
+    if any(la.kind == LayerKind.KDA for la in arch.layers):
+        c_text = inp.hf_config.get("text_config") or inp.hf_config
+        check_kda(rules.version, c_text, gpu.capability_tuple, arch.torch_dtype, gpu.is_cpu)
+    for la in arch.layers:  # a layer's own KV heads (Gemma 4's global layers) must split over TP as well
+        heads = la.num_kv_heads
+        if heads and tp > heads and tp % heads:
+            raise EngineInputError("tensor_parallel_size", f"{tp} is above the {heads} KV heads of the model's "
+                                   f"{la.kind.value} layers and not a multiple of them; vLLM requires tp % num_kv_heads "
+                                   "== 0 to replicate KV heads (gemma4.py Gemma4Attention)")
+        if heads and heads >= tp and heads % tp:
+            raise EngineInputError("tensor_parallel_size", f"the {heads} KV heads of the model's {la.kind.value} layers "
+                                   f"are not divisible by tensor_parallel_size={tp} (vLLM requires it)")
 
     if arch.num_kv_heads and not arch.kv_lora_rank and tp > arch.num_kv_heads and tp % arch.num_kv_heads:
         raise EngineInputError("tensor_parallel_size", f"{tp} is above the model's {arch.num_kv_heads} KV heads and "
@@ -366,6 +405,27 @@ def estimate(inp: EngineInput) -> EstimateResult:
                                                    (inp.hf_config or {}).get("qk_nope_head_dim"))
         sources["block_size"] = why
 
+    # --- DeepSeek sparse attention (V3.2): backend, cache format, block size (layers.py) -------------
+    mla_token_bytes: int | None = None
+    indexer_bytes = 0
+    if arch.is_sparse_mla:
+        backend, why = sparse_mla_backend(rules.version, gpu.capability_tuple, inp.kv_cache_dtype,
+                                          arch.num_attention_heads // tp, inp.attention_backend)
+        resolved["attention_backend"] = backend
+        sources["attention_backend"] = why
+        fmt, per_token, why = sparse_mla_cache(rules.version, inp.kv_cache_dtype, backend, model_b,
+                                               arch.kv_lora_rank + arch.qk_rope_head_dim)
+        mla_token_bytes = per_token
+        # the element dtype (fp8_ds_mla stores fp8 values with their scales); the packed format apart
+        resolved["kv_cache_dtype"] = "fp8" if fmt == "fp8_ds_mla" else (fmt if fmt != "auto" else dtype)
+        resolved["kv_cache_format"] = fmt if fmt != "auto" else dtype
+        sources["kv_cache_dtype"] = sources["kv_cache_format"] = why
+        indexer_bytes, why = indexer_bytes_per_token(arch.index_head_dim or 0)
+        sources["indexer_bytes_per_token"] = why
+        resolved["indexer_bytes_per_token"] = indexer_bytes
+        block_size, why = sparse_mla_block_size(rules.version, inp.block_size, backend)
+        sources["block_size"] = why
+
     # --- speculative decoding -------------------------------------------------------------------
     spec = inp.speculative_config
     num_spec = spec.num_speculative_tokens if spec else 0
@@ -395,6 +455,15 @@ def estimate(inp: EngineInput) -> EstimateResult:
                                    else "; each expert sharded"))
         warnings.append("data / expert parallel: the all-to-all and DP-coordination buffers are not modelled "
                         "(they come out of the memory outside the KV budget)")
+    if arch.is_sparse_mla:
+        lin_b = (quant.bits / 8 + quant.scale_bytes_per_weight) if quant else model_b
+        per_layer, why = indexer_weight_bytes(rules.version, arch.hidden_size, arch.q_lora_rank or arch.hidden_size,
+                                              arch.index_head_dim or 0, arch.index_n_heads, lin_b, model_b)
+        stages = [per_layer * n for n in (partition or [arch.num_layers])]
+        w = w.model_copy(update={"bytes_per_gpu": w.bytes_per_gpu + stages[0],
+                                 "stage_bytes": [b + x for b, x in zip(w.stage_bytes, stages)] if w.stage_bytes
+                                 else w.stage_bytes,
+                                 "source": w.source + f"; + {why}"})
     weights = w.bytes_per_gpu
     sources["weights_gib"] = w.source + ("; + rotary cos/sin cache" if w.rope_cache_bytes else "")
     draft_weights = 0
@@ -417,11 +486,13 @@ def estimate(inp: EngineInput) -> EstimateResult:
 
     # --- KV specs ---------------------------------------------------------------------------------
     mamba_mode = rules.mamba_cache_mode()
-    if any(la.kind in (LayerKind.MAMBA1, LayerKind.MAMBA2, LayerKind.GDN) for la in arch.layers):
+    if arch.has_state_layers:
         resolved["mamba_cache_mode"] = mamba_mode
         sources["mamba_cache_mode"] = ("prefix caching on by default for hybrid models: 'align', two states per "
                                        "request (vllm/model_executor/models/config.py:684-690)"
                                        if mamba_mode == "align" else "one state per request (mamba_cache_mode none)")
+    if any(la.kind == LayerKind.KDA for la in arch.layers):
+        sources["kda_state_bytes"] = kda_state_bytes(rules.version, arch.mamba, tp, num_spec, model_b)[1]
     avx512_bf16 = False
     if gpu.is_cpu and any(la.kind in (LayerKind.MAMBA1, LayerKind.MAMBA2, LayerKind.GDN) for la in arch.layers):
         if inp.cpu_avx512_bf16 is None:
@@ -436,9 +507,10 @@ def estimate(inp: EngineInput) -> EstimateResult:
                                       "this server's CPU (/proc/cpuinfo flag avx512_bf16)")
 
     def specs_for(bs: int, stage: int = 0) -> dict[str, Spec]:
+        shape_kw = dict(mla_token_bytes=mla_token_bytes, indexer_token_bytes=indexer_bytes, version=rules.version)
         s = build_specs(arch, tp=tp, pp=pp, block_size=bs, kv_bytes=kv_b, model_bytes=model_b, num_spec=num_spec,
                         is_cpu=gpu.is_cpu, mamba_cache_mode=mamba_mode, cpu_avx512_bf16=avx512_bf16, stage=stage,
-                        partition=partition)
+                        partition=partition, **shape_kw)
         if stage:
             return s  # the draft's layers are placed with the first stage's (rank 0) here
         if spec and spec.method == "mtp":
@@ -446,7 +518,7 @@ def estimate(inp: EngineInput) -> EstimateResult:
                                                "num_layers": arch.mtp_layers})
             s.update(build_specs(mtp_arch, tp=tp, pp=1, block_size=bs, kv_bytes=kv_b, model_bytes=model_b,
                                  num_spec=num_spec, prefix="mtp.", draft=True, is_cpu=gpu.is_cpu,
-                                 cpu_avx512_bf16=avx512_bf16))
+                                 cpu_avx512_bf16=avx512_bf16, **shape_kw))
         elif draft is not None:
             s.update(build_specs(draft, tp=tp if draft.num_attention_heads % tp == 0 else 1, pp=1, block_size=bs,
                                  kv_bytes=kv_b, model_bytes=model_b, num_spec=num_spec, prefix="draft.", draft=True,
@@ -455,7 +527,11 @@ def estimate(inp: EngineInput) -> EstimateResult:
 
     specs = specs_for(block_size)
     kernel_align = 16 if not gpu.is_cpu else (16 if arch.kv_lora_rank else 128)
-    new_bs, mamba_pad = align_hybrid_block_size(specs, block_size, kernel_align, bool(arch.kv_lora_rank))
+    mla_align = None
+    if arch.kv_lora_rank and arch.has_state_layers and not gpu.is_cpu:
+        mla_align, why = hybrid_mla_alignment(rules.version, block_size, inp.attention_backend)
+        sources["hybrid_block_alignment"] = f"{mla_align} tokens ({why})"
+    new_bs, mamba_pad = align_hybrid_block_size(specs, block_size, kernel_align, bool(arch.kv_lora_rank), mla_align)
     if new_bs != block_size or mamba_pad:
         if new_bs != block_size:
             warnings.append(f"attention block size raised to {new_bs} tokens so one page holds a Mamba state "
@@ -467,7 +543,7 @@ def estimate(inp: EngineInput) -> EstimateResult:
 
     in_flight = rules.max_concurrent_batches(
         pp, gpu.is_cpu, architectures=(arch.architecture,), is_moe=arch.num_experts > 0,
-        is_hybrid=any(la.kind in (LayerKind.MAMBA1, LayerKind.MAMBA2, LayerKind.GDN) for la in arch.layers)) * mnbt
+        is_hybrid=arch.has_state_layers) * mnbt
     ctx = KVContext(max_model_len=max_len, max_in_flight_tokens=in_flight, encoder_tokens=arch.encoder_tokens)
     groups = group_specs(specs)
 
@@ -554,7 +630,10 @@ def estimate(inp: EngineInput) -> EstimateResult:
             elif isinstance(s, SlidingWindowSpec):
                 detail = f"window {s.sliding_window} tokens"
             elif isinstance(s, MLAAttentionSpec):
-                detail = f"latent {s.head_size} x {kv_b} B"
+                detail = (f"latent {s.token_bytes} B ({resolved.get('kv_cache_format')})" if s.token_bytes
+                          else f"latent {s.head_size} x {kv_b} B")
+                if arch.is_sparse_mla:
+                    detail += f" + indexer keys {indexer_bytes} B (uint8) per layer"
             else:
                 detail = f"{s.num_kv_heads} KV heads x {s.head_size} x 2 (K,V) x {kv_b} B"
             by_type[key] = LayerKV(kind=s.kind, num_layers=1, block_size=s.block_size, page_size_bytes=s.page_size_bytes,

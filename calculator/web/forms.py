@@ -45,7 +45,7 @@ SPEED_DEFAULTS = {"prompt_len": 1024, "output_len": 128, "concurrency": 1}
 QUERY_SAFE = "/:,"
 # Shown as their default when a permalink leaves them out (the permalink omits defaults; the page
 # shows the same 1 as the empty form).
-SHOWN_DEFAULTS = {"tensor_parallel_size": "1", "pipeline_parallel_size": "1"}
+SHOWN_DEFAULTS = {"tensor_parallel_size": "1", "pipeline_parallel_size": "1", "gpus_per_node": "8"}
 # Where an error about a request field is shown on the page (the form splits speculative_config).
 ERROR_SLOT = {"speculative_config": "speculative_method", "speculative_config.model": "speculative_model"}
 ADVANCED = ("block_size", "max_num_batched_tokens", "max_num_seqs", "enforce_eager", "gpu_memory_gib",
@@ -55,7 +55,8 @@ SGLANG_FIELDS = ("sglang_version", "mem_fraction_static", "chunked_prefill_size"
 HIDDEN_ON_PAGE = ("speculative_config",)
 # Fields the form template places by name; every other request field is rendered in the runtime settings
 # groups (so a permalink's value is never dropped by the next edit).
-PLACED = ("model", "revision", "gpu", "tensor_parallel_size", "pipeline_parallel_size", "max_model_len", "concurrency",
+PLACED = ("model", "revision", "gpu", "tensor_parallel_size", "pipeline_parallel_size", "gpus_per_node",
+          "max_model_len", "concurrency",
           "prompt_len", "output_len", "dtype", "kv_cache_dtype", "quantization", "runtime", "vllm_version",
           "attention_backend", "gpu_memory_utilization", "speculative_method", "speculative_model",
           "num_speculative_tokens", "acceptance_rate", "block_size", "max_num_batched_tokens", "max_num_seqs",

@@ -96,6 +96,11 @@ class Outcome:
         return self.plan.request.num_gpus
 
     @property
+    def layout(self) -> str:
+        """Nodes x GPUs and the TP / PP / DP split (:attr:`ServingRequest.layout`)."""
+        return self.plan.request.layout
+
+    @property
     def params(self) -> list[tuple[str, str]]:
         """The permalink's ``(name, value)`` pairs (what the "validate" button posts)."""
         return parse_qsl(self.canonical_query)
@@ -325,7 +330,8 @@ def memory_bar(result: EstimateResult, segments: list[dict[str, Any]]) -> dict[s
 
 def api_payload(plan: Plan) -> dict[str, Any]:
     """What ``GET /api/estimate`` and ``manage.py estimate --format json`` return: the runtime's memory figures
-    (``EstimateResult.to_json()``), ``verdict`` (works / does_not_fit / does_not_start / depends) with
+    (``EstimateResult.to_json()``), ``layout`` (nodes x GPUs, TP / PP / DP; ``num_nodes`` of ``gpus_per_node``),
+    ``verdict`` (works / does_not_fit / does_not_start / depends) with
     ``verdict_reasons``, ``verdict_condition`` and ``suggestions`` ([{"label", "params"}], each checked to
     work), ``model_source``, ``revision_sha``, ``model_notes``, the ``vllm serve`` argv, the compat summary
     and the speed keys of ``calculator.engine.perf.speed_fields``.
@@ -343,6 +349,9 @@ def api_payload(plan: Plan) -> dict[str, Any]:
     out["verdict_condition"] = v.condition
     out["suggestions"] = [{"label": s.label, "params": s.params} for s in v.suggestions]
     out["runtime"] = plan.runtime
+    out["layout"] = plan.request.layout
+    out["gpus_per_node"] = plan.request.gpus_per_node
+    out["num_nodes"] = plan.request.num_nodes
     out["model_source"] = plan.model.source
     out["revision_sha"] = plan.model.sha
     out["model_notes"] = list(plan.model.notes)
@@ -396,6 +405,11 @@ class RuntimeOutcome:
     @property
     def num_gpus(self) -> int:
         return self.plan.request.num_gpus
+
+    @property
+    def layout(self) -> str:
+        """Nodes x GPUs and the TP / PP / DP split (:attr:`ServingRequest.layout`)."""
+        return self.plan.request.layout
 
     @property
     def params(self) -> list[tuple[str, str]]:

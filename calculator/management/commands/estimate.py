@@ -51,6 +51,7 @@ def render_table(res: EstimateResult, info: dict, speed: dict | None = None, ver
         ("Model", f"{info['model']}" + (f" @ {info['sha'][:12]}" if info.get("sha") else "")),
         ("Config from", info["source"]),
         ("GPU", f"{res.gpu} ({res.total_memory_gib} GiB as the driver reports it)"),
+        *([("Layout", info["layout"])] if info.get("layout") else []),
         ("vLLM release", res.vllm_version),
         ("gpu_memory_utilization", f"{res.resolved.get('gpu_memory_utilization')} -> budget {res.requested_memory_gib} GiB"),
         ("Model loading took (weights)", f"{res.weights_gib} GiB"),
@@ -116,7 +117,7 @@ class Command(BaseCommand):
         else:
             kw = get_runtime(plan.runtime).speed_kwargs(request)
             info = {"model": plan.model.repo_id, "sha": plan.model.sha, "source": plan.model.source,
-                    "notes": list(plan.model.notes)}
+                    "notes": list(plan.model.notes), "layout": request.layout}
             self.stdout.write(render_table(plan.memory, info, {**payload, **kw}, plan.verdict))
         if plan.verdict.exit_status and options["format"] == "table":
             raise verdict_exit(plan.verdict.status, plan.verdict.headline, plan.verdict.exit_status)
