@@ -95,6 +95,12 @@ class ParamCount(BaseModel):
     vision: int = 0  # vision tower + projector of multimodal wrappers (approximate: see assumptions)
     mtp: int = 0  # MTP (next-n prediction) layers stored in the checkpoint
     active_experts: int = 0  # routed expert parameters used per token
+    # Weights vLLM allocates that the checkpoint does not hold (not in ``total``): Gemma 4's k_eq_v V slot.
+    kv_alloc_only: int = 0
+    # The linear modules of each decoder layer, as (layer index, component, checkpoint module name below
+    # ``layers.<i>.``, elements): what a quantization config's exclude / ignore list is matched against
+    # (weights.excluded_params). component is one of attention, kv_proj, mlp, experts, shared_experts, mamba.
+    modules: list[tuple[int, str, str, int]] = []
 
     @property
     def total(self) -> int:
@@ -146,6 +152,7 @@ class ModelArch(BaseModel):
     rotary_dim: int = 0
     rope_cache_len: int = 0
     rope_cache_len_extra: int = 0  # a second rotary embedding (Gemma 3 local layers)
+    rope_cache_extra_elems: int = 0  # another rotary cache of its own width (Gemma 4 global layers), elements
     derived_max_model_len: int | None = None  # vLLM's default and upper bound for --max-model-len
     is_multimodal: bool = False
     encoder_tokens: int = 0  # cross-attention tokens per request (mllama: image tokens)
@@ -496,6 +503,18 @@ def _vision_params(config: dict[str, Any], notes: list[str]) -> int:
     i = vc.get("intermediate_size") or 4 * h
     patch = vc.get("patch_size") or 14
     channels = vc.get("num_channels") or 3
+    text, _ = _text_config(config)
+    if vc.get("model_type") == "gemma4_vision":
+        # transformers Gemma4VisionModel (vLLM loads it with AutoModel.from_config, gemma4_mm.py:1096 in 0.32):
+        # per layer q/k/v/o (h x h, no bias), q/k norms (head_dim), gated MLP (3 x h x i), four norms; a patch
+        # input projection (channels x patch^2 -> h, no bias) and a 2 x position_embedding_size x h position
+        # table; then embed_vision.embedding_projection (h -> text hidden, gemma4_mm.py:988). Exact against a
+        # meta-device count with transformers 5.19 (569,548,080 for Gemma-4-31B-IT's tower).
+        vhd = vc.get("head_dim") or h // (vc.get("num_attention_heads") or 1)
+        tower = layers * (4 * h * h + 2 * vhd + 3 * h * i + 4 * h) + (channels * patch * patch) * h \
+            + 2 * (vc.get("position_embedding_size") or 0) * h
+        notes.append(f"vision tower (gemma4_vision, {layers} layers, width {h}) counted from vision_config")
+        return tower + h * (text.get("hidden_size") or 0)
     gated = vc.get("model_type") == "pixtral"  # Pixtral's FFN is gated (w1, w2, w3)
     per_layer = 4 * h * h + 4 * h + (3 if gated else 2) * h * i + i + h + 4 * h
     tower = layers * per_layer + channels * patch * patch * h
@@ -503,7 +522,6 @@ def _vision_params(config: dict[str, Any], notes: list[str]) -> int:
         tower += (vc.get("num_global_layers") or 0) * (per_layer + 2)
         image_size = vc.get("image_size") or 560
         tower += ((image_size // patch) ** 2 + 1) * h * 2 + (vc.get("max_num_tiles") or 4) ** 2 * h * 2
-    text, _ = _text_config(config)
     text_h = text.get("hidden_size") or 0
     merge = config.get("spatial_merge_size") or 1
     proj_in = h * merge * merge
@@ -519,6 +537,17 @@ def _vision_params(config: dict[str, Any], notes: list[str]) -> int:
     notes.append(f"vision tower ({vc.get('model_type', 'vision')}, {layers} layers, width {h}) counted from "
                  "vision_config by the standard ViT formula (approximate)")
     return tower + projector
+
+
+# Qwen3-Next's attention, which Qwen3.5 reuses (vllm/model_executor/models/qwen3_5.py:158): q_proj outputs
+# heads x head_dim x (1 + attn_output_gate), attn_output_gate = getattr(config, "attn_output_gate", True)
+# (vllm/model_executor/models/qwen3_next.py:315-320 in 0.32)
+_GATED_QUERY_TYPES = ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")
+
+
+def _gated_query(c: dict[str, Any], model_type: str) -> bool:
+    """Whether the full-attention layers' q_proj also produces the output gate (twice the query width)."""
+    return model_type in _GATED_QUERY_TYPES and c.get("attn_output_gate", True) is not False
 
 
 def parse_config(config: dict[str, Any]) -> ModelArch:
@@ -543,6 +572,14 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
             notes.append(f"{model_type} config is sparse: transformers class defaults used for {', '.join(filled)}")
             c = {**c, **{k: defaults[k] for k in filled}}
     c = _normalize_layer_list(c, model_type)
+    if c.get("block_configs") is not None:
+        # DeciLM / Llama-Nemotron NAS (model_type nemotron-nas): every layer has its own attention (no-op, or
+        # num_attention_heads // n_heads_in_group KV heads) and FFN (no-op, or ffn_mult -> intermediate size)
+        # (vllm/model_executor/models/nemotron_nas.py:60-65, :134-180 in 0.32); one shape for all layers would
+        # be wrong by tens of GiB.
+        raise EngineInputError("model", "not modelled: config.json has block_configs (DeciLM / nemotron-nas per-layer "
+                               "attention and FFN shapes, sized in vllm/model_executor/models/nemotron_nas.py); this "
+                               "calculator does not size per-layer blocks yet, rather than guess")
     archs = config.get("architectures") or c.get("architectures") or ["unknown"]
     architecture = archs[0] if isinstance(archs, list) and archs else str(archs)
 
@@ -597,7 +634,12 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
                       if n_exp and i >= first_dense and i not in mlp_only and (i + 1) % sparse_step == 0
                       and i % moe_freq == 0 and layers[i].kind != LayerKind.MAMBA2]
     if model_type == "nemotron_h":
-        moe_layers = []
+        # Nemotron-H: the "E" layers of hybrid_override_pattern are NemotronHMoE blocks
+        # (vllm/model_executor/models/nemotron_h.py:340-360 in 0.32)
+        moe_layers = [i for i, ch in enumerate(c.get("hybrid_override_pattern") or "") if ch == "E"] if n_exp else []
+        if any(ch == "E" for ch in c.get("hybrid_override_pattern") or "") and not (n_exp and moe_i and topk):
+            raise EngineInputError("config.n_routed_experts", "Nemotron-H MoE layers (E in hybrid_override_pattern) "
+                                   "need n_routed_experts, moe_intermediate_size and num_experts_per_tok")
 
     # --- parameter count (elements), per component -------------------------------------------
     p = ParamCount()
@@ -615,6 +657,14 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
     elif model_type == "phi":
         norms_per_layer = hidden  # one LayerNorm per layer (weight here, bias added below)
 
+    nemotron = model_type == "nemotron_h"
+    mixer = "mixer" if nemotron else "self_attn"
+    moe_block = "block_sparse_moe" if model_type in ("mixtral", "minimax", "minimax_m2") else "mlp"
+    gated_query = _gated_query(c, model_type)
+
+    def module(i: int, comp: str, name: str, n: int) -> None:
+        p.modules.append((i, comp, name, n))
+
     for i, layer in enumerate(layers):
         kind = layer.kind
         if kind == LayerKind.MLA:
@@ -622,16 +672,29 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
             q = hidden * ql + ql + ql * num_heads * (nope + rope_dim) if ql else hidden * num_heads * (nope + rope_dim)
             kv = hidden * (kv_lora + rope_dim) + kv_lora + kv_lora * num_heads * (nope + v_hd)
             p.attention += q + kv + num_heads * v_hd * hidden
+            if ql:
+                module(i, "attention", "self_attn.q_a_proj", hidden * ql)
+                module(i, "attention", "self_attn.q_b_proj", ql * num_heads * (nope + rope_dim))
+            else:
+                module(i, "attention", "self_attn.q_proj", hidden * num_heads * (nope + rope_dim))
+            module(i, "attention", "self_attn.kv_a_proj_with_mqa", hidden * (kv_lora + rope_dim))
+            module(i, "attention", "self_attn.kv_b_proj", kv_lora * num_heads * (nope + v_hd))
+            module(i, "attention", "self_attn.o_proj", num_heads * v_hd * hidden)
             # DeepSeek-V3.2's lightning indexer is not in this count: vLLM replicates it on every TP rank
             # (memory.py adds it, layers.indexer_weight_bytes)
         elif kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.CROSS):
             hd = layer.head_dim or head_dim
             kvh = layer.num_kv_heads or num_kv
-            q_out = num_heads * hd * (2 if model_type == "qwen3_next" else 1)  # Qwen3-Next: gated query
+            q_out = num_heads * hd * (2 if gated_query else 1)  # Qwen3-Next / Qwen3.5: gated query
             # Gemma 4: k_eq_v full layers have no v_proj (K loaded into both slots); KV-shared layers have only
             # q_proj (gemma4.py _gemma4_layer_weights_mapper and Gemma4Attention, 0.32)
             kv_mats = 0 if layer.kv_shared else (1 if gemma4 and kind == LayerKind.FULL and c.get("attention_k_eq_v")
                                                   else 2)
+            if kv_mats == 1:
+                # ... but vLLM still builds the whole QKVParallelLinear, V slot included, and loads K into both
+                # (gemma4.py:419-431 in 0.32): memory the checkpoint does not count
+                p.kv_alloc_only += hidden * kvh * hd
+                module(i, "kv_alloc_only", f"{mixer}.v_proj", hidden * kvh * hd)
             kv_p = kv_mats * hidden * kvh * hd
             a = hidden * q_out + kv_p + num_heads * hd * hidden
             if bias:
@@ -646,13 +709,21 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
                 a += hidden  # dense bias
             p.attention += a
             p.kv_proj += kv_p
+            module(i, "attention", f"{mixer}.q_proj", hidden * q_out)
+            if kv_mats:
+                module(i, "kv_proj", f"{mixer}.k_proj", hidden * kvh * hd)
+            if kv_mats == 2:
+                module(i, "kv_proj", f"{mixer}.v_proj", hidden * kvh * hd)
+            module(i, "attention", f"{mixer}.o_proj", num_heads * hd * hidden)
         elif kind == LayerKind.GDN:
             hk, dk = c["linear_num_key_heads"], c["linear_key_head_dim"]
             hv, dv = c["linear_num_value_heads"], c["linear_value_head_dim"]
             conv_k = c.get("linear_conv_kernel_dim") or 4
             conv_dim = 2 * hk * dk + hv * dv
-            p.mamba += hidden * (2 * hk * dk + 2 * hv * dv) + hidden * 2 * hv + conv_dim * conv_k \
+            gdn = hidden * (2 * hk * dk + 2 * hv * dv) + hidden * 2 * hv + conv_dim * conv_k \
                 + 2 * hv + dv + hv * dv * hidden
+            p.mamba += gdn
+            module(i, "mamba", "linear_attn.in_proj_qkvz", gdn)
             mamba.update(gdn_hk=hk, gdn_dk=dk, gdn_hv=hv, gdn_dv=dv, conv_kernel=conv_k)
         elif kind == LayerKind.MAMBA2:
             heads = c.get("mamba_num_heads") or c.get("mamba_n_heads") or c.get("n_heads") or 0
@@ -663,8 +734,12 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
             state = c.get("ssm_state_size") or c.get("mamba_d_state") or 128
             conv_k = c.get("conv_kernel") or c.get("mamba_d_conv") or 4
             conv_dim = d_inner + 2 * groups * state
-            p.mamba += hidden * (2 * d_inner + 2 * groups * state + heads) + conv_dim * conv_k + conv_dim \
-                + 3 * heads + d_inner + d_inner * hidden
+            in_proj = hidden * (2 * d_inner + 2 * groups * state + heads)
+            p.mamba += in_proj + conv_dim * conv_k + conv_dim + 3 * heads + d_inner + d_inner * hidden
+            m2 = "mixer" if nemotron else "mamba"
+            module(i, "mamba", f"{m2}.in_proj", in_proj)
+            module(i, "mamba", f"{m2}.conv1d", conv_dim * conv_k + conv_dim + 3 * heads + d_inner)
+            module(i, "mamba", f"{m2}.out_proj", d_inner * hidden)
             mamba.update(m2_heads=heads, m2_head_dim=hd, m2_d_inner=d_inner, m2_groups=groups, m2_state=state,
                          conv_kernel=conv_k)
         elif kind == LayerKind.KDA:
@@ -687,12 +762,31 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
             mamba.update(m1_d_inner=d_inner, m1_state=state, conv_kernel=conv_k)
 
         # MLP / MoE of this layer
-        if i in moe_layers:
+        if i in moe_layers and nemotron:
+            # NemotronHMoE (vllm/model_executor/models/nemotron_h.py:140-255 in 0.32): a router (hidden x experts,
+            # replicated, + fp32 e_score_correction_bias), non-gated relu2 experts (up + down) of
+            # moe_intermediate_size, optionally in a latent space (moe_latent_size: fc1/fc2_latent_proj,
+            # ReplicatedLinear, unquantized in quantized checkpoints, :196-226), and a shared NemotronHMLP of
+            # moe_shared_expert_intermediate_size x n_shared_experts (up + down, :179-194).
+            latent = _opt_int(c, "moe_latent_size") or 0
+            per_expert = 2 * (latent or hidden) * moe_i
+            p.experts += n_exp * per_expert
+            p.active_experts += topk * per_expert
+            p.router += hidden * n_exp + n_exp + (2 * hidden * latent if latent else 0)
+            module(i, "experts", "mixer.experts", n_exp * per_expert)
+            shared_i = (_opt_int(c, "moe_shared_expert_intermediate_size") or 0) * n_shared
+            if shared_i:
+                p.shared_experts += 2 * hidden * shared_i
+                module(i, "shared_experts", "mixer.shared_experts.up_proj", hidden * shared_i)
+                module(i, "shared_experts", "mixer.shared_experts.down_proj", hidden * shared_i)
+        elif i in moe_layers:
             per_expert = 3 * hidden * moe_i  # gate + up (fused for gpt-oss) + down
             if model_type == "gpt_oss":
                 per_expert += 2 * moe_i + hidden  # gate_up and down biases
             p.experts += n_exp * per_expert
             p.active_experts += topk * per_expert
+            # Gemma 4 keeps its experts beside the dense MLP at layers.<i>.experts (gemma4.py:646-653 in 0.32)
+            module(i, "experts", "experts" if gemma4 else f"{moe_block}.experts", n_exp * per_expert)
             p.router += hidden * n_exp + (n_exp if model_type in ("gpt_oss", "kimi_linear")
                                           or c.get("topk_method") == "noaux_tc" else 0)
             if gemma4:
@@ -700,20 +794,29 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
                 # with three more norms (gemma4.py:300-320, :630-665 in 0.32)
                 p.router += hidden + n_exp
                 p.mlp += 3 * hidden * intermediate
+                for proj in ("gate_proj", "up_proj", "down_proj"):
+                    module(i, "mlp", f"mlp.{proj}", hidden * intermediate)
                 p.norms += 3 * hidden
             shared_i = n_shared * moe_i or c.get("shared_expert_intermediate_size") or 0
             if shared_i:
                 p.shared_experts += 3 * hidden * shared_i
+                name = "mlp.shared_expert" if c.get("shared_expert_intermediate_size") else "mlp.shared_experts"
+                for proj in ("gate_proj", "up_proj", "down_proj"):
+                    module(i, "shared_experts", f"{name}.{proj}", hidden * shared_i)
                 if c.get("shared_expert_intermediate_size"):
                     p.shared_experts += hidden  # shared expert gate (Qwen MoE)
         elif model_type == "nemotron_h":
             if c.get("hybrid_override_pattern", "")[i:i + 1] == "-":
                 p.mlp += 2 * hidden * intermediate
+                module(i, "mlp", "mixer.up_proj", hidden * intermediate)
+                module(i, "mlp", "mixer.down_proj", hidden * intermediate)
         elif layer.kind != LayerKind.MAMBA2 or model_type not in _MAMBA2_TYPES:
             gated = model_type not in _PLAIN_MLP_TYPES
             # Gemma 4 use_double_wide_mlp: the KV-shared layers' MLP is twice as wide (gemma4.py:597-606, 0.32)
             wide = 2 if gemma4 and layer.kv_shared and c.get("use_double_wide_mlp") else 1
             p.mlp += (3 if gated else 2) * hidden * intermediate * wide
+            for proj in ("gate_proj", "up_proj", "down_proj")[(0 if gated else 1):]:
+                module(i, "mlp", f"mlp.{proj}", hidden * intermediate * wide)
             if model_type == "phi":
                 p.mlp += intermediate + hidden
         p.norms += hidden if model_type == "nemotron_h" else norms_per_layer
@@ -744,7 +847,11 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
 
     # Rotary cos/sin cache: vLLM keeps a (max_position, rotary_dim) buffer in the model dtype
     # (vllm/model_executor/layers/rotary_embedding/base.py), counted in "Model loading took".
-    partial = c.get("partial_rotary_factor") or 1.0
+    # get_rope reads rope_parameters["partial_rotary_factor"] (vllm/model_executor/layers/rotary_embedding/
+    # __init__.py:66-72 in 0.32), where transformers 5 configs keep it (Qwen3.5); older configs have it at the top
+    # level (moved into rope_parameters by patch_rope_parameters, vllm/transformers_utils/config.py:622-640)
+    rope_params = c.get("rope_parameters") if isinstance(c.get("rope_parameters"), dict) else {}
+    partial = rope_params.get("partial_rotary_factor") or c.get("partial_rotary_factor") or 1.0
     rotary_dim = int((rope_dim or head_dim) * partial)
     max_pos = _opt_int(c, "max_position_embeddings")
     rope_scaling = c.get("rope_scaling") or {}
@@ -766,6 +873,20 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
             and "gemma3" not in model_type:
         derived_len = int(derived_len * factor)
     rope_cache_len_extra = 0
+    rope_cache_extra_elems = 0
+    if gemma4 and isinstance(rope_params.get("full_attention"), dict):
+        # Gemma 4 builds one rotary embedding per layer type from rope_parameters[layer_type] (gemma4.py:453-498
+        # in 0.32): the sliding layers' (head_dim) and the global layers' (global head size). A "proportional"
+        # global RoPE (Gemma4RotaryEmbedding) caches the whole head size, not the rotary part
+        # (rotary_embedding/gemma4_rope.py:30-55; get_rope, rotary_embedding/__init__.py:156-166).
+        sliding_rp = rope_params.get("sliding_attention") or {}
+        rotary_dim = int(head_dim * (sliding_rp.get("partial_rotary_factor") or 1.0))
+        full_rp = rope_params["full_attention"]
+        ghd = next((la.head_dim for la in layers if la.kind == LayerKind.FULL and la.head_dim), head_dim)
+        full_dim = ghd if full_rp.get("rope_type") == "proportional" else \
+            int(ghd * (full_rp.get("partial_rotary_factor") or 1.0))
+        if any(la.kind == LayerKind.FULL for la in layers) and (ghd, full_dim) != (head_dim, rotary_dim):
+            rope_cache_extra_elems = (max_pos or 0) * full_dim
     if model_type in ("gemma3_text", "gemma3") and rope_type:
         rope_cache_len_extra = max_pos or 0  # Gemma 3's local layers use a second, unscaled rotary embedding
 
@@ -798,7 +919,7 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
         moe_intermediate_size=moe_i if moe_layers else 0, mamba=mamba, mtp_layers=mtp,
         mamba_ssm_cache_dtype=(c.get("mamba_ssm_cache_dtype") or "float32") if model_type == "nemotron_h" else None,
         has_sinks=model_type == "gpt_oss", rotary_dim=rotary_dim, rope_cache_len=rope_len,
-        rope_cache_len_extra=rope_cache_len_extra, derived_max_model_len=derived_len, is_multimodal=is_mm,
+        rope_cache_len_extra=rope_cache_len_extra, rope_cache_extra_elems=rope_cache_extra_elems, derived_max_model_len=derived_len, is_multimodal=is_mm,
         encoder_tokens=encoder_tokens, quantization_config=quant if isinstance(quant, dict) else None,
         params=p, assumptions=notes,
     )

@@ -30,7 +30,7 @@ from .runtime import (CUDA_GRAPH_BASE_GIB, CUDA_GRAPH_MOE_EXTRA_GIB, CUDA_GRAPH_
                       MOE_WORKSPACE_FACTOR, NON_TORCH_GIB_PP, NON_TORCH_GIB_SINGLE, SAMPLER_BASE_GIB,
                       SAMPLER_BYTES_PER_SEQ_VOCAB, SAMPLER_BYTES_PER_SEQ_VOCAB_OLD, ReleaseRules, parse_version)
 from .schemas import EngineInput, EstimateResult, LayerKV
-from .weights import resolve_quant, round_up, weights_from_checkpoint, weights_per_gpu
+from .weights import eagle3_draft_weights, resolve_quant, round_up, weights_from_checkpoint, weights_per_gpu
 
 GiB = 2**30
 FIT_SOURCE = "fit to public vLLM 0.19 startup logs (shared cases llmd-*; benchmarks/memory_cases.py)"
@@ -471,16 +471,20 @@ def estimate(inp: EngineInput) -> EstimateResult:
         draft_weights = int(arch.params.mtp * model_b / tp)
         sources["draft_weights_gib"] = "MTP layers counted from config.json (num_nextn_predict_layers)"
     elif draft is not None:
-        dw = weights_per_gpu(draft, dtype, None, tp if draft.num_attention_heads % tp == 0 else 1, 1)
+        dtp = tp if draft.num_attention_heads % tp == 0 else 1
+        dw = weights_per_gpu(draft, dtype, None, dtp, 1)
         draft_weights = dw.bytes_per_gpu
-        if spec.method in ("eagle", "eagle3"):
+        if spec.method == "eagle3":
+            draft_weights, why = eagle3_draft_weights(draft, arch, inp.draft_hf_config or {}, dtype, dtp)
+        elif spec.method == "eagle":
             # EAGLE heads share the target's embedding (and lm_head unless they bring their own)
             # (vllm/v1/worker/gpu/spec_decode/eagle/utils.py:15-123)
             shared = round_up(draft.vocab_size, 64) * draft.hidden_size * model_b // tp
             draft_weights = max(draft_weights - shared, 0)
             if draft.vocab_size == arch.vocab_size and not draft.tie_word_embeddings:
                 draft_weights = max(draft_weights - shared, 0)
-        sources["draft_weights_gib"] = f"draft config parameter count ({spec.method})"
+        sources["draft_weights_gib"] = (f"draft config parameter count ({spec.method})"
+                                        + (f": {why}" if spec.method == "eagle3" else ""))
     else:
         sources["draft_weights_gib"] = "no draft weights for this method" if spec else "no speculative decoding"
 

@@ -18,6 +18,8 @@ Plus the rotary cos/sin cache buffer (``max_position × rotary_dim`` in the mode
 """
 from __future__ import annotations
 
+import re
+from fnmatch import fnmatch
 from typing import Any
 
 from pydantic import BaseModel
@@ -41,6 +43,67 @@ class QuantScheme(BaseModel):
     experts_only: bool = False
     quantize_lm_head: bool = False
     source: str
+    # Modules the checkpoint keeps unquantized: ModelOpt ``exclude_modules`` (hf_quant_config.json) / ``ignore``
+    # (config.json), compressed-tensors ``ignore``; matched as ``exclude_style`` says (:func:`is_excluded`).
+    exclude: list[str] = []
+    exclude_style: str = ""
+
+
+# The roots a checkpoint puts before ``layers.<i>.``: patterns and module names are compared below them, as
+# vLLM compares them after its hf_to_vllm_mapper renamed both the same way.
+_ROOTS = ("model.language_model.", "language_model.model.", "model.", "backbone.", "language_model.",
+          "transformer.")
+
+
+def _strip_root(name: str) -> str:
+    for root in _ROOTS:
+        if name.startswith(root):
+            return name[len(root):]
+    return name
+
+
+def is_excluded(quant: QuantScheme, name: str) -> bool:
+    """Whether the module ``name`` (below the model root: ``layers.3.self_attn.q_proj``, ``lm_head``) stays
+    unquantized under ``quant``'s exclude list.
+
+    ModelOpt (``ModelOptQuantConfigBase.is_layer_excluded``, vllm/model_executor/layers/quantization/
+    modelopt.py:187-221 in 0.32): an exact name, a pattern contained in the name, or an fnmatch wildcard; a
+    pattern ``X*`` (not ``X.*``) is first split into ``X`` and ``X.*`` (``apply_vllm_mapper``, :263-281).
+    compressed-tensors (``should_ignore_layer``, compressed_tensors/utils.py:53-70 with
+    ``is_equal_or_regex_match``, utils/config_utils.py:392-412): an exact name, or ``re:`` + a regex matched
+    from the start of the full name.
+    """
+    if not quant.exclude:
+        return False
+    stripped = _strip_root(name)
+    if quant.exclude_style == "compressed-tensors":
+        fulls = [stripped] + [root + stripped for root in _ROOTS]
+        for target in quant.exclude:
+            if target.startswith("re:"):
+                if any(re.match(target[3:], f) for f in fulls):
+                    return True
+            elif _strip_root(target) == stripped:
+                return True
+        return False
+    patterns = []
+    for ex in quant.exclude:
+        ex = _strip_root(ex)
+        if len(ex) >= 2 and ex[-1] == "*" and ex[-2] != ".":
+            patterns += [ex[:-1], ex[:-1] + ".*"]
+        else:
+            patterns.append(ex)
+    return any(pat == stripped or pat in stripped or fnmatch(stripped, pat) for pat in patterns)
+
+
+def excluded_params(arch: ModelArch, quant: QuantScheme | None) -> dict[str, int]:
+    """Elements per component (``ParamCount.modules`` components) whose modules ``quant`` keeps unquantized."""
+    out: dict[str, int] = {}
+    if quant is None or not quant.exclude:
+        return out
+    for i, comp, name, n in arch.params.modules:
+        if is_excluded(quant, f"layers.{i}.{name}"):
+            out[comp] = out.get(comp, 0) + n
+    return out
 
 
 def round_up(x: int, m: int) -> int:
@@ -134,10 +197,21 @@ def resolve_quant(arch: ModelArch, quant_config: dict[str, Any] | None, quantiza
                            source=f"checkpoint quantization_config: fp8{' block ' + str(block) if block else ''}")
     if method in ("modelopt", "modelopt_fp4") or "fp8" in method or "nvfp4" in method:
         algo = str(inner.get("quant_algo") or qc.get("quant_algo") or "FP8").upper()
+        # exclude list: "exclude_modules" in hf_quant_config.json's "quantization", else config.json's "ignore"
+        # (ModelOptQuantConfigBase.from_config, modelopt.py:320-356 in 0.32)
+        exclude = inner.get("exclude_modules") if "quantization" in qc else qc.get("ignore")
+        exclude = [str(x) for x in exclude] if isinstance(exclude, list) else []
+        note = f", {len(exclude)} module pattern(s) kept unquantized (exclude_modules)" if exclude else ""
+        if "MIXED" in algo:
+            raise EngineInputError("quant_config", "not modelled: ModelOpt MIXED_PRECISION checkpoints choose the "
+                                   "format per layer (quantized_layers, ModelOptMixedPrecisionConfig, modelopt.py:1543); "
+                                   "this calculator does not size them, rather than guess")
         if "FP4" in algo:
-            return QuantScheme(name="nvfp4", bits=4, scale_bytes_per_weight=1 / 16,
-                               source="checkpoint quantization: ModelOpt NVFP4 (FP8 scale per 16 weights)")
-        return QuantScheme(name="fp8", bits=8, source="checkpoint quantization: ModelOpt FP8 (per-tensor scales)")
+            return QuantScheme(name="nvfp4", bits=4, scale_bytes_per_weight=1 / 16, exclude=exclude,
+                               exclude_style="modelopt",
+                               source="checkpoint quantization: ModelOpt NVFP4 (FP8 scale per 16 weights)" + note)
+        return QuantScheme(name="fp8", bits=8, exclude=exclude, exclude_style="modelopt",
+                           source="checkpoint quantization: ModelOpt FP8 (per-tensor scales)" + note)
     if method == "mxfp4":
         return QuantScheme(name="mxfp4", bits=4, scale_bytes_per_weight=1 / 32, experts_only=True,
                            source="checkpoint quantization_config: mxfp4 (E8M0 scale per 32 weights) on MoE experts")
@@ -157,8 +231,10 @@ def resolve_quant(arch: ModelArch, quant_config: dict[str, Any] | None, quantiza
         strategy = w.get("strategy") or "channel"
         group = w.get("group_size") or 0
         scale = (2 / group) if strategy == "group" and group else 0.0
+        ignore = qc.get("ignore")
+        ignore = [str(x) for x in ignore] if isinstance(ignore, list) else []
         return QuantScheme(name=f"compressed-tensors-{w.get('type', 'int')}{bits}", bits=bits,
-                           scale_bytes_per_weight=scale,
+                           scale_bytes_per_weight=scale, exclude=ignore, exclude_style="compressed-tensors",
                            source=f"checkpoint compressed-tensors: {w.get('type', 'int')}{bits} {strategy}"
                                   f"{' group ' + str(group) if group else ''}")
     if method in ("bitsandbytes",):
@@ -188,7 +264,7 @@ def rope_cache_bytes(arch: ModelArch, model_bytes: int) -> int:
     """The rotary cos/sin cache: ``positions × rotary_dim`` elements in the model dtype (fp32 for DeepSeek's
     scaling RoPE, ``deepseek_scaling_rope.py``), one per distinct rotary embedding."""
     elem = 4 if arch.kv_lora_rank else model_bytes
-    return (arch.rope_cache_len + arch.rope_cache_len_extra) * arch.rotary_dim * elem
+    return ((arch.rope_cache_len + arch.rope_cache_len_extra) * arch.rotary_dim + arch.rope_cache_extra_elems) * elem
 
 
 def weights_per_gpu(arch: ModelArch, model_dtype: str, quant: QuantScheme | None, tp: int, pp: int,
@@ -210,18 +286,26 @@ def weights_per_gpu(arch: ModelArch, model_dtype: str, quant: QuantScheme | None
     if p.lm_head and p.lm_head > arch.vocab_size * arch.hidden_size:  # lm_head bias (phi)
         lm_head += (p.lm_head - arch.vocab_size * arch.hidden_size) * b / tp
 
+    # modules the checkpoint keeps unquantized (exclude_modules / ignore) are stored in the model dtype
+    ex = excluded_params(arch, quant)
+
+    def priced(total: int, comp: str, per: float) -> float:
+        return (total - ex.get(comp, 0)) * per + ex.get(comp, 0) * b
+
     kv_heads_total = arch.num_kv_heads
     kv_replication = max(1, tp // kv_heads_total) if kv_heads_total and not arch.kv_lora_rank else 1
-    attention = (p.attention - p.kv_proj) * dense_lin_bytes / tp + p.kv_proj * dense_lin_bytes * kv_replication / tp
-    mlp = p.mlp * dense_lin_bytes / tp
-    shared = p.shared_experts * dense_lin_bytes / tp
-    mamba = p.mamba * dense_lin_bytes / tp
+    attention = (priced(p.attention - p.kv_proj, "attention", dense_lin_bytes) / tp
+                 + (priced(p.kv_proj, "kv_proj", dense_lin_bytes) + priced(p.kv_alloc_only, "kv_alloc_only",
+                                                                           dense_lin_bytes)) * kv_replication / tp)
+    mlp = priced(p.mlp, "mlp", dense_lin_bytes) / tp
+    shared = priced(p.shared_experts, "shared_experts", dense_lin_bytes) / tp
+    mamba = priced(p.mamba, "mamba", dense_lin_bytes) / tp
     # MoE layers span the data-parallel ranks: without expert parallelism each expert is sharded over
     # tp x dp ranks (flatten_tp_across_dp), with --enable-expert-parallel each of the tp x dp ranks holds
     # num_experts / (tp x dp) whole experts (vllm/model_executor/layers/fused_moe/config.py:1189-1235 in 0.32);
     # either way a rank stores 1 / (tp x dp) of the expert weights.
     moe_ranks = tp * dp
-    experts = p.experts * lin_bytes / moe_ranks
+    experts = priced(p.experts, "experts", lin_bytes) / moe_ranks
     if quant and quant.name == "mxfp4" and arch.num_experts:
         # MXFP4 MoE kernels pad the expert dims: Marlin/TRT-LLM (NVIDIA) round the per-rank intermediate
         # size up to 128 and the hidden size to 256 (vllm/model_executor/layers/fused_moe/oracle/mxfp4.py,
@@ -235,11 +319,18 @@ def weights_per_gpu(arch: ModelArch, model_dtype: str, quant: QuantScheme | None
     replicated = (p.norms + p.router) * b
     vision = p.vision * b  # vision towers are replicated on every TP rank in vLLM's multimodal wrappers
     if arch.kv_lora_rank:
-        # MLA keeps kv_a_proj_with_mqa replicated (ReplicatedLinear) and, after loading, the absorbed
-        # W_UK_T / W_UV copies of kv_b_proj per rank (vllm/model_executor/layers/attention/mla_attention.py).
+        # MLA keeps kv_a_proj_with_mqa and (with q_lora_rank) q_a_proj replicated on every TP rank:
+        # ReplicatedLinear (vllm/model_executor/models/deepseek_v2.py:494-525 in 0.32, and in earlier releases),
+        # or the fused q_a + kv_a projection DeepSeekV2FusedQkvAProjLinear(..., disable_tp=True)
+        # (deepseek_v2.py:960-966, :1052-1062); their RMSNorms (q_a_layernorm, kv_a_layernorm) are whole too
+        # (:1082, :1098). ParamCount counts them split like the rest of the attention: add the other ranks' share.
         n_mla = sum(1 for la in arch.layers if la.kind == LayerKind.MLA)
-        kv_a = n_mla * arch.hidden_size * (arch.kv_lora_rank + arch.qk_rope_head_dim)
-        attention += kv_a * dense_lin_bytes * (1 - 1 / tp)
+        rep = 0.0
+        for i, comp, name, n in p.modules:
+            if name in ("self_attn.kv_a_proj_with_mqa", "self_attn.q_a_proj"):
+                rep += n * (b if is_excluded(quant, f"layers.{i}.{name}") else dense_lin_bytes) if quant else n * b
+        rep += n_mla * (arch.kv_lora_rank + (arch.q_lora_rank or 0)) * dense_lin_bytes
+        attention += rep * (1 - 1 / tp)
         absorbed = n_mla * arch.kv_lora_rank * arch.num_attention_heads * arch.mla_nope_v_dim
         attention += absorbed * b / tp
     per_layer_sharded = attention + mlp + shared + mamba + experts
@@ -275,12 +366,57 @@ def weights_from_checkpoint(stored_bytes: int, arch: ModelArch, tp: int, pp: int
     p = arch.params
     replicated = (p.norms + p.router + p.vision) * b
     mtp = p.mtp * b
-    sharded = max(stored_bytes - replicated - mtp, 0)
+    sharded = max(stored_bytes - replicated - mtp, 0) + p.kv_alloc_only * b  # + slots vLLM builds but the files lack
     rope = rope_cache_bytes(arch, b)
     parts = partition or [arch.num_layers] * pp
     experts = min(p.experts * b, sharded) if dp > 1 else 0  # MoE layers span tp x dp ranks (weights_per_gpu)
-    stages = [int(((sharded - experts) / tp + experts / (tp * dp)) * n / sum(parts) + replicated + rope)
-              for n in parts]
+    # MLA's q_a_proj / kv_a_proj_with_mqa and their norms are whole on every TP rank (weights_per_gpu)
+    mla_rep = sum(n for _, _, name, n in p.modules if name in ("self_attn.kv_a_proj_with_mqa", "self_attn.q_a_proj"))
+    mla_rep += sum(1 for la in arch.layers if la.kind == LayerKind.MLA) * ((arch.kv_lora_rank or 0)
+                                                                           + (arch.q_lora_rank or 0))
+    mla_rep = min(mla_rep * b, sharded) if arch.kv_lora_rank else 0
+    stages = [int(((sharded - experts - mla_rep) / tp + experts / (tp * dp) + mla_rep) * n / sum(parts)
+                  + replicated + rope) for n in parts]
     return WeightsEstimate(bytes_per_gpu=stages[0], last_stage_bytes=stages[-1], stage_bytes=stages,
                            total_bytes=stored_bytes, rope_cache_bytes=int(rope),
                            quant="checkpoint", source=source)
+
+
+def eagle3_draft_weights(draft: ModelArch, target: ModelArch, draft_config: dict[str, Any], model_dtype: str,
+                         tp: int) -> tuple[int, str]:
+    """Bytes per GPU of an EAGLE-3 head (``Eagle3LlamaForCausalLM``, vllm/model_executor/models/llama_eagle3.py
+    in 0.32), ``tp``: the draft's TP size.
+
+    - its decoder layer(s) as a Llama layer, the first one taking ``[embeds; hidden]`` (2 x hidden) into
+      q/k/v (``qkv_input_size``, :80-95), each with a ``hidden_norm`` (:98); the final norm (:253);
+    - ``fc``: a ReplicatedLinear of ``target_hidden_size x num_aux_hidden_states`` (3 unless the config lists
+      ``eagle_aux_hidden_state_layer_ids``) to hidden, whole on every rank (:209-250);
+    - ``lm_head`` over ``draft_vocab_size`` (the target's vocabulary when absent, :312-334), padded to 64 rows
+      and split; a head whose vocabulary is the target's shares the target's lm_head, and every head shares
+      the target's embedding (``_should_share``, vllm/v1/worker/gpu/spec_decode/eagle/utils.py:15-123);
+    - ``draft_id_to_target_id``: ``draft_vocab_size`` int64 when the vocabularies differ (:339-343); the
+      checkpoint's ``t2d`` is not loaded (:426-427).
+    """
+    b = dtype_bytes(model_dtype)
+    h = draft.hidden_size
+    body = weights_per_gpu(draft, model_dtype, None, tp, 1)
+    vocab_rows = round_up(draft.vocab_size, 64)
+    out = body.bytes_per_gpu - vocab_rows * h * b / tp  # the embedding: the target's
+    if not draft.tie_word_embeddings:
+        out -= vocab_rows * h * b / tp  # lm_head over the full vocabulary, replaced below
+    draft_vocab = int(draft_config.get("draft_vocab_size") or draft.vocab_size)
+    own_head = draft_vocab != target.vocab_size
+    if own_head:
+        out += round_up(draft_vocab, 64) * h * b / tp + draft_vocab * 8
+    kv_rep = max(1, tp // draft.num_kv_heads)
+    out += h * (draft.num_attention_heads * draft.head_dim
+                + 2 * draft.num_kv_heads * draft.head_dim * kv_rep) * b / tp  # first layer: 2h into q/k/v
+    out += draft.num_layers * h * b  # hidden_norm per layer
+    ids = (draft_config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
+    n_aux = draft_config.get("num_aux_hidden_states") or (len(ids) if ids else 3)
+    target_h = draft_config.get("target_hidden_size") or h
+    out += target_h * n_aux * h * b  # fc, replicated
+    why = (f"EAGLE-3 head (llama_eagle3.py): layers with a 2h q/k/v input, fc {n_aux}x{target_h}->{h} replicated, "
+           + (f"own lm_head over draft_vocab_size {draft_vocab} + draft_id_to_target_id" if own_head
+              else "lm_head and embedding shared with the target"))
+    return int(max(out, 0)), why
