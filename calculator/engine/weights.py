@@ -195,7 +195,7 @@ def resolve_quant(arch: ModelArch, quant_config: dict[str, Any] | None, quantiza
         scale = 4 / (block[0] * block[1]) if block else 0.0
         return QuantScheme(name="fp8", bits=8, scale_bytes_per_weight=scale,
                            source=f"checkpoint quantization_config: fp8{' block ' + str(block) if block else ''}")
-    if method in ("modelopt", "modelopt_fp4") or "fp8" in method or "nvfp4" in method:
+    if method in ("modelopt", "modelopt_fp4", "mixed_precision") or "fp8" in method or "nvfp4" in method:
         algo = str(inner.get("quant_algo") or qc.get("quant_algo") or "FP8").upper()
         # exclude list: "exclude_modules" in hf_quant_config.json's "quantization", else config.json's "ignore"
         # (ModelOptQuantConfigBase.from_config, modelopt.py:320-356 in 0.32)
