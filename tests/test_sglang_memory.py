@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from calculator.engine.arch import parse_config
+
 from calculator.engine.errors import EngineInputError
 from calculator.engine.gpus import GPU, get_gpu
 from calculator.runtimes.sglang import (
@@ -630,7 +632,11 @@ def test_weights_kimi_k25_rocm_replicated_q_a_moonvit_and_g_idx():
     The estimate comes within 1 GiB of the log's 'mem usage=73.58 GB' (the bare count: 68.1)."""
     p = plan(load_config("moonshotai__Kimi-K2.5.json"), gpu=get_gpu("MI355X"), release="0.5.9", tp_size=8)
     t = _terms(p)
-    assert t["mla_q_a_replicated"] * GIB == pytest.approx(1_175_322_624, abs=GIB * 1e-4)
+    # q_a_proj is held whole by the shared count now (calculator.engine.weights, vLLM's rule too): no extra term
+    assert "mla_q_a_replicated" not in t
+    q_a = sum(n for _, _, name, n in parse_config(load_config("moonshotai__Kimi-K2.5.json")).params.modules
+              if name == "self_attn.q_a_proj")
+    assert q_a * 2 * (1 - 1 / 8) == 1_175_322_624
     assert t["wna16_g_idx"] * GIB == pytest.approx(1_368_391_680, abs=GIB * 1e-4)
     assert t["vision"] * GIB == pytest.approx(691_247_456, abs=GIB * 1e-4)
     assert abs(p.weights_gib - 73.58) < 1.0
@@ -648,7 +654,11 @@ def test_weights_qwen35_vision_sharded_and_gated_query():
              mem_fraction_static=0.8, context_length=262144)
     t = _terms(p)
     assert t["vision"] * GIB == pytest.approx(-433_847_152, abs=GIB * 1e-4)
-    assert t["qwen3_5_output_gate"] * GIB == pytest.approx(134_217_728, abs=GIB * 1e-4)
+    # the gate is in the shared parameter count now (arch._gated_query): 8 layers x 4096 x 16 x 256 x 2 wide q_proj
+    assert "qwen3_5_output_gate" not in t
+    q = [n for _, _, name, n in parse_config(load_config("Qwen__Qwen3.5-9B.json")).params.modules
+         if name == "self_attn.q_proj"]
+    assert len(q) == 8 and sum(q) * 2 / 2 - 8 * 4096 * 16 * 256 * 2 / 2 == 134_217_728
     assert t["rope"] * GIB == pytest.approx(67_108_864, abs=GIB * 1e-4)
     assert abs(p.weights_gib - 8.85) < 0.05
 

@@ -238,15 +238,10 @@ def estimate(hf_config: dict[str, Any], *, release: str, is_hip: bool, model_dty
         # compressed-tensors keeps the modules of its ``ignore`` list unquantized (model dtype)
         def ignored(name: str) -> bool:
             return any((re.match(pat[3:], name) if pat.startswith("re:") else pat == name) for pat in ignore)
-        p = arch.params
-        for params, name, share in ((p.attention, "model.layers.0.self_attn.q_proj", 1 / attn_tp),
-                                    (p.shared_experts, "model.layers.1.mlp.shared_experts.gate_proj", 1 / tp),
-                                    (p.mlp, "model.layers.0.mlp.gate_proj", 1 / tp)):
-            if params and ignored(name):
-                add(f"unquantized:{name.split('.')[-2] if 'experts' in name else name.split('.')[3]}",
-                    params * (b - lin) * share, "source", "compressed-tensors 'ignore' list: kept in the model dtype")
-                if "self_attn" in name:
-                    attn_b = b
+        # the modules themselves are priced unquantized by weights_per_gpu (weights.is_excluded); here only the
+        # attention's byte width for the terms below
+        if arch.params.attention and ignored("model.layers.0.self_attn.q_proj"):
+            attn_b = b
     if attn_tp != tp:
         add("dp_attention:attention", arch.params.attention * attn_b * (1 / attn_tp - 1 / tp), "source",
             "DP attention: attention weights split by the attention-TP size")
@@ -263,7 +258,9 @@ def estimate(hf_config: dict[str, Any], *, release: str, is_hip: bool, model_dty
     if arch.kv_lora_rank and c.get("q_lora_rank"):
         n_mla = sum(1 for la in arch.layers if la.kind == "mla")
         q_a = n_mla * arch.hidden_size * c["q_lora_rank"]
-        add("mla_q_a_replicated", q_a * attn_b * (1 - 1 / attn_tp), "source",
+        # weights_per_gpu already holds q_a_proj whole on every rank (vLLM's rule, the same here); only the DP-attention
+        # term above split it by the attention-TP size: take that back
+        add("mla_q_a_replicated", -q_a * attn_b * (1 / attn_tp - 1 / tp), "source",
             f"{cite(release, 'mla_q_a')} (q_a_proj ReplicatedLinear: whole on every rank)")
     if c.get("index_topk") is not None and c.get("index_head_dim"):
         # DeepSeek NSA indexer per layer (layers/attention/nsa/nsa_indexer.py, all ReplicatedLinear):
@@ -274,14 +271,8 @@ def estimate(hf_config: dict[str, Any], *, release: str, is_hip: bool, model_dty
         add("nsa_indexer", arch.num_layers * ((q_lora * nh * hd + h * hd) * lin + (h * nh + 2 * hd) * b), "source",
             "layers/attention/nsa/nsa_indexer.py: wq_b, wk, weights_proj, k_norm ReplicatedLinear per layer")
 
-    # Qwen3.5's gated query: q_proj is num_heads x head_dim x (1 + attn_output_gate) wide, attn_output_gate
-    # defaulting to True; the parameter count gives the gate only to Qwen3-Next (model_type qwen3_next)
-    if arch_name in ("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration", "Qwen3_5ForCausalLM") \
-            and c.get("attn_output_gate", True) and arch.model_type != "qwen3_next":
-        n_full = sum(1 for la in arch.layers if la.kind == "full_attention")
-        add("qwen3_5_output_gate", n_full * arch.hidden_size * arch.num_attention_heads * arch.head_dim * attn_b / attn_tp,
-            "source", f"{cite(release, 'qwen3_5_gate')} (q_proj num_heads x head_dim x (1 + attn_output_gate)): "
-            f"{n_full} full-attention layers x {arch.hidden_size} x {arch.num_attention_heads} x {arch.head_dim}")
+    # Qwen3.5's gated query (q_proj num_heads x head_dim x (1 + attn_output_gate)) is in the parameter count
+    # (arch._gated_query), as in SGLang ({cite(release, 'qwen3_5_gate')})
 
     # vision tower
     if arch_name == "KimiK25ForConditionalGeneration":
