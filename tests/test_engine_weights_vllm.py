@@ -209,12 +209,42 @@ def test_eagle3_head_as_llama_eagle3_builds_it():
     assert abs(r.draft_weights_gib - got / GiB) < 0.01
 
 
+def nas_config(blocks: list[dict]) -> dict:
+    """A DeciLM (nemotron-nas) config in the layout of nvidia/Llama-3_3-Nemotron-Super-49B-v1: hidden 8192, 64
+    heads of 128, vocab 128256, untied, one block_configs entry per layer."""
+    return {"architectures": ["DeciLMForCausalLM"], "model_type": "nemotron-nas", "hidden_size": 8192,
+            "num_attention_heads": 64, "num_hidden_layers": len(blocks), "vocab_size": 128256,
+            "max_position_embeddings": 131072, "rope_theta": 500000.0, "tie_word_embeddings": False,
+            "torch_dtype": "bfloat16", "rms_norm_eps": 1e-5, "hidden_act": "silu", "block_configs": blocks}
+
+
+def test_nemotron_nas_blocks_per_layer():
+    """DeciLMDecoderLayer (nemotron_nas.py:127-195 in 0.32): no-op attention -> no attention, no KV cache, no
+    input_layernorm; n_heads_in_group 8 -> 64 / 8 = 8 KV heads; ffn_mult 2.625 -> int(2 x 2.625 x 8192 / 3) =
+    14336 (a multiple of 256); ffn_mult 1.0 -> int(5461.33) = 5461 -> 5632 (_find_multiple 256, :60-70);
+    no-op FFN -> no MLP, no post_attention_layernorm."""
+    attn = {"n_heads_in_group": 8, "no_op": False, "replace_with_linear": False}
+    none = {"n_heads_in_group": None, "no_op": True, "replace_with_linear": False}
+    cfg = nas_config([{"attention": attn, "ffn": {"ffn_mult": 2.625, "no_op": False}},
+                      {"attention": none, "ffn": {"ffn_mult": 1.0, "no_op": False}},
+                      {"attention": attn, "ffn": {"no_op": True}},
+                      {"attention": none, "ffn": {"no_op": True}}])
+    h = 8192
+    attention = h * h + 2 * h * 8 * 128 + h * h
+    mlp = 3 * h * 14336 + 3 * h * 5632
+    norms = 2 * h + h + h + 0 + h
+    arch = parse_config(cfg)
+    assert arch.params.total == 2 * 128256 * h + 2 * attention + mlp + norms
+    assert [la.kind for la in arch.layers] == ["full_attention", "none", "full_attention", "none"]
+    r = estimate(EngineInput(hf_config=cfg, gpu="H100", max_model_len=8192, kv_cache_memory_bytes=GiB))
+    assert r.kv_bytes_per_token == 2 * 2 * 8 * 128 * 2  # two attention layers, K and V, 8 heads x 128, bf16
+
+
 def test_refused_by_name():
     """Shapes not modelled are refused with what is missing, never sized by another layer's rule."""
-    cfg = copy.deepcopy(catalog("Qwen__Qwen2.5-7B-Instruct.json"))
-    cfg["model_type"] = "nemotron-nas"
-    cfg["block_configs"] = [{"attention": {"no_op": True}, "ffn": {"ffn_mult": 2.0}}] * cfg["num_hidden_layers"]
-    with pytest.raises(EngineInputError, match="block_configs"):
+    cfg = nas_config([{"attention": {"n_heads_in_group": 8, "no_op": False, "replace_with_linear": True},
+                       "ffn": {"ffn_mult": 1.0}}])
+    with pytest.raises(EngineInputError, match="replace_with_linear"):
         parse_config(cfg)
     arch = parse_config(catalog("Qwen__Qwen2.5-7B-Instruct.json"))
     with pytest.raises(EngineInputError, match="MIXED_PRECISION"):

@@ -550,6 +550,48 @@ def _gated_query(c: dict[str, Any], model_type: str) -> bool:
     return model_type in _GATED_QUERY_TYPES and c.get("attn_output_gate", True) is not False
 
 
+def _nas_blocks(c: dict[str, Any]) -> list[dict[str, Any]]:
+    """DeciLM / Llama-Nemotron NAS ``block_configs`` (model_type nemotron-nas) as vLLM builds each layer
+    (``DeciLMDecoderLayer``, vllm/model_executor/models/nemotron_nas.py:127-195 in 0.32): attention absent when
+    ``attention.no_op``, else ``num_attention_heads // n_heads_in_group`` KV heads; the FFN absent when
+    ``ffn.no_op``, else a gated LlamaMLP of ``_ffn_mult_to_intermediate_size(ffn_mult, hidden)`` =
+    ``int(2 x ffn_mult x hidden / 3)`` rounded up to a multiple of 256 (:60-70), or ``ffn.intermediate_size``.
+
+    Returns one dict per layer: ``n_heads_in_group`` (None: no attention) and ``intermediate`` (0: no FFN).
+
+    Raises:
+        EngineInputError: a block vLLM cannot build (``replace_with_linear``: no such module in nemotron_nas.py,
+            the checkpoint's linear would not load) or a block without its sizes.
+    """
+    hidden = _req_int(c, "hidden_size")
+    blocks = c["block_configs"]
+    if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
+        raise EngineInputError("config.block_configs", "must be a list of {attention, ffn} objects")
+    out = []
+    for i, b in enumerate(blocks):
+        attn, ffn = b.get("attention") or {}, b.get("ffn") or {}
+        if attn.get("replace_with_linear") or ffn.get("replace_with_linear"):
+            raise EngineInputError("model", f"not modelled: block_configs[{i}] has replace_with_linear, which vLLM's "
+                                   "nemotron_nas.py does not build (the checkpoint's linear would not load)")
+        group = None
+        if not attn.get("no_op"):
+            group = attn.get("n_heads_in_group")
+            if not isinstance(group, int) or isinstance(group, bool) or group < 1:
+                raise EngineInputError(f"config.block_configs[{i}].attention.n_heads_in_group",
+                                       f"must be a positive integer, got {group!r}")
+        inter = 0
+        if not ffn.get("no_op"):
+            if ffn.get("ffn_mult") is not None:
+                inter = int(2 * float(ffn["ffn_mult"]) * hidden / 3)
+                inter = inter if inter % 256 == 0 else inter + 256 - inter % 256
+            else:
+                inter = ffn.get("intermediate_size")
+                if not isinstance(inter, int) or inter < 1:
+                    raise EngineInputError(f"config.block_configs[{i}].ffn", "needs ffn_mult or intermediate_size")
+        out.append({"n_heads_in_group": group, "intermediate": inter})
+    return out
+
+
 def parse_config(config: dict[str, Any]) -> ModelArch:
     """Parse a ``config.json`` dict into a :class:`ModelArch`.
 
@@ -572,14 +614,7 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
             notes.append(f"{model_type} config is sparse: transformers class defaults used for {', '.join(filled)}")
             c = {**c, **{k: defaults[k] for k in filled}}
     c = _normalize_layer_list(c, model_type)
-    if c.get("block_configs") is not None:
-        # DeciLM / Llama-Nemotron NAS (model_type nemotron-nas): every layer has its own attention (no-op, or
-        # num_attention_heads // n_heads_in_group KV heads) and FFN (no-op, or ffn_mult -> intermediate size)
-        # (vllm/model_executor/models/nemotron_nas.py:60-65, :134-180 in 0.32); one shape for all layers would
-        # be wrong by tens of GiB.
-        raise EngineInputError("model", "not modelled: config.json has block_configs (DeciLM / nemotron-nas per-layer "
-                               "attention and FFN shapes, sized in vllm/model_executor/models/nemotron_nas.py); this "
-                               "calculator does not size per-layer blocks yet, rather than guess")
+    nas = _nas_blocks(c) if c.get("block_configs") is not None else None
     archs = config.get("architectures") or c.get("architectures") or ["unknown"]
     architecture = archs[0] if isinstance(archs, list) and archs else str(archs)
 
@@ -587,6 +622,9 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
     num_layers = _req_int(c, "num_hidden_layers", "n_layer", "num_layers")
     num_heads = _req_int(c, "num_attention_heads", "n_head")
     num_kv = _opt_int(c, "num_key_value_heads")
+    if num_kv is None and nas:
+        # DeciLM has no model-wide KV heads: the first attention block's (each layer keeps its own below)
+        num_kv = next((num_heads // b["n_heads_in_group"] for b in nas if b["n_heads_in_group"]), num_heads)
     if num_kv is None:
         num_kv = _opt_int(c, "num_kv_heads") or num_heads
         if model_type != "unknown" and not c.get("kv_lora_rank"):
@@ -612,7 +650,13 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
         dtype = "bfloat16"
         notes.append("torch_dtype absent: bfloat16 assumed")
 
-    layers = _layer_kinds(c, model_type, num_layers, notes)
+    if nas is not None:
+        if len(nas) != num_layers:
+            raise EngineInputError("config.block_configs", f"has {len(nas)} blocks for {num_layers} layers")
+        layers = [LayerDesc(kind=LayerKind.NONE) if b["n_heads_in_group"] is None
+                  else LayerDesc(kind=LayerKind.FULL, num_kv_heads=num_heads // b["n_heads_in_group"]) for b in nas]
+    else:
+        layers = _layer_kinds(c, model_type, num_layers, notes)
 
     # MoE fields (Mixtral/gpt-oss: num_local_experts; Qwen MoE: num_experts; DeepSeek/GLM: n_routed_experts)
     n_exp = _opt_int(c, "num_local_experts") or _opt_int(c, "num_experts") or _opt_int(c, "n_routed_experts") or 0
@@ -810,6 +854,12 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
                 p.mlp += 2 * hidden * intermediate
                 module(i, "mlp", "mixer.up_proj", hidden * intermediate)
                 module(i, "mlp", "mixer.down_proj", hidden * intermediate)
+        elif nas is not None:
+            ffn_i = nas[i]["intermediate"]
+            if ffn_i:
+                p.mlp += 3 * hidden * ffn_i
+                for proj in ("gate_proj", "up_proj", "down_proj"):
+                    module(i, "mlp", f"mlp.{proj}", hidden * ffn_i)
         elif layer.kind != LayerKind.MAMBA2 or model_type not in _MAMBA2_TYPES:
             gated = model_type not in _PLAIN_MLP_TYPES
             # Gemma 4 use_double_wide_mlp: the KV-shared layers' MLP is twice as wide (gemma4.py:597-606, 0.32)
@@ -819,7 +869,10 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
                 module(i, "mlp", f"mlp.{proj}", hidden * intermediate * wide)
             if model_type == "phi":
                 p.mlp += intermediate + hidden
-        p.norms += hidden if model_type == "nemotron_h" else norms_per_layer
+        if nas is not None:  # input_layernorm with attention, post_attention_layernorm with the FFN
+            p.norms += hidden * ((nas[i]["n_heads_in_group"] is not None) + bool(nas[i]["intermediate"]))
+        else:
+            p.norms += hidden if model_type == "nemotron_h" else norms_per_layer
     p.norms += hidden  # final norm
     ple = _opt_int(c, "hidden_size_per_layer_input", 0) or 0
     if gemma4 and ple:
