@@ -13,6 +13,9 @@ Two sources, best first:
    (``vllm/model_executor/layers/linear.py``: ``QKVParallelLinear``), pipeline stages taking an equal
    share of the layers (``vllm/distributed/utils.py``: ``get_pp_indices``).
 
+Modules a quantized checkpoint keeps unquantized (ModelOpt ``exclude_modules`` / ``ignore``, compressed-tensors
+``ignore``) are matched per module (:func:`is_excluded`, ``ParamCount.modules``) and priced in the model dtype.
+
 Plus the rotary cos/sin cache buffer (``max_position × rotary_dim`` in the model dtype,
 ``vllm/model_executor/layers/rotary_embedding/base.py``), which the load-time profiler also sees.
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import re
 from fnmatch import fnmatch
+from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel
@@ -85,14 +89,21 @@ def is_excluded(quant: QuantScheme, name: str) -> bool:
             elif _strip_root(target) == stripped:
                 return True
         return False
-    patterns = []
-    for ex in quant.exclude:
+    return any(pat == stripped or pat in stripped or fnmatch(stripped, pat)
+               for pat in _modelopt_patterns(tuple(quant.exclude)))
+
+
+@lru_cache(maxsize=64)
+def _modelopt_patterns(exclude: tuple[str, ...]) -> tuple[str, ...]:
+    """ModelOpt patterns below the root, ``X*`` split into ``X`` and ``X.*`` (modelopt.py:263-281 in 0.32)."""
+    patterns: list[str] = []
+    for ex in exclude:
         ex = _strip_root(ex)
         if len(ex) >= 2 and ex[-1] == "*" and ex[-2] != ".":
             patterns += [ex[:-1], ex[:-1] + ".*"]
         else:
             patterns.append(ex)
-    return any(pat == stripped or pat in stripped or fnmatch(stripped, pat) for pat in patterns)
+    return tuple(patterns)
 
 
 def excluded_params(arch: ModelArch, quant: QuantScheme | None) -> dict[str, int]:
