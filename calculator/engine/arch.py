@@ -691,7 +691,8 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
     p.lm_head = 0 if tie else vocab * hidden
     bias = bool(c.get("attention_bias")) or model_type in ("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "phi")
     qk_norm = model_type in ("qwen3", "qwen3_moe", "qwen3_next", "gemma3_text", "gemma3", "olmo2", "glm4_moe",
-                             "gemma4", "gemma4_text") or bool(c.get("use_qk_norm"))
+                             "gemma4", "gemma4_text") or bool(c.get("use_qk_norm")) \
+        or model_type in _GATED_QUERY_TYPES  # Qwen3NextAttention's q_norm / k_norm (qwen3_next.py, reused by Qwen3.5)
     kv_lora = c.get("kv_lora_rank")
     rope_dim = c.get("qk_rope_head_dim")
     mamba: dict[str, int] = {}
