@@ -151,6 +151,29 @@ def test_nemotron_h_latent_moe():
     assert p.router == 23 * (n["router"] + n["latent"])
 
 
+def test_nemotron_3_super_latent_moe_and_mtp():
+    """nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8, config.json verbatim from ai-dynamo/aiconfigurator @ 095f58a51
+    (aic-core/.../nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8_config.json, saved as tests/data/): hidden 4096, 88
+    layers (pattern counted below), attention 32 heads / 2 KV heads x 128; Mamba-2 128 heads x 64 (d_inner 8192),
+    8 groups, state 128; 512 latent experts (moe_latent_size 1024) of 2688, 22 per token, shared 5376; one MTP step
+    "*E" (nemotron_h_mtp.py:221-300). Was 6.41 GiB per GPU with the MoE layers uncounted; 120.7B
+    parameters (the "120B" of its name) without the MTP step."""
+    cfg = json.loads((ROOT / "tests" / "data" / "nvidia__NVIDIA-Nemotron-3-Super-120B-A12B-FP8.json").read_text())
+    pattern = cfg["hybrid_override_pattern"]
+    n_m, n_e, n_a = pattern.count("M"), pattern.count("E"), pattern.count("*")
+    assert (n_m, n_e, n_a, len(pattern)) == (40, 40, 8, 88)
+    h = 4096
+    attention = h * 4096 + 2 * h * 256 + 4096 * h
+    mamba = h * (2 * 8192 + 2 * 8 * 128 + 128) + 10240 * 4 + 10240 + 3 * 128 + 8192 + 8192 * h
+    moe = 512 * 2 * 1024 * 2688 + 2 * h * 5376 + h * 512 + 512 + 2 * h * 1024
+    body = 2 * 131072 * h + n_a * attention + n_m * mamba + n_e * moe + 88 * h + h
+    mtp = attention + moe + 2 * h + 2 * h * h + 3 * h
+    p = parse_config(cfg).params
+    assert p.total - p.mtp == body and p.mtp == mtp
+    assert 120.6e9 < body < 120.7e9
+    assert p.active_experts == n_e * 22 * 2 * 1024 * 2688
+
+
 def test_mla_q_a_and_kv_a_projections_are_replicated():
     """DeepSeek-V3 (hidden 7168, 61 MLA layers, q_lora_rank 1536, kv_lora_rank 512, qk_rope_head_dim 64): the
     fused q_a + kv_a projection is built with disable_tp=True (deepseek_v2.py:960-966, :1052-1062 in 0.32;
@@ -238,6 +261,28 @@ def test_nemotron_nas_blocks_per_layer():
     assert [la.kind for la in arch.layers] == ["full_attention", "none", "full_attention", "none"]
     r = estimate(EngineInput(hf_config=cfg, gpu="H100", max_model_len=8192, kv_cache_memory_bytes=GiB))
     assert r.kv_bytes_per_token == 2 * 2 * 8 * 128 * 2  # two attention layers, K and V, 8 heads x 128, bf16
+
+
+def test_llama_nemotron_super_49b():
+    """nvidia/Llama-3_3-Nemotron-Super-49B-v1, config.json verbatim from ai-dynamo/aiconfigurator @ 095f58a51
+    (aic-core/src/aiconfigurator_core/model_configs/nvidia--Llama-3_3-Nemotron-Super-49B-v1_config.json, saved as
+    tests/data/). Its 80 block_configs: 49 with attention (n_heads_in_group 8 -> 8 KV heads; 48 with ffn_mult 5.25,
+    1 with 2.625) and 31 without (ffn_mult 1.3125 x 10, 1.0 x 8, 0.5 x 6, 2.625 x 5, 3.28125 x 1, 5.25 x 1).
+    Intermediate sizes (int(2 x mult x 8192 / 3), up to 256): 5.25 -> 28672, 2.625 -> 14336, 1.3125 -> 7168,
+    1.0 -> 5461 -> 5632, 0.5 -> 2730 -> 2816, 3.28125 -> 17920. The whole model was 163.95 GiB when sized as 80
+    full layers; the KV cache is 49 x 2 x 8 x 128 x 2 = 200,704 B per token in bf16."""
+    cfg = json.loads((ROOT / "tests" / "data" / "nvidia__Llama-3_3-Nemotron-Super-49B-v1.json").read_text())
+    h = 8192
+    attention = 49 * (2 * h * h + 2 * h * 8 * 128)
+    mlp = 3 * h * (49 * 28672 + 6 * 14336 + 10 * 7168 + 8 * 5632 + 6 * 2816 + 17920)
+    norms = (49 + 80 + 1) * h
+    total = 2 * 128256 * h + attention + mlp + norms
+    arch = parse_config(cfg)
+    assert arch.params.total == total == 49_867_145_216
+    rope = 131072 * 128 * 2  # llama3 RoPE: max_position_embeddings x head_dim, bf16
+    assert weights_per_gpu(arch, "bfloat16", None, 1, 1).bytes_per_gpu == total * 2 + rope
+    r = estimate(EngineInput(hf_config=cfg, gpu="H100", max_model_len=8192, kv_cache_memory_bytes=GiB))
+    assert r.kv_bytes_per_token == 49 * 2 * 8 * 128 * 2 == 200_704
 
 
 def test_refused_by_name():

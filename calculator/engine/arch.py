@@ -890,7 +890,24 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
         p.lm_head += vocab  # lm_head bias
 
     mtp = _opt_int(c, "num_nextn_predict_layers", 0) or 0
-    if mtp:
+    if mtp and nemotron and c.get("mtp_hybrid_override_pattern"):
+        # Nemotron-H MTP (NemotronHMultiTokenPredictor, vllm/model_executor/models/nemotron_h_mtp.py:221-300 in
+        # 0.32): one layer per character of mtp_hybrid_override_pattern ("*" attention, "E" MoE), each with its
+        # norm; the first adds enorm, hnorm and eh_proj (2h -> h), the last a final_layernorm (:60-95, :134-180)
+        pattern = str(c["mtp_hybrid_override_pattern"])
+        if any(ch not in "*E" for ch in pattern):
+            raise EngineInputError("config.mtp_hybrid_override_pattern", "vLLM builds only * and E MTP layers "
+                                   "(nemotron_h_mtp.py:288-296)")
+        n_attn = sum(1 for la in layers if la.kind == LayerKind.FULL)
+        per_attn = p.attention // n_attn if n_attn else 0
+        per_moe = (p.experts + p.shared_experts + p.router) // len(moe_layers) if moe_layers else 0
+        if ("*" in pattern and not per_attn) or ("E" in pattern and not per_moe):
+            raise EngineInputError("config.mtp_hybrid_override_pattern", "names a layer type the model has none of")
+        p.mtp = mtp * (sum(per_attn if ch == "*" else per_moe for ch in pattern) + len(pattern) * hidden
+                       + 2 * hidden * hidden + 3 * hidden)
+        notes.append(f"{mtp} MTP step(s) ({pattern}) stored in the checkpoint; vLLM loads them only with speculative "
+                     "method mtp")
+    elif mtp:
         # One DeepSeek-style MTP module: a full decoder layer (MoE) + enorm/hnorm + eh_proj (2h -> h).
         per_layer_attn = p.attention // num_layers
         moe_layer = (n_exp * 3 * hidden * moe_i + hidden * n_exp + n_shared * 3 * hidden * moe_i)

@@ -12,7 +12,8 @@ does differently, each as a :class:`Term` with its source:
   ``cos_cached_total`` / ``sin_cached_total`` (float32, full rotary width) from 0.5.7. ``rotary_dim`` is
   ``head_dim x partial_rotary_factor`` (read from ``rope_parameters`` too).
 - ``mla_q_a_replicated``: DeepSeek-style MLA keeps ``q_a_proj`` replicated on every rank (``ReplicatedLinear``;
-  fused with ``kv_a_proj_with_mqa`` from 0.4.10); the parameter count splits it by TP.
+  fused with ``kv_a_proj_with_mqa`` from 0.4.10); the shared count already holds it whole (vLLM does the same),
+  so this term only takes back the DP-attention split of it.
 - ``vision``: SGLang shards the Qwen3-VL / Qwen3.5 vision tower by the attention-TP size
   (``Qwen3VLMoeVisionModel``: ``ColumnParallelLinear`` / ``RowParallelLinear``); Kimi-K2.5's MoonViT shards only
   its attention (``VisionAttention``), its MLP (``MLP2``: ``nn.Linear``) and projector (``ReplicatedLinear``)
