@@ -358,7 +358,10 @@ def estimate(inp: EngineInput) -> EstimateResult:
     resolved["dtype"] = dtype
     sources["dtype"] = dtype_src
     model_b = dtype_bytes(dtype)
-    if inp.kv_cache_dtype in ("auto",):
+    checkpoint_kv = checkpoint_kv_cache_dtype(inp.hf_config, inp.quant_config, rules)
+    if inp.kv_cache_dtype in ("auto",) and checkpoint_kv is not None:
+        kv_dtype, sources["kv_cache_dtype"] = checkpoint_kv
+    elif inp.kv_cache_dtype in ("auto",):
         kv_dtype = dtype
         sources["kv_cache_dtype"] = "auto: the model dtype (vllm/utils/torch_utils.py)"
     else:
@@ -688,3 +691,53 @@ def _verdict(inp, arch, available, cap, groups: list[KVGroup], ctx, max_len, wei
               f"needed, which is larger than the available KV cache memory ({available / GiB:.2f} GiB). "
               f"Based on the available memory, the estimated maximum model length is {est:,}.")
     return False, reason, None, est
+
+
+def checkpoint_kv_cache_dtype(hf_config: dict[str, Any], quant_config: dict[str, Any] | None,
+                              rules: ReleaseRules) -> tuple[str, str] | None:
+    """``(kv cache dtype, source)`` that ``--kv-cache-dtype auto`` takes from a ModelOpt checkpoint, or ``None``
+    (auto stays the model dtype).
+
+    From vLLM 0.14 (rule ``checkpoint_kv_cache_dtype``), ``EngineArgs.create_engine_config`` resolves ``auto``
+    with ``resolve_kv_cache_dtype_string``: the checkpoint's quantization config (``config.json``'s
+    ``quantization_config``, else ``hf_quant_config.json``, vllm/transformers_utils/config.py:888-901 in
+    0.32.0) with a ``quant_method`` starting ``modelopt`` names ``kv_cache_scheme`` or ``kv_cache_quant_algo``
+    (top level or under ``quantization``); ``FP8`` (or a static 8-bit float scheme) becomes ``fp8_e4m3``, an
+    unknown value stays ``auto`` (vllm/utils/torch_utils.py:457-530 in 0.32.0).
+
+    Raises:
+        EngineInputError: (``kv_cache_dtype``) a 4-bit float KV scheme (``nvfp4``): not modelled.
+    """
+    if not rules.value("checkpoint_kv_cache_dtype"):
+        return None
+    qc = hf_config.get("quantization_config") if isinstance(hf_config.get("quantization_config"), dict) else None
+    qc = qc or (quant_config if isinstance(quant_config, dict) else None)
+    if not qc:
+        return None
+    inner = qc.get("quantization") if isinstance(qc.get("quantization"), dict) else qc
+    method = str(qc.get("quant_method") or "")
+    producer = qc.get("producer").get("name") if isinstance(qc.get("producer"), dict) else None
+    if not method and (producer == "modelopt" or "modelopt_quant_config" in inner) and str(
+            inner.get("quant_algo") or "").upper() in ("FP8", "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO", "NVFP4"):
+        # an hf_quant_config.json names no quant_method: vLLM sets it from the producer and quant_algo before it
+        # resolves the cache dtype (vllm/transformers_utils/model_arch_config_convertor.py:263-291 in 0.32.0)
+        method = "modelopt"
+    if not method.startswith("modelopt"):
+        return None
+    algo = (inner.get("kv_cache_scheme") or qc.get("kv_cache_scheme") or inner.get("kv_cache_quant_algo")
+            or qc.get("kv_cache_quant_algo"))
+    where = "quantization config's " + ("kv_cache_scheme" if (inner.get("kv_cache_scheme") or
+                                                             qc.get("kv_cache_scheme")) else "kv_cache_quant_algo")
+    given = algo
+    if isinstance(algo, dict):
+        if algo.get("dynamic") is False and algo.get("num_bits") == 8 and algo.get("type") == "float":
+            algo = "fp8"
+        elif algo.get("num_bits") == 4 and algo.get("type") == "float":
+            raise EngineInputError("kv_cache_dtype", "the checkpoint asks for a 4-bit float (nvfp4) KV cache, which "
+                                   "this calculator does not model; pass --kv-cache-dtype explicitly")
+        else:
+            return None
+    if isinstance(algo, str) and algo.lower() == "fp8":
+        return "fp8_e4m3", (f"auto: the checkpoint's {where} {given!r} (ModelOpt) -> fp8_e4m3, as vLLM "
+                            f"{rules.label} resolves it ({rules.rule('checkpoint_kv_cache_dtype').source})")
+    return None

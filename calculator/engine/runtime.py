@@ -148,6 +148,14 @@ RULES: tuple[ReleaseRule, ...] = (
                 "vllm/v1/kv_cache_interface.py:147 (0.9.1), :188 (0.10.0), :561 (0.25.1)"),
     ReleaseRule("sliding_window_in_flight", (0, 26, 0), "max_concurrent_batches x max_num_batched_tokens",
                 "vllm/v1/kv_cache_interface.py:523 (0.26.0); vllm/config/vllm.py:512-532 (0.26.0)"),
+    ReleaseRule("checkpoint_kv_cache_dtype", (0, 9, 1), False,
+                "vllm/engine/arg_utils.py and vllm/utils/torch_utils.py (0.13.0): no resolution",
+                "--kv-cache-dtype auto is the model dtype, whatever the checkpoint says"),
+    ReleaseRule("checkpoint_kv_cache_dtype", (0, 14, 0), True,
+                "vllm/engine/arg_utils.py:1398 resolve_kv_cache_dtype_string, vllm/utils/torch_utils.py:240-289 "
+                "get_kv_cache_quant_algo_string (0.14.1; absent in 0.13.0, vllm PR #30785); arg_utils.py:2257, "
+                "torch_utils.py:457-530 (0.32.0)",
+                "auto takes a ModelOpt checkpoint's kv_cache_quant_algo / kv_cache_scheme (FP8 -> fp8_e4m3)"),
     ReleaseRule("async_scheduling_default", (0, 9, 1), False,
                 "no async scheduling in 0.9.1; vllm/config.py:2358 (0.10.0); "
                 "vllm/config/scheduler.py:133 (0.13.0)"),
