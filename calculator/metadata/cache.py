@@ -192,7 +192,8 @@ def _fallback(repo_id: str, rev: str, pointer: HubRevision | None, reason: str, 
     sample = ", ".join(catalog_models()[:3])
     raise HubUnavailableError(
         f"{reason} {repo_id} is neither in the database cache nor in the offline catalog "
-        f"({len(catalog_models())} models, e.g. {sample}): upload its config.json instead."
+        f"({len(catalog_models())} models, e.g. {sample}): pick a catalog model, or give its config.json to "
+        "the command line (manage.py estimate --config PATH)."
     )
 
 

@@ -424,7 +424,7 @@ class HubClient:
                 raise NoConfigError(
                     f"{repo_id} @ {sha[:7]} has no config.json: it looks like a GGUF-only repo ({shown}). "
                     "The calculator needs the original model's config: enter the base model's Hub id "
-                    "(see the model card's 'base_model') or upload its config.json.",
+                    "(see the model card's 'base_model'), or give its config.json to manage.py estimate --config PATH.",
                     gguf_files=gguf,
                 )
             raise NoConfigError(
