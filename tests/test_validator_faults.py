@@ -94,7 +94,9 @@ def test_a_fake_server_refusing_a_flag_fails_fast(settings):
 def test_a_run_past_its_wall_clock_limit_has_its_process_group_killed(settings, tmp_path):
     pid_file = tmp_path / "pids"
     settings.VALIDATOR_SERVER_COMMAND = fake("hang", pid_file)  # ignores SIGTERM, has a child, never healthy
-    settings.VALIDATOR_BENCH_COMMAND = fake("serve")
+    # the paired benchmark waits for the servers' /health (it never comes): a fake that serves nothing itself,
+    # so no port is taken (a fake *server* here listened on 8000 and failed when anything else held it)
+    settings.VALIDATOR_BENCH_COMMAND = [sys.executable, str(Path(__file__).with_name("fake_vllm_bench.py"))]
     settings.VALIDATOR_RUN_TIMEOUT_S = 3
     settings.VALIDATOR_STOP_GRACE_S = 1
     run = submit()
@@ -210,8 +212,9 @@ def test_a_sigkilled_worker_takes_its_vllm_server_with_it(tmp_path):
         f"sys.path.insert(0, {root!r})\n"
         "from pathlib import Path\n"
         "from validator.runner import ServerProcess, free_port\n"
-        f"s = ServerProcess([sys.executable, {FAKE!r}, '--fake-mode', 'serve', '--fake-pid-file', {str(pid_file)!r}],"
-        f" Path({str(tmp_path / 'server.log')!r}), port=free_port())\n"
+        "port = free_port()\n"  # the fake listens where it is told (its default 8000 may be taken)
+        f"s = ServerProcess([sys.executable, {FAKE!r}, '--fake-mode', 'serve', '--fake-pid-file', {str(pid_file)!r},"
+        f" '--port', str(port)], Path({str(tmp_path / 'server.log')!r}), port=port)\n"
         "s.start()\n"
         "time.sleep(600)\n"
     )
