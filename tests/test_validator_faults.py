@@ -67,7 +67,7 @@ def test_vllm_refusing_a_flag_fails_the_run_with_vllms_message(settings):
     # real vLLM, one flag it does not know: argparse exits 2 after importing vLLM (~10 s)
     pytest.importorskip("vllm", reason="the worker extra (vLLM's CPU build) is not installed")
     settings.VALIDATOR_SERVER_COMMAND = [*runner.SERVER_COMMAND, "--no-such-flag"]
-    settings.VALIDATOR_BENCH_COMMAND = fake("serve")  # never reached
+    settings.VALIDATOR_BENCH_COMMAND = [sys.executable, str(Path(__file__).with_name("fake_vllm_bench.py"))]
     run = submit()
     other = submit()  # queued behind it: must be untouched by the failure until the worker reaches it
     other.cancel("not needed in this test")
