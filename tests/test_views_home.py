@@ -245,7 +245,7 @@ def test_it_shows_the_speculative_speedup(client):
     html = client.get(
         f"/?{CANONICAL}&speculative_config={spec}&acceptance_rate=0.7", follow=True
     ).content.decode()
-    assert 'id="spec-summary"' in html and "at α = 0.70" in html
+    assert 'id="spec-summary"' in html and "at acceptance rate 0.70 (accepted / drafted tokens)" in html
     assert '<script id="spec-speedup" type="application/json">' in html
 
 

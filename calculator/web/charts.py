@@ -13,20 +13,21 @@ def speedup_chart_spec(curve: list[tuple[float, float]], *, break_even: float | 
                        expected_alpha: float | None = None, expected_speedup: float | None = None,
                        title: str = "Speculative decoding: speedup vs acceptance rate",
                        width: int | str = "container", height: int = 260) -> dict[str, Any]:
-    """Speedup (TPOT without / with speculation) against the acceptance rate α per drafted token.
+    """Speedup (TPOT without / with speculation) against the acceptance rate: accepted / drafted tokens, vLLM's
+    "Avg Draft acceptance rate" (mean acceptance length ``1 + k x rate``).
 
     Args:
         curve: ``[(alpha, speedup), ...]`` (``SpecResult.speedup_curve``), alpha in [0, 1).
-        break_even: α where the speedup is 1 (``SpecResult.break_even_acceptance_rate``); ``None`` when
+        break_even: the rate where the speedup is 1 (``SpecResult.break_even_acceptance_rate``); ``None`` when
             speculation never pays, which the chart states in its subtitle.
         expected_alpha, expected_speedup: the expected point (public figure or the user's rate).
 
-    Returns a Vega-Lite v5 spec: the curve, a dashed rule at speedup 1, a rule at the break-even α, and
-    a labelled point at the expected α. The ``$schema`` URL is an identifier; no network is needed when
+    Returns a Vega-Lite v5 spec: the curve, a dashed rule at speedup 1, a rule at the break-even rate, and
+    a labelled point at the expected rate. The ``$schema`` URL is an identifier; no network is needed when
     vega-embed is served locally.
     """
     values = [{"alpha": round(a, 4), "speedup": round(s, 4)} for a, s in curve]
-    x = {"field": "alpha", "type": "quantitative", "title": "acceptance rate α per drafted token",
+    x = {"field": "alpha", "type": "quantitative", "title": "acceptance rate (accepted / drafted tokens)",
          "scale": {"domain": [0, 1]}}
     y = {"field": "speedup", "type": "quantitative", "title": "speedup (×)"}
     layers: list[dict[str, Any]] = [
@@ -38,7 +39,7 @@ def speedup_chart_spec(curve: list[tuple[float, float]], *, break_even: float | 
     ]
     if break_even is not None:
         layers.append({
-            "data": {"values": [{"alpha": round(break_even, 4), "label": f"break-even α = {break_even:.2f}"}]},
+            "data": {"values": [{"alpha": round(break_even, 4), "label": f"break-even rate {break_even:.2f}"}]},
             "layer": [
                 {"mark": {"type": "rule", "color": "firebrick"},
                  "encoding": {"x": {"field": "alpha", "type": "quantitative"}}},
@@ -49,7 +50,7 @@ def speedup_chart_spec(curve: list[tuple[float, float]], *, break_even: float | 
     if expected_alpha is not None and expected_speedup is not None:
         layers.append({
             "data": {"values": [{"alpha": round(expected_alpha, 4), "speedup": round(expected_speedup, 4),
-                                 "label": f"expected: α {expected_alpha:.2f}, {expected_speedup:.2f}×"}]},
+                                 "label": f"expected: rate {expected_alpha:.2f}, {expected_speedup:.2f}×"}]},
             "layer": [
                 {"mark": {"type": "point", "filled": True, "size": 90, "color": "steelblue"},
                  "encoding": {"x": {"field": "alpha", "type": "quantitative"},
