@@ -98,4 +98,17 @@ def test_the_command_line_table_for_llama_cpp():
     text = out.getvalue()
     # 36 layers x 8192 cells x 8 KV heads x 128 x 2 B = 576 MiB for K, the same for V
     assert "llama_kv_cache: size = 1152.00 MiB (  8192 cells,  36 layers,  1/1 seqs)" in text
-    assert "Command: llama-server -m Qwen3-8B.gguf -c 8192" in text
+    # no GGUF file for a non-GGUF repo: an obvious placeholder, not a made-up file name
+    assert "Command: llama-server -m '<Qwen3-8B converted to GGUF>.gguf' -c 8192" in text
+
+
+def test_a_gguf_repo_without_a_chosen_file_is_served_with_hf_not_a_made_up_file(monkeypatch):
+    """llama-server -hf <user>/<model>[:quant] downloads the repo's Q4_K_M (else its first file) itself."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from calculator.plan import make_plan
+    from calculator.request import parse_request
+
+    plan = make_plan(parse_request({"model": "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "runtime": "llama.cpp",
+                                    "gpu": "RTX 4090", "ctx_size": "8192"}))
+    assert plan.launch_argv[:3] == ["llama-server", "-hf", "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF"]
+    assert "-m" not in plan.launch_argv and plan.launch_argv[3:5] == ["-c", "8192"]

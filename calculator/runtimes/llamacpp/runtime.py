@@ -352,8 +352,23 @@ class LlamaCpp:
     def launch_argv(self, request, model: LoadedModel) -> list[str]:
         """``llama-server -m <gguf> -c ... -np ... -fa ... -ctk ... -ctv ...`` (an argv list)."""
         mem = self._memory(request, model)
-        path = mem.gguf_file or f"{model.repo_id.split('/')[-1]}.gguf"
+        listing = getattr(mem, "gguf_listing", None)
+        if mem.gguf_file:
+            path = mem.gguf_file
+        elif listing is not None and listing.files:
+            path = None  # no file chosen in a GGUF repo: llama.cpp downloads one itself with -hf
+        else:  # not a GGUF repo: the user converts it first; an obvious placeholder, never a made-up file name
+            path = f"<{model.repo_id.split('/')[-1]} converted to GGUF>.gguf"
         spec = request.speculative_config
+        if path is None:
+            argv = launch_argv("-", n_ctx=mem.plan.n_ctx_requested, n_parallel=mem.plan.n_seq_max,
+                               flash_attn=mem.plan.flash_attn, cache_type_k=mem.resolved["cache_type_k"],
+                               cache_type_v=mem.resolved["cache_type_v"], n_gpu_layers=request.n_gpu_layers,
+                               kv_unified=request.kv_unified, swa_full=request.swa_full,
+                               draft_model_path=spec.model if spec and spec.method == "draft_model" else None)
+            # llama-server -hf <user>/<model>[:quant] (common/arg.cpp: without a quant it takes Q4_K_M, else the
+            # repo's first file)
+            return [argv[0], "-hf", listing.repo_id, *argv[3:]]
         return launch_argv(path, n_ctx=mem.plan.n_ctx_requested, n_parallel=mem.plan.n_seq_max,
                            flash_attn=mem.plan.flash_attn, cache_type_k=mem.resolved["cache_type_k"],
                            cache_type_v=mem.resolved["cache_type_v"], n_gpu_layers=request.n_gpu_layers,
