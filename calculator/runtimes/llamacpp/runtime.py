@@ -71,6 +71,7 @@ class LlamaCppMemory(BaseModel):
     gpu: str
     release: str
     device_budget_mib: float
+    device_budget_source: str = ""
     device_used_mib: float | None
     kv_cache_mib: float
     model_buffer_mib: dict[str, float | None]
@@ -92,7 +93,7 @@ class LlamaCppMemory(BaseModel):
             rows.append(("model buffers", "not modelled", "no GGUF file given: the tensor table is needed"))
         elif self.weights_source:
             rows.append(("tensor types", self.gguf_file or "", self.weights_source))
-        rows.append(("device budget (MiB)", round(self.device_budget_mib, 2), "catalog / Metal working set"))
+        rows.append(("device budget (MiB)", round(self.device_budget_mib, 2), self.device_budget_source))
         return rows
 
     def to_json(self) -> dict[str, Any]:
@@ -273,7 +274,7 @@ class LlamaCpp:
             p.notes.append(meta.kv["derived.notes"])
         if weights_source:
             p.notes.append(f"tensor types {weights_source}")
-        budget, _ = budget_bytes(gpu)
+        budget, budget_source = budget_bytes(gpu)
         kv = p.kv_bytes
         dev_buffers = [b for b in p.buffers if b.buft not in ("CPU", "CPU_Mapped", "CPU_REPACK")]
         unknown = [b for b in dev_buffers if b.bytes is None and b.kind != "compute"] or ([] if meta.tensors else ["model"])
@@ -313,7 +314,7 @@ class LlamaCpp:
                          "the device")
         return LlamaCppMemory(plan=p, fits=fits, reason=reason, condition=condition, kv_cache_tokens=cells,
                               max_concurrency=float(p.n_seq_max), max_model_len=p.n_ctx_seq, gpu=gpu.name,
-                              release=request.release, device_budget_mib=budget / MiB,
+                              release=request.release, device_budget_mib=budget / MiB, device_budget_source=budget_source,
                               device_used_mib=None if used is None else round(used / MiB, 2),
                               kv_cache_mib=kv / MiB, model_buffer_mib=model_mib, ollama=st["ollama"],
                               weights_source=weights_source, gguf_file=gguf_file, gguf_listing=listing, meta=meta,
