@@ -287,6 +287,8 @@ def test_the_speed_section_charts_speedup_against_concurrency_for_a_few_k(client
     line = spec["layer"][0]["data"]["values"]
     curves = make_plan(parse_request(params)).speed.spec.speedup_vs_concurrency
     assert {v["k"] for v in line} == {f"k={k}" for k in curves} and "k=3" in {v["k"] for v in line}
+    best = make_plan(parse_request(params)).speed.spec.best_num_speculative_tokens
+    assert f"k={best}" in {v["k"] for v in line}  # the k the page recommends is drawn
     for k, curve in curves.items():  # the chart draws the plan's own curve, point for point
         assert [(v["concurrency"], v["speedup"]) for v in line if v["k"] == f"k={k}"] == [
             (c, round(s, 4)) for c, s in curve]

@@ -1316,7 +1316,7 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
                 best.append((_spec_speedup(s, method, kk, acc.length_at(kk), prompt_len, output_len, conc, ctx)[0],
                              kk))
             best_k = max(best)[1]
-        for kk in sorted({1, 2, 3, 5, k}) if s.tree is None else [k]:
+        for kk in sorted({1, 2, 3, 5, k, best_k} - {None}) if s.tree is None else [k]:  # the best k is drawn too
             al_k = acc.length_at(kk) if kk != k else al
             curves[kk] = [(c, round(_spec_speedup(s, method, kk, al_k, prompt_len, output_len, c, ctx)[0], 4))
                           for c in grid]
