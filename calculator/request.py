@@ -631,9 +631,23 @@ def _first_error(exc: ValidationError) -> InputError:
         msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
         if kind == "literal_error":
             msg = f"{msg}, got {err.get('input')!r}"
+            if field == "kv_cache_dtype" and str(err.get("input")) in _vllm_kv_cache_dtypes():
+                msg = (f"{err.get('input')!r} is a --kv-cache-dtype vLLM {default_release()} accepts, but this calculator "
+                       f"does not model its cache layout; modelled: {', '.join(get_args(KVCacheDType))}")
     if field == "speculative_config" and where:
         msg = f"{where} {msg}"
     return InputError(field, msg)
+
+
+@lru_cache(maxsize=1)
+def _vllm_kv_cache_dtypes() -> frozenset[str]:
+    """Every ``--kv-cache-dtype`` value of the default release (its compat data, ``cache_dtypes``)."""
+    from compat import checks
+
+    try:
+        return frozenset(checks.load_release(default_release())["cache_dtypes"]["values"])
+    except Exception:  # noqa: BLE001 - no compat data: the plain refusal is still right
+        return frozenset()
 
 
 def repeated_parameter(data: Mapping[str, Any]) -> InputError | None:

@@ -169,3 +169,12 @@ def test_the_validation_form_refuses_a_repeated_parameter():
     form = ValidationRequestForm(QueryDict("model=tiny-random/llama&max_model_len=512&max_model_len=1024"))
     assert not form.is_valid()
     assert form.non_field_errors() == ["max_model_len: given 2 different values ('512', '1024'); give it once"]
+
+
+def test_a_kv_cache_dtype_vllm_has_but_the_calculator_does_not_model_says_so(client):
+    # nvfp4 is one of vLLM 0.32's --kv-cache-dtype values (compat data, cache_dtypes); int3 is nobody's
+    api = client.get("/api/estimate", {"model": LLAMA, "kv_cache_dtype": "nvfp4"})
+    assert api.status_code == 400
+    assert "'nvfp4' is a --kv-cache-dtype vLLM 0.32.0 accepts, but this calculator does not model" in api.json()["error"]
+    api = client.get("/api/estimate", {"model": LLAMA, "kv_cache_dtype": "int3"})
+    assert api.status_code == 400 and "does not model" not in api.json()["error"]
