@@ -147,3 +147,20 @@ def test_granite_hybrid_bf16_ssm_state_follows_the_host_cpu(avx512_bf16, logged_
     finally:
         memory.host_has_avx512_bf16 = real
     assert res.kv_cache_tokens == logged_tokens
+
+
+def test_draft_layers_get_the_case_attention_backend():
+    """vLLM never hands --attention-backend to a draft (vllm/v1/spec_decode/llm_base_proposer.py:1282-1290,
+    0.32): it picks its own, AMX_MLA on a CPU with AMX tiles (vllm/platforms/cpu.py:150-163), which refuses
+    float32 weights ("expect weight to be bfloat16, float16, ..."; amx_mla.py:303). A case that pins the target's
+    backend must pin the draft's too (speculative_config.attention_backend), or it passes only on CPUs without
+    AMX."""
+    from calculator.crosscheck import vllm_kwargs
+    from pathlib import Path
+
+    pinned = [c for c in CASES if c.attention_backend and c.speculative
+              and c.speculative.get("method") not in ("ngram", "suffix")]
+    assert pinned, "no case with a pinned backend and draft layers"
+    for case in pinned:
+        spec = vllm_kwargs(case, Path("/nonexistent"))["speculative_config"]
+        assert spec.get("attention_backend") == case.attention_backend, case.name

@@ -109,8 +109,13 @@ CASES: list[Case] = [
     Case("deepseek-v2", attention_backend=_MLA, note="MLA kv_lora_rank 64 + rope 16, no q_lora"),
     Case("deepseek-v3", attention_backend=_MLA, note="MLA with q_lora_rank"),
     Case("deepseek-v3-mtp", attention_backend=_MLA, note="MLA + 1 MTP layer in config, no speculation", ci=False),
+    # The draft picks its own backend: vLLM never inherits --attention-backend for it
+    # (vllm/v1/spec_decode/llm_base_proposer.py:1282-1290, 0.32), so on an AMX host it would get AMX_MLA
+    # (vllm/platforms/cpu.py:150-163), whose weight packing refuses float32 ("expect weight to be bfloat16,
+    # float16, int8, fp8_e4m3 or uint8", amx_mla.py:303). The speculative config's own attention_backend
+    # (vllm/config/speculative.py:424) keeps CPU_MLA on every host: the case runs the same everywhere.
     Case("deepseek-v3-mtp", "spec=mtp", attention_backend=_MLA, load_format="dummy",
-         speculative={"method": "mtp", "num_speculative_tokens": 1},
+         speculative={"method": "mtp", "num_speculative_tokens": 1, "attention_backend": _MLA},
          note="MTP draft layer shares the KV pool; transformers saves no MTP weights, so dummy weights"),
     Case("qwen3-next", note="gated delta-net + full attention every 2nd layer"),
     Case("qwen3-next", "kv_cache_dtype=fp8", kv_cache_dtype="fp8",
