@@ -145,3 +145,25 @@ def test_ngram_and_suffix_add_no_kv(method):
     res = kv("meta-llama__Llama-3.1-8B-Instruct.json",
              speculative_config={"method": method, "num_speculative_tokens": 4})
     assert res.kv_bytes_per_token == 131072 and res.draft_weights_gib == 0
+
+
+def test_speed_model_scales_kda_state_to_every_stage():
+    """Kimi-Linear-48B-A3B under PP 2: vLLM's get_pp_indices gives 27 layers as 14 + 13, so the first stage's
+    KV specs hold KDA layers 1-3, 5-7, 9-11, 13, 14 (11 of the 20 in linear_attn_config.kda_layers). A token
+    step reads every stage's state, so the speed model scales the first stage's state to all 20 KDA layers.
+    One KDA layer's state, TP 1, bf16, vLLM 0.32 (mamba_utils.py:304-327): conv 3 x 32 x 128 channels over
+    k - 1 = 3 positions x 2 B = 73,728 B + recurrent 32 x 128 x 128 x 4 B = 2,097,152 B."""
+    import json
+    from pathlib import Path
+
+    from calculator.engine.arch import parse_config
+    from calculator.engine.perf import model_cost, plan_from_engine
+
+    cfg = json.loads((Path(__file__).parent / "data" / "moonshotai__Kimi-Linear-48B-A3B-Instruct.json").read_text())
+    inp = EngineInput(hf_config=cfg, gpu="H100", pipeline_parallel_size=2, dtype="bfloat16", vllm_version="0.32.0",
+                      max_model_len=8192, kv_cache_memory_bytes=4 * 2**30)
+    est = estimate(inp)
+    per_layer = 3 * 32 * 128 * 3 * 2 + 32 * 128 * 128 * 4
+    assert by_kind(est, "mamba").state_bytes_per_request == 11 * per_layer  # the first stage only
+    cost = model_cost(parse_config(cfg), plan_from_engine(inp, est), dtype="bfloat16", quant=None, tp=1, pp=2)
+    assert cost.state_bytes == pytest.approx(20 * per_layer)
