@@ -7,8 +7,9 @@ Three pure stages, as in vLLM 0.32:
    ``MambaSpec`` :1035, ``CrossAttentionSpec`` :1157), built the way each layer's
    ``get_kv_cache_spec`` builds it.
 2. :func:`group_specs` — ``get_kv_cache_groups`` (``vllm/v1/core/kv_cache_utils.py:2159``): one group
-   when all specs are equal, one ``UniformTypeKVCacheSpecs`` group when only sizes differ, otherwise
-   pages unified (:1292) and layers grouped by the repeating pattern (:1362).
+   when all specs are equal, one ``UniformTypeKVCacheSpecs`` group when all layers need the same token slots
+   (full attention and MLA alike) in one block size, otherwise pages unified (:1292) and layers grouped by the
+   repeating pattern (:1362).
 3. :func:`capacity` — ``num_blocks = available // bytes_per_block`` (:1588), concurrency = blocks /
    Σ_groups cdiv(max_memory, page) (:1195), tokens = ⌊concurrency × max_model_len⌋ (:2300) — or the
    pre-0.2x formula ``num_blocks // num_groups × block_size`` for older releases.
