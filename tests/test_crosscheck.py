@@ -147,3 +147,34 @@ def test_granite_hybrid_bf16_ssm_state_follows_the_host_cpu(avx512_bf16, logged_
     finally:
         memory.host_has_avx512_bf16 = real
     assert res.kv_cache_tokens == logged_tokens
+
+
+def test_draft_layers_get_the_case_attention_backend():
+    """vLLM never hands --attention-backend to a draft (vllm/v1/spec_decode/llm_base_proposer.py:1282-1290,
+    0.32): it picks its own, AMX_MLA on a CPU with AMX tiles (vllm/platforms/cpu.py:150-163), which refuses
+    float32 weights ("expect weight to be bfloat16, float16, ..."; amx_mla.py:303). A case that pins the target's
+    backend must pin the draft's too (speculative_config.attention_backend), or it passes only on CPUs without
+    AMX."""
+    from calculator.crosscheck import vllm_kwargs
+    from pathlib import Path
+
+    pinned = [c for c in CASES if c.attention_backend and c.speculative
+              and c.speculative.get("method") not in ("ngram", "suffix")]
+    assert pinned, "no case with a pinned backend and draft layers"
+    for case in pinned:
+        spec = vllm_kwargs(case, Path("/nonexistent"))["speculative_config"]
+        assert spec.get("attention_backend") == case.attention_backend, case.name
+
+
+@pytest.mark.skipif(not HAVE_VLLM, reason="writing tiny models needs the 'worker' extra (torch, transformers)")
+def test_mla_target_with_eagle3_head_prediction_matches_hand_count():
+    """The tiny DeepSeek-V3 (4 MLA layers, latent 64 + rope 16) with the tiny EAGLE-3 head (1 layer, 2 KV heads x
+    32), float32, CPU_MLA block 16: MLA pages 16 x 80 x 4 B = 5,120 B, the head's 16 x 2 x 64 x 4 B = 8,192 B, one
+    group of 4 x 5,120 + 8,192 = 28,672 B a block: 2**30 // 28,672 = 37,449 blocks, 1,024 / 16 = 64 a request ->
+    int(37,449 / 64 x 1,024) = 599,184 tokens, the figure vLLM 0.32's CPU build logged (585.14x)."""
+    from calculator.crosscheck import predict
+    from calculator.crosscheck.tiny_models import write_tiny_model
+
+    res = predict(find_cases("deepseek-v3", "spec=eagle3")[0], write_tiny_model("deepseek-v3"))
+    assert (res.block_size, res.num_gpu_blocks) == (16, 2**30 // (4 * 5120 + 8192)) == (16, 37_449)
+    assert res.kv_cache_tokens == int(37_449 / 64 * 1024) == 599_184

@@ -145,3 +145,90 @@ def test_ngram_and_suffix_add_no_kv(method):
     res = kv("meta-llama__Llama-3.1-8B-Instruct.json",
              speculative_config={"method": method, "num_speculative_tokens": 4})
     assert res.kv_bytes_per_token == 131072 and res.draft_weights_gib == 0
+
+
+def test_speed_model_scales_kda_state_to_every_stage():
+    """Kimi-Linear-48B-A3B under PP 2: vLLM's get_pp_indices gives 27 layers as 14 + 13, so the first stage's
+    KV specs hold KDA layers 1-3, 5-7, 9-11, 13, 14 (11 of the 20 in linear_attn_config.kda_layers). A token
+    step reads every stage's state, so the speed model scales the first stage's state to all 20 KDA layers.
+    One KDA layer's state, TP 1, bf16, vLLM 0.32 (mamba_utils.py:304-327): conv 3 x 32 x 128 channels over
+    k - 1 = 3 positions x 2 B = 73,728 B + recurrent 32 x 128 x 128 x 4 B = 2,097,152 B."""
+    import json
+    from pathlib import Path
+
+    from calculator.engine.arch import parse_config
+    from calculator.engine.perf import model_cost, plan_from_engine
+
+    cfg = json.loads((Path(__file__).parent / "data" / "moonshotai__Kimi-Linear-48B-A3B-Instruct.json").read_text())
+    inp = EngineInput(hf_config=cfg, gpu="H100", pipeline_parallel_size=2, dtype="bfloat16", vllm_version="0.32.0",
+                      max_model_len=8192, kv_cache_memory_bytes=4 * 2**30)
+    est = estimate(inp)
+    per_layer = 3 * 32 * 128 * 3 * 2 + 32 * 128 * 128 * 4
+    assert by_kind(est, "mamba").state_bytes_per_request == 11 * per_layer  # the first stage only
+    cost = model_cost(parse_config(cfg), plan_from_engine(inp, est), dtype="bfloat16", quant=None, tp=1, pp=2)
+    assert cost.state_bytes == pytest.approx(20 * per_layer)
+
+
+# --- an MLA target with a non-MLA EAGLE-3 head ---------------------------------------------------------------
+
+def test_mla_target_with_gqa_eagle3_head_shares_one_group():
+    """zai-org/GLM-4.7-Flash (47 MLA layers, kv_lora_rank 512 + qk_rope_head_dim 64) with
+    thoughtworks/GLM-4.7-Flash-Eagle3 (one Llama layer, 4 KV heads x 128), bf16, --block-size 64, vLLM 0.32.
+    MLA page 64 x 576 x 2 B = 73,728 B; head page 64 x 4 x (128 + 128) x 2 B = 131,072 B, not a multiple, so
+    page unification would fail, but MLA registers FullAttentionSpec as its uniform base
+    (single_type_kv_cache_manager.py:2685-2687) and both have block 64: one UniformTypeKVCacheSpecs group
+    (kv_cache_utils.py:2189) whose block is 47 x 73,728 + 131,072 = 3,596,288 B.
+    10 GiB // 3,596,288 = 2,985 blocks; a 32,768-token request takes 32,768 / 64 = 512 of them."""
+    import json
+    from pathlib import Path
+
+    catalog = Path(__file__).resolve().parents[1] / "calculator" / "data" / "model_configs"  # the offline catalog
+    target, head = (json.loads((catalog / f).read_text()) for f in
+                    ("zai-org__GLM-4.7-Flash.json", "thoughtworks__GLM-4.7-Flash-Eagle3.json"))
+    spec = {"method": "eagle3", "model": "thoughtworks/GLM-4.7-Flash-Eagle3", "num_speculative_tokens": 3}
+    res = estimate(EngineInput(hf_config=target, draft_hf_config=head, speculative_config=spec, gpu="H100",
+                               vllm_version="0.32.0", dtype="bfloat16", block_size=64, max_model_len=32768,
+                               kv_cache_memory_bytes=10 * 2**30))
+    assert by_kind(res, "mla").page_size_bytes == 64 * 576 * 2
+    assert by_kind(res, "full_attention", draft=True).page_size_bytes == 64 * 4 * 256 * 2
+    blocks = 10 * 2**30 // (47 * 73_728 + 131_072)
+    assert res.num_gpu_blocks == blocks == 2985
+    assert res.kv_cache_tokens == int(blocks / 512 * 32768) == 191_040
+
+
+def _mla_and_draft(draft_cls, **draft_kw):
+    from calculator.engine.kv import MLAAttentionSpec
+
+    specs = {f"layers.{i}": MLAAttentionSpec(block_size=16, num_kv_heads=1, head_size=80, head_size_v=0,
+                                             dtype_bytes=4) for i in range(4)}
+    specs["draft.layers.0"] = draft_cls(block_size=16, num_kv_heads=2, head_size=32, head_size_v=32, dtype_bytes=4,
+                                        draft=True, **draft_kw)
+    return specs
+
+
+def test_mla_with_non_mla_draft_by_release():
+    """The tiny DeepSeek-V3 + EAGLE-3 of the cross-check (float32, block 16): MLA pages 16 x 80 x 4 = 5,120 B, the
+    head's 16 x 2 x 64 x 4 = 8,192 B. From 0.11.0 one group (UniformTypeKVCacheSpecs, kv_cache_interface.py:287-299
+    in 0.11.0); 0.10.2 has no such group and raises a bare NotImplementedError (kv_cache_utils.py:1133)."""
+    from calculator.engine.errors import EngineInputError
+    from calculator.engine.kv import FullAttentionSpec, group_specs
+
+    specs = _mla_and_draft(FullAttentionSpec)
+    for version in ((0, 11, 0), (0, 32, 0), None):
+        groups = group_specs(specs, version=version)
+        assert len(groups) == 1 and groups[0].bytes_per_block == 4 * 5120 + 8192
+    with pytest.raises(EngineInputError) as err:
+        group_specs(specs, version=(0, 10, 2))
+    assert err.value.field == "speculative_config" and "NotImplementedError" in str(err.value)
+
+
+def test_mla_with_sliding_window_draft_is_refused_with_vllms_reason():
+    """A sliding-window layer is not full attention: no common group, and 8,192 is not a multiple of 5,120, which
+    an MLA page may not be padded to (unify_kv_cache_spec_page_size, kv_cache_utils.py:1347 in 0.32)."""
+    from calculator.engine.errors import EngineInputError
+    from calculator.engine.kv import SlidingWindowSpec, group_specs
+
+    with pytest.raises(EngineInputError) as err:
+        group_specs(_mla_and_draft(SlidingWindowSpec, sliding_window=64))
+    assert "Padding is only supported for non-MLA attention layers" in str(err.value)
+    assert "not modelled" in str(err.value)  # vLLM 0.32's full-allocation fallback for MLA + sliding window

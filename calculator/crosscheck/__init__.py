@@ -109,9 +109,26 @@ CASES: list[Case] = [
     Case("deepseek-v2", attention_backend=_MLA, note="MLA kv_lora_rank 64 + rope 16, no q_lora"),
     Case("deepseek-v3", attention_backend=_MLA, note="MLA with q_lora_rank"),
     Case("deepseek-v3-mtp", attention_backend=_MLA, note="MLA + 1 MTP layer in config, no speculation", ci=False),
+    # The draft picks its own backend: vLLM never inherits --attention-backend for it
+    # (vllm/v1/spec_decode/llm_base_proposer.py:1282-1290, 0.32), so on an AMX host it would get AMX_MLA
+    # (vllm/platforms/cpu.py:150-163), whose weight packing refuses float32 ("expect weight to be bfloat16,
+    # float16, int8, fp8_e4m3 or uint8", amx_mla.py:303). The speculative config's own attention_backend
+    # (vllm/config/speculative.py:424) keeps CPU_MLA on every host: the case runs the same everywhere.
     Case("deepseek-v3-mtp", "spec=mtp", attention_backend=_MLA, load_format="dummy",
-         speculative={"method": "mtp", "num_speculative_tokens": 1},
+         speculative={"method": "mtp", "num_speculative_tokens": 1, "attention_backend": _MLA},
          note="MTP draft layer shares the KV pool; transformers saves no MTP weights, so dummy weights"),
+    # The draft's VllmConfig is rebuilt with the speculative config's attention backend, which re-runs the CPU
+    # platform's check_and_update_config on the shared cache config (llm_base_proposer.py:1285-1290,
+    # config/vllm.py:1991): with none given, an AMX host takes the AMX_MLA branch and sets block_size 128
+    # (platforms/cpu.py:250-290), a host without AMX keeps CPU_MLA's 16. Pinned, it is 16 everywhere; the
+    # non-MLA head itself still gets CPU_ATTN (cpu.py:176-178).
+    Case("deepseek-v3", "spec=eagle3", attention_backend=_MLA, load_format="dummy",
+         speculative={"method": "eagle3", "model": "eagle3-llama", "num_speculative_tokens": 2,
+                      "attention_backend": _MLA},
+         note="MLA target + non-MLA EAGLE-3 head (GQA 2 x 32): 5,120 B and 8,192 B pages in one "
+              "UniformTypeKVCacheSpecs group (kv_cache_utils.py:2189). Sizing only: after logging its capacity "
+              "the CPU build stops binding kernels, \"No common block size for 16 (CPU_MLA: [16]; CPU_ATTN: "
+              "[MultipleOf(32)])\" (select_common_block_size, v1/worker/utils.py:515)"),
     Case("qwen3-next", note="gated delta-net + full attention every 2nd layer"),
     Case("qwen3-next", "kv_cache_dtype=fp8", kv_cache_dtype="fp8",
          note="fp8 attention pages are 4x smaller than the float32 GDN state: attention block size raised"),

@@ -187,6 +187,16 @@ def _eagle_llama() -> tuple[str, dict]:
     return "LlamaConfig", dict(_BASE, num_hidden_layers=1, head_dim=32)
 
 
+def _eagle3_llama() -> tuple[str, dict]:
+    # An EAGLE-3 head (LlamaForCausalLMEagle3 -> vllm/model_executor/models/llama_eagle3.py) shaped like
+    # thoughtworks/GLM-4.7-Flash-Eagle3: one Llama layer with plain GQA attention (2 KV heads x 32), the
+    # target's hidden size, for an MLA target. Config only (vLLM's keys; dummy weights).
+    cfg = dict(_BASE, architectures=["LlamaForCausalLMEagle3"], model_type="llama", torch_dtype="float32",
+               num_hidden_layers=1, head_dim=32, draft_vocab_size=VOCAB, hidden_act="silu", rms_norm_eps=1e-5,
+               rope_theta=10000.0, attention_bias=False)
+    return _CONFIG_ONLY, cfg
+
+
 def _draft_llama() -> tuple[str, dict]:
     # A 2-layer draft Llama sharing the target's vocabulary (draft_model speculation).
     return "LlamaConfig", dict(_BASE, num_hidden_layers=2, head_dim=32)
@@ -215,6 +225,7 @@ FAMILIES: dict[str, Callable[[], tuple[str, dict]]] = {
     "kimi-linear": _kimi_linear,
     "draft-llama": _draft_llama,
     "eagle-llama": _eagle_llama,
+    "eagle3-llama": _eagle3_llama,
 }
 
 

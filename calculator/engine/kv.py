@@ -7,8 +7,9 @@ Three pure stages, as in vLLM 0.32:
    ``MambaSpec`` :1035, ``CrossAttentionSpec`` :1157), built the way each layer's
    ``get_kv_cache_spec`` builds it.
 2. :func:`group_specs` — ``get_kv_cache_groups`` (``vllm/v1/core/kv_cache_utils.py:2159``): one group
-   when all specs are equal, one ``UniformTypeKVCacheSpecs`` group when only sizes differ, otherwise
-   pages unified (:1292) and layers grouped by the repeating pattern (:1362).
+   when all specs are equal, one ``UniformTypeKVCacheSpecs`` group when all layers need the same token slots
+   (full attention and MLA alike) in one block size, otherwise pages unified (:1292) and layers grouped by the
+   repeating pattern (:1362).
 3. :func:`capacity` — ``num_blocks = available // bytes_per_block`` (:1588), concurrency = blocks /
    Σ_groups cdiv(max_memory, page) (:1195), tokens = ⌊concurrency × max_model_len⌋ (:2300) — or the
    pre-0.2x formula ``num_blocks // num_groups × block_size`` for older releases.
@@ -221,22 +222,63 @@ def unify_page_sizes(specs: dict[str, Spec]) -> dict[str, Spec]:
         else:
             field = "speculative_config" if getattr(spec, "draft", False) or any(
                 getattr(x, "draft", False) for x in specs.values()) else "model"
-            raise EngineInputError(field, f"not modelled: layer {name}'s MLA page ({spec.page_size_bytes:,} B) cannot be "
-                                   f"unified with the other layers' {max_page:,} B pages (an MLA target with a "
-                                   "non-MLA draft, or mixed page sizes); vLLM falls back to another KV layout here")
+            fallback = any(isinstance(x, SlidingWindowSpec) for x in specs.values())
+            raise EngineInputError(field, (
+                f"vLLM stops here: \"Layer {name}: page size is not divisible by the maximum page size and cannot be "
+                "padded. Padding is only supported for non-MLA attention layers.\" (NotImplementedError, "
+                f"unify_kv_cache_spec_page_size, vllm/v1/core/kv_cache_utils.py:1347 in 0.32; MLA page "
+                f"{spec.page_size_bytes:,} B, largest page {max_page:,} B)")
+                + ("; not modelled: vLLM 0.32 then allocates the sliding-window layers as full attention "
+                   "(_try_get_full_allocation_fallback_groups, kv_cache_utils.py:1765)" if fallback else ""))
     return out
 
 
-def group_specs(specs: dict[str, Spec]) -> list[KVGroup]:
+#: The first release whose ``get_kv_cache_groups`` puts layers that need the same token slots but differ in page
+#: size into one ``UniformTypeKVCacheSpecs`` group (vllm/v1/core/kv_cache_utils.py:1175 and
+#: v1/kv_cache_interface.py:265-320 in 0.11.0; absent in 0.10.2). Before it, layers whose specs differ must share
+#: one page size, or ``get_kv_cache_config`` raises a bare ``NotImplementedError``
+#: (kv_cache_utils.py:963 (0.9.2), :1133 (0.10.2)).
+UNIFORM_TYPE_SINCE = (0, 11, 0)
+
+
+def _uniform_type_key(spec: Spec) -> tuple | None:
+    """The class of token slots a spec needs, as ``UniformTypeKVCacheSpecs.is_uniform_type`` compares them: full
+    attention and MLA alike (``MLAAttentionSpec`` registers ``FullAttentionSpec`` as its uniform base,
+    vllm/v1/core/single_type_kv_cache_manager.py:2685-2687 (0.32); ``isinstance(spec, FullAttentionSpec)`` in
+    0.11.0, kv_cache_interface.py:296-299), sliding windows of one size, chunks of one size, cross attention.
+    ``None`` for Mamba states (grouped by the pattern rules here)."""
+    if isinstance(spec, MambaSpec):
+        return None
+    if isinstance(spec, SlidingWindowSpec):
+        return ("sliding", spec.sliding_window, spec.block_size)
+    if isinstance(spec, ChunkedLocalAttentionSpec):
+        return ("chunked", spec.attention_chunk_size, spec.block_size)
+    if isinstance(spec, CrossAttentionSpec):
+        return ("cross", spec.block_size)
+    if isinstance(spec, FullAttentionSpec):
+        return ("full", spec.block_size)
+    return (type(spec).__name__, spec.block_size)
+
+
+def group_specs(specs: dict[str, Spec], version: tuple[int, int, int] | None = None) -> list[KVGroup]:
     """``get_kv_cache_groups`` (kv_cache_utils.py:2159-2253) for the cases our families produce.
 
     - no specs (attention-free) → ``[]``;
     - all specs equal → one group;
-    - same spec type, different sizes (e.g. per-layer head sizes) → one ``UniformTypeKVCacheSpecs``
-      group whose page is the sum of its layers' pages;
+    - the same kind of token slots and one block size (full attention and MLA alike — an MLA target with a
+      non-MLA EAGLE-3 head —, or per-layer head sizes) → one ``UniformTypeKVCacheSpecs`` group whose page is
+      the sum of its layers' pages (from :data:`UNIFORM_TYPE_SINCE`; :func:`_uniform_type_key`);
     - otherwise: unify page sizes, bucket equal specs, ``group_size = min(len(bucket))`` (or ``max`` when
       ``max < 1.5 × min``), split each bucket into ``cdiv(n, group_size)`` groups taking ``layers[i::k]``
       (padding layers are only a warning in vLLM; they do not add bytes to the pool's block).
+
+    ``version``: the vLLM release (None: the newest rules). Before 0.11.0 specs that differ must have one page
+    size (then the pattern grouping applies).
+
+    Raises:
+        EngineInputError: where vLLM stops: pages that cannot be unified (:func:`unify_page_sizes`), or before
+        0.11.0 differing specs of different page sizes (field ``speculative_config`` when draft layers are
+        among them, else ``model``).
     """
     if not specs:
         return []
@@ -244,9 +286,20 @@ def group_specs(specs: dict[str, Spec]) -> list[KVGroup]:
     values = list(specs.values())
     if all(v == values[0] for v in values):
         return [KVGroup(tuple(names), tuple(values))]
-    types = {type(v) for v in values}
-    if len(types) == 1 and not isinstance(values[0], MambaSpec):
-        return [KVGroup(tuple(names), tuple(values))]
+    if version is not None and tuple(version) < UNIFORM_TYPE_SINCE:
+        pages = {v.page_size_bytes for v in values}
+        if len(pages) > 1:
+            field = "speculative_config" if any(getattr(v, "draft", False) for v in values) else "model"
+            label = ".".join(map(str, version))
+            raise EngineInputError(field, (
+                f"vLLM {label} stops with a bare NotImplementedError in get_kv_cache_config: its layers' KV specs "
+                f"differ and so do their page sizes ({', '.join(f'{p:,}' for p in sorted(pages))} B), which it "
+                "cannot group (vllm/v1/core/kv_cache_utils.py:963 (0.9.2), :1133 (0.10.2)); from 0.11.0 layers "
+                "needing the same token slots share one group (UniformTypeKVCacheSpecs)"))
+    else:
+        keys = {_uniform_type_key(v) for v in values}
+        if len(keys) == 1 and None not in keys:
+            return [KVGroup(tuple(names), tuple(values))]
 
     unified = unify_page_sizes(specs)
     buckets: dict[Spec, list[str]] = defaultdict(list)

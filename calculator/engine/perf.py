@@ -59,7 +59,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .arch import LayerKind, ModelArch, parse_config
+from .arch import STATE_KINDS, LayerKind, ModelArch, parse_config
 from .dtypes import dtype_bytes
 from .errors import EngineInputError
 from .gpus import GPU, get_gpu
@@ -527,7 +527,7 @@ def _pairs(n: int, window: int | None) -> float:
 _KIND_TO_LAYERS = {LayerKind.FULL: (LayerKind.FULL,), LayerKind.MLA: (LayerKind.MLA,),
                    LayerKind.SLIDING: (LayerKind.SLIDING,), LayerKind.CHUNKED: (LayerKind.CHUNKED,),
                    LayerKind.CROSS: (LayerKind.CROSS,),
-                   "mamba": (LayerKind.MAMBA1, LayerKind.MAMBA2, LayerKind.GDN)}
+                   "mamba": STATE_KINDS}  # Mamba-1/2, gated delta-net, KDA: all MambaSpec
 
 
 def _lin_bytes(dtype: str, quant: QuantScheme | None) -> float:
