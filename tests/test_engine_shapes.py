@@ -85,11 +85,12 @@ def test_gemma4_31b_bytes_per_token_and_tp():
     10 x 4 x 512 x 4 B = 819,200 + 81,920 = 901,120 B. At TP 8: sliding 16 / 8 = 2 heads a rank; the 4 global
     KV heads are replicated to 1 a rank (8 % 4 == 0): 50 x 2 x 256 x 4 + 10 x 1 x 512 x 4 = 122,880 B."""
     cfg = catalog(GEMMA4_31B)
+    # the checkpoint's kv_cache_scheme makes auto fp8 (tests/test_checkpoint_kv_dtype.py): bf16 asked for here
     one = estimate(EngineInput(hf_config=cfg, gpu="H100", vllm_version="0.19.0", max_model_len=32768,
-                               kv_cache_memory_bytes=10 * GiB))
+                               kv_cache_memory_bytes=10 * GiB, kv_cache_dtype="bfloat16"))
     assert one.kv_bytes_per_token == 901_120
     eight = estimate(EngineInput(hf_config=cfg, gpu="H100", vllm_version="0.19.0", max_model_len=32768,
-                                 tensor_parallel_size=8, kv_cache_memory_bytes=10 * GiB))
+                                 tensor_parallel_size=8, kv_cache_memory_bytes=10 * GiB, kv_cache_dtype="bfloat16"))
     assert eight.kv_bytes_per_token == 122_880
 
 
@@ -100,7 +101,7 @@ def test_gemma4_kv_shared_layers_keep_no_cache():
     cfg = catalog(GEMMA4_31B)
     cfg["text_config"] = {**cfg["text_config"], "num_kv_shared_layers": 12}
     r = estimate(EngineInput(hf_config=cfg, gpu="H100", vllm_version="0.32.0", max_model_len=32768,
-                             kv_cache_memory_bytes=10 * GiB))
+                             kv_cache_memory_bytes=10 * GiB, kv_cache_dtype="bfloat16"))
     assert r.kv_bytes_per_token == 40 * 16 * 256 * 4 + 8 * 4 * 512 * 4 == 720_896
 
 

@@ -552,7 +552,7 @@ def estimate(inp: EngineInput) -> EstimateResult:
         pp, gpu.is_cpu, architectures=(arch.architecture,), is_moe=arch.num_experts > 0,
         is_hybrid=arch.has_state_layers) * mnbt
     ctx = KVContext(max_model_len=max_len, max_in_flight_tokens=in_flight, encoder_tokens=arch.encoder_tokens)
-    groups = group_specs(specs)
+    groups = group_specs(specs, version=rules.version)
 
     # --- budget -----------------------------------------------------------------------------------
     total = gpu.memory_bytes
@@ -600,7 +600,7 @@ def estimate(inp: EngineInput) -> EstimateResult:
         for st in range(pp):
             groups_st = groups if st == 0 else group_specs(_with_block_size(specs_for(block_size, st), block_size,
                                                                              mamba_pad) if mamba_pad else
-                                                           specs_for(block_size, st))
+                                                           specs_for(block_size, st), version=rules.version)
             act_st = activation if st == 0 else activation_peak_bytes(
                 arch, stage="last" if st == pp - 1 else "first", **act_kw)
             cg_st = 0 if inp.enforce_eager else cuda_graph_bytes(arch, pp, st, partition)

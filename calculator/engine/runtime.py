@@ -149,7 +149,7 @@ RULES: tuple[ReleaseRule, ...] = (
     ReleaseRule("sliding_window_in_flight", (0, 26, 0), "max_concurrent_batches x max_num_batched_tokens",
                 "vllm/v1/kv_cache_interface.py:523 (0.26.0); vllm/config/vllm.py:512-532 (0.26.0)"),
     ReleaseRule("checkpoint_kv_cache_dtype", (0, 9, 1), False,
-                "vllm/engine/arg_utils.py and vllm/utils/torch_utils.py (0.13.0): no resolution",
+                "vllm/engine/arg_utils.py:1397 (0.12.0), :1364 (0.13.0): CacheConfig(cache_dtype=self.kv_cache_dtype)",
                 "--kv-cache-dtype auto is the model dtype, whatever the checkpoint says"),
     ReleaseRule("checkpoint_kv_cache_dtype", (0, 14, 0), True,
                 "vllm/engine/arg_utils.py:1398 resolve_kv_cache_dtype_string, vllm/utils/torch_utils.py:240-289 "
