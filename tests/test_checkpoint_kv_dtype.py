@@ -64,3 +64,15 @@ def test_a_4_bit_kv_scheme_is_refused_not_sized():
     with pytest.raises(EngineInputError) as err:
         estimate(EngineInput(hf_config=cfg, gpu="B200", vllm_version="0.32.0"))
     assert err.value.field == "kv_cache_dtype" and "nvfp4" in err.value.message
+
+
+def test_the_backend_check_sees_the_resolved_kv_dtype(db, monkeypatch):
+    """vLLM picks the attention backend for cache_config.cache_dtype, which auto has already become fp8_e4m3."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from calculator.plan import make_plan
+    from calculator.request import parse_request
+
+    plan = make_plan(parse_request({"model": "nvidia/Qwen3-32B-NVFP4", "gpu": "B200"}))
+    assert plan.memory.resolved["kv_cache_dtype"] == "fp8_e4m3" and plan.compat.kv_cache_dtype == "fp8_e4m3"
+    plain = make_plan(parse_request({"model": "Qwen/Qwen3-32B", "gpu": "B200"}))
+    assert plain.compat.kv_cache_dtype == "auto"

@@ -107,8 +107,14 @@ class VLLM:
             spec = {**request.speculative_config.model_dump(exclude_none=True),
                     "draft_config": model.draft.config if model.draft else None}
         dtype = memory.resolved.get("dtype", request.dtype) if memory is not None else request.dtype
+        kv_cache_dtype = request.kv_cache_dtype
+        if (kv_cache_dtype == "auto" and memory is not None
+                and str(memory.sources.get("kv_cache_dtype", "")).startswith("auto: the checkpoint's")):
+            # vLLM resolves auto from a ModelOpt checkpoint's KV scheme before it picks a backend
+            # (memory.checkpoint_kv_cache_dtype): the backend check sees what the engine allocates
+            kv_cache_dtype = memory.resolved["kv_cache_dtype"]
         try:
-            return verdict_for(model.config, request.gpu, dtype=dtype, kv_cache_dtype=request.kv_cache_dtype,
+            return verdict_for(model.config, request.gpu, dtype=dtype, kv_cache_dtype=kv_cache_dtype,
                                block_size=request.block_size, attention_backend=request.attention_backend,
                                speculative_config=spec, vllm_version=data_release)
         except CompatInputError as exc:
