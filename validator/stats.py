@@ -1,70 +1,154 @@
 """Paired statistics and the keep / disable / inconclusive verdict of a validation run.
 
-A run alternates baseline and speculation phases (A B A B ...) on the same seeded prompts, context and
-concurrency, so repeat ``i`` of the baseline and repeat ``i`` of the speculation form a pair that saw the
-same traffic and (nearly) the same machine state. For each metric the effect is the mean over pairs of
-``log(speculative / baseline)``, reported as a relative change ``exp(mean) - 1`` in percent; its 95 %
-confidence interval comes from ``scipy.stats.bootstrap`` (``paired=True``, BCa, fixed ``random_state``,
-so the same numbers give the same interval). The Wilcoxon signed-rank test
-(``scipy.stats.wilcoxon``, exact for small samples) is reported beside it.
+**Design.** A run alternates baseline and speculation phases (A B A B ...) on the same seeded prompts,
+context and concurrency, so repeat ``i`` of the baseline and repeat ``i`` of the speculation form a pair
+that saw the same traffic and (nearly) the same machine state (a paired design: the machine's drift, which
+moved the baseline alone by 50 % between two runs of the same configuration, cancels within a pair).
 
-The verdict follows the field guide's "Signal / Good sign / Stop sign" table and its benchmark sequence
-("keep the feature only when the improvement persists"):
+**Effects and intervals.** Every effect is a ratio speculative / baseline, reported as a change in percent:
 
-* **keep**: decode improves — output tok/s higher, its whole interval above ``+PRACTICAL_EFFECT_PCT`` —
-  and no stop sign is established.
-* **disable**: a stop sign is established: output tok/s lower (interval below ``-PRACTICAL_EFFECT_PCT``);
-  TTFT or p95 end-to-end latency higher (interval above ``+PRACTICAL_EFFECT_PCT``); peak memory above ``MEMORY_NEAR_LIMIT`` of the limit; or acceptance below
-  ``LOW_ACCEPTANCE_RATE`` without a decode gain ("low acceptance adds overhead").
-* **inconclusive**: anything else; the summary states the effect and the noise (the interval's
-  half-width, and the baseline's own repeat-to-repeat variation).
+* a per-repeat figure (output tok/s): the mean over pairs of ``log(speculative / baseline)``, shown as
+  ``exp(mean) - 1``;
+* a latency percentile (TTFT p50, end-to-end latency p95): the percentile of every request of the phase,
+  pooled over the repeats, as ``log(pooled speculative / pooled baseline)``. Pooling gives the tail
+  estimate 128 requests instead of 16 (one repeat's p95 of 16 requests is its largest or second largest);
+  the pairs stay the unit of resampling, so a pair's two halves always travel together.
 
-``PRACTICAL_EFFECT_PCT`` (5 %) and ``LOW_ACCEPTANCE_RATE`` (30 %) are product choices, not fits: a change
-smaller than 5 % is within what a different prompt mix or a busy neighbour moves, and the field guide gives
-no number for "low". ``MEMORY_NEAR_LIMIT`` (90 %) is the near-OOM line the previous verdict used.
+The 95 % confidence interval of each is the bias-corrected and accelerated (BCa) bootstrap interval of
+``scipy.stats.bootstrap`` (Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993, ch. 14; scipy's
+``_bca_interval`` follows its eq. 14.9-14.15), resampling pairs (``paired=True``), ``BOOTSTRAP_RESAMPLES``
+resamples with a fixed ``random_state`` so the same numbers always give the same interval. The exact
+Wilcoxon signed-rank p-value of the per-pair log-ratios (``scipy.stats.wilcoxon``) is reported beside it.
+
+**The decision rule: an interval counts only when it excludes the threshold.** Each signal has one
+threshold, and its interval is read three ways: wholly above it, wholly below it, or straddling it
+(superiority / non-inferiority testing with confidence intervals: a one-sided test at 2.5 % on each side,
+CPMP *Points to consider on switching between superiority and non-inferiority*, EMEA 2000; Wellek,
+*Testing Statistical Hypotheses of Equivalence and Noninferiority*, 2010, ch. 2):
+
+* output tok/s (the decode signal, field guide "ITL and output tok/s: decode improves"), threshold
+  ``+GAIN_MARGIN_PCT``: above = a gain worth keeping; below = slower, or a gain too small to be worth
+  keeping ("keep the feature only when the improvement persists"); straddling = unsettled;
+* TTFT p50 and end-to-end latency p95 (the guards: "first token is slower than baseline", "worse tail
+  latency"), threshold ``+GUARD_LIMIT_PCT``: below = within the limit; above = a regression; straddling =
+  unsettled;
+* peak memory above ``MEMORY_NEAR_LIMIT`` of the worker's memory ("near OOM"): one measurement, no interval.
+
+Verdict:
+
+* **keep** — output tok/s above its threshold, every guard below its limit, memory not near the limit;
+* **disable** — output tok/s below its threshold, or a guard above its limit, or near OOM;
+* **inconclusive** — anything else: the summary names the unsettled signal, its effect, its noise (the
+  interval's half-width) and about how many pairs would settle an effect of that size.
+
+Why this is repeatable by construction: ``keep`` needs an interval wholly on one side of a threshold and
+``disable`` needs an interval of the same signal wholly on the other side of the *same* threshold. For
+two runs to disagree (one keep, one disable) one of the two intervals must miss the true effect — each
+does so on that side with probability 2.5 % — whatever the true effect is; an effect near a threshold
+gives ``inconclusive`` instead of a coin flip. The previous rule used a guard only when it was *proven*
+worse and otherwise let the run be kept, so a p95 that sat at its limit flipped keep / disable.
+
+Acceptance (from vLLM's ``/metrics``) explains the verdict — low acceptance is named as the reason for a
+slowdown ("low acceptance adds overhead") — but decides nothing on its own: its cost is what output tok/s
+measures. TPOT, ITL and the servers' CPU time per token are reported, not used (see ``decide``).
+
+Thresholds are product choices, not fits: ``GAIN_MARGIN_PCT`` (5 %) — a change smaller than this is within
+what a different prompt mix moves, and speculation costs memory and a second model, so a gain must be
+worth it; ``GUARD_LIMIT_PCT`` (10 %) — a tolerance for a user-visible regression of first-token or tail
+latency (the field guide: "no user-visible regression", "within the SLO"; it gives no number);
+``MEMORY_NEAR_LIMIT`` (90 %); ``LOW_ACCEPTANCE_RATE`` (30 %), the field guide gives no number for "low".
 """
 from __future__ import annotations
 
 import math
 import statistics
-from typing import Any
+from typing import Any, Callable
 
 CONFIDENCE = 0.95
-PRACTICAL_EFFECT_PCT = 5.0
+GAIN_MARGIN_PCT = 5.0
+GUARD_LIMIT_PCT = 10.0
 LOW_ACCEPTANCE_RATE = 0.3
 MEMORY_NEAR_LIMIT = 0.9
 BOOTSTRAP_RESAMPLES = 9999
 BOOTSTRAP_SEED = 0
 MIN_PAIRS = 3
+PRACTICAL_EFFECT_PCT = GAIN_MARGIN_PCT  # the name the previous rule used
 
-# (key in a repeat's bench summary, label, higher is better)
-METRICS: tuple[tuple[str, str, bool], ...] = (
-    ("output_throughput", "output tok/s", True),
-    ("cpu_ms_per_output_token", "server CPU time per output token", False),
-    ("median_tpot_ms", "TPOT p50 (time per output token)", False),
-    ("median_ttft_ms", "TTFT p50", False),
-    ("p95_e2el_ms", "end-to-end latency p95", False),
-    ("p95_itl_ms", "ITL p95", False),
-    ("median_itl_ms", "ITL p50", False),
+# (key in a repeat's bench summary, label, higher is better, role)
+# role: "decides" (the decode signal), "guard" (a stop sign when beyond its limit), "reported"
+METRICS: tuple[tuple[str, str, bool, str], ...] = (
+    ("output_throughput", "output tok/s", True, "decides"),
+    ("median_ttft_ms", "TTFT p50", False, "guard"),
+    ("p95_e2el_ms", "end-to-end latency p95", False, "guard"),
+    ("cpu_ms_per_output_token", "server CPU time per output token", False, "reported"),
+    ("median_tpot_ms", "TPOT p50 (time per output token)", False, "reported"),
+    ("p95_itl_ms", "ITL p95", False, "reported"),
+    ("median_itl_ms", "ITL p50", False, "reported"),
 )
+# guards measured as pooled percentiles of every request: key -> (per-request array in the summary, percentile)
+POOLED = {"median_ttft_ms": ("ttfts_ms", 50.0), "p95_e2el_ms": ("e2els_ms", 95.0)}
 
 STOP_LOW_ACCEPTANCE = "Low acceptance adds overhead"
 STOP_TTFT = "First token is slower than baseline"
 STOP_DECODE = "Decode is slower than baseline"
+STOP_NO_GAIN = "Decode does not improve enough to keep"
 STOP_P95 = "Worse tail latency (p95)"
 STOP_MEMORY = "Near OOM: peak memory close to the limit"
+GUARD_STOP = {"median_ttft_ms": STOP_TTFT, "p95_e2el_ms": STOP_P95}
+
+
+def _pct(x: float) -> float:
+    return 100.0 * (math.exp(x) - 1.0)
+
+
+def _log1p_pct(p: float) -> float:
+    return math.log1p(p / 100.0)
+
+
+def _interval(data: tuple, statistic: Callable, confidence: float, vectorized: bool) -> tuple[float, float, str]:
+    """BCa bootstrap interval of ``statistic`` over paired ``data`` (scipy.stats.bootstrap); the percentile
+    interval where BCa is undefined (a degenerate jackknife)."""
+    import numpy as np
+    from scipy import stats
+
+    kw = dict(paired=True, vectorized=vectorized, confidence_level=confidence, n_resamples=BOOTSTRAP_RESAMPLES,
+              random_state=np.random.default_rng(BOOTSTRAP_SEED))
+    with np.errstate(all="ignore"):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = stats.bootstrap(data, statistic, method="BCa", **kw)
+    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    if math.isfinite(lo) and math.isfinite(hi):
+        return lo, hi, f"BCa bootstrap, {BOOTSTRAP_RESAMPLES} resamples of the pairs"
+    kw["random_state"] = np.random.default_rng(BOOTSTRAP_SEED)
+    res = stats.bootstrap(data, statistic, method="percentile", **kw)
+    return (float(res.confidence_interval.low), float(res.confidence_interval.high),
+            f"percentile bootstrap, {BOOTSTRAP_RESAMPLES} resamples of the pairs (BCa undefined)")
+
+
+def _empty(n: int, method: str) -> dict[str, Any]:
+    return {"n": n, "change_pct": None, "ci_low_pct": None, "ci_high_pct": None, "half_width_pct": None,
+            "wilcoxon_p": None, "method": method}
+
+
+def _finish(out: dict[str, Any], lo: float, hi: float) -> dict[str, Any]:
+    out["ci_low_pct"], out["ci_high_pct"] = _pct(lo), _pct(hi)
+    out["half_width_pct"] = (out["ci_high_pct"] - out["ci_low_pct"]) / 2
+    return out
 
 
 def paired_change(baseline: list[float], speculative: list[float], confidence: float = CONFIDENCE) -> dict[str, Any]:
     """Relative change speculative vs baseline over paired repeats, with a bootstrap interval.
 
     ``baseline[i]`` and ``speculative[i]`` are one metric (any positive unit: ms, tok/s) from pair ``i``.
-    Returns ``{"n", "change_pct", "ci_low_pct", "ci_high_pct", "half_width_pct", "wilcoxon_p",
-    "method"}``: ``change_pct`` = ``100 * (exp(mean(log(s/b))) - 1)``; the interval is the BCa bootstrap
+    Returns ``{"n", "change_pct", "ci_low_pct", "ci_high_pct", "half_width_pct", "wilcoxon_p", "method"}``
+    (percent): ``change_pct`` = ``100 * (exp(mean(log(s/b))) - 1)``; the interval is the BCa bootstrap
     interval of that mean (``scipy.stats.bootstrap``, ``paired=True``) mapped the same way; ``wilcoxon_p``
     the two-sided exact signed-rank p-value of the log-ratios (None below 2 pairs or when all are zero).
-    Pairs with a missing or non-positive value are dropped. Fewer than ``MIN_PAIRS`` pairs: the interval
-    is None (``method`` says so).
+    Pairs with a missing or non-positive value are dropped. Fewer than ``MIN_PAIRS`` pairs: no interval
+    (``method`` says so).
     """
     import numpy as np
     from scipy import stats
@@ -72,49 +156,94 @@ def paired_change(baseline: list[float], speculative: list[float], confidence: f
     pairs = [(b, s) for b, s in zip(baseline, speculative)
              if b is not None and s is not None and b > 0 and s > 0]
     n = len(pairs)
-    out: dict[str, Any] = {"n": n, "change_pct": None, "ci_low_pct": None, "ci_high_pct": None,
-                           "half_width_pct": None, "wilcoxon_p": None, "method": ""}
     if n == 0:
-        out["method"] = "no pairs with both values"
-        return out
+        return _empty(0, "no pairs with both values")
     logs = np.array([math.log(s / b) for b, s in pairs])
-    pct = lambda x: 100.0 * (math.exp(x) - 1.0)  # noqa: E731
-    out["change_pct"] = pct(float(logs.mean()))
+    out = _empty(n, "")
+    out["change_pct"] = _pct(float(logs.mean()))
     if n < MIN_PAIRS:
         out["method"] = f"only {n} pair(s): no interval"
         return out
     if float(np.ptp(logs)) == 0.0:  # every pair moved by exactly the same factor
-        lo = hi = float(logs.mean())
         out["method"] = "all pairs identical"
+        return _finish(out, float(logs.mean()), float(logs.mean()))
+    b_logs = np.log(np.array([b for b, _ in pairs]))
+    s_logs = np.log(np.array([s for _, s in pairs]))
+    lo, hi, out["method"] = _interval((b_logs, s_logs), lambda x, y, axis=-1: np.mean(y - x, axis=axis),
+                                      confidence, vectorized=True)
+    out["wilcoxon_p"] = float(stats.wilcoxon(logs, method="exact" if n <= 50 else "auto").pvalue)
+    return _finish(out, lo, hi)
+
+
+def pooled_percentile_change(baseline: list[list[float]], speculative: list[list[float]], q: float,
+                             confidence: float = CONFIDENCE) -> dict[str, Any]:
+    """Change of the ``q``-th percentile of every request, pooled over the repeats, with a pair bootstrap.
+
+    ``baseline[i]`` / ``speculative[i]``: the per-request values (ms) of pair ``i``'s two repeats.
+    The effect is ``log(P_q(all speculative requests) / P_q(all baseline requests))`` (``numpy.percentile``,
+    linear interpolation), reported as a change in percent; the interval resamples whole pairs (both
+    repeats of a pair together, ``scipy.stats.bootstrap`` over the pair indices, ``paired=True``, BCa).
+    Returns the keys of ``paired_change`` (``wilcoxon_p`` is that of the per-pair percentile log-ratios).
+    Pairs where either repeat has no values are dropped; fewer than ``MIN_PAIRS`` pairs: no interval.
+    """
+    import numpy as np
+    from scipy import stats
+
+    pairs = [(np.asarray(b, float), np.asarray(s, float)) for b, s in zip(baseline, speculative)
+             if b is not None and s is not None and len(b) and len(s)]
+    n = len(pairs)
+    if n == 0:
+        return _empty(0, "no pairs with per-request values")
+
+    same = len({len(v) for pair in pairs for v in pair}) == 1
+    if same:  # every repeat has the same number of requests: one array, resamples evaluated at once
+        b_all, s_all = np.stack([b for b, _ in pairs]), np.stack([s for _, s in pairs])  # (pairs, requests)
+
+        def stat(idx, axis=-1):
+            idx = np.asarray(idx, dtype=int)
+            shape = (*idx.shape[:-1], -1)
+            return np.log(np.percentile(s_all[idx].reshape(shape), q, axis=-1)
+                          / np.percentile(b_all[idx].reshape(shape), q, axis=-1))
     else:
-        b_logs = np.log(np.array([b for b, _ in pairs]))
-        s_logs = np.log(np.array([s for _, s in pairs]))
-        res = stats.bootstrap((b_logs, s_logs), lambda x, y, axis=-1: np.mean(y - x, axis=axis), paired=True,
-                              vectorized=True, confidence_level=confidence, n_resamples=BOOTSTRAP_RESAMPLES,
-                              method="BCa", random_state=BOOTSTRAP_SEED)
-        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-        out["method"] = f"BCa bootstrap, {BOOTSTRAP_RESAMPLES} resamples, paired"
-        if not (math.isfinite(lo) and math.isfinite(hi)):
-            res = stats.bootstrap((b_logs, s_logs), lambda x, y, axis=-1: np.mean(y - x, axis=axis), paired=True,
-                                  vectorized=True, confidence_level=confidence, n_resamples=BOOTSTRAP_RESAMPLES,
-                                  method="percentile", random_state=BOOTSTRAP_SEED)
-            lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-            out["method"] = f"percentile bootstrap, {BOOTSTRAP_RESAMPLES} resamples, paired (BCa undefined)"
-        if np.any(logs != 0):
-            out["wilcoxon_p"] = float(stats.wilcoxon(logs, method="exact" if n <= 50 else "auto").pvalue)
-    out["ci_low_pct"], out["ci_high_pct"] = pct(lo), pct(hi)
-    out["half_width_pct"] = (out["ci_high_pct"] - out["ci_low_pct"]) / 2
-    return out
+        def stat(idx, axis=-1):
+            idx = np.asarray(idx, dtype=int)
+            b = np.concatenate([pairs[i][0] for i in idx])
+            s = np.concatenate([pairs[i][1] for i in idx])
+            return math.log(np.percentile(s, q) / np.percentile(b, q))
+
+    out = _empty(n, "")
+    theta = float(stat(np.arange(n)))
+    out["change_pct"] = _pct(theta)
+    if n < MIN_PAIRS:
+        out["method"] = f"only {n} pair(s): no interval"
+        return out
+    lo, hi, method = _interval((np.arange(n, dtype=float),), stat, confidence, vectorized=same)
+    out["method"] = f"pooled p{q:g} of every request; {method}"
+    per_pair = np.array([math.log(np.percentile(s, q) / np.percentile(b, q)) for b, s in pairs])
+    if np.any(per_pair != 0):
+        out["wilcoxon_p"] = float(stats.wilcoxon(per_pair, method="exact" if n <= 50 else "auto").pvalue)
+    return _finish(out, lo, hi)
 
 
-def _direction(change: dict[str, Any], higher_is_better: bool, threshold: float = PRACTICAL_EFFECT_PCT) -> str:
-    """``better`` / ``worse`` when the whole interval lies beyond ``±threshold`` percent, else ``unclear``."""
+def side(change: dict[str, Any], threshold_pct: float) -> str:
+    """Where the interval lies with respect to ``threshold_pct``: ``above`` (its low end is above),
+    ``below`` (its high end is below), ``straddles`` (it contains the threshold) or ``no interval``."""
     lo, hi = change.get("ci_low_pct"), change.get("ci_high_pct")
     if lo is None or hi is None:
-        return "unclear"
-    if lo > threshold:
+        return "no interval"
+    if lo > threshold_pct:
+        return "above"
+    if hi < threshold_pct:
+        return "below"
+    return "straddles"
+
+
+def _direction(change: dict[str, Any], higher_is_better: bool) -> str:
+    """``better`` / ``worse`` when the whole interval lies on one side of no change, else ``unclear``."""
+    s = side(change, 0.0)
+    if s == "above":
         return "better" if higher_is_better else "worse"
-    if hi < -threshold:
+    if s == "below":
         return "worse" if higher_is_better else "better"
     return "unclear"
 
@@ -127,6 +256,20 @@ def baseline_noise_pct(values: list[float]) -> float | None:
     return 100.0 * statistics.stdev(vals) / statistics.fmean(vals)
 
 
+def pairs_needed(change: dict[str, Any], threshold_pct: float) -> int | None:
+    """About how many pairs would put the interval clear of ``threshold_pct`` if the effect stayed the same
+    size: the half-width shrinks as ``1 / sqrt(n)``, so ``n * (half_width / |effect - threshold|)^2``
+    (in log units). None when there is no interval or the effect sits on the threshold."""
+    c, lo, hi, n = change.get("change_pct"), change.get("ci_low_pct"), change.get("ci_high_pct"), change.get("n")
+    if None in (c, lo, hi) or not n:
+        return None
+    dist = abs(_log1p_pct(c) - _log1p_pct(threshold_pct))
+    half = (_log1p_pct(hi) - _log1p_pct(lo)) / 2
+    if dist < 1e-3:
+        return None
+    return max(n + 1, math.ceil(n * (half / dist) ** 2))
+
+
 def _fmt(c: dict[str, Any]) -> str:
     if c.get("change_pct") is None:
         return "not measured"
@@ -136,93 +279,163 @@ def _fmt(c: dict[str, Any]) -> str:
     return s
 
 
+def _finding(key: str, c: dict[str, Any]) -> str:
+    """One plain sentence on what a used signal's interval established."""
+    t, s, label = c["threshold_pct"], c["side"], c["label"]
+    if s == "no interval":
+        return f"{label}: {_fmt(c)} — no interval ({c['method']}), so it settles nothing"
+    if c["role"] == "decides":
+        if s == "above":
+            return f"{label}: {_fmt(c)} — a gain: the whole interval is above the +{t:g} % margin"
+        if s == "below":
+            if c["ci_high_pct"] < 0:
+                return f"{label}: {_fmt(c)} — slower: the whole interval is below no change"
+            return f"{label}: {_fmt(c)} — no gain worth keeping: the whole interval is below the +{t:g} % margin"
+        return f"{label}: {_fmt(c)} — unsettled: the interval contains the +{t:g} % margin"
+    if s == "below":
+        return f"{label}: {_fmt(c)} — within the +{t:g} % limit"
+    if s == "above":
+        return f"{label}: {_fmt(c)} — a regression: the whole interval is above the +{t:g} % limit"
+    return f"{label}: {_fmt(c)} — unsettled: the interval contains the +{t:g} % limit"
+
+
 def decide(pairs: list[tuple[dict[str, Any], dict[str, Any]]], acceptance: dict[str, Any] | None,
            peak_memory_bytes: int | None, memory_limit_bytes: int | None,
-           per_token_measurable: bool = True, decode_key: str = "output_throughput") -> dict[str, Any]:
-    """The verdict from paired repeats.
+           per_token_measurable: bool = True, caveats: list[str] | None = None) -> dict[str, Any]:
+    """The verdict from paired repeats (the rule in the module docstring).
 
     ``pairs``: ``[(baseline_summary, speculative_summary), ...]``, one per A/B pair, each a bench summary
-    with the keys of ``METRICS`` (ms, tok/s). ``acceptance``: ``{"acceptance_rate", "mean_acceptance_length",
-    ...}`` from the ``vllm:spec_decode_*`` counters, or None. ``per_token_measurable``: False when the server
-    sent each request's tokens in one burst (kept in the result). TPOT and ITL are reported, never used: ITL
-    is per streamed chunk (a chunk carries several tokens under speculation), and output tok/s over the same
-    requests already measures decode speed (TPOT also moves with TTFT: enabling speculation changes vLLM's
-    token budget per step, so prefills finish sooner and TPOT = (E2EL - TTFT) / (n - 1) grows even when every
-    request ends earlier). ``decode_key``: the decode signal, ``output_throughput``; the servers' CPU time
-    per output token (``cpu_ms_per_output_token``, CPU workers) is reported, not used: measured on a 2-core
-    host it disagreed with the wall clock in both directions.
+    with the keys of ``METRICS`` (ms, tok/s) and, for the pooled percentiles, the per-request arrays
+    ``ttfts_ms`` / ``e2els_ms`` (without them the guard uses the per-repeat percentile's log-ratios).
+    ``acceptance``: ``{"acceptance_rate", "mean_acceptance_length", ...}`` from the ``vllm:spec_decode_*``
+    counters, or None. ``per_token_measurable``: False when the server sent each request's tokens in one
+    burst (kept in the result). ``caveats``: sentences the verdict must carry about what ran (appended to
+    the headline).
 
-    Returns ``{"verdict": "keep"|"disable"|"inconclusive", "keep": bool, "headline": str, "summary": str,
-    "reasons": [...], "stop_signs": [...], "differences": {key: paired_change + label/direction/
-    baseline_noise_pct}, "acceptance": {...}, "memory": {...}, "pairs": n, "thresholds": {...}}``.
+    TPOT and ITL are reported, never used: ITL is per streamed chunk (a chunk carries several tokens under
+    speculation), and output tok/s over the same requests already measures decode speed (TPOT also moves
+    with TTFT: enabling speculation changes vLLM's token budget per step, so prefills finish sooner and
+    TPOT = (E2EL - TTFT) / (n - 1) grows even when every request ends earlier). The servers' CPU time per
+    output token is reported, not used: measured on a 2-core host it disagreed with the wall clock in both
+    directions.
+
+    Returns ``{"verdict": "keep"|"disable"|"inconclusive", "keep", "headline", "summary", "reasons",
+    "stop_signs", "unsettled", "differences": {key: change + label/role/threshold_pct/side/finding/
+    direction/used/baseline_noise_pct}, "acceptance", "memory", "pairs", "thresholds", "rule", "caveats"}``.
     """
     diffs: dict[str, dict[str, Any]] = {}
-    for key, label, higher in METRICS:
+    for key, label, higher, role in METRICS:
         b = [p[0].get(key) for p in pairs]
         s = [p[1].get(key) for p in pairs]
-        c = paired_change(b, s)
-        c.update(label=label, higher_is_better=higher, direction=_direction(c, higher),
-                 baseline_noise_pct=baseline_noise_pct(b),
-                 used=key in (decode_key, "median_ttft_ms", "p95_e2el_ms"))
+        arrays, q = POOLED.get(key, (None, None))
+        if arrays and all(p[0].get(arrays) and p[1].get(arrays) for p in pairs) and pairs:
+            c = pooled_percentile_change([p[0][arrays] for p in pairs], [p[1][arrays] for p in pairs], q)
+        else:
+            c = paired_change(b, s)
+        threshold = GAIN_MARGIN_PCT if role == "decides" else GUARD_LIMIT_PCT if role == "guard" else None
+        c.update(key=key, label=label, higher_is_better=higher, role=role, used=role != "reported",
+                 threshold_pct=threshold, direction=_direction(c, higher), baseline_noise_pct=baseline_noise_pct(b))
+        if threshold is not None:
+            c["side"] = side(c, threshold)
+            c["finding"] = _finding(key, c)
         diffs[key] = c
     tok = diffs["output_throughput"]
-    dec = diffs[decode_key]
-    decode_better = dec["direction"] == "better"
+    guards = [diffs[k] for k, _, _, role in METRICS if role == "guard"]
+
     stop: list[str] = []
-    reasons: list[str] = []
-    if dec["direction"] == "worse":
-        stop.append(STOP_DECODE)
-    if diffs["median_ttft_ms"]["direction"] == "worse":
-        stop.append(STOP_TTFT)
-    # p95 of end-to-end latency only: ITL is per streamed chunk, and with speculation a chunk carries
-    # several tokens, so its percentiles are not comparable with the baseline's (reported, not used)
-    if diffs["p95_e2el_ms"]["direction"] == "worse":
-        stop.append(STOP_P95)
-    rate = (acceptance or {}).get("acceptance_rate")
-    if rate is not None and rate < LOW_ACCEPTANCE_RATE and not decode_better:
-        stop.append(STOP_LOW_ACCEPTANCE)
+    unsettled: list[dict[str, Any]] = []
+    if tok["side"] == "below":
+        stop.append(STOP_DECODE if tok["ci_high_pct"] < 0 else STOP_NO_GAIN)
+    elif tok["side"] in ("straddles", "no interval"):
+        unsettled.append(tok)
+    for g in guards:
+        if g["side"] == "above":
+            stop.append(GUARD_STOP[g["key"]])
+        elif g["side"] in ("straddles", "no interval"):
+            unsettled.append(g)
     near_oom = bool(memory_limit_bytes and peak_memory_bytes and peak_memory_bytes > MEMORY_NEAR_LIMIT * memory_limit_bytes)
     if near_oom:
         stop.append(STOP_MEMORY)
-
+    rate = (acceptance or {}).get("acceptance_rate")
+    low_acc = rate is not None and rate < LOW_ACCEPTANCE_RATE
     if stop:
         verdict = "disable"
-    elif decode_better:
+        if low_acc and tok["side"] == "below":
+            stop.append(STOP_LOW_ACCEPTANCE)  # the reason for the slowdown, not a decision on its own
+    elif tok["side"] == "above" and not unsettled:
         verdict = "keep"
     else:
         verdict = "inconclusive"
 
     acc_txt = (f"acceptance {rate * 100:.0f} % (mean acceptance length "
-               f"{acceptance.get('mean_acceptance_length', 0):.2f})" if rate is not None else "acceptance not measured")
-    n = dec["n"]
-    signal = f"{dec['label']} {_fmt(dec)}" + (f", output tok/s {_fmt(tok)}" if decode_key != "output_throughput" else "")
+               f"{(acceptance or {}).get('mean_acceptance_length') or 0:.2f}, vLLM /metrics)"
+               if rate is not None else "acceptance not measured")
+    n = tok["n"]
     if verdict == "keep":
-        headline = (f"Keep speculative decoding: {signal} over {n} paired repeats, "
-                    f"with no regression in TTFT, p95 latency or memory; {acc_txt}.")
+        limits = ", ".join(f"{g['label']} {g['change_pct']:+.1f} % (CI up to {g['ci_high_pct']:+.1f} %)" for g in guards)
+        headline = (f"Keep speculative decoding: output tok/s {_fmt(tok)} over {n} paired repeats — the whole "
+                    f"interval is above the +{GAIN_MARGIN_PCT:g} % margin — and no regression beyond "
+                    f"+{GUARD_LIMIT_PCT:g} %: {limits}; {acc_txt}.")
     elif verdict == "disable":
-        headline = f"Disable speculative decoding: {'; '.join(stop).lower()}. {signal[0].upper() + signal[1:]}; {acc_txt}."
+        why = []
+        if STOP_DECODE in stop:
+            why.append(f"it is slower — output tok/s {_fmt(tok)} over {n} paired repeats, the whole interval "
+                       "below no change")
+        elif STOP_NO_GAIN in stop:
+            why.append(f"no gain worth keeping — output tok/s {_fmt(tok)} over {n} paired repeats, the whole "
+                       f"interval below the +{GAIN_MARGIN_PCT:g} % margin")
+        for g in guards:
+            if g["side"] == "above":
+                why.append(f"{GUARD_STOP[g['key']].lower()} — {g['label']} {_fmt(g)}, the whole interval above the "
+                           f"+{GUARD_LIMIT_PCT:g} % limit")
+        if near_oom:
+            why.append(f"near OOM — peak memory {peak_memory_bytes / 2**30:.2f} GiB of {memory_limit_bytes / 2**30:.2f} GiB")
+        if STOP_DECODE not in stop and STOP_NO_GAIN not in stop:
+            why.append(f"output tok/s {_fmt(tok)}")
+        headline = (f"Disable speculative decoding: {'; '.join(why)}; {acc_txt}"
+                    + (" — low acceptance adds overhead" if STOP_LOW_ACCEPTANCE in stop else "") + ".")
     else:
-        noise = dec.get("half_width_pct")
-        headline = (f"Inconclusive: {signal} over {n} paired repeats"
-                    + (f" — the noise (±{noise:.1f} %) is too large for an effect of this size" if noise is not None
-                       else "") + f" to call; {acc_txt}. Run more repeats or a longer workload.")
-    for key, label, _ in METRICS:
+        parts = []
+        for u in unsettled:
+            t = u["threshold_pct"]
+            kind = "margin" if u["role"] == "decides" else "limit"
+            if u["side"] == "no interval":
+                parts.append(f"{u['label']} {_fmt(u)} has no interval ({u['method']})")
+                continue
+            need = pairs_needed(u, t)
+            parts.append(f"{u['label']} {_fmt(u)} contains the +{t:g} % {kind}: the noise (±{u['half_width_pct']:.1f} %) "
+                         f"is larger than the effect's distance from it ({abs(u['change_pct'] - t):.1f} points)"
+                         + (f"; about {need} pairs would settle an effect of this size" if need else ""))
+        lead = "" if tok["side"] != "above" else f"output tok/s {_fmt(tok)} is a gain, but "
+        headline = (f"Inconclusive over {n} paired repeats: {lead}{'; '.join(parts)}; {acc_txt}"
+                    + (" (low: low acceptance adds overhead)" if low_acc else "")
+                    + ". Neither keep nor disable is established; run more repeats or a longer workload.")
+    for c in caveats or []:
+        headline += f" {c}"
+
+    reasons = [diffs[k]["finding"] for k, _, _, role in METRICS if role != "reported"]
+    for key, label, _, role in METRICS:
         c = diffs[key]
-        if c["change_pct"] is None:
-            continue
-        reasons.append(f"{label}: {_fmt(c)} — {c['direction']}" + ("" if c["used"] else " (reported, not used)"))
+        if role == "reported" and c["change_pct"] is not None:
+            reasons.append(f"{label}: {_fmt(c)} (reported, not used)")
     base_noise = tok.get("baseline_noise_pct")
     if base_noise is not None:
         reasons.append(f"baseline output tok/s varied {base_noise:.1f} % (coefficient of variation) between repeats")
-    if decode_key != "output_throughput":
-        reasons.append(f"decode decided on {dec['label']} (the host's wall clock is shared)")
     return {
         "verdict": verdict, "keep": verdict == "keep", "headline": headline, "summary": headline,
-        "reasons": reasons, "stop_signs": stop, "differences": diffs, "pairs": n, "decode_metric": decode_key,
+        "reasons": reasons, "stop_signs": stop, "unsettled": [u["key"] for u in unsettled],
+        "differences": diffs, "pairs": n, "decode_metric": "output_throughput",
+        "per_token_measurable": per_token_measurable, "caveats": list(caveats or []),
         "acceptance": {"acceptance_rate": rate,
                        "mean_acceptance_length": (acceptance or {}).get("mean_acceptance_length"),
                        "threshold": LOW_ACCEPTANCE_RATE},
         "memory": {"peak_bytes": peak_memory_bytes, "limit_bytes": memory_limit_bytes, "threshold": MEMORY_NEAR_LIMIT},
-        "thresholds": {"practical_effect_pct": PRACTICAL_EFFECT_PCT, "confidence": CONFIDENCE,
-                       "low_acceptance_rate": LOW_ACCEPTANCE_RATE, "memory_near_limit": MEMORY_NEAR_LIMIT},
+        "thresholds": {"gain_margin_pct": GAIN_MARGIN_PCT, "guard_limit_pct": GUARD_LIMIT_PCT,
+                       "confidence": CONFIDENCE, "low_acceptance_rate": LOW_ACCEPTANCE_RATE,
+                       "memory_near_limit": MEMORY_NEAR_LIMIT},
+        "rule": (f"keep when the 95 % interval of the output tok/s change lies wholly above +{GAIN_MARGIN_PCT:g} % "
+                 f"and those of TTFT p50 and end-to-end p95 wholly below +{GUARD_LIMIT_PCT:g} %; disable when the "
+                 f"tok/s interval lies wholly below +{GAIN_MARGIN_PCT:g} %, a latency interval wholly above "
+                 f"+{GUARD_LIMIT_PCT:g} %, or peak memory is above {MEMORY_NEAR_LIMIT:.0%} of the limit; "
+                 "otherwise inconclusive"),
     }

@@ -115,6 +115,48 @@ def served_target(root: Path | None = None) -> Path:
     return out
 
 
+def llama_parameters(cfg: dict[str, Any]) -> int:
+    """Parameter count of a Llama ``config.json`` (tied or untied embeddings, no biases): embeddings +
+    per layer (q, k, v, o projections, gate/up/down MLP, two RMSNorms) + the final norm."""
+    h, layers, inter = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["intermediate_size"]
+    hd = cfg.get("head_dim") or h // cfg["num_attention_heads"]
+    q, kv = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
+    per_layer = h * q + 2 * h * kv + q * h + 3 * h * inter + 2 * h
+    emb = cfg["vocab_size"] * h * (1 if cfg.get("tie_word_embeddings") else 2)
+    return emb + layers * per_layer + h
+
+
+def served_target_note(model_id: str | None) -> dict[str, Any] | None:
+    """What a run on the trained pair's target must say about the model that ran: it is padded (module
+    docstring). ``None`` for any other model. Returns ``{"trained_parameters", "served_parameters",
+    "served_weight_mib" (float32), "short" (the sentence every verdict carries), "what" and "why" (the run
+    page's plain statement)}``; the counts come from the two ``config.json`` files (``llama_parameters``)."""
+    if model_id != PAIR_TARGET:
+        return None
+    trained = json.loads((PAIR_MODELS[PAIR_TARGET] / "config.json").read_text())
+    served = pair_config(PAIR_TARGET)
+    n_tr, n_sv = llama_parameters(trained), llama_parameters(served)
+    mib = n_sv * 4 / 2**20
+    return {
+        "trained_parameters": n_tr, "served_parameters": n_sv, "served_weight_mib": mib,
+        "short": (f"Measured on the trained target padded to the decode cost of a {n_sv / 1e6:.1f} M-parameter "
+                  f"model (zero-output MLP neurons: the same tokens, a larger step); not a production model."),
+        "what": (f"The target that ran is padded. {PAIR_TARGET} has {n_tr / 1e6:.2f} M trained parameters; vLLM "
+                 f"served a copy whose MLPs have {served['intermediate_size']:,} neurons instead of the trained "
+                 f"{trained['intermediate_size']:,}. The added neurons' output weights (down_proj columns) are "
+                 f"zero, so it produces exactly the trained model's tokens and acceptance is the trained pair's; "
+                 f"but each decode step reads {n_sv / 1e6:.1f} M float32 parameters ({mib:.0f} MiB), the cost "
+                 f"of a {n_sv / 1e6:.0f} M-parameter model. The speedups and slowdowns measured here are those of "
+                 f"a model of that cost on this CPU, not of any production model."),
+        "why": (f"Why: unpadded, the {n_tr * 4 / 2**20:.1f} MiB float32 model sits in the CPU's cache and a decode "
+                "step costs vLLM's fixed per-step overhead (scheduling, sampling, streaming), which speculation "
+                "does not reduce, so it could not gain even at high acceptance (python "
+                "benchmarks/validation_repeatability.py --unpadded measures it). Padded, a step is dominated by "
+                "reading the weights, as decode is for real models on a GPU, and verifying k drafted tokens costs "
+                "compute in proportion: the trade-off speculative decoding makes."),
+    }
+
+
 def _texts(workload: str) -> list[str]:
     from .train_pair import HELD_OUT_MODULES, prose_topics, stdlib_dir
 
