@@ -5,20 +5,17 @@ context and concurrency, so repeat ``i`` of the baseline and repeat ``i`` of the
 that saw the same traffic and (nearly) the same machine state (a paired design: the machine's drift, which
 moved the baseline alone by 50 % between two runs of the same configuration, cancels within a pair).
 
-**Effects and intervals.** Every effect is a ratio speculative / baseline, reported as a change in percent:
-
-* a per-repeat figure (output tok/s): the mean over pairs of ``log(speculative / baseline)``, shown as
-  ``exp(mean) - 1``;
-* a latency percentile (TTFT p50, end-to-end latency p95): the percentile of every request of the phase,
-  pooled over the repeats, as ``log(pooled speculative / pooled baseline)``. Pooling gives the tail
-  estimate 128 requests instead of 16 (one repeat's p95 of 16 requests is its largest or second largest);
-  the pairs stay the unit of resampling, so a pair's two halves always travel together.
-
-The 95 % confidence interval of each is the bias-corrected and accelerated (BCa) bootstrap interval of
+**Effects and intervals.** Every effect is a ratio speculative / baseline of one repeat's figure (output
+tok/s, TTFT p50, end-to-end latency p95, as ``vllm bench serve`` reports them for that repeat): the mean over
+pairs of ``log(speculative / baseline)``, reported as a change ``exp(mean) - 1`` in percent. Its 95 %
+confidence interval is the bias-corrected and accelerated (BCa) bootstrap interval of that mean from
 ``scipy.stats.bootstrap`` (Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993, ch. 14; scipy's
 ``_bca_interval`` follows its eq. 14.9-14.15), resampling pairs (``paired=True``), ``BOOTSTRAP_RESAMPLES``
 resamples with a fixed ``random_state`` so the same numbers always give the same interval. The exact
-Wilcoxon signed-rank p-value of the per-pair log-ratios (``scipy.stats.wilcoxon``) is reported beside it.
+Wilcoxon signed-rank p-value of the log-ratios (``scipy.stats.wilcoxon``) is reported beside it. The tail
+is compared pair by pair too (one repeat's p95 against its pair's): measured on the 2-core host, pooling
+every request of a phase before taking the p95 gave a wider interval in four runs of five, because a busy
+neighbour slows both halves of a pair together and the pairing cancels it.
 
 **The decision rule: an interval counts only when it excludes the threshold.** Each signal has one
 threshold, and its interval is read three ways: wholly above it, wholly below it, or straddling it
@@ -85,8 +82,6 @@ METRICS: tuple[tuple[str, str, bool, str], ...] = (
     ("p95_itl_ms", "ITL p95", False, "reported"),
     ("median_itl_ms", "ITL p50", False, "reported"),
 )
-# guards measured as pooled percentiles of every request: key -> (per-request array in the summary, percentile)
-POOLED = {"median_ttft_ms": ("ttfts_ms", 50.0), "p95_e2el_ms": ("e2els_ms", 95.0)}
 
 STOP_LOW_ACCEPTANCE = "Low acceptance adds overhead"
 STOP_TTFT = "First token is slower than baseline"
@@ -175,56 +170,6 @@ def paired_change(baseline: list[float], speculative: list[float], confidence: f
     return _finish(out, lo, hi)
 
 
-def pooled_percentile_change(baseline: list[list[float]], speculative: list[list[float]], q: float,
-                             confidence: float = CONFIDENCE) -> dict[str, Any]:
-    """Change of the ``q``-th percentile of every request, pooled over the repeats, with a pair bootstrap.
-
-    ``baseline[i]`` / ``speculative[i]``: the per-request values (ms) of pair ``i``'s two repeats.
-    The effect is ``log(P_q(all speculative requests) / P_q(all baseline requests))`` (``numpy.percentile``,
-    linear interpolation), reported as a change in percent; the interval resamples whole pairs (both
-    repeats of a pair together, ``scipy.stats.bootstrap`` over the pair indices, ``paired=True``, BCa).
-    Returns the keys of ``paired_change`` (``wilcoxon_p`` is that of the per-pair percentile log-ratios).
-    Pairs where either repeat has no values are dropped; fewer than ``MIN_PAIRS`` pairs: no interval.
-    """
-    import numpy as np
-    from scipy import stats
-
-    pairs = [(np.asarray(b, float), np.asarray(s, float)) for b, s in zip(baseline, speculative)
-             if b is not None and s is not None and len(b) and len(s)]
-    n = len(pairs)
-    if n == 0:
-        return _empty(0, "no pairs with per-request values")
-
-    same = len({len(v) for pair in pairs for v in pair}) == 1
-    if same:  # every repeat has the same number of requests: one array, resamples evaluated at once
-        b_all, s_all = np.stack([b for b, _ in pairs]), np.stack([s for _, s in pairs])  # (pairs, requests)
-
-        def stat(idx, axis=-1):
-            idx = np.asarray(idx, dtype=int)
-            shape = (*idx.shape[:-1], -1)
-            return np.log(np.percentile(s_all[idx].reshape(shape), q, axis=-1)
-                          / np.percentile(b_all[idx].reshape(shape), q, axis=-1))
-    else:
-        def stat(idx, axis=-1):
-            idx = np.asarray(idx, dtype=int)
-            b = np.concatenate([pairs[i][0] for i in idx])
-            s = np.concatenate([pairs[i][1] for i in idx])
-            return math.log(np.percentile(s, q) / np.percentile(b, q))
-
-    out = _empty(n, "")
-    theta = float(stat(np.arange(n)))
-    out["change_pct"] = _pct(theta)
-    if n < MIN_PAIRS:
-        out["method"] = f"only {n} pair(s): no interval"
-        return out
-    lo, hi, method = _interval((np.arange(n, dtype=float),), stat, confidence, vectorized=same)
-    out["method"] = f"pooled p{q:g} of every request; {method}"
-    per_pair = np.array([math.log(np.percentile(s, q) / np.percentile(b, q)) for b, s in pairs])
-    if np.any(per_pair != 0):
-        out["wilcoxon_p"] = float(stats.wilcoxon(per_pair, method="exact" if n <= 50 else "auto").pvalue)
-    return _finish(out, lo, hi)
-
-
 def side(change: dict[str, Any], threshold_pct: float) -> str:
     """Where the interval lies with respect to ``threshold_pct``: ``above`` (its low end is above),
     ``below`` (its high end is below), ``straddles`` (it contains the threshold) or ``no interval``."""
@@ -299,14 +244,22 @@ def _finding(key: str, c: dict[str, Any]) -> str:
     return f"{label}: {_fmt(c)} — unsettled: the interval contains the +{t:g} % limit"
 
 
+def rule_text() -> str:
+    """The decision rule in one sentence, with the thresholds in force."""
+    return (f"keep when the 95 % interval of the output tok/s change lies wholly above +{GAIN_MARGIN_PCT:g} % and "
+            f"those of TTFT p50 and end-to-end p95 wholly below +{GUARD_LIMIT_PCT:g} %; disable when the tok/s "
+            f"interval lies wholly below +{GAIN_MARGIN_PCT:g} %, a latency interval wholly above "
+            f"+{GUARD_LIMIT_PCT:g} %, or peak memory is above {MEMORY_NEAR_LIMIT:.0%} of the limit; otherwise "
+            "inconclusive")
+
+
 def decide(pairs: list[tuple[dict[str, Any], dict[str, Any]]], acceptance: dict[str, Any] | None,
            peak_memory_bytes: int | None, memory_limit_bytes: int | None,
            per_token_measurable: bool = True, caveats: list[str] | None = None) -> dict[str, Any]:
     """The verdict from paired repeats (the rule in the module docstring).
 
     ``pairs``: ``[(baseline_summary, speculative_summary), ...]``, one per A/B pair, each a bench summary
-    with the keys of ``METRICS`` (ms, tok/s) and, for the pooled percentiles, the per-request arrays
-    ``ttfts_ms`` / ``e2els_ms`` (without them the guard uses the per-repeat percentile's log-ratios).
+    with the keys of ``METRICS`` (ms, tok/s: vllm bench serve's figures for that repeat).
     ``acceptance``: ``{"acceptance_rate", "mean_acceptance_length", ...}`` from the ``vllm:spec_decode_*``
     counters, or None. ``per_token_measurable``: False when the server sent each request's tokens in one
     burst (kept in the result). ``caveats``: sentences the verdict must carry about what ran (appended to
@@ -327,11 +280,7 @@ def decide(pairs: list[tuple[dict[str, Any], dict[str, Any]]], acceptance: dict[
     for key, label, higher, role in METRICS:
         b = [p[0].get(key) for p in pairs]
         s = [p[1].get(key) for p in pairs]
-        arrays, q = POOLED.get(key, (None, None))
-        if arrays and all(p[0].get(arrays) and p[1].get(arrays) for p in pairs) and pairs:
-            c = pooled_percentile_change([p[0][arrays] for p in pairs], [p[1][arrays] for p in pairs], q)
-        else:
-            c = paired_change(b, s)
+        c = paired_change(b, s)
         threshold = GAIN_MARGIN_PCT if role == "decides" else GUARD_LIMIT_PCT if role == "guard" else None
         c.update(key=key, label=label, higher_is_better=higher, role=role, used=role != "reported",
                  threshold_pct=threshold, direction=_direction(c, higher), baseline_noise_pct=baseline_noise_pct(b))
@@ -433,9 +382,5 @@ def decide(pairs: list[tuple[dict[str, Any], dict[str, Any]]], acceptance: dict[
         "thresholds": {"gain_margin_pct": GAIN_MARGIN_PCT, "guard_limit_pct": GUARD_LIMIT_PCT,
                        "confidence": CONFIDENCE, "low_acceptance_rate": LOW_ACCEPTANCE_RATE,
                        "memory_near_limit": MEMORY_NEAR_LIMIT},
-        "rule": (f"keep when the 95 % interval of the output tok/s change lies wholly above +{GAIN_MARGIN_PCT:g} % "
-                 f"and those of TTFT p50 and end-to-end p95 wholly below +{GUARD_LIMIT_PCT:g} %; disable when the "
-                 f"tok/s interval lies wholly below +{GAIN_MARGIN_PCT:g} %, a latency interval wholly above "
-                 f"+{GUARD_LIMIT_PCT:g} %, or peak memory is above {MEMORY_NEAR_LIMIT:.0%} of the limit; "
-                 "otherwise inconclusive"),
+        "rule": rule_text(),
     }
