@@ -8,6 +8,7 @@ and the wall time of the whole run (two servers started, benchmarked, stopped, s
     python benchmarks/validation_repeatability.py --all --runs 1           # every preset once
     python benchmarks/validation_repeatability.py --preset repetitive-ngram-3 --unpadded --runs 1
     python benchmarks/validation_repeatability.py --preset prose-draft_model-5 --json out.json --save-measured DIR
+    python benchmarks/validation_repeatability.py --rejudge DIR      # today's rule on saved measurements
 
 Exit status 0 when, per preset, every run gave the same verdict (or all said inconclusive), every run
 stayed under ``WALL_LIMIT_S`` and, with ``--all``, at least one preset was kept as faster and one disabled
@@ -58,6 +59,35 @@ def _ci(d: dict) -> str:
     return f"{d['change_pct']:+.1f} [{d['ci_low_pct']:+.1f}, {d['ci_high_pct']:+.1f}]"
 
 
+def _row(key: str, run: int, v: dict, m: dict) -> str:
+    diffs = v["differences"]
+    acc, length = m["acceptance"]["acceptance_rate"], m["acceptance"]["mean_acceptance_length"]
+    return (f"{key:<26}{run:>4}  {v['verdict']:<13}{_ci(diffs['output_throughput']):<28}"
+            f"{_ci(diffs['median_ttft_ms']):<26}{_ci(diffs['p95_e2el_ms']):<26}"
+            f"{'—' if acc is None else f'{acc:.3f}':>7}{'—' if length is None else f'{length:.2f}':>6}"
+            f"{m.get('wall_s', 0):>8.0f}")
+
+
+HEADER = (f"{'preset':<26}{'run':>4}  {'verdict':<13}{'output tok/s % [95 % CI]':<28}{'TTFT p50 %':<26}"
+          f"{'E2EL p95 %':<26}{'accept':>7}{'len':>6}{'wall s':>8}")
+
+
+def rejudge(folder: Path) -> int:
+    """The current rule (``validator.bench.paired_verdict``) on every ``*.json`` measured dict in ``folder``."""
+    from validator.bench import paired_verdict
+
+    print(HEADER)
+    for path in sorted(folder.glob("*.json")):
+        m = json.loads(path.read_text())
+        note = m.get("what_ran")
+        v = paired_verdict(m, m.get("hardware") or {}, caveats=[note["short"]] if note else None)
+        key, _, rest = path.stem.partition(".run")
+        run = rest.split(".")[0]
+        print(_row(key, int(run) if run.isdigit() else 0, v, m))
+        print(f"    {v['headline']}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     import django
 
@@ -72,7 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--unpadded", action="store_true", help="serve the trained target as trained (not padded)")
     ap.add_argument("--json", type=Path, help="write every run's verdict and figures here")
     ap.add_argument("--save-measured", type=Path, help="write each run's whole measured dict into this folder")
+    ap.add_argument("--rejudge", type=Path, help="no vLLM: apply the current rule to the measured dicts saved in "
+                                                 "this folder (--save-measured) and print the table")
     args = ap.parse_args(argv)
+    if args.rejudge:
+        return rejudge(args.rejudge)
     if args.unpadded:
         workloads.SERVE_PADDED = False
     by_key = {p["key"]: p for p in workloads.PRESETS}
@@ -82,8 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown preset(s) {', '.join(unknown)}; one of {', '.join(by_key)}")
     results: dict[str, list[dict]] = {}
     ok = True
-    print(f"{'preset':<26}{'run':>4}  {'verdict':<13}{'output tok/s % [95 % CI]':<28}{'TTFT p50 %':<26}"
-          f"{'E2EL p95 %':<26}{'accept':>7}{'len':>6}{'wall s':>8}", flush=True)
+    print(HEADER, flush=True)
     for key in keys:
         preset = by_key[key]
         results[key] = []
@@ -92,8 +125,8 @@ def main(argv: list[str] | None = None) -> int:
                 m = one_run(preset["params"], Path(d))
             if args.save_measured:
                 args.save_measured.mkdir(parents=True, exist_ok=True)
-                (args.save_measured / f"{key}{'-unpadded' if args.unpadded else ''}-{i + 1}.json").write_text(
-                    json.dumps(m, default=str))
+                name = f"{key}{'-unpadded' if args.unpadded else ''}.run{i + 1}.{int(time.time())}.json"
+                (args.save_measured / name).write_text(json.dumps(m, default=str))
             v = m["verdict"]
             diffs = v["differences"]
             row = {"preset": key, "run": i + 1, "verdict": v["verdict"], "stop_signs": v["stop_signs"],
@@ -107,11 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                                    for k, d in diffs.items()},
                    "profile": m["profile"], "unpadded": args.unpadded, "order": m.get("order")}
             results[key].append(row)
-            acc, length = row["acceptance_rate"], row["mean_acceptance_length"]
-            print(f"{key:<26}{i + 1:>4}  {row['verdict']:<13}{_ci(diffs['output_throughput']):<28}"
-                  f"{_ci(diffs['median_ttft_ms']):<26}{_ci(diffs['p95_e2el_ms']):<26}"
-                  f"{'—' if acc is None else f'{acc:.3f}':>7}{'—' if length is None else f'{length:.2f}':>6}"
-                  f"{row['wall_s']:>8.0f}", flush=True)
+            print(_row(key, i + 1, v, m), flush=True)
             print(f"    {v['headline']}", flush=True)
         verdicts = [r["verdict"] for r in results[key]]
         agree = len(set(verdicts)) == 1
