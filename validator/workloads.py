@@ -24,9 +24,10 @@ The trained pair (``validator/pair``, written by ``python -m validator.train_pai
 the verdict's caveat and the run page's "What ran"): its MLPs get ``SERVED_INTERMEDIATE`` neurons instead of
 the trained 512; the extra neurons' ``down_proj`` columns are zero, so they add nothing and the model
 computes what was trained (tests/test_validator_pair.py compares the logits). Why: unpadded, the 6.6 MiB
-float32 model sits in the CPU's cache and a decode step costs the engine's fixed per-step overhead, which
-speculation does not reduce: measured on this 2-core host, ngram on repetitive text at 56 % acceptance left
-the time per output token where it was (README "Validation runs"; ``benchmarks/validation_repeatability.py
+float32 model sits in the CPU's cache and a decode step (about 3 ms) is mostly the engine's fixed per-step
+cost, which speculation does not reduce: measured on this 2-core host, ngram on repetitive text at 54 %
+acceptance moved the time per output token from about 2.9 to 2.5 ms, and repeats under a second long left
+both unpadded runs inconclusive (README "Validation runs"; ``benchmarks/validation_repeatability.py
 --unpadded`` measures it again). Padded, a decode step reads 146 MiB of float32
 weights (memory-bound at a batch of 4, as decode is for real models on a GPU) and verifying ``k + 1``
 tokens per request costs compute in proportion: the trade-off speculation makes, at the cost of a
@@ -157,11 +158,12 @@ def served_target_note(model_id: str | None) -> dict[str, Any] | None:
                  f"of a {n_sv / 1e6:.0f} M-parameter model. The speedups and slowdowns measured here are those of "
                  f"a model of that cost on this CPU, not of any production model."),
         "why": (f"Why: unpadded, the {n_tr * 4 / 2**20:.1f} MiB float32 model sits in the CPU's cache and a decode "
-                "step costs vLLM's fixed per-step overhead (scheduling, sampling, streaming), which speculation "
-                "does not reduce, so it could not gain even at high acceptance (python "
-                "benchmarks/validation_repeatability.py --unpadded measures it). Padded, a step is dominated by "
-                "reading the weights, as decode is for real models on a GPU, and verifying k drafted tokens costs "
-                "compute in proportion: the trade-off speculative decoding makes."),
+                "step (about 3 ms) is mostly vLLM's fixed per-step cost (scheduling, sampling, streaming), which "
+                "speculation does not reduce: the time per output token barely moves, and a repeat lasts under a "
+                "second, so a hiccup of the shared host decides the verdict (two unpadded runs were inconclusive: "
+                "README, Validation runs; benchmarks/validation_repeatability.py --unpadded). Padded, a step is "
+                "dominated by reading the weights, as decode is for real models on a GPU, and verifying k drafted "
+                "tokens costs compute in proportion: the trade-off speculative decoding makes."),
     }
 
 
