@@ -1,6 +1,8 @@
 """A finished run calibrates the speed model for its hardware and runtime; predictions then say so."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from calculator.engine import perf
@@ -49,3 +51,35 @@ def test_a_run_calibrates_the_cpu_row_and_predictions_name_the_run():
     assert fields["efficiency_label"] == "calibrated"
     assert calibration.calibrated_from("CPU").startswith(f"calibrated from run {str(run.pk)[:8]}")
     assert fields["itl_ms"] == pytest.approx(c["tpot_after_ms"], rel=0.01)
+
+
+def test_a_finished_run_calibrates_the_calculator_page_and_the_api(client):
+    """The whole loop as a user meets it: a run finishes with its calibration (computed by from_run from a
+    measured baseline), the next request to the calculator installs it (validator.apps' request_started
+    receiver), and the page's and the API's speed prediction for that hardware say which run calibrated them."""
+    from django.utils import timezone
+
+    params = {"model": "tiny-random/llama", "gpu": "CPU", "max_model_len": "1024"}
+    html = client.get("/", params, follow=True).content.decode()
+    assert "not calibrated" in html and "calibrated from run" not in html
+
+    configuration = build_configuration(dict(params))
+    profile = configuration["profile"]
+    from calculator.engine.schemas import EngineInput
+
+    before = perf.estimate_speed(EngineInput(**configuration["engine_input"]), None, prompt_len=profile["input_len"],
+                                 output_len=profile["output_len"], concurrency=profile["concurrency"])
+    baseline = {"aggregate": {"mean_tpot_ms": before.itl_ms * 2, "mean_ttft_ms": before.ttft_ms * 2}}
+    c = calibration.from_run(configuration, baseline, {"platform": "cpu", "cpu_model": "test CPU", "cpu_count": 2,
+                                                       "memory_total_bytes": 2**34})
+    run = ValidationRun.objects.create(configuration=configuration, status="done", measured={"calibration": c},
+                                       finished_at=timezone.now())
+    calibration._state.update(checked=0.0)  # the receiver's 30 s throttle: the next request looks again
+
+    html = client.get("/", params, follow=True).content.decode()
+    shown = " ".join(html.split())
+    span = re.search(r'<span id="speed-calibration">(.*?)</span>', shown).group(1)
+    assert span.startswith(f"calibrated from run {str(run.pk)[:8]} (") and "test CPU" in span
+    api = client.get("/api/estimate", params).json()
+    assert api["efficiency_label"] == "calibrated"
+    assert api["speed_sources"]["efficiency_label"].startswith(f"calibrated: calibrated from run {str(run.pk)[:8]}")

@@ -312,9 +312,11 @@ def paired_bench_argv(targets: list[tuple[str, str]], served_model_name: str, to
     ]
 
 
-def paired_verdict(measured: dict[str, Any], hardware: dict[str, Any]) -> dict[str, Any]:
+def paired_verdict(measured: dict[str, Any], hardware: dict[str, Any],
+                   caveats: list[str] | None = None) -> dict[str, Any]:
     """``validator.stats.decide`` on the run's pairs (repeat ``i`` of each phase), the speculation
-    phase's acceptance and the peak memory of both phases."""
+    phase's acceptance and the peak memory of both phases; ``caveats``: what the verdict must say about
+    the model that ran (``validator.workloads.verdict_caveats``)."""
     b, s = measured["phases"]["baseline"], measured["phases"]["speculative"]
     pairs = [(rb["bench"], rs["bench"]) for rb, rs in zip(b.get("repeats", []), s.get("repeats", []))]
     measurable = per_token_measurable(b.get("aggregate", {})) and per_token_measurable(s.get("aggregate", {}))
@@ -322,7 +324,7 @@ def paired_verdict(measured: dict[str, Any], hardware: dict[str, Any]) -> dict[s
     if hardware.get("platform") == "cpu":
         peak = (b.get("peak_memory_bytes") or 0) + (s.get("peak_memory_bytes") or 0)  # both servers were up
     v = stats.decide(pairs, s.get("aggregate", {}).get("spec_decode"), peak or None,
-                     memory_limit_bytes(hardware), per_token_measurable=measurable)
+                     memory_limit_bytes(hardware), per_token_measurable=measurable, caveats=caveats)
     v["not_evaluated"] = ["Only short prompts become faster (one context length was measured)"]
     return v
 
@@ -342,6 +344,18 @@ def _fold_repeats(measured: dict[str, Any], raw: list[dict[str, Any]], samplers:
         ph["aggregate"] = aggregate(ph["repeats"])
         ph["peak_memory_bytes"] = sampler.peak_bytes
         ph["peak_memory_method"] = sampler.method
+
+
+def acceptance_summary(speculative: dict[str, Any]) -> dict[str, Any]:
+    """The run's acceptance from the speculation phase's ``/metrics`` counter deltas (``aggregate``):
+    ``acceptance_rate`` = accepted / drafted tokens, ``mean_acceptance_length`` = 1 + accepted / drafts,
+    the three counts, and ``source``. All None when the server exposed no speculative-decoding counters."""
+    acc = speculative.get("aggregate", {}).get("spec_decode") or {}
+    out = {k: acc.get(k) for k in ("acceptance_rate", "mean_acceptance_length", "num_drafts", "num_draft_tokens",
+                                   "num_accepted_tokens")}
+    out["source"] = ("vLLM /metrics: vllm:spec_decode_num_accepted_tokens / num_draft_tokens / num_drafts counter "
+                     "deltas over the speculation repeats")
+    return out
 
 
 def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], workdir: Path,
@@ -463,12 +477,11 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
     baseline, speculative = measured["phases"]["baseline"], measured["phases"]["speculative"]
     measured["comparison"] = compare(prediction, baseline.get("startup", {}))
     measured["comparison"] += speed_comparison(configuration, baseline, speculative)
-    measured["verdict"] = paired_verdict(measured, hardware)
-    acc = speculative.get("aggregate", {}).get("spec_decode") or {}
-    measured["acceptance"] = {k: acc.get(k) for k in ("acceptance_rate", "mean_acceptance_length", "num_drafts",
-                                                      "num_draft_tokens", "num_accepted_tokens")}
-    measured["acceptance"]["source"] = ("vLLM /metrics: vllm:spec_decode_num_accepted_tokens / num_draft_tokens / "
-                                        "num_drafts counter deltas over the speculation repeats")
+    what_ran = workloads.served_target_note(model_id)
+    if what_ran:
+        measured["what_ran"] = what_ran
+    measured["verdict"] = paired_verdict(measured, hardware, caveats=[what_ran["short"]] if what_ran else None)
+    measured["acceptance"] = acceptance_summary(speculative)
     from . import calibration
 
     measured["calibration"] = calibration.from_run(configuration, baseline, hardware)

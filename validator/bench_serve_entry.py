@@ -12,9 +12,15 @@ counterbalanced A B B A: measured on a 2-core host, a run that follows a run on 
 than one that follows the other server (its caches are warm), so A B B A makes every other pair lean one way
 and widens the interval; in A B A B every run follows the other server. Each entry then carries
 ``"phase"`` and ``"pair"``; ``--base-url`` in the bench args is replaced per target.
-The first run against each target does the warm-ups; later runs do none. With ``--pgid NAME=PGID`` each
-entry also carries ``server_cpu_s``: the CPU seconds (user + system, psutil) the target's server process
-group spent during that repeat — on a shared CPU host, the cost of the repeat that the neighbours' load
+The first run against each target does the warm-ups; later runs do ``REWARM`` (one request, unmeasured):
+between two of its repeats a server sits idle while the other one runs, and without a warm-up the first
+requests of a repeat often waited about a second — measured on the trained pair, the first wave's TTFT was
+1.0-1.4 s instead of 0.4 s, for one server or the other, in whole stretches of repeats, which alone made a
+p95 look 50 % worse. Most likely the host reclaimed the idle server's pages: this development VM runs DAMON
+proactive reclaim (``pageout`` of cold pages) without swap, and /proc/vmstat ``workingset_refault_file``
+grows by gigabytes.
+With ``--pgid NAME=PGID`` each entry also carries ``server_cpu_s``: the CPU seconds (user + system, psutil)
+the target's server process group spent during that repeat — on a shared CPU host, the cost of the repeat that the neighbours' load
 does not change.
 
 Usage: ``python -m validator.bench_serve_entry --repeats 2 --combined-output OUT.json [--target NAME=URL ...]
@@ -28,6 +34,9 @@ import json
 import sys
 import time
 from pathlib import Path
+
+
+REWARM = 1  # warm-up requests before every repeat after a target's first (module docstring)
 
 
 def group_cpu_seconds(pgid: int) -> float:
@@ -93,7 +102,7 @@ def main(argv: list[str]) -> int:
             args = parser.parse_args(rest)
             args.base_url = base_url
             if name in warmed:
-                args.num_warmups = 0
+                args.num_warmups = min(REWARM, args.num_warmups or 0)
             warmed.add(name)
             args.result_filename = f"repeat{r}{'-' + name if name else ''}.json"
             before = scrape_metrics(base_url)

@@ -34,7 +34,10 @@ GPU_PROFILE = {"working_context": 32768, "concurrency": 4, "output_len": 256, "n
 # On the CPU build with a tiny model: the same sequence, scaled down to finish in about two minutes.
 # Repeats are A/B pairs (validator.stats): 5 pairs (GPU) give an exact Wilcoxon p of 1/16, 8 (CPU) 1/128.
 GPU_PROFILE["repeats"] = 5
-# 8 pairs of 16 prompts x 48 output tokens: about a minute of benchmarking on two cores for the trained pair.
+# 8 pairs of 16 prompts x 48 output tokens: about 95 s of benchmarking on two cores for the trained pair, a
+# whole run (two servers started, benchmarked, scored) about 2-2.5 minutes. 12 prompts saved ~25 s but widened
+# the interval of the p95 latency change (median half-width 17 % against 13 % over the runs measured), which
+# then decided too many verdicts by noise.
 CPU_PROFILE = {"working_context": 176, "concurrency": 4, "output_len": 48, "num_prompts": 16,
                "repeats": 8, "seed": 0, "warmups": 4}
 CPU_MAX_MODEL_LEN = 1024

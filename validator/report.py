@@ -65,7 +65,12 @@ def summary(run) -> dict[str, Any]:
         "acceptance": measured.get("acceptance"), "differences": differences(measured.get("verdict")),
         "calibration": measured.get("calibration"), "worker": measured.get("worker"),
         "order": measured.get("order"), "design": measured.get("design"),
+        "what_ran": measured.get("what_ran"),
     }
+    v = out["verdict"] or {}
+    word = v.get("verdict") or ("keep" if v.get("keep") else "disable") if v else None
+    out["verdict_word"] = word
+    out["verdict_class"] = {"keep": "works", "disable": "does_not_fit"}.get(word or "", "depends")
     for row in out["comparison"]:
         row["error_class"] = error_class(row.get("error_pct"))
     for name, ph in phases.items():
@@ -138,7 +143,12 @@ def format_text(s: dict[str, Any]) -> str:
     """The report as plain text for ``manage.py validate --wait``."""
     lines = [f"Validation run {s['id']}: {s['status']}" + (f" — {s['error']}" if s["error"] else "")]
     if s["verdict"]:
-        lines.append(f"VERDICT: {s['verdict'].get('verdict', '?').upper()} — {s['verdict']['summary']}")
+        lines.append(f"VERDICT: {(s['verdict_word'] or '?').upper()} — {s['verdict']['summary']}")
+        if s["verdict"].get("rule"):
+            lines.append(f"  rule: {s['verdict']['rule']}")
+    if s.get("what_ran"):
+        lines.append(f"WHAT RAN: {s['what_ran']['what']}")
+        lines.append(f"  {s['what_ran']['why']}")
     lines.append(f"model: {s['model_id']} (ran {s['run_model']} on {s['platform']}), workload {s['workload']}")
     lines += [f"  note: {a}" for a in s["adjustments"]]
     if s["prediction_error"]:
@@ -171,8 +181,11 @@ def format_text(s: dict[str, Any]) -> str:
         lines.append("paired differences, speculative vs baseline (95 % bootstrap interval):")
         for d in s["differences"]:
             ci = (f"[{d['ci_low_pct']:+.1f}, {d['ci_high_pct']:+.1f}] %" if d.get("ci_low_pct") is not None else "")
-            lines.append(f"  {d['label']:<36}{d['change_pct']:+8.1f} %  {ci:<22}{d['direction']}"
-                         + ("" if d.get("used", True) else " (not used)"))
+            if d.get("threshold_pct") is not None:
+                role = f"{d.get('side')} +{d['threshold_pct']:g} % ({'margin' if d.get('role') == 'decides' else 'limit'})"
+            else:
+                role = d.get("direction", "") + ("" if d.get("used", True) else " (reported, not used)")
+            lines.append(f"  {d['label']:<36}{d['change_pct']:+8.1f} %  {ci:<22}{role}")
     c = s.get("calibration") or {}
     if c.get("efficiency"):
         lines.append(f"calibration ({c['gpu']}, vLLM {c.get('release')}): TPOT predicted {c['tpot_before_ms']:.2f} ms "

@@ -16,7 +16,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
-from . import capabilities, report, workloads
+from . import capabilities, report, stats, workloads
 from .config import ConfigurationError, build_configuration
 from .forms import ValidationRequestForm
 from .models import RunLimitReached, ValidationRun
@@ -156,7 +156,10 @@ def presets(request: HttpRequest) -> HttpResponse:
             who = {"ok": False, "message": f"{e.field}: {e.message}"}
         rows.append({**p, "ok": who["ok"], "message": who["message"]})
     return render(request, "validator/presets.html", {"presets": rows, "workloads": workloads.WORKLOADS,
-                                                      "workers": capabilities.live_workers()})
+                                                      "workers": capabilities.live_workers(),
+                                                      "what_ran": workloads.served_target_note(workloads.PAIR_TARGET),
+                                                      "rule": stats.rule_text(),
+                                                      "pairs": build_configuration(dict(workloads.PRESETS[0]["params"]))["profile"]["repeats"]})
 
 
 def _show(v) -> str:
