@@ -49,7 +49,9 @@ def test_draft_model_acceptance_on_the_trained_pair_differs_by_workload(settings
         m = run_sequence(configuration, prediction, tmp_path / workload, lambda *a, **k: None,
                          runner.detect_hardware(), {"wall_clock_s": 600.0, "startup_timeout_s": 300.0,
                                                     "bench_timeout_s": 500.0, "stop_grace_s": 10.0})
-        assert time.monotonic() - t0 < 180
+        # wall time (the "under 3 minutes") is measured by benchmarks/validation_repeatability.py, not
+        # asserted here: a loaded CI host must not fail a correctness test on time
+        print(f"{workload}: run_sequence {time.monotonic() - t0:.0f} s")
         acc = m["acceptance"]
         assert acc["num_drafts"] > 0
         assert acc["acceptance_rate"] == pytest.approx(acc["num_accepted_tokens"] / acc["num_draft_tokens"])
