@@ -12,16 +12,18 @@ counterbalanced A B B A: measured on a 2-core host, a run that follows a run on 
 than one that follows the other server (its caches are warm), so A B B A makes every other pair lean one way
 and widens the interval; in A B A B every run follows the other server. Each entry then carries
 ``"phase"`` and ``"pair"``; ``--base-url`` in the bench args is replaced per target.
-The first run against each target does the warm-ups; later runs do ``REWARM`` (one request, unmeasured):
-between two of its repeats a server sits idle while the other one runs, and without a warm-up the first
+Warm-ups run as their own unsaved benchmark of the first prompts before a repeat's counters are read (so
+acceptance and CPU time cover the measured requests only): the profile's ``--num-warmups`` before a target's
+first repeat, ``REWARM`` (one request) before each later one. Between two of its repeats a server sits idle
+while the other one runs, and without a warm-up the first
 requests of a repeat often waited about a second — measured on the trained pair, the first wave's TTFT was
 1.0-1.4 s instead of 0.4 s, for one server or the other, in whole stretches of repeats, which alone made a
 p95 look 50 % worse. Most likely the host reclaimed the idle server's pages: this development VM runs DAMON
 proactive reclaim (``pageout`` of cold pages) without swap, and /proc/vmstat ``workingset_refault_file``
 grows by gigabytes.
 With ``--pgid NAME=PGID`` each entry also carries ``server_cpu_s``: the CPU seconds (user + system, psutil)
-the target's server process group spent during that repeat — on a shared CPU host, the cost of the repeat that the neighbours' load
-does not change.
+the target's server process group spent during that repeat — on a shared CPU host, the cost of the repeat
+that the neighbours' load does not change.
 
 Usage: ``python -m validator.bench_serve_entry --repeats 2 --combined-output OUT.json [--target NAME=URL ...]
 -- <bench serve args>``.
@@ -101,9 +103,16 @@ def main(argv: list[str]) -> int:
         for name, base_url in order:
             args = parser.parse_args(rest)
             args.base_url = base_url
-            if name in warmed:
-                args.num_warmups = min(REWARM, args.num_warmups or 0)
+            warm = min(REWARM, args.num_warmups or 0) if name in warmed else (args.num_warmups or 0)
             warmed.add(name)
+            if warm:
+                # the warm-up is its own, unsaved benchmark of the first `warm` prompts, before the counters
+                # are read, so that acceptance and CPU time cover the measured requests only
+                wargs = parser.parse_args(rest)
+                wargs.base_url, wargs.num_prompts, wargs.num_warmups = base_url, warm, 0
+                wargs.save_result = wargs.save_detailed = False
+                bench_main(wargs)
+            args.num_warmups = 0
             args.result_filename = f"repeat{r}{'-' + name if name else ''}.json"
             before = scrape_metrics(base_url)
             cpu0 = group_cpu_seconds(pgids[name]) if name in pgids else None
