@@ -581,29 +581,6 @@ class MemorySampler:
 # --------------------------------------------------------------------------------------------------
 # vLLM's serving benchmark
 # --------------------------------------------------------------------------------------------------
-def bench_argv(base_url: str, served_model_name: str, tokenizer: str, profile: dict[str, Any],
-               result_dir: Path, combined_output: Path, command: list[str] | None = None) -> list[str]:
-    """argv for ``vllm bench serve`` (through ``validator.bench_serve_entry``) on the seeded random set.
-
-    ``profile``: ``input_len``, ``output_len``, ``concurrency``, ``num_prompts``, ``seed``, ``repeats``,
-    ``warmups``. Greedy (temperature 0) and ``--ignore-eos`` so every request produces ``output_len``
-    tokens; the same ``--seed`` gives the same prompts in every repeat and phase."""
-    return [
-        *(command or BENCH_COMMAND),
-        "--repeats", str(profile.get("repeats", 1)), "--combined-output", str(combined_output),
-        "--wait-ready-timeout", str(int(profile.get("wait_ready_timeout_s", 600))), "--",
-        "--backend", "vllm", "--base-url", base_url, "--endpoint", "/v1/completions",
-        "--model", served_model_name, "--served-model-name", served_model_name, "--tokenizer", tokenizer,
-        "--dataset-name", "random", "--seed", str(profile["seed"]),
-        "--random-input-len", str(profile["input_len"]), "--random-output-len", str(profile["output_len"]),
-        "--num-prompts", str(profile["num_prompts"]), "--max-concurrency", str(profile["concurrency"]),
-        "--num-warmups", str(profile.get("warmups", 0)),
-        "--request-rate", "inf", "--ignore-eos", "--temperature", "0",
-        "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,95,99",
-        "--save-result", "--save-detailed", "--result-dir", str(result_dir), "--disable-tqdm",
-    ]
-
-
 class BenchProcess:
     """The benchmark child (own process group, parent-death signal). Started together with the server: it imports vLLM's
     benchmark (about 10 s) while the server starts, then waits for ``/health`` itself."""
