@@ -247,9 +247,9 @@ def _preset(workload: str, method: str, k: int, concurrency: int | None = None) 
 
 # What the form offers: the trained pair on the CPU with a workload set and a speculative method (4 requests
 # in flight unless said). Measured on the 2-core host (benchmarks/validation_repeatability.py --all, README
-# "Validation runs"): the draft model and ngram speed up code and repetitive text; a large k on prose with
-# 8 requests in flight is slower (17 % acceptance: verifying 8 x 17 tokens a step costs more than the
-# ~2.7 accepted tokens per request save); ngram on prose proposes little (10 % acceptance) and changes little.
+# "Validation runs"): the draft model and ngram speed up code and repetitive text by 20-45 %; a large k on
+# prose with 8 requests in flight is slower (-19 %, 17 % acceptance: verifying 8 x 17 tokens a step costs more
+# than the ~2.7 accepted tokens per request save); ngram on prose is slightly slower (-4 %, 11 % acceptance).
 PRESETS: list[dict[str, Any]] = [
     _preset("code", "draft_model", 3), _preset("repetitive", "ngram", 3), _preset("code", "ngram", 3),
     _preset("repetitive", "draft_model", 3), _preset("prose", "draft_model", 5),
