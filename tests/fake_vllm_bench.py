@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from validator.bench_serve_entry import group_cpu_seconds
+from validator.bench_serve_entry import group_cpu_seconds, repeat_entry, save_combined
 from validator.runner import http_status, scrape_metrics
 
 argv = sys.argv[1:]
@@ -197,12 +197,5 @@ for r in range(opts.repeats):
             Path(args.result_dir).mkdir(parents=True, exist_ok=True)
             (Path(args.result_dir) / filename).write_text(json.dumps(result))
             result = json.loads((Path(args.result_dir) / filename).read_text())
-        entry = {"repeat": r, "result": result, "metrics_before": before, "metrics_after": after}
-        if name:
-            entry.update(phase=name, pair=r, position=targets.index((name, base_url)))
-        if cpu0 is not None and cpu1 is not None:
-            entry["server_cpu_s"] = cpu1 - cpu0
-        combined.append(entry)
-        tmp = opts.combined_output.with_suffix(".tmp")
-        tmp.write_text(json.dumps(combined))
-        tmp.replace(opts.combined_output)
+        combined.append(repeat_entry(r, name, targets.index((name, base_url)), result, before, after, cpu0, cpu1))
+        save_combined(opts.combined_output, combined)

@@ -58,6 +58,27 @@ def group_cpu_seconds(pgid: int) -> float:
     return total
 
 
+def repeat_entry(r: int, name: str, position: int, result: dict, before: dict, after: dict,
+                 cpu0: float | None, cpu1: float | None) -> dict:
+    """One entry of the combined output: repeat ``r``'s ``vllm bench serve`` result with the ``/metrics``
+    snapshots taken around it; for a paired run also ``phase`` (the target's name), ``pair`` and ``position``
+    (its place in the A/B order); ``server_cpu_s`` when the server's process group was measured."""
+    entry = {"repeat": r, "result": result, "metrics_before": before, "metrics_after": after}
+    if name:
+        entry.update(phase=name, pair=r, position=position)
+    if cpu0 is not None and cpu1 is not None:
+        entry["server_cpu_s"] = cpu1 - cpu0
+    return entry
+
+
+def save_combined(path: Path, entries: list[dict]) -> None:
+    """Write the entries so far, atomically (a reader never sees half a file): the worker persists each
+    finished repeat from this file as it changes."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(entries))
+    tmp.replace(path)
+
+
 def main(argv: list[str]) -> int:
     own = argparse.ArgumentParser(prog="bench_serve_entry")
     own.add_argument("--repeats", type=int, default=1)
@@ -79,9 +100,7 @@ def main(argv: list[str]) -> int:
     from vllm.benchmarks.serve import main as bench_main
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    from validator.runner import scrape_metrics
-
-    from validator.runner import http_status
+    from validator.runner import http_status, scrape_metrics
 
     parser = FlexibleArgumentParser(prog="vllm bench serve")
     add_cli_args(parser)
@@ -120,15 +139,9 @@ def main(argv: list[str]) -> int:
             cpu1 = group_cpu_seconds(pgids[name]) if name in pgids else None
             after = scrape_metrics(base_url)
             saved = json.loads((Path(args.result_dir) / args.result_filename).read_text())
-            entry = {"repeat": r, "result": saved or result, "metrics_before": before, "metrics_after": after}
-            if name:
-                entry.update(phase=name, pair=r, position=order.index((name, base_url)))
-            if cpu0 is not None and cpu1 is not None:
-                entry["server_cpu_s"] = cpu1 - cpu0
-            combined.append(entry)
-            tmp = opts.combined_output.with_suffix(".tmp")
-            tmp.write_text(json.dumps(combined))
-            tmp.replace(opts.combined_output)
+            combined.append(repeat_entry(r, name, order.index((name, base_url)), saved or result, before, after,
+                                         cpu0, cpu1))
+            save_combined(opts.combined_output, combined)
     return 0
 
 
