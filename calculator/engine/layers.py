@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import EngineInputError
-from .runtime import Release, ReleaseRule
+from .runtime import Release, ReleaseRule, applicable_row
 
 SHAPE_RULES: tuple[ReleaseRule, ...] = (
     # --- which releases run the model (the registry entry; vLLM refuses an unregistered architecture with
@@ -93,8 +93,7 @@ def _rows(name: str) -> list[ReleaseRule]:
 def shape_rule(name: str, version: Release) -> ReleaseRule | None:
     """The row of rule ``name`` that applies to ``version`` (the last whose ``since`` is not after it), or
     None when ``version`` is older than the rule's first row."""
-    rows = [r for r in _rows(name) if r.since <= version]
-    return rows[-1] if rows else None
+    return applicable_row(_rows(name), version)
 
 
 def _label(v: Release) -> str:

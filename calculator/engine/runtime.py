@@ -219,6 +219,13 @@ RULES: tuple[ReleaseRule, ...] = (
 RULE_NAMES = tuple(dict.fromkeys(r.rule for r in RULES))
 
 
+def applicable_row(rows, version: tuple[int, int, int]) -> ReleaseRule | None:
+    """The row of one rule (``rows``, oldest first) that applies to ``version``: the last whose ``since`` is not
+    after it; None when ``version`` predates the first row."""
+    applicable = [r for r in rows if r.since <= version]
+    return applicable[-1] if applicable else None
+
+
 def rule_rows(rule: str) -> tuple[ReleaseRule, ...]:
     """All rows of one rule, oldest first.
 
@@ -292,8 +299,7 @@ class ReleaseRules:
         Raises:
             KeyError: no such rule.
         """
-        rows = [r for r in rule_rows(name) if r.since <= self.version]
-        return rows[-1]
+        return applicable_row(rule_rows(name), self.version)  # every rule starts at OLDEST_COVERED
 
     def value(self, name: str) -> Any:
         return self.rule(name).value
