@@ -3,21 +3,17 @@ open a GGUF repo for Ollama on an 8 GB M2 at 8,192 tokens, pick the Q4_K_M file 
 see the verdict, the KV cache, the Metal backend, a speed estimate and both halves of the Ollama command."""
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 from django.core.cache import cache
 
-CHROMIUM = Path("/usr/bin/chromium")
+from tests.test_browser import CHROMIUM, browser  # noqa: F401 - the same Chromium, launched once per module
+
 REPO = "bartowski/Llama-3.2-3B-Instruct-GGUF"
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's Chromium is not installed (apt-get install chromium)"),
 ]
-sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
 @pytest.fixture(autouse=True)
@@ -26,11 +22,10 @@ def _offline_hub(transactional_db, monkeypatch):
     cache.clear()
 
 
-def test_mac_user_picks_a_gguf_file_for_ollama(live_server):
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=["--headless", "--no-sandbox",
-                                                                          "--disable-gpu"])
-        page = browser.new_context(viewport={"width": 1280, "height": 1000}, bypass_csp=True).new_page()
+def test_mac_user_picks_a_gguf_file_for_ollama(live_server, browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 1000}, bypass_csp=True)
+    try:
+        page = context.new_page()
         page.set_default_timeout(30_000)
         page.goto(f"{live_server.url}/?model={REPO}&runtime=ollama&gpu=Apple+M2+8GB&max_model_len=8192")
         page.wait_for_selector("#gguf-files")
@@ -43,4 +38,5 @@ def test_mac_user_picks_a_gguf_file_for_ollama(live_server):
         assert "896.00 MiB" in page.inner_text("#logged")  # 28 layers x 8192 cells x 2 KiB (K and V, f16)
         assert "Metal backend" in page.inner_text("#compat")
         assert float(page.inner_text("#output-tok-s")) > 0
-        browser.close()
+    finally:
+        context.close()
