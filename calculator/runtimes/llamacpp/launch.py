@@ -52,6 +52,17 @@ def launch_argv(
     return argv
 
 
+def _check_ollama_settings(num_ctx: int, num_parallel: int, kv_cache_type: str) -> None:
+    """Ollama's per-slot context, slot count and KV type as :func:`ollama_config` and :func:`ollama_serve_argv`
+    take them. Raises ``ValueError`` naming the setting."""
+    if num_ctx <= 0:
+        raise ValueError("num_ctx (OLLAMA_CONTEXT_LENGTH) must be > 0")
+    if num_parallel < 1:
+        raise ValueError("num_parallel (OLLAMA_NUM_PARALLEL) must be >= 1")
+    if kv_cache_type not in KV_CACHE_TYPES:
+        raise ValueError(f"kv_cache_type (OLLAMA_KV_CACHE_TYPE): one of {', '.join(KV_CACHE_TYPES)}")
+
+
 def ollama_config(
     model: str,
     *,
@@ -68,12 +79,7 @@ def ollama_config(
     Modelfile parameters; ``num_gpu`` is Ollama's name for the offloaded layer count."""
     if not model:
         raise ValueError("model: required")
-    if num_ctx <= 0:
-        raise ValueError("num_ctx must be > 0")
-    if num_parallel < 1:
-        raise ValueError("num_parallel (OLLAMA_NUM_PARALLEL) must be >= 1")
-    if kv_cache_type not in KV_CACHE_TYPES:
-        raise ValueError(f"kv_cache_type (OLLAMA_KV_CACHE_TYPE): one of {', '.join(KV_CACHE_TYPES)}")
+    _check_ollama_settings(num_ctx, num_parallel, kv_cache_type)
     lines = [f"FROM {model}", f"PARAMETER num_ctx {num_ctx}"]
     if num_gpu is not None:
         lines.append(f"PARAMETER num_gpu {num_gpu}")
@@ -91,12 +97,7 @@ def ollama_serve_argv(*, num_ctx: int, num_parallel: int = 1, kv_cache_type: str
     """``env OLLAMA_CONTEXT_LENGTH=N OLLAMA_NUM_PARALLEL=P OLLAMA_KV_CACHE_TYPE=T [OLLAMA_FLASH_ATTENTION=1|0]
     ollama serve`` (an argv list). ``num_ctx`` is per request slot (Ollama sizes the cache num_ctx x parallel).
     Raises ``ValueError`` naming the field."""
-    if num_ctx <= 0:
-        raise ValueError("num_ctx (OLLAMA_CONTEXT_LENGTH) must be > 0")
-    if num_parallel < 1:
-        raise ValueError("num_parallel (OLLAMA_NUM_PARALLEL) must be >= 1")
-    if kv_cache_type not in KV_CACHE_TYPES:
-        raise ValueError(f"kv_cache_type (OLLAMA_KV_CACHE_TYPE): one of {', '.join(KV_CACHE_TYPES)}")
+    _check_ollama_settings(num_ctx, num_parallel, kv_cache_type)
     env = [f"OLLAMA_CONTEXT_LENGTH={num_ctx}", f"OLLAMA_NUM_PARALLEL={num_parallel}",
            f"OLLAMA_KV_CACHE_TYPE={kv_cache_type}"]
     if flash_attention is not None:

@@ -27,7 +27,7 @@ from calculator.runtimes.base import CompatSummary, LoadedModel, speed_kwargs
 
 from .gguf_meta import HF_TO_GGUF_ARCH, GGUFError, GGUFMeta, meta_from_hf_config, read_gguf_from_hub
 from .gguf_repos import GGUFListing, catalog_config, catalog_entry, list_gguf_files
-from .launch import launch_argv, ollama_config, ollama_run_argv, ollama_serve_argv
+from .launch import launch_argv, ollama_run_argv, ollama_serve_argv
 from .memory import MiB, LlamaCppPlan, NotModelled, ollama_defaults, plan
 
 GiB = 2**30
