@@ -172,17 +172,20 @@ def test_the_report_compares_predicted_and_measured_speed(settings, tmp_path):
     settings.VAR_DIR = tmp_path
     cfg = build_configuration({"model": "tiny-random/llama", "gpu": "CPU", "max_model_len": "1024",
                                "acceptance_rate": "0.5"})
-    baseline = {"aggregate": {"median_ttft_ms": 40.0, "median_tpot_ms": 20.0, "output_throughput": 150.0}}
+    # means differ from medians: the report compares the mean (what the model predicts and calibration uses)
+    baseline = {"aggregate": {"median_ttft_ms": 40.0, "median_tpot_ms": 20.0, "output_throughput": 150.0,
+                              "mean_ttft_ms": 44.0, "mean_tpot_ms": 22.0}}
     spec = {"aggregate": {"median_ttft_ms": 45.0, "median_tpot_ms": 16.0, "output_throughput": 180.0,
-                          "spec_decode": {"mean_acceptance_length": 1.6}}}
+                          "mean_ttft_ms": 47.0, "mean_tpot_ms": 17.6, "spec_decode": {"mean_acceptance_length": 1.6}}}
     rows = {r["field"]: r for r in speed_comparison(cfg, baseline, spec)}
     p = cfg["profile"]
     base_in = {k: v for k, v in cfg["engine_input"].items() if k != "speculative_config"}
     expected = speed_fields(EngineInput(**base_in), None, prompt_len=p["input_len"], output_len=p["output_len"],
                             concurrency=p["concurrency"])
-    assert rows["tpot_ms"]["predicted"] == expected["itl_ms"] and rows["tpot_ms"]["measured"] == 20.0
-    assert rows["tpot_ms"]["error"] == pytest.approx(expected["itl_ms"] - 20.0)
-    assert rows["spec_speedup"]["measured"] == pytest.approx(20.0 / 16.0)
+    assert rows["tpot_ms"]["predicted"] == expected["itl_ms"] and rows["tpot_ms"]["measured"] == 22.0
+    assert rows["tpot_ms"]["error"] == pytest.approx(expected["itl_ms"] - 22.0)
+    assert rows["ttft_ms"]["measured"] == 44.0
+    assert rows["spec_speedup"]["measured"] == pytest.approx(22.0 / 17.6)
     # acceptance rate 0.5 = accepted / drafted tokens (vLLM's, as the runner measures it): length = 1 + k x 0.5
     k = cfg["spec_config"]["num_speculative_tokens"]
     assert rows["mean_acceptance_length"]["predicted"] == pytest.approx(1 + k * 0.5, abs=1e-6)

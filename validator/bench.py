@@ -162,9 +162,9 @@ def speed_comparison(configuration: dict[str, Any], baseline: dict[str, Any],
     except Exception as e:  # noqa: BLE001 - shown in the report, never a crash of the run
         return [_row("ttft_ms", "ms", None, None, f"speed model could not predict: {e}")]
     burst = "not measurable: the server sent each request's tokens in one burst (TTFT ~ end-to-end latency)"
-    rows += [_row("ttft_ms", "ms", pb["ttft_ms"], b.get("median_ttft_ms")),
-             _row("tpot_ms", "ms", pb["itl_ms"], b.get("median_tpot_ms") if per_token_measurable(b) else None,
-                  "" if per_token_measurable(b) else burst),
+    rows += [_row("ttft_ms", "ms", pb["ttft_ms"], _mean_of(b, "ttft"), "mean TTFT (what the model predicts)"),
+             _row("tpot_ms", "ms", pb["itl_ms"], _mean_of(b, "tpot") if per_token_measurable(b) else None,
+                  "mean TPOT (what the model predicts and calibration uses)" if per_token_measurable(b) else burst),
              _row("output_tokens_per_s", "tok/s", pb["output_tokens_per_s"], b.get("output_throughput"))]
     spec = configuration.get("spec_config")
     if speculative and spec:
@@ -177,20 +177,28 @@ def speed_comparison(configuration: dict[str, Any], baseline: dict[str, Any],
         acc = s_.get("spec_decode") or {}
         measurable = per_token_measurable(b) and per_token_measurable(s_)
         if measurable:
-            measured_speedup = (b.get("median_tpot_ms") / s_["median_tpot_ms"]
-                                if b.get("median_tpot_ms") and s_.get("median_tpot_ms") else None)
+            measured_speedup = (_mean_of(b, "tpot") / _mean_of(s_, "tpot")
+                                if _mean_of(b, "tpot") and _mean_of(s_, "tpot") else None)
         else:  # closed loop at a fixed concurrency: the output tok/s ratio is the decode speedup
             measured_speedup = (s_["output_throughput"] / b["output_throughput"]
                                 if b.get("output_throughput") and s_.get("output_throughput") else None)
         no_figure = "no typical acceptance figure for this method: give acceptance_rate to predict it"
         rows += [_row("spec_tpot_ms", "ms", ps["itl_ms"] if ps.get("spec_speedup") else None,
-                      s_.get("median_tpot_ms") if per_token_measurable(s_) else None,
+                      _mean_of(s_, "tpot") if per_token_measurable(s_) else None,
                       (burst if not per_token_measurable(s_) else "") or ("" if ps.get("spec_speedup") else no_figure)),
                  _row("mean_acceptance_length", "tokens", ps.get("mean_acceptance_length"),
                       acc.get("mean_acceptance_length"), "" if ps.get("mean_acceptance_length") else no_figure),
                  _row("spec_speedup", "x", ps.get("spec_speedup"), measured_speedup,
                       "" if ps.get("spec_speedup") else no_figure)]
     return rows
+
+
+def _mean_of(agg: dict[str, Any], metric: str) -> float | None:
+    """vllm bench serve's mean of ``metric`` (``ttft``, ``tpot``): the statistic the speed model predicts and
+    calibration uses, so the report shows one measured figure for each; the median only when no mean was
+    recorded."""
+    v = agg.get(f"mean_{metric}_ms")
+    return v if v is not None else agg.get(f"median_{metric}_ms")
 
 
 def _local_spec(spec: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -3,8 +3,8 @@
 The speed model (``calculator.engine.perf``) predicts TTFT and TPOT from a roofline with an efficiency row
 per (runtime, GPU) that is ``assumed`` or ``fitted``. A validation run measures the baseline phase
 (no speculation) at a known prompt length, output length and concurrency; ``from_run`` feeds that
-measurement to ``perf.efficiency_from_measurement`` (which rescales the bound term of the decode step to
-the measured TPOT, and the prefill compute to the measured TTFT) and stores the result with the run in
+measurement to ``perf.calibrate`` (which rescales the bound term of the decode step and the prefill compute,
+then the fixed per-step costs, until the predicted TPOT equals the measured one within 1 %) and stores the result with the run in
 ``measured["calibration"]``: the efficiency, the predicted TPOT/TTFT before and after, and the key
 (runtime, catalog GPU row, runtime release, the worker's hardware).
 
@@ -14,9 +14,10 @@ calculator's speed figures then carry ``efficiency_label`` "calibrated: calibrat
 The web and worker processes call it through a ``request_started`` receiver (``validator.apps``), at most
 every ``REFRESH_S`` seconds.
 
-Limits (stated, not hidden): the efficiency scales only the roofline's bound term; a tiny model on the
-CPU is dominated by the fixed per-step cost, so the factor hits its clamp (0.05) and TPOT after
-calibration still differs from the measurement — ``tpot_after_ms`` vs ``measured_tpot_ms`` shows by how much.
+Limits (stated, not hidden): one run gives one point; the calibrated row reproduces that point's TPOT, and
+other contexts / concurrencies follow the model's form. When even the factor limits (bandwidth or compute
+×0.05 to 1, fixed costs ×0.05 to ×20) cannot reach the measurement, ``tpot_after_ms`` vs
+``measured_tpot_ms`` shows by how much it still differs.
 """
 from __future__ import annotations
 
@@ -47,18 +48,8 @@ def from_run(configuration: dict[str, Any], baseline: dict[str, Any], hardware: 
     try:
         inp = EngineInput(**base_input)
         gpu = perf.get_gpu(inp.gpu).name
-        before = perf.estimate_speed(inp, None, runtime=runtime, **kw)
-        eff = perf.efficiency_from_measurement(before, measured_itl_ms=tpot, measured_ttft_ms=ttft,
-                                               source="validation run")
-        previous = perf._MEASURED.get((runtime, gpu))
-        perf.apply_measured_efficiency(gpu, eff, runtime)
-        try:
-            after = perf.estimate_speed(inp, None, runtime=runtime, **kw)
-        finally:
-            if previous is None:
-                perf._MEASURED.pop((runtime, gpu), None)
-            else:
-                perf._MEASURED[(runtime, gpu)] = previous
+        eff, before, after = perf.calibrate(inp, measured_itl_ms=tpot, measured_ttft_ms=ttft,
+                                            source="validation run", runtime=runtime, **kw)
     except Exception as e:  # noqa: BLE001 - a run is never failed by its calibration
         return {"skipped": f"the speed model could not predict this configuration: {e}"}
     from . import capabilities

@@ -330,6 +330,65 @@ def _clamp(x: float) -> float:
     return min(1.0, max(0.05, x))
 
 
+CALIBRATION_TOLERANCE = 0.01  # a calibrated TPOT within 1 % of the measurement it came from
+CALIBRATION_ROUNDS = 8
+
+
+def calibrate(inp: EngineInput, *, measured_itl_ms: float, measured_ttft_ms: float | None = None,
+              source: str, runtime: str = "vllm", **speed_kwargs: Any
+              ) -> tuple[Efficiency, SpeedResult, SpeedResult]:
+    """The efficiency that makes the speed model reproduce a measured TPOT (and TTFT) at ``inp``.
+
+    First :func:`efficiency_from_measurement` rescales the roofline's bound term (bandwidth or compute)
+    and the prefill compute. When the measurement lies where that term cannot take it (a small model whose
+    step is mostly the fixed per-step and per-layer cost: vLLM's CPU build, a tiny model on a GPU), or when
+    the new prefill compute moved the prefill stalls inside TPOT, the fixed costs (``step_overhead_ms`` and
+    ``layer_us``, one factor for both, within ×0.05 to ×20) are solved so that the predicted TPOT equals
+    the measured one within :data:`CALIBRATION_TOLERANCE` (a few rounds of a secant on the residual).
+
+    Args:
+        inp: the configuration the measurement ran (no speculation: the baseline phase).
+        measured_itl_ms, measured_ttft_ms: ``vllm bench serve``'s mean TPOT and mean TTFT (ms).
+        source: where the measurement comes from (kept in the efficiency's ``source``).
+        runtime: the efficiency row's runtime.
+        speed_kwargs: ``prompt_len``, ``output_len``, ``concurrency`` of the measured run.
+
+    Returns:
+        ``(efficiency, before, after)``: the calibrated row and the predictions before and after it.
+        Nothing is installed: :func:`apply_measured_efficiency` does that.
+
+    Raises:
+        EngineInputError: as :func:`estimate_speed`.
+    """
+    gpu = get_gpu(inp.gpu).name
+    key = (runtime, gpu)
+    previous = _MEASURED.get(key)
+    try:
+        before = estimate_speed(inp, None, runtime=runtime, **speed_kwargs)
+        eff = efficiency_from_measurement(before, measured_itl_ms=measured_itl_ms, measured_ttft_ms=measured_ttft_ms,
+                                          source=source)
+        base_ovh, base_layer = eff.step_overhead_ms, eff.layer_us
+        factor = 1.0
+        _MEASURED[key] = eff
+        after = estimate_speed(inp, None, runtime=runtime, **speed_kwargs)
+        for _ in range(CALIBRATION_ROUNDS):
+            residual = measured_itl_ms - after.itl_ms
+            fixed = after.decode.overhead_ms
+            if abs(residual) <= CALIBRATION_TOLERANCE * measured_itl_ms or fixed <= 0:
+                break
+            # the fixed costs enter TPOT once per step: move them by the residual
+            factor = min(20.0, max(0.05, factor * (fixed + residual) / fixed))
+            eff = replace(eff, step_overhead_ms=base_ovh * factor, layer_us=base_layer * factor)
+            _MEASURED[key] = eff
+            after = estimate_speed(inp, None, runtime=runtime, **speed_kwargs)
+    finally:
+        if previous is None:
+            _MEASURED.pop(key, None)
+        else:
+            _MEASURED[key] = previous
+    return eff, before, after
+
+
 # --------------------------------------------------------------------------------------------------------
 # Speculative decoding: acceptance length, break-even
 # --------------------------------------------------------------------------------------------------------
