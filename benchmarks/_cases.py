@@ -19,13 +19,20 @@ CONFIG_TWINS = {"yuhuili/EAGLE-LLaMA3.1-Instruct-8B": "yuhuili/EAGLE-LLaMA3-Inst
 
 
 def config_for(model_id: str | None) -> dict | None:
-    """The shared config.json of ``model_id`` (text after a space or '(' is dropped), or None."""
+    """The shared config.json of ``model_id`` (text after a space or '(' is dropped), else the offline
+    catalog's, or None."""
     if not model_id:
         return None
     mid = re.split(r"[ (]", model_id.strip())[0]
     mid = CONFIG_TWINS.get(mid, mid)
     f = CONFIGS / (mid.replace("/", "__") + ".json")
-    return json.loads(f.read_text()) if f.exists() else None
+    if f.exists():
+        return json.loads(f.read_text())
+    # the product's offline catalog, as the team's scorer reaches it through `estimate --model`
+    from calculator.metadata.catalog import CATALOG_DIR, _find
+
+    hit = _find(mid)
+    return json.loads((CATALOG_DIR / hit[0]).read_text()) if hit else None
 
 
 def gpu_for(name: str | None) -> str | None:
