@@ -15,8 +15,11 @@ compared.
 Two more tables:
 
 * speed: the baseline (no speculation) decode rates of llama.cpp in /work/shared/cases/spec_decode_benchmarks.json
-  against calculator.runtimes.llamacpp.speed (decode bandwidth-bound over the GGUF bytes; the efficiency is perf's
-  assumed llama.cpp row, not fitted to these); records on GPUs or setups not modelled are listed as skipped;
+  against calculator.runtimes.llamacpp.speed (decode bandwidth-bound over the GGUF bytes per device, layer / row
+  split over several GPUs; the efficiency is perf's assumed llama.cpp row, not fitted to these), then the
+  speculative speedup with a draft model (spec_speed: k draft passes + a k+1-token verify; acceptance from the
+  record, else only the break-even acceptance rate), with a summary (win/lose calls right, median |error|);
+  records whose model, quant or drafting method is not modelled are listed as skipped with the reason;
 * sizes: the .gguf sizes the Hub pages list for the offline GGUF catalog (calculator/data/gguf_repos.json)
   against the tensor data derived from llama.cpp's quantization rules (the file adds its header, a few MB).
 
@@ -203,42 +206,118 @@ def model_buffer_rows(rid: str, rec: dict, cfg: str, kwargs: dict) -> tuple[list
 SPEC_CASES = Path("/work/shared/cases/spec_decode_benchmarks.json")
 CATALOG_CONFIGS = Path(__file__).resolve().parent.parent / "calculator" / "data" / "model_configs"
 
-#: speed records: id -> (config, file type, GPU, n_ctx, prompt tokens, output tokens), as the record states them.
+#: Qwen2.5-Coder-0.5B-Instruct's config.json (https://huggingface.co/Qwen/Qwen2.5-Coder-0.5B-Instruct/blob/main/config.json,
+#: the shape shared by the Qwen2.5-0.5B family): not in the offline catalog, the Hub is unreachable here, so its
+#: published values are written out. Only the draft of sd-bench-071..073 uses it.
+QWEN25_CODER_05B = {
+    "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 896, "intermediate_size": 4864,
+    "num_hidden_layers": 24, "num_attention_heads": 14, "num_key_value_heads": 2, "vocab_size": 151936,
+    "max_position_embeddings": 32768, "rope_theta": 1000000.0, "rms_norm_eps": 1e-06, "tie_word_embeddings": True,
+    "torch_dtype": "bfloat16",
+}
+
+#: speed records: id -> inputs as the record states them. ``target``/``draft``: (config, GGUF file type); ``gpu``,
+#: ``n_gpus``, ``split_mode``; ``n_ctx``; ``prompt``/``output`` tokens; ``k`` (--draft-max / n_draft);
+#: ``rate``: llama.cpp's logged accept (n_accept / n_drafted) when the record gives it.
+_PR10455 = dict(target=("Qwen__Qwen2.5-32B.json", "Q4_K_M"), draft=(QWEN25_CODER_05B, "Q4_K_M"), n_ctx=10240,
+                prompt=2000, output=1000, k=16, rate=None)
 SPEED_INPUTS = {
     # llama-cli, llama3.1:8b-instruct-q8_0 (Ollama's Q8_0 blob), -ngl 33 (all), RTX 3060 12GB: 14 prompt
-    # tokens, 898 generated, "eval time ... 32.49 tokens per second"
-    "sd-bench-074": ("meta-llama__Llama-3.1-8B-Instruct.json", "Q8_0", "RTX 3060", 4096, 14, 898),
-    # llama-server -m Qwen2.5-Coder-32B-Instruct-Q4_K_M.gguf -ngl 99 -fa -c 10240, RTX 3090, n_max 0 = 29 t/s
-    # (Qwen2.5-32B's config: the Coder model has the same shapes); prompt and output lengths not stated: a
-    # code file of a few thousand tokens, taken as 2000 in / 1000 out (stated assumption)
-    "sd-bench-073": ("Qwen__Qwen2.5-32B.json", "Q4_K_M", "RTX 3090", 10240, 2000, 1000),
+    # tokens, 898 generated, "eval time ... 32.49 tokens per second"; llama-speculative -md llama3.2:1b-instruct-q8_0
+    # -ngld 17 (16 layers + output: all of the draft), n_draft 5, accept 72.055 %
+    "sd-bench-074": dict(target=("meta-llama__Llama-3.1-8B-Instruct.json", "Q8_0"),
+                         draft=("meta-llama__Llama-3.2-1B-Instruct.json", "Q8_0"), gpu="RTX 3060", n_gpus=1,
+                         split_mode="layer", n_ctx=4096, prompt=14, output=898, k=5, rate=0.72055),
+    # llama-server -m Qwen2.5-Coder-32B-Instruct-Q4_K_M.gguf -md Qwen2.5-Coder-0.5B-Instruct-Q4_K_M.gguf -ngl 99
+    # -ngld 99 -fa -c 10240 --draft-max 16 (Qwen2.5-32B's config: the Coder model has the same shapes); prompt and
+    # output lengths not stated: a code file of a few thousand tokens, taken as 2000 in / 1000 out (stated
+    # assumption); acceptance not stated
+    "sd-bench-073": dict(_PR10455, gpu="RTX 3090", n_gpus=1, split_mode="layer"),
+    "sd-bench-071": dict(_PR10455, gpu="Tesla P40", n_gpus=1, split_mode="layer"),
+    # the same command on 3 x P40 with -sm row (equal shares: llama.cpp's default split by free memory)
+    "sd-bench-072": dict(_PR10455, gpu="Tesla P40", n_gpus=3, split_mode="row"),
+}
+
+#: records not modelled, with the reason (read from the record)
+SPEED_SKIP = {
+    "sd-bench-076": "Qwen3.6-35B-A3B (qwen3_5_moe: gated delta-net + attention hybrid): its GGUF tensor types cannot "
+                    "be derived from the config (quant_rules covers llama/qwen2/qwen3/qwen3_moe/gemma/mixtral) and the "
+                    "Hub header is unreachable; the quant and the -ngl / --n-cpu-moe split are not stated either; MTP "
+                    "drafting (a NextN layer) is not modelled",
+    "sd-bench-077": "as sd-bench-076",
+    "sd-bench-078": "Qwen3.6-27B (qwen3_5 hybrid): GGUF tensor types not derivable from the config, header "
+                    "unreachable; MTP drafting not modelled. (The R9700 is in the GPU catalog now.)",
+    "sd-bench-079": "as sd-bench-078",
+    "sd-bench-081": "Qwen3.8-27B UD-Q4_K_XL: an Unsloth Dynamic quant (per-tensor types chosen by hand) of a model "
+                    "with no config here; MTP drafting not modelled",
+    "sd-bench-075": "GPU not stated; EAGLE-3 drafting not modelled for llama.cpp",
 }
 
 
-def speed_rows(path: Path = SPEC_CASES) -> tuple[list[dict], list[tuple[str, str]]]:
-    """Predicted vs measured baseline decode tok/s for the llama.cpp records of the speculative-decoding set."""
-    from calculator.engine.gpus import get_gpu
-    from calculator.runtimes.llamacpp.speed import speed
+def _load_config(cfg):
+    if isinstance(cfg, dict):
+        return cfg
+    return json.loads(((CONFIGS / cfg) if (CONFIGS / cfg).exists() else (CATALOG_CONFIGS / cfg)).read_text())
 
-    rows, skipped = [], []
+
+def speed_rows(path: Path = SPEC_CASES) -> tuple[list[dict], list[dict], list[tuple[str, str]]]:
+    """Predicted vs measured baseline decode tok/s, and predicted vs measured speculative speedup, for the
+    llama.cpp records of the speculative-decoding set. Returns (baseline rows, speculative rows, skipped)."""
+    from calculator.engine.gpus import get_gpu
+    from calculator.runtimes.llamacpp.speed import spec_speed, speed
+
+    rows, srows, skipped = [], [], []
+    seen_base = set()
     for rec in json.loads(path.read_text())["records"]:
         if rec.get("runtime") != "llama.cpp" or rec.get("metric") != "output_tok_s":
             continue
         rid = rec["id"]
         if rid not in SPEED_INPUTS:
-            skipped.append((rid, f"not modelled: {rec['gpu']}; {rec.get('dtype_or_quant')} ({rec.get('notes', '')[:80]})"))
+            why = SPEED_SKIP.get(rid, "no input mapping")
+            skipped.append((rid, f"not modelled: {rec['gpu']}; {rec.get('dtype_or_quant')}: {why}"))
             continue
-        cfg, ftype, gpu_name, n_ctx, prompt, out = SPEED_INPUTS[rid]
-        config = json.loads(((CONFIGS / cfg) if (CONFIGS / cfg).exists() else (CATALOG_CONFIGS / cfg)).read_text())
-        meta = derive_meta(config, ftype)
-        gpu = get_gpu(gpu_name)
-        p = plan(meta, n_ctx=n_ctx, flash_attn="on", device="CUDA")
-        s = speed(meta, p, gpu, prompt_len=prompt, output_len=out)
+        inp = SPEED_INPUTS[rid]
+        cfg, ftype = inp["target"]
+        meta = derive_meta(_load_config(cfg), ftype)
+        gpu = get_gpu(inp["gpu"])
+        p = plan(meta, n_ctx=inp["n_ctx"], flash_attn="on", device="CUDA")
+        kw = dict(n_gpus=inp["n_gpus"], split_mode=inp["split_mode"])
+        s = speed(meta, p, gpu, prompt_len=inp["prompt"], output_len=inp["output"], **kw)
         measured = rec["baseline_value"]
-        rows.append({"id": rid, "gpu": gpu.name, "file": ftype, "predicted_tok_s": s.output_tokens_per_s,
-                     "measured_tok_s": measured,
-                     "err_pct": round((s.output_tokens_per_s - measured) / measured * 100, 1)})
-    return rows, skipped
+        label = s.gpu + ("" if inp["n_gpus"] == 1 else f" -sm {inp['split_mode']}")
+        key = (label, ftype, measured)
+        if key not in seen_base:
+            seen_base.add(key)
+            rows.append({"id": rid, "gpu": label, "file": ftype, "predicted_tok_s": s.output_tokens_per_s,
+                         "measured_tok_s": measured,
+                         "err_pct": round((s.output_tokens_per_s - measured) / measured * 100, 1)})
+        dcfg, dtype = inp["draft"]
+        dmeta = derive_meta(_load_config(dcfg), dtype, source=dcfg if isinstance(dcfg, str) else
+                            "Qwen2.5-Coder-0.5B-Instruct config.json (published values)")
+        dp = plan(dmeta, n_ctx=inp["n_ctx"], flash_attn="on", device="CUDA")
+        sp = spec_speed(meta, p, dmeta, dp, gpu, k=inp["k"], acceptance_rate=inp["rate"], prompt_len=inp["prompt"],
+                        output_len=inp["output"], **kw)
+        ms = rec["speedup"]
+        srows.append({"id": rid, "gpu": label, "k": inp["k"], "acceptance_rate": inp["rate"],
+                      "acceptance_length": sp.acceptance_length, "draft_pass_ms": sp.draft_pass_ms,
+                      "verify_ms": sp.verify_ms, "baseline_ms": sp.baseline_itl_ms,
+                      "predicted_speedup": sp.speedup, "measured_speedup": ms,
+                      "break_even_rate": sp.break_even_rate,
+                      "win_right": None if sp.speedup is None else (sp.speedup > 1) == (ms > 1),
+                      "err_pct": None if sp.speedup is None else round((sp.speedup - ms) / ms * 100, 1)})
+    return rows, srows, skipped
+
+
+def speed_summary(rows: list[dict], srows: list[dict]) -> dict:
+    """Median |error| of the baseline tok/s; win/lose calls right and median |error| of the speedups predicted."""
+    import statistics
+
+    base = [abs(r["err_pct"]) for r in rows]
+    called = [r for r in srows if r["predicted_speedup"] is not None]
+    return {"baseline_n": len(base), "baseline_median_abs_err_pct": statistics.median(base) if base else None,
+            "spec_n": len(srows), "spec_called": len(called),
+            "spec_win_lose_right": sum(1 for r in called if r["win_right"]),
+            "spec_median_abs_err_pct": statistics.median(abs(r["err_pct"]) for r in called) if called else None}
 
 
 def size_rows() -> list[dict]:
@@ -276,11 +355,12 @@ def main() -> int:
     args = ap.parse_args()
     rows, skipped = run(args.cases)
     summ = summary(rows)
-    srows, sskipped = speed_rows()
+    brows, sprows, sskipped = speed_rows()
+    ssum = speed_summary(brows, sprows)
     zrows = size_rows()
     if args.json:
-        print(json.dumps({"rows": rows, "skipped": skipped, "summary": summ, "speed": srows,
-                          "speed_skipped": sskipped, "sizes": zrows}, indent=2))
+        print(json.dumps({"rows": rows, "skipped": skipped, "summary": summ, "speed": brows, "spec": sprows,
+                          "speed_skipped": sskipped, "speed_summary": ssum, "sizes": zrows}, indent=2))
         return 0
     print(f"{'id':10} {'figure':32} {'predicted':>12} {'logged':>12} {'err %':>8}")
     for r in rows:
@@ -293,12 +373,23 @@ def main() -> int:
         print(f"  {kind}: {s['within']}/{s['n']} within {s['tolerance_pct']}% "
               f"(target {s['target_share']:.0%}) -> {'met' if s['met'] else 'NOT met / no data'}")
     print("\nspeed (baseline decode, efficiency assumed, not fitted):")
-    print(f"{'id':14} {'gpu':28} {'file':8} {'predicted':>10} {'measured':>10} {'err %':>7}")
-    for r in srows:
-        print(f"{r['id']:14} {r['gpu']:28} {r['file']:8} {r['predicted_tok_s']:>10} {r['measured_tok_s']:>10} "
+    print(f"{'id':14} {'gpu':34} {'file':8} {'predicted':>10} {'measured':>10} {'err %':>7}")
+    for r in brows:
+        print(f"{r['id']:14} {r['gpu']:34} {r['file']:8} {r['predicted_tok_s']:>10} {r['measured_tok_s']:>10} "
               f"{r['err_pct']:>7}")
+    print("\nspeculative decoding with a draft model (speedup over the same setup without it):")
+    print(f"{'id':14} {'gpu':34} {'k':>3} {'rate':>7} {'AL':>6} {'draft ms':>9} {'verify ms':>10} {'base ms':>8} "
+          f"{'pred x':>7} {'meas x':>7} {'err %':>7} {'break-even rate':>16}")
+    for r in sprows:
+        print(f"{r['id']:14} {r['gpu']:34} {r['k']:>3} {str(r['acceptance_rate']):>7} {str(r['acceptance_length']):>6} "
+              f"{r['draft_pass_ms']:>9} {r['verify_ms']:>10} {r['baseline_ms']:>8} {str(r['predicted_speedup']):>7} "
+              f"{r['measured_speedup']:>7} {str(r['err_pct']):>7} {str(r['break_even_rate']):>16}")
     for rid, why in sskipped:
         print(f"  skipped {rid}: {why}")
+    print(f"  summary: baseline {ssum['baseline_n']} records, median |error| {ssum['baseline_median_abs_err_pct']} %; "
+          f"speculative {ssum['spec_n']} records, speedup predicted for {ssum['spec_called']} (the others state no "
+          f"acceptance: break-even rate only), win/lose right {ssum['spec_win_lose_right']}/{ssum['spec_called']}, "
+          f"median |error| {ssum['spec_median_abs_err_pct']} %")
     print("\nGGUF sizes: Hub listing vs tensor data derived from llama.cpp's quantization rules:")
     for r in zrows:
         print(f"  {r['file']:48} listed {r['listed_gb']:>6} GB  derived {r['derived_gb']:>7} GB  ({r['diff_pct']:+.2f}%)")

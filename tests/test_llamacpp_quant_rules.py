@@ -166,17 +166,6 @@ def test_decode_reads_the_device_buffer_once_per_token():
     assert s.ttft_ms is not None and s.ttft_ms > s.itl_ms
 
 
-def test_speed_refuses_layers_on_the_cpu():
-    from calculator.engine.gpus import get_gpu
-    from calculator.runtimes.llamacpp.speed import speed
-
-    meta = derive_meta(load_config(LLAMA_3B), "Q4_K_M")
-    p = plan(meta, n_ctx=4096, device="CUDA", n_gpu_layers=10)
-    with pytest.raises(NotModelled) as err:
-        speed(meta, p, get_gpu("RTX 3060"))
-    assert err.value.field == "n_gpu_layers"
-
-
 # ---------------------------------------------------------------- the whole path (Django test client)
 
 

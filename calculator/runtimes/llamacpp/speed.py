@@ -1,36 +1,81 @@
-"""Decode and prefill speed of llama.cpp / Ollama on one GPU (Apple Metal or a consumer card), from the GGUF
-bytes each token reads.
+"""Decode and prefill speed of llama.cpp / Ollama, from the GGUF bytes each token reads on each device: one GPU
+(Apple Metal or a consumer card), layers split over several GPUs (``-sm layer`` / ``-sm row``), layers or routed
+experts left on the CPU (``-ngl`` below the layer count, ``--n-cpu-moe``), and speculative decoding with a draft
+model (``llama-server --model-draft``).
 
-The roofline is ``calculator.engine.perf``'s (its public ``ModelCost``, ``hardware``, ``step_cost`` and
+The roofline is ``calculator.engine.perf``'s (its public ``ModelCost``, ``Hardware``, ``step_cost`` and
 ``prefill_cost``); only the cost terms are llama.cpp's own, read from the GGUF tensor table (the header, or the
 table derived by :mod:`.quant_rules`) and the memory plan:
 
-* a decode step reads every weight on the device once (its stored GGUF bytes: the K-quant / IQ blocks as
-  they are), except ``token_embd`` which feeds GET_ROWS (one row per token); a tied output reads the
-  embedding again as the output matmul; routed experts (``*_exps``) are read for the experts the batch
-  touches (perf's ``experts_touched``); plus the KV cache of the context (the plan's cache types, sliding-window
-  layers capped at the window);
+* a decode step reads every weight once, on the device that holds it (its stored GGUF bytes: the K-quant / IQ
+  blocks as they are), except ``token_embd`` which feeds GET_ROWS (one row per token); a tied output reads the
+  embedding again as the output matmul; routed experts (``*_exps``) are read for the experts the batch touches
+  (perf's ``experts_touched``); plus the KV cache of the context, on the device of its layer (the plan's cache
+  types, sliding-window layers capped at the window);
+* **placement** as ``llama_model::load_tensors`` does it (vendor/llama.cpp/src/llama-model.cpp:1556-1613 of
+  llama-cpp-python 0.3.36): the input layer always on the CPU; with ``-ngl N`` the *last* N units (layers, then
+  the output layer) go to the GPUs (``i_gpu_start = max(n_layer_all + 1 - N, 0)``, :1589), the first ones stay on
+  the CPU; over several GPUs layer ``il`` goes to the first GPU whose cumulative ``--tensor-split`` share exceeds
+  ``(il - i_gpu_start) / act_gpu_layers`` (:1595, the default split is each GPU's free memory, :1557-1573: equal
+  for identical GPUs). ``--n-cpu-moe N`` keeps the ``ffn_{up,down,gate}_exps`` of the first N layers in CPU
+  memory (common/arg.cpp:2767-2775, ``--cpu-moe`` all of them, :2760-2764);
+* **layer split** (``-sm layer``, the default): the GPUs run one after the other, so a decode step is the sum of
+  each device's bytes over its own bandwidth, plus one copy of the activations (``n_embd`` x 4 B F32 per token)
+  at every change of device along the layers (the scheduler's split inputs, ggml-backend.cpp), over PCIe;
+* **row split** (``-sm row``): every layer matmul weight is split by rows over all GPUs
+  (``ggml_backend_split_buffer_type``, llama-model.cpp:1139-1162) which read their share in parallel; the main
+  GPU gathers each matmul's rows, one small transfer and synchronisation per matmul (ggml-cuda.cu
+  ``ggml_cuda_op_mul_mat``), timed at the efficiency's ``allreduce_latency_us``;
+* **CPU part**: layers / experts in CPU memory are read at the system RAM's bandwidth (``host_bandwidth_gbps``;
+  default :data:`HOST_RAM_ASSUMED_GBPS`, dual-channel DDR5-5600, **assumed**) and taken as bandwidth-bound (no CPU
+  FLOP/s in the catalog); an MoE layer whose experts stay on the CPU adds two activation copies per token (to the
+  CPU and back). In a **prefill** ubatch of at least 32 tokens the GPU backend runs those matmuls itself and copies
+  the CPU-resident weights over PCIe each ubatch (``offload_op``: ggml-cuda.cu:5651-5655, min batch 32 at :5825),
+  so the CPU bytes cost PCIe time once per ubatch;
 * prefill runs ``-ub`` (n_ubatch, 512) tokens per pass, compute-bound: 2 FLOPs per weight per token plus the
-  attention pairs.
+  attention pairs;
+* **speculative decoding with a draft model** (common/speculative.cpp, ``common_speculative_state_draft::draft``
+  :308-412): each step the draft decodes the last token and then each drafted token but the last, one token per
+  pass, so ``k`` drafted tokens cost ``k`` single-token draft passes (:330, :398; drafting stops early when the
+  top candidate's probability is below ``--draft-p-min``, :366, not modelled: ``k`` = ``--draft-max``); the target
+  then verifies ``k + 1`` tokens in one batch (a decode step of ``k + 1`` tokens: the weights read once, the
+  FLOPs ``k + 1`` times, which is where a low-FLOP/s GPU loses); the step yields the mean acceptance length ``AL``
+  (1 + the accepted drafts) from the request's acceptance rate or :mod:`calculator.engine.acceptance`.
 
-Bandwidth and dense TFLOP/s are the GPU catalog's (Apple's from its spec pages, NVIDIA's from its
-datasheets: ``calculator/data/gpus.json``). The efficiency (the share of bandwidth and FLOP/s llama.cpp
-reaches, its per-token overhead) is **assumed**: perf's ``llama.cpp`` row, not fitted to any measurement;
-the dequantization cost of each GGUF type is inside it, not modelled separately. Layers left on the CPU
-(``-ngl`` below the layer count) and CPU-only builds are not modelled (the system RAM bandwidth is not in
-the catalog): :class:`~.memory.NotModelled` says so.
+Bandwidth and dense TFLOP/s are the GPU catalog's (``calculator/data/gpus.json``, each row with its datasheet).
+The efficiency (the share of bandwidth and FLOP/s llama.cpp reaches, its per-token, per-layer and per-transfer
+overheads) is **assumed**: perf's ``llama.cpp`` row, not fitted to any measurement, the same for every device
+(the CPU's RAM included); the dequantization cost of each GGUF type is inside it, not modelled separately.
+CPU-only builds are not modelled (a CPU's FLOP/s are not in the catalog).
 
-Units: milliseconds, bytes, tokens per second.
+Units: milliseconds, bytes, GB/s (10^9 B/s), tokens per second.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field, replace
 
 from pydantic import BaseModel, ConfigDict
 
 from calculator.runtimes.llamacpp.gguf_meta import GGUFMeta
-from calculator.runtimes.llamacpp.memory import LlamaCppPlan, NotModelled, swa_layers
+from calculator.runtimes.llamacpp.memory import LlamaCppPlan, NotModelled, swa_layers, tensor_layer
+
+SRC = "llama-cpp-python 0.3.36 vendor/llama.cpp/"
+CPU = -1  # device index of the CPU in a Placement
+
+#: System RAM bandwidth used when the request gives none: dual-channel DDR5-5600 = 2 channels x 8 B x 5600 MT/s
+#: (JEDEC DDR5 data rate; https://www.jedec.org/standards-documents/docs/jesd79-5c). **Assumed**, not measured.
+HOST_RAM_ASSUMED_GBPS = 89.6
+HOST_RAM_ASSUMED_SOURCE = ("assumed: dual-channel DDR5-5600 system RAM, 2 x 8 B x 5600 MT/s = 89.6 GB/s "
+                           "(JEDEC JESD79-5); give host_bandwidth_gbps for the real machine")
+#: Activations cross devices in F32 (ggml graphs keep hidden states in F32 between ops).
+ACT_BYTES_F32 = 4
+#: llama.cpp offloads a CPU-resident weight's matmul to the GPU for batches of at least this many tokens
+#: (ggml-cuda.cu:5825, ``GGML_OP_OFFLOAD_MIN_BATCH``, default 32).
+OP_OFFLOAD_MIN_BATCH = 32
+_EXPS = re.compile(r"^blk\.(\d+)\.ffn_(up|down|gate)_exps\.")
+SPLIT_MODES = ("none", "layer", "row")
 
 
 @dataclass(frozen=True)
@@ -46,9 +91,83 @@ class KVGroup:
     fixed_tokens: int | None = None
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where each placement unit of a model runs. ``layers[il]``: device of layer ``il`` (``CPU`` = -1, GPUs
+    0..n_gpus-1); ``output``: device of the output layer; ``expert_cpu_layers``: layers whose routed experts stay
+    in CPU memory (``--n-cpu-moe``); ``split_mode``: ``none`` / ``layer`` / ``row``; ``shares``: each GPU's
+    share of the ``--tensor-split`` (normalised)."""
+
+    layers: tuple[int, ...]
+    output: int
+    n_gpus: int
+    split_mode: str = "layer"
+    shares: tuple[float, ...] = (1.0,)
+    expert_cpu_layers: frozenset[int] = field(default_factory=frozenset)
+
+    def device_of(self, unit: int | str) -> int:
+        if unit == "input":
+            return CPU
+        if unit == "output":
+            return self.output
+        return self.layers[unit]
+
+    @property
+    def sequence(self) -> list[int]:
+        """Devices in the order a token's activations visit them: input (CPU), layers, output."""
+        return [CPU, *self.layers, self.output]
+
+
+def placement(n_layer_all: int, n_gpu_layers: int = -1, *, n_gpus: int = 1, tensor_split: list[float] | None = None,
+              split_mode: str = "layer", n_cpu_moe: int = 0) -> Placement:
+    """llama.cpp's device of every layer (vendor/llama.cpp/src/llama-model.cpp:1556-1613).
+
+    ``n_gpu_layers`` (-ngl; -1 or anything above ``n_layer_all`` = all layers and the output); the last
+    ``n_gpu_layers`` units go to the GPUs (``i_gpu_start = max(n_layer_all + 1 - ngl, 0)``, :1589). ``tensor_split``
+    (``-ts``; None = equal shares: llama.cpp's default is each GPU's free memory, :1557-1573, equal for identical
+    idle GPUs). ``split_mode`` ``none`` uses only the main GPU (src/llama.cpp:289-299). ``n_cpu_moe``: the routed
+    experts of the first N layers stay on the CPU (common/arg.cpp:2767-2775). Raises ``ValueError`` for a bad
+    ``n_gpus``, ``split_mode``, ``tensor_split`` or ``n_cpu_moe``."""
+    if n_gpus < 1:
+        raise ValueError(f"n_gpus must be >= 1, not {n_gpus}")
+    if split_mode not in SPLIT_MODES:
+        raise ValueError(f"split_mode (-sm): one of {', '.join(SPLIT_MODES)}, not {split_mode!r}")
+    if n_cpu_moe < 0:
+        raise ValueError(f"n_cpu_moe (--n-cpu-moe) must be >= 0, not {n_cpu_moe}")
+    devices = 1 if split_mode == "none" else n_gpus
+    if tensor_split is None:
+        split = [1.0] * devices
+    else:
+        if len(tensor_split) != n_gpus or any(x < 0 for x in tensor_split) or not sum(tensor_split):
+            raise ValueError(f"tensor_split (-ts): {n_gpus} non-negative shares, not {tensor_split}")
+        split = list(tensor_split[:devices]) if split_mode != "none" else [1.0]
+    total = sum(split)
+    cum, acc = [], 0.0
+    for x in split:  # :1576-1584: cumulative, normalised split points
+        acc += x
+        cum.append(acc / total)
+    ngl = n_layer_all + 1 if n_gpu_layers < 0 else n_gpu_layers
+    i_gpu_start = max(n_layer_all + 1 - ngl, 0)
+    act = min(ngl, n_layer_all + 1)
+
+    def dev(il: int) -> int:
+        if il < i_gpu_start or il - i_gpu_start >= act:
+            return CPU
+        x = (il - i_gpu_start) / act  # std::upper_bound(splits, x): first split point > x (:1595)
+        return min(next((i for i, c in enumerate(cum) if c > x), devices - 1), devices - 1)
+
+    layers = tuple(dev(il) for il in range(n_layer_all))
+    return Placement(layers=layers, output=dev(n_layer_all), n_gpus=devices, split_mode=split_mode,
+                     shares=tuple(x / total for x in split),
+                     expert_cpu_layers=frozenset(range(min(n_cpu_moe, n_layer_all))))
+
+
 class LlamaCppSpeed(BaseModel):
     """Predicted speed. ``itl_ms`` is the time per output token at ``concurrency`` sequences; ``ttft_ms`` the
-    prompt's prefill plus one decode step; ``bytes_per_token`` what one decode step reads (weights + KV)."""
+    prompt's prefill plus one decode step; ``bytes_per_token`` what one decode step reads (weights + KV).
+    ``devices``: per device (``CPU``, ``GPU0``...) the bytes a decode step reads there and its time (ms);
+    ``transfer_ms``: the activation copies between devices per decode step; ``spec``: the speculative part
+    (:class:`SpecSpeed`) when a draft model is given."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -70,112 +189,433 @@ class LlamaCppSpeed(BaseModel):
     efficiency: dict
     sources: dict[str, str]
     notes: list[str]
-    spec: None = None
+    devices: dict[str, dict] = {}
+    transfer_ms: float = 0.0
+    spec: object | None = None
 
     @property
     def assumption(self) -> str:
         return f"llama.cpp efficiency {self.efficiency_label}: {self.sources.get('efficiency', '')}"
 
 
-def cost_terms(meta: GGUFMeta, plan: LlamaCppPlan):
-    """perf ``ModelCost`` of one decode pass from the GGUF tensors on the device and the plan's KV caches.
-    Raises ``NotModelled`` when layers or the output stay on the CPU."""
+def _dev_name(d: int) -> str:
+    return "CPU" if d == CPU else f"GPU{d}"
+
+
+def _device_costs(meta: GGUFMeta, plan: LlamaCppPlan, pl: Placement) -> dict[int, object]:
+    """perf ``ModelCost`` of one decode pass per device (``CPU`` or a GPU index) from the GGUF tensors placed there
+    and the KV caches of the layers placed there. With row split the layer matmul weights are shared over all
+    GPUs by ``pl.shares``: each GPU's cost holds its share of them."""
     from calculator.engine.perf import ModelCost
 
     n_all = meta.n_layer_all
-    if plan.device == "CPU":
-        raise NotModelled("speed on a CPU-only build is not modelled (the system RAM bandwidth is not in the GPU "
-                          "catalog)", field="gpu")
-    if len(plan.layers_on_gpu) < n_all or not plan.output_on_gpu:
-        raise NotModelled(f"speed with layers on the CPU (-ngl {plan.n_gpu_layers}: {len(plan.layers_on_gpu)} of "
-                          f"{n_all} layers on the {plan.device} device) is not modelled: the CPU part runs at the "
-                          "system RAM's bandwidth, which the catalog does not hold", field="n_gpu_layers")
     if not meta.tensors:
         raise NotModelled("speed needs the GGUF tensor table (give gguf_file)", field="gguf_file")
-    dense = experts = 0.0
-    dense_params = expert_params = 0.0
+    acc: dict[int, dict] = {}
+
+    def slot(d: int) -> dict:
+        return acc.setdefault(d, {"dense": 0.0, "experts": 0.0, "dense_p": 0.0, "expert_p": 0.0, "layers": set(),
+                                  "kv": []})
+
     tied = meta.tensor("output.weight") is None
+    for il in range(n_all):
+        slot(pl.layers[il])["layers"].add(il)
     for t in meta.tensors:
+        unit = tensor_layer(t.name, n_all)
         if t.name == "token_embd.weight":
-            if tied:  # the output matmul reads the embedding (the tied copy)
-                dense += t.n_bytes
-                dense_params += t.n_elements
+            if tied:  # the output matmul reads the embedding (the tied copy, on the output's device)
+                s = slot(pl.output)
+                s["dense"] += t.n_bytes
+                s["dense_p"] += t.n_elements
             continue
-        if "_exps." in t.name:
-            experts += t.n_bytes
-            expert_params += t.n_elements if t.name.endswith(".weight") else 0
-        else:
-            dense += t.n_bytes
-            if len(t.shape) >= 2 and t.name.endswith(".weight"):
-                dense_params += t.n_elements
-    n_exp, topk = meta.n_expert, meta.n_expert_used
-    active_expert_params = expert_params * topk / n_exp if n_exp else 0.0
+        # other non-layer tensors (rope_freqs) are created in every layer's context, TENSOR_DUPLICATED
+        # (llama-model.cpp, LLM_TENSOR_ROPE_FREQS): read with the layers, counted once on the first layer's device
+        d = pl.layers[0] if unit == "input" else pl.device_of(unit)
+        is_exp = "_exps." in t.name
+        if is_exp and isinstance(unit, int) and unit in pl.expert_cpu_layers:
+            d = CPU
+        matrix = len(t.shape) >= 2 and t.name.endswith(".weight")
+        parts = [(d, 1.0)]
+        if pl.split_mode == "row" and pl.n_gpus > 1 and d != CPU and isinstance(unit, int) and matrix and not is_exp:
+            parts = [(g, share) for g, share in enumerate(pl.shares)]
+        for dd, share in parts:
+            s = slot(dd)
+            if is_exp:
+                s["experts"] += t.n_bytes * share
+                s["expert_p"] += (t.n_elements if t.name.endswith(".weight") else 0) * share
+            else:
+                s["dense"] += t.n_bytes * share
+                if matrix:
+                    s["dense_p"] += t.n_elements * share
     flags, n_swa, _ = swa_layers(meta)
-    groups = []
     for c in plan.kv_caches:
         if not c.layers:
             continue
-        per_token = c.total_bytes / max(1, c.cells * c.n_stream)
-        pair = sum(2 * meta.n_head[il] * ((meta.head_dim_k_swa or meta.head_dim_k or 0) if flags[il] else
-                                          (meta.head_dim_k or 0)) * 2 for il in c.layers)
-        groups.append(KVGroup(layers=len(c.layers), flops_per_pair=pair, kv_bytes_per_token=per_token,
-                              window=n_swa if c.name == "SWA" else None))
-    return ModelCost(dense_bytes=dense, expert_bytes=experts, num_experts=n_exp if experts else 0,
-                     topk=topk if experts else 0, matmul_params=dense_params + active_expert_params,
-                     attn=tuple(groups), state_bytes=0.0, hidden=meta.n_embd, allreduce_layers=n_all, tp=1, pp=1,
-                     expert_matmul_params=active_expert_params)
+        per_layer = [(k + v) / max(1, c.cells * c.n_stream) for k, v in zip(c.per_layer_k_bytes, c.per_layer_v_bytes)]
+        by_dev: dict[int, list[int]] = {}
+        for i, il in enumerate(c.layers):
+            # with --no-kv-offload the cache stays in CPU memory (llama-kv-cache.cpp: offload ? layer's device : CPU)
+            by_dev.setdefault(pl.layers[il] if plan_offload_kqv(plan) else CPU, []).append(i)
+        for d, idx in by_dev.items():
+            pair = sum(2 * meta.n_head[c.layers[i]] * ((meta.head_dim_k_swa or meta.head_dim_k or 0)
+                                                       if flags[c.layers[i]] else (meta.head_dim_k or 0)) * 2
+                       for i in idx)
+            per_token = sum(per_layer[i] for i in idx) if len(per_layer) == len(c.layers) else \
+                c.total_bytes / max(1, c.cells * c.n_stream) * len(idx) / len(c.layers)
+            slot(d)["kv"].append(KVGroup(layers=len(idx), flops_per_pair=pair, kv_bytes_per_token=per_token,
+                                         window=n_swa if c.name == "SWA" else None))
+    n_exp, topk = meta.n_expert, meta.n_expert_used
+    out = {}
+    for d, s in acc.items():
+        active = s["expert_p"] * topk / n_exp if n_exp else 0.0
+        out[d] = ModelCost(dense_bytes=s["dense"], expert_bytes=s["experts"],
+                           num_experts=n_exp if s["experts"] else 0, topk=topk if s["experts"] else 0,
+                           matmul_params=s["dense_p"] + active, attn=tuple(s["kv"]), state_bytes=0.0,
+                           hidden=meta.n_embd, allreduce_layers=len(s["layers"]), tp=1, pp=1,
+                           expert_matmul_params=active)
+    return out
+
+
+def plan_offload_kqv(plan: LlamaCppPlan) -> bool:
+    """Whether the plan keeps the KV cache with its layer (``--no-kv-offload`` not given): a cache buffer on a
+    GPU device says so; a plan with no GPU KV buffer keeps it on the CPU."""
+    bufs = [dev for c in plan.kv_caches for dev in c.buffers]
+    return not bufs or any(not b.startswith("CPU") for b in bufs)
+
+
+def cost_terms(meta: GGUFMeta, plan: LlamaCppPlan):
+    """perf ``ModelCost`` of one decode pass with every layer on the plan's one GPU (the single-device case of
+    :func:`_device_costs`). Raises ``NotModelled`` when layers or the output stay on the CPU."""
+    if plan.device == "CPU":
+        raise NotModelled("speed on a CPU-only build is not modelled (a CPU's FLOP/s are not in the catalog)",
+                          field="gpu")
+    if len(plan.layers_on_gpu) < meta.n_layer_all or not plan.output_on_gpu:
+        raise NotModelled("cost_terms is the all-on-one-GPU case; layers on the CPU: use speed()", field="n_gpu_layers")
+    costs = _device_costs(meta, plan, placement(meta.n_layer_all, -1))
+    return costs[0]
+
+
+def _hardware(gpu, eff_runtime: str = "llama.cpp"):
+    """perf ``Hardware`` for a catalog GPU; a GPU without TFLOP/s (Apple M3 / M4) gets infinite FLOP/s (decode
+    bandwidth-bound, no TTFT)."""
+    from calculator.engine.perf import Hardware, get_efficiency, hardware
+
+    if gpu.bandwidth_gbps is None:
+        raise NotModelled(f"{gpu.name}: no memory bandwidth in the catalog, so the speed is not modelled", field="gpu")
+    if gpu.tflops_bf16 is None:
+        eff = get_efficiency(gpu.name, eff_runtime)
+        return Hardware(bandwidth=gpu.bandwidth_gbps * 1e9, peak_flops=math.inf, link=1.0, eff=eff,
+                        compute_dtype="not modelled", sources={
+                            "bandwidth": f"{gpu.bandwidth_gbps:g} GB/s, {gpu.spec_source}",
+                            "tflops": f"{gpu.name}: no published TFLOP/s; compute not modelled (decode taken as "
+                                      "bandwidth-bound, no TTFT)", "efficiency": eff.source})
+    return hardware(gpu, None, runtime=eff_runtime)
+
+
+def _host_hardware(gpu_hw, host_bandwidth_gbps: float | None):
+    """The CPU's part: system RAM bandwidth (given, or the assumed default), FLOP/s not modelled (bandwidth-bound),
+    the GPU's efficiency row."""
+    from calculator.engine.perf import Hardware
+
+    bw = HOST_RAM_ASSUMED_GBPS if host_bandwidth_gbps is None else host_bandwidth_gbps
+    if bw <= 0:
+        raise ValueError(f"host_bandwidth_gbps must be > 0, not {bw}")
+    src = HOST_RAM_ASSUMED_SOURCE if host_bandwidth_gbps is None else f"{bw:g} GB/s system RAM (given)"
+    return Hardware(bandwidth=bw * 1e9, peak_flops=math.inf, link=gpu_hw.link, eff=gpu_hw.eff,
+                    compute_dtype="not modelled", sources={"host_bandwidth": src})
+
+
+@dataclass
+class _Pass:
+    total_ms: float
+    per_device: dict[int, object]
+    transfer_ms: float
+    overhead_ms: float
+    bytes_weights: float
+    bytes_kv: float
+    flops: float
+    bound: str
+
+
+def _pass(costs: dict[int, object], pl: Placement, hws: dict[int, object], *, requests: int, tokens_per_request: int,
+          context: int, link_bps: float, hidden: int, n_layer_all: int) -> _Pass:
+    """One decode / verify pass: the devices in sequence (layer split), each ``step_cost`` without the step
+    overhead, plus activation copies at every change of device and, with row split, one gather per split matmul;
+    the step overhead once."""
+    from calculator.engine.perf import step_cost
+
+    tokens = requests * tokens_per_request
+    eff = next(iter(hws.values())).eff
+    per = {d: step_cost(mc, hws[d], requests=requests, tokens_per_request=tokens_per_request, context=context,
+                        overhead=False) for d, mc in costs.items()}
+    if pl.split_mode == "row" and pl.n_gpus > 1:
+        # the GPUs read their row shares in parallel: the slowest share sets the time (per layer, so the sum over
+        # layers of the per-layer max; equal shares on identical GPUs make it the max of the totals)
+        gpu_ms = max(per[d].total_ms - per[d].overhead_ms for d in per if d != CPU)
+        layer_ms = sum(per[d].overhead_ms for d in per if d != CPU)  # layer_us of every layer, once each
+        dev_ms = gpu_ms + layer_ms + sum(per[d].total_ms for d in per if d == CPU)
+    else:
+        dev_ms = sum(p.total_ms for p in per.values())
+    # activation copies: each change of device along input -> layers -> output (the input embedding row is
+    # looked up on the CPU: llama-model.cpp:1603-1605)
+    seq = pl.sequence
+    hops = sum(1 for a, b in zip(seq, seq[1:]) if a != b)
+    hops += 2 * sum(1 for il in pl.expert_cpu_layers if pl.layers[il] != CPU)  # experts on the CPU: there and back
+    copy_s = tokens * hidden * ACT_BYTES_F32 / link_bps + eff.allreduce_latency_us * 1e-6
+    xfer = hops * copy_s
+    if pl.split_mode == "row" and pl.n_gpus > 1:
+        n_split = sum(1 for d in pl.layers if d != CPU) * _MATMULS_PER_LAYER
+        xfer += n_split * eff.allreduce_latency_us * 1e-6
+    ovh_ms = eff.step_overhead_ms
+    total = dev_ms + xfer * 1e3 + ovh_ms
+    mem = sum(p.memory_ms for p in per.values())
+    comp = sum(p.compute_ms for p in per.values())
+    return _Pass(total_ms=total, per_device=per, transfer_ms=xfer * 1e3, overhead_ms=ovh_ms,
+                 bytes_weights=sum(p.bytes_weights for p in per.values()),
+                 bytes_kv=sum(p.bytes_kv for p in per.values()), flops=sum(p.flops for p in per.values()),
+                 bound="memory" if mem >= comp else "compute")
+
+
+#: matmuls per layer that a row split gathers (attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down)
+_MATMULS_PER_LAYER = 7
+
+
+def _decode_view(p: _Pass):
+    """A perf ``StepCost``-shaped summary of a multi-device pass (what ``LlamaCppSpeed.decode`` has held)."""
+    from calculator.engine.perf import StepCost
+
+    per = list(p.per_device.values())
+    return StepCost(tokens=per[0].tokens, bytes_weights=p.bytes_weights, bytes_kv=p.bytes_kv, flops=p.flops,
+                    experts_touched=max(x.experts_touched for x in per),
+                    memory_ms=sum(x.memory_ms for x in per), compute_ms=sum(x.compute_ms for x in per),
+                    comm_ms=p.transfer_ms, overhead_ms=p.overhead_ms + sum(x.overhead_ms for x in per),
+                    total_ms=p.total_ms, bound=p.bound)
+
+
+@dataclass
+class _Setup:
+    meta: GGUFMeta
+    plan: LlamaCppPlan
+    pl: Placement
+    costs: dict
+    hws: dict
+    link_bps: float
+    sources: dict
+    notes: list
+
+
+def _setup(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, n_gpus: int, split_mode: str,
+           tensor_split: list[float] | None, n_cpu_moe: int, host_bandwidth_gbps: float | None,
+           pcie_gbps: float | None) -> _Setup:
+    from calculator.engine.perf import PCIE_GEN4
+
+    if plan.device == "CPU":
+        raise NotModelled("speed on a CPU-only build is not modelled (a CPU's FLOP/s are not in the catalog)",
+                          field="gpu")
+    n_all = meta.n_layer_all
+    pl = placement(n_all, plan.n_gpu_layers, n_gpus=n_gpus, tensor_split=tensor_split, split_mode=split_mode,
+                   n_cpu_moe=n_cpu_moe)
+    on_gpu = [il for il in range(n_all) if pl.layers[il] != CPU]
+    if n_gpus == 1 and (on_gpu != list(plan.layers_on_gpu) or (pl.output != CPU) != plan.output_on_gpu):
+        raise NotModelled("the memory plan places layers differently from llama-model.cpp:1589-1613 as read here",
+                          field="n_gpu_layers")
+    costs = _device_costs(meta, plan, pl)
+    gpu_hw = _hardware(gpu)
+    hws = {d: gpu_hw for d in costs if d != CPU}
+    notes, sources = [], dict(gpu_hw.sources)
+    if CPU in costs and (costs[CPU].dense_bytes or costs[CPU].expert_bytes):
+        hws[CPU] = _host_hardware(gpu_hw, host_bandwidth_gbps)
+        sources["host_bandwidth"] = hws[CPU].sources["host_bandwidth"]
+        notes.append(f"{sum(1 for d in pl.layers if d == CPU)} of {n_all} layers"
+                     + (f" and the routed experts of {len(pl.expert_cpu_layers)} layers" if pl.expert_cpu_layers else "")
+                     + " in CPU memory: read at the system RAM's bandwidth (bandwidth-bound)")
+    elif CPU in costs:
+        hws[CPU] = _host_hardware(gpu_hw, host_bandwidth_gbps)
+    link = PCIE_GEN4[0] if pcie_gbps is None else pcie_gbps
+    sources["pcie"] = (PCIE_GEN4[1] if pcie_gbps is None else f"{pcie_gbps:g} GB/s (given)") + \
+        "; activations cross devices in F32 (n_embd x 4 B per token)"
+    if n_gpus > 1:
+        sources["split"] = (f"-sm {pl.split_mode} over {pl.n_gpus} x {gpu.name}, shares "
+                            f"{', '.join(f'{x:.3f}' for x in pl.shares)} ({SRC}src/llama-model.cpp:1556-1613)")
+    return _Setup(meta=meta, plan=plan, pl=pl, costs=costs, hws=hws, link_bps=link * 1e9, sources=sources,
+                  notes=notes)
+
+
+def _decode(s: _Setup, requests: int, tokens_per_request: int, context: int) -> _Pass:
+    return _pass(s.costs, s.pl, s.hws, requests=requests, tokens_per_request=tokens_per_request, context=context,
+                 link_bps=s.link_bps, hidden=s.meta.n_embd, n_layer_all=s.meta.n_layer_all)
+
+
+def _prefill(s: _Setup, prompt_len: int, n_ubatch: int):
+    """Prefill: every device's ``prefill_cost`` in sequence; weights in CPU memory are copied to the first GPU
+    once per ubatch of >= 32 tokens (op offload) and computed there; smaller ubatches run on the CPU
+    (bandwidth-bound). None when a GPU has no FLOP/s."""
+    from calculator.engine.perf import ModelCost, prefill_cost
+
+    gpus = [d for d in s.costs if d != CPU]
+    if not gpus or any(not math.isfinite(s.hws[d].peak_flops) for d in gpus):
+        return None
+    total = 0.0
+    chunk = max(1, n_ubatch)
+    for d, mc in s.costs.items():
+        if d == CPU:
+            continue
+        total += prefill_cost(mc, s.hws[d], prompt_len=prompt_len, chunk=chunk).total_ms
+    if CPU in s.costs:
+        mc = s.costs[CPU]
+        n_chunks = math.ceil(prompt_len / chunk)
+        if min(chunk, prompt_len) >= OP_OFFLOAD_MIN_BATCH:
+            # the CPU-resident weights are streamed to the GPU each ubatch and multiplied there
+            cpu_bytes = mc.dense_bytes + mc.expert_bytes
+            total += n_chunks * cpu_bytes / s.link_bps * 1e3
+            as_gpu = ModelCost(dense_bytes=0.0, expert_bytes=0.0, num_experts=0, topk=0,
+                               matmul_params=mc.matmul_params, attn=mc.attn, state_bytes=0.0, hidden=mc.hidden,
+                               allreduce_layers=mc.allreduce_layers, tp=1, pp=1,
+                               expert_matmul_params=mc.expert_matmul_params)
+            total += prefill_cost(as_gpu, s.hws[gpus[0]], prompt_len=prompt_len, chunk=chunk).total_ms
+        else:
+            total += prefill_cost(mc, s.hws[CPU], prompt_len=prompt_len, chunk=chunk).total_ms
+    return total
 
 
 def speed(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, prompt_len: int = 1024, output_len: int = 128,
-          concurrency: int = 1, n_ubatch: int = 512, runtime_label: str = "llama.cpp") -> LlamaCppSpeed:
+          concurrency: int = 1, n_ubatch: int = 512, runtime_label: str = "llama.cpp", n_gpus: int = 1,
+          split_mode: str = "layer", tensor_split: list[float] | None = None, n_cpu_moe: int = 0,
+          host_bandwidth_gbps: float | None = None, pcie_gbps: float | None = None) -> LlamaCppSpeed:
     """TTFT, time per output token and output tok/s for ``concurrency`` sequences (at most the plan's
     ``n_seq_max`` slots decode together) with ``prompt_len`` prompt and ``output_len`` output tokens.
 
-    ``gpu``: a catalog GPU (``calculator.engine.gpus.GPU``). A GPU without a TFLOP/s figure (Apple M3 / M4:
-    Apple publishes none) gets the decode estimate (bandwidth-bound) and no TTFT. Raises ``NotModelled``
-    (field named) for what is not modelled and ``ValueError`` for lengths below 1."""
-    from calculator.engine.perf import Hardware, get_efficiency, hardware, prefill_cost, step_cost
-
+    ``gpu``: a catalog GPU (``calculator.engine.gpus.GPU``); ``n_gpus`` of them with ``split_mode`` (-sm
+    ``layer``/``row``/``none``) and ``tensor_split`` (-ts). Layers on the CPU follow the plan's ``n_gpu_layers``;
+    ``n_cpu_moe`` (--n-cpu-moe) keeps the first N layers' routed experts in CPU memory (the memory plan does not
+    model that override: its buffers are unchanged). ``host_bandwidth_gbps``: system RAM bandwidth for the CPU part
+    (default :data:`HOST_RAM_ASSUMED_GBPS`, assumed); ``pcie_gbps``: the GPU link (default perf's PCIe Gen4 x16,
+    assumed). A GPU without a TFLOP/s figure (Apple M3 / M4) gets the decode estimate (bandwidth-bound) and no
+    TTFT. Raises ``NotModelled`` (field named) for what is not modelled and ``ValueError`` for lengths below 1
+    or bad split parameters."""
     for name, value in (("prompt_len", prompt_len), ("output_len", output_len), ("concurrency", concurrency)):
         if value < 1:
             raise ValueError(f"{name} must be >= 1, not {value}")
-    if gpu.bandwidth_gbps is None:
-        raise NotModelled(f"{gpu.name}: no memory bandwidth in the catalog, so the speed is not modelled", field="gpu")
-    mc = cost_terms(meta, plan)
-    notes = []
+    s = _setup(meta, plan, gpu, n_gpus=n_gpus, split_mode=split_mode, tensor_split=tensor_split,
+               n_cpu_moe=n_cpu_moe, host_bandwidth_gbps=host_bandwidth_gbps, pcie_gbps=pcie_gbps)
+    notes = list(s.notes)
     if gpu.tflops_bf16 is None:
-        eff = get_efficiency(gpu.name, "llama.cpp")
-        hw = Hardware(bandwidth=gpu.bandwidth_gbps * 1e9, peak_flops=math.inf, link=1.0, eff=eff,
-                      compute_dtype="not modelled", sources={
-                          "bandwidth": f"{gpu.bandwidth_gbps:g} GB/s, {gpu.spec_source}",
-                          "tflops": f"{gpu.name}: no published TFLOP/s; compute not modelled (decode taken as "
-                                    "bandwidth-bound, no TTFT)", "efficiency": eff.source})
         notes.append("no TFLOP/s for this GPU: decode is taken as bandwidth-bound and TTFT is not given")
-    else:
-        hw = hardware(gpu, None, runtime="llama.cpp")
     conc = min(concurrency, plan.n_seq_max)
     if concurrency > plan.n_seq_max:
         notes.append(f"{concurrency} requests but {plan.n_seq_max} slots (--parallel): {conc} decode together, "
                      "the rest wait")
     ctx_cap = plan.n_ctx_seq or plan.n_ctx
     mean_ctx = min(prompt_len + max(1, output_len // 2), ctx_cap)
-    dec = step_cost(mc, hw, requests=conc, tokens_per_request=1, context=mean_ctx)
-    pre = None
-    ttft = None
-    if math.isfinite(hw.peak_flops):
-        pre = prefill_cost(mc, hw, prompt_len=min(prompt_len, ctx_cap), chunk=max(1, n_ubatch))
-        ttft = pre.total_ms + dec.total_ms
+    dec = _decode(s, conc, 1, mean_ctx)
+    pre_ms = _prefill(s, min(prompt_len, ctx_cap), n_ubatch)
+    ttft = None if pre_ms is None else pre_ms + dec.total_ms
     itl = dec.total_ms
-    eff = hw.eff
-    sources = dict(hw.sources)
-    sources["bytes"] = (f"GGUF tensor bytes on the {plan.device} device ({meta.source}); token_embd read as one row "
-                        "per token; KV from the plan's cache types")
+    eff = next(iter(s.hws.values())).eff
+    sources = dict(s.sources)
+    sources["bytes"] = (f"GGUF tensor bytes per device ({meta.source}); token_embd read as one row per token; KV "
+                        "from the plan's cache types, on its layer's device")
+    devices = {_dev_name(d): {"weight_bytes": p.bytes_weights, "kv_bytes": p.bytes_kv, "ms": round(p.total_ms, 3),
+                              "bandwidth_gbps": s.hws[d].bandwidth / 1e9}
+               for d, p in sorted(dec.per_device.items())}
     return LlamaCppSpeed(
-        runtime=runtime_label, gpu=gpu.name, prompt_len=prompt_len, output_len=output_len, concurrency=conc,
-        mean_context=mean_ctx, ttft_ms=None if ttft is None else round(ttft, 2), itl_ms=round(itl, 3),
-        decode_step_ms=round(dec.total_ms, 3), output_tokens_per_s=round(conc * 1000.0 / itl, 2),
-        weight_bytes_per_token=dec.bytes_weights, kv_bytes_per_token_step=dec.bytes_kv, decode=dec, prefill=pre,
+        runtime=runtime_label, gpu=gpu.name if n_gpus == 1 else f"{n_gpus} x {gpu.name}", prompt_len=prompt_len,
+        output_len=output_len, concurrency=conc, mean_context=mean_ctx,
+        ttft_ms=None if ttft is None else round(ttft, 2), itl_ms=round(itl, 3), decode_step_ms=round(itl, 3),
+        output_tokens_per_s=round(conc * 1000.0 / itl, 2), weight_bytes_per_token=dec.bytes_weights,
+        kv_bytes_per_token_step=dec.bytes_kv, decode=_decode_view(dec),
+        prefill=None if pre_ms is None else {"total_ms": round(pre_ms, 3)},
         efficiency_label=eff.label,
         efficiency={"mem_bw": eff.mem_bw, "compute": eff.compute, "step_overhead_ms": eff.step_overhead_ms,
-                    "layer_us": eff.layer_us, "overlap_p": eff.overlap_p},
-        sources=sources, notes=notes)
+                    "layer_us": eff.layer_us, "overlap_p": eff.overlap_p,
+                    "transfer_latency_us": eff.allreduce_latency_us},
+        sources=sources, notes=notes, devices=devices, transfer_ms=round(dec.transfer_ms, 4))
+
+
+class SpecSpeed(BaseModel):
+    """Speculative decoding with a draft model (``llama-server --model-draft``). ``k``: drafted tokens per step
+    (``--draft-max``); ``acceptance_length``: mean tokens per step incl. the target's own (``None`` when neither
+    the request nor a public figure gives it: then only ``break_even_rate`` is known); ``draft_pass_ms``: one
+    single-token draft pass; ``verify_ms``: the target's pass over ``k + 1`` tokens; ``step_ms`` = k x draft +
+    verify + the speculative step overhead; ``baseline_itl_ms``: the plain decode step; ``speedup`` =
+    (AL / step) / (1 / baseline); ``break_even_rate``: the acceptance rate (accepted / drafted) at which the
+    speedup is 1 (None: never pays)."""
+
+    k: int
+    acceptance_length: float | None
+    acceptance_rate: float | None
+    acceptance_source: str
+    draft_pass_ms: float
+    verify_ms: float
+    step_ms: float
+    baseline_itl_ms: float
+    itl_ms: float | None
+    output_tokens_per_s: float | None
+    speedup: float | None
+    break_even_rate: float | None
+    verify_bound: str
+    notes: list[str]
+    sources: dict[str, str]
+
+
+def spec_speed(meta: GGUFMeta, plan: LlamaCppPlan, draft_meta: GGUFMeta, draft_plan: LlamaCppPlan, gpu, *, k: int,
+               acceptance_rate: float | None = None, acceptance_length: float | None = None,
+               workload: str | None = None, temperature: float | None = None, prompt_len: int = 1024,
+               output_len: int = 128, n_gpus: int = 1, split_mode: str = "layer",
+               tensor_split: list[float] | None = None, n_cpu_moe: int = 0, host_bandwidth_gbps: float | None = None,
+               pcie_gbps: float | None = None) -> SpecSpeed:
+    """Speed of one sequence with a draft model drafting ``k`` tokens per step (``--draft-max``, the
+    ``--draft-min`` / ``--draft-p-min`` cut-offs not modelled: every step drafts ``k``).
+
+    The draft runs on the same devices and split as the target (common/speculative.cpp:2446-2470: the draft's
+    params start as a copy of the target's, ``-devd`` / ``-ngld`` override them; pinned to one device it uses
+    ``-sm layer``) with its own plan (``draft_plan``, its ``-ngld``). A step (common/speculative.cpp:308-412 and
+    the server's verification batch) is ``k`` single-token draft passes, one target pass over ``k + 1`` tokens and
+    the efficiency's ``spec_step_overhead_ms``; it yields ``AL`` tokens, from ``acceptance_rate`` (llama.cpp's
+    ``accept`` = n_accept / n_drafted, so ``AL = 1 + k x rate``), ``acceptance_length``, or
+    :func:`calculator.engine.acceptance.predict_acceptance` for the draft-model method (which has no public
+    figure: then ``acceptance_length`` is None and only the break-even rate is given). Raises ``NotModelled`` /
+    ``ValueError`` as :func:`speed`, and ``ValueError`` for ``k < 1``."""
+    from calculator.engine.acceptance import predict_acceptance
+    from calculator.engine.perf import break_even_acceptance_rate
+
+    if k < 1:
+        raise ValueError(f"k (--draft-max) must be >= 1, not {k}")
+    if prompt_len < 1 or output_len < 1:
+        raise ValueError("prompt_len and output_len must be >= 1")
+    kw = dict(n_gpus=n_gpus, split_mode=split_mode, tensor_split=tensor_split, host_bandwidth_gbps=host_bandwidth_gbps,
+              pcie_gbps=pcie_gbps)
+    tgt = _setup(meta, plan, gpu, n_cpu_moe=n_cpu_moe, **kw)
+    dft = _setup(draft_meta, draft_plan, gpu, n_cpu_moe=0, **kw)
+    ctx = min(prompt_len + max(1, output_len // 2), plan.n_ctx_seq or plan.n_ctx)
+    base = _decode(tgt, 1, 1, ctx)
+    verify = _decode(tgt, 1, k + 1, ctx)
+    draft = _decode(dft, 1, 1, min(ctx, draft_plan.n_ctx_seq or draft_plan.n_ctx))
+    eff = next(iter(tgt.hws.values())).eff
+    step = k * draft.total_ms + verify.total_ms + eff.spec_step_overhead_ms
+    acc = predict_acceptance("draft_model", k, workload=workload, temperature=temperature,
+                             acceptance_rate=acceptance_rate, acceptance_length=acceptance_length)
+    notes = []
+    if acc is None:
+        al = rate = None
+        src = ("no acceptance given and no public figure for a draft model (calculator.engine.acceptance): give the "
+               "acceptance rate llama.cpp logs (accept = n_accept / n_drafted)")
+        notes.append("acceptance unknown: only the break-even acceptance rate is given")
+    else:
+        al, rate, src = acc.length, acc.rate, acc.source
+    ratio = step / base.total_ms
+    be = break_even_acceptance_rate(ratio, k)
+    itl = None if al is None else step / al
+    sources = dict(tgt.sources)
+    sources["spec"] = (f"{SRC}common/speculative.cpp:308-412 (k single-token draft passes per step), the target "
+                       f"verifies k + 1 tokens in one pass; draft on the target's devices (:2446-2470); "
+                       f"spec_step_overhead_ms {eff.spec_step_overhead_ms} ({eff.label})")
+    sources["draft_bytes"] = f"draft GGUF tensors ({draft_meta.source})"
+    return SpecSpeed(k=k, acceptance_length=None if al is None else round(al, 4), acceptance_rate=rate,
+                     acceptance_source=src, draft_pass_ms=round(draft.total_ms, 3), verify_ms=round(verify.total_ms, 3),
+                     step_ms=round(step, 3), baseline_itl_ms=round(base.total_ms, 3),
+                     itl_ms=None if itl is None else round(itl, 3),
+                     output_tokens_per_s=None if itl is None else round(1000.0 / itl, 2),
+                     speedup=None if itl is None else round(base.total_ms / itl, 4),
+                     break_even_rate=None if be is None else round(be, 4), verify_bound=verify.bound,
+                     notes=tgt.notes + notes, sources=sources)
