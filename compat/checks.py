@@ -106,6 +106,10 @@ class ModelFeatures(BaseModel):
     use_mm_prefix: bool = False
     attn_type: str = "decoder"
     mtp_layers: int = 0
+    architecture: str = ""
+    # one head size per decoder layer where layers differ (Gemma 4: sliding head_dim, full global_head_dim), as
+    # vLLM's model_arch_config has them; empty: every layer has ``head_size``
+    layer_head_sizes: list[int] = Field(default_factory=list)
     vocab_size: int | None = None
     hidden_size: int | None = None
     notes: list[str] = Field(default_factory=list)
@@ -177,6 +181,13 @@ class CompatReport(BaseModel):
     speculative: list[SpecIssue] = Field(default_factory=list)
     assumptions: list[str] = Field(default_factory=list)
     features: ModelFeatures
+    # file:line of each model-specific rule that decided (the model's verify_and_update_config, FA4 support,
+    # get_flash_attn_version), with what it did
+    sources: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    layer_backends: dict[str, str] = Field(default_factory=dict)  # head size -> backend, when chosen per size
+    flash_attn_versions: dict[str, int | None] = Field(default_factory=dict)  # head size -> FA version (FLASH_ATTN)
+    model_forced_backend: str | None = None  # --attention-backend set by the model's verify_and_update_config
 
     def to_json(self) -> dict:
         return self.model_dump(mode="json")
@@ -242,12 +253,38 @@ def features_from_hf_config(config: dict) -> ModelFeatures:
     dtype = str(c.get("torch_dtype") or c.get("dtype") or config.get("torch_dtype") or "bfloat16")
     mm_prefix = is_mm and (bool(config.get("is_mm_prefix_lm")) or
                            str(config.get("model_type", "")) in MM_PREFIX_LM_MODELS)
+    archs = config.get("architectures") or c.get("architectures") or [""]
+    layer_heads = _layer_head_sizes(config, model_type)
+    if layer_heads:
+        notes.append("head size per layer type: " + ", ".join(
+            f"{h}" for h in sorted(set(layer_heads))) + " (calculator/engine/arch.py layer shapes)")
     return ModelFeatures(
         model_type=model_type, head_size=head_size, num_attention_heads=heads,
         num_kv_heads=c.get("num_key_value_heads", heads), use_mla=use_mla, use_sparse=use_sparse,
         has_sink=model_type == "gpt_oss", has_sliding_window=bool(sliding), model_dtype=dtype,
         is_multimodal=is_mm, use_mm_prefix=mm_prefix, mtp_layers=int(c.get("num_nextn_predict_layers") or 0),
+        architecture=str(archs[0] if isinstance(archs, list) and archs else archs), layer_head_sizes=layer_heads,
         vocab_size=c.get("vocab_size"), hidden_size=c.get("hidden_size"), notes=notes)
+
+
+def _layer_head_sizes(config: dict, model_type: str) -> list[int]:
+    """Per-layer head sizes for models whose layers differ (Gemma 4), from the memory engine's layer shapes
+    (:func:`calculator.engine.arch.parse_config`, ``LayerDesc.head_dim``); ``[]`` when all layers share one.
+
+    Raises:
+        CompatInputError: on ``config`` when the engine refuses the layer shapes (its message).
+    """
+    from calculator.engine.arch import GEMMA4_TYPES, parse_config
+    from calculator.engine.errors import EngineInputError
+
+    if model_type not in GEMMA4_TYPES:
+        return []
+    try:
+        arch = parse_config(config)
+    except EngineInputError as e:
+        raise CompatInputError("config", str(e)) from None
+    sizes = [la.head_dim or arch.head_dim for la in arch.layers]
+    return sizes if len(set(sizes)) > 1 else []
 
 
 # ------------------------------------------------------------------ platform / gpu
@@ -279,11 +316,20 @@ def _resolve_dtype(dtype: str, features: ModelFeatures, platform: str, cap) -> s
 
 
 # ------------------------------------------------------------------ evaluation helpers
-def _assumptions(platform: str, cap) -> tuple[dict, dict]:
+def _assumptions(platform: str, cap, data: dict | None = None) -> tuple[dict, dict]:
     values, why = {}, {}
     for text, value, reason in RUNTIME_ASSUMPTIONS.get(platform, []):
         values[text] = value(cap) if callable(value) else value
         why[text] = reason
+    fa4 = (data or {}).get("flash_attn", {}).get("4")
+    if platform == "cuda" and fa4 is not None and cap is not None:
+        # the release's own _is_fa4_supported and whether its wheel ships FA4 (compat/extract.py flash_attn_support)
+        ok = fa4["available"] and cap.as_version_str() in fa4["capabilities"]
+        reason = (f"FA4 {'runs' if ok else 'does not run'} on compute capability {cap.as_version_str()} in this "
+                  f"release: _is_fa4_supported accepts {', '.join(fa4['capabilities']) or 'nothing'} "
+                  f"({fa4['source']}); {fa4['why']}")
+        for text in ("_is_fa_version_supported(4)", "is_fa_version_supported(4)"):
+            values[text], why[text] = ok, reason
     return values, why
 
 
@@ -303,7 +349,9 @@ def _selector_kwargs(f: ModelFeatures, dtype: str, kv: str, block_size, cap) -> 
 def _vllm_config(req: "CheckRequest", dtype: str, kv: str):
     """The parts of ``get_current_vllm_config()`` that backend rules read, for this configuration."""
     text = _text_config(req.hf_config) if req.hf_config else None
-    model = {"hf_text_config": text, "hf_config": req.hf_config, "dtype": dtype} if text else None
+    # is_diffusion / is_mm_prefix_lm / rswa_window: read by get_flash_attn_version (fa_utils.py:151, :249 in 0.32)
+    model = {"hf_text_config": text, "hf_config": req.hf_config, "dtype": dtype, "is_diffusion": False,
+             "is_mm_prefix_lm": req.features.use_mm_prefix, "rswa_window": None} if text else None
     return interp._Namespace({
         "model_config": model,
         "parallel_config": {"prefill_context_parallel_size": 1, "decode_context_parallel_size": 1,
@@ -313,6 +361,68 @@ def _vllm_config(req: "CheckRequest", dtype: str, kv: str):
                          "user_specified_block_size": req.block_size is not None},
         "speculative_config": None,
     })
+
+
+def _model_config_rule(data: dict, req: "CheckRequest", f: ModelFeatures, plat: interp.Platform, kv: str,
+                       requested: str | None, assume: dict, used: set) -> dict | None:
+    """Evaluate the model's ``verify_and_update_config`` (``MODELS_CONFIG_MAP[architecture]``, stored by
+    :func:`compat.extract.model_configs`) as vLLM runs it before choosing attention backends: it may force
+    ``--attention-backend`` or set the FlashAttention version.
+
+    Returns ``None`` when the release has no rule for the architecture, else ``{"backend": name or None,
+    "flash_attn_version": int or None, "source": file:line, "map": file:line, "conditions": [...]}``.
+    """
+    entry = data.get("model_configs", {}).get(f.architecture)
+    if entry is None or not req.hf_config:
+        return None
+    text = _text_config(req.hf_config)
+    sizes = f.layer_head_sizes or [f.head_size] * int(text.get("num_hidden_layers") or 1)
+    arch_cfg = interp._Namespace({"total_num_hidden_layers": len(sizes),
+                                  "_items": [interp._Namespace({"head_size": h}) for h in sizes]})
+    vcfg = interp._Namespace({
+        "model_config": {"hf_text_config": text, "hf_config": req.hf_config, "model_arch_config": None},
+        "attention_config": {"flash_attn_version": None, "backend": interp.BackendRef(requested) if requested
+                             else None},
+        "cache_config": {"cache_dtype": kv}})
+    vcfg.model_config._set("model_arch_config", arch_cfg)
+
+    def run(ev):
+        ev.call_method(entry["class"], "verify_and_update_config", vcfg)
+        used.update(ev.used)
+        backend = vcfg.attention_config.backend
+        return (backend.name if isinstance(backend, interp.BackendRef) else backend,
+                vcfg.attention_config.flash_attn_version)
+
+    try:
+        result = interp.evaluate(run, data, plat, assume)
+    except interp.NotEvaluable as e:
+        return {"backend": None, "flash_attn_version": None, "source": entry["source"], "map": entry["map"],
+                "conditions": [f"rule not evaluable ({e})"]}
+    leaves = _leaves(result)
+    backend, version = leaves[0][1] if not isinstance(leaves[0][1], interp.Raised) else (None, None)
+    conds = [f"{c}={v}" for path, _ in leaves[1:] for c, v in path] if len(leaves) > 1 else []
+    return {"backend": backend, "flash_attn_version": version, "source": entry["source"], "map": entry["map"],
+            "conditions": conds}
+
+
+def _flash_attn_version(data: dict, plat, head_size: int, assume: dict, used: set, vcfg) -> Any:
+    """``get_flash_attn_version(head_size=...)`` of the release (``vllm/v1/attention/backends/fa_utils.py``)
+    for one layer's head size; ``(version or None, file:line)``."""
+    q = next((k for k in data.get("functions", {}) if k.endswith("fa_utils.get_flash_attn_version")), None)
+    if q is None:
+        return None, None
+    fn = data["functions"][q]
+
+    def run(ev):
+        out = ev.call_function(q, head_size=head_size)
+        used.update(ev.used)
+        return out
+
+    try:
+        r = interp.evaluate(run, data, plat, assume, vcfg)
+    except interp.NotEvaluable:
+        return None, f"{fn['file']}:{fn['line']}"
+    return (r if isinstance(r, int) else None), f"{fn['file']}:{fn['line']}"
 
 
 def _validate(data, backend: dict, plat: interp.Platform, kwargs: dict, assume: dict, used: set, vcfg=None):
@@ -330,7 +440,7 @@ def _validate(data, backend: dict, plat: interp.Platform, kwargs: dict, assume: 
 
 
 def priority_order(data: dict, platform: str, features: ModelFeatures, kv: str, cap, assume: dict,
-                   used: set) -> tuple[Any, str | None]:
+                   used: set, head_size: int | None = None) -> tuple[Any, str | None]:
     """The platform's auto order: evaluates ``_get_backend_priorities`` (CUDA, ROCm) from the release.
 
     Returns (list of backend names, or a Fork of lists; source file:line)."""
@@ -339,7 +449,8 @@ def priority_order(data: dict, platform: str, features: ModelFeatures, kv: str, 
         return None, (p or {}).get("source")
     plat = interp.Platform(platform, cap)
     kwargs = dict(use_mla=features.use_mla, device_capability=cap, num_heads=features.num_attention_heads,
-                  kv_cache_dtype=kv, use_non_causal=False, head_size=features.head_size,
+                  kv_cache_dtype=kv, use_non_causal=False,
+                  head_size=features.head_size if head_size is None else head_size,
                   use_mm_prefix=features.use_mm_prefix, use_sparse=features.use_sparse, use_kv_connector=False)
 
     def run(ev):
@@ -544,19 +655,152 @@ def check(req: CheckRequest) -> CompatReport:
         raise CompatInputError("attention_backend", f"unknown attention backend {requested!r} in vLLM {release}; "
                                f"valid: {', '.join(sorted(names))}")
 
-    assume, why = _assumptions(platform, cap)
+    assume, why = _assumptions(platform, cap, data)
     used: set = set()
     plat = interp.Platform(platform, cap)
-    kwargs = _selector_kwargs(f, dtype, kv, req.block_size, cap)
+    sources: list[str] = []
+    notes: list[str] = []
+    rule = _model_config_rule(data, req, f, plat, kv, requested, assume, used)
+    forced = None
     vcfg = _vllm_config(req, dtype, kv)
-    order, order_source = priority_order(data, platform, f, kv, cap, assume, used)
+    if rule is not None:
+        what = []
+        if rule["flash_attn_version"] is not None:
+            vcfg.attention_config._set("flash_attn_version", rule["flash_attn_version"])
+            what.append(f"sets flash_attn_version={rule['flash_attn_version']}")
+        if rule["backend"] is not None and not requested:
+            forced = rule["backend"]
+            what.append(f"forces --attention-backend {forced}")
+        sources.append(f"{rule['source']} {f.architecture} -> verify_and_update_config (MODELS_CONFIG_MAP "
+                       f"{rule['map']}): " + (", ".join(what) or "changes nothing for this configuration"))
+        if rule["conditions"]:
+            notes.append("the model's config rule depends on: " + ", ".join(rule["conditions"]))
+    head_sizes = sorted(set(f.layer_head_sizes)) or [f.head_size]
+    if len(head_sizes) > 1:
+        notes.append(f"layers have head sizes {', '.join(map(str, head_sizes))}: vLLM chooses and validates the "
+                     "backend per layer (each Attention layer calls the selector with its head size)")
+    per_hs = {hs: _backends_for_head_size(data, platform, f, dtype, kv, req, cap, plat, assume, used, vcfg,
+                                          requested, hs) for hs in head_sizes}
+    verdicts = _combine(per_hs)
+    main_order = per_hs[head_sizes[0]][1]
+    order_leaves = per_hs[head_sizes[0]][2]
+    order_source = per_hs[head_sizes[0]][3]
+    for v in verdicts.values():
+        if v.ok is False:
+            v.fixes = _fixes(v.name, v.reasons, req, verdicts, release, data, kv, dtype)
+    effective = requested or forced
+    auto, auto_conditions, error = None, [], None
+    p = data["platforms"][platform]
+    layer_backends: dict[str, str] = {}
+    if forced and p["kind"] == "priority_list":
+        v = verdicts[forced]
+        if v.ok is True:
+            auto = forced
+        elif v.ok is None:
+            auto_conditions.append(f"{forced} (forced by the model's config rule) is valid if "
+                                   + "; ".join(" and ".join(f"{c}={val}" for c, val in x.when)
+                                               for x in v.conditions if not x.reasons))
+        else:
+            error = f"Selected backend {forced} is not valid for this configuration. Reason: {v.reasons}"
+    elif p["kind"] == "priority_list":
+        for hs in head_sizes:
+            pick, conds = _first_valid(per_hs[hs][1], per_hs[hs][0])
+            auto_conditions += [c for c in conds if c not in auto_conditions]
+            if pick:
+                layer_backends[str(hs)] = pick
+        if len(per_hs[head_sizes[0]][2]) > 1:
+            auto_conditions.append("the priority order itself depends on: "
+                                   + ", ".join(sorted({c for path, _ in order_leaves for c, _ in path})))
+        if len(layer_backends) == len(head_sizes) and len(set(layer_backends.values())) == 1:
+            auto = next(iter(layer_backends.values()))
+        elif len(layer_backends) == len(head_sizes):
+            auto = layer_backends[str(f.head_size)] if str(f.head_size) in layer_backends else \
+                layer_backends[str(head_sizes[0])]
+            notes.append("backend per head size: " + ", ".join(f"{k}: {b}" for k, b in layer_backends.items()))
+        elif not auto_conditions:
+            missing = [str(hs) for hs in head_sizes if str(hs) not in layer_backends]
+            error = (f"No valid attention backend found for {platform} with this configuration"
+                     + (f" (head size {', '.join(missing)})" if len(head_sizes) > 1 else ""))
+    else:
+        sel, _ = _direct_selection(data, platform, f, dtype, kv, req.block_size, cap, forced, assume, used)
+        sel_leaves = _leaves(sel)
+        first = sel_leaves[0][1]
+        if isinstance(first, interp.Raised):
+            error = f"{first.kind}: {first.message}"
+        else:
+            auto = first
+        if len(sel_leaves) > 1:
+            auto_conditions.append("depends on: " + ", ".join(sorted({c for path, _ in sel_leaves for c, _ in path})))
+    fa_versions: dict[str, int | None] = {}
+    chosen = effective or auto
+    if platform == "cuda" and chosen == "FLASH_ATTN":
+        fa_src = None
+        for hs in head_sizes:
+            fa_versions[str(hs)], fa_src = _flash_attn_version(data, plat, hs, assume, used, vcfg)
+        if fa_src and any(v is not None for v in fa_versions.values()):
+            sources.append(f"{fa_src} get_flash_attn_version: " + ", ".join(
+                f"FA{v} for head size {hs}" for hs, v in fa_versions.items()))
+    if "_is_fa_version_supported(4)" in used or "is_fa_version_supported(4)" in used:
+        fa4 = data.get("flash_attn", {}).get("4")
+        if fa4:
+            sources.append(f"{fa4['source']} _is_fa4_supported: FA4 on compute capability "
+                           f"{', '.join(fa4['capabilities']) or 'none'} ({fa4['why']})")
+    return _finish(req, data, release, platform, gpu, cap, dtype, kv, requested, f, verdicts, auto,
+                   auto_conditions, order_source or p.get("source"), error, assume, why, used, model_kv_note,
+                   sources, notes, layer_backends, fa_versions, forced)
+
+
+def _first_valid(order: list, verdicts: dict) -> tuple[str | None, list[str]]:
+    """``get_valid_backends`` (``vllm/platforms/cuda.py:375-415`` in 0.32): the first backend of the priority
+    order with no reasons; conditions of earlier backends that might win instead."""
+    conds = []
+    for name in order:
+        v = verdicts[name]
+        if v.ok is True:
+            return name, conds
+        if v.missing:
+            conds.append(f"{name} comes earlier in vLLM's order but is not modelled "
+                         f"({v.reasons[0]}); vLLM picks it instead if it accepts this configuration")
+        if v.ok is None:
+            conds.append(f"{name} would be chosen if "
+                         + " and ".join(f"{c}={val}" for c, val in
+                                        next(x.when for x in v.conditions if not x.reasons)))
+    return None, conds
+
+
+def _combine(per_hs: dict) -> dict[str, BackendVerdict]:
+    """One verdict per backend over every layer head size: it fails if it fails for any."""
+    sizes = list(per_hs)
+    if len(sizes) == 1:
+        return per_hs[sizes[0]][0]
+    out = {}
+    for name in per_hs[sizes[0]][0]:
+        vs = {hs: per_hs[hs][0][name] for hs in sizes if name in per_hs[hs][0]}
+        first = vs[sizes[0]]
+        oks = [v.ok for v in vs.values()]
+        ok = False if False in oks else (None if None in oks else True)
+        reasons = []
+        for hs, v in vs.items():
+            if v.ok is not True:
+                reasons += [f"{r} (head size {hs} layers)" for r in v.reasons]
+        out[name] = first.model_copy(update={
+            "ok": ok, "reasons": list(dict.fromkeys(reasons)),
+            "conditions": [c for v in vs.values() for c in v.conditions]})
+    return out
+
+
+def _backends_for_head_size(data, platform, f, dtype, kv, req, cap, plat, assume, used, vcfg, requested, hs):
+    """Verdicts of every backend for the layers of one head size; ``(verdicts, order, order leaves,
+    order source)``."""
+    kwargs = {**_selector_kwargs(f, dtype, kv, req.block_size, cap), "head_size": hs}
+    order, order_source = priority_order(data, platform, f, kv, cap, assume, used, head_size=hs)
     order_leaves = _leaves(order) if order is not None else []
     main_order = order_leaves[0][1] if order_leaves else []
     listed = list(dict.fromkeys(data["platforms"][platform]["backends"]))
     candidates = list(dict.fromkeys(list(main_order) + sorted(listed)))
     if requested and requested not in candidates:
         candidates.append(requested)
-
+    names = {b["name"]: b for b in data["backends"]}
     verdicts: dict[str, BackendVerdict] = {}
     for name in candidates:
         b = names.get(name)
@@ -581,41 +825,13 @@ def check(req: CheckRequest) -> CompatReport:
         verdicts[name] = BackendVerdict(
             name=name, ok=ok, reasons=reasons, conditions=conds if len(conds) > 1 else [],
             priority=main_order.index(name) if name in main_order else None, source=b.get("source"))
-    for v in verdicts.values():
-        if v.ok is False:
-            v.fixes = _fixes(v.name, v.reasons, req, verdicts, release, data, kv, dtype)
+    return verdicts, main_order, order_leaves, order_source
 
-    auto, auto_conditions, error = None, [], None
+
+def _finish(req, data, release, platform, gpu, cap, dtype, kv, requested, f, verdicts, auto, auto_conditions,
+            auto_source, error, assume, why, used, model_kv_note, sources, notes, layer_backends, fa_versions,
+            forced) -> "CompatReport":
     p = data["platforms"][platform]
-    if p["kind"] == "priority_list":
-        for name in main_order:
-            v = verdicts[name]
-            if v.ok is True:
-                auto = name
-                break
-            if v.missing:
-                auto_conditions.append(f"{name} comes earlier in vLLM's order but is not modelled "
-                                       f"({v.reasons[0]}); vLLM picks it instead if it accepts this configuration")
-            if v.ok is None:
-                auto_conditions.append(f"{name} would be chosen if "
-                                       + " and ".join(f"{c}={val}" for c, val in
-                                                      next(x.when for x in v.conditions if not x.reasons)))
-        if len(order_leaves) > 1:
-            auto_conditions.append("the priority order itself depends on: "
-                                   + ", ".join(sorted({c for path, _ in order_leaves for c, _ in path})))
-        if auto is None and not auto_conditions:
-            error = f"No valid attention backend found for {platform} with this configuration"
-    else:
-        sel, _ = _direct_selection(data, platform, f, dtype, kv, req.block_size, cap, None, assume, used)
-        sel_leaves = _leaves(sel)
-        first = sel_leaves[0][1]
-        if isinstance(first, interp.Raised):
-            error = f"{first.kind}: {first.message}"
-        else:
-            auto = first
-        if len(sel_leaves) > 1:
-            auto_conditions.append("depends on: " + ", ".join(sorted({c for path, _ in sel_leaves for c, _ in path})))
-
     if requested:
         v = verdicts[requested]
         ok = v.ok
@@ -630,6 +846,8 @@ def check(req: CheckRequest) -> CompatReport:
             error = f"Selected backend {requested} is not valid for this configuration. Reason: {v.reasons}"
     else:
         ok = True if auto else (None if auto_conditions else False)
+        if error:
+            ok = False
         chosen_v = verdicts.get(auto) if auto else None
         if p["kind"] == "direct" and chosen_v is not None and chosen_v.ok is False and not error:
             # The direct selectors (CPU, XPU, ROCm before 0.18) return a backend without running its
@@ -645,11 +863,13 @@ def check(req: CheckRequest) -> CompatReport:
     return CompatReport(
         release=release, platform=platform, gpu=gpu.name, compute_capability=gpu.compute_capability,
         dtype=dtype, kv_cache_dtype=kv, block_size=req.block_size, requested_backend=requested,
-        auto_selected=auto, auto_conditions=auto_conditions, auto_source=order_source or p.get("source"),
+        auto_selected=auto, auto_conditions=auto_conditions, auto_source=auto_source,
         ok=ok, error=error, backends=ordered, speculative=spec,
         assumptions=[f"{t} = {assume[t]} ({why[t]})" for t in sorted(used) if t in why]
         + ([model_kv_note] if model_kv_note else []),
-        features=f)
+        features=f, sources=sources, notes=notes, layer_backends=layer_backends, flash_attn_versions=fa_versions,
+        model_forced_backend=forced)
+
 
 
 def verdict_for(hf_config: dict, gpu: str, *, dtype: str = "auto", kv_cache_dtype: str = "auto",

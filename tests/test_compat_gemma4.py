@@ -1,0 +1,73 @@
+"""Gemma 4's heterogeneous head sizes (sliding head_dim 256, full-attention global_head_dim 512) in the compat
+check: the model's own ``Gemma4Config.verify_and_update_config`` (read from each wheel, evaluated) and a backend
+choice per layer head size. Expected values come from reading vLLM's source, cited per assertion."""
+import pytest
+
+from calculator.engine.errors import EngineInputError
+from calculator.engine.layers import check_architecture
+from compat import checks, matrix
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return matrix.load_model_config("google/gemma-4-26B-A4B")
+
+
+def test_layer_head_sizes_come_from_the_engine(cfg):
+    f = checks.features_from_hf_config(cfg)
+    # text_config: head_dim 256 (sliding), global_head_dim 512 (full_attention layers)
+    assert sorted(set(f.layer_head_sizes)) == [256, 512]
+    assert f.layer_head_sizes.count(512) == cfg["text_config"]["layer_types"].count("full_attention")
+
+
+def test_a100_fa4_unsupported_forces_triton(cfg):
+    # 0.32 config.py:262 ``is_fa_version_supported(4)`` False on SM80 (flash_attn_interface.py:72 accepts 9.x, 10.x,
+    # 11.x) -> config.py:284-285 sets attention_config.backend = TRITON_ATTN
+    r = checks.verdict_for(cfg, "A100-80GB", vllm_version="0.32.0")
+    assert r.ok is True and r.auto_selected == "TRITON_ATTN" and r.model_forced_backend == "TRITON_ATTN"
+    assert any(s.startswith("vllm/model_executor/models/config.py:231 ") and "TRITON_ATTN" in s for s in r.sources)
+    assert any(s.startswith("vllm/vllm_flash_attn/flash_attn_interface.py:72 ") for s in r.sources)
+
+
+def test_h100_uses_flash_attn_fa4_for_all_layers(cfg):
+    # config.py:278 flash_attn_version = 4 (SM90 FA4 supported, bf16 cache); FLASH_ATTN first on SM90 (cuda.py)
+    r = checks.verdict_for(cfg, "H100", vllm_version="0.32.0")
+    assert r.ok is True and r.auto_selected == "FLASH_ATTN" and r.model_forced_backend is None
+    assert r.flash_attn_versions == {"256": 4, "512": 4}
+    assert any("config.py:231" in s and "flash_attn_version=4" in s for s in r.sources)
+
+
+def test_h100_fp8_uses_per_layer_fa3_fa4(cfg):
+    # config.py:268-270 SM90 + fp8 cache: no override; get_flash_attn_version prefers FA3 on SM90 and upgrades
+    # head_size > 256 to FA4 (fa_utils.py:74, upgrade at :143-160 in 0.32)
+    r = checks.verdict_for(cfg, "H100", kv_cache_dtype="fp8", vllm_version="0.32.0")
+    assert r.ok is True and r.auto_selected == "FLASH_ATTN"
+    assert r.flash_attn_versions == {"256": 3, "512": 4}
+    assert any(s.startswith("vllm/v1/attention/backends/fa_utils.py:74 ") for s in r.sources)
+
+
+def test_b200_follows_the_sm100_order(cfg):
+    # config.py:278 sets FA version 4 but forces no backend; on SM100 cuda.py:159-166 lists FLASHINFER first and
+    # flashinfer.py:566-568 takes head sizes 64, 128, 256, 512, so both layer kinds get FLASHINFER
+    r = checks.verdict_for(cfg, "B200", vllm_version="0.32.0")
+    assert r.ok is True and r.auto_selected == "FLASHINFER"
+    assert r.layer_backends == {"256": "FLASHINFER", "512": "FLASHINFER"}
+
+
+def test_requested_flash_attn_on_a100_is_refused_for_head_512(cfg):
+    # flash_attn.py:423-430 (0.32): head_size > 256 needs FA4, which SM80 does not have
+    r = checks.verdict_for(cfg, "A100-80GB", attention_backend="FLASH_ATTN", vllm_version="0.32.0")
+    assert r.ok is False and r.model_forced_backend is None
+    assert "head_size not supported (head size 512 layers)" in r.error
+
+
+def test_019_forces_triton_when_heads_differ_above_256(cfg):
+    # 0.19.0 config.py:63-103: head_dim != global_head_dim and max > 256 and no backend -> TRITON_ATTN, any GPU
+    r = checks.verdict_for(cfg, "H100", vllm_version="0.19.0")
+    assert r.auto_selected == "TRITON_ATTN" and r.model_forced_backend == "TRITON_ATTN"
+    assert any(s.startswith("vllm/model_executor/models/config.py:63 ") for s in r.sources)
+
+
+def test_release_before_gemma4_refuses_the_model():
+    with pytest.raises(EngineInputError, match="not supported for now"):
+        check_architecture("Gemma4ForConditionalGeneration", (0, 18, 1))
