@@ -210,10 +210,12 @@ def model_buffer_rows(rid: str, rec: dict, cfg: str, kwargs: dict) -> tuple[list
 #: not depend on the file type).
 COMPUTE_INPUTS = {
     # Ollama 0.21's llama.cpp runner, llama3.2:3b, n_ctx 4096, n_ubatch 512, FA auto -> enabled, 29/29 layers on Metal
-    "lcpp-027": ("meta-llama__Llama-3.2-3B.json", dict(n_ctx=4096, device="Metal"),
+    # (April 2026: a build before PR #23764, so an f32 KQ mask cast to f16: kq_mask_f16=False)
+    "lcpp-027": ("meta-llama__Llama-3.2-3B.json", dict(n_ctx=4096, device="Metal", kq_mask_f16=False),
                  {"compute_buffer_metal_mib": "MTL0", "compute_buffer_cpu_mib": "CPU"}),
     # gpt-oss with 12 SWA layers (24 layers: gpt-oss-20b), n_ctx 4096, SWA cache 768 cells, FA auto -> enabled, Metal
-    "lcpp-011": ("openai__gpt-oss-20b.json", dict(n_ctx=4096, device="Metal"),
+    # (late-Nov 2025 master: before PR #23764)
+    "lcpp-011": ("openai__gpt-oss-20b.json", dict(n_ctx=4096, device="Metal", kq_mask_f16=False),
                  {"compute_buffer_metal_mib": "MTL0", "compute_buffer_cpu_mib": "CPU"}),
     # legacy build, FA off (70016 cells = pad 32), Vulkan: the compute buffer it failed to allocate, in bytes
     "lcpp-014": ("Qwen__Qwen3-30B-A3B.json", dict(n_ctx=70000, flash_attn="off", release=RELEASE_LEGACY,

@@ -296,8 +296,9 @@ def test_compute_buffers_llama_3_2_3b_on_metal_against_the_public_log():
     By hand from the config (vocab 128256, hidden 3072): the GPU peak is the output layer: logits f32
     128256 x 512 x 4 B = 250.5 MiB + 2 hidden states 2 x 3072 x 512 x 4 B = 12 MiB; the host holds the graph inputs:
     the f32 KQ mask 4096 x 512 x 4 B = 8 MiB, the token embeddings 3072 x 512 x 4 B = 6 MiB and tokens / positions /
-    output ids 3 x 512 x 4 B."""
-    p = plan(meta("meta-llama__Llama-3.2-3B.json"), n_ctx=4096, device="Metal")
+    output ids 3 x 512 x 4 B. (That build predates PR #23764, which creates the mask f16 with flash attention:
+    kq_mask_f16=False; with 0.3.36 the host mask is half: 4096 x 512 x 2 B.)"""
+    p = plan(meta("meta-llama__Llama-3.2-3B.json"), n_ctx=4096, device="Metal", kq_mask_f16=False)
     gpu, host = p.buffer("compute", "MTL0"), p.buffer("compute", "CPU")
     assert gpu.bytes == 128256 * 512 * 4 + 2 * 3072 * 512 * 4
     assert host.bytes == 4096 * 512 * 4 + 3072 * 512 * 4 + 3 * 512 * 4
@@ -306,6 +307,9 @@ def test_compute_buffers_llama_3_2_3b_on_metal_against_the_public_log():
     assert gpu.error_bytes == int(COMPUTE_ERR_REL * gpu.bytes) + COMPUTE_ERR_ABS
     assert "estimated from the reserved graph's largest live tensors" in gpu.note
     assert any("compute buffer size =   262.50 MiB" in line for line in p.log_lines())
+    new = plan(meta("meta-llama__Llama-3.2-3B.json"), n_ctx=4096, device="Metal")  # 0.3.36: f16 mask
+    assert new.buffer("compute", "CPU").bytes == 4096 * 512 * 2 + 3072 * 512 * 4 + 3 * 512 * 4
+    assert new.buffer("compute", "MTL0").bytes == gpu.bytes
 
 
 def test_compute_buffer_without_flash_attention_is_the_kq_matrix():

@@ -274,6 +274,7 @@ def plan(
     offload_kqv: bool = True,
     release: str = RELEASE_0_3_36,
     cpu_features: frozenset[str] | set[str] | None = None,
+    kq_mask_f16: bool | None = None,
 ) -> LlamaCppPlan:
     """What llama.cpp allocates at start-up for ``meta`` with these context parameters.
 
@@ -285,6 +286,9 @@ def plan(
     GPUs (layers split by free memory or --tensor-split, llama-model.cpp:1556-1587) are not modelled.
     ``cpu_features`` (subset of ``CPU_FEATURES``) are the ggml-cpu build's SIMD features, which decide the
     CPU_REPACK buffer; ``None`` = unknown (no repacking modelled, said in ``notes`` when it matters).
+    ``kq_mask_f16`` (compute buffers only): whether the build creates the KQ mask f16 with flash attention
+    (ggml-org/llama.cpp PR #23764, 2026-05-28, in 0.3.36); ``None`` = by ``release`` (True for 0.3.36). Builds
+    before it (the public logs of 2025 / early 2026) made an f32 mask and cast it: give False.
 
     Returns a ``LlamaCppPlan``. Raises ``NotModelled`` (with ``field``) for what the model does not cover and
     ``ValueError`` (message naming the parameter) for what llama.cpp itself rejects.
@@ -448,7 +452,7 @@ def plan(
     n_tokens = min(n_ctx, n_ubatch_eff)  # sched_reserve: n_tokens = min(cparams.n_ctx, cparams.n_ubatch)
     buffers += compute_buffers(meta, caches, n_tokens=n_tokens, flash_attn_on=fa_enabled, device=device,
                                layers_on_gpu=layers_on_gpu, output_on_gpu=output_on_gpu, offload_kqv=offload_kqv,
-                               release=release, notes=notes)
+                               release=release, kq_mask_f16=kq_mask_f16)
     notes.append("llama-server's --fit (on by default in recent builds) may lower -c / -ngl to fit the device; "
                  "not modelled (common/fit.cpp).")
     return LlamaCppPlan(
@@ -477,9 +481,12 @@ def _buft_name(device: str) -> str:
 COMPUTE_ERR_REL = 0.03
 COMPUTE_ERR_ABS = MiB
 COMPUTE_LABEL = "estimated from the reserved graph's largest live tensors"
-COMPUTE_SRC = (SRC + "src/llama-context.cpp sched_reserve (worst case: n_tokens = min(n_ctx, n_ubatch), n_outputs = "
-               "n_tokens) and graph_reserve; src/llama-graph.cpp (KQ mask [n_kv, n_tokens] per cache, cast to f16 for "
-               "flash attention; logits [n_vocab, n_outputs] f32); ggml/src/ggml-alloc.c (peak of the live tensors)")
+COMPUTE_SRC = (SRC + "src/llama-context.cpp:615-745 sched_reserve (worst case n_tokens = min(n_ctx, "
+               "n_ubatch) :629, n_outputs = min(n_tokens, n_outputs_max = n_batch) :670, :250; the log line :740); "
+               "src/llama-graph.cpp:29-45 (KQ mask [n_kv, n_tokens] per cache, f16 with flash attention); "
+               "src/models/llama.cpp:232-243 (result_norm, result_output = logits [n_vocab, n_outputs] f32); "
+               "ggml/src/ggml-alloc.c:202-280 (ggml_dyn_tallocr_alloc), :692 (graph outputs never freed), :718 "
+               "(ggml_gallocr_alloc_graph_impl: inputs first, each tensor freed after its last consumer)")
 
 
 def ffn_width(meta: GGUFMeta) -> int | None:
@@ -500,7 +507,8 @@ def ffn_width(meta: GGUFMeta) -> int | None:
 
 
 def compute_phases(meta: GGUFMeta, caches: list, *, n_tokens: int, flash_attn_on: bool, layers: bool = True,
-                   output: bool = True, mask_bytes: int | None = None) -> dict[str, dict[str, int]]:
+                   output: bool = True, mask_bytes: int | None = None,
+                   kq_mask_f16: bool = True) -> dict[str, dict[str, int]]:
     """The sets of tensors that are live together at the candidate peaks of the reserved graph, in bytes.
 
     ``n_tokens`` = T (the ubatch reserved), n_outputs = T; ``caches`` the plan's KV caches (one KQ mask of
@@ -508,13 +516,17 @@ def compute_phases(meta: GGUFMeta, caches: list, *, n_tokens: int, flash_attn_on
 
     * ``output``: logits f32 ``[n_vocab, T]`` (the ``result_output`` mul_mat) + 2 hidden states f32 ``[n_embd, T]``
       (its normed input and, depending on in-place reuse, the residual);
-    * ``attention``: flash attention: the masks (f16 after the cast) + 6 hidden-sized f32 tensors (Q, K, V views
+    * ``attention``: flash attention: the masks (f16) + 6 hidden-sized f32 tensors (Q, K, V views
       and copies, attention output, residual); without: KQ f32 ``[n_kv, T, n_head]`` (soft_max runs in place) + the
       f32 masks + the same 6 hidden states;
-    * ``ffn``: the masks + 3 FFN activations f32 ``[n_ff, T]`` (gate, up, their product) + 2 hidden states.
+    * ``ffn``: the masks + 3 FFN activations f32 ``[n_ff, T]`` (gate, up, their product) + 2 hidden states;
+    * ``mask cast`` (flash attention in builds before PR #23764, ``kq_mask_f16=False``): the f32 mask and its f16
+      ``ggml_cast`` live together (6 bytes per element) + 2 hidden states.
 
     ``layers`` / ``output`` say whether this device runs the layers / the output layer; ``mask_bytes`` overrides
-    the bytes per mask element (0: the masks are counted elsewhere). Raises nothing; an unknown FFN width leaves
+    the bytes per mask element (0: the masks are counted elsewhere). ``kq_mask_f16``: with flash attention the mask
+    is created f16 (llama-graph.cpp:29-45 build_attn_inp_kq_mask, "flash attention requires an f16 mask", PR #23764
+    of 2026-05-28); before, an f32 mask was cast to f16 in the graph. Raises nothing; an unknown FFN width leaves
     the ffn phase out."""
     T, E = n_tokens, meta.n_embd
     hidden = 4 * T * E
@@ -535,6 +547,9 @@ def compute_phases(meta: GGUFMeta, caches: list, *, n_tokens: int, flash_attn_on
             out["attention"] = {"KQ f32 [n_kv x n_ubatch x n_head]": kq,
                                 "KQ masks f32": mask_elems * 4 if mask_bytes is None else masks,
                                 "6 hidden-sized f32 tensors (Q, K, V, attention out, residual)": 6 * hidden}
+        if flash_attn_on and not kq_mask_f16 and mask_bytes is None:
+            out["mask cast"] = {"KQ masks f32 and their f16 cast": mask_elems * 6,
+                                "2 hidden states f32 [n_embd x n_ubatch]": 2 * hidden}
         ff = ffn_width(meta)
         if ff:
             out["ffn"] = {"KQ masks": masks, "3 FFN activations f32 [n_ff x n_ubatch]": 3 * 4 * T * ff,
@@ -556,19 +571,19 @@ def compute_error_bytes(estimate: int) -> int:
 
 def compute_buffers(meta: GGUFMeta, caches: list, *, n_tokens: int, flash_attn_on: bool, device: str,
                     layers_on_gpu: list[int], output_on_gpu: bool, offload_kqv: bool = True,
-                    release: str = RELEASE_0_3_36, notes: list[str] | None = None) -> list[Buffer]:
+                    release: str = RELEASE_0_3_36, kq_mask_f16: bool | None = None) -> list[Buffer]:
     """``<dev> compute buffer size`` per device, estimated from the reserved graph's largest live tensors.
 
     llama.cpp reserves the worst-case graph (``sched_reserve``: n_tokens = min(n_ctx, n_ubatch) = ``n_tokens``,
     n_outputs = n_tokens) and ggml-alloc gives each backend one buffer, the peak of its live tensors
     (:func:`compute_phases`). Per device:
 
-    * ``device == "CPU"``: one ``CPU`` buffer, the largest phase (masks f16 with flash attention: the CPU oracle of
-      llama-cpp-python 0.3.36 allocates 2 bytes per mask element then);
+    * ``device == "CPU"``: one ``CPU`` buffer, the largest phase;
     * a GPU with every layer and the output on it: the GPU buffer is its largest phase; the host (``CPU``) buffer
-      holds the graph inputs set on the host, all live at once: the f32 KQ masks ``[cells, T]`` per cache, the
-      token embeddings f32 ``[n_embd, T]`` (get_rows on token_embd, which stays on the CPU) and the token / position
-      / output-id inputs (3 x 4 x T bytes);
+      holds the graph inputs set on the host, all live at once: the KQ masks ``[cells, T]`` per cache (f16 with
+      flash attention from PR #23764, ``kq_mask_f16``; f32 before it and without flash attention), the token
+      embeddings f32 ``[n_embd, T]`` (get_rows on token_embd, which stays on the CPU) and the token / position /
+      output-id inputs (3 x 4 x T bytes);
     * partial offload: the GPU buffer also holds one copied hidden state, the host buffer adds the largest phase of
       what runs on the CPU (its layers' attention and FFN, the output layer if it stays there).
 
@@ -578,6 +593,8 @@ def compute_buffers(meta: GGUFMeta, caches: list, *, n_tokens: int, flash_attn_o
     T = n_tokens
     gpu = device != "CPU"
     dev_buft = _buft_name(device)
+    if kq_mask_f16 is None:
+        kq_mask_f16 = release == RELEASE_0_3_36
     if not meta.n_vocab:
         return [Buffer(kind="compute", buft=dev_buft, bytes=None, source=COMPUTE_SRC,
                        note="not modelled: the vocabulary size (logits) is unknown")]
@@ -594,12 +611,13 @@ def compute_buffers(meta: GGUFMeta, caches: list, *, n_tokens: int, flash_attn_o
                             f"simulated; measured on the CPU oracle and public logs){extra}"))
 
     if not gpu:
-        phase, terms = _peak(compute_phases(meta, caches, n_tokens=T, flash_attn_on=flash_attn_on))
+        phase, terms = _peak(compute_phases(meta, caches, n_tokens=T, flash_attn_on=flash_attn_on,
+                                            kq_mask_f16=kq_mask_f16))
         return [make("CPU", phase, terms)]
     n_all = meta.n_layer_all
     all_on_gpu = len(layers_on_gpu) == n_all and output_on_gpu
     phase, terms = _peak(compute_phases(meta, caches, n_tokens=T, flash_attn_on=flash_attn_on,
-                                        layers=bool(layers_on_gpu), output=output_on_gpu))
+                                        layers=bool(layers_on_gpu), output=output_on_gpu, kq_mask_f16=kq_mask_f16))
     extra = ""
     if not all_on_gpu and (layers_on_gpu or output_on_gpu):
         terms = dict(terms) | {"hidden state copied between devices": 4 * T * meta.n_embd}
@@ -608,7 +626,8 @@ def compute_buffers(meta: GGUFMeta, caches: list, *, n_tokens: int, flash_attn_o
     if layers_on_gpu or output_on_gpu:
         out.append(make(dev_buft, phase, terms, extra))
     mask_elems = sum(c.cells * T for c in caches)
-    host = {"KQ masks f32 [n_kv x n_ubatch] set on the host": 4 * mask_elems,
+    f16 = flash_attn_on and kq_mask_f16
+    host = {f"KQ masks {'f16' if f16 else 'f32'} [n_kv x n_ubatch] set on the host": (2 if f16 else 4) * mask_elems,
             "token embeddings f32 [n_embd x n_ubatch] (get_rows on the CPU's token_embd)": 4 * T * meta.n_embd,
             "tokens, positions, output ids (i32 x n_ubatch each)": 3 * 4 * T}
     host_phase = "graph inputs"
@@ -619,9 +638,6 @@ def compute_buffers(meta: GGUFMeta, caches: list, *, n_tokens: int, flash_attn_o
         host |= {f"{k} (on the CPU)": v for k, v in t2.items()}
         host_phase = f"graph inputs + {p2} on the CPU"
     out.append(make("CPU", host_phase, host, extra if not all_on_gpu else ""))
-    if notes is not None and flash_attn_on and release == RELEASE_0_3_36:
-        notes.append("Compute buffers: the host's KQ masks are taken as f32, as the public GPU logs show; the CPU-only "
-                     "oracle (0.3.36) allocates f16 masks with flash attention, so a 0.3.36 GPU build may hold half.")
     return out
 
 
@@ -842,19 +858,21 @@ OLLAMA_GRAPH_SRC = ("ollama fs/ggml/ggml.go:601-910 GraphSize and llm/server.go:
 
 
 def ollama_graph_size(meta: GGUFMeta, *, num_ctx: int, num_parallel: int = 1, kv_cache_type: str = "f16",
-                      flash_attention: bool = False, num_batch: int = 512, metal: bool = False) -> dict | None:
+                      num_batch: int = 512, metal: bool = False) -> dict | None:
     """Ollama's own estimate of the compute graph (releases before 0.30.0), which its scheduler reserved on every GPU
     it placed layers on when deciding the offload (llm/server.go:664 ``Graph = max(graphPartialOffload,
     graphFullOffload)``): ``GraphSize(context=num_ctx, batch=min(num_batch, num_ctx), numParallel, kvCacheType,
     flashAttention)`` of fs/ggml/ggml.go, transcribed for the architectures whose case is written here ("llama"
-    dense and with ``ffn_gate_exps``, "qwen2", "gemma"/"gemma2"/"gemma3", "gpt-oss") and the default of
-    llm/server.go:631-641 (``gqa x kvTotal / 6``) for the others that have no case in the switch. On Metal the
-    partial-offload graph is the full one (server.go:643-646). ``flash_attention`` is Ollama's ``Enabled``
-    (``Auto``, the default, is not). Returns ``{"partial_bytes", "full_bytes", "reserved_bytes", "source"}`` or
-    None for an architecture with a case not transcribed here (mllama, command-r, phi2, stablelm, deepseek2,
-    chatglm, gemma3n, llama with ``ffn_gate.0``). Units: bytes."""
+    dense and with ``ffn_gate_exps``, "qwen2", "gemma"/"gemma2") and the default of llm/server.go:631-641
+    (``gqa x kvTotal / 6``) for the others that have no case in the switch. On Metal the partial-offload graph is
+    the full one (server.go:643-646). (Flash attention only enters the gpt-oss case, not transcribed.)
+    Returns ``{"partial_bytes", "full_bytes", "reserved_bytes", "source"}`` or None for an architecture with a case
+    not transcribed here (mllama, command-r, phi2, stablelm, deepseek2, chatglm, gemma3n, llama with
+    ``ffn_gate.0``) and for gemma3 / gpt-oss, which Ollama runs on its own Go engine ("Gemma3 always uses the Ollama
+    engine", ggml.go:745-746), whose graph is measured, not estimated (the lcpp-026 log). Units: bytes."""
     arch = meta.architecture
-    if arch in ("mllama", "command-r", "phi2", "stablelm", "deepseek2", "chatglm", "gemma3n") or \
+    if arch in ("mllama", "command-r", "phi2", "stablelm", "deepseek2", "chatglm", "gemma3n", "gemma3",
+                "gpt-oss") or \
             meta.tensor("blk.0.ffn_gate.0.weight") is not None or not meta.n_vocab or not meta.n_head:
         return None
     context = num_ctx * num_parallel  # ggml.go:602
@@ -878,10 +896,11 @@ def ollama_graph_size(meta: GGUFMeta, *, num_ctx: int, num_parallel: int = 1, kv
         exps = meta.tensor("blk.0.ffn_gate_exps.weight")
         if exps is not None:
             ff = int(meta.kv.get(f"{arch}.feed_forward_length") or 0)
-            partial = max(3 * exps.n_bytes + 4 * batch * (2 * ff + heads_kv + embedding + context + emb_heads * heads_kv),
+            partial = max(3 * exps.n_bytes
+                          + 4 * batch * (2 * ff + heads_kv + embedding + context + emb_heads * heads_kv),
                           4 * (context * batch * heads + context * emb_heads * heads_kv + batch * 1024
                                + emb_heads * heads_kv * batch))
-    elif arch in ("gemma", "gemma2", "gemma3"):  # ggml.go:727-746
+    elif arch in ("gemma", "gemma2"):  # ggml.go:727-738
         full = max(4 * batch * (embedding + vocab),
                    4 * batch * (2 + context + context * heads + 2 * embedding + 2 * hk * heads))
         partial = max(4 * embedding * batch + embedding * vocab * 105 // 128 + 4 * vocab * batch,
@@ -891,10 +910,6 @@ def ollama_graph_size(meta: GGUFMeta, *, num_ctx: int, num_parallel: int = 1, kv
         full = max(4 * batch * (embedding + vocab), 4 * batch * (1 + 2 * embedding + context + context * heads))
         partial = max(4 * batch * (embedding + vocab) + embedding * vocab * 105 // 128,
                       4 * (batch * (1 + 2 * embedding + context * (1 + heads)) + embedding * (1 + context)))
-    elif arch == "gpt-oss":  # ggml.go:830-846
-        partial = 2 * heads // heads_kv_min * kv_total // 6
-        if flash_attention:
-            partial = (4 * num_parallel + (context >> 10) + 110) * MiB
     if partial == 0:  # llm/server.go:631-641
         partial = (heads // heads_kv_min) * kv_total // 6
     if full == 0:

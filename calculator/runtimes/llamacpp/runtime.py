@@ -110,7 +110,8 @@ class LlamaCppMemory(BaseModel):
                                       for b in p.buffers if b.kind == "compute"},
                "compute_buffer_error_mib": {b.buft: round(b.error_bytes / MiB, 2) for b in p.buffers
                                             if b.kind == "compute" and b.error_bytes is not None},
-               "compute_buffer_source": "estimated from the reserved graph's largest live tensors (see buffers[].terms)",
+               "compute_buffer_source": ("estimated from the reserved graph's largest live tensors "
+                                         "(buffers[].terms, .error_bytes)"),
                "kv_cache_tokens": self.kv_cache_tokens, "n_ctx": p.n_ctx,
                "n_seq_max": p.n_seq_max, "max_model_len": self.max_model_len, "max_concurrency": self.max_concurrency,
                "device_budget_mib": round(self.device_budget_mib, 2), "device_used_mib": self.device_used_mib,
@@ -360,8 +361,7 @@ class LlamaCpp:
         compute buffer does: those releases then offload fewer layers. Since 0.30.0 Ollama runs llama-server and
         reads the buffers llama.cpp logs (llm/llama_server.go memoryParsingWriter), i.e. the compute buffer above."""
         g = ollama_graph_size(meta, num_ctx=d["num_ctx"], num_parallel=d["num_parallel"],
-                              kv_cache_type=d["kv_cache_type"], flash_attention=d["flash_attention"] == "on",
-                              metal=device == "Metal")
+                              kv_cache_type=d["kv_cache_type"], metal=device == "Metal")
         d["graph_estimate_mib"] = None if g is None else round(g["reserved_bytes"] / MiB, 2)
         d["graph_estimate_source"] = (OLLAMA_GRAPH_SRC if g is not None else
                                       f"not transcribed for architecture {meta.architecture!r} ({OLLAMA_GRAPH_SRC})")
