@@ -12,7 +12,11 @@ Files whose types were chosen by hand (Unsloth Dynamic "UD-" quants) cannot be d
 skipped with that reason. Target: KV cache within 1% and model buffers within 2% for 90% of the figures
 compared.
 
-Two more tables:
+Three more tables:
+
+* compute buffers: memory.compute_buffers (an estimate with a stated error) against every record whose log has a
+  compute-buffer figure, per device, with the error; and Ollama's own graph estimate (GraphSize, Ollama < 0.30)
+  where Ollama logged it;
 
 * speed: the baseline (no speculation) decode rates of llama.cpp in /work/shared/cases/spec_decode_benchmarks.json
   against calculator.runtimes.llamacpp.speed (decode bandwidth-bound over the GGUF bytes per device, layer / row
@@ -203,6 +207,85 @@ def model_buffer_rows(rid: str, rec: dict, cfg: str, kwargs: dict) -> tuple[list
     return rows, why
 
 
+#: Compute buffers (memory.compute_buffers, an estimate with a stated error): id -> (config, plan kwargs,
+#: {logged key: buffer type}). Every record whose log has a compute-buffer figure is listed, compared or skipped
+#: with the reason. The FFN width needs a tensor table: derived from llama.cpp's quantization rules (the shapes do
+#: not depend on the file type).
+COMPUTE_INPUTS = {
+    # Ollama 0.21's llama.cpp runner, llama3.2:3b, n_ctx 4096, n_ubatch 512, FA auto -> enabled, 29/29 layers on Metal
+    # (April 2026: a build before PR #23764, so an f32 KQ mask cast to f16: kq_mask_f16=False)
+    "lcpp-027": ("meta-llama__Llama-3.2-3B.json", dict(n_ctx=4096, device="Metal", kq_mask_f16=False),
+                 {"compute_buffer_metal_mib": "MTL0", "compute_buffer_cpu_mib": "CPU"}),
+    # gpt-oss with 12 SWA layers (24 layers: gpt-oss-20b), n_ctx 4096, SWA cache 768 cells, FA auto -> enabled, Metal
+    # (late-Nov 2025 master: before PR #23764)
+    "lcpp-011": ("openai__gpt-oss-20b.json", dict(n_ctx=4096, device="Metal", kq_mask_f16=False),
+                 {"compute_buffer_metal_mib": "MTL0", "compute_buffer_cpu_mib": "CPU"}),
+    # legacy build, FA off (70016 cells = pad 32), Vulkan: the compute buffer it failed to allocate, in bytes
+    "lcpp-014": ("Qwen__Qwen3-30B-A3B.json", dict(n_ctx=70000, flash_attn="off", release=RELEASE_LEGACY,
+                                                  device="Vulkan"),
+                 {"failed_compute_buffer_bytes": "Vulkan0"}),
+}
+#: Ollama's own graph estimate (fs/ggml/ggml.go GraphSize, Ollama < 0.30) against the figure Ollama logged.
+OLLAMA_GRAPH_INPUTS = {
+    "lcpp-027": ("meta-llama__Llama-3.2-3B.json", dict(num_ctx=4096, metal=True), "ollama_est_compute_graph_metal_mib"),
+}
+COMPUTE_SKIP = {
+    "lcpp-019": "gemma-4-E4B: no config.json offline and no GGUF header (per-layer embeddings, shared KV)",
+    "lcpp-016": "SYCL backend; flash attention state not in the excerpt; graph splits = 50 (layers left on the CPU)",
+    "lcpp-015": "two GPUs with pipeline parallelism (n_copies=4); model not named: multi-GPU not modelled",
+    "lcpp-018": "two ROCm GPUs; model not named: multi-GPU not modelled",
+    "lcpp-026": "Ollama's own Go engine: its graph is not llama.cpp's",
+    "lcpp-007": "2023 allocator; model not named",
+    "lcpp-024": "four GPUs with --fit (per-device split not modelled)",
+    "lcpp-020": "four GPUs with --fit (per-device split not modelled)",
+    "lcpp-021": "four GPUs with --fit (per-device split not modelled)",
+}
+
+
+def compute_rows(path: Path) -> tuple[list[dict], list[tuple[str, str]]]:
+    """Predicted vs logged compute buffers per device, with the estimate's stated error, and Ollama's graph
+    estimate where Ollama logged one."""
+    from calculator.runtimes.llamacpp.memory import ollama_graph_size
+
+    rows, skipped = [], []
+    for rec in json.loads(path.read_text())["llamacpp"]:
+        rid = rec["id"]
+        keys = [k for k in rec["logged"] if "compute" in k]
+        if not keys:
+            continue
+        if rid in COMPUTE_SKIP or rid not in COMPUTE_INPUTS:
+            skipped.append((rid, COMPUTE_SKIP.get(rid, "no input mapping for this record")))
+            continue
+        cfg, kwargs, wanted = COMPUTE_INPUTS[rid]
+        config = json.loads((CONFIGS / cfg).read_text())
+        try:
+            meta = derive_meta(config, "Q4_K_M", source=cfg)
+        except NotModelled:
+            meta = meta_from_hf_config(config, source=cfg)
+        p = plan(meta, **kwargs)
+        got = {b.buft: b for b in p.buffers if b.kind == "compute" and b.bytes is not None}
+        for key, buft in wanted.items():
+            b = got.get(buft)
+            logged = rec["logged"][key] / (MiB if key.endswith("_bytes") else 1)
+            if b is None:
+                skipped.append((rid, f"{key}: no {buft} compute buffer predicted"))
+                continue
+            pred, err = b.bytes / MiB, b.error_bytes / MiB
+            rows.append({"id": rid, "figure": key, "kind": "compute_buffer", "predicted": round(pred, 2),
+                         "logged": round(logged, 2), "err_pct": round((pred - logged) / logged * 100, 3),
+                         "stated_error_mib": round(err, 2), "within": abs(pred - logged) <= err + 0.005,
+                         "release": kwargs.get("release", RELEASE_0_3_36)})
+    for rid, (cfg, kw, key) in OLLAMA_GRAPH_INPUTS.items():
+        rec = next(r for r in json.loads(path.read_text())["llamacpp"] if r["id"] == rid)
+        g = ollama_graph_size(meta_from_hf_config(json.loads((CONFIGS / cfg).read_text()), source=cfg), **kw)
+        logged = rec["logged"][key]
+        rows.append({"id": rid, "figure": key, "kind": "ollama_graph", "predicted": round(g["reserved_bytes"] / MiB, 2),
+                     "logged": logged, "err_pct": round((g["reserved_bytes"] / MiB - logged) / logged * 100, 3),
+                     "stated_error_mib": 0.05, "within": abs(g["reserved_bytes"] / MiB - logged) <= 0.05,
+                     "release": "Ollama < 0.30 GraphSize (logged with one decimal)"})
+    return rows, skipped
+
+
 SPEC_CASES = Path("/work/shared/cases/spec_decode_benchmarks.json")
 CATALOG_CONFIGS = Path(__file__).resolve().parent.parent / "calculator" / "data" / "model_configs"
 
@@ -348,6 +431,15 @@ def summary(rows: list[dict]) -> dict:
     return out
 
 
+def compute_summary(rows: list[dict]) -> dict:
+    out = {}
+    for kind in ("compute_buffer", "ollama_graph"):
+        sel = [r for r in rows if r["kind"] == kind]
+        out[kind] = {"n": len(sel), "within": sum(1 for r in sel if r["within"]),
+                     "max_abs_err_pct": max((abs(r["err_pct"]) for r in sel), default=None)}
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=Path, default=DEFAULT_CASES)
@@ -355,12 +447,15 @@ def main() -> int:
     args = ap.parse_args()
     rows, skipped = run(args.cases)
     summ = summary(rows)
+    crows, cskipped = compute_rows(args.cases)
     brows, sprows, sskipped = speed_rows()
     ssum = speed_summary(brows, sprows)
     zrows = size_rows()
     if args.json:
-        print(json.dumps({"rows": rows, "skipped": skipped, "summary": summ, "speed": brows, "spec": sprows,
-                          "speed_skipped": sskipped, "speed_summary": ssum, "sizes": zrows}, indent=2))
+        print(json.dumps({"rows": rows, "skipped": skipped, "summary": summ, "compute": crows,
+                          "compute_skipped": cskipped, "compute_summary": compute_summary(crows), "speed": brows,
+                          "spec": sprows, "speed_skipped": sskipped, "speed_summary": ssum, "sizes": zrows},
+                         indent=2))
         return 0
     print(f"{'id':10} {'figure':32} {'predicted':>12} {'logged':>12} {'err %':>8}")
     for r in rows:
@@ -372,6 +467,16 @@ def main() -> int:
     for kind, s in summ.items():
         print(f"  {kind}: {s['within']}/{s['n']} within {s['tolerance_pct']}% "
               f"(target {s['target_share']:.0%}) -> {'met' if s['met'] else 'NOT met / no data'}")
+    print("\ncompute buffers (estimated from the reserved graph's largest live tensors; stated error per row):")
+    print(f"{'id':10} {'figure':36} {'predicted':>10} {'logged':>10} {'err %':>8} {'+- MiB':>7}  within")
+    for r in crows:
+        print(f"{r['id']:10} {r['figure']:36} {r['predicted']:>10} {r['logged']:>10} {r['err_pct']:>8} "
+              f"{r['stated_error_mib']:>7}  {'yes' if r['within'] else 'NO'}")
+    for rid, why in cskipped:
+        print(f"  skipped {rid}: {why}")
+    for kind, cs in compute_summary(crows).items():
+        print(f"  {kind}: {cs['within']}/{cs['n']} within the stated error, |err| max {cs['max_abs_err_pct']}%")
+
     print("\nspeed (baseline decode, efficiency assumed, not fitted):")
     print(f"{'id':14} {'gpu':34} {'file':8} {'predicted':>10} {'measured':>10} {'err %':>7}")
     for r in brows:

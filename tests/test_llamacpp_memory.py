@@ -18,10 +18,13 @@ from calculator.runtimes.llamacpp import launch_argv, ollama_config, ollama_defa
 from calculator.runtimes.llamacpp.crosscheck import write_tiny_gguf
 from calculator.runtimes.llamacpp.gguf_meta import meta_from_hf_config, read_gguf
 from calculator.runtimes.llamacpp.memory import (
+    COMPUTE_ERR_ABS,
+    COMPUTE_ERR_REL,
     KV_CACHE_TYPES,
     RELEASE_LEGACY,
     NotModelled,
     ggml_row_bytes,
+    ollama_graph_size,
 )
 from tests.conftest import CONFIGS
 
@@ -137,7 +140,14 @@ def test_partial_offload_places_layers_and_buffers(tmp_path):
                 + 2 * 256 + q8(256, 64) + 256)
     assert cuda == expected
     cpu = p.buffer("model", "CPU_Mapped").bytes
-    assert cpu > 0 and p.buffer("compute", "CUDA0").bytes is None  # compute: not modelled, said so
+    assert cpu > 0
+    # compute buffers under partial offload: an estimate, labelled, and said to be unchecked for the split. By hand
+    # (n_ubatch = n_ctx = 512 tokens, FA auto = on): layer 3's FFN phase is the peak on CUDA0: the f16 mask
+    # 512 x 512 x 2 B + 3 FFN activations 3 x 128 x 512 x 4 B + 2 hidden states 2 x 64 x 512 x 4 B, plus the hidden
+    # state copied in from the CPU layers (64 x 512 x 4 B).
+    cb = p.buffer("compute", "CUDA0")
+    assert cb.bytes == 512 * 512 * 2 + 3 * 128 * 512 * 4 + 2 * 64 * 512 * 4 + 64 * 512 * 4
+    assert "largest live tensors" in cb.note and "partial offload" in cb.note and cb.error_bytes > 0
 
 
 def test_cpu_mapped_buffer_is_the_file_range(tmp_path):
@@ -275,3 +285,60 @@ def test_mla_cache_with_and_without_v():
     assert (old.kv_caches[0].k_bytes, old.kv_caches[0].v_bytes) == (k, v)
     # lcpp-024 (b7522): per-device "context" columns 76 + 57 + 57 + 392 = 582 MiB, each truncated to whole MiB
     assert 582 <= old.kv_bytes / MiB < 582 + 4
+
+
+# ---------------------------------------------------------------- compute buffers (estimates with a stated error)
+
+
+def test_compute_buffers_llama_3_2_3b_on_metal_against_the_public_log():
+    """lcpp-027 (Ollama 0.21's llama.cpp runner, llama3.2:3b, -c 4096, n_ubatch 512, FA auto -> enabled, 29/29
+    layers on Metal) logged "Metal compute buffer size = 256.50 MiB" and "CPU compute buffer size = 14.01 MiB".
+    By hand from the config (vocab 128256, hidden 3072): the GPU peak is the output layer: logits f32
+    128256 x 512 x 4 B = 250.5 MiB + 2 hidden states 2 x 3072 x 512 x 4 B = 12 MiB; the host holds the graph inputs:
+    the f32 KQ mask 4096 x 512 x 4 B = 8 MiB, the token embeddings 3072 x 512 x 4 B = 6 MiB and tokens / positions /
+    output ids 3 x 512 x 4 B. (That build predates PR #23764, which creates the mask f16 with flash attention:
+    kq_mask_f16=False; with 0.3.36 the host mask is half: 4096 x 512 x 2 B.)"""
+    p = plan(meta("meta-llama__Llama-3.2-3B.json"), n_ctx=4096, device="Metal", kq_mask_f16=False)
+    gpu, host = p.buffer("compute", "MTL0"), p.buffer("compute", "CPU")
+    assert gpu.bytes == 128256 * 512 * 4 + 2 * 3072 * 512 * 4
+    assert host.bytes == 4096 * 512 * 4 + 3072 * 512 * 4 + 3 * 512 * 4
+    assert round(host.bytes / MiB, 2) == 14.01  # as logged
+    assert abs(gpu.bytes / MiB - 256.50) <= gpu.error_bytes / MiB  # 262.5 vs 256.5: within the stated error
+    assert gpu.error_bytes == int(COMPUTE_ERR_REL * gpu.bytes) + COMPUTE_ERR_ABS
+    assert "estimated from the reserved graph's largest live tensors" in gpu.note
+    assert any("compute buffer size =   262.50 MiB" in line for line in p.log_lines())
+    new = plan(meta("meta-llama__Llama-3.2-3B.json"), n_ctx=4096, device="Metal")  # 0.3.36: f16 mask
+    assert new.buffer("compute", "CPU").bytes == 4096 * 512 * 2 + 3072 * 512 * 4 + 3 * 512 * 4
+    assert new.buffer("compute", "MTL0").bytes == gpu.bytes
+
+
+def test_compute_buffer_without_flash_attention_is_the_kq_matrix():
+    """lcpp-014 (legacy build, Qwen3-30B-A3B, -c 70000 -> 70016 cells, FA off, Vulkan) failed to allocate a Vulkan0
+    compute buffer of 4757131264 B. By hand: KQ f32 70016 x 512 x 32 heads x 4 B + the f32 mask 70016 x 512 x 4 B +
+    6 hidden states 6 x 2048 x 512 x 4 B = 4757127168 B, 4 KiB short of the log."""
+    p = plan(meta("Qwen__Qwen3-30B-A3B.json"), n_ctx=70000, flash_attn="off", release=RELEASE_LEGACY, device="Vulkan")
+    cb = p.buffer("compute", "Vulkan0")
+    assert cb.bytes == 70016 * 512 * 32 * 4 + 70016 * 512 * 4 + 6 * 2048 * 512 * 4 == 4757127168
+    assert abs(cb.bytes - 4757131264) <= cb.error_bytes
+
+
+def test_compute_buffer_on_a_cpu_build_is_one_buffer_and_kv_offload_off_is_not_modelled(tmp_path):
+    m = read_gguf(write_tiny_gguf(tmp_path / "m.gguf", "llama", n_vocab=32000))
+    p = plan(m, n_ctx=4096, device="CPU", flash_attn="on")
+    [cb] = [b for b in p.buffers if b.kind == "compute"]
+    # the logits 32000 x 512 x 4 B + 2 hidden states 2 x 64 x 512 x 4 B (llama-cpp-python 0.3.36 logs 62.75 MiB)
+    assert (cb.buft, cb.bytes) == ("CPU", 32000 * 512 * 4 + 2 * 64 * 512 * 4)
+    q = plan(m, n_ctx=4096, device="CUDA", offload_kqv=False)
+    assert q.buffer("compute", "CUDA0").bytes is None and "not modelled" in q.buffer("compute", "CUDA0").note
+
+
+def test_ollama_graph_size_is_ollamas_formula():
+    """Ollama < 0.30 (fs/ggml/ggml.go GraphSize, llama case): fullOffload = max(4 x batch x (1 + 4 x embedding +
+    context x (1 + heads)), 4 x batch x (embedding + vocab)); on Metal the partial graph equals it. llama3.2:3b,
+    num_ctx 4096: max(4 x 512 x (1 + 12288 + 4096 x 25), 4 x 512 x (3072 + 128256)) = 256.5 MiB, the figure Ollama
+    logged (lcpp-027 'compute graph device=Metal size="256.5 MiB"'). Llama-3.1-8B at 16384: the attention term
+    4 x 512 x (1 + 16384 + 16384 x 33) wins."""
+    g = ollama_graph_size(meta("meta-llama__Llama-3.2-3B.json"), num_ctx=4096, metal=True)
+    assert g["reserved_bytes"] == 4 * 512 * (3072 + 128256) and g["reserved_bytes"] / MiB == 256.5
+    g8 = ollama_graph_size(meta("meta-llama__Llama-3.1-8B-Instruct.json"), num_ctx=16384, metal=True)
+    assert g8["reserved_bytes"] == 4 * 512 * (1 + 4 * 4096 + 16384 * 33)

@@ -112,3 +112,42 @@ def test_a_gguf_repo_without_a_chosen_file_is_served_with_hf_not_a_made_up_file(
                                     "gpu": "RTX 4090", "ctx_size": "8192"}))
     assert plan.launch_argv[:3] == ["llama-server", "-hf", "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF"]
     assert "-m" not in plan.launch_argv and plan.launch_argv[3:5] == ["-c", "8192"]
+
+
+LLAMA8B_GGUF = {"model": "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "gguf_file": "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf"}
+
+
+def test_mac_ollama_llama_8b_gets_a_definite_verdict_with_its_compute_buffers(client):
+    """Llama-3.1-8B Q4_K_M on an M3 Max 36GB with Ollama, num_ctx 16384: the Metal compute buffer is estimated by
+    hand from the config (vocab 128256, hidden 4096, n_ubatch 512, flash attention auto = on): logits
+    128256 x 512 x 4 B + 2 hidden states 2 x 4096 x 512 x 4 B = 266.5 MiB, with its stated error; the model buffers
+    and the 2 GiB KV cache leave ~20 GiB, far more than that, so the verdict is "works", not "depends"."""
+    body = client.get("/api/estimate", LLAMA8B_GGUF | {"runtime": "ollama", "gpu": "Apple M3 Max 36GB",
+                                                       "ctx_size": "16384"}).json()
+    assert body["compute_buffer_mib"]["MTL0"] == round((128256 * 512 * 4 + 2 * 4096 * 512 * 4) / 2**20, 2) == 266.5
+    # host: the KQ mask, f16 with flash attention in 0.3.36, 16384 x 512 x 2 B + token embeddings 4096 x 512 x 4 B +
+    # 3 x 512 x 4 B of ids
+    assert body["compute_buffer_mib"]["CPU"] == round((16384 * 512 * 2 + 4096 * 512 * 4 + 3 * 512 * 4) / 2**20, 2)
+    assert body["compute_buffer_error_mib"]["MTL0"] > 0
+    assert body["verdict"] == "works", body.get("verdict_condition")
+    assert any("compute buffer size" in line and "largest live tensors" in line for line in body["log_lines"])
+    # Ollama < 0.30's own graph estimate (GraphSize, llama case) for the same settings, by hand
+    assert body["ollama"]["graph_estimate_mib"] == round(4 * 512 * (1 + 4 * 4096 + 16384 * 33) / 2**20, 2)
+
+
+def _custom_run(client, mib: float) -> dict:
+    return client.get("/api/estimate", LLAMA8B_GGUF | {"runtime": "llama.cpp", "gpu": f"custom:{mib:.2f}MiB:sm89",
+                                                       "ctx_size": "16384"}).json()
+
+
+def test_the_verdict_depends_only_when_the_memory_left_lies_within_the_estimates_error(client):
+    """On a custom CUDA device sized around what llama.cpp needs: left > estimate + error -> works; left inside
+    estimate +- error -> depends (the condition names the estimate); left < estimate - error -> does_not_fit."""
+    big = _custom_run(client, 80 * 1024)
+    used, cb, err = big["device_used_mib"], big["compute_buffer_mib"]["CUDA0"], big["compute_buffer_error_mib"]["CUDA0"]
+    assert big["verdict"] == "works" and cb > 250 and err > 0
+    assert _custom_run(client, used + cb + err + 1)["verdict"] == "works"
+    mid = _custom_run(client, used + cb)
+    assert mid["verdict"] == "depends" and "largest live tensors" in mid["verdict_condition"]
+    low = _custom_run(client, used + cb - err - 1)
+    assert low["verdict"] == "does_not_fit" and "compute buffer" in low["reason"]

@@ -6,8 +6,10 @@
   per cache (two for sliding-window models: the non-SWA and the SWA cache of ``llama_kv_cache_iswa``);
 * ``<dev> KV buffer size``, ``<buft> model buffer size`` (``CPU_Mapped``, ``CUDA0``, ``MTL0_Mapped``...) and
   ``<buft> output buffer size``;
-* compute buffers are **not modelled** (they come from ggml's graph allocator on the reserved graphs; the
-  plan says so instead of guessing).
+* ``<dev> compute buffer size`` per device, **estimated from the reserved graph's largest live tensors**
+  (:func:`compute_buffers`): ggml-alloc's peak over the worst-case graph ``sched_reserve`` reserves
+  (n_ubatch tokens, n_ubatch outputs). It is an estimate with a stated error (``COMPUTE_ERR_REL`` +
+  ``COMPUTE_ERR_ABS``), checked on the CPU oracle and the public logs; the plan never calls it exact.
 
 The release modelled is the llama.cpp vendored in llama-cpp-python 0.3.36 (``RELEASE_0_3_36``); every rule
 cites ``file:line`` of that tree (``vendor/llama.cpp/...``). The rules hold from ggml-org/llama.cpp PR
@@ -131,6 +133,8 @@ class Buffer(BaseModel):
     bytes: int | None
     source: str
     note: str = ""
+    error_bytes: int | None = None  # set for an estimate: llama.cpp's figure lies within bytes +- error_bytes
+    terms: dict[str, int] = Field(default_factory=dict)  # an estimate's parts (name -> bytes)
 
 
 class LlamaCppPlan(BaseModel):
@@ -174,6 +178,10 @@ class LlamaCppPlan(BaseModel):
             for dev, n in c.buffers.items():
                 lines.append("llama_kv_cache: %10s KV buffer size = %8.2f MiB" % (dev, n / MiB))
             lines.append(c.log_line())
+        for b in self.buffers:
+            if b.kind == "compute" and b.bytes is not None:
+                lines.append("sched_reserve: %10s compute buffer size = %8.2f MiB (+- %.2f MiB, %s)"
+                             % (b.buft, b.bytes / MiB, (b.error_bytes or 0) / MiB, COMPUTE_LABEL))
         return lines
 
 
@@ -266,6 +274,7 @@ def plan(
     offload_kqv: bool = True,
     release: str = RELEASE_0_3_36,
     cpu_features: frozenset[str] | set[str] | None = None,
+    kq_mask_f16: bool | None = None,
 ) -> LlamaCppPlan:
     """What llama.cpp allocates at start-up for ``meta`` with these context parameters.
 
@@ -277,6 +286,9 @@ def plan(
     GPUs (layers split by free memory or --tensor-split, llama-model.cpp:1556-1587) are not modelled.
     ``cpu_features`` (subset of ``CPU_FEATURES``) are the ggml-cpu build's SIMD features, which decide the
     CPU_REPACK buffer; ``None`` = unknown (no repacking modelled, said in ``notes`` when it matters).
+    ``kq_mask_f16`` (compute buffers only): whether the build creates the KQ mask f16 with flash attention
+    (ggml-org/llama.cpp PR #23764, 2026-05-28, in 0.3.36); ``None`` = by ``release`` (True for 0.3.36). Builds
+    before it (the public logs of 2025 / early 2026) made an f32 mask and cast it: give False.
 
     Returns a ``LlamaCppPlan``. Raises ``NotModelled`` (with ``field``) for what the model does not cover and
     ``ValueError`` (message naming the parameter) for what llama.cpp itself rejects.
@@ -437,9 +449,10 @@ def plan(
             note = "older Metal builds print this rounded up to the 16 KiB page (not modelled)"
         buffers.append(Buffer(kind="output", buft=out_buft, bytes=out, note=note,
                               source=SRC + "src/llama-context.cpp:375-384,2116-2160"))
-    buffers.append(Buffer(kind="compute", buft=_buft_name(device) if gpu else "CPU", bytes=None,
-                          source=SRC + "src/llama-context.cpp:615-700 (sched_reserve)",
-                          note="not modelled: the compute buffer is ggml-alloc's peak over the reserved graphs"))
+    n_tokens = min(n_ctx, n_ubatch_eff)  # sched_reserve: n_tokens = min(cparams.n_ctx, cparams.n_ubatch)
+    buffers += compute_buffers(meta, caches, n_tokens=n_tokens, flash_attn_on=fa_enabled, device=device,
+                               layers_on_gpu=layers_on_gpu, output_on_gpu=output_on_gpu, offload_kqv=offload_kqv,
+                               release=release, kq_mask_f16=kq_mask_f16)
     notes.append("llama-server's --fit (on by default in recent builds) may lower -c / -ngl to fit the device; "
                  "not modelled (common/fit.cpp).")
     return LlamaCppPlan(
@@ -454,6 +467,178 @@ def _buft_name(device: str) -> str:
     """Device buffer names as ggml prints them for device 0 (ggml-cuda: "CUDA0", ggml-metal: "MTL0",
     ggml-vulkan: "Vulkan0")."""
     return {"CUDA": "CUDA0", "Metal": "MTL0", "Vulkan": "Vulkan0", "CPU": "CPU"}[device]
+
+
+#: The compute-buffer estimate's stated error: llama.cpp's logged figure lies within
+#: ``estimate +- (COMPUTE_ERR_REL x estimate + COMPUTE_ERR_ABS)``. Why there is one: ggml-alloc packs the reserved
+#: graph's tensors into one buffer per backend, best fit among the free blocks, else at the end
+#: (ggml/src/ggml-alloc.c ``ggml_dyn_tallocr_alloc``), freeing a tensor when its last consumer has run; the buffer
+#: is the highest offset reached, i.e. the largest set of simultaneously live tensors *plus the holes the allocation
+#: order leaves*, which is not simulated here. Measured, not fitted (no term is scaled by these figures): on the CPU
+#: oracle (crosscheck, 51 cases, llama-cpp-python 0.3.36) llama.cpp's buffer is 0.49 MiB below to 1.01 MiB above
+#: the estimate (buffers of 30 MiB and more: 0 .. +1.4%); on the public Metal / Vulkan logs
+#: (benchmarks/llamacpp_cases.py) the logged figure is 2.3% below to 0.1% above.
+COMPUTE_ERR_REL = 0.03
+COMPUTE_ERR_ABS = MiB
+COMPUTE_LABEL = "estimated from the reserved graph's largest live tensors"
+COMPUTE_SRC = (SRC + "src/llama-context.cpp:615-745 sched_reserve (worst case n_tokens = min(n_ctx, "
+               "n_ubatch) :629, n_outputs = min(n_tokens, n_outputs_max = n_batch) :670, :250; the log line :740); "
+               "src/llama-graph.cpp:29-45 (KQ mask [n_kv, n_tokens] per cache, f16 with flash attention); "
+               "src/models/llama.cpp:232-243 (result_norm, result_output = logits [n_vocab, n_outputs] f32); "
+               "ggml/src/ggml-alloc.c:202-280 (ggml_dyn_tallocr_alloc), :692 (graph outputs never freed), :718 "
+               "(ggml_gallocr_alloc_graph_impl: inputs first, each tensor freed after its last consumer)")
+
+
+def ffn_width(meta: GGUFMeta) -> int | None:
+    """Values per token of the widest FFN activation: ``n_ff`` (``blk.*.ffn_up.weight`` ne[1]) for a dense layer,
+    ``n_ff_exp x n_expert_used`` for an MoE layer (``ffn_up_exps`` ne[1]: the ``[n_ff_exp, n_expert_used, n_tokens]``
+    activations of build_moe_ffn); the larger when a model has both. None without a tensor table and without the
+    ``{arch}.feed_forward_length`` key."""
+    widths = []
+    for t in meta.tensors:
+        if t.name.endswith(".ffn_up_exps.weight") and len(t.shape) >= 2 and meta.n_expert_used:
+            widths.append(t.shape[1] * meta.n_expert_used)
+        elif t.name.endswith(".ffn_up.weight") and len(t.shape) >= 2:
+            widths.append(t.shape[1])
+    if widths:
+        return max(widths)
+    ff = meta.kv.get(f"{meta.architecture}.feed_forward_length")
+    return int(ff) if isinstance(ff, int) and ff > 0 else None
+
+
+def compute_phases(meta: GGUFMeta, caches: list, *, n_tokens: int, flash_attn_on: bool, layers: bool = True,
+                   output: bool = True, mask_bytes: int | None = None,
+                   kq_mask_f16: bool = True) -> dict[str, dict[str, int]]:
+    """The sets of tensors that are live together at the candidate peaks of the reserved graph, in bytes.
+
+    ``n_tokens`` = T (the ubatch reserved), n_outputs = T; ``caches`` the plan's KV caches (one KQ mask of
+    ``[cells, T]`` each, live through every layer: llama-graph.cpp build_attn_inp_kv / _iswa). Phases:
+
+    * ``output``: logits f32 ``[n_vocab, T]`` (the ``result_output`` mul_mat) + 2 hidden states f32 ``[n_embd, T]``
+      (its normed input and, depending on in-place reuse, the residual);
+    * ``attention``: flash attention: the masks (f16) + 6 hidden-sized f32 tensors (Q, K, V views
+      and copies, attention output, residual); without: KQ f32 ``[n_kv, T, n_head]`` (soft_max runs in place) + the
+      f32 masks + the same 6 hidden states;
+    * ``ffn``: the masks + 3 FFN activations f32 ``[n_ff, T]`` (gate, up, their product) + 2 hidden states;
+    * ``mask cast`` (flash attention in builds before PR #23764, ``kq_mask_f16=False``): the f32 mask and its f16
+      ``ggml_cast`` live together (6 bytes per element) + 2 hidden states.
+
+    ``layers`` / ``output`` say whether this device runs the layers / the output layer; ``mask_bytes`` overrides
+    the bytes per mask element (0: the masks are counted elsewhere). ``kq_mask_f16``: with flash attention the mask
+    is created f16 (llama-graph.cpp:29-45 build_attn_inp_kq_mask, "flash attention requires an f16 mask", PR #23764
+    of 2026-05-28); before, an f32 mask was cast to f16 in the graph. Raises nothing; an unknown FFN width leaves
+    the ffn phase out."""
+    T, E = n_tokens, meta.n_embd
+    hidden = 4 * T * E
+    mask_elems = sum(c.cells * T for c in caches)
+    per = mask_bytes if mask_bytes is not None else (2 if flash_attn_on else 4)
+    masks = mask_elems * per
+    out: dict[str, dict[str, int]] = {}
+    if output and meta.n_vocab:
+        out["output"] = {"logits f32 [n_vocab x n_outputs]": 4 * T * meta.n_vocab,
+                         "2 hidden states f32 [n_embd x n_ubatch]": 2 * hidden}
+    if layers:
+        if flash_attn_on:
+            out["attention"] = {"KQ masks (f16 for flash attention)": masks,
+                                "6 hidden-sized f32 tensors (Q, K, V, attention out, residual)": 6 * hidden}
+        else:
+            kq = max((c.cells * T * max((meta.n_head[il] for il in c.layers), default=0) * 4 for c in caches),
+                     default=0)
+            out["attention"] = {"KQ f32 [n_kv x n_ubatch x n_head]": kq,
+                                "KQ masks f32": mask_elems * 4 if mask_bytes is None else masks,
+                                "6 hidden-sized f32 tensors (Q, K, V, attention out, residual)": 6 * hidden}
+        if flash_attn_on and not kq_mask_f16 and mask_bytes is None:
+            out["mask cast"] = {"KQ masks f32 and their f16 cast": mask_elems * 6,
+                                "2 hidden states f32 [n_embd x n_ubatch]": 2 * hidden}
+        ff = ffn_width(meta)
+        if ff:
+            out["ffn"] = {"KQ masks": masks, "3 FFN activations f32 [n_ff x n_ubatch]": 3 * 4 * T * ff,
+                          "2 hidden states f32 [n_embd x n_ubatch]": 2 * hidden}
+    return out
+
+
+def _peak(phases: dict[str, dict[str, int]]) -> tuple[str, dict[str, int]]:
+    if not phases:
+        return "none", {}
+    name = max(phases, key=lambda k: sum(phases[k].values()))
+    return name, phases[name]
+
+
+def compute_error_bytes(estimate: int) -> int:
+    """The stated error of a compute-buffer estimate (``COMPUTE_ERR_REL`` x estimate + ``COMPUTE_ERR_ABS``)."""
+    return int(COMPUTE_ERR_REL * estimate) + COMPUTE_ERR_ABS
+
+
+def compute_buffers(meta: GGUFMeta, caches: list, *, n_tokens: int, flash_attn_on: bool, device: str,
+                    layers_on_gpu: list[int], output_on_gpu: bool, offload_kqv: bool = True,
+                    release: str = RELEASE_0_3_36, kq_mask_f16: bool | None = None) -> list[Buffer]:
+    """``<dev> compute buffer size`` per device, estimated from the reserved graph's largest live tensors.
+
+    llama.cpp reserves the worst-case graph (``sched_reserve``: n_tokens = min(n_ctx, n_ubatch) = ``n_tokens``,
+    n_outputs = n_tokens) and ggml-alloc gives each backend one buffer, the peak of its live tensors
+    (:func:`compute_phases`). Per device:
+
+    * ``device == "CPU"``: one ``CPU`` buffer, the largest phase;
+    * a GPU with every layer and the output on it: the GPU buffer is its largest phase; the host (``CPU``) buffer
+      holds the graph inputs set on the host, all live at once: the KQ masks ``[cells, T]`` per cache (f16 with
+      flash attention from PR #23764, ``kq_mask_f16``; f32 before it and without flash attention), the token
+      embeddings f32 ``[n_embd, T]`` (get_rows on token_embd, which stays on the CPU) and the token / position /
+      output-id inputs (3 x 4 x T bytes);
+    * partial offload: the GPU buffer also holds one copied hidden state, the host buffer adds the largest phase of
+      what runs on the CPU (its layers' attention and FFN, the output layer if it stays there).
+
+    Every buffer is an estimate: ``error_bytes`` = :func:`compute_error_bytes`, ``terms`` its parts, ``note`` the
+    label. Returns a ``bytes=None`` buffer saying why for what is not modelled (no vocabulary size; the KV cache
+    kept on the host with --no-kv-offload). Units: bytes."""
+    T = n_tokens
+    gpu = device != "CPU"
+    dev_buft = _buft_name(device)
+    if kq_mask_f16 is None:
+        kq_mask_f16 = release == RELEASE_0_3_36
+    if not meta.n_vocab:
+        return [Buffer(kind="compute", buft=dev_buft, bytes=None, source=COMPUTE_SRC,
+                       note="not modelled: the vocabulary size (logits) is unknown")]
+    if gpu and not offload_kqv:
+        return [Buffer(kind="compute", buft=dev_buft, bytes=None, source=COMPUTE_SRC,
+                       note="not modelled: with --no-kv-offload attention runs on the host")]
+
+    def make(buft: str, phase: str, terms: dict[str, int], extra: str = "") -> Buffer:
+        total = sum(terms.values())
+        err = compute_error_bytes(total)
+        return Buffer(kind="compute", buft=buft, bytes=total, error_bytes=err, terms=terms, source=COMPUTE_SRC,
+                      note=(f"{COMPUTE_LABEL} (peak: {phase}); stated error +- {err / MiB:.2f} MiB "
+                            f"({COMPUTE_ERR_REL:.0%} + {COMPUTE_ERR_ABS / MiB:.0f} MiB: allocation holes are not "
+                            f"simulated; measured on the CPU oracle and public logs){extra}"))
+
+    if not gpu:
+        phase, terms = _peak(compute_phases(meta, caches, n_tokens=T, flash_attn_on=flash_attn_on,
+                                            kq_mask_f16=kq_mask_f16))
+        return [make("CPU", phase, terms)]
+    n_all = meta.n_layer_all
+    all_on_gpu = len(layers_on_gpu) == n_all and output_on_gpu
+    phase, terms = _peak(compute_phases(meta, caches, n_tokens=T, flash_attn_on=flash_attn_on,
+                                        layers=bool(layers_on_gpu), output=output_on_gpu, kq_mask_f16=kq_mask_f16))
+    extra = ""
+    if not all_on_gpu and (layers_on_gpu or output_on_gpu):
+        terms = dict(terms) | {"hidden state copied between devices": 4 * T * meta.n_embd}
+        extra = "; partial offload: the split between the devices is not checked against llama.cpp"
+    out = []
+    if layers_on_gpu or output_on_gpu:
+        out.append(make(dev_buft, phase, terms, extra))
+    mask_elems = sum(c.cells * T for c in caches)
+    f16 = flash_attn_on and kq_mask_f16
+    host = {f"KQ masks {'f16' if f16 else 'f32'} [n_kv x n_ubatch] set on the host": (2 if f16 else 4) * mask_elems,
+            "token embeddings f32 [n_embd x n_ubatch] (get_rows on the CPU's token_embd)": 4 * T * meta.n_embd,
+            "tokens, positions, output ids (i32 x n_ubatch each)": 3 * 4 * T}
+    host_phase = "graph inputs"
+    cpu_layers = len(layers_on_gpu) < n_all
+    if cpu_layers or not output_on_gpu:
+        p2, t2 = _peak(compute_phases(meta, caches, n_tokens=T, flash_attn_on=flash_attn_on, layers=cpu_layers,
+                                      output=not output_on_gpu, mask_bytes=0))
+        host |= {f"{k} (on the CPU)": v for k, v in t2.items()}
+        host_phase = f"graph inputs + {p2} on the CPU"
+    out.append(make("CPU", host_phase, host, extra if not all_on_gpu else ""))
+    return out
 
 
 def _alloc(device: str, type_name: str, ne0: int, nbytes: int) -> int:
@@ -665,6 +850,74 @@ class OllamaDefaults(BaseModel):
     flash_attention: Literal["on", "off", "auto"]
     kv_size: int  # cells llama.cpp is asked for: num_ctx x num_parallel
     sources: dict[str, str]
+
+
+OLLAMA_GRAPH_SRC = ("ollama fs/ggml/ggml.go:601-910 GraphSize and llm/server.go:557-664 at f63eea3d (the parent of "
+                    "9db4bdbad, 2026-05-29, which removed it: v0.30.0 runs llama-server and reads its logged buffers, "
+                    "llm/llama_server.go memoryParsingWriter)")
+
+
+def ollama_graph_size(meta: GGUFMeta, *, num_ctx: int, num_parallel: int = 1, kv_cache_type: str = "f16",
+                      num_batch: int = 512, metal: bool = False) -> dict | None:
+    """Ollama's own estimate of the compute graph (releases before 0.30.0), which its scheduler reserved on every GPU
+    it placed layers on when deciding the offload (llm/server.go:664 ``Graph = max(graphPartialOffload,
+    graphFullOffload)``): ``GraphSize(context=num_ctx, batch=min(num_batch, num_ctx), numParallel, kvCacheType,
+    flashAttention)`` of fs/ggml/ggml.go, transcribed for the architectures whose case is written here ("llama"
+    dense and with ``ffn_gate_exps``, "qwen2", "gemma"/"gemma2") and the default of llm/server.go:631-641
+    (``gqa x kvTotal / 6``) for the others that have no case in the switch. On Metal the partial-offload graph is
+    the full one (server.go:643-646). (Flash attention only enters the gpt-oss case, not transcribed.)
+    Returns ``{"partial_bytes", "full_bytes", "reserved_bytes", "source"}`` or None for an architecture with a case
+    not transcribed here (mllama, command-r, phi2, stablelm, deepseek2, chatglm, gemma3n, llama with
+    ``ffn_gate.0``) and for gemma3 / gpt-oss, which Ollama runs on its own Go engine ("Gemma3 always uses the Ollama
+    engine", ggml.go:745-746), whose graph is measured, not estimated (the lcpp-026 log). Units: bytes."""
+    arch = meta.architecture
+    if arch in ("mllama", "command-r", "phi2", "stablelm", "deepseek2", "chatglm", "gemma3n", "gemma3",
+                "gpt-oss") or \
+            meta.tensor("blk.0.ffn_gate.0.weight") is not None or not meta.n_vocab or not meta.n_head:
+        return None
+    context = num_ctx * num_parallel  # ggml.go:602
+    batch = min(num_batch, num_ctx)  # llm/server.go:173
+    embedding, vocab = meta.n_embd, meta.n_vocab
+    heads, heads_min = max(meta.n_head), min(meta.n_head)
+    heads_kv, heads_kv_min = max(meta.n_head_kv), min(meta.n_head_kv) or 1
+    emb_heads = embedding // heads_min if heads_min else 0  # EmbeddingHeadCountMax
+    hk = meta.head_dim_k or emb_heads
+    hv = meta.head_dim_v or emb_heads
+    per = {"q8_0": 1.0, "q4_0": 0.5, "f32": 4.0}.get(kv_cache_type, 2.0)  # ggml.go:912-923
+    kv_total = sum(int(context * (hk + hv) * meta.n_head_kv[i] * per) for i in range(meta.n_layer_all)
+                   if meta.n_head[i] > 0 and meta.n_head_kv[i] > 0)  # ggml.go:631-660
+    full = partial = 0
+    if arch in ("llama", "llama4"):  # ggml.go:665-692
+        full = max(4 * batch * (1 + 4 * embedding + context * (1 + heads)), 4 * batch * (embedding + vocab))
+        partial = 4 * batch * embedding + max(
+            4 * batch * (1 + embedding + max(context, embedding)) + embedding * embedding * 9 // 16
+            + 4 * context * (batch * heads + emb_heads * heads_kv),
+            4 * batch * (embedding + vocab) + embedding * vocab * 105 // 128)
+        exps = meta.tensor("blk.0.ffn_gate_exps.weight")
+        if exps is not None:
+            ff = int(meta.kv.get(f"{arch}.feed_forward_length") or 0)
+            partial = max(3 * exps.n_bytes
+                          + 4 * batch * (2 * ff + heads_kv + embedding + context + emb_heads * heads_kv),
+                          4 * (context * batch * heads + context * emb_heads * heads_kv + batch * 1024
+                               + emb_heads * heads_kv * batch))
+    elif arch in ("gemma", "gemma2"):  # ggml.go:727-738
+        full = max(4 * batch * (embedding + vocab),
+                   4 * batch * (2 + context + context * heads + 2 * embedding + 2 * hk * heads))
+        partial = max(4 * embedding * batch + embedding * vocab * 105 // 128 + 4 * vocab * batch,
+                      4 * batch * (2 * embedding + 1 + 2 * hk * heads + context + context * heads)
+                      + 4 * hk * context * 8 + embedding * hk * heads * 9 // 16)
+    elif arch == "qwen2":  # ggml.go:768-777
+        full = max(4 * batch * (embedding + vocab), 4 * batch * (1 + 2 * embedding + context + context * heads))
+        partial = max(4 * batch * (embedding + vocab) + embedding * vocab * 105 // 128,
+                      4 * (batch * (1 + 2 * embedding + context * (1 + heads)) + embedding * (1 + context)))
+    if partial == 0:  # llm/server.go:631-641
+        partial = (heads // heads_kv_min) * kv_total // 6
+    if full == 0:
+        full = partial
+    if metal:
+        partial = full
+    return {"partial_bytes": partial, "full_bytes": full, "reserved_bytes": max(partial, full),
+            "source": OLLAMA_GRAPH_SRC}
 
 
 def ollama_defaults(*, total_vram_gib: float, num_ctx: int | None = None, num_parallel: int | None = None,

@@ -6,7 +6,10 @@ be read (the Hub is unreachable or ``HF_HUB_OFFLINE``), each tensor's type is de
 file type the name states, as llama-quantize picks it (:mod:`.quant_rules`: "derived from llama.cpp's
 quantization rules for <ftype>"). Without a file, the attention shapes come from ``config.json`` as llama.cpp's
 converter writes them (:func:`.gguf_meta.meta_from_hf_config`), so the KV cache is exact but the model buffers
-are not modelled, and the verdict says so (``depends``). Compute buffers are not modelled either.
+are not modelled, and the verdict says so (``depends``). Compute buffers are estimated from the reserved graph's
+largest live tensors (:func:`.memory.compute_buffers`), with a stated error: the verdict is ``works`` /
+``does_not_fit`` when the memory left after the model buffers and KV cache is clear of that error, ``depends``
+only when it lies within it.
 
 A GGUF-only repo (no config.json) is answered with the base model's config from the offline GGUF catalog
 (:mod:`.gguf_repos`) or, with the Hub, from the GGUF header itself; its ``.gguf`` files (sizes, split files
@@ -28,7 +31,7 @@ from calculator.runtimes.base import CompatSummary, LoadedModel, speed_kwargs
 from .gguf_meta import HF_TO_GGUF_ARCH, GGUFError, GGUFMeta, meta_from_hf_config, read_gguf_from_hub
 from .gguf_repos import GGUFListing, catalog_config, catalog_entry, list_gguf_files
 from .launch import launch_argv, ollama_run_argv, ollama_serve_argv
-from .memory import MiB, LlamaCppPlan, NotModelled, ollama_defaults, plan
+from .memory import OLLAMA_GRAPH_SRC, MiB, LlamaCppPlan, NotModelled, ollama_defaults, ollama_graph_size, plan
 
 GiB = 2**30
 
@@ -89,6 +92,7 @@ class LlamaCppMemory(BaseModel):
         for b in p.buffers:
             if b.bytes is None:
                 rows.append((f"{b.kind} buffer ({b.buft})", "not modelled", b.note or b.source))
+
         if not any(b.kind == "model" for b in p.buffers):
             rows.append(("model buffers", "not modelled", "no GGUF file given: the tensor table is needed"))
         elif self.weights_source:
@@ -102,7 +106,13 @@ class LlamaCppMemory(BaseModel):
         p = self.plan
         out = {"runtime_release": self.release, "gpu": self.gpu, "fits": self.fits, "reason": self.reason,
                "kv_cache_mib": round(self.kv_cache_mib, 2), "model_buffer_mib": self.model_buffer_mib,
-               "compute_buffer_mib": None, "kv_cache_tokens": self.kv_cache_tokens, "n_ctx": p.n_ctx,
+               "compute_buffer_mib": {b.buft: (round(b.bytes / MiB, 2) if b.bytes is not None else None)
+                                      for b in p.buffers if b.kind == "compute"},
+               "compute_buffer_error_mib": {b.buft: round(b.error_bytes / MiB, 2) for b in p.buffers
+                                            if b.kind == "compute" and b.error_bytes is not None},
+               "compute_buffer_source": ("estimated from the reserved graph's largest live tensors "
+                                         "(buffers[].terms, .error_bytes)"),
+               "kv_cache_tokens": self.kv_cache_tokens, "n_ctx": p.n_ctx,
                "n_seq_max": p.n_seq_max, "max_model_len": self.max_model_len, "max_concurrency": self.max_concurrency,
                "device_budget_mib": round(self.device_budget_mib, 2), "device_used_mib": self.device_used_mib,
                "log_lines": p.log_lines(), "kv_caches": [c.model_dump() for c in p.kv_caches],
@@ -280,7 +290,9 @@ class LlamaCpp:
         unknown = [b for b in dev_buffers if b.bytes is None and b.kind != "compute"] or ([] if meta.tensors else ["model"])
         model_mib = {b.buft: (round(b.bytes / MiB, 2) if b.bytes is not None else None)
                      for b in p.buffers if b.kind == "model"}
-        used = None if unknown else sum(b.bytes for b in dev_buffers if b.bytes) + (kv if device != "CPU" else 0)
+        used = None if unknown else (sum(b.bytes for b in dev_buffers if b.bytes and b.kind != "compute")
+                                     + (kv if device != "CPU" else 0))
+        compute = next((b for b in dev_buffers if b.kind == "compute"), None)
         cells = p.n_ctx
         fits, reason, condition = True, None, None
         if used is None and device != "CPU":
@@ -305,13 +317,30 @@ class LlamaCpp:
         elif used is not None and used > budget:
             fits = False
             reason = (f"llama.cpp would allocate {used / GiB:.2f} GiB on the {device} device (model buffers + KV cache, "
-                      f"compute buffers not counted), more than its {budget / GiB:.2f} GiB")
+                      f"before its compute buffer), more than its {budget / GiB:.2f} GiB")
         elif used is None:
             condition = ("the model buffers fit beside the KV cache: give gguf_file (the .gguf file) for exact model "
-                         "buffers; compute buffers are not modelled")
+                         "buffers" + ("" if compute is None or compute.bytes is None else
+                                      f"; llama.cpp's compute buffer is {_cb_text(compute)}"))
+        elif compute is None or compute.bytes is None:
+            if device != "CPU":
+                why = compute.note if compute is not None else "no compute buffer on the device"
+                condition = (f"llama.cpp's compute buffer ({why}) fits in the {(budget - used) / GiB:.2f} GiB left on "
+                             "the device")
         else:
-            condition = (f"llama.cpp's compute buffers (not modelled) fit in the {(budget - used) / GiB:.2f} GiB left on "
-                         "the device")
+            left = budget - used
+            if compute.bytes + compute.error_bytes <= left:
+                pass  # fits even at the top of the estimate's stated error
+            elif compute.bytes - compute.error_bytes > left:
+                fits = False
+                reason = (f"llama.cpp would allocate {used / GiB:.2f} GiB on the {device} device (model buffers + KV "
+                          f"cache) plus a compute buffer of {_cb_text(compute)}, more than the "
+                          f"{budget / GiB:.2f} GiB budget ({left / MiB:.0f} MiB left for the compute buffer)")
+            else:
+                condition = (f"llama.cpp's compute buffer ({_cb_text(compute)}) fits in the {left / MiB:.0f} MiB left "
+                             "on the device: the remaining memory lies within the estimate's stated error")
+        if st["ollama"] is not None:
+            self._ollama_graph(meta, p, st["ollama"], device=device, used=used, budget=budget, fits=fits)
         return LlamaCppMemory(plan=p, fits=fits, reason=reason, condition=condition, kv_cache_tokens=cells,
                               max_concurrency=float(p.n_seq_max), max_model_len=p.n_ctx_seq, gpu=gpu.name,
                               release=request.release, device_budget_mib=budget / MiB, device_budget_source=budget_source,
@@ -322,6 +351,24 @@ class LlamaCpp:
                               resolved={"n_ctx": p.n_ctx, "n_seq_max": p.n_seq_max, "kv_unified": p.kv_unified,
                                         "flash_attn": p.flash_attn, "device": device,
                                         "cache_type_k": st["cache_type_k"], "cache_type_v": st["cache_type_v"]})
+
+    @staticmethod
+    def _ollama_graph(meta: GGUFMeta, p: LlamaCppPlan, d: dict[str, Any], *, device: str, used: int | None,
+                      budget: int, fits: bool) -> None:
+        """Ollama's own compute-graph estimate (releases before 0.30.0, :func:`.memory.ollama_graph_size`) into the
+        ``ollama`` dict (``graph_estimate_mib``, before 0.30 the figure its scheduler reserved per GPU to place
+        layers), with a note when it would not fit beside the model buffers and KV cache although llama.cpp's own
+        compute buffer does: those releases then offload fewer layers. Since 0.30.0 Ollama runs llama-server and
+        reads the buffers llama.cpp logs (llm/llama_server.go memoryParsingWriter), i.e. the compute buffer above."""
+        g = ollama_graph_size(meta, num_ctx=d["num_ctx"], num_parallel=d["num_parallel"],
+                              kv_cache_type=d["kv_cache_type"], metal=device == "Metal")
+        d["graph_estimate_mib"] = None if g is None else round(g["reserved_bytes"] / MiB, 2)
+        d["graph_estimate_source"] = (OLLAMA_GRAPH_SRC if g is not None else
+                                      f"not transcribed for architecture {meta.architecture!r} ({OLLAMA_GRAPH_SRC})")
+        if g is not None and used is not None and fits and device != "CPU" and used + g["reserved_bytes"] > budget:
+            p.notes.append(f"Ollama before 0.30 reserved its own graph estimate of {g['reserved_bytes'] / MiB:.1f} MiB "
+                           f"per GPU (fs/ggml/ggml.go GraphSize), more than the {(budget - used) / MiB:.0f} MiB left: "
+                           "those releases offload fewer layers to the GPU than llama.cpp's own buffers need.")
 
     def compat(self, request, model: LoadedModel, memory) -> CompatSummary:
         """llama.cpp starts when its plan does (quantized V without flash attention, cache types and the
@@ -465,6 +512,13 @@ class Ollama(LlamaCpp):
             fa = True  # a quantized cache needs flash attention; say so in the command instead of relying on auto
         return ollama_serve_argv(num_ctx=d["num_ctx"], num_parallel=d["num_parallel"],
                                  kv_cache_type=d["kv_cache_type"], flash_attention=fa)
+
+
+def _cb_text(b) -> str:
+    """A compute-buffer estimate in words: ``"~262.50 MiB +- 8.88 MiB, estimated from ..."``."""
+    from .memory import COMPUTE_LABEL
+
+    return f"~{b.bytes / MiB:.2f} MiB +- {b.error_bytes / MiB:.2f} MiB, {COMPUTE_LABEL}"
 
 
 def hub_usable(model: LoadedModel | None = None) -> bool:
