@@ -244,6 +244,12 @@ class ServingRequest(BaseModel):
         "--flash-attn", "llama.cpp: flash attention, -fa (default auto)", "llama.cpp", short="-fa"))
     n_gpu_layers: int | None = Field(None, ge=-1, le=10000, json_schema_extra=_meta(
         "--n-gpu-layers", "llama.cpp: layers offloaded to the GPU, -ngl (-1: all)", "llama.cpp", short="-ngl"))
+    gguf_file_draft: str | None = Field(None, max_length=200, json_schema_extra=_meta(
+        "--gguf-file-draft", "llama.cpp: the .gguf file in the draft model's repo (speculative_config's model), "
+        "given to llama-server as -md", "llama.cpp"))
+    n_gpu_layers_draft: int | None = Field(None, ge=-1, le=10000, json_schema_extra=_meta(
+        "--n-gpu-layers-draft", "llama.cpp: draft model layers offloaded to the GPU, -ngld (default: all)",
+        "llama.cpp", short="-ngld"))
     kv_unified: bool = Field(False, json_schema_extra=_meta(
         "--kv-unified", "llama.cpp: one KV cache shared by all sequences, -kvu", "llama.cpp"))
     swa_full: bool = Field(False, json_schema_extra=_meta(
@@ -351,6 +357,13 @@ class ServingRequest(BaseModel):
                     raise InputError(name, f"llama.cpp cache types are {', '.join(KV_CACHE_TYPES)}, not {value!r}")
             if self.gguf_file is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_./-]{0,190}\.gguf", self.gguf_file):
                 raise InputError("gguf_file", "a .gguf file name in the repo (letters, digits, . _ / -)")
+            if self.gguf_file_draft is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_./-]{0,190}\.gguf",
+                                                                     self.gguf_file_draft):
+                raise InputError("gguf_file_draft", "a .gguf file name in the draft's repo (letters, digits, . _ / -)")
+            if (self.gguf_file_draft is not None or self.n_gpu_layers_draft is not None) and not (
+                    self.speculative_config is not None and self.speculative_config.method == "draft_model"):
+                raise InputError("gguf_file_draft" if self.gguf_file_draft is not None else "n_gpu_layers_draft",
+                                 "only with a draft model (speculative_config method draft_model)")
             if self.attention_backend is not None:
                 raise InputError("attention_backend", "llama.cpp picks its backend by build (CUDA, Metal, Vulkan, "
                                  "CPU); use flash_attn")
@@ -463,6 +476,8 @@ LLAMACPP_ONLY = {
     "gguf_file": "the model's safetensors", "llamacpp_release": "the runtime's own release",
     "parallel": "concurrency (and max_num_seqs / max_running_requests)", "cache_type_k": "kv_cache_dtype",
     "cache_type_v": "kv_cache_dtype", "flash_attn": "attention_backend", "n_gpu_layers": "more GPUs (TP)",
+    "gguf_file_draft": "speculative_config's model (safetensors)", "n_gpu_layers_draft": "nothing (the draft runs on "
+    "the target's GPUs)",
     "kv_unified": "nothing (vLLM and SGLang pool the cache)", "swa_full": "nothing (sized by the runtime)",
 }
 RUNTIME_ONLY = {"vllm": VLLM_ONLY, "sglang": SGLANG_ONLY, "llama.cpp": LLAMACPP_ONLY}

@@ -1,12 +1,19 @@
 """Launch commands for a plan: ``llama-server`` argv and the Ollama equivalent (server environment + ``ollama run``).
 
 Flag names are llama.cpp's own (common/arg.cpp of the llama.cpp vendored in llama-cpp-python 0.3.36:
-``-m`` ``-c`` ``-np`` ``-fa`` ``-ctk`` ``-ctv`` ``-ngl`` ``-kvu`` ``--swa-full`` ``-md`` at lines 1690, 1724,
-1754, 2437, 2450, 2544-2558, 2789, 4241). An argv list is returned, never a shell string.
+``-m`` ``-c`` ``-np`` ``-fa`` ``-ctk`` ``-ctv`` ``-ngl`` ``-kvu`` ``--swa-full`` at lines 1690, 1724,
+1754, 2437, 2450, 2544-2558, 2789). The draft model (same file): ``-md FNAME`` (``--spec-draft-model``, :4241: a
+file path), ``-hfd <user>/<model>[:quant]`` (``--spec-draft-hf``, :3975), ``-ngld N`` (:4222), ``--spec-draft-n-max
+N`` (:4140; ``--draft-max`` is removed there, :4387-4392 ``arg_removed``) and ``--spec-type draft-simple`` (:4249;
+the default type is none, common/common.h:373, and a plain GGUF draft is not auto-detected,
+common/speculative.cpp:2270-2295: without it the server loads the draft and then drops it,
+tools/server/server-context.cpp:1242-1262). Builds before the rename (the other release rule sets) took ``-md`` /
+``-hfd`` with ``--draft-max N`` and used the draft whenever one was given. An argv list is returned, never a shell
+string.
 """
 from __future__ import annotations
 
-from calculator.runtimes.llamacpp.memory import KV_CACHE_TYPES
+from calculator.runtimes.llamacpp.memory import KV_CACHE_TYPES, RELEASE_0_3_36
 
 
 def launch_argv(
@@ -21,9 +28,16 @@ def launch_argv(
     kv_unified: bool = False,
     swa_full: bool = False,
     draft_model_path: str | None = None,
+    draft_hf_repo: str | None = None,
+    draft_max: int | None = None,
+    n_gpu_layers_draft: int | None = None,
+    release: str = RELEASE_0_3_36,
     binary: str = "llama-server",
 ) -> list[str]:
-    """``llama-server -m MODEL -c N -np P -fa on|off|auto -ctk T -ctv T [-ngl N] [-kvu] [--swa-full] [-md D]``.
+    """``llama-server -m MODEL -c N -np P -fa on|off|auto -ctk T -ctv T [-ngl N] [-kvu] [--swa-full]`` and, with a
+    draft model, ``[--spec-type draft-simple] -md FILE | -hfd REPO [--spec-draft-n-max K] [-ngld N]`` (0.3.36;
+    ``--draft-max K`` for the older release rule sets, see the module docstring). ``draft_model_path`` is the
+    draft's .gguf file, ``draft_hf_repo`` a Hub repo llama-server downloads from (one of them).
 
     ``n_gpu_layers=None`` leaves -ngl out (the server's default). ``-np`` is always given: the server's own
     default is -1 (auto: 4 slots and a unified cache, tools/server/server.cpp:156-161), which the plan must
@@ -47,8 +61,19 @@ def launch_argv(
         argv.append("-kvu")
     if swa_full:
         argv.append("--swa-full")
-    if draft_model_path:
-        argv += ["-md", draft_model_path]
+    if draft_model_path and draft_hf_repo:
+        raise ValueError("draft_model_path / draft_hf_repo: give one (-md FILE or -hfd REPO)")
+    if draft_max is not None and draft_max < 0:
+        raise ValueError("draft_max (--spec-draft-n-max) must be >= 0")
+    if draft_model_path or draft_hf_repo:
+        new = release == RELEASE_0_3_36
+        if new:
+            argv += ["--spec-type", "draft-simple"]
+        argv += ["-md", draft_model_path] if draft_model_path else ["-hfd", draft_hf_repo]
+        if draft_max is not None:
+            argv += ["--spec-draft-n-max" if new else "--draft-max", str(draft_max)]
+        if n_gpu_layers_draft is not None:
+            argv += ["-ngld", str(n_gpu_layers_draft)]
     return argv
 
 

@@ -275,6 +275,7 @@ def plan(
     release: str = RELEASE_0_3_36,
     cpu_features: frozenset[str] | set[str] | None = None,
     kq_mask_f16: bool | None = None,
+    n_outputs_max: int | None = None,
 ) -> LlamaCppPlan:
     """What llama.cpp allocates at start-up for ``meta`` with these context parameters.
 
@@ -289,6 +290,9 @@ def plan(
     ``kq_mask_f16`` (compute buffers only): whether the build creates the KQ mask f16 with flash attention
     (ggml-org/llama.cpp PR #23764, 2026-05-28, in 0.3.36); ``None`` = by ``release`` (True for 0.3.36). Builds
     before it (the public logs of 2025 / early 2026) made an f32 mask and cast it: give False.
+    ``n_outputs_max`` (``llama_context_params.n_outputs_max``; None/0 = n_batch, llama-context.cpp:250): the
+    outputs the worst-case graph reserves, ``min(n_tokens, n_outputs_max)`` (:896-898); a speculative draft's
+    context is made with ``n_parallel`` (common/speculative.cpp:2480).
 
     Returns a ``LlamaCppPlan``. Raises ``NotModelled`` (with ``field``) for what the model does not cover and
     ``ValueError`` (message naming the parameter) for what llama.cpp itself rejects.
@@ -450,7 +454,11 @@ def plan(
         buffers.append(Buffer(kind="output", buft=out_buft, bytes=out, note=note,
                               source=SRC + "src/llama-context.cpp:375-384,2116-2160"))
     n_tokens = min(n_ctx, n_ubatch_eff)  # sched_reserve: n_tokens = min(cparams.n_ctx, cparams.n_ubatch)
-    buffers += compute_buffers(meta, caches, n_tokens=n_tokens, flash_attn_on=fa_enabled, device=device,
+    if n_outputs_max is not None and n_outputs_max < 0:
+        raise ValueError(f"n_outputs_max must be >= 0, not {n_outputs_max}")
+    n_outputs = min(n_tokens, n_outputs_max) if n_outputs_max else None  # llama-context.cpp:250, 896-898
+    buffers += compute_buffers(meta, caches, n_tokens=n_tokens, n_outputs=n_outputs, flash_attn_on=fa_enabled,
+                               device=device,
                                layers_on_gpu=layers_on_gpu, output_on_gpu=output_on_gpu, offload_kqv=offload_kqv,
                                release=release, kq_mask_f16=kq_mask_f16)
     notes.append("llama-server's --fit (on by default in recent builds) may lower -c / -ngl to fit the device; "
@@ -508,7 +516,7 @@ def ffn_width(meta: GGUFMeta) -> int | None:
 
 def compute_phases(meta: GGUFMeta, caches: list, *, n_tokens: int, flash_attn_on: bool, layers: bool = True,
                    output: bool = True, mask_bytes: int | None = None,
-                   kq_mask_f16: bool = True) -> dict[str, dict[str, int]]:
+                   kq_mask_f16: bool = True, n_outputs: int | None = None) -> dict[str, dict[str, int]]:
     """The sets of tensors that are live together at the candidate peaks of the reserved graph, in bytes.
 
     ``n_tokens`` = T (the ubatch reserved), n_outputs = T; ``caches`` the plan's KV caches (one KQ mask of
@@ -527,15 +535,17 @@ def compute_phases(meta: GGUFMeta, caches: list, *, n_tokens: int, flash_attn_on
     the bytes per mask element (0: the masks are counted elsewhere). ``kq_mask_f16``: with flash attention the mask
     is created f16 (llama-graph.cpp:29-45 build_attn_inp_kq_mask, "flash attention requires an f16 mask", PR #23764
     of 2026-05-28); before, an f32 mask was cast to f16 in the graph. Raises nothing; an unknown FFN width leaves
-    the ffn phase out."""
+    the ffn phase out. ``n_outputs`` (default T): the logits rows reserved, fewer when the context's
+    ``n_outputs_max`` is below the ubatch (a speculative draft's context)."""
     T, E = n_tokens, meta.n_embd
+    n_out = T if n_outputs is None else n_outputs
     hidden = 4 * T * E
     mask_elems = sum(c.cells * T for c in caches)
     per = mask_bytes if mask_bytes is not None else (2 if flash_attn_on else 4)
     masks = mask_elems * per
     out: dict[str, dict[str, int]] = {}
     if output and meta.n_vocab:
-        out["output"] = {"logits f32 [n_vocab x n_outputs]": 4 * T * meta.n_vocab,
+        out["output"] = {"logits f32 [n_vocab x n_outputs]": 4 * n_out * meta.n_vocab,
                          "2 hidden states f32 [n_embd x n_ubatch]": 2 * hidden}
     if layers:
         if flash_attn_on:
@@ -571,7 +581,8 @@ def compute_error_bytes(estimate: int) -> int:
 
 def compute_buffers(meta: GGUFMeta, caches: list, *, n_tokens: int, flash_attn_on: bool, device: str,
                     layers_on_gpu: list[int], output_on_gpu: bool, offload_kqv: bool = True,
-                    release: str = RELEASE_0_3_36, kq_mask_f16: bool | None = None) -> list[Buffer]:
+                    release: str = RELEASE_0_3_36, kq_mask_f16: bool | None = None,
+                    n_outputs: int | None = None) -> list[Buffer]:
     """``<dev> compute buffer size`` per device, estimated from the reserved graph's largest live tensors.
 
     llama.cpp reserves the worst-case graph (``sched_reserve``: n_tokens = min(n_ctx, n_ubatch) = ``n_tokens``,
@@ -589,7 +600,9 @@ def compute_buffers(meta: GGUFMeta, caches: list, *, n_tokens: int, flash_attn_o
 
     Every buffer is an estimate: ``error_bytes`` = :func:`compute_error_bytes`, ``terms`` its parts, ``note`` the
     label. Returns a ``bytes=None`` buffer saying why for what is not modelled (no vocabulary size; the KV cache
-    kept on the host with --no-kv-offload). Units: bytes."""
+    kept on the host with --no-kv-offload). ``n_outputs`` (default ``n_tokens``): the logits rows reserved
+    (:func:`compute_phases`); below ``n_tokens`` (a draft's context) the stated error was not measured. Units:
+    bytes."""
     T = n_tokens
     gpu = device != "CPU"
     dev_buft = _buft_name(device)
@@ -612,12 +625,13 @@ def compute_buffers(meta: GGUFMeta, caches: list, *, n_tokens: int, flash_attn_o
 
     if not gpu:
         phase, terms = _peak(compute_phases(meta, caches, n_tokens=T, flash_attn_on=flash_attn_on,
-                                            kq_mask_f16=kq_mask_f16))
+                                            kq_mask_f16=kq_mask_f16, n_outputs=n_outputs))
         return [make("CPU", phase, terms)]
     n_all = meta.n_layer_all
     all_on_gpu = len(layers_on_gpu) == n_all and output_on_gpu
     phase, terms = _peak(compute_phases(meta, caches, n_tokens=T, flash_attn_on=flash_attn_on,
-                                        layers=bool(layers_on_gpu), output=output_on_gpu, kq_mask_f16=kq_mask_f16))
+                                        layers=bool(layers_on_gpu), output=output_on_gpu, kq_mask_f16=kq_mask_f16,
+                                        n_outputs=n_outputs))
     extra = ""
     if not all_on_gpu and (layers_on_gpu or output_on_gpu):
         terms = dict(terms) | {"hidden state copied between devices": 4 * T * meta.n_embd}
@@ -634,7 +648,7 @@ def compute_buffers(meta: GGUFMeta, caches: list, *, n_tokens: int, flash_attn_o
     cpu_layers = len(layers_on_gpu) < n_all
     if cpu_layers or not output_on_gpu:
         p2, t2 = _peak(compute_phases(meta, caches, n_tokens=T, flash_attn_on=flash_attn_on, layers=cpu_layers,
-                                      output=not output_on_gpu, mask_bytes=0))
+                                      output=not output_on_gpu, mask_bytes=0, n_outputs=n_outputs))
         host |= {f"{k} (on the CPU)": v for k, v in t2.items()}
         host_phase = f"graph inputs + {p2} on the CPU"
     out.append(make("CPU", host_phase, host, extra if not all_on_gpu else ""))

@@ -31,7 +31,8 @@ from calculator.runtimes.base import CompatSummary, LoadedModel, speed_kwargs
 from .gguf_meta import HF_TO_GGUF_ARCH, GGUFError, GGUFMeta, meta_from_hf_config, read_gguf_from_hub
 from .gguf_repos import GGUFListing, catalog_config, catalog_entry, list_gguf_files
 from .launch import launch_argv, ollama_run_argv, ollama_serve_argv
-from .memory import OLLAMA_GRAPH_SRC, MiB, LlamaCppPlan, NotModelled, ollama_defaults, ollama_graph_size, plan
+from .memory import (OLLAMA_GRAPH_SRC, RELEASE_0_3_36, SRC, Buffer, MiB, LlamaCppPlan, NotModelled, ollama_defaults,
+                     ollama_graph_size, plan)
 
 GiB = 2**30
 
@@ -55,6 +56,64 @@ def budget_bytes(gpu: GPU) -> tuple[int, str]:
     if gpu.vendor == "apple":
         return metal_working_set_bytes(gpu), "Metal recommendedMaxWorkingSetSize (calculator.engine.gpus)"
     return gpu.memory_bytes, gpu.memory_source
+
+
+#: Where llama-server 0.3.36 (vendored llama.cpp) makes the draft model's buffers: the draft is loaded and given its
+#: own context after the target's (tools/server/server-context.cpp:1000-1004, 1101-1131,
+#: common/speculative.cpp:2446-2481 common_base_params_to_speculative: -devd / -ngld / -ctkd / -ctvd, default f16
+#: cache types; n_outputs_max = n_parallel; :2527-2557 the context: n_ctx = llama_n_ctx(ctx_tgt) :2530, n_seq_max =
+#: n_parallel via common_context_params_to_llama common/common.cpp:1633-1634).
+DRAFT_SRC = (SRC + "tools/server/server-context.cpp:1000-1004,1101-1131; common/speculative.cpp:2446-2481,2527-2557; "
+             "common/common.cpp:1633-1663")
+
+#: -hfd <repo> without a quant takes the repo's Q4_K_M file, else Q8_0, else the first model file
+#: (common/download.cpp:655-690 find_best_model).
+HFD_DEFAULT_SRC = SRC + "common/download.cpp:655-690 find_best_model"
+
+
+class DraftMemory(BaseModel):
+    """The draft model of ``--speculative-config {"method": "draft_model", ...}`` as llama-server allocates it: its
+    own model buffers, KV cache (the target's ``n_ctx`` and ``n_seq_max``, f16 unless -ctkd/-ctvd), output and
+    compute buffers (``plan``). ``plan`` is None when the draft's memory is not modelled (``not_modelled`` says
+    why); ``gguf_file`` None means llama-server is told ``-hfd <repo>`` and picks the file itself."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    repo_id: str
+    gguf_file: str | None = None
+    plan: LlamaCppPlan | None = None
+    meta: Any = None
+    weights_source: str = ""
+    not_modelled: str | None = None
+    notes: list[str] = []
+    source: str = DRAFT_SRC
+
+    def device_bytes(self) -> tuple[int, Buffer | None]:
+        """(bytes on the device before compute: model + output buffers and the KV cache on the device, the draft's
+        device compute buffer or None). The CPU-side buffers (CPU, CPU_Mapped, CPU_REPACK) are not counted, as for
+        the target."""
+        p = self.plan
+        host = ("CPU", "CPU_Mapped", "CPU_REPACK")
+        used = sum(b.bytes or 0 for b in p.buffers if b.buft not in host and b.kind != "compute")
+        used += sum(n for c in p.kv_caches for dev, n in c.buffers.items() if dev != "CPU")
+        compute = next((b for b in p.buffers if b.kind == "compute" and b.buft not in host), None)
+        return used, compute
+
+    def to_json(self) -> dict[str, Any]:
+        p = self.plan
+        out: dict[str, Any] = {"repo_id": self.repo_id, "gguf_file": self.gguf_file, "weights_source": self.weights_source,
+                               "not_modelled": self.not_modelled, "notes": self.notes, "source": self.source}
+        if p is not None:
+            out |= {"kv_cache_mib": round(p.kv_bytes / MiB, 2), "n_ctx": p.n_ctx, "n_seq_max": p.n_seq_max,
+                    "model_buffer_mib": {b.buft: (round(b.bytes / MiB, 2) if b.bytes is not None else None)
+                                         for b in p.buffers if b.kind == "model"},
+                    "compute_buffer_mib": {b.buft: (round(b.bytes / MiB, 2) if b.bytes is not None else None)
+                                           for b in p.buffers if b.kind == "compute"},
+                    "compute_buffer_error_mib": {b.buft: round(b.error_bytes / MiB, 2) for b in p.buffers
+                                                 if b.kind == "compute" and b.error_bytes is not None},
+                    "log_lines": p.log_lines(), "kv_caches": [c.model_dump() for c in p.kv_caches],
+                    "buffers": [b.model_dump() for b in p.buffers]}
+        return out
 
 
 class LlamaCppMemory(BaseModel):
@@ -84,6 +143,7 @@ class LlamaCppMemory(BaseModel):
     gguf_listing: Any = None  # GGUFListing of the repo's .gguf files (the picker), when it is a GGUF repo
     meta: Any = None  # the GGUFMeta the plan was made from (the speed model reads its tensors)
     client_argv: list[str] | None = None  # Ollama: the `ollama run` half of the command
+    draft: DraftMemory | None = None  # the speculative draft model's buffers (llama-server -md / -hfd)
 
     def rows(self) -> list[tuple[str, Any, str]]:
         """``(label, value, source)`` rows of what llama.cpp logs, for the page."""
@@ -93,6 +153,15 @@ class LlamaCppMemory(BaseModel):
             if b.bytes is None:
                 rows.append((f"{b.kind} buffer ({b.buft})", "not modelled", b.note or b.source))
 
+        d = self.draft
+        if d is not None:
+            if d.plan is None:
+                rows.append((f"draft model {d.repo_id}", "not modelled", d.not_modelled or ""))
+            else:
+                rows += [(f"draft: {line}", "", f"predicted log line of the draft's context ({d.repo_id}/{d.gguf_file})")
+                         for line in d.plan.log_lines()]
+                if d.weights_source:
+                    rows.append(("draft tensor types", d.gguf_file or "", d.weights_source))
         if not any(b.kind == "model" for b in p.buffers):
             rows.append(("model buffers", "not modelled", "no GGUF file given: the tensor table is needed"))
         elif self.weights_source:
@@ -118,7 +187,7 @@ class LlamaCppMemory(BaseModel):
                "log_lines": p.log_lines(), "kv_caches": [c.model_dump() for c in p.kv_caches],
                "buffers": [b.model_dump() for b in p.buffers], "notes": p.notes, "resolved": self.resolved,
                "ollama": self.ollama, "gguf_file": self.gguf_file, "weights_source": self.weights_source,
-               "client_argv": self.client_argv,
+               "client_argv": self.client_argv, "draft": None if self.draft is None else self.draft.to_json(),
                "gguf_files": None if self.gguf_listing is None else {
                    "source": self.gguf_listing.source,
                    "files": [{"name": f.name, "parts": f.parts, "size_bytes": f.size_bytes, "listed_gb": f.listed_gb,
@@ -126,6 +195,11 @@ class LlamaCppMemory(BaseModel):
                              for f in self.gguf_listing.files],
                    "projectors": self.gguf_listing.projectors},
                "sources": {c.name: c.source for c in p.kv_caches} | {f"{b.kind} {b.buft}": b.source for b in p.buffers}}
+        if self.draft is not None:
+            out["sources"]["draft"] = self.draft.source
+            if self.draft.plan is not None:
+                out["sources"] |= {f"draft {c.name}": c.source for c in self.draft.plan.kv_caches}
+                out["sources"] |= {f"draft {b.kind} {b.buft}": b.source for b in self.draft.plan.buffers}
         return out
 
 
@@ -255,6 +329,9 @@ class LlamaCpp:
         return self._memory(request, model)
 
     def _compute_memory(self, request, model: LoadedModel) -> LlamaCppMemory:
+        spec = request.speculative_config
+        if spec is not None:
+            self.check_speculative(spec)
         gpu = get_gpu(request.gpu)
         device = device_of(gpu)
         listing = self.listing(request, model)
@@ -293,6 +370,20 @@ class LlamaCpp:
         used = None if unknown else (sum(b.bytes for b in dev_buffers if b.bytes and b.kind != "compute")
                                      + (kv if device != "CPU" else 0))
         compute = next((b for b in dev_buffers if b.kind == "compute"), None)
+        draft = self._draft(request, p, st, device) if spec is not None else None
+        if draft is not None and draft.plan is not None and device != "CPU":
+            d_used, d_compute = draft.device_bytes()
+            if used is not None:
+                used += d_used
+            if compute is not None and compute.bytes is not None and d_compute is not None and d_compute.bytes is not None:
+                # each context keeps its own scheduler and compute buffers (llama_init_from_model per context)
+                compute = Buffer(kind="compute", buft=compute.buft, bytes=compute.bytes + d_compute.bytes,
+                                 error_bytes=(compute.error_bytes or 0) + (d_compute.error_bytes or 0),
+                                 source=compute.source, note="target + draft compute buffers")
+            elif d_compute is not None:
+                compute = d_compute if compute is None else Buffer(
+                    kind="compute", buft=compute.buft, bytes=None, source=compute.source,
+                    note=compute.note or d_compute.note)
         cells = p.n_ctx
         fits, reason, condition = True, None, None
         if used is None and device != "CPU":
@@ -339,6 +430,14 @@ class LlamaCpp:
             else:
                 condition = (f"llama.cpp's compute buffer ({_cb_text(compute)}) fits in the {left / MiB:.0f} MiB left "
                              "on the device: the remaining memory lies within the estimate's stated error")
+        if draft is not None:
+            p.notes.extend(draft.notes)
+            if draft.plan is None and fits:
+                why = f"the draft model {draft.repo_id} also fits: its memory is not modelled ({draft.not_modelled})"
+                condition = why if not condition else f"{condition}; and {why}"
+            elif draft.plan is not None and fits and used is not None:
+                p.notes.append(f"draft model {draft.repo_id} ({draft.gguf_file}): {draft.device_bytes()[0] / MiB:.2f} "
+                               f"MiB of model / output buffers and KV cache on the {device} device, counted in the fit")
         if st["ollama"] is not None:
             self._ollama_graph(meta, p, st["ollama"], device=device, used=used, budget=budget, fits=fits)
         return LlamaCppMemory(plan=p, fits=fits, reason=reason, condition=condition, kv_cache_tokens=cells,
@@ -347,10 +446,86 @@ class LlamaCpp:
                               device_used_mib=None if used is None else round(used / MiB, 2),
                               kv_cache_mib=kv / MiB, model_buffer_mib=model_mib, ollama=st["ollama"],
                               weights_source=weights_source, gguf_file=gguf_file, gguf_listing=listing, meta=meta,
-                              client_argv=client,
+                              client_argv=client, draft=draft,
                               resolved={"n_ctx": p.n_ctx, "n_seq_max": p.n_seq_max, "kv_unified": p.kv_unified,
                                         "flash_attn": p.flash_attn, "device": device,
                                         "cache_type_k": st["cache_type_k"], "cache_type_v": st["cache_type_v"]})
+
+    def check_speculative(self, spec) -> None:
+        """llama-server speculates with a draft model (``-md`` / ``-hfd``, ``--spec-type draft-simple``); the other
+        methods (n-gram lookup, EAGLE-3, MTP: ``--spec-type ngram-* / draft-eagle3 / draft-mtp``) are not modelled
+        here: refused by name rather than ignored."""
+        if spec.method != "draft_model":
+            raise EngineInputError("speculative_config", f"speculative method {spec.method!r} with llama.cpp is not "
+                                   "modelled; the draft_model method (llama-server -md / -hfd) is")
+
+    def _draft(self, request, p: LlamaCppPlan, st: dict[str, Any], device: str) -> DraftMemory:
+        """The draft model's plan (:class:`DraftMemory`): its GGUF file is ``gguf_file_draft``, else the file
+        ``-hfd <repo>`` downloads (Q4_K_M, else Q8_0, else the first: :data:`HFD_DEFAULT_SRC`) when the repo's files
+        are listed. Its context as llama-server 0.3.36 makes it (:data:`DRAFT_SRC`): ``n_ctx`` = the target's
+        (padded) n_ctx, ``n_seq_max`` = --parallel, the same -kvu / --swa-full / -fa / -b / -ub, K and V cache f16
+        (-ctkd / -ctvd default), ``-ngld`` (default -1, every layer, as the target's default here), the target's
+        device (-devd default), ``n_outputs_max`` = n_parallel. Anything that cannot be resolved leaves ``plan``
+        None with the reason."""
+        import re
+
+        spec = request.speculative_config
+        repo = spec.model
+        out = DraftMemory(repo_id=repo, gguf_file=request.gguf_file_draft)
+        if request.release != RELEASE_0_3_36:
+            out.not_modelled = (f"the draft's context is modelled for {RELEASE_0_3_36} only (older llama-server builds "
+                                "sized it from --ctx-size-draft / per slot)")
+            return out
+        dreq = request.model_copy(update={"model": repo, "revision": "main", "gguf_file": request.gguf_file_draft,
+                                          "speculative_config": None, "gguf_file_draft": None})
+        try:
+            dmodel = LlamaCpp.load_model(self, dreq)
+        except EngineInputError as exc:
+            out.not_modelled = f"draft {repo}: {exc}"[:300]
+            return out
+        listing = LlamaCpp.listing(self, dreq, dmodel)
+        gguf_file = request.gguf_file_draft
+        if gguf_file and listing is not None and listing.files and listing.file(gguf_file) is None:
+            names = ", ".join(f.name for f in listing.files[:8])
+            raise EngineInputError("gguf_file_draft", f"{gguf_file} is not a GGUF file of {listing.repo_id} "
+                                   f"({listing.source}); its files: {names}")
+        if not gguf_file:
+            if listing is None or not listing.files:
+                out.not_modelled = (f"no GGUF file of {repo} is known: give gguf_file_draft (the draft's .gguf file)")
+                return out
+            pick = None
+            for tag in ("Q4_K_M", "Q8_0"):
+                pick = next((f for f in listing.files if re.search(tag + r"[.-]", f.name, re.IGNORECASE)), None)
+                if pick is not None:
+                    break
+            pick = pick or listing.files[0]
+            gguf_file = pick.name
+            out.notes.append(f"draft gguf_file: {gguf_file}, the file `-hfd {repo}` downloads without a quant "
+                             f"({HFD_DEFAULT_SRC}; {listing.source})")
+        out.gguf_file = gguf_file
+        try:
+            dmeta, wsrc = LlamaCpp.meta(self, dreq.model_copy(update={"gguf_file": gguf_file}), dmodel, gguf_file,
+                                        listing)
+        except EngineInputError as exc:
+            out.not_modelled = f"draft {repo}/{gguf_file}: {exc}"[:300]
+            return out
+        try:
+            dp = plan(dmeta, n_ctx=p.n_ctx, n_seq_max=p.n_seq_max, kv_unified=request.kv_unified,
+                      cache_type_k="f16", cache_type_v="f16", flash_attn=st["flash_attn"],
+                      n_gpu_layers=request.n_gpu_layers_draft if request.n_gpu_layers_draft is not None else -1,
+                      swa_full=request.swa_full, device=device, release=request.release, n_outputs_max=p.n_seq_max)
+        except (NotModelled, ValueError) as exc:
+            out.not_modelled = f"draft {repo}/{gguf_file}: {exc}"[:300]
+            return out
+        dp.notes = [n for n in dp.notes if "--fit" not in n]
+        out.plan, out.meta, out.weights_source = dp, dmeta, wsrc
+        out.notes.append(f"draft context: n_ctx {dp.n_ctx} (the target's, {SRC}common/speculative.cpp:2530), "
+                         f"{dp.n_seq_max} seq(s), K/V f16 (-ctkd/-ctvd default), n_outputs_max {p.n_seq_max}: its "
+                         "compute buffer reserves that many logits rows (the stated error was measured with n_outputs "
+                         "= n_ubatch)")
+        if wsrc:
+            out.notes.append(f"draft tensor types {wsrc}")
+        return out
 
     @staticmethod
     def _ollama_graph(meta: GGUFMeta, p: LlamaCppPlan, d: dict[str, Any], *, device: str, used: int | None,
@@ -408,20 +583,22 @@ class LlamaCpp:
         else:  # not a GGUF repo: the user converts it first; an obvious placeholder, never a made-up file name
             path = f"<{model.repo_id.split('/')[-1]} converted to GGUF>.gguf"
         spec = request.speculative_config
+        draft = {}
+        if spec is not None and spec.method == "draft_model":
+            # -md FILE when the draft's file is given, else -hfd <repo> (llama-server downloads Q4_K_M / Q8_0 / the
+            # first file); the drafted tokens per step as --spec-draft-n-max
+            draft = {"draft_model_path": request.gguf_file_draft, "draft_hf_repo": None if request.gguf_file_draft
+                     else spec.model, "draft_max": spec.num_speculative_tokens,
+                     "n_gpu_layers_draft": request.n_gpu_layers_draft, "release": request.release}
+        kw = dict(n_ctx=mem.plan.n_ctx_requested, n_parallel=mem.plan.n_seq_max, flash_attn=mem.plan.flash_attn,
+                  cache_type_k=mem.resolved["cache_type_k"], cache_type_v=mem.resolved["cache_type_v"],
+                  n_gpu_layers=request.n_gpu_layers, kv_unified=request.kv_unified, swa_full=request.swa_full, **draft)
         if path is None:
-            argv = launch_argv("-", n_ctx=mem.plan.n_ctx_requested, n_parallel=mem.plan.n_seq_max,
-                               flash_attn=mem.plan.flash_attn, cache_type_k=mem.resolved["cache_type_k"],
-                               cache_type_v=mem.resolved["cache_type_v"], n_gpu_layers=request.n_gpu_layers,
-                               kv_unified=request.kv_unified, swa_full=request.swa_full,
-                               draft_model_path=spec.model if spec and spec.method == "draft_model" else None)
+            argv = launch_argv("-", **kw)
             # llama-server -hf <user>/<model>[:quant] (common/arg.cpp: without a quant it takes Q4_K_M, else the
             # repo's first file)
             return [argv[0], "-hf", listing.repo_id, *argv[3:]]
-        return launch_argv(path, n_ctx=mem.plan.n_ctx_requested, n_parallel=mem.plan.n_seq_max,
-                           flash_attn=mem.plan.flash_attn, cache_type_k=mem.resolved["cache_type_k"],
-                           cache_type_v=mem.resolved["cache_type_v"], n_gpu_layers=request.n_gpu_layers,
-                           kv_unified=request.kv_unified, swa_full=request.swa_full,
-                           draft_model_path=spec.model if spec and spec.method == "draft_model" else None)
+        return launch_argv(path, **kw)
 
     def client_argv(self, request, model: LoadedModel, gguf_file: str | None, listing) -> list[str] | None:
         """llama-server is one command; Ollama adds the ``ollama run`` half (:meth:`Ollama.client_argv`)."""
@@ -480,6 +657,13 @@ class Ollama(LlamaCpp):
         return {"n_ctx": d.kv_size, "n_seq_max": d.num_parallel, "cache_type_k": d.kv_cache_type,
                 "cache_type_v": request.cache_type_v or d.kv_cache_type, "flash_attn": d.flash_attention,
                 "ollama": d.model_dump()}
+
+    def check_speculative(self, spec) -> None:
+        """Ollama has no speculative decoding: no draft-model option in its API, Modelfile or server (the feature
+        request ollama/ollama#5800 is open; PR #8134, which added one, was closed unmerged)."""
+        raise EngineInputError("speculative_config", "Ollama has no speculative decoding (no draft model option: "
+                               "https://github.com/ollama/ollama/issues/5800 is open, PR #8134 was closed unmerged); "
+                               "use --runtime llama.cpp (llama-server -md) for a draft model")
 
     def gguf_choice(self, request, listing: GGUFListing | None) -> tuple[str | None, str | None]:
         """Ollama pulls ``hf.co/{repo}`` without a tag as the repo's Q4_K_M file (https://huggingface.co/docs/hub/
