@@ -189,7 +189,7 @@ def test_ollama_defaults_and_launch():
     assert launch_argv("m.gguf", n_ctx=8192, n_parallel=2, flash_attn="on", cache_type_k="q8_0",
                        cache_type_v="q8_0", n_gpu_layers=99, draft_model_path="d.gguf") == [
         "llama-server", "-m", "m.gguf", "-c", "8192", "-np", "2", "-fa", "on", "-ctk", "q8_0", "-ctv", "q8_0",
-        "-ngl", "99", "-md", "d.gguf"]
+        "-ngl", "99", "--spec-type", "draft-simple", "-md", "d.gguf"]  # 0.3.36: the spec type defaults to none
     cfg = ollama_config("llama3.2:3b", num_ctx=8192, num_parallel=2, kv_cache_type="q8_0", flash_attention=True)
     assert cfg["modelfile"] == "FROM llama3.2:3b\nPARAMETER num_ctx 8192\n"
     assert cfg["env"] == {"OLLAMA_NUM_PARALLEL": "2", "OLLAMA_KV_CACHE_TYPE": "q8_0", "OLLAMA_FLASH_ATTENTION": "1"}
