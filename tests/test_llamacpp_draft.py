@@ -54,3 +54,29 @@ def test_ollama_refuses_draft(settings):
 
     with pytest.raises(EngineInputError, match="Ollama has no speculative decoding"):
         _plan(runtime="ollama")
+
+
+def test_draft_speed_from_the_acceptance_rate_and_the_break_even_without_one(client):
+    """With a draft model the API gives the speculative speed (llama.cpp's accept = accepted / drafted, so
+    AL = 1 + k x rate) and, without an acceptance, only the rate at which drafting pays; one sequence only."""
+    params = {"model": "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "gguf_file": "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf",
+              "runtime": "llama.cpp", "gpu": "RTX 3090", "max_model_len": "8192", "speculative_config": SPEC}
+    api = client.get("/api/estimate", params | {"acceptance_rate": "0.6"}).json()
+    sp = api["speed"]["spec"]
+    k, al = 8, 1 + 8 * 0.6
+    # a step: k single-token draft passes + the target over k + 1 tokens + the assumed per-step overhead (1.0 ms)
+    assert sp["step_ms"] == pytest.approx(k * sp["draft_pass_ms"] + sp["verify_ms"] + 1.0, abs=1e-2)  # fields rounded to 3 decimals
+    assert api["itl_ms_spec"] == pytest.approx(sp["step_ms"] / al, abs=2e-3)
+    assert api["spec_speedup"] == pytest.approx(api["itl_ms"] / (sp["step_ms"] / al), rel=2e-3)
+    # break-even: 1 + k x rate = step / plain decode step
+    assert api["break_even_acceptance_rate"] == pytest.approx((sp["step_ms"] / sp["baseline_itl_ms"] - 1) / k, abs=1e-3)
+    assert 0 < api["break_even_acceptance_rate"] < 0.6 < 1 and api["spec_speedup"] > 1
+
+    none = client.get("/api/estimate", params).json()
+    assert none["spec_speedup"] is None and none["break_even_acceptance_rate"] == api["break_even_acceptance_rate"]
+    assert "acceptance" in none["acceptance_source"]
+    html = client.get("/", params, follow=True).content.decode()
+    assert 'id="spec-break-even"' in html
+
+    busy = client.get("/api/estimate", params | {"concurrency": "4"}).json()
+    assert busy.get("spec_speedup") is None and "one sequence" in str(busy)

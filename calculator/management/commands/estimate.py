@@ -26,6 +26,14 @@ def render_runtime_table(mem, info: dict, speed: dict | None = None, verdict=Non
             lines.append(f"Predicted TTFT: {speed['ttft_ms']:.1f} ms ({at})")
         lines += [f"Predicted time per output token: {speed['itl_ms']:.2f} ms",
                   f"Predicted output throughput: {speed['output_tokens_per_s']:,.0f} tok/s"]
+        if speed.get("spec_speedup") is not None:
+            lines.append(f"With speculative decoding: {speed['itl_ms_spec']:.2f} ms per output token, "
+                         f"{speed['output_tokens_per_s_spec']:,.0f} tok/s, speedup {speed['spec_speedup']:.2f}x "
+                         f"(acceptance rate {speed['acceptance_rate']:.2f}: {speed['acceptance_source']}); "
+                         f"break-even acceptance rate {speed['break_even_acceptance_rate']}")
+        elif "break_even_acceptance_rate" in speed:
+            lines.append(f"With speculative decoding: speedup not predicted ({speed.get('acceptance_source')}); "
+                         f"it pays above an acceptance rate of {speed['break_even_acceptance_rate']}")
     elif speed and speed.get("speed_error"):
         lines.append(f"Speed: {speed['speed_error']}")
     if verdict is not None:

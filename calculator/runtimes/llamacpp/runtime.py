@@ -608,39 +608,69 @@ class LlamaCpp:
         return speed_kwargs(request)
 
     def speed(self, request, model: LoadedModel, memory):
-        """Decode / prefill speed from the GGUF bytes on the device (:func:`.speed.speed`); the efficiency is
-        assumed (perf.py's llama.cpp row). Raises ``EngineInputError`` for what is not modelled (no tensor table,
-        layers on the CPU, a GPU without bandwidth)."""
+        """Decode / prefill speed from the GGUF bytes on each device (:func:`.speed.speed`), and with a draft
+        model (``--speculative-config {"method": "draft_model", ...}``) the speculative step
+        (:func:`.speed.spec_speed`, on ``.spec``); the efficiency is assumed (perf.py's llama.cpp row). Raises
+        ``EngineInputError`` for what is not modelled (no tensor table, a GPU without bandwidth, a draft whose
+        memory plan could not be made)."""
+        from .speed import spec_speed
         from .speed import speed as llama_speed
 
         memory = memory or self._memory(request, model)
         kw = self.speed_kwargs(request)
-        if request.speculative_config is not None:
-            raise EngineInputError("speculative_config", "speculative decoding speed with llama.cpp (-md) is not "
-                                   "modelled")
         if memory.meta is None or not memory.meta.tensors:
             raise EngineInputError("gguf_file", "the speed needs the GGUF file's tensors: give gguf_file (the .gguf "
                                    "file) to get a speed estimate")
+        spec = request.speculative_config
+        draft = memory.draft
+        if spec is not None and (draft is None or draft.plan is None or draft.meta is None or not draft.meta.tensors):
+            why = (draft.not_modelled if draft is not None and draft.not_modelled else "the draft's GGUF tensors are "
+                   "not known")
+            raise EngineInputError("speculative_config", f"the speculative speed needs the draft model's GGUF "
+                                   f"file: {why}")
+        gpu = get_gpu(request.gpu)
+        if spec is not None and kw["concurrency"] > 1:
+            raise EngineInputError("concurrency", "speculative decoding with llama.cpp is modelled for one sequence "
+                                   "(llama-server drafts per slot); give concurrency 1 for the speculative speed")
         try:
-            return llama_speed(memory.meta, memory.plan, get_gpu(request.gpu), prompt_len=kw["prompt_len"],
-                               output_len=kw["output_len"], concurrency=kw["concurrency"],
-                               runtime_label=self.label)
+            base = llama_speed(memory.meta, memory.plan, gpu, prompt_len=kw["prompt_len"], output_len=kw["output_len"],
+                               concurrency=kw["concurrency"], runtime_label=self.label)
+            if spec is not None:
+                base.spec = spec_speed(memory.meta, memory.plan, draft.meta, draft.plan, gpu,
+                                       k=spec.num_speculative_tokens, acceptance_rate=kw["acceptance_rate"],
+                                       acceptance_length=kw["acceptance_length"], workload=kw["workload"],
+                                       temperature=kw["temperature"], prompt_len=kw["prompt_len"],
+                                       output_len=kw["output_len"])
+            return base
         except NotModelled as exc:
             raise EngineInputError(exc.field, f"not modelled: {exc}") from None
         except ValueError as exc:
             raise EngineInputError("prompt_len", str(exc)) from None
 
     def speed_fields(self, request, model: LoadedModel, memory) -> dict[str, Any]:
-        """The API's speed keys: ``ttft_ms``, ``itl_ms``, ``output_tokens_per_s`` and what they rest on."""
+        """The API's speed keys: ``ttft_ms``, ``itl_ms``, ``output_tokens_per_s`` and what they rest on; with a
+        draft model also ``spec_speedup``, ``mean_acceptance_length``, ``acceptance_rate`` (llama.cpp's
+        ``accept`` = accepted / drafted) and its source, ``break_even_acceptance_rate``, and ``itl_ms`` /
+        ``output_tokens_per_s`` with speculation (``None`` where no acceptance is known: then the break-even
+        rate is the answer)."""
         s = self.speed(request, model, memory)
-        return {"ttft_ms": s.ttft_ms, "itl_ms": s.itl_ms, "output_tokens_per_s": s.output_tokens_per_s,
-                "speed": {"prompt_len": s.prompt_len, "output_len": s.output_len, "concurrency": s.concurrency,
-                          "mean_context": s.mean_context, "decode_step_ms": s.decode_step_ms,
-                          "weight_bytes_per_token": s.weight_bytes_per_token,
-                          "kv_bytes_per_token_step": s.kv_bytes_per_token_step, "efficiency_label": s.efficiency_label,
-                          "efficiency": s.efficiency, "sources": s.sources, "notes": s.notes},
-                "speed_warnings": [f"{self.label} speed: efficiency {s.efficiency_label} (not fitted to measurements); "
-                                   "decode bandwidth-bound over the GGUF bytes read per token"]}
+        out = {"ttft_ms": s.ttft_ms, "itl_ms": s.itl_ms, "output_tokens_per_s": s.output_tokens_per_s,
+               "speed": {"prompt_len": s.prompt_len, "output_len": s.output_len, "concurrency": s.concurrency,
+                         "mean_context": s.mean_context, "decode_step_ms": s.decode_step_ms,
+                         "weight_bytes_per_token": s.weight_bytes_per_token,
+                         "kv_bytes_per_token_step": s.kv_bytes_per_token_step, "efficiency_label": s.efficiency_label,
+                         "efficiency": s.efficiency, "sources": s.sources, "notes": s.notes},
+               "speed_warnings": [f"{self.label} speed: efficiency {s.efficiency_label} (not fitted to measurements); "
+                                  "decode bandwidth-bound over the GGUF bytes read per token", *s.notes]}
+        sp = s.spec
+        if sp is not None:
+            out.update(spec_speedup=sp.speedup, mean_acceptance_length=sp.acceptance_length,
+                       acceptance_rate=sp.acceptance_rate, acceptance_source=sp.acceptance_source,
+                       break_even_acceptance_rate=sp.break_even_rate, itl_ms_spec=sp.itl_ms,
+                       output_tokens_per_s_spec=sp.output_tokens_per_s)
+            out["speed"]["spec"] = sp.model_dump()
+            out["speed_warnings"] += [n for n in sp.notes if n not in s.notes]
+        return out
 
 
 class Ollama(LlamaCpp):

@@ -557,6 +557,11 @@ class SpecSpeed(BaseModel):
     notes: list[str]
     sources: dict[str, str]
 
+    @property
+    def break_even_acceptance_rate(self) -> float | None:
+        """The break-even rate under the name the vLLM / SGLang result uses (templates read either)."""
+        return self.break_even_rate
+
 
 def spec_speed(meta: GGUFMeta, plan: LlamaCppPlan, draft_meta: GGUFMeta, draft_plan: LlamaCppPlan, gpu, *, k: int,
                acceptance_rate: float | None = None, acceptance_length: float | None = None,
