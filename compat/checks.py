@@ -514,7 +514,8 @@ def _fixes(name: str, reasons: list[str], req: CheckRequest, verdicts: dict, rel
                          + (f"use {' or '.join(working[:3])}" if working else "use another GPU"))
         elif r.startswith("head_size"):
             hs = _declared_list(data, name, "head_sizes")
-            fixes.append(f"{name} kernels lack head size {req.features.head_size}"
+            layer = re.search(r"head size (\d+) layers", r)  # a per-layer reason names the layers' head size
+            fixes.append(f"{name} kernels lack head size {layer.group(1) if layer else req.features.head_size}"
                          + (f" (has {hs})" if hs else "") + (f": use {' or '.join(working[:3])}" if working else ""))
         elif r.startswith("block_size"):
             bs = _declared_list(data, name, "kernel_block_sizes")

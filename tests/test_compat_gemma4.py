@@ -71,3 +71,21 @@ def test_019_forces_triton_when_heads_differ_above_256(cfg):
 def test_release_before_gemma4_refuses_the_model():
     with pytest.raises(EngineInputError, match="not supported for now"):
         check_architecture("Gemma4ForConditionalGeneration", (0, 18, 1))
+
+
+@pytest.mark.django_db
+def test_the_answer_names_the_models_rule_and_the_right_head_size(cfg, client):
+    """The fix names the layers that fail (512, not the config's head_dim 256); the page and the command say the
+    model's rule chose the backend, not the platform's priority order (a fresh user read the two as a contradiction)."""
+    from django.core.management import call_command
+    import io
+
+    r = checks.verdict_for(cfg, "A100-80GB", vllm_version="0.32.0")
+    fa = next(b for b in r.backends if b.name == "FLASH_ATTN")
+    assert any("head size 512" in x for x in fa.reasons) and any("lack head size 512" in f for f in fa.fixes)
+    html = " ".join(client.get("/", {"model": "google/gemma-4-26B-A4B", "gpu": "A100-80GB", "max_model_len": "32768"},
+                               follow=True).content.decode().split())
+    assert "vLLM picks <strong>TRITON_ATTN</strong>: the model's own rule sets it" in html
+    out = io.StringIO()
+    call_command("check_compat", "--model", "google/gemma-4-26B-A4B", "--gpu", "A100-80GB", stdout=out)
+    assert "auto: TRITON_ATTN  (set by the model's own rule" in out.getvalue()

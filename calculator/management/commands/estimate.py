@@ -77,6 +77,13 @@ def render_table(res: EstimateResult, info: dict, speed: dict | None = None, ver
         label = f"  {'draft ' if lk.draft else ''}{lk.kind} x{lk.num_layers}"
         value = f"{lk.bytes_per_token:,} B/token" if lk.bytes_per_token else f"{lk.state_bytes_per_request:,} B/request"
         rows.append((label, f"{value}  ({lk.detail})"))
+    compat = (speed or {}).get("compat") or {}
+    if compat.get("requested_backend"):
+        rows.append(("Attention backend", f"{compat['requested_backend']} (requested): "
+                     + ("works" if compat.get("ok") else "depends" if compat.get("ok") is None else "does not work")))
+    elif compat.get("auto_selected"):
+        rows.append(("Attention backend", f"{compat['auto_selected']} (vLLM's choice; manage.py check_compat "
+                                          "for every backend and why)"))
     if speed:
         at = f"prompt {speed['prompt_len']}, output {speed['output_len']}, concurrency {speed['concurrency']}"
         rows += [("Predicted TTFT", f"{speed['ttft_ms']:.1f} ms ({at})"),

@@ -59,7 +59,16 @@ class Command(BaseCommand):
                 when = " and ".join(f"{k}={v}" for k, v in c.when)
                 w(f"{'':>4}  {'':<28} {'':<8} if {when}: {'ok' if not c.reasons else '; '.join(c.reasons)}")
         w("")
-        w(f"auto: {report.auto_selected or 'none'}  (order from {report.auto_source})")
+        if report.model_forced_backend:
+            w(f"auto: {report.auto_selected or 'none'}  (set by the model's own rule, before the priority order)")
+        else:
+            w(f"auto: {report.auto_selected or 'none'}  (order from {report.auto_source})")
+        for hs, v in report.flash_attn_versions.items():
+            w(f"  FlashAttention for head size {hs}: FA{v}")
+        for src in report.sources:
+            w(f"  rule: {src}")
+        for n in report.notes:
+            w(f"  note: {n}")
         for c in report.auto_conditions:
             w(f"  note: {c}")
         if report.requested_backend:
