@@ -228,7 +228,8 @@ _VLLM_FIT = (
     "29334 and 24343 (sd-bench-025..027): 15/15 win/lose calls, median |error| 6 %; refine with a "
     "validation run")
 _SGLANG_FIT = (
-    "base terms assumed equal to vLLM's fit (both replay CUDA graphs for decode). Speculative terms: "
+    "base terms assumed equal to vLLM's fit (both replay CUDA graphs for decode; no SGLang serving record fitted "
+    "them, so the row is labelled assumed). Speculative terms: "
     "draft_step_overhead_ms 0.2 assumed (SGLang replays the whole multi-step draft loop as one CUDA graph, "
     "python/sglang/srt/speculative/eagle_draft_cuda_graph_runner.py, so a pass costs only its ~15 small kernels: "
     "one decoder layer and the top-k select); spec_step_overhead_ms 2.0 and spec_cpu_ms_per_request 0.12 fitted "
@@ -255,7 +256,9 @@ EFFICIENCY: dict[tuple[str, str], Efficiency] = {
                                 layer_us=60.0, overlap_p=1.0, wave_share=0.3, ttft_fixed_ms=20.0, moe_compute=0.35,
                                 source=_SGLANG_FIT,
                                 draft_step_overhead_ms=0.2, spec_step_overhead_ms=2.0, spec_cpu_ms_per_request=0.12,
-                                label="fitted"),
+                                # the base terms are vLLM's fit carried over (no SGLang serving record fitted them);
+                                # only the speculative terms are fitted on SGLang data, which the source says
+                                label="assumed"),
     ("tensorrt-llm", "*"): Efficiency(mem_bw=0.9, compute=0.6, step_overhead_ms=0.2, allreduce_latency_us=8.0,
                                       layer_us=40.0, overlap_p=1.0, wave_share=0.3, ttft_fixed_ms=20.0,
                                       source="assumed: vLLM's fitted form with a compiled engine's smaller per-layer "

@@ -608,6 +608,9 @@ def spec_speed(meta: GGUFMeta, plan: LlamaCppPlan, draft_meta: GGUFMeta, draft_p
         notes.append("acceptance unknown: only the break-even acceptance rate is given")
     else:
         al, rate, src = acc.length, acc.rate, acc.source
+        if acceptance_rate is not None:  # the shared model words it for vLLM; llama.cpp logs the same ratio
+            src = ("user input (--acceptance-rate: accepted / drafted tokens, llama.cpp's accept = n_accept / "
+                   "n_drafted), i.e. mean acceptance length 1 + k x rate")
     ratio = step / base.total_ms
     be = break_even_acceptance_rate(ratio, k)
     itl = None if al is None else step / al
