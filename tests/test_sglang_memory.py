@@ -730,3 +730,17 @@ def test_vllm_issue_21348_example_sglang_side_from_the_config():
     assert "0.930 (as passed with --mem-fraction-static)" in s and "0.90 of 79.2 GiB (71.3 GiB)" in s
     assert "both store bf16 KV at 48,128 B per token per GPU" in s
     assert "vLLM's own log says 8.11 GiB (178,880 tokens), 5.5 GiB less than this vLLM estimate" in s
+
+
+@pytest.mark.django_db
+def test_every_row_of_the_answer_says_where_it_comes_from():
+    """The table / page rows of an SGLang answer each carry a source (K and V size, page_size and the attention
+    backend had none: a fresh user saw "K size: 25.139404296875  ()")."""
+    from calculator.plan import make_plan
+    from calculator.request import parse_request
+
+    p = make_plan(parse_request({"model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "H100", "runtime": "sglang",
+                                 "max_model_len": "32768"}), with_speed=False, with_suggestions=False)
+    rows = p.memory.rows()
+    assert {label for label, _, _ in rows} >= {"K size", "V size", "page_size", "attention backend"}
+    assert all(source for _, _, source in rows), [r for r in rows if not r[2]]

@@ -19,7 +19,9 @@ def render_runtime_table(mem, info: dict, speed: dict | None = None, verdict=Non
     lines = [f"Model: {info['model']}" + (f" @ {info['sha'][:12]}" if info.get("sha") else ""),
              f"Config from: {info['source']}", f"GPU: {mem.gpu}", f"Release: {mem.release}"]
     for label, value, source in mem.rows():
-        lines.append(f"{label}" if value == "" else f"{label}: {value}  ({source})")
+        if isinstance(value, float):  # as the runtimes log them: 2 decimals, small fractions to 4 figures
+            value = f"{value:.2f}" if abs(value) >= 1 else f"{value:.4g}"
+        lines.append(f"{label}" if value == "" else f"{label}: {value}" + (f"  ({source})" if source else ""))
     if speed and speed.get("itl_ms") is not None:
         at = f"prompt {speed['prompt_len']}, output {speed['output_len']}, concurrency {speed['concurrency']}"
         if speed.get("ttft_ms") is not None:

@@ -692,9 +692,13 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     if backend is None:
         # 0.5.7+ picks the backend in ServerArgs before the speculative defaults are filled in (topk as
         # passed); up to 0.5.3.post1 the model runner picks it after (topk resolved)
-        backend = default_backend(release, gpu, hf_config, tp_size=tp_size, speculative_algorithm=speculative_algorithm,
-                                  speculative_eagle_topk=speculative_eagle_topk if at_least(release, "0.5.7")
-                                  else topk).backend
+        choice = default_backend(release, gpu, hf_config, tp_size=tp_size, speculative_algorithm=speculative_algorithm,
+                                 speculative_eagle_topk=speculative_eagle_topk if at_least(release, "0.5.7")
+                                 else topk)
+        backend = choice.backend
+        src("attention_backend", backend, "source", f"{choice.reason} ({choice.source})")
+    else:
+        src("attention_backend", backend, "input", "--attention-backend")
     if not is_nsa:
         forced = check_backend(release, gpu, hf_config, backend, kv_cache_dtype=kv, page_size=page, tp_size=tp_size,
                                speculative_algorithm=speculative_algorithm,
@@ -706,6 +710,10 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             page = forced.page_size
             src("page_size", page, "source", next((r.source for r in forced.reasons if "page_size" in r.text),
                                                    "attention backend page size"))
+    if not any(x.field == "page_size" for x in sources):
+        src("page_size", page, "input" if page_size is not None else "source",
+            "--page-size" if page_size is not None else
+            f"sglang=={release} sglang/srt/server_args.py: ServerArgs.page_size None -> 1")
     if is_gdn and backend == "trtllm_mha":
         raise EngineInputError("attention_backend", "trtllm_mha with a hybrid GDN model makes SGLang turn the radix "
                                "cache off and size the Mamba pool from max_running_requests; not modelled")
@@ -926,8 +934,12 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     req_to_token = rows * (ctx + 4) * 4 / GIB
     free_after_pool = x_gib - pool_gib - (mamba_plan.conv_state_gib + mamba_plan.ssm_state_gib if mamba_plan else 0) \
         - req_to_token
-    src("kv_size_gib", round(kv_size, 3), "source", cite(release, "kv_log") if R.has_rule(release, "kv_log")
-        else "memory_pool.py 'KV Cache is allocated' log line")
+    kv_log = (cite(release, "kv_log") if R.has_rule(release, "kv_log")
+              else "memory_pool.py 'KV Cache is allocated' log line")
+    src("kv_size_gib", round(kv_size, 3), "source", kv_log)
+    if k_size is not None and v_size is not None:
+        src("k_size_gib", round(k_size, 3), "source", f"{kv_log}: the K buffers, tokens x K bytes per token")
+        src("v_size_gib", round(v_size, 3), "source", f"{kv_log}: the V buffers, tokens x V bytes per token")
     src("free_after_load_gib", round(x_gib, 3), "source", "free before load - weights ('Load weight end. avail mem')")
     src("req_to_token_gib", round(req_to_token, 4), "source",
         f"{cite(release, 'req_to_token')}: {rows} rows x (context_len + 4) x int32")
