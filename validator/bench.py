@@ -230,18 +230,21 @@ def model_path_for(model_id: str) -> str:
 def paired_bench_argv(targets: list[tuple[str, str]], served_model_name: str, tokenizer: str,
                       profile: dict[str, Any], workload: str, dataset_path: Path | None, result_dir: Path,
                       combined_output: Path, command: list[str] | None = None,
-                      pgids: dict[str, int] | None = None) -> list[str]:
+                      pgids: dict[str, int] | None = None, backend: str = "vllm",
+                      own_flags: list[str] | None = None) -> list[str]:
     """argv for ``validator.bench_serve_entry`` alternating ``profile["repeats"]`` pairs between the
     ``targets`` (``[(phase, base_url), ...]``) on the same prompts: the workload's dataset flags
     (``validator.workloads.dataset_args``), greedy, ``--ignore-eos`` so every request produces
-    ``output_len`` tokens, the same ``--seed`` everywhere (same prompts in every repeat and phase)."""
+    ``output_len`` tokens, the same ``--seed`` everywhere (same prompts in every repeat and phase).
+    ``backend``: vllm bench serve's request function (``vllm`` and ``openai`` are both its OpenAI completions
+    client); ``own_flags``: more of ``bench_serve_entry``'s own flags (``--health-path``, ``--no-metrics``)."""
     return [
         *(command or runner.BENCH_COMMAND),
         "--repeats", str(profile.get("repeats", 1)), "--combined-output", str(combined_output),
         "--wait-ready-timeout", str(int(profile.get("wait_ready_timeout_s", 600))),
         *[a for name, url in targets for a in ("--target", f"{name}={url}")],
-        *[a for name, pg in (pgids or {}).items() for a in ("--pgid", f"{name}={pg}")], "--",
-        "--backend", "vllm", "--base-url", targets[0][1], "--endpoint", "/v1/completions",
+        *[a for name, pg in (pgids or {}).items() for a in ("--pgid", f"{name}={pg}")], *(own_flags or []), "--",
+        "--backend", backend, "--base-url", targets[0][1], "--endpoint", "/v1/completions",
         "--model", served_model_name, "--served-model-name", served_model_name, "--tokenizer", tokenizer,
         *workloads.dataset_args(workload, profile, dataset_path), "--seed", str(profile["seed"]),
         "--num-prompts", str(profile["num_prompts"]), "--max-concurrency", str(profile["concurrency"]),
@@ -427,6 +430,119 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
     measured["calibration"] = calibration.from_run(configuration, baseline, hardware)
     from . import capabilities
 
+    measured["worker"] = {"host": hardware.get("host"), "hardware": capabilities.hardware_label(hardware),
+                          "runtimes": capabilities.installed_runtimes()}
+    measured["elapsed_s"] = round(time.monotonic() - t_start, 1)
+    return measured
+
+
+def run_llamacpp_sequence(configuration: dict[str, Any], workdir: Path, reporter: Reporter,
+                          hardware: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """A llama.cpp run on the CPU: write the run's GGUF (``validator.llamacpp.write_run_gguf``), start
+    ``python -m llama_cpp.server`` as a child process group (``runner.ServerProcess``: same process group,
+    start-up timeout, deadline and sweep records as vLLM's servers), wait until it lists its model, read its
+    start-up log, predict the memory plan for the GGUF with the CPU features the build logged
+    (``calculator.runtimes.llamacpp.memory.plan``) and compare it with the log; then run vLLM's serving
+    benchmark against it (``--backend openai``: its OpenAI completions client; ``--no-metrics``: the server
+    has no ``/metrics``) ``profile["repeats"]`` times, and compare the mean TTFT / TPOT / output tok/s with
+    ``calculator.runtimes.llamacpp.speed.speed``. Baseline only: ``validator.llamacpp.DRAFT_NOTE``.
+
+    ``options`` as ``run_sequence``'s. Returns the measured dict (``phases.baseline``, ``comparison``,
+    ``prediction``, ``runtime``, ``worker``, no verdict: there is no A/B). Raises ``RunnerError`` with the
+    log tail; the server's and the benchmark's process groups are always killed before returning or raising."""
+    from . import capabilities, llamacpp
+
+    release, why = llamacpp.server_available()
+    if release is None:
+        raise RunnerError(f"llama.cpp runs are not available on this worker: {why}")
+    deadline = Deadline(options["wall_clock_s"])
+    on_process = options.get("on_process") or (lambda role, phase, pgid: None)
+    workdir.mkdir(parents=True, exist_ok=True)
+    model_id = configuration["run_model"]
+    lc = configuration["llamacpp"]
+    profile = {**configuration["profile"], "wait_ready_timeout_s": options["startup_timeout_s"]}
+    workload = configuration.get("workload") or "random"
+    reporter("writing the GGUF", 0.01)
+    tokenizer_dir = model_path_for(model_id)
+    gguf = llamacpp.write_run_gguf(Path(tokenizer_dir), configuration["engine_input"]["hf_config"],
+                                   workdir / "model.gguf")
+    host = "127.0.0.1"
+    port = runner.free_port(host)
+    argv = llamacpp.server_argv(str(gguf), model_id, host, port, lc["settings"], command=options.get("llamacpp_command"))
+    server = ServerProcess(argv, workdir / "baseline-server.log", dict(os.environ), host, port,
+                           health_path=llamacpp.HEALTH_PATH, name="llama.cpp")
+    phase: dict[str, Any] = {"name": "baseline", "serve_argv": lc.get("command") or [], "argv": argv, "env": {}}
+    measured: dict[str, Any] = {"phases": {"baseline": phase}, "hardware": hardware, "workload": workload,
+                                "runtime": "llama.cpp", "runtime_release": f"llama-cpp-python {release}",
+                                "design": "one llama_cpp.server (baseline only: no speculative phase)",
+                                "gguf": {"what": lc["gguf_note"]}}
+    t_start = time.monotonic()
+    bench = None
+    sampler = None
+    try:
+        server.start()
+        on_process("server", "baseline", server.pgid)
+        options.setdefault("on_server", lambda pgid: None)(server.pgid)
+        sampler = MemorySampler("cpu", server.pgid)
+        dataset = None
+        if workload in workloads.TEXT_WORKLOADS:
+            dataset = workloads.write_dataset(workload, tokenizer_dir, profile["input_len"], profile["num_prompts"],
+                                              profile["seed"], workdir / f"{workload}.jsonl")
+        combined = workdir / "bench.json"
+        bench_cmd = paired_bench_argv([("baseline", server.base_url)], model_id, tokenizer_dir, profile, workload,
+                                      dataset, workdir / "results", combined, command=options.get("bench_command"),
+                                      pgids={"baseline": server.pgid}, backend="openai",
+                                      own_flags=["--health-path", llamacpp.HEALTH_PATH, "--no-metrics",
+                                                 "--no-request-id"])
+        bench = runner.BenchProcess(bench_cmd, workdir / "bench.log", combined)
+        on_process("bench", "paired", bench.proc.pid)
+        measured["bench_argv"] = bench_cmd
+        state = {"what": "starting llama.cpp (llama_cpp.server)"}
+        budget = max(1.0, options.get("phase_budget_s", 60.0))
+        persisted = {"repeats": 0}
+
+        def sample() -> None:
+            sampler.sample()
+            bench.check_alive()
+            raw = bench.finished()
+            if len(raw) > persisted["repeats"]:
+                persisted["repeats"] = len(raw)
+                _fold_repeats(measured, raw, {"baseline": sampler})
+                options.get("on_phase", lambda m: None)(measured)
+            reporter(state["what"], min(0.95, (time.monotonic() - t_start) / budget), server.log_tail(4000))
+
+        phase["startup_s"] = round(server.wait_healthy(options["startup_timeout_s"], deadline, sample), 2)
+        logged = llamacpp.parse_startup_log(server.log_text())
+        phase["startup"] = logged
+        state["what"] = (f"benchmarking: {profile['repeats']} repeats x {profile['num_prompts']} prompts "
+                         f"({workload}), concurrency {profile['concurrency']}")
+        raw = bench.wait(deadline, sample, options["bench_timeout_s"])
+        sampler.sample()
+        _fold_repeats(measured, raw, {"baseline": sampler})
+        options.get("on_phase", lambda m: None)(measured)
+    except RunnerError as e:
+        if bench is not None and sampler is not None:
+            _fold_repeats(measured, bench.finished(), {"baseline": sampler})
+        if not e.log_tail:
+            e.log_tail = server.log_tail(3000)
+        e.measured = measured
+        raise
+    finally:
+        if bench is not None:
+            bench.stop()
+            on_process("bench", "paired", None)
+        phase["stopped"] = server.stop(options.get("stop_grace_s", 10.0))
+        on_process("server", "baseline", None)
+        options.get("on_server", lambda pgid: None)(None)
+    reporter("scoring", 0.98)
+    meta, plan = llamacpp.predict(gguf, lc["settings"], logged.get("cpu_features"))
+    measured["prediction"] = {"kv_cache_mib": round(plan.kv_bytes / llamacpp.MiB, 2), "log_lines": plan.log_lines(),
+                              "cpu_features": logged.get("cpu_features"),
+                              "source": "calculator.runtimes.llamacpp.memory.plan for the run's GGUF (device CPU, "
+                                        "n_gpu_layers 0) with the CPU features llama.cpp's build logged"}
+    measured["comparison"] = llamacpp.memory_comparison(plan, logged)
+    measured["comparison"] += llamacpp.speed_comparison(meta, plan, configuration["profile"],
+                                                        phase.get("aggregate", {}), configuration["profile"]["concurrency"])
     measured["worker"] = {"host": hardware.get("host"), "hardware": capabilities.hardware_label(hardware),
                           "runtimes": capabilities.installed_runtimes()}
     measured["elapsed_s"] = round(time.monotonic() - t_start, 1)

@@ -79,6 +79,23 @@ def save_combined(path: Path, entries: list[dict]) -> None:
     tmp.replace(path)
 
 
+def drop_request_ids() -> None:
+    """Make vllm bench serve's request functions send no ``x-request-id``: it sends ``<prefix><i>``
+    (vllm/benchmarks/lib/endpoint_request_func.py ``_update_headers_common``), and llama_cpp.server's
+    starlette-context ``RequestIdPlugin`` (llama_cpp/server/app.py) answers 400 to an id that is not a UUID."""
+    import dataclasses
+
+    from vllm.benchmarks.lib import endpoint_request_func as erf
+
+    def without_id(fn):
+        async def call(request_func_input, *args, **kwargs):
+            return await fn(dataclasses.replace(request_func_input, request_id=None), *args, **kwargs)
+        return call
+
+    for name in ("openai", "vllm"):
+        erf.ASYNC_REQUEST_FUNCS[name] = without_id(erf.ASYNC_REQUEST_FUNCS[name])
+
+
 def main(argv: list[str]) -> int:
     own = argparse.ArgumentParser(prog="bench_serve_entry")
     own.add_argument("--repeats", type=int, default=1)
@@ -89,6 +106,12 @@ def main(argv: list[str]) -> int:
                      help="NAME=URL; two or more: alternate the repeats between these servers (paired A/B)")
     own.add_argument("--pgid", action="append", default=[],
                      help="NAME=PGID: the target's server process group; its CPU time is measured per repeat")
+    own.add_argument("--health-path", default="/health",
+                     help="GET path that answers 200 once a server serves (llama_cpp.server: /v1/models)")
+    own.add_argument("--no-metrics", action="store_true",
+                     help="the server has no Prometheus /metrics (llama_cpp.server): record none")
+    own.add_argument("--no-request-id", action="store_true",
+                     help="send no x-request-id header (llama_cpp.server answers 400 to one that is not a UUID)")
     if "--" in argv:
         i = argv.index("--")
         mine, rest = argv[:i], argv[i + 1:]
@@ -102,6 +125,11 @@ def main(argv: list[str]) -> int:
 
     from validator.runner import http_status, scrape_metrics
 
+    def metrics(base_url: str) -> dict:
+        return {} if opts.no_metrics else scrape_metrics(base_url)
+
+    if opts.no_request_id:
+        drop_request_ids()
     parser = FlexibleArgumentParser(prog="vllm bench serve")
     add_cli_args(parser)
     default_url = parser.parse_args(rest).base_url
@@ -109,7 +137,7 @@ def main(argv: list[str]) -> int:
     # Started together with the server(s), so that importing vLLM here overlaps their start-up.
     end = time.monotonic() + opts.wait_ready_timeout
     for _, base_url in targets:
-        while http_status(base_url + "/health") != 200:
+        while http_status(base_url + opts.health_path) != 200:
             if time.monotonic() > end:
                 print(f"server at {base_url} not ready after {opts.wait_ready_timeout:.0f} s", file=sys.stderr)
                 return 3
@@ -133,11 +161,11 @@ def main(argv: list[str]) -> int:
                 bench_main(wargs)
             args.num_warmups = 0
             args.result_filename = f"repeat{r}{'-' + name if name else ''}.json"
-            before = scrape_metrics(base_url)
+            before = metrics(base_url)
             cpu0 = group_cpu_seconds(pgids[name]) if name in pgids else None
             result = bench_main(args)
             cpu1 = group_cpu_seconds(pgids[name]) if name in pgids else None
-            after = scrape_metrics(base_url)
+            after = metrics(base_url)
             saved = json.loads((Path(args.result_dir) / args.result_filename).read_text())
             combined.append(repeat_entry(r, name, order.index((name, base_url)), saved or result, before, after,
                                          cpu0, cpu1))

@@ -51,7 +51,8 @@ def runtime_release(runtime: str) -> str | None:
 
 
 def installed_runtimes() -> dict[str, dict[str, str]]:
-    """``{runtime: {"release", "distribution"}}`` for each runtime installed here."""
+    """``{runtime: {"release", "distribution"}}`` for each runtime installed here; ``llama.cpp`` (llama-cpp-python's
+    release) only when ``python -m llama_cpp.server`` can start (``validator.llamacpp.server_available``)."""
     out = {}
     for runtime, dists in RUNTIME_DISTRIBUTIONS.items():
         for dist in dists:
@@ -60,6 +61,11 @@ def installed_runtimes() -> dict[str, dict[str, str]]:
                 break
             except metadata.PackageNotFoundError:
                 continue
+    from .llamacpp import server_available
+
+    release, _ = server_available()
+    if release:
+        out["llama.cpp"] = {"release": release, "distribution": "llama-cpp-python"}
     return out
 
 
@@ -164,6 +170,10 @@ def requirement(configuration: dict[str, Any]) -> dict[str, Any]:
     asked for (matched by name through the catalog's resolver, as NVML reports it)."""
     inp = configuration.get("engine_input", {})
     platform = configuration.get("platform", "cpu")
+    if configuration.get("runtime") == "llama.cpp":
+        return {"platform": "cpu", "runtime": "llama.cpp",
+                "label": "a CPU worker with llama-cpp-python's server (pip install 'llama-cpp-python[server]==0.3.36'); "
+                         "llama.cpp runs are not available on this site until one runs"}
     if platform == "cpu":
         return {"platform": "cpu", "runtime": "vllm", "label": "a CPU worker with vLLM's CPU build"}
     from calculator.engine.gpus import get_gpu
@@ -187,6 +197,8 @@ def can_take(worker: dict[str, Any], need: dict[str, Any]) -> tuple[bool, str]:
     hw = worker.get("hardware", {})
     if need["runtime"] not in worker.get("runtimes", {}):
         return False, f"{worker['host']} has no {need['runtime']} installed"
+    if need["runtime"] == "llama.cpp":
+        return (True, "") if hw.get("platform") == "cpu" else (False, f"{worker['host']} is a GPU worker")
     if need["platform"] == "cpu":
         if hw.get("platform") != "cpu":
             return False, f"{worker['host']} is a GPU worker (its vLLM build is not the CPU build)"

@@ -88,6 +88,8 @@ class RunConfiguration(BaseModel):
     profile: Profile
     adjustments: list[str]
     workload: str = "random"
+    runtime: str = "vllm"
+    llamacpp: dict[str, Any] | None = None
 
 
 def offline_config(model_id: str) -> dict[str, Any] | None:
@@ -146,6 +148,10 @@ def build_configuration(params: dict[str, Any]) -> dict[str, Any]:
         raise ConfigurationError(WORKLOAD_PARAM, f"unknown workload set {workload!r}; one of "
                                                  f"{', '.join(workloads.WORKLOADS)}")
     request = parse_request(params)  # the calculator's checks: bounds, choices, speculative allow-list
+    if request.runtime != "vllm":
+        if request.runtime != "llama.cpp":
+            raise ConfigurationError("runtime", f"validation runs start vLLM or llama.cpp, not {request.runtime}")
+        return build_llamacpp_configuration(request, params, workload)
     model_id = request.model
     revision = request.revision
     gpu = request.gpu
@@ -309,3 +315,85 @@ def fit_profile(configuration: dict[str, Any], prediction: dict[str, Any]) -> No
             f"concurrency {profile['concurrency']} scaled down to {fits}: the predicted KV cache holds "
             f"{fits} requests of {context} tokens")
         profile["concurrency"] = fits
+
+
+# llama_cpp.server serves one request at a time (one sequence, n_seq_max = 1; llama_cpp/server/app.py holds a
+# lock per request), so the benchmark sends one at a time: more would measure the queue, not llama.cpp.
+LLAMACPP_PROFILE = {"working_context": 176, "concurrency": 1, "output_len": 48, "num_prompts": 8,
+                    "repeats": 3, "seed": 0, "warmups": 1}
+
+
+def build_llamacpp_configuration(request: ServingRequest, params: dict[str, Any], workload: str) -> dict[str, Any]:
+    """A llama.cpp run on the CPU worker (``validator.llamacpp``): the built-in tiny Llama (or its stand-in for a
+    Llama-shaped model) as a tiny GGUF written on the worker, served by ``python -m llama_cpp.server``.
+    ``configuration["llamacpp"]``: ``settings`` (``n_ctx``, ``flash_attn``), ``command`` (the llama-server
+    command the calculator shows for them), ``gguf_note``. Settings the server cannot take are replaced, each
+    with a sentence in ``adjustments``. Raises ``ConfigurationError`` for a GPU, or a model with no stand-in."""
+    from calculator.runtimes.llamacpp.launch import launch_argv
+
+    from .llamacpp import DRAFT_NOTE
+
+    if target_platform(request.gpu) != "cpu":
+        raise ConfigurationError("gpu", "llama.cpp validation runs use the CPU worker (llama-cpp-python's CPU "
+                                        "build); choose the CPU")
+    if workload and workload != "random":
+        raise ConfigurationError(WORKLOAD_PARAM, "llama.cpp runs use the random workload set (the zero-weight "
+                                                 "GGUF's output says nothing about text)")
+    adjustments: list[str] = []
+    model_id, revision = request.model, request.revision
+    if tiny_models.is_builtin(model_id):
+        run_model, source = model_id, "built-in tiny model (its shapes and tokenizer)"
+    else:
+        meta = resolve_model(model_id, revision)
+        arch = (meta["config"].get("architectures") or ["?"])[0]
+        run_model = tiny_models.ARCHITECTURE_STAND_INS.get(arch)
+        if run_model is None:
+            raise ConfigurationError("model", f"{model_id} ({arch}) has no tiny stand-in for a llama.cpp run on the "
+                                              "CPU worker (only Llama-shaped)")
+        source = f"tiny stand-in {run_model} for {arch}"
+        adjustments.append(f"{model_id} cannot run on this CPU worker; the run serves a tiny GGUF of {run_model}'s "
+                           f"shapes ({arch}), and the prediction is made for that GGUF")
+    hf_config = tiny_models.builtin_config(run_model)
+    if hf_config.get("architectures", ["?"])[0] != "LlamaForCausalLM":
+        raise ConfigurationError("model", f"llama.cpp runs serve a tiny Llama GGUF; {run_model} is not Llama-shaped")
+    limit = min(CPU_MAX_MODEL_LEN, int(hf_config.get("max_position_embeddings", CPU_MAX_MODEL_LEN)))
+    n_ctx = min(request.max_model_len or limit, limit)
+    if request.max_model_len and request.max_model_len > limit:
+        adjustments.append(f"CPU worker: context (--ctx-size) {request.max_model_len} scaled down to {limit}")
+    flash = request.flash_attn or "auto"
+    if flash == "auto":
+        adjustments.append("flash_attn auto run as off: llama_cpp.server's --flash_attn is on/off only "
+                           "(llama-cpp-python maps it to LLAMA_FLASH_ATTN_TYPE_ENABLED / _DISABLED)")
+        flash = "off"
+    ignored = [f"{name} {value}" for name, value, runs in (
+        ("parallel", request.parallel, request.parallel in (None, 1)),
+        ("cache_type_k", request.cache_type_k, request.cache_type_k in (None, "f16")),
+        ("cache_type_v", request.cache_type_v, request.cache_type_v in (None, "f16")),
+        ("kv_unified", request.kv_unified, not request.kv_unified),
+        ("swa_full", request.swa_full, not request.swa_full)) if not runs]
+    if ignored:
+        adjustments.append(f"{', '.join(ignored)} not run: the validator's llama_cpp.server runs one sequence with "
+                           "an f16 cache (the run's settings are n_ctx and flash_attn only)")
+    if request.speculative_config is not None:
+        adjustments.append(DRAFT_NOTE)
+    profile = dict(LLAMACPP_PROFILE)
+    if request.concurrency and request.concurrency > 1:
+        adjustments.append(f"concurrency {request.concurrency} run as 1: llama_cpp.server serves one request at a time")
+    context = min(profile["working_context"], n_ctx)
+    profile["output_len"] = min(profile["output_len"], max(1, context // 2))
+    profile["input_len"] = context - profile["output_len"]
+    settings = {"n_ctx": n_ctx, "flash_attn": flash}
+    gguf_note = (f"tiny GGUF written on the worker like the llama.cpp cross-check's (llama, F16 zero weights) with "
+                 f"{run_model}'s shapes and byte-level BPE tokenizer; greedy decoding of zero logits repeats token 0")
+    inp = {"gpu": "CPU", "hf_config": hf_config, "model_label": run_model, "model_source": source,
+           "max_model_len": n_ctx}
+    return RunConfiguration(**{
+        "workload": "random", "runtime": "llama.cpp",
+        "params": {**{k: str(v) for k, v in params.items()}, WORKLOAD_PARAM: "random"},
+        "request": request.to_params(), "model_id": model_id, "run_model": run_model, "revision": None,
+        "model_source": source, "architecture": "LlamaForCausalLM", "platform": "cpu", "engine_input": inp,
+        "spec_config": None, "acceptance_rate": None, "profile": profile, "adjustments": adjustments,
+        "llamacpp": {"settings": settings, "gguf_note": gguf_note,
+                     "command": launch_argv(f"{run_model.split('/')[-1]}.gguf", n_ctx=n_ctx, flash_attn=flash,
+                                            n_gpu_layers=0)},
+    }).model_dump()

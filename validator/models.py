@@ -127,8 +127,12 @@ class ValidationRun(models.Model):
         from .config import build_configuration, fit_profile, predict
 
         configuration = build_configuration(params)
-        prediction, prediction_error = predict(configuration["engine_input"])
-        fit_profile(configuration, prediction)
+        if configuration.get("runtime") == "llama.cpp":
+            # made on the worker: the plan needs the GGUF it writes and the CPU features its llama.cpp build has
+            prediction, prediction_error = {}, ""
+        else:
+            prediction, prediction_error = predict(configuration["engine_input"])
+            fit_profile(configuration, prediction)
         owner = user if getattr(user, "is_authenticated", False) else None
         with transaction.atomic():
             if owner is not None and limit is not None:

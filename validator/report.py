@@ -66,7 +66,13 @@ def summary(run) -> dict[str, Any]:
         "calibration": measured.get("calibration"), "worker": measured.get("worker"),
         "order": measured.get("order"), "design": measured.get("design"),
         "what_ran": measured.get("what_ran"),
+        "runtime": run.configuration.get("runtime", "vllm"), "runtime_release": measured.get("runtime_release"),
+        "gguf": measured.get("gguf"), "llamacpp_prediction": measured.get("prediction"),
     }
+    if out["runtime"] == "llama.cpp":
+        from .llamacpp import DRAFT_NOTE
+
+        out["draft_note"] = DRAFT_NOTE
     v = out["verdict"] or {}
     word = v.get("verdict") or ("keep" if v.get("keep") else "disable") if v else None
     out["verdict_word"] = word

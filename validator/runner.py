@@ -239,14 +239,18 @@ def kill_recorded_group(record: dict[str, Any], grace_s: float = 5.0) -> str:
 
 
 class ServerProcess:
-    """vLLM's server as a child process group (``start_new_session=True``), its log in ``log_path``."""
+    """A serving runtime's server (vLLM's by default) as a child process group (``start_new_session=True``),
+    its log in ``log_path``. ``health_path``: the GET that answers 200 once it serves (vLLM: ``/health``;
+    llama_cpp.server has none, ``validator.llamacpp.HEALTH_PATH``); ``name``: the runtime in messages."""
 
     def __init__(self, argv: list[str], log_path: Path, env: dict[str, str] | None = None,
-                 host: str = "127.0.0.1", port: int = 8000):
+                 host: str = "127.0.0.1", port: int = 8000, health_path: str = "/health", name: str = "vLLM"):
         self.argv = argv
         self.log_path = log_path
         self.env = env
         self.base_url = f"http://{host}:{port}"
+        self.health_path = health_path
+        self.name = name
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -275,7 +279,7 @@ class ServerProcess:
         return tail(self.log_path, chars)
 
     def wait_healthy(self, startup_timeout_s: float, deadline: Deadline, tick: Tick) -> float:
-        """Poll ``GET /health`` until 200. Returns the seconds it took.
+        """Poll ``GET <health_path>`` until 200. Returns the seconds it took.
 
         Raises ``RunnerError`` when the server exits first (with its exit code and log tail),
         ``RunTimeout`` after ``startup_timeout_s`` or when the run's deadline passes."""
@@ -285,15 +289,15 @@ class ServerProcess:
             code = self.proc.poll()
             if code is not None:
                 raise RunnerError(
-                    f"vLLM exited with code {code} during start-up: {last_error_line(self.log_tail())}",
+                    f"{self.name} exited with code {code} during start-up: {last_error_line(self.log_tail())}",
                     self.log_tail())
-            if http_status(self.base_url + "/health") == 200:
+            if http_status(self.base_url + self.health_path) == 200:
                 return time.monotonic() - t0
             if time.monotonic() - t0 > startup_timeout_s:
-                raise RunTimeout(f"vLLM did not answer /health within the start-up timeout of "
+                raise RunTimeout(f"{self.name} did not answer {self.health_path} within the start-up timeout of "
                                  f"{startup_timeout_s:.0f} s; the whole process group was killed",
                                  self.log_tail())
-            deadline.check("waiting for vLLM to start")
+            deadline.check(f"waiting for {self.name} to start")
             tick()
             time.sleep(0.5)
 

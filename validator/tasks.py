@@ -252,11 +252,16 @@ def execute(run: ValidationRun) -> None:
         "on_process": on_process,
         "on_phase": on_phase,
     }
-    from .bench import run_sequence
+    from .bench import run_llamacpp_sequence, run_sequence
 
     try:
-        measured = run_sequence(cfg, run.prediction or {}, workdir, reporter, hardware, options)
-        log_tail = runner.tail(workdir / "speculative-server.log")
+        if cfg.get("runtime") == "llama.cpp":
+            options["llamacpp_command"] = setting("VALIDATOR_LLAMACPP_COMMAND", None)
+            measured = run_llamacpp_sequence(cfg, workdir, reporter, hardware, options)
+            log_tail = runner.tail(workdir / "baseline-server.log")
+        else:
+            measured = run_sequence(cfg, run.prediction or {}, workdir, reporter, hardware, options)
+            log_tail = runner.tail(workdir / "speculative-server.log")
         retry_locked(lambda: run.finish(measured, log_tail=log_tail))
     except runner.RunnerError as e:
         retry_locked(lambda: run.fail(str(e), measured=e.measured, log_tail=e.log_tail or None))

@@ -42,10 +42,12 @@ def write_tiny_gguf(path: str | Path, arch: str, *, n_layer: int = 4, n_embd: in
                     n_ctx_train: int = 4096, sliding_window: int | None = None, n_expert: int = 0,
                     n_expert_used: int = 0, n_ff_exp: int = 32, weight_type: str = "F16",
                     tied: bool = False, swa_pattern: list[bool] | None = None, head_dim_swa: int | None = None,
-                    shared_kv_layers: int = 0) -> Path:
+                    shared_kv_layers: int = 0, vocab: tuple[list[str], list[str], int, int] | None = None) -> Path:
     """Write a loadable tiny model. ``arch``: llama, qwen3, qwen3moe, gemma3, gpt-oss, gemma4 (``swa_pattern``,
     ``head_dim_swa``, ``shared_kv_layers``). Weights are zero blocks of ``weight_type`` (any ggml type name)
-    for matrices and F32 for norms."""
+    for matrices and F32 for norms. ``vocab``: ``(tokens in id order, merges "a b", bos id, eos id)`` of a
+    byte-level BPE tokenizer to use instead of the built-in placeholder vocabulary (then ``n_vocab`` is
+    ``len(tokens)``); every token is typed normal either way."""
     import logging
 
     import gguf
@@ -80,14 +82,15 @@ def write_tiny_gguf(path: str | Path, arch: str, *, n_layer: int = 4, n_embd: in
         w.add_expert_used_count(n_expert_used)
         w.add_expert_feed_forward_length(n_ff_exp)
     # GPT-2 style vocabulary: byte-ish tokens and one merge (the team's note: llama.cpp loads it).
-    tokens = [f"t{i}" for i in range(n_vocab - 3)] + ["a", "b", "ab"]
+    tokens, merges, bos, eos = vocab or ([f"t{i}" for i in range(n_vocab - 3)] + ["a", "b", "ab"], ["a b"], 0, 1)
+    n_vocab = len(tokens)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("default")
     w.add_token_list(tokens)
     w.add_token_types([1] * n_vocab)
-    w.add_token_merges(["a b"])
-    w.add_bos_token_id(0)
-    w.add_eos_token_id(1)
+    w.add_token_merges(merges)
+    w.add_bos_token_id(bos)
+    w.add_eos_token_id(eos)
 
     qt = getattr(gguf.GGMLQuantizationType, weight_type)
 
