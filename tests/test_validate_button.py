@@ -95,3 +95,21 @@ def test_tiny_model_from_the_calculator_page_to_a_queued_run(client, settings, t
     run = ValidationRun.objects.get()
     assert r["Location"].endswith(f"/runs/{run.pk}/")
     assert run.configuration["engine_input"]["hf_config"]["architectures"] == ["LlamaForCausalLM"]
+
+
+@pytest.mark.django_db
+def test_a_llamacpp_answer_offers_a_llamacpp_run_when_the_worker_has_its_server(client):
+    """This machine's worker lists llama.cpp when llama-cpp-python's server imports (validator.capabilities); the
+    llama.cpp answer then offers its own run, named for its runtime; an SGLang answer says why it is not offered."""
+    from validator import capabilities
+
+    alice = User.objects.create_user("carol", password="pw-123456")
+    alice.user_permissions.add(Permission.objects.get(codename="add_validationrun"))
+    client.login(username="carol", password="pw-123456")
+    html = client.get("/?model=tiny-random/llama&gpu=CPU&max_model_len=1024&runtime=llama.cpp", follow=True).content.decode()
+    if "llama.cpp" in capabilities.describe("probe")["runtimes"]:
+        assert "Validate with a real llama.cpp run" in html
+    else:
+        assert "Validation is not offered" in html and "llama.cpp runs are not available on this site" in html
+    sg = client.get("/?model=meta-llama/Llama-3.1-8B-Instruct&gpu=H100&runtime=sglang", follow=True).content.decode()
+    assert "Validation is not offered: runtime: validation runs start vLLM or llama.cpp, not sglang" in sg

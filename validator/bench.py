@@ -483,7 +483,7 @@ def run_llamacpp_sequence(configuration: dict[str, Any], workdir: Path, reporter
         server.start()
         on_process("server", "baseline", server.pgid)
         options.setdefault("on_server", lambda pgid: None)(server.pgid)
-        sampler = MemorySampler("cpu", server.pgid)
+        sampler = MemorySampler("cpu", server.pgid, server="llama.cpp")
         dataset = None
         if workload in workloads.TEXT_WORKLOADS:
             dataset = workloads.write_dataset(workload, tokenizer_dir, profile["input_len"], profile["num_prompts"],

@@ -561,9 +561,10 @@ class MemorySampler:
     """Peak memory while the server runs: NVML used bytes per GPU (max over samples, summed over GPUs)
     on a GPU; the server process group's RSS on the CPU."""
 
-    def __init__(self, platform: str, pgid: int):
+    def __init__(self, platform: str, pgid: int, server: str = "vLLM"):
         self.platform = platform
         self.pgid = pgid
+        self.server = server
         self.peak_bytes = 0
         self._nv = _nvml() if platform == "cuda" else None
 
@@ -571,7 +572,7 @@ class MemorySampler:
     def method(self) -> str:
         if self._nv is not None:
             return "NVML memory used, all GPUs (peak over samples every 0.5 s)"
-        return "resident memory (RSS) of the vLLM server's process group (peak over samples every 0.5 s)"
+        return f"resident memory (RSS) of the {self.server} server's process group (peak over samples every 0.5 s)"
 
     def sample(self) -> None:
         if self._nv is not None:
