@@ -189,7 +189,7 @@ def candidates(request, memory, compat, quantized_variants: Callable[[str], list
 def suggest(request, memory, compat, evaluate: Callable[[dict[str, str]], Any | None],
             quantized_variants: Callable[[str], list[str]]) -> list[Suggestion]:
     """The candidates (:func:`candidates`) whose configuration works, at most ``MAX_SUGGESTIONS``, one per
-    setting: ``evaluate(params)`` returns the :class:`Verdict` of the request with ``params`` applied, or
+    setting, and no pipeline across nodes once more GPUs inside one node work: ``evaluate(params)`` returns the :class:`Verdict` of the request with ``params`` applied, or
     ``None`` when the changed request is itself invalid."""
     found: list[Suggestion] = []
     seen_fields: set[frozenset[str]] = set()
@@ -197,6 +197,9 @@ def suggest(request, memory, compat, evaluate: Callable[[dict[str, str]], Any | 
         key = frozenset(cand.params)
         if key in seen_fields:
             continue
+        if "pipeline_parallel_size" in cand.params and any(f.kind == "hardware" and "pipeline_parallel_size" not in
+                                                             f.params for f in found):
+            continue  # more GPUs inside one node already work: no second node to suggest
         verdict = evaluate(cand.params)
         if verdict is not None and verdict.status == "works":
             found.append(cand)

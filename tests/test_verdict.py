@@ -155,3 +155,12 @@ def test_graph_capture_that_does_not_fit_outside_the_budget_stops_old_releases(c
     new = client.get("/api/estimate", {"model": LLAMA, "gpu": "H100", "max_model_len": "8192", "vllm_version": "0.32.0",
                                        "gpu_memory_utilization": "0.99"}).json()
     assert new["verdict"] == "works"
+
+
+def test_no_second_node_when_more_gpus_in_one_node_work(client):
+    """Llama-3.1-70B in bf16 (~131 GiB of weights) fits 4 H100s of one node: the answer says so and does not also
+    send the user to two nodes of 8 (a fresh user read that as "needs 16 GPUs")."""
+    api = client.get("/api/estimate", {"model": "meta-llama/Llama-3.1-70B-Instruct", "gpu": "H100"}).json()
+    changes = [s["params"] for s in api["suggestions"]]
+    assert {"tensor_parallel_size": "4"} in changes
+    assert not any("pipeline_parallel_size" in c for c in changes)
