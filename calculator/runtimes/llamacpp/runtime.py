@@ -352,6 +352,10 @@ class LlamaCpp:
             raise EngineInputError(field, text.removeprefix(f"{field}:").strip()) from None
         if choice_note:
             p.notes.append(choice_note)
+        if self.name == "ollama":  # llama-server's --fit is not Ollama's: Ollama's scheduler picks num_gpu itself
+            p.notes[:] = [("Ollama's scheduler picks how many layers go to the GPU (num_gpu) from its own memory "
+                           "estimate and may offload fewer than all; the plan assumes all on the device")
+                          if n.startswith("llama-server's --fit") else n for n in p.notes]
         client = self.client_argv(request, model, gguf_file, listing)
         if self.name == "ollama" and client is None:
             p.notes.append(f"Ollama pulls a Hub model as a GGUF repo (`ollama run hf.co/{{user}}/{{repo}}:{{quant}}`, "
@@ -556,7 +560,7 @@ class LlamaCpp:
             fa = memory.plan.flash_attn
             fa_text = {"on": "flash attention on (-fa on)", "off": "flash attention off (-fa off)",
                        "auto": ("flash attention auto: llama.cpp enables it when the backend runs the FLASH_ATTN_EXT op "
-                                "for this head size and cache types (src/llama-context.cpp; public Metal logs print "
+                                "for this head size and cache types (src/llama-context.cpp; it then logs "
                                 "'Flash Attention was auto, set to enabled')")}[fa]
             reasons.append(f"{r['device']} backend ({memory.gpu}); {fa_text}; K cache {r['cache_type_k']}, V cache "
                            f"{r['cache_type_v']}")
