@@ -635,7 +635,10 @@ def estimate(inp: EngineInput) -> EstimateResult:
                 detail = (f"state {state:,} B per request (x{resident + s.num_speculative_blocks} pages: "
                           f"mamba_cache_mode {s.cache_mode}, {s.num_speculative_blocks} speculative)")
             elif isinstance(s, SlidingWindowSpec):
-                detail = f"window {s.sliding_window} tokens"
+                kept = min(s.sliding_window - 1 + ctx.max_in_flight_tokens, ctx.max_model_len)
+                detail = (f"window {s.sliding_window} tokens; a request holds up to {kept:,} tokens of these layers: "
+                          f"window - 1 + {ctx.max_in_flight_tokens:,} scheduled per step (max_num_batched_tokens), at "
+                          f"most max_model_len (kv_cache_interface.py SlidingWindowSpec.max_memory_usage_bytes)")
             elif isinstance(s, MLAAttentionSpec):
                 detail = (f"latent {s.token_bytes} B ({resolved.get('kv_cache_format')})" if s.token_bytes
                           else f"latent {s.head_size} x {kv_b} B")
