@@ -390,3 +390,14 @@ FIRST_CATALOG = [
 @pytest.mark.parametrize("key,name", FIRST_CATALOG)
 def test_names_of_the_first_catalog_keep_working(key, name):
     assert get_gpu(key).name == name
+
+
+def test_an_unknown_name_far_from_every_gpu_gets_no_random_suggestions():
+    """'FooGPU9000' is close to no catalog name (difflib ratio < 0.5 for all): the message says so instead of
+    listing five unrelated GPUs; a near miss still gets its neighbours."""
+    with pytest.raises(EngineInputError) as err:
+        get_gpu("FooGPU9000")
+    assert "no catalog name is close" in err.value.message and "closest known" not in err.value.message
+    with pytest.raises(EngineInputError) as err:
+        get_gpu("RTX 4091")
+    assert "closest known: NVIDIA GeForce RTX 4090" in err.value.message

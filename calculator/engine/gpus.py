@@ -199,8 +199,11 @@ def get_gpu(name: str) -> GPU:
             return index[_norm(entry.choice)]
         raise EngineInputError(
             "gpu", f"{name!r} is ambiguous ({entry.why}); pick one of: {', '.join(entry.candidates)}")
+    close = closest_gpu_names(text, cutoff=CLOSE_ENOUGH)
+    hint = (f"closest known: {', '.join(close)}" if close else
+            "no catalog name is close to it (the page's GPU picker lists them all)")
     raise EngineInputError(
-        "gpu", f"unknown GPU {name!r}; closest known: {', '.join(closest_gpu_names(text))}; "
+        "gpu", f"unknown GPU {name!r}; {hint}; "
                f"for another device give its memory as {CUSTOM_PREFIX}<GiB>GiB, e.g. custom:24GiB:sm89")
 
 
@@ -221,14 +224,19 @@ def _loose_match(key: str, index: dict[str, GPU]) -> GPU | None:
     return None
 
 
-def closest_gpu_names(name: str, n: int = 5) -> list[str]:
+CLOSE_ENOUGH = 0.5  # difflib ratio below which a catalog name is not offered as "closest" (it would look random)
+
+
+def closest_gpu_names(name: str, n: int = 5, cutoff: float = 0.0) -> list[str]:
     """The ``n`` catalog names whose name or alias is closest to ``name`` (``difflib`` ratio on the
-    normalised strings), best first, each row once."""
+    normalised strings, at least ``cutoff``), best first, each row once."""
     index, _ = _index()
     query = _norm(name or "")
     scored = sorted(((difflib.SequenceMatcher(None, query, k).ratio(), k) for k in index), key=lambda t: -t[0])
     out: list[str] = []
-    for _, k in scored:
+    for ratio, k in scored:
+        if ratio < cutoff:
+            break
         if index[k].name not in out:
             out.append(index[k].name)
         if len(out) == n:
