@@ -46,8 +46,11 @@ def test_placement_follows_the_split_points():
     # -ngl 10 of 28 layers: i_gpu_start = 28 + 1 - 10 = 19, so layers 19..27 and the output on the GPU
     pl = placement(28, 10)
     assert pl.layers == tuple([CPU] * 19 + [0] * 9) and pl.output == 0
+    # -ts 1 over 2 GPUs: common/arg.cpp:2845-2851 fills the missing shares with 0, so every unit goes to GPU0
+    pl = placement(28, -1, n_gpus=2, tensor_split=[1.0])
+    assert set(pl.layers) == {0} and pl.output == 0
     with pytest.raises(ValueError):
-        placement(28, -1, n_gpus=2, tensor_split=[1.0])
+        placement(28, -1, n_gpus=2, tensor_split=[1.0, 1.0, 1.0])
 
 
 def test_partial_offload_decode_ms_by_hand():

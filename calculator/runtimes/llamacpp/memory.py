@@ -29,6 +29,7 @@ Units: bytes everywhere (``*_bytes``); ``MiB`` = 2^20 B only in the rendered log
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -184,6 +185,105 @@ class LlamaCppPlan(BaseModel):
                              % (b.buft, b.bytes / MiB, (b.error_bytes or 0) / MiB, COMPUTE_LABEL))
         return lines
 
+
+
+# ---------------------------------------------------------------- placement over devices
+
+CPU = -1  # device index of the CPU in a Placement
+SPLIT_MODES = ("none", "layer", "row")
+PLACEMENT_SRC = SRC + "src/llama-model.cpp:1556-1613 (split points :1556-1585, layer device :1587-1600, output :1614)"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where each placement unit of a model runs. ``layers[il]``: device of layer ``il`` (``CPU`` = -1, GPUs
+    0..n-1 as llama.cpp numbers them: CUDA0, CUDA1, ...); ``output``: device of the output layer;
+    ``expert_cpu_layers``: layers whose routed experts stay in CPU memory (``--n-cpu-moe``); ``split_mode``:
+    ``none`` / ``layer`` / ``row``; ``shares``: each GPU's share of the ``--tensor-split`` (normalised);
+    ``n_gpus``: the GPUs llama.cpp uses (1 with ``-sm none``); ``gpu_ids``: their indices."""
+
+    layers: tuple[int, ...]
+    output: int
+    n_gpus: int
+    split_mode: str = "layer"
+    shares: tuple[float, ...] = (1.0,)
+    expert_cpu_layers: frozenset[int] = field(default_factory=frozenset)
+    gpu_ids: tuple[int, ...] = (0,)
+
+    def device_of(self, unit: int | str) -> int:
+        if unit == "input":
+            return CPU
+        if unit == "output":
+            return self.output
+        return self.layers[unit]
+
+    @property
+    def sequence(self) -> list[int]:
+        """Devices in the order a token's activations visit them: input (CPU), layers, output."""
+        return [CPU, *self.layers, self.output]
+
+
+def placement(n_layer_all: int, n_gpu_layers: int = -1, *, n_gpus: int = 1, tensor_split: list[float] | None = None,
+              split_mode: str = "layer", n_cpu_moe: int = 0, main_gpu: int = 0) -> Placement:
+    """llama.cpp's device of every layer and of the output layer (vendor/llama.cpp/src/llama-model.cpp:1556-1614),
+    the one rule the memory plan and the speed model both use.
+
+    * ``n_gpu_layers`` (-ngl; -1 or anything above ``n_layer_all`` = all layers and the output): the *last*
+      ``n_gpu_layers`` units go to the GPUs (``i_gpu_start = max(n_layer_all + 1 - ngl, 0)``, :1589); the input
+      layer (token_embd) always stays on the CPU (:1603-1605).
+    * ``tensor_split`` (-ts; shorter than ``n_gpus`` = the rest 0, common/arg.cpp:2831-2855; None or all zero =
+      llama.cpp's default, each GPU's *free* memory, :1557-1573: equal shares here, i.e. identical idle GPUs).
+      The shares are summed and normalised into split points in float32 (:1579-1585) and unit ``il`` goes to the
+      first GPU whose split point exceeds ``float(il - i_gpu_start) / act_gpu_layers`` (``std::upper_bound``,
+      :1595; ``act_gpu_layers = min(ngl, n_layer_all + 1)`` counts the output layer): with 32 layers on 2 equal
+      GPUs, 33 units, GPU0 gets layers 0-16 and GPU1 layers 17-31 and the output.
+    * ``split_mode`` ``none`` keeps only GPU ``main_gpu`` (-mg; src/llama.cpp:289-300; ``main_gpu < 0``: no GPU);
+      ``row`` places layers as ``layer`` does (the row split of each matrix is the speed model's business).
+    * ``n_cpu_moe``: the routed experts of the first N layers stay on the CPU (common/arg.cpp:2767-2775).
+
+    Raises ``ValueError`` for a bad ``n_gpus``, ``split_mode``, ``tensor_split``, ``main_gpu`` or ``n_cpu_moe``."""
+    import numpy as np
+
+    f32 = np.float32
+    if n_gpus < 1:
+        raise ValueError(f"n_gpus must be >= 1, not {n_gpus}")
+    if split_mode not in SPLIT_MODES:
+        raise ValueError(f"split_mode (-sm): one of {', '.join(SPLIT_MODES)}, not {split_mode!r}")
+    if n_cpu_moe < 0:
+        raise ValueError(f"n_cpu_moe (--n-cpu-moe) must be >= 0, not {n_cpu_moe}")
+    if tensor_split is not None and (len(tensor_split) > n_gpus or any(x < 0 for x in tensor_split)):
+        raise ValueError(f"tensor_split (-ts): at most {n_gpus} non-negative shares (one per GPU), not {tensor_split}")
+    if split_mode == "none":
+        if main_gpu >= n_gpus:
+            # src/llama.cpp:293-295 "invalid value for main_gpu"
+            raise ValueError(f"main_gpu (-mg) {main_gpu}: llama.cpp has {n_gpus} GPU(s), 0..{n_gpus - 1}")
+        gpu_ids = (main_gpu,) if main_gpu >= 0 else ()
+        split = [f32(1.0)] if gpu_ids else []
+    else:
+        gpu_ids = tuple(range(n_gpus))
+        given = [f32(x) for x in (tensor_split or [])] + [f32(0.0)] * (n_gpus - len(tensor_split or []))
+        split = [f32(1.0)] * n_gpus if all(x == 0 for x in given) else given
+    cum, acc = [], f32(0.0)
+    for x in split:  # :1579-1585: cumulative sums, then divided by the total, in float32
+        acc = f32(acc + x)
+        cum.append(acc)
+    cum = [f32(c / acc) for c in cum]
+    ngl = n_layer_all + 1 if n_gpu_layers < 0 else n_gpu_layers
+    i_gpu_start = max(n_layer_all + 1 - ngl, 0)
+    act = min(ngl, n_layer_all + 1) if gpu_ids else 0
+
+    def dev(il: int) -> int:
+        if il < i_gpu_start or il - i_gpu_start >= act:
+            return CPU
+        x = f32(f32(il - i_gpu_start) / f32(act))  # std::upper_bound(splits, x): first split point > x (:1595)
+        k = next((i for i, c in enumerate(cum) if c > x), len(cum) - 1)
+        return gpu_ids[min(k, len(gpu_ids) - 1)]
+
+    layers = tuple(dev(il) for il in range(n_layer_all))
+    total = float(acc) if gpu_ids else 1.0
+    return Placement(layers=layers, output=dev(n_layer_all), n_gpus=max(len(gpu_ids), 1), split_mode=split_mode,
+                     shares=tuple(float(x) / total for x in split) or (1.0,),
+                     expert_cpu_layers=frozenset(range(min(n_cpu_moe, n_layer_all))), gpu_ids=gpu_ids)
 
 # ---------------------------------------------------------------- helpers
 

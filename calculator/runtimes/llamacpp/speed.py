@@ -54,15 +54,15 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
 from calculator.runtimes.llamacpp.gguf_meta import GGUFMeta
-from calculator.runtimes.llamacpp.memory import LlamaCppPlan, NotModelled, swa_layers, tensor_layer
+from calculator.runtimes.llamacpp.memory import (CPU, SPLIT_MODES, LlamaCppPlan, NotModelled, Placement,  # noqa: F401
+                                                 placement, swa_layers, tensor_layer)
 
 SRC = "llama-cpp-python 0.3.36 vendor/llama.cpp/"
-CPU = -1  # device index of the CPU in a Placement
 
 #: System RAM bandwidth used when the request gives none: dual-channel DDR5-5600 = 2 channels x 8 B x 5600 MT/s
 #: (JEDEC DDR5 data rate; https://www.jedec.org/standards-documents/docs/jesd79-5c). **Assumed**, not measured.
@@ -75,7 +75,6 @@ ACT_BYTES_F32 = 4
 #: (ggml-cuda.cu:5825, ``GGML_OP_OFFLOAD_MIN_BATCH``, default 32).
 OP_OFFLOAD_MIN_BATCH = 32
 _EXPS = re.compile(r"^blk\.(\d+)\.ffn_(up|down|gate)_exps\.")
-SPLIT_MODES = ("none", "layer", "row")
 
 
 @dataclass(frozen=True)
@@ -89,77 +88,6 @@ class KVGroup:
     kv_bytes_per_token: float
     window: int | None
     fixed_tokens: int | None = None
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Where each placement unit of a model runs. ``layers[il]``: device of layer ``il`` (``CPU`` = -1, GPUs
-    0..n_gpus-1); ``output``: device of the output layer; ``expert_cpu_layers``: layers whose routed experts stay
-    in CPU memory (``--n-cpu-moe``); ``split_mode``: ``none`` / ``layer`` / ``row``; ``shares``: each GPU's
-    share of the ``--tensor-split`` (normalised)."""
-
-    layers: tuple[int, ...]
-    output: int
-    n_gpus: int
-    split_mode: str = "layer"
-    shares: tuple[float, ...] = (1.0,)
-    expert_cpu_layers: frozenset[int] = field(default_factory=frozenset)
-
-    def device_of(self, unit: int | str) -> int:
-        if unit == "input":
-            return CPU
-        if unit == "output":
-            return self.output
-        return self.layers[unit]
-
-    @property
-    def sequence(self) -> list[int]:
-        """Devices in the order a token's activations visit them: input (CPU), layers, output."""
-        return [CPU, *self.layers, self.output]
-
-
-def placement(n_layer_all: int, n_gpu_layers: int = -1, *, n_gpus: int = 1, tensor_split: list[float] | None = None,
-              split_mode: str = "layer", n_cpu_moe: int = 0) -> Placement:
-    """llama.cpp's device of every layer (vendor/llama.cpp/src/llama-model.cpp:1556-1613).
-
-    ``n_gpu_layers`` (-ngl; -1 or anything above ``n_layer_all`` = all layers and the output); the last
-    ``n_gpu_layers`` units go to the GPUs (``i_gpu_start = max(n_layer_all + 1 - ngl, 0)``, :1589). ``tensor_split``
-    (``-ts``; None = equal shares: llama.cpp's default is each GPU's free memory, :1557-1573, equal for identical
-    idle GPUs). ``split_mode`` ``none`` uses only the main GPU (src/llama.cpp:289-299). ``n_cpu_moe``: the routed
-    experts of the first N layers stay on the CPU (common/arg.cpp:2767-2775). Raises ``ValueError`` for a bad
-    ``n_gpus``, ``split_mode``, ``tensor_split`` or ``n_cpu_moe``."""
-    if n_gpus < 1:
-        raise ValueError(f"n_gpus must be >= 1, not {n_gpus}")
-    if split_mode not in SPLIT_MODES:
-        raise ValueError(f"split_mode (-sm): one of {', '.join(SPLIT_MODES)}, not {split_mode!r}")
-    if n_cpu_moe < 0:
-        raise ValueError(f"n_cpu_moe (--n-cpu-moe) must be >= 0, not {n_cpu_moe}")
-    devices = 1 if split_mode == "none" else n_gpus
-    if tensor_split is None:
-        split = [1.0] * devices
-    else:
-        if len(tensor_split) != n_gpus or any(x < 0 for x in tensor_split) or not sum(tensor_split):
-            raise ValueError(f"tensor_split (-ts): {n_gpus} non-negative shares, not {tensor_split}")
-        split = list(tensor_split[:devices]) if split_mode != "none" else [1.0]
-    total = sum(split)
-    cum, acc = [], 0.0
-    for x in split:  # :1576-1584: cumulative, normalised split points
-        acc += x
-        cum.append(acc / total)
-    ngl = n_layer_all + 1 if n_gpu_layers < 0 else n_gpu_layers
-    i_gpu_start = max(n_layer_all + 1 - ngl, 0)
-    act = min(ngl, n_layer_all + 1)
-
-    def dev(il: int) -> int:
-        if il < i_gpu_start or il - i_gpu_start >= act:
-            return CPU
-        x = (il - i_gpu_start) / act  # std::upper_bound(splits, x): first split point > x (:1595)
-        return min(next((i for i, c in enumerate(cum) if c > x), devices - 1), devices - 1)
-
-    layers = tuple(dev(il) for il in range(n_layer_all))
-    return Placement(layers=layers, output=dev(n_layer_all), n_gpus=devices, split_mode=split_mode,
-                     shares=tuple(x / total for x in split),
-                     expert_cpu_layers=frozenset(range(min(n_cpu_moe, n_layer_all))))
 
 
 class LlamaCppSpeed(BaseModel):
