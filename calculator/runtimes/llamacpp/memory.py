@@ -152,6 +152,13 @@ class LlamaCppPlan(BaseModel):
     n_gpu_layers: int  # as requested (-1 = all)
     layers_on_gpu: list[int]
     output_on_gpu: bool
+    n_gpus: int = 1  # GPUs llama.cpp sees (identical ones)
+    split_mode: Literal["none", "layer", "row"] = "layer"
+    tensor_split: list[float] | None = None
+    main_gpu: int = 0
+    layer_devices: list[int] = Field(default_factory=list)  # per layer: GPU index (CUDA<i>) or -1 for the CPU
+    output_device: int = 0
+    pipeline_parallel: bool = False  # llama-context.cpp:430-457: n_copies = 4 in the scheduler
     kv_caches: list[KVCache]
     buffers: list[Buffer]
     notes: list[str] = Field(default_factory=list)
@@ -376,6 +383,10 @@ def plan(
     cpu_features: frozenset[str] | set[str] | None = None,
     kq_mask_f16: bool | None = None,
     n_outputs_max: int | None = None,
+    n_gpus: int = 1,
+    split_mode: str = "layer",
+    tensor_split: list[float] | None = None,
+    main_gpu: int = 0,
 ) -> LlamaCppPlan:
     """What llama.cpp allocates at start-up for ``meta`` with these context parameters.
 
@@ -383,8 +394,16 @@ def plan(
     --parallel), ``kv_unified`` (-kvu), ``cache_type_k/v`` (-ctk/-ctv), ``flash_attn`` (-fa), ``n_gpu_layers``
     (-ngl; -1 = all, any value above the layer count = all), ``swa_full`` (--swa-full), ``n_batch`` (-b),
     ``n_ubatch`` (-ub), ``use_mmap`` (--no-mmap = False), ``offload_kqv`` (--no-kv-offload = False).
-    ``device`` is the one GPU backend ("CUDA", "Metal", "Vulkan") or "CPU" for a build without one; several
-    GPUs (layers split by free memory or --tensor-split, llama-model.cpp:1556-1587) are not modelled.
+    ``device`` is the GPU backend ("CUDA", "Metal", "Vulkan") or "CPU" for a build without one. ``n_gpus``
+    identical CUDA GPUs (CUDA0, CUDA1, ...) with ``split_mode`` (-sm ``layer``, the default, or ``none``),
+    ``tensor_split`` (-ts; None = llama.cpp's default, each GPU's free memory: equal for identical idle GPUs) and
+    ``main_gpu`` (-mg, the one GPU of ``-sm none``): every layer, its KV cache and the output layer sit on the
+    device :func:`placement` gives (llama-model.cpp:1556-1614, llama-kv-cache.cpp:214-221), each device gets
+    its own model, KV and compute buffers, and with every layer offloaded over several GPUs the scheduler runs
+    pipeline parallelism (llama-context.cpp:430-457: 4 copies of each split input, ggml-backend.cpp:1379-1430).
+    ``-sm row`` (matrices split by rows into a CUDA_Split buffer) and ``-sm tensor`` raise ``NotModelled``; so
+    do several Metal / Vulkan devices. The per-device split is read from llama.cpp's source, not checked
+    against a multi-GPU log (the CPU oracle has one device).
     ``cpu_features`` (subset of ``CPU_FEATURES``) are the ggml-cpu build's SIMD features, which decide the
     CPU_REPACK buffer; ``None`` = unknown (no repacking modelled, said in ``notes`` when it matters).
     ``kq_mask_f16`` (compute buffers only): whether the build creates the KQ mask f16 with flash attention
@@ -401,6 +420,17 @@ def plan(
         raise NotModelled(f"release {release!r}: modelled releases are {', '.join(RELEASES)}", field="release")
     if device not in DEVICE_KINDS:
         raise ValueError(f"device: one of {', '.join(DEVICE_KINDS)}, not {device!r}")
+    if split_mode == "tensor":
+        raise NotModelled("split_mode (-sm) tensor: the experimental tensor-parallel Meta device "
+                          "(src/llama.cpp:158-231) is not modelled; -sm layer and none are", field="split_mode")
+    if split_mode == "row" and device != "CPU":
+        raise NotModelled("split_mode (-sm) row: the matrices split by rows over the GPUs (CUDA_Split buffer, "
+                          "llama-model.cpp:1140-1162, ggml-cuda's row rounding) are not modelled for memory; "
+                          "-sm layer and none are", field="split_mode")
+    if n_gpus < 1 or n_gpus > 16:
+        raise ValueError(f"n_gpus must be 1..16 (GGML_CUDA_MAX_DEVICES), not {n_gpus}")
+    if n_gpus > 1 and device != "CUDA":
+        raise NotModelled(f"several {device} devices are not modelled; several CUDA GPUs are", field="n_gpus")
     for name, value in (("n_ctx", n_ctx), ("n_batch", n_batch), ("n_ubatch", n_ubatch)):
         if value < 0:
             raise ValueError(f"{name} must be >= 0, not {value}")
@@ -485,14 +515,25 @@ def plan(
     if meta.n_head and any(h == 0 for il, h in enumerate(meta.n_head_kv) if has_kv[il] and trunk[il]):
         raise NotModelled(f"{meta.architecture}: a layer without attention heads (recurrent/hybrid)", field="model")
 
-    # GPU placement: llama-model.cpp:1589-1614
-    n_gpu_eff = n_all + 1 if n_gpu_layers < 0 else n_gpu_layers  # llama-model.cpp:2002-2005
+    # GPU placement: llama-model.cpp:1556-1614 (placement(), the rule the speed model uses too)
     gpu = device != "CPU"
-    i_gpu_start = max(n_all + 1 - n_gpu_eff, 0)
-    act_gpu = min(n_gpu_eff, n_all + 1) if gpu else 0
-    on_gpu = [gpu and il >= i_gpu_start and (il - i_gpu_start) < act_gpu for il in range(n_all + 1)]
+    if gpu:
+        pl = placement(n_all, n_gpu_layers, n_gpus=n_gpus, tensor_split=tensor_split, split_mode=split_mode,
+                       main_gpu=main_gpu)
+        unit_dev = [*pl.layers, pl.output]
+    else:
+        unit_dev = [CPU] * (n_all + 1)
+    on_gpu = [d != CPU for d in unit_dev]
     layers_on_gpu = [il for il in range(n_all) if on_gpu[il]]
     output_on_gpu = on_gpu[n_all]
+    gpus_used = sorted({d for d in unit_dev if d != CPU})
+    # llama-context.cpp:430-457: more than one device, every layer and the output offloaded (n_gpu_layers >
+    # n_layer_all: -ngl -1 resolves to n_layer_all + 1, llama-model.cpp:2002-2005), -sm layer, KV offloaded; CUDA
+    # devices report async compute and events (ggml-cuda.cu device caps), so the scheduler keeps 4 copies
+    n_gpu_eff = n_all + 1 if n_gpu_layers < 0 else n_gpu_layers
+    n_devices = 1 if split_mode == "none" else n_gpus
+    pipeline_parallel = (gpu and n_devices > 1 and n_gpu_eff > n_all and split_mode == "layer" and offload_kqv
+                         and device == "CUDA")
 
     v_trans = not fa_enabled  # create_memory passes !cparams.flash_attn (llama-model.cpp:2864)
     v_max = max(_layer_dims(meta, il, flags[il])[1] for il in range(n_all)) if n_all else 0
@@ -510,7 +551,7 @@ def plan(
             v = 0 if is_mla else ggml_row_bytes(cache_type_v, v_dim) * cells * n_stream
             ks.append(k)
             vs.append(v)
-            dev = _buft_name(device) if (offload_kqv and on_gpu[il]) else "CPU"  # llama-kv-cache.cpp:214-221
+            dev = _buft_name(device, unit_dev[il]) if (offload_kqv and on_gpu[il]) else "CPU"  # llama-kv-cache.cpp:214-221
             bufs[dev] = bufs.get(dev, 0) + _alloc(device if dev != "CPU" else "CPU", cache_type_k, k_dim, k)
             if not is_mla:
                 bufs[dev] += _alloc(device if dev != "CPU" else "CPU", cache_type_v, v_dim, v)
@@ -540,7 +581,7 @@ def plan(
         if not cpu_features <= CPU_FEATURES:
             raise ValueError(f"cpu_features: known features are {', '.join(sorted(CPU_FEATURES))}, not "
                              f"{', '.join(sorted(cpu_features - CPU_FEATURES))}")
-    buffers = _model_buffers(meta, on_gpu, output_on_gpu, device, use_mmap, cpu_features, notes)
+    buffers = _model_buffers(meta, unit_dev, device, use_mmap, cpu_features, notes)
     if meta.n_vocab is not None:
         # llama-context.cpp:2116-2160: logits n_vocab x max(n_seq_max, requested outputs) floats
         out = meta.n_vocab * n_seq_max * 4
@@ -557,24 +598,45 @@ def plan(
     if n_outputs_max is not None and n_outputs_max < 0:
         raise ValueError(f"n_outputs_max must be >= 0, not {n_outputs_max}")
     n_outputs = min(n_tokens, n_outputs_max) if n_outputs_max else None  # llama-context.cpp:250, 896-898
-    buffers += compute_buffers(meta, caches, n_tokens=n_tokens, n_outputs=n_outputs, flash_attn_on=fa_enabled,
-                               device=device,
-                               layers_on_gpu=layers_on_gpu, output_on_gpu=output_on_gpu, offload_kqv=offload_kqv,
-                               release=release, kq_mask_f16=kq_mask_f16)
+    if len(gpus_used) > 1:
+        buffers += compute_buffers_multi(meta, caches, n_tokens=n_tokens, n_outputs=n_outputs,
+                                         flash_attn_on=fa_enabled, device=device, unit_dev=unit_dev,
+                                         offload_kqv=offload_kqv, release=release, kq_mask_f16=kq_mask_f16,
+                                         pipeline_parallel=pipeline_parallel)
+        notes.append(f"{n_gpus} GPUs, -sm {split_mode}: layers per device "
+                     + ", ".join(f"{_buft_name(device, g)} {sum(1 for d in unit_dev[:n_all] if d == g)}"
+                                 for g in gpus_used)
+                     + f", output layer on {_buft_name(device, unit_dev[n_all]) if output_on_gpu else 'CPU'}; "
+                     "the per-device split is read from llama.cpp's source (llama-model.cpp:1556-1614), not checked "
+                     "against a multi-GPU log (the CPU oracle has one device)")
+        if tensor_split is None or not any(tensor_split):
+            notes.append("-ts not given: llama.cpp splits by each GPU's free memory at start-up (llama-model.cpp:"
+                         "1557-1573); equal shares are assumed (identical, idle GPUs). A GPU that also drives a "
+                         "display or runs other work has less free memory and gets fewer layers.")
+    else:
+        gdev = gpus_used[0] if gpus_used else 0
+        buffers += compute_buffers(meta, caches, n_tokens=n_tokens, n_outputs=n_outputs, flash_attn_on=fa_enabled,
+                                   device=device,
+                                   layers_on_gpu=layers_on_gpu, output_on_gpu=output_on_gpu, offload_kqv=offload_kqv,
+                                   release=release, kq_mask_f16=kq_mask_f16, gpu_index=gdev)
     notes.append("llama-server's --fit (on by default in recent builds) may lower -c / -ngl to fit the device; "
                  "not modelled (common/fit.cpp).")
     return LlamaCppPlan(
         release=release, architecture=meta.architecture, n_ctx=n_ctx, n_ctx_requested=n_ctx_req,
         n_ctx_seq=n_ctx_seq, n_seq_max=n_seq_max, n_stream=n_stream, kv_unified=kv_unified,
         flash_attn=flash_attn, device=device, n_gpu_layers=n_gpu_layers, layers_on_gpu=layers_on_gpu,
-        output_on_gpu=output_on_gpu, kv_caches=caches, buffers=buffers, notes=notes,
+        output_on_gpu=output_on_gpu, kv_caches=caches, buffers=buffers, notes=notes, n_gpus=n_gpus,
+        split_mode=split_mode, tensor_split=tensor_split, main_gpu=main_gpu, layer_devices=unit_dev[:n_all],
+        output_device=unit_dev[n_all], pipeline_parallel=pipeline_parallel,
     )
 
 
-def _buft_name(device: str) -> str:
-    """Device buffer names as ggml prints them for device 0 (ggml-cuda: "CUDA0", ggml-metal: "MTL0",
-    ggml-vulkan: "Vulkan0")."""
-    return {"CUDA": "CUDA0", "Metal": "MTL0", "Vulkan": "Vulkan0", "CPU": "CPU"}[device]
+def _buft_name(device: str, index: int = 0) -> str:
+    """Device buffer names as ggml prints them for device ``index`` (ggml-cuda: "CUDA0", "CUDA1", ...;
+    ggml-metal: "MTL0", ggml-vulkan: "Vulkan0"); "CPU" for the CPU or ``index`` -1."""
+    if device == "CPU" or index == CPU:
+        return "CPU"
+    return {"CUDA": "CUDA", "Metal": "MTL", "Vulkan": "Vulkan"}[device] + str(index)
 
 
 #: The compute-buffer estimate's stated error: llama.cpp's logged figure lies within
@@ -682,7 +744,7 @@ def compute_error_bytes(estimate: int) -> int:
 def compute_buffers(meta: GGUFMeta, caches: list, *, n_tokens: int, flash_attn_on: bool, device: str,
                     layers_on_gpu: list[int], output_on_gpu: bool, offload_kqv: bool = True,
                     release: str = RELEASE_0_3_36, kq_mask_f16: bool | None = None,
-                    n_outputs: int | None = None) -> list[Buffer]:
+                    n_outputs: int | None = None, gpu_index: int = 0) -> list[Buffer]:
     """``<dev> compute buffer size`` per device, estimated from the reserved graph's largest live tensors.
 
     llama.cpp reserves the worst-case graph (``sched_reserve``: n_tokens = min(n_ctx, n_ubatch) = ``n_tokens``,
@@ -705,7 +767,7 @@ def compute_buffers(meta: GGUFMeta, caches: list, *, n_tokens: int, flash_attn_o
     bytes."""
     T = n_tokens
     gpu = device != "CPU"
-    dev_buft = _buft_name(device)
+    dev_buft = _buft_name(device, gpu_index)
     if kq_mask_f16 is None:
         kq_mask_f16 = release == RELEASE_0_3_36
     if not meta.n_vocab:
@@ -752,6 +814,93 @@ def compute_buffers(meta: GGUFMeta, caches: list, *, n_tokens: int, flash_attn_o
         host |= {f"{k} (on the CPU)": v for k, v in t2.items()}
         host_phase = f"graph inputs + {p2} on the CPU"
     out.append(make("CPU", host_phase, host, extra if not all_on_gpu else ""))
+    return out
+
+
+#: ggml-backend.cpp:772 GGML_SCHED_MAX_COPIES: copies of each split input the scheduler keeps with pipeline
+#: parallelism (ggml_backend_sched_new(..., parallel=true), :1888).
+SCHED_MAX_COPIES = 4
+COMPUTE_MULTI_SRC = (COMPUTE_SRC + "; several GPUs: one compute buffer per backend (llama-context.cpp:745-755), "
+                     "split inputs copied into the consuming backend's buffer (ggml-backend.cpp:1375-1395), with "
+                     "pipeline parallelism n_copies = 4 of each split input and each graph input, kept to the end "
+                     "(:1379-1388, :1411-1430, llama-context.cpp:430-457)")
+
+
+def compute_buffers_multi(meta: GGUFMeta, caches: list, *, n_tokens: int, flash_attn_on: bool, device: str,
+                          unit_dev: list[int], offload_kqv: bool = True, release: str = RELEASE_0_3_36,
+                          kq_mask_f16: bool | None = None, n_outputs: int | None = None,
+                          pipeline_parallel: bool = False) -> list[Buffer]:
+    """``CUDA<i> compute buffer size`` per GPU and the host's, when the layers are spread over several GPUs
+    (``unit_dev``: each layer's device, then the output layer's; -1 = CPU). An estimate built like
+    :func:`compute_buffers`, per device:
+
+    * each GPU: the largest phase (:func:`compute_phases`) of what it runs (its layers; the output layer on the GPU
+      that holds it), plus, for every GPU but the first along the layers, the hidden state f32 ``[n_embd, T]``
+      copied in from the previous device;
+    * with pipeline parallelism (``pipeline_parallel``: several GPUs, every layer offloaded, -sm layer) the
+      scheduler keeps ``SCHED_MAX_COPIES`` = 4 copies of every split input (ggml-backend.cpp:1379-1388): 3 more
+      copies of the KQ masks, the incoming hidden state and the positions on each GPU, and 4 copies of the graph
+      inputs set on the host (:1411-1430);
+    * the host (``CPU``) buffer: the graph inputs as in :func:`compute_buffers` and the largest phase of what
+      runs on the CPU (layers / output left there).
+
+    These are *not checked against a llama.cpp log* (the CPU oracle has one device; the public multi-GPU logs are
+    2024 builds or --fit runs with hand-made quants): the stated error is :func:`compute_error_bytes` plus the whole
+    pipeline-parallel copies term. Returns ``bytes=None`` buffers for what :func:`compute_buffers` does not model
+    (no vocabulary size, --no-kv-offload). Units: bytes."""
+    T = n_tokens
+    n_all = meta.n_layer_all
+    if kq_mask_f16 is None:
+        kq_mask_f16 = release == RELEASE_0_3_36
+    gpus = sorted({d for d in unit_dev if d != CPU})
+    if not meta.n_vocab or not offload_kqv:
+        why = ("not modelled: the vocabulary size (logits) is unknown" if not meta.n_vocab else
+               "not modelled: with --no-kv-offload attention runs on the host")
+        return [Buffer(kind="compute", buft=_buft_name(device, g), bytes=None, source=COMPUTE_MULTI_SRC, note=why)
+                for g in gpus]
+    n_copies = SCHED_MAX_COPIES if pipeline_parallel else 1
+    f16 = flash_attn_on and kq_mask_f16
+    mask_bytes = (2 if f16 else 4) * sum(c.cells * T for c in caches)
+    hidden = 4 * T * meta.n_embd
+    first_gpu = next(d for d in unit_dev if d != CPU)
+    out = []
+
+    def make(buft: str, phase: str, terms: dict[str, int], uncertain: int) -> Buffer:
+        total = sum(terms.values())
+        err = compute_error_bytes(total) + uncertain
+        return Buffer(kind="compute", buft=buft, bytes=total, error_bytes=err, terms=terms, source=COMPUTE_MULTI_SRC,
+                      note=(f"{COMPUTE_LABEL} (peak: {phase}); several GPUs: from llama.cpp's source, not checked "
+                            f"against a log; stated error +- {err / MiB:.2f} MiB ({COMPUTE_ERR_REL:.0%} + "
+                            f"{COMPUTE_ERR_ABS / MiB:.0f} MiB" + (" + the pipeline-parallel copies" if uncertain else "")
+                            + ")"))
+
+    for g in gpus:
+        has_layers = any(d == g for d in unit_dev[:n_all])
+        has_output = unit_dev[n_all] == g
+        phase, terms = _peak(compute_phases(meta, caches, n_tokens=T, flash_attn_on=flash_attn_on, layers=has_layers,
+                                            output=has_output, kq_mask_f16=kq_mask_f16, n_outputs=n_outputs))
+        terms = dict(terms)
+        if g != first_gpu:
+            terms["hidden state f32 [n_embd x n_ubatch] copied in from the previous device"] = hidden
+        extra = 0
+        if n_copies > 1:
+            extra = (n_copies - 1) * ((mask_bytes if has_layers else 0) + hidden + 4 * T)
+            terms[f"pipeline parallelism: {n_copies - 1} more copies of the split inputs (KQ masks, hidden state, "
+                  "positions)"] = extra
+        out.append(make(_buft_name(device, g), phase, terms, extra))
+    host = {f"KQ masks {'f16' if f16 else 'f32'} [n_kv x n_ubatch] set on the host": mask_bytes * n_copies,
+            "token embeddings f32 [n_embd x n_ubatch] (get_rows on the CPU's token_embd)": hidden,
+            "tokens, positions, output ids (i32 x n_ubatch each)": 3 * 4 * T * n_copies}
+    host_phase = "graph inputs" + (f" x {n_copies} copies" if n_copies > 1 else "")
+    cpu_layers = any(d == CPU for d in unit_dev[:n_all])
+    cpu_output = unit_dev[n_all] == CPU
+    if cpu_layers or cpu_output:
+        p2, t2 = _peak(compute_phases(meta, caches, n_tokens=T, flash_attn_on=flash_attn_on, layers=cpu_layers,
+                                      output=cpu_output, mask_bytes=0, n_outputs=n_outputs))
+        host |= {f"{k} (on the CPU)": v for k, v in t2.items()}
+        host_phase += f" + {p2} on the CPU"
+    host_extra = (n_copies - 1) * (mask_bytes + 3 * 4 * T) if n_copies > 1 else 0
+    out.append(make("CPU", host_phase, host, host_extra))
     return out
 
 
@@ -865,7 +1014,7 @@ def tensor_layer(name: str, n_all: int) -> int | str:
     return "input"
 
 
-def _model_buffers(meta: GGUFMeta, on_gpu: list[bool], output_on_gpu: bool, device: str,
+def _model_buffers(meta: GGUFMeta, unit_dev: list[int], device: str,
                    use_mmap: bool, cpu_features: frozenset | None, notes: list[str]) -> list[Buffer]:
     """Model weight buffers per buffer type (llama-model.cpp:1838-1900, 1927-1932).
 
@@ -873,23 +1022,24 @@ def _model_buffers(meta: GGUFMeta, on_gpu: list[bool], output_on_gpu: bool, devi
     range from its first to the end of its last tensor (llama-model-loader.cpp:1449-1464), gaps included.
     Otherwise (CUDA, or --no-mmap) tensors are allocated: the sum of ``_alloc`` sizes. A tied output (no
     output.weight) is token_embd duplicated into the output layer's buffer (TENSOR_DUPLICATED,
-    llama-model-loader.cpp:1162-1168)."""
+    llama-model-loader.cpp:1162-1168). ``unit_dev``: the device of each layer and (last) of the output layer
+    (:func:`placement`); each GPU gets its own buffer (CUDA0, CUDA1, ...)."""
     n_all = meta.n_layer_all
+    output_on_gpu = unit_dev[n_all] != CPU
     groups: dict[str, list] = {}
-    gpu_buft = _buft_name(device)
     for t in meta.tensors:
         unit = tensor_layer(t.name, n_all)
         if unit == "input":
             where = "CPU"
         elif unit == "output":
-            where = gpu_buft if output_on_gpu else "CPU"
+            where = _buft_name(device, unit_dev[n_all])
         else:
             if unit >= n_all:
                 raise NotModelled(f"tensor {t.name} names layer {unit} of {n_all}", field="model")
-            where = gpu_buft if on_gpu[unit] else "CPU"
+            where = _buft_name(device, unit_dev[unit])
         groups.setdefault(where, []).append(t)
     if meta.tensor("output.weight") is None and meta.tensor("token_embd.weight") is not None:
-        dup_where = gpu_buft if output_on_gpu else "CPU"
+        dup_where = _buft_name(device, unit_dev[n_all])
         if dup_where != "CPU":
             groups.setdefault(dup_where, []).append(meta.tensor("token_embd.weight"))
     dup_cpu = None
@@ -941,13 +1091,13 @@ def _model_buffers(meta: GGUFMeta, on_gpu: list[bool], output_on_gpu: bool, devi
             out.append(Buffer(kind="model", buft=name, bytes=total,
                               source=SRC + "src/llama-model.cpp:1855-1871, src/llama-model-loader.cpp:1449-1464"))
         else:
-            dev_kind = "CUDA" if where == "CUDA0" else "CPU"
+            dev_kind = "CUDA" if where.startswith("CUDA") and where[4:].isdigit() else "CPU"
             if where == "AMX":  # ggml-alloc pads each amx_alloc_bytes to the buffer's 32-byte alignment
                 total = sum(_pad(amx_alloc_bytes(t), 32) for t in tensors)
             else:
                 total = sum(_alloc(dev_kind, t.ggml_type, t.shape[0] if t.shape else 1, t.n_bytes) for t in tensors)
             note = ""
-            if where in ("Vulkan0", "MTL0"):
+            if where.startswith(("Vulkan", "MTL")) and not where.endswith("_Host"):
                 note = f"{where} alignment rules not modelled; CPU's 32-byte alignment used"
             out.append(Buffer(kind="model", buft=where, bytes=total, note=note,
                               source=SRC + "src/llama-model.cpp:1872-1890, ggml/src/ggml-alloc.c:1168-1200"))

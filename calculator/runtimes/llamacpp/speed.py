@@ -341,12 +341,17 @@ def _setup(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, n_gpus: int, split_mode: 
         raise NotModelled("speed on a CPU-only build is not modelled (a CPU's FLOP/s are not in the catalog)",
                           field="gpu")
     n_all = meta.n_layer_all
+    same_layout = n_gpus == plan.n_gpus and split_mode == plan.split_mode
     pl = placement(n_all, plan.n_gpu_layers, n_gpus=n_gpus, tensor_split=tensor_split, split_mode=split_mode,
-                   n_cpu_moe=n_cpu_moe)
+                   n_cpu_moe=n_cpu_moe, main_gpu=plan.main_gpu if same_layout else 0)
     on_gpu = [il for il in range(n_all) if pl.layers[il] != CPU]
     if n_gpus == 1 and (on_gpu != list(plan.layers_on_gpu) or (pl.output != CPU) != plan.output_on_gpu):
         raise NotModelled("the memory plan places layers differently from llama-model.cpp:1589-1613 as read here",
                           field="n_gpu_layers")
+    if same_layout and plan.layer_devices and (list(pl.layers) != list(plan.layer_devices)
+                                               or pl.output != plan.output_device):
+        raise NotModelled("the memory plan and the speed model place layers differently (give the same -ts)",
+                          field="tensor_split")
     costs = _device_costs(meta, plan, pl)
     gpu_hw = _hardware(gpu)
     hws = {d: gpu_hw for d in costs if d != CPU}
