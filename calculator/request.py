@@ -250,6 +250,18 @@ class ServingRequest(BaseModel):
     n_gpu_layers_draft: int | None = Field(None, ge=-1, le=10000, json_schema_extra=_meta(
         "--n-gpu-layers-draft", "llama.cpp: draft model layers offloaded to the GPU, -ngld (default: all)",
         "llama.cpp", short="-ngld"))
+    gpus: int = Field(1, ge=1, le=16, json_schema_extra=_meta(
+        "--gpus", "llama.cpp: identical GPUs llama.cpp uses (it takes every visible one; the command pins them with "
+        "--device CUDA0,CUDA1,...); layers are split over them by --split-mode", "llama.cpp"))
+    split_mode: Literal["none", "layer", "row", "tensor"] | None = Field(None, json_schema_extra=_meta(
+        "--split-mode", "llama.cpp: how layers go over several GPUs, -sm (layer: default; none: only --main-gpu; "
+        "row, tensor: not modelled)", "llama.cpp", short="-sm"))
+    tensor_split: str | None = Field(None, max_length=120, pattern=r"^\d{1,6}(\.\d{1,6})?(,\d{1,6}(\.\d{1,6})?){0,15}$",
+                                     json_schema_extra=_meta(
+        "--tensor-split", "llama.cpp: share of the layers per GPU, -ts (e.g. 3,1; default: each GPU's free memory, "
+        "equal for identical GPUs)", "llama.cpp", short="-ts"))
+    main_gpu: int | None = Field(None, ge=0, le=15, json_schema_extra=_meta(
+        "--main-gpu", "llama.cpp: the GPU used with --split-mode none, -mg (default 0)", "llama.cpp", short="-mg"))
     kv_unified: bool = Field(False, json_schema_extra=_meta(
         "--kv-unified", "llama.cpp: one KV cache shared by all sequences, -kvu", "llama.cpp"))
     swa_full: bool = Field(False, json_schema_extra=_meta(
@@ -372,8 +384,14 @@ class ServingRequest(BaseModel):
                 if getattr(self, name) not in (None, "auto"):
                     raise InputError(name, f"{name} is not a llama.cpp setting; use {instead}")
             if self.num_gpus > 1:
-                raise InputError("tensor_parallel_size", "several GPUs with llama.cpp (layers split by free memory or "
-                                 "--tensor-split) are not modelled; give one GPU")
+                raise InputError("tensor_parallel_size", "llama.cpp has no tensor-parallel size: give the GPU count as "
+                                 "gpus (--gpus N; layers split by --split-mode / --tensor-split)")
+            if self.tensor_split is not None and len(self.tensor_split.split(",")) > self.gpus:
+                raise InputError("tensor_split", f"{len(self.tensor_split.split(','))} shares for {self.gpus} GPU(s) "
+                                 "(gpus): one share per GPU at most")
+            if self.main_gpu is not None and self.main_gpu >= self.gpus:
+                raise InputError("main_gpu", f"GPU {self.main_gpu} of {self.gpus} (gpus): the GPUs are 0.."
+                                 f"{self.gpus - 1}")
             return self
         if self.runtime == "sglang":
             from calculator.runtimes.sglang.compat import CHOICES
@@ -479,6 +497,8 @@ LLAMACPP_ONLY = {
     "gguf_file_draft": "speculative_config's model (safetensors)", "n_gpu_layers_draft": "nothing (the draft runs on "
     "the target's GPUs)",
     "kv_unified": "nothing (vLLM and SGLang pool the cache)", "swa_full": "nothing (sized by the runtime)",
+    "gpus": "tensor_parallel_size / pipeline_parallel_size", "split_mode": "tensor_parallel_size / "
+    "pipeline_parallel_size", "tensor_split": "pp_layer_partition", "main_gpu": "nothing (every GPU is used)",
 }
 RUNTIME_ONLY = {"vllm": VLLM_ONLY, "sglang": SGLANG_ONLY, "llama.cpp": LLAMACPP_ONLY}
 # (runtime in use, foreign setting) -> that runtime's own name for it

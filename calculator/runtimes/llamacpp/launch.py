@@ -33,11 +33,20 @@ def launch_argv(
     n_gpu_layers_draft: int | None = None,
     release: str = RELEASE_0_3_36,
     binary: str = "llama-server",
+    n_gpus: int = 1,
+    split_mode: str | None = None,
+    tensor_split: str | None = None,
+    main_gpu: int | None = None,
+    gpu_backend: str = "CUDA",
 ) -> list[str]:
     """``llama-server -m MODEL -c N -np P -fa on|off|auto -ctk T -ctv T [-ngl N] [-kvu] [--swa-full]`` and, with a
     draft model, ``[--spec-type draft-simple] -md FILE | -hfd REPO [--spec-draft-n-max K] [-ngld N]`` (0.3.36;
     ``--draft-max K`` for the older release rule sets, see the module docstring). ``draft_model_path`` is the
     draft's .gguf file, ``draft_hf_repo`` a Hub repo llama-server downloads from (one of them).
+
+    Several GPUs (``n_gpus`` > 1): ``-dev CUDA0,CUDA1,...`` pins the ``n_gpus`` devices the plan is for
+    (common/arg.cpp:2738 ``--device``; without it llama.cpp takes every visible GPU), then ``-sm`` / ``-ts`` /
+    ``-mg`` when given (common/arg.cpp:2807, 2831, 2858; ``tensor_split`` as the user wrote it, e.g. ``3,1``).
 
     ``n_gpu_layers=None`` leaves -ngl out (the server's default). ``-np`` is always given: the server's own
     default is -1 (auto: 4 slots and a unified cache, tools/server/server.cpp:156-161), which the plan must
@@ -61,6 +70,18 @@ def launch_argv(
         argv.append("-kvu")
     if swa_full:
         argv.append("--swa-full")
+    if n_gpus < 1:
+        raise ValueError("n_gpus must be >= 1")
+    if n_gpus > 1:
+        argv += ["-dev", ",".join(f"{gpu_backend}{i}" for i in range(n_gpus))]
+    if split_mode is not None:
+        if split_mode not in ("none", "layer", "row", "tensor"):
+            raise ValueError(f"split_mode (-sm): none, layer, row or tensor, not {split_mode!r}")
+        argv += ["-sm", split_mode]
+    if tensor_split is not None:
+        argv += ["-ts", tensor_split]
+    if main_gpu is not None:
+        argv += ["-mg", str(main_gpu)]
     if draft_model_path and draft_hf_repo:
         raise ValueError("draft_model_path / draft_hf_repo: give one (-md FILE or -hfd REPO)")
     if draft_max is not None and draft_max < 0:

@@ -144,6 +144,7 @@ class LlamaCppMemory(BaseModel):
     meta: Any = None  # the GGUFMeta the plan was made from (the speed model reads its tensors)
     client_argv: list[str] | None = None  # Ollama: the `ollama run` half of the command
     draft: DraftMemory | None = None  # the speculative draft model's buffers (llama-server -md / -hfd)
+    devices: dict[str, dict[str, Any]] | None = None  # several GPUs: per device (CUDA0, ...) buffers, budget, fits
 
     def rows(self) -> list[tuple[str, Any, str]]:
         """``(label, value, source)`` rows of what llama.cpp logs, for the page."""
@@ -167,6 +168,13 @@ class LlamaCppMemory(BaseModel):
         elif self.weights_source:
             rows.append(("tensor types", self.gguf_file or "", self.weights_source))
         rows.append(("device budget (MiB)", round(self.device_budget_mib, 2), self.device_budget_source))
+        for dev, d in (self.devices or {}).items():
+            fit = {True: "fits", False: "does not fit", None: "depends"}[d["fits"]]
+            rows.append((f"{dev}: {d['layers']} layers{' + output' if d['output_layer'] else ''}",
+                         f"model {d['model_buffer_mib']} + KV {d['kv_buffer_mib']} + compute ~{d['compute_buffer_mib']}"
+                         f" (+- {d['compute_buffer_error_mib']}) MiB of {d['budget_mib']} MiB: {fit}",
+                         "per-device split from llama.cpp's source (llama-model.cpp:1556-1614), not checked against a "
+                         "multi-GPU log"))
         return rows
 
     def to_json(self) -> dict[str, Any]:
@@ -188,6 +196,7 @@ class LlamaCppMemory(BaseModel):
                "buffers": [b.model_dump() for b in p.buffers], "notes": p.notes, "resolved": self.resolved,
                "ollama": self.ollama, "gguf_file": self.gguf_file, "weights_source": self.weights_source,
                "client_argv": self.client_argv, "draft": None if self.draft is None else self.draft.to_json(),
+               "devices": self.devices,
                "gguf_files": None if self.gguf_listing is None else {
                    "source": self.gguf_listing.source,
                    "files": [{"name": f.name, "parts": f.parts, "size_bytes": f.size_bytes, "listed_gb": f.listed_gb,
@@ -342,7 +351,7 @@ class LlamaCpp:
             p = plan(meta, n_ctx=st["n_ctx"], n_seq_max=st["n_seq_max"], kv_unified=request.kv_unified,
                      cache_type_k=st["cache_type_k"], cache_type_v=st["cache_type_v"], flash_attn=st["flash_attn"],
                      n_gpu_layers=request.n_gpu_layers if request.n_gpu_layers is not None else -1,
-                     swa_full=request.swa_full, device=device, release=request.release)
+                     swa_full=request.swa_full, device=device, release=request.release, **self.multi_gpu(request))
         except NotModelled as exc:
             raise EngineInputError(exc.field, f"not modelled: {exc}") from None
         except ValueError as exc:
@@ -366,6 +375,12 @@ class LlamaCpp:
         if weights_source:
             p.notes.append(f"tensor types {weights_source}")
         budget, budget_source = budget_bytes(gpu)
+        if p.n_gpus > 1 and p.split_mode != "none":
+            if spec is not None:
+                raise EngineInputError("speculative_config", "not modelled: a draft model with several GPUs (-devd / "
+                                       "the draft's own split); give gpus 1 for a draft model")
+            return self._multi_gpu_memory(request, p, gpu, device, budget, budget_source, meta, weights_source,
+                                          gguf_file, listing, st, client)
         kv = p.kv_bytes
         dev_buffers = [b for b in p.buffers if b.buft not in ("CPU", "CPU_Mapped", "CPU_REPACK")]
         unknown = [b for b in dev_buffers if b.bytes is None and b.kind != "compute"] or ([] if meta.tensors else ["model"])
@@ -453,6 +468,96 @@ class LlamaCpp:
                               client_argv=client, draft=draft,
                               resolved={"n_ctx": p.n_ctx, "n_seq_max": p.n_seq_max, "kv_unified": p.kv_unified,
                                         "flash_attn": p.flash_attn, "device": device,
+                                        "cache_type_k": st["cache_type_k"], "cache_type_v": st["cache_type_v"]})
+
+    def multi_gpu(self, request) -> dict[str, Any]:
+        """The plan's multi-GPU inputs from the request: ``n_gpus`` (gpus / --gpus), ``split_mode`` (-sm, default
+        layer), ``tensor_split`` (-ts as floats, None = llama.cpp's default), ``main_gpu`` (-mg, default 0)."""
+        ts = None if request.tensor_split is None else [float(x) for x in request.tensor_split.split(",")]
+        return {"n_gpus": request.gpus, "split_mode": request.split_mode or "layer", "tensor_split": ts,
+                "main_gpu": request.main_gpu or 0}
+
+    def _multi_gpu_memory(self, request, p: LlamaCppPlan, gpu: GPU, device: str, budget: int, budget_source: str,
+                          meta: GGUFMeta, weights_source: str, gguf_file, listing, st, client) -> LlamaCppMemory:
+        """The verdict over several GPUs: each device (CUDA0, CUDA1, ...) against its own budget (identical GPUs:
+        the same budget each). Per device: its model buffer, the KV buffers of its layers, its compute buffer
+        (an estimate with a stated error); host buffers (CPU, CPU_Mapped, CUDA_Host) are not device memory. The
+        verdict is ``does_not_fit`` naming the first device that overflows, ``depends`` when a device's room lies
+        within its compute estimate's error or its model buffer is unknown (no GGUF file)."""
+        gpus = sorted({d for d in [*p.layer_devices, p.output_device] if d >= 0})
+        names = [f"CUDA{g}" for g in gpus]
+        kv_dev = {n: sum(c.buffers.get(n, 0) for c in p.kv_caches) for n in names}
+        model_dev = {n: next((b.bytes for b in p.buffers if b.kind == "model" and b.buft == n), 0) for n in names}
+        if not meta.tensors:
+            model_dev = {n: None for n in names}
+        comp_dev = {n: next((b for b in p.buffers if b.kind == "compute" and b.buft == n), None) for n in names}
+        per_device: dict[str, dict[str, Any]] = {}
+        fits, reason, conditions = True, None, []
+        for n in names:
+            m, kv, cb = model_dev[n], kv_dev[n], comp_dev[n]
+            used = None if m is None else m + kv
+            row = {"layers": sum(1 for d in p.layer_devices if f"CUDA{d}" == n),
+                   "output_layer": f"CUDA{p.output_device}" == n,
+                   "model_buffer_mib": None if m is None else round(m / MiB, 2), "kv_buffer_mib": round(kv / MiB, 2),
+                   "compute_buffer_mib": None if cb is None or cb.bytes is None else round(cb.bytes / MiB, 2),
+                   "compute_buffer_error_mib": None if cb is None or cb.error_bytes is None else
+                   round(cb.error_bytes / MiB, 2),
+                   "used_mib": None if used is None else round(used / MiB, 2), "budget_mib": round(budget / MiB, 2)}
+            per_device[n] = row
+            if used is None:
+                row["fits"] = None
+                conditions.append(f"{n}: its model buffer ({row['layers']} layers) fits beside its "
+                                  f"{kv / GiB:.2f} GiB KV cache (give gguf_file for exact model buffers)")
+                continue
+            left = budget - used
+            if used > budget:
+                row["fits"] = False
+            elif cb is None or cb.bytes is None:
+                row["fits"] = None
+                conditions.append(f"{n}: its compute buffer ({cb.note if cb is not None else 'not modelled'}) fits "
+                                  f"in the {left / MiB:.0f} MiB left")
+                continue
+            elif cb.bytes + cb.error_bytes <= left:
+                row["fits"] = True
+            elif cb.bytes - cb.error_bytes > left:
+                row["fits"] = False
+            else:
+                row["fits"] = None
+                conditions.append(f"{n}: its compute buffer ({_cb_text(cb)}) fits in the {left / MiB:.0f} MiB left: "
+                                  "the remaining memory lies within the estimate's stated error")
+                continue
+            if row["fits"] is False and fits:
+                fits = False
+                what = ("model buffers + KV cache" if used > budget else
+                        f"model buffers + KV cache, plus a compute buffer of {_cb_text(cb)}")
+                reason = (f"{n} overflows: llama.cpp would allocate {used / GiB:.2f} GiB there ({what}; "
+                          f"{row['layers']} layers{' and the output layer' if row['output_layer'] else ''}), more "
+                          f"than its {budget / GiB:.2f} GiB")
+        if not fits:
+            total = sum((r["used_mib"] or 0) for r in per_device.values()) * MiB
+            if total <= budget * len(names):
+                reason += (f"; the {len(names)} GPUs hold {total / GiB:.2f} GiB of model buffers and KV cache in "
+                           f"all, within their {len(names)} x {budget / GiB:.2f} GiB: give a --tensor-split that "
+                           "moves layers off this device (llama-server's --fit, on by default, may do so itself "
+                           "when -ngl and -ts are not given; not modelled)")
+        condition = "; ".join(conditions) if fits and conditions else None
+        p.notes.append("per-device buffers (CUDA0, CUDA1, ...) follow llama.cpp's source (llama-model.cpp:1556-1614, "
+                       "llama-kv-cache.cpp:214-221, llama-context.cpp:430-457); they are not checked against a "
+                       "multi-GPU llama.cpp log (the CPU oracle runs one device)")
+        model_mib = {b.buft: (round(b.bytes / MiB, 2) if b.bytes is not None else None)
+                     for b in p.buffers if b.kind == "model"}
+        used_all = None if any(r["used_mib"] is None for r in per_device.values()) else \
+            round(sum(r["used_mib"] for r in per_device.values()), 2)
+        return LlamaCppMemory(plan=p, fits=fits, reason=reason, condition=condition, kv_cache_tokens=p.n_ctx,
+                              max_concurrency=float(p.n_seq_max), max_model_len=p.n_ctx_seq, gpu=gpu.name,
+                              release=request.release, device_budget_mib=budget / MiB,
+                              device_budget_source=f"each of the {p.n_gpus} GPUs: {budget_source}",
+                              device_used_mib=used_all, kv_cache_mib=p.kv_bytes / MiB, model_buffer_mib=model_mib,
+                              ollama=st["ollama"], weights_source=weights_source, gguf_file=gguf_file,
+                              gguf_listing=listing, meta=meta, client_argv=client, draft=None, devices=per_device,
+                              resolved={"n_ctx": p.n_ctx, "n_seq_max": p.n_seq_max, "kv_unified": p.kv_unified,
+                                        "flash_attn": p.flash_attn, "device": device, "n_gpus": p.n_gpus,
+                                        "split_mode": p.split_mode, "tensor_split": p.tensor_split,
                                         "cache_type_k": st["cache_type_k"], "cache_type_v": st["cache_type_v"]})
 
     def check_speculative(self, spec) -> None:
@@ -596,7 +701,9 @@ class LlamaCpp:
                      "n_gpu_layers_draft": request.n_gpu_layers_draft, "release": request.release}
         kw = dict(n_ctx=mem.plan.n_ctx_requested, n_parallel=mem.plan.n_seq_max, flash_attn=mem.plan.flash_attn,
                   cache_type_k=mem.resolved["cache_type_k"], cache_type_v=mem.resolved["cache_type_v"],
-                  n_gpu_layers=request.n_gpu_layers, kv_unified=request.kv_unified, swa_full=request.swa_full, **draft)
+                  n_gpu_layers=request.n_gpu_layers, kv_unified=request.kv_unified, swa_full=request.swa_full,
+                  n_gpus=request.gpus, split_mode=request.split_mode, tensor_split=request.tensor_split,
+                  main_gpu=request.main_gpu, **draft)
         if path is None:
             argv = launch_argv("-", **kw)
             # llama-server -hf <user>/<model>[:quant] (common/arg.cpp: without a quant it takes Q4_K_M, else the
@@ -637,8 +744,11 @@ class LlamaCpp:
             raise EngineInputError("concurrency", "speculative decoding with llama.cpp is modelled for one sequence "
                                    "(llama-server drafts per slot); give concurrency 1 for the speculative speed")
         try:
+            mg = memory.plan
+            multi = {} if mg.n_gpus == 1 or mg.split_mode == "none" else dict(
+                n_gpus=mg.n_gpus, split_mode=mg.split_mode, tensor_split=mg.tensor_split)
             base = llama_speed(memory.meta, memory.plan, gpu, prompt_len=kw["prompt_len"], output_len=kw["output_len"],
-                               concurrency=kw["concurrency"], runtime_label=self.label)
+                               concurrency=kw["concurrency"], runtime_label=self.label, **multi)
             if spec is not None:
                 base.spec = spec_speed(memory.meta, memory.plan, draft.meta, draft.plan, gpu,
                                        k=spec.num_speculative_tokens, acceptance_rate=kw["acceptance_rate"],
@@ -682,6 +792,17 @@ class Ollama(LlamaCpp):
 
     name = "ollama"
     label = "Ollama"
+
+    def multi_gpu(self, request) -> dict[str, Any]:
+        """Ollama on several GPUs is not modelled: its scheduler (ollama server/sched.go) picks the GPUs and the
+        layers per GPU from its own memory estimate, not llama.cpp's free-memory split."""
+        if request.gpus > 1 or request.split_mode or request.tensor_split or request.main_gpu:
+            field = "gpus" if request.gpus > 1 else ("split_mode" if request.split_mode else
+                                                     "tensor_split" if request.tensor_split else "main_gpu")
+            raise EngineInputError(field, "not modelled: Ollama on several GPUs (its scheduler, server/sched.go, picks "
+                                   "the GPUs and the layers per GPU from its own memory estimate); use --runtime "
+                                   "llama.cpp for llama.cpp's split, or one GPU")
+        return {}
 
     def settings(self, request, gpu: GPU) -> dict[str, Any]:
         budget, _ = budget_bytes(gpu)
