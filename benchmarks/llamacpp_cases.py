@@ -232,13 +232,14 @@ OLLAMA_GRAPH_INPUTS = {
 COMPUTE_SKIP = {
     "lcpp-019": "gemma-4-E4B: no config.json offline and no GGUF header (per-layer embeddings, shared KV)",
     "lcpp-016": "SYCL backend; flash attention state not in the excerpt; graph splits = 50 (layers left on the CPU)",
-    "lcpp-015": "two GPUs with pipeline parallelism (n_copies=4); model not named: multi-GPU not modelled",
-    "lcpp-018": "two ROCm GPUs; model not named: multi-GPU not modelled",
+    "lcpp-015": "two different GPUs with pipeline parallelism (n_copies=4), a 2024 build; model not named and its "
+                "config not offline",
+    "lcpp-018": "two ROCm GPUs (ROCm buffers not modelled), a 2024 Ollama build",
     "lcpp-026": "Ollama's own Go engine: its graph is not llama.cpp's",
     "lcpp-007": "2023 allocator; model not named",
-    "lcpp-024": "four GPUs with --fit (per-device split not modelled)",
-    "lcpp-020": "four GPUs with --fit (per-device split not modelled)",
-    "lcpp-021": "four GPUs with --fit (per-device split not modelled)",
+    "lcpp-024": "four GPUs with --fit (the split --fit chose and its tensor overrides are not modelled)",
+    "lcpp-020": "four GPUs with --fit (the split --fit chose and its tensor overrides are not modelled)",
+    "lcpp-021": "four GPUs with --fit (the split --fit chose and its tensor overrides are not modelled)",
 }
 
 
@@ -283,6 +284,51 @@ def compute_rows(path: Path) -> tuple[list[dict], list[tuple[str, str]]]:
                      "logged": logged, "err_pct": round((g["reserved_bytes"] / MiB - logged) / logged * 100, 3),
                      "stated_error_mib": 0.05, "within": abs(g["reserved_bytes"] / MiB - logged) <= 0.05,
                      "release": "Ollama < 0.30 GraphSize (logged with one decimal)"})
+    return rows, skipped
+
+
+#: Several GPUs: the KV buffer of each device (llama_kv_cache_init "<dev> KV buffer size", or the "context" column of
+#: llama_memory_breakdown_print) against memory.plan(n_gpus=...), which places each layer's cache on its layer's
+#: device by llama-model.cpp:1556-1614. id -> (config, plan kwargs, {logged key: plan device index}, why comparable).
+MULTI_GPU_INPUTS = {
+    # Ollama 0.1.29-era ROCm runner (Mar 2024, before Ollama passed its own --tensor-split), 2 x RX 7900 XTX (equal
+    # free memory assumed: llama.cpp's default split), 33/33 layers; the model is identified from the quote (32
+    # layers, KV 2000 MiB for 16000 cells = 32 x 1024 values x 2 x 2 B: 8 KV heads x 128; 30.02 GiB at 5.52 BPW;
+    # general.name "cognitivecomputations": dolphin-mixtral 8x7B). 2024 build: legacy padding, flash attention off.
+    "lcpp-018": ("mistralai__Mixtral-8x7B-Instruct-v0.1.json",
+                 dict(n_ctx=16000, flash_attn="off", release=RELEASE_LEGACY, n_gpus=2),
+                 {"kv_buffer_rocm0_mib": 0, "kv_buffer_rocm1_mib": 1},
+                 "2 identical GPUs, default split (no -ts, no --fit in 2024)"),
+}
+MULTI_GPU_SKIP = {
+    "lcpp-015": "RTX 4070 Ti + RTX 3090 Ti: not identical, the default split follows each card's free memory (not "
+                "logged); model not named and its config not offline. The logged KV per device (1536 / 3584 MiB = 12 "
+                "and 28 layers x 128 MiB) is whole layers per device, as the rule places it",
+    "lcpp-020": "--fit on (b7522): fit set -ts / moved tensors itself (common/fit.cpp, not modelled); only the sum of "
+                "the per-device context column is comparable (table above: exact)",
+    "lcpp-021": "--fit on (b7522), as lcpp-020; the sum is compared above (exact); the per-device columns 864 / 900 / "
+                "864 / 756 MiB are 24 / 25 / 24 / 21 whole layers of 36 MiB, the equal split would give 24 / 24 / 24 "
+                "/ 22",
+    "lcpp-024": "--fit on (b7522), as lcpp-020; the sum is compared above",
+}
+
+
+def multi_gpu_rows(path: Path) -> tuple[list[dict], list[tuple[str, str]]]:
+    """Per-device KV buffers on several GPUs (memory.plan with n_gpus), and why the other multi-GPU records are not
+    comparable per device."""
+    recs = {r["id"]: r for r in json.loads(path.read_text())["llamacpp"]}
+    rows, skipped = [], []
+    for rid, (cfg, kwargs, wanted, why) in MULTI_GPU_INPUTS.items():
+        p = plan(meta_from_hf_config(json.loads((CONFIGS / cfg).read_text()), source=cfg), **kwargs)
+        for key, dev in wanted.items():
+            pred = sum(c.buffers.get(f"CUDA{dev}", 0) for c in p.kv_caches) / MiB
+            logged = recs[rid]["logged"][key]
+            layers = sum(1 for d in p.layer_devices if d == dev)
+            rows.append({"id": rid, "figure": key, "kind": "kv_per_device", "predicted": round(pred, 2),
+                         "logged": logged, "err_pct": round((pred - logged) / logged * 100, 3), "layers": layers,
+                         "note": why})
+    for rid, why in MULTI_GPU_SKIP.items():
+        skipped.append((rid, why))
     return rows, skipped
 
 
@@ -451,8 +497,10 @@ def main() -> int:
     brows, sprows, sskipped = speed_rows()
     ssum = speed_summary(brows, sprows)
     zrows = size_rows()
+    mrows, mskipped = multi_gpu_rows(args.cases)
     if args.json:
-        print(json.dumps({"rows": rows, "skipped": skipped, "summary": summ, "compute": crows,
+        print(json.dumps({"rows": rows, "skipped": skipped, "summary": summ, "multi_gpu": mrows,
+                          "multi_gpu_skipped": mskipped, "compute": crows,
                           "compute_skipped": cskipped, "compute_summary": compute_summary(crows), "speed": brows,
                           "spec": sprows, "speed_skipped": sskipped, "speed_summary": ssum, "sizes": zrows},
                          indent=2))
@@ -467,6 +515,14 @@ def main() -> int:
     for kind, s in summ.items():
         print(f"  {kind}: {s['within']}/{s['n']} within {s['tolerance_pct']}% "
               f"(target {s['target_share']:.0%}) -> {'met' if s['met'] else 'NOT met / no data'}")
+    print("\nseveral GPUs: KV buffer per device (layers placed by llama-model.cpp:1556-1614; the CPU oracle has one "
+          "device, so this split is checked only here):")
+    print(f"{'id':10} {'figure':24} {'layers':>6} {'predicted':>10} {'logged':>10} {'err %':>8}  inputs")
+    for r in mrows:
+        print(f"{r['id']:10} {r['figure']:24} {r['layers']:>6} {r['predicted']:>10} {r['logged']:>10} "
+              f"{r['err_pct']:>8}  {r['note']}")
+    for rid, why in mskipped:
+        print(f"  not comparable per device {rid}: {why}")
     print("\ncompute buffers (estimated from the reserved graph's largest live tensors; stated error per row):")
     print(f"{'id':10} {'figure':36} {'predicted':>10} {'logged':>10} {'err %':>8} {'+- MiB':>7}  within")
     for r in crows:

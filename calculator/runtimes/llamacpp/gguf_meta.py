@@ -400,6 +400,8 @@ HF_TO_GGUF_ARCH = {
     "qwen3_moe": "qwen3moe", "gemma": "gemma", "gemma2": "gemma2", "gemma3": "gemma3", "gemma3_text": "gemma3",
     "gpt_oss": "gpt-oss", "granite": "granite", "phi": "phi2", "starcoder2": "starcoder2",
     "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2", "kimi_k2": "deepseek2", "glm4_moe": "glm4moe",
+    # MixtralForCausalLM converts as the llama architecture (vendor/llama.cpp/conversion/llama.py:17-34)
+    "mixtral": "llama",
 }
 
 
