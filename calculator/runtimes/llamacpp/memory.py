@@ -619,8 +619,13 @@ def plan(
                                    device=device,
                                    layers_on_gpu=layers_on_gpu, output_on_gpu=output_on_gpu, offload_kqv=offload_kqv,
                                    release=release, kq_mask_f16=kq_mask_f16, gpu_index=gdev)
-    notes.append("llama-server's --fit (on by default in recent builds) may lower -c / -ngl to fit the device; "
-                 "not modelled (common/fit.cpp).")
+    if len(gpus_used) > 1:
+        notes.append("llama-server's --fit (on by default) keeps this split when every GPU keeps its free-memory "
+                     "margin (common/fit.cpp:352-368); otherwise it changes -c, -ngl and -ts itself when they are not "
+                     "given: not modelled.")
+    else:
+        notes.append("llama-server's --fit (on by default in recent builds) may lower -c / -ngl to fit the device; "
+                     "not modelled (common/fit.cpp).")
     return LlamaCppPlan(
         release=release, architecture=meta.architecture, n_ctx=n_ctx, n_ctx_requested=n_ctx_req,
         n_ctx_seq=n_ctx_seq, n_seq_max=n_seq_max, n_stream=n_stream, kv_unified=kv_unified,

@@ -15,6 +15,12 @@ A GGUF-only repo (no config.json) is answered with the base model's config from 
 (:mod:`.gguf_repos`) or, with the Hub, from the GGUF header itself; its ``.gguf`` files (sizes, split files
 grouped) are listed for the picker (``LlamaCppMemory.gguf_listing``).
 
+Several identical CUDA GPUs (``gpus``, ``split_mode`` -sm, ``tensor_split`` -ts, ``main_gpu`` -mg): the plan places
+each layer, its KV cache and the output layer on a device by llama.cpp's rule (:func:`.memory.placement`) and the
+verdict checks each device (CUDA0, CUDA1, ...) against its own budget, naming the one that overflows. The per-device
+split is read from llama.cpp's source, not checked against a multi-GPU log (the CPU oracle runs one device); -sm row
+/ tensor and Ollama on several GPUs are refused as not modelled.
+
 Ollama: its defaults (``num_ctx`` by VRAM, ``OLLAMA_NUM_PARALLEL``, ``OLLAMA_KV_CACHE_TYPE``, flash attention)
 from :func:`.memory.ollama_defaults`; llama.cpp is asked for ``num_ctx x parallel`` cells.
 """
@@ -541,9 +547,6 @@ class LlamaCpp:
                            "moves layers off this device (llama-server's --fit, on by default, may do so itself "
                            "when -ngl and -ts are not given; not modelled)")
         condition = "; ".join(conditions) if fits and conditions else None
-        p.notes.append("per-device buffers (CUDA0, CUDA1, ...) follow llama.cpp's source (llama-model.cpp:1556-1614, "
-                       "llama-kv-cache.cpp:214-221, llama-context.cpp:430-457); they are not checked against a "
-                       "multi-GPU llama.cpp log (the CPU oracle runs one device)")
         model_mib = {b.buft: (round(b.bytes / MiB, 2) if b.bytes is not None else None)
                      for b in p.buffers if b.kind == "model"}
         used_all = None if any(r["used_mib"] is None for r in per_device.values()) else \
