@@ -77,6 +77,13 @@ DRAFT_SRC = (SRC + "tools/server/server-context.cpp:1000-1004,1101-1131; common/
 HFD_DEFAULT_SRC = SRC + "common/download.cpp:655-690 find_best_model"
 
 
+def on_device(buft: str) -> bool:
+    """Whether a llama.cpp buffer type lives in the GPU's memory: not the CPU's own types (``CPU``, ``CPU_Mapped``,
+    ``CPU_REPACK``) and not a GPU backend's pinned *host* buffer (``CUDA_Host``, ``Vulkan_Host``: page-locked system
+    memory, ggml-cuda.cu ggml_backend_cuda_host_buffer_type)."""
+    return buft not in ("CPU", "CPU_Mapped", "CPU_REPACK") and not buft.endswith("_Host")
+
+
 class DraftMemory(BaseModel):
     """The draft model of ``--speculative-config {"method": "draft_model", ...}`` as llama-server allocates it: its
     own model buffers, KV cache (the target's ``n_ctx`` and ``n_seq_max``, f16 unless -ctkd/-ctvd), output and
@@ -96,13 +103,11 @@ class DraftMemory(BaseModel):
 
     def device_bytes(self) -> tuple[int, Buffer | None]:
         """(bytes on the device before compute: model + output buffers and the KV cache on the device, the draft's
-        device compute buffer or None). The CPU-side buffers (CPU, CPU_Mapped, CPU_REPACK) are not counted, as for
-        the target."""
+        device compute buffer or None). Host buffers (:func:`on_device`) are not counted, as for the target."""
         p = self.plan
-        host = ("CPU", "CPU_Mapped", "CPU_REPACK")
-        used = sum(b.bytes or 0 for b in p.buffers if b.buft not in host and b.kind != "compute")
+        used = sum(b.bytes or 0 for b in p.buffers if on_device(b.buft) and b.kind != "compute")
         used += sum(n for c in p.kv_caches for dev, n in c.buffers.items() if dev != "CPU")
-        compute = next((b for b in p.buffers if b.kind == "compute" and b.buft not in host), None)
+        compute = next((b for b in p.buffers if b.kind == "compute" and on_device(b.buft)), None)
         return used, compute
 
     def to_json(self) -> dict[str, Any]:
@@ -388,7 +393,7 @@ class LlamaCpp:
             return self._multi_gpu_memory(request, p, gpu, device, budget, budget_source, meta, weights_source,
                                           gguf_file, listing, st, client)
         kv = p.kv_bytes
-        dev_buffers = [b for b in p.buffers if b.buft not in ("CPU", "CPU_Mapped", "CPU_REPACK")]
+        dev_buffers = [b for b in p.buffers if on_device(b.buft)]
         unknown = [b for b in dev_buffers if b.bytes is None and b.kind != "compute"] or ([] if meta.tensors else ["model"])
         model_mib = {b.buft: (round(b.bytes / MiB, 2) if b.bytes is not None else None)
                      for b in p.buffers if b.kind == "model"}
