@@ -383,7 +383,7 @@ class ServingRequest(BaseModel):
                                   "tensor types"), ("quantization", "a GGUF file of that quantization (gguf_file)")):
                 if getattr(self, name) not in (None, "auto"):
                     raise InputError(name, f"{name} is not a llama.cpp setting; use {instead}")
-            if self.num_gpus > 1:
+            if self.tensor_parallel_size * self.pipeline_parallel_size * self.dp_size > 1:
                 raise InputError("tensor_parallel_size", "llama.cpp has no tensor-parallel size: give the GPU count as "
                                  "gpus (--gpus N; layers split by --split-mode / --tensor-split)")
             if self.tensor_split is not None and len(self.tensor_split.split(",")) > self.gpus:
@@ -429,6 +429,8 @@ class ServingRequest(BaseModel):
 
     @property
     def num_gpus(self) -> int:
+        if self.runtime in ("llama.cpp", "ollama"):
+            return self.gpus  # llama.cpp splits layers over the GPUs it is given (--gpus), no TP / PP sizes
         dp = self.data_parallel_size if self.runtime == "vllm" else self.dp_size
         return self.tensor_parallel_size * self.pipeline_parallel_size * dp
 
@@ -441,6 +443,11 @@ class ServingRequest(BaseModel):
     def layout(self) -> str:
         """The parallel layout in words: nodes x GPUs and the TP / PP / DP split, e.g.
         ``2 nodes x 8 GPUs = 16 GPUs (TP 8 x PP 2 x DP 1)``; says when tensor parallel crosses nodes."""
+        if self.runtime in ("llama.cpp", "ollama"):
+            g = self.gpus
+            return ("1 GPU" if g == 1 else
+                    f"1 machine x {g} GPUs, --split-mode {self.split_mode or 'layer'}"
+                    + (f" --tensor-split {self.tensor_split}" if self.tensor_split else " (layers split evenly)"))
         dp = self.data_parallel_size if self.runtime == "vllm" else self.dp_size
         n, g = self.num_nodes, self.num_gpus
         per_node = min(g, self.gpus_per_node)

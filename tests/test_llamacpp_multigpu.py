@@ -122,6 +122,10 @@ def test_a_device_that_overflows_while_the_total_fits_is_named(client, _offline)
                                                        "ctx_size": "131072", "gpus": "2"}).json()
     assert even["verdict"] == "works", even
     assert even["devices"]["CUDA0"]["kv_buffer_mib"] == 17 * 512 and even["devices"]["CUDA1"]["kv_buffer_mib"] == 15 * 512
+    # the answer counts both GPUs (it said "1x" and "1 node x 1 GPU" before)
+    assert even["layout"] == "1 machine x 2 GPUs, --split-mode layer (layers split evenly)"
+    page = client.get("/", LLAMA8B_GGUF | {"runtime": "llama.cpp", "gpu": "RTX 3090", "gpus": "2"}, follow=True)
+    assert "on 2× NVIDIA GeForce RTX 3090" in page.content.decode()
 
 
 @pytest.mark.parametrize("params,field", [
