@@ -403,6 +403,10 @@ class LlamaCpp:
             raise EngineInputError(field, text.removeprefix(f"{field}:").strip()) from None
         if choice_note:
             p.notes.append(choice_note)
+        if device != "CPU":
+            given = request.llamacpp_backend is not None
+            p.notes.append(f"llama.cpp build: {device} ({'llamacpp_backend' if given else 'the default build for ' + (gpu.vendor or 'this') + ' GPUs; llamacpp_backend picks another'}); "
+                           "its devices are named " + _buft_name(device, 0) + ", ... in the logs and in -dev")
         if self.name == "ollama":  # llama-server's --fit is not Ollama's: Ollama's scheduler picks num_gpu itself
             p.notes[:] = [("Ollama's scheduler picks how many layers go to the GPU (num_gpu) from its own memory "
                            "estimate and may offload fewer than all; the plan assumes all on the device")
