@@ -234,7 +234,8 @@ COMPUTE_SKIP = {
     "lcpp-016": "SYCL backend; flash attention state not in the excerpt; graph splits = 50 (layers left on the CPU)",
     "lcpp-015": "two different GPUs with pipeline parallelism (n_copies=4), a 2024 build; model not named and its "
                 "config not offline",
-    "lcpp-018": "two ROCm GPUs (ROCm buffers not modelled), a 2024 Ollama build",
+    "lcpp-018": "a 2024 Ollama ROCm build on two GPUs: its allocator and n_ubatch (512 = n_batch then) predate the "
+                "modelled compute graph; the model's exact quant is not in the excerpt",
     "lcpp-026": "Ollama's own Go engine: its graph is not llama.cpp's",
     "lcpp-007": "2023 allocator; model not named",
     "lcpp-024": "four GPUs with --fit (the split --fit chose and its tensor overrides are not modelled)",
@@ -296,7 +297,7 @@ MULTI_GPU_INPUTS = {
     # layers, KV 2000 MiB for 16000 cells = 32 x 1024 values x 2 x 2 B: 8 KV heads x 128; 30.02 GiB at 5.52 BPW;
     # general.name "cognitivecomputations": dolphin-mixtral 8x7B). 2024 build: legacy padding, flash attention off.
     "lcpp-018": ("mistralai__Mixtral-8x7B-Instruct-v0.1.json",
-                 dict(n_ctx=16000, flash_attn="off", release=RELEASE_LEGACY, n_gpus=2),
+                 dict(n_ctx=16000, flash_attn="off", release=RELEASE_LEGACY, n_gpus=2, device="ROCm"),
                  {"kv_buffer_rocm0_mib": 0, "kv_buffer_rocm1_mib": 1},
                  "2 identical GPUs, default split (no -ts, no --fit in 2024)"),
 }
@@ -321,7 +322,7 @@ def multi_gpu_rows(path: Path) -> tuple[list[dict], list[tuple[str, str]]]:
     for rid, (cfg, kwargs, wanted, why) in MULTI_GPU_INPUTS.items():
         p = plan(meta_from_hf_config(json.loads((CONFIGS / cfg).read_text()), source=cfg), **kwargs)
         for key, dev in wanted.items():
-            pred = sum(c.buffers.get(f"CUDA{dev}", 0) for c in p.kv_caches) / MiB
+            pred = sum(c.buffers.get(f"{kwargs.get('device', 'CUDA')}{dev}", 0) for c in p.kv_caches) / MiB
             logged = recs[rid]["logged"][key]
             layers = sum(1 for d in p.layer_devices if d == dev)
             rows.append({"id": rid, "figure": key, "kind": "kv_per_device", "predicted": round(pred, 2),

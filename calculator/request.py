@@ -228,6 +228,10 @@ class ServingRequest(BaseModel):
     enable_dp_attention: bool = Field(False, json_schema_extra=_meta(
         "--enable-dp-attention", "SGLang: data-parallel attention", "sglang"))
     # -- llama.cpp / Ollama settings (runtime=llama.cpp or ollama), with llama.cpp's flag names ----------
+    llamacpp_backend: Literal["cuda", "rocm", "vulkan", "metal", "cpu", "sycl"] | None = Field(
+        None, json_schema_extra=_meta(
+            "--llamacpp-backend", "llama.cpp: the build's GPU backend (cuda, rocm, vulkan, metal, cpu; sycl is not "
+            "modelled); default by vendor: NVIDIA cuda, AMD rocm, Intel vulkan, Apple metal", "llama.cpp"))
     gguf_file: str | None = Field(None, max_length=200, json_schema_extra=_meta(
         "--gguf-file", "llama.cpp: the .gguf file in the model's repo (weights exact per file)", "llama.cpp"))
     llamacpp_release: str | None = Field(None, max_length=80, json_schema_extra=_meta(

@@ -124,7 +124,9 @@ def test_gpt_oss_unified_four_slots_matches_the_sycl_log():
 def test_partial_offload_places_layers_and_buffers(tmp_path):
     m = read_gguf(write_tiny_gguf(tmp_path / "m.gguf", "llama", n_layer=4, weight_type="Q8_0"))
     # -ngl 2 of 4 layers (+ output): i_gpu_start = 4 + 1 - 2 = 3 -> layer 3 and the output on the GPU
-    p = plan(m, n_ctx=512, n_gpu_layers=2, device="CUDA")
+    # head size 16 has no ggml-cuda flash-attention kernel (fattn.cu:569-623): -fa auto resolves to disabled there
+    assert plan(m, n_ctx=512, n_gpu_layers=2, device="CUDA").fa_enabled is False
+    p = plan(m, n_ctx=512, n_gpu_layers=2, device="CUDA", flash_attn="on")
     assert p.layers_on_gpu == [3] and p.output_on_gpu
     kv = p.kv_caches[0]
     per_layer = 512 * 32 * 2  # cells x (2 kv heads x 16) x f16, K only
@@ -142,7 +144,7 @@ def test_partial_offload_places_layers_and_buffers(tmp_path):
     cpu = p.buffer("model", "CPU_Mapped").bytes
     assert cpu > 0
     # compute buffers under partial offload: an estimate, labelled, and said to be unchecked for the split. By hand
-    # (n_ubatch = n_ctx = 512 tokens, FA auto = on): layer 3's FFN phase is the peak on CUDA0: the f16 mask
+    # (n_ubatch = n_ctx = 512 tokens, -fa on): layer 3's FFN phase is the peak on CUDA0: the f16 mask
     # 512 x 512 x 2 B + 3 FFN activations 3 x 128 x 512 x 4 B + 2 hidden states 2 x 64 x 512 x 4 B, plus the hidden
     # state copied in from the CPU layers (64 x 512 x 4 B).
     cb = p.buffer("compute", "CUDA0")

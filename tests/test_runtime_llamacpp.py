@@ -55,7 +55,8 @@ def test_ollama_defaults_by_vram(client):
     ({"kv_cache_dtype": "fp8"}, "kv_cache_dtype"),
     ({"tensor_parallel_size": "2"}, "tensor_parallel_size"),
     ({"gpu_memory_utilization": "0.9"}, "gpu_memory_utilization"),
-    ({"gpu": "MI300X"}, "gpu"),
+    ({"gpu": "MI300X", "llamacpp_backend": "cuda"}, "llamacpp_backend"),  # AMD runs rocm / vulkan builds
+    ({"gpu": "MI300X", "llamacpp_backend": "sycl"}, "llamacpp_backend"),  # SYCL is not modelled
 ])
 def test_what_llama_cpp_refuses_or_we_do_not_model_is_named(client, params, field):
     body = client.get("/api/estimate", {"model": QWEN, "runtime": "llama.cpp", "gpu": "RTX 4090", **params}).json()

@@ -44,7 +44,8 @@ def launch_argv(
     ``--draft-max K`` for the older release rule sets, see the module docstring). ``draft_model_path`` is the
     draft's .gguf file, ``draft_hf_repo`` a Hub repo llama-server downloads from (one of them).
 
-    Several GPUs (``n_gpus`` > 1): ``-dev CUDA0,CUDA1,...`` pins the ``n_gpus`` devices the plan is for
+    Several GPUs (``n_gpus`` > 1): ``-dev CUDA0,CUDA1,...`` (``gpu_backend`` is the device name's prefix as the
+    build names its devices: CUDA, ROCm -- ggml-cuda built for HIP, ggml-cuda.h:10-11 --, Vulkan) pins the ``n_gpus`` devices the plan is for
     (common/arg.cpp:2738 ``--device``; without it llama.cpp takes every visible GPU), then ``-sm`` / ``-ts`` /
     ``-mg`` when given (common/arg.cpp:2807, 2831, 2858; ``tensor_split`` as the user wrote it, e.g. ``3,1``).
 

@@ -84,7 +84,70 @@ SWA_ARCHS: dict[str, tuple[int | None, int | None, bool, str]] = {
     "gemma4": (None, None, False, "src/models/gemma4.cpp:5-16 (pattern array and shared_kv_layers required)"),
 }
 
-DEVICE_KINDS = ("CPU", "CUDA", "Metal", "Vulkan")
+DEVICE_KINDS = ("CPU", "CUDA", "ROCm", "Metal", "Vulkan")
+
+#: Backends built from ggml-cuda's source: the HIP build (ggml/src/ggml-hip/CMakeLists.txt compiles
+#: ../ggml-cuda/*.cu with GGML_USE_HIP) differs in its names only for what this model reads: GGML_CUDA_NAME is
+#: "ROCm" (ggml/include/ggml-cuda.h:10-11), so its devices and buffers are ROCm0, ROCm1, ... (ggml-cuda.cu:728, 948)
+#: and its pinned host buffer ROCm_Host (ggml-cuda.cu:1257-1258); the buffer alignment (128, ggml-cuda.cu:897-901),
+#: the quantized row padding (MATRIX_ROW_PADDING 512, :903-919, common.cuh:186), the device caps (async, events)
+#: and the flash-attention rule (fattn.cu:525-631) are the same code.
+CUDA_LIKE = ("CUDA", "ROCm")
+
+
+#: K / V cache types ggml-cuda's flash attention takes (fattn.cu:525-539; iq4_nl is not among them) and ggml-vulkan's
+#: (ggml-vulkan.cpp:15471-15486, with iq4_nl).
+FA_KV_TYPES = {"CUDA": {"f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0"},
+               "Vulkan": {"f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl"}}
+FA_SRC = {"CUDA": SRC + "ggml/src/ggml-cuda/ggml-cuda.cu:5610-5611, fattn.cu:525-631, 775-777 (the same code in the HIP "
+                  "build: FLASH_ATTN_AVAILABLE unless GGML_CUDA_NO_FA, common.cuh:304-306)",
+          "Vulkan": SRC + "ggml/src/ggml-vulkan/ggml-vulkan.cpp:15451-15497 (supports_op FLASH_ATTN_EXT)"}
+
+
+def fa_support(device: str, head_dims: set[tuple[int, int]], cache_type_k: str, cache_type_v: str,
+               gqa_ratio: int = 1) -> tuple[bool | None, str, str]:
+    """Whether ``device``'s backend runs FLASH_ATTN_EXT for these (K head size, V head size) pairs and cache types,
+    as its ``supports_op`` decides: ``(True | False | None, reason, source)``; None = not modelled (Metal).
+
+    * CUDA and ROCm (ggml-cuda, fattn.cu:541-631 ``ggml_cuda_get_best_fattn_kernel`` != NONE): K head size 40, 64,
+      72, 80, 96, 112, 128 or 256 with V of the same size; 192/128, 320/256, 512/512 and 576/512 only with the GQA
+      optimisation (gqa ratio >= 2; 192 needs a ratio multiple of 8, 320 of 32); K and V types in ``FA_KV_TYPES``.
+      The architecture (Turing MMA, AMD MFMA / WMMA, tile) only picks the kernel, never refuses.
+    * Vulkan (ggml-vulkan.cpp:15451-15497): K and V head sizes multiples of 8, types in ``FA_KV_TYPES``, bf16 for
+      both or neither; and the device must have cooperative matrix 2 or subgroup shuffle + vote (Vulkan 1.1 subgroup
+      features, reported by current AMD and Intel drivers): assumed, said in the reason.
+    * CPU: ggml-cpu runs every FLASH_ATTN_EXT (no supports_op case refuses it)."""
+    if device == "CPU":
+        return True, "ggml-cpu runs FLASH_ATTN_EXT for every head size and cache type", SRC + "ggml/src/ggml-cpu"
+    if device in CUDA_LIKE:
+        src = FA_SRC["CUDA"]
+        bad = sorted({t for t in (cache_type_k, cache_type_v) if t not in FA_KV_TYPES["CUDA"]})
+        if bad:
+            return False, f"ggml-cuda's flash attention has no {'/'.join(bad)} cache kernel (fattn.cu:525-539)", src
+        for hk, hv in sorted(head_dims):
+            ok = (hk in (40, 64, 72, 80, 96, 112, 128, 256) and hv == hk) or \
+                 (hk == 192 and hv == 128 and gqa_ratio >= 2 and gqa_ratio % 8 == 0) or \
+                 (hk == 320 and hv == 256 and gqa_ratio >= 2 and gqa_ratio % 32 == 0) or \
+                 (hk == 512 and hv == 512 and gqa_ratio >= 2) or (hk == 576 and hv == 512 and gqa_ratio >= 2)
+            if not ok:
+                return False, (f"ggml-cuda's flash attention has no kernel for K head size {hk} with V {hv} (gqa ratio "
+                               f"{gqa_ratio}; fattn.cu:569-623)"), src
+        return True, (f"ggml-cuda runs flash attention for head sizes {sorted(head_dims)} and {cache_type_k}/"
+                      f"{cache_type_v} caches"), src
+    if device == "Vulkan":
+        src = FA_SRC["Vulkan"]
+        bad = sorted({t for t in (cache_type_k, cache_type_v) if t not in FA_KV_TYPES["Vulkan"]})
+        if bad:
+            return False, f"ggml-vulkan's flash attention takes no {'/'.join(bad)} cache (ggml-vulkan.cpp:15471-15486)", src
+        if (cache_type_k == "bf16") != (cache_type_v == "bf16"):
+            return False, "ggml-vulkan's flash attention needs bf16 for both K and V or neither (:15490-15492)", src
+        for hk, hv in sorted(head_dims):
+            if hk % 8 or hv % 8:
+                return False, f"ggml-vulkan's flash attention needs head sizes that are multiples of 8, not {hk}/{hv}", src
+        return True, ("ggml-vulkan runs flash attention for these head sizes and cache types when the device has "
+                      "cooperative matrix 2 or subgroup shuffle and vote (:15493-15496; current AMD and Intel drivers "
+                      "report them: assumed)"), src
+    return None, f"{device}'s flash-attention support is not modelled here", ""
 
 
 class NotModelled(ValueError):
@@ -159,6 +222,9 @@ class LlamaCppPlan(BaseModel):
     layer_devices: list[int] = Field(default_factory=list)  # per layer: GPU index (CUDA<i>) or -1 for the CPU
     output_device: int = 0
     pipeline_parallel: bool = False  # llama-context.cpp:430-457: n_copies = 4 in the scheduler
+    fa_supported: bool | None = None  # the GPU backend runs FLASH_ATTN_EXT for this model (fa_support); None: unknown
+    fa_reason: str = ""  # why, with the backend's source
+    fa_enabled: bool | None = None  # flash attention in the compute graph after -fa auto is resolved; None: unknown
     kv_caches: list[KVCache]
     buffers: list[Buffer]
     notes: list[str] = Field(default_factory=list)
@@ -394,8 +460,9 @@ def plan(
     --parallel), ``kv_unified`` (-kvu), ``cache_type_k/v`` (-ctk/-ctv), ``flash_attn`` (-fa), ``n_gpu_layers``
     (-ngl; -1 = all, any value above the layer count = all), ``swa_full`` (--swa-full), ``n_batch`` (-b),
     ``n_ubatch`` (-ub), ``use_mmap`` (--no-mmap = False), ``offload_kqv`` (--no-kv-offload = False).
-    ``device`` is the GPU backend ("CUDA", "Metal", "Vulkan") or "CPU" for a build without one. ``n_gpus``
-    identical CUDA GPUs (CUDA0, CUDA1, ...) with ``split_mode`` (-sm ``layer``, the default, or ``none``),
+    ``device`` is the GPU backend ("CUDA", "ROCm" -- ggml-cuda built with HIP, the same code paths, ``CUDA_LIKE`` --,
+    "Metal", "Vulkan") or "CPU" for a build without one; flash attention with ``-fa auto`` is resolved per backend
+    (:func:`fa_support`). ``n_gpus`` identical CUDA / ROCm / Vulkan GPUs (CUDA0, CUDA1, ...; ROCm0, ...; Vulkan0, ...) with ``split_mode`` (-sm ``layer``, the default, or ``none``),
     ``tensor_split`` (-ts; None = llama.cpp's default, each GPU's free memory: equal for identical idle GPUs) and
     ``main_gpu`` (-mg, the one GPU of ``-sm none``): every layer, its KV cache and the output layer sit on the
     device :func:`placement` gives (llama-model.cpp:1556-1614, llama-kv-cache.cpp:214-221), each device gets
@@ -429,8 +496,9 @@ def plan(
                           "-sm layer and none are", field="split_mode")
     if n_gpus < 1 or n_gpus > 16:
         raise ValueError(f"n_gpus must be 1..16 (GGML_CUDA_MAX_DEVICES), not {n_gpus}")
-    if n_gpus > 1 and device != "CUDA":
-        raise NotModelled(f"several {device} devices are not modelled; several CUDA GPUs are", field="n_gpus")
+    if n_gpus > 1 and device not in ("CUDA", "ROCm", "Vulkan"):
+        raise NotModelled(f"several {device} devices are not modelled; several CUDA, ROCm or Vulkan GPUs are",
+                          field="n_gpus")
     for name, value in (("n_ctx", n_ctx), ("n_batch", n_batch), ("n_ubatch", n_ubatch)):
         if value < 0:
             raise ValueError(f"{name} must be >= 0, not {value}")
@@ -532,9 +600,40 @@ def plan(
     # devices report async compute and events (ggml-cuda.cu device caps), so the scheduler keeps 4 copies
     n_gpu_eff = n_all + 1 if n_gpu_layers < 0 else n_gpu_layers
     n_devices = 1 if split_mode == "none" else n_gpus
+    # (ggml-vulkan.cpp:15285-15290 reports async and events too)
     pipeline_parallel = (gpu and n_devices > 1 and n_gpu_eff > n_all and split_mode == "layer" and offload_kqv
-                         and device == "CUDA")
+                         and device in ("CUDA", "ROCm", "Vulkan"))
 
+    # -fa auto: the cache is made with flash attention counted as enabled (above), then resolve_fused_ops
+    # (llama-context.cpp:506-560) reserves a graph and disables it when a layer's FLASH_ATTN_EXT lands on another
+    # device than the layer's, i.e. when the layer's backend does not support the op (fa_support). A quantized V
+    # with auto was already forced on (llama-context.cpp:3840-3844), so it is not resolved.
+    fa_ok, fa_why = None, ""
+    if gpu and layers_on_gpu:
+        if is_mla:
+            heads = {(meta.key_length_mla, meta.value_length_mla)}
+            gqa = max(meta.n_head) if meta.n_head else 1
+        else:
+            heads = set()
+            for il in layers_on_gpu:
+                hk, hv = meta.head_dim_k or 0, meta.head_dim_v or 0
+                if flags[il]:
+                    hk, hv = meta.head_dim_k_swa or hk, meta.head_dim_v_swa or hv
+                heads.add((hk, hv))
+            gqa = (max(meta.n_head) // max(max(meta.n_head_kv), 1)) if meta.n_head and meta.n_head_kv else 1
+        fa_ok, why, fa_src = fa_support(device, heads, cache_type_k, cache_type_v, gqa_ratio=gqa)
+        fa_why = f"{why} ({fa_src})" if fa_src else why
+    fa_compute = fa_enabled
+    if flash_attn == "auto" and cache_type_v in ("f32", "f16", "bf16") and fa_ok is False:
+        fa_compute = False
+        notes.append(f"-fa auto resolves to disabled on {device}: {fa_why}; llama.cpp logs 'Flash Attention not "
+                     "supported, set to disabled' (llama-context.cpp:546-549). The KV cache was sized with it enabled "
+                     "(V not transposed); the compute buffer is for attention without it.")
+    elif flash_attn == "on" and fa_ok is False:
+        notes.append(f"-fa on but {device} cannot run it: {fa_why}; the scheduler runs FLASH_ATTN_EXT on the CPU for "
+                     "these layers (slow); the compute buffers are not modelled for that split.")
+    elif flash_attn == "auto" and fa_ok is True and cache_type_v in ("f32", "f16", "bf16"):
+        notes.append(f"-fa auto resolves to enabled on {device}: {fa_why}")
     v_trans = not fa_enabled  # create_memory passes !cparams.flash_attn (llama-model.cpp:2864)
     v_max = max(_layer_dims(meta, il, flags[il])[1] for il in range(n_all)) if n_all else 0
     if v_trans and any(_layer_dims(meta, il, flags[il])[1] != v_max for il in range(n_all)):
@@ -585,7 +684,7 @@ def plan(
     if meta.n_vocab is not None:
         # llama-context.cpp:2116-2160: logits n_vocab x max(n_seq_max, requested outputs) floats
         out = meta.n_vocab * n_seq_max * 4
-        out_buft = {"CUDA": "CUDA_Host", "Vulkan": "Vulkan_Host"}.get(device, "CPU")
+        out_buft = {"CUDA": "CUDA_Host", "ROCm": "ROCm_Host", "Vulkan": "Vulkan_Host"}.get(device, "CPU")
         note = ""
         if device == "Metal":
             # Metal has no host buffer type here (ggml-metal.cpp:822), so the CPU buffer holds the logits and
@@ -600,7 +699,7 @@ def plan(
     n_outputs = min(n_tokens, n_outputs_max) if n_outputs_max else None  # llama-context.cpp:250, 896-898
     if len(gpus_used) > 1:
         buffers += compute_buffers_multi(meta, caches, n_tokens=n_tokens, n_outputs=n_outputs,
-                                         flash_attn_on=fa_enabled, device=device, unit_dev=unit_dev,
+                                         flash_attn_on=fa_compute, device=device, unit_dev=unit_dev,
                                          offload_kqv=offload_kqv, release=release, kq_mask_f16=kq_mask_f16,
                                          pipeline_parallel=pipeline_parallel)
         notes.append(f"{n_gpus} GPUs, -sm {split_mode}: layers per device "
@@ -615,7 +714,7 @@ def plan(
                          "display or runs other work has less free memory and gets fewer layers.")
     else:
         gdev = gpus_used[0] if gpus_used else 0
-        buffers += compute_buffers(meta, caches, n_tokens=n_tokens, n_outputs=n_outputs, flash_attn_on=fa_enabled,
+        buffers += compute_buffers(meta, caches, n_tokens=n_tokens, n_outputs=n_outputs, flash_attn_on=fa_compute,
                                    device=device,
                                    layers_on_gpu=layers_on_gpu, output_on_gpu=output_on_gpu, offload_kqv=offload_kqv,
                                    release=release, kq_mask_f16=kq_mask_f16, gpu_index=gdev)
@@ -632,16 +731,18 @@ def plan(
         flash_attn=flash_attn, device=device, n_gpu_layers=n_gpu_layers, layers_on_gpu=layers_on_gpu,
         output_on_gpu=output_on_gpu, kv_caches=caches, buffers=buffers, notes=notes, n_gpus=n_gpus,
         split_mode=split_mode, tensor_split=tensor_split, main_gpu=main_gpu, layer_devices=unit_dev[:n_all],
-        output_device=unit_dev[n_all], pipeline_parallel=pipeline_parallel,
+        output_device=unit_dev[n_all], pipeline_parallel=pipeline_parallel, fa_supported=fa_ok, fa_reason=fa_why,
+        fa_enabled=(fa_compute if (not gpu or fa_ok is not None or flash_attn == "off") else None),
     )
 
 
 def _buft_name(device: str, index: int = 0) -> str:
     """Device buffer names as ggml prints them for device ``index`` (ggml-cuda: "CUDA0", "CUDA1", ...;
-    ggml-metal: "MTL0", ggml-vulkan: "Vulkan0"); "CPU" for the CPU or ``index`` -1."""
+    ggml-cuda built for HIP: "ROCm0" (ggml-cuda.h:10-11); ggml-metal: "MTL0", ggml-vulkan: "Vulkan0"); "CPU" for
+    the CPU or ``index`` -1."""
     if device == "CPU" or index == CPU:
         return "CPU"
-    return {"CUDA": "CUDA", "Metal": "MTL", "Vulkan": "Vulkan"}[device] + str(index)
+    return {"CUDA": "CUDA", "ROCm": "ROCm", "Metal": "MTL", "Vulkan": "Vulkan"}[device] + str(index)
 
 
 #: The compute-buffer estimate's stated error: llama.cpp's logged figure lies within
@@ -913,9 +1014,11 @@ def _alloc(device: str, type_name: str, ne0: int, nbytes: int) -> int:
     """Bytes a tensor takes in a buffer of ``device``: ``GGML_PAD(alloc_size, alignment)``
     (ggml/src/ggml-alloc.c:1182-1185). CPU: alignment 32 (ggml-impl.h:44, ggml-backend.cpp:2474-2476).
     CUDA: alignment 128 and quantized tensors get one extra row of ``512 - ne0 % 512`` values
-    (ggml-cuda.cu:897-920, MATRIX_ROW_PADDING common.cuh:186). Metal / Vulkan: not modelled (returns the
-    CPU rule; callers label it)."""
-    if device == "CUDA":
+    (ggml-cuda.cu:897-920, MATRIX_ROW_PADDING common.cuh:186); ROCm is the same code (``CUDA_LIKE``). Vulkan:
+    ``ggml_nbytes`` (ggml-vulkan.cpp:13044-13048) padded to the device's minStorageBufferOffsetAlignment (:13034-13037,
+    not in the catalog: the CPU's 32 is used; callers label it). Metal: not modelled (returns the CPU rule; callers
+    label it)."""
+    if device in CUDA_LIKE:
         size = nbytes
         if type_name.lower() not in ("f32", "f16", "bf16", "i8", "i16", "i32", "i64", "f64") and ne0 % 512:
             size += _row_bytes_any(type_name, 512 - ne0 % 512)
@@ -1059,7 +1162,7 @@ def _model_buffers(meta: GGUFMeta, unit_dev: list[int], device: str,
     # The CPU buffer-type list (llama-model.cpp:1078-1136) starts with the GPU's host buffer type (CUDA_Host,
     # Vulkan_Host; Metal has none), so with such a GPU no CPU weight reaches CPU_REPACK; with mmap the host
     # type is swapped for the plain CPU type (llama-model-loader.cpp:1269-1277).
-    host_first = device in ("CUDA", "Vulkan")
+    host_first = device in ("CUDA", "ROCm", "Vulkan")
     if cpu and not host_first:
         if cpu_features is None:
             candidates = [t for t in cpu if (t.ggml_type in REPACK_RULES or t.ggml_type in AMX_RULES)
@@ -1096,7 +1199,7 @@ def _model_buffers(meta: GGUFMeta, unit_dev: list[int], device: str,
             out.append(Buffer(kind="model", buft=name, bytes=total,
                               source=SRC + "src/llama-model.cpp:1855-1871, src/llama-model-loader.cpp:1449-1464"))
         else:
-            dev_kind = "CUDA" if where.startswith("CUDA") and where[4:].isdigit() else "CPU"
+            dev_kind = next((k for k in CUDA_LIKE if where.startswith(k) and where[len(k):].isdigit()), "CPU")
             if where == "AMX":  # ggml-alloc pads each amx_alloc_bytes to the buffer's 32-byte alignment
                 total = sum(_pad(amx_alloc_bytes(t), 32) for t in tensors)
             else:

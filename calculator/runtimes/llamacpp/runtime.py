@@ -37,23 +37,54 @@ from calculator.runtimes.base import CompatSummary, LoadedModel, speed_kwargs
 from .gguf_meta import HF_TO_GGUF_ARCH, GGUFError, GGUFMeta, meta_from_hf_config, read_gguf_from_hub
 from .gguf_repos import GGUFListing, catalog_config, catalog_entry, list_gguf_files
 from .launch import launch_argv, ollama_run_argv, ollama_serve_argv
-from .memory import (OLLAMA_GRAPH_SRC, RELEASE_0_3_36, SRC, Buffer, MiB, LlamaCppPlan, NotModelled, ollama_defaults,
-                     ollama_graph_size, plan)
+from .memory import (OLLAMA_GRAPH_SRC, RELEASE_0_3_36, SRC, Buffer, MiB, LlamaCppPlan, NotModelled, _buft_name,
+                     ollama_defaults, ollama_graph_size, plan)
 
 GiB = 2**30
 
 
-def device_of(gpu: GPU) -> str:
-    """llama.cpp's backend for a catalog device: Metal on Apple, CUDA on NVIDIA, CPU for the CPU row; AMD
-    and Intel GPUs are refused (ROCm / Vulkan / SYCL buffers are not modelled)."""
+#: ``llamacpp_backend`` (the llama.cpp build's GPU backend, in llama.cpp's terms) -> the plan's device kind.
+BACKENDS = {"cuda": "CUDA", "rocm": "ROCm", "vulkan": "Vulkan", "metal": "Metal", "cpu": "CPU"}
+#: The build each vendor's GPU gets when ``llamacpp_backend`` is not given: NVIDIA cuda, AMD rocm (the HIP build,
+#: ggml/src/ggml-hip), Intel vulkan (llama.cpp's Intel builds are SYCL or Vulkan; SYCL is not modelled), Apple metal.
+DEFAULT_BACKEND = {"nvidia": "cuda", "amd": "rocm", "intel": "vulkan", "apple": "metal"}
+#: Which builds run on which vendor's GPUs: CUDA on NVIDIA, HIP on AMD, Metal on Apple, Vulkan on all three
+#: discrete vendors (not on Apple: MoltenVK is not modelled).
+BACKEND_VENDORS = {"cuda": ("nvidia",), "rocm": ("amd",), "metal": ("apple",), "vulkan": ("nvidia", "amd", "intel")}
+
+
+def device_of(gpu: GPU, backend: str | None = None) -> str:
+    """llama.cpp's backend for a catalog device and the build's ``backend`` (``llamacpp_backend``: cuda, rocm,
+    vulkan, metal, cpu; None = by vendor, ``DEFAULT_BACKEND``: NVIDIA cuda, AMD rocm, Intel vulkan, Apple metal; the
+    CPU row is "CPU"). Returns the plan's device kind ("CUDA", "ROCm", "Vulkan", "Metal", "CPU"). Raises
+    ``EngineInputError`` (field ``llamacpp_backend``) for a build that does not run on that GPU, SYCL (not modelled)
+    and a GPU of an unknown vendor."""
+    if backend == "sycl":
+        raise EngineInputError("llamacpp_backend", "llama.cpp's SYCL build (ggml-sycl, Intel oneAPI) is not modelled: "
+                               "its buffers, alignment and flash-attention rules differ from the modelled backends; "
+                               "Intel GPUs are modelled with the Vulkan build (llamacpp_backend vulkan)")
+    if backend is not None and backend not in BACKENDS:
+        raise EngineInputError("llamacpp_backend", f"one of {', '.join(BACKENDS)}, not {backend!r}")
     if gpu.is_cpu:
+        if backend not in (None, "cpu"):
+            raise EngineInputError("llamacpp_backend", f"the CPU device runs llama.cpp's CPU backend, not {backend}")
         return "CPU"
-    if gpu.vendor == "apple":
-        return "Metal"
-    if gpu.vendor == "nvidia" or (gpu.kind == "custom" and gpu.vendor in (None, "", "nvidia")):
-        return "CUDA"
-    raise EngineInputError("gpu", f"llama.cpp on {gpu.vendor} GPUs (ROCm, Vulkan, SYCL buffers) is not modelled; "
-                           "NVIDIA (CUDA), Apple (Metal) and CPU are")
+    if backend == "cpu":
+        raise EngineInputError("llamacpp_backend", f"a CPU-only build on {gpu.name} leaves the GPU unused: pick the "
+                               "CPU device for a CPU-only llama.cpp")
+    vendor = gpu.vendor or ""
+    if gpu.kind == "custom" and vendor in ("", "nvidia"):
+        vendor = "nvidia"
+    if backend is None:
+        backend = DEFAULT_BACKEND.get(vendor)
+        if backend is None:
+            raise EngineInputError("gpu", f"llama.cpp on {gpu.vendor or 'unknown'} GPUs is not modelled; NVIDIA "
+                                   "(CUDA, Vulkan), AMD (ROCm, Vulkan), Intel (Vulkan), Apple (Metal) and CPU are")
+    if vendor not in BACKEND_VENDORS[backend]:
+        raise EngineInputError("llamacpp_backend", f"llama.cpp's {backend} build does not run on {gpu.name} "
+                               f"({vendor or 'unknown vendor'}); its builds for it: "
+                               f"{', '.join(b for b, v in BACKEND_VENDORS.items() if vendor in v) or 'none modelled'}")
+    return BACKENDS[backend]
 
 
 def budget_bytes(gpu: GPU) -> tuple[int, str]:
@@ -353,7 +384,7 @@ class LlamaCpp:
         if spec is not None:
             self.check_speculative(spec)
         gpu = get_gpu(request.gpu)
-        device = device_of(gpu)
+        device = device_of(gpu, request.llamacpp_backend)
         listing = self.listing(request, model)
         gguf_file, choice_note = self.gguf_choice(request, listing)
         meta, weights_source = self.meta(request, model, gguf_file, listing)
@@ -372,6 +403,10 @@ class LlamaCpp:
             raise EngineInputError(field, text.removeprefix(f"{field}:").strip()) from None
         if choice_note:
             p.notes.append(choice_note)
+        if device != "CPU":
+            given = request.llamacpp_backend is not None
+            p.notes.append(f"llama.cpp build: {device} ({'llamacpp_backend' if given else 'the default build for ' + (gpu.vendor or 'this') + ' GPUs; llamacpp_backend picks another'}); "
+                           "its devices are named " + _buft_name(device, 0) + ", ... in the logs and in -dev")
         if self.name == "ollama":  # llama-server's --fit is not Ollama's: Ollama's scheduler picks num_gpu itself
             p.notes[:] = [("Ollama's scheduler picks how many layers go to the GPU (num_gpu) from its own memory "
                            "estimate and may offload fewer than all; the plan assumes all on the device")
@@ -496,7 +531,7 @@ class LlamaCpp:
         verdict is ``does_not_fit`` naming the first device that overflows, ``depends`` when a device's room lies
         within its compute estimate's error or its model buffer is unknown (no GGUF file)."""
         gpus = sorted({d for d in [*p.layer_devices, p.output_device] if d >= 0})
-        names = [f"CUDA{g}" for g in gpus]
+        names = [_buft_name(device, g) for g in gpus]
         kv_dev = {n: sum(c.buffers.get(n, 0) for c in p.kv_caches) for n in names}
         model_dev = {n: next((b.bytes for b in p.buffers if b.kind == "model" and b.buft == n), 0) for n in names}
         if not meta.tensors:
@@ -507,8 +542,8 @@ class LlamaCpp:
         for n in names:
             m, kv, cb = model_dev[n], kv_dev[n], comp_dev[n]
             used = None if m is None else m + kv
-            row = {"layers": sum(1 for d in p.layer_devices if f"CUDA{d}" == n),
-                   "output_layer": f"CUDA{p.output_device}" == n,
+            row = {"layers": sum(1 for d in p.layer_devices if d >= 0 and _buft_name(device, d) == n),
+                   "output_layer": p.output_device >= 0 and _buft_name(device, p.output_device) == n,
                    "model_buffer_mib": None if m is None else round(m / MiB, 2), "kv_buffer_mib": round(kv / MiB, 2),
                    "compute_buffer_mib": None if cb is None or cb.bytes is None else round(cb.bytes / MiB, 2),
                    "compute_buffer_error_mib": None if cb is None or cb.error_bytes is None else
@@ -671,10 +706,19 @@ class LlamaCpp:
         if memory is not None:
             r = memory.resolved
             fa = memory.plan.flash_attn
+            p = memory.plan
             fa_text = {"on": "flash attention on (-fa on)", "off": "flash attention off (-fa off)",
                        "auto": ("flash attention auto: llama.cpp enables it when the backend runs the FLASH_ATTN_EXT op "
-                                "for this head size and cache types (src/llama-context.cpp; it then logs "
-                                "'Flash Attention was auto, set to enabled')")}[fa]
+                                "for this head size and cache types (src/llama-context.cpp:506-560 resolve_fused_ops; "
+                                "it then logs 'Flash Attention enabled')")}[fa]
+            if fa != "off" and p.fa_supported is not None:
+                if fa == "auto" and p.fa_enabled is False:
+                    fa_text = f"flash attention auto resolves to disabled on {r['device']}: {p.fa_reason}"
+                elif fa == "auto" and p.fa_enabled:
+                    fa_text = f"flash attention auto resolves to enabled on {r['device']}: {p.fa_reason}"
+                elif not p.fa_supported:
+                    fa_text = (f"flash attention on (-fa on), but {r['device']} cannot run it: {p.fa_reason}; the "
+                               "scheduler runs it on the CPU")
             reasons.append(f"{r['device']} backend ({memory.gpu}); {fa_text}; K cache {r['cache_type_k']}, V cache "
                            f"{r['cache_type_v']}")
         return CompatSummary(release=request.release, gpu=request.gpu, ok=None if cond else True, auto_conditions=cond,
@@ -711,7 +755,7 @@ class LlamaCpp:
                   cache_type_k=mem.resolved["cache_type_k"], cache_type_v=mem.resolved["cache_type_v"],
                   n_gpu_layers=request.n_gpu_layers, kv_unified=request.kv_unified, swa_full=request.swa_full,
                   n_gpus=request.gpus, split_mode=request.split_mode, tensor_split=request.tensor_split,
-                  main_gpu=request.main_gpu, **draft)
+                  main_gpu=request.main_gpu, gpu_backend=_buft_name(mem.resolved["device"], 0).rstrip("0"), **draft)
         if path is None:
             argv = launch_argv("-", **kw)
             # llama-server -hf <user>/<model>[:quant] (common/arg.cpp: without a quant it takes Q4_K_M, else the
