@@ -183,6 +183,9 @@ class ServingRequest(BaseModel):
         tokens=True, alias="context_length", aliases=("ctx_size",)))
     concurrency: int | None = Field(None, ge=1, le=65536, json_schema_extra=_meta(
         "--concurrency", "expected concurrent requests (speed: requests in flight)", "workload"))
+    num_prompts: int | None = Field(None, ge=1, le=100000, json_schema_extra=_meta(
+        "--num-prompts", "speed: requests of a vllm bench serve run; without --concurrency (its --max-concurrency) "
+        "they all arrive at once (--request-rate inf) and queue", "workload"))
     prompt_len: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_meta(
         "--prompt-len", "prompt tokens per request (speed; default 1024)", "workload", tokens=True))
     output_len: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_meta(

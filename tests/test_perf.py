@@ -412,3 +412,28 @@ def test_estimate_command_carries_the_speed_fields():
     with pytest.raises(CommandError) as err:
         call_command("estimate", "--config", str(CONFIGS / LLAMA), "--acceptance-rate", "2")
     assert str(err.value).startswith("--acceptance-rate") and err.value.returncode == 2
+
+
+@pytest.mark.django_db
+def test_num_prompts_without_concurrency_is_a_burst_that_queues(client):
+    """vllm bench serve --request-rate inf --num-prompts N without --max-concurrency sends all N at once: the
+    engine runs M of them (KV cache / max_num_seqs) and the rest queue; a burst's mean wait is half of
+    (N/M - 1) request lifetimes (each lifetime = TTFT + (O - 1) x TPOT of the running wave), by Little's law."""
+    inp = EngineInput(hf_config=load_config("Qwen__Qwen3-32B.json"), gpu=H100, max_model_len=8192)
+    n, p, o = 500, 4000, 200
+    wave = perf.estimate_speed(inp, prompt_len=p, output_len=o, concurrency=n, arrival="burst")
+    m = wave.effective_concurrency
+    assert 1 < m < n
+    alone = perf.estimate_speed(inp, prompt_len=p, output_len=o, concurrency=m, arrival="burst")
+    lifetime = alone.ttft_ms + (o - 1) * alone.itl_ms
+    assert wave.ttft_ms == pytest.approx(alone.ttft_ms + (n / m - 1) / 2 * lifetime, rel=1e-3)
+    # the API: --num-prompts alone is that burst; with --concurrency it is a closed loop of that many
+    q = {"model": "Qwen/Qwen3-32B", "gpu": "H100", "max_model_len": "8192", "prompt_len": str(p), "output_len": str(o)}
+    burst = client.get("/api/estimate", q | {"num_prompts": str(n)}).json()
+    assert burst["ttft_ms"] == pytest.approx(wave.ttft_ms, rel=0.01)
+    closed = client.get("/api/estimate", q | {"num_prompts": str(n), "concurrency": "4"}).json()
+    assert closed["ttft_ms"] < burst["ttft_ms"] / 100
+    lc = client.get("/api/estimate", {"model": "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "runtime": "llama.cpp",
+                                      "gguf_file": "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf", "gpu": "RTX 3090",
+                                      "num_prompts": "50"}).json()
+    assert "llama.cpp serves its --parallel slots" in str(lc)

@@ -1452,8 +1452,10 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
 def speed_fields(engine_input: EngineInput, estimate_result: EstimateResult | None, prompt_len: int,
                  output_len: int, concurrency: int, acceptance_rate: float | None = None, *,
                  workload: str | None = None, temperature: float | None = None,
-                 acceptance_length: float | None = None, runtime: str = "vllm") -> dict[str, Any]:
-    """The speed keys ``estimate --format json`` and ``/api/estimate`` merge into their JSON.
+                 acceptance_length: float | None = None, runtime: str = "vllm",
+                 arrival: str = "closed") -> dict[str, Any]:
+    """The speed keys ``estimate --format json`` and ``/api/estimate`` merge into their JSON (``arrival``: as
+    :func:`estimate_speed`).
 
     ``ttft_ms``, ``itl_ms`` (mean time per output token, vllm bench serve's TPOT) and
     ``output_tokens_per_s`` (three significant digits: the fitted efficiency is good to ~5-15 %, an
@@ -1472,7 +1474,8 @@ def speed_fields(engine_input: EngineInput, estimate_result: EstimateResult | No
     """
     r = estimate_speed(engine_input, estimate_result, prompt_len=prompt_len, output_len=output_len,
                        concurrency=concurrency, acceptance_rate=acceptance_rate, workload=workload,
-                       temperature=temperature, acceptance_length=acceptance_length, runtime=runtime)
+                       temperature=temperature, acceptance_length=acceptance_length, runtime=runtime,
+                       arrival=arrival)
     out: dict[str, Any] = {"ttft_ms": _sig(r.ttft_ms), "itl_ms": _sig(r.itl_ms),
                            "output_tokens_per_s": _sig(r.output_tokens_per_s), "efficiency_label": r.efficiency_label}
     if r.spec is not None:

@@ -58,9 +58,14 @@ class CompatSummary(BaseModel):
 
 def speed_kwargs(request) -> dict[str, Any]:
     """The speed model's workload from a request: ``vllm bench serve --dataset-name random`` defaults
-    (1024 in, 128 out, 1 in flight) where the request leaves them empty."""
+    (1024 in, 128 out, 1 in flight) where the request leaves them empty. ``num_prompts`` without
+    ``concurrency`` is vllm bench serve's ``--request-rate inf`` without ``--max-concurrency``: all of them
+    arrive at once (``arrival="burst"``, ``concurrency`` = ``num_prompts``); with ``concurrency`` the run is a
+    closed loop of that many in flight (``arrival="closed"``)."""
+    burst = request.num_prompts is not None and request.concurrency is None
     return {"prompt_len": request.prompt_len or 1024, "output_len": request.output_len or 128,
-            "concurrency": request.concurrency or 1, "acceptance_rate": request.acceptance_rate,
+            "concurrency": request.num_prompts if burst else (request.concurrency or 1),
+            "arrival": "burst" if burst else "closed", "acceptance_rate": request.acceptance_rate,
             "acceptance_length": request.acceptance_length, "temperature": request.temperature,
             "workload": request.workload}
 

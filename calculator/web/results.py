@@ -84,7 +84,7 @@ class Outcome:
     charts: dict[str, dict[str, Any]]
     speed: Any = None  # calculator.engine.perf.SpeedResult, or None when it could not be predicted
     speed_error: str | None = None
-    speed_params: dict[str, int] = field(default_factory=dict)
+    speed_params: dict[str, Any] = field(default_factory=dict)
     compat: Any = None  # compat.checks.CompatReport, or None while the compat app is absent
     compat_error: str | None = None
     compat_key: str = ""  # what the compat verdict depends on (its rendered HTML is cached by it)
@@ -532,6 +532,7 @@ def build(plan: Plan) -> Outcome:
             charts["speedup_concurrency"] = by_concurrency
     params = {k: getattr(request, k) or d for k, d in SPEED_DEFAULTS.items()}
     params["acceptance_rate"] = request.acceptance_rate
+    params["burst"] = request.num_prompts if request.concurrency is None else None  # base.speed_kwargs' burst
     return Outcome(
         model_id=plan.model.repo_id,
         inp=inp,

@@ -13,6 +13,13 @@ from calculator.web.results import api_payload
 from calculator.runtimes import get_runtime
 
 
+def _workload_text(speed: dict) -> str:
+    """The workload the speed figures are for, in vllm bench serve's terms."""
+    who = (f"{speed['concurrency']} prompts at once (--num-prompts, --request-rate inf)"
+           if speed.get("arrival") == "burst" else f"concurrency {speed['concurrency']}")
+    return f"prompt {speed['prompt_len']}, output {speed['output_len']}, {who}"
+
+
 def render_runtime_table(mem, info: dict, speed: dict | None = None, verdict=None) -> str:
     """The table of a runtime whose memory plan is not vLLM's (``mem.rows()``: label, value, source): what that
     runtime logs, the speed when predicted, the verdict and the command(s)."""
@@ -23,7 +30,7 @@ def render_runtime_table(mem, info: dict, speed: dict | None = None, verdict=Non
             value = f"{value:.2f}" if abs(value) >= 1 else f"{value:.4g}"
         lines.append(f"{label}" if value == "" else f"{label}: {value}" + (f"  ({source})" if source else ""))
     if speed and speed.get("itl_ms") is not None:
-        at = f"prompt {speed['prompt_len']}, output {speed['output_len']}, concurrency {speed['concurrency']}"
+        at = _workload_text(speed)
         if speed.get("ttft_ms") is not None:
             lines.append(f"Predicted TTFT: {speed['ttft_ms']:.1f} ms ({at})")
         lines += [f"Predicted time per output token: {speed['itl_ms']:.2f} ms",
@@ -87,7 +94,7 @@ def render_table(res: EstimateResult, info: dict, speed: dict | None = None, ver
         rows.append(("Attention backend", f"{compat['auto_selected']} (vLLM's choice; manage.py check_compat "
                                           "for every backend and why)"))
     if speed:
-        at = f"prompt {speed['prompt_len']}, output {speed['output_len']}, concurrency {speed['concurrency']}"
+        at = _workload_text(speed)
         rows += [("Predicted TTFT", f"{speed['ttft_ms']:.1f} ms ({at})"),
                  ("Predicted ITL (TPOT)", f"{speed['itl_ms']:.2f} ms per output token"),
                  ("Predicted output throughput", f"{speed['output_tokens_per_s']:,.0f} tok/s")]

@@ -781,6 +781,9 @@ class LlamaCpp:
 
         memory = memory or self._memory(request, model)
         kw = self.speed_kwargs(request)
+        if kw["arrival"] == "burst":
+            raise EngineInputError("num_prompts", "a burst of requests arriving at once is modelled for vLLM and "
+                                   "SGLang; llama.cpp serves its --parallel slots: give concurrency instead")
         if memory.meta is None or not memory.meta.tensors:
             raise EngineInputError("gguf_file", "the speed needs the GGUF file's tensors: give gguf_file (the .gguf "
                                    "file) to get a speed estimate")

@@ -199,7 +199,7 @@ class SGLang:
         out = perf.speed_fields(self._speed_input(request, model), None, kw["prompt_len"], kw["output_len"],
                                 kw["concurrency"], kw["acceptance_rate"], workload=kw["workload"],
                                 temperature=kw["temperature"], acceptance_length=kw["acceptance_length"],
-                                runtime="sglang")
+                                arrival=kw["arrival"], runtime="sglang")
         out.setdefault("speed_warnings", []).append(
             "SGLang speed: SGLang efficiencies; the KV capacity queued against is vLLM's plan of the same request")
         return out

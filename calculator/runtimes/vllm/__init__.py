@@ -145,4 +145,5 @@ class VLLM:
         kw = self.speed_kwargs(request)
         return perf.speed_fields(self.engine_input(request, model), memory, kw["prompt_len"], kw["output_len"],
                                  kw["concurrency"], kw["acceptance_rate"], workload=kw["workload"],
-                                 temperature=kw["temperature"], acceptance_length=kw["acceptance_length"])
+                                 temperature=kw["temperature"], acceptance_length=kw["acceptance_length"],
+                                 arrival=kw["arrival"])
