@@ -301,6 +301,40 @@ def acceptance_summary(speculative: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _keep_finished(measured: dict[str, Any], bench: "runner.BenchProcess", samplers: dict[str, MemorySampler],
+                   options: dict[str, Any], persisted: dict[str, int]) -> None:
+    """Save the repeats the benchmark has finished so far (``on_phase``), when it has finished another one since
+    the last call (``persisted["repeats"]``): a crash later keeps them."""
+    raw = bench.finished()
+    if len(raw) > persisted["repeats"]:
+        persisted["repeats"] = len(raw)
+        _fold_repeats(measured, raw, samplers)
+        options.get("on_phase", lambda m: None)(measured)
+
+
+def _failed(e: RunnerError, measured: dict[str, Any], bench: "runner.BenchProcess | None",
+            samplers: dict[str, MemorySampler], servers: dict[str, ServerProcess]) -> None:
+    """A run step failed: keep the repeats that finished (a timeout or a failed repeat), the servers' last log
+    lines when the error has none, and the measurements on the error."""
+    if bench is not None and samplers:
+        _fold_repeats(measured, bench.finished(), samplers)
+    if not e.log_tail:
+        e.log_tail = "\n".join(s.log_tail(3000) for s in servers.values())
+    e.measured = measured
+
+
+def _stop(measured: dict[str, Any], bench: "runner.BenchProcess | None", servers: dict[str, ServerProcess],
+          on_process: Callable[..., None], options: dict[str, Any]) -> None:
+    """Stop the benchmark and every server (their process groups), recording each as gone."""
+    if bench is not None:
+        bench.stop()
+        on_process("bench", "paired", None)
+    for name, server in servers.items():
+        measured["phases"][name]["stopped"] = server.stop(options.get("stop_grace_s", 10.0))
+        on_process("server", name, None)
+    options.get("on_server", lambda pgid: None)(None)
+
+
 def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], workdir: Path,
                  reporter: Reporter, hardware: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
     """Paired, interleaved A/B: the baseline and the speculation server run side by side and the
@@ -374,19 +408,11 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
 
         persisted = {"repeats": 0}
 
-        def persist_finished() -> None:
-            """Save the repeats the benchmark has finished so far, when it has finished another one."""
-            raw = bench.finished()
-            if len(raw) > persisted["repeats"]:
-                persisted["repeats"] = len(raw)
-                _fold_repeats(measured, raw, samplers)
-                options.get("on_phase", lambda m: None)(measured)
-
         def sample() -> None:
             for m in samplers.values():
                 m.sample()
             bench.check_alive()
-            persist_finished()
+            _keep_finished(measured, bench, samplers, options, persisted)
             frac = min(0.95, (time.monotonic() - t_start) / budget)
             reporter(state["what"], frac, servers["speculative"].log_tail(4000))
 
@@ -402,20 +428,10 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
         _fold_repeats(measured, raw, samplers)
         options.get("on_phase", lambda m: None)(measured)  # persisted now: a crash later keeps the measurements
     except RunnerError as e:
-        if bench is not None and samplers:  # a timeout or a failed repeat keeps the repeats that finished
-            _fold_repeats(measured, bench.finished(), samplers)
-        if not e.log_tail:
-            e.log_tail = "\n".join(s.log_tail(3000) for s in servers.values())
-        e.measured = measured
+        _failed(e, measured, bench, samplers, servers)
         raise
     finally:
-        if bench is not None:
-            bench.stop()
-            on_process("bench", "paired", None)
-        for name, server in servers.items():
-            measured["phases"][name]["stopped"] = server.stop(options.get("stop_grace_s", 10.0))
-            on_process("server", name, None)
-        options.get("on_server", lambda pgid: None)(None)
+        _stop(measured, bench, servers, on_process, options)
     reporter("scoring", 0.98)
     baseline, speculative = measured["phases"]["baseline"], measured["phases"]["speculative"]
     measured["comparison"] = compare(prediction, baseline.get("startup", {}))
@@ -478,12 +494,13 @@ def run_llamacpp_sequence(configuration: dict[str, Any], workdir: Path, reporter
                                 "gguf": {"what": lc["gguf_note"]}}
     t_start = time.monotonic()
     bench = None
-    sampler = None
+    servers = {"baseline": server}
+    samplers: dict[str, MemorySampler] = {}
     try:
         server.start()
         on_process("server", "baseline", server.pgid)
         options.setdefault("on_server", lambda pgid: None)(server.pgid)
-        sampler = MemorySampler("cpu", server.pgid, server="llama.cpp")
+        sampler = samplers["baseline"] = MemorySampler("cpu", server.pgid, server="llama.cpp")
         dataset = None
         if workload in workloads.TEXT_WORKLOADS:
             dataset = workloads.write_dataset(workload, tokenizer_dir, profile["input_len"], profile["num_prompts"],
@@ -504,11 +521,7 @@ def run_llamacpp_sequence(configuration: dict[str, Any], workdir: Path, reporter
         def sample() -> None:
             sampler.sample()
             bench.check_alive()
-            raw = bench.finished()
-            if len(raw) > persisted["repeats"]:
-                persisted["repeats"] = len(raw)
-                _fold_repeats(measured, raw, {"baseline": sampler})
-                options.get("on_phase", lambda m: None)(measured)
+            _keep_finished(measured, bench, samplers, options, persisted)
             reporter(state["what"], min(0.95, (time.monotonic() - t_start) / budget), server.log_tail(4000))
 
         phase["startup_s"] = round(server.wait_healthy(options["startup_timeout_s"], deadline, sample), 2)
@@ -518,22 +531,13 @@ def run_llamacpp_sequence(configuration: dict[str, Any], workdir: Path, reporter
                          f"({workload}), concurrency {profile['concurrency']}")
         raw = bench.wait(deadline, sample, options["bench_timeout_s"])
         sampler.sample()
-        _fold_repeats(measured, raw, {"baseline": sampler})
+        _fold_repeats(measured, raw, samplers)
         options.get("on_phase", lambda m: None)(measured)
     except RunnerError as e:
-        if bench is not None and sampler is not None:
-            _fold_repeats(measured, bench.finished(), {"baseline": sampler})
-        if not e.log_tail:
-            e.log_tail = server.log_tail(3000)
-        e.measured = measured
+        _failed(e, measured, bench, samplers, servers)
         raise
     finally:
-        if bench is not None:
-            bench.stop()
-            on_process("bench", "paired", None)
-        phase["stopped"] = server.stop(options.get("stop_grace_s", 10.0))
-        on_process("server", "baseline", None)
-        options.get("on_server", lambda pgid: None)(None)
+        _stop(measured, bench, servers, on_process, options)
     reporter("scoring", 0.98)
     meta, plan = llamacpp.predict(gguf, lc["settings"], logged.get("cpu_features"))
     measured["prediction"] = {"kv_cache_mib": round(plan.kv_bytes / llamacpp.MiB, 2), "log_lines": plan.log_lines(),
