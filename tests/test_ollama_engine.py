@@ -157,3 +157,12 @@ def test_page_names_the_engine(client, _offline):
     assert 'id="ollama-engine">(its own Go engine, rule Ollama 0.20.4 .. 0.21.2)' in html
     assert "msg=&quot;kv cache&quot; device=Metal size=&quot;254.0 MiB&quot;" in html
     assert "compute graph (Metal)" in html and "sched_reserve" not in html
+
+
+def test_num_ctx_is_cut_to_the_training_context(client, _offline):
+    """llm/server.go:170-174 (v0.21.0) / :110-115 (v0.30.0): a num_ctx above the model's training context is cut to
+    it. Qwen3-8B (max_position_embeddings 40960) on a 64 GB M2 Max: the VRAM default 262144 -> 40960 cells asked."""
+    train = load_config("Qwen__Qwen3-8B.json")["max_position_embeddings"]
+    body = client.get("/api/estimate", {"model": "Qwen/Qwen3-8B", "runtime": "ollama", "gpu": "Apple M2 Max 64GB"}).json()
+    assert body["ollama"]["num_ctx"] == 262144 and body["ollama"]["kv_size"] == train == 40960
+    assert body["n_ctx"] == 40960

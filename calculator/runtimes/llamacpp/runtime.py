@@ -414,7 +414,7 @@ class LlamaCpp:
         except GGUFError as exc:
             raise EngineInputError("model", str(exc)) from None
 
-    def settings(self, request, gpu: GPU) -> dict[str, Any]:
+    def settings(self, request, gpu: GPU, meta: GGUFMeta | None = None) -> dict[str, Any]:
         """``n_ctx``, ``n_seq_max``, cache types, flash attention: the request's, else llama-server's defaults
         (``-c`` the model's training context, ``-np 1``, f16, auto), for Ollama its defaults."""
         out = {"n_ctx": request.max_model_len or 0, "n_seq_max": request.parallel or 1,
@@ -435,7 +435,7 @@ class LlamaCpp:
         listing = self.listing(request, model)
         gguf_file, choice_note = self.gguf_choice(request, listing)
         meta, weights_source = self.meta(request, model, gguf_file, listing)
-        st = self.settings(request, gpu)
+        st = self.settings(request, gpu, meta)
         try:
             p = plan(meta, n_ctx=st["n_ctx"], n_seq_max=st["n_seq_max"], kv_unified=request.kv_unified,
                      cache_type_k=st["cache_type_k"], cache_type_v=st["cache_type_v"], flash_attn=st["flash_attn"],
@@ -906,11 +906,21 @@ class Ollama(LlamaCpp):
                                    "llama.cpp for llama.cpp's split, or one GPU")
         return {}
 
-    def settings(self, request, gpu: GPU) -> dict[str, Any]:
+    def settings(self, request, gpu: GPU, meta: GGUFMeta | None = None) -> dict[str, Any]:
+        """Ollama's defaults (:func:`.memory.ollama_defaults`); the cells the runner is asked for (``kv_size``) use
+        ``num_ctx`` cut to the model's training context, as Ollama does before asking for ``num_ctx x parallel`` ("requested context size too large for
+        model", llm/server.go:170-174 at v0.21.0, :110-115 at v0.30.0, unchanged at v0.33.0-rc2)."""
         budget, _ = budget_bytes(gpu)
         d = ollama_defaults(total_vram_gib=budget / GiB, num_ctx=request.max_model_len, num_parallel=request.parallel,
                             kv_cache_type=request.cache_type_k,
                             flash_attention=None if request.flash_attn in (None, "auto") else request.flash_attn == "on")
+        train = meta.n_ctx_train if meta is not None else 0
+        if train and d.num_ctx > train:
+            # num_ctx stays the setting (what OLLAMA_CONTEXT_LENGTH reproduces); the runner gets the cut one
+            d = d.model_copy(update={"kv_size": train * d.num_parallel,
+                                     "sources": d.sources | {"kv_size": f"num_ctx {d.num_ctx} cut to the model's "
+                                                             f"training context {train} (ollama llm/server.go:170-174 "
+                                                             "at v0.21.0, :110-115 at v0.30.0)"}})
         return {"n_ctx": d.kv_size, "n_seq_max": d.num_parallel, "cache_type_k": d.kv_cache_type,
                 "cache_type_v": request.cache_type_v or d.kv_cache_type, "flash_attn": d.flash_attention,
                 "ollama": d.model_dump()}
