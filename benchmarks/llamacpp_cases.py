@@ -54,9 +54,6 @@ MiB = 2 ** 20
 
 #: id -> (config file, plan kwargs, {logged key: predicted figure}). Inputs as the record's quote states them.
 INPUTS = {
-    # Ollama 0.21.0 new engine, gemma3:4b, KvSize 4096, Parallel 1, FA enabled; "kv cache" device=Metal
-    "lcpp-026": ("google__gemma-3-4b-it.json", dict(n_ctx=4096, flash_attn="on", device="Metal"),
-                 {"kv_cache_metal_mib": "kv_total"}),
     # Ollama llama runner, llama3.2:3b: llama_kv_cache size = 448.00 MiB (4096 cells, 28 layers)
     "lcpp-027": ("meta-llama__Llama-3.2-3B.json", dict(n_ctx=4096, device="Metal"),
                  {"kv_size_mib": "kv_total", "k_size_mib": "k", "v_size_mib": "v", "kv_cells": "cells",
@@ -102,14 +99,22 @@ MODEL_BUFFERS = {
     # Metal mapped range spans the whole file. Older Metal builds name the buffer "Metal_Mapped" (now MTL0_Mapped).
     "lcpp-027": ("Q4_K_M", {}, {"model_buffer_cpu_mapped_mib": "CPU_Mapped",
                                 "model_buffer_metal_mapped_mib": "MTL0_Mapped"}),
-    # gemma3:4b, file_type=Q4_K_M, Ollama's own engine: "model weights device=CPU size=525.0 MiB" is the
-    # token embedding (tied: quantized as the output, Q6_K). Its Metal figure (3.1 GiB) includes the vision
-    # tower Ollama ships in the same blob, which the text config does not describe: not compared.
-    "lcpp-026": ("Q4_K_M", {}, {"weights_cpu_mib": "CPU_Mapped"}),
     # Unsloth Dynamic quants: per-tensor types chosen by hand (refused by ftype_from_filename with the reason)
     "lcpp-024": ("DeepSeek-V3.1-Terminus-UD-TQ1_0.gguf", {}, {}),
     "lcpp-020": ("GLM-4.6-UD-TQ1_0.gguf", {}, {}),
     "lcpp-021": ("Qwen3-VL-235B-A22B-Instruct-UD-IQ1_M-00001-of-00002.gguf", {}, {}),
+}
+
+#: Records Ollama ran on its own Go engine (Ollama 0.19 .. 0.24 for the architectures of OllamaEngineRequired): their
+#: figures come from calculator/runtimes/llamacpp/ollama.py (Ollama's kvcache / ggml backend rules), not llama.cpp's.
+#: id -> (config, Ollama release, engine_kv kwargs, {logged key: "kv" | "weights_cpu"}, file type for the weights).
+OLLAMA_ENGINE_INPUTS = {
+    # Ollama 0.21.0, gemma3:4b Q4_K_M, KvSize 4096, Parallel 1, BatchSize 512, FA enabled, 35/35 layers on Metal.
+    # "model weights device=CPU" is the token embedding (the Go engine's input weights; tied, so quantized as the
+    # output, Q6_K). The Metal figure (3.1 GiB) includes the vision tower Ollama ships in the same blob, which the
+    # text config does not describe: not compared.
+    "lcpp-026": ("google__gemma-3-4b-it.json", "0.21.0", dict(num_ctx=4096, num_parallel=1, num_batch=512),
+                 {"kv_cache_metal_mib": "kv", "weights_cpu_mib": "weights_cpu"}, "Q4_K_M"),
 }
 
 SKIP = {
@@ -146,6 +151,12 @@ def run(path: Path) -> tuple[list[dict], list[tuple[str, str]]]:
         if rid in SKIP:
             skipped.append((rid, SKIP[rid]))
             continue
+        if rid in OLLAMA_ENGINE_INPUTS:
+            o_rows, why = ollama_engine_rows(rid, rec)
+            rows += o_rows
+            if why:
+                skipped.append((rid, why))
+            continue
         if rid not in INPUTS:
             skipped.append((rid, "no input mapping for this record"))
             continue
@@ -172,6 +183,33 @@ def run(path: Path) -> tuple[list[dict], list[tuple[str, str]]]:
         if why:
             skipped.append((rid, why))
     return rows, skipped
+
+
+def ollama_engine_rows(rid: str, rec: dict) -> tuple[list[dict], str | None]:
+    """Predicted vs logged figures of a record Ollama ran on its own Go engine (:mod:`calculator.runtimes.llamacpp.
+    ollama`): the KV cache by its kvcache rules, the CPU model weights by its ggml backend's placement (derived from
+    llama.cpp's quantization rules for the file type); the figures not compared, with why."""
+    from calculator.runtimes.llamacpp import ollama as og
+
+    cfg, release, kw, wanted, ftype = OLLAMA_ENGINE_INPUTS[rid]
+    config = json.loads((CONFIGS / cfg).read_text())
+    meta = derive_meta(config, ftype, source=cfg)
+    eng = og.ollama_engine(meta.architecture, release)
+    if eng.engine != "ollama":
+        return [], f"Ollama {release} runs {meta.architecture} on {eng.runner}, not its own engine"
+    kv = og.engine_kv(meta, **kw)
+    weights = og.engine_weights(meta, "Metal")
+    got = {"kv": None if kv is None else kv["bytes"] / MiB, "weights_cpu": None if weights is None else weights["CPU"] / MiB}
+    rows = []
+    for key, fig in wanted.items():
+        logged, pred = rec["logged"][key], got[fig]
+        if pred is None:
+            continue
+        rows.append({"id": rid, "figure": key, "kind": "kv" if fig == "kv" else "model_buffer",
+                     "predicted": round(pred, 2), "logged": logged, "err_pct": round((pred - logged) / logged * 100, 3),
+                     "release": f"Ollama {release} own engine ({eng.rule}; logged with one decimal)"})
+    return rows, ("weights_metal_gib not compared: Ollama's blob carries the vision tower too; compute graph: see "
+                  "the compute table")
 
 
 def model_buffer_rows(rid: str, rec: dict, cfg: str, kwargs: dict) -> tuple[list[dict], str | None]:
@@ -203,7 +241,7 @@ def model_buffer_rows(rid: str, rec: dict, cfg: str, kwargs: dict) -> tuple[list
     why = None
     if left:
         why = (f"model buffers {', '.join(left)} not compared: " +
-               ("Ollama's blob carries the vision tower too" if rid == "lcpp-026" else "not modelled"))
+               "not modelled")
     return rows, why
 
 
@@ -236,7 +274,9 @@ COMPUTE_SKIP = {
                 "config not offline",
     "lcpp-018": "a 2024 Ollama ROCm build on two GPUs: its allocator and n_ubatch (512 = n_batch then) predate the "
                 "modelled compute graph; the model's exact quant is not in the excerpt",
-    "lcpp-026": "Ollama's own Go engine: its graph is not llama.cpp's",
+    "lcpp-026": ("Ollama 0.21.0 ran gemma3 on its own Go engine (OllamaEngineRequired, fs/ggml/ggml.go:277-302 at "
+                 "v0.21.0): its compute graph is the one its Go model code reserves (runner/ollamarunner/runner.go:"
+                 "1069-1169, ml/backend/ggml/ggml.go:845-861), not llama.cpp's, and is not modelled"),
     "lcpp-007": "2023 allocator; model not named",
     "lcpp-024": "four GPUs with --fit (the split --fit chose and its tensor overrides are not modelled)",
     "lcpp-020": "four GPUs with --fit (the split --fit chose and its tensor overrides are not modelled)",

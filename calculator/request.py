@@ -240,6 +240,9 @@ class ServingRequest(BaseModel):
     llamacpp_release: str | None = Field(None, max_length=80, json_schema_extra=_meta(
         "--llamacpp-release", "llama.cpp rules (default: the llama.cpp vendored in llama-cpp-python 0.3.36)",
         "llama.cpp"))
+    ollama_release: str | None = Field(None, max_length=20, json_schema_extra=_meta(
+        "--ollama-release", "Ollama: its release (0.19.0 .. 0.24.0, 0.30.0 .. 0.33.x; default 0.32.15), which decides "
+        "the engine: its own Go engine for some architectures before 0.30, llama-server since", "llama.cpp"))
     parallel: int | None = Field(None, ge=1, le=256, json_schema_extra=_meta(
         "--parallel", "llama.cpp: sequences (slots), -np; Ollama: OLLAMA_NUM_PARALLEL", "llama.cpp", short="-np"))
     cache_type_k: str | None = Field(None, max_length=10, json_schema_extra=_meta(
@@ -358,6 +361,13 @@ class ServingRequest(BaseModel):
             from calculator.runtimes.llamacpp.memory import RELEASES
 
             data["llamacpp_release"] = data.get("llamacpp_release") or RELEASES[0]
+            if runtime == "ollama":
+                from calculator.runtimes.llamacpp.ollama import DEFAULT_OLLAMA_RELEASE
+
+                data["ollama_release"] = data.get("ollama_release") or DEFAULT_OLLAMA_RELEASE
+            elif data.get("ollama_release") not in (None, ""):
+                raise InputError("ollama_release", "ollama_release is an Ollama setting; with runtime=llama.cpp use "
+                                 "llamacpp_release")
         return data
 
     @model_validator(mode="after")
@@ -370,6 +380,13 @@ class ServingRequest(BaseModel):
             if self.llamacpp_release not in RELEASES:
                 raise InputError("llamacpp_release", f"{self.llamacpp_release!r} is not modelled; llama.cpp rules: "
                                  f"{'; '.join(RELEASES)}")
+            if self.runtime == "ollama":
+                from calculator.runtimes.llamacpp.ollama import ollama_rule
+
+                try:
+                    ollama_rule(self.ollama_release)
+                except ValueError as exc:
+                    raise InputError("ollama_release", str(exc).removeprefix("ollama_release: ")) from None
             for name in ("cache_type_k", "cache_type_v"):
                 value = getattr(self, name)
                 if value is not None and value not in KV_CACHE_TYPES:
@@ -478,7 +495,7 @@ class ServingRequest(BaseModel):
         out: dict[str, str] = {}
         for name, info in ServingRequest.model_fields.items():
             value = getattr(self, name)
-            if name not in ("gpu", "vllm_version", "sglang_version", "llamacpp_release") and value == info.default:
+            if name not in ("gpu", "vllm_version", "sglang_version", "llamacpp_release", "ollama_release") and value == info.default:
                 continue
             if value is None:
                 continue
@@ -506,6 +523,7 @@ SGLANG_ONLY = {
 
 LLAMACPP_ONLY = {
     "gguf_file": "the model's safetensors", "llamacpp_release": "the runtime's own release",
+    "ollama_release": "the runtime's own release",
     "parallel": "concurrency (and max_num_seqs / max_running_requests)", "cache_type_k": "kv_cache_dtype",
     "cache_type_v": "kv_cache_dtype", "flash_attn": "attention_backend", "n_gpu_layers": "more GPUs (TP)",
     "gguf_file_draft": "speculative_config's model (safetensors)", "n_gpu_layers_draft": "nothing (the draft runs on "

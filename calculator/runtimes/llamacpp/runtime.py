@@ -37,6 +37,7 @@ from calculator.runtimes.base import CompatSummary, LoadedModel, speed_kwargs
 from .gguf_meta import HF_TO_GGUF_ARCH, GGUFError, GGUFMeta, meta_from_hf_config, read_gguf_from_hub
 from .gguf_repos import GGUFListing, catalog_config, catalog_entry, list_gguf_files
 from .launch import launch_argv, ollama_run_argv, ollama_serve_argv
+from .ollama import ollama_engine, ollama_rule
 from .memory import (OLLAMA_GRAPH_SRC, RELEASE_0_3_36, SRC, Buffer, MiB, LlamaCppPlan, NotModelled, _buft_name,
                      ollama_defaults, ollama_graph_size, plan)
 
@@ -187,11 +188,44 @@ class LlamaCppMemory(BaseModel):
     client_argv: list[str] | None = None  # Ollama: the `ollama run` half of the command
     draft: DraftMemory | None = None  # the speculative draft model's buffers (llama-server -md / -hfd)
     devices: dict[str, dict[str, Any]] | None = None  # several GPUs: per device (CUDA0, ...) buffers, budget, fits
+    # Ollama's own Go engine (Ollama 0.19 .. 0.24 for some architectures): what it allocates and logs instead of
+    # llama.cpp's buffers (``Ollama._go_engine``): {"device", "weights", "kv", "log_lines", "compute", "notes"}
+    go_engine: dict[str, Any] | None = None
+
+    def log_lines(self) -> list[str]:
+        """The predicted start-up lines: llama.cpp's, or Ollama's own engine's (``msg="kv cache" ...``)."""
+        return self.go_engine["log_lines"] if self.go_engine is not None else self.plan.log_lines()
+
+    def _engine_rows(self) -> list[tuple[str, Any, str]]:
+        eng = (self.ollama or {}).get("engine")
+        if not eng:
+            return []
+        return [("Ollama engine", f"{eng['runner']} ({eng['engine']}) in Ollama {eng['release']}: {eng['why']}",
+                 f"{eng['rule']}: {eng['source']}")]
+
+    def _go_rows(self) -> list[tuple[str, Any, str]]:
+        g = self.go_engine
+        rows = self._engine_rows() + [(line, "", "predicted log line (Ollama's own engine, ml/device.go "
+                                       "BackendMemory.Log)") for line in g["log_lines"]]
+        if g["kv"] is not None:
+            rows += [(f"kv cache: {c['name']} layers", f"{len(c['layers'])} layers x {c['cells']} cells "
+                      f"({g['kv']['type']})", g["kv"]["source"] if i == 0 else "as above")
+                     for i, c in enumerate(g["kv"]["caches"])]
+        else:
+            rows.append(("kv cache", "not modelled", g["kv_why"]))
+        if g["weights"] is None:
+            rows.append(("model weights", "not modelled", g["weights_why"]))
+        rows.append((f"compute graph ({g['device']})", "not modelled", g["compute"]))
+        rows.append(("device budget (MiB)", round(self.device_budget_mib, 2), self.device_budget_source))
+        return rows
 
     def rows(self) -> list[tuple[str, Any, str]]:
         """``(label, value, source)`` rows of what llama.cpp logs, for the page."""
+        if self.go_engine is not None:
+            return self._go_rows()
         p = self.plan
-        rows: list[tuple[str, Any, str]] = [(line, "", "predicted log line") for line in p.log_lines()]
+        rows: list[tuple[str, Any, str]] = self._engine_rows()
+        rows += [(line, "", "predicted log line") for line in p.log_lines()]
         for b in p.buffers:
             if b.bytes is None:
                 rows.append((f"{b.kind} buffer ({b.buft})", "not modelled", b.note or b.source))
@@ -246,6 +280,19 @@ class LlamaCppMemory(BaseModel):
                              for f in self.gguf_listing.files],
                    "projectors": self.gguf_listing.projectors},
                "sources": {c.name: c.source for c in p.kv_caches} | {f"{b.kind} {b.buft}": b.source for b in p.buffers}}
+        g = self.go_engine
+        if g is not None:  # Ollama's own engine: its figures, not llama.cpp's buffers
+            w = g["weights"]
+            out |= {"kv_cache_mib": None if g["kv"] is None else round(g["kv"]["bytes"] / MiB, 2),
+                    "model_buffer_mib": None if w is None else {k: round(w[k] / MiB, 2) for k in (g["device"], "CPU")},
+                    "compute_buffer_mib": {g["device"]: None}, "compute_buffer_error_mib": {},
+                    "compute_buffer_source": g["compute"], "log_lines": g["log_lines"],
+                    "kv_caches": None if g["kv"] is None else g["kv"]["caches"], "buffers": [],
+                    "ollama_engine_memory": {k: v for k, v in g.items() if k != "log_lines"},
+                    "sources": {"engine": self.ollama["engine"]["source"],
+                                "kv cache": g["kv"]["source"] if g["kv"] else g["kv_why"],
+                                "model weights": w["source"] if w else g["weights_why"],
+                                "compute graph": g["compute"]}}
         if self.draft is not None:
             out["sources"]["draft"] = self.draft.source
             if self.draft.plan is not None:
@@ -367,7 +414,7 @@ class LlamaCpp:
         except GGUFError as exc:
             raise EngineInputError("model", str(exc)) from None
 
-    def settings(self, request, gpu: GPU) -> dict[str, Any]:
+    def settings(self, request, gpu: GPU, meta: GGUFMeta | None = None) -> dict[str, Any]:
         """``n_ctx``, ``n_seq_max``, cache types, flash attention: the request's, else llama-server's defaults
         (``-c`` the model's training context, ``-np 1``, f16, auto), for Ollama its defaults."""
         out = {"n_ctx": request.max_model_len or 0, "n_seq_max": request.parallel or 1,
@@ -388,7 +435,7 @@ class LlamaCpp:
         listing = self.listing(request, model)
         gguf_file, choice_note = self.gguf_choice(request, listing)
         meta, weights_source = self.meta(request, model, gguf_file, listing)
-        st = self.settings(request, gpu)
+        st = self.settings(request, gpu, meta)
         try:
             p = plan(meta, n_ctx=st["n_ctx"], n_seq_max=st["n_seq_max"], kv_unified=request.kv_unified,
                      cache_type_k=st["cache_type_k"], cache_type_v=st["cache_type_v"], flash_attn=st["flash_attn"],
@@ -859,14 +906,115 @@ class Ollama(LlamaCpp):
                                    "llama.cpp for llama.cpp's split, or one GPU")
         return {}
 
-    def settings(self, request, gpu: GPU) -> dict[str, Any]:
+    def settings(self, request, gpu: GPU, meta: GGUFMeta | None = None) -> dict[str, Any]:
+        """Ollama's defaults (:func:`.memory.ollama_defaults`); the cells the runner is asked for (``kv_size``) use
+        ``num_ctx`` cut to the model's training context, as Ollama does before asking for ``num_ctx x parallel`` ("requested context size too large for
+        model", llm/server.go:170-174 at v0.21.0, :110-115 at v0.30.0, unchanged at v0.33.0-rc2)."""
         budget, _ = budget_bytes(gpu)
         d = ollama_defaults(total_vram_gib=budget / GiB, num_ctx=request.max_model_len, num_parallel=request.parallel,
                             kv_cache_type=request.cache_type_k,
                             flash_attention=None if request.flash_attn in (None, "auto") else request.flash_attn == "on")
+        train = meta.n_ctx_train if meta is not None else 0
+        if train and d.num_ctx > train:
+            # num_ctx stays the setting (what OLLAMA_CONTEXT_LENGTH reproduces); the runner gets the cut one
+            d = d.model_copy(update={"kv_size": train * d.num_parallel,
+                                     "sources": d.sources | {"kv_size": f"num_ctx {d.num_ctx} cut to the model's "
+                                                             f"training context {train} (ollama llm/server.go:170-174 "
+                                                             "at v0.21.0, :110-115 at v0.30.0)"}})
         return {"n_ctx": d.kv_size, "n_seq_max": d.num_parallel, "cache_type_k": d.kv_cache_type,
                 "cache_type_v": request.cache_type_v or d.kv_cache_type, "flash_attn": d.flash_attention,
                 "ollama": d.model_dump()}
+
+    def _compute_memory(self, request, model: LoadedModel) -> LlamaCppMemory:
+        """llama.cpp's plan with Ollama's defaults, then the engine the Ollama release runs this architecture on
+        (:func:`.ollama.ollama_engine`, into ``ollama["engine"]``): on llama.cpp's runner or llama-server the plan
+        stands; on Ollama's own Go engine (0.19 .. 0.24) its own KV cache and model weights replace llama.cpp's
+        buffers and its compute graph is said not to be modelled (:meth:`_go_engine`)."""
+        mem = super()._compute_memory(request, model)
+        arch = mem.meta.architecture if mem.meta is not None else mem.plan.architecture
+        try:
+            rule = ollama_rule(request.ollama_release)
+        except ValueError as exc:
+            raise EngineInputError("ollama_release", str(exc).removeprefix("ollama_release: ")) from None
+        eng = ollama_engine(arch, request.ollama_release)
+        mem.ollama["release"] = request.ollama_release
+        mem.ollama["engine"] = eng.to_json()
+        if eng.runner == "llama-server":  # GraphSize, the pre-0.30 scheduler's estimate, is gone (9db4bdbad)
+            mem.plan.notes[:] = [n for n in mem.plan.notes if not n.startswith("Ollama before 0.30")]
+        if eng.engine == "ollama":
+            self._go_engine(request, mem, rule)
+        return mem
+
+    @staticmethod
+    def _go_engine(request, mem: LlamaCppMemory, rule) -> None:
+        """Ollama's own Go engine (:mod:`.ollama`): the KV cache by its kvcache rules (:func:`.ollama.engine_kv`),
+        the model weights per device by its ggml backend's placement with every layer on the GPU
+        (:func:`.ollama.engine_weights`), its log lines, and the fit on those; the compute graph is not modelled
+        (:data:`.ollama.COMPUTE_NOT_MODELLED`), so a fit is conditional on it."""
+        from . import ollama as og
+
+        meta, d, p = mem.meta, mem.ollama, mem.plan
+        device_kind = mem.resolved["device"]
+        gpu_name = "CPU" if device_kind == "CPU" else og.ollama_device_name(_buft_name(device_kind, 0))
+        requested = None if request.flash_attn in (None, "auto") else request.flash_attn == "on"
+        fa, fa_why = og.engine_flash_attention(meta, rule, requested)
+        kv = og.engine_kv(meta, num_ctx=d["num_ctx"], num_parallel=d["num_parallel"], kv_cache_type=d["kv_cache_type"],
+                          flash_attention=fa)
+        kv_why = "" if kv is not None else (
+            f"not modelled: the Go engine's cache layout of {meta.architecture!r} is not transcribed (transcribed: "
+            "gemma3, gpt-oss, qwen3, qwen3moe, mistral3; see calculator/runtimes/llamacpp/ollama.py)")
+        n_gpu = request.n_gpu_layers
+        all_on_gpu = n_gpu in (None, -1) or n_gpu > meta.n_layer_all
+        weights, weights_why = None, ""
+        if device_kind == "CPU":
+            weights_why = "not modelled: Ollama's own engine on the CPU only"
+        elif not all_on_gpu:
+            weights_why = "not modelled: Ollama's own engine with only some layers on the GPU (its scheduler's choice)"
+        elif not meta.tensors:
+            weights_why = "not modelled: no tensor table (give gguf_file)"
+        else:
+            weights = og.engine_weights(meta, gpu_name)
+        notes = [f"Ollama {d['release']} runs {meta.architecture!r} on its own Go engine ({rule.label}); its KV cache, "
+                 "weights and compute graph are its own, not llama.cpp's buffers. A separate projector file (mmproj) "
+                 "makes those releases fall back to the llama.cpp runner (llm/server.go:149-156).",
+                 f"flash attention {'on' if fa else 'off'} in Ollama's engine: {fa_why} ({og.FA_SRC})"]
+        if kv is not None and kv["type_note"]:
+            notes.append(kv["type_note"])
+        if weights is not None and weights.get("note"):
+            notes.append(weights["note"])
+        mem.go_engine = {"device": gpu_name, "weights": weights, "weights_why": weights_why, "kv": kv, "kv_why": kv_why,
+                         "flash_attention": fa, "compute": og.COMPUTE_NOT_MODELLED,
+                         "log_lines": og.log_lines(weights=weights, kv=kv, gpu_name=gpu_name)}
+        p.notes[:] = notes + [n for n in p.notes if not n.startswith("llama.cpp build:")]
+        if kv is not None:
+            mem.kv_cache_mib = kv["bytes"] / MiB
+            full = next((c for c in kv["caches"] if c["name"] == "full"), kv["caches"][0])
+            mem.kv_cache_tokens = full["cells"]
+            mem.max_model_len = kv["capacity"]
+            mem.resolved.update(cache_type_k=kv["type"], cache_type_v=kv["type"])
+        mem.resolved["flash_attn"] = "on" if fa else "off"
+        mem.model_buffer_mib = ({} if weights is None else
+                                {gpu_name: round(weights[gpu_name] / MiB, 2), "CPU": round(weights["CPU"] / MiB, 2)})
+        budget = int(mem.device_budget_mib * MiB)
+        used = None
+        if kv is not None and weights is not None:
+            used = weights[gpu_name] + kv["bytes"]
+        mem.device_used_mib = None if used is None else round(used / MiB, 2)
+        if device_kind == "CPU":
+            mem.fits, mem.reason = True, None
+            mem.condition = "Ollama's own engine on the CPU: its memory is not modelled beyond the KV cache"
+        elif used is not None and used > budget:
+            mem.fits, mem.condition = False, None
+            mem.reason = (f"Ollama's own engine would allocate {used / GiB:.2f} GiB on {gpu_name} (model weights + KV "
+                          f"cache, before its compute graph), more than its {budget / GiB:.2f} GiB")
+        elif used is not None:
+            mem.fits, mem.reason = True, None
+            mem.condition = (f"Ollama's compute graph (not modelled: its own engine) fits in the {(budget - used) / MiB:.0f}"
+                             f" MiB left on {gpu_name}")
+        else:
+            mem.fits, mem.reason = True, None
+            mem.condition = (f"the model weights and KV cache of Ollama's own engine ({weights_why or kv_why}) and its "
+                             "compute graph (not modelled) fit on the device")
 
     def check_speculative(self, spec) -> None:
         """Ollama has no speculative decoding: no draft-model option in its API, Modelfile or server (the feature
