@@ -42,9 +42,15 @@ def write_tiny_gguf(path: str | Path, arch: str, *, n_layer: int = 4, n_embd: in
                     n_ctx_train: int = 4096, sliding_window: int | None = None, n_expert: int = 0,
                     n_expert_used: int = 0, n_ff_exp: int = 32, weight_type: str = "F16",
                     tied: bool = False, swa_pattern: list[bool] | None = None, head_dim_swa: int | None = None,
-                    shared_kv_layers: int = 0, vocab: tuple[list[str], list[str], int, int] | None = None) -> Path:
+                    shared_kv_layers: int = 0, vocab: tuple[list[str], list[str], int, int] | None = None,
+                    n_head_kv_full: int | None = None, k_eq_v: bool = False, n_embd_per_layer: int = 0,
+                    layer_out_scale: bool = False) -> Path:
     """Write a loadable tiny model. ``arch``: llama, qwen3, qwen3moe, gemma3, gpt-oss, gemma4 (``swa_pattern``,
-    ``head_dim_swa``, ``shared_kv_layers``). Weights are zero blocks of ``weight_type`` (any ggml type name)
+    ``head_dim_swa``, ``shared_kv_layers``; ``n_head_kv_full``: KV heads of the full-attention layers, written as
+    a per-layer head_count_kv array; ``k_eq_v``: no attn_v on full layers; ``n_embd_per_layer``: per-layer
+    embeddings; ``layer_out_scale``: blk.N.layer_output_scale; ``n_expert``: the router, its scale, fused
+    ffn_gate_up_exps, ffn_down_exps and its scale, the three extra norms, as conversion/gemma.py writes Gemma 4's
+    MoE). Weights are zero blocks of ``weight_type`` (any ggml type name)
     for matrices and F32 for norms. ``vocab``: ``(tokens in id order, merges "a b", bos id, eos id)`` of a
     byte-level BPE tokenizer to use instead of the built-in placeholder vocabulary (then ``n_vocab`` is
     ``len(tokens)``); every token is typed normal either way."""
@@ -61,7 +67,10 @@ def write_tiny_gguf(path: str | Path, arch: str, *, n_layer: int = 4, n_embd: in
     w.add_block_count(n_layer)
     w.add_feed_forward_length(n_ff)
     w.add_head_count(n_head)
-    w.add_head_count_kv(n_head_kv)
+    if arch == "gemma4" and n_head_kv_full is not None:
+        w.add_head_count_kv([n_head_kv if flag else n_head_kv_full for flag in swa_pattern])
+    else:
+        w.add_head_count_kv(n_head_kv)
     w.add_key_length(head_dim)
     w.add_value_length(head_dim)
     w.add_rope_dimension_count(head_dim)
@@ -76,7 +85,7 @@ def write_tiny_gguf(path: str | Path, arch: str, *, n_layer: int = 4, n_embd: in
         w.add_value_length_swa(head_dim_swa)
     if arch == "gemma4":
         w.add_shared_kv_layers(shared_kv_layers)
-        w.add_embedding_length_per_layer_input(0)
+        w.add_embedding_length_per_layer_input(n_embd_per_layer)
     if n_expert:
         w.add_expert_count(n_expert)
         w.add_expert_used_count(n_expert_used)
@@ -136,23 +145,31 @@ def write_tiny_gguf(path: str | Path, arch: str, *, n_layer: int = 4, n_embd: in
             w.add_tensor(p + "ffn_down_exps.bias", np.zeros((n_expert, n_embd), dtype=np.float32))
         n_layer = 0  # the generic layer loop below is skipped
     if arch == "gemma4":
-        # src/models/gemma4.cpp load_arch_tensors (no per-layer embeddings, no experts); layers past
-        # n_layer - shared_kv_layers have no K (they reuse an earlier layer's cache)
+        # src/models/gemma4.cpp load_arch_tensors (:36-155); layers past n_layer - shared_kv_layers have no K
+        # (they reuse an earlier layer's cache)
         assert swa_pattern is not None and head_dim_swa is not None
+        if n_embd_per_layer:
+            mat("per_layer_token_embd.weight", n_vocab, n_embd_per_layer * n_layer)
+            mat("per_layer_model_proj.weight", n_embd_per_layer * n_layer, n_embd)
+            vec("per_layer_proj_norm.weight", n_embd_per_layer)
         rope_done = False
         for i in range(n_layer):
             p = f"blk.{i}."
             hd = head_dim_swa if swa_pattern[i] else head_dim
+            kv = n_head_kv if (swa_pattern[i] or n_head_kv_full is None) else n_head_kv_full
             has_kv = i < n_layer - shared_kv_layers
             vec(p + "attn_norm.weight", n_embd)
             mat(p + "attn_q.weight", n_head * hd, n_embd)
             if has_kv:
-                mat(p + "attn_k.weight", n_head_kv * hd, n_embd)
-                mat(p + "attn_v.weight", n_head_kv * hd, n_embd)
+                mat(p + "attn_k.weight", kv * hd, n_embd)
+                if not (k_eq_v and not swa_pattern[i]):
+                    mat(p + "attn_v.weight", kv * hd, n_embd)
                 vec(p + "attn_k_norm.weight", hd)
             mat(p + "attn_output.weight", n_embd, n_head * hd)
             vec(p + "attn_q_norm.weight", hd)
             vec(p + "post_attention_norm.weight", n_embd)
+            if layer_out_scale:
+                vec(p + "layer_output_scale.weight", 1)
             if not swa_pattern[i] and not rope_done:
                 vec("rope_freqs.weight", hd // 2)
                 rope_done = True
@@ -161,6 +178,19 @@ def write_tiny_gguf(path: str | Path, arch: str, *, n_layer: int = 4, n_embd: in
             mat(p + "ffn_up.weight", n_ff, n_embd)
             mat(p + "ffn_down.weight", n_embd, n_ff)
             vec(p + "post_ffw_norm.weight", n_embd)
+            if n_expert:
+                w.add_tensor(p + "ffn_gate_inp.weight", np.zeros((n_expert, n_embd), dtype=np.float32))
+                vec(p + "ffn_gate_inp.scale", n_embd)
+                mat(p + "ffn_gate_up_exps.weight", 2 * n_ff_exp, n_embd, n_expert)
+                mat(p + "ffn_down_exps.weight", n_embd, n_ff_exp, n_expert)
+                vec(p + "ffn_down_exps.scale", n_expert)
+                vec(p + "pre_ffw_norm_2.weight", n_embd)
+                vec(p + "post_ffw_norm_1.weight", n_embd)
+                vec(p + "post_ffw_norm_2.weight", n_embd)
+            if n_embd_per_layer:
+                mat(p + "inp_gate.weight", n_embd_per_layer, n_embd)
+                mat(p + "proj.weight", n_embd, n_embd_per_layer)
+                vec(p + "post_norm.weight", n_embd)
         n_layer = 0
     for i in range(n_layer):
         p = f"blk.{i}."
@@ -268,7 +298,8 @@ def tiny_hf_config(arch: str, model: dict) -> dict:
     the calculator): the same layer count, widths, heads, vocabulary, experts and tying."""
     d = {"n_layer": 4, "n_embd": 64, "n_head": 4, "n_head_kv": 2, "head_dim": 16, "n_ff": 128, "n_vocab": 256,
          "n_ctx_train": 4096, "n_expert": 0, "n_expert_used": 0, "n_ff_exp": 32, "tied": False} | model
-    cfg = {"model_type": {"llama": "llama", "qwen3": "qwen3", "qwen3moe": "qwen3_moe", "gemma3": "gemma3_text"}[arch],
+    cfg = {"model_type": {"llama": "llama", "qwen3": "qwen3", "qwen3moe": "qwen3_moe", "gemma3": "gemma3_text",
+                          "gemma4": "gemma4_text"}[arch],
            "num_hidden_layers": d["n_layer"], "hidden_size": d["n_embd"], "num_attention_heads": d["n_head"],
            "num_key_value_heads": d["n_head_kv"], "head_dim": d["head_dim"], "intermediate_size": d["n_ff"],
            "vocab_size": d["n_vocab"], "tie_word_embeddings": d["tied"], "max_position_embeddings": d["n_ctx_train"]}
@@ -277,6 +308,18 @@ def tiny_hf_config(arch: str, model: dict) -> dict:
                 "moe_intermediate_size": d["n_ff_exp"]}
     if arch == "gemma3" and d.get("sliding_window"):
         cfg["sliding_window"] = d["sliding_window"]
+    if arch == "gemma4":
+        # the Gemma 4 text_config keys conversion/gemma.py reads (:670-738): head_dim is the sliding layers',
+        # global_head_dim the full layers' (write_tiny_gguf's head_dim / head_dim_swa)
+        cfg |= {"model_type": "gemma4_text", "head_dim": d["head_dim_swa"], "global_head_dim": d["head_dim"],
+                "layer_types": ["sliding_attention" if f else "full_attention" for f in d["swa_pattern"]],
+                "sliding_window": d["sliding_window"], "num_kv_shared_layers": d.get("shared_kv_layers", 0),
+                "attention_k_eq_v": d.get("k_eq_v", False), "hidden_size_per_layer_input": d.get("n_embd_per_layer", 0),
+                "enable_moe_block": bool(d["n_expert"]), "tie_word_embeddings": d["tied"]}
+        if d.get("n_head_kv_full") is not None:
+            cfg["num_global_key_value_heads"] = d["n_head_kv_full"]
+        if d["n_expert"]:
+            cfg |= {"top_k_experts": d["n_expert_used"]}
     return cfg
 
 
@@ -305,7 +348,38 @@ QUANT_CASES = [
     QuantCase(name="quant-gemma3-Q8_0", arch="gemma3", model=_TIED | {"n_ff": 512, "n_head_kv": 2,
                                                                      "sliding_window": 128}, ftype="Q8_0", n_ctx=512),
 ]
+#: Gemma 4 scaled down from google/gemma-4-26B-A4B (calculator/data/model_configs): 5 sliding + 1 full layer,
+#: sliding head 32 with 2 KV heads, full head 64 with 1 KV head and K = V (no attn_v), tied embeddings, a dense MLP
+#: of 192 (no whole number of 256-blocks, like 2112) beside 16 experts of 64 (like 704), layer_output_scale.
+_G4_MOE = {"n_layer": 6, "n_embd": 256, "n_head": 4, "n_head_kv": 2, "n_head_kv_full": 1, "head_dim": 64,
+           "head_dim_swa": 32, "n_ff": 192, "n_vocab": 512, "n_expert": 16, "n_expert_used": 2, "n_ff_exp": 64,
+           "sliding_window": 128, "swa_pattern": [True] * 5 + [False], "k_eq_v": True, "tied": True,
+           "layer_out_scale": True}
+#: the dense shape (google/gemma-4-31B-it scaled down): 12 layers, no experts, MLP of 512
+_G4_DENSE = _G4_MOE | {"n_layer": 12, "swa_pattern": ([True] * 5 + [False]) * 2, "n_expert": 0, "n_expert_used": 0,
+                       "n_ff": 512}
+QUANT_CASES += [
+    QuantCase(name="quant-gemma4-moe-Q4_K_M", arch="gemma4", model=_G4_MOE, ftype="Q4_K_M", n_ctx=4096),
+    QuantCase(name="quant-gemma4-moe-Q8_0", arch="gemma4", model=_G4_MOE, ftype="Q8_0", n_ctx=2048, n_seq_max=2),
+    QuantCase(name="quant-gemma4-dense-Q4_K_M", arch="gemma4", model=_G4_DENSE, ftype="Q4_K_M", n_ctx=4096,
+              flash_attn="off"),
+    QuantCase(name="quant-gemma4-dense-Q6_K", arch="gemma4", model=_G4_DENSE, ftype="Q6_K", n_ctx=1000,
+              type_k="q8_0", type_v="q8_0", flash_attn="on"),
+]
 CASES += QUANT_CASES
+
+#: Gemma 4 E-style (E2B / E4B shapes scaled down): per-layer embeddings and shared-KV layers, written directly
+#: (the config path refuses shared-KV layers: quant_rules._gemma4_table).
+GEMMA4_CASES = [
+    Case(name="gemma4-moe-swa-full", arch="gemma4", model=_G4_MOE, n_ctx=4096, swa_full=True),
+    # llama.cpp's reuse rule wants the last two cached layers to be sliding then full (llama-model.cpp:2780-2789:
+    # a shared layer reads layer n_layer_kv_from_start - 2 if sliding, - 1 if full), as in E2B / E4B
+    Case(name="gemma4-ple-shared-kv", arch="gemma4",
+         model={"n_layer": 8, "sliding_window": 128, "head_dim": 64, "head_dim_swa": 32, "shared_kv_layers": 3,
+                "swa_pattern": [True, True, True, True, False, True, True, False], "n_embd_per_layer": 16,
+                "tied": True, "layer_out_scale": True}, n_ctx=8192, n_seq_max=2),
+]
+CASES += GEMMA4_CASES
 
 _V32K = {"n_vocab": 32000}
 #: Compute-buffer cases: realistic proportions (a 32000-token vocabulary makes the logits the peak, as in real

@@ -402,14 +402,64 @@ HF_TO_GGUF_ARCH = {
     "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2", "kimi_k2": "deepseek2", "glm4_moe": "glm4moe",
     # MixtralForCausalLM converts as the llama architecture (vendor/llama.cpp/conversion/llama.py:17-34)
     "mixtral": "llama",
+    # Gemma4ForConditionalGeneration / Gemma4ForCausalLM (conversion/gemma.py:632-634)
+    "gemma4": "gemma4", "gemma4_text": "gemma4",
 }
+
+CONV = "llama-cpp-python 0.3.36 vendor/llama.cpp/conversion/"
+
+
+def _gemma4_meta(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """The attention keys conversion/gemma.py (``Gemma4Model.set_gguf_parameters``, :670-738, on top of
+    ``Gemma3Model.set_gguf_parameters`` :140-158) writes for a Gemma 4 ``text_config``:
+
+    * ``sliding_window_pattern`` = ``[t == "sliding_attention" for t in layer_types]`` (:681-682);
+    * ``key_length`` / ``value_length`` = ``global_head_dim`` (full-attention layers), ``key_length_swa`` /
+      ``value_length_swa`` = ``head_dim`` (:686-701);
+    * ``head_count_kv`` = per layer ``num_key_value_heads`` on sliding and ``num_global_key_value_heads`` on full
+      layers when the config has the latter (:716-726), else the scalar ``num_key_value_heads`` (gemma.py:158);
+    * ``shared_kv_layers`` = ``num_kv_shared_layers`` (:674-675): the last N layers keep no cache
+      (src/models/gemma4.cpp:8-11);
+    * ``expert_count`` / ``expert_used_count`` = ``num_experts`` / ``top_k_experts`` (conversion/base.py:1516-1521);
+    * ``sliding_window`` (gemma.py:156-157), ``context_length`` = ``max_position_embeddings`` (:146).
+
+    ``attention_k_eq_v`` (the full layers' V is their K, no ``v_proj``) changes no key: llama.cpp still caches V
+    for those layers (``Vcur = Kcur``, src/models/gemma4.cpp:249-251; llama-kv-cache.cpp:231-234 makes V for
+    every non-MLA layer). Raises ``GGUFError`` for a config that lacks the keys."""
+    try:
+        n_layer = int(cfg["num_hidden_layers"])
+        layer_types = list(cfg["layer_types"])
+        head_swa = int(cfg["head_dim"])
+        head_full = int(cfg.get("global_head_dim") or head_swa)
+        n_kv_swa = int(cfg["num_key_value_heads"])
+        window = int(cfg["sliding_window"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise GGUFError(f"{source}: Gemma 4 config lacks {exc} (layer_types, head_dim, num_key_value_heads, "
+                        "sliding_window are needed)", field="model") from None
+    if len(layer_types) != n_layer:
+        raise GGUFError(f"{source}: layer_types has {len(layer_types)} entries for {n_layer} layers", field="model")
+    swa = [t == "sliding_attention" for t in layer_types]
+    n_kv_full = cfg.get("num_global_key_value_heads")
+    n_kv_full = int(n_kv_full) if n_kv_full is not None else n_kv_swa
+    n_experts = int(cfg.get("num_experts") or 0) if cfg.get("enable_moe_block", True) else 0
+    return {
+        "n_head_kv": [n_kv_swa if s else n_kv_full for s in swa],
+        "head_dim_k": head_full, "head_dim_v": head_full, "head_dim_k_swa": head_swa, "head_dim_v_swa": head_swa,
+        "sliding_window": window, "sliding_window_pattern": swa,
+        "shared_kv_layers": int(cfg.get("num_kv_shared_layers") or 0),
+        "n_expert": n_experts,
+        "n_expert_used": next((int(cfg[k]) for k in ("num_experts_per_tok", "num_experts_per_token", "top_k_experts")
+                               if cfg.get(k)), 0) if n_experts else 0,
+        "source": f"{source} (as llama.cpp's converter writes it: {CONV}gemma.py:670-738; no tensor table)",
+    }
 
 
 def meta_from_hf_config(config: dict[str, Any], *, source: str = "config.json") -> GGUFMeta:
     """The attention metadata llama.cpp's converter would write for a Transformers ``config.json``: block
     count, heads, head dims (``head_dim`` or hidden / heads), context length, sliding window
     (conversion/gemma.py:103 and :157, conversion/gpt_oss.py:130 write ``sliding_window``; no pattern key,
-    so llama.cpp's per-architecture default applies). No tensor table (weights need the GGUF itself).
+    so llama.cpp's per-architecture default applies; Gemma 4 writes a per-layer pattern, :func:`_gemma4_meta`).
+    No tensor table (weights need the GGUF itself).
     Raises ``GGUFError`` for a model type not in ``HF_TO_GGUF_ARCH``."""
     cfg = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
     model_type = cfg.get("model_type") or config.get("model_type")
@@ -422,6 +472,12 @@ def meta_from_hf_config(config: dict[str, Any], *, source: str = "config.json") 
     n_embd = int(cfg["hidden_size"])
     head = int(cfg.get("head_dim") or n_embd // n_head)
     window = cfg.get("sliding_window") if arch in ("gemma2", "gemma3", "gpt-oss") else None
+    if arch == "gemma4":
+        g4 = _gemma4_meta(cfg, source)
+        return GGUFMeta(
+            files=[], file_sizes=[], architecture=arch, name=config.get("_name_or_path"), n_layer_all=n_layer,
+            n_ctx_train=int(cfg.get("max_position_embeddings") or 0), n_embd=n_embd, n_head=[n_head] * n_layer,
+            n_vocab=int(cfg["vocab_size"]) if cfg.get("vocab_size") else None, tensors=[], **g4)
     mla: dict[str, int] = {}
     if arch == "deepseek2" and cfg.get("kv_lora_rank"):
         # conversion/deepseek.py:326 (num_key_value_heads = 1) and :349-353: MLA is written as MQA with

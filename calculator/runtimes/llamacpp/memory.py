@@ -774,6 +774,9 @@ def ffn_width(meta: GGUFMeta) -> int | None:
     for t in meta.tensors:
         if t.name.endswith(".ffn_up_exps.weight") and len(t.shape) >= 2 and meta.n_expert_used:
             widths.append(t.shape[1] * meta.n_expert_used)
+        elif t.name.endswith(".ffn_gate_up_exps.weight") and len(t.shape) >= 2 and meta.n_expert_used:
+            # fused gate and up (Gemma 4): [2 x n_ff_exp, n_expert_used, T] then their product, the same 3 x n_ff_exp
+            widths.append(t.shape[1] // 2 * meta.n_expert_used)
         elif t.name.endswith(".ffn_up.weight") and len(t.shape) >= 2:
             widths.append(t.shape[1])
     if widths:
@@ -1064,12 +1067,17 @@ AMX_RULES: dict[str, tuple[int, int]] = {
 }
 
 
+#: Weights outside ``blk.N.`` that feed a MUL_MAT: the output layer and Gemma 3n / 4's per-layer model projection
+#: (llama-arch.cpp:922 ``LLM_TENSOR_PER_LAYER_MODEL_PROJ`` {LAYER_REPEATING, GGML_OP_MUL_MAT}).
+_MATMUL_GLOBALS = ("output.weight", "per_layer_model_proj.weight")
+
+
 def amx_takes(t) -> bool:
     """Whether a CPU-resident weight goes to the AMX buffer (see ``AMX_RULES``): a 2-D layer matrix or
     output.weight (MUL_MAT; token_embd feeds GET_ROWS, 3-D experts MUL_MAT_ID)."""
     if t.ggml_type not in AMX_RULES or len(t.shape) != 2 or not t.name.endswith(".weight"):
         return False
-    if not (t.name.startswith("blk.") or t.name == "output.weight") or "_norm" in t.name \
+    if not (t.name.startswith("blk.") or t.name in _MATMUL_GLOBALS) or "_norm" in t.name \
             or "ffn_gate_inp" in t.name:
         return False
     multiple, _ = AMX_RULES[t.ggml_type]
@@ -1097,7 +1105,7 @@ def repacks(t, features: frozenset) -> bool:
     dims = len(t.shape)
     if not t.name.endswith(".weight"):
         return False
-    is_matmul = (dims == 2 and (t.name.startswith("blk.") or t.name == "output.weight")) or \
+    is_matmul = (dims == 2 and (t.name.startswith("blk.") or t.name in _MATMUL_GLOBALS)) or \
         (dims == 3 and t.name.endswith("_exps.weight"))
     if not is_matmul:
         return False
@@ -1111,12 +1119,26 @@ _BLK = re.compile(r"^blk\.(\d+)\.")
 _OUTPUT_TENSORS = ("output.weight", "output_norm.weight", "output_norm.bias", "output.bias")
 
 
-def tensor_layer(name: str, n_all: int) -> int | str:
+def tensor_layer(name: str, n_all: int, meta: GGUFMeta | None = None) -> int | str:
     """Which placement unit a GGUF tensor belongs to: a layer index, ``"input"`` (token_embd and other
-    non-layer tensors, always on the CPU: llama-model.cpp:1603-1605) or ``"output"`` (llama-model.cpp:1614)."""
+    non-layer tensors, always on the CPU: llama-model.cpp:1603-1605) or ``"output"`` (llama-model.cpp:1614).
+
+    With ``meta`` of a Gemma 4 model, the tensors without a ``blk.N.`` prefix that llama.cpp creates as layer
+    tensors (LLM_TENSOR_LAYER_REPEATING, llama-arch.cpp:743, 922-923; the buffer of the layer number they are
+    created with, llama-model-loader.cpp:1217-1227) go to that layer: ``per_layer_model_proj`` and
+    ``per_layer_proj_norm`` to layer 0 (src/models/gemma4.cpp:57-59), ``rope_freqs`` to the first full-attention
+    layer (:95-99; later full layers share it, TENSOR_DUPLICATED). (Llama's ``rope_freqs``, made with layer 0, is
+    still counted on the CPU here.)"""
     m = _BLK.match(name)
     if m:
         return int(m.group(1))
+    if meta is not None and meta.architecture == "gemma4":
+        if name in ("per_layer_model_proj.weight", "per_layer_proj_norm.weight"):
+            return 0
+        if name == "rope_freqs.weight":
+            pattern = meta.sliding_window_pattern
+            if isinstance(pattern, list):
+                return next((il for il, f in enumerate(pattern) if not f), 0)
     if name in _OUTPUT_TENSORS or name.startswith("output"):
         return "output"
     return "input"
@@ -1136,7 +1158,7 @@ def _model_buffers(meta: GGUFMeta, unit_dev: list[int], device: str,
     output_on_gpu = unit_dev[n_all] != CPU
     groups: dict[str, list] = {}
     for t in meta.tensors:
-        unit = tensor_layer(t.name, n_all)
+        unit = tensor_layer(t.name, n_all, meta)
         if unit == "input":
             where = "CPU"
         elif unit == "output":

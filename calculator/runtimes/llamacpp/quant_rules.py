@@ -92,7 +92,99 @@ GEMMA3_TOKENIZER_SIZE = 262144
 
 #: HF model_type -> llama.cpp architecture for which the tensor table is modelled.
 TABLE_ARCHS = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
-               "qwen3_moe": "qwen3moe", "gemma2": "gemma2", "gemma3": "gemma3", "gemma3_text": "gemma3"}
+               "qwen3_moe": "qwen3moe", "gemma2": "gemma2", "gemma3": "gemma3", "gemma3_text": "gemma3",
+               "gemma4": "gemma4", "gemma4_text": "gemma4"}
+
+CONV = SRC + "conversion/"
+
+
+def _gemma4_table(config: dict[str, Any], cfg: dict[str, Any]) -> tuple[list[tuple[str, list[int], str]], int, int]:
+    """``(tensors, n_expert, n_vocab)`` of a Gemma 4 GGUF as convert_hf_to_gguf.py writes it from the checkpoint
+    and src/models/gemma4.cpp ``load_arch_tensors`` (:36-155) loads it. Per layer ``il`` (head size ``hd`` =
+    ``head_dim`` on sliding layers, ``global_head_dim`` on full ones; ``n_kv`` = ``num_key_value_heads`` /
+    ``num_global_key_value_heads``):
+
+    * ``attn_norm``, ``attn_q`` [n_embd, n_head x hd], ``attn_k`` [n_embd, n_kv x hd] + ``attn_k_norm`` [hd],
+      ``attn_v`` [n_embd, n_kv x hd] except on full layers with ``attention_k_eq_v`` (HF ``v_proj`` is None there,
+      modeling_gemma4.py Gemma4TextAttention; gemma4.cpp:82 loads it TENSOR_NOT_REQUIRED), ``attn_output``,
+      ``attn_q_norm`` [hd], ``post_attention_norm``, ``layer_output_scale`` [1] (HF ``layer_scalar``,
+      conversion/gemma.py:792-793); v_norm has no weight (``with_scale=False``);
+    * the dense MLP (every layer, the MoE layers' shared expert): ``ffn_norm``, ``ffn_gate`` / ``ffn_up``
+      [n_embd, n_ff(il)], ``ffn_down``, ``post_ffw_norm``; n_ff doubles on the shared-KV layers with
+      ``use_double_wide_mlp`` (conversion/gemma.py:707-713);
+    * MoE (``enable_moe_block``): ``ffn_gate_inp`` [n_embd, n_expert] (router.proj, F32: conversion/base.py:1091),
+      ``ffn_gate_inp.scale`` [n_embd] (router.scale, :800-803), ``ffn_gate_up_exps`` [n_embd, 2 x n_ff_exp, n_expert]
+      (HF keeps gate and up fused: tensor_mapping.py:617-620), ``ffn_down_exps`` [n_ff_exp, n_embd, n_expert],
+      ``ffn_down_exps.scale`` [n_expert] (per_expert_scale, :804-808), ``pre_ffw_norm_2``, ``post_ffw_norm_1`` /
+      ``_2``;
+    * per-layer embeddings (``hidden_size_per_layer_input`` = P > 0): ``inp_gate`` [n_embd, P], ``proj`` [P, n_embd],
+      ``post_norm``; and once ``per_layer_token_embd`` [P x n_layer, n_vocab], ``per_layer_model_proj``
+      [n_embd, P x n_layer], ``per_layer_proj_norm`` [P];
+    * once: ``token_embd``, ``output_norm``, ``rope_freqs`` [global_head_dim / 2] (generate_extra_tensors,
+      conversion/gemma.py:740-762), ``output`` only without tied embeddings.
+
+    Shared-KV layers (``num_kv_shared_layers`` > 0, the E2B / E4B models) are refused: the HF model has no k / v
+    projections there, but the released checkpoints may carry them (transformers lists them in
+    ``_keys_to_ignore_on_load_unexpected``), and the converter copies whatever the checkpoint holds, so the tensor
+    table cannot be told from config.json alone. Raises ``NotModelled``."""
+    try:
+        n_layer = int(cfg["num_hidden_layers"])
+        n_embd = int(cfg["hidden_size"])
+        n_head = int(cfg["num_attention_heads"])
+        hd_swa = int(cfg["head_dim"])
+        hd_full = int(cfg.get("global_head_dim") or hd_swa)
+        kv_swa = int(cfg["num_key_value_heads"])
+        kv_full = int(cfg.get("num_global_key_value_heads") or kv_swa)
+        n_ff = int(cfg["intermediate_size"])
+        n_vocab = int(cfg["vocab_size"])
+        swa = [t == "sliding_attention" for t in cfg["layer_types"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise NotModelled(f"config.json lacks {exc} needed to lay out the Gemma 4 GGUF tensors", field="model") from None
+    n_shared = int(cfg.get("num_kv_shared_layers") or 0)
+    if n_shared:
+        raise NotModelled(f"Gemma 4 with {n_shared} shared-KV layers (E2B / E4B): whether the checkpoint carries k / v "
+                          "projections for those layers (the HF model ignores them on load) decides the GGUF's tensors, "
+                          "which config.json does not say; give the GGUF file (its header) for the model buffers",
+                          field="gguf_file")
+    k_eq_v = bool(cfg.get("attention_k_eq_v"))
+    moe = bool(cfg.get("enable_moe_block")) and int(cfg.get("num_experts") or 0) > 0
+    n_expert = int(cfg["num_experts"]) if moe else 0
+    n_ff_exp = int(cfg.get("moe_intermediate_size") or cfg.get("expert_intermediate_size") or 0) if moe else 0
+    ple = int(cfg.get("hidden_size_per_layer_input") or 0)
+    tied = bool(config.get("tie_word_embeddings", cfg.get("tie_word_embeddings", True)))
+    F32, F16 = "F32", "F16"
+    t: list[tuple[str, list[int], str]] = [("token_embd.weight", [n_embd, n_vocab], F16),
+                                           ("output_norm.weight", [n_embd], F32),
+                                           ("rope_freqs.weight", [hd_full // 2], F32)]
+    if not tied:
+        t.append(("output.weight", [n_embd, n_vocab], F16))
+    if ple:
+        t += [("per_layer_token_embd.weight", [ple * n_layer, int(cfg.get("vocab_size_per_layer_input") or n_vocab)],
+               F16), ("per_layer_model_proj.weight", [n_embd, ple * n_layer], F16),
+              ("per_layer_proj_norm.weight", [ple], F32)]
+    for i in range(n_layer):
+        p = f"blk.{i}."
+        hd = hd_swa if swa[i] else hd_full
+        kv = (kv_swa if swa[i] else kv_full) * hd
+        t += [(p + "attn_norm.weight", [n_embd], F32), (p + "attn_q.weight", [n_embd, n_head * hd], F16),
+              (p + "attn_k.weight", [n_embd, kv], F16), (p + "attn_k_norm.weight", [hd], F32),
+              (p + "attn_output.weight", [n_head * hd, n_embd], F16), (p + "attn_q_norm.weight", [hd], F32),
+              (p + "post_attention_norm.weight", [n_embd], F32), (p + "layer_output_scale.weight", [1], F32),
+              (p + "ffn_norm.weight", [n_embd], F32), (p + "ffn_gate.weight", [n_embd, n_ff], F16),
+              (p + "ffn_up.weight", [n_embd, n_ff], F16), (p + "ffn_down.weight", [n_ff, n_embd], F16),
+              (p + "post_ffw_norm.weight", [n_embd], F32)]
+        if not (k_eq_v and not swa[i]):
+            t.append((p + "attn_v.weight", [n_embd, kv], F16))
+        if moe:
+            t += [(p + "ffn_gate_inp.weight", [n_embd, n_expert], F32), (p + "ffn_gate_inp.scale", [n_embd], F32),
+                  (p + "ffn_gate_up_exps.weight", [n_embd, 2 * n_ff_exp, n_expert], F16),
+                  (p + "ffn_down_exps.weight", [n_ff_exp, n_embd, n_expert], F16),
+                  (p + "ffn_down_exps.scale", [n_expert], F32), (p + "pre_ffw_norm_2.weight", [n_embd], F32),
+                  (p + "post_ffw_norm_1.weight", [n_embd], F32), (p + "post_ffw_norm_2.weight", [n_embd], F32)]
+        if ple:
+            t += [(p + "inp_gate.weight", [n_embd, ple], F16), (p + "proj.weight", [ple, n_embd], F16),
+                  (p + "post_norm.weight", [n_embd], F32)]
+    return t, n_expert, n_vocab
 
 
 class _Hp:
@@ -126,6 +218,12 @@ def hf_tensor_table(config: dict[str, Any]) -> tuple[str, list[tuple[str, list[i
         n_vocab = int(cfg["vocab_size"])
     except (KeyError, TypeError, ValueError) as exc:
         raise NotModelled(f"config.json lacks {exc} needed to lay out the GGUF tensors", field="model") from None
+    if arch == "gemma4":
+        t4, n_expert4, n_vocab = _gemma4_table(config, cfg)
+        # hparams.n_gqa() of layer 0 (llama-hparams.cpp), the model type is never 70B (gemma4.cpp:27-33)
+        kv0 = int(cfg["num_key_value_heads"]) if cfg["layer_types"][0] == "sliding_attention" else \
+            int(cfg.get("num_global_key_value_heads") or cfg["num_key_value_heads"])
+        return arch, t4, _Hp(arch, n_layer, n_head, kv0, n_expert4, False), n_vocab
     if arch == "gemma3" and n_vocab == 262208:
         n_vocab = GEMMA3_TOKENIZER_SIZE
     tied = bool(config.get("tie_word_embeddings", cfg.get("tie_word_embeddings", arch in ("gemma2", "gemma3"))))
