@@ -67,11 +67,12 @@ MAPPING: dict[str, dict] = {
                 "why_release": "SGL_VERSION 0.4.3.post4 in the Dockerfile on the same page",
                 "why_miss": "the weights estimate is the log's 15.54 GiB (parameters + float32 RoPE cache + caching-"
                             "allocator rounding); the miss is the start-up overhead. The public logs "
-                            "(data/startup_overhead.json) have no L4 and one 4-rank PCIe log (4x RTX PRO 6000, NCCL "
-                            "2.29.7, 2026: 0.39 GiB for the distributed init), so 0.47 + 0.39 = 0.86 GiB is used where this "
-                            "log took 0.40 (0.13 of it in the distributed init, NCCL 2.21.5 of torch 2.5.1). The pool is "
-                            "2.5 GiB of 21.2, so every 0.1 GiB is 3.5% of the tokens; the spread of such logs (+-0.24 "
-                            "GiB) is +-8% here: the plan says so and asks for the logged free memory"},
+                            "(data/startup_overhead.json) have no L4: the context part is the NVIDIA median 0.47 (public "
+                            "logs 0.25-0.60), the distributed init the median of the two 4-rank PCIe logs (4x RTX 2080 Ti "
+                            "22 GB on 0.4.6: 0.10; 4x RTX PRO 6000 on NCCL 2.29.7: 0.39) 0.245, so 0.715 GiB where this "
+                            "log took 0.40. The pool is 2.6 GiB of 21.3, so every 0.1 GiB is 3.3% of the tokens; the "
+                            "spread of such logs (+-0.32 GiB) is +-10% here: the plan says so and asks for the logged "
+                            "free memory"},
     "sgl-015": {"config": "Qwen__Qwen3.5-9B.json", "gpu": "RTX4090", "release": "0.5.10.post1",
                 "why_release": "source build 0.0.0.dev11582 dated 2026-04-14; 0.5.10.post1 (2026-04-08) is the "
                                "last release before it (assumption)",

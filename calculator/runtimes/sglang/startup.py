@@ -34,7 +34,7 @@ from functools import cache
 from pathlib import Path
 from statistics import median
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from calculator.engine.errors import EngineInputError
 from calculator.engine.gpus import GPU, get_gpu
@@ -45,13 +45,14 @@ DATA_FILE = Path(__file__).resolve().parent / "data" / "startup_overhead.json"
 class StartupLog(BaseModel):
     """One public start-up log (a row of ``data/startup_overhead.json``). GiB."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
     id: str
     source: str
     date: str
     sglang: str
-    gpu: str
+    gpu: str | None = None
+    vendor_field: str | None = Field(default=None, alias="vendor")
     gpu_evidence: str
     world: int
     link: str
@@ -62,17 +63,22 @@ class StartupLog(BaseModel):
     quote: str
 
     @property
-    def gpu_total_gib(self) -> float:
-        return get_gpu(self.gpu).memory_gib
+    def gpu_total_gib(self) -> float | None:
+        """The catalog's total of the row's GPU; None for a GPU the catalog does not have."""
+        return None if self.gpu is None else get_gpu(self.gpu).memory_gib
 
     @property
     def vendor(self) -> str:
-        return "amd" if "AMD" in self.gpu else "nvidia"
+        if self.vendor_field:
+            return self.vendor_field
+        return "amd" if self.gpu and "AMD" in self.gpu else "nvidia"
 
     @property
     def pre(self) -> float | None:
         """GiB gone before ``init_torch_distributed`` measures (context, torch): total - T - D, or total minus the
         free memory an older log prints when the distributed init begins. None when the log gives neither."""
+        if self.gpu_total_gib is None:
+            return None
         if self.avail_before_dist is not None:
             return round(self.gpu_total_gib - self.avail_before_dist, 2)
         if self.avail_before_load is None:
@@ -82,7 +88,9 @@ class StartupLog(BaseModel):
     @property
     def total(self) -> float | None:
         """total - ``Load weight begin. avail mem``: the whole start-up overhead of this log."""
-        return None if self.avail_before_load is None else round(self.gpu_total_gib - self.avail_before_load, 2)
+        if self.avail_before_load is None or self.gpu_total_gib is None:
+            return None
+        return round(self.gpu_total_gib - self.avail_before_load, 2)
 
 
 class Part(BaseModel):
