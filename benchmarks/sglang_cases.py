@@ -4,11 +4,12 @@
 For every record of ``../shared/cases/runtime_startup_logs.json`` key ``sglang`` marked complete, runs
 :func:`calculator.runtimes.sglang.plan` and prints predicted vs logged figures, in two modes:
 
-- ``config``: everything from the model's config.json, the GPU catalog, SGLang's rules and the
-  labelled fit for start-up overhead; weights estimated from the config (:mod:`calculator.runtimes.sglang.
-  weights`). What the product can say before a run.
-- ``config-loo``: the same, with the start-up overhead fit made without the record's own log (when the
-  record is one of the fit's data): how the fit does on a log it has not seen.
+- ``config``: everything from the model's config.json, the GPU catalog, SGLang's rules and the start-up
+  overhead of :mod:`calculator.runtimes.sglang.startup` (medians of public start-up logs, none of them a record
+  here); weights estimated from the config (:mod:`calculator.runtimes.sglang.weights`). What the product can say
+  before a run.
+- ``config-loo``: the same without the public logs that share a source (author and machine) with the record
+  (``related_records`` in ``data/startup_overhead.json``); equal to ``config`` for the others.
 - ``logged-T``: the log's free memory before loading (``Load weight begin. avail mem``) as input, the
   weights estimated from the config: checks the weights estimate alone.
 - ``logged-mem``: the same, but with the two memory figures SGLang measures and logs before sizing the
@@ -35,12 +36,7 @@ sys.path.insert(0, str(ROOT))
 from calculator.engine.errors import EngineInputError
 from calculator.engine.gpus import GPU, get_gpu
 from calculator.runtimes.sglang import plan
-from calculator.runtimes.sglang.memory import (
-    STARTUP_OVERHEAD_DATA,
-    overhead_fit,
-    overhead_group,
-    startup_overhead_gib,
-)
+from calculator.runtimes.sglang.memory import startup_overhead_gib
 
 SHARED = next((p for p in (ROOT.parent / "shared", ROOT.parent.parent / "shared", Path("/work/shared"))
                if (p / "cases").is_dir()), ROOT.parent / "shared")
@@ -70,16 +66,19 @@ MAPPING: dict[str, dict] = {
     "sgl-011": {"config": "Qwen__QwQ-32B.json", "gpu": "L4", "release": "0.4.3.post4",
                 "why_release": "SGL_VERSION 0.4.3.post4 in the Dockerfile on the same page",
                 "why_miss": "the weights estimate is the log's 15.54 GiB (parameters + float32 RoPE cache + caching-"
-                            "allocator rounding); the miss is the start-up overhead: 4x L4 over PCIe took 0.40 GiB "
-                            "before loading, the PCIe fit is the mean of this log and 2x RTX 4090's 0.71 (CUDA context "
-                            "and NCCL buffers: not in the configuration), and the pool is 2.8 GiB of 21.6, so every "
-                            "0.1 GiB is 3.1% of the tokens (the plan says so in its notes)"},
+                            "allocator rounding); the miss is the start-up overhead. The public logs "
+                            "(data/startup_overhead.json) have no L4: the context part is the NVIDIA median 0.47 (public "
+                            "logs 0.25-0.60), the distributed init the median of the two 4-rank PCIe logs (4x RTX 2080 Ti "
+                            "22 GB on 0.4.6: 0.10; 4x RTX PRO 6000 on NCCL 2.29.7: 0.39) 0.245, so 0.715 GiB where this "
+                            "log took 0.40. The pool is 2.6 GiB of 21.3, so every 0.1 GiB is 3.3% of the tokens; the "
+                            "spread of such logs (+-0.32 GiB) is +-10% here: the plan says so and asks for the logged "
+                            "free memory"},
     "sgl-015": {"config": "Qwen__Qwen3.5-9B.json", "gpu": "RTX4090", "release": "0.5.10.post1",
                 "why_release": "source build 0.0.0.dev11582 dated 2026-04-14; 0.5.10.post1 (2026-04-08) is the "
                                "last release before it (assumption)",
-                "why_miss": "weights within 0.05 GiB of the log (vision tower split by TP, gated query, RoPE cache); "
-                            "2x RTX 4090 took 0.71 GiB before loading against the PCIe fit's 0.56 (see sgl-011): "
-                            "+0.15 GiB free -> +1.6% of the tokens, the rest from the weights"},
+                "why_note": "weights within 0.05 GiB of the log (vision tower split by TP, gated query, RoPE cache); "
+                            "start-up overhead 0.73 GiB from public logs (NVIDIA context median 0.47 + 2x RTX 4090 "
+                            "distributed init 0.26 of sglang#16920) against the log's 0.71"},
     "sgl-025": {"config": "Qwen__Qwen3-0.6B.json", "gpu": "RTX 5080", "capacity_from_log_mib": "nvidia_smi_total_mib",
                 "release": "0.4.10.post2",
                 "why_release": "version not given; log dated 2025-08-08; 0.4.10.post2 (2025-08-03) is the last "
@@ -170,8 +169,8 @@ MODES = ("config", "config-loo", "logged-T", "logged-mem")
 
 
 def run(path: Path) -> tuple[list[dict], list[tuple[str, str]]]:
-    """Every complete record in four modes: ``config`` (nothing from the log), ``config-loo`` (the same with
-    the start-up overhead fit made without this record's own log: how the fit does on a log it has not seen),
+    """Every complete record in four modes: ``config`` (nothing from the log), ``config-loo`` (the same without
+    the start-up logs related to the record's source),
     ``logged-T`` (the log's free memory before loading, weights estimated: checks the weights estimate alone)
     and ``logged-mem`` (both logged figures: checks SGLang's rules alone)."""
     data = json.loads(path.read_text())
@@ -195,21 +194,19 @@ def run(path: Path) -> tuple[list[dict], list[tuple[str, str]]]:
             flags["gpu_memory_capacity_mib"] = rec["logged"][m["capacity_from_log_mib"]]
         want = rec["logged"]["kv_tokens"]
         row = {"id": rid, "model": rec["model"], "gpu": gpu.name, "release": m["release"], "logged_tokens": want,
-               "why_release": m["why_release"], "why_miss": m.get("why_miss")}
+               "why_release": m["why_release"], "why_miss": m.get("why_miss"), "why_note": m.get("why_note")}
         inputs = logged_inputs(rec)
         world = flags.get("tp_size", 1)
-        loo = overhead_fit(exclude=rid)
         try:
-            oh_loo = startup_overhead_gib(gpu, world, fit=loo)[0]
+            oh_loo = startup_overhead_gib(gpu, world, exclude_record=rid)[0]
             loo_inputs: dict | None = {"free_memory_before_load_gib": gpu.memory_gib - oh_loo}
-        except EngineInputError:
-            loo_inputs = None  # no other public log of this kind
-        own = any(d[0] == rid and (d[1], d[2]) == overhead_group(gpu, world) for d in STARTUP_OVERHEAD_DATA)
-        for mode, extra in (("config", {}), ("config-loo", loo_inputs if own else None),
+        except EngineInputError as e:
+            loo_inputs = {"error": str(e)}  # no public log of this kind left
+        for mode, extra in (("config", {}), ("config-loo", loo_inputs),
                             ("logged-T", {k: v for k, v in inputs.items() if k == "free_memory_before_load_gib"}),
                             ("logged-mem", inputs)):
-            if extra is None and mode == "config-loo" and own:
-                row[mode] = {"error": "no other public log of this kind to fit the start-up overhead from"}
+            if extra and "error" in extra:
+                row[mode] = {"error": "no public start-up log of this kind without this record's source: " + extra["error"]}
                 continue
             if mode != "config" and not extra:
                 row[mode] = None
@@ -295,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
             print("         " + ", ".join(f"{n} {pv} (log {lv})" for n, pv, lv in b[1]["other"]))
         if row.get("why_miss"):
             print(f"         why: {row['why_miss']}")
+        if row.get("why_note"):
+            print(f"         note: {row['why_note']}")
     print("\nrelease per record:")
     for row in rows:
         print(f"  {row['id']}: {row['release']} -- {row['why_release']}")
@@ -302,8 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     for rid, why in skipped:
         print(f"  {rid}: {why}")
     print("\nsummary (KV tokens, complete records):")
-    print(f"  config only (catalog GPU, start-up overhead fit, weights estimate):    {summary(rows, 'config')}")
-    print(f"  config, overhead fit without the record's own log (leave-one-out):    {summary(rows, 'config-loo')}")
+    print(f"  config only (catalog GPU, start-up overhead of public logs, weights estimate): {summary(rows, 'config')}")
+    print(f"  config, without the start-up logs related to the record's source:          {summary(rows, 'config-loo')}")
     print(f"  logged-T (the log's free-before-load, weights estimated):             {summary(rows, 'logged-T')}")
     print(f"  logged-mem (the record's free-before-load and weights as inputs):       {summary(rows, 'logged-mem')}")
     print(f"  best available per record (logged-mem where logged, else config):       {summary(rows, None)}")

@@ -26,8 +26,10 @@ What the source cannot give, and how this module takes it:
 
 - ``T`` (free memory before loading) = GPU memory minus the CUDA context, torch and NCCL/custom-all-reduce
   buffers created at start-up. An input (``free_memory_before_load_gib``, the log's ``Load weight begin``
-  value) or a **fit** (:data:`STARTUP_OVERHEAD_FIT`, by vendor and interconnect), labelled as such in
-  ``sources``; when the pool is small next to it, a note says how far the fit's spread moves the token count.
+  value) or the median of public start-up logs (:mod:`.startup`: the context part by GPU model or vendor, the
+  part SGLang logs as ``Init torch distributed ends. mem usage`` by vendor, link and ranks), labelled ``fit`` in
+  ``sources`` with the logs named; when the pool is small next to it, a note says how far the logs' spread moves
+  the token count.
 - ``W`` (weights on one rank): an input (``weights_bytes``; the log's ``mem usage``) or an estimate
   (:mod:`.weights`: the parameter count plus what SGLang keeps beside it: rotary caches, replicated layers,
   vision-tower sharding, ROCm-only copies, caching-allocator rounding), each term in ``sources``.
@@ -52,46 +54,14 @@ from calculator.engine.weights import resolve_quant
 from . import releases as R
 from .compat import check_backend, default_backend
 from .releases import at_least, check_release, cite
+from .startup import startup_overhead
 from .weights import estimate as estimate_weights
 
 GIB = 1 << 30
 
-#: Memory in GiB that SGLang does not see free before loading the weights (CUDA/HIP context, torch, NCCL /
-#: RCCL communicators and custom all-reduce buffers made by ``init_torch_distributed``), as the GPU total torch
-#: reports (the catalog's ``memory_gib``) minus the logged ``Load weight begin. avail mem``. A **fit**, not
-#: source: it depends on the driver, the interconnect and the NCCL settings, none of which config.json gives.
-#: Grouped by vendor, one rank or several, and the link the ranks talk over (:func:`calculator.engine.perf.
-#: interconnect`: NVLink, Infinity Fabric or PCIe); the fit of a group is the mean of its data. The data: every
-#: public start-up log in ``shared/cases/runtime_startup_logs.json`` that gives the free memory before loading
-#: on a catalog GPU, as ``(record, vendor, link, GiB, how)``.
-STARTUP_OVERHEAD_DATA: tuple[tuple[str, str, str, float, str], ...] = (
-    ("sgl-025", "nvidia", "single", 0.32, "RTX 5080: 15.48 - (13.91 + 1.25)"),
-    ("sgl-020", "nvidia", "single", 0.51, ("H200: 139.81 - 137.34 - the 1.96 of its 'Init torch distributed ends. "
-                                           "mem usage' line (the part before the distributed init)")),
-    ("sgl-011", "nvidia", "pcie", 0.40, "4x L4: 22.03 - 21.63"),
-    ("sgl-015", "nvidia", "pcie", 0.71, "2x RTX 4090: 23.64 - 22.93"),
-    ("sgl-020", "nvidia", "nvlink", 2.47, "8x H200: 139.81 - 137.34"),
-    ("sgl-006", "amd", "single", 0.78, "MI355X: 287.98 - 287.20"),
-    ("sgl-003", "amd", "xgmi", 4.42, "8x MI355X: 287.98 - 283.56"),
-)
-
-
-def overhead_fit(exclude: str | None = None) -> dict[tuple[str, str], tuple[float, float, str]]:
-    """``{(vendor, link): (mean GiB, half the spread GiB, the data)}`` from :data:`STARTUP_OVERHEAD_DATA`,
-    leaving out record ``exclude`` (for a leave-one-out check); groups with one point get 0 spread."""
-    groups: dict[tuple[str, str], list[tuple[str, float, str]]] = {}
-    for rid, vendor, link, gib, how in STARTUP_OVERHEAD_DATA:
-        if rid != exclude:
-            groups.setdefault((vendor, link), []).append((rid, gib, how))
-    out = {}
-    for key, pts in groups.items():
-        vals = [g for _, g, _ in pts]
-        out[key] = (round(sum(vals) / len(vals), 2), round((max(vals) - min(vals)) / 2, 2),
-                    "; ".join(f"{rid} {g:.2f} ({how})" for rid, g, how in pts))
-    return out
-
-
-STARTUP_OVERHEAD_FIT = overhead_fit()
+# The start-up overhead (GPU memory gone before loading: CUDA/HIP context, torch, NCCL/RCCL communicators, custom
+# all-reduce buffers) lives in :mod:`.startup`: SGLang's source says which communicators exist, the public logs of
+# ``data/startup_overhead.json`` give the context and communicator sizes (no record of the shared cases among them).
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1}
 
@@ -393,33 +363,15 @@ def gdn_state_bytes(c: dict[str, Any], attn_tp: int, ssm_bytes: int = 4, conv_by
 # The plan
 
 
-def overhead_group(gpu: GPU, world: int) -> tuple[str, str]:
-    """``(vendor, link)`` of :data:`STARTUP_OVERHEAD_DATA` for ``world`` ranks of ``gpu`` on one node; the link
-    from :func:`calculator.engine.perf.interconnect`."""
-    from calculator.engine.perf import interconnect
-
-    vendor = "amd" if _gpu_is_hip(gpu) else "nvidia"
-    if world <= 1:
-        return vendor, "single"
-    if vendor == "amd":
-        return "amd", "xgmi"
-    return "nvidia", ("nvlink" if "NVLink" in interconnect(gpu)[1] else "pcie")
-
-
-def startup_overhead_gib(gpu: GPU, world: int, fit: dict | None = None) -> tuple[float, float, str]:
-    """``(GiB, half spread GiB, description)`` of the start-up overhead fit (:data:`STARTUP_OVERHEAD_FIT`, or
-    ``fit``) for ``world`` ranks of ``gpu``.
+def startup_overhead_gib(gpu: GPU, world: int, exclude_record: str | None = None) -> tuple[float, float, str]:
+    """``(GiB, spread GiB, description)`` of the start-up overhead of ``world`` ranks of ``gpu`` on one node, from
+    the public logs of :mod:`.startup` (``exclude_record``: leave out logs related to that shared record).
 
     Raises:
-        EngineInputError(field="gpu"): no public log of that kind to fit from.
+        EngineInputError(field="gpu"): no public log of that vendor and link.
     """
-    key = overhead_group(gpu, world)
-    table = STARTUP_OVERHEAD_FIT if fit is None else fit
-    if key not in table:
-        raise EngineInputError("gpu", f"no public start-up log of {key[0]} GPUs ({key[1]}) to estimate the memory "
-                               "taken before loading; give free_memory_before_load_gib")
-    gib, spread, data = table[key]
-    return gib, spread, f"{key[0]}, {key[1]}: {data}"
+    oh = startup_overhead(gpu, world, "amd" if _gpu_is_hip(gpu) else "nvidia", exclude_record=exclude_record)
+    return oh.gib, oh.spread, oh.describe()
 
 
 def _spec_defaults(release: str, algo: str, arch: str) -> tuple[int, int, int]:
@@ -460,7 +412,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
       ``quant_config``: the checkpoint's separate quantization file (``hf_quant_config.json``), when it
       has one. ``weights_bytes``: bytes of weights on one rank (the log's ``Load weight end ... mem usage``); else an
       estimate from the parameter count. ``free_memory_before_load_gib``: the log's ``Load weight begin.
-      avail mem``; else GPU memory minus :data:`STARTUP_OVERHEAD_FIT` (a fit).
+      avail mem``; else GPU memory minus the start-up overhead of :mod:`.startup` (medians of public logs).
       ``gpu_memory_capacity_mib``: what ``nvidia-smi``/``rocminfo`` reports (SGLang's defaults read it);
       else the catalog's ``memory_gib * 1024``. ``attention_backend``: the resolved backend when it changes
       memory (``aiter`` x0.85 on ROCm; the page size some backends force); else SGLang's default for the GPU
@@ -755,8 +707,9 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         oh, oh_spread, oh_data = startup_overhead_gib(gpu, world)
         t_gib = gpu.memory_gib - oh
         src("free_before_load_gib", round(t_gib, 3), "fit",
-            f"GPU {gpu.memory_gib} GiB - STARTUP_OVERHEAD_FIT {oh:.2f} GiB (CUDA context, torch, NCCL; not in the "
-            f"configuration; fit to the public logs, {oh_data})")
+            f"GPU {gpu.memory_gib} GiB - start-up overhead {oh:.2f} GiB (CUDA context, torch, NCCL/custom all-reduce; "
+            f"not in the configuration nor in SGLang's source: medians of public start-up logs, "
+            f"calculator/runtimes/sglang/data/startup_overhead.json: {oh_data})")
     x_gib = t_gib - w_gib
     if x_gib <= 0:
         raise EngineInputError("gpu", f"weights ({w_gib:.2f} GiB per rank) do not fit in {t_gib:.2f} GiB free on {gpu.name}")
@@ -833,7 +786,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             notes.append(
                 f"The KV pool is {rest:.2f} GiB of the {t_gib:.2f} GiB free before loading: each 0.1 GiB by which the "
                 f"memory taken before loading (CUDA context, NCCL buffers: not in the configuration; public logs of "
-                f"this kind spread +-{oh_spread:.2f} GiB around the {oh:.2f} GiB fit) differs moves max_total_num_tokens "
+                f"this kind spread +-{oh_spread:.2f} GiB around the {oh:.2f} GiB used) differs moves max_total_num_tokens "
                 f"by {sensitivity:.1f}%. Give free_memory_before_load_gib (the log's 'Load weight begin. avail mem') "
                 "for the exact count.")
     mamba_plan = None
