@@ -62,7 +62,7 @@ PLACED = ("model", "revision", "gpu", "tensor_parallel_size", "pipeline_parallel
           "num_speculative_tokens", "acceptance_rate", "block_size", "max_num_batched_tokens", "max_num_seqs",
           "enforce_eager")
 LLAMACPP_FIELDS = ("gguf_file", "llamacpp_release", "parallel", "cache_type_k", "cache_type_v", "flash_attn",
-                   "n_gpu_layers", "kv_unified", "swa_full")
+                   "n_gpu_layers", "fit", "fit_target", "kv_unified", "swa_full")
 
 
 class FastSelect(forms.Select):
