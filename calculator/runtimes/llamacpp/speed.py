@@ -366,6 +366,8 @@ def _setup(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, n_gpus: int, split_mode: 
         sources["host_bandwidth"] = hws[CPU].sources["host_bandwidth"]
         notes.append(f"{sum(1 for d in pl.layers if d == CPU)} of {n_all} layers"
                      + (f" and the routed experts of {len(pl.expert_cpu_layers)} layers" if pl.expert_cpu_layers else "")
+                     + (f" and the tensors of {len(plan.tensor_overrides)} -ot overrides (--fit)"
+                        if any(d == CPU for _, d in plan.tensor_overrides) else "")
                      + " in CPU memory: read at the system RAM's bandwidth (bandwidth-bound)")
     elif CPU in costs:
         hws[CPU] = _host_hardware(gpu_hw, host_bandwidth_gbps)
