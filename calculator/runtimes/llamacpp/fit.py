@@ -457,9 +457,24 @@ def _gib(b: int) -> str:
     return f"{b / 2**30:.2f} GiB"
 
 
-def fit_for_request(meta, base: LlamaCppPlan, plan_kwargs: dict, *, fit: str | None, fit_target: int | None,
-                    user_ngl: bool, user_ts: bool, release: str, free_bytes: int, free_source: str,
-                    extra_bytes: int = 0) -> tuple[LlamaCppPlan, dict | None, list[str], str | None]:
+def fit_for_request(meta, base: LlamaCppPlan, plan_kwargs: dict, **kw) -> tuple[LlamaCppPlan, dict | None,
+                                                                                 list[str], str | None]:
+    """:func:`_fit_for_request`, plus the one rule of fit.cpp that acts even when nothing else changes: with
+    ``-c 0``, ``-np`` > 1 and no ``-kvu`` the context becomes ``n_ctx_train x n_seq`` (common/fit.cpp:266-278),
+    which is said, not modelled (the plan keeps n_ctx_train)."""
+    p, info, notes, condition = _fit_for_request(meta, base, plan_kwargs, **kw)
+    from .memory import RELEASE_LEGACY
+
+    if kw.get("fit") != "off" and kw.get("release") != RELEASE_LEGACY and plan_kwargs.get("n_ctx", 0) == 0 and \
+            plan_kwargs.get("n_seq_max", 1) > 1 and not plan_kwargs.get("kv_unified"):
+        notes.append("-c 0 with -np > 1 and no -kvu: llama-server's --fit sets the context to n_ctx_train x n_seq "
+                     "(common/fit.cpp:266-278) before measuring; not modelled (the plan keeps n_ctx_train in all)")
+    return p, info, notes, condition
+
+
+def _fit_for_request(meta, base: LlamaCppPlan, plan_kwargs: dict, *, fit: str | None, fit_target: int | None,
+                     user_ngl: bool, user_ts: bool, release: str, free_bytes: int, free_source: str,
+                     extra_bytes: int = 0) -> tuple[LlamaCppPlan, dict | None, list[str], str | None]:
     """``--fit`` as llama-server runs it for a request: ``(plan to use, the "fit" JSON or None, notes, condition or
     None)``. The notes replace the plan's generic "--fit" note; the plan is the fitted one when fit changes the
     placement. ``fit``: ``--fit on|off`` (None = on, the default); ``fit_target``: -fitt MiB (None = 1024);
@@ -551,7 +566,4 @@ def fit_for_request(meta, base: LlamaCppPlan, plan_kwargs: dict, *, fit: str | N
         f"(fit.cpp:28-145): {assumption}; the compute-buffer estimate leaves out the copies of CPU weights that op "
         "offload makes on the GPU (ggml-cuda.cu:5636-5655), so llama.cpp may keep one layer fewer",
     ]
-    if plan_kwargs.get("n_ctx", 0) == 0 and (plan_kwargs.get("n_seq_max", 1) > 1 and not plan_kwargs.get("kv_unified")):
-        notes.append("-c 0 with -np > 1 and no -kvu: --fit sets the context to n_ctx_train x n_seq (common/fit.cpp:"
-                     "266-278) before measuring; not modelled (the plan keeps n_ctx_train)")
     return p, info, notes, condition
