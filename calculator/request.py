@@ -254,6 +254,11 @@ class ServingRequest(BaseModel):
         "--flash-attn", "llama.cpp: flash attention, -fa (default auto)", "llama.cpp", short="-fa"))
     n_gpu_layers: int | None = Field(None, ge=-1, le=10000, json_schema_extra=_meta(
         "--n-gpu-layers", "llama.cpp: layers offloaded to the GPU, -ngl (-1: all)", "llama.cpp", short="-ngl"))
+    fit: Literal["on", "off"] | None = Field(None, json_schema_extra=_meta(
+        "--fit", "llama.cpp: llama-server's --fit, which moves layers (MoE: experts first) to the CPU when -ngl and "
+        "-ts are not given and a GPU would keep less than --fit-target free (default on)", "llama.cpp"))
+    fit_target: int | None = Field(None, ge=0, le=1048576, json_schema_extra=_meta(
+        "--fit-target", "llama.cpp: MiB --fit leaves free on each GPU, -fitt (default 1024)", "llama.cpp"))
     gguf_file_draft: str | None = Field(None, max_length=200, json_schema_extra=_meta(
         "--gguf-file-draft", "llama.cpp: the .gguf file in the draft model's repo (speculative_config's model), "
         "given to llama-server as -md", "llama.cpp"))
@@ -400,6 +405,9 @@ class ServingRequest(BaseModel):
                     self.speculative_config is not None and self.speculative_config.method == "draft_model"):
                 raise InputError("gguf_file_draft" if self.gguf_file_draft is not None else "n_gpu_layers_draft",
                                  "only with a draft model (speculative_config method draft_model)")
+            if self.runtime == "ollama" and (self.fit is not None or self.fit_target is not None):
+                raise InputError("fit" if self.fit is not None else "fit_target", "--fit is llama-server's; Ollama's "
+                                 "scheduler picks the GPU layers (num_gpu) itself")
             if self.attention_backend is not None:
                 raise InputError("attention_backend", "llama.cpp picks its backend by build (CUDA, Metal, Vulkan, "
                                  "CPU); use flash_attn")
@@ -529,6 +537,7 @@ LLAMACPP_ONLY = {
     "gguf_file_draft": "speculative_config's model (safetensors)", "n_gpu_layers_draft": "nothing (the draft runs on "
     "the target's GPUs)",
     "kv_unified": "nothing (vLLM and SGLang pool the cache)", "swa_full": "nothing (sized by the runtime)",
+    "fit": "nothing (the runtime sizes its KV cache to the memory left)", "fit_target": "gpu_memory_utilization",
     "gpus": "tensor_parallel_size / pipeline_parallel_size", "split_mode": "tensor_parallel_size / "
     "pipeline_parallel_size", "tensor_split": "pp_layer_partition", "main_gpu": "nothing (every GPU is used)",
 }

@@ -136,14 +136,16 @@ def test_mac_ollama_llama_8b_gets_a_definite_verdict_with_its_compute_buffers(cl
     assert body["ollama"]["graph_estimate_mib"] == round(4 * 512 * (1 + 4 * 4096 + 16384 * 33) / 2**20, 2)
 
 
-def _custom_run(client, mib: float) -> dict:
+def _custom_run(client, mib: float, **extra) -> dict:
     return client.get("/api/estimate", LLAMA8B_GGUF | {"runtime": "llama.cpp", "gpu": f"custom:{mib:.2f}MiB:sm89",
-                                                       "ctx_size": "16384"}).json()
+                                                       "ctx_size": "16384", "fit": "off"} | extra).json()
 
 
 def test_the_verdict_depends_only_when_the_memory_left_lies_within_the_estimates_error(client):
-    """On a custom CUDA device sized around what llama.cpp needs: left > estimate + error -> works; left inside
-    estimate +- error -> depends (the condition names the estimate); left < estimate - error -> does_not_fit."""
+    """On a custom CUDA device sized around what llama.cpp needs, with --fit off (every layer on the GPU): left >
+    estimate + error -> works; left inside estimate +- error -> depends (the condition names the estimate); left <
+    estimate - error -> does_not_fit. With --fit on (llama-server's default) the tight device keeps fewer layers
+    and works (tests/test_llamacpp_fit.py)."""
     big = _custom_run(client, 80 * 1024)
     used, cb, err = big["device_used_mib"], big["compute_buffer_mib"]["CUDA0"], big["compute_buffer_error_mib"]["CUDA0"]
     assert big["verdict"] == "works" and cb > 250 and err > 0
@@ -152,3 +154,5 @@ def test_the_verdict_depends_only_when_the_memory_left_lies_within_the_estimates
     assert mid["verdict"] == "depends" and "largest live tensors" in mid["verdict_condition"]
     low = _custom_run(client, used + cb - err - 1)
     assert low["verdict"] == "does_not_fit" and "compute buffer" in low["reason"]
+    fitted = _custom_run(client, used + cb - err - 1, fit="on")
+    assert fitted["verdict"] == "works" and fitted["fit"]["status"] == "fitted"

@@ -61,8 +61,8 @@ PLACED = ("model", "revision", "gpu", "tensor_parallel_size", "pipeline_parallel
           "attention_backend", "gpu_memory_utilization", "speculative_method", "speculative_model",
           "num_speculative_tokens", "acceptance_rate", "block_size", "max_num_batched_tokens", "max_num_seqs",
           "enforce_eager")
-LLAMACPP_FIELDS = ("gguf_file", "llamacpp_release", "ollama_release", "parallel", "cache_type_k", "cache_type_v", "flash_attn",
-                   "n_gpu_layers", "kv_unified", "swa_full")
+LLAMACPP_FIELDS = ("gguf_file", "llamacpp_release", "ollama_release", "parallel", "cache_type_k", "cache_type_v",
+                   "flash_attn", "n_gpu_layers", "fit", "fit_target", "kv_unified", "swa_full")
 
 
 class FastSelect(forms.Select):

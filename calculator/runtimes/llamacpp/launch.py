@@ -38,6 +38,8 @@ def launch_argv(
     tensor_split: str | None = None,
     main_gpu: int | None = None,
     gpu_backend: str = "CUDA",
+    fit: str | None = None,
+    fit_target: int | None = None,
 ) -> list[str]:
     """``llama-server -m MODEL -c N -np P -fa on|off|auto -ctk T -ctv T [-ngl N] [-kvu] [--swa-full]`` and, with a
     draft model, ``[--spec-type draft-simple] -md FILE | -hfd REPO [--spec-draft-n-max K] [-ngld N]`` (0.3.36;
@@ -51,7 +53,9 @@ def launch_argv(
 
     ``n_gpu_layers=None`` leaves -ngl out (the server's default). ``-np`` is always given: the server's own
     default is -1 (auto: 4 slots and a unified cache, tools/server/server.cpp:156-161), which the plan must
-    not assume silently. Raises ``ValueError`` naming the field."""
+    not assume silently. ``fit`` (``--fit on|off``, common/arg.cpp:2867-2879) and ``fit_target`` (``-fitt MiB``,
+    :2895-2919) are added when given (None: the server's defaults, on and 1024). Raises ``ValueError`` naming the
+    field."""
     if not model_path:
         raise ValueError("model_path: required")
     if n_ctx < 0:
@@ -67,6 +71,14 @@ def launch_argv(
             "-ctk", cache_type_k, "-ctv", cache_type_v]
     if n_gpu_layers is not None:
         argv += ["-ngl", str(n_gpu_layers)]
+    if fit is not None:
+        if fit not in ("on", "off"):
+            raise ValueError(f"fit (--fit): on or off, not {fit!r}")
+        argv += ["--fit", fit]
+    if fit_target is not None:
+        if fit_target < 0:
+            raise ValueError("fit_target (-fitt) must be >= 0")
+        argv += ["-fitt", str(fit_target)]
     if kv_unified:
         argv.append("-kvu")
     if swa_full:

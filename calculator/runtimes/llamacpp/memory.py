@@ -228,6 +228,7 @@ class LlamaCppPlan(BaseModel):
     kv_caches: list[KVCache]
     buffers: list[Buffer]
     notes: list[str] = Field(default_factory=list)
+    tensor_overrides: list[tuple[str, int]] = Field(default_factory=list)  # -ot (regex, device: -1 CPU / GPU i)
 
     @property
     def kv_bytes(self) -> int:
@@ -453,6 +454,7 @@ def plan(
     split_mode: str = "layer",
     tensor_split: list[float] | None = None,
     main_gpu: int = 0,
+    tensor_overrides: list[tuple[str, int]] | None = None,
 ) -> LlamaCppPlan:
     """What llama.cpp allocates at start-up for ``meta`` with these context parameters.
 
@@ -479,6 +481,12 @@ def plan(
     ``n_outputs_max`` (``llama_context_params.n_outputs_max``; None/0 = n_batch, llama-context.cpp:250): the
     outputs the worst-case graph reserves, ``min(n_tokens, n_outputs_max)`` (:896-898); a speculative draft's
     context is made with ``n_parallel`` (common/speculative.cpp:2480).
+    ``tensor_overrides`` (``-ot PATTERN=DEV``, ``llama_model_params.tensor_buft_overrides``): ``(regex, device)``
+    pairs, device ``CPU`` (-1) or a GPU index; a weight whose name matches a pattern (``std::regex_search``, the first
+    match wins: src/llama-model-loader.cpp:1234-1258) goes to that device's buffer instead of its layer's. This is
+    how llama-server's ``--fit`` keeps routed experts (or parts of a layer's FFN) in CPU memory
+    (:mod:`.fit`). Only the model buffers follow the overrides; the compute-buffer estimate does not (an override to
+    the CPU may also pick CPU_REPACK on a CPU-only host list: not modelled, the GPU's host buffer type comes first).
 
     Returns a ``LlamaCppPlan``. Raises ``NotModelled`` (with ``field``) for what the model does not cover and
     ``ValueError`` (message naming the parameter) for what llama.cpp itself rejects.
@@ -680,7 +688,8 @@ def plan(
         if not cpu_features <= CPU_FEATURES:
             raise ValueError(f"cpu_features: known features are {', '.join(sorted(CPU_FEATURES))}, not "
                              f"{', '.join(sorted(cpu_features - CPU_FEATURES))}")
-    buffers = _model_buffers(meta, unit_dev, device, use_mmap, cpu_features, notes)
+    overrides = [(re.compile(pat), dev) for pat, dev in (tensor_overrides or [])] if gpu else []
+    buffers = _model_buffers(meta, unit_dev, device, use_mmap, cpu_features, notes, overrides)
     if meta.n_vocab is not None:
         # llama-context.cpp:2116-2160: logits n_vocab x max(n_seq_max, requested outputs) floats
         out = meta.n_vocab * n_seq_max * 4
@@ -733,6 +742,7 @@ def plan(
         split_mode=split_mode, tensor_split=tensor_split, main_gpu=main_gpu, layer_devices=unit_dev[:n_all],
         output_device=unit_dev[n_all], pipeline_parallel=pipeline_parallel, fa_supported=fa_ok, fa_reason=fa_why,
         fa_enabled=(fa_compute if (not gpu or fa_ok is not None or flash_attn == "off") else None),
+        tensor_overrides=[(pat, dev) for pat, dev in (tensor_overrides or [])] if gpu else [],
     )
 
 
@@ -1144,8 +1154,18 @@ def tensor_layer(name: str, n_all: int, meta: GGUFMeta | None = None) -> int | s
     return "input"
 
 
+def override_device(name: str, overrides: list) -> int | None:
+    """The device a ``-ot`` override sends tensor ``name`` to (the first ``(compiled regex, device)`` whose pattern
+    ``re.search``-es the name: src/llama-model-loader.cpp:1234-1258), or None when none matches."""
+    for pat, dev in overrides:
+        if pat.search(name):
+            return dev
+    return None
+
+
 def _model_buffers(meta: GGUFMeta, unit_dev: list[int], device: str,
-                   use_mmap: bool, cpu_features: frozenset | None, notes: list[str]) -> list[Buffer]:
+                   use_mmap: bool, cpu_features: frozenset | None, notes: list[str],
+                   overrides: list | None = None) -> list[Buffer]:
     """Model weight buffers per buffer type (llama-model.cpp:1838-1900, 1927-1932).
 
     With mmap, a buffer type that can wrap host memory (the CPU; Metal) gets ``<buft>_Mapped``: the file
@@ -1167,6 +1187,10 @@ def _model_buffers(meta: GGUFMeta, unit_dev: list[int], device: str,
             if unit >= n_all:
                 raise NotModelled(f"tensor {t.name} names layer {unit} of {n_all}", field="model")
             where = _buft_name(device, unit_dev[unit])
+        if overrides and unit != "input":
+            dev = override_device(t.name, overrides)
+            if dev is not None:
+                where = _buft_name(device, dev)
         groups.setdefault(where, []).append(t)
     if meta.tensor("output.weight") is None and meta.tensor("token_embd.weight") is not None:
         dup_where = _buft_name(device, unit_dev[n_all])

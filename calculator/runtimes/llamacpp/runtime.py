@@ -188,6 +188,7 @@ class LlamaCppMemory(BaseModel):
     client_argv: list[str] | None = None  # Ollama: the `ollama run` half of the command
     draft: DraftMemory | None = None  # the speculative draft model's buffers (llama-server -md / -hfd)
     devices: dict[str, dict[str, Any]] | None = None  # several GPUs: per device (CUDA0, ...) buffers, budget, fits
+    fit: dict[str, Any] | None = None  # llama-server's --fit: what it does with this request (fit.fit_for_request)
     # Ollama's own Go engine (Ollama 0.19 .. 0.24 for some architectures): what it allocates and logs instead of
     # llama.cpp's buffers (``Ollama._go_engine``): {"device", "weights", "kv", "log_lines", "compute", "notes"}
     go_engine: dict[str, Any] | None = None
@@ -244,6 +245,13 @@ class LlamaCppMemory(BaseModel):
         elif self.weights_source:
             rows.append(("tensor types", self.gguf_file or "", self.weights_source))
         rows.append(("device budget (MiB)", round(self.device_budget_mib, 2), self.device_budget_source))
+        f = self.fit
+        if f is not None and f.get("status") == "fitted":
+            rows.append(("llama-server --fit: -ngl", f"{f['n_gpu_layers']} of {f['n_gpu_layers_of']}"
+                         + (f", {len(f['tensor_overrides'])} tensor overrides (-ot)" if f["tensor_overrides"] else ""),
+                         f"{f['source']}; {f['free_assumption']}"))
+            rows.append(("system RAM for the CPU part (GiB)", f["host_memory_gib"]["total"],
+                         "weights + KV cache + compute + logits left in CPU memory by --fit"))
         for dev, d in (self.devices or {}).items():
             fit = {True: "fits", False: "does not fit", None: "depends"}[d["fits"]]
             rows.append((f"{dev}: {d['layers']} layers{' + output' if d['output_layer'] else ''}",
@@ -272,7 +280,7 @@ class LlamaCppMemory(BaseModel):
                "buffers": [b.model_dump() for b in p.buffers], "notes": p.notes, "resolved": self.resolved,
                "ollama": self.ollama, "gguf_file": self.gguf_file, "weights_source": self.weights_source,
                "client_argv": self.client_argv, "draft": None if self.draft is None else self.draft.to_json(),
-               "devices": self.devices,
+               "devices": self.devices, "fit": self.fit,
                "gguf_files": None if self.gguf_listing is None else {
                    "source": self.gguf_listing.source,
                    "files": [{"name": f.name, "parts": f.parts, "size_bytes": f.size_bytes, "listed_gb": f.listed_gb,
@@ -436,11 +444,17 @@ class LlamaCpp:
         gguf_file, choice_note = self.gguf_choice(request, listing)
         meta, weights_source = self.meta(request, model, gguf_file, listing)
         st = self.settings(request, gpu, meta)
+        plan_kw = dict(n_ctx=st["n_ctx"], n_seq_max=st["n_seq_max"], kv_unified=request.kv_unified,
+                       cache_type_k=st["cache_type_k"], cache_type_v=st["cache_type_v"], flash_attn=st["flash_attn"],
+                       n_gpu_layers=request.n_gpu_layers if request.n_gpu_layers is not None else -1,
+                       swa_full=request.swa_full, device=device, release=request.release, **self.multi_gpu(request))
+        fit_info, draft = None, None
         try:
-            p = plan(meta, n_ctx=st["n_ctx"], n_seq_max=st["n_seq_max"], kv_unified=request.kv_unified,
-                     cache_type_k=st["cache_type_k"], cache_type_v=st["cache_type_v"], flash_attn=st["flash_attn"],
-                     n_gpu_layers=request.n_gpu_layers if request.n_gpu_layers is not None else -1,
-                     swa_full=request.swa_full, device=device, release=request.release, **self.multi_gpu(request))
+            p = plan(meta, **plan_kw)
+            if self.name == "llama.cpp":  # llama-server's --fit (Ollama's scheduler picks num_gpu itself)
+                draft = self._draft(request, p, st, device) if spec is not None and request.gpus == 1 else None
+                p, fit_info = self._fit(request, meta, p, plan_kw, gpu, draft)
+                st = dict(st, fit=fit_info)
         except NotModelled as exc:
             raise EngineInputError(exc.field, f"not modelled: {exc}") from None
         except ValueError as exc:
@@ -481,8 +495,12 @@ class LlamaCpp:
                      for b in p.buffers if b.kind == "model"}
         used = None if unknown else (sum(b.bytes for b in dev_buffers if b.bytes and b.kind != "compute")
                                      + (kv if device != "CPU" else 0))
+        if used is not None and device != "CPU" and len(p.layers_on_gpu) < meta.n_layer_all:
+            # layers on the CPU keep their KV cache there (llama-kv-cache.cpp:214-221): count the device's KV buffers
+            used += sum(n for c in p.kv_caches for d, n in c.buffers.items() if on_device(d)) - kv
         compute = next((b for b in dev_buffers if b.kind == "compute"), None)
-        draft = self._draft(request, p, st, device) if spec is not None else None
+        if draft is None and spec is not None:
+            draft = self._draft(request, p, st, device)
         if draft is not None and draft.plan is not None and device != "CPU":
             d_used, d_compute = draft.device_bytes()
             if used is not None:
@@ -552,7 +570,9 @@ class LlamaCpp:
                                f"MiB of model / output buffers and KV cache on the {device} device, counted in the fit")
         if st["ollama"] is not None:
             self._ollama_graph(meta, p, st["ollama"], device=device, used=used, budget=budget, fits=fits)
-        return LlamaCppMemory(plan=p, fits=fits, reason=reason, condition=condition, kv_cache_tokens=cells,
+        if fits and fit_info and fit_info.get("condition"):
+            condition = f"{condition}; and {fit_info['condition']}" if condition else fit_info["condition"]
+        return LlamaCppMemory(plan=p, fits=fits, reason=reason, condition=condition, kv_cache_tokens=cells, fit=fit_info,
                               max_concurrency=float(p.n_seq_max), max_model_len=p.n_ctx_seq, gpu=gpu.name,
                               release=request.release, device_budget_mib=budget / MiB, device_budget_source=budget_source,
                               device_used_mib=None if used is None else round(used / MiB, 2),
@@ -631,14 +651,17 @@ class LlamaCpp:
             if total <= budget * len(names):
                 reason += (f"; the {len(names)} GPUs hold {total / GiB:.2f} GiB of model buffers and KV cache in "
                            f"all, within their {len(names)} x {budget / GiB:.2f} GiB: give a --tensor-split that "
-                           "moves layers off this device (llama-server's --fit, on by default, may do so itself "
-                           "when -ngl and -ts are not given; not modelled)")
+                           "moves layers off this device (llama-server's --fit, on by default, does so itself "
+                           "only when -ngl and -ts are not given)")
+        if st.get("fit") and st["fit"].get("condition"):
+            conditions.append(st["fit"]["condition"])
         condition = "; ".join(conditions) if fits and conditions else None
         model_mib = {b.buft: (round(b.bytes / MiB, 2) if b.bytes is not None else None)
                      for b in p.buffers if b.kind == "model"}
         used_all = None if any(r["used_mib"] is None for r in per_device.values()) else \
             round(sum(r["used_mib"] for r in per_device.values()), 2)
         return LlamaCppMemory(plan=p, fits=fits, reason=reason, condition=condition, kv_cache_tokens=p.n_ctx,
+                              fit=st.get("fit"),
                               max_concurrency=float(p.n_seq_max), max_model_len=p.n_ctx_seq, gpu=gpu.name,
                               release=request.release, device_budget_mib=budget / MiB,
                               device_budget_source=f"each of the {p.n_gpus} GPUs: {budget_source}",
@@ -649,6 +672,29 @@ class LlamaCpp:
                                         "flash_attn": p.flash_attn, "device": device, "n_gpus": p.n_gpus,
                                         "split_mode": p.split_mode, "tensor_split": p.tensor_split,
                                         "cache_type_k": st["cache_type_k"], "cache_type_v": st["cache_type_v"]})
+
+    def _fit(self, request, meta: GGUFMeta, p: LlamaCppPlan, plan_kw: dict[str, Any], gpu: GPU,
+             draft: DraftMemory | None) -> tuple[LlamaCppPlan, dict[str, Any] | None]:
+        """llama-server's ``--fit`` on the plan (:func:`.fit.fit_for_request`): the plan to use (the fitted placement
+        when fit changes it) and the ``fit`` JSON (with ``condition`` when the verdict depends on the build). The
+        plan's generic "--fit" note is replaced by what fit does; each device's free memory is its budget
+        (:func:`budget_bytes`, an idle GPU); a draft model's device bytes are added to every measurement."""
+        from .fit import fit_for_request
+
+        budget, budget_source = budget_bytes(gpu)
+        extra = 0
+        if draft is not None and draft.plan is not None and p.device != "CPU":
+            d_used, d_compute = draft.device_bytes()
+            extra = d_used + (d_compute.bytes or 0 if d_compute is not None else 0)
+        user_ts = request.tensor_split is not None and any(float(x) for x in request.tensor_split.split(","))
+        fitted, info, notes, condition = fit_for_request(
+            meta, p, plan_kw, fit=request.fit, fit_target=request.fit_target,
+            user_ngl=request.n_gpu_layers not in (None, -1), user_ts=user_ts, release=request.release,
+            free_bytes=budget, free_source=budget_source, extra_bytes=extra)
+        fitted.notes[:] = [n for n in fitted.notes if not n.startswith("llama-server's --fit")] + notes
+        if info is not None and condition:
+            info["condition"] = condition
+        return fitted, info
 
     def check_speculative(self, spec) -> None:
         """llama-server speculates with a draft model (``-md`` / ``-hfd``, ``--spec-type draft-simple``); the other
@@ -801,6 +847,7 @@ class LlamaCpp:
         kw = dict(n_ctx=mem.plan.n_ctx_requested, n_parallel=mem.plan.n_seq_max, flash_attn=mem.plan.flash_attn,
                   cache_type_k=mem.resolved["cache_type_k"], cache_type_v=mem.resolved["cache_type_v"],
                   n_gpu_layers=request.n_gpu_layers, kv_unified=request.kv_unified, swa_full=request.swa_full,
+                  fit=getattr(request, "fit", None), fit_target=getattr(request, "fit_target", None),
                   n_gpus=request.gpus, split_mode=request.split_mode, tensor_split=request.tensor_split,
                   main_gpu=request.main_gpu, gpu_backend=_buft_name(mem.resolved["device"], 0).rstrip("0"), **draft)
         if path is None:

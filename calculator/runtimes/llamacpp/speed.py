@@ -60,7 +60,7 @@ from pydantic import BaseModel, ConfigDict
 
 from calculator.runtimes.llamacpp.gguf_meta import GGUFMeta
 from calculator.runtimes.llamacpp.memory import (CPU, SPLIT_MODES, LlamaCppPlan, NotModelled, Placement,  # noqa: F401
-                                                 placement, swa_layers, tensor_layer)
+                                                 override_device, placement, swa_layers, tensor_layer)
 
 SRC = "llama-cpp-python 0.3.36 vendor/llama.cpp/"
 
@@ -146,6 +146,7 @@ def _device_costs(meta: GGUFMeta, plan: LlamaCppPlan, pl: Placement) -> dict[int
                                   "kv": []})
 
     tied = meta.tensor("output.weight") is None
+    overrides = [(re.compile(p), dv) for p, dv in plan.tensor_overrides]
     for il in range(n_all):
         slot(pl.layers[il])["layers"].add(il)
     for t in meta.tensors:
@@ -162,6 +163,10 @@ def _device_costs(meta: GGUFMeta, plan: LlamaCppPlan, pl: Placement) -> dict[int
         is_exp = "_exps." in t.name
         if is_exp and isinstance(unit, int) and unit in pl.expert_cpu_layers:
             d = CPU
+        if overrides and unit != "input":  # -ot, e.g. what llama-server's --fit chose (memory.override_device)
+            od = override_device(t.name, overrides)
+            if od is not None:
+                d = od
         matrix = len(t.shape) >= 2 and t.name.endswith(".weight")
         parts = [(d, 1.0)]
         if pl.split_mode == "row" and pl.n_gpus > 1 and d != CPU and isinstance(unit, int) and matrix and not is_exp:
@@ -361,6 +366,8 @@ def _setup(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, n_gpus: int, split_mode: 
         sources["host_bandwidth"] = hws[CPU].sources["host_bandwidth"]
         notes.append(f"{sum(1 for d in pl.layers if d == CPU)} of {n_all} layers"
                      + (f" and the routed experts of {len(pl.expert_cpu_layers)} layers" if pl.expert_cpu_layers else "")
+                     + (f" and the tensors of {len(plan.tensor_overrides)} -ot overrides (--fit)"
+                        if any(d == CPU for _, d in plan.tensor_overrides) else "")
                      + " in CPU memory: read at the system RAM's bandwidth (bandwidth-bound)")
     elif CPU in costs:
         hws[CPU] = _host_hardware(gpu_hw, host_bandwidth_gbps)

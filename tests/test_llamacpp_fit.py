@@ -1,0 +1,166 @@
+"""llama-server's --fit (common/fit.cpp of the llama.cpp vendored in llama-cpp-python 0.3.36): a model bigger than
+the GPU is not "does not fit" when -ngl and -ts are left to llama.cpp; it keeps as many layers as leave the
+--fit-target margin (1024 MiB, common/common.h:482-483) free, back to front, and MoE experts go to the CPU first.
+
+Expected placements are computed here by hand: per-layer bytes from the Q4_K_M tensor types (llama-quant.cpp's
+rules, written out below), the f16 KV cache per layer, and the device budget; the compute buffer (an estimate of
+the memory plan, not of --fit) is read from the plan."""
+from __future__ import annotations
+
+import pytest
+
+from calculator.engine.gpus import get_gpu
+from calculator.runtimes.llamacpp.fit import DeviceLayers, fit_core, layout_params
+
+MiB = 2**20
+LLAMA70 = {"model": "meta-llama/Llama-3.1-70B-Instruct", "gguf_file": "Llama-3.1-70B-Instruct-Q4_K_M.gguf",
+           "runtime": "llama.cpp", "gpu": "RTX 4090", "ctx_size": "8192"}
+
+
+@pytest.fixture(autouse=True)
+def _offline(db, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def _q(n_values: int, t: str) -> int:
+    """GGUF bytes of n values: Q4_K 144 B / 256, Q5_K 176 B / 256, Q6_K 210 B / 256 (ggml-common.h block_q*_K)."""
+    return n_values // 256 * {"Q4_K": 144, "Q5_K": 176, "Q6_K": 210}[t]
+
+
+def _more_bits(i: int, n: int) -> bool:  # llama-quant.cpp use_more_bits
+    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
+
+
+def _llama70_layer_bytes(i: int) -> int:
+    """Layer i of Llama-3.1-70B Q4_K_M (n_embd 8192, n_ff 28672, 8 KV heads x 128): q, k, o, gate, up Q4_K; v Q6_K
+    on use_more_bits layers, else Q5_K (the 70B rule lifts Q4_K to Q5_K); ffn_down Q6_K on use_more_bits layers,
+    else Q4_K; two f32 norms."""
+    e, ff, kv = 8192, 28672, 1024
+    v = "Q6_K" if _more_bits(i, 80) else "Q5_K"
+    down = "Q6_K" if _more_bits(i, 80) else "Q4_K"
+    return (_q(e * e, "Q4_K") * 2 + _q(e * kv, "Q4_K") + _q(e * kv, v) + _q(e * ff, "Q4_K") * 2 + _q(ff * e, down)
+            + 2 * e * 4)
+
+
+def test_70b_q4_k_m_on_one_rtx_4090_keeps_what_leaves_the_margin(client):
+    body = client.get("/api/estimate", LLAMA70).json()
+    fit = body["fit"]
+    assert body["verdict"] == "works" and fit["status"] == "fitted"
+    output = _q(8192 * 128256, "Q6_K") + 8192 * 4  # output.weight Q6_K + output_norm f32
+    kv_layer = 2 * 8192 * 1024 * 2  # K and V f16, 8,192 cells x 1,024 values = 32 MiB
+    compute = next(b["bytes"] for b in body["buffers"] if b["kind"] == "compute" and b["buft"] == "CUDA0")
+    target = get_gpu("RTX 4090").memory_bytes - 1024 * MiB
+
+    def mem(k: int) -> int:  # k -ngl units: the output layer and layers 81-k .. 79
+        layers = range(81 - k, 80)
+        return output + sum(_llama70_layer_bytes(i) for i in layers) + kv_layer * len(layers) + compute
+
+    expected = max(k for k in range(1, 82) if mem(k) <= target)
+    assert expected == 43  # 42 of 80 layers + the output layer
+    assert fit["n_gpu_layers"] == expected and fit["tensor_overrides"] == []
+    # the fitted placement is what the buffers, the KV split and the speed use
+    assert body["model_buffer_mib"]["CUDA0"] == round((mem(expected) - compute - kv_layer * 42) / MiB, 2)
+    assert any("CUDA0 KV buffer size =  1344.00 MiB" in line for line in body["log_lines"])  # 42 x 32 MiB
+    assert fit["host_memory_gib"]["weights"] > 18
+    assert any("keeps -ngl 43 of 81" in n for n in body["notes"])
+    assert any("system RAM must hold" in n for n in body["notes"])
+    # the command leaves -ngl to --fit
+    assert "-ngl" not in body["serve_argv"]
+    # with --fit off every layer stays on the GPU and llama.cpp cannot allocate it
+    off = client.get("/api/estimate", LLAMA70 | {"fit": "off"}).json()
+    assert off["verdict"] == "does_not_fit" and off["fit"]["status"] == "off"
+    assert off["serve_argv"][-2:] == ["--fit", "off"] or "--fit" in off["serve_argv"]
+    # a larger --fit-target keeps fewer layers
+    wide = client.get("/api/estimate", LLAMA70 | {"fit_target": "4096"}).json()
+    t2 = get_gpu("RTX 4090").memory_bytes - 4096 * MiB
+    assert wide["fit"]["n_gpu_layers"] == max(k for k in range(1, 82) if mem(k) <= t2)
+
+
+def test_user_set_ngl_makes_fit_give_up(client):
+    """-ngl 60 is the user's: fit.cpp:463-465 aborts, the load goes ahead with 60 layers and fails."""
+    body = client.get("/api/estimate", LLAMA70 | {"n_gpu_layers": "60"}).json()
+    assert body["fit"]["status"] == "aborted" and "n_gpu_layers already set by user" in body["fit"]["reason"]
+    assert body["verdict"] == "does_not_fit"
+    assert "-ngl" in body["serve_argv"]
+
+
+def test_no_change_when_the_model_fits(client):
+    """Llama-3.1-8B Q4_K_M, -c 8192 on an RTX 4090 leaves far more than 1 GiB free: step 1 returns."""
+    body = client.get("/api/estimate", {"model": "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF",
+                                        "gguf_file": "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf", "runtime": "llama.cpp",
+                                        "gpu": "RTX 4090", "ctx_size": "8192"}).json()
+    assert body["fit"]["status"] == "no_change" and body["verdict"] == "works"
+    assert body["fit"]["projected_free_mib"][0] >= 1024
+    assert any("changes nothing" in n for n in body["notes"])
+    assert "CPU_Mapped" in body["model_buffer_mib"] and body["model_buffer_mib"]["CUDA0"] > 4000
+
+
+def test_moe_experts_go_to_the_cpu_first(client):
+    """Qwen3-30B-A3B Q4_K_M (48 layers, 128 experts) on a 12 GB RTX 3060: the dense weights fit, so every layer's
+    attention stays on the GPU (-ngl 49 of 49) and the routed experts of the *last* layers go to the CPU
+    (fit.cpp:735-866). Checked with the memory plan and overrides written here: k full layers fit under
+    free - 1024 MiB, k + 1 do not."""
+    from calculator.runtimes.llamacpp.memory import plan
+    from calculator.runtimes.llamacpp.runtime import LlamaCpp
+    from calculator.request import parse_request
+
+    q = {"model": "Qwen/Qwen3-30B-A3B", "gguf_file": "Qwen3-30B-A3B-Q4_K_M.gguf", "runtime": "llama.cpp",
+         "gpu": "RTX 3060", "ctx_size": "8192"}
+    body = client.get("/api/estimate", q).json()
+    fit = body["fit"]
+    assert body["verdict"] == "works" and fit["status"] == "fitted" and fit["n_gpu_layers"] == 49
+    pats = [o["pattern"] for o in fit["tensor_overrides"]]
+    assert all(o["buffer"] == "CPU" for o in fit["tensor_overrides"])
+    exps = [int(p.split("\\.")[1]) for p in pats if p.endswith("_(ch|)exps")]
+    k = min(int(p.split("\\.")[1]) for p in pats)  # the first partial layer: layers 0 .. k-1 keep their experts
+    assert exps == list(range(k + 1, 49)) and k > 0
+
+    rt = LlamaCpp()
+    req = parse_request(q)
+    model = rt.load_model(req)
+    meta, _ = rt.meta(req, model, q["gguf_file"])
+    target = get_gpu("RTX 3060").memory_bytes - 1024 * MiB
+
+    def used(n_full: int) -> int:
+        ovr = [(rf"blk\.{i}\.ffn_(up|down|gate_up|gate)_(ch|)exps", -1) for i in range(n_full, 48)]
+        p = plan(meta, n_ctx=8192, n_gpu_layers=-1, device="CUDA", tensor_overrides=ovr)
+        return sum(b.bytes for b in p.buffers if b.buft == "CUDA0") + sum(c.buffers.get("CUDA0", 0)
+                                                                         for c in p.kv_caches)
+
+    assert used(k) <= target < used(k + 1)
+    assert used(0) < target  # all dense weights fit: step 4 runs
+    assert any("routed experts of layers" in n for n in body["notes"])
+
+
+def test_fit_core_dense_by_false_position_equals_the_largest_fitting_count():
+    """A synthetic device: mem(n units) = 1000 + 100 n; free 6,024 - margin 1,024 = target 5,000 -> 40 units. Two
+    devices, free 6,024 and 3,024: the last (target 2,000 -> 10 units) is filled first, back to front, then the first
+    (40 units): -ts 40,10, -ngl 50."""
+    def measure(ngl, ts, ovr):
+        if ts is None:
+            return [1000 + 100 * max(ngl, 0)]
+        return [1000 + 100 * int(x) for x in ts]
+
+    r = fit_core(hp_ngl=79, hp_nex=0, free=[6024], margins=[1024], initial=[1000 + 100 * 80], measure=measure)
+    assert r.status == "fitted" and r.n_gpu_layers == 40 and r.overrides == []
+    r2 = fit_core(hp_ngl=79, hp_nex=0, free=[6024, 3024], margins=[1024, 1024], initial=[5000, 5000],
+                  measure=measure)
+    assert r2.tensor_split == [40.0, 10.0] and r2.n_gpu_layers == 50
+    assert fit_core(hp_ngl=79, hp_nex=0, free=[6024], margins=[1024], initial=[4000], measure=measure).status == \
+        "no_change"
+    assert fit_core(hp_ngl=79, hp_nex=0, free=[6024], margins=[1024], initial=[9000], measure=measure,
+                    user_ngl=True).status == "aborted"
+
+
+def test_layout_params_writes_fits_overrides():
+    """fit.cpp:548-586: one device, 49 units of which 20 partial, the first with ATTN overflow: layers 29 .. 48
+    (48 = the output unit, whose pattern matches no tensor)."""
+    ngl, ts, ovr = layout_params([DeviceLayers(n_layer=49, n_part=20, overflow_type="ATTN")], [-1], 48)
+    assert ngl == 49 and ts is None and len(ovr) == 20
+    assert ovr[0] == (r"blk\.29\.ffn_(gate|up|gate_up|down).*", -1)
+    assert ovr[1] == (r"blk\.30\.ffn_(up|down|gate_up|gate)_(ch|)exps", -1)
+
+
+def test_ollama_does_not_take_fit(client):
+    r = client.get("/api/estimate", LLAMA70 | {"runtime": "ollama", "fit": "off"})
+    assert r.status_code == 400 and "fit" in r.text
