@@ -170,3 +170,46 @@ def test_layout_params_writes_fits_overrides():
 def test_ollama_does_not_take_fit(client):
     r = client.get("/api/estimate", LLAMA70 | {"runtime": "ollama", "fit": "off"})
     assert r.status_code == 400 and "fit" in r.text
+
+
+LLAMA8B_3060 = {"model": "meta-llama/Llama-3.1-8B-Instruct", "gguf_file": "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf",
+                "runtime": "llama.cpp", "gpu": "RTX 3060"}
+KV_CELL = 32 * 2 * 8 * 128 * 2  # Llama-3.1-8B: 32 layers x K and V x 8 KV heads x 128 x f16 = 128 KiB per cell
+
+
+def _device_mib(body: dict) -> float:
+    """What fit.cpp measures on CUDA0: model + KV + output buffers (device_used_mib) + the compute buffer."""
+    return body["device_used_mib"] + body["compute_buffer_mib"]["CUDA0"]
+
+
+@pytest.mark.parametrize("parallel", [1, 2])
+def test_without_a_context_fit_lowers_it_until_every_layer_stays_on_the_gpu(client, parallel):
+    """-c not given (llama-server's default): fit resolves the context to n_ctx_train x n_streams (131072 per
+    sequence), and when that does not fit, interpolates between the memory at --fit-ctx 4096 x n_streams and at the
+    full context (common/fit.cpp:373-428), rounded down to 256 x n_streams cells. The two ends are measured here
+    with --fit off at an explicit -c, i.e. by a different path than the fit port."""
+    body = client.get("/api/estimate", LLAMA8B_3060 | {"parallel": str(parallel)}).json()
+    assert "-c" not in body["serve_argv"]  # -c 0 would forbid the reduction (common/arg.cpp:1641-1646)
+    full = client.get("/api/estimate", LLAMA8B_3060 | {"parallel": str(parallel), "fit": "off",
+                                                       "ctx_size": str(131072 * parallel)}).json()
+    low = client.get("/api/estimate", LLAMA8B_3060 | {"parallel": str(parallel), "fit": "off",
+                                                      "ctx_size": str(4096 * parallel)}).json()
+    free = get_gpu("RTX 3060").memory_bytes / MiB
+    target = free - 1024
+    used_full, used_min = _device_mib(full), _device_mib(low)
+    assert used_full > target > used_min
+    n_min, n_max, align = 4096 * parallel, 131072 * parallel, 256 * parallel
+    n = n_min + int((n_max - n_min) * (target - used_min) // (used_full - used_min))
+    n -= n % align
+    assert body["fit"]["status"] == "context_reduced" and body["fit"]["n_ctx"] == n
+    assert body["kv_cache_tokens"] == n and body["kv_cache_mib"] == n * KV_CELL / MiB
+    assert body["verdict"] == "works"  # every layer on the GPU: nothing for the machine's RAM to hold
+    assert _device_mib(body) <= target + 0.01
+
+
+def test_an_explicit_context_is_never_lowered(client):
+    """-c given: step 2 does not apply ("context size set by user", fit.cpp:451-453); fit moves layers instead."""
+    body = client.get("/api/estimate", LLAMA8B_3060 | {"ctx_size": "131072"}).json()
+    assert body["fit"]["status"] == "fitted" and "n_ctx" not in body["fit"]
+    assert body["kv_cache_tokens"] == 131072 and body["serve_argv"][3:5] == ["-c", "131072"]
+    assert body["verdict"] == "depends" and "system RAM" in body["verdict_condition"]

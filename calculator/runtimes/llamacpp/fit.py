@@ -9,11 +9,14 @@ the memory plan of :func:`.memory.plan`, which stands in for llama.cpp's measure
 
 * **step 1** (fit.cpp:261-371): with the parameters as given, ``projected free = free - (model + context +
   compute)`` per device; when every device keeps ``free - used >= margin`` nothing changes.
-* **step 2** (fit.cpp:373-458): the context is reduced only when ``-c`` is not given (``n_ctx == 0``) *and* a
-  minimum context (``--fit-ctx``, default 4096, common/common.h:480) is set; ``-c 0`` sets that minimum to
-  UINT32_MAX (common/arg.cpp:1641-1646: "disable context reduction ... if the user explicitly requests the full
-  context size"). The calculator's commands always pass ``-c`` (``-c 0`` for the model's context), so step 2 never
-  changes anything here (:func:`fit_core` raises ``NotModelled`` if asked to reduce a context).
+* **step 2** (fit.cpp:373-458): only when ``-c`` is not given (``n_ctx == 0``: the context is first resolved to
+  ``n_ctx_train x n_streams``, fit.cpp:256-278) and the devices together are short of their margins: the context is
+  lowered by linear interpolation between the memory at ``--fit-ctx`` (default 4096, common/common.h:480) x
+  ``n_streams`` and at the full context, rounded down to ``256 x n_streams`` cells; on one device that is the whole
+  answer ("entire model can be fit by reducing context", status ``context_reduced``), on several step 3 follows at
+  that context. ``-c 0`` sets the minimum to UINT32_MAX (common/arg.cpp:1641-1646: "disable context reduction ...
+  if the user explicitly requests the full context size"), so the calculator's commands leave ``-c`` out when the
+  request gives no context.
 * **abort** (fit.cpp:463-486): with ``-ngl`` set by the user (anything but the default -1, "auto"), with a
   ``-ts`` of non-zero shares or ``-sm row`` on several devices, or with ``-ot`` overrides, fit gives up and the
   parameters stay as given (the load then succeeds or fails on its own); fit logs "failed to fit params to free
@@ -136,7 +139,8 @@ def _step(delta: int, target: int, low: int, high: int) -> int:
 @dataclass
 class FitResult:
     """What ``common_fit_params`` did. ``status``: ``no_change`` (step 1: every device keeps its margin),
-    ``aborted`` (the user set -ngl / -ts / -ot: ``reason`` is fit.cpp's message), ``fitted`` (steps 3-4 chose
+    ``context_reduced`` (step 2 lowered the context to ``n_ctx`` and that was enough, one device), ``aborted`` (the
+    user set -ngl / -ts / -ot: ``reason`` is fit.cpp's message), ``fitted`` (steps 3-4 chose
     ``n_gpu_layers``, ``tensor_split``, ``overrides``). ``layers`` per device, ``mem`` the measured bytes per device
     for the final choice, ``targets`` ``free - margin`` per device, ``measurements`` how many trial loads fit made."""
 
@@ -151,22 +155,42 @@ class FitResult:
     projected_free: list[int] = field(default_factory=list)
     moe_surplus: int | None = None
     measurements: int = 0
+    n_ctx: int | None = None  # step 2's context (``-c`` not given), else None
 
 
 Measure = Callable[[int, "list[float] | None", "list[tuple[str, int]]"], "list[int]"]
 
 
+@dataclass
+class AutoContext:
+    """``-c`` not given (``n_ctx == 0``, ``n_ctx_auto``, fit.cpp:253): step 2 may lower the context
+    (fit.cpp:373-458). ``n_ctx_max``: ``n_ctx_train x n_streams`` (fit.cpp:256-278; ``n_streams`` = 1 with
+    ``-kvu``, else ``n_seq_max``), the context measured first; ``n_ctx_min``: ``fit_params_min_ctx x n_streams``
+    (4096 by default, common/common.h:480; ``-c 0`` makes it UINT32_MAX, common/arg.cpp:1641-1646, so no
+    AutoContext then); ``measure_at(n_ctx)``: bytes per device with the parameters as given at that context;
+    ``model_bytes``: model-buffer bytes per device at the start (``sum_projected_model``, fit.cpp:344-355);
+    ``use(n_ctx)``: later measurements (step 3) run at that context."""
+
+    n_ctx_max: int
+    n_ctx_min: int
+    n_streams: int
+    measure_at: Callable[[int], "list[int]"]
+    model_bytes: list[int]
+    use: Callable[[int], None]
+
+
 def fit_core(*, hp_ngl: int, hp_nex: int, free: list[int], margins: list[int], initial: list[int], measure: Measure,
              user_ngl: bool = False, user_ts: bool = False, user_overrides: bool = False, split_row: bool = False,
-             reduce_context: bool = False) -> FitResult:
+             auto_ctx: AutoContext | None = None) -> FitResult:
     """``common_params_fit_impl`` (fit.cpp:179-877) for ``len(free)`` devices (>= 1).
 
     ``hp_ngl``: the model's layer count without NextN layers (``llama_model_n_layer``, llama-model.cpp:2961-2963,
     llama-hparams.cpp:348-350); ``hp_nex``: its expert count; ``free`` / ``margins`` per device (bytes);
     ``initial``: bytes per device (model + context + compute) with the parameters as given; ``measure(n_gpu_layers,
     tensor_split or None, overrides)`` the same for a trial placement (what fit.cpp's no-alloc load reports).
-    ``user_*``: what the user set (fit.cpp:463-486 aborts). ``reduce_context``: the context was left to llama.cpp
-    with a minimum below it (step 2), which is not ported: raises ``NotModelled``. Returns a :class:`FitResult`."""
+    ``user_*``: what the user set (fit.cpp:463-486 aborts). ``auto_ctx``: the context was left to llama.cpp (no ``-c``),
+    so step 2 may lower it (:class:`AutoContext`; one device: status ``context_reduced`` when that is enough).
+    Returns a :class:`FitResult`."""
     nd = len(free)
     if nd < 1 or len(margins) != nd or len(initial) != nd:
         raise ValueError("free, margins and initial need one entry per device (at least one device)")
@@ -186,10 +210,27 @@ def fit_core(*, hp_ngl: int, hp_nex: int, free: list[int], margins: list[int], i
     if all(projected_free[i] >= margins[i] for i in range(nd)):
         return FitResult(status="no_change", projected_free=projected_free, mem=list(initial),
                          targets=[free[i] - margins[i] for i in range(nd)])
-    # step 2 (fit.cpp:373-458): only with -c unset and a minimum context below the model's
-    if reduce_context and sum(projected_free) - sum(margins) < 0:
-        raise NotModelled("--fit's context reduction (-c not given, common/fit.cpp:373-458) is not modelled; give "
-                          "the context size", field="max_model_len")
+    # step 2 (fit.cpp:373-458): only with -c unset, a total deficit and a minimum context below the model's
+    n_ctx = None
+    if auto_ctx is not None and sum(projected_free) - sum(margins) < 0 and auto_ctx.n_ctx_max > auto_ctx.n_ctx_min:
+        used_target = sum(free) - sum(margins)
+        if nd > 1:  # whole layers / tensors per device waste about half a unit each (fit.cpp:391-399)
+            model_per_layer = sum(auto_ctx.model_bytes) // hp_ngl
+            used_target -= (nd + 1) * model_per_layer // (2 if hp_nex == 0 else 6)
+        used_min = sum(auto_ctx.measure_at(auto_ctx.n_ctx_min))
+        used_full = sum(initial)
+        n_ctx = auto_ctx.n_ctx_min  # fit.cpp:402: measured there, and kept when interpolation cannot help
+        if used_target > used_min and used_full > used_min:
+            # linear interpolation between the minimum and the full context (fit.cpp:412-417), rounded down to
+            # 256 x n_streams cells (fit.cpp:419-420)
+            n_ctx += (auto_ctx.n_ctx_max - auto_ctx.n_ctx_min) * (used_target - used_min) // (used_full - used_min)
+            align = 256 * auto_ctx.n_streams
+            n_ctx = max(n_ctx - n_ctx % align, auto_ctx.n_ctx_min)
+            if nd <= 1:  # "entire model can be fit by reducing context" (fit.cpp:425-428)
+                return FitResult(status="context_reduced", projected_free=projected_free,
+                                 mem=auto_ctx.measure_at(n_ctx), targets=[free[i] - margins[i] for i in range(nd)],
+                                 n_ctx=n_ctx)
+        auto_ctx.use(n_ctx)
     # abort (fit.cpp:463-486)
     why = None
     if user_ngl:
@@ -201,7 +242,7 @@ def fit_core(*, hp_ngl: int, hp_nex: int, free: list[int], margins: list[int], i
     elif user_overrides:
         why = "model_params::tensor_buft_overrides already set by user, abort (common/fit.cpp:484-486)"
     if why:
-        return FitResult(status="aborted", reason=why, projected_free=projected_free, mem=list(initial),
+        return FitResult(status="aborted", reason=why, n_ctx=n_ctx, projected_free=projected_free, mem=list(initial),
                          targets=[free[i] - margins[i] for i in range(nd)])
 
     # fit.cpp:616-645: the total surplus with every routed expert in system memory
@@ -245,7 +286,7 @@ def fit_core(*, hp_ngl: int, hp_nex: int, free: list[int], margins: list[int], i
                 layers, mem = high, mem_high
     if hp_nex == 0 or moe_surplus <= 0:
         ngl, ts, ovr = layout_params(layers, overflow_devs, hp_ngl)
-        return FitResult(status="fitted", n_gpu_layers=ngl, tensor_split=ts, overrides=ovr, layers=layers, mem=mem,
+        return FitResult(status="fitted", n_ctx=n_ctx, n_gpu_layers=ngl, tensor_split=ts, overrides=ovr, layers=layers, mem=mem,
                          targets=targets, projected_free=projected_free, moe_surplus=moe_surplus,
                          measurements=count[0])
 
@@ -322,7 +363,7 @@ def fit_core(*, hp_ngl: int, hp_nex: int, free: list[int], margins: list[int], i
                     layers, overflow_devs, mem, dense_start = copy(test), ob_test, mem_test, ds_test
         i += 1
     ngl, ts, ovr = layout_params(layers, overflow_devs, hp_ngl)
-    return FitResult(status="fitted", n_gpu_layers=ngl, tensor_split=ts, overrides=ovr, layers=layers, mem=mem,
+    return FitResult(status="fitted", n_ctx=n_ctx, n_gpu_layers=ngl, tensor_split=ts, overrides=ovr, layers=layers, mem=mem,
                      targets=targets, projected_free=projected_free, moe_surplus=moe_surplus, measurements=count[0])
 
 
@@ -383,6 +424,8 @@ class FitOutcome:
     margin_bytes: list[int]
     free_bytes: list[int]
     hp_ngl: int
+    plan_ctx_max: int = 0  # the context fit measured first (n_ctx_train x n_streams with -c left to llama.cpp)
+    min_ctx_total: int = 0  # --fit-ctx x n_streams: the lowest context step 2 may choose
 
     @property
     def changed(self) -> bool:
@@ -390,11 +433,16 @@ class FitOutcome:
 
 
 def fit_plan(meta, base: LlamaCppPlan, plan_kwargs: dict, *, free_bytes: int, margin_mib: int = DEFAULT_MARGIN_MIB,
-             user_ngl: bool = False, user_ts: bool = False, extra_bytes: int = 0) -> FitOutcome:
+             user_ngl: bool = False, user_ts: bool = False, extra_bytes: int = 0,
+             min_ctx: int | None = DEFAULT_MIN_CTX) -> FitOutcome:
     """llama-server's ``--fit`` for ``meta`` with the plan ``base`` (made by :func:`.memory.plan` with
     ``plan_kwargs``). ``free_bytes``: each device's free memory (identical devices; the catalog budget = an idle
     GPU); ``margin_mib``: ``--fit-target`` (default 1024 MiB, common/common.h:482-483); ``user_ngl`` / ``user_ts``:
-    -ngl / -ts given; ``extra_bytes``: a draft model's bytes per device, added to every measurement. Returns a
+    -ngl / -ts given; ``extra_bytes``: a draft model's bytes per device, added to every measurement; ``min_ctx``:
+    ``--fit-ctx`` when ``-c`` is not given (``plan_kwargs["n_ctx"] == 0``; None for an explicit ``-c 0``, which turns
+    step 2 off). With the context left to llama.cpp fit first resolves it to ``n_ctx_train x n_streams``
+    (fit.cpp:256-278: more than the plan's ``n_ctx_train`` in all when several sequences have their own streams),
+    then step 2 may lower it. Returns a
     :class:`FitOutcome`. Raises ``NotModelled`` when the plan cannot stand in for fit's measurement (no tensor
     table, a buffer not modelled, a CPU-only build)."""
     if base.device == "CPU":
@@ -407,30 +455,59 @@ def fit_plan(meta, base: LlamaCppPlan, plan_kwargs: dict, *, free_bytes: int, ma
     else:
         gpu_ids = list(range(plan_kwargs["n_gpus"]))
     nd = len(gpu_ids)
+    hp_ngl = meta.n_layer_all - meta.n_layer_nextn
+    auto = None
+    if plan_kwargs.get("n_ctx", 0) == 0:  # n_ctx_auto (fit.cpp:253): the context is resolved before measuring
+        if not meta.n_ctx_train:
+            raise NotModelled("--fit with the context left to llama.cpp needs the model's training context",
+                              field="max_model_len")
+        n_streams = 1 if plan_kwargs.get("kv_unified") else max(1, plan_kwargs.get("n_seq_max", 1))
+        n_ctx_max = meta.n_ctx_train * n_streams
+        plan_kwargs = dict(plan_kwargs, n_ctx=n_ctx_max)
+        if n_streams > 1:  # fit.cpp:266-278: n_ctx_train per stream, not in all
+            base = plan(meta, **plan_kwargs)
+        if min_ctx is not None:
+            auto = (n_ctx_max, min(min_ctx * n_streams, 0xFFFFFFFF), n_streams)
     plans: dict = {}
+    state = {"n_ctx": plan_kwargs["n_ctx"]}
 
-    def measure(ngl: int, ts: list[float] | None, ovr: list[tuple[str, int]]) -> list[int]:
-        kw = dict(plan_kwargs, n_gpu_layers=ngl, tensor_overrides=list(ovr))
+    def measure_with(n_ctx: int, ngl: int, ts: list[float] | None, ovr: list[tuple[str, int]]) -> list[int]:
+        kw = dict(plan_kwargs, n_ctx=n_ctx, n_gpu_layers=ngl, tensor_overrides=list(ovr))
         if nd > 1:
             kw["tensor_split"] = ts
         p = plan(meta, **kw)
-        plans[(ngl, tuple(ts) if ts else None, tuple(ovr))] = p
+        plans[(n_ctx, ngl, tuple(ts) if ts else None, tuple(ovr))] = p
         return [b + extra_bytes for b in device_bytes(p, gpu_ids)]
 
+    def measure(ngl: int, ts: list[float] | None, ovr: list[tuple[str, int]]) -> list[int]:
+        return measure_with(state["n_ctx"], ngl, ts, ovr)
+
+    given_ngl = plan_kwargs.get("n_gpu_layers", -1)
+    given_ts = plan_kwargs.get("tensor_split") if nd > 1 else None
     initial = [b + extra_bytes for b in device_bytes(base, gpu_ids)]
+    auto_ctx = None if auto is None else AutoContext(
+        n_ctx_max=auto[0], n_ctx_min=auto[1], n_streams=auto[2],
+        measure_at=lambda n: measure_with(n, given_ngl, given_ts, plan_kwargs.get("tensor_overrides") or []),
+        model_bytes=[sum(b.bytes or 0 for b in base.buffers if b.kind == "model"
+                         and b.buft in (_buft_name(base.device, g), f"{_buft_name(base.device, g)}_Mapped"))
+                     for g in gpu_ids],
+        use=lambda n: state.__setitem__("n_ctx", n))
     margins = [margin_mib * MiB] * nd
     free = [free_bytes] * nd
-    res = fit_core(hp_ngl=meta.n_layer_all - meta.n_layer_nextn, hp_nex=meta.n_expert or 0, free=free,
+    res = fit_core(hp_ngl=hp_ngl, hp_nex=meta.n_expert or 0, free=free,
                    margins=margins, initial=initial, measure=measure, user_ngl=user_ngl, user_ts=user_ts,
-                   split_row=plan_kwargs.get("split_mode") == "row")
+                   split_row=plan_kwargs.get("split_mode") == "row", auto_ctx=auto_ctx)
     chosen = base
     if res.status == "fitted":
-        key = (res.n_gpu_layers, tuple(res.tensor_split) if res.tensor_split else None, tuple(res.overrides))
-        chosen = plans.get(key) or plan(meta, **dict(plan_kwargs, n_gpu_layers=res.n_gpu_layers,
+        key = (state["n_ctx"], res.n_gpu_layers, tuple(res.tensor_split) if res.tensor_split else None,
+               tuple(res.overrides))
+        chosen = plans.get(key) or plan(meta, **dict(plan_kwargs, n_ctx=state["n_ctx"], n_gpu_layers=res.n_gpu_layers,
                                                      tensor_overrides=list(res.overrides),
                                                      **({"tensor_split": res.tensor_split} if nd > 1 else {})))
+    elif res.n_ctx is not None:  # the context step 2 chose (one device), or kept by an abort after it (fit.cpp:894)
+        chosen = plan(meta, **dict(plan_kwargs, n_ctx=res.n_ctx))
     return FitOutcome(result=res, plan=chosen, gpu_ids=gpu_ids, margin_bytes=margins, free_bytes=free,
-                      hp_ngl=meta.n_layer_all - meta.n_layer_nextn)
+                      hp_ngl=hp_ngl, plan_ctx_max=plan_kwargs["n_ctx"], min_ctx_total=auto[1] if auto else 0)
 
 
 def argv_equivalent(res: FitResult, device: str = "CUDA") -> list[str]:
@@ -457,22 +534,7 @@ def _gib(b: int) -> str:
     return f"{b / 2**30:.2f} GiB"
 
 
-def fit_for_request(meta, base: LlamaCppPlan, plan_kwargs: dict, **kw) -> tuple[LlamaCppPlan, dict | None,
-                                                                                 list[str], str | None]:
-    """:func:`_fit_for_request`, plus the one rule of fit.cpp that acts even when nothing else changes: with
-    ``-c 0``, ``-np`` > 1 and no ``-kvu`` the context becomes ``n_ctx_train x n_seq`` (common/fit.cpp:266-278),
-    which is said, not modelled (the plan keeps n_ctx_train)."""
-    p, info, notes, condition = _fit_for_request(meta, base, plan_kwargs, **kw)
-    from .memory import RELEASE_LEGACY
-
-    if kw.get("fit") != "off" and kw.get("release") != RELEASE_LEGACY and plan_kwargs.get("n_ctx", 0) == 0 and \
-            plan_kwargs.get("n_seq_max", 1) > 1 and not plan_kwargs.get("kv_unified"):
-        notes.append("-c 0 with -np > 1 and no -kvu: llama-server's --fit sets the context to n_ctx_train x n_seq "
-                     "(common/fit.cpp:266-278) before measuring; not modelled (the plan keeps n_ctx_train in all)")
-    return p, info, notes, condition
-
-
-def _fit_for_request(meta, base: LlamaCppPlan, plan_kwargs: dict, *, fit: str | None, fit_target: int | None,
+def fit_for_request(meta, base: LlamaCppPlan, plan_kwargs: dict, *, fit: str | None, fit_target: int | None,
                      user_ngl: bool, user_ts: bool, release: str, free_bytes: int, free_source: str,
                      extra_bytes: int = 0) -> tuple[LlamaCppPlan, dict | None, list[str], str | None]:
     """``--fit`` as llama-server runs it for a request: ``(plan to use, the "fit" JSON or None, notes, condition or
@@ -509,17 +571,31 @@ def _fit_for_request(meta, base: LlamaCppPlan, plan_kwargs: dict, *, fit: str | 
                   "devices": names, "projected_free_mib": [round(x / MiB, 2) for x in res.projected_free],
                   "targets_mib": [round(x / MiB, 2) for x in res.targets], "source": src}
     condition = None
-    if release != RELEASE_0_3_36 and res.status == "fitted":
+    if release != RELEASE_0_3_36 and res.status in ("fitted", "context_reduced"):
         condition = (f"the llama.cpp build has --fit ({FIT_HISTORY}; builds before it load every layer and fail) and "
                      "its algorithm is the 0.3.36 one modelled here")
+    ctx_note = ""
+    if res.n_ctx is not None:
+        info["n_ctx"] = res.n_ctx
+        info["n_ctx_from"] = out.plan_ctx_max
+        ctx_note = (f"-c is not given, so it first lowers the context from {out.plan_ctx_max} to {res.n_ctx} cells by "
+                    f"linear interpolation down to its minimum of {out.min_ctx_total} (--fit-ctx; common/fit.cpp:373-"
+                    f"428), rounded down to a multiple of 256; ")
+    if res.status == "context_reduced":
+        return out.plan, info, [
+            f"llama-server's --fit (on by default, {FIT_DEFAULT_SRC}): with the model's full context a device would keep "
+            f"less than its {margin} MiB margin free ({', '.join(f'{n} {x / MiB:.0f} MiB' for n, x in zip(names, res.projected_free))} "
+            f"projected free, common/fit.cpp:332-371); {ctx_note}every layer stays on the GPU (\"entire model can be "
+            f"fit by reducing context\", fit.cpp:425-428). The same with --fit off: -c {res.n_ctx}; {assumption}"], None
     if res.status == "no_change":
         free_txt = ", ".join(f"{n} {x / MiB:.0f} MiB" for n, x in zip(names, res.projected_free))
-        return base, info, [f"llama-server's --fit (on by default, {FIT_DEFAULT_SRC}) changes nothing: every device "
+        return out.plan, info, [f"llama-server's --fit (on by default, {FIT_DEFAULT_SRC}) changes nothing: every device "
                             f"keeps at least its {margin} MiB margin free ({free_txt} projected free; common/fit.cpp:"
                             f"332-371); {assumption}"], None
     if res.status == "aborted":
-        return base, info, [f"llama-server's --fit finds a device short of its {margin} MiB margin but gives up: "
-                            f"{res.reason}; llama-server then loads with the parameters as given (fit.cpp:894-896)"], None
+        return out.plan, info, [f"llama-server's --fit finds a device short of its {margin} MiB margin but gives up: "
+                                f"{ctx_note}{res.reason}; llama-server then loads with the parameters as given"
+                                f"{' and the lowered context' if ctx_note else ''} (fit.cpp:894-896)"], None
     p = out.plan
     n_all = meta.n_layer_all
     hp = out.hp_ngl
@@ -554,11 +630,11 @@ def _fit_for_request(meta, base: LlamaCppPlan, plan_kwargs: dict, *, fit: str | 
         f"llama-server's --fit (on by default, {FIT_DEFAULT_SRC}) moves what does not fit to the CPU: with every layer "
         f"on the GPU a device would keep less than its {margin} MiB margin free "
         f"({', '.join(f'{n} {x / MiB:.0f} MiB' for n, x in zip(names, res.projected_free))} projected free, "
-        f"common/fit.cpp:332-371), -ngl and -ts are not given, so it fills layers back to front "
+        f"common/fit.cpp:332-371), {ctx_note}-ngl and -ts are not given, so it fills layers back to front "
         f"(common/fit.cpp:488-733{'; MoE: experts first, 616-645 and 735-866' if meta.n_expert else ''}) and keeps "
         f"-ngl {res.n_gpu_layers} of {hp + 1} units: {'; '.join(per_dev)}"
         + (f"; {cpu_layers} layers in CPU memory" if cpu_layers else "") + moe_txt
-        + f". The same with --fit off: {' '.join(argv)}",
+        + f". The same with --fit off: {' '.join(argv)}" + (f" -c {res.n_ctx}" if res.n_ctx is not None else ""),
         f"system RAM must hold the CPU part: {_gib(host['total'])} (weights {_gib(host['weights'])}, KV cache "
         f"{_gib(host['kv'])}, compute ~{_gib(host['compute'])}, logits {_gib(host['output'])}); the machine's RAM is not "
         "known here",

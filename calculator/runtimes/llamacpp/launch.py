@@ -41,7 +41,7 @@ def launch_argv(
     fit: str | None = None,
     fit_target: int | None = None,
 ) -> list[str]:
-    """``llama-server -m MODEL -c N -np P -fa on|off|auto -ctk T -ctv T [-ngl N] [-kvu] [--swa-full]`` and, with a
+    """``llama-server -m MODEL [-c N] -np P -fa on|off|auto -ctk T -ctv T [-ngl N] [-kvu] [--swa-full]`` and, with a
     draft model, ``[--spec-type draft-simple] -md FILE | -hfd REPO [--spec-draft-n-max K] [-ngld N]`` (0.3.36;
     ``--draft-max K`` for the older release rule sets, see the module docstring). ``draft_model_path`` is the
     draft's .gguf file, ``draft_hf_repo`` a Hub repo llama-server downloads from (one of them).
@@ -67,8 +67,10 @@ def launch_argv(
     for name, t in (("cache_type_k", cache_type_k), ("cache_type_v", cache_type_v)):
         if t not in KV_CACHE_TYPES:
             raise ValueError(f"{name}: one of {', '.join(KV_CACHE_TYPES)}, not {t!r}")
-    argv = [binary, "-m", model_path, "-c", str(n_ctx), "-np", str(n_parallel), "-fa", flash_attn,
-            "-ctk", cache_type_k, "-ctv", cache_type_v]
+    # n_ctx 0: -c left out, llama-server's default (0 = the model's context, which --fit may lower to fit the device;
+    # an explicit `-c 0` would forbid that, common/arg.cpp:1641-1646)
+    argv = [binary, "-m", model_path, *(["-c", str(n_ctx)] if n_ctx else []), "-np", str(n_parallel), "-fa",
+            flash_attn, "-ctk", cache_type_k, "-ctv", cache_type_v]
     if n_gpu_layers is not None:
         argv += ["-ngl", str(n_gpu_layers)]
     if fit is not None:

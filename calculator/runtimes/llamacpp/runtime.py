@@ -246,6 +246,9 @@ class LlamaCppMemory(BaseModel):
             rows.append(("tensor types", self.gguf_file or "", self.weights_source))
         rows.append(("device budget (MiB)", round(self.device_budget_mib, 2), self.device_budget_source))
         f = self.fit
+        if f is not None and f.get("n_ctx") is not None:
+            rows.append(("llama-server --fit: context (cells)", f"{f['n_ctx']:,} (lowered from {f['n_ctx_from']:,}: -c "
+                         "not given)", f"common/fit.cpp:373-428; {f['source']}; {f['free_assumption']}"))
         if f is not None and f.get("status") == "fitted":
             rows.append(("llama-server --fit: -ngl", f"{f['n_gpu_layers']} of {f['n_gpu_layers_of']}"
                          + (f", {len(f['tensor_overrides'])} tensor overrides (-ot)" if f["tensor_overrides"] else ""),
@@ -844,7 +847,7 @@ class LlamaCpp:
             draft = {"draft_model_path": request.gguf_file_draft, "draft_hf_repo": None if request.gguf_file_draft
                      else spec.model, "draft_max": spec.num_speculative_tokens,
                      "n_gpu_layers_draft": request.n_gpu_layers_draft, "release": request.release}
-        kw = dict(n_ctx=mem.plan.n_ctx_requested, n_parallel=mem.plan.n_seq_max, flash_attn=mem.plan.flash_attn,
+        kw = dict(n_ctx=request.max_model_len or 0, n_parallel=mem.plan.n_seq_max, flash_attn=mem.plan.flash_attn,
                   cache_type_k=mem.resolved["cache_type_k"], cache_type_v=mem.resolved["cache_type_v"],
                   n_gpu_layers=request.n_gpu_layers, kv_unified=request.kv_unified, swa_full=request.swa_full,
                   fit=getattr(request, "fit", None), fit_target=getattr(request, "fit_target", None),
