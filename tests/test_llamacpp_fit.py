@@ -213,3 +213,15 @@ def test_an_explicit_context_is_never_lowered(client):
     assert body["fit"]["status"] == "fitted" and "n_ctx" not in body["fit"]
     assert body["kv_cache_tokens"] == 131072 and body["serve_argv"][3:5] == ["-c", "131072"]
     assert body["verdict"] == "depends" and "system RAM" in body["verdict_condition"]
+
+
+def test_ollama_from_0_30_leaves_the_placement_to_llama_servers_fit(client):
+    """Ollama 0.30+ starts llama-server with -c (num_ctx x parallel) and no -ngl (llm/llama_server.go:398-405 at
+    v0.32.15), so --fit places the layers exactly as for llama-server -c 8192; before 0.30 Ollama's own scheduler
+    picks num_gpu and the fit port is not applied."""
+    q = LLAMA70 | {"runtime": "ollama"}
+    new = client.get("/api/estimate", q | {"ollama_release": "0.32.15"}).json()
+    assert new["fit"]["status"] == "fitted" and new["fit"]["n_gpu_layers"] == 43
+    assert any("CUDA0 KV buffer size =  1344.00 MiB" in line for line in new["log_lines"])  # 42 layers x 32 MiB
+    old = client.get("/api/estimate", q | {"ollama_release": "0.21.0"}).json()
+    assert old["fit"] is None and any("Ollama's scheduler picks" in n for n in old["notes"])

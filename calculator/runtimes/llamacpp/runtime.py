@@ -454,8 +454,9 @@ class LlamaCpp:
         fit_info, draft = None, None
         try:
             p = plan(meta, **plan_kw)
-            if self.name == "llama.cpp":  # llama-server's --fit (Ollama's scheduler picks num_gpu itself)
-                draft = self._draft(request, p, st, device) if spec is not None and request.gpus == 1 else None
+            if self.runs_llama_server_fit(request):  # llama-server's --fit places the layers
+                if self.name == "llama.cpp":
+                    draft = self._draft(request, p, st, device) if spec is not None and request.gpus == 1 else None
                 p, fit_info = self._fit(request, meta, p, plan_kw, gpu, draft)
                 st = dict(st, fit=fit_info)
         except NotModelled as exc:
@@ -471,7 +472,7 @@ class LlamaCpp:
             given = request.llamacpp_backend is not None
             p.notes.append(f"llama.cpp build: {device} ({'llamacpp_backend' if given else 'the default build for ' + (gpu.vendor or 'this') + ' GPUs; llamacpp_backend picks another'}); "
                            "its devices are named " + _buft_name(device, 0) + ", ... in the logs and in -dev")
-        if self.name == "ollama":  # llama-server's --fit is not Ollama's: Ollama's scheduler picks num_gpu itself
+        if self.name == "ollama" and not self.runs_llama_server_fit(request):  # Ollama's scheduler picks num_gpu
             p.notes[:] = [("Ollama's scheduler picks how many layers go to the GPU (num_gpu) from its own memory "
                            "estimate and may offload fewer than all; the plan assumes all on the device")
                           if n.startswith("llama-server's --fit") else n for n in p.notes]
@@ -675,6 +676,11 @@ class LlamaCpp:
                                         "flash_attn": p.flash_attn, "device": device, "n_gpus": p.n_gpus,
                                         "split_mode": p.split_mode, "tensor_split": p.tensor_split,
                                         "cache_type_k": st["cache_type_k"], "cache_type_v": st["cache_type_v"]})
+
+    def runs_llama_server_fit(self, request) -> bool:
+        """Whether llama-server's ``--fit`` places the layers: llama-server does unless ``--fit off`` (handled by
+        :func:`.fit.fit_for_request`); Ollama only from 0.30 (:meth:`Ollama.runs_llama_server_fit`)."""
+        return True
 
     def _fit(self, request, meta: GGUFMeta, p: LlamaCppPlan, plan_kw: dict[str, Any], gpu: GPU,
              draft: DraftMemory | None) -> tuple[LlamaCppPlan, dict[str, Any] | None]:
@@ -1065,6 +1071,13 @@ class Ollama(LlamaCpp):
             mem.fits, mem.reason = True, None
             mem.condition = (f"the model weights and KV cache of Ollama's own engine ({weights_why or kv_why}) and its "
                              "compute graph (not modelled) fit on the device")
+
+    def runs_llama_server_fit(self, request) -> bool:
+        """Ollama 0.30+ starts llama-server with ``-c num_ctx x parallel -np parallel`` and no ``-ngl`` unless num_gpu
+        is set ("Default behavior: let llama-server auto-detect", llm/llama_server.go:398-405 at v0.32.15; no
+        ``--fit`` flag; LLAMA_ARG_FIT_TARGET only pads for a projector, :690-720), so llama-server's --fit places
+        the layers; before 0.30 Ollama's own scheduler picks num_gpu."""
+        return ollama_rule(request.ollama_release).engine_required is None
 
     def check_speculative(self, spec) -> None:
         """Ollama has no speculative decoding: no draft-model option in its API, Modelfile or server (the feature
