@@ -421,9 +421,17 @@ class RuntimeOutcome:
 
         return get_runtime(self.plan.runtime).label
 
+    @property
+    def release_label(self) -> str:
+        """The release the answer names: Ollama's own release for Ollama (the llama.cpp rules it runs are in the
+        runtime block), else the runtime's."""
+        m = self.plan.memory
+        return (getattr(m, "ollama", None) or {}).get("release") or m.release
+
     def headline(self) -> str:
         m = self.plan.memory
-        return (f"{self.verdict.text}: {self.model_id} on {self.num_gpus}× {m.gpu} ({self.runtime_label} {m.release}); "
+        return (f"{self.verdict.text}: {self.model_id} on {self.num_gpus}× {m.gpu} ({self.runtime_label} "
+                f"{self.release_label}); "
                 f"{m.kv_cache_tokens:,} KV cache tokens, max concurrency {m.max_concurrency:.2f}× at "
                 f"{m.max_model_len:,} tokens")
 

@@ -23,8 +23,10 @@ def _workload_text(speed: dict) -> str:
 def render_runtime_table(mem, info: dict, speed: dict | None = None, verdict=None) -> str:
     """The table of a runtime whose memory plan is not vLLM's (``mem.rows()``: label, value, source): what that
     runtime logs, the speed when predicted, the verdict and the command(s)."""
+    ollama = (getattr(mem, "ollama", None) or {}).get("release")  # Ollama's own release, over llama.cpp's rules
+    release = f"Ollama {ollama} (llama.cpp rules: {mem.release})" if ollama else mem.release
     lines = [f"Model: {info['model']}" + (f" @ {info['sha'][:12]}" if info.get("sha") else ""),
-             f"Config from: {info['source']}", f"GPU: {mem.gpu}", f"Release: {mem.release}"]
+             f"Config from: {info['source']}", f"GPU: {mem.gpu}", f"Release: {release}"]
     for label, value, source in mem.rows():
         if isinstance(value, float):  # as the runtimes log them: 2 decimals, small fractions to 4 figures
             value = f"{value:.2f}" if abs(value) >= 1 else f"{value:.4g}"
