@@ -157,6 +157,8 @@ def test_page_names_the_engine(client, _offline):
     assert 'id="ollama-engine">(its own Go engine, rule Ollama 0.20.4 .. 0.21.2)' in html
     assert "msg=&quot;kv cache&quot; device=Metal size=&quot;254.0 MiB&quot;" in html
     assert "compute graph (Metal)" in html and "sched_reserve" not in html
+    # the answer is named by Ollama's release, not by the llama.cpp rule set behind it
+    assert "on 1× Apple M3 Max 64GB (Ollama 0.21.0);" in html and "Reproduce it with Ollama 0.21.0" in html
 
 
 def test_num_ctx_is_cut_to_the_training_context(client, _offline):
