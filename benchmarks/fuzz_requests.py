@@ -23,7 +23,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 MODELS = ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-8B", "deepseek-ai/DeepSeek-V3", "openai/gpt-oss-120b",
           "Qwen/Qwen3-30B-A3B", "google/gemma-3-27b-it", "Qwen/Qwen3-Next-80B-A3B-Instruct", "nobody/nothing",
-          "--trust-remote-code", "a" * 300, "tiny-random/llama", "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF"]
+          "--trust-remote-code", "a" * 300, "tiny-random/llama", "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF",
+          "google/gemma-4-26B-A4B", "meta-llama/Llama-3.1-70B-Instruct"]
 VALUES = ["1", "0", "-1", "8192", "32k", "32K", "1e400k", "16M", "1.5K", "nan", "inf", "9" * 40, "", " ", "abc",
           "0.5", "1.01", "true", "auto", "fp8", "bfloat16", "H100", "A100", "CPU", "RTX 4090", "custom:24GiB",
           "Apple M2 Max 64GB", "FLASH_ATTN", "FLASHMLA", "q8_0", "on", "vllm", "sglang", "llama.cpp", "ollama",
@@ -31,7 +32,9 @@ VALUES = ["1", "0", "-1", "8192", "32k", "32K", "1e400k", "16M", "1.5K", "nan", 
           '{"method":"eagle3","num_speculative_tokens":3}', '{"method":"mtp","num_speculative_tokens":1}',
           '{"method":"draft_model","model":"x/y","num_speculative_tokens":1000}', "%ED%A0%80",
           "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf", "Llama-3.2-1B-Instruct-Q8_0.gguf", "../../etc/passwd.gguf",
-          '{"method":"draft_model","model":"bartowski/Llama-3.2-1B-Instruct-GGUF","num_speculative_tokens":8}']
+          '{"method":"draft_model","model":"bartowski/Llama-3.2-1B-Instruct-GGUF","num_speculative_tokens":8}',
+          "off", "0.21.0", "0.30.0", "0.32.15", "RTX 3060", "Llama-3.1-70B-Instruct-Q4_K_M.gguf",
+          "gemma-4-26B-A4B-it-Q4_K_M.gguf", "4096"]
 
 
 def random_query(rng: random.Random, keys: list[str]) -> dict[str, str]:
