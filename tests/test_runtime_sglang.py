@@ -91,3 +91,25 @@ def test_the_sglang_page_shows_vllm_beside_for_the_issue_example(client):
     assert "0.930 (as passed with --mem-fraction-static)" in why
     assert "both store bf16 KV at 48,128 B per token per GPU" in why
     assert "subtracts the profiled activation peak" in why
+
+
+def test_a_configuration_sglang_cannot_start_is_a_verdict_not_bad_input(client):
+    """Qwen3-235B-A22B-FP8 on 4x L4 (22 GiB each): its FP8 weights alone are ~235e9 x 1 B / 4 ranks ~ 55 GiB per
+    rank, more than an L4 holds. SGLang fails while loading them: the answer is does_not_fit (200, exit 1 on the
+    CLI), not a 400 as if a flag were wrong. A tiny --mem-fraction-static leaves no KV pool: does_not_fit too."""
+    q = {"model": "Qwen/Qwen3-235B-A22B-FP8", "gpu": "L4", "runtime": "sglang", "tp_size": "4"}
+    r = client.get("/api/estimate", q)
+    assert r.status_code == 200, r.content
+    body = r.json()
+    w, free = body["weights_gib"], body["free_before_load_gib"]
+    assert w > 50 > 22 > free
+    assert body["verdict"] == "does_not_fit" and f"({w:.2f} GiB per rank) do not fit" in body["reason"]
+    assert body["kv_cache_tokens"] == 0
+    small = client.get("/api/estimate", {"model": "Qwen/Qwen3-8B", "gpu": "L4", "runtime": "sglang",
+                                         "mem_fraction_static": "0.3"}).json()
+    assert small["verdict"] == "does_not_fit" and "Not enough memory" in small["reason"]
+    out = StringIO()
+    with pytest.raises(CommandError) as exit_:  # calculator.cli.Verdict: the exit status follows the verdict
+        call_command("estimate", "--model", "Qwen/Qwen3-235B-A22B-FP8", "--gpu", "L4", "--runtime", "sglang",
+                     "--tp-size", "4", stdout=out)
+    assert exit_.value.returncode == 1 and "Does not fit" in out.getvalue()

@@ -145,6 +145,7 @@ class SGLangPlan(BaseModel):
     kv_size_gib: float  # K + V (MHA) or the single MLA/NSA figure, as the log line prints it
     kv_pool_gib: float  # what the pool allocates, including an NSA indexer the 0.5.3 log left out
     max_num_reqs: int
+    does_not_start: str | None = None  # why SGLang fails at start-up (weights too big, no KV pool), else None
     max_running_requests: int
     req_to_token_gib: float
     free_after_pool_gib: float  # estimate: free_after_load - pool - Mamba - req_to_token
@@ -711,8 +712,11 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             f"not in the configuration nor in SGLang's source: medians of public start-up logs, "
             f"calculator/runtimes/sglang/data/startup_overhead.json: {oh_data})")
     x_gib = t_gib - w_gib
+    # a configuration SGLang cannot start is a verdict, not bad input: the plan carries it with 0 KV tokens
+    does_not_start = None
     if x_gib <= 0:
-        raise EngineInputError("gpu", f"weights ({w_gib:.2f} GiB per rank) do not fit in {t_gib:.2f} GiB free on {gpu.name}")
+        does_not_start = (f"the weights ({w_gib:.2f} GiB per rank) do not fit in the {t_gib:.2f} GiB free on "
+                          f"{gpu.name} before loading: SGLang fails while loading them (CUDA out of memory)")
 
     # --- cell size -------------------------------------------------------------------------------
     n_layers = _req(c, "num_hidden_layers")
@@ -790,7 +794,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                 f"by {sensitivity:.1f}%. Give free_memory_before_load_gib (the log's 'Load weight begin. avail mem') "
                 "for the exact count.")
     mamba_plan = None
-    if mamba is not None:
+    if mamba is not None and rest > 0:
         ratio = 0.9
         if speculative_algorithm is not None:
             raise EngineInputError("speculative_algorithm", "Mamba intermediate states for speculative decoding on "
@@ -806,10 +810,10 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                                ssm_bytes_per_request=mamba["ssm"], max_mamba_cache_size=size,
                                conv_state_gib=size * mamba["conv"] / GIB, ssm_state_gib=size * mamba["ssm"] / GIB)
         src("max_mamba_cache_size", size, "source", cite(release, "mamba_split") + " mamba_full_memory_ratio 0.9")
-    if rest <= 0:
-        raise EngineInputError("mem_fraction_static", f"no memory left for the KV cache: rest = {rest:.2f} GiB "
-                               "(SGLang: 'Not enough memory. Please try to increase --mem-fraction-static.')")
-    tokens = int(rest * GIB) // cell
+    if rest <= 0 and does_not_start is None:
+        does_not_start = (f"no memory left for the KV cache: rest = {rest:.2f} GiB (SGLang: 'Not enough memory. Please "
+                          "try to increase --mem-fraction-static.')")
+    tokens = max(0, int(rest * GIB) // cell)
     headroom = 0
     # before 0.5.10 max_num_reqs is taken from the profiled count (before headroom and page alignment)
     max_num_reqs = min(max(int(tokens / ctx * 512), 2048), 4096)
@@ -836,8 +840,9 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         swa_tokens = int(full_tokens * r) // page * page
         src("swa_max_total_num_tokens", swa_tokens, "source", cite(release, "swa_split") + " swa_full_tokens_ratio 0.8")
         tokens = full_tokens
-    if tokens <= 0:
-        raise EngineInputError("mem_fraction_static", "no KV tokens fit")
+    if tokens <= 0 and does_not_start is None:
+        does_not_start = ("no KV tokens fit: SGLang's pool would be empty ('Not enough memory. Please try to increase "
+                          "--mem-fraction-static.')")
     src("max_total_num_tokens", tokens, "source", cite(release, "profile") + " int(rest x 2^30) // cell_size")
 
     # --- requests --------------------------------------------------------------------------------
@@ -960,4 +965,5 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         swa_max_total_num_tokens=swa_tokens, k_size_gib=k_size, v_size_gib=v_size, kv_size_gib=kv_size,
         kv_pool_gib=pool_gib, max_num_reqs=max_num_reqs, max_running_requests=mrr, req_to_token_gib=req_to_token,
         free_after_pool_gib=free_after_pool, speculative=spec, sources=sources, notes=notes,
-        tokens_pct_per_0_1_gib_overhead=round(sensitivity, 2) if sensitivity is not None else None)
+        tokens_pct_per_0_1_gib_overhead=round(sensitivity, 2) if sensitivity is not None else None,
+        does_not_start=does_not_start)

@@ -121,7 +121,9 @@ class SGLang:
         tokens = p.max_total_num_tokens
         fits = tokens >= p.context_length and tokens > 0
         reason = None
-        if tokens <= 0:
+        if p.does_not_start is not None:
+            fits, reason = False, p.does_not_start
+        elif tokens <= 0:
             reason = ("Not enough memory: SGLang's KV pool would be empty; increase --mem-fraction-static "
                       "(SGLang raises this at start-up)")
         elif not fits:
