@@ -113,3 +113,14 @@ def test_a_configuration_sglang_cannot_start_is_a_verdict_not_bad_input(client):
         call_command("estimate", "--model", "Qwen/Qwen3-235B-A22B-FP8", "--gpu", "L4", "--runtime", "sglang",
                      "--tp-size", "4", stdout=out)
     assert exit_.value.returncode == 1 and "Does not fit" in out.getvalue()
+
+
+def test_the_page_takes_sglangs_own_flag_names_as_the_api_does(client):
+    """tp_size (SGLang's --tp-size) on the page: the form's shown default of tensor_parallel_size must not make it
+    look like two different values for one setting; the permalink names the shared field."""
+    q = {"model": "Qwen/Qwen3-235B-A22B-FP8", "gpu": "H100", "runtime": "sglang", "tp_size": "4"}
+    r = client.get("/", q, follow=True)
+    assert r.status_code == 200 and "tensor_parallel_size=4" in r.redirect_chain[-1][0]
+    assert client.get("/api/estimate", q).json()["tp_size"] == 4
+    clash = client.get("/", q | {"tensor_parallel_size": "2"})
+    assert clash.status_code == 400 and "under another name" in clash.content.decode()

@@ -206,6 +206,9 @@ class EstimateForm(forms.Form):
         fields so they show on the page; a value that is not such JSON stays and is reported."""
         data = {k: query.get(k) for k in query}
         repeated = repeated_parameter(query)
+        for alias, target in ALIASES.items():  # tp_size=4 fills the tensor_parallel_size field (not its shown default)
+            if (data.get(alias) or "").strip() and not (data.get(target) or "").strip():
+                data[target] = data.pop(alias)
         for name, value in SHOWN_DEFAULTS.items():
             if not (data.get(name) or "").strip():
                 data[name] = value
