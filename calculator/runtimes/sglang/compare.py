@@ -46,6 +46,12 @@ def explain_vs_vllm(sglang: SGLangPlan, *, vllm_kv_tokens: int, vllm_kv_gib: flo
     configuration does not give). Whether SGLang's ``mem_fraction_static`` was passed or is its default is
     read from the plan's sources.
     """
+    if sglang.does_not_start is not None or vllm_kv_tokens <= 0:  # no KV capacities to compare
+        sides = [f"SGLang: {sglang.does_not_start}" if sglang.does_not_start is not None else
+                 f"SGLang starts with {sglang.max_total_num_tokens:,} KV tokens",
+                 f"vLLM: its weights ({vllm_weights_gib:.1f} GiB per GPU) and profiled memory leave no KV cache"
+                 if vllm_kv_tokens <= 0 else f"vLLM starts with {vllm_kv_tokens:,} KV tokens"]
+        return "There are no KV capacities to compare: " + "; ".join(sides) + "."
     total = vllm_total_gib if vllm_total_gib is not None else sglang.free_before_load_gib
     s_kv = sglang.max_total_num_tokens * sglang.cell_size_bytes / GIB
     ratio = sglang.max_total_num_tokens / vllm_kv_tokens if vllm_kv_tokens else float("inf")
