@@ -1453,9 +1453,10 @@ def speed_fields(engine_input: EngineInput, estimate_result: EstimateResult | No
                  output_len: int, concurrency: int, acceptance_rate: float | None = None, *,
                  workload: str | None = None, temperature: float | None = None,
                  acceptance_length: float | None = None, runtime: str = "vllm",
-                 arrival: str = "closed") -> dict[str, Any]:
+                 arrival: str = "closed", plan: Plan | None = None) -> dict[str, Any]:
     """The speed keys ``estimate --format json`` and ``/api/estimate`` merge into their JSON (``arrival``: as
-    :func:`estimate_speed`).
+    :func:`estimate_speed`; ``plan``: a :class:`Plan` to use instead of the memory engine's, e.g. with another
+    runtime's KV capacity).
 
     ``ttft_ms``, ``itl_ms`` (mean time per output token, vllm bench serve's TPOT) and
     ``output_tokens_per_s`` (three significant digits: the fitted efficiency is good to ~5-15 %, an
@@ -1472,10 +1473,10 @@ def speed_fields(engine_input: EngineInput, estimate_result: EstimateResult | No
     Raises:
         EngineInputError: see :func:`estimate_speed`.
     """
-    r = estimate_speed(engine_input, estimate_result, prompt_len=prompt_len, output_len=output_len,
-                       concurrency=concurrency, acceptance_rate=acceptance_rate, workload=workload,
-                       temperature=temperature, acceptance_length=acceptance_length, runtime=runtime,
-                       arrival=arrival)
+    r = estimate_speed_plan(plan if plan is not None else plan_from_engine(engine_input, estimate_result),
+                            prompt_len=prompt_len, output_len=output_len, concurrency=concurrency,
+                            acceptance_rate=acceptance_rate, workload=workload, temperature=temperature,
+                            acceptance_length=acceptance_length, runtime=runtime, arrival=arrival)
     out: dict[str, Any] = {"ttft_ms": _sig(r.ttft_ms), "itl_ms": _sig(r.itl_ms),
                            "output_tokens_per_s": _sig(r.output_tokens_per_s), "efficiency_label": r.efficiency_label}
     if r.spec is not None:

@@ -182,17 +182,34 @@ class SGLang:
                                              "attention_backend": None, "block_size": None})
         return VLLM().engine_input(as_vllm, model)
 
+    def _speed_plan(self, request, model: LoadedModel, memory: SGLangMemory | None):
+        """The speed model's :class:`~calculator.engine.perf.Plan`: the model's shapes from the memory engine
+        (:meth:`_speed_input`), SGLang's own capacities from its plan: ``max_total_num_tokens`` as the KV cache
+        the requests queue against, ``max_running_requests`` as the batch cap, ``chunked_prefill_size`` as the
+        prefill chunk, its context length and whether it starts."""
+        from dataclasses import replace
+
+        from calculator.engine import perf
+
+        base = perf.plan_from_engine(self._speed_input(request, model))
+        if memory is None:
+            memory = self.memory(request, model)
+        p = memory.plan
+        return replace(base, fits=memory.fits, kv_cache_tokens=p.max_total_num_tokens, max_model_len=p.context_length,
+                       max_concurrency=memory.max_concurrency,
+                       resolved={**base.resolved, "max_num_seqs": max(1, p.max_running_requests),
+                                 "max_num_batched_tokens": p.chunked_prefill_size})
+
     def speed(self, request, model: LoadedModel, memory):
-        """TTFT / ITL / tok/s with SGLang's efficiencies (:func:`calculator.engine.perf.estimate_speed`,
-        ``runtime="sglang"``). The KV capacity the speed model queues against is vLLM's plan of the same
-        request (a stated assumption: SGLang's pool is usually larger, so queueing is overestimated)."""
+        """TTFT / ITL / tok/s with SGLang's efficiencies (:func:`calculator.engine.perf.estimate_speed_plan`,
+        ``runtime="sglang"``) on SGLang's own KV pool, running-request cap and prefill chunk (:meth:`_speed_plan`)."""
         from calculator.engine import perf
 
         spec = self._spec(request)
-        return perf.estimate_speed(self._speed_input(request, model), None, runtime="sglang",
-                                   speculative_num_steps=spec.get("speculative_num_steps"),
-                                   speculative_eagle_topk=spec.get("speculative_eagle_topk") or 1,
-                                   **self.speed_kwargs(request))
+        return perf.estimate_speed_plan(self._speed_plan(request, model, memory), runtime="sglang",
+                                        speculative_num_steps=spec.get("speculative_num_steps"),
+                                        speculative_eagle_topk=spec.get("speculative_eagle_topk") or 1,
+                                        **self.speed_kwargs(request))
 
     def speed_fields(self, request, model: LoadedModel, memory) -> dict[str, Any]:
         from calculator.engine import perf
@@ -201,7 +218,10 @@ class SGLang:
         out = perf.speed_fields(self._speed_input(request, model), None, kw["prompt_len"], kw["output_len"],
                                 kw["concurrency"], kw["acceptance_rate"], workload=kw["workload"],
                                 temperature=kw["temperature"], acceptance_length=kw["acceptance_length"],
-                                arrival=kw["arrival"], runtime="sglang")
+                                arrival=kw["arrival"], runtime="sglang",
+                                plan=self._speed_plan(request, model, memory))
         out.setdefault("speed_warnings", []).append(
-            "SGLang speed: SGLang efficiencies; the KV capacity queued against is vLLM's plan of the same request")
+            "SGLang speed: the base efficiency terms are vLLM's fit carried over (labelled assumed); the KV pool, "
+            "running-request cap and prefill chunk are SGLang's own (max_total_num_tokens, max_running_requests, "
+            "chunked_prefill_size)")
         return out
