@@ -157,3 +157,18 @@ def test_the_verdict_depends_only_when_the_memory_left_lies_within_the_estimates
     fitted = _custom_run(client, used + cb - err - 1, fit="on")
     assert fitted["verdict"] == "depends" and fitted["fit"]["status"] == "fitted"
     assert "free system RAM holds" in fitted["verdict_condition"]
+
+
+def test_a_gguf_repo_without_a_file_is_planned_for_the_file_llama_server_downloads(client):
+    """llama-server -hf <repo> without a quant downloads the repo's Q4_K_M file, else Q8_0, else the first
+    (common/download.cpp:655-690 find_best_model): the plan is for that file, so its buffers equal the plan that
+    names the file, and the command keeps -hf <repo>."""
+    repo = {"model": "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "runtime": "llama.cpp", "gpu": "RTX 4090",
+            "ctx_size": "8192"}
+    implicit = client.get("/api/estimate", repo).json()
+    named = client.get("/api/estimate", repo | {"gguf_file": "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf"}).json()
+    assert implicit["model_buffer_mib"] == named["model_buffer_mib"] and implicit["model_buffer_mib"]["CUDA0"] > 4000
+    assert implicit["verdict"] == named["verdict"] == "works"
+    assert implicit["serve_argv"][1:3] == ["-hf", "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF"]
+    assert named["serve_argv"][1:3] == ["-m", "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf"]
+    assert any("downloads without a quant" in n for n in implicit["notes"])

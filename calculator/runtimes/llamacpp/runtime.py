@@ -109,6 +109,19 @@ DRAFT_SRC = (SRC + "tools/server/server-context.cpp:1000-1004,1101-1131; common/
 HFD_DEFAULT_SRC = SRC + "common/download.cpp:655-690 find_best_model"
 
 
+def hf_default_file(listing: GGUFListing):
+    """The file ``llama-server -hf <repo>`` / ``-hfd <repo>`` downloads without a quant: the first whose name
+    matches ``Q4_K_M[.-]``, else ``Q8_0[.-]`` (case-insensitive; of a split file its first part), else the first
+    model file (:data:`HFD_DEFAULT_SRC`). ``listing.files`` must not be empty."""
+    import re
+
+    for tag in ("Q4_K_M", "Q8_0"):
+        pick = next((f for f in listing.files if re.search(tag + r"[.-]", f.name, re.IGNORECASE)), None)
+        if pick is not None:
+            return pick
+    return listing.files[0]
+
+
 def on_device(buft: str) -> bool:
     """Whether a llama.cpp buffer type lives in the GPU's memory: not the CPU's own types (``CPU``, ``CPU_Mapped``,
     ``CPU_REPACK``) and not a GPU backend's pinned *host* buffer (``CUDA_Host``, ``Vulkan_Host``: page-locked system
@@ -377,11 +390,16 @@ class LlamaCpp:
 
     def gguf_choice(self, request, listing: GGUFListing | None) -> tuple[str | None, str | None]:
         """(the GGUF file the plan is for, a note). llama.cpp: the request's ``gguf_file``; a name not among the
-        listed files is refused."""
+        listed files is refused. Without one, in a GGUF repo whose files are listed: the file ``llama-server -hf
+        <repo>`` downloads without a quant (:func:`hf_default_file`), which the command then names by the repo."""
         if request.gguf_file and listing is not None and listing.files and listing.file(request.gguf_file) is None:
             names = ", ".join(f.name for f in listing.files[:8])
             raise EngineInputError("gguf_file", f"{request.gguf_file} is not a GGUF file of {listing.repo_id} "
                                    f"({listing.source}); its files: {names}")
+        if not request.gguf_file and listing is not None and listing.files:
+            pick = hf_default_file(listing)
+            return pick.name, (f"gguf_file: {pick.name}, the file `llama-server -hf {listing.repo_id}` downloads "
+                               f"without a quant ({HFD_DEFAULT_SRC}; {listing.source}); give gguf_file for another")
         return request.gguf_file, None
 
     def meta(self, request, model: LoadedModel, gguf_file: str | None = None,
@@ -747,13 +765,7 @@ class LlamaCpp:
             if listing is None or not listing.files:
                 out.not_modelled = (f"no GGUF file of {repo} is known: give gguf_file_draft (the draft's .gguf file)")
                 return out
-            pick = None
-            for tag in ("Q4_K_M", "Q8_0"):
-                pick = next((f for f in listing.files if re.search(tag + r"[.-]", f.name, re.IGNORECASE)), None)
-                if pick is not None:
-                    break
-            pick = pick or listing.files[0]
-            gguf_file = pick.name
+            gguf_file = hf_default_file(listing).name
             out.notes.append(f"draft gguf_file: {gguf_file}, the file `-hfd {repo}` downloads without a quant "
                              f"({HFD_DEFAULT_SRC}; {listing.source})")
         out.gguf_file = gguf_file
@@ -839,10 +851,10 @@ class LlamaCpp:
         """``llama-server -m <gguf> -c ... -np ... -fa ... -ctk ... -ctv ...`` (an argv list)."""
         mem = self._memory(request, model)
         listing = getattr(mem, "gguf_listing", None)
-        if mem.gguf_file:
+        if listing is not None and listing.files and not request.gguf_file:
+            path = None  # no file named in a GGUF repo: llama-server -hf downloads the one the plan is for
+        elif mem.gguf_file:
             path = mem.gguf_file
-        elif listing is not None and listing.files:
-            path = None  # no file chosen in a GGUF repo: llama.cpp downloads one itself with -hf
         else:  # not a GGUF repo: the user converts it first; an obvious placeholder, never a made-up file name
             path = f"<{model.repo_id.split('/')[-1]} converted to GGUF>.gguf"
         spec = request.speculative_config
@@ -1089,14 +1101,14 @@ class Ollama(LlamaCpp):
     def gguf_choice(self, request, listing: GGUFListing | None) -> tuple[str | None, str | None]:
         """Ollama pulls ``hf.co/{repo}`` without a tag as the repo's Q4_K_M file (https://huggingface.co/docs/hub/
         ollama: "By default, the Q4_K_M quantization scheme is used"), so without ``gguf_file`` the plan is for
-        that file."""
-        name, note = super().gguf_choice(request, listing)
-        if name is None and listing is not None:
-            default = listing.default_for_ollama()
-            if default is not None:
-                return default.name, (f"gguf_file: {default.name}, the Q4_K_M file `ollama run hf.co/"
-                                      f"{listing.repo_id}` pulls by default (https://huggingface.co/docs/hub/ollama)")
-        return name, note
+        that file (without a Q4_K_M file Ollama picks "one reasonable quant type": not modelled, no file)."""
+        if request.gguf_file or listing is None or not listing.files:
+            return super().gguf_choice(request, listing)
+        default = listing.default_for_ollama()
+        if default is None:
+            return None, None
+        return default.name, (f"gguf_file: {default.name}, the Q4_K_M file `ollama run hf.co/{listing.repo_id}` pulls "
+                              "by default (https://huggingface.co/docs/hub/ollama)")
 
     def client_argv(self, request, model: LoadedModel, gguf_file: str | None, listing) -> list[str] | None:
         """``ollama run hf.co/{user}/{repo}:{quant}`` for a GGUF repo on the Hub (:func:`.launch.ollama_run_argv`);
