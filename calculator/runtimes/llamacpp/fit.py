@@ -530,6 +530,15 @@ FIT_HISTORY = ("--fit came with ggml-org/llama.cpp PR #16653 (merged mid-Decembe
                "https://github.com/ggml-org/llama.cpp/pull/16653)")
 
 
+def _others(device: str) -> str:
+    """What else takes the device's memory, in the backend's words (the assumption text of :func:`fit_for_request`)."""
+    if device == "Metal":
+        return "macOS, the display and other apps share the unified memory and leave less"
+    owner = {"CUDA": "CUDA's own context", "ROCm": "HIP's own context", "Vulkan": "the Vulkan driver"}.get(device,
+                                                                                                        "the driver")
+    return f"a display, other processes and {owner} leave less"
+
+
 def _gib(b: int) -> str:
     return f"{b / 2**30:.2f} GiB"
 
@@ -564,8 +573,8 @@ def fit_for_request(meta, base: LlamaCppPlan, plan_kwargs: dict, *, fit: str | N
             f"{margin} MiB free; not modelled here: {exc}"], None
     res = out.result
     names = [_buft_name(base.device, g) for g in out.gpu_ids]
-    assumption = (f"free memory assumed = the device budget, {_gib(free_bytes)} ({free_source}): an idle GPU; a "
-                  "display, other processes and CUDA's own context leave less, and fit then keeps fewer layers")
+    assumption = (f"free memory assumed = the device budget, {_gib(free_bytes)} ({free_source}): an idle GPU; "
+                  f"{_others(base.device)}, and fit then keeps fewer layers")
     info: dict = {"status": res.status, "reason": res.reason, "margin_mib": margin,
                   "free_mib": round(free_bytes / MiB, 2), "free_assumption": assumption,
                   "devices": names, "projected_free_mib": [round(x / MiB, 2) for x in res.projected_free],
