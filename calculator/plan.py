@@ -211,6 +211,9 @@ def make_plan(request: ServingRequest, local: dict[str, Any] | None = None, *, w
         if hit is not None:
             return hit
     runtime = get_runtime(request.runtime)
+    check = getattr(runtime, "check_speculative", None)
+    if check is not None and request.speculative_config is not None:
+        check(request.speculative_config)  # a runtime that refuses the method does so before its draft is loaded
     request, head_note = with_known_draft_head(request)
     model = getattr(runtime, "load_model", load)(request, local)  # a runtime may load more (GGUF-only repos)
     if head_note:

@@ -584,6 +584,8 @@ def human_readable_int(value: str) -> int:
     value = value.strip().replace("_", "").replace(",", "")
     match = re.fullmatch(r"(\d{1,12}(?:\.\d{1,6})?)([kKmMgG])", value)
     if not match:
+        if re.fullmatch(r"[+-]?\d{19,}", value):
+            raise ValueError("too large (at most 18 digits)")
         if not re.fullmatch(r"[+-]?\d{1,18}", value):
             raise ValueError("not a whole number")
         return int(value)

@@ -168,3 +168,13 @@ def test_num_ctx_is_cut_to_the_training_context(client, _offline):
     body = client.get("/api/estimate", {"model": "Qwen/Qwen3-8B", "runtime": "ollama", "gpu": "Apple M2 Max 64GB"}).json()
     assert body["ollama"]["num_ctx"] == 262144 and body["ollama"]["kv_size"] == train == 40960
     assert body["n_ctx"] == 40960
+
+
+def test_a_draft_model_on_ollama_is_refused_by_name_before_the_draft_is_loaded(client, _offline):
+    """The draft repo here is not loadable offline as a model (a GGUF repo): the refusal must be Ollama's, not a
+    failure to load the draft."""
+    spec = '{"method":"draft_model","model":"bartowski/Llama-3.2-1B-Instruct-GGUF","num_speculative_tokens":8}'
+    r = client.get("/api/estimate", {"model": "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "runtime": "ollama",
+                                     "gpu": "RTX 4090", "speculative_config": spec})
+    assert r.status_code == 400 and r.json()["field"] == "speculative_config"
+    assert "Ollama has no speculative decoding" in r.json()["error"]

@@ -117,6 +117,10 @@ def test_it_reads_vllm_style_token_counts():
     assert human_readable_int("25.6k") == 25600
     assert human_readable_int("8192") == 8192
     assert _form(f"model={LLAMA}&max_model_len=128K").request.max_model_len == 131072
+    with pytest.raises(ValueError, match="too large"):  # a whole number, only too long: said so
+        human_readable_int("9" * 20)
+    with pytest.raises(ValueError, match="not a whole number"):
+        human_readable_int("1.5")
 
 
 def test_it_keeps_what_the_user_typed_when_the_form_has_errors():
