@@ -36,6 +36,11 @@ def test_short_gpu_alias_and_table_output():
     call_command("estimate", "--config", str(CONFIGS / "Qwen__Qwen3-8B.json"), "--gpu", "H100-80GB", stdout=out)
     text = out.getvalue()
     assert "NVIDIA H100 80GB HBM3" in text and "KV cache size" in text and "Maximum concurrency" in text
+    # the table reproduces its answer (as the page and the other runtimes' tables do) and labels the efficiency
+    command = next(line for line in text.splitlines() if line.startswith("Command "))
+    assert command.split(None, 1)[1] == " ".join(run_json("--config", str(CONFIGS / "Qwen__Qwen3-8B.json"), "--gpu",
+                                                          "H100-80GB")["serve_argv"])
+    assert "efficiency" in text and "fitted once per runtime" in text
 
 
 def test_speculative_config_json_flag():

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 
 from django.core.management.base import BaseCommand
 
@@ -52,8 +53,6 @@ def render_runtime_table(mem, info: dict, speed: dict | None = None, verdict=Non
         if verdict.condition:
             lines.append(f"  condition: {verdict.condition}")
     if speed and speed.get("serve_argv"):
-        import shlex
-
         lines.append(f"Command: {shlex.join(speed['serve_argv'])}")
         if speed.get("client_argv"):
             lines.append(f"  then: {shlex.join(speed['client_argv'])}")
@@ -97,15 +96,24 @@ def render_table(res: EstimateResult, info: dict, speed: dict | None = None, ver
                                           "for every backend and why)"))
     if speed:
         at = _workload_text(speed)
+        base_only = "spec_speedup" in speed and speed["spec_speedup"] is None  # speculation without an acceptance
+        also = " (without speculation: its speedup needs --acceptance-rate)" if base_only else ""
         rows += [("Predicted TTFT", f"{speed['ttft_ms']:.1f} ms ({at})"),
-                 ("Predicted ITL (TPOT)", f"{speed['itl_ms']:.2f} ms per output token"),
-                 ("Predicted output throughput", f"{speed['output_tokens_per_s']:,.0f} tok/s")]
+                 ("Predicted ITL (TPOT)", f"{speed['itl_ms']:.2f} ms per output token{also}"),
+                 ("Predicted output throughput", f"{speed['output_tokens_per_s']:,.0f} tok/s{also}")]
+        if speed.get("efficiency_label"):
+            rows.append(("  efficiency", {"fitted": "fitted once per runtime on public benchmarks (typically within "
+                                                     "+-15 %)",
+                                          "calibrated": "calibrated by a validation run"}.get(
+                speed["efficiency_label"], "assumed, not calibrated (+-30 %)")))
         if "spec_speedup" in speed:
             al, sp, be = speed["mean_acceptance_length"], speed["spec_speedup"], speed["break_even_acceptance_rate"]
             rows += [("  mean acceptance length", f"{al:.2f}" if al is not None else "unknown (give --acceptance-rate)"),
                      ("  speedup from speculation", f"{sp:.2f}x" if sp is not None else "unknown"),
                      ("  break-even acceptance rate", f"{be:.2f} per drafted token" if be is not None
                       else "never pays at this concurrency")]
+    if speed and speed.get("serve_argv"):
+        rows.append(("Command", shlex.join(speed["serve_argv"])))
     if verdict is not None:
         rows.append(("Verdict", f"{verdict.text}: {verdict.headline}"))
         rows += [("  also", r) for r in verdict.reasons[1:]]
