@@ -40,7 +40,7 @@ class Suggestion(BaseModel):
 
     label: str
     params: dict[str, str]
-    kind: str  # settings | context | hardware | model
+    kind: str  # settings | context | hardware | model | offload (llama.cpp: layers to the CPU; may depend on RAM)
 
 
 class Verdict(BaseModel):
@@ -147,6 +147,8 @@ def candidates(request, memory, compat, quantized_variants: Callable[[str], list
     if compat_failed and request.kv_cache_dtype != "auto":
         out.append(Suggestion(label="--kv-cache-dtype auto (the model dtype)", params={"kv_cache_dtype": "auto"},
                               kind="settings"))
+    if not memory.fits and request.runtime in ("llama.cpp", "ollama"):
+        out += _llamacpp_candidates(request, memory)
     if not memory.fits or compat_failed:
         used = memory.resolved.get("gpu_memory_utilization") or 0
         if request.kv_cache_memory_bytes is None and request.runtime == "vllm":
@@ -186,9 +188,35 @@ def candidates(request, memory, compat, quantized_variants: Callable[[str], list
     return out
 
 
+def _llamacpp_candidates(request, memory) -> list[Suggestion]:
+    """llama.cpp / Ollama changes that keep the model and the machine: let llama-server's --fit place the layers
+    (drop --fit off, or a -ngl it cannot hold; the fitted placement may then depend on the machine's RAM), a
+    quantized KV cache (q8_0: half of f16's bytes, needs flash attention, which -fa auto turns on where the backend
+    can), and one more GPU of the same kind."""
+    out: list[Suggestion] = []
+    if request.runtime == "llama.cpp" and request.fit == "off" and request.n_gpu_layers in (None, -1):
+        out.append(Suggestion(label="drop --fit off: llama-server's --fit moves what does not fit to the CPU",
+                              params={"fit": ""}, kind="offload"))
+    if request.n_gpu_layers not in (None, -1):
+        out.append(Suggestion(label=("drop --n-gpu-layers: llama-server's --fit picks how many fit"
+                                     if request.runtime == "llama.cpp" else "drop num_gpu: Ollama then places the layers to fit"),
+                              params={"n_gpu_layers": ""}, kind="offload"))
+    types = (memory.resolved or {}).get("cache_type_k"), (memory.resolved or {}).get("cache_type_v")
+    if types == ("f16", "f16"):
+        flag = "--cache-type-k q8_0 --cache-type-v q8_0" if request.runtime == "llama.cpp" else \
+            "OLLAMA_KV_CACHE_TYPE=q8_0"
+        out.append(Suggestion(label=f"{flag} (half the KV cache's bytes)",
+                              params={"cache_type_k": "q8_0", "cache_type_v": "q8_0"}, kind="settings"))
+    if request.runtime == "llama.cpp" and request.gpu.upper() != "CPU" and request.gpus < 8:
+        out.append(Suggestion(label=f"--gpus {request.gpus * 2} (-dev CUDA0,...: the layers split over them)",
+                              params={"gpus": str(request.gpus * 2)}, kind="hardware"))
+    return out
+
+
 def suggest(request, memory, compat, evaluate: Callable[[dict[str, str]], Any | None],
             quantized_variants: Callable[[str], list[str]]) -> list[Suggestion]:
-    """The candidates (:func:`candidates`) whose configuration works, at most ``MAX_SUGGESTIONS``, one per
+    """The candidates (:func:`candidates`) whose configuration works (an ``offload`` one also when it depends only on
+    a condition, which its label then states), at most ``MAX_SUGGESTIONS``, one per
     setting, and no pipeline across nodes once more GPUs inside one node work: ``evaluate(params)`` returns the :class:`Verdict` of the request with ``params`` applied, or
     ``None`` when the changed request is itself invalid."""
     found: list[Suggestion] = []
@@ -201,9 +229,13 @@ def suggest(request, memory, compat, evaluate: Callable[[dict[str, str]], Any | 
                                                              f.params for f in found):
             continue  # more GPUs inside one node already work: no second node to suggest
         verdict = evaluate(cand.params)
-        if verdict is not None and verdict.status == "works":
-            found.append(cand)
-            seen_fields.add(key)
-            if len(found) >= MAX_SUGGESTIONS:
-                break
+        if verdict is not None and verdict.status == "depends" and cand.kind == "offload" and verdict.condition:
+            # layers on the CPU start when the machine's RAM holds them, which the request does not say
+            cand = cand.model_copy(update={"label": f"{cand.label} (works if {verdict.condition})"})
+        elif verdict is None or verdict.status != "works":
+            continue
+        found.append(cand)
+        seen_fields.add(key)
+        if len(found) >= MAX_SUGGESTIONS:
+            break
     return found

@@ -225,3 +225,16 @@ def test_ollama_from_0_30_leaves_the_placement_to_llama_servers_fit(client):
     assert any("CUDA0 KV buffer size =  1344.00 MiB" in line for line in new["log_lines"])  # 42 layers x 32 MiB
     old = client.get("/api/estimate", q | {"ollama_release": "0.21.0"}).json()
     assert old["fit"] is None and any("Ollama's scheduler picks" in n for n in old["notes"])
+
+
+def test_what_does_not_fit_with_fit_off_suggests_the_changes_that_start(client):
+    """--fit off with a model bigger than the GPU: the suggestions are checked through the same calculation; dropping
+    --fit off starts when the machine's RAM holds what fit leaves on the CPU (the suggestion says so), and a second
+    GPU holds every layer."""
+    body = client.get("/api/estimate", LLAMA70 | {"fit": "off"}).json()
+    assert body["verdict"] == "does_not_fit"
+    by_param = {tuple(sorted(s["params"])): s["label"] for s in body["suggestions"]}
+    fit_on = client.get("/api/estimate", LLAMA70).json()
+    assert by_param[("fit",)].startswith("drop --fit off") and fit_on["verdict_condition"] in by_param[("fit",)]
+    two = client.get("/api/estimate", LLAMA70 | {"fit": "off", "gpus": "2"}).json()
+    assert ("gpus",) in by_param and two["verdict"] == "works"

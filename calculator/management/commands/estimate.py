@@ -52,6 +52,7 @@ def render_runtime_table(mem, info: dict, speed: dict | None = None, verdict=Non
         lines.append(f"Verdict: {verdict.text}: {verdict.headline}")
         if verdict.condition:
             lines.append(f"  condition: {verdict.condition}")
+        lines += [f"  would work with: {s.label}" for s in verdict.suggestions]
     if speed and speed.get("serve_argv"):
         lines.append(f"Command: {shlex.join(speed['serve_argv'])}")
         if speed.get("client_argv"):
