@@ -267,11 +267,15 @@ class EstimateForm(forms.Form):
         each ``{"legend", "fields", "open"}``; every request field the template does not place is in one."""
         groups = []
         rest = [n for n in self.fields if n not in PLACED and n not in SGLANG_FIELDS and n not in LLAMACPP_FIELDS]
-        for legend, names in (("More vLLM and workload settings", rest), ("SGLang settings (runtime=sglang)",
-                              SGLANG_FIELDS), ("llama.cpp / Ollama settings (runtime=llama.cpp or ollama)",
-                                           LLAMACPP_FIELDS)):
+        runtime = (self.data.get("runtime") or "vllm").strip().lower()
+        for legend, names, owner in (("More vLLM and workload settings", rest, None),
+                                     ("SGLang settings (runtime=sglang)", SGLANG_FIELDS, ("sglang",)),
+                                     ("llama.cpp / Ollama settings (runtime=llama.cpp or ollama)", LLAMACPP_FIELDS,
+                                      ("llama.cpp", "ollama"))):
             names = [n for n in names if n in self.fields]
-            groups.append({"legend": legend, "fields": [self[n] for n in names], "open": self._any_set(names)})
+            # the chosen runtime's own settings are open: they are the ones its answer reads
+            groups.append({"legend": legend, "fields": [self[n] for n in names],
+                           "open": self._any_set(names) or (owner is not None and runtime in owner)})
         return groups
 
     def canonical_query(self, sha: str | None = None) -> str:
