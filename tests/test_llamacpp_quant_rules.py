@@ -162,7 +162,7 @@ def test_decode_reads_the_device_buffer_once_per_token():
     assert s.mean_context == 1100 and s.kv_bytes_per_token_step == 1100 * 28 * 8 * 128 * 2 * 2
     # bandwidth-bound: at 400 GB/s nothing can beat bytes / bandwidth
     floor_ms = (s.weight_bytes_per_token + s.kv_bytes_per_token_step) / 400e9 * 1e3
-    assert s.itl_ms > floor_ms and s.decode.bound == "memory" and s.efficiency_label == "assumed"
+    assert s.itl_ms > floor_ms and s.decode.bound == "memory" and s.efficiency_label == "fitted"
     assert s.ttft_ms is not None and s.ttft_ms > s.itl_ms
 
 

@@ -29,7 +29,9 @@ def load_config(name: str) -> dict:
 
 LLAMA_3B = "meta-llama__Llama-3.2-3B.json"
 BLK = re.compile(r"^blk\.(\d+)\.")
-EFF = get_efficiency("*", "llama.cpp")
+# the plans below name their backend, whose llama.cpp row speed() uses (perf's "backend:CUDA" / "backend:Metal")
+EFF = get_efficiency("NVIDIA GeForce RTX 3060", "llama.cpp", backend="CUDA")
+EFF_METAL = get_efficiency("Apple M3 24GB", "llama.cpp", backend="Metal")
 PCIE = 25e9  # perf.PCIE_GEN4, the assumed default link
 
 
@@ -66,15 +68,15 @@ def test_partial_offload_decode_ms_by_hand():
     cpu = layer_bytes(meta, lambda il: il < 19) + 19 * 4096 * ctx
     out = sum(t.n_bytes for t in meta.tensors if t.name in ("output_norm.weight", "token_embd.weight"))
     gpu_b = layer_bytes(meta, lambda il: il >= 19) + out + 9 * 4096 * ctx
-    ms = (cpu / (HOST_RAM_ASSUMED_GBPS * 1e9 * EFF.mem_bw) + gpu_b / (gpu.bandwidth_gbps * 1e9 * EFF.mem_bw)
-          + 28 * EFF.layer_us * 1e-6 + EFF.step_overhead_ms * 1e-3
+    ms = (cpu / (HOST_RAM_ASSUMED_GBPS * 1e9 * EFF_METAL.mem_bw) + gpu_b / (gpu.bandwidth_gbps * 1e9 * EFF_METAL.mem_bw)
+          + 28 * EFF_METAL.layer_us * 1e-6 + EFF_METAL.step_overhead_ms * 1e-3
           # one copy: the input lookup and layers 0..18 are on the CPU, the move to the GPU at layer 19
-          + 3072 * 4 / PCIE + EFF.allreduce_latency_us * 1e-6) * 1e3
+          + 3072 * 4 / PCIE + EFF_METAL.allreduce_latency_us * 1e-6) * 1e3
     assert s.itl_ms == pytest.approx(ms, rel=1e-3)
     assert s.devices["CPU"]["bandwidth_gbps"] == 89.6 and "assumed" in s.sources["host_bandwidth"]
     # a faster RAM given by the user: only the CPU term changes
     s2 = speed(meta, p, gpu, prompt_len=1000, output_len=200, host_bandwidth_gbps=120.0)
-    delta = cpu / (EFF.mem_bw * 1e9) * (1 / 89.6 - 1 / 120.0) * 1e3
+    delta = cpu / (EFF_METAL.mem_bw * 1e9) * (1 / 89.6 - 1 / 120.0) * 1e3
     assert s.itl_ms - s2.itl_ms == pytest.approx(delta, rel=1e-3)
 
 
@@ -138,3 +140,53 @@ def test_draft_model_speedup_from_the_logged_acceptance():
     # without an acceptance figure only the break-even rate is known: (step / base - 1) / k
     nb = spec_speed(meta, p, dmeta, dp, gpu, k=5, prompt_len=14, output_len=898)
     assert nb.speedup is None and nb.break_even_rate == pytest.approx((step / sp.baseline_itl_ms - 1) / 5, rel=1e-3)
+
+
+BENCH = Path(__file__).resolve().parent.parent / "calculator" / "runtimes" / "llamacpp" / "data" / "llama_bench_public.json"
+
+
+def test_fitted_metal_tg128_by_hand_against_the_public_table():
+    """ggml-org/llama.cpp discussion #4167, M3 Pro (18 GPU cores, 150 GB/s), Llama 2 7B Q4_0: tg128 = 30.74 t/s. By
+    hand: a decode step reads every GGUF tensor once except token_embd (one row) and the f16 KV of 32 layers x 2 x
+    4096 x 2 B at the mean context of the 128 tokens (1 + 64), at 150 GB/s x the fitted Metal share; plus 32 x the
+    fitted per-layer time and one activation copy to the GPU (4096 x 4 B over the assumed PCIe link, plus the
+    transfer latency). The M3 Pro has no catalog TFLOP/s, so no compute term. The result is within the fit's
+    leave-one-chip-out median error (3.2 %) of the table."""
+    meta = derive_meta(load_config("meta-llama__Llama-2-7b-hf.json"), "Q4_0")
+    gpu = get_gpu("Apple M3 Pro 36GB")
+    eff = EFF_METAL
+    assert eff.label == "fitted" and "discussions/4167" in eff.source
+    s = speed(meta, plan(meta, n_ctx=128, device="Metal"), gpu, prompt_len=1, output_len=128)
+    embd = meta.tensor("token_embd.weight")
+    weights = sum(t.n_bytes for t in meta.tensors if t.name != "token_embd.weight") + embd.n_bytes / embd.shape[1]
+    kv = 32 * 2 * 4096 * 2 * 65
+    ms = ((weights + kv) / (150e9 * eff.mem_bw) + 32 * eff.layer_us * 1e-6
+          + 4096 * 4 / PCIE + eff.allreduce_latency_us * 1e-6) * 1e3 + eff.step_overhead_ms
+    assert s.itl_ms == pytest.approx(ms, rel=1e-3)
+    assert 1000 / ms == pytest.approx(30.74, rel=0.032)
+
+
+def test_backend_rows_fitted_for_metal_and_cuda_assumed_elsewhere():
+    """llama.cpp answers on Metal and CUDA use the rows fitted on the public scoreboards (their source names the
+    discussion, the rows and the error); Vulkan / ROCm keep the assumed row."""
+    meta = derive_meta(load_config(LLAMA_3B), "Q4_K_M")
+    for device, gpu, label, url in (("Metal", "Apple M2 Max 32GB", "fitted", "discussions/4167"),
+                                    ("CUDA", "RTX 4090", "fitted", "discussions/15013"),
+                                    ("Vulkan", "RTX 4090", "assumed", None), ("ROCm", "RTX 4090", "assumed", None)):
+        s = speed(meta, plan(meta, n_ctx=4096, device=device), get_gpu(gpu), prompt_len=500, output_len=100)
+        assert s.efficiency_label == label, device
+        if url:
+            assert url in s.sources["efficiency"] and "leave-one-chip-out" in s.sources["efficiency"]
+
+
+def test_public_bench_rows_name_catalog_gpus():
+    """Every row of the llama-bench data file used by the fit names a catalog GPU (as the catalog spells it) and
+    carries its source; skipped rows say why."""
+    doc = json.loads(BENCH.read_text())
+    assert {r["backend"] for r in doc["rows"]} == {"Metal", "CUDA"}
+    for r in doc["rows"]:
+        assert r["source"] in (doc["sources"]["Metal"]["url"], doc["sources"]["CUDA"]["url"])
+        if r.get("skip"):
+            assert r["gpu"] is None and r["skip"]
+        else:
+            assert get_gpu(r["gpu"]).name == r["gpu"] and r["tg128"] > 0

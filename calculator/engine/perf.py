@@ -242,6 +242,13 @@ _SGLANG_FIT = (
     "walks every request's accepted tokens in Python (python/sglang/srt/speculative/eagle_utils.py "
     "EagleVerifyInput.verify, req.check_finished()) before the draft-extend pass "
     "(eagle_worker.py forward_draft_extend_after_decode)")
+_LLAMACPP_FIT = (
+    "fitted once for llama.cpp on {backend} (grid search over mem_bw, compute, layer_us, overlap_p; one set for the "
+    "backend, never per chip) on llama.cpp's public llama-bench scoreboard {url}: {rows}, as listed in "
+    "calculator/runtimes/llamacpp/data/llama_bench_public.json, predicted through calculator/runtimes/llamacpp/"
+    "speed.py; median |error| assumed row -> fitted, leave-one-chip-out: {err} (benchmarks/llamacpp_bench_fit.py). "
+    "The data have one model depth (32 layers), so the fixed time per pass is carried by layer_us with "
+    "step_overhead_ms 0; speculative terms are the assumed row's")
 EFFICIENCY: dict[tuple[str, str], Efficiency] = {
     ("vllm", "*"): Efficiency(mem_bw=0.9, compute=0.55, moe_compute=0.35, step_overhead_ms=0.3,
                               allreduce_latency_us=10.0, layer_us=60.0, overlap_p=1.0, wave_share=0.3,
@@ -270,19 +277,42 @@ EFFICIENCY: dict[tuple[str, str], Efficiency] = {
                                           "no vLLM-style batching kernels), in vLLM's fitted form; no public data "
                                           "fitted",
                                    draft_step_overhead_ms=1.0, spec_step_overhead_ms=1.0),
+    # llama.cpp per backend (speed.llamacpp_efficiency looks up "backend:<plan device>"); the other backends (Vulkan,
+    # ROCm, SYCL, CPU) keep the assumed "*" row
+    ("llama.cpp", "backend:Metal"): Efficiency(
+        mem_bw=0.92, compute=0.70, step_overhead_ms=0.0, allreduce_latency_us=50.0, layer_us=167.5, overlap_p=2.0,
+        wave_share=0.3, ttft_fixed_ms=20.0, draft_step_overhead_ms=1.0, spec_step_overhead_ms=1.0, label="fitted",
+        source=_LLAMACPP_FIT.format(
+            backend="Metal", url="https://github.com/ggml-org/llama.cpp/discussions/4167",
+            rows="57 tg128 rows (20 Apple chips, M1 to M4, Llama 2 7B F16 / Q8_0 / Q4_0) and 35 pp512 rows (the 12 chips "
+                 "with catalog TFLOP/s)",
+            err="tg128 12.8 % -> 3.2 %, pp512 50.2 % -> 4.3 %")),
+    ("llama.cpp", "backend:CUDA"): Efficiency(
+        mem_bw=0.76, compute=0.86, step_overhead_ms=0.0, allreduce_latency_us=50.0, layer_us=12.5, overlap_p=1.0,
+        wave_share=0.3, ttft_fixed_ms=20.0, draft_step_overhead_ms=1.0, spec_step_overhead_ms=1.0, label="fitted",
+        source=_LLAMACPP_FIT.format(
+            backend="CUDA", url="https://github.com/ggml-org/llama.cpp/discussions/15013",
+            rows="19 NVIDIA GPUs of the flash-attention-on scoreboard (Llama 2 7B Q4_0, one pp512 and one tg128 row "
+                 "each; the -fa 0 scoreboard checks it: tg128 20.7 % -> 5.3 %, pp512 55.7 % -> 25.7 %)",
+            err="tg128 22.5 % -> 5.4 %, pp512 56.3 % -> 38.5 % (the compute share does not carry between GeForce "
+                "and professional cards: the catalog's BF16 figure is the FP32-accumulate rate, halved on GeForce, "
+                "while llama.cpp's quantized prefill runs int8 MMQ kernels)")),
 }
 RUNTIMES = ("vllm", "sglang", "tensorrt-llm", "llama.cpp")
 _MEASURED: dict[tuple[str, str], Efficiency] = {}
 
 
-def get_efficiency(gpu_name: str, runtime: str = "vllm") -> Efficiency:
+def get_efficiency(gpu_name: str, runtime: str = "vllm", backend: str | None = None) -> Efficiency:
     """The efficiency for ``(runtime, gpu)``: a measured override first, then the table row for the GPU,
-    then the runtime's ``*`` row."""
+    then the runtime's row for the ``backend`` (key ``"backend:<name>"``, e.g. llama.cpp's ``backend:Metal``)
+    when the table has one, then the runtime's ``*`` row."""
     if (runtime, "*") not in EFFICIENCY:
         raise EngineInputError("runtime", f"unknown runtime {runtime!r}; one of {', '.join(RUNTIMES)}")
     for table in (_MEASURED, EFFICIENCY):
         if (runtime, gpu_name) in table:
             return table[(runtime, gpu_name)]
+    if backend is not None and (runtime, f"backend:{backend}") in EFFICIENCY:
+        return EFFICIENCY[(runtime, f"backend:{backend}")]
     return EFFICIENCY[(runtime, "*")]
 
 

@@ -44,8 +44,11 @@ table derived by :mod:`.quant_rules`) and the memory plan:
 
 Bandwidth and dense TFLOP/s are the GPU catalog's (``calculator/data/gpus.json``, each row with its datasheet).
 The efficiency (the share of bandwidth and FLOP/s llama.cpp reaches, its per-token, per-layer and per-transfer
-overheads) is **assumed**: perf's ``llama.cpp`` row, not fitted to any measurement, the same for every device
-(the CPU's RAM included); the dequantization cost of each GGUF type is inside it, not modelled separately.
+overheads) is perf's llama.cpp row for the plan's backend (:func:`llamacpp_efficiency`): **fitted** once per backend
+for Metal and CUDA on llama.cpp's public llama-bench scoreboards (ggml-org/llama.cpp discussions #4167 and #15013,
+calculator/runtimes/llamacpp/data/llama_bench_public.json, benchmarks/llamacpp_bench_fit.py), **assumed** for the
+other backends (Vulkan, ROCm, SYCL); the CPU's RAM part uses the GPU's row. The dequantization cost of each GGUF type
+is inside it, not modelled separately (the Metal fit spans F16 / Q8_0 / Q4_0, the CUDA fit Q4_0 only).
 CPU-only builds are not modelled (a CPU's FLOP/s are not in the catalog).
 
 Units: milliseconds, bytes, GB/s (10^9 B/s), tokens per second.
@@ -228,21 +231,37 @@ def cost_terms(meta: GGUFMeta, plan: LlamaCppPlan):
     return costs[0]
 
 
-def _hardware(gpu, eff_runtime: str = "llama.cpp"):
-    """perf ``Hardware`` for a catalog GPU; a GPU without TFLOP/s (Apple M3 / M4) gets infinite FLOP/s (decode
-    bandwidth-bound, no TTFT)."""
-    from calculator.engine.perf import Hardware, get_efficiency, hardware
+def llamacpp_efficiency(gpu, backend: str | None):
+    """perf's efficiency row for llama.cpp on ``gpu`` run by ``backend`` (the plan's device: ``CUDA``, ``Metal``,
+    ``Vulkan``, ``ROCm``): a measured override or a per-GPU row first, then the backend's row (``fitted`` for
+    ``CUDA`` and ``Metal`` on the public llama-bench scoreboards, see perf's ``backend:`` rows), else the ``*`` row
+    (assumed)."""
+    from calculator.engine.perf import get_efficiency
+
+    return get_efficiency(gpu.name, "llama.cpp", backend=backend)
+
+
+def _hardware(gpu, backend: str | None = None, efficiency=None):
+    """perf ``Hardware`` for a catalog GPU run by ``backend`` with llama.cpp's efficiency row for that backend
+    (:func:`llamacpp_efficiency`) or the given ``efficiency``; a GPU without TFLOP/s (Apple M3 / M4) gets infinite
+    FLOP/s (decode bandwidth-bound, no TTFT)."""
+    from dataclasses import replace
+
+    from calculator.engine.perf import Hardware, hardware
 
     if gpu.bandwidth_gbps is None:
         raise NotModelled(f"{gpu.name}: no memory bandwidth in the catalog, so the speed is not modelled", field="gpu")
+    eff = efficiency if efficiency is not None else llamacpp_efficiency(gpu, backend)
     if gpu.tflops_bf16 is None:
-        eff = get_efficiency(gpu.name, eff_runtime)
         return Hardware(bandwidth=gpu.bandwidth_gbps * 1e9, peak_flops=math.inf, link=1.0, eff=eff,
                         compute_dtype="not modelled", sources={
                             "bandwidth": f"{gpu.bandwidth_gbps:g} GB/s, {gpu.spec_source}",
                             "tflops": f"{gpu.name}: no published TFLOP/s; compute not modelled (decode taken as "
                                       "bandwidth-bound, no TTFT)", "efficiency": eff.source})
-    return hardware(gpu, None, runtime=eff_runtime)
+    hw = hardware(gpu, None, runtime="llama.cpp")
+    # perf's hardware() takes the GPU's row and relabels a fit made on NVIDIA data for other vendors; llama.cpp's
+    # rows are per backend (the Metal row is fitted on Apple's own table), so the backend's row is used as it is
+    return replace(hw, eff=eff, sources={**hw.sources, "efficiency": eff.source})
 
 
 def _host_hardware(gpu_hw, host_bandwidth_gbps: float | None):
@@ -339,7 +358,7 @@ class _Setup:
 
 def _setup(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, n_gpus: int, split_mode: str,
            tensor_split: list[float] | None, n_cpu_moe: int, host_bandwidth_gbps: float | None,
-           pcie_gbps: float | None) -> _Setup:
+           pcie_gbps: float | None, efficiency=None) -> _Setup:
     from calculator.engine.perf import PCIE_GEN4
 
     if plan.device == "CPU":
@@ -358,7 +377,7 @@ def _setup(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, n_gpus: int, split_mode: 
         raise NotModelled("the memory plan and the speed model place layers differently (give the same -ts)",
                           field="tensor_split")
     costs = _device_costs(meta, plan, pl)
-    gpu_hw = _hardware(gpu)
+    gpu_hw = _hardware(gpu, plan.device, efficiency)
     hws = {d: gpu_hw for d in costs if d != CPU}
     notes, sources = [], dict(gpu_hw.sources)
     if CPU in costs and (costs[CPU].dense_bytes or costs[CPU].expert_bytes):
@@ -421,7 +440,8 @@ def _prefill(s: _Setup, prompt_len: int, n_ubatch: int):
 def speed(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, prompt_len: int = 1024, output_len: int = 128,
           concurrency: int = 1, n_ubatch: int = 512, runtime_label: str = "llama.cpp", n_gpus: int = 1,
           split_mode: str = "layer", tensor_split: list[float] | None = None, n_cpu_moe: int = 0,
-          host_bandwidth_gbps: float | None = None, pcie_gbps: float | None = None) -> LlamaCppSpeed:
+          host_bandwidth_gbps: float | None = None, pcie_gbps: float | None = None,
+          efficiency=None) -> LlamaCppSpeed:
     """TTFT, time per output token and output tok/s for ``concurrency`` sequences (at most the plan's
     ``n_seq_max`` slots decode together) with ``prompt_len`` prompt and ``output_len`` output tokens.
 
@@ -431,13 +451,15 @@ def speed(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, prompt_len: int = 1024, ou
     model that override: its buffers are unchanged). ``host_bandwidth_gbps``: system RAM bandwidth for the CPU part
     (default :data:`HOST_RAM_ASSUMED_GBPS`, assumed); ``pcie_gbps``: the GPU link (default perf's PCIe Gen4 x16,
     assumed). A GPU without a TFLOP/s figure (Apple M3 / M4) gets the decode estimate (bandwidth-bound) and no
-    TTFT. Raises ``NotModelled`` (field named) for what is not modelled and ``ValueError`` for lengths below 1
+    TTFT. ``efficiency``: a perf ``Efficiency`` to use instead of the backend's row (:func:`llamacpp_efficiency`;
+    the fit in benchmarks/llamacpp_bench_fit.py passes its candidates here). Raises ``NotModelled`` (field named) for what is not modelled and ``ValueError`` for lengths below 1
     or bad split parameters."""
     for name, value in (("prompt_len", prompt_len), ("output_len", output_len), ("concurrency", concurrency)):
         if value < 1:
             raise ValueError(f"{name} must be >= 1, not {value}")
     s = _setup(meta, plan, gpu, n_gpus=n_gpus, split_mode=split_mode, tensor_split=tensor_split,
-               n_cpu_moe=n_cpu_moe, host_bandwidth_gbps=host_bandwidth_gbps, pcie_gbps=pcie_gbps)
+               n_cpu_moe=n_cpu_moe, host_bandwidth_gbps=host_bandwidth_gbps, pcie_gbps=pcie_gbps,
+               efficiency=efficiency)
     notes = list(s.notes)
     if gpu.tflops_bf16 is None:
         notes.append("no TFLOP/s for this GPU: decode is taken as bandwidth-bound and TTFT is not given")
