@@ -574,7 +574,7 @@ def main() -> int:
     for kind, cs in compute_summary(crows).items():
         print(f"  {kind}: {cs['within']}/{cs['n']} within the stated error, |err| max {cs['max_abs_err_pct']}%")
 
-    print("\nspeed (baseline decode, efficiency assumed, not fitted):")
+    print("\nspeed (baseline decode; efficiency: the backend's row of perf.EFFICIENCY, assumed for CUDA, fitted for Metal):")
     print(f"{'id':14} {'gpu':34} {'file':8} {'predicted':>10} {'measured':>10} {'err %':>7}")
     for r in brows:
         print(f"{r['id']:14} {r['gpu']:34} {r['file']:8} {r['predicted_tok_s']:>10} {r['measured_tok_s']:>10} "
