@@ -590,7 +590,7 @@ class LlamaCpp:
             elif draft.plan is not None and fits and used is not None:
                 p.notes.append(f"draft model {draft.repo_id} ({draft.gguf_file}): {draft.device_bytes()[0] / MiB:.2f} "
                                f"MiB of model / output buffers and KV cache on the {device} device, counted in the fit")
-        if st["ollama"] is not None:
+        if st["ollama"] is not None and not self.runs_llama_server_fit(request):  # GraphSize: Ollama before 0.30
             self._ollama_graph(meta, p, st["ollama"], device=device, used=used, budget=budget, fits=fits)
         if fits and fit_info and fit_info.get("condition"):
             condition = f"{condition}; and {fit_info['condition']}" if condition else fit_info["condition"]
@@ -999,6 +999,9 @@ class Ollama(LlamaCpp):
         stands; on Ollama's own Go engine (0.19 .. 0.24) its own KV cache and model weights replace llama.cpp's
         buffers and its compute graph is said not to be modelled (:meth:`_go_engine`)."""
         mem = super()._compute_memory(request, model)
+        if request.max_model_len is None:  # the context Ollama chose, said where the answer shows it
+            mem.plan.notes.append(f"num_ctx {mem.ollama['num_ctx']:,} (OLLAMA_CONTEXT_LENGTH unset): Ollama's default "
+                                  f"from the GPU memory, {mem.ollama['sources']['num_ctx']}")
         arch = mem.meta.architecture if mem.meta is not None else mem.plan.architecture
         try:
             rule = ollama_rule(request.ollama_release)
