@@ -530,6 +530,19 @@ FIT_HISTORY = ("--fit came with ggml-org/llama.cpp PR #16653 (merged mid-Decembe
                "https://github.com/ggml-org/llama.cpp/pull/16653)")
 
 
+def _mapped_range_note(p: LlamaCppPlan, cpu_weights: int) -> str:
+    """When the ``CPU_Mapped`` model buffer llama.cpp prints is larger than the weights left on the CPU: it is the
+    mmap'd file range from the first to the last CPU tensor (src/llama-model-loader.cpp:1449 get_mapping_range, used
+    by src/llama-model.cpp:1863 for the mapped CPU buffer), which spans the GPU tensors stored between them; pages
+    of those are not read."""
+    mapped = sum(b.bytes or 0 for b in p.buffers if b.kind == "model" and b.buft == "CPU_Mapped")
+    if mapped <= cpu_weights * 1.05:
+        return ""
+    return (f". The CPU_Mapped line ({mapped / MiB:.2f} MiB) is the mmap'd file range from the first to the last CPU "
+            "tensor (llama-model-loader.cpp:1449 get_mapping_range), which spans GPU tensors stored between them; it is "
+            "address space, not RAM the CPU part reads")
+
+
 def _others(device: str) -> str:
     """What else takes the device's memory, in the backend's words (the assumption text of :func:`fit_for_request`)."""
     if device == "Metal":
@@ -646,7 +659,7 @@ def fit_for_request(meta, base: LlamaCppPlan, plan_kwargs: dict, *, fit: str | N
         + f". The same with --fit off: {' '.join(argv)}" + (f" -c {res.n_ctx}" if res.n_ctx is not None else ""),
         f"system RAM must hold the CPU part: {_gib(host['total'])} (weights {_gib(host['weights'])}, KV cache "
         f"{_gib(host['kv'])}, compute ~{_gib(host['compute'])}, logits {_gib(host['output'])}); the machine's RAM is not "
-        "known here",
+        "known here" + _mapped_range_note(p, host["weights"]),
         f"--fit's choice is computed from this plan's buffers in place of llama.cpp's own no-alloc measurement "
         f"(fit.cpp:28-145): {assumption}; the compute-buffer estimate leaves out the copies of CPU weights that op "
         "offload makes on the GPU (ggml-cuda.cu:5636-5655), so llama.cpp may keep one layer fewer",
