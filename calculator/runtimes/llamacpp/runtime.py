@@ -26,6 +26,7 @@ from :func:`.memory.ollama_defaults`; llama.cpp is asked for ``num_ctx x paralle
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -113,8 +114,6 @@ def hf_default_file(listing: GGUFListing):
     """The file ``llama-server -hf <repo>`` / ``-hfd <repo>`` downloads without a quant: the first whose name
     matches ``Q4_K_M[.-]``, else ``Q8_0[.-]`` (case-insensitive; of a split file its first part), else the first
     model file (:data:`HFD_DEFAULT_SRC`). ``listing.files`` must not be empty."""
-    import re
-
     for tag in ("Q4_K_M", "Q8_0"):
         pick = next((f for f in listing.files if re.search(tag + r"[.-]", f.name, re.IGNORECASE)), None)
         if pick is not None:
@@ -739,8 +738,6 @@ class LlamaCpp:
         (-ctkd / -ctvd default), ``-ngld`` (default -1, every layer, as the target's default here), the target's
         device (-devd default), ``n_outputs_max`` = n_parallel. Anything that cannot be resolved leaves ``plan``
         None with the reason."""
-        import re
-
         spec = request.speculative_config
         repo = spec.model
         out = DraftMemory(repo_id=repo, gguf_file=request.gguf_file_draft)
