@@ -406,8 +406,9 @@ class ServingRequest(BaseModel):
                 raise InputError("gguf_file_draft" if self.gguf_file_draft is not None else "n_gpu_layers_draft",
                                  "only with a draft model (speculative_config method draft_model)")
             if self.runtime == "ollama" and (self.fit is not None or self.fit_target is not None):
-                raise InputError("fit" if self.fit is not None else "fit_target", "--fit is llama-server's; Ollama's "
-                                 "scheduler picks the GPU layers (num_gpu) itself")
+                raise InputError("fit" if self.fit is not None else "fit_target", "--fit is llama-server's flag; Ollama passes "
+                                 "none (since 0.30 llama-server's default, on, places the layers; before, its scheduler "
+                                 "picked num_gpu)")
             if self.attention_backend is not None:
                 raise InputError("attention_backend", "llama.cpp picks its backend by build (CUDA, Metal, Vulkan, "
                                  "CPU); use flash_attn")

@@ -208,7 +208,7 @@ def _llamacpp_candidates(request, memory) -> list[Suggestion]:
         out.append(Suggestion(label=f"{flag} (half the KV cache's bytes)",
                               params={"cache_type_k": "q8_0", "cache_type_v": "q8_0"}, kind="settings"))
     if request.runtime == "llama.cpp" and request.gpu.upper() != "CPU" and request.gpus < 8:
-        out.append(Suggestion(label=f"--gpus {request.gpus * 2} (-dev CUDA0,...: the layers split over them)",
+        out.append(Suggestion(label=f"--gpus {request.gpus * 2} (the layers split over them, -sm layer)",
                               params={"gpus": str(request.gpus * 2)}, kind="hardware"))
     return out
 
