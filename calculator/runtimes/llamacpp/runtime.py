@@ -110,6 +110,10 @@ DRAFT_SRC = (SRC + "tools/server/server-context.cpp:1000-1004,1101-1131; common/
 HFD_DEFAULT_SRC = SRC + "common/download.cpp:655-690 find_best_model"
 
 
+#: The memory plan's parameter names -> the request fields (and flags) a user gives them by.
+PLAN_FIELDS = {"n_gpus": "gpus", "n_ctx": "max_model_len", "n_seq_max": "parallel", "n_gpu_layers": "n_gpu_layers"}
+
+
 def hf_default_file(listing: GGUFListing):
     """The file ``llama-server -hf <repo>`` / ``-hfd <repo>`` downloads without a quant: the first whose name
     matches ``Q4_K_M[.-]``, else ``Q8_0[.-]`` (case-insensitive; of a split file its first part), else the first
@@ -477,12 +481,12 @@ class LlamaCpp:
                 p, fit_info = self._fit(request, meta, p, plan_kw, gpu, draft)
                 st = dict(st, fit=fit_info)
         except NotModelled as exc:
-            raise EngineInputError(exc.field, f"not modelled: {exc}") from None
+            raise EngineInputError(PLAN_FIELDS.get(exc.field, exc.field), f"not modelled: {exc}") from None
         except ValueError as exc:
             text = str(exc)
             field = text.split(":")[0].split(" ")[0] if ":" in text else "model"
             field = field if field.isidentifier() else "model"
-            raise EngineInputError(field, text.removeprefix(f"{field}:").strip()) from None
+            raise EngineInputError(PLAN_FIELDS.get(field, field), text.removeprefix(f"{field}:").strip()) from None
         if choice_note:
             p.notes.append(choice_note)
         if device != "CPU":
