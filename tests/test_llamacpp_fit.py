@@ -238,3 +238,15 @@ def test_what_does_not_fit_with_fit_off_suggests_the_changes_that_start(client):
     assert by_param[("fit",)].startswith("drop --fit off") and fit_on["verdict_condition"] in by_param[("fit",)]
     two = client.get("/api/estimate", LLAMA70 | {"fit": "off", "gpus": "2"}).json()
     assert ("gpus",) in by_param and two["verdict"] == "works"
+
+
+def test_layers_left_on_the_cpu_need_the_machines_ram_whoever_chose_them(client):
+    """-ngl 40 given (fit gives up: fit.cpp:463-465): llama-model.cpp puts layers 81 - 40 = 41 .. 79 and the output on
+    the GPU, so 41 of 80 layers stay in CPU memory, and the start depends on the RAM holding them, as with --fit's own
+    choice. On two GPUs every layer fits: no RAM condition for the token embeddings alone (always on the CPU)."""
+    ngl = client.get("/api/estimate", LLAMA70 | {"n_gpu_layers": "40"}).json()
+    assert ngl["verdict"] == "depends" and "41 of 80 layers left on the CPU by -ngl 40" in ngl["verdict_condition"]
+    cpu_layers = sum(_llama70_layer_bytes(i) for i in range(41)) / 2**30
+    assert f"(weights {cpu_layers + 128256 * 8192 * 144 / 256 / 2**30:.2f} GiB" in ngl["verdict_condition"]
+    two = client.get("/api/estimate", LLAMA70 | {"gpus": "2"}).json()
+    assert two["verdict"] == "works" and two["fit"]["status"] in ("no_change", "fitted")

@@ -178,3 +178,16 @@ def test_a_draft_model_on_ollama_is_refused_by_name_before_the_draft_is_loaded(c
                                      "gpu": "RTX 4090", "speculative_config": spec})
     assert r.status_code == 400 and r.json()["field"] == "speculative_config"
     assert "Ollama has no speculative decoding" in r.json()["error"]
+
+
+def test_before_0_30_a_model_bigger_than_the_gpu_depends_on_ollamas_own_layout(client, _offline):
+    """Ollama 0.19-0.24 does not refuse a model bigger than the GPU: its runner measures a layout and offloads fewer
+    layers (llm/server.go createLayout / assignLayers), which is not modelled: the answer depends on it, says so, and
+    keeps the all-on-GPU overflow as the reason why; since 0.30 llama-server's --fit gives the layer count."""
+    q = {"model": "meta-llama/Llama-3.1-70B-Instruct", "gguf_file": "Llama-3.1-70B-Instruct-Q4_K_M.gguf",
+         "runtime": "ollama", "gpu": "RTX 4090", "ctx_size": "8192"}
+    old = client.get("/api/estimate", q | {"ollama_release": "0.21.0"}).json()
+    assert old["verdict"] == "depends" and "createLayout" in old["verdict_condition"]
+    assert "more than its 23.64 GiB" in old["verdict_condition"]
+    new = client.get("/api/estimate", q).json()
+    assert new["fit"]["n_gpu_layers"] == 43 and "createLayout" not in (new.get("verdict_condition") or "")

@@ -664,7 +664,7 @@ def fit_for_request(meta, base: LlamaCppPlan, plan_kwargs: dict, *, fit: str | N
         f"(fit.cpp:28-145): {assumption}; the compute-buffer estimate leaves out the copies of CPU weights that op "
         "offload makes on the GPU (ggml-cuda.cu:5636-5655), so llama.cpp may keep one layer fewer",
     ]
-    if host["weights"] > 0:  # the machine's RAM is not an input: what the start needs from it is the condition
+    if cpu_layers or res.overrides:  # the machine's RAM is not an input: what the start needs from it is the condition
         what = ([f"{cpu_layers} of {n_all} layers"] if cpu_layers else []) + (
             [f"the routed experts of {len(ovr_layers)} layers"] if moe_txt else [])
         ram = (f"the machine's free system RAM holds the {_gib(host['total'])} --fit leaves in CPU memory "

@@ -597,6 +597,16 @@ class LlamaCpp:
             self._ollama_graph(meta, p, st["ollama"], device=device, used=used, budget=budget, fits=fits)
         if fits and fit_info and fit_info.get("condition"):
             condition = f"{condition}; and {fit_info['condition']}" if condition else fit_info["condition"]
+        n_cpu = meta.n_layer_all - len(p.layers_on_gpu)
+        if fits and n_cpu > 0 and device not in ("CPU", "Metal") and not (fit_info and fit_info.get("status") == "fitted"):
+            # -ngl given (or fit gave up): the layers it leaves on the CPU need the machine's RAM, as --fit's do
+            from .fit import host_bytes
+
+            host = host_bytes(meta, p)
+            ram = (f"the machine's free system RAM holds the {host['total'] / GiB:.2f} GiB the {n_cpu} of "
+                   f"{meta.n_layer_all} layers left on the CPU by -ngl {request.n_gpu_layers} need (weights "
+                   f"{host['weights'] / GiB:.2f} GiB, KV cache {host['kv'] / GiB:.2f} GiB)")
+            condition = f"{condition}; and {ram}" if condition else ram
         return LlamaCppMemory(plan=p, fits=fits, reason=reason, condition=condition, kv_cache_tokens=cells, fit=fit_info,
                               max_concurrency=float(p.n_seq_max), max_model_len=p.n_ctx_seq, gpu=gpu.name,
                               release=request.release, device_budget_mib=budget / MiB, device_budget_source=budget_source,
@@ -945,8 +955,12 @@ class LlamaCpp:
                          "weight_bytes_per_token": s.weight_bytes_per_token,
                          "kv_bytes_per_token_step": s.kv_bytes_per_token_step, "efficiency_label": s.efficiency_label,
                          "efficiency": s.efficiency, "sources": s.sources, "notes": s.notes},
-               "speed_warnings": [f"{self.label} speed: efficiency {s.efficiency_label} (not fitted to measurements); "
+               "speed_warnings": [f"{self.label} speed: efficiency {s.efficiency_label} "
+                                  f"({'fitted once per backend on public llama-bench tables' if s.efficiency_label == 'fitted' else 'not fitted to measurements'}); "
                                   "decode bandwidth-bound over the GGUF bytes read per token", *s.notes]}
+        if memory is not None and memory.fits is False:
+            out["speed_warnings"].insert(0, "the configuration does not fit (see the verdict): the speed figures are "
+                                            "what it would do if it did")
         sp = s.spec
         if sp is not None:
             out.update(spec_speedup=sp.speedup, mean_acceptance_length=sp.acceptance_length,
@@ -1015,6 +1029,19 @@ class Ollama(LlamaCpp):
             mem.plan.notes[:] = [n for n in mem.plan.notes if not n.startswith("Ollama before 0.30")]
         if eng.engine == "ollama":
             self._go_engine(request, mem, rule)
+        if mem.fits is False and not self.runs_llama_server_fit(request) and request.n_gpu_layers in (None, -1) \
+                and mem.resolved.get("device") != "CPU":
+            # before 0.30 Ollama's scheduler offloads only the layers its own estimate fits (num_gpu): it does not
+            # refuse the model, and how many layers it keeps is not modelled here
+            why = mem.reason
+            mem.fits, mem.reason = True, None
+            mem.condition = (f"Ollama {request.ollama_release}'s scheduler puts fewer layers on the GPU (the layout its "
+                             "runner measures, llm/server.go createLayout / buildLayout / assignLayers at v0.21.0: not "
+                             "modelled here) and runs the rest "
+                             "from CPU memory, which the machine's RAM must hold; with every layer on the GPU: " + why)
+            mem.plan.notes.append("the buffers and the speed shown are for every layer on the GPU, which does not fit: "
+                                  "Ollama before 0.30 runs with fewer and is slower; since 0.30 llama-server's --fit "
+                                  "places the layers (--ollama-release 0.30.0 or later models that)")
         return mem
 
     @staticmethod
