@@ -173,14 +173,14 @@ def candidates(request, memory, compat, quantized_variants: Callable[[str], list
             if t > tp and t * pp <= node:  # tensor parallel stays inside a node
                 out.append(Suggestion(label=f"{name('tensor_parallel_size')} {t} ({t * pp} GPUs)",
                                       params={"tensor_parallel_size": str(t)}, kind="hardware"))
-        for p in ((2, 4) if multi_gpu and request.runtime == "vllm" else ()):
+        for p in ((2, 4) if multi_gpu and request.runtime == "vllm" else ()):  # SGLang's PP is not modelled
             if p > pp:
                 t = max(tp, node)  # a full node per stage, pipeline stages across nodes
                 change = {"pipeline_parallel_size": str(p)}
                 if t != tp:
                     change["tensor_parallel_size"] = str(t)
                 nodes = -(-t * p // node)
-                out.append(Suggestion(label=f"--tensor-parallel-size {t} --pipeline-parallel-size {p} "
+                out.append(Suggestion(label=f"{name('tensor_parallel_size')} {t} {name('pipeline_parallel_size')} {p} "
                                       f"({nodes} nodes of {node} GPUs)", params=change, kind="hardware"))
         for repo in quantized_variants(request.model):
             out.append(Suggestion(label=f"the quantized checkpoint {repo}", params={"model": repo, "revision": ""},
