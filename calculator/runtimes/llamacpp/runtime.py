@@ -489,6 +489,9 @@ class LlamaCpp:
             raise EngineInputError(PLAN_FIELDS.get(field, field), text.removeprefix(f"{field}:").strip()) from None
         if choice_note:
             p.notes.append(choice_note)
+        if self.name == "llama.cpp" and request.parallel is None:
+            p.notes.append("-np 1 is pinned in the command: without -np llama-server runs 4 slots sharing one unified "
+                           "KV cache (-np -1 = auto, tools/server/server.cpp:156-161): four requests at once sharing the context")
         if device != "CPU":
             given = request.llamacpp_backend is not None
             p.notes.append(f"llama.cpp build: {device} ({'llamacpp_backend' if given else 'the default build for ' + (gpu.vendor or 'this') + ' GPUs; llamacpp_backend picks another'}); "
