@@ -110,6 +110,10 @@ DRAFT_SRC = (SRC + "tools/server/server-context.cpp:1000-1004,1101-1131; common/
 HFD_DEFAULT_SRC = SRC + "common/download.cpp:655-690 find_best_model"
 
 
+#: How the speed notes name an efficiency label (perf.Efficiency.label).
+EFFICIENCY_WORDS = {"fitted": "fitted once per backend on public llama-bench tables",
+                    "calibrated": "calibrated by a validation run"}
+
 #: The memory plan's parameter names -> the request fields (and flags) a user gives them by.
 PLAN_FIELDS = {"n_gpus": "gpus", "n_ctx": "max_model_len", "n_seq_max": "parallel", "n_gpu_layers": "n_gpu_layers"}
 
@@ -491,7 +495,8 @@ class LlamaCpp:
             p.notes.append(choice_note)
         if self.name == "llama.cpp" and request.parallel is None:
             p.notes.append("-np 1 is pinned in the command: without -np llama-server runs 4 slots sharing one unified "
-                           "KV cache (-np -1 = auto, tools/server/server.cpp:156-161): four requests at once sharing the context")
+                           "KV cache (-np -1 = auto, tools/server/server.cpp:156-161): four requests at once sharing "
+                           "the context")
         if device != "CPU":
             given = request.llamacpp_backend is not None
             p.notes.append(f"llama.cpp build: {device} ({'llamacpp_backend' if given else 'the default build for ' + (gpu.vendor or 'this') + ' GPUs; llamacpp_backend picks another'}); "
@@ -958,9 +963,9 @@ class LlamaCpp:
                          "weight_bytes_per_token": s.weight_bytes_per_token,
                          "kv_bytes_per_token_step": s.kv_bytes_per_token_step, "efficiency_label": s.efficiency_label,
                          "efficiency": s.efficiency, "sources": s.sources, "notes": s.notes},
-               "speed_warnings": [f"{self.label} speed: efficiency {s.efficiency_label} "
-                                  f"({'fitted once per backend on public llama-bench tables' if s.efficiency_label == 'fitted' else 'not fitted to measurements'}); "
-                                  "decode bandwidth-bound over the GGUF bytes read per token", *s.notes]}
+               "speed_warnings": [f"{self.label} speed: efficiency {s.efficiency_label} ({EFFICIENCY_WORDS.get(
+                   s.efficiency_label, 'not fitted to measurements')}); decode bandwidth-bound over the GGUF bytes "
+                                  "read per token", *s.notes]}
         if memory is not None and memory.fits is False:
             out["speed_warnings"].insert(0, "the configuration does not fit (see the verdict): the speed figures are "
                                             "what it would do if it did")
