@@ -957,15 +957,15 @@ class LlamaCpp:
         ``output_tokens_per_s`` with speculation (``None`` where no acceptance is known: then the break-even
         rate is the answer)."""
         s = self.speed(request, model, memory)
+        words = EFFICIENCY_WORDS.get(s.efficiency_label, "not fitted to measurements")
         out = {"ttft_ms": s.ttft_ms, "itl_ms": s.itl_ms, "output_tokens_per_s": s.output_tokens_per_s,
                "speed": {"prompt_len": s.prompt_len, "output_len": s.output_len, "concurrency": s.concurrency,
                          "mean_context": s.mean_context, "decode_step_ms": s.decode_step_ms,
                          "weight_bytes_per_token": s.weight_bytes_per_token,
                          "kv_bytes_per_token_step": s.kv_bytes_per_token_step, "efficiency_label": s.efficiency_label,
                          "efficiency": s.efficiency, "sources": s.sources, "notes": s.notes},
-               "speed_warnings": [f"{self.label} speed: efficiency {s.efficiency_label} ({EFFICIENCY_WORDS.get(
-                   s.efficiency_label, 'not fitted to measurements')}); decode bandwidth-bound over the GGUF bytes "
-                                  "read per token", *s.notes]}
+               "speed_warnings": [f"{self.label} speed: efficiency {s.efficiency_label} ({words}); decode "
+                                  "bandwidth-bound over the GGUF bytes read per token", *s.notes]}
         if memory is not None and memory.fits is False:
             out["speed_warnings"].insert(0, "the configuration does not fit (see the verdict): the speed figures are "
                                             "what it would do if it did")
