@@ -273,9 +273,9 @@ EFFICIENCY: dict[tuple[str, str], Efficiency] = {
                                              "fitted"),
     ("llama.cpp", "*"): Efficiency(mem_bw=0.75, compute=0.35, step_overhead_ms=1.0, allreduce_latency_us=50.0,
                                    layer_us=30.0, overlap_p=1.0, wave_share=0.3, ttft_fixed_ms=20.0,
-                                   source="assumed for llama.cpp on every backend (CUDA, ROCm, Metal, Vulkan: ggml graphs, "
-                                          "no vLLM-style batching kernels), in vLLM's fitted form; no public data "
-                                          "fitted",
+                                   source="assumed for llama.cpp on CUDA, ROCm, Vulkan and the CPU (ggml graphs, no "
+                                          "vLLM-style batching kernels), in vLLM's fitted form; no public data fitted "
+                                          "(Metal has its own fitted row)",
                                    draft_step_overhead_ms=1.0, spec_step_overhead_ms=1.0),
     # llama.cpp per backend (speed.llamacpp_efficiency looks up "backend:<plan device>"); the other backends (Vulkan,
     # ROCm, SYCL, CPU) keep the assumed "*" row
