@@ -238,6 +238,9 @@ def test_what_does_not_fit_with_fit_off_suggests_the_changes_that_start(client):
     assert by_param[("fit",)].startswith("drop --fit off") and fit_on["verdict_condition"] in by_param[("fit",)]
     two = client.get("/api/estimate", LLAMA70 | {"fit": "off", "gpus": "2"}).json()
     assert ("gpus",) in by_param and two["verdict"] == "works"
+    # its speed is what it would do if it fitted, and says so (API and page)
+    assert body["speed_warnings"][0].startswith("the configuration does not fit")
+    assert 'id="speed-does-not-fit"' in client.get("/", LLAMA70 | {"fit": "off"}, follow=True).content.decode()
 
 
 def test_layers_left_on_the_cpu_need_the_machines_ram_whoever_chose_them(client):
