@@ -227,10 +227,10 @@ def make_plan(request: ServingRequest, local: dict[str, Any] | None = None, *, w
     startup = getattr(runtime, "startup_errors", None)
     verdict = decide(request, memory, compat, startup(request, model, memory) if startup else [], compat_error)
     if verdict.status != "works" and with_suggestions:
-        def evaluate(params: dict[str, str]) -> Verdict | None:
+        def evaluate(params: dict[str, str]) -> Plan | None:
             try:
                 changed = parse_request({**request.to_params(), **params})
-                return make_plan(changed, local, with_speed=False, with_suggestions=False).verdict
+                return make_plan(changed, local, with_speed=False, with_suggestions=False)
             except EngineInputError:
                 return None
 

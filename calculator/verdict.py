@@ -217,21 +217,32 @@ def suggest(request, memory, compat, evaluate: Callable[[dict[str, str]], Any | 
             quantized_variants: Callable[[str], list[str]]) -> list[Suggestion]:
     """The candidates (:func:`candidates`) whose configuration works (an ``offload`` one also when it depends only on
     a condition, which its label then states), at most ``MAX_SUGGESTIONS``, one per
-    setting, and no pipeline across nodes once more GPUs inside one node work: ``evaluate(params)`` returns the :class:`Verdict` of the request with ``params`` applied, or
-    ``None`` when the changed request is itself invalid."""
+    setting, and no pipeline across nodes once more GPUs inside one node work with the whole context:
+    ``evaluate(params)`` returns the plan (its ``verdict`` and ``memory``) of the request with ``params`` applied, or
+    ``None`` when the changed request is itself invalid. More GPUs inside one node that hold the weights but not the
+    whole context are offered with the longest context that fits there (both settings), checked the same way."""
     found: list[Suggestion] = []
     seen_fields: set[frozenset[str]] = set()
     for cand in candidates(request, memory, compat, quantized_variants):
         key = frozenset(cand.params)
         if key in seen_fields:
             continue
-        if "pipeline_parallel_size" in cand.params and any(f.kind == "hardware" and "pipeline_parallel_size" not in
-                                                             f.params for f in found):
+        if "pipeline_parallel_size" in cand.params and any(f.kind == "hardware" and set(f.params) ==
+                                                             {"tensor_parallel_size"} for f in found):
             continue  # more GPUs inside one node already work: no second node to suggest
-        verdict = evaluate(cand.params)
+        result = evaluate(cand.params)
+        verdict = getattr(result, "verdict", result)
         if verdict is not None and verdict.status == "depends" and cand.kind == "offload" and verdict.condition:
             # layers on the CPU start when the machine's RAM holds them, which the request does not say
             cand = cand.model_copy(update={"label": f"{cand.label} (works if {verdict.condition})"})
+        elif verdict is not None and verdict.status == "does_not_fit" and set(cand.params) == {"tensor_parallel_size"}:
+            pair = _shorter_context(request, cand, getattr(result, "memory", None))
+            if pair is None or frozenset(pair.params) in seen_fields:
+                continue
+            again = evaluate(pair.params)
+            if getattr(again, "verdict", again) is None or getattr(again, "verdict", again).status != "works":
+                continue
+            cand, key = pair, frozenset(pair.params)
         elif verdict is None or verdict.status != "works":
             continue
         found.append(cand)
@@ -239,3 +250,15 @@ def suggest(request, memory, compat, evaluate: Callable[[dict[str, str]], Any | 
         if len(found) >= MAX_SUGGESTIONS:
             break
     return found
+
+
+def _shorter_context(request, cand: Suggestion, memory) -> Suggestion | None:
+    """``cand`` (more GPUs) with the longest context its memory plan fits (``estimated_max_model_len``, rounded down to
+    1,024 tokens as the context candidate is), when that is shorter than asked and at least 4,096 tokens."""
+    est, asked = getattr(memory, "estimated_max_model_len", None), getattr(memory, "max_model_len", None)
+    if not est or not asked or est < 4096 or est >= asked:
+        return None
+    length = est - est % 1024
+    flag = FLAG_NAMES.get(request.runtime, {}).get("max_model_len", "--max-model-len")
+    return Suggestion(label=f"{cand.label} with {flag} {length:,} (the longest context that fits there)",
+                      params={**cand.params, "max_model_len": str(length)}, kind="hardware")

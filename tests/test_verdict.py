@@ -164,3 +164,19 @@ def test_no_second_node_when_more_gpus_in_one_node_work(client):
     changes = [s["params"] for s in api["suggestions"]]
     assert {"tensor_parallel_size": "4"} in changes
     assert not any("pipeline_parallel_size" in c for c in changes)
+
+
+def test_more_gpus_in_one_node_are_offered_with_the_longest_context_they_hold(client):
+    """Llama-3.1-70B BF16 on RTX 4090s: 8 GPUs in one node hold the weights but not the 131,072-token context; the
+    suggestion pairs TP 8 with the longest context vLLM's plan fits there (its estimated_max_model_len, rounded down
+    to 1,024), checked to work, and the 2-node layout that keeps the whole context is still offered."""
+    q = {"model": "meta-llama/Llama-3.1-70B-Instruct", "gpu": "RTX 4090"}
+    api = client.get("/api/estimate", q).json()
+    tp8 = client.get("/api/estimate", q | {"tensor_parallel_size": "8"}).json()
+    assert tp8["verdict"] == "does_not_fit" and tp8["estimated_max_model_len"] >= 4096
+    length = tp8["estimated_max_model_len"] - tp8["estimated_max_model_len"] % 1024
+    changes = [s["params"] for s in api["suggestions"]]
+    assert {"tensor_parallel_size": "8", "max_model_len": str(length)} in changes
+    assert client.get("/api/estimate", q | {"tensor_parallel_size": "8", "max_model_len": str(length)}).json()[
+        "verdict"] == "works"
+    assert any("pipeline_parallel_size" in c for c in changes)
