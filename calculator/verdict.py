@@ -231,16 +231,16 @@ def suggest(request, memory, compat, evaluate: Callable[[dict[str, str]], Any | 
                                                              {"tensor_parallel_size"} for f in found):
             continue  # more GPUs inside one node already work: no second node to suggest
         result = evaluate(cand.params)
-        verdict = getattr(result, "verdict", result)
+        verdict = result.verdict if result is not None else None
         if verdict is not None and verdict.status == "depends" and cand.kind == "offload" and verdict.condition:
             # layers on the CPU start when the machine's RAM holds them, which the request does not say
             cand = cand.model_copy(update={"label": f"{cand.label} (works if {verdict.condition})"})
         elif verdict is not None and verdict.status == "does_not_fit" and set(cand.params) == {"tensor_parallel_size"}:
-            pair = _shorter_context(request, cand, getattr(result, "memory", None))
+            pair = _shorter_context(request, cand, result.memory)
             if pair is None or frozenset(pair.params) in seen_fields:
                 continue
             again = evaluate(pair.params)
-            if getattr(again, "verdict", again) is None or getattr(again, "verdict", again).status != "works":
+            if again is None or again.verdict.status != "works":
                 continue
             cand, key = pair, frozenset(pair.params)
         elif verdict is None or verdict.status != "works":
