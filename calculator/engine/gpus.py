@@ -54,6 +54,8 @@ class GPU(BaseModel):
     Metal's default ``recommendedMaxWorkingSetSize`` with its source; it is ``None`` elsewhere.
     ``board_memory_gb`` is the memory as the vendor sells it (the "80GB" of an H100, the unified memory of
     a Mac); the driver reports less (``memory_gib``). ``None`` for the CPU and custom GPUs.
+    ``sm_count`` is the number of streaming multiprocessors of an NVIDIA GPU (``multiProcessorCount``), with
+    ``sm_source``; ``None`` where no source was found (and for other vendors).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -73,6 +75,8 @@ class GPU(BaseModel):
     board_memory_gb: float | None = None
     metal_working_set_gib: float | None = None
     metal_working_set_source: str | None = None
+    sm_count: int | None = None
+    sm_source: str | None = None
 
     @property
     def memory_bytes(self) -> int:
