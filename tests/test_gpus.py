@@ -401,3 +401,46 @@ def test_an_unknown_name_far_from_every_gpu_gets_no_random_suggestions():
     with pytest.raises(EngineInputError) as err:
         get_gpu("RTX 4091")
     assert "closest known: NVIDIA GeForce RTX 4090" in err.value.message
+
+
+# ---- streaming multiprocessors ---------------------------------------------------------------------------
+def test_every_nvidia_sm_count_is_positive_and_sourced_and_a_missing_one_says_why():
+    for row in ROWS:
+        if row["vendor"] != "nvidia":
+            assert row.get("sm_count") is None, row["name"]
+            continue
+        gpu = get_gpu(row["name"])
+        assert isinstance(gpu.sm_source, str) and gpu.sm_source.strip(), row["name"]
+        if gpu.sm_count is None:
+            assert gpu.sm_source.startswith("no "), row["name"]
+        else:
+            assert isinstance(gpu.sm_count, int) and gpu.sm_count > 0, row["name"]
+
+
+@pytest.mark.parametrize("name,cuda_cores,cores_per_sm", [
+    ("NVIDIA L4", 7424, 128),                   # NVIDIA L4 datasheet; Ada whitepaper: 128 CUDA cores/SM
+    ("NVIDIA L40S", 18176, 128),                # NVIDIA L40S datasheet; Ada
+    ("NVIDIA A10", 9216, 128),                  # NVIDIA A10 datasheet; GA102 whitepaper: 128 FP32 cores/SM
+    ("NVIDIA A100-SXM4-80GB", 6912, 64),        # A100 whitepaper p.19: 6912 FP32 cores, 64 FP32 cores/SM
+    ("NVIDIA H100 80GB HBM3", 16896, 128),      # Hopper whitepaper: SXM5 16896 FP32 cores, 128/SM
+    ("NVIDIA H100 PCIe", 14592, 128),           # docs.nvidia.com H100 MIG guide: 14592 cores, 128/SM
+    ("Tesla V100-SXM2-32GB", 5120, 64),         # V100 whitepaper: 5120 FP32 cores, 64/SM
+    ("Tesla P40", 3840, 128),                   # P40 datasheet; compute capability 6.1: 128 FP32/clock/SM
+    ("NVIDIA GeForce RTX 2080 Ti", 4352, 64),   # NVIDIA spec page; Turing whitepaper: 64 FP32 cores/SM
+    ("NVIDIA GeForce RTX 4060", 3072, 128),     # NVIDIA spec page; Ada
+    ("NVIDIA RTX PRO 6000 Blackwell Server Edition", 24064, 128),  # datasheet; RTX Blackwell whitepaper
+])
+def test_sm_count_is_the_datasheet_cuda_cores_over_cores_per_sm(name, cuda_cores, cores_per_sm):
+    assert get_gpu(name).sm_count == cuda_cores // cores_per_sm
+    assert cuda_cores % cores_per_sm == 0
+
+
+@pytest.mark.parametrize("name,multiprocessors", [
+    ("NVIDIA GeForce RTX 4080", 76),        # bourbonut/lbm-gpu#1 deviceQuery: "(76) Multiprocessors" = 9728 / 128
+    ("NVIDIA GeForce RTX 5090", 170),       # aikitoria/open-gpu-kernel-modules#1: "(170) Multiprocessors" = 21760 / 128
+    ("NVIDIA B200", 148),                   # pytorch/ao#4002 device query: "Number of SMs: 148"
+    ("Tesla T4", 40),                       # NVIDIA/DALI#1813 TF log: "coreCount: 40" = 2560 / 64
+    ("NVIDIA A100 80GB PCIe", 108),         # ekondis/mixbench#47: "108 MPs"
+])
+def test_sm_count_matches_a_public_device_query(name, multiprocessors):
+    assert get_gpu(name).sm_count == multiprocessors
