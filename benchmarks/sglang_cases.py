@@ -65,20 +65,18 @@ MAPPING: dict[str, dict] = {
                                "mem_fraction_static 0.8 for NSA the PR text describes"},
     "sgl-011": {"config": "Qwen__QwQ-32B.json", "gpu": "L4", "release": "0.4.3.post4",
                 "why_release": "SGL_VERSION 0.4.3.post4 in the Dockerfile on the same page",
-                "why_miss": "the weights estimate is the log's 15.54 GiB (parameters + float32 RoPE cache + caching-"
-                            "allocator rounding); the miss is the start-up overhead. The public logs "
-                            "(data/startup_overhead.json) have no L4: the context part is the NVIDIA median 0.47 (public "
-                            "logs 0.25-0.60), the distributed init the median of the two 4-rank PCIe logs (4x RTX 2080 Ti "
-                            "22 GB on 0.4.6: 0.10; 4x RTX PRO 6000 on NCCL 2.29.7: 0.39) 0.245, so 0.715 GiB where this "
-                            "log took 0.40. The pool is 2.6 GiB of 21.3, so every 0.1 GiB is 3.3% of the tokens; the "
-                            "spread of such logs (+-0.32 GiB) is +-10% here: the plan says so and asks for the logged "
-                            "free memory"},
+                "why_note": "weights are the log's 15.54 GiB (parameters + float32 RoPE cache + caching-allocator "
+                            "rounding). The public logs (data/startup_overhead.json) have no L4: the context part is "
+                            "the line through the NVIDIA logs by resident threads at 58 SMs x 1536 (0.20 GiB), the "
+                            "distributed init the median of the two 4-rank PCIe logs (0.10, 0.39) 0.245: 0.44 GiB where "
+                            "this log took 0.40. The pool is 2.8 GiB of 21.6, so every 0.1 GiB is 3.0% of the tokens: "
+                            "the plan says so and asks for the logged free memory"},
     "sgl-015": {"config": "Qwen__Qwen3.5-9B.json", "gpu": "RTX4090", "release": "0.5.10.post1",
                 "why_release": "source build 0.0.0.dev11582 dated 2026-04-14; 0.5.10.post1 (2026-04-08) is the "
                                "last release before it (assumption)",
                 "why_note": "weights within 0.05 GiB of the log (vision tower split by TP, gated query, RoPE cache); "
-                            "start-up overhead 0.73 GiB from public logs (NVIDIA context median 0.47 + 2x RTX 4090 "
-                            "distributed init 0.26 of sglang#16920) against the log's 0.71"},
+                            "start-up overhead 0.63 GiB from public logs (context line by resident threads at 128 SMs x "
+                            "1536, 0.37 + 2x RTX 4090 distributed init 0.26 of sglang#16920) against the log's 0.71"},
     "sgl-025": {"config": "Qwen__Qwen3-0.6B.json", "gpu": "RTX 5080", "capacity_from_log_mib": "nvidia_smi_total_mib",
                 "release": "0.4.10.post2",
                 "why_release": "version not given; log dated 2025-08-08; 0.4.10.post2 (2025-08-03) is the last "

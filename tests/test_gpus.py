@@ -441,6 +441,17 @@ def test_sm_count_is_the_datasheet_cuda_cores_over_cores_per_sm(name, cuda_cores
     ("NVIDIA B200", 148),                   # pytorch/ao#4002 device query: "Number of SMs: 148"
     ("Tesla T4", 40),                       # NVIDIA/DALI#1813 TF log: "coreCount: 40" = 2560 / 64
     ("NVIDIA A100 80GB PCIe", 108),         # ekondis/mixbench#47: "108 MPs"
+    ("NVIDIA H200", 132),                   # ai-bot-pro/achatbot skywork_r1v.py: multi_processor_count=132
+    ("NVIDIA H20", 78),                     # inclusionAI/flood flood/ops/seg_la.py: multi_processor_count=78
+    ("NVIDIA A10G", 80),                    # torchcodec basic_cuda_example: multi_processor_count=80
 ])
 def test_sm_count_matches_a_public_device_query(name, multiprocessors):
     assert get_gpu(name).sm_count == multiprocessors
+
+
+def test_h20_memory_is_the_torch_total_quoted_beside_its_sm_count():
+    """torch prints total_memory in MiB, floored (total_memory // 1024**2): 97285 MiB is 95.005 GiB, so the catalog's
+    95.00 (it was an assumption, 94.97, before this print was found)."""
+    g = get_gpu("H20")
+    assert "total_memory=97285MB" in g.sm_source
+    assert g.memory_gib == pytest.approx(round(97285 / 1024, 2))

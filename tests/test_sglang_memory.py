@@ -677,39 +677,60 @@ def test_allocator_replay_rounds_segments_as_pytorch_does():
 
 def test_startup_overhead_from_public_logs_by_hand():
     """The start-up overhead is pre (context: total - 'Load weight begin' - 'Init torch distributed ends. mem
-    usage') + dist (the 'mem usage'), medians of the public logs of data/startup_overhead.json, by hand from the
+    usage') + dist (the 'mem usage'), from the public logs of data/startup_overhead.json, by hand from the
     logged figures and the catalog totals (GiB):
 
     NVIDIA pre: sglang#40558 4x RTX PRO 6000 94.97 - 94.01 - 0.39 = 0.57; Grok-2 blog 8x H100 79.19 - 77.43 - 1.25 =
     0.51; sglang#5390 8x B200 178.35 - 175.37 - 2.38 = 0.60; sglang#9743 H200 139.81 - 139.34 = 0.47; sglang#11032
-    H20 94.97 - 94.63 = 0.34; Dynamo notes A10G 22.07 - 21.82 = 0.25; sglang#485 H100 79.19 - 78.81 = 0.38 ->
-    median 0.47 (no RTX 4090 among them). dist of 2x RTX 4090: sglang#16920 0.26. So 2x RTX 4090 (the sgl-015 case):
-    0.47 + 0.26 = 0.73, spread (0.60 - 0.25) / 2 + (0.39 - 0.10) / 2 over the PCIe logs (0.26, 0.39, 0.10).
-    4x L4 (sgl-011): no L4 log, the 4-rank PCIe logs are sglang#40558 0.39 and sglang#5942 (4x RTX 2080 Ti 22 GB,
-    0.4.6) 0.10 -> 0.47 + 0.245."""
+    H20 95.00 - 94.63 = 0.37; Dynamo notes A10G 22.07 - 21.82 = 0.25; sglang#485 H100 79.19 - 78.81 = 0.38.
+    A GPU with logs of its own takes their median; an NVIDIA GPU without takes the least-squares line of those seven
+    against resident threads = SMs x max threads per SM (CUDA guide: 2048 on 9.0 / 10.0, 1536 on 8.6 / 8.9 / 12.0):
+    RTX PRO 6000 188 x 1536, H100 / H200 132 x 2048, B200 148 x 2048, H20 78 x 2048, A10G 80 x 1536.
+    dist of 2x RTX 4090: sglang#16920 0.26. 4x L4 (sgl-011): the 4-rank PCIe logs are sglang#40558 0.39 and
+    sglang#5942 (4x RTX 2080 Ti 22 GB, 0.4.6) 0.10 -> 0.245."""
     from calculator.runtimes.sglang.memory import startup_overhead_gib
 
-    pre = sorted([round(94.97 - 94.01 - 0.39, 2), round(79.19 - 77.43 - 1.25, 2), round(178.35 - 175.37 - 2.38, 2),
-                  round(139.81 - 139.34, 2), round(94.97 - 94.63, 2), round(22.07 - 21.82, 2), round(79.19 - 78.81, 2)])
-    assert pre == [0.25, 0.34, 0.38, 0.47, 0.51, 0.57, 0.60]
+    logs = [(188 * 1536, round(94.97 - 94.01 - 0.39, 2)), (132 * 2048, round(79.19 - 77.43 - 1.25, 2)),
+            (148 * 2048, round(178.35 - 175.37 - 2.38, 2)), (132 * 2048, round(139.81 - 139.34, 2)),
+            (78 * 2048, round(95.00 - 94.63, 2)), (80 * 1536, round(22.07 - 21.82, 2)),
+            (132 * 2048, round(79.19 - 78.81, 2))]
+    assert sorted(v for _, v in logs) == [0.25, 0.37, 0.38, 0.47, 0.51, 0.57, 0.60]
+    mx = sum(t for t, _ in logs) / 7
+    my = sum(v for _, v in logs) / 7
+    slope = sum((t - mx) * (v - my) for t, v in logs) / sum((t - mx) ** 2 for t, _ in logs)
+    icpt = my - slope * mx
+    assert 1.5 < slope * 2**30 / 1024 < 1.9  # KiB per resident thread: the order of CUDA's 1 KiB default stack
+    resid = max(abs(v - icpt - slope * t) for t, v in logs)
+
+    def line(threads):
+        return icpt + slope * threads
+
+    # 2x RTX 4090 (sgl-015): 128 SMs (AD102 as sold in the 4090) x 1536
     gib, spread, how = startup_overhead_gib(get_gpu("RTX4090"), 2)
-    assert gib == pytest.approx(0.47 + 0.26, abs=1e-9)
-    assert spread == pytest.approx((0.60 - 0.25) / 2 + (0.39 - 0.10) / 2, abs=1e-6)
-    assert "pub-4090x2 0.26" in how and "none of the NVIDIA GeForce RTX 4090" in how
+    assert gib == pytest.approx(round(line(128 * 1536), 3) + 0.26, abs=1e-9)
+    assert spread == pytest.approx(round(resid, 3) + (0.39 - 0.10) / 2, abs=1e-6)
+    assert "pub-4090x2 0.26" in how and "no log of the NVIDIA GeForce RTX 4090" in how and "128 SMs" in how
     # a GPU the table has: B200 x8 is that log alone, 178.35 - 175.37 = 2.98
     assert startup_overhead_gib(get_gpu("B200"), 8)[0] == pytest.approx(178.35 - 175.37, abs=1e-9)
-    # one NVIDIA rank: no communicator, the one-rank logs print 0.00 -> the pre median alone
-    assert startup_overhead_gib(get_gpu("RTX 5080"), 1)[0] == pytest.approx(0.47, abs=1e-9)
+    # one NVIDIA rank: no communicator, the one-rank logs print 0.00 -> the line alone (RTX 5080: 84 SMs x 1536)
+    assert startup_overhead_gib(get_gpu("RTX 5080"), 1)[0] == pytest.approx(round(line(84 * 1536), 3), abs=1e-9)
     # H100 one rank: its own two logs (0.51, 0.38) -> 0.445
     assert startup_overhead_gib(get_gpu("H100"), 1)[0] == pytest.approx((0.51 + 0.38) / 2, abs=1e-9)
     # AMD MI355X one rank: pre of its logs (287.98 - 287.26 - 0.15 = 0.57, 287.98 - 283.50 - 3.81 = 0.67) + 0.15
     assert startup_overhead_gib(get_gpu("MI355X"), 1)[0] == pytest.approx((0.57 + 0.67) / 2 + 0.15, abs=1e-9)
     p = plan(load_config("Qwen__QwQ-32B.json"), gpu=get_gpu("L4"), release="0.4.3.post4", tp_size=4)
-    # no L4 log: NVIDIA pre median 0.47 + the median of the two 4-rank PCIe logs (0.39, 0.10)
-    assert p.free_before_load_gib == pytest.approx(22.03 - 0.47 - (0.39 + 0.10) / 2, abs=1e-6)
+    # no L4 log: the line at 58 SMs x 1536 (about 0.20) + the median of the two 4-rank PCIe logs (0.39, 0.10); the
+    # log itself (sgl-011) lost 22.03 - 21.63 = 0.40
+    assert p.free_before_load_gib == pytest.approx(22.03 - round(line(58 * 1536), 3) - (0.39 + 0.10) / 2, abs=1e-6)
+    assert abs(p.free_before_load_gib - 21.63) < 0.06
     src = p.source_of("free_before_load_gib")
     assert src.kind == "fit" and "pub-sm120x4 0.39, pub-2080ti22x4 0.10" in src.source
-    assert "startup_overhead.json" in src.source
+    assert "startup_overhead.json" in src.source and "resident threads" in src.source
+    # a GPU without a sourced SM count keeps the median of the vendor's logs, and says so
+    from calculator.engine.gpus import custom_gpu
+    g = custom_gpu(40.0, compute_capability="8.0", bandwidth_gbps=1500, tflops_bf16=300)
+    gib, _, how = startup_overhead_gib(g, 1)
+    assert gib == pytest.approx(0.47, abs=1e-9) and "all nvidia logs" in how
     # without the log that shares author and machine with sgl-003, no 8-rank AMD log is left -> refused by name
     with pytest.raises(EngineInputError) as e:
         startup_overhead_gib(get_gpu("MI355X"), 8, exclude_record="sgl-003")
@@ -738,12 +759,13 @@ def test_startup_logs_agree_with_their_quotes_and_are_not_shared_records():
 
 
 def test_small_pool_says_how_much_the_overhead_fit_moves_it():
-    """QwQ-32B on 4x L4: T = 22.03 - 0.715 (public logs) = 21.315 GiB, W = 15.54, rest = 0.85 * T - W = 2.58 GiB,
-    so 0.1 GiB of start-up overhead is 0.85 * 0.1 / 2.58 = 3.3% of the tokens; the plan says so and asks for the
-    logged figure. With the log's free-before-load given, no such note."""
+    """QwQ-32B on 4x L4: T = 22.03 - 0.443 (public logs: context line at 58 SMs 0.198 + 4-rank PCIe init 0.245) =
+    21.587 GiB, W = 15.54, rest = 0.85 * T - W = 2.81 GiB, so 0.1 GiB of start-up overhead is 0.85 * 0.1 / 2.81 =
+    3.0% of the tokens; the plan says so and asks for the logged figure. With the log's free-before-load given, no
+    such note."""
     p = plan(load_config("Qwen__QwQ-32B.json"), gpu=get_gpu("L4"), release="0.4.3.post4", tp_size=4)
     assert p.tokens_pct_per_0_1_gib_overhead == pytest.approx(0.1 * 0.85 / p.rest_memory_gib * 100, abs=0.006)
-    assert 3.2 < p.tokens_pct_per_0_1_gib_overhead < 3.4
+    assert 2.95 < p.tokens_pct_per_0_1_gib_overhead < 3.1
     assert any("free_memory_before_load_gib" in n for n in p.notes)
     q = plan(load_config("Qwen__QwQ-32B.json"), gpu=get_gpu("L4"), release="0.4.3.post4", tp_size=4,
              free_memory_before_load_gib=21.63)

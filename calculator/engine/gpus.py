@@ -99,6 +99,27 @@ class GPU(BaseModel):
         return int(major), int(minor)
 
 
+# Maximum number of resident threads per SM by compute capability: CUDA C++ Programming Guide, "Technical
+# Specifications per Compute Capability" (maxThreadsPerMultiProcessor). Capabilities not listed: None (not guessed).
+MAX_THREADS_PER_SM: dict[str, int] = {
+    "6.0": 2048, "6.1": 2048, "6.2": 2048, "7.0": 2048, "7.2": 2048, "7.5": 1024, "8.0": 2048, "8.6": 1536,
+    "8.7": 2048, "8.9": 1536, "9.0": 2048, "10.0": 2048, "10.3": 2048, "12.0": 1536, "12.1": 1536,
+}
+
+
+def resident_threads(gpu: GPU) -> int | None:
+    """Threads an NVIDIA GPU can hold resident at once: ``sm_count`` x max resident threads per SM of its compute
+    capability (:data:`MAX_THREADS_PER_SM`). None when either is unknown (non-NVIDIA, no sourced SM count).
+
+    The CUDA driver reserves each context's local memory for exactly this many threads (local memory per thread x
+    max threads per SM x SMs; NVIDIA's answer in https://forums.developer.nvidia.com/t/local-memory-management/289339/9,
+    and ``CU_CTX_LMEM_RESIZE_TO_MAX`` in the driver API's cuCtxCreate).
+    """
+    if gpu.vendor != "nvidia" or not gpu.sm_count or gpu.compute_capability not in MAX_THREADS_PER_SM:
+        return None
+    return gpu.sm_count * MAX_THREADS_PER_SM[gpu.compute_capability]
+
+
 class Ambiguous(BaseModel):
     """A name that fits several rows: ``choice`` is the documented pick (``None``: refused)."""
 

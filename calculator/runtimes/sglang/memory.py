@@ -26,7 +26,7 @@ What the source cannot give, and how this module takes it:
 
 - ``T`` (free memory before loading) = GPU memory minus the CUDA context, torch and NCCL/custom-all-reduce
   buffers created at start-up. An input (``free_memory_before_load_gib``, the log's ``Load weight begin``
-  value) or the median of public start-up logs (:mod:`.startup`: the context part by GPU model or vendor, the
+  value) or public start-up logs (:mod:`.startup`: the context part by GPU model, else by resident threads, the
   part SGLang logs as ``Init torch distributed ends. mem usage`` by vendor, link and ranks), labelled ``fit`` in
   ``sources`` with the logs named; when the pool is small next to it, a note says how far the logs' spread moves
   the token count.

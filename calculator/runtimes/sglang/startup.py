@@ -17,13 +17,15 @@ buffers (channel count and protocol buffers follow the topology and the NCCL ver
 logs (``data/startup_overhead.json`` ``logs``, each with its URL or library locator; none is a record of
 ``shared/cases/runtime_startup_logs.json``), taken as medians:
 
-- **pre**: the logs of the same GPU model if the table has one, else all the logs of the vendor (NVIDIA or AMD).
+- **pre**: the logs of the same GPU model if the table has one; else, for an NVIDIA GPU with a sourced SM count, a
+  least-squares line through the NVIDIA logs against resident threads (SMs x max threads per SM: the CUDA context
+  reserves local memory per resident thread, :func:`_context_line`); else all the logs of the vendor.
 - **dist**: for one rank, the median of the vendor's one-rank logs (no communicator is made; what the init still
   allocates is small: 0.00 on NVIDIA, 0.15 on MI355X); for several ranks, the logs of the same vendor and link
   (PCIe, NVLink, xGMI): the same GPU and number of ranks if any, else the same number of ranks, else all of that link.
 
 Each part comes with a spread: half the range of the wider group it was chosen from (all the vendor's logs for pre,
-all the link's logs for dist), and the answer names the logs used.
+all the link's logs for dist; the line's largest residual), and the answer names the logs used.
 Units: GiB (2**30 B), as SGLang's "GB". Raises :class:`~calculator.engine.errors.EngineInputError` (field ``gpu``)
 when the table has no log of that vendor and link.
 """
@@ -37,7 +39,7 @@ from statistics import median
 from pydantic import BaseModel, ConfigDict, Field
 
 from calculator.engine.errors import EngineInputError
-from calculator.engine.gpus import GPU, get_gpu
+from calculator.engine.gpus import GIB, GPU, get_gpu
 
 DATA_FILE = Path(__file__).resolve().parent / "data" / "startup_overhead.json"
 
@@ -130,6 +132,37 @@ def _part(values: list[tuple[str, float]], how: str, group: list[float]) -> Part
                 logs=tuple(f"{i} {v:.2f}" for i, v in values), how=how)
 
 
+def _context_line(gpu: GPU, logs: list[StartupLog]) -> Part | None:
+    """The pre part of an NVIDIA GPU without a log of its own, from a least-squares line through the NVIDIA logs
+    against resident threads (``SMs x max threads per SM``, :func:`calculator.engine.gpus.resident_threads`).
+
+    Why threads: the CUDA context reserves local memory for every thread the GPU can hold resident (local memory
+    per thread x max threads per SM x SMs, see ``resident_threads``), so the context of a 58-SM L4 is smaller than
+    that of a 132-SM H100. The line ``pre = a + b x threads`` is a fit (intercept: the rest of the context and
+    torch's first allocations; slope: the bytes reserved per resident thread), made over the public logs only and
+    never over a scored record. Spread: the largest |residual| of the logs. None when the GPU's threads are unknown
+    or fewer than three logs with known threads span at least two GPUs.
+    """
+    from statistics import linear_regression
+
+    from calculator.engine.gpus import resident_threads
+
+    threads = resident_threads(gpu)
+    if threads is None:
+        return None
+    pts = [(lg.id, resident_threads(get_gpu(lg.gpu)), lg.pre) for lg in logs
+           if lg.vendor == "nvidia" and lg.gpu and lg.pre is not None]
+    pts = [(i, t, v) for i, t, v in pts if t]
+    if len(pts) < 3 or len({t for _, t, _ in pts}) < 2:
+        return None
+    b, a = linear_regression([t for _, t, _ in pts], [v for _, _, v in pts])
+    resid = max(abs(v - (a + b * t)) for _, t, v in pts)
+    return Part(gib=round(a + b * threads, 3), spread=round(resid, 3),
+                logs=tuple(f"{i} {v:.2f}" for i, _, v in pts),
+                how=(f"no log of the {gpu.name}: line through the NVIDIA logs by resident threads, "
+                     f"{a:.3f} GiB + {b * GIB / 1024:.2f} KiB x {threads:,} threads ({gpu.sm_count} SMs)"))
+
+
 def _link(gpu: GPU, world: int, vendor: str) -> str:
     from calculator.engine.perf import interconnect
 
@@ -158,7 +191,9 @@ def startup_overhead(gpu: GPU, world: int, vendor: str, exclude_record: str | No
                                       "loading; give free_memory_before_load_gib")
     pre_same = [(i, v) for i, v in pre_all if next(lg for lg in logs if lg.id == i).gpu == gpu.name]
     pre_group = [v for _, v in pre_all]
+    line = None if pre_same else _context_line(gpu, logs)
     pre = (_part(pre_same, f"logs of the {gpu.name}", pre_group) if pre_same
+           else line if line is not None
            else _part(pre_all, f"all {vendor} logs (none of the {gpu.name})", pre_group))
 
     if world <= 1:
