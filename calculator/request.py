@@ -230,6 +230,12 @@ class ServingRequest(BaseModel):
         "--ep-size", "SGLang: expert-parallel size (1 or tp_size)", "sglang"))
     enable_dp_attention: bool = Field(False, json_schema_extra=_meta(
         "--enable-dp-attention", "SGLang: data-parallel attention", "sglang"))
+    speculative_eagle_topk: int | None = Field(None, ge=1, le=16, json_schema_extra=_meta(
+        "--speculative-eagle-topk", "SGLang: draft tree branching (1 = a chain); the tree's depth is "
+        "speculative_config's num_speculative_tokens (--speculative-num-steps)", "sglang"))
+    speculative_num_draft_tokens: int | None = Field(None, ge=2, le=256, json_schema_extra=_meta(
+        "--speculative-num-draft-tokens", "SGLang: tokens of the draft tree the target verifies per step (the "
+        "root included; num_steps + 1 for a chain)", "sglang"))
     # -- llama.cpp / Ollama settings (runtime=llama.cpp or ollama), with llama.cpp's flag names ----------
     llamacpp_backend: Literal["cuda", "rocm", "vulkan", "metal", "cpu", "sycl"] | None = Field(
         None, json_schema_extra=_meta(
@@ -437,6 +443,7 @@ class ServingRequest(BaseModel):
             if self.attention_backend is not None and self.attention_backend not in choices:
                 raise InputError("attention_backend", f"{self.attention_backend!r} is not an attention backend of SGLang "
                                  f"{self.sglang_version}; its backends: {', '.join(choices)}")
+            self._sglang_tree()
             return self
         if not release_supported(self.vllm_version):
             raise _release_error(self.vllm_version)
@@ -449,6 +456,31 @@ class ServingRequest(BaseModel):
                 raise InputError("attention_backend", f"{self.attention_backend!r} is not an attention backend of "
                                  f"vLLM {release}; its backends: {', '.join(attention_backends(release))}")
         return self
+
+    def _sglang_tree(self) -> None:
+        """SGLang's draft tree flags, checked as SGLang checks them (sglang 0.5.10.post1): they shape the EAGLE
+        worker's drafting (EAGLE, EAGLE3, NEXTN, STANDALONE), so they need a speculative_config of those methods;
+        topk > 1 needs --speculative-num-draft-tokens (server_args.py:3054-3081 only fills it for topk = 1), and
+        the tree offers ``topk + (num_steps - 1) x topk^2`` scored candidates, of which ``num_draft_tokens - 1``
+        are kept (speculative/eagle_utils.py:27 ``torch.topk(score_list, num_draft_token - 1)``)."""
+        topk, ndraft = self.speculative_eagle_topk, self.speculative_num_draft_tokens
+        if topk is None and ndraft is None:
+            return
+        name = "speculative_eagle_topk" if topk is not None else "speculative_num_draft_tokens"
+        spec = self.speculative_config
+        if spec is None or spec.method not in ("eagle", "eagle3", "mtp", "draft_model"):
+            raise InputError(name, "SGLang's draft tree needs a speculative_config with method eagle, eagle3, mtp or "
+                             "draft_model (its num_speculative_tokens is --speculative-num-steps)")
+        steps = spec.num_speculative_tokens
+        if topk is not None and topk > 1:
+            if ndraft is None:
+                raise InputError("speculative_num_draft_tokens", "with --speculative-eagle-topk > 1 SGLang needs "
+                                 "--speculative-num-draft-tokens (it only fills it in for a chain, num_steps + 1)")
+            most = topk + (steps - 1) * topk * topk + 1
+            if ndraft > most:
+                raise InputError("speculative_num_draft_tokens", f"a tree of {steps} steps x topk {topk} has "
+                                 f"{most - 1} candidate tokens, so at most {most} draft tokens (the root included); "
+                                 "SGLang fails in torch.topk beyond that (speculative/eagle_utils.py:27)")
 
     # -- derived ------------------------------------------------------------------------------------
     @property
@@ -527,6 +559,8 @@ SGLANG_ONLY = {
     "max_num_batched_tokens", "cuda_graph_max_bs": "vLLM's compilation config (not an input here)",
     "page_size": "block_size", "dp_size": "data_parallel_size",
     "ep_size": "enable_expert_parallel", "enable_dp_attention": "nothing in vLLM",
+    "speculative_eagle_topk": "a chain of num_speculative_tokens (vLLM drafts no trees here)",
+    "speculative_num_draft_tokens": "num_speculative_tokens (a chain verifies num_speculative_tokens + 1)",
 }
 
 

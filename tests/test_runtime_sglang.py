@@ -124,3 +124,84 @@ def test_the_page_takes_sglangs_own_flag_names_as_the_api_does(client):
     assert client.get("/api/estimate", q).json()["tp_size"] == 4
     clash = client.get("/", q | {"tensor_parallel_size": "2"})
     assert clash.status_code == 400 and "under another name" in clash.content.decode()
+
+
+LLAMA8 = "meta-llama/Llama-3.1-8B-Instruct"
+EAGLE3_K3 = '{"method":"eagle3","num_speculative_tokens":3}'
+
+
+def _estimate(*args):
+    out = StringIO()
+    call_command("estimate", "--model", LLAMA8, "--runtime", "sglang", "--gpu", "H100", "--concurrency", "2",
+                 "--speculative-config", EAGLE3_K3, *args, "--format", "json", stdout=out)
+    return json.loads(out.getvalue())
+
+
+def test_sglang_tree_flags_reach_the_launch_command_the_memory_plan_and_the_speed_model():
+    """--speculative-num-steps 3 (speculative_config's num_speculative_tokens) --speculative-eagle-topk 4
+    --speculative-num-draft-tokens 6: SGLang's own flags go into the plan and the command; the target verifies 6
+    tokens per request where the chain of 3 verifies 4, with the same 3 drafter passes, so at the same acceptance
+    length the tree is slower per step and its speedup lower."""
+    tree = _estimate("--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "6", "--acceptance-length",
+                     "2.4")
+    chain = _estimate("--acceptance-length", "2.4")
+    assert (tree["speculative"]["num_steps"], tree["speculative"]["eagle_topk"],
+            tree["speculative"]["num_draft_tokens"]) == (3, 4, 6)
+    assert (chain["speculative"]["eagle_topk"], chain["speculative"]["num_draft_tokens"]) == (1, 4)
+    argv = tree["serve_argv"]
+    assert argv[argv.index("--speculative-eagle-topk") + 1] == "4"
+    assert argv[argv.index("--speculative-num-draft-tokens") + 1] == "6"
+    assert tree["mean_acceptance_length"] == chain["mean_acceptance_length"] == 2.4
+    assert tree["spec_speedup"] < chain["spec_speedup"]
+    assert tree["best_num_speculative_tokens"] is None  # the tree's shape is the user's; a chain's k is searched
+
+
+def test_sglang_tree_without_a_measured_acceptance_takes_its_depths_figure_and_says_so():
+    """A tree of depth 3 accepts at most 4 tokens per step whatever its width, so without a measured figure the
+    acceptance is the chain of 3's (the public figure), with a warning; 5.0 tokens per step gets no speed figure."""
+    tree = _estimate("--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "6")
+    chain = _estimate()
+    assert tree["mean_acceptance_length"] == chain["mean_acceptance_length"] <= 4
+    assert any("SGLang draft tree (3 steps x topk 4, 6 draft tokens)" in w for w in tree["speed_warnings"])
+    # the memory answer stands; the speed part says why it has no figure
+    bad = _estimate("--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "6", "--acceptance-length", "5")
+    assert "spec_speedup" not in bad and "between 1 and k+1 = 4" in bad["speed_error"]
+
+
+@pytest.mark.parametrize("params,field,words", [
+    ({"runtime": "sglang", "speculative_eagle_topk": "4", "speculative_num_draft_tokens": "6"},
+     "speculative_eagle_topk", "needs a speculative_config"),
+    ({"runtime": "sglang", "speculative_config": EAGLE3_K3, "speculative_eagle_topk": "4"},
+     "speculative_num_draft_tokens", "needs --speculative-num-draft-tokens"),
+    # 3 steps x topk 4: 4 + 2 x 16 = 36 candidates, so at most 37 draft tokens with the root
+    ({"runtime": "sglang", "speculative_config": EAGLE3_K3, "speculative_eagle_topk": "4",
+      "speculative_num_draft_tokens": "38"}, "speculative_num_draft_tokens", "at most 37 draft tokens"),
+    ({"runtime": "sglang", "speculative_config": '{"method":"ngram","num_speculative_tokens":3}',
+      "speculative_eagle_topk": "2", "speculative_num_draft_tokens": "4"}, "speculative_eagle_topk", "method eagle"),
+    ({"speculative_config": EAGLE3_K3, "speculative_eagle_topk": "4"}, "speculative_eagle_topk", "SGLang setting"),
+])
+def test_sglang_tree_flags_are_checked_as_sglang_checks_them(client, params, field, words):
+    with pytest.raises(InputError) as err:
+        parse_request({"model": LLAMA8, **params})
+    assert err.value.field == field and words in err.value.message
+    resp = client.get("/api/estimate", {"model": LLAMA8, **params})
+    assert resp.status_code == 400 and resp.json()["field"] == field
+
+
+def test_sglang_tree_at_the_candidate_bound_is_accepted():
+    r = parse_request({"model": LLAMA8, "runtime": "sglang", "speculative_config": EAGLE3_K3,
+                       "speculative_eagle_topk": "4", "speculative_num_draft_tokens": "37"})
+    assert (r.speculative_eagle_topk, r.speculative_num_draft_tokens) == (4, 37)
+
+
+def test_the_page_takes_sglangs_tree_flags_keeps_them_in_the_link_and_says_what_is_missing(client):
+    q = {"model": LLAMA8, "runtime": "sglang", "gpu": "H100", "speculative_config": EAGLE3_K3,
+         "speculative_eagle_topk": "4", "speculative_num_draft_tokens": "6", "concurrency": "2"}
+    r = client.get("/", q, follow=True)
+    html = r.content.decode()
+    assert r.status_code == 200 and "speculative_eagle_topk=4" in r.redirect_chain[-1][0]
+    assert "--speculative-num-steps 3 --speculative-eagle-topk 4 --speculative-num-draft-tokens 6</code>" in html
+    missing = client.get("/", {k: v for k, v in q.items() if k != "speculative_num_draft_tokens"})
+    text = missing.content.decode()
+    assert missing.status_code == 400 and "needs --speculative-num-draft-tokens" in text
+    assert 'value="4"' in text  # what the user typed stays in the form

@@ -1340,10 +1340,16 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
                  sources: dict[str, str]) -> tuple[SpecResult, Acceptance | None]:
     sp = spec_step(s, method, requests=conc, context=ctx, k=k)
     cost_ratio = sp.total_ms / base.step.total_ms
-    be = break_even_acceptance_rate(cost_ratio, k)
-    acc = predict_acceptance(method, k, workload=workload, temperature=temperature,
+    # a tree (SGLang topk > 1) accepts at most num_steps + 1 tokens per step: acceptance is that of its depth
+    depth = s.tree[0] if s.tree else k
+    be = break_even_acceptance_rate(cost_ratio, depth)
+    acc = predict_acceptance(method, depth, workload=workload, temperature=temperature,
                              acceptance_rate=acceptance_rate, acceptance_length=acceptance_length_in,
                              target=s.plan.model)
+    if s.tree and acc is not None and acc.label != "user input":
+        warnings.append(f"SGLang draft tree ({s.tree[0]} steps x topk {s.tree[1]}, {k} draft tokens): the acceptance is "
+                        f"the public figure of a chain as deep as the tree ({depth} tokens), about a lower bound (the "
+                        "tree also verifies the runners-up); give --acceptance-length as SGLang logs it for this tree")
     typical = typical_figure(method, workload if normalize_workload(workload) == "repetitive" else None) \
         if acc is not None and acc.label != "user input" else None
     if acc is None:
@@ -1427,11 +1433,12 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
     if be is None:
         warnings.append("stop sign: speculation cannot pay at this concurrency even if every drafted token is "
                         "accepted (drafting + verification cost more than k+1 plain steps)")
+    shape = f"with the tree ({k} draft tokens)" if s.tree else f"with k={k}"
     if stop_conc is not None:
-        warnings.append(f"with k={k} speculation stops paying above {stop_conc} concurrent requests" if stop_conc
-                        else f"with k={k} speculation does not pay at any concurrency")
+        warnings.append(f"{shape} speculation stops paying above {stop_conc} concurrent requests" if stop_conc
+                        else f"{shape} speculation does not pay at any concurrency")
     if pays_from is not None:
-        warnings.append(f"with k={k} speculation loses below {pays_from} concurrent requests and pays from there"
+        warnings.append(f"{shape} speculation loses below {pays_from} concurrent requests and pays from there"
                         + (" (an MoE target: a plain step at low concurrency reads few experts, the verification "
                            "many)" if s.target.num_experts else ""))
     if s.runtime == "sglang" and method in ("eagle", "eagle3", "mtp") and conc > SGLANG_SPEC_MAX_RUNNING:
@@ -1478,10 +1485,12 @@ def speed_fields(engine_input: EngineInput, estimate_result: EstimateResult | No
                  output_len: int, concurrency: int, acceptance_rate: float | None = None, *,
                  workload: str | None = None, temperature: float | None = None,
                  acceptance_length: float | None = None, runtime: str = "vllm",
-                 arrival: str = "closed", plan: Plan | None = None) -> dict[str, Any]:
+                 arrival: str = "closed", plan: Plan | None = None, speculative_num_steps: int | None = None,
+                 speculative_eagle_topk: int = 1) -> dict[str, Any]:
     """The speed keys ``estimate --format json`` and ``/api/estimate`` merge into their JSON (``arrival``: as
     :func:`estimate_speed`; ``plan``: a :class:`Plan` to use instead of the memory engine's, e.g. with another
-    runtime's KV capacity).
+    runtime's KV capacity; ``speculative_num_steps`` / ``speculative_eagle_topk``: SGLang's draft tree, as
+    :func:`estimate_speed`).
 
     ``ttft_ms``, ``itl_ms`` (mean time per output token, vllm bench serve's TPOT) and
     ``output_tokens_per_s`` (three significant digits: the fitted efficiency is good to ~5-15 %, an
@@ -1501,7 +1510,8 @@ def speed_fields(engine_input: EngineInput, estimate_result: EstimateResult | No
     r = estimate_speed_plan(plan if plan is not None else plan_from_engine(engine_input, estimate_result),
                             prompt_len=prompt_len, output_len=output_len, concurrency=concurrency,
                             acceptance_rate=acceptance_rate, workload=workload, temperature=temperature,
-                            acceptance_length=acceptance_length, runtime=runtime, arrival=arrival)
+                            acceptance_length=acceptance_length, runtime=runtime, arrival=arrival,
+                            speculative_num_steps=speculative_num_steps, speculative_eagle_topk=speculative_eagle_topk)
     out: dict[str, Any] = {"ttft_ms": _sig(r.ttft_ms), "itl_ms": _sig(r.itl_ms),
                            "output_tokens_per_s": _sig(r.output_tokens_per_s), "efficiency_label": r.efficiency_label}
     if r.spec is not None:

@@ -98,8 +98,11 @@ class SGLang:
         if spec is None:
             return {}
         k = spec.num_speculative_tokens
+        topk = request.speculative_eagle_topk or 1
+        # a chain verifies num_steps + 1 tokens (SGLang resets num_draft_tokens so for topk 1, server_args.py:3074)
+        ndraft = request.speculative_num_draft_tokens or k + 1  # the memory plan applies (and notes) that reset
         return {"speculative_algorithm": _ALGORITHM[spec.method], "speculative_num_steps": k,
-                "speculative_eagle_topk": 1, "speculative_num_draft_tokens": k + 1}
+                "speculative_eagle_topk": topk, "speculative_num_draft_tokens": ndraft}
 
     def memory(self, request, model: LoadedModel) -> SGLangMemory:
         """SGLang's start-up memory plan per rank (:func:`.memory.plan`), and whether one ``--context-length``
@@ -195,6 +198,9 @@ class SGLang:
         if memory is None:
             memory = self.memory(request, model)
         p = memory.plan
+        spec = self._spec(request)
+        if spec.get("speculative_eagle_topk", 1) > 1:  # a tree: the target verifies num_draft_tokens per request
+            base = replace(base, spec_k=spec["speculative_num_draft_tokens"])
         return replace(base, fits=memory.fits, kv_cache_tokens=p.max_total_num_tokens, max_model_len=p.context_length,
                        max_concurrency=memory.max_concurrency,
                        resolved={**base.resolved, "max_num_seqs": max(1, p.max_running_requests),
@@ -205,11 +211,14 @@ class SGLang:
         ``runtime="sglang"``) on SGLang's own KV pool, running-request cap and prefill chunk (:meth:`_speed_plan`)."""
         from calculator.engine import perf
 
-        spec = self._spec(request)
         return perf.estimate_speed_plan(self._speed_plan(request, model, memory), runtime="sglang",
-                                        speculative_num_steps=spec.get("speculative_num_steps"),
-                                        speculative_eagle_topk=spec.get("speculative_eagle_topk") or 1,
-                                        **self.speed_kwargs(request))
+                                        **self._tree(request), **self.speed_kwargs(request))
+
+    def _tree(self, request) -> dict[str, Any]:
+        """The speed model's tree arguments: SGLang's --speculative-num-steps and --speculative-eagle-topk."""
+        spec = self._spec(request)
+        return {"speculative_num_steps": spec.get("speculative_num_steps"),
+                "speculative_eagle_topk": spec.get("speculative_eagle_topk") or 1}
 
     def speed_fields(self, request, model: LoadedModel, memory) -> dict[str, Any]:
         from calculator.engine import perf
@@ -219,7 +228,7 @@ class SGLang:
                                 kw["concurrency"], kw["acceptance_rate"], workload=kw["workload"],
                                 temperature=kw["temperature"], acceptance_length=kw["acceptance_length"],
                                 arrival=kw["arrival"], runtime="sglang",
-                                plan=self._speed_plan(request, model, memory))
+                                plan=self._speed_plan(request, model, memory), **self._tree(request))
         out.setdefault("speed_warnings", []).append(
             "SGLang speed: the base efficiency terms are vLLM's fit carried over (labelled assumed); the KV pool, "
             "running-request cap and prefill chunk are SGLang's own (max_total_num_tokens, max_running_requests, "
