@@ -581,7 +581,9 @@ RUNTIME_ONLY = {"vllm": VLLM_ONLY, "sglang": SGLANG_ONLY, "llama.cpp": LLAMACPP_
 RUNTIME_EQUIVALENT = {("llama.cpp", "gpu_memory_utilization"): "the device's memory (llama.cpp takes what it needs)",
                       ("llama.cpp", "kv_cache_dtype"): "cache_type_k / cache_type_v",
                       ("llama.cpp", "block_size"): "nothing (llama.cpp pads the context itself)",
-                      ("llama.cpp", "mem_fraction_static"): "the device's memory"}
+                      ("llama.cpp", "mem_fraction_static"): "the device's memory",
+                      ("llama.cpp", "vllm_version"): "llamacpp_release (Ollama: ollama_release)",
+                      ("llama.cpp", "sglang_version"): "llamacpp_release (Ollama: ollama_release)"}
 
 
 def _raw(value: Any) -> str:

@@ -163,7 +163,8 @@ def candidates(request, memory, compat, quantized_variants: Callable[[str], list
         est = memory.estimated_max_model_len
         if est and est < memory.max_model_len:
             length = est - est % 1024 if est >= 2048 else est
-            out.append(Suggestion(label=f"{name('max_model_len')} {length:,} (the longest that fits)",
+            why = (f"{est:,} fits; rounded down to a multiple of 1,024" if length != est else "the longest that fits")
+            out.append(Suggestion(label=f"{name('max_model_len')} {length:,} ({why})",
                                   params={"max_model_len": str(length)}, kind="context"))
         tp, pp = request.tensor_parallel_size, request.pipeline_parallel_size
         node = request.gpus_per_node  # GPUs in one machine (8 unless the user says otherwise)

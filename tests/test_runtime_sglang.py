@@ -205,3 +205,34 @@ def test_the_page_takes_sglangs_tree_flags_keeps_them_in_the_link_and_says_what_
     text = missing.content.decode()
     assert missing.status_code == 400 and "needs --speculative-num-draft-tokens" in text
     assert 'value="4"' in text  # what the user typed stays in the form
+
+
+def test_the_command_line_table_prints_sglang_speculation_without_a_traceback():
+    """The plain-text table reads the speed model's JSON keys (speed_fields): with speculation the times printed
+    are the speculative ones and the line names the speedup and where the acceptance came from."""
+    out = StringIO()
+    call_command("estimate", "--model", LLAMA8, "--runtime", "sglang", "--gpu", "H100", "--concurrency", "2",
+                 "--speculative-config", EAGLE3_K3, "--acceptance-rate", "0.7", stdout=out)
+    text = out.getvalue()
+    data = _estimate("--acceptance-rate", "0.7")
+    assert "With speculative decoding (the times above): speedup" in text
+    assert "mean acceptance length 3.10" in text  # 1 + 3 x 0.7, the user's rate
+    assert data["mean_acceptance_length"] == pytest.approx(1 + 3 * 0.7)
+
+
+@pytest.mark.parametrize("runtime,release", [("sglang", "sglang_version"), ("llama.cpp", "llamacpp_release"),
+                                             ("ollama", "ollama_release")])
+def test_switching_runtime_on_the_page_from_a_vllm_permalink_drops_the_vllm_release(client, runtime, release):
+    """A vLLM permalink names vllm_version; picking another runtime in the menu submits it with the new runtime.
+    The page answers for the new runtime (the API, a program's input, still refuses the mix, with the right hint)."""
+    q = {"model": "Qwen/QwQ-32B", "gpu": "L4", "tensor_parallel_size": "4", "max_model_len": "32768",
+         "vllm_version": "0.32.0", "runtime": runtime}
+    if runtime != "sglang":
+        q.pop("tensor_parallel_size")
+    r = client.get("/", q, follow=True)
+    assert r.status_code == 200, r.content.decode()[:300]
+    final = r.redirect_chain[-1][0]
+    assert "vllm_version" not in final and f"{release}=" in final
+    api = client.get("/api/estimate", q)
+    assert api.status_code == 400 and api.json()["field"] == "vllm_version"
+    assert ("llamacpp_release" if runtime != "sglang" else "sglang_version") in api.json()["error"]

@@ -64,10 +64,21 @@ def test_installed_runtimes_list_llama_cpp_only_when_its_server_can_start(monkey
 def test_server_available_names_the_missing_server_extra(monkeypatch):
     import importlib.util
 
+    from importlib import metadata
+
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda m: None if m == "starlette_context" else real(m))
+    # llama-cpp-python itself present (the default install has no llama.cpp: pretend 0.3.36 is there)
+    real_version = metadata.version
+    monkeypatch.setattr(metadata, "version",
+                        lambda name: "0.3.36" if name == "llama-cpp-python" else real_version(name))
     release, why = llamacpp.server_available()
     assert release is None and "starlette_context" in why and "llama-cpp-python[server]" in why
+    assert why.startswith("llama-cpp-python 0.3.36 lacks its server extra")
+    # and without the package at all, the message says so
+    monkeypatch.setattr(metadata, "version", lambda name: (_ for _ in ()).throw(metadata.PackageNotFoundError(name)))
+    release, why = llamacpp.server_available()
+    assert release is None and why.startswith("llama-cpp-python is not installed")
 
 
 def _worker(runtimes):

@@ -209,6 +209,15 @@ class EstimateForm(forms.Form):
         for alias, target in ALIASES.items():  # tp_size=4 fills the tensor_parallel_size field (not its shown default)
             if (data.get(alias) or "").strip() and not (data.get(target) or "").strip():
                 data[target] = data.pop(alias)
+        # the runtime menu switched from a permalink: its release selectors belong to the runtime it left (each
+        # permalink names its release), so the page drops them instead of refusing the switch; the API refuses
+        runtime = (data.get("runtime") or "vllm").strip()
+        keep = {"vllm": "vllm_version", "sglang": "sglang_version", "llama.cpp": "llamacpp_release",
+                "ollama": "llamacpp_release"}.get(runtime)
+        if keep is not None:
+            for release in ("vllm_version", "sglang_version", "llamacpp_release", "ollama_release"):
+                if release != keep and not (runtime == "ollama" and release == "ollama_release"):
+                    data.pop(release, None)
         for name, value in SHOWN_DEFAULTS.items():
             if not (data.get(name) or "").strip():
                 data[name] = value

@@ -38,13 +38,15 @@ def render_runtime_table(mem, info: dict, speed: dict | None = None, verdict=Non
             lines.append(f"Predicted TTFT: {speed['ttft_ms']:.1f} ms ({at})")
         lines += [f"Predicted time per output token: {speed['itl_ms']:.2f} ms",
                   f"Predicted output throughput: {speed['output_tokens_per_s']:,.0f} tok/s"]
+        # speed_fields' keys: the times above are already with speculation when it is set
+        acc_src = (speed.get("speed_sources") or {}).get("acceptance_rate", "")
         if speed.get("spec_speedup") is not None:
-            lines.append(f"With speculative decoding: {speed['itl_ms_spec']:.2f} ms per output token, "
-                         f"{speed['output_tokens_per_s_spec']:,.0f} tok/s, speedup {speed['spec_speedup']:.2f}x "
-                         f"(acceptance rate {speed['acceptance_rate']:.2f}: {speed['acceptance_source']}); "
-                         f"break-even acceptance rate {speed['break_even_acceptance_rate']}")
+            lines.append(f"With speculative decoding (the times above): speedup {speed['spec_speedup']:.2f}x "
+                         f"(range {speed['spec_speedup_low']:.2f}-{speed['spec_speedup_high']:.2f}), mean acceptance "
+                         f"length {speed['mean_acceptance_length']:.2f} ({acc_src}); break-even acceptance rate "
+                         f"{speed['break_even_acceptance_rate']}")
         elif "break_even_acceptance_rate" in speed:
-            lines.append(f"With speculative decoding: speedup not predicted ({speed.get('acceptance_source')}); "
+            lines.append(f"With speculative decoding: speedup not predicted ({acc_src}); "
                          f"it pays above an acceptance rate of {speed['break_even_acceptance_rate']}")
     elif speed and speed.get("speed_error"):
         lines.append(f"Speed: {speed['speed_error']}")

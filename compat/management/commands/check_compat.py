@@ -64,7 +64,7 @@ class Command(BaseCommand):
         else:
             w(f"auto: {report.auto_selected or 'none'}  (order from {report.auto_source})")
         for hs, v in report.flash_attn_versions.items():
-            w(f"  FlashAttention for head size {hs}: FA{v}")
+            w(f"  FlashAttention for head size {hs}: " + (f"FA{v}" if v else "not evaluated from the release's source"))
         for src in report.sources:
             w(f"  rule: {src}")
         for n in report.notes:
