@@ -120,6 +120,7 @@ def load(request: ServingRequest, local: dict[str, Any] | None = None) -> Loaded
         model = LoadedModel(repo_id=request.model, config=local["config"], source=local["source"],
                             quant_config=local.get("quant_config"))
     else:
+        _refuse_gguf_repo(request)
         model = _from_meta(load_metadata(request.model, request.revision))
     spec = request.speculative_config
     if spec is not None and spec.model and local is not None and local.get("draft_config"):
@@ -143,6 +144,24 @@ def load(request: ServingRequest, local: dict[str, Any] | None = None) -> Loaded
             model = LoadedModel(**{**model.__dict__, "notes": (*model.notes, *draft.notes)})
         model = LoadedModel(**{**model.__dict__, "draft": draft})
     return model
+
+
+def _refuse_gguf_repo(request: ServingRequest) -> None:
+    """A GGUF repository of the offline GGUF catalog asked of vLLM or SGLang: say what it is and which runtime
+    reads it, instead of "not in the catalog". Raises ``EngineInputError("model")``."""
+    if request.runtime not in ("vllm", "sglang"):
+        return
+    from calculator.runtimes.llamacpp.gguf_repos import catalog_entry
+
+    entry = catalog_entry(request.model)
+    if entry is None:
+        return
+    base = entry["config"].removesuffix(".json").replace("__", "/", 1)
+    raise EngineInputError("model", f"{entry['repo_id']} is a GGUF repository (.gguf files only, "
+                                    "calculator/data/gguf_repos.json): vLLM and SGLang are answered here for "
+                                    "safetensors checkpoints (vLLM's GGUF loading is experimental and not modelled). "
+                                    f"Use --runtime llama.cpp or ollama for it, or {base} with "
+                                    f"{'vLLM' if request.runtime == 'vllm' else 'SGLang'}")
 
 
 def quantized_variants(model_id: str) -> list[str]:

@@ -385,6 +385,10 @@ class ServingRequest(BaseModel):
     def _release_and_backend(self) -> ServingRequest:
         if self.acceptance_rate is not None and self.acceptance_length is not None:
             raise InputError("acceptance_length", "give acceptance_rate or acceptance_length, not both")
+        for name in ("acceptance_rate", "acceptance_length"):
+            if getattr(self, name) is not None and self.speculative_config is None:
+                raise InputError(name, f"{name} describes speculative decoding: give a speculative_config (method and "
+                                 "num_speculative_tokens) with it, or leave it out")
         if self.runtime in ("llama.cpp", "ollama"):
             from calculator.runtimes.llamacpp.memory import KV_CACHE_TYPES, RELEASES
 
@@ -745,12 +749,14 @@ def _first_error(exc: ValidationError) -> InputError:
     else:
         msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
         if kind == "literal_error":
-            msg = f"{msg}, got {err.get('input')!r}"
+            expected = str(ctx.get("expected") or "").strip()
+            msg = (f"must be one of {expected}, got {err.get('input')!r}" if expected
+                   else f"{msg}, got {err.get('input')!r}")
             if field == "kv_cache_dtype" and str(err.get("input")) in _vllm_kv_cache_dtypes():
                 msg = (f"{err.get('input')!r} is a --kv-cache-dtype vLLM {default_release()} accepts, but this calculator "
                        f"does not model its cache layout; modelled: {', '.join(get_args(KVCacheDType))}")
     if field == "speculative_config" and where:
-        msg = f"{where} {msg}"
+        msg = f"{where}: {msg}"
     return InputError(field, msg)
 
 
@@ -839,6 +845,21 @@ def parse_request(data: Mapping[str, Any]) -> ServingRequest:
 
 
 # --- command line ----------------------------------------------------------------------------------
+class _Once(argparse.Action):
+    """Stores a flag's value; a second, different value for the same setting (the flag repeated, or given again
+    under an alias, ``--max-model-len`` and ``--context-length``) is refused, as the page and the API refuse two
+    values for one parameter (:func:`repeated_parameter`). The parser is built per command run, so the values seen
+    live on the action."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        seen = self.__dict__.setdefault("_seen", None)
+        if seen is not None and seen[1] != values:
+            raise argparse.ArgumentError(self, f"given 2 different values ({seen[0]} {seen[1]}, {option_string} "
+                                               f"{values}): give one")
+        self._seen = (option_string, values)
+        setattr(namespace, self.dest, values)
+
+
 def add_request_arguments(parser: argparse.ArgumentParser, *, model_required: bool = False) -> None:
     """Declare every request field as a flag (vLLM's names), derived from :class:`ServingRequest`.
 
@@ -855,7 +876,8 @@ def add_request_arguments(parser: argparse.ArgumentParser, *, model_required: bo
             group.add_argument(*flags, action="store_true", default=None, help=meta["help"])
             continue
         choices = _choice_help(name)
-        group.add_argument(*flags, dest=name, default=None, metavar=name.upper() if not choices else None,
+        group.add_argument(*flags, dest=name, default=None, action=_Once,
+                           metavar=name.upper() if not choices else None,
                            help=meta["help"] + (f" ({choices})" if choices else ""),
                            required=model_required and name == "model")
     local = parser.add_argument_group("local files")

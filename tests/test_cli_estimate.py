@@ -103,3 +103,20 @@ def test_builtin_tiny_model_is_known_to_the_calculator(settings, tmp_path, monke
     assert data["kv_bytes_per_token"] == per_token
     assert data["kv_cache_tokens"] == 2**30 // per_token
     assert "built-in" in data["model_source"]
+
+
+def test_a_setting_given_twice_with_different_values_is_refused_as_the_api_does():
+    """argparse keeps the last of a repeated flag; the page and the API refuse two values for one parameter, so
+    the command does too: the same flag twice or a flag and its alias (--max-model-len / --context-length)."""
+    cfg = str(CONFIGS / "Qwen__Qwen3-8B.json")
+    for args, words in ((["--gpu", "L4", "--gpu", "H100"], "--gpu L4, --gpu H100"),
+                        (["--max-model-len", "8192", "--context-length", "4096"],
+                         "--max-model-len 8192, --context-length 4096")):
+        with pytest.raises(CommandError) as err:
+            call_command("estimate", "--config", cfg, *args)
+        assert "given 2 different values" in str(err.value) and words in str(err.value)
+    same = run_json("--config", cfg, "--gpu", "L4", "--gpu", "L4", "--max-model-len", "8192")
+    assert same["max_model_len"] == 8192  # the same value twice is not a conflict
+    proc = subprocess.run([sys.executable, "manage.py", "estimate", "--config", cfg, "--gpu", "L4", "--gpu", "H100"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr

@@ -176,3 +176,18 @@ def test_a_gguf_repo_without_a_file_is_planned_for_the_file_llama_server_downloa
     assert implicit["serve_argv"][1:3] == ["-hf", "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF"]
     assert named["serve_argv"][1:3] == ["-m", "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf"]
     assert any("downloads without a quant" in n for n in implicit["notes"])
+
+
+@pytest.mark.parametrize("runtime,other", [("vllm", "vLLM"), ("sglang", "SGLang")])
+def test_a_gguf_repository_asked_of_vllm_or_sglang_says_what_it_is(client, runtime, other):
+    """bartowski/...-GGUF is in the offline GGUF catalog (calculator/data/gguf_repos.json): vLLM and SGLang get a
+    message naming the runtimes that read it and the base model, not "not in the catalog"; llama.cpp answers it."""
+    q = {"model": "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "gpu": "RTX 4090", "runtime": runtime}
+    resp = client.get("/api/estimate", q)
+    body = resp.json()
+    assert resp.status_code == 400 and body["field"] == "model"
+    assert "is a GGUF repository" in body["error"] and "--runtime llama.cpp or ollama" in body["error"]
+    assert f"meta-llama/Llama-3.1-8B-Instruct with {other}" in body["error"]
+    page = client.get("/", q | {"runtime": "llama.cpp"}, follow=True)
+    assert page.status_code == 200
+    assert client.get("/api/estimate", q | {"runtime": "llama.cpp"}).status_code == 200

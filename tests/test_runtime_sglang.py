@@ -236,3 +236,28 @@ def test_switching_runtime_on_the_page_from_a_vllm_permalink_drops_the_vllm_rele
     api = client.get("/api/estimate", q)
     assert api.status_code == 400 and api.json()["field"] == "vllm_version"
     assert ("llamacpp_release" if runtime != "sglang" else "sglang_version") in api.json()["error"]
+
+
+def test_every_number_of_sglangs_json_says_where_it_came_from(client):
+    """Each numeric key of the SGLang answer has a sources entry (the speed keys have speed_sources; the layout's
+    node count is the request's); a --context-length the user gave is labelled as theirs, with the model's own."""
+    body = client.get("/api/estimate", {"model": QWEN, "runtime": "sglang", "gpu": "H100",
+                                        "context_length": "32768"}).json()
+    numeric = [k for k, v in body.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    speed = {"ttft_ms", "itl_ms", "output_tokens_per_s"}
+    assert speed <= set(numeric) and set(body["speed_sources"])
+    missing = [k for k in numeric if k not in body["sources"] and k not in speed | {"gpus_per_node", "num_nodes"}]
+    assert missing == []
+    cfg = load_config("Qwen__Qwen3-8B.json")
+    assert body["sources"]["context_length"].startswith("input: --context-length as given; the model's own is "
+                                                       f"{cfg['max_position_embeddings']:,}")
+    assert body["kv_pool_gib"] == pytest.approx(body["max_total_num_tokens"] * body["cell_size_bytes"] / 2**30,
+                                                abs=1e-3)
+
+
+def test_acceptance_without_speculation_is_refused_and_given_with_it_is_reported(client):
+    q = {"model": LLAMA8, "gpu": "H100", "acceptance_rate": "0.7"}
+    resp = client.get("/api/estimate", q)
+    assert resp.status_code == 400 and resp.json()["field"] == "acceptance_rate"
+    body = client.get("/api/estimate", q | {"speculative_config": EAGLE3_K3}).json()
+    assert body["acceptance_rate"] == 0.7 and body["mean_acceptance_length"] == pytest.approx(1 + 3 * 0.7)

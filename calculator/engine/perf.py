@@ -1496,7 +1496,8 @@ def speed_fields(engine_input: EngineInput, estimate_result: EstimateResult | No
     ``output_tokens_per_s`` (three significant digits: the fitted efficiency is good to ~5-15 %, an
     assumed one to ~30 %) are for the configuration as given: with its ``--speculative-config`` when
     set. ``efficiency_label`` says whether the efficiency behind them is ``assumed``, ``fitted`` or
-    ``calibrated``. With speculation also ``mean_acceptance_length``, ``spec_speedup`` (TPOT without /
+    ``calibrated``. With speculation also ``acceptance_rate`` (accepted / drafted, vLLM's "Avg Draft acceptance
+    rate"; its origin in ``speed_sources``), ``mean_acceptance_length``, ``spec_speedup`` (TPOT without /
     with) with ``spec_speedup_low``/``spec_speedup_high``, ``spec_slowdown`` (``likely``/``possible``/
     ``unlikely``), ``best_num_speculative_tokens`` at this concurrency, ``spec_stops_paying_above_concurrency``
     (``0``: pays at no concurrency; ``null``: still pays at the largest modelled), ``spec_pays_from_concurrency``
@@ -1519,7 +1520,8 @@ def speed_fields(engine_input: EngineInput, estimate_result: EstimateResult | No
         out["ttft_ms"] = _sig(sp.ttft_ms)
         if sp.itl_ms is not None:
             out["itl_ms"], out["output_tokens_per_s"] = _sig(sp.itl_ms), _sig(sp.output_tokens_per_s)
-        out.update(mean_acceptance_length=sp.mean_acceptance_length, spec_speedup=sp.speedup,
+        out.update(acceptance_rate=None if sp.acceptance_rate is None else round(sp.acceptance_rate, 4),
+                   mean_acceptance_length=sp.mean_acceptance_length, spec_speedup=sp.speedup,
                    spec_speedup_low=sp.speedup_low, spec_speedup_high=sp.speedup_high, spec_slowdown=sp.slowdown,
                    best_num_speculative_tokens=sp.best_num_speculative_tokens,
                    spec_stops_paying_above_concurrency=sp.stops_paying_above_concurrency,

@@ -576,8 +576,13 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     # --- context length --------------------------------------------------------------------------
     derived_ctx = context_length_of(hf_config)
     ctx = context_length or derived_ctx
-    src("context_length", ctx, "input" if context_length else "config", cite(release, "context_len")
-        + " get_context_length(text config): max_position_embeddings x rope factor unless original/llama3")
+    derivation = (cite(release, "context_len") + " get_context_length(text config): max_position_embeddings x rope "
+                  "factor unless original/llama3")
+    if context_length:
+        src("context_length", ctx, "input", f"--context-length as given; the model's own is {derived_ctx:,} "
+            f"({derivation})")
+    else:
+        src("context_length", ctx, "config", derivation)
 
     # --- speculative parameters ------------------------------------------------------------------
     spec: SpeculativePlan | None = None
@@ -781,11 +786,15 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     # --- profile_max_num_token -------------------------------------------------------------------
     reserved_gib = t_gib * (1 - mfs)
     rest = x_gib - reserved_gib
+    src("reserved_gib", round(reserved_gib, 4), "source", cite(release, "profile") + " free_before_load x (1 - "
+        "mem_fraction_static): kept free for activations and CUDA graphs")
     src("rest_memory_gib", round(rest, 4), "source", cite(release, "profile") + " rest = post_load - pre_load x (1 - mfs)")
     sensitivity = None
     if free_memory_before_load_gib is None and rest > 0:
         # tokens are proportional to rest; rest moves by mfs per GiB of free memory before loading
         sensitivity = 0.1 * mfs / rest * 100
+        src("tokens_pct_per_0_1_gib_overhead", round(sensitivity, 2), "source", "0.1 x mem_fraction_static / "
+            "rest_memory_gib x 100: how far 0.1 GiB more or less taken before loading moves max_total_num_tokens")
         if sensitivity * max(oh_spread, 0.1) / 0.1 > 2:
             notes.append(
                 f"The KV pool is {rest:.2f} GiB of the {t_gib:.2f} GiB free before loading: each 0.1 GiB by which the "
@@ -889,6 +898,11 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         v_size = k_size
         kv_size = k_size + v_size
         pool_gib = kv_size
+    if not any(x.field == "pool_bytes_per_token" for x in sources):
+        src("pool_bytes_per_token", pool_per_token, "source", "the pool's bytes per token: cell_size_bytes" +
+            (" (with the NSA indexer rows, pool_bytes_per_token.nsa)" if is_nsa else ""))
+    src("kv_pool_gib", round(pool_gib, 4), "source", "what the KV pool allocates: max_total_num_tokens x the pool's "
+        "bytes per token (K + V, or the MLA / NSA rows; SWA pools by layer kind)")
     req_to_token = rows * (ctx + 4) * 4 / GIB
     free_after_pool = x_gib - pool_gib - (mamba_plan.conv_state_gib + mamba_plan.ssm_state_gib if mamba_plan else 0) \
         - req_to_token

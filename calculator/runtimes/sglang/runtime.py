@@ -78,6 +78,17 @@ class SGLangMemory(BaseModel):
                    reason=self.reason, max_concurrency=self.max_concurrency, max_model_len=self.max_model_len,
                    resolved=self.resolved, runtime_release=self.release, gpu=self.gpu)
         out["sources"] = {s.field: f"{s.kind}: {s.source}" for s in p.sources}
+        # the runtime-neutral keys every runtime's JSON has, named by SGLang's own figures
+        out["sources"].update({
+            "kv_bytes_per_token": "= cell_size_bytes (SGLang's per-token KV cell on one rank)",
+            "kv_cache_tokens": "= max_total_num_tokens (SGLang's 'KV Cache is allocated. #tokens')",
+            "max_model_len": "= context_length",
+            "max_concurrency": "max_total_num_tokens / context_length: requests of the full context the pool holds",
+            **{k: f"input (SGLang --{k.replace('_', '-')}; default 1)" for k in ("tp_size", "dp_size", "ep_size",
+                                                                                  "pp_size")},
+            "attention_tp_size": "tp_size / dp_size with --enable-dp-attention, else tp_size (SGLang's attention TP "
+                                 "group)",
+        })
         return out
 
 
