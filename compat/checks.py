@@ -422,7 +422,12 @@ def _flash_attn_version(data: dict, plat, head_size: int, assume: dict, used: se
         r = interp.evaluate(run, data, plat, assume, vcfg)
     except interp.NotEvaluable:
         return None, f"{fn['file']}:{fn['line']}"
-    return (r if isinstance(r, int) else None), f"{fn['file']}:{fn['line']}"
+    # a fork on a runtime fact (``_is_fa_version_supported(2)`` on Ampere / Ada) whose branches all give the same
+    # version answers that version whichever way the fact goes
+    values = {v for _, v in _leaves(r)}
+    if len(values) == 1 and isinstance(next(iter(values)), int):
+        return next(iter(values)), f"{fn['file']}:{fn['line']}"
+    return None, f"{fn['file']}:{fn['line']}"
 
 
 def _validate(data, backend: dict, plat: interp.Platform, kwargs: dict, assume: dict, used: set, vcfg=None):

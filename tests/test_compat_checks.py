@@ -311,3 +311,12 @@ def test_mla_backends_for_a_dense_model_give_only_meaningful_reasons():
         assert b.ok is False and "non-MLA not supported" in b.reasons
         assert not any("qk_nope_head_dim" in r or "kv_lora_rank" in r for r in b.reasons), b.reasons
         assert not b.conditions
+
+
+@pytest.mark.parametrize("gpu,version", [("H100", 3), ("A100", 2), ("RTX4090", 2), ("L4", 2)])
+def test_flash_attention_version_by_gpu(gpu, version):
+    """vllm/v1/attention/backends/fa_utils.py get_flash_attn_version: FA3 on the SM90 family, else FA2. On Ampere /
+    Ada the release's code forks on ``_is_fa_version_supported(2)`` (a fact of the installed vllm-flash-attn) with
+    both branches giving 2, so the answer is FA2 either way (the page printed "FANone")."""
+    rep = verdict(LLAMA, gpu)
+    assert rep.auto_selected == "FLASH_ATTN" and rep.flash_attn_versions == {"128": version}
