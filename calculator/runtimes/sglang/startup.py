@@ -15,7 +15,7 @@ What is gone by then, from SGLang's source (file:line per release in ``data/star
 SGLang's source fixes which communicators exist and its own buffers but neither the driver's context nor NCCL's
 buffers (channel count and protocol buffers follow the topology and the NCCL version). So both parts come from public
 logs (``data/startup_overhead.json`` ``logs``, each with its URL or library locator; none is a record of
-``shared/cases/runtime_startup_logs.json``), taken as medians:
+``shared/cases/runtime_startup_logs.json``), taken as medians (one exception, the line of the first bullet):
 
 - **pre**: the logs of the same GPU model if the table has one; else, for an NVIDIA GPU with a sourced SM count, a
   least-squares line through the NVIDIA logs against resident threads (SMs x max threads per SM: the CUDA context
