@@ -112,4 +112,5 @@ def test_a_llamacpp_answer_offers_a_llamacpp_run_when_the_worker_has_its_server(
     else:
         assert "Validation is not offered" in html and "llama.cpp runs are not available on this site" in html
     sg = client.get("/?model=meta-llama/Llama-3.1-8B-Instruct&gpu=H100&runtime=sglang", follow=True).content.decode()
-    assert "Validation is not offered: runtime: validation runs start vLLM or llama.cpp, not sglang" in sg
+    assert "Validation is not offered: runtime: validation runs start vLLM or llama.cpp, not sglang: SGLang runs" in sg
+    assert "not available on any site" in sg

@@ -150,7 +150,13 @@ def build_configuration(params: dict[str, Any]) -> dict[str, Any]:
     request = parse_request(params)  # the calculator's checks: bounds, choices, speculative allow-list
     if request.runtime != "vllm":
         if request.runtime != "llama.cpp":
-            raise ConfigurationError("runtime", f"validation runs start vLLM or llama.cpp, not {request.runtime}")
+            why = {"sglang": "SGLang runs (python -m sglang.launch_server on a GPU worker with SGLang installed) are not "
+                             "built yet, so they are not available on any site; the SGLang answer is a prediction "
+                             "only",
+                   "ollama": "Ollama runs are not built; the llama.cpp answer for the same GGUF can be validated "
+                             "(runtime llama.cpp)"}.get(request.runtime, "")
+            raise ConfigurationError("runtime", f"validation runs start vLLM or llama.cpp, not {request.runtime}"
+                                     + (f": {why}" if why else ""))
         return build_llamacpp_configuration(request, params, workload)
     model_id = request.model
     revision = request.revision
