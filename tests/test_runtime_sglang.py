@@ -261,3 +261,19 @@ def test_acceptance_without_speculation_is_refused_and_given_with_it_is_reported
     assert resp.status_code == 400 and resp.json()["field"] == "acceptance_rate"
     body = client.get("/api/estimate", q | {"speculative_config": EAGLE3_K3}).json()
     assert body["acceptance_rate"] == 0.7 and body["mean_acceptance_length"] == pytest.approx(1 + 3 * 0.7)
+
+
+def test_the_api_carries_the_side_by_side_answer_of_the_page(client):
+    """vLLM's JSON names SGLang's answer for the same request (and the reverse): the tokens are what the other
+    runtime's own answer says, and the sentence explains the difference."""
+    q = {"model": "Qwen/Qwen3-235B-A22B-FP8", "gpu": "H100", "tensor_parallel_size": "4", "max_model_len": "32768"}
+    vllm = client.get("/api/estimate", q).json()
+    sglang = client.get("/api/estimate", q | {"runtime": "sglang"}).json()
+    side = vllm["side_by_side"]
+    assert side["runtime"] == "sglang" and side["kv_cache_tokens"] == sglang["max_total_num_tokens"]
+    assert side["serve_argv"] == sglang["serve_argv"] and "SGLang keeps" in side["sentence"]
+    back = sglang["side_by_side"]
+    assert back["runtime"] == "vllm" and back["kv_cache_tokens"] == vllm["kv_cache_tokens"]
+    assert back["sentence"] == side["sentence"]
+    llama = client.get("/api/estimate", {"model": QWEN, "gpu": "RTX 4090", "runtime": "llama.cpp"}).json()
+    assert "side_by_side" not in llama

@@ -364,7 +364,24 @@ def api_payload(plan: Plan) -> dict[str, Any]:
         out.update(get_runtime(plan.runtime).speed_fields(plan.request, plan.model, plan.memory))
     except EngineInputError as exc:
         out["speed_error"] = f"{exc.field}: {exc.message}"
+    if plan.runtime in ("vllm", "sglang"):
+        out["side_by_side"] = side_by_side_payload(plan)
     return out
+
+
+def side_by_side_payload(plan: Plan) -> dict[str, Any]:
+    """The page's side-by-side answer as JSON: the same request on the other serving runtime (SGLang for a vLLM
+    request, vLLM for an SGLang one) at its default release: ``runtime``, ``release``, ``verdict``,
+    ``kv_cache_tokens``, ``max_concurrency``, ``serve_argv``, ``permalink_query`` and the ``sentence`` naming
+    the terms that make the KV capacities differ; or ``{"runtime", "error"}`` when that runtime refuses it."""
+    other = "sglang" if plan.runtime == "vllm" else "vllm"
+    side = sglang_side_by_side(plan) if plan.runtime == "vllm" else vllm_side_by_side(plan)
+    if "plan" not in side:
+        return {"runtime": other, "error": side.get("error")}
+    o = side["plan"]
+    return {"runtime": other, "release": o.request.release, "verdict": o.verdict.status,
+            "kv_cache_tokens": o.memory.kv_cache_tokens, "max_concurrency": o.memory.max_concurrency,
+            "serve_argv": o.launch_argv, "permalink_query": side["query"], "sentence": side.get("sentence")}
 
 
 @dataclass
@@ -471,9 +488,14 @@ def _same_request_on(plan: Plan, runtime: str) -> dict[str, Any]:
               "tensor_parallel_size": r.tensor_parallel_size, "pipeline_parallel_size": r.pipeline_parallel_size,
               "max_model_len": plan.memory.max_model_len, "dtype": r.dtype, "kv_cache_dtype": r.kv_cache_dtype,
               "quantization": r.quantization, "speculative_config": r.speculative_config}
+    m = plan.model
+    local = None
+    if m.source.startswith("config.json file"):  # the command line's --config: the other runtime reads it too
+        local = {"config": m.config, "source": m.source, "quant_config": m.quant_config,
+                 **({"draft_config": m.draft.config} if m.draft is not None else {})}
     try:
-        other = make_plan(parse_request({k: v for k, v in params.items() if v is not None}), with_speed=False,
-                          with_suggestions=False)
+        other = make_plan(parse_request({k: v for k, v in params.items() if v is not None}), local,
+                          with_speed=False, with_suggestions=False)
     except InputError as exc:
         return {"error": f"{exc.field}: {exc.message}"}
     return {"plan": other, "launch": shlex.join(other.launch_argv), "query": canonical_query(other.permalink_params())}
