@@ -93,8 +93,11 @@ def decide(request, memory, compat, startup_errors: list[str] | None = None,
     fit_reasons: list[str] = []
     if not memory.fits:
         fit_reasons.append(memory.reason or "the configuration does not fit in GPU memory")
-    if request.prompt_len and request.output_len:
-        total = request.prompt_len + request.output_len
+    if request.prompt_len or request.output_len:  # a workload was given; the other length at the speed defaults
+        from calculator.runtimes.base import speed_kwargs
+
+        kw = speed_kwargs(request)
+        total = kw["prompt_len"] + kw["output_len"]
         if total > memory.max_model_len:
             fit_reasons.append(f"a request of prompt_len + output_len = {total:,} tokens is longer than max_model_len "
                                f"{memory.max_model_len:,}: vLLM rejects it")

@@ -120,3 +120,24 @@ def test_a_setting_given_twice_with_different_values_is_refused_as_the_api_does(
     proc = subprocess.run([sys.executable, "manage.py", "estimate", "--config", cfg, "--gpu", "L4", "--gpu", "H100"],
                           cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+@pytest.mark.django_db
+def test_the_table_says_why_there_is_no_speed_instead_of_a_traceback(monkeypatch):
+    """A GPU without bandwidth figures, or a workload longer than the context (vLLM's server answers every such
+    request with "This model's maximum context length is ..."), has no speed: the table and the JSON say why."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    cfg = str(CONFIGS / "Qwen__Qwen3-8B.json")
+    out = StringIO()
+    call_command("estimate", "--config", cfg, "--gpu", "custom:24GiB:sm89", "--max-model-len", "8192", stdout=out)
+    assert "no memory bandwidth or BF16 TFLOP/s known" in out.getvalue()
+    # only the prompt given: the output at its default (128), 8,100 + 128 > 8,192
+    out = StringIO()
+    with pytest.raises(CommandError) as err:  # the table's exit code says the verdict: does not fit
+        call_command("estimate", "--config", cfg, "--gpu", "H100", "--prompt-len", "8100", "--max-model-len", "8192",
+                     stdout=out)
+    assert "8,228 tokens is longer than max_model_len 8,192" in str(err.value)
+    assert "8,228 tokens exceeds --max-model-len 8,192" in out.getvalue()
+    data = run_json("--config", cfg, "--gpu", "H100", "--prompt-len", "8100", "--max-model-len", "8192")
+    assert "ttft_ms" not in data and data["verdict"] == "does_not_fit"
+    assert data["speed_error"].startswith("prompt_len: prompt_len + output_len = 8,228 tokens exceeds")

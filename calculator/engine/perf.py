@@ -1228,8 +1228,12 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
                         "figures are what it would do if it did")
     total_len = prompt_len + output_len
     if total_len > plan.max_model_len:
-        warnings.append(f"prompt_len + output_len = {total_len} exceeds max_model_len {plan.max_model_len}: vLLM "
-                        "rejects such requests")
+        # vLLM's OpenAI server refuses a request whose prompt + max_tokens exceed max_model_len ("This model's
+        # maximum context length is ..."), SGLang one beyond its context length: no request of this workload runs
+        who = "SGLang's --context-length" if runtime == "sglang" else "--max-model-len"
+        raise EngineInputError("prompt_len", f"prompt_len + output_len = {total_len:,} tokens exceeds {who} "
+                                             f"{plan.max_model_len:,}: the server refuses every such request, so "
+                                             "there is no speed to predict; shorten them or raise the context")
     kv_cap = int(plan.kv_cache_tokens // total_len) if plan.kv_cache_tokens else int(plan.max_concurrency)
     conc = max(1, min(concurrency, s.max_seqs, kv_cap if kv_cap > 0 else 1))
     if conc < concurrency:

@@ -97,7 +97,9 @@ def render_table(res: EstimateResult, info: dict, speed: dict | None = None, ver
     elif compat.get("auto_selected"):
         rows.append(("Attention backend", f"{compat['auto_selected']} (vLLM's choice; manage.py check_compat "
                                           "for every backend and why)"))
-    if speed:
+    if speed and speed.get("speed_error"):
+        rows.append(("Speed", speed["speed_error"]))
+    elif speed and speed.get("ttft_ms") is not None:
         at = _workload_text(speed)
         base_only = "spec_speedup" in speed and speed["spec_speedup"] is None  # speculation without an acceptance
         also = " (without speculation: its speedup needs --acceptance-rate)" if base_only else ""
