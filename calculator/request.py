@@ -385,10 +385,6 @@ class ServingRequest(BaseModel):
     def _release_and_backend(self) -> ServingRequest:
         if self.acceptance_rate is not None and self.acceptance_length is not None:
             raise InputError("acceptance_length", "give acceptance_rate or acceptance_length, not both")
-        for name in ("acceptance_rate", "acceptance_length"):
-            if getattr(self, name) is not None and self.speculative_config is None:
-                raise InputError(name, f"{name} describes speculative decoding: give a speculative_config (method and "
-                                 "num_speculative_tokens) with it, or leave it out")
         if self.runtime in ("llama.cpp", "ollama"):
             from calculator.runtimes.llamacpp.memory import KV_CACHE_TYPES, RELEASES
 

@@ -1226,14 +1226,14 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
     if not plan.fits:
         warnings.append("the configuration does not fit in GPU memory (see the memory estimate): the speed "
                         "figures are what it would do if it did")
+    if plan.spec_method is None and (acceptance_rate is not None or acceptance_length is not None):
+        warnings.append("the acceptance given is not used: there is no speculative_config, so these are the plain "
+                        "decoding figures (give a speculative_config to predict a speedup)")
     total_len = prompt_len + output_len
-    if total_len > plan.max_model_len:
-        # vLLM's OpenAI server refuses a request whose prompt + max_tokens exceed max_model_len ("This model's
-        # maximum context length is ..."), SGLang one beyond its context length: no request of this workload runs
-        who = "SGLang's --context-length" if runtime == "sglang" else "--max-model-len"
-        raise EngineInputError("prompt_len", f"prompt_len + output_len = {total_len:,} tokens exceeds {who} "
-                                             f"{plan.max_model_len:,}: the server refuses every such request, so "
-                                             "there is no speed to predict; shorten them or raise the context")
+    if total_len > plan.max_model_len:  # a workload the user gave is refused before this (base.workload_fits)
+        warnings.append(f"prompt_len + output_len = {total_len} (the default workload) exceeds max_model_len "
+                        f"{plan.max_model_len}: the server would refuse such requests; give --prompt-len / "
+                        "--output-len that fit")
     kv_cap = int(plan.kv_cache_tokens // total_len) if plan.kv_cache_tokens else int(plan.max_concurrency)
     conc = max(1, min(concurrency, s.max_seqs, kv_cap if kv_cap > 0 else 1))
     if conc < concurrency:

@@ -70,6 +70,24 @@ def speed_kwargs(request) -> dict[str, Any]:
             "workload": request.workload}
 
 
+def workload_fits(request, max_model_len: int, flag: str = "--max-model-len") -> None:
+    """Refuse a speed prediction for a workload the user gave (``prompt_len`` or ``output_len``; the other at
+    its default) that is longer than the context: vLLM's OpenAI server answers every request whose prompt +
+    ``max_tokens`` exceed ``max_model_len`` with "This model's maximum context length is ..." (SGLang likewise
+    beyond its context length), so there is no speed to predict. The default workload is not refused (the speed
+    model warns instead). Raises ``EngineInputError("prompt_len")``."""
+    if not (request.prompt_len or request.output_len) or not max_model_len:
+        return
+    kw = speed_kwargs(request)
+    total = kw["prompt_len"] + kw["output_len"]
+    if total > max_model_len:
+        from calculator.engine.errors import EngineInputError
+
+        raise EngineInputError("prompt_len", f"prompt_len + output_len = {total:,} tokens exceeds {flag} "
+                                             f"{max_model_len:,}: the server refuses every such request, so there "
+                                             "is no speed to predict; shorten them or raise the context")
+
+
 class Runtime(Protocol):
     """What a serving runtime contributes. Implementations are stateless."""
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from calculator.engine.errors import EngineInputError
 from calculator.engine.gpus import get_gpu
-from calculator.runtimes.base import CompatSummary, LoadedModel, speed_kwargs
+from calculator.runtimes.base import CompatSummary, LoadedModel, speed_kwargs, workload_fits
 
 from . import compat as sg_compat
 from .launch import launch_argv
@@ -222,8 +222,9 @@ class SGLang:
         ``runtime="sglang"``) on SGLang's own KV pool, running-request cap and prefill chunk (:meth:`_speed_plan`)."""
         from calculator.engine import perf
 
-        return perf.estimate_speed_plan(self._speed_plan(request, model, memory), runtime="sglang",
-                                        **self._tree(request), **self.speed_kwargs(request))
+        plan = self._speed_plan(request, model, memory)
+        workload_fits(request, plan.max_model_len, "SGLang's --context-length")
+        return perf.estimate_speed_plan(plan, runtime="sglang", **self._tree(request), **self.speed_kwargs(request))
 
     def _tree(self, request) -> dict[str, Any]:
         """The speed model's tree arguments: SGLang's --speculative-num-steps and --speculative-eagle-topk."""
@@ -234,12 +235,13 @@ class SGLang:
     def speed_fields(self, request, model: LoadedModel, memory) -> dict[str, Any]:
         from calculator.engine import perf
 
+        plan = self._speed_plan(request, model, memory)
+        workload_fits(request, plan.max_model_len, "SGLang's --context-length")
         kw = self.speed_kwargs(request)
         out = perf.speed_fields(self._speed_input(request, model), None, kw["prompt_len"], kw["output_len"],
                                 kw["concurrency"], kw["acceptance_rate"], workload=kw["workload"],
                                 temperature=kw["temperature"], acceptance_length=kw["acceptance_length"],
-                                arrival=kw["arrival"], runtime="sglang",
-                                plan=self._speed_plan(request, model, memory), **self._tree(request))
+                                arrival=kw["arrival"], runtime="sglang", plan=plan, **self._tree(request))
         out.setdefault("speed_warnings", []).append(
             "SGLang speed: the base efficiency terms are vLLM's fit carried over (labelled assumed); the KV pool, "
             "running-request cap and prefill chunk are SGLang's own (max_total_num_tokens, max_running_requests, "

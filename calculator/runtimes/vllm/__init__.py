@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from calculator.engine import EngineInput, EngineInputError, EstimateResult, SpeculativeConfig, estimate
-from calculator.runtimes.base import LoadedModel, speed_kwargs
+from calculator.runtimes.base import LoadedModel, speed_kwargs, workload_fits
 from calculator.runtimes.vllm.serve import serve_argv
 
 class VLLM:
@@ -136,12 +136,14 @@ class VLLM:
         """TTFT / ITL / tok/s and speculative decoding (:func:`calculator.engine.perf.estimate_speed`)."""
         from calculator.engine import perf
 
+        workload_fits(request, memory.max_model_len)
         return perf.estimate_speed(self.engine_input(request, model), memory, **self.speed_kwargs(request))
 
     def speed_fields(self, request, model: LoadedModel, memory: EstimateResult) -> dict[str, Any]:
         """The speed keys of the JSON answer (:func:`calculator.engine.perf.speed_fields`)."""
         from calculator.engine import perf
 
+        workload_fits(request, memory.max_model_len)
         kw = self.speed_kwargs(request)
         return perf.speed_fields(self.engine_input(request, model), memory, kw["prompt_len"], kw["output_len"],
                                  kw["concurrency"], kw["acceptance_rate"], workload=kw["workload"],
