@@ -246,3 +246,11 @@ def test_a_bad_value_is_named_at_the_top_of_the_results(client):
     r = client.get(f"/?model={LLAMA}&gpu=H100&gpu_memory_utilization=1.5", HTTP_HX_REQUEST="true")
     summary = re.search(r'id="error-summary">(.*?)</section>', r.content.decode(), re.S).group(1)
     assert '<a href="#field-gpu_memory_utilization">' in summary and "must be at most 1.0, got 1.5" in summary
+
+
+def test_a_long_ttft_reads_in_seconds():
+    """A burst's queueing TTFT (minutes) reads in seconds; short ones stay in ms, both to two figures."""
+    from calculator.templatetags.calculator_tags import duration_ms
+
+    assert [duration_ms(v) for v in (63.2, 9_960, 10_000, 190_000.0, 1_234_567)] == [
+        "63 ms", "10,000 ms", "10 s", "190 s", "1,200 s"]

@@ -70,6 +70,17 @@ def apply_params(query: str, params: dict) -> str:
 
 
 @register.filter
+def duration_ms(value) -> str:
+    """A predicted time in ms with its unit, to two significant figures: ``"63 ms"``; ten seconds and more in
+    seconds (``190,000`` ms -> ``"190 s"``: a burst's queueing TTFT reads better so)."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return sig(value)
+    return f"{sig(x / 1000)} s" if x >= 10_000 else f"{sig(x)} ms"
+
+
+@register.filter
 def sig(value, digits=2) -> str:
     """A model's estimate to ``digits`` significant figures, with thousands separators: ``1234.5`` ->
     ``1,200``, ``12.345`` -> ``12``, ``0.01234`` -> ``0.012``. For figures the model cannot know to more
