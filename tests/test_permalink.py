@@ -126,6 +126,11 @@ def test_it_reads_vllm_style_token_counts():
 def test_it_keeps_what_the_user_typed_when_the_form_has_errors():
     query = QueryDict(f"model={LLAMA}&revision=&max_model_len=abc&gpu=H100&block_size=")
     assert tidy_query(query) == "model=meta-llama/Llama-3.1-8B-Instruct&gpu=H100&max_model_len=abc"
+    # what the form submits untouched (its shown defaults) stays out of the address bar; a changed value stays in
+    form = QueryDict(f"model={LLAMA}&gpu=H100&max_model_len=abc&dtype=auto&pipeline_parallel_size=1"
+                     "&tensor_parallel_size=2&gpus_per_node=8&kv_cache_dtype=auto&enforce_eager=false")
+    assert tidy_query(form) == ("model=meta-llama/Llama-3.1-8B-Instruct&gpu=H100&tensor_parallel_size=2"
+                                "&max_model_len=abc")
 
 
 # -- a model read from the Hub (the local Hub server of tests/hub_server.py) --------------------------

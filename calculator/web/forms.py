@@ -341,7 +341,21 @@ def canonical_query(params: dict[str, str]) -> str:
 
 
 def tidy_query(query: QueryDict) -> str:
-    """What the user typed, minus empty values, in field order: the URL pushed while the form has errors
-    (so nothing they submitted is lost)."""
+    """What the user typed, minus empty values and the values a field shows by default (``dtype=auto``,
+    ``pipeline_parallel_size=1`` ...: the form submits them whether or not they were touched), in field order:
+    the URL pushed while the form has errors (so nothing they submitted is lost)."""
+    from calculator.request import ServingRequest
+
+    def default(name: str) -> str | None:
+        if name in ("model", "gpu", "vllm_version", "sglang_version", "llamacpp_release", "ollama_release"):
+            return None  # always written, as the permalink writes them
+        if name in SHOWN_DEFAULTS:
+            return SHOWN_DEFAULTS[name]
+        info = ServingRequest.model_fields.get(name)
+        if info is None or info.default is None:
+            return None
+        return "true" if info.default is True else "false" if info.default is False else str(info.default)
+
     names = [*EstimateForm.base_fields, "speculative_config"]
-    return urlencode([(n, query[n]) for n in names if query.get(n, "").strip()], safe=QUERY_SAFE)
+    return urlencode([(n, query[n]) for n in names if query.get(n, "").strip() and query[n].strip() != default(n)],
+                     safe=QUERY_SAFE)
