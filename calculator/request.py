@@ -179,8 +179,8 @@ class ServingRequest(BaseModel):
         "--gpus-per-node", "GPUs in one machine (default 8, an HGX/DGX node): suggestions keep tensor parallel "
         "inside a node and add nodes for pipeline stages; the page shows the layout in nodes", "hardware"))
     max_model_len: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_meta(
-        "--max-model-len", "context length in tokens (32k = 32,000; 32K = 32,768; SGLang: --context-length)",
-        tokens=True, alias="context_length", aliases=("ctx_size",)))
+        "--max-model-len", "context length in tokens (32k = 32,000; 32K = 32,768; SGLang: --context-length; "
+        "llama.cpp: --ctx-size, -c)", tokens=True, alias="context_length", aliases=("ctx_size",), short="-c"))
     concurrency: int | None = Field(None, ge=1, le=65536, json_schema_extra=_meta(
         "--concurrency", "expected concurrent requests (speed: requests in flight)", "workload"))
     num_prompts: int | None = Field(None, ge=1, le=100000, json_schema_extra=_meta(
@@ -582,6 +582,10 @@ RUNTIME_EQUIVALENT = {("llama.cpp", "gpu_memory_utilization"): "the device's mem
                       ("llama.cpp", "kv_cache_dtype"): "cache_type_k / cache_type_v",
                       ("llama.cpp", "block_size"): "nothing (llama.cpp pads the context itself)",
                       ("llama.cpp", "mem_fraction_static"): "the device's memory",
+                      ("llama.cpp", "speculative_eagle_topk"): "a draft model's chain (llama-server --draft-max; no "
+                                                                "trees)",
+                      ("llama.cpp", "speculative_num_draft_tokens"): "speculative_config's num_speculative_tokens "
+                                                                      "(llama-server --draft-max)",
                       ("llama.cpp", "vllm_version"): "llamacpp_release (Ollama: ollama_release)",
                       ("llama.cpp", "sglang_version"): "llamacpp_release (Ollama: ollama_release)"}
 
@@ -847,9 +851,20 @@ class _Once(argparse.Action):
     values for one parameter (:func:`repeated_parameter`). The parser is built per command run, so the values seen
     live on the action."""
 
+    def _same(self, a: str, b: str) -> bool:
+        """Two spellings of one value are one value: token counts as the request reads them (8K = 8192), other
+        values case-insensitively (h100 = H100)."""
+        meta = ServingRequest.model_fields[self.dest].json_schema_extra or {}
+        if meta.get("tokens"):
+            try:
+                return human_readable_int(a) == human_readable_int(b)
+            except ValueError:
+                pass
+        return a.strip().casefold() == b.strip().casefold()
+
     def __call__(self, parser, namespace, values, option_string=None):
         seen = self.__dict__.setdefault("_seen", None)
-        if seen is not None and seen[1] != values:
+        if seen is not None and not self._same(seen[1], values):
             raise argparse.ArgumentError(self, f"given 2 different values ({seen[0]} {seen[1]}, {option_string} "
                                                f"{values}): give one")
         self._seen = (option_string, values)

@@ -99,8 +99,10 @@ def decide(request, memory, compat, startup_errors: list[str] | None = None,
         kw = speed_kwargs(request)
         total = kw["prompt_len"] + kw["output_len"]
         if total > memory.max_model_len:
-            fit_reasons.append(f"a request of prompt_len + output_len = {total:,} tokens is longer than max_model_len "
-                               f"{memory.max_model_len:,}: vLLM rejects it")
+            who, flag = {"sglang": ("SGLang", "--context-length"), "llama.cpp": ("llama-server", "the context"),
+                         "ollama": ("Ollama", "num_ctx")}.get(request.runtime, ("vLLM", "max_model_len"))
+            fit_reasons.append(f"a request of prompt_len + output_len = {total:,} tokens is longer than {flag} "
+                               f"{memory.max_model_len:,}: {who} rejects it")
     if start_reasons:
         return Verdict(status="does_not_start", headline=start_reasons[0], reasons=start_reasons + fit_reasons)
     if fit_reasons:

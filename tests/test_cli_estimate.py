@@ -141,3 +141,12 @@ def test_the_table_says_why_there_is_no_speed_instead_of_a_traceback(monkeypatch
     data = run_json("--config", cfg, "--gpu", "H100", "--prompt-len", "8100", "--max-model-len", "8192")
     assert "ttft_ms" not in data and data["verdict"] == "does_not_fit"
     assert data["speed_error"].startswith("prompt_len: prompt_len + output_len = 8,228 tokens exceeds")
+
+
+def test_two_spellings_of_one_value_are_not_a_conflict_and_llama_cpp_takes_dash_c():
+    cfg = str(CONFIGS / "Qwen__Qwen3-8B.json")
+    assert run_json("--config", cfg, "--gpu", "H100", "--max-model-len", "8K", "--max-model-len", "8192")[
+        "max_model_len"] == 8192  # 8K = 8,192 as the request reads it
+    assert run_json("--config", cfg, "--gpu", "H100", "--gpu", "h100", "--max-model-len", "8192")["gpu"] == \
+        "NVIDIA H100 80GB HBM3"
+    assert run_json("--config", cfg, "--gpu", "H100", "-c", "4096")["max_model_len"] == 4096  # llama.cpp's -c

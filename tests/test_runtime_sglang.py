@@ -279,3 +279,63 @@ def test_the_api_carries_the_side_by_side_answer_of_the_page(client):
     assert back["sentence"] == side["sentence"]
     llama = client.get("/api/estimate", {"model": QWEN, "gpu": "RTX 4090", "runtime": "llama.cpp"}).json()
     assert "side_by_side" not in llama
+
+
+def test_sglang_command_writes_fp8_kv_by_sglangs_own_name(client):
+    """SGLang's --kv-cache-dtype takes auto, fp8_e5m2, fp8_e4m3, bf16 ... (server_args.py), not vLLM's 'fp8': the
+    command writes what was sized (fp8_e4m3), on the SGLang answer and in a vLLM answer's side_by_side."""
+    q = {"model": QWEN, "gpu": "H100", "kv_cache_dtype": "fp8", "context_length": "32768"}
+    argv = client.get("/api/estimate", q | {"runtime": "sglang"}).json()["serve_argv"]
+    assert argv[argv.index("--kv-cache-dtype") + 1] == "fp8_e4m3" and "fp8" not in argv
+    side = client.get("/api/estimate", q).json()["side_by_side"]["serve_argv"]
+    assert side[side.index("--kv-cache-dtype") + 1] == "fp8_e4m3"
+
+
+def test_a_narrow_tree_caps_the_acceptance_at_its_draft_tokens():
+    """topk 4, 3 steps, but only 2 draft tokens (the root and one): at most 2 tokens per step, so the chain-of-one
+    figure is used (not the chain of 3), and a measured length above 2 has no speed figure."""
+    narrow = _estimate("--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "2")
+    one = _estimate_k(1)
+    assert narrow["mean_acceptance_length"] == one["mean_acceptance_length"] <= 2
+    bad = _estimate("--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "2", "--acceptance-length",
+                    "2.4")
+    assert "between 1 and k+1 = 2" in bad["speed_error"]
+
+
+def _estimate_k(k):
+    out = StringIO()
+    call_command("estimate", "--model", LLAMA8, "--runtime", "sglang", "--gpu", "H100", "--concurrency", "2",
+                 "--speculative-config", json.dumps({"method": "eagle3", "num_speculative_tokens": k}),
+                 "--format", "json", stdout=out)
+    return json.loads(out.getvalue())
+
+
+def test_a_workload_longer_than_the_context_names_the_runtime_that_refuses_it(client):
+    body = client.get("/api/estimate", {"model": QWEN, "gpu": "H100", "runtime": "sglang", "prompt_len": "8100",
+                                        "context_length": "8192"}).json()
+    assert body["verdict"] == "does_not_fit"
+    assert body["verdict_headline"].endswith("longer than --context-length 8,192: SGLang rejects it")
+
+
+def test_switching_runtime_drops_the_settings_only_the_runtime_left_takes(client):
+    """A vLLM permalink with --gpu-memory-utilization and --max-num-seqs, switched to SGLang in the menu: the page
+    answers for SGLang (those are vLLM's settings; SGLang's own is --mem-fraction-static)."""
+    q = {"model": QWEN, "gpu": "H100", "max_model_len": "8192", "vllm_version": "0.32.0",
+         "gpu_memory_utilization": "0.85", "max_num_seqs": "64", "runtime": "sglang"}
+    r = client.get("/", q, follow=True)
+    final = r.redirect_chain[-1][0]
+    assert r.status_code == 200 and "runtime=sglang" in final
+    assert "gpu_memory_utilization" not in final and "max_num_seqs" not in final
+
+
+@pytest.mark.parametrize("release", ["0.5.3", "0.5.10.post1"])
+def test_sglang_ngram_is_launched_and_capped_as_sglang_does(client, release):
+    """SGLang's NGRAM block of server_args (0.5.3: line 1133; 0.5.10.post1: 3099) sets max_running_requests = 48
+    when it is not given and defaults --speculative-num-draft-tokens to 12; the calculator's chain of 3 proposals
+    is written as --speculative-num-draft-tokens 4 (the root and 3), so the command runs what was modelled."""
+    body = client.get("/api/estimate", {"model": QWEN, "gpu": "H100", "runtime": "sglang", "sglang_version": release,
+                                        "speculative_config": '{"method":"ngram","num_speculative_tokens":3}'}).json()
+    argv = body["serve_argv"]
+    assert argv[argv.index("--speculative-algorithm") + 1] == "NGRAM"
+    assert argv[argv.index("--speculative-num-draft-tokens") + 1] == "4" and "--speculative-eagle-topk" not in argv
+    assert body["max_running_requests"] == 48

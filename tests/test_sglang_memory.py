@@ -709,7 +709,7 @@ def test_startup_overhead_from_public_logs_by_hand():
     gib, spread, how = startup_overhead_gib(get_gpu("RTX4090"), 2)
     assert gib == pytest.approx(round(line(128 * 1536), 3) + 0.26, abs=1e-9)
     assert spread == pytest.approx(round(resid, 3) + (0.39 - 0.10) / 2, abs=1e-6)
-    assert "pub-4090x2 0.26" in how and "no log of the NVIDIA GeForce RTX 4090" in how and "128 SMs" in how
+    assert "pub-4090x2 0.26" in how and "no context figure logged on the NVIDIA GeForce RTX 4090" in how and "128 SMs" in how
     # a GPU the table has: B200 x8 is that log alone, 178.35 - 175.37 = 2.98
     assert startup_overhead_gib(get_gpu("B200"), 8)[0] == pytest.approx(178.35 - 175.37, abs=1e-9)
     # one NVIDIA rank: no communicator, the one-rank logs print 0.00 -> the line alone (RTX 5080: 84 SMs x 1536)

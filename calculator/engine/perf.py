@@ -1345,7 +1345,8 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
     sp = spec_step(s, method, requests=conc, context=ctx, k=k)
     cost_ratio = sp.total_ms / base.step.total_ms
     # a tree (SGLang topk > 1) accepts at most num_steps + 1 tokens per step: acceptance is that of its depth
-    depth = s.tree[0] if s.tree else k
+    # (and at most num_draft_tokens - 1 drafted tokens besides the root: a narrow selection caps it too)
+    depth = min(s.tree[0], k - 1) if s.tree else k
     be = break_even_acceptance_rate(cost_ratio, depth)
     acc = predict_acceptance(method, depth, workload=workload, temperature=temperature,
                              acceptance_rate=acceptance_rate, acceptance_length=acceptance_length_in,

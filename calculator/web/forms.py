@@ -218,6 +218,15 @@ class EstimateForm(forms.Form):
             for release in ("vllm_version", "sglang_version", "llamacpp_release", "ollama_release"):
                 if release != keep and not (runtime == "ollama" and release == "ollama_release"):
                     data.pop(release, None)
+            # the settings only the runtime it left takes (the form still holds them): dropped, as its release
+            from calculator.request import RUNTIME_ONLY
+
+            family = "llama.cpp" if runtime in ("llama.cpp", "ollama") else runtime
+            for owner, fields in RUNTIME_ONLY.items():
+                if owner != family:
+                    for name in fields:
+                        if name not in ("vllm_version", "sglang_version", "llamacpp_release", "ollama_release"):
+                            data.pop(name, None)
         for name, value in SHOWN_DEFAULTS.items():
             if not (data.get(name) or "").strip():
                 data[name] = value

@@ -48,7 +48,9 @@ def launch_argv(plan: SGLangPlan, model_path: str, *, python: str = "python", po
                  "--cuda-graph-max-bs", str(plan.cuda_graph_max_bs)]
         if plan.page_size > 1:
             argv += ["--page-size", str(plan.page_size)]
-    kv = kv_cache_dtype or plan.kv_cache_dtype
+    # SGLang's own names (server_args.py --kv-cache-dtype choices: auto, fp8_e5m2, fp8_e4m3, ...): a vLLM-style
+    # "fp8" is written as the plan resolved it (fp8_e4m3), which is what was sized
+    kv = plan.kv_cache_dtype if kv_cache_dtype not in (None, "auto") else (kv_cache_dtype or plan.kv_cache_dtype)
     if kv.startswith("fp8"):
         argv += ["--kv-cache-dtype", kv]
     if quantization:
@@ -62,7 +64,10 @@ def launch_argv(plan: SGLangPlan, model_path: str, *, python: str = "python", po
             if not draft_model_path:
                 raise EngineInputError("draft_model_path", f"{s.algorithm} needs --speculative-draft-model-path")
             argv += ["--speculative-draft-model-path", draft_model_path]
-        if s.num_steps is not None:
+        if s.algorithm == "NGRAM":  # its tree breadth is --speculative-ngram-max-bfs-breadth (SGLang's default)
+            if s.num_draft_tokens is not None:
+                argv += ["--speculative-num-draft-tokens", str(s.num_draft_tokens)]
+        elif s.num_steps is not None:
             argv += ["--speculative-num-steps", str(s.num_steps), "--speculative-eagle-topk", str(s.eagle_topk),
                      "--speculative-num-draft-tokens", str(s.num_draft_tokens)]
     if port is not None:

@@ -603,6 +603,14 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         if max_running_requests is None:
             max_running_requests = 32 if release == "0.4.3.post4" else 48
             src("max_running_requests", max_running_requests, "source", cite(release, "spec_max_running"))
+    elif speculative_algorithm == "NGRAM":
+        # the NGRAM block of server_args: 48 running requests unless given; the calculator's chain of k proposals
+        # is --speculative-num-draft-tokens k + 1 (the root and k; SGLang's own default is 12)
+        ndraft = speculative_num_draft_tokens if speculative_num_draft_tokens is not None else (
+            speculative_num_steps + 1 if speculative_num_steps is not None else 12)
+        if max_running_requests is None:
+            max_running_requests = 48
+            src("max_running_requests", max_running_requests, "source", cite(release, "ngram_max_running"))
 
     # --- GPU capacity and server-args defaults ---------------------------------------------------
     cap_mib = gpu_memory_capacity_mib or gpu.memory_gib * 1024

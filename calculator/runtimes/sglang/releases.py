@@ -105,6 +105,7 @@ _WEIGHT_LINES: dict[str, dict[str, tuple[str, int]]] = {
 #  kv_auto          --kv-cache-dtype auto: the model dtype (from 0.5.3: fp8 when the quant config says kv FP8)
 #  gemma_swa_off    Gemma 2/3 -> disable_hybrid_swa_memory (0.4.10: Gemma 2 only)
 #  gptoss_swa_off   gpt-oss -> disable_hybrid_swa_memory (always up to 0.5.7; trtllm_mha / speculative in 0.5.8)
+#  ngram_max_running  NGRAM: max_running_requests = 48 when not given (0.5.3+, the NGRAM block of server_args)
 #  hybrid_swa_on    0.5.10: is_hybrid_swa_model (gpt-oss, MiMo-V2, Step3.5, Llama 4) unless disabled
 _LINES: dict[str, dict[str, tuple[str, int]]] = {
     "0.4.3.post4": {
@@ -127,6 +128,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "context_len": (_HF_OLD, 187), "gpu_capacity": (_UT_OLD, 1425), "pre_load": (_MR, 574), "kv_log": (_MP, 211),
     },
     "0.5.3": {
+        "ngram_max_running": (_SA, 1133),
         "kv_auto": (_MR, 1397),
         "max_prefill_tokens": (_SA, 191), "req_to_token": (_MP, 61), "pool_end": (_MR, 1724),
         "gemma_swa_off": (_SA, 804), "gptoss_swa_off": (_SA, 781),
@@ -138,6 +140,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "nsa_pool": (_MP, 1054), "kv_log": (_MP, 362), "gdn_layers": (_MR, 1270),
     },
     "0.5.3.post1": {
+        "ngram_max_running": (_SA, 1173),
         "kv_auto": (_MR, 1421),
         "max_prefill_tokens": (_SA, 207), "req_to_token": (_MP, 64), "pool_end": (_MR, 1738),
         "gemma_swa_off": (_SA, 847), "gptoss_swa_off": (_SA, 824),
@@ -149,6 +152,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "pre_load": (_MR, 701), "nsa_pool": (_MP, 1302), "kv_log": (_MP, 379),
     },
     "0.5.7": {
+        "ngram_max_running": (_SA, 2097),
         "kv_auto": (_MR, 1528),
         "max_prefill_tokens": (_SA, 301), "req_to_token": (_MP, 78), "pool_end": (_MX, 660),
         "gemma_swa_off": (_SA, 1278), "gptoss_swa_off": (_SA, 1214),
@@ -161,6 +165,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "nsa_indexer": (_MX, 75),
     },
     "0.5.8.post1": {
+        "ngram_max_running": (_SA, 2238),
         "kv_auto": (_MR, 1546),
         "max_prefill_tokens": (_SA, 316), "req_to_token": (_MP, 117), "pool_end": (_MX, 647),
         "gemma_swa_off": (_SA, 1385), "gptoss_swa_off": (_SA, 1283), "gptoss_swa_off_spec": (_SA, 1290),
@@ -173,6 +178,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "gptoss_swa": (_SA, 1283), "piecewise": (_SA, 1012),
     },
     "0.5.9": {
+        "ngram_max_running": (_SA, 2468),
         "kv_auto": (_MR, 1670),
         "max_prefill_tokens": (_SA, 330), "req_to_token": (_MP, 126), "pool_end": (_MX, 745),
         "gemma_swa_off": (_SA, 1487), "gptoss_swa_off": (_SA, 1359),
@@ -185,6 +191,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "piecewise": (_SA, 1044),
     },
     "0.5.10.post1": {
+        "ngram_max_running": (_SA, 3099),
         "kv_auto": (_MR, 1903),
         "max_prefill_tokens": (_SA, 349), "req_to_token": (_MP, 126), "pool_end": (_MX, 906),
         "gemma_swa_off": (_SA, 1877), "hybrid_swa_archs": (_MC, 1438), "hybrid_swa_on": (_MC, 363),

@@ -159,7 +159,7 @@ def _context_line(gpu: GPU, logs: list[StartupLog]) -> Part | None:
     resid = max(abs(v - (a + b * t)) for _, t, v in pts)
     return Part(gib=round(a + b * threads, 3), spread=round(resid, 3),
                 logs=tuple(f"{i} {v:.2f}" for i, _, v in pts),
-                how=(f"no log of the {gpu.name}: line through the NVIDIA logs by resident threads, "
+                how=(f"no context figure logged on the {gpu.name}: line through the NVIDIA logs by resident threads, "
                      f"{a:.3f} GiB + {b * GIB / 1024:.2f} KiB x {threads:,} threads ({gpu.sm_count} SMs)"))
 
 
