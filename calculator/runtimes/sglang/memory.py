@@ -463,7 +463,9 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     is_hip = _gpu_is_hip(gpu)
     sm = _sm_major(gpu)
     if gpu.is_cpu or gpu.vendor.lower() not in ("nvidia", "amd"):
-        raise EngineInputError("gpu", f"{gpu.name}: only NVIDIA (CUDA) and AMD (ROCm) GPUs are modelled")
+        hint = (" (a custom GPU names its vendor by its architecture: add :sm89 for an NVIDIA compute capability, "
+                ":gfx942 for an AMD target)" if gpu.is_custom else "")
+        raise EngineInputError("gpu", f"{gpu.name}: only NVIDIA (CUDA) and AMD (ROCm) GPUs are modelled{hint}")
 
     # --- attention kind ---------------------------------------------------------------------------
     is_mla = bool(c.get("kv_lora_rank"))
