@@ -93,16 +93,14 @@ def decide(request, memory, compat, startup_errors: list[str] | None = None,
     fit_reasons: list[str] = []
     if not memory.fits:
         fit_reasons.append(memory.reason or "the configuration does not fit in GPU memory")
-    if request.prompt_len or request.output_len:  # a workload was given; the other length at the speed defaults
-        from calculator.runtimes.base import speed_kwargs
+    from calculator.runtimes.base import given_workload_over
 
-        kw = speed_kwargs(request)
-        total = kw["prompt_len"] + kw["output_len"]
-        if total > memory.max_model_len:
-            who, flag = {"sglang": ("SGLang", "--context-length"), "llama.cpp": ("llama-server", "the context"),
-                         "ollama": ("Ollama", "num_ctx")}.get(request.runtime, ("vLLM", "max_model_len"))
-            fit_reasons.append(f"a request of prompt_len + output_len = {total:,} tokens is longer than {flag} "
-                               f"{memory.max_model_len:,}: {who} rejects it")
+    total = given_workload_over(request, memory.max_model_len)  # a workload given; the other length at its default
+    if total is not None:
+        who, flag = {"sglang": ("SGLang", "--context-length"), "llama.cpp": ("llama-server", "the context"),
+                     "ollama": ("Ollama", "num_ctx")}.get(request.runtime, ("vLLM", "max_model_len"))
+        fit_reasons.append(f"a request of prompt_len + output_len = {total:,} tokens is longer than {flag} "
+                           f"{memory.max_model_len:,}: {who} rejects it")
     if start_reasons:
         return Verdict(status="does_not_start", headline=start_reasons[0], reasons=start_reasons + fit_reasons)
     if fit_reasons:

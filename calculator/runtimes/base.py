@@ -70,17 +70,25 @@ def speed_kwargs(request) -> dict[str, Any]:
             "workload": request.workload}
 
 
+def given_workload_over(request, max_model_len: int) -> int | None:
+    """``prompt_len + output_len`` (tokens) of a workload the user gave (``prompt_len`` or ``output_len``; the other
+    at its :func:`speed_kwargs` default) when it is longer than ``max_model_len``, else None (no workload given, or
+    it fits). The verdict and :func:`workload_fits` both read it."""
+    if not (request.prompt_len or request.output_len):
+        return None
+    kw = speed_kwargs(request)
+    total = kw["prompt_len"] + kw["output_len"]
+    return total if total > max_model_len else None
+
+
 def workload_fits(request, max_model_len: int, flag: str = "--max-model-len") -> None:
     """Refuse a speed prediction for a workload the user gave (``prompt_len`` or ``output_len``; the other at
     its default) that is longer than the context: vLLM's OpenAI server answers every request whose prompt +
     ``max_tokens`` exceed ``max_model_len`` with "This model's maximum context length is ..." (SGLang likewise
     beyond its context length), so there is no speed to predict. The default workload is not refused (the speed
     model warns instead). Raises ``EngineInputError("prompt_len")``."""
-    if not (request.prompt_len or request.output_len) or not max_model_len:
-        return
-    kw = speed_kwargs(request)
-    total = kw["prompt_len"] + kw["output_len"]
-    if total > max_model_len:
+    total = given_workload_over(request, max_model_len) if max_model_len else None
+    if total is not None:
         from calculator.engine.errors import EngineInputError
 
         raise EngineInputError("prompt_len", f"prompt_len + output_len = {total:,} tokens exceeds {flag} "
