@@ -209,24 +209,20 @@ class EstimateForm(forms.Form):
         for alias, target in ALIASES.items():  # tp_size=4 fills the tensor_parallel_size field (not its shown default)
             if (data.get(alias) or "").strip() and not (data.get(target) or "").strip():
                 data[target] = data.pop(alias)
-        # the runtime menu switched from a permalink: its release selectors belong to the runtime it left (each
-        # permalink names its release), so the page drops them instead of refusing the switch; the API refuses
-        runtime = (data.get("runtime") or "vllm").strip()
-        keep = {"vllm": "vllm_version", "sglang": "sglang_version", "llama.cpp": "llamacpp_release",
-                "ollama": "llamacpp_release"}.get(runtime)
-        if keep is not None:
-            for release in ("vllm_version", "sglang_version", "llamacpp_release", "ollama_release"):
-                if release != keep and not (runtime == "ollama" and release == "ollama_release"):
-                    data.pop(release, None)
-            # the settings only the runtime it left takes (the form still holds them): dropped, as its release
-            from calculator.request import RUNTIME_ONLY
+        # the runtime menu switched from a permalink: the settings only the runtime it left takes (its release
+        # selector, which every permalink names, and the others the form still holds) are dropped instead of
+        # refusing the switch; the API refuses them
+        from calculator.request import RUNTIME_ONLY
 
-            family = "llama.cpp" if runtime in ("llama.cpp", "ollama") else runtime
+        runtime = (data.get("runtime") or "vllm").strip()
+        family = {"vllm": "vllm", "sglang": "sglang", "llama.cpp": "llama.cpp", "ollama": "llama.cpp"}.get(runtime)
+        if family is not None:
             for owner, fields in RUNTIME_ONLY.items():
                 if owner != family:
                     for name in fields:
-                        if name not in ("vllm_version", "sglang_version", "llamacpp_release", "ollama_release"):
-                            data.pop(name, None)
+                        data.pop(name, None)
+            if runtime == "llama.cpp":  # Ollama's release belongs to llama.cpp's family but not to llama.cpp
+                data.pop("ollama_release", None)
         for name, value in SHOWN_DEFAULTS.items():
             if not (data.get(name) or "").strip():
                 data[name] = value
