@@ -370,6 +370,12 @@ def fit_core(*, hp_ngl: int, hp_nex: int, free: list[int], margins: list[int], i
 # ---------------------------------------------------------------- over the memory plan
 
 
+def _device_bufts(p: LlamaCppPlan, g: int) -> tuple[str, str]:
+    """GPU ``g``'s own buffer types in the plan: its device buffer (``CUDA0``) and its mapped one (``CUDA0_Mapped``)."""
+    name = _buft_name(p.device, g)
+    return name, f"{name}_Mapped"
+
+
 def device_bytes(p: LlamaCppPlan, gpu_ids: list[int]) -> list[int]:
     """What fit.cpp reads per device (``llama_memory_breakdown``: model + context + compute on the device's non-host
     buffer types, fit.cpp:75-97): the device's model buffer, its KV buffers and its compute buffer (the estimate's
@@ -377,10 +383,11 @@ def device_bytes(p: LlamaCppPlan, gpu_ids: list[int]) -> list[int]:
     model or compute buffer of the device is not modelled."""
     out = []
     for g in gpu_ids:
-        name = _buft_name(p.device, g)
+        own = _device_bufts(p, g)
+        name = own[0]
         total = 0
         for b in p.buffers:
-            if b.buft in (name, f"{name}_Mapped") and b.kind in ("model", "compute", "output"):
+            if b.buft in own and b.kind in ("model", "compute", "output"):
                 if b.bytes is None:
                     raise NotModelled(f"--fit needs every buffer on {name}: its {b.kind} buffer is not modelled "
                                       f"({b.note})", field="gguf_file" if b.kind == "model" else "model")
@@ -488,8 +495,7 @@ def fit_plan(meta, base: LlamaCppPlan, plan_kwargs: dict, *, free_bytes: int, ma
     auto_ctx = None if auto is None else AutoContext(
         n_ctx_max=auto[0], n_ctx_min=auto[1], n_streams=auto[2],
         measure_at=lambda n: measure_with(n, given_ngl, given_ts, plan_kwargs.get("tensor_overrides") or []),
-        model_bytes=[sum(b.bytes or 0 for b in base.buffers if b.kind == "model"
-                         and b.buft in (_buft_name(base.device, g), f"{_buft_name(base.device, g)}_Mapped"))
+        model_bytes=[sum(b.bytes or 0 for b in base.buffers if b.kind == "model" and b.buft in _device_bufts(base, g))
                      for g in gpu_ids],
         use=lambda n: state.__setitem__("n_ctx", n))
     margins = [margin_mib * MiB] * nd
@@ -625,8 +631,8 @@ def fit_for_request(meta, base: LlamaCppPlan, plan_kwargs: dict, *, fit: str | N
     for n, g, dl in zip(names, out.gpu_ids, res.layers):
         layers = sum(1 for d in p.layer_devices if d == g)
         per_dev.append(f"{n}: {layers} of {n_all} layers" + (" + the output layer" if p.output_device == g else ""))
-    ovr_layers = sorted({int(re.match(r"blk\\\.(\d+)", pat).group(1)) for pat, _ in res.overrides
-                         if re.match(r"blk\\\.(\d+)", pat) and int(re.match(r"blk\\\.(\d+)", pat).group(1)) < n_all})
+    ovr_layers = sorted({il for pat, _ in res.overrides
+                         if (m := re.match(r"blk\\\.(\d+)", pat)) and (il := int(m.group(1))) < n_all})
     partial = [dl for dl in res.layers if dl.n_part]
     moe_txt = ""
     if meta.n_expert and ovr_layers:
