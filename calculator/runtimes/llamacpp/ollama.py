@@ -190,6 +190,13 @@ def engine_kv_type(kv_cache_type: str, flash_attention: bool) -> tuple[str, str]
     return kv, ""
 
 
+def _head_dims(meta: GGUFMeta) -> tuple[int, int]:
+    """``(K, V)`` head sizes: the GGUF's key / value lengths, else embedding / the largest head count (0 without
+    heads)."""
+    emb = meta.n_embd // max(meta.n_head) if meta.n_head and max(meta.n_head) else 0
+    return meta.head_dim_k or emb, meta.head_dim_v or emb
+
+
 def engine_kv(meta: GGUFMeta, *, num_ctx: int, num_parallel: int = 1, num_batch: int = 512,
               kv_cache_type: str = "f16", flash_attention: bool = True) -> dict | None:
     """The KV cache Ollama's Go engine allocates (Ollama 0.19 .. 0.24), for the architectures whose cache layout is
@@ -222,8 +229,7 @@ def engine_kv(meta: GGUFMeta, *, num_ctx: int, num_parallel: int = 1, num_batch:
             swa_cells = _round_up(num_parallel * mem + batch, 256)
     kv_type, type_note = engine_kv_type(kv_cache_type, flash_attention)
     block, per_block = _KV_TYPES[kv_type]
-    emb_heads = meta.n_embd // max(meta.n_head) if meta.n_head and max(meta.n_head) else 0
-    hk, hv = meta.head_dim_k or emb_heads, meta.head_dim_v or emb_heads
+    hk, hv = _head_dims(meta)
     k_bytes = v_bytes = 0
     layers = {"SWA": [], "full": []}
     n_layers = meta.n_layer_all - meta.n_layer_nextn
@@ -350,8 +356,8 @@ def engine_flash_attention(meta: GGUFMeta, rule: OllamaRule, requested: bool | N
     elif arch in ("qwen35", "qwen35moe", "qwen3next"):
         model_ok = True
     else:
-        emb = meta.n_embd // max(meta.n_head) if meta.n_head and max(meta.n_head) else 0
-        model_ok = bool((meta.head_dim_k or emb) and (meta.head_dim_k or emb) == (meta.head_dim_v or emb))
+        hk, hv = _head_dims(meta)
+        model_ok = bool(hk and hk == hv)
     want = (arch in rule.fa_default) if requested is None else requested
     why = ("OLLAMA_FLASH_ATTENTION" if requested is not None else
            f"{'on' if want else 'off'} by default for {arch!r} in {rule.label}")
