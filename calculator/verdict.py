@@ -165,8 +165,7 @@ def candidates(request, memory, compat, quantized_variants: Callable[[str], list
                                   params={"kv_cache_dtype": "fp8"}, kind="settings"))
         est = memory.estimated_max_model_len
         if est and est < memory.max_model_len:
-            length = est - est % 1024 if est >= 2048 else est
-            why = (f"{est:,} fits; rounded down to a multiple of 1,024" if length != est else "the longest that fits")
+            length, why = _fitting_context(est, "the longest that fits")
             out.append(Suggestion(label=f"{name('max_model_len')} {length:,} ({why})",
                                   params={"max_model_len": str(length)}, kind="context"))
         tp, pp = request.tensor_parallel_size, request.pipeline_parallel_size
@@ -256,13 +255,21 @@ def suggest(request, memory, compat, evaluate: Callable[[dict[str, str]], Any | 
     return found
 
 
+def _fitting_context(est: int, exact: str) -> tuple[int, str]:
+    """The context a suggestion offers for ``est`` fitting tokens: rounded down to 1,024 from 2,048 up, with the
+    words saying so (``exact`` when nothing was rounded)."""
+    length = est - est % 1024 if est >= 2048 else est
+    return length, (f"{est:,} fits; rounded down to a multiple of 1,024" if length != est else exact)
+
+
 def _shorter_context(request, cand: Suggestion, memory) -> Suggestion | None:
     """``cand`` (more GPUs) with the longest context its memory plan fits (``estimated_max_model_len``, rounded down to
-    1,024 tokens as the context candidate is), when that is shorter than asked and at least 4,096 tokens."""
+    1,024 tokens as the context candidate is, :func:`_fitting_context`), when that is shorter than asked and at least
+    4,096 tokens."""
     est, asked = getattr(memory, "estimated_max_model_len", None), getattr(memory, "max_model_len", None)
     if not est or not asked or est < 4096 or est >= asked:
         return None
-    length = est - est % 1024
+    length, why = _fitting_context(est, "the longest context that fits there")
     flag = FLAG_NAMES.get(request.runtime, {}).get("max_model_len", "--max-model-len")
-    return Suggestion(label=f"{cand.label} with {flag} {length:,} (the longest context that fits there)",
+    return Suggestion(label=f"{cand.label} with {flag} {length:,} ({why})",
                       params={**cand.params, "max_model_len": str(length)}, kind="hardware")
