@@ -413,7 +413,8 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
       ``quant_config``: the checkpoint's separate quantization file (``hf_quant_config.json``), when it
       has one. ``weights_bytes``: bytes of weights on one rank (the log's ``Load weight end ... mem usage``); else an
       estimate from the parameter count. ``free_memory_before_load_gib``: the log's ``Load weight begin.
-      avail mem``; else GPU memory minus the start-up overhead of :mod:`.startup` (medians of public logs).
+      avail mem``; else GPU memory minus the start-up overhead of :mod:`.startup` (public logs: medians, or
+      a line by resident threads).
       ``gpu_memory_capacity_mib``: what ``nvidia-smi``/``rocminfo`` reports (SGLang's defaults read it);
       else the catalog's ``memory_gib * 1024``. ``attention_backend``: the resolved backend when it changes
       memory (``aiter`` x0.85 on ROCm; the page size some backends force); else SGLang's default for the GPU
@@ -724,7 +725,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         t_gib = gpu.memory_gib - oh
         src("free_before_load_gib", round(t_gib, 3), "fit",
             f"GPU {gpu.memory_gib} GiB - start-up overhead {oh:.2f} GiB (CUDA context, torch, NCCL/custom all-reduce; "
-            f"not in the configuration nor in SGLang's source: medians of public start-up logs, "
+            f"not in the configuration nor in SGLang's source: public start-up logs, "
             f"calculator/runtimes/sglang/data/startup_overhead.json: {oh_data})")
     x_gib = t_gib - w_gib
     # a configuration SGLang cannot start is a verdict, not bad input: the plan carries it with 0 KV tokens
@@ -908,9 +909,8 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         v_size = k_size
         kv_size = k_size + v_size
         pool_gib = kv_size
-    if not any(x.field == "pool_bytes_per_token" for x in sources):
-        src("pool_bytes_per_token", pool_per_token, "source", "the pool's bytes per token: cell_size_bytes" +
-            (" (with the NSA indexer rows, pool_bytes_per_token.nsa)" if is_nsa else ""))
+    src("pool_bytes_per_token", pool_per_token, "source", "the pool's bytes per token: cell_size_bytes" +
+        (" (with the NSA indexer rows, pool_bytes_per_token.nsa)" if is_nsa else ""))
     src("kv_pool_gib", round(pool_gib, 4), "source", "what the KV pool allocates: max_total_num_tokens x the pool's "
         "bytes per token (K + V, or the MLA / NSA rows; SWA pools by layer kind)")
     req_to_token = rows * (ctx + 4) * 4 / GIB
