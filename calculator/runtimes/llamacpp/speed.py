@@ -44,11 +44,12 @@ table derived by :mod:`.quant_rules`) and the memory plan:
 
 Bandwidth and dense TFLOP/s are the GPU catalog's (``calculator/data/gpus.json``, each row with its datasheet).
 The efficiency (the share of bandwidth and FLOP/s llama.cpp reaches, its per-token, per-layer and per-transfer
-overheads) is perf's llama.cpp row for the plan's backend (:func:`llamacpp_efficiency`): **fitted** once per backend
-for Metal and CUDA on llama.cpp's public llama-bench scoreboards (ggml-org/llama.cpp discussions #4167 and #15013,
-calculator/runtimes/llamacpp/data/llama_bench_public.json, benchmarks/llamacpp_bench_fit.py), **assumed** for the
-other backends (Vulkan, ROCm, SYCL); the CPU's RAM part uses the GPU's row. The dequantization cost of each GGUF type
-is inside it, not modelled separately (the Metal fit spans F16 / Q8_0 / Q4_0, the CUDA fit Q4_0 only).
+overheads) is perf's llama.cpp row for the plan's backend (:func:`llamacpp_efficiency`): **fitted** for Metal on
+llama.cpp's public llama-bench scoreboard (ggml-org/llama.cpp discussion #4167,
+calculator/runtimes/llamacpp/data/llama_bench_public.json, benchmarks/llamacpp_bench_fit.py), **assumed** for CUDA
+(the same script's fit on discussion #15013 is held back: see perf's EFFICIENCY comment) and the other backends
+(Vulkan, ROCm, SYCL); the CPU's RAM part uses the GPU's row. The dequantization cost of each GGUF type is inside it,
+not modelled separately (the Metal fit spans F16 / Q8_0 / Q4_0).
 CPU-only builds are not modelled (a CPU's FLOP/s are not in the catalog).
 
 Units: milliseconds, bytes, GB/s (10^9 B/s), tokens per second.
@@ -234,8 +235,7 @@ def cost_terms(meta: GGUFMeta, plan: LlamaCppPlan):
 def llamacpp_efficiency(gpu, backend: str | None):
     """perf's efficiency row for llama.cpp on ``gpu`` run by ``backend`` (the plan's device: ``CUDA``, ``Metal``,
     ``Vulkan``, ``ROCm``): a measured override or a per-GPU row first, then the backend's row (``fitted`` for
-    ``CUDA`` and ``Metal`` on the public llama-bench scoreboards, see perf's ``backend:`` rows), else the ``*`` row
-    (assumed)."""
+    ``Metal`` on the public llama-bench scoreboard, see perf's ``backend:`` rows), else the ``*`` row (assumed)."""
     from calculator.engine.perf import get_efficiency
 
     return get_efficiency(gpu.name, "llama.cpp", backend=backend)
