@@ -119,3 +119,15 @@ def test_gemma4_oracle_cases_pass():
     results = run_cases([c for c in CASES if c.arch == "gemma4"])
     bad = [(r["case"], r["status"], r.get("log_tail")) for r in results if r["status"] not in PASSING]
     assert not bad, bad
+
+
+def test_26b_a4b_host_part_places_rope_freqs_with_its_layer():
+    """Gemma 4's rope_freqs has no blk. prefix but llama.cpp creates it with the first full-attention layer
+    (src/models/gemma4.cpp:95-99; tensor_layer with meta), so with every layer on the GPU the system RAM --fit and
+    the speed model count holds token_embd alone (the input layer, always on the CPU), not rope_freqs too."""
+    from calculator.runtimes.llamacpp.fit import host_bytes
+
+    m = derive_meta(_cfg("google__gemma-4-26B-A4B"), "Q8_0")
+    p = plan(m, n_ctx=4096, device="CUDA")
+    assert all(d != -1 for d in p.layer_devices)
+    assert host_bytes(m, p)["weights"] == m.tensor("token_embd.weight").n_bytes

@@ -405,7 +405,7 @@ def host_bytes(meta, p: LlamaCppPlan) -> dict[str, int]:
     n_all = meta.n_layer_all
     weights = 0
     for t in meta.tensors:
-        unit = tensor_layer(t.name, n_all)
+        unit = tensor_layer(t.name, n_all, meta)
         dev = CPU if unit == "input" else (p.output_device if unit == "output" else p.layer_devices[unit])
         if unit != "input" and overrides:
             od = override_device(t.name, overrides)

@@ -154,7 +154,7 @@ def _device_costs(meta: GGUFMeta, plan: LlamaCppPlan, pl: Placement) -> dict[int
     for il in range(n_all):
         slot(pl.layers[il])["layers"].add(il)
     for t in meta.tensors:
-        unit = tensor_layer(t.name, n_all)
+        unit = tensor_layer(t.name, n_all, meta)
         if t.name == "token_embd.weight":
             if tied:  # the output matmul reads the embedding (the tied copy, on the output's device)
                 s = slot(pl.output)
