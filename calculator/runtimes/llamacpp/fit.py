@@ -58,7 +58,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from .memory import CPU, SRC, LlamaCppPlan, NotModelled, _buft_name, override_device, plan, tensor_layer
+from .memory import CPU, SRC, LlamaCppPlan, NotModelled, _buft_name, plan, tensor_layer, weight_device
 
 MiB = 1024 * 1024
 FIT_SRC = SRC + "common/fit.cpp"
@@ -406,11 +406,7 @@ def host_bytes(meta, p: LlamaCppPlan) -> dict[str, int]:
     weights = 0
     for t in meta.tensors:
         unit = tensor_layer(t.name, n_all, meta)
-        dev = CPU if unit == "input" else (p.output_device if unit == "output" else p.layer_devices[unit])
-        if unit != "input" and overrides:
-            od = override_device(t.name, overrides)
-            dev = od if od is not None else dev
-        if dev == CPU:
+        if weight_device(t.name, unit, p.layer_devices, p.output_device, overrides) == CPU:
             weights += t.n_bytes
     kv = sum(c.buffers.get("CPU", 0) for c in p.kv_caches)
     compute = sum(b.bytes or 0 for b in p.buffers if b.kind == "compute" and b.buft == "CPU")

@@ -1163,6 +1163,21 @@ def override_device(name: str, overrides: list) -> int | None:
     return None
 
 
+def weight_device(name: str, unit: int | str, layer_devices: list[int], output_device: int, overrides: list) -> int:
+    """The device whose buffer holds weight ``name`` of placement ``unit`` (:func:`tensor_layer`): the CPU for the
+    input layer (llama-model.cpp:1603-1605), else its layer's or the output layer's device, unless a ``-ot``
+    override (:func:`override_device`, compiled patterns) sends it elsewhere (src/llama-model-loader.cpp:1234-1258).
+    ``CPU`` is -1."""
+    if unit == "input":
+        return CPU
+    dev = output_device if unit == "output" else layer_devices[unit]
+    if overrides:
+        od = override_device(name, overrides)
+        if od is not None:
+            return od
+    return dev
+
+
 def _model_buffers(meta: GGUFMeta, unit_dev: list[int], device: str,
                    use_mmap: bool, cpu_features: frozenset | None, notes: list[str],
                    overrides: list | None = None) -> list[Buffer]:
@@ -1179,18 +1194,9 @@ def _model_buffers(meta: GGUFMeta, unit_dev: list[int], device: str,
     groups: dict[str, list] = {}
     for t in meta.tensors:
         unit = tensor_layer(t.name, n_all, meta)
-        if unit == "input":
-            where = "CPU"
-        elif unit == "output":
-            where = _buft_name(device, unit_dev[n_all])
-        else:
-            if unit >= n_all:
-                raise NotModelled(f"tensor {t.name} names layer {unit} of {n_all}", field="model")
-            where = _buft_name(device, unit_dev[unit])
-        if overrides and unit != "input":
-            dev = override_device(t.name, overrides)
-            if dev is not None:
-                where = _buft_name(device, dev)
+        if isinstance(unit, int) and unit >= n_all:
+            raise NotModelled(f"tensor {t.name} names layer {unit} of {n_all}", field="model")
+        where = _buft_name(device, weight_device(t.name, unit, unit_dev, unit_dev[n_all], overrides))
         groups.setdefault(where, []).append(t)
     if meta.tensor("output.weight") is None and meta.tensor("token_embd.weight") is not None:
         dup_where = _buft_name(device, unit_dev[n_all])
