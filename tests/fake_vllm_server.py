@@ -7,6 +7,7 @@ Takes vLLM's flags (ignored, except --host/--port, --served-model-name and --spe
   --fake-mode stubborn like serve, but it and a child in its process group ignore SIGTERM (only SIGKILL
                        to the group ends them; the parent-death signal alone does not)
   --fake-mode replay   print the file --fake-log (a real vLLM start-up log) and exit 1
+  --fake-mode replay-serve  print the file --fake-log (a real start-up log: vLLM's or SGLang's), then serve
   --fake-pid-file P    write "<pid> <child pid>" to P
   --fake-pid-dir D     write "<pid> <child pid>" to D/<phase>.<pid>.pids, phase "speculative" when started
                        with --speculative-config, else "baseline" (two servers of one run side by side)
@@ -39,7 +40,9 @@ p.add_argument("--host", default="127.0.0.1")
 p.add_argument("--port", type=int, default=8000)
 p.add_argument("--served-model-name", default="")
 p.add_argument("--speculative-config", default="")
+p.add_argument("--model-path", default="")  # SGLang's flag: SGLang serves the model under its path by default
 args, rest = p.parse_known_args()
+args.served_model_name = args.served_model_name or args.model_path
 
 if args.fake_mode == "refuse":
     print("usage: api_server.py [-h] ...", file=sys.stderr)
@@ -47,10 +50,12 @@ if args.fake_mode == "refuse":
           file=sys.stderr)
     sys.exit(2)
 
-if args.fake_mode == "replay":
+if args.fake_mode in ("replay", "replay-serve"):
     with open(args.fake_log) as f:
         sys.stdout.write(f.read())
-    sys.exit(1)
+    sys.stdout.flush()
+    if args.fake_mode == "replay":
+        sys.exit(1)
 
 child = None
 if args.fake_mode in ("hang", "stubborn"):

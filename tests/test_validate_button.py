@@ -100,7 +100,7 @@ def test_tiny_model_from_the_calculator_page_to_a_queued_run(client, settings, t
 @pytest.mark.django_db
 def test_a_llamacpp_answer_offers_a_llamacpp_run_when_the_worker_has_its_server(client):
     """This machine's worker lists llama.cpp when llama-cpp-python's server imports (validator.capabilities); the
-    llama.cpp answer then offers its own run, named for its runtime; an SGLang answer says why it is not offered."""
+    llama.cpp answer then offers its own run, named for its runtime; an SGLang answer says what its run needs."""
     from validator import capabilities
 
     alice = User.objects.create_user("carol", password="pw-123456")
@@ -112,5 +112,6 @@ def test_a_llamacpp_answer_offers_a_llamacpp_run_when_the_worker_has_its_server(
     else:
         assert "Validation is not offered" in html and "llama.cpp runs are not available on this site" in html
     sg = client.get("/?model=meta-llama/Llama-3.1-8B-Instruct&gpu=H100&runtime=sglang", follow=True).content.decode()
-    assert "Validation is not offered: runtime: validation runs start vLLM or llama.cpp, not sglang: SGLang runs" in sg
-    assert "not available on any site" in sg
+    # no worker with SGLang and an H100 here: the answer names what an SGLang run needs
+    assert "Validation is not offered" in sg and "with SGLang installed; SGLang runs are not available on a site " \
+        "without such a GPU worker" in sg and "NVIDIA H100" in sg

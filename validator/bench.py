@@ -43,6 +43,8 @@ def _summary(result: dict[str, Any], server_cpu_s: float | None = None) -> dict[
     if server_cpu_s is not None and result.get("total_output_tokens"):
         out["server_cpu_s"] = server_cpu_s
         out["cpu_ms_per_output_token"] = server_cpu_s * 1000 / result["total_output_tokens"]
+    if result.get("accept_length") is not None:  # SGLang's avg_spec_accept_length (validator.sglang)
+        out["accept_length"] = result["accept_length"]
     out["ttfts_ms"] = [round(x * 1000, 3) for x in result.get("ttfts") or []]
     out["e2els_ms"] = [round(x * 1000, 3) for x in result.get("latencies") or []]
     return out
@@ -547,6 +549,165 @@ def run_llamacpp_sequence(configuration: dict[str, Any], workdir: Path, reporter
     measured["comparison"] = llamacpp.memory_comparison(plan, logged)
     measured["comparison"] += llamacpp.speed_comparison(meta, plan, configuration["profile"],
                                                         phase.get("aggregate", {}), configuration["profile"]["concurrency"])
+    measured["worker"] = {"host": hardware.get("host"), "hardware": capabilities.hardware_label(hardware),
+                          "runtimes": capabilities.installed_runtimes()}
+    measured["elapsed_s"] = round(time.monotonic() - t_start, 1)
+    return measured
+
+
+def _sglang_acceptance(speculative: dict[str, Any]) -> dict[str, Any]:
+    """SGLang's acceptance: the mean over the speculation repeats of ``avg_spec_accept_length`` (``/server_info``,
+    read by sglang.bench_serving after each run: the server's running average, so later repeats include the
+    warm-ups and earlier repeats)."""
+    length = speculative.get("aggregate", {}).get("accept_length")
+    return {"mean_acceptance_length": length, "acceptance_rate": None, "num_drafts": None, "num_draft_tokens": None,
+            "num_accepted_tokens": None,
+            "source": "SGLang /server_info internal_states avg_spec_accept_length, as sglang.bench_serving reports it "
+                      "(a running average since the server started), mean over the repeats"}
+
+
+def run_sglang_sequence(configuration: dict[str, Any], workdir: Path, reporter: Reporter,
+                        hardware: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """An SGLang run on a GPU worker (``validator.sglang``): fetch the tokenizer's data files, then per phase of
+    ``configuration["sglang"]["phases"]`` (the baseline; with speculation also the speculative server, one after
+    the other: each reserves ``--mem-fraction-static`` of the GPUs) start ``python -m sglang.launch_server`` with
+    the calculator's command as a child process group (``runner.ServerProcess``), read its start-up log
+    (``validator.sglang.parse_startup_log``), run ``sglang.bench_serving`` ``profile["repeats"]`` times through
+    ``validator.bench_serve_entry --client sglang``, stop it. Then predict each phase for the worker's SGLang
+    release (``validator.config.predict_sglang``) and compare: the baseline's start-up figures
+    (``validator.sglang.memory_comparison``), each phase's mean TTFT / TPOT / output tok/s, and with speculation
+    the acceptance length, the TPOT speedup and a verdict (``paired_verdict`` on repeat ``i`` of each phase).
+
+    ``options`` as ``run_sequence``'s, plus ``sglang_command`` (argv prefix in place of ``python -m
+    sglang.launch_server``; when given, the worker's own SGLang is not required) and ``sglang_bench_command``
+    (in place of ``python -m sglang.bench_serving``). Raises ``RunnerError`` with the log tail; every process
+    group is killed before returning or raising."""
+    from . import capabilities
+    from . import sglang as sg
+    from .config import predict_sglang
+
+    release = None
+    if options.get("sglang_command") is None:
+        release, why = sg.server_available(hardware)
+        if release is None:
+            raise RunnerError(f"SGLang runs are not available on this worker: {why}")
+    deadline = Deadline(options["wall_clock_s"])
+    on_process = options.get("on_process") or (lambda role, phase, pgid: None)
+    workdir.mkdir(parents=True, exist_ok=True)
+    model_id = configuration["run_model"]
+    revision = configuration.get("revision")
+    profile = {**configuration["profile"], "wait_ready_timeout_s": options["startup_timeout_s"]}
+    reporter("fetching the tokenizer's data files", 0.01)
+    try:
+        tokenizer = sg.tokenizer_files(model_id, revision, workdir / "tokenizer")
+    except Exception as e:  # noqa: BLE001 - the Hub's errors, a tokenizer that needs code: the run's error
+        raise RunnerError(f"the benchmark's tokenizer could not be prepared: {e}") from e
+    measured: dict[str, Any] = {
+        "phases": {}, "hardware": hardware, "workload": "random", "runtime": "sglang",
+        "runtime_release": f"sglang {release}" if release else "sglang (the worker's VALIDATOR_SGLANG_COMMAND)",
+        "design": ("one SGLang server per phase, one after the other (baseline, then speculative decoding), "
+                   "sglang.bench_serving on the same seeded random token ids"
+                   if len(configuration["sglang"]["phases"]) > 1 else
+                   "one SGLang server as configured, sglang.bench_serving on seeded random token ids")}
+    t_start = time.monotonic()
+    host = "127.0.0.1"
+    phases = configuration["sglang"]["phases"]
+    budget = max(1.0, options.get("phase_budget_s", 300.0))
+    for n, spec_phase in enumerate(phases):
+        name = spec_phase["name"]
+        port = runner.free_port(host)
+        argv = sg.server_argv(spec_phase["command"], host, port, prefix=options.get("sglang_command"),
+                              revision=revision)
+        server = ServerProcess(argv, workdir / f"{name}-server.log", dict(os.environ), host, port,
+                               health_path=sg.HEALTH_PATH, name="SGLang")
+        phase: dict[str, Any] = {"name": name, "serve_argv": spec_phase["command"], "argv": argv, "env": {}}
+        measured["phases"][name] = phase
+        combined = workdir / f"bench-{name}.json"
+        own = ["--client", "sglang", "--health-path", sg.HEALTH_PATH]
+        if options.get("sglang_bench_command"):
+            own += ["--client-command", json.dumps(options["sglang_bench_command"])]
+        bench_cmd = [*(options.get("bench_command") or runner.BENCH_COMMAND),
+                     "--repeats", str(profile["repeats"]), "--combined-output", str(combined),
+                     "--wait-ready-timeout", str(int(profile["wait_ready_timeout_s"])),
+                     "--target", f"{name}={server.base_url}", *own, "--",
+                     *sg.bench_args(model_id, str(tokenizer), profile)]
+        bench = None
+        samplers: dict[str, MemorySampler] = {}
+        servers = {name: server}
+        try:
+            server.start()
+            on_process("server", name, server.pgid)
+            options.setdefault("on_server", lambda pgid: None)(server.pgid)
+            sampler = samplers[name] = MemorySampler("cuda", server.pgid, server="SGLang")
+            bench = runner.BenchProcess(bench_cmd, workdir / f"bench-{name}.log", combined)
+            on_process("bench", name, bench.proc.pid)
+            phase["bench_argv"] = bench_cmd
+            state = {"what": f"starting SGLang ({name}, {n + 1} of {len(phases)})"}
+            persisted = {"repeats": 0}
+
+            def sample(sampler=sampler, bench=bench, server=server, samplers=samplers, persisted=persisted,
+                       state=state, n=n) -> None:
+                sampler.sample()
+                bench.check_alive()
+                _keep_finished(measured, bench, samplers, options, persisted)
+                frac = (n + min(0.95, (time.monotonic() - t_start) / budget / len(phases))) / len(phases)
+                reporter(state["what"], min(0.95, frac), server.log_tail(4000))
+
+            phase["startup_s"] = round(server.wait_healthy(options["startup_timeout_s"], deadline, sample), 2)
+            phase["startup"] = sg.parse_startup_log(server.log_text())
+            state["what"] = (f"benchmarking {name}: {profile['repeats']} repeats x {profile['num_prompts']} prompts, "
+                             f"concurrency {profile['concurrency']}")
+            raw = bench.wait(deadline, sample, options["bench_timeout_s"])
+            sampler.sample()
+            _fold_repeats(measured, raw, samplers)
+            options.get("on_phase", lambda m: None)(measured)
+        except RunnerError as e:
+            _failed(e, measured, bench, samplers, servers)
+            raise
+        finally:
+            if bench is not None:
+                bench.stop()
+                on_process("bench", name, None)
+            phase["stopped"] = server.stop(options.get("stop_grace_s", 10.0))
+            on_process("server", name, None)
+            options.get("on_server", lambda pgid: None)(None)
+    measured["order"] = [p["name"] for p in phases]
+    reporter("scoring", 0.98)
+    from calculator.runtimes.sglang.releases import COVERED
+
+    covered = release if release in COVERED else None
+    predicted, why = predict_sglang(configuration, covered)
+    measured["prediction"] = predicted
+    if release and not covered:
+        measured["prediction_note"] = (f"the worker runs sglang {release}, which the calculator does not cover: "
+                                       f"the prediction is for {configuration['sglang']['release']}")
+    base = measured["phases"]["baseline"]
+    pb = predicted.get("baseline") or {}
+    rows = sg.memory_comparison(pb.get("memory") or {}, base.get("startup", {})) if pb else []
+    b_agg = base.get("aggregate", {})
+    rows += sg.speed_comparison(pb.get("speed"), pb.get("speed_error") or why, b_agg, speculative=False)
+    if "speculative" in measured["phases"]:
+        s_agg = measured["phases"]["speculative"].get("aggregate", {})
+        ps = predicted.get("speculative") or {}
+        spec_rows = sg.speed_comparison(ps.get("speed"), ps.get("speed_error") or why, s_agg, speculative=True)
+        for row in spec_rows:
+            row["field"] = "spec_" + row["field"] if not row["field"].startswith("mean_acceptance") else row["field"]
+        speed = ps.get("speed") or {}
+        if not speed.get("spec_speedup"):
+            for row in spec_rows:
+                if row["field"] in ("spec_tpot_ms", "spec_output_tokens_per_s", "mean_acceptance_length"):
+                    row.update(predicted=None, error=None, error_pct=None,
+                               note="no typical acceptance figure for this method: give acceptance_rate to predict it")
+        measured_speedup = (b_agg["mean_tpot_ms"] / s_agg["mean_tpot_ms"]
+                            if b_agg.get("mean_tpot_ms") and s_agg.get("mean_tpot_ms") else None)
+        spec_rows.append(sg._row("spec_speedup", "x", speed.get("spec_speedup"), measured_speedup,
+                                 "" if speed.get("spec_speedup") else "no typical acceptance figure for this method"))
+        rows += spec_rows
+        measured["verdict"] = paired_verdict(measured, hardware, caveats=[
+            "the two phases ran one after the other (SGLang reserves most of the GPU), not interleaved",
+            "random token ids: drafting is harder than on real text, so the acceptance is a lower bound"])
+        measured["acceptance"] = _sglang_acceptance(measured["phases"]["speculative"])
+    measured["comparison"] = rows
     measured["worker"] = {"host": hardware.get("host"), "hardware": capabilities.hardware_label(hardware),
                           "runtimes": capabilities.installed_runtimes()}
     measured["elapsed_s"] = round(time.monotonic() - t_start, 1)

@@ -25,6 +25,10 @@ With ``--pgid NAME=PGID`` each entry also carries ``server_cpu_s``: the CPU seco
 the target's server process group spent during that repeat — on a shared CPU host, the cost of the repeat
 that the neighbours' load does not change.
 
+SGLang (``--client sglang``, one ``--target``): each repeat is a child ``python -m sglang.bench_serving`` (or
+``--client-command``) writing its own JSON line, read back in ``vllm bench serve``'s key names
+(``validator.sglang.from_bench_result``); warm-ups are sglang.bench_serving's own ``--warmup-requests``.
+
 Usage: ``python -m validator.bench_serve_entry --repeats 2 --combined-output OUT.json [--target NAME=URL ...]
 -- <bench serve args>``.
 The worker starts this module as a child process group so that it can be killed on a deadline.
@@ -96,6 +100,62 @@ def drop_request_ids() -> None:
         erf.ASYNC_REQUEST_FUNCS[name] = without_id(erf.ASYNC_REQUEST_FUNCS[name])
 
 
+def wait_ready(targets: list[tuple[str, str]], health_path: str, timeout_s: float) -> bool:
+    """Poll each target's ``health_path`` until it answers 200; False (and a message) past ``timeout_s``."""
+    from validator.runner import http_status
+
+    end = time.monotonic() + timeout_s
+    for _, base_url in targets:
+        while http_status(base_url + health_path) != 200:
+            if time.monotonic() > end:
+                print(f"server at {base_url} not ready after {timeout_s:.0f} s", file=sys.stderr)
+                return False
+            time.sleep(0.5)
+    return True
+
+
+def run_sglang(opts: argparse.Namespace, rest: list[str]) -> int:
+    """``--client sglang``: ``opts.repeats`` runs of ``python -m sglang.bench_serving <rest>`` against the single
+    target, each a child writing its own ``--output-file`` (``rest`` must not carry one: each repeat's is
+    ``repeat<r>.jsonl`` beside ``--combined-output``). Each result line becomes ``vllm bench serve``'s keys
+    (``validator.sglang.from_bench_result``); ``/metrics`` is scraped around each repeat as for vLLM. A failed
+    child ends the benchmark with its exit code (its own output is in the log)."""
+    import subprocess
+
+    from validator import sglang
+    from validator.runner import scrape_metrics
+
+    targets = [tuple(t.split("=", 1)) for t in opts.target]
+    if len(targets) != 1:
+        print("--client sglang takes exactly one --target NAME=URL", file=sys.stderr)
+        return 2
+    name, base_url = targets[0]
+    if not wait_ready(targets, opts.health_path, opts.wait_ready_timeout):
+        return 3
+    command = json.loads(opts.client_command) if opts.client_command else [sys.executable, "-m", sglang.BENCH_MODULE]
+    pgids = {n: int(pg) for n, pg in (p.split("=", 1) for p in opts.pgid)}
+    combined = []
+    for r in range(opts.repeats):
+        out = opts.combined_output.with_name(f"repeat{r}-{name}.jsonl")
+        out.unlink(missing_ok=True)
+        before = {} if opts.no_metrics else scrape_metrics(base_url)
+        cpu0 = group_cpu_seconds(pgids[name]) if name in pgids else None
+        done = subprocess.run([*command, *rest, "--base-url", base_url, "--output-file", str(out)],  # noqa: S603
+                              check=False)
+        cpu1 = group_cpu_seconds(pgids[name]) if name in pgids else None
+        after = {} if opts.no_metrics else scrape_metrics(base_url)
+        if done.returncode != 0:
+            return done.returncode
+        try:
+            result = sglang.from_bench_result(sglang.read_bench_output(out))
+        except (OSError, ValueError) as e:
+            print(f"sglang.bench_serving wrote no result: {e}", file=sys.stderr)
+            return 4
+        combined.append(repeat_entry(r, name, 0, result, before, after, cpu0, cpu1))
+        save_combined(opts.combined_output, combined)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     own = argparse.ArgumentParser(prog="bench_serve_entry")
     own.add_argument("--repeats", type=int, default=1)
@@ -112,18 +172,25 @@ def main(argv: list[str]) -> int:
                      help="the server has no Prometheus /metrics (llama_cpp.server): record none")
     own.add_argument("--no-request-id", action="store_true",
                      help="send no x-request-id header (llama_cpp.server answers 400 to one that is not a UUID)")
+    own.add_argument("--client", choices=("vllm", "sglang"), default="vllm",
+                     help="the benchmark: vLLM's (vllm.benchmarks.serve, in this process) or SGLang's "
+                          "(python -m sglang.bench_serving, one child per repeat; validator.sglang)")
+    own.add_argument("--client-command", default="",
+                     help="JSON argv prefix in place of [python, -m, sglang.bench_serving] (--client sglang)")
     if "--" in argv:
         i = argv.index("--")
         mine, rest = argv[:i], argv[i + 1:]
     else:
         mine, rest = argv, []
     opts = own.parse_args(mine)
+    if opts.client == "sglang":
+        return run_sglang(opts, rest)
 
     from vllm.benchmarks.serve import add_cli_args
     from vllm.benchmarks.serve import main as bench_main
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    from validator.runner import http_status, scrape_metrics
+    from validator.runner import scrape_metrics
 
     def metrics(base_url: str) -> dict:
         return {} if opts.no_metrics else scrape_metrics(base_url)
@@ -135,13 +202,8 @@ def main(argv: list[str]) -> int:
     default_url = parser.parse_args(rest).base_url
     targets = [tuple(t.split("=", 1)) for t in opts.target] or [("", default_url)]
     # Started together with the server(s), so that importing vLLM here overlaps their start-up.
-    end = time.monotonic() + opts.wait_ready_timeout
-    for _, base_url in targets:
-        while http_status(base_url + opts.health_path) != 200:
-            if time.monotonic() > end:
-                print(f"server at {base_url} not ready after {opts.wait_ready_timeout:.0f} s", file=sys.stderr)
-                return 3
-            time.sleep(0.5)
+    if not wait_ready(targets, opts.health_path, opts.wait_ready_timeout):
+        return 3
     pgids = {name: int(pg) for name, pg in (p.split("=", 1) for p in opts.pgid)}
     combined = []
     warmed: set[str] = set()

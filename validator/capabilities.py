@@ -166,7 +166,8 @@ class Heartbeat:
 def requirement(configuration: dict[str, Any]) -> dict[str, Any]:
     """What a run needs: ``{"platform", "gpu", "gpus", "gpu_memory_bytes", "runtime", "label"}``.
 
-    A GPU run needs ``tensor_parallel_size x pipeline_parallel_size`` GPUs of the catalog row it was
+    An SGLang run needs a GPU worker with ``sglang`` installed and the GPUs one server takes
+    (``validator.config.sglang_gpus``). A vLLM GPU run needs ``tensor_parallel_size x pipeline_parallel_size`` GPUs of the catalog row it was
     asked for (matched by name through the catalog's resolver, as NVML reports it)."""
     inp = configuration.get("engine_input", {})
     platform = configuration.get("platform", "cpu")
@@ -174,6 +175,14 @@ def requirement(configuration: dict[str, Any]) -> dict[str, Any]:
         return {"platform": "cpu", "runtime": "llama.cpp",
                 "label": "a CPU worker with llama-cpp-python's server (pip install 'llama-cpp-python[server]==0.3.36'); "
                          "llama.cpp runs are not available on this site until one runs"}
+    if configuration.get("runtime") == "sglang":
+        sg = configuration.get("sglang") or {}
+        from calculator.engine.gpus import get_gpu
+
+        gpu, n = get_gpu(inp.get("gpu", "")).name, int(sg.get("gpus", 1))
+        return {"platform": "cuda", "gpu": gpu, "gpus": n, "runtime": "sglang",
+                "label": f"{n}x {gpu} with SGLang installed; SGLang runs are not available on a site without such "
+                         "a GPU worker"}
     if platform == "cpu":
         return {"platform": "cpu", "runtime": "vllm", "label": "a CPU worker with vLLM's CPU build"}
     from calculator.engine.gpus import get_gpu

@@ -90,6 +90,7 @@ class RunConfiguration(BaseModel):
     workload: str = "random"
     runtime: str = "vllm"
     llamacpp: dict[str, Any] | None = None
+    sglang: dict[str, Any] | None = None
 
 
 def offline_config(model_id: str) -> dict[str, Any] | None:
@@ -148,15 +149,14 @@ def build_configuration(params: dict[str, Any]) -> dict[str, Any]:
         raise ConfigurationError(WORKLOAD_PARAM, f"unknown workload set {workload!r}; one of "
                                                  f"{', '.join(workloads.WORKLOADS)}")
     request = parse_request(params)  # the calculator's checks: bounds, choices, speculative allow-list
+    if request.runtime == "sglang":
+        return build_sglang_configuration(request, params, workload)
     if request.runtime != "vllm":
         if request.runtime != "llama.cpp":
-            why = {"sglang": "SGLang runs (python -m sglang.launch_server on a GPU worker with SGLang installed) are not "
-                             "built yet, so they are not available on any site; the SGLang answer is a prediction "
-                             "only",
-                   "ollama": "Ollama runs are not built; the llama.cpp answer for the same GGUF can be validated "
+            why = {"ollama": "Ollama runs are not built; the llama.cpp answer for the same GGUF can be validated "
                              "(runtime llama.cpp)"}.get(request.runtime, "")
-            raise ConfigurationError("runtime", f"validation runs start vLLM or llama.cpp, not {request.runtime}"
-                                     + (f": {why}" if why else ""))
+            raise ConfigurationError("runtime", f"validation runs start vLLM, SGLang or llama.cpp, not "
+                                     f"{request.runtime}" + (f": {why}" if why else ""))
         return build_llamacpp_configuration(request, params, workload)
     model_id = request.model
     revision = request.revision
@@ -403,3 +403,110 @@ def build_llamacpp_configuration(request: ServingRequest, params: dict[str, Any]
                      "command": launch_argv(f"{run_model.split('/')[-1]}.gguf", n_ctx=n_ctx, flash_attn=flash,
                                             n_gpu_layers=0)},
     }).model_dump()
+
+
+def sglang_gpus(request: ServingRequest) -> int:
+    """GPUs one SGLang server takes: ``tp x pp`` per data-parallel replica, ``dp`` replicas unless
+    ``--enable-dp-attention`` puts the DP groups inside the TP group (sglang 0.5.10.post1
+    srt/managers/data_parallel_controller.py:164 and :253-254: each DP rank starts ``tp_size x pp_size`` GPUs
+    further on)."""
+    per_replica = request.tensor_parallel_size * request.pipeline_parallel_size
+    return per_replica if request.enable_dp_attention else per_replica * request.dp_size
+
+
+def build_sglang_configuration(request: ServingRequest, params: dict[str, Any], workload: str) -> dict[str, Any]:
+    """An SGLang run on a GPU worker with SGLang installed (``validator.sglang``): the model as asked (no
+    stand-in), started with the launch command the calculator shows (``calculator.plan.make_plan``), benchmarked
+    by ``sglang.bench_serving`` on random token ids at the field guide's profile (working context 32768 scaled to
+    the context, concurrency 4 capped at ``max_running_requests``).
+
+    ``configuration["sglang"]``: ``phases`` (``[{"name", "command", "request"}]``: the baseline, and with
+    speculation the speculative command; SGLang reserves most of the GPU, ``--mem-fraction-static``, so the two
+    run one after the other, never side by side), ``gpus``, ``release`` (the SGLang release predicted).
+    Raises ``ConfigurationError`` for the CPU, a workload other than ``random`` or a request the calculator
+    cannot answer."""
+    from calculator.engine.errors import EngineInputError
+    from calculator.plan import make_plan
+
+    if target_platform(request.gpu) == "cpu":
+        raise ConfigurationError("gpu", "SGLang runs need a GPU worker with SGLang installed (the calculator models "
+                                        "SGLang's CUDA / ROCm memory rules only); choose a GPU")
+    if workload and workload != "random":
+        raise ConfigurationError(WORKLOAD_PARAM, "SGLang runs use random token ids (sglang.bench_serving "
+                                                 "--dataset-name random-ids); use 'random'")
+    try:
+        plan = make_plan(request, with_speed=False, with_suggestions=False)
+    except EngineInputError as e:
+        raise ConfigurationError(e.field, e.message) from e
+    adjustments: list[str] = []
+    memory = plan.memory
+    profile = dict(GPU_PROFILE)
+    context = min(profile["working_context"], memory.max_model_len)
+    if context < profile["working_context"]:
+        adjustments.append(f"working context {profile['working_context']} scaled down to {context} tokens "
+                           "(SGLang's --context-length)")
+    profile["output_len"] = min(profile["output_len"], max(1, context // 2))
+    profile["input_len"] = context - profile["output_len"]
+    concurrency = int(request.concurrency or profile["concurrency"])
+    cap = max(1, memory.plan.max_running_requests)
+    if concurrency > cap:
+        adjustments.append(f"concurrency {concurrency} run as {cap}: SGLang's max_running_requests")
+    profile["concurrency"] = max(1, min(concurrency, cap, 64))
+    profile["num_prompts"] = max(profile["num_prompts"], 4 * profile["concurrency"])
+    phases = []
+    if request.speculative_config is not None:
+        base = request.model_copy(update={"speculative_config": None, "speculative_eagle_topk": None,
+                                          "speculative_num_draft_tokens": None, "acceptance_rate": None,
+                                          "acceptance_length": None})
+        base_plan = make_plan(base, with_speed=False, with_suggestions=False)
+        phases.append({"name": "baseline", "command": base_plan.launch_argv, "request": base.to_params()})
+        phases.append({"name": "speculative", "command": plan.launch_argv, "request": request.to_params()})
+        adjustments.append("SGLang reserves --mem-fraction-static of each GPU, so the baseline and the speculative "
+                           "server run one after the other (not side by side, not interleaved as vLLM's runs are)")
+    else:
+        phases.append({"name": "baseline", "command": plan.launch_argv, "request": request.to_params()})
+    model = plan.model
+    inp = {"gpu": request.gpu, "model_label": model.repo_id, "model_source": model.source,
+           "tensor_parallel_size": request.tensor_parallel_size}
+    return RunConfiguration(**{
+        "workload": "random", "runtime": "sglang",
+        "params": {**{k: str(v) for k, v in params.items()}, WORKLOAD_PARAM: "random"},
+        "request": request.to_params(), "model_id": model.repo_id, "run_model": model.repo_id,
+        "revision": model.sha or request.revision, "model_source": model.source,
+        "architecture": (model.config.get("architectures") or ["?"])[0], "platform": "cuda",
+        "engine_input": inp,
+        "spec_config": request.speculative_config.model_dump(exclude_none=True) if request.speculative_config else None,
+        "acceptance_rate": request.acceptance_rate, "profile": profile, "adjustments": adjustments,
+        "sglang": {"phases": phases, "gpus": sglang_gpus(request), "release": memory.release},
+    }).model_dump()
+
+
+def predict_sglang(configuration: dict[str, Any], release: str | None = None) -> tuple[dict[str, Any], str]:
+    """``({phase: {"memory": SGLangMemory.to_json(), "speed": speed fields or None, "speed_error"}}, "")`` for
+    each phase of an SGLang run at its profile (prompt / output length, concurrency), for ``release`` (the worker's
+    SGLang when the calculator covers it) or the release asked; ``({}, reason)`` when the calculator cannot."""
+    from calculator.engine.errors import EngineInputError
+    from calculator.plan import make_plan
+
+    profile = configuration["profile"]
+    out: dict[str, Any] = {}
+    try:
+        for phase in configuration["sglang"]["phases"]:
+            params = {**phase["request"], "prompt_len": str(profile["input_len"]),
+                      "output_len": str(profile["output_len"]), "concurrency": str(profile["concurrency"])}
+            if release:
+                params["sglang_version"] = release
+            plan = make_plan(parse_request(params), with_suggestions=False)
+            fields, error = None, plan.speed_error or ""
+            if not error:
+                try:
+                    from calculator.runtimes import get_runtime
+
+                    fields = get_runtime("sglang").speed_fields(plan.request, plan.model, plan.memory)
+                except EngineInputError as e:
+                    error = str(e)
+            out[phase["name"]] = {"memory": plan.memory.to_json(), "speed": fields, "speed_error": error,
+                                  "release": plan.memory.release}
+    except (EngineInputError, InputError) as e:
+        return {}, f"the calculator could not predict this SGLang configuration: {e}"
+    return out, ""

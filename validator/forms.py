@@ -6,7 +6,7 @@ from typing import Any
 
 from django import forms
 
-from calculator.request import KNOWN_PARAMS, InputError, parse_request, repeated_parameter
+from calculator.request import ALIASES, KNOWN_PARAMS, InputError, parse_request, repeated_parameter
 
 from .config import WORKLOAD_PARAM
 from .workloads import WORKLOADS
@@ -33,6 +33,7 @@ class ValidationRequestForm(forms.Form):
         return data
 
     def params(self) -> dict[str, Any]:
-        """The posted request parameters that were given (empty ones dropped)."""
+        """The posted request parameters that were given (empty ones dropped), under their own names or a
+        runtime's alias (SGLang's ``tp_size``, ``context_length``: ``clean`` checked them as such)."""
         return {k: v for k, v in self.data.items()
-                if (k in KNOWN_PARAMS or k == WORKLOAD_PARAM) and v not in (None, "")}
+                if (k in KNOWN_PARAMS or k in ALIASES or k == WORKLOAD_PARAM) and v not in (None, "")}

@@ -130,6 +130,11 @@ class ValidationRun(models.Model):
         if configuration.get("runtime") == "llama.cpp":
             # made on the worker: the plan needs the GGUF it writes and the CPU features its llama.cpp build has
             prediction, prediction_error = {}, ""
+        elif configuration.get("runtime") == "sglang":
+            # for the release asked; the worker predicts again for the SGLang release it has (validator.bench)
+            from .config import predict_sglang
+
+            prediction, prediction_error = predict_sglang(configuration)
         else:
             prediction, prediction_error = predict(configuration["engine_input"])
             fit_profile(configuration, prediction)

@@ -68,6 +68,7 @@ def summary(run) -> dict[str, Any]:
         "what_ran": measured.get("what_ran"),
         "runtime": run.configuration.get("runtime", "vllm"), "runtime_release": measured.get("runtime_release"),
         "gguf": measured.get("gguf"), "llamacpp_prediction": measured.get("prediction"),
+        "prediction_note": measured.get("prediction_note"),
     }
     if out["runtime"] == "llama.cpp":
         from .llamacpp import DRAFT_NOTE

@@ -252,13 +252,19 @@ def execute(run: ValidationRun) -> None:
         "on_process": on_process,
         "on_phase": on_phase,
     }
-    from .bench import run_llamacpp_sequence, run_sequence
+    from .bench import run_llamacpp_sequence, run_sequence, run_sglang_sequence
 
     try:
         if cfg.get("runtime") == "llama.cpp":
             options["llamacpp_command"] = setting("VALIDATOR_LLAMACPP_COMMAND", None)
             measured = run_llamacpp_sequence(cfg, workdir, reporter, hardware, options)
             log_tail = runner.tail(workdir / "baseline-server.log")
+        elif cfg.get("runtime") == "sglang":
+            options["sglang_command"] = setting("VALIDATOR_SGLANG_COMMAND", None)
+            options["sglang_bench_command"] = setting("VALIDATOR_SGLANG_BENCH_COMMAND", None)
+            measured = run_sglang_sequence(cfg, workdir, reporter, hardware, options)
+            last = cfg["sglang"]["phases"][-1]["name"]
+            log_tail = runner.tail(workdir / f"{last}-server.log")
         else:
             measured = run_sequence(cfg, run.prediction or {}, workdir, reporter, hardware, options)
             log_tail = runner.tail(workdir / "speculative-server.log")

@@ -1,0 +1,290 @@
+"""SGLang validation runs (``validator.sglang``, ``validator.bench.run_sglang_sequence``).
+
+SGLang needs a GPU, so nothing here starts it. What is checked: the start-up log parser against every public
+SGLang log of ``../shared/cases`` (its figures as the record's author extracted them), the comparison against the
+calculator's plan for a public log's own configuration, sglang.bench_serving's result line in vLLM's key names
+(values by hand), the launch argv, which worker can take a run, and the whole run through the web view and the real
+worker with a stand-in server that prints a real SGLang start-up log (sgl-011) and a stand-in for
+sglang.bench_serving (tests/fake_sglang_bench.py)."""
+from __future__ import annotations
+
+import json
+import sys
+from functools import partial
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from tests.conftest import SHARED
+from validator import capabilities, runner, sglang
+from validator.config import ConfigurationError, build_configuration
+
+CASES = SHARED / "cases" / "runtime_startup_logs.json"
+needs_cases = pytest.mark.skipif(not CASES.exists(), reason="../shared/cases is not beside the checkout")
+HERE = Path(__file__).parent
+
+
+def sglang_records() -> list[dict]:
+    return json.loads(CASES.read_text())["sglang"] if CASES.exists() else []
+
+
+def record(rid: str) -> dict:
+    return next(r for r in sglang_records() if r["id"] == rid)
+
+
+@pytest.fixture(autouse=True)
+def _offline(db, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+# the record's ``logged`` keys (the record author's names) -> the parser's; a ``_tpN`` suffix names the rank
+LOGGED_AS = {
+    "kv_tokens": "kv_tokens", "kv_size_gb": "kv_size_gib", "kv_size_gb_logged": "kv_size_gib",
+    "k_size_gb": "k_size_gib", "v_size_gb": "v_size_gib", "k_size_gb_target": "k_size_gib",
+    "v_size_gb_target": "v_size_gib", "k_size_gb_draft": "draft_k_size_gib", "v_size_gb_draft": "draft_v_size_gib",
+    "swa_k_size_gb": "swa_k_size_gib", "swa_v_size_gb": "swa_v_size_gib", "full_k_size_gb": "full_k_size_gib",
+    "full_v_size_gb": "full_v_size_gib", "swa_kv_pool_mem_usage_gb": "swa_kv_pool_gib",
+    "avail_mem_before_load_gb": "avail_before_load_gib", "avail_mem_after_load_gb": "avail_after_load_gib",
+    "weights_mem_usage_gb": "weights_gib", "weights_mem_usage_gb_per_rank": "weights_gib",
+    "avail_mem_after_pool_gb": "avail_after_pool_gib", "avail_mem_after_target_pool_gb": "avail_after_pool_gib",
+    "avail_mem_after_draft_pool_gb": "draft_avail_after_pool_gib",
+    "avail_mem_before_cuda_graph_gb": "avail_before_cuda_graph_gib", "cuda_graph_mem_usage_gb": "cuda_graph_gib",
+    "avail_mem_after_cuda_graph_gb": "avail_after_cuda_graph_gib", "available_gpu_mem_gb": "available_gpu_mem_gib",
+    "max_total_num_tokens": "max_total_num_tokens", "max_running_requests": "max_running_requests",
+    "context_len": "context_len", "max_mamba_cache_size": "max_mamba_cache_size",
+    "mamba_conv_state_gb": "mamba_conv_state_gib", "mamba_ssm_state_gb": "mamba_ssm_state_gib",
+}
+# figures a record carries that are not an SGLang log line: nvidia-smi's, and a size the author computed
+NOT_SGLANG_LINES = ("nvidia_smi_", "kv_size_gb_including_indexer_per_author")
+
+
+@needs_cases
+def test_the_start_up_parser_reads_every_figure_of_the_public_sglang_logs():
+    """Each public log's quote parsed equals the figures the record's author read from it, rank by rank."""
+    compared = 0
+    for rec in sglang_records():
+        parsed = sglang.parse_startup_log(rec["quote"])
+        for key, value in rec["logged"].items():
+            if key.startswith(NOT_SGLANG_LINES):
+                continue
+            base, _, rank = key.rpartition("_tp")
+            if base and rank.isdigit():
+                got = parsed["ranks"][int(rank)][LOGGED_AS[base]]
+            else:
+                got = parsed[LOGGED_AS[key]]
+            assert got == pytest.approx(value), (rec["id"], key)
+            compared += 1
+    assert compared >= 90
+
+
+@needs_cases
+def test_rank_zero_is_preferred_and_a_draft_pool_is_the_second_pool():
+    # sgl-020: the KV line only for TP5, the distributed init for TP0
+    p = sglang.parse_startup_log(record("sgl-020")["quote"])
+    assert p["kv_tokens"] == 2795207 and p["rank_of"]["kv_tokens"] == 5 and "dist_init_gib" not in p["rank_of"]
+    # sgl-022 (Qwen3.5 + MTP draft, TP0 and TP1): target pool, then the draft's, each closed by "Memory pool end"
+    p = sglang.parse_startup_log(record("sgl-022")["quote"])
+    assert (p["k_size_gib"], p["draft_k_size_gib"], p["avail_after_pool_gib"], p["draft_avail_after_pool_gib"]) == \
+        (3.46, 1.08, 8.40, 6.23)
+    assert p["ranks"][1]["avail_after_pool_gib"] == 7.63 and "draft_k_size_gib" not in p["ranks"][1]
+    # 0.4.3 logs "avail mem" before "mem usage" on the graph line; server_args= holds what SGLang resolved
+    p = sglang.parse_startup_log(record("sgl-011")["quote"])
+    assert (p["cuda_graph_gib"], p["avail_after_cuda_graph_gib"]) == (0.93, 0.53)
+    assert p["server_args"]["mem_fraction_static"] == 0.85 and p["server_args"]["attention_backend"] == "flashinfer"
+
+
+@needs_cases
+def test_the_comparison_puts_the_plan_beside_the_log_of_its_own_configuration():
+    """sgl-015 (Qwen3.5-9B, 2x RTX 4090, --mem-fraction-static 0.8, --context-length 262144, a source build after
+    0.5.10.post1): the plan's figures beside the log's, the KV tokens within 2 % (benchmarks/sglang_cases.py:
+    +1.31 %)."""
+    from calculator.plan import make_plan
+    from calculator.request import parse_request
+
+    plan = make_plan(parse_request({"model": "Qwen/Qwen3.5-9B", "runtime": "sglang", "gpu": "RTX4090",
+                                    "tp_size": "2", "mem_fraction_static": "0.8", "context_length": "262144",
+                                    "sglang_version": "0.5.10.post1"}), with_speed=False)
+    rows = {r["field"]: r for r in sglang.memory_comparison(plan.memory.to_json(),
+                                                            sglang.parse_startup_log(record("sgl-015")["quote"]))}
+    tokens = rows["sglang_max_total_num_tokens"]
+    assert tokens["measured"] == 327310 and tokens["predicted"] == plan.memory.plan.max_total_num_tokens
+    assert tokens["error_pct"] == pytest.approx((tokens["predicted"] - 327310) / 327310 * 100)
+    assert abs(tokens["error_pct"]) < 2
+    assert rows["sglang_max_running_requests"]["measured"] == 62
+    assert rows["sglang_context_length"]["measured"] == rows["sglang_context_length"]["predicted"] == 262144
+    assert rows["sglang_kv_size_gib"]["measured"] == 5.0  # K 2.50 + V 2.50 GB
+    assert rows["sglang_mem_fraction_static"]["predicted"] == 0.8
+    assert rows["sglang_mem_fraction_static"]["measured"] is None  # this log has no server_args= line
+
+
+def test_sglang_bench_serving_result_in_vllm_bench_serve_names():
+    """Three requests: TTFTs 0.1 / 0.2 / 0.3 s, ITLs [0.05, 0.05], [0.1], [] -> latencies 0.2 / 0.3 / 0.3 s; numpy's
+    linear p95 of three values a <= b <= c is b + 0.9 (c - b)."""
+    line = {"duration": 1.5, "completed": 2, "total_input_tokens": 30, "total_output_tokens": 5,
+            "request_throughput": 2.0, "output_throughput": 3.33, "total_throughput": 23.3,
+            "mean_e2e_latency_ms": 266.7, "median_e2e_latency_ms": 300.0, "p99_e2e_latency_ms": 300.0,
+            "mean_ttft_ms": 200.0, "median_ttft_ms": 200.0, "mean_tpot_ms": 75.0, "accept_length": 2.4,
+            "ttfts": [0.1, 0.2, 0.3], "itls": [[0.05, 0.05], [0.1], []], "errors": ["", "", "timeout"]}
+    out = sglang.from_bench_result(line)
+    assert out["mean_e2el_ms"] == 266.7 and out["median_e2el_ms"] == 300.0 and out["total_token_throughput"] == 23.3
+    assert out["failed"] == 1 and out["accept_length"] == 2.4 and out["mean_ttft_ms"] == 200.0
+    assert out["latencies"] == pytest.approx([0.2, 0.3, 0.3])
+    assert out["p95_ttft_ms"] == pytest.approx((0.2 + 0.9 * 0.1) * 1000)
+    assert out["p95_e2el_ms"] == pytest.approx(300.0)
+
+
+def test_the_launch_command_gets_the_address_metrics_and_log_level():
+    command = ["python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--tp-size", "1"]
+    argv = sglang.server_argv(command, "127.0.0.1", 30001, revision="abc123")
+    assert argv[:3] == [sys.executable, "-m", "sglang.launch_server"]
+    assert argv[3:7] == command[3:]
+    assert argv[7:] == ["--revision", "abc123", "--host", "127.0.0.1", "--port", "30001", "--enable-metrics",
+                        "--log-level", "info"]
+    assert sglang.server_argv(command, "h", 1, prefix=["/opt/sg/bin/python", "-m", "sglang.launch_server"])[0] \
+        == "/opt/sg/bin/python"
+    with pytest.raises(ValueError):
+        sglang.server_argv(["python", "-m", "vllm.entrypoints.openai.api_server"], "h", 1)
+
+
+def test_sglang_is_not_available_on_this_cpu_worker():
+    release, why = sglang.server_available({"platform": "cpu"})
+    assert release is None and ("not installed" in why or "GPU" in why)
+
+
+def _worker(wid: str, platform: str, devices: list[str], runtimes: tuple[str, ...]) -> dict:
+    return {"worker_id": wid, "host": wid, "heartbeat": 0,
+            "hardware": {"platform": platform, "devices": [{"name": d, "memory_total_bytes": 80 * 2**30}
+                                                           for d in devices]},
+            "runtimes": {r: {"release": "0.5.10.post1"} for r in runtimes}}
+
+
+@pytest.mark.parametrize("extra,gpus", [({}, 2), ({"dp_size": "2"}, 4), ({"dp_size": "2", "enable_dp_attention": "1"}, 2)])
+def test_an_sglang_run_needs_a_gpu_worker_with_sglang_and_the_servers_gpus(extra, gpus):
+    """GPUs = tp x pp, times dp unless --enable-dp-attention (sglang data_parallel_controller.py:164, 253-254)."""
+    cfg = build_configuration({"model": "Qwen/Qwen3-8B", "runtime": "sglang", "gpu": "H100", "tp_size": "2", **extra})
+    need = capabilities.requirement(cfg)
+    assert (need["runtime"], need["platform"], need["gpus"]) == ("sglang", "cuda", gpus)
+    h100 = "NVIDIA H100 80GB HBM3"
+    workers = [_worker("cpu-box", "cpu", [], ("sglang", "vllm")), _worker("no-sglang", "cuda", [h100] * 4, ("vllm",)),
+               _worker("small", "cuda", [h100] * (gpus - 1), ("sglang",)), _worker("good", "cuda", [h100] * gpus, ("sglang",))]
+    who = capabilities.who_can_run(cfg, workers)
+    assert who["workers"] == ["good"]
+    reasons = dict(zip(("cpu-box", "no-sglang", "small"), (capabilities.can_take(w, need)[1] for w in workers[:3])))
+    assert "no GPU" in reasons["cpu-box"] and "no sglang installed" in reasons["no-sglang"]
+    assert f"not {gpus}x" in reasons["small"]
+    nobody = capabilities.who_can_run(cfg, workers[:3])
+    assert not nobody["ok"] and "SGLang runs are not available" in nobody["message"]
+
+
+def test_an_sglang_run_with_speculation_runs_the_baseline_then_the_speculative_server():
+    cfg = build_configuration({"model": "Qwen/Qwen3-8B", "runtime": "sglang", "gpu": "H100",
+                               "speculative_config": '{"method":"ngram","num_speculative_tokens":3}'})
+    base, spec = cfg["sglang"]["phases"]
+    assert (base["name"], spec["name"]) == ("baseline", "speculative")
+    assert "--speculative-algorithm" not in base["command"]
+    assert spec["command"][spec["command"].index("--speculative-algorithm") + 1] == "NGRAM"
+    assert base["command"][:5] == ["python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B"]
+    assert any("one after the other" in a for a in cfg["adjustments"])
+
+
+@pytest.mark.parametrize("params,field", [({"gpu": "CPU"}, "gpu"), ({"validation_workload": "code"}, "validation_workload")])
+def test_sglang_runs_refuse_what_they_cannot_run(params, field):
+    with pytest.raises(ConfigurationError) as err:
+        build_configuration({"model": "Qwen/Qwen3-8B", "runtime": "sglang", "gpu": "H100", **params})
+    assert err.value.field == field
+
+
+def test_the_tokenizer_is_fetched_without_code_and_a_tokenizer_that_needs_code_is_refused(tmp_path, monkeypatch):
+    from calculator.crosscheck.tiny_models import write_tokenizer
+    from tests.hub_server import FakeHub
+
+    write_tokenizer(tmp_path / "tok")
+    files = {p.name: p.read_bytes() for p in (tmp_path / "tok").iterdir()}
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    with FakeHub() as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        hub.add_repo("org/plain", {**files, "config.json": b"{}", "modeling_x.py": b"raise SystemExit"})
+        path = sglang.tokenizer_files("org/plain", None, tmp_path / "plain")
+        assert (path / "tokenizer.json").read_bytes() == files["tokenizer.json"]
+        assert not list(path.glob("*.py"))
+        code = json.loads(files["tokenizer_config.json"]) | {"auto_map": {"AutoTokenizer": ["tok.T", None]}}
+        hub.add_repo("org/code", {**files, "tokenizer_config.json": json.dumps(code).encode()})
+        with pytest.raises(ValueError, match="own code"):
+            sglang.tokenizer_files("org/code", None, tmp_path / "code")
+
+
+@needs_cases
+@pytest.mark.django_db(transaction=True)
+def test_an_sglang_run_from_the_web_view_to_the_report(client, settings, tmp_path, monkeypatch):
+    """The whole path with stand-ins for SGLang's two programs: the page submits, the real worker runs
+    ``run_sglang_sequence``, the server stand-in prints sgl-011's real start-up log (QwQ-32B, 4x L4, sglang
+    0.4.3.post4) and serves, ``validator.bench_serve_entry --client sglang`` runs the bench stand-in per repeat.
+    The report puts the calculator's plan for that configuration beside the log's own figures."""
+    from django.contrib.auth.models import Permission, User
+    from django.urls import reverse
+
+    from calculator.crosscheck.tiny_models import write_tokenizer
+    from tests.hub_server import FakeHub
+    from validator.models import ValidationRun
+
+    settings.VAR_DIR = tmp_path
+    log = tmp_path / "sgl-011.log"
+    log.write_text(record("sgl-011")["quote"] + "\n")
+    settings.VALIDATOR_SGLANG_COMMAND = [sys.executable, str(HERE / "fake_vllm_server.py"), "--fake-mode",
+                                         "replay-serve", "--fake-log", str(log)]
+    settings.VALIDATOR_SGLANG_BENCH_COMMAND = [sys.executable, str(HERE / "fake_sglang_bench.py")]
+    worker = _worker("gpu-worker", "cuda", ["NVIDIA L4"] * 4, ("sglang",))
+    capabilities.record(worker | {"heartbeat": __import__("time").time()})
+    user = User.objects.create_user("alice")
+    user.user_permissions.add(Permission.objects.get(codename="add_validationrun"))
+    client.force_login(user)
+    params = {"model": "Qwen/QwQ-32B", "runtime": "sglang", "gpu": "L4", "tp_size": "4",
+              "sglang_version": "0.4.3.post4"}
+    r = client.post(reverse("validator:new"), params)
+    assert r.status_code == 302, r.content.decode()[:2000]
+    run = ValidationRun.objects.get()
+    assert run.prediction["baseline"]["memory"]["max_total_num_tokens"] > 0
+    profile = dict(run.configuration["profile"], input_len=48, output_len=16, num_prompts=6, repeats=2, warmups=1)
+    ValidationRun.objects.filter(pk=run.pk).update(configuration={**run.configuration, "profile": profile})
+
+    write_tokenizer(tmp_path / "tok")
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    with FakeHub() as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        hub.add_repo("Qwen/QwQ-32B", {p.name: p.read_bytes() for p in (tmp_path / "tok").iterdir()})
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the worker's prediction reads the catalog, as the page's did
+        monkeypatch.setattr(sglang, "tokenizer_files", partial(_fetch_online, sglang.tokenizer_files, hub.url))
+        # the worker's hardware as NVML would report the 4x L4 the run asks for (this machine has no GPU)
+        monkeypatch.setattr(runner, "detect_hardware", lambda: {**worker["hardware"], "host": "gpu-worker"})
+        call_command("db_worker", batch=True, interval=0, startup_delay=False, verbosity=0)
+
+    run.refresh_from_db()
+    assert run.status == ValidationRun.Status.DONE, (run.error, run.log_tail[-3000:])
+    m = run.measured
+    base = m["phases"]["baseline"]
+    assert base["argv"][:2] == settings.VALIDATOR_SGLANG_COMMAND[:2]
+    assert base["argv"][-3:] == ["--enable-metrics", "--log-level", "info"] and "--port" in base["argv"]
+    assert base["serve_argv"][:5] == ["python", "-m", "sglang.launch_server", "--model-path", "Qwen/QwQ-32B"]
+    assert base["startup"]["max_total_num_tokens"] == 46611 and base["startup"]["weights_gib"] == 15.54
+    rows = {row["field"]: row for row in m["comparison"]}
+    tokens = rows["sglang_max_total_num_tokens"]
+    assert tokens["measured"] == 46611 and abs(tokens["error_pct"]) < 2.5  # benchmarks/sglang_cases.py: -1.78 %
+    assert rows["sglang_mem_fraction_static"]["measured"] == 0.85
+    agg = base["aggregate"]
+    assert agg["completed"] == 6 and agg["failed"] == 0 and agg["total_output_tokens"] == 6 * 16
+    assert rows["ttft_ms"]["measured"] == pytest.approx(agg["mean_ttft_ms"]) and rows["ttft_ms"]["predicted"] > 0
+    assert len(base["repeats"]) == 2 and m["runtime"] == "sglang"
+    page = client.get(reverse("validator:detail", args=[run.pk])).content.decode()
+    assert "sglang_max_total_num_tokens" in page and ("46,611" in page or "46611" in page)
+
+
+def _fetch_online(real, endpoint, model_id, revision, dest):
+    """The tokenizer step with the Hub stand-in reachable (the rest of the worker stays offline)."""
+    import os
+
+    os.environ.pop("HF_HUB_OFFLINE", None)
+    try:
+        return real(model_id, revision, dest)
+    finally:
+        os.environ["HF_HUB_OFFLINE"] = "1"

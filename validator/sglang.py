@@ -1,0 +1,380 @@
+"""SGLang as a validation runtime: ``python -m sglang.launch_server`` and ``python -m sglang.bench_serving`` on a
+GPU worker that has SGLang installed.
+
+Plain Python (no Django). What an SGLang run needs beyond vLLM's machinery (``validator.runner``: process groups,
+deadline, sweep; ``validator.bench``: the repeats and their folding):
+
+* ``server_available(hardware)``: whether this worker can start SGLang (the ``sglang`` distribution installed and a
+  GPU: the covered releases' memory rules are CUDA's / ROCm's, and SGLang's CPU backend is not modelled);
+* ``server_argv(command, host, port)``: the calculator's launch command (``calculator.runtimes.sglang.launch``,
+  SGLang's own flag names) with the address and ``--enable-metrics`` / ``--log-level info`` (without ``info``
+  SGLang logs none of the lines the comparison reads);
+* ``parse_startup_log(text)``: what SGLang logged, per rank, from the lines its source writes (0.5.10.post1:
+  ``model_executor/model_runner.py:1075`` "Load weight begin", ``:1247`` "Load weight end",
+  ``mem_cache/memory_pool.py:311/321`` "Mamba Cache is allocated", ``:696/702`` "KV Cache is allocated",
+  ``model_executor/model_runner_kv_cache_mixin.py:906`` "Memory pool end", ``model_runner.py:2460`` "Capture
+  cuda graph end", ``managers/scheduler.py:691`` "max_total_num_tokens=..."); SGLang's "GB" is 2^30 bytes;
+* ``bench_args(...)``: ``sglang.bench_serving``'s flags for the run's profile (random token ids: no dataset
+  download; ``--output-details`` for the per-request TTFTs and ITLs);
+* ``from_bench_result(result)``: ``sglang.bench_serving``'s result line in ``vllm bench serve``'s key names, so one
+  summary (``validator.bench._summary``) reads both;
+* ``memory_comparison(plan, logged)`` / ``speed_comparison(...)``: the report's predicted-vs-measured rows.
+
+The benchmark client loads its tokenizer with ``trust_remote_code=True`` (sglang/benchmark/utils.py:63, 0.5.10.post1).
+This site never runs a repository's code, so the run hands it a directory holding only the tokenizer's data files
+(``tokenizer_files``): no ``.py`` file is fetched, and a tokenizer that needs one (``auto_map``) is refused.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+SERVER_MODULE = "sglang.launch_server"
+BENCH_MODULE = "sglang.bench_serving"
+#: sglang/srt/entrypoints/http_server.py:476 ``@app.get("/health")``
+HEALTH_PATH = "/health"
+INSTALL_HINT = "pip install sglang (a release the calculator covers; see calculator.runtimes.sglang.releases)"
+#: the tokenizer's data files (never code): what ``AutoTokenizer.from_pretrained`` reads for a fast or
+#: sentencepiece tokenizer
+TOKENIZER_PATTERNS = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
+                      "*.tiktoken", "vocab.json", "vocab.txt", "merges.txt", "added_tokens.json", "config.json",
+                      "generation_config.json", "chat_template.jinja")
+
+
+def server_available(hardware: dict[str, Any]) -> tuple[str | None, str]:
+    """``(release, "")`` when this worker can start SGLang, else ``(None, reason)``: the ``sglang`` distribution
+    installed with its launch and benchmark modules, and a GPU in ``hardware`` (``validator.runner.detect_hardware``)."""
+    try:
+        release = metadata.version("sglang")
+    except metadata.PackageNotFoundError:
+        return None, f"SGLang is not installed on this worker ({INSTALL_HINT})"
+    for module in (SERVER_MODULE, BENCH_MODULE):
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            return None, f"sglang {release} has no {module} module"
+    if hardware.get("platform") != "cuda" or not hardware.get("devices"):
+        return None, ("SGLang runs need a GPU worker: this worker has no GPU, and the calculator models SGLang's "
+                      "CUDA / ROCm memory rules only")
+    return release, ""
+
+
+def server_argv(command: list[str], host: str, port: int, prefix: list[str] | None = None,
+                revision: str | None = None) -> list[str]:
+    """The argv the worker starts: ``command`` (``[python, -m, sglang.launch_server, --model-path, ...]`` as the
+    calculator shows it) with this interpreter (or ``prefix`` in place of ``python -m sglang.launch_server``),
+    ``--revision`` when the prediction was made for a commit, ``--host`` / ``--port``, ``--enable-metrics`` (the
+    Prometheus ``/metrics`` the benchmark scrapes) and ``--log-level info``. Raises ``ValueError`` for a command
+    that is not SGLang's launch command."""
+    if command[1:3] != ["-m", SERVER_MODULE]:
+        raise ValueError(f"not an SGLang launch command: {command[:3]}")
+    argv = [*(prefix or [sys.executable, "-m", SERVER_MODULE]), *command[3:]]
+    if revision and "--revision" not in argv:
+        argv += ["--revision", revision]
+    return [*argv, "--host", host, "--port", str(port), "--enable-metrics", "--log-level", "info"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the start-up log
+# ---------------------------------------------------------------------------------------------------------------
+_RANK = re.compile(r"^\[[^\]]*?\bTP(\d+)\b[^\]]*\]")
+_NUM = r"(-?\d+(?:\.\d+)?)"
+_LINES: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = (
+    ("load_begin", re.compile(rf"Load weight begin\. avail mem={_NUM} GB"), ("avail_before_load_gib",)),
+    ("load_end", re.compile(rf"Load weight end\..*?avail mem={_NUM} GB, mem usage={_NUM} GB"),
+     ("avail_after_load_gib", "weights_gib")),
+    ("dist", re.compile(rf"Init torch distributed ends\..*?mem usage={_NUM} GB"), ("dist_init_gib",)),
+    ("mamba", re.compile(rf"Mamba Cache is allocated\. max_mamba_cache_size: (\d+), conv_state size: {_NUM} ?GB, "
+                         rf"ssm_state size: {_NUM} ?GB"),
+     ("max_mamba_cache_size", "mamba_conv_state_gib", "mamba_ssm_state_gib")),
+    ("swa_pool", re.compile(rf"SWAKVPool mem usage: {_NUM} GB"), ("swa_kv_pool_gib",)),
+    ("graph_begin", re.compile(rf"Capture [\w ]*?graph begin\..*?avail mem={_NUM} GB"),
+     ("avail_before_cuda_graph_gib",)),
+)
+# managers/scheduler.py:691: "max_total_num_tokens=N, chunked_prefill_size=N, max_prefill_tokens=N,
+# max_running_requests=N, context_len=N, available_gpu_mem=X GB" (0.4.3 ends at context_len); each read on its own
+_SCHED = re.compile(r"\bmax_total_num_tokens=\d")
+_SCHED_KEYS = {key: re.compile(rf"\b{name}={_NUM}") for key, name in (
+    ("max_total_num_tokens", "max_total_num_tokens"), ("chunked_prefill_size", "chunked_prefill_size"),
+    ("max_prefill_tokens", "max_prefill_tokens"), ("max_running_requests", "max_running_requests"),
+    ("context_len", "context_len"), ("available_gpu_mem_gib", "available_(?:gpu|cpu)_mem"))}
+_KV = re.compile(rf"KV Cache is allocated\.(?: dtype: ([\w.]+),)? #tokens: (\d+), "
+                 rf"(?:K size: {_NUM} GB, V size: {_NUM} GB|KV size: {_NUM} GB)")
+_POOL_END = re.compile(rf"Memory pool end\. avail mem={_NUM} GB")
+# 0.4.x: "Capture cuda graph end. Time elapsed: 7.23 s. avail mem=0.53 GB. mem usage=0.93 GB."; 0.5.x: the two
+# figures the other way round (model_runner.py:2460)
+_GRAPH_END = re.compile(r"Capture [\w ]*?graph end\.")
+_GRAPH_MEM = re.compile(rf"mem usage={_NUM} GB")
+_GRAPH_AVAIL = re.compile(rf"avail mem={_NUM} GB")
+_SERVER_ARGS = re.compile(r"server_args=ServerArgs\((.*)\)")
+_ARG = re.compile(r"(\w+)=('[^']*'|[^,()]+)")
+SERVER_ARG_KEYS = ("mem_fraction_static", "chunked_prefill_size", "max_prefill_tokens", "context_length",
+                   "page_size", "cuda_graph_max_bs", "attention_backend", "kv_cache_dtype", "tp_size", "dp_size",
+                   "ep_size", "max_running_requests", "max_total_tokens")
+
+
+def _value(text: str) -> Any:
+    text = text.strip()
+    if text.startswith("'"):
+        return text.strip("'")
+    if text in ("None", "True", "False"):
+        return {"None": None, "True": True, "False": False}[text]
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return text
+
+
+def _kv_fields(lines: list[tuple], pool: str) -> dict[str, Any]:
+    """One pool's ``KV Cache is allocated`` lines: one line (MHA: K and V sizes; MLA / NSA: one KV size), or two
+    for a sliding-window model (SGLang's SWAKVPool allocates its SWA pool first, then the full one)."""
+    out: dict[str, Any] = {}
+    names = [""] if len(lines) == 1 else ["swa_", "full_"]
+    for name, (dtype, tokens, k, v, kv) in zip(names, lines):
+        key = f"{pool}{name}"
+        out[f"{key}kv_tokens"] = int(tokens)
+        if dtype:
+            out[f"{key}kv_dtype"] = dtype
+        if k is not None:
+            out[f"{key}k_size_gib"], out[f"{key}v_size_gib"] = float(k), float(v)
+        if kv is not None:
+            out[f"{key}kv_size_gib"] = float(kv)
+    if len(lines) == 2:  # the full-attention pool's tokens are the model's max_total_num_tokens
+        out[f"{pool}kv_tokens"] = out[f"{pool}full_kv_tokens"]
+    return out
+
+
+def parse_startup_log(text: str) -> dict[str, Any]:
+    """What SGLang logged at start-up.
+
+    Returns the figures of rank 0 (a line without a ``TPn`` tag counts as rank 0; a figure rank 0 did not log
+    comes from the lowest rank that did, named in ``rank_of``) and ``ranks`` (``{rank: figures}``). Figures, all
+    per rank, sizes in GiB (SGLang's "GB" is 2^30 bytes): ``avail_before_load_gib``, ``weights_gib`` (Load weight
+    end's mem usage), ``avail_after_load_gib``, ``kv_tokens`` / ``k_size_gib`` / ``v_size_gib`` (or ``kv_size_gib``
+    for MLA; ``swa_*`` / ``full_*`` for a sliding-window model), ``avail_after_pool_gib``, ``draft_*`` for the
+    second pool an EAGLE / MTP / standalone draft allocates, Mamba's ``max_mamba_cache_size`` and state sizes,
+    ``cuda_graph_gib``, ``max_total_num_tokens``, ``chunked_prefill_size``, ``max_running_requests``,
+    ``context_len``, ``available_gpu_mem_gib``; ``server_args`` (``SERVER_ARG_KEYS`` of the ``server_args=`` line:
+    what SGLang resolved). Absent keys were not logged."""
+    ranks: dict[int, dict[str, Any]] = {}
+    kv_lines: dict[int, list[list[tuple]]] = {}
+    pool_ends: dict[int, list[float]] = {}
+    server_args: dict[str, Any] = {}
+    for line in text.splitlines():
+        m = _RANK.match(line)
+        rank = int(m.group(1)) if m else 0
+        figures = ranks.setdefault(rank, {})
+        if (sa := _SERVER_ARGS.search(line)) and not server_args:
+            server_args = {k: _value(v) for k, v in _ARG.findall(sa.group(1)) if k in SERVER_ARG_KEYS}
+            continue
+        if kv := _KV.search(line):
+            pools = kv_lines.setdefault(rank, [[]])
+            pools[-1].append(kv.groups())
+            continue
+        if end := _POOL_END.search(line):
+            pool_ends.setdefault(rank, []).append(float(end.group(1)))
+            kv_lines.setdefault(rank, [[]]).append([])
+            continue
+        if _SCHED.search(line) and "self.max_total_num_tokens" not in line:
+            for key, pattern in _SCHED_KEYS.items():
+                if found := pattern.search(line):
+                    figures.setdefault(key, _value(found.group(1)))
+            continue
+        if _GRAPH_END.search(line):
+            if g := _GRAPH_MEM.search(line):
+                figures.setdefault("cuda_graph_gib", float(g.group(1)))
+            if g := _GRAPH_AVAIL.search(line):
+                figures.setdefault("avail_after_cuda_graph_gib", float(g.group(1)))
+            continue
+        for _name, pattern, keys in _LINES:
+            if found := pattern.search(line):
+                for key, raw in zip(keys, found.groups()):
+                    figures.setdefault(key, _value(raw))
+    for rank, pools in kv_lines.items():
+        pools = [p for p in pools if p]
+        for i, lines in enumerate(pools[:2]):
+            ranks[rank].update(_kv_fields(lines, "" if i == 0 else "draft_"))
+    for rank, ends in pool_ends.items():
+        ranks[rank]["avail_after_pool_gib"] = ends[0]
+        if len(ends) > 1:
+            ranks[rank]["draft_avail_after_pool_gib"] = ends[1]
+    ranks = {r: f for r, f in sorted(ranks.items()) if f}
+    merged: dict[str, Any] = {}
+    rank_of: dict[str, int] = {}
+    for rank, figures in ranks.items():
+        for key, value in figures.items():
+            if key not in merged:
+                merged[key] = value
+                if rank != 0:
+                    rank_of[key] = rank
+    return {**merged, "rank_of": rank_of, "ranks": ranks, "server_args": server_args}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the benchmark
+# ---------------------------------------------------------------------------------------------------------------
+def bench_args(model: str, tokenizer_dir: str, profile: dict[str, Any]) -> list[str]:
+    """``python -m sglang.bench_serving`` flags (0.5.10.post1 ``bench_serving.py:1902-2250``) for the run's profile:
+    SGLang's native ``/generate`` client (``--backend sglang``), random token ids of exactly ``input_len`` /
+    ``output_len`` (``--dataset-name random-ids``, ``--random-range-ratio 1``: no ShareGPT download), all requests
+    at once capped at the profile's concurrency, the profile's seed, the per-request TTFTs and ITLs
+    (``--output-details``), the profile's warm-up requests. ``--disable-ignore-eos`` is not given: every request
+    produces ``output_len`` tokens, as in vLLM's runs. ``validator.bench_serve_entry --client sglang`` adds
+    ``--base-url`` and each repeat's ``--output-file``."""
+    return ["--backend", "sglang", "--model", model, "--tokenizer", tokenizer_dir,
+            "--dataset-name", "random-ids", "--random-input-len", str(profile["input_len"]),
+            "--random-output-len", str(profile["output_len"]), "--random-range-ratio", "1.0",
+            "--num-prompts", str(profile["num_prompts"]), "--max-concurrency", str(profile["concurrency"]),
+            "--request-rate", "inf", "--seed", str(profile["seed"]), "--warmup-requests",
+            str(max(1, int(profile.get("warmups", 1)))), "--output-details", "--disable-tqdm"]
+
+
+#: ``sglang.bench_serving`` result keys (bench_serving.py:1549-1596) -> ``vllm bench serve``'s
+_RENAMED = {"mean_e2e_latency_ms": "mean_e2el_ms", "median_e2e_latency_ms": "median_e2el_ms",
+            "p99_e2e_latency_ms": "p99_e2el_ms", "total_throughput": "total_token_throughput"}
+_SAME = ("duration", "completed", "total_input_tokens", "total_output_tokens", "request_throughput",
+         "output_throughput", "max_output_tokens_per_s", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms",
+         "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "median_itl_ms", "p95_itl_ms", "p99_itl_ms")
+
+
+def from_bench_result(result: dict[str, Any]) -> dict[str, Any]:
+    """One ``sglang.bench_serving`` JSON line (with ``--output-details``) as ``vllm bench serve``'s result dict:
+    the shared keys as they are, e2e latency and total throughput renamed (``_RENAMED``), ``failed`` = requests
+    with an error, ``ttfts`` (seconds, as both tools write them) and ``latencies`` = each request's TTFT plus its
+    inter-token latencies (the time to its last token; sglang.bench_serving keeps no per-request latency list),
+    ``p95_ttft_ms`` / ``p95_e2el_ms`` from those lists, and ``accept_length`` (SGLang's ``avg_spec_accept_length`` from ``/server_info``; None without speculation)."""
+    out = {k: result.get(k) for k in _SAME}
+    out.update({new: result.get(old) for old, new in _RENAMED.items()})
+    errors = result.get("errors") or []
+    out["failed"] = sum(1 for e in errors if e)
+    ttfts = result.get("ttfts") or []
+    itls = result.get("itls") or []
+    out["ttfts"] = ttfts
+    out["latencies"] = [t + sum(i or []) for t, i in zip(ttfts, itls)] if len(itls) == len(ttfts) else []
+    # p95s sglang.bench_serving does not print (it has p99 for TTFT / TPOT / E2E, p95 for ITL only), from the
+    # per-request lists as vllm bench serve computes its percentiles (numpy.percentile, linear)
+    import numpy as np
+
+    for key, values in (("p95_ttft_ms", ttfts), ("p95_e2el_ms", out["latencies"])):
+        if values:
+            out[key] = float(np.percentile(values, 95)) * 1000
+    out["accept_length"] = result.get("accept_length")
+    return out
+
+
+def read_bench_output(path: Path) -> dict[str, Any]:
+    """The last line of ``sglang.bench_serving``'s ``--output-file`` (it appends one JSON line per run).
+    Raises ``ValueError`` when the file has no result line (the benchmark printed "Error running benchmark")."""
+    lines = [ln for ln in Path(path).read_text().splitlines() if ln.strip()]
+    if not lines:
+        raise ValueError(f"{path} has no result line")
+    return json.loads(lines[-1])
+
+
+def tokenizer_files(model_id: str, revision: str | None, dest: Path) -> Path:
+    """The tokenizer's data files of ``model_id`` at ``revision`` in ``dest`` (``huggingface_hub.snapshot_download``
+    with ``TOKENIZER_PATTERNS``: never a ``.py`` file). Raises ``ValueError`` when the tokenizer needs the
+    repository's code (``auto_map`` in tokenizer_config.json): this site never runs it, or when no tokenizer
+    file is there; the Hub's own errors (``huggingface_hub.errors``) as they come. Endpoint and token:
+    ``HF_ENDPOINT`` / ``HF_TOKEN`` as they are now."""
+    import os
+
+    from huggingface_hub import constants as hf_constants
+    from huggingface_hub import snapshot_download
+
+    from calculator.metadata.hub import env_offline
+
+    hf_constants.HF_HUB_OFFLINE = env_offline()  # read now, as calculator.metadata.hub does
+    path = Path(snapshot_download(model_id, revision=revision, allow_patterns=list(TOKENIZER_PATTERNS),
+                                  local_dir=str(dest), endpoint=os.environ.get("HF_ENDPOINT") or None,
+                                  token=os.environ.get("HF_TOKEN") or None))
+    cfg = path / "tokenizer_config.json"
+    if cfg.exists() and "auto_map" in json.loads(cfg.read_text()):
+        raise ValueError(f"{model_id}'s tokenizer needs the repository's own code (auto_map in "
+                         "tokenizer_config.json); this site never runs a repository's code (trust_remote_code)")
+    if not (path / "tokenizer.json").exists() and not (path / "tokenizer.model").exists() \
+            and not list(path.glob("*.tiktoken")) and not (path / "vocab.json").exists():
+        raise ValueError(f"{model_id} has no tokenizer files ({', '.join(TOKENIZER_PATTERNS[:4])}, ...)")
+    return path
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# predicted vs measured
+# ---------------------------------------------------------------------------------------------------------------
+#: (plan key, logged key, unit): what SGLang's plan predicts and its log shows, per rank
+MEMORY_FIELDS = (
+    ("free_before_load_gib", "avail_before_load_gib", "GiB"),
+    ("weights_gib", "weights_gib", "GiB"),
+    ("max_total_num_tokens", "max_total_num_tokens", "tokens"),
+    ("k_size_gib", "k_size_gib", "GiB"),
+    ("v_size_gib", "v_size_gib", "GiB"),
+    ("kv_size_gib", "kv_size_gib", "GiB"),
+    ("free_after_pool_gib", "avail_after_pool_gib", "GiB"),
+    ("max_running_requests", "max_running_requests", "requests"),
+    ("context_length", "context_len", "tokens"),
+    ("chunked_prefill_size", "chunked_prefill_size", "tokens"),
+    ("mem_fraction_static", "mem_fraction_static", "fraction"),
+)
+
+
+def _row(field: str, unit: str, p: float | None, m: float | None, note: str = "") -> dict[str, Any]:
+    row = {"field": field, "unit": unit, "predicted": p, "measured": m, "error": None, "error_pct": None,
+           "note": note}
+    if p is not None and m is not None:
+        row["error"] = p - m
+        row["error_pct"] = (p - m) / m * 100 if m else None
+    elif p is None and not note:
+        row["note"] = "not predicted"
+    return row
+
+
+def memory_comparison(plan: dict[str, Any], logged: dict[str, Any]) -> list[dict[str, Any]]:
+    """Predicted (``SGLangMemory.to_json()``: the plan per rank) vs logged (``parse_startup_log``) for each of
+    ``MEMORY_FIELDS``; ``max_total_num_tokens`` falls back to the KV line's ``#tokens`` when the scheduler line
+    was not logged, ``mem_fraction_static`` is the ``server_args=`` line's. A MHA pool's ``kv_size_gib`` is
+    K + V. Rows only where either side has a figure. ``error_pct`` relative to the measured value."""
+    logged = {**logged, **{k: v for k, v in (logged.get("server_args") or {}).items()
+                           if k == "mem_fraction_static"}}
+    if logged.get("max_total_num_tokens") is None and logged.get("kv_tokens") is not None:
+        logged["max_total_num_tokens"] = logged["kv_tokens"]
+    if logged.get("kv_size_gib") is None and logged.get("k_size_gib") is not None:
+        logged["kv_size_gib"] = round(logged["k_size_gib"] + logged["v_size_gib"], 2)
+    rows = []
+    for key, log_key, unit in MEMORY_FIELDS:
+        p, m = plan.get(key), logged.get(log_key)
+        if p is None and m is None:
+            continue
+        note = "" if m is not None else "not in the log (SGLang logs it at --log-level info)"
+        rank = (logged.get("rank_of") or {}).get(log_key)
+        if rank is not None:
+            note = f"rank TP{rank}'s figure (rank 0 did not log it)"
+        rows.append(_row(f"sglang_{key}", unit, p, m, note))
+    return rows
+
+
+def speed_comparison(predicted: dict[str, Any] | None, why_not: str, aggregate: dict[str, Any],
+                     speculative: bool) -> list[dict[str, Any]]:
+    """The calculator's SGLang speed fields at the run's profile (``predicted``: ``ttft_ms``, ``itl_ms`` = TPOT,
+    ``output_tokens_per_s``, ``mean_acceptance_length``) against the benchmark's means over the repeats, or one
+    row saying why there is no prediction (``why_not``). With speculation, SGLang's own acceptance length
+    (``avg_spec_accept_length``, the mean over the repeats)."""
+    if predicted is None:
+        return [_row("ttft_ms", "ms", None, aggregate.get("mean_ttft_ms"), f"speed model could not predict: {why_not}")]
+    rows = [_row("ttft_ms", "ms", predicted.get("ttft_ms"), aggregate.get("mean_ttft_ms"), "mean TTFT"),
+            _row("tpot_ms", "ms", predicted.get("itl_ms"), aggregate.get("mean_tpot_ms"), "mean TPOT"),
+            _row("output_tokens_per_s", "tok/s", predicted.get("output_tokens_per_s"),
+                 aggregate.get("output_throughput"))]
+    if speculative:
+        rows.append(_row("mean_acceptance_length", "tokens", predicted.get("mean_acceptance_length"),
+                         aggregate.get("accept_length"), "SGLang's avg_spec_accept_length (/server_info)"))
+    return rows
