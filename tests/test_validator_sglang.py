@@ -214,13 +214,9 @@ def test_the_tokenizer_is_fetched_without_code_and_a_tokenizer_that_needs_code_i
             sglang.tokenizer_files("org/code", None, tmp_path / "code")
 
 
-@needs_cases
-@pytest.mark.django_db(transaction=True)
-def test_an_sglang_run_from_the_web_view_to_the_report(client, settings, tmp_path, monkeypatch):
-    """The whole path with stand-ins for SGLang's two programs: the page submits, the real worker runs
-    ``run_sglang_sequence``, the server stand-in prints sgl-011's real start-up log (QwQ-32B, 4x L4, sglang
-    0.4.3.post4) and serves, ``validator.bench_serve_entry --client sglang`` runs the bench stand-in per repeat.
-    The report puts the calculator's plan for that configuration beside the log's own figures."""
+def _run_through_the_site(client, settings, tmp_path, monkeypatch, params: dict):
+    """Submit ``params`` through the web view as a user with a 4x L4 SGLang worker recorded, shrink the profile,
+    run the real worker (db_worker) with the stand-ins for SGLang's two programs, return the run."""
     from django.contrib.auth.models import Permission, User
     from django.urls import reverse
 
@@ -239,13 +235,11 @@ def test_an_sglang_run_from_the_web_view_to_the_report(client, settings, tmp_pat
     user = User.objects.create_user("alice")
     user.user_permissions.add(Permission.objects.get(codename="add_validationrun"))
     client.force_login(user)
-    params = {"model": "Qwen/QwQ-32B", "runtime": "sglang", "gpu": "L4", "tp_size": "4",
-              "sglang_version": "0.4.3.post4"}
     r = client.post(reverse("validator:new"), params)
     assert r.status_code == 302, r.content.decode()[:2000]
     run = ValidationRun.objects.get()
     assert run.prediction["baseline"]["memory"]["max_total_num_tokens"] > 0
-    profile = dict(run.configuration["profile"], input_len=48, output_len=16, num_prompts=6, repeats=2, warmups=1)
+    profile = dict(run.configuration["profile"], input_len=48, output_len=16, num_prompts=6, repeats=3, warmups=1)
     ValidationRun.objects.filter(pk=run.pk).update(configuration={**run.configuration, "profile": profile})
 
     write_tokenizer(tmp_path / "tok")
@@ -258,14 +252,28 @@ def test_an_sglang_run_from_the_web_view_to_the_report(client, settings, tmp_pat
         # the worker's hardware as NVML would report the 4x L4 the run asks for (this machine has no GPU)
         monkeypatch.setattr(runner, "detect_hardware", lambda: {**worker["hardware"], "host": "gpu-worker"})
         call_command("db_worker", batch=True, interval=0, startup_delay=False, verbosity=0)
-
     run.refresh_from_db()
     assert run.status == ValidationRun.Status.DONE, (run.error, run.log_tail[-3000:])
+    return run
+
+
+@needs_cases
+@pytest.mark.django_db(transaction=True)
+def test_an_sglang_run_from_the_web_view_to_the_report(client, settings, tmp_path, monkeypatch):
+    """The whole path with stand-ins for SGLang's two programs: the page submits, the real worker runs
+    ``run_sglang_sequence``, the server stand-in prints sgl-011's real start-up log (QwQ-32B, 4x L4, sglang
+    0.4.3.post4) and serves, ``validator.bench_serve_entry --client sglang`` runs the bench stand-in per repeat.
+    The report puts the calculator's plan for that configuration beside the log's own figures."""
+    from django.urls import reverse
+
+    run = _run_through_the_site(client, settings, tmp_path, monkeypatch, {
+        "model": "Qwen/QwQ-32B", "runtime": "sglang", "gpu": "L4", "tp_size": "4", "sglang_version": "0.4.3.post4"})
     m = run.measured
     base = m["phases"]["baseline"]
     assert base["argv"][:2] == settings.VALIDATOR_SGLANG_COMMAND[:2]
     assert base["argv"][-3:] == ["--enable-metrics", "--log-level", "info"] and "--port" in base["argv"]
-    assert base["serve_argv"][:5] == ["python", "-m", "sglang.launch_server", "--model-path", "Qwen/QwQ-32B"]
+    assert base["serve_argv"][:7] == ["python", "-m", "sglang.launch_server", "--model-path", "Qwen/QwQ-32B",
+                                      "--tp-size", "4"]  # the form kept SGLang's alias tp_size
     assert base["startup"]["max_total_num_tokens"] == 46611 and base["startup"]["weights_gib"] == 15.54
     rows = {row["field"]: row for row in m["comparison"]}
     tokens = rows["sglang_max_total_num_tokens"]
@@ -274,9 +282,34 @@ def test_an_sglang_run_from_the_web_view_to_the_report(client, settings, tmp_pat
     agg = base["aggregate"]
     assert agg["completed"] == 6 and agg["failed"] == 0 and agg["total_output_tokens"] == 6 * 16
     assert rows["ttft_ms"]["measured"] == pytest.approx(agg["mean_ttft_ms"]) and rows["ttft_ms"]["predicted"] > 0
-    assert len(base["repeats"]) == 2 and m["runtime"] == "sglang"
+    assert len(base["repeats"]) == 3 and m["runtime"] == "sglang" and "verdict" not in m
     page = client.get(reverse("validator:detail", args=[run.pk])).content.decode()
-    assert "sglang_max_total_num_tokens" in page and ("46,611" in page or "46611" in page)
+    assert "SGLang start-up log" in page and "sglang_max_total_num_tokens" in page and "46,611" in page
+
+
+@needs_cases
+@pytest.mark.django_db(transaction=True)
+def test_an_sglang_speculation_run_measures_the_baseline_then_the_speculative_server(client, settings, tmp_path,
+                                                                                   monkeypatch):
+    """ngram k=3: two servers one after the other, each benchmarked ``repeats`` times; the verdict pairs repeat i
+    of each and says the phases were not interleaved; the speed rows say ngram has no typical acceptance."""
+    run = _run_through_the_site(client, settings, tmp_path, monkeypatch, {
+        "model": "Qwen/QwQ-32B", "runtime": "sglang", "gpu": "L4", "tp_size": "4",
+        "speculative_config": '{"method":"ngram","num_speculative_tokens":3}'})
+    m = run.measured
+    assert m["order"] == ["baseline", "speculative"]
+    base, spec = m["phases"]["baseline"], m["phases"]["speculative"]
+    assert "--speculative-algorithm" not in base["argv"]
+    assert spec["argv"][spec["argv"].index("--speculative-algorithm") + 1] == "NGRAM"
+    assert spec["argv"][spec["argv"].index("--speculative-num-draft-tokens") + 1] == "4"
+    assert len(base["repeats"]) == len(spec["repeats"]) == 3
+    assert base["stopped"] and spec["stopped"]
+    assert any("not interleaved" in c for c in m["verdict"]["caveats"])
+    rows = {row["field"]: row for row in m["comparison"]}
+    assert rows["spec_speedup"]["measured"] == pytest.approx(
+        base["aggregate"]["mean_tpot_ms"] / spec["aggregate"]["mean_tpot_ms"])
+    assert rows["spec_tpot_ms"]["predicted"] is None and "acceptance" in rows["spec_tpot_ms"]["note"]
+    assert m["acceptance"]["mean_acceptance_length"] is None  # the stand-in reports none (SGLang's would)
 
 
 def _fetch_online(real, endpoint, model_id, revision, dest):

@@ -192,3 +192,16 @@ def test_the_report_compares_predicted_and_measured_speed(settings, tmp_path):
     assert rows["mean_acceptance_length"]["measured"] == 1.6
 
 
+
+
+def test_the_validation_form_keeps_a_runtimes_alias_it_checked():
+    """``ctx_size`` (llama.cpp) and ``tp_size`` (SGLang) are checked by the form as the calculator checks them; the run
+    must get them too (they used to be dropped, so the run silently used the defaults)."""
+    from validator.forms import ValidationRequestForm
+
+    form = ValidationRequestForm({"model": "tiny-random/llama", "runtime": "llama.cpp", "gpu": "CPU", "ctx_size": "512"})
+    assert form.is_valid(), form.errors
+    assert form.params()["ctx_size"] == "512"
+    from validator.config import build_configuration
+
+    assert build_configuration(form.params())["llamacpp"]["settings"]["n_ctx"] == 512
