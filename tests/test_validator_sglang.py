@@ -321,3 +321,27 @@ def _fetch_online(real, endpoint, model_id, revision, dest):
         return real(model_id, revision, dest)
     finally:
         os.environ["HF_HUB_OFFLINE"] = "1"
+
+
+def test_a_bench_client_without_random_ids_warmups_or_details_is_not_offered():
+    """sglang 0.4.3.post4's bench_serving.py:1391-1394 offers ``choices=["sharegpt", "random",
+    "generated-shared-prefix"]`` (its "random" downloads ShareGPT) and has neither --warmup-requests nor
+    --output-details; 0.5.10.post1's (bench_serving.py:1929-1946, 2061, 2243) has all three."""
+    old = '''parser.add_argument(
+        "--dataset-name",
+        type=str,
+        default="sharegpt",
+        choices=["sharegpt", "random", "generated-shared-prefix"],'''
+    new = old.replace('"random", ', '"random", "random-ids", ') + '''
+    parser.add_argument("--output-details", action="store_true", help="Output details of benchmarking.")
+    parser.add_argument(
+        "--warmup-requests",'''
+    assert sglang.bench_flags_missing(old) == ["random-ids", "--warmup-requests", "--output-details"]
+    assert sglang.bench_flags_missing(new) == []
+    from importlib import metadata
+
+    try:
+        metadata.version("sglang")
+    except metadata.PackageNotFoundError:
+        assert sglang.module_source(sglang.BENCH_MODULE) == ""
+        assert "sglang" not in capabilities.installed_runtimes()

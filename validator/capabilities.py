@@ -51,8 +51,10 @@ def runtime_release(runtime: str) -> str | None:
 
 
 def installed_runtimes() -> dict[str, dict[str, str]]:
-    """``{runtime: {"release", "distribution"}}`` for each runtime installed here; ``llama.cpp`` (llama-cpp-python's
-    release) only when ``python -m llama_cpp.server`` can start (``validator.llamacpp.server_available``)."""
+    """``{runtime: {"release", "distribution"}}`` for each runtime installed here; ``sglang`` only when its
+    ``sglang.bench_serving`` has what a run passes it (``validator.sglang.bench_flags_missing``); ``llama.cpp``
+    (llama-cpp-python's release) only when ``python -m llama_cpp.server`` can start
+    (``validator.llamacpp.server_available``)."""
     out = {}
     for runtime, dists in RUNTIME_DISTRIBUTIONS.items():
         for dist in dists:
@@ -61,6 +63,11 @@ def installed_runtimes() -> dict[str, dict[str, str]]:
                 break
             except metadata.PackageNotFoundError:
                 continue
+    if "sglang" in out:  # listed only when its benchmark client has what a run passes it (validator.sglang)
+        from . import sglang
+
+        if sglang.bench_flags_missing(sglang.module_source(sglang.BENCH_MODULE)):
+            del out["sglang"]
     from .llamacpp import server_available
 
     release, _ = server_available()

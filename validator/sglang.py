@@ -26,7 +26,6 @@ This site never runs a repository's code, so the run hands it a directory holdin
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import sys
@@ -54,16 +53,35 @@ def server_available(hardware: dict[str, Any]) -> tuple[str | None, str]:
     except metadata.PackageNotFoundError:
         return None, f"SGLang is not installed on this worker ({INSTALL_HINT})"
     for module in (SERVER_MODULE, BENCH_MODULE):
-        try:
-            found = importlib.util.find_spec(module) is not None
-        except (ImportError, ValueError):
-            found = False
-        if not found:
+        if not module_source(module):
             return None, f"sglang {release} has no {module} module"
+    missing = bench_flags_missing(module_source(BENCH_MODULE))
+    if missing:
+        return None, (f"sglang {release}'s {BENCH_MODULE} lacks {', '.join(missing)} (as 0.4.3.post4's does; 0.4.10.post2 "
+                      "and later have them): install a later release")
     if hardware.get("platform") != "cuda" or not hardware.get("devices"):
         return None, ("SGLang runs need a GPU worker: this worker has no GPU, and the calculator models SGLang's "
                       "CUDA / ROCm memory rules only")
     return release, ""
+
+
+#: what ``bench_args`` needs of sglang.bench_serving; 0.4.3.post4's has none of the three (its "random" dataset
+#: downloads ShareGPT, bench_serving.py:699-701), 0.4.10.post2's, 0.5.3's and 0.5.10.post1's have all
+BENCH_NEEDS = ('"random-ids"', '"--warmup-requests"', '"--output-details"')
+
+
+def module_source(module: str) -> str:
+    """The installed ``sglang`` distribution's source of ``module`` (located through its metadata: importing sglang
+    takes seconds and needs its GPU dependencies); "" when it is not there."""
+    try:
+        return Path(metadata.distribution("sglang").locate_file(module.replace(".", "/") + ".py")).read_text()
+    except (metadata.PackageNotFoundError, OSError):
+        return ""
+
+
+def bench_flags_missing(source: str) -> list[str]:
+    """The ``BENCH_NEEDS`` an ``sglang.bench_serving`` source text does not define (its argparse choices and flags)."""
+    return [need.strip('"') for need in BENCH_NEEDS if need not in source]
 
 
 def server_argv(command: list[str], host: str, port: int, prefix: list[str] | None = None,
