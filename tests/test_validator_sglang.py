@@ -345,3 +345,14 @@ def test_a_bench_client_without_random_ids_warmups_or_details_is_not_offered():
     except metadata.PackageNotFoundError:
         assert sglang.module_source(sglang.BENCH_MODULE) == ""
         assert "sglang" not in capabilities.installed_runtimes()
+
+
+def test_sglangs_acceptance_is_the_running_ratio_after_the_last_repeat():
+    """SGLang exposes only the running ratio since start (scheduler.py:3082-3084): the last repeat's reading covers
+    every request, the mean of the readings would weigh the early ones several times."""
+    from validator.bench import _sglang_acceptance
+
+    phase = {"repeats": [{"bench": {"accept_length": 2.0}}, {"bench": {"accept_length": 2.6}},
+                         {"bench": {"accept_length": 2.8}}]}
+    assert _sglang_acceptance(phase)["mean_acceptance_length"] == 2.8
+    assert _sglang_acceptance({"repeats": []})["mean_acceptance_length"] is None

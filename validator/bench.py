@@ -556,14 +556,17 @@ def run_llamacpp_sequence(configuration: dict[str, Any], workdir: Path, reporter
 
 
 def _sglang_acceptance(speculative: dict[str, Any]) -> dict[str, Any]:
-    """SGLang's acceptance: the mean over the speculation repeats of ``avg_spec_accept_length`` (``/server_info``,
-    read by sglang.bench_serving after each run: the server's running average, so later repeats include the
-    warm-ups and earlier repeats)."""
-    length = speculative.get("aggregate", {}).get("accept_length")
+    """SGLang's acceptance length: ``avg_spec_accept_length`` of ``/server_info`` as sglang.bench_serving read it
+    after the last repeat. SGLang keeps it as a running ratio since the server started, accepted tokens plus one per
+    request and step over request-steps (0.5.10.post1 managers/scheduler.py:3082-3084,
+    observability/scheduler_metrics_mixin.py:181-182): the same definition as vLLM's 1 + accepted / drafts, over
+    the warm-ups and every repeat (per-repeat counts are not exposed)."""
+    repeats = speculative.get("repeats") or []
+    length = repeats[-1]["bench"].get("accept_length") if repeats else None
     return {"mean_acceptance_length": length, "acceptance_rate": None, "num_drafts": None, "num_draft_tokens": None,
             "num_accepted_tokens": None,
-            "source": "SGLang /server_info internal_states avg_spec_accept_length, as sglang.bench_serving reports it "
-                      "(a running average since the server started), mean over the repeats"}
+            "source": "SGLang /server_info internal_states avg_spec_accept_length after the last repeat (a running "
+                      "ratio since the server started: warm-ups and all repeats)"}
 
 
 def run_sglang_sequence(configuration: dict[str, Any], workdir: Path, reporter: Reporter,
@@ -689,7 +692,10 @@ def run_sglang_sequence(configuration: dict[str, Any], workdir: Path, reporter: 
     if "speculative" in measured["phases"]:
         s_agg = measured["phases"]["speculative"].get("aggregate", {})
         ps = predicted.get("speculative") or {}
-        spec_rows = sg.speed_comparison(ps.get("speed"), ps.get("speed_error") or why, s_agg, speculative=True)
+        measured["acceptance"] = _sglang_acceptance(measured["phases"]["speculative"])
+        spec_rows = sg.speed_comparison(ps.get("speed"), ps.get("speed_error") or why,
+                                        {**s_agg, "accept_length": measured["acceptance"]["mean_acceptance_length"]},
+                                        speculative=True)
         for row in spec_rows:
             row["field"] = "spec_" + row["field"] if not row["field"].startswith("mean_acceptance") else row["field"]
         speed = ps.get("speed") or {}
@@ -706,7 +712,6 @@ def run_sglang_sequence(configuration: dict[str, Any], workdir: Path, reporter: 
         measured["verdict"] = paired_verdict(measured, hardware, caveats=[
             "the two phases ran one after the other (SGLang reserves most of the GPU), not interleaved",
             "random token ids: drafting is harder than on real text, so the acceptance is a lower bound"])
-        measured["acceptance"] = _sglang_acceptance(measured["phases"]["speculative"])
     measured["comparison"] = rows
     measured["worker"] = {"host": hardware.get("host"), "hardware": capabilities.hardware_label(hardware),
                           "runtimes": capabilities.installed_runtimes()}

@@ -385,7 +385,7 @@ def speed_comparison(predicted: dict[str, Any] | None, why_not: str, aggregate: 
     """The calculator's SGLang speed fields at the run's profile (``predicted``: ``ttft_ms``, ``itl_ms`` = TPOT,
     ``output_tokens_per_s``, ``mean_acceptance_length``) against the benchmark's means over the repeats, or one
     row saying why there is no prediction (``why_not``). With speculation, SGLang's own acceptance length
-    (``avg_spec_accept_length``, the mean over the repeats)."""
+    (``aggregate["accept_length"]``: ``avg_spec_accept_length`` after the last repeat, ``validator.bench``)."""
     if predicted is None:
         return [_row("ttft_ms", "ms", None, aggregate.get("mean_ttft_ms"), f"speed model could not predict: {why_not}")]
     rows = [_row("ttft_ms", "ms", predicted.get("ttft_ms"), aggregate.get("mean_ttft_ms"), "mean TTFT"),
