@@ -60,8 +60,8 @@ def server_available(hardware: dict[str, Any]) -> tuple[str | None, str]:
         return None, (f"sglang {release}'s {BENCH_MODULE} lacks {', '.join(missing)} (as 0.4.3.post4's does; 0.4.10.post2 "
                       "and later have them): install a later release")
     if hardware.get("platform") != "cuda" or not hardware.get("devices"):
-        return None, ("SGLang runs need a GPU worker: this worker has no GPU, and the calculator models SGLang's "
-                      "CUDA / ROCm memory rules only")
+        return None, ("SGLang runs need a GPU worker: NVML sees no GPU here (the worker detects NVIDIA GPUs only; an "
+                      "AMD GPU is not detected yet), and SGLang's CPU backend is not modelled")
     return release, ""
 
 
