@@ -31,7 +31,8 @@ args, _ = p.parse_known_args()
 
 
 def one(prompt: str) -> dict:
-    payload = {"model": args.model, "prompt": prompt, "max_tokens": args.random_output_len, "stream": True,
+    # no model name, as SGLang's /generate payload (bench_serving.py:607-620); --model is the tokenizer directory
+    payload = {"prompt": prompt, "max_tokens": args.random_output_len, "stream": True,
                "stream_options": {"include_usage": True}, "ignore_eos": True}
     req = urllib.request.Request(args.base_url + "/v1/completions", data=json.dumps(payload).encode(),
                                  headers={"Content-Type": "application/json"})

@@ -356,3 +356,39 @@ def test_sglangs_acceptance_is_the_running_ratio_after_the_last_repeat():
                          {"bench": {"accept_length": 2.8}}]}
     assert _sglang_acceptance(phase)["mean_acceptance_length"] == 2.8
     assert _sglang_acceptance({"repeats": []})["mean_acceptance_length"] is None
+
+
+# sglang 0.5.8.post1 bench_serving.py:1494-1497 and 0.5.10.post1 benchmark/datasets/random.py:151-154, verbatim
+SAMPLER_0_5_8 = '''            input_content = [
+                (offsets[i] + i + j) % tokenizer.vocab_size
+                for j in range(input_lens[i])
+            ]'''
+SAMPLER_0_5_10 = '''            input_content = [
+                int((offsets[i] + i + j) % tokenizer.vocab_size)
+                for j in range(input_lens[i])
+            ]'''
+
+
+def test_prompts_go_as_token_ids_only_where_the_sampler_makes_python_ints():
+    """Before 0.5.9 the random-ids sampler keeps numpy's int64, which json.dumps (aiohttp's request body) refuses:
+    with --tokenize-prompt every request, the warm-up first, would fail. numpy here shows the refusal."""
+    import numpy as np
+
+    offsets = np.random.randint(0, 10, size=1)
+    with pytest.raises(TypeError, match="int64"):
+        json.dumps({"input_ids": [(offsets[0] + 0 + j) % 10 for j in range(2)]})
+    assert not sglang.sends_prompt_ids([SAMPLER_0_5_8])
+    assert sglang.sends_prompt_ids(["", SAMPLER_0_5_10])
+
+
+def test_the_bench_client_reads_only_the_local_tokenizer_and_sends_ids_when_it_can():
+    """--model is the tokenizer directory: bench_serving's check_chat_template(args.model) (0.5.10.post1
+    bench_serving.py:1813) would otherwise fetch a Hub id with trust_remote_code=True."""
+    profile = {"input_len": 1000, "output_len": 24, "num_prompts": 16, "concurrency": 4, "seed": 0, "warmups": 4}
+    args = sglang.bench_args("/w/tok", profile, prompt_ids=True)
+    flag = {a: args[i + 1] for i, a in enumerate(args[:-1]) if a.startswith("--")}
+    assert flag["--model"] == flag["--tokenizer"] == "/w/tok"
+    assert (flag["--backend"], flag["--dataset-name"], flag["--random-range-ratio"]) == ("sglang", "random-ids", "1.0")
+    assert (flag["--random-input-len"], flag["--random-output-len"], flag["--warmup-requests"]) == ("1000", "24", "4")
+    assert "--tokenize-prompt" in args and "--disable-ignore-eos" not in args
+    assert "--tokenize-prompt" not in sglang.bench_args("/w/tok", profile, prompt_ids=False)

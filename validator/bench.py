@@ -605,8 +605,15 @@ def run_sglang_sequence(configuration: dict[str, Any], workdir: Path, reporter: 
         tokenizer = sg.tokenizer_files(model_id, revision, workdir / "tokenizer")
     except Exception as e:  # noqa: BLE001 - the Hub's errors, a tokenizer that needs code: the run's error
         raise RunnerError(f"the benchmark's tokenizer could not be prepared: {e}") from e
+    # the prompts as token ids when the worker's own sglang.bench_serving can send them (validator.sglang.bench_args);
+    # a separate bench command (VALIDATOR_SGLANG_BENCH_COMMAND) is not inspected: text, which every release sends
+    prompt_ids = not options.get("sglang_bench_command") and sg.sends_prompt_ids(
+        [sg.module_source(m) for m in sg.SAMPLER_MODULES])
     measured: dict[str, Any] = {
         "phases": {}, "hardware": hardware, "workload": "random", "runtime": "sglang",
+        "prompt_tokens": ("exact: random token ids sent as ids (sglang.bench_serving --tokenize-prompt)" if prompt_ids
+                          else "approximate: random token ids decoded to text, which the server tokenizes again "
+                               "(this sglang.bench_serving cannot send ids: before 0.5.9 its ids are numpy integers)"),
         "runtime_release": f"sglang {release}" if release else "sglang (the worker's VALIDATOR_SGLANG_COMMAND)",
         "design": ("one SGLang server per phase, one after the other (baseline, then speculative decoding), "
                    "sglang.bench_serving on the same seeded random token ids"
@@ -633,7 +640,7 @@ def run_sglang_sequence(configuration: dict[str, Any], workdir: Path, reporter: 
                      "--repeats", str(profile["repeats"]), "--combined-output", str(combined),
                      "--wait-ready-timeout", str(int(profile["wait_ready_timeout_s"])),
                      "--target", f"{name}={server.base_url}", *own, "--",
-                     *sg.bench_args(model_id, str(tokenizer), profile)]
+                     *sg.bench_args(str(tokenizer), profile, prompt_ids)]
         bench = None
         samplers: dict[str, MemorySampler] = {}
         servers = {name: server}

@@ -241,20 +241,50 @@ def parse_startup_log(text: str) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------------------------
 # the benchmark
 # ---------------------------------------------------------------------------------------------------------------
-def bench_args(model: str, tokenizer_dir: str, profile: dict[str, Any]) -> list[str]:
-    """``python -m sglang.bench_serving`` flags (0.5.10.post1 ``bench_serving.py:1902-2250``) for the run's profile:
-    SGLang's native ``/generate`` client (``--backend sglang``), random token ids of exactly ``input_len`` /
-    ``output_len`` (``--dataset-name random-ids``, ``--random-range-ratio 1``: no ShareGPT download), all requests
-    at once capped at the profile's concurrency, the profile's seed, the per-request TTFTs and ITLs
-    (``--output-details``), the profile's warm-up requests. ``--disable-ignore-eos`` is not given: every request
-    produces ``output_len`` tokens, as in vLLM's runs. ``validator.bench_serve_entry --client sglang`` adds
-    ``--base-url`` and each repeat's ``--output-file``."""
-    return ["--backend", "sglang", "--model", model, "--tokenizer", tokenizer_dir,
+#: sglang.bench_serving's random-ids sampler builds each prompt as ``(offsets[i] + i + j) % vocab_size`` with numpy
+#: integers; sent as ids (``--tokenize-prompt``) they must be Python ints for aiohttp's ``json.dumps``. 0.4.10.post2
+#: (bench_serving.py:1097-1100), 0.5.3 (:1229-1232) to 0.5.8.post1 (:1494-1497) keep numpy's int64, so every request
+#: fails ("Object of type int64 is not JSON serializable") and the warm-up raises; 0.5.9 (bench_serving.py:1631)
+#: and 0.5.10.post1 (benchmark/datasets/random.py:151-154) wrap it in ``int(...)``.
+_IDS_AS_INTS = re.compile(r"int\(\s*\(offsets\[i\] \+ i \+ j\) % tokenizer\.vocab_size\s*\)")
+#: where the random-ids sampler lives: its own module since 0.5.10 (sglang/benchmark/datasets/random.py), before
+#: that bench_serving.py
+SAMPLER_MODULES = ("sglang.benchmark.datasets.random", BENCH_MODULE)
+
+
+def sends_prompt_ids(sources: list[str]) -> bool:
+    """Whether the ``sglang.bench_serving`` whose source texts are ``sources`` (``SAMPLER_MODULES``) can send its
+    random-ids prompts as token ids (``--tokenize-prompt``): only when its sampler makes Python ints
+    (``_IDS_AS_INTS``)."""
+    return any(_IDS_AS_INTS.search(text) for text in sources)
+
+
+def bench_args(tokenizer_dir: str, profile: dict[str, Any], prompt_ids: bool) -> list[str]:
+    """``python -m sglang.bench_serving`` flags (0.5.10.post1 ``bench_serving.py:1902-2252``; 0.4.10.post2's has each)
+    for the run's profile: SGLang's native ``/generate`` client (``--backend sglang``: bench_serving.py:1748-1751),
+    random token ids of ``input_len`` / ``output_len`` (``--dataset-name random-ids``, no ShareGPT download;
+    ``--random-range-ratio 1``: ``randint(full_len, full_len + 1)``, benchmark/datasets/common.py:60-64), all
+    requests at once capped at the profile's concurrency, the profile's seed, the per-request TTFTs and ITLs
+    (``--output-details``), the profile's warm-up requests (each the first prompt with at most 32 output tokens,
+    bench_serving.py:1251-1256). ``ignore_eos`` is on unless ``--disable-ignore-eos`` (bench_serving.py:612): every
+    request produces ``output_len`` tokens, as in vLLM's runs.
+
+    ``--model`` is the tokenizer directory too: bench_serving loads ``AutoTokenizer.from_pretrained(args.model,
+    trust_remote_code=True)`` only to look for a chat template (``check_chat_template``, bench_serving.py:1639-1642,
+    called at :1813), which for a Hub id would fetch the repository's main revision and may run its code; the
+    ``/generate`` payload carries no model name (:607-620), so nothing else reads it.
+
+    ``prompt_ids`` (``sends_prompt_ids``): send the prompts as token ids (``--tokenize-prompt``), so the server sees
+    exactly ``input_len`` tokens. Without it the ids are decoded to text (benchmark/datasets/random.py:155-156) and the
+    server tokenizes that text again: the prompt length is near ``input_len``, not equal to it.
+    ``validator.bench_serve_entry --client sglang`` adds ``--base-url`` and each repeat's ``--output-file``."""
+    return ["--backend", "sglang", "--model", tokenizer_dir, "--tokenizer", tokenizer_dir,
             "--dataset-name", "random-ids", "--random-input-len", str(profile["input_len"]),
             "--random-output-len", str(profile["output_len"]), "--random-range-ratio", "1.0",
             "--num-prompts", str(profile["num_prompts"]), "--max-concurrency", str(profile["concurrency"]),
             "--request-rate", "inf", "--seed", str(profile["seed"]), "--warmup-requests",
-            str(max(1, int(profile.get("warmups", 1)))), "--output-details", "--disable-tqdm"]
+            str(max(1, int(profile.get("warmups", 1)))), "--output-details", "--disable-tqdm",
+            *(["--tokenize-prompt"] if prompt_ids else [])]
 
 
 #: ``sglang.bench_serving`` result keys (bench_serving.py:1549-1596) -> ``vllm bench serve``'s
