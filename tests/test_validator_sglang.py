@@ -392,3 +392,38 @@ def test_the_bench_client_reads_only_the_local_tokenizer_and_sends_ids_when_it_c
     assert (flag["--random-input-len"], flag["--random-output-len"], flag["--warmup-requests"]) == ("1000", "24", "4")
     assert "--tokenize-prompt" in args and "--disable-ignore-eos" not in args
     assert "--tokenize-prompt" not in sglang.bench_args("/w/tok", profile, prompt_ids=False)
+
+
+def test_the_request_limit_is_sglangs_own():
+    """By hand from sglang 0.5.10.post1: refused when input + reserved + output >= context_len
+    (tokenizer_manager.py:813-815), reserved = max(topk x steps, draft tokens) for EAGLE (:243-251); output cut
+    to max_req_len - input - 1 with max_req_len = min(context_len, pool) - 1 (tp_worker.py:301-304,
+    scheduler.py:1612-1620); the pool is the smaller of the full and SWA pools (model_runner.py:1879-1884)."""
+    plan = {"context_length": 8192, "max_total_num_tokens": 500000}
+    assert sglang.request_token_limit(plan)[0] == 8190  # cut, not refused: 8191 - input - 1 output tokens
+    eagle = {**plan, "speculative": {"algorithm": "EAGLE", "eagle_topk": 4, "num_steps": 3, "num_draft_tokens": 8}}
+    assert sglang.request_token_limit(eagle)[0] == 8192 - 1 - 12
+    chain = {**plan, "speculative": {"algorithm": "EAGLE3", "eagle_topk": 1, "num_steps": 3, "num_draft_tokens": 4}}
+    assert sglang.request_token_limit(chain)[0] == 8192 - 1 - 4
+    ngram = {**plan, "speculative": {"algorithm": "NGRAM", "eagle_topk": None, "num_steps": None,
+                                     "num_draft_tokens": 8}}
+    assert sglang.request_token_limit(ngram)[0] == 8190
+    tokens, why = sglang.request_token_limit({"context_length": 8192, "max_total_num_tokens": 6000})
+    assert tokens == 5998 and "pool of 6000" in why
+    assert sglang.request_token_limit({**plan, "swa_max_total_num_tokens": 4000})[0] == 3998
+
+
+def test_an_sglang_profile_fits_the_servers_request_limit_and_pool():
+    """--context-length 8192: the field guide's 32768-token requests would each be refused; the profile takes
+    8192 - 2 tokens, 256 of them output. The concurrency is what the predicted pool holds of such requests."""
+    cfg = build_configuration({"model": "Qwen/Qwen3-8B", "runtime": "sglang", "gpu": "H100",
+                               "context_length": "8192"})
+    prof = cfg["profile"]
+    assert (prof["input_len"], prof["output_len"]) == (8190 - 256, 256)
+    assert any("scaled down to 8190" in a and "--context-length 8192" in a for a in cfg["adjustments"])
+    # 4x L4, QwQ-32B: sgl-011's server logged a pool of 46611 tokens; one 32768-token request fits, two do not
+    cfg = build_configuration({"model": "Qwen/QwQ-32B", "runtime": "sglang", "gpu": "L4", "tp_size": "4",
+                               "sglang_version": "0.4.3.post4"})
+    prof = cfg["profile"]
+    assert prof["input_len"] + prof["output_len"] == 32768 and prof["concurrency"] == 1
+    assert any("holds 1 requests of 32768 tokens" in a for a in cfg["adjustments"])

@@ -241,6 +241,41 @@ def parse_startup_log(text: str) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------------------------
 # the benchmark
 # ---------------------------------------------------------------------------------------------------------------
+def request_token_limit(plan: dict[str, Any]) -> tuple[int, str]:
+    """``(tokens, why)``: the most prompt + output tokens one request may have on the server ``plan`` describes
+    (``SGLangMemory.to_json()`` or the ``SGLangPlan`` fields: ``context_length``, ``max_total_num_tokens``,
+    ``swa_max_total_num_tokens``, ``speculative``) with SGLang neither refusing it nor cutting its output short,
+    from sglang 0.5.10.post1 (0.4.10.post2's rules are the same without the reserved tokens, so this holds there):
+
+    * managers/tokenizer_manager.py:790-830: refused when ``input + reserved + max_new_tokens >= context_len``,
+      ``reserved`` = ``max(eagle_topk x num_steps, num_draft_tokens)`` for EAGLE / EAGLE3 (NEXTN is EAGLE,
+      server_args.py:2983-2984), else 0 (:243-251);
+    * managers/tp_worker.py:301-305: ``max_req_len = min(context_len - 1, max_token_pool_size - 1)``, the pool the
+      smaller of the full and sliding-window pools (model_executor/model_runner.py:1879-1884); scheduler.py:1612-1620
+      cuts ``max_new_tokens`` to ``max_req_len - input - 1``, so ``input + output <= min(context_len, pool) - 2``;
+      managers/utils.py:126-141 aborts a prompt of ``max_req_len - 5`` tokens or more (never binding once the
+      output is 5 tokens or more).
+
+    Raises ``KeyError`` for a plan without ``context_length`` / ``max_total_num_tokens``."""
+    context = int(plan["context_length"])
+    pool = int(plan["max_total_num_tokens"])
+    if plan.get("swa_max_total_num_tokens"):
+        pool = min(pool, int(plan["swa_max_total_num_tokens"]))
+    spec = plan.get("speculative") or {}
+    if not isinstance(spec, dict):
+        spec = spec.model_dump()
+    reserved = 0
+    if spec.get("algorithm") in ("EAGLE", "EAGLE3", "NEXTN", "MTP"):
+        reserved = max((spec.get("eagle_topk") or 0) * (spec.get("num_steps") or 0), spec.get("num_draft_tokens") or 0)
+    by_refusal, by_cut = context - 1 - reserved, min(context, pool) - 2
+    if by_refusal < by_cut:
+        return by_refusal, (f"SGLang's --context-length {context} less 1 and the {reserved} tokens it reserves "
+                            "for drafts (it refuses a longer request)")
+    if pool < context:
+        return by_cut, f"SGLang's KV pool of {pool} tokens less 2 (it cuts the output of a longer request)"
+    return by_cut, f"SGLang's --context-length {context} less 2 (it cuts the output of a longer request)"
+
+
 #: sglang.bench_serving's random-ids sampler builds each prompt as ``(offsets[i] + i + j) % vocab_size`` with numpy
 #: integers; sent as ids (``--tokenize-prompt``) they must be Python ints for aiohttp's ``json.dumps``. 0.4.10.post2
 #: (bench_serving.py:1097-1100), 0.5.3 (:1229-1232) to 0.5.8.post1 (:1494-1497) keep numpy's int64, so every request
