@@ -119,8 +119,9 @@ def test_the_comparison_puts_the_plan_beside_the_log_of_its_own_configuration():
 
 
 def test_sglang_bench_serving_result_in_vllm_bench_serve_names():
-    """Three requests: TTFTs 0.1 / 0.2 / 0.3 s, ITLs [0.05, 0.05], [0.1], [] -> latencies 0.2 / 0.3 / 0.3 s; numpy's
-    linear p95 of three values a <= b <= c is b + 0.9 (c - b)."""
+    """Three requests: TTFTs 0.1 / 0.2 / 0.3 s, ITLs [0.05, 0.05], [0.1], [], the third failed (after its first
+    token) -> the successful ones' latencies 0.2 / 0.3 s; numpy's linear p95 of two values a <= b is
+    a + 0.95 (b - a)."""
     line = {"duration": 1.5, "completed": 2, "total_input_tokens": 30, "total_output_tokens": 5,
             "request_throughput": 2.0, "output_throughput": 3.33, "total_throughput": 23.3,
             "mean_e2e_latency_ms": 266.7, "median_e2e_latency_ms": 300.0, "p99_e2e_latency_ms": 300.0,
@@ -129,9 +130,9 @@ def test_sglang_bench_serving_result_in_vllm_bench_serve_names():
     out = sglang.from_bench_result(line)
     assert out["mean_e2el_ms"] == 266.7 and out["median_e2el_ms"] == 300.0 and out["total_token_throughput"] == 23.3
     assert out["failed"] == 1 and out["accept_length"] == 2.4 and out["mean_ttft_ms"] == 200.0
-    assert out["latencies"] == pytest.approx([0.2, 0.3, 0.3])
-    assert out["p95_ttft_ms"] == pytest.approx((0.2 + 0.9 * 0.1) * 1000)
-    assert out["p95_e2el_ms"] == pytest.approx(300.0)
+    assert out["ttfts"] == [0.1, 0.2] and out["latencies"] == pytest.approx([0.2, 0.3])
+    assert out["p95_ttft_ms"] == pytest.approx((0.1 + 0.95 * 0.1) * 1000)
+    assert out["p95_e2el_ms"] == pytest.approx((0.2 + 0.95 * 0.1) * 1000)
 
 
 def test_the_launch_command_gets_the_address_metrics_and_log_level():
@@ -214,7 +215,8 @@ def test_the_tokenizer_is_fetched_without_code_and_a_tokenizer_that_needs_code_i
             sglang.tokenizer_files("org/code", None, tmp_path / "code")
 
 
-def _run_through_the_site(client, settings, tmp_path, monkeypatch, params: dict):
+def _run_through_the_site(client, settings, tmp_path, monkeypatch, params: dict, bench_extra: tuple = (),
+                          log_extra: str = "", status: str = "done"):
     """Submit ``params`` through the web view as a user with a 4x L4 SGLang worker recorded, shrink the profile,
     run the real worker (db_worker) with the stand-ins for SGLang's two programs, return the run."""
     from django.contrib.auth.models import Permission, User
@@ -226,10 +228,10 @@ def _run_through_the_site(client, settings, tmp_path, monkeypatch, params: dict)
 
     settings.VAR_DIR = tmp_path
     log = tmp_path / "sgl-011.log"
-    log.write_text(record("sgl-011")["quote"] + "\n")
+    log.write_text(record("sgl-011")["quote"] + "\n" + log_extra)
     settings.VALIDATOR_SGLANG_COMMAND = [sys.executable, str(HERE / "fake_vllm_server.py"), "--fake-mode",
                                          "replay-serve", "--fake-log", str(log)]
-    settings.VALIDATOR_SGLANG_BENCH_COMMAND = [sys.executable, str(HERE / "fake_sglang_bench.py")]
+    settings.VALIDATOR_SGLANG_BENCH_COMMAND = [sys.executable, str(HERE / "fake_sglang_bench.py"), *bench_extra]
     worker = _worker("gpu-worker", "cuda", ["NVIDIA L4"] * 4, ("sglang",))
     capabilities.record(worker | {"heartbeat": __import__("time").time()})
     user = User.objects.create_user("alice")
@@ -253,7 +255,7 @@ def _run_through_the_site(client, settings, tmp_path, monkeypatch, params: dict)
         monkeypatch.setattr(runner, "detect_hardware", lambda: {**worker["hardware"], "host": "gpu-worker"})
         call_command("db_worker", batch=True, interval=0, startup_delay=False, verbosity=0)
     run.refresh_from_db()
-    assert run.status == ValidationRun.Status.DONE, (run.error, run.log_tail[-3000:])
+    assert run.status == status, (run.error, run.log_tail[-3000:])
     return run
 
 
@@ -427,3 +429,40 @@ def test_an_sglang_profile_fits_the_servers_request_limit_and_pool():
     prof = cfg["profile"]
     assert prof["input_len"] + prof["output_len"] == 32768 and prof["concurrency"] == 1
     assert any("holds 1 requests of 32768 tokens" in a for a in cfg["adjustments"])
+
+
+def test_a_repeat_with_a_refused_or_cut_request_is_not_a_measurement():
+    """sglang.bench_serving exits 0 with a result line when requests fail after a good warm-up (its warm-up asks at
+    most 32 tokens, bench_serving.py:1256, so a refusal of the longer requests passes it). The refusal's text is
+    SGLang's (tokenizer_manager.py:828-832) as bench_serving records a non-200 answer (reason + ": " + body,
+    :687-689)."""
+    refusal = ('Bad Request: {"object":"error","message":"Requested token count exceeds the model\'s maximum context '
+               'length of 32768 tokens. You requested a total of 32768 tokens: 32512 tokens from the input messages '
+               'and 256 tokens for the completion."}')
+    line = {"completed": 0, "errors": [refusal, refusal], "output_lens": [0, 0]}
+    assert sglang.bench_failure(line, 256).startswith("2 of 2 requests failed; the first: Bad Request:")
+    cut = {"completed": 2, "errors": ["", ""], "output_lens": [256, 250]}
+    assert "1 of 2 requests stopped short of 256 output tokens (the fewest: 250)" in sglang.bench_failure(cut, 256)
+    assert sglang.bench_failure({"completed": 2, "errors": ["", ""], "output_lens": [256, 256]}, 256) == ""
+
+
+def test_the_servers_reason_for_a_refused_request():
+    line = "[2026-01-01 10:00:00] [http_server] Error: The input (40961 tokens) is longer than the model's context length (40960 tokens)."
+    assert sglang.last_server_error("INFO: 200 OK\n" + line + "\nINFO: 200 OK\n").startswith("The input (40961 tokens)")
+    assert sglang.last_server_error("nothing\n") == ""
+    assert "2 of 2 requests got no token" in sglang.bench_failure(
+        {"completed": 2, "errors": ["", ""], "ttfts": [0.0, 0.0], "output_lens": [256, 256]}, 256)
+
+
+@needs_cases
+@pytest.mark.django_db(transaction=True)
+def test_a_run_whose_requests_sglang_refused_fails_with_sglangs_reason(client, settings, tmp_path, monkeypatch):
+    """The bench stand-in answers as sglang.bench_serving does when SGLang refuses each streamed request (exit 0,
+    every request a "success" with no token); the server stand-in's log holds SGLang's refusal line."""
+    refusal = ("Requested token count exceeds the model's maximum context length of 40960 tokens. You requested a "
+               "total of 40960 tokens: 40704 tokens from the input messages and 256 tokens for the completion.")
+    run = _run_through_the_site(client, settings, tmp_path, monkeypatch, {
+        "model": "Qwen/QwQ-32B", "runtime": "sglang", "gpu": "L4", "tp_size": "4", "sglang_version": "0.4.3.post4"},
+        bench_extra=("--fake-refused",), log_extra=f"[2026-01-01 10:00:00] [http_server] Error: {refusal}\n",
+        status="failed")
+    assert "6 of 6 requests got no token" in run.error and refusal in run.error

@@ -672,6 +672,9 @@ def run_sglang_sequence(configuration: dict[str, Any], workdir: Path, reporter: 
             _fold_repeats(measured, raw, samplers)
             options.get("on_phase", lambda m: None)(measured)
         except RunnerError as e:
+            # a request SGLang refused: the reason is in the server's log only (validator.sglang.bench_failure)
+            if bench is not None and (why := sg.last_server_error(server.log_text())):
+                e.args = (f"{e.args[0]}; SGLang's log: {why}", *e.args[1:])
             _failed(e, measured, bench, samplers, servers)
             raise
         finally:

@@ -340,8 +340,10 @@ def from_bench_result(result: dict[str, Any]) -> dict[str, Any]:
     out.update({new: result.get(old) for old, new in _RENAMED.items()})
     errors = result.get("errors") or []
     out["failed"] = sum(1 for e in errors if e)
-    ttfts = result.get("ttfts") or []
-    itls = result.get("itls") or []
+    # a failed request keeps TTFT 0 and no ITLs (bench_serving.py:93-104): the lists are the successful requests'
+    ok = [i for i in range(len(result.get("ttfts") or [])) if not (i < len(errors) and errors[i])]
+    ttfts = [result["ttfts"][i] for i in ok]
+    itls = [result["itls"][i] for i in ok] if len(result.get("itls") or []) == len(result.get("ttfts") or []) else []
     out["ttfts"] = ttfts
     out["latencies"] = [t + sum(i or []) for t, i in zip(ttfts, itls)] if len(itls) == len(ttfts) else []
     # p95s sglang.bench_serving does not print (it has p99 for TTFT / TPOT / E2E, p95 for ITL only), from the
@@ -353,6 +355,49 @@ def from_bench_result(result: dict[str, Any]) -> dict[str, Any]:
             out[key] = float(np.percentile(values, 95)) * 1000
     out["accept_length"] = result.get("accept_length")
     return out
+
+
+def bench_failure(result: dict[str, Any], output_len: int) -> str:
+    """A sentence when one ``sglang.bench_serving`` result line (with ``--output-details``) is not a measurement of
+    ``output_len``-token requests, else "". bench_serving exits 0 when requests fail after a good warm-up (it counts
+    only the successful ones, bench_serving.py:980-1009, and only warns when all failed, :1011-1016), so the line is
+    checked here: a request with an error (``errors``: a non-200 answer as "reason: body", bench_serving.py:689-692,
+    or a traceback); a "successful" one that got no token (``ttfts`` 0): SGLang answers a streamed request it refuses
+    (context length, srt/managers/tokenizer_manager.py:790-830) with HTTP 200 and one ``{"error": ...}`` chunk
+    (srt/entrypoints/http_server.py:666-676; 0.4.10.post2 :350-362), which bench_serving skips, counting the request
+    as a success of the requested length (bench_serving.py:637-688) — the reason is only in the server's log
+    (``last_server_error``); or a successful one that stopped short of ``output_len`` tokens (``output_lens``,
+    SGLang's ``completion_tokens``: with ``ignore_eos`` only a cut ``max_new_tokens``, scheduler.py:1612-1620,
+    stops it early)."""
+    all_errors = result.get("errors") or []
+    errors = [e for e in all_errors if e]
+    total = len(all_errors)
+    if errors:
+        first = errors[0].strip().splitlines()[-1][:400]
+        return f"{len(errors)} of {total} requests failed; the first: {first}"
+    silent = [t for t in result.get("ttfts") or [] if not t]
+    if silent:
+        return (f"{len(silent)} of {len(result.get('ttfts') or [])} requests got no token: SGLang refused them (it "
+                "answers a refused streamed request with HTTP 200 and an error chunk, which sglang.bench_serving "
+                "counts as a success)")
+    lens = result.get("output_lens") or []
+    short = [n for n in lens if n < output_len]
+    if short:
+        return (f"{len(short)} of {len(lens)} requests stopped short of {output_len} output tokens (the fewest: "
+                f"{min(short)}): the server cut their max_new_tokens")
+    if not result.get("completed"):
+        return "no request completed"
+    return ""
+
+
+_HTTP_ERROR = re.compile(r"\[http_server\] Error: (.*)")
+
+
+def last_server_error(log_text: str) -> str:
+    """The last ``[http_server] Error: ...`` of an SGLang server log (http_server.py:674 and :690 log every request
+    it refuses), "" when there is none."""
+    found = _HTTP_ERROR.findall(log_text)
+    return found[-1].strip()[:500] if found else ""
 
 
 def read_bench_output(path: Path) -> dict[str, Any]:
