@@ -466,3 +466,32 @@ def test_a_run_whose_requests_sglang_refused_fails_with_sglangs_reason(client, s
         bench_extra=("--fake-refused",), log_extra=f"[2026-01-01 10:00:00] [http_server] Error: {refusal}\n",
         status="failed")
     assert "6 of 6 requests got no token" in run.error and refusal in run.error
+
+
+def _line(tags: str, message: str) -> str:
+    """A scheduler's log line as sglang 0.5.10.post1 writes it (utils/common.py:1137, prefix scheduler.py:3535-3547)."""
+    return f"[2026-01-01 10:00:00 {tags}] {message}"
+
+
+def test_other_pipeline_stages_and_replicas_are_not_rank_zero():
+    """Messages as model_runner.py:1247-1252, memory_pool.py:696 and model_runner_kv_cache_mixin.py:906 write them.
+    Two plain DP replicas (--dp-size 2 --tp-size 2) both have a TP0; the second replica logs first here."""
+    load = "Load weight end. elapsed=20.00 s, type=Qwen3ForCausalLM, avail mem={} GB, mem usage={} GB."
+    kv = "KV Cache is allocated. #tokens: {}, K size: 5.00 GB, V size: 5.00 GB"
+    log = "\n".join([
+        _line("DP1 TP0", load.format("61.00", "15.00")), _line("DP0 TP0", load.format("60.00", "15.00")),
+        _line("DP1 TP0", kv.format(100001)), _line("DP0 TP0", kv.format(100000)),
+        _line("DP0 TP1", kv.format(100000)), _line("DP1 TP1", kv.format(100001)),
+        _line("DP1 TP0", "Memory pool end. avail mem=11.00 GB"), _line("DP0 TP0", "Memory pool end. avail mem=10.00 GB")])
+    p = sglang.parse_startup_log(log)
+    assert (p["avail_after_load_gib"], p["kv_tokens"], p["avail_after_pool_gib"]) == (60.0, 100000, 10.0)
+    assert "swa_kv_tokens" not in p and "draft_avail_after_pool_gib" not in p
+    assert sorted(p["ranks"]) == [0, 1] and p["other_ranks"]["DP1 TP0"]["kv_tokens"] == 100001
+    # --pp-size 2: the second stage holds other layers
+    log = "\n".join([_line("PP1 TP0", load.format("70.00", "9.00")), _line("PP0 TP0", load.format("71.00", "8.00"))])
+    p = sglang.parse_startup_log(log)
+    assert p["weights_gib"] == 8.0 and p["other_ranks"]["PP1 TP0"]["weights_gib"] == 9.0
+    # --enable-dp-attention --dp-size 2 --tp-size 2: one TP group, each TP rank once
+    log = "\n".join([_line("DP1 TP1", kv.format(100001)), _line("DP0 TP0", kv.format(100000))])
+    p = sglang.parse_startup_log(log)
+    assert p["kv_tokens"] == 100000 and p["ranks"][1]["kv_tokens"] == 100001 and p["other_ranks"] == {}

@@ -102,7 +102,10 @@ def server_argv(command: list[str], host: str, port: int, prefix: list[str] | No
 # ---------------------------------------------------------------------------------------------------------------
 # the start-up log
 # ---------------------------------------------------------------------------------------------------------------
-_RANK = re.compile(r"^\[[^\]]*?\bTP(\d+)\b[^\]]*\]")
+# a scheduler process's prefix (managers/scheduler.py:3535-3554, 0.5.10.post1): "[<time> DP1 PP0 TP3 EP3] ", each tag
+# only when that size is above 1 (DP when there is a data-parallel rank)
+_PREFIX = re.compile(r"^\[([^\]]*)\]")
+_TAG = re.compile(r"\b(DP|PP|TP)(\d+)\b")
 _NUM = r"(-?\d+(?:\.\d+)?)"
 _LINES: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = (
     ("load_begin", re.compile(rf"Load weight begin\. avail mem={_NUM} GB"), ("avail_before_load_gib",)),
@@ -176,7 +179,9 @@ def parse_startup_log(text: str) -> dict[str, Any]:
     """What SGLang logged at start-up.
 
     Returns the figures of rank 0 (a line without a ``TPn`` tag counts as rank 0; a figure rank 0 did not log
-    comes from the lowest rank that did, named in ``rank_of``) and ``ranks`` (``{rank: figures}``). Figures, all
+    comes from the lowest rank that did, named in ``rank_of``) and ``ranks`` (``{TP rank: figures}``) of the first
+    pipeline stage and data-parallel replica; ``other_ranks`` (``{"DP1 TP0" / "PP1 TP0": figures}``) holds the
+    other stages (their own layers) and replicas, never mixed into rank 0's. Figures, all
     per rank, sizes in GiB (SGLang's "GB" is 2^30 bytes): ``avail_before_load_gib``, ``weights_gib`` (Load weight
     end's mem usage), ``avail_after_load_gib``, ``kv_tokens`` / ``k_size_gib`` / ``v_size_gib`` (or ``kv_size_gib``
     for MLA; ``swa_*`` / ``full_*`` for a sliding-window model), ``avail_after_pool_gib``, ``draft_*`` for the
@@ -184,13 +189,28 @@ def parse_startup_log(text: str) -> dict[str, Any]:
     ``cuda_graph_gib``, ``max_total_num_tokens``, ``chunked_prefill_size``, ``max_running_requests``,
     ``context_len``, ``available_gpu_mem_gib``; ``server_args`` (``SERVER_ARG_KEYS`` of the ``server_args=`` line:
     what SGLang resolved). Absent keys were not logged."""
-    ranks: dict[int, dict[str, Any]] = {}
-    kv_lines: dict[int, list[list[tuple]]] = {}
-    pool_ends: dict[int, list[float]] = {}
+    lines = text.splitlines()
+    tags = []
+    for line in lines:
+        m = _PREFIX.match(line)
+        tags.append({k: int(v) for k, v in _TAG.findall(m.group(1))} if m else {})
+    # plain data parallelism (no --enable-dp-attention) starts whole replicas, each with its TP ranks from 0
+    # (data_parallel_controller.py:229-273): the same TP rank under two DP ranks. With DP attention the DP ranks
+    # split one TP group (:379-408), each TP rank once.
+    dp_of: dict[int, set[int]] = {}
+    for t in tags:
+        if "DP" in t:
+            dp_of.setdefault(t.get("TP", 0), set()).add(t["DP"])
+    replicas = any(len(d) > 1 for d in dp_of.values())
+    ranks: dict[Any, dict[str, Any]] = {}
+    kv_lines: dict[Any, list[list[tuple]]] = {}
+    pool_ends: dict[Any, list[float]] = {}
     server_args: dict[str, Any] = {}
-    for line in text.splitlines():
-        m = _RANK.match(line)
-        rank = int(m.group(1)) if m else 0
+    for line, tag in zip(lines, tags):
+        rank: Any = tag.get("TP", 0)
+        if tag.get("PP", 0) or (replicas and tag.get("DP", 0)):
+            # another pipeline stage (other layers) or another replica: kept apart, named by its tags
+            rank = " ".join(f"{k}{tag[k]}" for k in ("DP", "PP", "TP") if k in tag)
         figures = ranks.setdefault(rank, {})
         if (sa := _SERVER_ARGS.search(line)) and not server_args:
             server_args = {k: _value(v) for k, v in _ARG.findall(sa.group(1)) if k in SERVER_ARG_KEYS}
@@ -226,7 +246,8 @@ def parse_startup_log(text: str) -> dict[str, Any]:
         ranks[rank]["avail_after_pool_gib"] = ends[0]
         if len(ends) > 1:
             ranks[rank]["draft_avail_after_pool_gib"] = ends[1]
-    ranks = {r: f for r, f in sorted(ranks.items()) if f}
+    others = {r: f for r, f in sorted((r, f) for r, f in ranks.items() if isinstance(r, str)) if f}
+    ranks = {r: f for r, f in sorted((r, f) for r, f in ranks.items() if isinstance(r, int)) if f}
     merged: dict[str, Any] = {}
     rank_of: dict[str, int] = {}
     for rank, figures in ranks.items():
@@ -235,7 +256,7 @@ def parse_startup_log(text: str) -> dict[str, Any]:
                 merged[key] = value
                 if rank != 0:
                     rank_of[key] = rank
-    return {**merged, "rank_of": rank_of, "ranks": ranks, "server_args": server_args}
+    return {**merged, "rank_of": rank_of, "ranks": ranks, "other_ranks": others, "server_args": server_args}
 
 
 # ---------------------------------------------------------------------------------------------------------------
