@@ -495,3 +495,25 @@ def test_other_pipeline_stages_and_replicas_are_not_rank_zero():
     log = "\n".join([_line("DP1 TP1", kv.format(100001)), _line("DP0 TP0", kv.format(100000))])
     p = sglang.parse_startup_log(log)
     assert p["kv_tokens"] == 100000 and p["ranks"][1]["kv_tokens"] == 100001 and p["other_ranks"] == {}
+
+
+def test_a_worker_with_another_covered_release_runs_that_releases_command():
+    """Asked for 0.5.10.post1, run on a worker with 0.4.10.post2: the command and the profile become the
+    calculator's for 0.4.10.post2, so that the server runs what the worker's prediction (for 0.4.10.post2)
+    describes; the two releases' plans differ (their mem_fraction_static defaults: a GPU-memory table in 0.4.10,
+    the reserved-memory formula in 0.5.x)."""
+    from validator.config import predict_sglang, sglang_for_release
+
+    cfg = build_configuration({"model": "Qwen/Qwen3-8B", "runtime": "sglang", "gpu": "H100",
+                               "sglang_version": "0.5.10.post1"})
+    same, note = sglang_for_release(cfg, "0.5.10.post1")
+    assert same is cfg and note == ""
+    other, note = sglang_for_release(cfg, "0.4.10.post2")
+    assert other["sglang"]["release"] == "0.4.10.post2" and "sglang 0.4.10.post2" in note
+    predicted, why = predict_sglang(other, "0.4.10.post2")
+    assert why == ""
+    command = other["sglang"]["phases"][0]["command"]
+    mfs = float(command[command.index("--mem-fraction-static") + 1])
+    assert mfs == pytest.approx(predicted["baseline"]["memory"]["mem_fraction_static"], abs=1e-4)
+    asked = cfg["sglang"]["phases"][0]["command"]
+    assert asked[asked.index("--mem-fraction-static") + 1] != command[command.index("--mem-fraction-static") + 1]

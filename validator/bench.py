@@ -585,15 +585,21 @@ def run_sglang_sequence(configuration: dict[str, Any], workdir: Path, reporter: 
     sglang.launch_server``; when given, the worker's own SGLang is not required) and ``sglang_bench_command``
     (in place of ``python -m sglang.bench_serving``). Raises ``RunnerError`` with the log tail; every process
     group is killed before returning or raising."""
+    from calculator.runtimes.sglang.releases import COVERED
+
     from . import capabilities
     from . import sglang as sg
-    from .config import predict_sglang
+    from .config import predict_sglang, sglang_for_release
 
     release = None
     if options.get("sglang_command") is None:
         release, why = sg.server_available(hardware)
         if release is None:
             raise RunnerError(f"SGLang runs are not available on this worker: {why}")
+    covered = release if release in COVERED else None
+    command_note = ""
+    if covered:  # the command the worker's prediction describes (validator.config.sglang_for_release)
+        configuration, command_note = sglang_for_release(configuration, covered)
     deadline = Deadline(options["wall_clock_s"])
     on_process = options.get("on_process") or (lambda role, phase, pgid: None)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -686,9 +692,8 @@ def run_sglang_sequence(configuration: dict[str, Any], workdir: Path, reporter: 
             options.get("on_server", lambda pgid: None)(None)
     measured["order"] = [p["name"] for p in phases]
     reporter("scoring", 0.98)
-    from calculator.runtimes.sglang.releases import COVERED
-
-    covered = release if release in COVERED else None
+    if command_note:
+        measured["command_note"] = command_note
     predicted, why = predict_sglang(configuration, covered)
     measured["prediction"] = predicted
     if release and not covered:

@@ -503,6 +503,27 @@ def build_sglang_configuration(request: ServingRequest, params: dict[str, Any], 
     }).model_dump()
 
 
+def sglang_for_release(configuration: dict[str, Any], release: str) -> tuple[dict[str, Any], str]:
+    """``(configuration, note)``: an SGLang run's configuration rebuilt for ``release`` (the worker's SGLang, one the
+    calculator covers) when it was built for another: each phase's launch command and the profile are the
+    calculator's for that release (its defaults differ: ``--mem-fraction-static``, ``--chunked-prefill-size``,
+    ``--cuda-graph-max-bs``, the attention backends it knows), so the server runs what the worker's prediction
+    (``predict_sglang(configuration, release)``) describes. ``note`` says so, or why the request's own command is
+    kept (the calculator cannot plan it for ``release``); ``(configuration, "")`` when nothing changes."""
+    asked = configuration["sglang"]["release"]
+    if release == asked:
+        return configuration, ""
+    try:
+        rebuilt = build_configuration({**configuration["params"], "sglang_version": release})
+    except ConfigurationError as e:
+        return configuration, (f"the worker runs sglang {release}, for which the calculator cannot plan this ({e}): "
+                               f"the command is the one planned for sglang {asked}")
+    note = (f"the worker runs sglang {release}: the launch commands and the profile are the calculator's for "
+            f"{release}, not for {asked} as shown when the run was asked")
+    return {**configuration, "profile": rebuilt["profile"], "sglang": rebuilt["sglang"],
+            "adjustments": [*configuration.get("adjustments", []), note]}, note
+
+
 def predict_sglang(configuration: dict[str, Any], release: str | None = None) -> tuple[dict[str, Any], str]:
     """``({phase: {"memory": SGLangMemory.to_json(), "speed": speed fields or None, "speed_error"}}, "")`` for
     each phase of an SGLang run at its profile (prompt / output length, concurrency), for ``release`` (the worker's
