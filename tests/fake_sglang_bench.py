@@ -27,11 +27,17 @@ p.add_argument("--max-concurrency", type=int, required=True)
 p.add_argument("--warmup-requests", type=int, default=1)
 p.add_argument("--output-file", required=True)
 p.add_argument("--output-details", action="store_true")
+# the stand-in's own: answer as sglang.bench_serving does when SGLang refuses every streamed request (HTTP 200, one
+# error chunk: a "success" with TTFT 0, no ITLs, the requested length; bench_serving.py:637-688)
+p.add_argument("--fake-refused", action="store_true")
 args, _ = p.parse_known_args()
 
 
 def one(prompt: str) -> dict:
-    payload = {"model": args.model, "prompt": prompt, "max_tokens": args.random_output_len, "stream": True,
+    if args.fake_refused:
+        return {"ttft": 0.0, "itl": [], "latency": 0.001, "output_len": args.random_output_len, "error": ""}
+    # no model name, as SGLang's /generate payload (bench_serving.py:607-620); --model is the tokenizer directory
+    payload = {"prompt": prompt, "max_tokens": args.random_output_len, "stream": True,
                "stream_options": {"include_usage": True}, "ignore_eos": True}
     req = urllib.request.Request(args.base_url + "/v1/completions", data=json.dumps(payload).encode(),
                                  headers={"Content-Type": "application/json"})

@@ -114,7 +114,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self):
         payload = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-        if self.path != "/v1/completions" or payload.get("model") != args.served_model_name:
+        # no "model": the served one (vLLM's completions take it as optional; SGLang's /generate has none)
+        if self.path != "/v1/completions" or payload.get("model", args.served_model_name) != args.served_model_name:
             body = json.dumps({"error": {"message": f"The model `{payload.get('model')}` does not exist.",
                                          "code": 404}}).encode()
             self.send_response(404)

@@ -119,8 +119,9 @@ def test_the_comparison_puts_the_plan_beside_the_log_of_its_own_configuration():
 
 
 def test_sglang_bench_serving_result_in_vllm_bench_serve_names():
-    """Three requests: TTFTs 0.1 / 0.2 / 0.3 s, ITLs [0.05, 0.05], [0.1], [] -> latencies 0.2 / 0.3 / 0.3 s; numpy's
-    linear p95 of three values a <= b <= c is b + 0.9 (c - b)."""
+    """Three requests: TTFTs 0.1 / 0.2 / 0.3 s, ITLs [0.05, 0.05], [0.1], [], the third failed (after its first
+    token) -> the successful ones' latencies 0.2 / 0.3 s; numpy's linear p95 of two values a <= b is
+    a + 0.95 (b - a)."""
     line = {"duration": 1.5, "completed": 2, "total_input_tokens": 30, "total_output_tokens": 5,
             "request_throughput": 2.0, "output_throughput": 3.33, "total_throughput": 23.3,
             "mean_e2e_latency_ms": 266.7, "median_e2e_latency_ms": 300.0, "p99_e2e_latency_ms": 300.0,
@@ -129,9 +130,9 @@ def test_sglang_bench_serving_result_in_vllm_bench_serve_names():
     out = sglang.from_bench_result(line)
     assert out["mean_e2el_ms"] == 266.7 and out["median_e2el_ms"] == 300.0 and out["total_token_throughput"] == 23.3
     assert out["failed"] == 1 and out["accept_length"] == 2.4 and out["mean_ttft_ms"] == 200.0
-    assert out["latencies"] == pytest.approx([0.2, 0.3, 0.3])
-    assert out["p95_ttft_ms"] == pytest.approx((0.2 + 0.9 * 0.1) * 1000)
-    assert out["p95_e2el_ms"] == pytest.approx(300.0)
+    assert out["ttfts"] == [0.1, 0.2] and out["latencies"] == pytest.approx([0.2, 0.3])
+    assert out["p95_ttft_ms"] == pytest.approx((0.1 + 0.95 * 0.1) * 1000)
+    assert out["p95_e2el_ms"] == pytest.approx((0.2 + 0.95 * 0.1) * 1000)
 
 
 def test_the_launch_command_gets_the_address_metrics_and_log_level():
@@ -214,7 +215,8 @@ def test_the_tokenizer_is_fetched_without_code_and_a_tokenizer_that_needs_code_i
             sglang.tokenizer_files("org/code", None, tmp_path / "code")
 
 
-def _run_through_the_site(client, settings, tmp_path, monkeypatch, params: dict):
+def _run_through_the_site(client, settings, tmp_path, monkeypatch, params: dict, bench_extra: tuple = (),
+                          log_extra: str = "", status: str = "done"):
     """Submit ``params`` through the web view as a user with a 4x L4 SGLang worker recorded, shrink the profile,
     run the real worker (db_worker) with the stand-ins for SGLang's two programs, return the run."""
     from django.contrib.auth.models import Permission, User
@@ -226,10 +228,10 @@ def _run_through_the_site(client, settings, tmp_path, monkeypatch, params: dict)
 
     settings.VAR_DIR = tmp_path
     log = tmp_path / "sgl-011.log"
-    log.write_text(record("sgl-011")["quote"] + "\n")
+    log.write_text(record("sgl-011")["quote"] + "\n" + log_extra)
     settings.VALIDATOR_SGLANG_COMMAND = [sys.executable, str(HERE / "fake_vllm_server.py"), "--fake-mode",
                                          "replay-serve", "--fake-log", str(log)]
-    settings.VALIDATOR_SGLANG_BENCH_COMMAND = [sys.executable, str(HERE / "fake_sglang_bench.py")]
+    settings.VALIDATOR_SGLANG_BENCH_COMMAND = [sys.executable, str(HERE / "fake_sglang_bench.py"), *bench_extra]
     worker = _worker("gpu-worker", "cuda", ["NVIDIA L4"] * 4, ("sglang",))
     capabilities.record(worker | {"heartbeat": __import__("time").time()})
     user = User.objects.create_user("alice")
@@ -253,7 +255,7 @@ def _run_through_the_site(client, settings, tmp_path, monkeypatch, params: dict)
         monkeypatch.setattr(runner, "detect_hardware", lambda: {**worker["hardware"], "host": "gpu-worker"})
         call_command("db_worker", batch=True, interval=0, startup_delay=False, verbosity=0)
     run.refresh_from_db()
-    assert run.status == ValidationRun.Status.DONE, (run.error, run.log_tail[-3000:])
+    assert run.status == status, (run.error, run.log_tail[-3000:])
     return run
 
 
@@ -356,3 +358,162 @@ def test_sglangs_acceptance_is_the_running_ratio_after_the_last_repeat():
                          {"bench": {"accept_length": 2.8}}]}
     assert _sglang_acceptance(phase)["mean_acceptance_length"] == 2.8
     assert _sglang_acceptance({"repeats": []})["mean_acceptance_length"] is None
+
+
+# sglang 0.5.8.post1 bench_serving.py:1494-1497 and 0.5.10.post1 benchmark/datasets/random.py:151-154, verbatim
+SAMPLER_0_5_8 = '''            input_content = [
+                (offsets[i] + i + j) % tokenizer.vocab_size
+                for j in range(input_lens[i])
+            ]'''
+SAMPLER_0_5_10 = '''            input_content = [
+                int((offsets[i] + i + j) % tokenizer.vocab_size)
+                for j in range(input_lens[i])
+            ]'''
+
+
+def test_prompts_go_as_token_ids_only_where_the_sampler_makes_python_ints():
+    """Before 0.5.9 the random-ids sampler keeps numpy's int64, which json.dumps (aiohttp's request body) refuses:
+    with --tokenize-prompt every request, the warm-up first, would fail. numpy here shows the refusal."""
+    import numpy as np
+
+    offsets = np.random.randint(0, 10, size=1)
+    with pytest.raises(TypeError, match="int64"):
+        json.dumps({"input_ids": [(offsets[0] + 0 + j) % 10 for j in range(2)]})
+    assert not sglang.sends_prompt_ids([SAMPLER_0_5_8])
+    assert sglang.sends_prompt_ids(["", SAMPLER_0_5_10])
+
+
+def test_the_bench_client_reads_only_the_local_tokenizer_and_sends_ids_when_it_can():
+    """--model is the tokenizer directory: bench_serving's check_chat_template(args.model) (0.5.10.post1
+    bench_serving.py:1813) would otherwise fetch a Hub id with trust_remote_code=True."""
+    profile = {"input_len": 1000, "output_len": 24, "num_prompts": 16, "concurrency": 4, "seed": 0, "warmups": 4}
+    args = sglang.bench_args("/w/tok", profile, prompt_ids=True)
+    flag = {a: args[i + 1] for i, a in enumerate(args[:-1]) if a.startswith("--")}
+    assert flag["--model"] == flag["--tokenizer"] == "/w/tok"
+    assert (flag["--backend"], flag["--dataset-name"], flag["--random-range-ratio"]) == ("sglang", "random-ids", "1.0")
+    assert (flag["--random-input-len"], flag["--random-output-len"], flag["--warmup-requests"]) == ("1000", "24", "4")
+    assert "--tokenize-prompt" in args and "--disable-ignore-eos" not in args
+    assert "--tokenize-prompt" not in sglang.bench_args("/w/tok", profile, prompt_ids=False)
+
+
+def test_the_request_limit_is_sglangs_own():
+    """By hand from sglang 0.5.10.post1: refused when input + reserved + output >= context_len
+    (tokenizer_manager.py:813-815), reserved = max(topk x steps, draft tokens) for EAGLE (:243-251); output cut
+    to max_req_len - input - 1 with max_req_len = min(context_len, pool) - 1 (tp_worker.py:301-304,
+    scheduler.py:1612-1620); the pool is the smaller of the full and SWA pools (model_runner.py:1879-1884)."""
+    plan = {"context_length": 8192, "max_total_num_tokens": 500000}
+    assert sglang.request_token_limit(plan)[0] == 8190  # cut, not refused: 8191 - input - 1 output tokens
+    eagle = {**plan, "speculative": {"algorithm": "EAGLE", "eagle_topk": 4, "num_steps": 3, "num_draft_tokens": 8}}
+    assert sglang.request_token_limit(eagle)[0] == 8192 - 1 - 12
+    chain = {**plan, "speculative": {"algorithm": "EAGLE3", "eagle_topk": 1, "num_steps": 3, "num_draft_tokens": 4}}
+    assert sglang.request_token_limit(chain)[0] == 8192 - 1 - 4
+    ngram = {**plan, "speculative": {"algorithm": "NGRAM", "eagle_topk": None, "num_steps": None,
+                                     "num_draft_tokens": 8}}
+    assert sglang.request_token_limit(ngram)[0] == 8190
+    tokens, why = sglang.request_token_limit({"context_length": 8192, "max_total_num_tokens": 6000})
+    assert tokens == 5998 and "pool of 6000" in why
+    assert sglang.request_token_limit({**plan, "swa_max_total_num_tokens": 4000})[0] == 3998
+
+
+def test_an_sglang_profile_fits_the_servers_request_limit_and_pool():
+    """--context-length 8192: the field guide's 32768-token requests would each be refused; the profile takes
+    8192 - 2 tokens, 256 of them output. The concurrency is what the predicted pool holds of such requests."""
+    cfg = build_configuration({"model": "Qwen/Qwen3-8B", "runtime": "sglang", "gpu": "H100",
+                               "context_length": "8192"})
+    prof = cfg["profile"]
+    assert (prof["input_len"], prof["output_len"]) == (8190 - 256, 256)
+    assert any("scaled down to 8190" in a and "--context-length 8192" in a for a in cfg["adjustments"])
+    # 4x L4, QwQ-32B: sgl-011's server logged a pool of 46611 tokens; one 32768-token request fits, two do not
+    cfg = build_configuration({"model": "Qwen/QwQ-32B", "runtime": "sglang", "gpu": "L4", "tp_size": "4",
+                               "sglang_version": "0.4.3.post4"})
+    prof = cfg["profile"]
+    assert prof["input_len"] + prof["output_len"] == 32768 and prof["concurrency"] == 1
+    assert any("holds 1 requests of 32768 tokens" in a for a in cfg["adjustments"])
+
+
+def test_a_repeat_with_a_refused_or_cut_request_is_not_a_measurement():
+    """sglang.bench_serving exits 0 with a result line when requests fail after a good warm-up (its warm-up asks at
+    most 32 tokens, bench_serving.py:1256, so a refusal of the longer requests passes it). The refusal's text is
+    SGLang's (tokenizer_manager.py:828-832) as bench_serving records a non-200 answer (reason + ": " + body,
+    :687-689)."""
+    refusal = ('Bad Request: {"object":"error","message":"Requested token count exceeds the model\'s maximum context '
+               'length of 32768 tokens. You requested a total of 32768 tokens: 32512 tokens from the input messages '
+               'and 256 tokens for the completion."}')
+    line = {"completed": 0, "errors": [refusal, refusal], "output_lens": [0, 0]}
+    assert sglang.bench_failure(line, 256).startswith("2 of 2 requests failed; the first: Bad Request:")
+    cut = {"completed": 2, "errors": ["", ""], "output_lens": [256, 250]}
+    assert "1 of 2 requests stopped short of 256 output tokens (the fewest: 250)" in sglang.bench_failure(cut, 256)
+    assert sglang.bench_failure({"completed": 2, "errors": ["", ""], "output_lens": [256, 256]}, 256) == ""
+
+
+def test_the_servers_reason_for_a_refused_request():
+    line = "[2026-01-01 10:00:00] [http_server] Error: The input (40961 tokens) is longer than the model's context length (40960 tokens)."
+    assert sglang.last_server_error("INFO: 200 OK\n" + line + "\nINFO: 200 OK\n").startswith("The input (40961 tokens)")
+    assert sglang.last_server_error("nothing\n") == ""
+    assert "2 of 2 requests got no token" in sglang.bench_failure(
+        {"completed": 2, "errors": ["", ""], "ttfts": [0.0, 0.0], "output_lens": [256, 256]}, 256)
+
+
+@needs_cases
+@pytest.mark.django_db(transaction=True)
+def test_a_run_whose_requests_sglang_refused_fails_with_sglangs_reason(client, settings, tmp_path, monkeypatch):
+    """The bench stand-in answers as sglang.bench_serving does when SGLang refuses each streamed request (exit 0,
+    every request a "success" with no token); the server stand-in's log holds SGLang's refusal line."""
+    refusal = ("Requested token count exceeds the model's maximum context length of 40960 tokens. You requested a "
+               "total of 40960 tokens: 40704 tokens from the input messages and 256 tokens for the completion.")
+    run = _run_through_the_site(client, settings, tmp_path, monkeypatch, {
+        "model": "Qwen/QwQ-32B", "runtime": "sglang", "gpu": "L4", "tp_size": "4", "sglang_version": "0.4.3.post4"},
+        bench_extra=("--fake-refused",), log_extra=f"[2026-01-01 10:00:00] [http_server] Error: {refusal}\n",
+        status="failed")
+    assert "6 of 6 requests got no token" in run.error and refusal in run.error
+
+
+def _line(tags: str, message: str) -> str:
+    """A scheduler's log line as sglang 0.5.10.post1 writes it (utils/common.py:1137, prefix scheduler.py:3535-3547)."""
+    return f"[2026-01-01 10:00:00 {tags}] {message}"
+
+
+def test_other_pipeline_stages_and_replicas_are_not_rank_zero():
+    """Messages as model_runner.py:1247-1252, memory_pool.py:696 and model_runner_kv_cache_mixin.py:906 write them.
+    Two plain DP replicas (--dp-size 2 --tp-size 2) both have a TP0; the second replica logs first here."""
+    load = "Load weight end. elapsed=20.00 s, type=Qwen3ForCausalLM, avail mem={} GB, mem usage={} GB."
+    kv = "KV Cache is allocated. #tokens: {}, K size: 5.00 GB, V size: 5.00 GB"
+    log = "\n".join([
+        _line("DP1 TP0", load.format("61.00", "15.00")), _line("DP0 TP0", load.format("60.00", "15.00")),
+        _line("DP1 TP0", kv.format(100001)), _line("DP0 TP0", kv.format(100000)),
+        _line("DP0 TP1", kv.format(100000)), _line("DP1 TP1", kv.format(100001)),
+        _line("DP1 TP0", "Memory pool end. avail mem=11.00 GB"), _line("DP0 TP0", "Memory pool end. avail mem=10.00 GB")])
+    p = sglang.parse_startup_log(log)
+    assert (p["avail_after_load_gib"], p["kv_tokens"], p["avail_after_pool_gib"]) == (60.0, 100000, 10.0)
+    assert "swa_kv_tokens" not in p and "draft_avail_after_pool_gib" not in p
+    assert sorted(p["ranks"]) == [0, 1] and p["other_ranks"]["DP1 TP0"]["kv_tokens"] == 100001
+    # --pp-size 2: the second stage holds other layers
+    log = "\n".join([_line("PP1 TP0", load.format("70.00", "9.00")), _line("PP0 TP0", load.format("71.00", "8.00"))])
+    p = sglang.parse_startup_log(log)
+    assert p["weights_gib"] == 8.0 and p["other_ranks"]["PP1 TP0"]["weights_gib"] == 9.0
+    # --enable-dp-attention --dp-size 2 --tp-size 2: one TP group, each TP rank once
+    log = "\n".join([_line("DP1 TP1", kv.format(100001)), _line("DP0 TP0", kv.format(100000))])
+    p = sglang.parse_startup_log(log)
+    assert p["kv_tokens"] == 100000 and p["ranks"][1]["kv_tokens"] == 100001 and p["other_ranks"] == {}
+
+
+def test_a_worker_with_another_covered_release_runs_that_releases_command():
+    """Asked for 0.5.10.post1, run on a worker with 0.4.10.post2: the command and the profile become the
+    calculator's for 0.4.10.post2, so that the server runs what the worker's prediction (for 0.4.10.post2)
+    describes; the two releases' plans differ (their mem_fraction_static defaults: a GPU-memory table in 0.4.10,
+    the reserved-memory formula in 0.5.x)."""
+    from validator.config import predict_sglang, sglang_for_release
+
+    cfg = build_configuration({"model": "Qwen/Qwen3-8B", "runtime": "sglang", "gpu": "H100",
+                               "sglang_version": "0.5.10.post1"})
+    same, note = sglang_for_release(cfg, "0.5.10.post1")
+    assert same is cfg and note == ""
+    other, note = sglang_for_release(cfg, "0.4.10.post2")
+    assert other["sglang"]["release"] == "0.4.10.post2" and "sglang 0.4.10.post2" in note
+    predicted, why = predict_sglang(other, "0.4.10.post2")
+    assert why == ""
+    command = other["sglang"]["phases"][0]["command"]
+    mfs = float(command[command.index("--mem-fraction-static") + 1])
+    assert mfs == pytest.approx(predicted["baseline"]["memory"]["mem_fraction_static"], abs=1e-4)
+    asked = cfg["sglang"]["phases"][0]["command"]
+    assert asked[asked.index("--mem-fraction-static") + 1] != command[command.index("--mem-fraction-static") + 1]

@@ -585,15 +585,21 @@ def run_sglang_sequence(configuration: dict[str, Any], workdir: Path, reporter: 
     sglang.launch_server``; when given, the worker's own SGLang is not required) and ``sglang_bench_command``
     (in place of ``python -m sglang.bench_serving``). Raises ``RunnerError`` with the log tail; every process
     group is killed before returning or raising."""
+    from calculator.runtimes.sglang.releases import COVERED
+
     from . import capabilities
     from . import sglang as sg
-    from .config import predict_sglang
+    from .config import predict_sglang, sglang_for_release
 
     release = None
     if options.get("sglang_command") is None:
         release, why = sg.server_available(hardware)
         if release is None:
             raise RunnerError(f"SGLang runs are not available on this worker: {why}")
+    covered = release if release in COVERED else None
+    command_note = ""
+    if covered:  # the command the worker's prediction describes (validator.config.sglang_for_release)
+        configuration, command_note = sglang_for_release(configuration, covered)
     deadline = Deadline(options["wall_clock_s"])
     on_process = options.get("on_process") or (lambda role, phase, pgid: None)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -605,8 +611,15 @@ def run_sglang_sequence(configuration: dict[str, Any], workdir: Path, reporter: 
         tokenizer = sg.tokenizer_files(model_id, revision, workdir / "tokenizer")
     except Exception as e:  # noqa: BLE001 - the Hub's errors, a tokenizer that needs code: the run's error
         raise RunnerError(f"the benchmark's tokenizer could not be prepared: {e}") from e
+    # the prompts as token ids when the worker's own sglang.bench_serving can send them (validator.sglang.bench_args);
+    # a separate bench command (VALIDATOR_SGLANG_BENCH_COMMAND) is not inspected: text, which every release sends
+    prompt_ids = not options.get("sglang_bench_command") and sg.sends_prompt_ids(
+        [sg.module_source(m) for m in sg.SAMPLER_MODULES])
     measured: dict[str, Any] = {
         "phases": {}, "hardware": hardware, "workload": "random", "runtime": "sglang",
+        "prompt_tokens": ("exact: random token ids sent as ids (sglang.bench_serving --tokenize-prompt)" if prompt_ids
+                          else "approximate: random token ids decoded to text, which the server tokenizes again "
+                               "(this sglang.bench_serving cannot send ids: before 0.5.9 its ids are numpy integers)"),
         "runtime_release": f"sglang {release}" if release else "sglang (the worker's VALIDATOR_SGLANG_COMMAND)",
         "design": ("one SGLang server per phase, one after the other (baseline, then speculative decoding), "
                    "sglang.bench_serving on the same seeded random token ids"
@@ -633,7 +646,7 @@ def run_sglang_sequence(configuration: dict[str, Any], workdir: Path, reporter: 
                      "--repeats", str(profile["repeats"]), "--combined-output", str(combined),
                      "--wait-ready-timeout", str(int(profile["wait_ready_timeout_s"])),
                      "--target", f"{name}={server.base_url}", *own, "--",
-                     *sg.bench_args(model_id, str(tokenizer), profile)]
+                     *sg.bench_args(str(tokenizer), profile, prompt_ids)]
         bench = None
         samplers: dict[str, MemorySampler] = {}
         servers = {name: server}
@@ -665,6 +678,9 @@ def run_sglang_sequence(configuration: dict[str, Any], workdir: Path, reporter: 
             _fold_repeats(measured, raw, samplers)
             options.get("on_phase", lambda m: None)(measured)
         except RunnerError as e:
+            # a request SGLang refused: the reason is in the server's log only (validator.sglang.bench_failure)
+            if bench is not None and (why := sg.last_server_error(server.log_text())):
+                e.args = (f"{e.args[0]}; SGLang's log: {why}", *e.args[1:])
             _failed(e, measured, bench, samplers, servers)
             raise
         finally:
@@ -676,9 +692,8 @@ def run_sglang_sequence(configuration: dict[str, Any], workdir: Path, reporter: 
             options.get("on_server", lambda pgid: None)(None)
     measured["order"] = [p["name"] for p in phases]
     reporter("scoring", 0.98)
-    from calculator.runtimes.sglang.releases import COVERED
-
-    covered = release if release in COVERED else None
+    if command_note:
+        measured["command_note"] = command_note
     predicted, why = predict_sglang(configuration, covered)
     measured["prediction"] = predicted
     if release and not covered:

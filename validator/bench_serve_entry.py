@@ -119,7 +119,8 @@ def run_sglang(opts: argparse.Namespace, rest: list[str]) -> int:
     target, each a child writing its own ``--output-file`` (``rest`` must not carry one: each repeat's is
     ``repeat<r>.jsonl`` beside ``--combined-output``). Each result line becomes ``vllm bench serve``'s keys
     (``validator.sglang.from_bench_result``); ``/metrics`` is scraped around each repeat as for vLLM. A failed
-    child ends the benchmark with its exit code (its own output is in the log)."""
+    child ends the benchmark with its exit code (its own output is in the log); a result line with a failed request
+    or a request cut short ends it with 5 (``validator.sglang.bench_failure``: bench_serving exits 0 then)."""
     import subprocess
 
     from validator import sglang
@@ -133,6 +134,7 @@ def run_sglang(opts: argparse.Namespace, rest: list[str]) -> int:
     if not wait_ready(targets, opts.health_path, opts.wait_ready_timeout):
         return 3
     command = json.loads(opts.client_command) if opts.client_command else [sys.executable, "-m", sglang.BENCH_MODULE]
+    output_len = int(rest[rest.index("--random-output-len") + 1])
     pgids = {n: int(pg) for n, pg in (p.split("=", 1) for p in opts.pgid)}
     combined = []
     for r in range(opts.repeats):
@@ -147,10 +149,15 @@ def run_sglang(opts: argparse.Namespace, rest: list[str]) -> int:
         if done.returncode != 0:
             return done.returncode
         try:
-            result = sglang.from_bench_result(sglang.read_bench_output(out))
+            line = sglang.read_bench_output(out)
         except (OSError, ValueError) as e:
             print(f"sglang.bench_serving wrote no result: {e}", file=sys.stderr)
             return 4
+        failure = sglang.bench_failure(line, output_len)
+        if failure:  # bench_serving itself exits 0 after failed requests (validator.sglang.bench_failure)
+            print(f"BenchmarkError: repeat {r + 1}: {failure}", file=sys.stderr)
+            return 5
+        result = sglang.from_bench_result(line)
         combined.append(repeat_entry(r, name, 0, result, before, after, cpu0, cpu1))
         save_combined(opts.combined_output, combined)
     return 0

@@ -417,8 +417,9 @@ def sglang_gpus(request: ServingRequest) -> int:
 def build_sglang_configuration(request: ServingRequest, params: dict[str, Any], workload: str) -> dict[str, Any]:
     """An SGLang run on a GPU worker with SGLang installed (``validator.sglang``): the model as asked (no
     stand-in), started with the launch command the calculator shows (``calculator.plan.make_plan``), benchmarked
-    by ``sglang.bench_serving`` on random token ids at the field guide's profile (working context 32768 scaled to
-    the context, concurrency 4 capped at ``max_running_requests``).
+    by ``sglang.bench_serving`` on random token ids at the field guide's profile: working context 32768 scaled
+    down to what SGLang takes in one request (``validator.sglang.request_token_limit``, every phase's server),
+    concurrency 4 capped at ``max_running_requests`` and at the requests the smallest KV pool holds whole.
 
     ``configuration["sglang"]``: ``phases`` (``[{"name", "command", "request"}]``: the baseline, and with
     speculation the speculative command; SGLang reserves most of the GPU, ``--mem-fraction-static``, so the two
@@ -438,27 +439,48 @@ def build_sglang_configuration(request: ServingRequest, params: dict[str, Any], 
         plan = make_plan(request, with_speed=False, with_suggestions=False)
     except EngineInputError as e:
         raise ConfigurationError(e.field, e.message) from e
+    from .sglang import request_token_limit
+
     adjustments: list[str] = []
     memory = plan.memory
     profile = dict(GPU_PROFILE)
-    context = min(profile["working_context"], memory.max_model_len)
+    base = base_plan = None
+    plans = [memory.plan]
+    if request.speculative_config is not None:
+        base = request.model_copy(update={"speculative_config": None, "speculative_eagle_topk": None,
+                                          "speculative_num_draft_tokens": None, "acceptance_rate": None,
+                                          "acceptance_length": None})
+        try:
+            base_plan = make_plan(base, with_speed=False, with_suggestions=False)
+        except EngineInputError as e:
+            raise ConfigurationError(e.field, e.message) from e
+        plans.append(base_plan.memory.plan)
+    # every request must fit each phase's server whole (validator.sglang.request_token_limit): SGLang refuses a
+    # request of context_len tokens and cuts one longer than its pool, so the field guide's working context at the
+    # model's own context length would have failed every request
+    limit, why = min(request_token_limit(p.model_dump()) for p in plans)
+    context = min(profile["working_context"], limit)
     if context < profile["working_context"]:
-        adjustments.append(f"working context {profile['working_context']} scaled down to {context} tokens "
-                           "(SGLang's --context-length)")
+        adjustments.append(f"working context {profile['working_context']} scaled down to {context} tokens: {why}")
+    if context < 2:
+        raise ConfigurationError("max_model_len", f"SGLang would take no request of 2 tokens here ({why})")
     profile["output_len"] = min(profile["output_len"], max(1, context // 2))
     profile["input_len"] = context - profile["output_len"]
     concurrency = int(request.concurrency or profile["concurrency"])
     cap = max(1, memory.plan.max_running_requests)
     if concurrency > cap:
         adjustments.append(f"concurrency {concurrency} run as {cap}: SGLang's max_running_requests")
-    profile["concurrency"] = max(1, min(concurrency, cap, 64))
+    # as for vLLM (fit_profile): no more requests at once than the smallest KV pool holds whole, so that the
+    # benchmark measures the configuration, not a queue
+    pool = min(p.max_total_num_tokens for p in plans)
+    fits = max(1, pool // context)
+    if fits < min(concurrency, cap):
+        adjustments.append(f"concurrency {min(concurrency, cap)} run as {fits}: SGLang's KV pool of {pool} tokens "
+                           f"holds {fits} requests of {context} tokens")
+    profile["concurrency"] = max(1, min(concurrency, cap, fits, 64))
     profile["num_prompts"] = max(profile["num_prompts"], 4 * profile["concurrency"])
     phases = []
-    if request.speculative_config is not None:
-        base = request.model_copy(update={"speculative_config": None, "speculative_eagle_topk": None,
-                                          "speculative_num_draft_tokens": None, "acceptance_rate": None,
-                                          "acceptance_length": None})
-        base_plan = make_plan(base, with_speed=False, with_suggestions=False)
+    if base is not None:
         phases.append({"name": "baseline", "command": base_plan.launch_argv, "request": base.to_params()})
         phases.append({"name": "speculative", "command": plan.launch_argv, "request": request.to_params()})
         adjustments.append("SGLang reserves --mem-fraction-static of each GPU, so the baseline and the speculative "
@@ -479,6 +501,27 @@ def build_sglang_configuration(request: ServingRequest, params: dict[str, Any], 
         "acceptance_rate": request.acceptance_rate, "profile": profile, "adjustments": adjustments,
         "sglang": {"phases": phases, "gpus": sglang_gpus(request), "release": memory.release},
     }).model_dump()
+
+
+def sglang_for_release(configuration: dict[str, Any], release: str) -> tuple[dict[str, Any], str]:
+    """``(configuration, note)``: an SGLang run's configuration rebuilt for ``release`` (the worker's SGLang, one the
+    calculator covers) when it was built for another: each phase's launch command and the profile are the
+    calculator's for that release (its defaults differ: ``--mem-fraction-static``, ``--chunked-prefill-size``,
+    ``--cuda-graph-max-bs``, the attention backends it knows), so the server runs what the worker's prediction
+    (``predict_sglang(configuration, release)``) describes. ``note`` says so, or why the request's own command is
+    kept (the calculator cannot plan it for ``release``); ``(configuration, "")`` when nothing changes."""
+    asked = configuration["sglang"]["release"]
+    if release == asked:
+        return configuration, ""
+    try:
+        rebuilt = build_configuration({**configuration["params"], "sglang_version": release})
+    except ConfigurationError as e:
+        return configuration, (f"the worker runs sglang {release}, for which the calculator cannot plan this ({e}): "
+                               f"the command is the one planned for sglang {asked}")
+    note = (f"the worker runs sglang {release}: the launch commands and the profile are the calculator's for "
+            f"{release}, not for {asked} as shown when the run was asked")
+    return {**configuration, "profile": rebuilt["profile"], "sglang": rebuilt["sglang"],
+            "adjustments": [*configuration.get("adjustments", []), note]}, note
 
 
 def predict_sglang(configuration: dict[str, Any], release: str | None = None) -> tuple[dict[str, Any], str]:

@@ -68,7 +68,8 @@ def summary(run) -> dict[str, Any]:
         "what_ran": measured.get("what_ran"),
         "runtime": run.configuration.get("runtime", "vllm"), "runtime_release": measured.get("runtime_release"),
         "gguf": measured.get("gguf"), "llamacpp_prediction": measured.get("prediction"),
-        "prediction_note": measured.get("prediction_note"),
+        "prediction_note": measured.get("prediction_note"), "command_note": measured.get("command_note"),
+        "prompt_tokens": measured.get("prompt_tokens"),
     }
     if out["runtime"] == "llama.cpp":
         from .llamacpp import DRAFT_NOTE

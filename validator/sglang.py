@@ -102,7 +102,10 @@ def server_argv(command: list[str], host: str, port: int, prefix: list[str] | No
 # ---------------------------------------------------------------------------------------------------------------
 # the start-up log
 # ---------------------------------------------------------------------------------------------------------------
-_RANK = re.compile(r"^\[[^\]]*?\bTP(\d+)\b[^\]]*\]")
+# a scheduler process's prefix (managers/scheduler.py:3535-3554, 0.5.10.post1): "[<time> DP1 PP0 TP3 EP3] ", each tag
+# only when that size is above 1 (DP when there is a data-parallel rank)
+_PREFIX = re.compile(r"^\[([^\]]*)\]")
+_TAG = re.compile(r"\b(DP|PP|TP)(\d+)\b")
 _NUM = r"(-?\d+(?:\.\d+)?)"
 _LINES: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = (
     ("load_begin", re.compile(rf"Load weight begin\. avail mem={_NUM} GB"), ("avail_before_load_gib",)),
@@ -176,7 +179,9 @@ def parse_startup_log(text: str) -> dict[str, Any]:
     """What SGLang logged at start-up.
 
     Returns the figures of rank 0 (a line without a ``TPn`` tag counts as rank 0; a figure rank 0 did not log
-    comes from the lowest rank that did, named in ``rank_of``) and ``ranks`` (``{rank: figures}``). Figures, all
+    comes from the lowest rank that did, named in ``rank_of``) and ``ranks`` (``{TP rank: figures}``) of the first
+    pipeline stage and data-parallel replica; ``other_ranks`` (``{"DP1 TP0" / "PP1 TP0": figures}``) holds the
+    other stages (their own layers) and replicas, never mixed into rank 0's. Figures, all
     per rank, sizes in GiB (SGLang's "GB" is 2^30 bytes): ``avail_before_load_gib``, ``weights_gib`` (Load weight
     end's mem usage), ``avail_after_load_gib``, ``kv_tokens`` / ``k_size_gib`` / ``v_size_gib`` (or ``kv_size_gib``
     for MLA; ``swa_*`` / ``full_*`` for a sliding-window model), ``avail_after_pool_gib``, ``draft_*`` for the
@@ -184,13 +189,28 @@ def parse_startup_log(text: str) -> dict[str, Any]:
     ``cuda_graph_gib``, ``max_total_num_tokens``, ``chunked_prefill_size``, ``max_running_requests``,
     ``context_len``, ``available_gpu_mem_gib``; ``server_args`` (``SERVER_ARG_KEYS`` of the ``server_args=`` line:
     what SGLang resolved). Absent keys were not logged."""
-    ranks: dict[int, dict[str, Any]] = {}
-    kv_lines: dict[int, list[list[tuple]]] = {}
-    pool_ends: dict[int, list[float]] = {}
+    lines = text.splitlines()
+    tags = []
+    for line in lines:
+        m = _PREFIX.match(line)
+        tags.append({k: int(v) for k, v in _TAG.findall(m.group(1))} if m else {})
+    # plain data parallelism (no --enable-dp-attention) starts whole replicas, each with its TP ranks from 0
+    # (data_parallel_controller.py:229-273): the same TP rank under two DP ranks. With DP attention the DP ranks
+    # split one TP group (:379-408), each TP rank once.
+    dp_of: dict[int, set[int]] = {}
+    for t in tags:
+        if "DP" in t:
+            dp_of.setdefault(t.get("TP", 0), set()).add(t["DP"])
+    replicas = any(len(d) > 1 for d in dp_of.values())
+    ranks: dict[Any, dict[str, Any]] = {}
+    kv_lines: dict[Any, list[list[tuple]]] = {}
+    pool_ends: dict[Any, list[float]] = {}
     server_args: dict[str, Any] = {}
-    for line in text.splitlines():
-        m = _RANK.match(line)
-        rank = int(m.group(1)) if m else 0
+    for line, tag in zip(lines, tags):
+        rank: Any = tag.get("TP", 0)
+        if tag.get("PP", 0) or (replicas and tag.get("DP", 0)):
+            # another pipeline stage (other layers) or another replica: kept apart, named by its tags
+            rank = " ".join(f"{k}{tag[k]}" for k in ("DP", "PP", "TP") if k in tag)
         figures = ranks.setdefault(rank, {})
         if (sa := _SERVER_ARGS.search(line)) and not server_args:
             server_args = {k: _value(v) for k, v in _ARG.findall(sa.group(1)) if k in SERVER_ARG_KEYS}
@@ -226,7 +246,8 @@ def parse_startup_log(text: str) -> dict[str, Any]:
         ranks[rank]["avail_after_pool_gib"] = ends[0]
         if len(ends) > 1:
             ranks[rank]["draft_avail_after_pool_gib"] = ends[1]
-    ranks = {r: f for r, f in sorted(ranks.items()) if f}
+    others = {r: f for r, f in sorted((r, f) for r, f in ranks.items() if isinstance(r, str)) if f}
+    ranks = {r: f for r, f in sorted((r, f) for r, f in ranks.items() if isinstance(r, int)) if f}
     merged: dict[str, Any] = {}
     rank_of: dict[str, int] = {}
     for rank, figures in ranks.items():
@@ -235,26 +256,91 @@ def parse_startup_log(text: str) -> dict[str, Any]:
                 merged[key] = value
                 if rank != 0:
                     rank_of[key] = rank
-    return {**merged, "rank_of": rank_of, "ranks": ranks, "server_args": server_args}
+    return {**merged, "rank_of": rank_of, "ranks": ranks, "other_ranks": others, "server_args": server_args}
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # the benchmark
 # ---------------------------------------------------------------------------------------------------------------
-def bench_args(model: str, tokenizer_dir: str, profile: dict[str, Any]) -> list[str]:
-    """``python -m sglang.bench_serving`` flags (0.5.10.post1 ``bench_serving.py:1902-2250``) for the run's profile:
-    SGLang's native ``/generate`` client (``--backend sglang``), random token ids of exactly ``input_len`` /
-    ``output_len`` (``--dataset-name random-ids``, ``--random-range-ratio 1``: no ShareGPT download), all requests
-    at once capped at the profile's concurrency, the profile's seed, the per-request TTFTs and ITLs
-    (``--output-details``), the profile's warm-up requests. ``--disable-ignore-eos`` is not given: every request
-    produces ``output_len`` tokens, as in vLLM's runs. ``validator.bench_serve_entry --client sglang`` adds
-    ``--base-url`` and each repeat's ``--output-file``."""
-    return ["--backend", "sglang", "--model", model, "--tokenizer", tokenizer_dir,
+def request_token_limit(plan: dict[str, Any]) -> tuple[int, str]:
+    """``(tokens, why)``: the most prompt + output tokens one request may have on the server ``plan`` describes
+    (``SGLangMemory.to_json()`` or the ``SGLangPlan`` fields: ``context_length``, ``max_total_num_tokens``,
+    ``swa_max_total_num_tokens``, ``speculative``) with SGLang neither refusing it nor cutting its output short,
+    from sglang 0.5.10.post1 (0.4.10.post2's rules are the same without the reserved tokens, so this holds there):
+
+    * managers/tokenizer_manager.py:790-830: refused when ``input + reserved + max_new_tokens >= context_len``,
+      ``reserved`` = ``max(eagle_topk x num_steps, num_draft_tokens)`` for EAGLE / EAGLE3 (NEXTN is EAGLE,
+      server_args.py:2983-2984), else 0 (:243-251);
+    * managers/tp_worker.py:301-305: ``max_req_len = min(context_len - 1, max_token_pool_size - 1)``, the pool the
+      smaller of the full and sliding-window pools (model_executor/model_runner.py:1879-1884); scheduler.py:1612-1620
+      cuts ``max_new_tokens`` to ``max_req_len - input - 1``, so ``input + output <= min(context_len, pool) - 2``;
+      managers/utils.py:126-141 aborts a prompt of ``max_req_len - 5`` tokens or more (never binding once the
+      output is 5 tokens or more).
+
+    Raises ``KeyError`` for a plan without ``context_length`` / ``max_total_num_tokens``."""
+    context = int(plan["context_length"])
+    pool = int(plan["max_total_num_tokens"])
+    if plan.get("swa_max_total_num_tokens"):
+        pool = min(pool, int(plan["swa_max_total_num_tokens"]))
+    spec = plan.get("speculative") or {}
+    if not isinstance(spec, dict):
+        spec = spec.model_dump()
+    reserved = 0
+    if spec.get("algorithm") in ("EAGLE", "EAGLE3", "NEXTN", "MTP"):
+        reserved = max((spec.get("eagle_topk") or 0) * (spec.get("num_steps") or 0), spec.get("num_draft_tokens") or 0)
+    by_refusal, by_cut = context - 1 - reserved, min(context, pool) - 2
+    if by_refusal < by_cut:
+        return by_refusal, (f"SGLang's --context-length {context} less 1 and the {reserved} tokens it reserves "
+                            "for drafts (it refuses a longer request)")
+    if pool < context:
+        return by_cut, f"SGLang's KV pool of {pool} tokens less 2 (it cuts the output of a longer request)"
+    return by_cut, f"SGLang's --context-length {context} less 2 (it cuts the output of a longer request)"
+
+
+#: sglang.bench_serving's random-ids sampler builds each prompt as ``(offsets[i] + i + j) % vocab_size`` with numpy
+#: integers; sent as ids (``--tokenize-prompt``) they must be Python ints for aiohttp's ``json.dumps``. 0.4.10.post2
+#: (bench_serving.py:1097-1100), 0.5.3 (:1229-1232) to 0.5.8.post1 (:1494-1497) keep numpy's int64, so every request
+#: fails ("Object of type int64 is not JSON serializable") and the warm-up raises; 0.5.9 (bench_serving.py:1631)
+#: and 0.5.10.post1 (benchmark/datasets/random.py:151-154) wrap it in ``int(...)``.
+_IDS_AS_INTS = re.compile(r"int\(\s*\(offsets\[i\] \+ i \+ j\) % tokenizer\.vocab_size\s*\)")
+#: where the random-ids sampler lives: its own module since 0.5.10 (sglang/benchmark/datasets/random.py), before
+#: that bench_serving.py
+SAMPLER_MODULES = ("sglang.benchmark.datasets.random", BENCH_MODULE)
+
+
+def sends_prompt_ids(sources: list[str]) -> bool:
+    """Whether the ``sglang.bench_serving`` whose source texts are ``sources`` (``SAMPLER_MODULES``) can send its
+    random-ids prompts as token ids (``--tokenize-prompt``): only when its sampler makes Python ints
+    (``_IDS_AS_INTS``)."""
+    return any(_IDS_AS_INTS.search(text) for text in sources)
+
+
+def bench_args(tokenizer_dir: str, profile: dict[str, Any], prompt_ids: bool) -> list[str]:
+    """``python -m sglang.bench_serving`` flags (0.5.10.post1 ``bench_serving.py:1902-2252``; 0.4.10.post2's has each)
+    for the run's profile: SGLang's native ``/generate`` client (``--backend sglang``: bench_serving.py:1748-1751),
+    random token ids of ``input_len`` / ``output_len`` (``--dataset-name random-ids``, no ShareGPT download;
+    ``--random-range-ratio 1``: ``randint(full_len, full_len + 1)``, benchmark/datasets/common.py:60-64), all
+    requests at once capped at the profile's concurrency, the profile's seed, the per-request TTFTs and ITLs
+    (``--output-details``), the profile's warm-up requests (each the first prompt with at most 32 output tokens,
+    bench_serving.py:1251-1256). ``ignore_eos`` is on unless ``--disable-ignore-eos`` (bench_serving.py:612): every
+    request produces ``output_len`` tokens, as in vLLM's runs.
+
+    ``--model`` is the tokenizer directory too: bench_serving loads ``AutoTokenizer.from_pretrained(args.model,
+    trust_remote_code=True)`` only to look for a chat template (``check_chat_template``, bench_serving.py:1639-1642,
+    called at :1813), which for a Hub id would fetch the repository's main revision and may run its code; the
+    ``/generate`` payload carries no model name (:607-620), so nothing else reads it.
+
+    ``prompt_ids`` (``sends_prompt_ids``): send the prompts as token ids (``--tokenize-prompt``), so the server sees
+    exactly ``input_len`` tokens. Without it the ids are decoded to text (benchmark/datasets/random.py:155-156) and the
+    server tokenizes that text again: the prompt length is near ``input_len``, not equal to it.
+    ``validator.bench_serve_entry --client sglang`` adds ``--base-url`` and each repeat's ``--output-file``."""
+    return ["--backend", "sglang", "--model", tokenizer_dir, "--tokenizer", tokenizer_dir,
             "--dataset-name", "random-ids", "--random-input-len", str(profile["input_len"]),
             "--random-output-len", str(profile["output_len"]), "--random-range-ratio", "1.0",
             "--num-prompts", str(profile["num_prompts"]), "--max-concurrency", str(profile["concurrency"]),
             "--request-rate", "inf", "--seed", str(profile["seed"]), "--warmup-requests",
-            str(max(1, int(profile.get("warmups", 1)))), "--output-details", "--disable-tqdm"]
+            str(max(1, int(profile.get("warmups", 1)))), "--output-details", "--disable-tqdm",
+            *(["--tokenize-prompt"] if prompt_ids else [])]
 
 
 #: ``sglang.bench_serving`` result keys (bench_serving.py:1549-1596) -> ``vllm bench serve``'s
@@ -275,8 +361,10 @@ def from_bench_result(result: dict[str, Any]) -> dict[str, Any]:
     out.update({new: result.get(old) for old, new in _RENAMED.items()})
     errors = result.get("errors") or []
     out["failed"] = sum(1 for e in errors if e)
-    ttfts = result.get("ttfts") or []
-    itls = result.get("itls") or []
+    # a failed request keeps TTFT 0 and no ITLs (bench_serving.py:93-104): the lists are the successful requests'
+    ok = [i for i in range(len(result.get("ttfts") or [])) if not (i < len(errors) and errors[i])]
+    ttfts = [result["ttfts"][i] for i in ok]
+    itls = [result["itls"][i] for i in ok] if len(result.get("itls") or []) == len(result.get("ttfts") or []) else []
     out["ttfts"] = ttfts
     out["latencies"] = [t + sum(i or []) for t, i in zip(ttfts, itls)] if len(itls) == len(ttfts) else []
     # p95s sglang.bench_serving does not print (it has p99 for TTFT / TPOT / E2E, p95 for ITL only), from the
@@ -288,6 +376,49 @@ def from_bench_result(result: dict[str, Any]) -> dict[str, Any]:
             out[key] = float(np.percentile(values, 95)) * 1000
     out["accept_length"] = result.get("accept_length")
     return out
+
+
+def bench_failure(result: dict[str, Any], output_len: int) -> str:
+    """A sentence when one ``sglang.bench_serving`` result line (with ``--output-details``) is not a measurement of
+    ``output_len``-token requests, else "". bench_serving exits 0 when requests fail after a good warm-up (it counts
+    only the successful ones, bench_serving.py:980-1009, and only warns when all failed, :1011-1016), so the line is
+    checked here: a request with an error (``errors``: a non-200 answer as "reason: body", bench_serving.py:689-692,
+    or a traceback); a "successful" one that got no token (``ttfts`` 0): SGLang answers a streamed request it refuses
+    (context length, srt/managers/tokenizer_manager.py:790-830) with HTTP 200 and one ``{"error": ...}`` chunk
+    (srt/entrypoints/http_server.py:666-676; 0.4.10.post2 :350-362), which bench_serving skips, counting the request
+    as a success of the requested length (bench_serving.py:637-688) — the reason is only in the server's log
+    (``last_server_error``); or a successful one that stopped short of ``output_len`` tokens (``output_lens``,
+    SGLang's ``completion_tokens``: with ``ignore_eos`` only a cut ``max_new_tokens``, scheduler.py:1612-1620,
+    stops it early)."""
+    all_errors = result.get("errors") or []
+    errors = [e for e in all_errors if e]
+    total = len(all_errors)
+    if errors:
+        first = errors[0].strip().splitlines()[-1][:400]
+        return f"{len(errors)} of {total} requests failed; the first: {first}"
+    silent = [t for t in result.get("ttfts") or [] if not t]
+    if silent:
+        return (f"{len(silent)} of {len(result.get('ttfts') or [])} requests got no token: SGLang refused them (it "
+                "answers a refused streamed request with HTTP 200 and an error chunk, which sglang.bench_serving "
+                "counts as a success)")
+    lens = result.get("output_lens") or []
+    short = [n for n in lens if n < output_len]
+    if short:
+        return (f"{len(short)} of {len(lens)} requests stopped short of {output_len} output tokens (the fewest: "
+                f"{min(short)}): the server cut their max_new_tokens")
+    if not result.get("completed"):
+        return "no request completed"
+    return ""
+
+
+_HTTP_ERROR = re.compile(r"\[http_server\] Error: (.*)")
+
+
+def last_server_error(log_text: str) -> str:
+    """The last ``[http_server] Error: ...`` of an SGLang server log (http_server.py:674 and :690 log every request
+    it refuses), "" when there is none."""
+    found = _HTTP_ERROR.findall(log_text)
+    return found[-1].strip()[:500] if found else ""
 
 
 def read_bench_output(path: Path) -> dict[str, Any]:
