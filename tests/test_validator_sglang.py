@@ -277,6 +277,7 @@ def test_an_sglang_run_from_the_web_view_to_the_report(client, settings, tmp_pat
     assert base["serve_argv"][:7] == ["python", "-m", "sglang.launch_server", "--model-path", "Qwen/QwQ-32B",
                                       "--tp-size", "4"]  # the form kept SGLang's alias tp_size
     assert base["startup"]["max_total_num_tokens"] == 46611 and base["startup"]["weights_gib"] == 15.54
+    assert base["env"] == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0,1,2,3"}
     rows = {row["field"]: row for row in m["comparison"]}
     tokens = rows["sglang_max_total_num_tokens"]
     assert tokens["measured"] == 46611 and abs(tokens["error_pct"]) < 2.5  # benchmarks/sglang_cases.py: -1.78 %
@@ -517,3 +518,16 @@ def test_a_worker_with_another_covered_release_runs_that_releases_command():
     assert mfs == pytest.approx(predicted["baseline"]["memory"]["mem_fraction_static"], abs=1e-4)
     asked = cfg["sglang"]["phases"][0]["command"]
     assert asked[asked.index("--mem-fraction-static") + 1] != command[command.index("--mem-fraction-static") + 1]
+
+
+def test_an_sglang_server_runs_on_the_gpus_the_worker_was_matched_on():
+    """A host with an H100 at NVML index 0 and four L4s: a 2x L4 run gets the first two L4s by PCI bus order."""
+    hw = {"platform": "cuda", "devices": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory_total_bytes": 1},
+                                          *({"index": i, "name": "NVIDIA L4", "memory_total_bytes": 1} for i in (1, 2, 3, 4))]}
+    assert capabilities.visible_devices_env(hw, "L4", 2, {}) == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+                                                                  "CUDA_VISIBLE_DEVICES": "1,2"}
+    assert capabilities.visible_devices_env(hw, "H100", 1, {}) == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+                                                                    "CUDA_VISIBLE_DEVICES": "0"}
+    assert capabilities.visible_devices_env(hw, "L4", 5, {}) == {}  # not enough: left to the operator
+    assert capabilities.visible_devices_env(hw, "L4", 2, {"CUDA_VISIBLE_DEVICES": "3,4"}) == {}
+    assert capabilities.visible_devices_env({"platform": "cpu"}, "L4", 1, {}) == {}

@@ -628,15 +628,18 @@ def run_sglang_sequence(configuration: dict[str, Any], workdir: Path, reporter: 
     t_start = time.monotonic()
     host = "127.0.0.1"
     phases = configuration["sglang"]["phases"]
+    # the GPUs the worker was matched on (validator.capabilities.can_take), not whichever CUDA lists first
+    gpu_env = capabilities.visible_devices_env(hardware, configuration["engine_input"].get("gpu", ""),
+                                               int(configuration["sglang"].get("gpus", 1)), os.environ)
     budget = max(1.0, options.get("phase_budget_s", 300.0))
     for n, spec_phase in enumerate(phases):
         name = spec_phase["name"]
         port = runner.free_port(host)
         argv = sg.server_argv(spec_phase["command"], host, port, prefix=options.get("sglang_command"),
                               revision=revision)
-        server = ServerProcess(argv, workdir / f"{name}-server.log", dict(os.environ), host, port,
+        server = ServerProcess(argv, workdir / f"{name}-server.log", {**os.environ, **gpu_env}, host, port,
                                health_path=sg.HEALTH_PATH, name="SGLang")
-        phase: dict[str, Any] = {"name": name, "serve_argv": spec_phase["command"], "argv": argv, "env": {}}
+        phase: dict[str, Any] = {"name": name, "serve_argv": spec_phase["command"], "argv": argv, "env": gpu_env}
         measured["phases"][name] = phase
         combined = workdir / f"bench-{name}.json"
         own = ["--client", "sglang", "--health-path", sg.HEALTH_PATH]

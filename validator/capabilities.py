@@ -227,6 +227,22 @@ def can_take(worker: dict[str, Any], need: dict[str, Any]) -> tuple[bool, str]:
     return True, ""
 
 
+def visible_devices_env(hardware: dict[str, Any], gpu: str, n: int, environ: dict[str, str] | None = None
+                        ) -> dict[str, str]:
+    """``{"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "i,j,..."}``: the first ``n`` of the worker's
+    GPUs (``hardware["devices"]``, NVML's indices, which follow the PCI bus) whose catalog row is ``gpu``, so a server
+    on a host with several GPU models runs on the ones the worker was matched on (CUDA numbers devices fastest first
+    unless ``CUDA_DEVICE_ORDER=PCI_BUS_ID``). ``{}`` when ``environ`` already sets ``CUDA_VISIBLE_DEVICES`` (the
+    operator's choice stands), when fewer than ``n`` devices match, or on a CPU worker."""
+    if (environ or {}).get("CUDA_VISIBLE_DEVICES") is not None or hardware.get("platform") != "cuda":
+        return {}
+    row = _gpu_row(gpu)
+    picked = [d.get("index", i) for i, d in enumerate(hardware.get("devices") or []) if _gpu_row(d["name"]) == row]
+    if row is None or len(picked) < n:
+        return {}
+    return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in picked[:n])}
+
+
 def who_can_run(configuration: dict[str, Any], workers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """``{"ok", "workers": [ids that can], "need": requirement, "message"}``. ``message`` says which worker
     hardware is missing when nobody can (or that no worker is running at all)."""
