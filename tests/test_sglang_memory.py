@@ -573,6 +573,9 @@ def test_nsa_dp_attention_and_page_size_by_release():
     assert (d.enable_dp_attention, d.attention_tp_size, d.page_size) == (False, 8, 1)
     # the cell is per rank and MLA keeps one latent per token whatever the attention TP: same bytes
     assert a.cell_size_bytes == b.cell_size_bytes == c.cell_size_bytes
+    # the command: 0.5.3.post1 gets the DP flags it forces anyway; 0.5.7 sets DP attention itself at dp_size 1
+    assert "--enable-dp-attention" in launch_argv(a, model_path="deepseek-ai/DeepSeek-V3.2-Exp")
+    assert "--enable-dp-attention" not in launch_argv(b, model_path="deepseek-ai/DeepSeek-V3.2-Exp")
 
 
 def test_nsa_without_dp_flags_reserve_sees_the_flags_as_passed():
