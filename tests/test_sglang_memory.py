@@ -31,6 +31,7 @@ from calculator.runtimes.sglang import (
     plan,
 )
 from calculator.runtimes.sglang import releases as R
+from calculator.runtimes.sglang.memory import nsa_architectures
 from tests.conftest import CONFIGS, load_config
 
 GIB = 2**30
@@ -388,6 +389,12 @@ _CITED_TEXT = [  # (release, rule, text the cited line must contain)
     ("0.5.8.post1", "vlm_formula", "def adjust_mem_fraction_for_vlm"),
     ("0.5.10.post1", "mamba_split", "mamba_state_memory_raw"),
     ("0.5.10.post1", "page_align", "capacity // page_size * page_size"),
+    ("0.5.9", "nsa_archs", "def is_deepseek_nsa"),
+    ("0.5.9", "nsa_page", "if is_hip():"),
+    ("0.5.9", "nsa_pool", "def calculate_mla_kv_cache_dim"),
+    ("0.5.7", "nsa", "self.enable_dp_attention = True"),
+    ("0.5.7", "nsa_pool", "Calculate override_kv_cache_dim"),
+    ("0.5.3.post1", "nsa", "self.enable_dp_attention = True"),
 ]
 
 
@@ -516,6 +523,59 @@ def test_speculative_topk_and_the_default_backend_order():
           "free_memory_before_load_gib": 78.5, "weights_bytes": 15 * GIB}
     assert plan(target, release="0.5.3", **kw).attention_backend == "flashinfer"
     assert plan(target, release="0.5.7", **kw).attention_backend == "fa3"
+
+
+def test_glm5_dsa_on_mi355x_is_nsa_from_0_5_9_with_page_1_and_tp_attention():
+    """GLM-5-FP8 (GlmMoeDsaForCausalLM) on 8x MI355X, 'launch_server --attention-backend triton --tp-size 8
+    --kv-cache-dtype fp8_e4m3' (ajith-sirra-amd/Issues GLM-5-FP8-MI355X-SGLANG-ERROR.md, image of 2026-02-18,
+    modelled as 0.5.9): 'Load weight end ... avail mem=193.92 GB, mem usage=89.58 GB', mem_fraction_static=0.908
+    printed, 'Setting page size to 1 for DeepSeek DSA on ROCm', 'DSA with TP mode is active, dp_size=1, tp_size=8',
+    'KV Cache is allocated. #tokens: 3262823, KV size: 186.77 GB'.
+
+    0.5.9 is_deepseek_nsa lists GlmMoeDsaForCausalLM (configs/model_config.py:54), so the indexer is in the cell:
+    (512 + 64) x 78 x 1 + (128 + 128 // 128 x 4) x 78 = 44,928 + 10,296 = 55,224 B.
+    rest = 193.92 - 283.50 x (1 - 0.908) = 167.838 GiB -> int(167.838 x 2**30 / 55,224) = 3,263,339 (log 3,262,823:
+    the two logged 0.01-GB figures). Pool rows: (512 + 512 // 128 x 4 + 64 x 2) x 78 + 10,296 = 61,464 B ->
+    3,262,823 x 61,464 / 2**30 = 186.77 GiB, the logged KV size (more than the 167.84 budgeted: SGLang sizes with
+    576-byte rows and allocates 656-byte ones, so only 3.90 GB stay free)."""
+    # zai-org/GLM-5-FP8's config.json from the CLI's offline catalog (not among the shared configs)
+    cfg = json.loads((Path(__file__).resolve().parent.parent / "calculator" / "data" / "model_configs"
+                      / "zai-org__GLM-5-FP8.json").read_text())
+    p = plan(cfg, gpu=get_gpu("MI355X"), release="0.5.9", tp_size=8, kv_cache_dtype="fp8_e4m3",
+             attention_backend="triton", free_memory_before_load_gib=193.92 + 89.58, weights_bytes=int(89.58 * GIB))
+    assert p.mem_fraction_static == 0.908  # as printed by ServerArgs
+    assert p.page_size == 1 and not p.enable_dp_attention and p.attention_tp_size == 8
+    assert p.cell_size_bytes == (512 + 64) * 78 + (128 + 4) * 78 == 55224
+    assert p.pool_bytes_per_token == (512 + 16 + 128) * 78 + (128 + 4) * 78 == 61464
+    rest = (193.92 + 89.58 - 89.58) - (193.92 + 89.58) * (1 - 0.908)
+    assert p.max_total_num_tokens == int(rest * GIB / 55224) == 3263339
+    assert abs(p.max_total_num_tokens - 3262823) / 3262823 < 0.001
+    assert round(3262823 * 61464 / GIB, 2) == 186.77
+    # before 0.5.9 SGLang has no GLM-5 class at all; 0.5.8.post1's is_deepseek_nsa does not list it either
+    assert "GlmMoeDsaForCausalLM" not in nsa_architectures("0.5.8.post1")
+    assert "GlmMoeDsaForCausalLM" in nsa_architectures("0.5.10.post1")
+
+
+def test_nsa_dp_attention_and_page_size_by_release():
+    """What the NSA block of ServerArgs forces, per release (DeepSeek-V3.2, --tp 8, no DP flags):
+    0.5.3.post1: enable_dp_attention and dp_size = tp_size (server_args.py:859-860) -> attention TP 1, page 64;
+    0.5.7: enable_dp_attention = True only (server_args.py:1035), dp_size stays 1 -> attention TP 8, page 64 (:1058);
+    0.5.8.post1: nothing ('DSA with TP mode is active', :1147), page 64 on CUDA, 1 on ROCm (:1151-1158)."""
+    cfg = v32_config()
+    b200, mi355x = get_gpu("B200"), get_gpu("MI355X")
+    a = plan(cfg, gpu=b200, release="0.5.3.post1", tp_size=8)
+    b = plan(cfg, gpu=b200, release="0.5.7", tp_size=8)
+    c = plan(cfg, gpu=b200, release="0.5.8.post1", tp_size=8)
+    d = plan(cfg, gpu=mi355x, release="0.5.8.post1", tp_size=8)
+    assert (a.enable_dp_attention, a.dp_size, a.attention_tp_size, a.page_size) == (True, 8, 1, 64)
+    assert (b.enable_dp_attention, b.dp_size, b.attention_tp_size, b.page_size) == (True, 1, 8, 64)
+    assert (c.enable_dp_attention, c.dp_size, c.attention_tp_size, c.page_size) == (False, 1, 8, 64)
+    assert (d.enable_dp_attention, d.attention_tp_size, d.page_size) == (False, 8, 1)
+    # the cell is per rank and MLA keeps one latent per token whatever the attention TP: same bytes
+    assert a.cell_size_bytes == b.cell_size_bytes == c.cell_size_bytes
+    # the command: 0.5.3.post1 gets the DP flags it forces anyway; 0.5.7 sets DP attention itself at dp_size 1
+    assert "--enable-dp-attention" in launch_argv(a, model_path="deepseek-ai/DeepSeek-V3.2-Exp")
+    assert "--enable-dp-attention" not in launch_argv(b, model_path="deepseek-ai/DeepSeek-V3.2-Exp")
 
 
 def test_nsa_without_dp_flags_reserve_sees_the_flags_as_passed():

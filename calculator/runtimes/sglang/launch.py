@@ -35,7 +35,8 @@ def launch_argv(plan: SGLangPlan, model_path: str, *, python: str = "python", po
     argv = [python, "-m", "sglang.launch_server", "--model-path", model_path, "--tp-size", str(plan.tp_size)]
     if plan.dp_size > 1:
         argv += ["--dp-size", str(plan.dp_size)]
-    if plan.enable_dp_attention:
+    if plan.enable_dp_attention and plan.dp_size > 1:
+        # (0.5.7 turns DP attention on by itself for DeepSeek NSA with dp_size 1: nothing to pass)
         argv += ["--enable-dp-attention"]
     if plan.ep_size > 1:
         argv += ["--ep-size", str(plan.ep_size)]

@@ -166,6 +166,19 @@ class SGLangPlan(BaseModel):
 # Model description (SGLang's view of config.json)
 
 _NSA_ARCHS = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM")
+
+
+def nsa_architectures(release: str) -> tuple[str, ...]:
+    """The ``architectures[0]`` values SGLang ``release`` treats as DeepSeek NSA/DSA (with ``index_topk`` set):
+    ``is_deepseek_nsa`` of ``sglang/srt/configs/model_config.py`` (``cite(release, "nsa_archs")``). 0.5.3 and
+    0.5.3.post1: DeepSeek V3/V3.2 only; 0.5.7 and 0.5.8.post1 add the NextN draft, Mistral Large 3 and Pixtral;
+    0.5.9 and 0.5.10.post1 add GLM-5 (``GlmMoeDsaForCausalLM``)."""
+    archs = _NSA_ARCHS
+    if at_least(release, "0.5.7"):
+        archs += ("DeepseekV3ForCausalLMNextN", "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration")
+    if at_least(release, "0.5.9"):
+        archs += ("GlmMoeDsaForCausalLM",)
+    return archs
 # gated delta-net hybrids (SGLang configs/qwen3_next.py, qwen3_5.py); which releases have them: data/architectures.json
 _GDN_ARCHS = {"Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM",
               "Qwen3_5MoeForConditionalGeneration"}
@@ -470,7 +483,8 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
 
     # --- attention kind ---------------------------------------------------------------------------
     is_mla = bool(c.get("kv_lora_rank"))
-    is_nsa = is_mla and arch_name in _NSA_ARCHS and c.get("index_topk") is not None
+    is_nsa = is_mla and c.get("index_topk") is not None and (
+        arch_name in (nsa_architectures(release) if at_least(release, "0.5.3") else _NSA_ARCHS))
     is_gdn = arch_name in _GDN_ARCHS
     if model_type in _MAMBA2_TYPES or c.get("hybrid_override_pattern") or c.get("layers_block_type"):
         raise EngineInputError("config.architectures",
@@ -541,13 +555,24 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     flag_dp_attention, flag_dp_size = enable_dp_attention, dp_size
     page = page_size
     if is_nsa:
-        # NSA: DP attention, page 64, fp8 KV on SM100 (0.5.3: also mem_fraction_static 0.8)
-        if not enable_dp_attention:
-            enable_dp_attention, dp_size = True, tp_size
-            notes.append("DeepSeek NSA: SGLang turns on DP attention with dp_size = tp_size")
-        attn_tp = tp_size // dp_size
-        page = 64
-        src("page_size", 64, "source", cite(release, "nsa"))
+        # NSA block of ServerArgs (not on NPU). 0.5.3 / 0.5.3.post1: DP attention with dp_size = tp_size, page 64
+        # (0.5.3: also mem_fraction_static 0.8). 0.5.7: enable_dp_attention = True with dp_size as passed (attention
+        # TP stays tp_size // dp_size), page 64. From 0.5.8.post1: nothing forced ("DSA with TP mode is active"; DP
+        # attention only with --enable-nsa-prefill-context-parallel, not modelled), page 1 on ROCm, 64 on CUDA.
+        if not at_least(release, "0.5.7"):
+            if not enable_dp_attention:
+                enable_dp_attention, dp_size = True, tp_size
+                notes.append("DeepSeek NSA: SGLang turns on DP attention with dp_size = tp_size")
+            src("enable_dp_attention", f"True, dp_size {dp_size}", "source", cite(release, "nsa"))
+        elif not at_least(release, "0.5.8.post1"):
+            if not enable_dp_attention:
+                enable_dp_attention = True
+                notes.append(f"DeepSeek NSA: SGLang {release} sets enable_dp_attention with dp_size as passed "
+                             f"({dp_size}), so attention stays split over tp_size // dp_size ranks")
+            src("enable_dp_attention", f"True, dp_size {dp_size}", "source", cite(release, "nsa"))
+        attn_tp = tp_size // dp_size if enable_dp_attention else tp_size
+        page = 1 if is_hip and at_least(release, "0.5.8.post1") else 64
+        src("page_size", page, "source", cite(release, "nsa_page"))
     if page is None:
         page = 1
     if not isinstance(page, int) or page < 1:

@@ -81,7 +81,10 @@ _WEIGHT_LINES: dict[str, dict[str, tuple[str, int]]] = {
 #  dp_chunked       chunked_prefill_size divided under DP attention
 #  vlm_adjust       adjust_mem_fraction_for_vlm
 #  aiter            mem_fraction_static *= 0.85 for aiter with context_len > 8192
-#  nsa              DeepSeek NSA overrides (page 64, DP attention, fp8 KV, mfs 0.8 in 0.5.3)
+#  nsa              DeepSeek NSA block of ServerArgs (0.5.3/0.5.3.post1/0.5.7: its enable_dp_attention line; from
+#                   0.5.8.post1 the block's first line: no DP attention forced there, only page and KV dtype)
+#  nsa_page         NSA page size (64; from 0.5.8.post1: 1 on ROCm, 64 on CUDA)
+#  nsa_archs        is_deepseek_nsa: the architectures treated as NSA/DSA (configs/model_config.py)
 #  profile          profile_max_num_token: rest = post_load - pre_load * (1 - mfs)
 #  cell             bytes per token (MHA / MLA / NSA indexer)
 #  max_num_reqs     min(max(tokens / context_len * 512, 2048), 4096)
@@ -97,7 +100,8 @@ _WEIGHT_LINES: dict[str, dict[str, tuple[str, int]]] = {
 #  free_mem         get_available_gpu_memory (torch.cuda.mem_get_info)
 #  gpu_capacity     nvidia-smi / rocminfo total memory that the defaults read
 #  pre_load         free memory measured before loading ("Load weight begin")
-#  nsa_pool         NSATokenToKVPool layout (656-byte fp8 rows, indexer 128+4 bytes per token per layer)
+#  nsa_pool         NSATokenToKVPool layout (656-byte fp8 rows, indexer 128+4 bytes per token per layer); from 0.5.7
+#                   where the fp8 row (override_kv_cache_dim) is computed
 #  piecewise        piecewise CUDA graph reserve (0.5.10)
 #  kv_log           the "KV Cache is allocated" log line
 #  max_prefill_tokens  the 16384 default; req_to_token  ReqToTokenPool (int32 rows of context_len + 4)
@@ -133,7 +137,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "max_prefill_tokens": (_SA, 191), "req_to_token": (_MP, 61), "pool_end": (_MR, 1724),
         "gemma_swa_off": (_SA, 804), "gptoss_swa_off": (_SA, 781),
         "mfs_default": (_SA, 638), "mfs_reserved": (_SA, 639), "gpu_tables": (_SA, 566), "dp_chunked": (_SA, 957),
-        "vlm_adjust": (_SA, 683), "nsa": (_SA, 806), "nsa_mfs": (_SA, 823), "profile": (_MR, 1288),
+        "vlm_adjust": (_SA, 683), "nsa": (_SA, 816), "nsa_page": (_SA, 820), "nsa_archs": (_MC, 52), "nsa_mfs": (_SA, 823), "profile": (_MR, 1288),
         "cell": (_MR, 1274), "max_num_reqs": (_MR, 1432), "page_align": (_MR, 1478), "max_running": (_TW, 144),
         "spec_headroom": (_MR, 1451), "spec_defaults": (_SA, 3301), "spec_max_running": (_SA, 1060),
         "swa_split": (_MR, 1374), "context_len": (_HF_NEW, 291), "pre_load": (_MR, 698),
@@ -145,7 +149,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "max_prefill_tokens": (_SA, 207), "req_to_token": (_MP, 64), "pool_end": (_MR, 1738),
         "gemma_swa_off": (_SA, 847), "gptoss_swa_off": (_SA, 824),
         "mfs_default": (_SA, 673), "mfs_reserved": (_SA, 674), "gpu_tables": (_SA, 601), "dp_chunked": (_SA, 997),
-        "vlm_adjust": (_SA, 718), "nsa": (_SA, 849), "profile": (_MR, 1302), "cell": (_MR, 1277),
+        "vlm_adjust": (_SA, 718), "nsa": (_SA, 859), "nsa_page": (_SA, 863), "nsa_archs": (_MC, 52), "profile": (_MR, 1302), "cell": (_MR, 1277),
         "nsa_indexer": (_MR, 1283), "max_num_reqs": (_MR, 1456), "page_align": (_MR, 1502),
         "max_running": (_TW, 139), "spec_headroom": (_MR, 1475), "spec_defaults": (_SA, 3368),
         "spec_max_running": (_SA, 1100), "swa_split": (_MR, 1398), "context_len": (_HF_NEW, 293),
@@ -157,7 +161,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "max_prefill_tokens": (_SA, 301), "req_to_token": (_MP, 78), "pool_end": (_MX, 660),
         "gemma_swa_off": (_SA, 1278), "gptoss_swa_off": (_SA, 1214),
         "mfs_default": (_SA, 909), "mfs_reserved": (_SA, 911), "gpu_tables": (_SA, 827), "dp_chunked": (_SA, 1809),
-        "vlm_adjust": (_SA, 957), "aiter": (_SA, 1660), "nsa": (_SA, 1035), "profile": (_MX, 137),
+        "vlm_adjust": (_SA, 957), "aiter": (_SA, 1660), "nsa": (_SA, 1035), "nsa_page": (_SA, 1058), "nsa_archs": (_MC, 53), "nsa_pool": (_MP, 1836), "profile": (_MX, 137),
         "cell": (_MX, 49), "max_num_reqs": (_MX, 279), "page_align": (_MX, 325), "max_running": (_MR, 524),
         "spec_headroom": (_MX, 311), "spec_defaults": (_SA, 5151), "spec_max_running": (_SA, 1995),
         "mamba_split": (_MX, 183), "mamba_ratio": (_MX, 39), "context_len": (_HF_NEW, 393),
@@ -170,7 +174,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "max_prefill_tokens": (_SA, 316), "req_to_token": (_MP, 117), "pool_end": (_MX, 647),
         "gemma_swa_off": (_SA, 1385), "gptoss_swa_off": (_SA, 1283), "gptoss_swa_off_spec": (_SA, 1290),
         "mfs_default": (_SA, 988), "mfs_reserved": (_SA, 990), "gpu_tables": (_SA, 903), "dp_chunked": (_SA, 1937),
-        "vlm_adjust": (_SA, 1037), "vlm_formula": (_SA, 5160), "aiter": (_SA, 1788), "nsa": (_SA, 1122),
+        "vlm_adjust": (_SA, 1037), "vlm_formula": (_SA, 5160), "aiter": (_SA, 1788), "nsa": (_SA, 1110), "nsa_page": (_SA, 1151), "nsa_archs": (_MC, 54), "nsa_pool": (_MP, 1699),
         "profile": (_MX, 138), "cell": (_MX, 47), "nsa_indexer": (_MX, 73), "kv_log": (_MP, 605), "max_num_reqs": (_MX, 258), "page_align": (_MX, 310),
         "max_running": (_MR, 558), "spec_headroom": (_MX, 296), "spec_defaults": (_SA, 5425),
         "spec_max_running": (_SA, 2135), "mamba_split": (_MX, 188), "mamba_ratio": (_MX, 37),
@@ -183,7 +187,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "max_prefill_tokens": (_SA, 330), "req_to_token": (_MP, 126), "pool_end": (_MX, 745),
         "gemma_swa_off": (_SA, 1487), "gptoss_swa_off": (_SA, 1359),
         "mfs_default": (_SA, 1020), "mfs_reserved": (_SA, 1022), "gpu_tables": (_SA, 935), "dp_chunked": (_SA, 2117),
-        "vlm_adjust": (_SA, 1069), "vlm_formula": (_SA, 5483), "aiter": (_SA, 1926), "nsa": (_SA, 1222),
+        "vlm_adjust": (_SA, 1069), "vlm_formula": (_SA, 5483), "aiter": (_SA, 1926), "nsa": (_SA, 1205), "nsa_page": (_SA, 1251), "nsa_archs": (_MC, 54), "nsa_pool": (_MX, 212),
         "profile": (_MX, 143), "cell": (_MX, 47), "nsa_indexer": (_MX, 73), "kv_log": (_MP, 652),
         "max_num_reqs": (_MX, 345), "page_align": (_MX, 389), "max_running": (_MR, 593), "spec_headroom": (_MX, 412),
         "spec_defaults": (_SA, 5741), "spec_max_running": (_SA, 2363), "mamba_split": (_MX, 194),
@@ -197,7 +201,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "gemma_swa_off": (_SA, 1877), "hybrid_swa_archs": (_MC, 1438), "hybrid_swa_on": (_MC, 363),
         "mfs_default": (_SA, 1281), "mfs_reserved": (_SA, 1283), "gpu_tables": (_SA, 1165),
         "dp_chunked": (_SA, 2641), "vlm_adjust": (_SA, 1334), "vlm_formula": (_SA, 6396), "aiter": (_SA, 2417),
-        "nsa": (_SA, 1547), "nsa_kv_dtype": (_SA, 1430), "profile": (_MX, 171), "cell": (_MX, 75),
+        "nsa": (_SA, 1515), "nsa_page": (_SA, 1576), "nsa_archs": (_MC, 55), "nsa_pool": (_MX, 240), "nsa_kv_dtype": (_SA, 1430), "profile": (_MX, 171), "cell": (_MX, 75),
         "nsa_indexer": (_MX, 99), "max_num_reqs": (_MX, 844), "page_align": (_MX, 826),
         "spec_defaults": (_SA, 6711), "spec_max_running": (_SA, 2994), "mamba_split": (_MX, 222),
         "mamba_ratio": (_MX, 64), "context_len": (_HF_NEW, 689), "pre_load": (_MR, 1075), "swa_split": (_MX, 313),
