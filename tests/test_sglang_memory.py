@@ -869,3 +869,14 @@ def test_every_row_of_the_answer_says_where_it_comes_from():
     rows = p.memory.rows()
     assert {label for label, _, _ in rows} >= {"K size", "V size", "page_size", "attention backend"}
     assert all(source for _, _, source in rows), [r for r in rows if not r[2]]
+
+
+def test_a_geforce_plan_says_a_display_takes_memory_the_plan_does_not_count():
+    """sgx-003 (benchmarks/data/sglang_extra_logs.json, RTX 3090 under WSL2) had 0.55 GiB less free before loading
+    than the catalog's card: the desktop. A GeForce plan says so where it gives the sensitivity; an H100's does not."""
+    cfg = load_config("Qwen__Qwen3-8B.json")
+    consumer = plan(cfg, gpu=get_gpu("RTX3090"), release="0.5.10.post1")
+    datacenter = plan(cfg, gpu=get_gpu("L4"), release="0.5.10.post1", context_length=131072)
+    assert any("drives a display" in n for n in consumer.notes)
+    assert any("The KV pool is" in n for n in datacenter.notes)  # the sensitivity note is there,
+    assert not any("drives a display" in n for n in datacenter.notes)  # without the display sentence

@@ -836,8 +836,10 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                 f"The KV pool is {rest:.2f} GiB of the {t_gib:.2f} GiB free before loading: each 0.1 GiB by which the "
                 f"memory taken before loading (CUDA context, NCCL buffers: not in the configuration; public logs of "
                 f"this kind spread +-{oh_spread:.2f} GiB around the {oh:.2f} GiB used) differs moves max_total_num_tokens "
-                f"by {sensitivity:.1f}%. Give free_memory_before_load_gib (the log's 'Load weight begin. avail mem') "
-                "for the exact count.")
+                f"by {sensitivity:.1f}%. "
+                + ("A GeForce card that also drives a display (a desktop, or Windows under WSL2) has less free: the "
+                   "desktop's memory is not counted here. " if gpu.kind == "consumer" else "")
+                + "Give free_memory_before_load_gib (the log's 'Load weight begin. avail mem') for the exact count.")
     mamba_plan = None
     if mamba is not None and rest > 0:
         ratio = 0.9
