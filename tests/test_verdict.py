@@ -180,3 +180,22 @@ def test_more_gpus_in_one_node_are_offered_with_the_longest_context_they_hold(cl
     assert client.get("/api/estimate", q | {"tensor_parallel_size": "8", "max_model_len": str(length)}).json()[
         "verdict"] == "works"
     assert any("pipeline_parallel_size" in c for c in changes)
+
+
+@pytest.mark.parametrize("util,warned", [("0.9", False), ("0.97", True)])
+def test_a_geforce_card_left_almost_no_room_for_a_display_is_warned(util, warned):
+    """RTX 4090, 23.64 GiB as torch reports it: --gpu-memory-utilization 0.97 leaves 23.64 x 0.03 = 0.71 GiB, less than
+    a WSL2 desktop can take (0.55 GiB in sgx-003) plus margin; 0.9 leaves 2.36 GiB. vLLM refuses to start when free
+    memory is below utilization x total (free_memory_check). An H100 at 0.97 is not warned (no display)."""
+    plan = make_plan(parse_request({"model": "Qwen/Qwen3-8B", "gpu": "RTX4090", "max_model_len": "8192",
+                                    "gpu_memory_utilization": util}), with_speed=False)
+    notes = [w for w in plan.memory.warnings if "display" in w]
+    assert bool(notes) == warned
+    if warned:
+        assert "leaves 0.71 GiB" in notes[0] and "--gpu-memory-in-use-gib" in notes[0]
+    h100 = make_plan(parse_request({"model": "Qwen/Qwen3-8B", "gpu": "H100", "max_model_len": "8192",
+                                    "gpu_memory_utilization": "0.97"}), with_speed=False)
+    assert not any("display" in w for w in h100.memory.warnings)
+    given = make_plan(parse_request({"model": "Qwen/Qwen3-8B", "gpu": "RTX4090", "max_model_len": "8192",
+                                     "gpu_memory_utilization": util, "gpu_memory_in_use_gib": "0.5"}), with_speed=False)
+    assert not any("display" in w for w in given.memory.warnings)  # the user said what is taken

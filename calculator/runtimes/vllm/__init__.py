@@ -14,6 +14,10 @@ from calculator.engine import EngineInput, EngineInputError, EstimateResult, Spe
 from calculator.runtimes.base import LoadedModel, speed_kwargs, workload_fits
 from calculator.runtimes.vllm.serve import serve_argv
 
+#: below this many GiB outside --gpu-memory-utilization a GeForce card's display may stop vLLM (VLLM.memory)
+DISPLAY_HEADROOM_GIB = 1.0
+
+
 class VLLM:
     """vLLM (V1 engine)."""
 
@@ -61,8 +65,28 @@ class VLLM:
             raise EngineInputError(str(err["loc"][0]) if err.get("loc") else "model", err["msg"]) from None
 
     def memory(self, request, model: LoadedModel) -> EstimateResult:
-        """What vLLM logs at start-up, per GPU (:func:`calculator.engine.estimate`)."""
-        return estimate(self.engine_input(request, model))
+        """What vLLM logs at start-up, per GPU (:func:`calculator.engine.estimate`), with a warning when a GeForce
+        card would have to be all but empty: vLLM refuses to start when free memory is below
+        ``--gpu-memory-utilization`` x total (:func:`calculator.engine.runtime.free_memory_check`), and a card that
+        drives a display has some taken (0.55 GiB under a WSL2 desktop in the public SGLang log
+        benchmarks/data/sglang_extra_logs.json sgx-003)."""
+        result = estimate(self.engine_input(request, model))
+        from calculator.engine.gpus import get_gpu
+        from calculator.engine.runtime import ReleaseRules
+
+        gpu = get_gpu(request.gpu)
+        if gpu.kind == "consumer" and request.gpu_memory_in_use_gib is None and request.kv_cache_memory_bytes is None:
+            rules = ReleaseRules.for_version(request.release)
+            total = int((request.gpu_memory_gib or gpu.memory_gib) * 2**30)
+            u = result.resolved.get("gpu_memory_utilization") or rules.default_gpu_memory_utilization
+            spare = (total - rules.requested_memory(total, u)) / 2**30
+            if spare < DISPLAY_HEADROOM_GIB:
+                result.warnings.append(
+                    f"--gpu-memory-utilization {u} leaves {spare:.2f} GiB of this {gpu.name} to anything else: if the "
+                    "card also drives a display (a desktop, or Windows under WSL2; 0.55 GiB in a public WSL2 log), "
+                    "vLLM refuses to start (\"Free memory on device ... is less than desired GPU memory "
+                    "utilization\"). Give what is taken as --gpu-memory-in-use-gib, or lower the utilization.")
+        return result
 
     def startup_errors(self, request, model: LoadedModel, memory: EstimateResult) -> list[str]:
         """vLLM's start-up refusals outside the memory plan, with its own message: free memory below
