@@ -174,8 +174,9 @@ def requirement(configuration: dict[str, Any]) -> dict[str, Any]:
     """What a run needs: ``{"platform", "gpu", "gpus", "gpu_memory_bytes", "runtime", "label"}``.
 
     An SGLang run needs a GPU worker with ``sglang`` installed and the GPUs one server takes
-    (``validator.config.sglang_gpus``). A vLLM GPU run needs ``tensor_parallel_size x pipeline_parallel_size`` GPUs of the catalog row it was
-    asked for (matched by name through the catalog's resolver, as NVML reports it)."""
+    (``validator.config.sglang_gpus``). A vLLM GPU run needs ``tensor_parallel_size x pipeline_parallel_size``
+    GPUs of the catalog row it was asked for (matched by name through the catalog's resolver, as NVML reports
+    it)."""
     inp = configuration.get("engine_input", {})
     platform = configuration.get("platform", "cpu")
     if configuration.get("runtime") == "llama.cpp":

@@ -47,7 +47,8 @@ TOKENIZER_PATTERNS = ("tokenizer.json", "tokenizer_config.json", "special_tokens
 
 def server_available(hardware: dict[str, Any]) -> tuple[str | None, str]:
     """``(release, "")`` when this worker can start SGLang, else ``(None, reason)``: the ``sglang`` distribution
-    installed with its launch and benchmark modules, and a GPU in ``hardware`` (``validator.runner.detect_hardware``)."""
+    installed with its launch and benchmark modules, and a GPU in ``hardware``
+    (``validator.runner.detect_hardware``)."""
     try:
         release = metadata.version("sglang")
     except metadata.PackageNotFoundError:
@@ -57,8 +58,8 @@ def server_available(hardware: dict[str, Any]) -> tuple[str | None, str]:
             return None, f"sglang {release} has no {module} module"
     missing = bench_flags_missing(module_source(BENCH_MODULE))
     if missing:
-        return None, (f"sglang {release}'s {BENCH_MODULE} lacks {', '.join(missing)} (as 0.4.3.post4's does; 0.4.10.post2 "
-                      "and later have them): install a later release")
+        return None, (f"sglang {release}'s {BENCH_MODULE} lacks {', '.join(missing)} (as 0.4.3.post4's does; "
+                      "0.4.10.post2 and later have them): install a later release")
     if hardware.get("platform") != "cuda" or not hardware.get("devices"):
         return None, ("SGLang runs need a GPU worker: NVML sees no GPU here (the worker detects NVIDIA GPUs only; an "
                       "AMD GPU is not detected yet), and SGLang's CPU backend is not modelled")
@@ -356,7 +357,8 @@ def from_bench_result(result: dict[str, Any]) -> dict[str, Any]:
     the shared keys as they are, e2e latency and total throughput renamed (``_RENAMED``), ``failed`` = requests
     with an error, ``ttfts`` (seconds, as both tools write them) and ``latencies`` = each request's TTFT plus its
     inter-token latencies (the time to its last token; sglang.bench_serving keeps no per-request latency list),
-    ``p95_ttft_ms`` / ``p95_e2el_ms`` from those lists, and ``accept_length`` (SGLang's ``avg_spec_accept_length`` from ``/server_info``; None without speculation)."""
+    ``p95_ttft_ms`` / ``p95_e2el_ms`` from those lists, and ``accept_length`` (SGLang's ``avg_spec_accept_length``
+    from ``/server_info``; None without speculation)."""
     out = {k: result.get(k) for k in _SAME}
     out.update({new: result.get(old) for old, new in _RENAMED.items()})
     errors = result.get("errors") or []
