@@ -15,7 +15,13 @@ GPU_SPELLINGS = {"nvidia h100 sxm": "H100", "nvidia h100 80gb sxm": "H100", "nvi
                  "nvidia h100 nvl 94gb": "H100-NVL", "nvidia a100": "A100-80GB", "nvidia h100": "H100"}
 # heads whose config.json is not shipped, mapped to a shipped head of identical shapes (the cost model
 # reads only shapes): EAGLE for Llama-3.1-8B has the layout of the Llama-3-8B one (1 layer, h 4096, vocab 128256)
-CONFIG_TWINS = {"yuhuili/EAGLE-LLaMA3.1-Instruct-8B": "yuhuili/EAGLE-LLaMA3-Instruct-8B"}
+# DeepSeek-R1-0528 is a post-training update of DeepSeek-R1 on the same network (DeepseekV3ForCausalLM: 61 layers, hidden
+# 7168, 128 MLA heads with kv_lora_rank 512 / qk_rope_head_dim 64, 256 routed experts, FP8 block-quantized checkpoint):
+# SGLang's cookbook lists it in the DeepSeek-R1 family with one launch for both (sgl-project/sgl-cookbook
+# data/models/src/v0.5.6/deepseek-r1.yaml), and kernels written against its config.json use R1's MLA shapes
+# (kv_lora_rank 512, qk_rope_head_dim 64, 256 experts)
+CONFIG_TWINS = {"yuhuili/EAGLE-LLaMA3.1-Instruct-8B": "yuhuili/EAGLE-LLaMA3-Instruct-8B",
+                "deepseek-ai/DeepSeek-R1-0528": "deepseek-ai/DeepSeek-R1"}
 
 
 def config_for(model_id: str | None) -> dict | None:
