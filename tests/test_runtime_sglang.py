@@ -339,3 +339,37 @@ def test_sglang_ngram_is_launched_and_capped_as_sglang_does(client, release):
     assert argv[argv.index("--speculative-algorithm") + 1] == "NGRAM"
     assert argv[argv.index("--speculative-num-draft-tokens") + 1] == "4" and "--speculative-eagle-topk" not in argv
     assert body["max_running_requests"] == 48
+
+
+def test_the_sglang_speed_warning_states_the_error_on_the_public_sglang_runs():
+    """The sentence in SPEED_WARNING is recomputed here from benchmarks/data/sglang_speed_public.json through the
+    product's SGLang speed path (benchmarks/sglang_speed_fit.py, the current row): if the speed model changes, the
+    sentence must change with it."""
+    import statistics
+
+    from benchmarks import sglang_speed_fit as fit
+    from calculator.engine import perf
+    from calculator.runtimes.sglang.runtime import SPEED_WARNING
+
+    errs = []
+    for r in fit.load():
+        if not r.get("fit"):
+            continue
+        errs.append(fit.errors(fit.predict(fit.prepare(r), perf.EFFICIENCY[fit.KEY]), r))
+    assert len(errs) == 28
+    tpot = [e["tpot"] for e in errs if "tpot" in e]
+    tok = [e["tok_s"] for e in errs if "tok_s" in e]
+    ttft = [e["ttft"] for e in errs if "ttft" in e]
+    said = (f"TPOT below the measured one in {sum(x < 0 for x in tpot)} of {len(tpot)} (median "
+            f"{statistics.median(tpot) * 100:.0f} %), output tok/s above it in {sum(x > 0 for x in tok)} of {len(tok)} "
+            f"(median +{statistics.median(tok) * 100:.0f} %), TTFT below it in {sum(x < 0 for x in ttft)} of "
+            f"{len(ttft)} (median {statistics.median(ttft) * 100:.0f} %)")
+    assert said.replace(" ", "") in SPEED_WARNING.replace(" ", ""), said
+
+
+def test_the_sglang_page_shows_how_far_its_speed_figures_were_off(client):
+    from calculator.runtimes.sglang.runtime import SPEED_WARNING
+
+    html = client.get("/", {"model": QWEN, "runtime": "sglang", "gpu": "H100"}, follow=True).content.decode()
+    assert 'id="speed-warnings"' in html and "Read SGLang&#x27;s figures as a best case" in html
+    assert html.count("Read SGLang&#x27;s figures as a best case") == 1 and SPEED_WARNING.startswith("SGLang speed")

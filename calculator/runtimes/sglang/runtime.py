@@ -92,6 +92,17 @@ class SGLangMemory(BaseModel):
         return out
 
 
+#: What the SGLang speed figures are and how far off they were where public SGLang runs exist: the assumed base
+#: terms against the 28 sgl-cookbook bench_serving runs of benchmarks/data/sglang_speed_public.json
+#: (benchmarks/sglang_speed_fit.py, "assumed row" columns; a fit on them did not hold leave-one-source-out).
+SPEED_WARNING = (
+    "SGLang speed: the base efficiency terms are vLLM's fit carried over (labelled assumed); the KV pool, "
+    "running-request cap and prefill chunk are SGLang's own (max_total_num_tokens, max_running_requests, "
+    "chunked_prefill_size). Against 28 public SGLang cookbook runs (B200, A100; benchmarks/sglang_speed_fit.py) "
+    "these terms were optimistic: TPOT below the measured one in 26 of 28 (median -27 %), output tok/s above it "
+    "in 26 of 28 (median +52 %), TTFT below it in 23 of 28 (median -57 %). Read SGLang's figures as a best case.")
+
+
 class SGLang:
     """SGLang (``python -m sglang.launch_server``)."""
 
@@ -219,12 +230,15 @@ class SGLang:
 
     def speed(self, request, model: LoadedModel, memory):
         """TTFT / ITL / tok/s with SGLang's efficiencies (:func:`calculator.engine.perf.estimate_speed_plan`,
-        ``runtime="sglang"``) on SGLang's own KV pool, running-request cap and prefill chunk (:meth:`_speed_plan`)."""
+        ``runtime="sglang"``) on SGLang's own KV pool, running-request cap and prefill chunk (:meth:`_speed_plan`),
+        with :data:`SPEED_WARNING` (how far these terms were off on public SGLang runs)."""
         from calculator.engine import perf
 
         plan = self._speed_plan(request, model, memory)
         workload_fits(request, plan.max_model_len, "SGLang's --context-length")
-        return perf.estimate_speed_plan(plan, runtime="sglang", **self._tree(request), **self.speed_kwargs(request))
+        result = perf.estimate_speed_plan(plan, runtime="sglang", **self._tree(request), **self.speed_kwargs(request))
+        result.warnings.append(SPEED_WARNING)
+        return result
 
     def _tree(self, request) -> dict[str, Any]:
         """The speed model's tree arguments: SGLang's --speculative-num-steps and --speculative-eagle-topk."""
@@ -242,8 +256,5 @@ class SGLang:
                                 kw["concurrency"], kw["acceptance_rate"], workload=kw["workload"],
                                 temperature=kw["temperature"], acceptance_length=kw["acceptance_length"],
                                 arrival=kw["arrival"], runtime="sglang", plan=plan, **self._tree(request))
-        out.setdefault("speed_warnings", []).append(
-            "SGLang speed: the base efficiency terms are vLLM's fit carried over (labelled assumed); the KV pool, "
-            "running-request cap and prefill chunk are SGLang's own (max_total_num_tokens, max_running_requests, "
-            "chunked_prefill_size)")
+        out.setdefault("speed_warnings", []).append(SPEED_WARNING)
         return out
