@@ -189,11 +189,15 @@ def test_an_sglang_run_with_speculation_runs_the_baseline_then_the_speculative_s
     assert any("one after the other" in a for a in cfg["adjustments"])
 
 
-@pytest.mark.parametrize("params,field", [({"gpu": "CPU"}, "gpu"), ({"validation_workload": "code"}, "validation_workload")])
+@pytest.mark.parametrize("params,field", [({"gpu": "CPU"}, "gpu"), ({"validation_workload": "code"}, "validation_workload"),
+                                          # Qwen3-8B's bf16 weights (15.3 GiB) on a 7.64 GiB RTX 4060: nothing starts
+                                          ({"gpu": "RTX 4060"}, "gpu")])
 def test_sglang_runs_refuse_what_they_cannot_run(params, field):
     with pytest.raises(ConfigurationError) as err:
         build_configuration({"model": "Qwen/Qwen3-8B", "runtime": "sglang", "gpu": "H100", **params})
     assert err.value.field == field
+    if params.get("gpu") == "RTX 4060":
+        assert "would not start" in err.value.message and "do not fit" in err.value.message
 
 
 def test_the_tokenizer_is_fetched_without_code_and_a_tokenizer_that_needs_code_is_refused(tmp_path, monkeypatch):

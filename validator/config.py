@@ -455,6 +455,11 @@ def build_sglang_configuration(request: ServingRequest, params: dict[str, Any], 
         except EngineInputError as e:
             raise ConfigurationError(e.field, e.message) from e
         plans.append(base_plan.memory.plan)
+    for p in plans:
+        if p.does_not_start or p.max_total_num_tokens <= 0:
+            raise ConfigurationError("gpu", "SGLang would not start with this configuration, so there is nothing to "
+                                            f"benchmark: {p.does_not_start or 'its KV pool is empty'} (the calculator's "
+                                            "verdict; see its suggestions)")
     # every request must fit each phase's server whole (validator.sglang.request_token_limit): SGLang refuses a
     # request of context_len tokens and cuts one longer than its pool, so the field guide's working context at the
     # model's own context length would have failed every request
