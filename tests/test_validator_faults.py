@@ -368,3 +368,26 @@ def test_a_run_failed_by_another_hosts_sweep_has_its_processes_here_reaped_by_th
         if server.poll() is None:
             os.killpg(server.pid, 9)
             server.wait()
+
+
+def test_a_vllm_gpu_run_pins_the_gpus_the_worker_was_matched_on(settings, monkeypatch):
+    """A vLLM GPU run on a host with an H100 at NVML index 0 and two A100s, asked for 2x A100 (TP2): both servers get
+    CUDA_DEVICE_ORDER=PCI_BUS_ID and CUDA_VISIBLE_DEVICES=1,2 (the stand-in server and benchmark replace vLLM)."""
+    settings.VALIDATOR_SERVER_COMMAND = fake("serve")
+    settings.VALIDATOR_BENCH_COMMAND = [sys.executable, str(Path(__file__).with_name("fake_vllm_bench.py"))]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    hw = {"platform": "cuda", "host": "gpu-host", "devices": [
+        {"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory_total_bytes": 80 * 2**30},
+        {"index": 1, "name": "NVIDIA A100-SXM4-80GB", "memory_total_bytes": 80 * 2**30},
+        {"index": 2, "name": "NVIDIA A100-SXM4-80GB", "memory_total_bytes": 80 * 2**30}]}
+    monkeypatch.setattr(runner, "detect_hardware", lambda: hw)
+    run = ValidationRun.submit({"model": "Qwen/Qwen3-8B", "gpu": "A100", "tensor_parallel_size": "2"})
+    profile = dict(run.configuration["profile"], input_len=32, output_len=8, num_prompts=4, repeats=1, warmups=0,
+                   concurrency=2)
+    ValidationRun.objects.filter(pk=run.pk).update(configuration={**run.configuration, "profile": profile})
+    run_worker()
+    run.refresh_from_db()
+    phases = (run.measured or {}).get("phases", {})
+    assert set(phases) == {"baseline", "speculative"}, (run.status, run.error)
+    for ph in phases.values():
+        assert ph["env"] == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "1,2"}

@@ -372,6 +372,13 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
     kv_bytes = configuration["engine_input"].get("kv_cache_memory_bytes")
     if platform == "cpu" and kv_bytes:
         env["VLLM_CPU_KVCACHE_SPACE"] = str(kv_bytes // GiB)
+    if platform == "cuda":  # the GPUs the worker was matched on (validator.capabilities.can_take)
+        from . import capabilities
+
+        inp = configuration["engine_input"]
+        env.update(capabilities.visible_devices_env(
+            hardware, inp.get("gpu", ""),
+            int(inp.get("tensor_parallel_size", 1) or 1) * int(inp.get("pipeline_parallel_size", 1) or 1), os.environ))
     host = "127.0.0.1"
     servers: dict[str, ServerProcess] = {}
     samplers: dict[str, MemorySampler] = {}
@@ -386,7 +393,8 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
             argv = _with_local_draft(argv, configuration.get("spec_config"))
             server = ServerProcess(argv, workdir / f"{name}-server.log", env, host, port)
             measured["phases"][name] = {"name": name, "serve_argv": serve, "argv": argv,
-                                        "env": {k: env[k] for k in ("VLLM_CPU_KVCACHE_SPACE",) if k in env}}
+                                        "env": {k: env[k] for k in ("VLLM_CPU_KVCACHE_SPACE", "CUDA_DEVICE_ORDER",
+                                                                    "CUDA_VISIBLE_DEVICES") if k in env}}
             server.start()
             servers[name] = server
             on_process("server", name, server.pgid)
