@@ -732,7 +732,7 @@ def run_sglang_sequence(configuration: dict[str, Any], workdir: Path, reporter: 
                                note="no typical acceptance figure for this method: give acceptance_rate to predict it")
         measured_speedup = (b_agg["mean_tpot_ms"] / s_agg["mean_tpot_ms"]
                             if b_agg.get("mean_tpot_ms") and s_agg.get("mean_tpot_ms") else None)
-        spec_rows.append(sg._row("spec_speedup", "x", speed.get("spec_speedup"), measured_speedup,
+        spec_rows.append(_row("spec_speedup", "x", speed.get("spec_speedup"), measured_speedup,
                                  "" if speed.get("spec_speedup") else "no typical acceptance figure for this method"))
         rows += spec_rows
         measured["verdict"] = paired_verdict(measured, hardware, caveats=[

@@ -478,22 +478,13 @@ MEMORY_FIELDS = (
 )
 
 
-def _row(field: str, unit: str, p: float | None, m: float | None, note: str = "") -> dict[str, Any]:
-    row = {"field": field, "unit": unit, "predicted": p, "measured": m, "error": None, "error_pct": None,
-           "note": note}
-    if p is not None and m is not None:
-        row["error"] = p - m
-        row["error_pct"] = (p - m) / m * 100 if m else None
-    elif p is None and not note:
-        row["note"] = "not predicted"
-    return row
-
-
 def memory_comparison(plan: dict[str, Any], logged: dict[str, Any]) -> list[dict[str, Any]]:
     """Predicted (``SGLangMemory.to_json()``: the plan per rank) vs logged (``parse_startup_log``) for each of
     ``MEMORY_FIELDS``; ``max_total_num_tokens`` falls back to the KV line's ``#tokens`` when the scheduler line
     was not logged, ``mem_fraction_static`` is the ``server_args=`` line's. A MHA pool's ``kv_size_gib`` is
     K + V. Rows only where either side has a figure. ``error_pct`` relative to the measured value."""
+    from .bench import _row  # the report's row, as vLLM's runs build it
+
     logged = {**logged, **{k: v for k, v in (logged.get("server_args") or {}).items()
                            if k == "mem_fraction_static"}}
     if logged.get("max_total_num_tokens") is None and logged.get("kv_tokens") is not None:
@@ -519,6 +510,8 @@ def speed_comparison(predicted: dict[str, Any] | None, why_not: str, aggregate: 
     ``output_tokens_per_s``, ``mean_acceptance_length``) against the benchmark's means over the repeats, or one
     row saying why there is no prediction (``why_not``). With speculation, SGLang's own acceptance length
     (``aggregate["accept_length"]``: ``avg_spec_accept_length`` after the last repeat, ``validator.bench``)."""
+    from .bench import _row
+
     if predicted is None:
         return [_row("ttft_ms", "ms", None, aggregate.get("mean_ttft_ms"), f"speed model could not predict: {why_not}")]
     rows = [_row("ttft_ms", "ms", predicted.get("ttft_ms"), aggregate.get("mean_ttft_ms"), "mean TTFT"),
