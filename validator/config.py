@@ -544,15 +544,15 @@ def predict_sglang(configuration: dict[str, Any], release: str | None = None) ->
                       "output_len": str(profile["output_len"]), "concurrency": str(profile["concurrency"])}
             if release:
                 params["sglang_version"] = release
-            plan = make_plan(parse_request(params), with_suggestions=False)
-            fields, error = None, plan.speed_error or ""
-            if not error:
-                try:
-                    from calculator.runtimes import get_runtime
+            # speed once: the fields (speed_fields raises what runtime.speed would, e.g. a workload over the context)
+            plan = make_plan(parse_request(params), with_speed=False, with_suggestions=False)
+            fields, error = None, ""
+            try:
+                from calculator.runtimes import get_runtime
 
-                    fields = get_runtime("sglang").speed_fields(plan.request, plan.model, plan.memory)
-                except EngineInputError as e:
-                    error = str(e)
+                fields = get_runtime("sglang").speed_fields(plan.request, plan.model, plan.memory)
+            except EngineInputError as e:
+                error = str(e)
             out[phase["name"]] = {"memory": plan.memory.to_json(), "speed": fields, "speed_error": error,
                                   "release": plan.memory.release}
     except (EngineInputError, InputError) as e:
