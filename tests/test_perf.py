@@ -440,3 +440,28 @@ def test_num_prompts_without_concurrency_is_a_burst_that_queues(client):
                                       "gguf_file": "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf", "gpu": "RTX 3090",
                                       "num_prompts": "50"}).json()
     assert "llama.cpp serves its --parallel slots" in str(lc)
+
+
+def test_a_full_prefill_budget_caps_the_decoding_requests():
+    """vLLM serves the running requests first and gives waiting prompts what is left of max_num_batched_tokens
+    (vllm/v1/core/sched/scheduler.py Scheduler.schedule). A request takes P + O - 1 scheduled tokens, so with
+    B = 2048, P = 4000, O = 200 a full budget keeps 2048 x 199 / 4199 = 97.06 -> 97 requests decoding (Little's
+    law); the other clients of a closed loop wait for their prefill: (C/M - 1) request lifetimes in TTFT."""
+    inp = EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192, max_num_batched_tokens=2048)
+    est = estimate(inp)
+    assert est.kv_cache_tokens // 4200 > 97  # the KV cache alone would admit more
+    assert perf.prefill_budget_cap(perf._setup(perf.plan_from_engine(inp, est), "vllm"), 4000, 200) == 97
+    r = perf.estimate_speed(inp, est, prompt_len=4000, output_len=200, concurrency=256)
+    assert r.effective_concurrency == 97
+    assert any("prefill token budget" in w and "2,048" in w for w in r.warnings)
+    assert "Scheduler.schedule" in r.sources["effective_concurrency"]
+    alone = perf.estimate_speed(inp, est, prompt_len=4000, output_len=200, concurrency=97)
+    assert r.itl_ms == pytest.approx(alone.itl_ms)
+    lifetime = alone.ttft_ms + 199 * alone.itl_ms
+    assert r.ttft_ms == pytest.approx(alone.ttft_ms + (256 / 97 - 1) * lifetime, rel=1e-3)
+    assert max(p.x for p in r.vs_concurrency) == 97
+    # below the cap every client decodes; output_len 1 has no decode phase to cap
+    assert perf.estimate_speed(inp, est, prompt_len=4000, output_len=200, concurrency=64).effective_concurrency == 64
+    assert perf.prefill_budget_cap(perf._setup(perf.plan_from_engine(inp, est), "vllm"), 4000, 1) is None
+    # SGLang runs prefill batches ahead of decode batches: its caps are max_running_requests and the KV pool
+    assert perf.prefill_budget_cap(perf._setup(perf.plan_from_engine(inp, est), "sglang"), 4000, 200) is None

@@ -34,8 +34,11 @@ The model (each term carries its source in ``SpeedResult.sources``):
   TTFT blends the steady state ``t_prefill × (1 + ρ/2)`` (``ρ`` the chance another prefill is running)
   with a wave (fixed-length requests finish and return together; the mean request waits for half of the
   wave's prefill work) by ``wave_share``; a burst (``--request-rate inf`` without a cap) is all wave.
-  ``output tok/s = C × O / (TTFT + (O−1) × TPOT)``. Concurrency is capped by ``max_num_seqs`` and by the
-  KV cache (``kv_cache_tokens / (P + O)``); the rest queue and their mean wait (Little's law) is in TTFT.
+  ``output tok/s = C × O / (TTFT + (O−1) × TPOT)``. Concurrency is capped by ``max_num_seqs``, by the
+  KV cache (``kv_cache_tokens / (P + O)``) and, for vLLM, by the prefill token budget: running requests are
+  scheduled first and waiting prompts get what is left of ``max_num_batched_tokens`` ``B``, so a full budget
+  keeps ``B × (O−1) / (P+O−1)`` requests decoding (:func:`prefill_budget_cap`); the rest queue and their mean
+  wait (Little's law) is in TTFT.
 * **Speculative decoding** (:func:`spec_step`): per step ``k`` drafter passes (each its roofline time +
   a fixed per-pass cost) or CPU matching (ngram, suffix), one target pass over ``B × (k+1)`` tokens, the
   rejection sampler's extra traffic, and the runtime's fixed and per-request host cost per speculative
@@ -1131,6 +1134,23 @@ def spec_step(s: _Setup, method: str, *, requests: int, context: int, k: int, ov
 SGLANG_SPEC_MAX_RUNNING = 48  # server_args.py: EAGLE/EAGLE3 set max_running_requests = 48 when it is not given
 
 
+def prefill_budget_cap(s: _Setup, prompt_len: int, output_len: int) -> int | None:
+    """How many requests can be decoding at once when every step is full: vLLM's scheduler serves the running
+    requests first (one token each) and gives waiting prompts only what is left of the per-step budget
+    ``B = max_num_batched_tokens`` (vllm/v1/core/sched/scheduler.py ``Scheduler.schedule``: ``token_budget =
+    self.max_num_scheduled_tokens``, "First, schedule the RUNNING requests", "Next, schedule the WAITING
+    requests" while ``token_budget > 0``). A request needs ``P + O - 1`` scheduled tokens (its prompt, then one
+    per decode step after the first token), so a full budget completes ``B / (P + O - 1)`` requests per step and,
+    by Little's law, keeps ``B x (O - 1) / (P + O - 1)`` of them decoding. More clients than that wait for their
+    prefill: the steps stay full, TPOT is the full step's and the wait is in TTFT.
+
+    ``None`` (no cap) for other runtimes (SGLang runs prefill batches ahead of decode batches, its own caps are
+    ``max_running_requests`` and the KV pool) and for ``output_len`` 1. Unit: requests, at least 1."""
+    if s.runtime != "vllm" or output_len < 2 or not s.chunk:
+        return None
+    return max(1, s.chunk * (output_len - 1) // (prompt_len + output_len - 1))
+
+
 def stops_paying(curve: list[tuple[int, float]]) -> tuple[int | None, int | None]:
     """``(stops paying above, pays from)`` of a speedup-vs-concurrency curve ``[(concurrency, speedup)]``
     sorted by concurrency.
@@ -1235,13 +1255,25 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
                         f"{plan.max_model_len}: the server would refuse such requests; give --prompt-len / "
                         "--output-len that fit")
     kv_cap = int(plan.kv_cache_tokens // total_len) if plan.kv_cache_tokens else int(plan.max_concurrency)
-    conc = max(1, min(concurrency, s.max_seqs, kv_cap if kv_cap > 0 else 1))
+    budget_cap = prefill_budget_cap(s, prompt_len, output_len)
+    caps = {"max_num_seqs": s.max_seqs, "kv": kv_cap if kv_cap > 0 else 1,
+            "budget": budget_cap if budget_cap is not None else concurrency}
+    conc = max(1, min(concurrency, *caps.values()))
     if conc < concurrency:
-        why = (f"max_num_seqs {s.max_seqs}" if s.max_seqs < concurrency and s.max_seqs <= kv_cap
-               else f"the KV cache ({plan.kv_cache_tokens:,} tokens hold {kv_cap} requests of {total_len} tokens)")
+        binding = min(caps, key=lambda c: (caps[c], ("max_num_seqs", "kv", "budget").index(c)))
+        why = {"max_num_seqs": f"max_num_seqs {s.max_seqs}",
+               "kv": f"the KV cache ({plan.kv_cache_tokens:,} tokens hold {kv_cap} requests of {total_len} tokens)",
+               "budget": (f"the prefill token budget: vLLM schedules the running requests first and gives waiting "
+                          f"prompts what is left of max_num_batched_tokens ({s.chunk:,} tokens per step), and "
+                          f"{budget_cap} decoding requests with {prompt_len:,}-token prompts and {output_len:,}-token "
+                          f"outputs fill it ({s.chunk:,} x (output_len - 1) / (prompt_len + output_len - 1))")}[binding]
         warnings.append(f"only {conc} of {concurrency} requests run at once, limited by {why}; the rest queue "
                         "(their mean wait is in TTFT)")
-    sources["effective_concurrency"] = "min(concurrency, max_num_seqs, kv_cache_tokens // (prompt_len + output_len))"
+    sources["effective_concurrency"] = (
+        "min(concurrency, max_num_seqs, kv_cache_tokens // (prompt_len + output_len), and for vLLM the decoding "
+        "requests a full prefill token budget sustains, max_num_batched_tokens x (output_len - 1) / (prompt_len + "
+        "output_len - 1): vllm/v1/core/sched/scheduler.py Scheduler.schedule serves the RUNNING requests first, then "
+        "the WAITING ones from the token_budget left)")
 
     ctx = prompt_len + output_len // 2
     base = _at(s, prompt_len, output_len, conc)
@@ -1308,7 +1340,7 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
             point.output_tokens_per_s_spec = round(conc / (point.itl_ms_spec / 1e3), 1)
         vs_context.append(point)
     vs_conc = []
-    limit = max(1, min(s.max_seqs, kv_cap if kv_cap > 0 else 1))
+    limit = max(1, min(caps.values()))
     for c in sorted({c for c in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024) if c <= limit} | {conc}):
         pt = _at(s, prompt_len, output_len, c)
         point = CurvePoint(x=c, ttft_ms=round(pt.ttft, 3), itl_ms=round(pt.tpot, 3),
