@@ -465,3 +465,26 @@ def test_a_full_prefill_budget_caps_the_decoding_requests():
     assert perf.prefill_budget_cap(perf._setup(perf.plan_from_engine(inp, est), "vllm"), 4000, 1) is None
     # SGLang runs prefill batches ahead of decode batches: its caps are max_running_requests and the KV pool
     assert perf.prefill_budget_cap(perf._setup(perf.plan_from_engine(inp, est), "sglang"), 4000, 200) is None
+
+
+def test_deepseek_sparse_attention_reads_the_top_k_latents_and_every_indexer_key():
+    """DeepSeek-V3.2 (61 MLA layers, 128 heads, kv_lora_rank 512, rope 64, index_topk 2048, indexer 64 heads x 128)
+    on 8x H200, bf16 KV: per token and layer the latent is (512 + 64) x 2 B = 1152 B and the indexer's key cache
+    128 + 128 / 128 x 4 = 132 B. A decode step of one request at 30,000 tokens reads the latents of the 2,048 tokens
+    the indexer picks and the indexer keys of all 30,000; the sparse backend attends in the absorbed form,
+    2 x 16 heads per GPU x (576 + 512) FLOPs per (query, key) pair, the replicated indexer 2 x 64 x 128."""
+    from calculator.metadata.catalog import CATALOG_DIR
+
+    cfg = json.loads((CATALOG_DIR / "deepseek-ai__DeepSeek-V3.2.json").read_text())
+    inp = EngineInput(hf_config=cfg, gpu="H200", tensor_parallel_size=8, max_model_len=32768)
+    s = perf._setup(perf.plan_from_engine(inp, estimate(inp)), "vllm")
+    by_window = {g.window: g for g in s.target.attn}
+    assert set(by_window) == {2048, None}
+    assert by_window[2048].kv_bytes_per_token == 61 * 1152
+    assert by_window[None].kv_bytes_per_token == 61 * 132
+    assert by_window[2048].flops_per_pair == 61 * 2 * (128 / 8) * (576 + 512)
+    assert by_window[None].flops_per_pair == 61 * 2 * 64 * 128
+    assert s.target.kv_bytes(30_000) == 61 * 1152 * 2048 + 61 * 132 * 30_000
+    assert s.target.kv_bytes(1_000) == 61 * (1152 + 132) * 1_000  # below index_topk every token is attended
+    one = s.target.attention_flops(30_000, 1)
+    assert one == pytest.approx(61 * 2 * 16 * 1088 * 2048 + 61 * 2 * 64 * 128 * 30_000)

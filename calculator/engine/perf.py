@@ -70,6 +70,7 @@ from .memory import estimate, resolve_dtype
 from .schemas import EngineInput, EstimateResult
 from .acceptance import Acceptance, known_draft_head, normalize_workload, predict_acceptance
 from .weights import QuantScheme, resolve_quant, round_up, weights_per_gpu
+from .layers import indexer_bytes_per_token
 
 TYPICAL_FILE = Path(__file__).resolve().parent.parent / "data" / "spec_decode_typical.json"
 ACT_BYTES = 2  # bf16/fp16 activations on the wire (all-reduce) — vLLM keeps activations in the model dtype
@@ -666,18 +667,42 @@ def model_cost(arch: ModelArch, est: Plan, *, dtype: str, quant: QuantScheme | N
             windows[LayerKind.CHUNKED] = la.chunk_size
     groups: list[_AttnGroup] = []
     state = 0.0
+    # DeepSeek sparse attention (V3.2): the memory engine lists each such layer's lightning-indexer key cache as a
+    # second MLA spec (memory.py, role "indexer"), so an MLA entry counts those layers twice
+    n_indexer = 0 if draft else sum(1 for la in arch.layers if la.kind == LayerKind.MLA and la.indexer)
     for entry in est.kv_by_layer_type:
         if entry.draft != draft:
             continue
         kinds = _KIND_TO_LAYERS.get(entry.kind, ())
         n_all = sum(counts.get(k, 0) for k in kinds) or entry.num_layers
-        scale = n_all / entry.num_layers if entry.num_layers else 1.0
+        sparse = entry.kind == LayerKind.MLA and n_indexer > 0 and bool(arch.index_topk and arch.index_head_dim)
+        n_specs = n_all + (n_indexer if sparse else 0)  # KV specs of every stage, the entry lists its stage's
+        scale = n_specs / entry.num_layers if entry.num_layers else 1.0
         if entry.kind == "mamba":
             state += entry.state_bytes_per_request * scale
             continue
         kind = kinds[0] if kinds else LayerKind.FULL
-        groups.append(_AttnGroup(layers=n_all, flops_per_pair=per_layer_pair * n_all,
-                                 kv_bytes_per_token=entry.bytes_per_token * scale, window=windows.get(kind),
+        kv_per_token = entry.bytes_per_token * scale
+        window = windows.get(kind)
+        if sparse:
+            # each query attends to the index_topk tokens its lightning indexer picks, so the latent cache is read
+            # (and attended) for those only: a window of index_topk; the indexer scores every cached token with
+            # index_n_heads x index_head_dim logits over its own key cache (no V), its heads replicated on every
+            # TP rank (vLLM Indexer: wq_b ReplicatedLinear, topk_tokens = index_topk, deepseek_v2.py:680-725 in
+            # 0.32.0)
+            idx_per_token = indexer_bytes_per_token(arch.index_head_dim)[0] * n_indexer
+            groups.append(_AttnGroup(layers=n_indexer, flops_per_pair=2 * arch.index_n_heads * arch.index_head_dim
+                                     * n_indexer, kv_bytes_per_token=idx_per_token, window=None))
+            kv_per_token -= idx_per_token
+            window = arch.index_topk
+            # the sparse MLA backends attend in the absorbed (MQA) form only, prefill included: QK over the latent
+            # and rope (kv_lora_rank + qk_rope_head_dim), PV over the latent (kv_lora_rank), per query head
+            # (v1/attention/backends/mla/flashmla_sparse.py forward_mqa, 0.32.0)
+            pair = 2 * heads * (2 * arch.kv_lora_rank + (arch.qk_rope_head_dim or 0))
+        else:
+            pair = per_layer_pair
+        groups.append(_AttnGroup(layers=n_all, flops_per_pair=pair * n_all,
+                                 kv_bytes_per_token=kv_per_token, window=window,
                                  fixed_tokens=arch.encoder_tokens if kind == LayerKind.CROSS else None))
     if draft and not groups:  # a draft whose KV the engine did not list (MTP shares none): count from arch
         kv_b = dtype_bytes(est.resolved.get("kv_cache_dtype", dtype), "kv_cache_dtype")
