@@ -1291,7 +1291,8 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
                "budget": (f"the prefill token budget: vLLM schedules the running requests first and gives waiting "
                           f"prompts what is left of max_num_batched_tokens ({s.chunk:,} tokens per step), and "
                           f"{budget_cap} decoding requests with {prompt_len:,}-token prompts and {output_len:,}-token "
-                          f"outputs fill it ({s.chunk:,} x (output_len - 1) / (prompt_len + output_len - 1))")}[binding]
+                          f"outputs fill it ({s.chunk:,} x (output_len - 1) / (prompt_len + output_len - 1)); a larger "
+                          f"--max-num-batched-tokens admits more, at a longer step")}[binding]
         warnings.append(f"only {conc} of {concurrency} requests run at once, limited by {why}; the rest queue "
                         "(their mean wait is in TTFT)")
     sources["effective_concurrency"] = (
