@@ -463,6 +463,16 @@ def test_a_full_prefill_budget_caps_the_decoding_requests():
     # below the cap every client decodes; output_len 1 has no decode phase to cap
     assert perf.estimate_speed(inp, est, prompt_len=4000, output_len=200, concurrency=64).effective_concurrency == 64
     assert perf.prefill_budget_cap(perf._setup(perf.plan_from_engine(inp, est), "vllm"), 4000, 1) is None
+    # with speculation the drafts take budget too: not modelled, and said so
+    spec = EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192, max_num_batched_tokens=2048,
+                       speculative_config={"method": "ngram", "num_speculative_tokens": 3})
+    rs = perf.estimate_speed(spec, prompt_len=4000, output_len=200, concurrency=256, acceptance_rate=0.5)
+    assert rs.effective_concurrency == 97
+    assert any(w.startswith("speculation at a full prefill token budget is not modelled") and "up to 4 " in w
+               for w in rs.warnings)
+    assert not any("full prefill token budget" in w for w in
+                   perf.estimate_speed(spec, prompt_len=4000, output_len=200, concurrency=64,
+                                       acceptance_rate=0.5).warnings)
     # SGLang runs prefill batches ahead of decode batches: its caps are max_running_requests and the KV pool
     assert perf.prefill_budget_cap(perf._setup(perf.plan_from_engine(inp, est), "sglang"), 4000, 200) is None
 

@@ -1348,6 +1348,11 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
     spec_result = None
     acc = None
     if plan.spec_method is not None:
+        if budget_cap is not None and conc == budget_cap < concurrency:
+            warnings.append("speculation at a full prefill token budget is not modelled: each decoding request then "
+                            f"takes up to {plan.spec_k + 1} of the budget's tokens per step (its drafts and the bonus "
+                            "token), so fewer requests decode at once than without it; the speedup below compares "
+                            f"both at the same {conc} running requests and is optimistic")
         spec_result, acc = _speculation(s, plan.spec_method, plan.spec_k, prompt_len, output_len, conc, ctx, base,
                                         acceptance_rate, acceptance_length, workload, temperature, warnings, sources)
 
