@@ -253,6 +253,26 @@ _LLAMACPP_FIT = (
     "speed.py; median |error| assumed row -> fitted, leave-one-chip-out: {err} (benchmarks/llamacpp_bench_fit.py). "
     "The data have one model depth (32 layers), so the fixed time per pass is carried by layer_us with "
     "step_overhead_ms 0; speculative terms are the assumed row's")
+AMD_INSTINCT = "vendor:amd-instinct"  # the key of the rows for AMD Instinct (datacenter) GPUs under ROCm
+AMD_FITTED_ARCHITECTURES = ("CDNA3",)  # the architectures the AMD rows' public records ran on (MI300X)
+_AMD_FIT = (
+    "fitted once for AMD Instinct CDNA3 under ROCm, one set for vLLM and SGLang (grid search over layer_us, "
+    "allreduce_latency_us, mem_bw on TPOT; never per case; benchmarks/rocm_speed_fit.py) on every public MI300X serving "
+    "record the product models: vLLM speed-070/071/072 of ../shared/cases/serving_speed_benchmarks.json "
+    "(https://github.com/vllm-project/recipes/blob/8959cf64189c71d36e11c6a30335f923f261b1f7/models/mistralai/"
+    "Mistral-Medium-3.5-128B.yaml, FP8 TP1/4/8, c=32, 1024/1024) and SGLang sx-015/016/017 of "
+    "benchmarks/data/serving_extra_public.json (https://github.com/sgl-project/sglang/pull/31044, MiniMax-M2.7 FP8 "
+    "TP2/TP4, c=1/16/64, 1000/1000). Median |error| of TPOT, tok/s, TTFT: the NVIDIA-fitted row 49 / 132 / 76 %, "
+    "this row 3 / 30 / 73 % in sample, 9 / 23 / 72 % leave-one-source-out (the terms swing by source: layer_us 60-140, "
+    "allreduce_latency_us 30-70, mem_bw 0.5-0.8; SGLang MiniMax at c=16/64 stays 19-35 % too fast). TTFT of the "
+    "c=32 / 100-prompt vLLM runs and the tok/s they report (a 4-request tail after three waves of 32) are not "
+    "explained by these terms. Why the terms differ from NVIDIA's: vLLM on ROCm runs without AITER unless asked "
+    "(vllm/envs.py VLLM_ROCM_USE_AITER default False: ROCM_ATTN / Triton attention, unfused small kernels; "
+    "vllm/platforms/rocm.py _get_backend_priorities), its custom all-reduce over XGMI with QuickReduce opt-in "
+    "(VLLM_ROCM_QUICK_REDUCE_QUANTIZATION default NONE); SGLang leaves AITER off too (sglang/srt/environ.py "
+    "SGLANG_USE_AITER False; Triton attention on HIP) with its 1-stage custom all-reduce. compute, moe_compute, "
+    "overlap_p, wave_share, ttft_fixed_ms, step_overhead_ms and the speculative terms are the runtime's * row's "
+    "(not fitted on AMD data)")
 EFFICIENCY: dict[tuple[str, str], Efficiency] = {
     ("vllm", "*"): Efficiency(mem_bw=0.9, compute=0.55, moe_compute=0.35, step_overhead_ms=0.3,
                               allreduce_latency_us=10.0, layer_us=60.0, overlap_p=1.0, wave_share=0.3,
@@ -297,14 +317,35 @@ EFFICIENCY: dict[tuple[str, str], Efficiency] = {
     # public K-quant records of benchmarks/llamacpp_cases.py it moves the decode median from 13.6 % to 25.7 %. CUDA
     # keeps the assumed "*" row until K-quant / int8 data fit it.
 }
+# AMD Instinct under ROCm (get_efficiency looks the class up through efficiency_class; hardware() labels it assumed on
+# the architectures the data do not cover): the runtime's * row with the three terms the MI300X records fitted
+EFFICIENCY[("vllm", AMD_INSTINCT)] = replace(EFFICIENCY[("vllm", "*")], layer_us=120.0, allreduce_latency_us=50.0,
+                                             mem_bw=0.8, label="fitted", source=_AMD_FIT)
+# SGLang's row takes the same three terms but stays labelled assumed, as its * row is: the rest of its base terms are
+# vLLM's carried over, and its MI300X records at c=16/64 stay 19-35 % too fast
+EFFICIENCY[("sglang", AMD_INSTINCT)] = replace(
+    EFFICIENCY[("sglang", "*")], layer_us=120.0, allreduce_latency_us=50.0, mem_bw=0.8, label="assumed",
+    source=f"{_AMD_FIT}. Labelled assumed for SGLang: its other base terms are vLLM's carried over and its MI300X "
+           f"records at c=16/64 stay 19-35 % too fast (TPOT); speculative terms: {_SGLANG_FIT}")
 RUNTIMES = ("vllm", "sglang", "tensorrt-llm", "llama.cpp")
 _MEASURED: dict[tuple[str, str], Efficiency] = {}
 
 
-def get_efficiency(gpu_name: str, runtime: str = "vllm", backend: str | None = None) -> Efficiency:
+def efficiency_class(gpu: GPU) -> str | None:
+    """The GPU-class key of :data:`EFFICIENCY` that ``gpu`` falls back to before the runtime's ``*`` row:
+    :data:`AMD_INSTINCT` for an AMD Instinct (``vendor amd``, kind ``datacenter``: ROCm's HIP graphs, custom
+    all-reduce over XGMI and Triton / AITER kernels), else ``None`` (NVIDIA, the CPU, Apple and the consumer /
+    workstation Radeon cards, which no AMD record covers, keep the ``*`` row)."""
+    return AMD_INSTINCT if gpu.vendor == "amd" and gpu.kind == "datacenter" else None
+
+
+def get_efficiency(gpu_name: str, runtime: str = "vllm", backend: str | None = None,
+                   gpu_class: str | None = None) -> Efficiency:
     """The efficiency for ``(runtime, gpu)``: a measured override first, then the table row for the GPU,
     then the runtime's row for the ``backend`` (key ``"backend:<name>"``, e.g. llama.cpp's ``backend:Metal``)
-    when the table has one, then the runtime's ``*`` row."""
+    when the table has one, then the runtime's row for the GPU class (``gpu_class`` from
+    :func:`efficiency_class`, looked up from the catalog name when not given; e.g. ``vendor:amd-instinct``),
+    then the runtime's ``*`` row."""
     if (runtime, "*") not in EFFICIENCY:
         raise EngineInputError("runtime", f"unknown runtime {runtime!r}; one of {', '.join(RUNTIMES)}")
     for table in (_MEASURED, EFFICIENCY):
@@ -312,6 +353,13 @@ def get_efficiency(gpu_name: str, runtime: str = "vllm", backend: str | None = N
             return table[(runtime, gpu_name)]
     if backend is not None and (runtime, f"backend:{backend}") in EFFICIENCY:
         return EFFICIENCY[(runtime, f"backend:{backend}")]
+    if gpu_class is None:
+        try:
+            gpu_class = efficiency_class(get_gpu(gpu_name))
+        except EngineInputError:  # not a catalog name (a custom GPU): no class
+            gpu_class = None
+    if gpu_class is not None and (runtime, gpu_class) in EFFICIENCY:
+        return EFFICIENCY[(runtime, gpu_class)]
     return EFFICIENCY[(runtime, "*")]
 
 
@@ -740,8 +788,13 @@ def hardware(gpu: GPU, quant: QuantScheme | None, runtime: str = "vllm") -> Hard
     cap = gpu.capability_tuple
     use_fp8 = fp8 and gpu.tflops_fp8 is not None and (cap is None or cap >= (8, 9)) and not gpu.is_cpu
     link, link_src = interconnect(gpu)
-    eff = get_efficiency(gpu.name, runtime)
-    if eff.label == "fitted" and gpu.vendor != "nvidia":  # the public data behind the fits is NVIDIA's
+    gpu_class = efficiency_class(gpu)
+    eff = get_efficiency(gpu.name, runtime, gpu_class=gpu_class)
+    if gpu_class == AMD_INSTINCT and eff is EFFICIENCY.get((runtime, AMD_INSTINCT)):
+        if eff.label == "fitted" and gpu.architecture not in AMD_FITTED_ARCHITECTURES:
+            eff = replace(eff, label="assumed", source=f"{eff.source}; fitted on AMD Instinct "
+                          f"{'/'.join(AMD_FITTED_ARCHITECTURES)} only, assumed for {gpu.name} ({gpu.architecture})")
+    elif eff.label == "fitted" and gpu.vendor != "nvidia":  # the public data behind the fits is NVIDIA's
         eff = replace(eff, label="assumed", source=f"{eff.source}; fitted on NVIDIA GPUs only, assumed for {gpu.name}")
     tflops = gpu.tflops_fp8 if use_fp8 else gpu.tflops_bf16
     return Hardware(bandwidth=gpu.bandwidth_gbps * 1e9, peak_flops=tflops * 1e12, link=link * 1e9, eff=eff,

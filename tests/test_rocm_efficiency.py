@@ -1,0 +1,74 @@
+"""The AMD Instinct (ROCm) efficiency rows: which GPUs get them, and a decode step's terms computed by hand from the
+row's fitted figures (layer_us 120 µs, all-reduce latency 50 µs, 80 % of HBM bandwidth; benchmarks/rocm_speed_fit.py)
+and the MI300X datasheet (5.3 TB/s, 448 GB/s per direction to each peer)."""
+from __future__ import annotations
+
+import pytest
+
+from calculator.engine import EngineInput
+from calculator.engine import perf
+from calculator.engine.gpus import get_gpu
+
+from .conftest import load_config
+
+MI300X = "AMD Instinct MI300X"
+H100 = "NVIDIA H100 80GB HBM3"
+LLAMA = "meta-llama__Llama-3.1-8B-Instruct.json"
+
+
+@pytest.fixture(autouse=True)
+def _no_measured_overrides():
+    perf.reset_measured_efficiency()
+    yield
+    perf.reset_measured_efficiency()
+
+
+def test_mi300x_gets_the_amd_instinct_row_and_h100_does_not():
+    amd = perf.EFFICIENCY[("vllm", perf.AMD_INSTINCT)]
+    hw = perf.hardware(get_gpu(MI300X), None, "vllm")
+    assert hw.eff is amd and hw.eff.label == "fitted" and "speed-070" in hw.eff.source
+    assert perf.get_efficiency(MI300X) is amd  # by catalog name too (the validator's calibration reads this)
+    assert perf.hardware(get_gpu(H100), None, "vllm").eff is perf.EFFICIENCY[("vllm", "*")]
+    r = perf.estimate_speed(EngineInput(hf_config=load_config(LLAMA), gpu=MI300X, max_model_len=8192),
+                            prompt_len=1024, output_len=128, concurrency=1)
+    assert r.efficiency_label == "fitted"
+    assert not any("is assumed" in w for w in r.warnings)
+
+
+def test_other_amd_gpus_and_runtimes():
+    # CDNA4: the AMD row's figures, but labelled assumed (the records are MI300X / CDNA3 only)
+    mi355 = perf.hardware(get_gpu("AMD Instinct MI355X"), None, "vllm").eff
+    assert (mi355.layer_us, mi355.allreduce_latency_us, mi355.mem_bw) == (120.0, 50.0, 0.8)
+    assert mi355.label == "assumed" and "CDNA4" in mi355.source
+    # a consumer Radeon: no AMD record covers it, so the * row, labelled assumed as before
+    radeon = perf.hardware(get_gpu("AMD Radeon RX 7900 XTX"), None, "vllm").eff
+    star = perf.EFFICIENCY[("vllm", "*")]
+    assert (radeon.layer_us, radeon.allreduce_latency_us, radeon.mem_bw) == (star.layer_us, star.allreduce_latency_us,
+                                                                             star.mem_bw)
+    assert radeon.label == "assumed" and "NVIDIA GPUs only" in radeon.source
+    # SGLang on MI300X: the same three terms, labelled assumed like SGLang's * row
+    sgl = perf.hardware(get_gpu(MI300X), None, "sglang").eff
+    assert sgl is perf.EFFICIENCY[("sglang", perf.AMD_INSTINCT)] and sgl.label == "assumed"
+    assert (sgl.layer_us, sgl.allreduce_latency_us, sgl.mem_bw) == (120.0, 50.0, 0.8)
+    # llama.cpp has no AMD row: its * row
+    assert perf.hardware(get_gpu(MI300X), None, "llama.cpp").eff.layer_us == perf.EFFICIENCY[("llama.cpp", "*")].layer_us
+
+
+def test_mi300x_tp2_decode_step_by_hand():
+    """Llama-3.1-8B, bf16, TP2 on two MI300X, batch 1: the fixed part of a decode step is the step overhead plus
+    32 layers × 120 µs; the communication is 2 all-reduces per layer of one token's hidden state (4096 × 2 B),
+    each 50 µs + ring transfer 2 × (2−1)/2 × 8192 B / 448 GB/s."""
+    c = load_config(LLAMA)
+    assert (c["num_hidden_layers"], c["hidden_size"]) == (32, 4096)
+    inp = EngineInput(hf_config=c, gpu=MI300X, max_model_len=8192, tensor_parallel_size=2)
+    r = perf.estimate_speed(inp, prompt_len=1024, output_len=2, concurrency=1)
+    assert r.decode.overhead_ms == pytest.approx(0.3 + 32 * 0.120, rel=1e-9)  # 4.14 ms
+    per_allreduce_s = 50e-6 + 1 * 8192 / 448e9
+    assert r.decode.comm_ms == pytest.approx(2 * 32 * per_allreduce_s * 1e3, rel=1e-9)  # 3.2012 ms
+    # memory term: the weights and KV one GPU reads, at 80 % of 5.3 TB/s
+    assert r.decode.memory_ms == pytest.approx((r.decode.bytes_weights + r.decode.bytes_kv) / (5300e9 * 0.8) * 1e3,
+                                               rel=1e-9)
+    # on an H100 the same step pays the NVIDIA row's 60 µs per layer
+    r_h = perf.estimate_speed(EngineInput(hf_config=c, gpu=H100, max_model_len=8192, tensor_parallel_size=2),
+                              prompt_len=1024, output_len=2, concurrency=1)
+    assert r_h.decode.overhead_ms == pytest.approx(0.3 + 32 * 0.060, rel=1e-9)
