@@ -297,7 +297,8 @@ def test_eagle3_uses_the_public_figure_and_a_one_layer_head():
     assert sp.draft_ms == pytest.approx(sp.step.draft_gpu_ms + 3 * eff.draft_step_overhead_ms, abs=2e-3)
     assert 1.4 < sp.speedup < sp.mean_acceptance_length
     fields = perf.speed_fields(inp, est, 1024, 256, 1)
-    assert set(fields) == {"ttft_ms", "itl_ms", "output_tokens_per_s", "efficiency_label", "acceptance_rate",
+    assert set(fields) == {"ttft_ms", "itl_ms", "output_tokens_per_s", "efficiency_label", "efficiency_precision",
+                           "acceptance_rate",
                            "mean_acceptance_length",
                            "spec_speedup", "spec_speedup_low", "spec_speedup_high", "spec_slowdown",
                            "best_num_speculative_tokens", "spec_stops_paying_above_concurrency", "spec_pays_from_concurrency",
@@ -306,6 +307,8 @@ def test_eagle3_uses_the_public_figure_and_a_one_layer_head():
     # vLLM's "Avg Draft acceptance rate": (AL - 1) / k
     assert fields["acceptance_rate"] == pytest.approx((fields["mean_acceptance_length"] - 1) / 3, abs=1e-3)
     assert fields["efficiency_label"] == "fitted"  # vLLM row: fitted on the public serving records
+    assert fields["efficiency_precision"] == perf.PRECISION["fitted"] and "+-30 % on other public runs" in \
+        fields["efficiency_precision"]
     assert fields["itl_ms"] == pytest.approx(r.itl_ms / sp.speedup, rel=5e-3)  # 3 significant digits
 
 

@@ -273,6 +273,12 @@ _AMD_FIT = (
     "SGLANG_USE_AITER False; Triton attention on HIP) with its 1-stage custom all-reduce. compute, moe_compute, "
     "overlap_p, wave_share, ttft_fixed_ms, step_overhead_ms and the speculative terms are the runtime's * row's "
     "(not fitted on AMD data)")
+# What the AMD rows leave unexplained on the records they were fitted on (benchmarks/rocm_speed_fit.py, recomputed by
+# tests/test_rocm_efficiency.py): said on every AMD Instinct answer
+AMD_PREFILL_WARNING = (
+    "AMD Instinct: only the decode terms are fitted (6 public MI300X runs, benchmarks/rocm_speed_fit.py: TPOT within "
+    "9 % leave-one-source-out); on those runs the predicted TTFT was 38-88 % below the measured one and the output "
+    "tok/s up to 36 % above: read TTFT and tok/s as best cases until a validation run on this hardware refines them")
 EFFICIENCY: dict[tuple[str, str], Efficiency] = {
     ("vllm", "*"): Efficiency(mem_bw=0.9, compute=0.55, moe_compute=0.35, step_overhead_ms=0.3,
                               allreduce_latency_us=10.0, layer_us=60.0, overlap_p=1.0, wave_share=0.3,
@@ -328,6 +334,14 @@ EFFICIENCY[("sglang", AMD_INSTINCT)] = replace(
     source=f"{_AMD_FIT}. Labelled assumed for SGLang: its other base terms are vLLM's carried over and its MI300X "
            f"records at c=16/64 stay 19-35 % too fast (TPOT); speculative terms: {_SGLANG_FIT}")
 RUNTIMES = ("vllm", "sglang", "tensorrt-llm", "llama.cpp")
+# What each label means for the figures, as the page and the CLI say it. "fitted": vLLM's row is within a median
+# 6-10 % (TPOT, tok/s) of the records it was fitted on, and 31 % (TPOT) / 26 % (tok/s) off on 8 other public vLLM
+# runs on NVIDIA GPUs (benchmarks/data/serving_extra_public.json sx-001..007, sx-010: benchmarks/speed_cases.py);
+# TTFT is less certain (24 % on the fitted records, +58 % on the one other run below saturation).
+PRECISION = {"fitted": "fitted once per runtime on public benchmarks: about +-10 % on the runs it was fitted on, "
+                       "+-30 % on other public runs (TTFT less certain)",
+             "assumed": "assumed, not calibrated: +-30 % or more",
+             "calibrated": "calibrated by a validation run"}
 _MEASURED: dict[tuple[str, str], Efficiency] = {}
 
 
@@ -967,6 +981,7 @@ class SpeedResult(BaseModel):
     compute_dtype: str
     runtime: str = "vllm"
     efficiency_label: str = "assumed"
+    efficiency_precision: str = PRECISION["assumed"]
     efficiency: dict[str, Any]
     spec: SpecResult | None = None
     vs_context: list[CurvePoint] = []
@@ -1396,7 +1411,9 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
                                              "per token")
     if hw.eff.label == "assumed":
         warnings.append(f"efficiency on {s.gpu.name} with {runtime} is assumed, not calibrated: treat the times as "
-                        "+/-30 % until a validation run on this hardware refines them")
+                        "+/-30 % or more until a validation run on this hardware refines them")
+    if efficiency_class(s.gpu) == AMD_INSTINCT and hw.eff.label != "calibrated":
+        warnings.append(AMD_PREFILL_WARNING)
 
     spec_result = None
     acc = None
@@ -1441,6 +1458,7 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
         effective_concurrency=conc, mean_context=ctx, ttft_ms=round(base.ttft, 3), itl_ms=round(base.tpot, 3),
         decode_step_ms=round(base.step.total_ms, 3), output_tokens_per_s=round(base.tps, 1), decode=base.step,
         prefill=base.prefill, compute_dtype=hw.compute_dtype, runtime=runtime, efficiency_label=hw.eff.label,
+        efficiency_precision=PRECISION.get(hw.eff.label, PRECISION["assumed"]),
         efficiency={k: v for k, v in asdict(hw.eff).items()}, spec=spec_result, vs_context=vs_context,
         vs_concurrency=vs_conc, sources=sources, warnings=warnings)
 
@@ -1635,7 +1653,8 @@ def speed_fields(engine_input: EngineInput, estimate_result: EstimateResult | No
                             acceptance_length=acceptance_length, runtime=runtime, arrival=arrival,
                             speculative_num_steps=speculative_num_steps, speculative_eagle_topk=speculative_eagle_topk)
     out: dict[str, Any] = {"ttft_ms": _sig(r.ttft_ms), "itl_ms": _sig(r.itl_ms),
-                           "output_tokens_per_s": _sig(r.output_tokens_per_s), "efficiency_label": r.efficiency_label}
+                           "output_tokens_per_s": _sig(r.output_tokens_per_s), "efficiency_label": r.efficiency_label,
+                           "efficiency_precision": r.efficiency_precision}
     if r.spec is not None:
         sp = r.spec
         out["ttft_ms"] = _sig(sp.ttft_ms)

@@ -7,6 +7,7 @@ import shlex
 from django.core.management.base import BaseCommand
 
 from calculator.cli import command_error, internal_error, request_from_command, verdict_exit
+from calculator.engine import perf
 from calculator.engine.schemas import EstimateResult
 from calculator.plan import make_plan
 from calculator.request import InputError, add_request_arguments
@@ -107,10 +108,7 @@ def render_table(res: EstimateResult, info: dict, speed: dict | None = None, ver
                  ("Predicted ITL (TPOT)", f"{speed['itl_ms']:.2f} ms per output token{also}"),
                  ("Predicted output throughput", f"{speed['output_tokens_per_s']:,.0f} tok/s{also}")]
         if speed.get("efficiency_label"):
-            rows.append(("  efficiency", {"fitted": "fitted once per runtime on public benchmarks (typically within "
-                                                     "+-15 %)",
-                                          "calibrated": "calibrated by a validation run"}.get(
-                speed["efficiency_label"], "assumed, not calibrated (+-30 %)")))
+            rows.append(("  efficiency", perf.PRECISION.get(speed["efficiency_label"], perf.PRECISION["assumed"])))
         if "spec_speedup" in speed:
             al, sp, be = speed["mean_acceptance_length"], speed["spec_speedup"], speed["break_even_acceptance_rate"]
             rows += [("  mean acceptance length", f"{al:.2f}" if al is not None else "unknown (give --acceptance-rate)"),

@@ -96,7 +96,8 @@ class SGLangMemory(BaseModel):
 #: terms against the 28 sgl-cookbook bench_serving runs of benchmarks/data/sglang_speed_public.json
 #: (benchmarks/sglang_speed_fit.py, "assumed row" columns; a fit on them did not hold leave-one-source-out).
 SPEED_WARNING = (
-    "SGLang speed: the base efficiency terms are vLLM's fit carried over (labelled assumed); the KV pool, "
+    "SGLang speed: the base efficiency terms are vLLM's fit carried over (labelled assumed; on AMD Instinct the "
+    "per-layer time, all-reduce latency and bandwidth share come from the MI300X fit); the KV pool, "
     "running-request cap and prefill chunk are SGLang's own (max_total_num_tokens, max_running_requests, "
     "chunked_prefill_size). Against 28 public SGLang cookbook runs (B200, A100; benchmarks/sglang_speed_fit.py) "
     "these terms were optimistic: TPOT below the measured one in 26 of 28 (median -27 %), output tok/s above it "
