@@ -45,6 +45,12 @@ MAX_GPUS_PER_DIM = 256
 # GPUs in one machine when the user does not say: an HGX / DGX node (8 GPUs on NVLink/NVSwitch).
 DEFAULT_GPUS_PER_NODE = 8
 MAX_STRING = 200
+# Drafted tokens per step a request may ask for (speculative_config's num_speculative_tokens). With runtime=sglang the
+# same number is SGLang's --speculative-num-steps (the draft depth; runtimes/sglang/runtime.py _spec), so the bound
+# is the same for both runtimes; an SGLang tree's size is --speculative-num-draft-tokens (up to 256 here). The
+# engine's SpeculativeConfig takes up to 64 because engine-level callers (benchmarks/spec_cases.py) pass a tree's
+# draft tokens there with the tree's steps beside it.
+MAX_SPECULATIVE_TOKENS = 16
 
 
 # --- data-derived choices -------------------------------------------------------------------------
@@ -120,7 +126,7 @@ class SpeculativeRequest(BaseModel):
 
     method: SpecMethod
     model: str | None = Field(None, max_length=MAX_STRING)
-    num_speculative_tokens: int = Field(ge=1, le=16)
+    num_speculative_tokens: int = Field(ge=1, le=MAX_SPECULATIVE_TOKENS)
     prompt_lookup_max: int | None = Field(None, ge=1, le=64)
     prompt_lookup_min: int | None = Field(None, ge=1, le=64)
 
@@ -339,6 +345,30 @@ class ServingRequest(BaseModel):
         if v is not None and v % 16 and v not in (1, 8):
             raise ValueError(f"vLLM block sizes are 1, 8 or multiples of 16, got {v}")
         return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sglang_steps(cls, data: Any) -> Any:
+        """With runtime=sglang, num_speculative_tokens is SGLang's --speculative-num-steps: a larger value than
+        :data:`MAX_SPECULATIVE_TOKENS` is most likely a tree's --speculative-num-draft-tokens, so the refusal says
+        which of SGLang's three flags takes what (their help texts, sglang/srt/server_args.py:4788-4805 in
+        0.5.10.post1; a chain's draft tokens are reset to num_steps + 1, :3074-3081)."""
+        if not isinstance(data, dict) or data.get("runtime") != "sglang":
+            return data
+        spec = data.get("speculative_config")
+        k = spec.get("num_speculative_tokens") if isinstance(spec, dict) else getattr(spec, "num_speculative_tokens",
+                                                                                     None)
+        if isinstance(k, int) and not isinstance(k, bool) and k > MAX_SPECULATIVE_TOKENS:
+            raise InputError("speculative_config", (
+                f"num_speculative_tokens: must be at most {MAX_SPECULATIVE_TOKENS}, got {k}. With runtime=sglang it is "
+                "SGLang's --speculative-num-steps (draft passes per step, the depth of the draft tree); the tree's "
+                "width is --speculative-eagle-topk and the tokens the target verifies per step are "
+                "--speculative-num-draft-tokens (the root included, up to 256 here). If "
+                f"{k} is the tree's draft tokens, give num_speculative_tokens = the steps and --speculative-num-draft-"
+                f"tokens {k} with --speculative-eagle-topk; e.g. SGLang's --speculative-num-steps 5 "
+                "--speculative-eagle-topk 8 --speculative-num-draft-tokens 64 is {\"num_speculative_tokens\": 5} with "
+                "--speculative-eagle-topk 8 --speculative-num-draft-tokens 64"))
+        return data
 
     @model_validator(mode="before")
     @classmethod

@@ -79,6 +79,18 @@ def test_model_id_from_the_offline_catalog(monkeypatch):
 
 
 @pytest.mark.django_db
+def test_an_alias_answers_with_its_twin_config_and_says_so(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    data = run_json("--model", "deepseek-ai/DeepSeek-R1-0528", "--gpu", "H200", "--tensor-parallel-size", "8",
+                    "--max-model-len", "8192")
+    assert data["model"] == "deepseek-ai/DeepSeek-R1-0528"
+    assert "deepseek-ai__DeepSeek-R1.json" in data["model_source"]
+    # R1's MLA: 61 layers x (kv_lora_rank 512 + qk_rope_head_dim 64) x 2 B
+    assert data["kv_bytes_per_token"] == 61 * (512 + 64) * 2
+    assert any("has no copy of its own" in w and "DeepSeek-R1" in w for w in data["model_notes"])
+
+
+@pytest.mark.django_db
 def test_unknown_model_offline_is_exit_2(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(CommandError) as err:

@@ -188,6 +188,10 @@ def test_aliases_and_marked_rows_say_so(monkeypatch):
     alias = load_model("deepseek-ai/DeepSeek-V2-Lite-Chat", count_params=False)
     assert alias.config == load_config("deepseek-ai__DeepSeek-V2-Lite.json")
     assert any("has no copy of its own" in n for n in alias.notes)
+    # DeepSeek-R1-0528: R1 after more post-training (its model card), answered with R1's config and a note saying so
+    r1 = load_model("deepseek-ai/DeepSeek-R1-0528", count_params=False)
+    assert r1.config == load_config("deepseek-ai__DeepSeek-R1.json")
+    assert any("using deepseek-ai__DeepSeek-R1.json" in n and "post-training" in n for n in r1.notes)
     sibling = load_model("Qwen/Qwen3-Next-80B-A3B-Thinking", count_params=False)
     assert any("SOURCES.md row 14 marks this copy: SIBLING" in n for n in sibling.notes)
 

@@ -178,3 +178,29 @@ def test_a_kv_cache_dtype_vllm_has_but_the_calculator_does_not_model_says_so(cli
     assert "'nvfp4' is a --kv-cache-dtype vLLM 0.32.0 accepts, but this calculator does not model" in api.json()["error"]
     api = client.get("/api/estimate", {"model": LLAMA, "kv_cache_dtype": "int3"})
     assert api.status_code == 400 and "does not model" not in api.json()["error"]
+
+
+def test_sglang_steps_above_the_bound_say_which_sglang_flag_takes_what(client):
+    # a public SGLang tree (sgl-project/sglang PR 4716: --speculative-num-steps 8 --speculative-eagle-topk 8
+    # --speculative-num-draft-tokens 64) written with its draft tokens as num_speculative_tokens
+    params = {"runtime": "sglang",
+              "speculative_config": '{"method":"eagle3","model":"x/y","num_speculative_tokens":64}'}
+    field, message = _message(params)
+    assert field == "speculative_config"
+    assert message.startswith("num_speculative_tokens: must be at most 16, got 64")
+    for flag in ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens 64"):
+        assert flag in message
+    api = client.get("/api/estimate", {"model": LLAMA, **params})
+    assert api.status_code == 400 and api.json()["field"] == "speculative_config"
+    with pytest.raises(CommandError) as err:
+        call_command("estimate", *_flags(params), stdout=StringIO(), stderr=StringIO())
+    assert err.value.returncode == 2 and "--speculative-num-draft-tokens" in str(err.value)
+    # the same tree as the message spells it is accepted: 8 steps, topk 8, 64 draft tokens
+    req = parse_request({"model": LLAMA, "runtime": "sglang", "speculative_eagle_topk": "8",
+                         "speculative_num_draft_tokens": "64",
+                         "speculative_config": '{"method":"eagle3","model":"x/y","num_speculative_tokens":8}'})
+    assert (req.speculative_config.num_speculative_tokens, req.speculative_eagle_topk,
+            req.speculative_num_draft_tokens) == (8, 8, 64)
+    # vLLM keeps its plain bound (the same number)
+    assert _message({"speculative_config": '{"method":"ngram","num_speculative_tokens":20}'}) == (
+        "speculative_config", "num_speculative_tokens: must be at most 16, got 20")
