@@ -197,6 +197,26 @@ def test_target_figure_and_user_overrides():
         assert err.value.field == field
 
 
+def test_target_figure_with_lengths_at_several_k():
+    # vllm-project/vllm#20780, Eagle 1 column (yuhuili/EAGLE-LLaMA3.1-Instruct-8B on Llama-3.1-8B-Instruct,
+    # MT-Bench, greedy): AL 2.1, 2.29, 2.39, 2.43, 2.45, 2.47 at K = 2..7
+    measured = {2: 2.1, 3: 2.29, 4: 2.39, 5: 2.43, 6: 2.45, 7: 2.47}
+    d = acc.method_model("eagle").decay
+    # lengths made from a known alpha_1 give it back
+    made = {k: acc.mean_length(0.7, d, k) for k in (2, 4, 6)}
+    assert acc.solve_alpha1_lengths(made, d) == pytest.approx(0.7, abs=1e-6)
+    # the least-squares alpha_1 by a plain grid over [0.5, 0.8] (step 1e-4), independent of the ternary search
+    grid = min((sum((acc.mean_length(i / 1e4, d, k) - v) ** 2 for k, v in measured.items()), i / 1e4)
+               for i in range(5000, 8001))[1]
+    assert acc.solve_alpha1_lengths(measured, d) == pytest.approx(grid, abs=2e-4)
+    for k, v in measured.items():
+        a = acc.predict_acceptance("eagle", k, target="meta-llama/Llama-3.1-8B-Instruct")
+        assert "vllm/issues/20780" in a.source and a.alpha1 == pytest.approx(grid, abs=2e-4)
+        assert a.length == pytest.approx(v, rel=0.03)  # one alpha_1 and the method's decay fit all six within 3 %
+    # the head's own figure, not PR 16035's (Meta-Llama-3-8B + the lmsys head: AL 1.89 at k=2)
+    assert acc.predict_acceptance("eagle", 7).length < 2.2
+
+
 def test_known_public_heads():
     head, src = acc.known_draft_head("meta-llama/Llama-3.1-8B-Instruct", "eagle3")
     assert head == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B" and src.startswith("https://")

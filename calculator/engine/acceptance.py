@@ -103,6 +103,34 @@ def solve_alpha1(length: float, k: int, decay: float) -> float:
     return (lo + hi) / 2
 
 
+def solve_alpha1_lengths(lengths: dict[int, float], decay: float) -> float:
+    """The ``α₁`` whose ``AL(k)`` (decay ``decay``) is closest, in least squares, to mean acceptance lengths
+    measured at several ``k`` (``{k: AL}``, one run per ``k`` with one drafter on one workload).
+
+    One parameter against all the lengths: the per-position decay stays the method's (from its logs), only the
+    level comes from these figures. ``AL`` grows with ``α₁`` at every ``k``, so the squared error falls below the
+    smallest of the ``α₁`` solved at each single ``k`` and rises above the largest: its minimum lies between them
+    (ternary search there).
+
+    Args:
+        lengths: ``{k: mean acceptance length incl. the bonus token}``, at least one entry.
+        decay: the per-position decay ``d`` of the method.
+    """
+    singles = [solve_alpha1(al, k, decay) for k, al in lengths.items()]
+    lo, hi = min(singles), max(singles)
+
+    def sse(a: float) -> float:
+        return sum((mean_length(a, decay, k) - al) ** 2 for k, al in lengths.items())
+
+    for _ in range(100):
+        m1, m2 = lo + (hi - lo) / 3, hi - (hi - lo) / 3
+        if sse(m1) <= sse(m2):
+            hi = m2
+        else:
+            lo = m1
+    return (lo + hi) / 2
+
+
 # ----------------------------------------------------------------------------------------------------
 # the public figures
 # ----------------------------------------------------------------------------------------------------
@@ -289,7 +317,8 @@ def predict_acceptance(method: str, k: int, *, workload: str | None = None, temp
             with that length.
         acceptance_length: mean acceptance length at this ``k`` (1 to k+1), as vLLM/SGLang log it.
         target: the target model's repo id (or a label ending with it): a figure measured on that target
-            (``target_figures``) replaces the method's base figure.
+            (``target_figures``) replaces the method's base figure; a row with ``lengths_by_k`` (lengths
+            measured at several ``k``) sets ``α₁`` by :func:`solve_alpha1_lengths` over all of them.
 
     Returns:
         the :class:`Acceptance`, or ``None`` when no public figure fits and the user gave none (ngram on
@@ -341,10 +370,17 @@ def predict_acceptance(method: str, k: int, *, workload: str | None = None, temp
     factor, fsrc = workload_factor(mm.workload_group, wl)
     tf_row = target_figure(target, method)
     if tf_row is not None:
-        a1 = solve_alpha1(tf_row["mean_acceptance_length"], tf_row["k"], mm.decay)
+        by_k = {int(kk): float(v) for kk, v in (tf_row.get("lengths_by_k") or {}).items()}
+        if by_k:  # lengths measured at several k: alpha_1 from all of them (least squares, the method's decay)
+            a1 = solve_alpha1_lengths(by_k, mm.decay)
+            measured = "AL " + ", ".join(f"{v:g}" for v in by_k.values()) + \
+                f" at k={min(by_k)}..{max(by_k)} (least squares over all of them)"
+        else:
+            a1 = solve_alpha1(tf_row["mean_acceptance_length"], tf_row["k"], mm.decay)
+            measured = f"AL {tf_row['mean_acceptance_length']} at k={tf_row['k']}"
         a1 /= temperature_factor(tf_row.get("temperature"))
-        src = (f"figure {tf_row['case_id']} for {tf_row['target']} with {tf_row['head']} ({tf_row['source_url']}): AL "
-               f"{tf_row['mean_acceptance_length']} at k={tf_row['k']} on {tf_row['workload']} at temperature "
+        src = (f"figure {tf_row['case_id']} for {tf_row['target']} with {tf_row['head']} ({tf_row['source_url']}): "
+               f"{measured} on {tf_row['workload']} at temperature "
                f"{tf_row.get('temperature')} -> alpha_1 {a1:.3f} at temperature 0; per-position decay {mm.decay:.3f}")
         if factor != 1.0:
             src += f"; x{factor:.3f} for {wl}: {fsrc}"
