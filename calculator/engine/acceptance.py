@@ -288,14 +288,18 @@ def _norm_model(name: str | None) -> str:
     return (name or "").strip().lower().replace("__", "/").removesuffix(".json")
 
 
-def target_figure(target: str | None, method: str) -> dict | None:
+def target_figure(target: str | None, method: str, runtime: str | None = None) -> dict | None:
     """The ``target_figures`` row measured on ``target`` (repo id, or a label/file name that ends with it)
-    with ``method``, or ``None``."""
+    with ``method``, or ``None``. A row that names the ``runtime`` it was measured on applies to that runtime
+    only: the same head and chain accept fewer tokens in SGLang's EAGLE than in vLLM's
+    (https://github.com/sgl-project/sglang/issues/8228), so a length measured on one does not carry over."""
     t = _norm_model(target)
     if not t:
         return None
     for row in _data().get("target_figures", []):
         rid = row["target"].lower()
+        if row.get("runtime") and row["runtime"] != runtime:
+            continue
         if row["method"] == method and (t == rid or t.endswith("/" + rid.split("/")[-1]) or t == rid.split("/")[-1]):
             return row
     return None
@@ -303,7 +307,7 @@ def target_figure(target: str | None, method: str) -> dict | None:
 
 def predict_acceptance(method: str, k: int, *, workload: str | None = None, temperature: float | None = None,
                        acceptance_rate: float | None = None, acceptance_length: float | None = None,
-                       target: str | None = None) -> Acceptance | None:
+                       target: str | None = None, runtime: str | None = None) -> Acceptance | None:
     """Acceptance of ``method`` with ``k`` drafts on ``workload`` at ``temperature``.
 
     Args:
@@ -319,6 +323,8 @@ def predict_acceptance(method: str, k: int, *, workload: str | None = None, temp
         target: the target model's repo id (or a label ending with it): a figure measured on that target
             (``target_figures``) replaces the method's base figure; a row with ``lengths_by_k`` (lengths
             measured at several ``k``) sets ``α₁`` by :func:`solve_alpha1_lengths` over all of them.
+        runtime: the serving runtime (``vllm``, ``sglang``, ...): a ``target_figures`` row measured on one
+            runtime applies to it only (:func:`target_figure`).
 
     Returns:
         the :class:`Acceptance`, or ``None`` when no public figure fits and the user gave none (ngram on
@@ -368,7 +374,7 @@ def predict_acceptance(method: str, k: int, *, workload: str | None = None, temp
     if mm.alpha1 is None:
         return None
     factor, fsrc = workload_factor(mm.workload_group, wl)
-    tf_row = target_figure(target, method)
+    tf_row = target_figure(target, method, runtime)
     if tf_row is not None:
         by_k = {int(kk): float(v) for kk, v in (tf_row.get("lengths_by_k") or {}).items()}
         if by_k:  # lengths measured at several k: alpha_1 from all of them (least squares, the method's decay)

@@ -1484,7 +1484,7 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
     be = break_even_acceptance_rate(cost_ratio, depth)
     acc = predict_acceptance(method, depth, workload=workload, temperature=temperature,
                              acceptance_rate=acceptance_rate, acceptance_length=acceptance_length_in,
-                             target=s.plan.model)
+                             target=s.plan.model, runtime=s.runtime)
     if s.tree and acc is not None and acc.label != "user input":
         warnings.append(f"SGLang draft tree ({s.tree[0]} steps x topk {s.tree[1]}, {k} draft tokens): the acceptance is "
                         f"the public figure of a chain as deep as the tree ({depth} tokens), about a lower bound (the "
