@@ -307,7 +307,7 @@ def test_eagle3_uses_the_public_figure_and_a_one_layer_head():
     # vLLM's "Avg Draft acceptance rate": (AL - 1) / k
     assert fields["acceptance_rate"] == pytest.approx((fields["mean_acceptance_length"] - 1) / 3, abs=1e-3)
     assert fields["efficiency_label"] == "fitted"  # vLLM row: fitted on the public serving records
-    assert fields["efficiency_precision"] == perf.PRECISION["fitted"] and "+-30 % on other public runs" in \
+    assert fields["efficiency_precision"] == perf.PRECISION["fitted"] and "±30 % on other public runs" in \
         fields["efficiency_precision"]
     assert fields["itl_ms"] == pytest.approx(r.itl_ms / sp.speedup, rel=5e-3)  # 3 significant digits
 

@@ -338,9 +338,9 @@ RUNTIMES = ("vllm", "sglang", "tensorrt-llm", "llama.cpp")
 # 6-10 % (TPOT, tok/s) of the records it was fitted on, and 31 % (TPOT) / 26 % (tok/s) off on 8 other public vLLM
 # runs on NVIDIA GPUs (benchmarks/data/serving_extra_public.json sx-001..007, sx-010: benchmarks/speed_cases.py);
 # TTFT is less certain (24 % on the fitted records, +58 % on the one other run below saturation).
-PRECISION = {"fitted": "fitted once per runtime on public benchmarks: about +-10 % on the runs it was fitted on, "
-                       "+-30 % on other public runs (TTFT less certain)",
-             "assumed": "assumed, not calibrated: +-30 % or more",
+PRECISION = {"fitted": "fitted once per runtime on public benchmarks: about ±10 % on the runs it was fitted on, "
+                       "±30 % on other public runs (TTFT less certain)",
+             "assumed": "assumed, not calibrated: ±30 % or more",
              "calibrated": "calibrated by a validation run"}
 _MEASURED: dict[tuple[str, str], Efficiency] = {}
 
