@@ -473,11 +473,37 @@ def test_a_full_prefill_budget_caps_the_decoding_requests():
     assert rs.effective_concurrency == 97
     assert any(w.startswith("speculation at a full prefill token budget is not modelled") and "up to 4 " in w
                for w in rs.warnings)
+    # ... and from fewer clients than the plain run: acceptance rate 0.5 at k=3 is AL 1 + 3 x 0.5 = 2.5, so a request
+    # decodes for S = 199 / 2.5 = 79.6 steps of 4 scheduled tokens: 2048 x 79.6 / (4000 + 79.6 x 4) = 37.75 -> 37
+    # decoding at once. At 64 clients the plain run is not budget-bound (97) but the speculative one is.
+    s64 = perf.estimate_speed(spec, prompt_len=4000, output_len=200, concurrency=64, acceptance_rate=0.5)
+    assert s64.effective_concurrency == 64 and s64.spec.mean_acceptance_length == pytest.approx(2.5)
+    assert perf.prefill_budget_cap(perf._setup(perf.plan_from_engine(inp, est), "vllm"), 4000, 200, spec_k=3,
+                                   acceptance_length=2.5) == 37
+    assert any(w.startswith("speculation at a full prefill token budget is not modelled") and "about 37 " in w
+               for w in s64.warnings)
     assert not any("full prefill token budget" in w for w in
-                   perf.estimate_speed(spec, prompt_len=4000, output_len=200, concurrency=64,
+                   perf.estimate_speed(spec, prompt_len=4000, output_len=200, concurrency=30,
                                        acceptance_rate=0.5).warnings)
     # SGLang runs prefill batches ahead of decode batches: its caps are max_running_requests and the KV pool
     assert perf.prefill_budget_cap(perf._setup(perf.plan_from_engine(inp, est), "sglang"), 4000, 200) is None
+
+
+
+def test_the_prefill_budget_is_per_pipeline_micro_batch():
+    """With pipeline parallelism vLLM keeps pipeline_parallel_size micro-batches in flight (vllm/config/vllm.py
+    max_concurrent_batches; v1/engine/core.py step_with_batch_queue), each scheduled with its own
+    max_num_batched_tokens: at PP 2, B = 2048, P = 4000, O = 200 a pass through both stages schedules 4096 tokens and
+    keeps 4096 x 199 / 4199 = 194.1 -> 194 requests decoding, twice the PP 1 figure (97)."""
+    inp = EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192, max_num_batched_tokens=2048,
+                      pipeline_parallel_size=2)
+    est = estimate(inp)
+    assert est.kv_cache_tokens // 4200 > 194  # the KV cache alone would admit more
+    assert perf.prefill_budget_cap(perf._setup(perf.plan_from_engine(inp, est), "vllm"), 4000, 200) == 194
+    assert perf.estimate_speed(inp, est, prompt_len=4000, output_len=200, concurrency=150).effective_concurrency == 150
+    r = perf.estimate_speed(inp, est, prompt_len=4000, output_len=200, concurrency=256)
+    assert r.effective_concurrency == 194
+    assert any("prefill token budget" in w and "2 pipeline micro-batches" in w for w in r.warnings)
 
 
 def test_deepseek_sparse_attention_reads_the_top_k_latents_and_every_indexer_key():

@@ -37,7 +37,8 @@ The model (each term carries its source in ``SpeedResult.sources``):
   ``output tok/s = C × O / (TTFT + (O−1) × TPOT)``. Concurrency is capped by ``max_num_seqs``, by the
   KV cache (``kv_cache_tokens / (P + O)``) and, for vLLM, by the prefill token budget: running requests are
   scheduled first and waiting prompts get what is left of ``max_num_batched_tokens`` ``B``, so a full budget
-  keeps ``B × (O−1) / (P+O−1)`` requests decoding (:func:`prefill_budget_cap`); the rest queue and their mean
+  keeps ``B × (O−1) / (P+O−1)`` requests decoding (``pp × B`` with pipeline parallelism, one budget per micro-batch
+  in flight; :func:`prefill_budget_cap`); the rest queue and their mean
   wait (Little's law) is in TTFT.
 * **Speculative decoding** (:func:`spec_step`): per step ``k`` drafter passes (each its roofline time +
   a fixed per-pass cost) or CPU matching (ngram, suffix), one target pass over ``B × (k+1)`` tokens, the
@@ -1227,7 +1228,8 @@ def spec_step(s: _Setup, method: str, *, requests: int, context: int, k: int, ov
 SGLANG_SPEC_MAX_RUNNING = 48  # server_args.py: EAGLE/EAGLE3 set max_running_requests = 48 when it is not given
 
 
-def prefill_budget_cap(s: _Setup, prompt_len: int, output_len: int) -> int | None:
+def prefill_budget_cap(s: _Setup, prompt_len: int, output_len: int, *, spec_k: int = 0,
+                       acceptance_length: float = 1.0) -> int | None:
     """How many requests can be decoding at once when every step is full: vLLM's scheduler serves the running
     requests first (one token each) and gives waiting prompts only what is left of the per-step budget
     ``B = max_num_batched_tokens`` (vllm/v1/core/sched/scheduler.py ``Scheduler.schedule``: ``token_budget =
@@ -1237,11 +1239,21 @@ def prefill_budget_cap(s: _Setup, prompt_len: int, output_len: int) -> int | Non
     by Little's law, keeps ``B x (O - 1) / (P + O - 1)`` of them decoding. More clients than that wait for their
     prefill: the steps stay full, TPOT is the full step's and the wait is in TTFT.
 
+    With pipeline parallelism vLLM keeps ``pp`` micro-batches in flight, each scheduled with its own budget
+    (vllm/config/vllm.py ``max_concurrent_batches`` = pipeline_parallel_size, v1/engine/core.py
+    ``step_with_batch_queue``), so one pass through all stages (this model's step) schedules ``pp x B`` tokens.
+
+    With speculation (``spec_k`` drafts, mean acceptance length ``acceptance_length``) a decoding request is
+    scheduled ``1 + spec_k`` tokens per step (``num_tokens_with_spec``) for ``S = (O - 1) / AL`` steps, so a full
+    budget keeps ``B x S / (P + S x (1 + spec_k))`` decoding (fewer than without drafts).
+
     ``None`` (no cap) for other runtimes (SGLang runs prefill batches ahead of decode batches, its own caps are
     ``max_running_requests`` and the KV pool) and for ``output_len`` 1. Unit: requests, at least 1."""
     if s.runtime != "vllm" or output_len < 2 or not s.chunk:
         return None
-    return max(1, s.chunk * (output_len - 1) // (prompt_len + output_len - 1))
+    budget = s.chunk * max(1, s.plan.pp)
+    steps = (output_len - 1) / max(1.0, acceptance_length)
+    return max(1, int(budget * steps // (prompt_len + steps * (1 + spec_k))))
 
 
 def stops_paying(curve: list[tuple[int, float]]) -> tuple[int | None, int | None]:
@@ -1357,17 +1369,22 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
         why = {"max_num_seqs": f"max_num_seqs {s.max_seqs}",
                "kv": f"the KV cache ({plan.kv_cache_tokens:,} tokens hold {kv_cap} requests of {total_len} tokens)",
                "budget": (f"the prefill token budget: vLLM schedules the running requests first and gives waiting "
-                          f"prompts what is left of max_num_batched_tokens ({s.chunk:,} tokens per step), and "
-                          f"{budget_cap} decoding requests with {prompt_len:,}-token prompts and {output_len:,}-token "
-                          f"outputs fill it ({s.chunk:,} x (output_len - 1) / (prompt_len + output_len - 1)); a larger "
+                          f"prompts what is left of max_num_batched_tokens ({s.chunk:,} tokens per step"
+                          + (f", in each of the {plan.pp} pipeline micro-batches in flight" if plan.pp > 1 else "")
+                          + f"), and {budget_cap} decoding requests with {prompt_len:,}-token prompts and "
+                          f"{output_len:,}-token outputs fill it ({s.chunk:,}"
+                          + (f" x {plan.pp}" if plan.pp > 1 else "")
+                          + " x (output_len - 1) / (prompt_len + output_len - 1)); a larger "
                           f"--max-num-batched-tokens admits more, at a longer step")}[binding]
         warnings.append(f"only {conc} of {concurrency} requests run at once, limited by {why}; the rest queue "
                         "(their mean wait is in TTFT)")
     sources["effective_concurrency"] = (
         "min(concurrency, max_num_seqs, kv_cache_tokens // (prompt_len + output_len), and for vLLM the decoding "
-        "requests a full prefill token budget sustains, max_num_batched_tokens x (output_len - 1) / (prompt_len + "
-        "output_len - 1): vllm/v1/core/sched/scheduler.py Scheduler.schedule serves the RUNNING requests first, then "
-        "the WAITING ones from the token_budget left)")
+        "requests a full prefill token budget sustains, max_num_batched_tokens x pipeline_parallel_size x (output_len - "
+        "1) / (prompt_len + output_len - 1): vllm/v1/core/sched/scheduler.py Scheduler.schedule serves the RUNNING "
+        "requests first, then the WAITING ones from the token_budget left; with PP, max_concurrent_batches = pp "
+        "micro-batches are in flight, each with its own budget: vllm/config/vllm.py, v1/engine/core.py "
+        "step_with_batch_queue)")
 
     ctx = prompt_len + output_len // 2
     base = _at(s, prompt_len, output_len, conc)
@@ -1418,13 +1435,19 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
     spec_result = None
     acc = None
     if plan.spec_method is not None:
-        if budget_cap is not None and conc == budget_cap < concurrency:
-            warnings.append("speculation at a full prefill token budget is not modelled: each decoding request then "
-                            f"takes up to {plan.spec_k + 1} of the budget's tokens per step (its drafts and the bonus "
-                            "token), so fewer requests decode at once than without it; the speedup below compares "
-                            f"both at the same {conc} running requests and is optimistic")
         spec_result, acc = _speculation(s, plan.spec_method, plan.spec_k, prompt_len, output_len, conc, ctx, base,
                                         acceptance_rate, acceptance_length, workload, temperature, warnings, sources)
+        if budget_cap is not None:
+            # the drafts take budget too: the speculative run is budget-bound from fewer clients than the plain one
+            al = spec_result.mean_acceptance_length if spec_result is not None else None
+            spec_cap = prefill_budget_cap(s, prompt_len, output_len, spec_k=plan.spec_k,
+                                          acceptance_length=al or 1.0)
+            if spec_cap is not None and spec_cap < conc:
+                warnings.append("speculation at a full prefill token budget is not modelled: each decoding request then "
+                                f"takes up to {plan.spec_k + 1} of the budget's tokens per step (its drafts and the bonus "
+                                f"token), so about {spec_cap} requests decode at once with it (mean acceptance length "
+                                f"{al or 1:.2f}) where {conc} do without it; the speedup below compares both at the "
+                                f"same {conc} running requests and is optimistic")
 
     vs_context = []
     contexts = sorted({c for c in (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288,
