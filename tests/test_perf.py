@@ -487,6 +487,12 @@ def test_a_full_prefill_budget_caps_the_decoding_requests():
                                        acceptance_rate=0.5).warnings)
     # SGLang runs prefill batches ahead of decode batches: its caps are max_running_requests and the KV pool
     assert perf.prefill_budget_cap(perf._setup(perf.plan_from_engine(inp, est), "sglang"), 4000, 200) is None
+    # no budget cap (SGLang, or output_len 1): the curve against concurrency still runs to the runtime's own caps,
+    # whatever concurrency the user asked for
+    for runtime, out in (("sglang", 200), ("vllm", 1)):
+        xs = [[p.x for p in perf.estimate_speed(inp, est, prompt_len=4000, output_len=out, concurrency=c,
+                                                runtime=runtime).vs_concurrency] for c in (1, 8)]
+        assert xs[0] == xs[1] and max(xs[0]) >= 64, (runtime, xs)
 
 
 

@@ -1361,8 +1361,9 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
                         "--output-len that fit")
     kv_cap = int(plan.kv_cache_tokens // total_len) if plan.kv_cache_tokens else int(plan.max_concurrency)
     budget_cap = prefill_budget_cap(s, prompt_len, output_len)
-    caps = {"max_num_seqs": s.max_seqs, "kv": kv_cap if kv_cap > 0 else 1,
-            "budget": budget_cap if budget_cap is not None else concurrency}
+    caps = {"max_num_seqs": s.max_seqs, "kv": kv_cap if kv_cap > 0 else 1}
+    if budget_cap is not None:
+        caps["budget"] = budget_cap
     conc = max(1, min(concurrency, *caps.values()))
     if conc < concurrency:
         binding = min(caps, key=lambda c: (caps[c], ("max_num_seqs", "kv", "budget").index(c)))
