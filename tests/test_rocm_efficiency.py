@@ -77,7 +77,7 @@ def test_mi300x_tp2_decode_step_by_hand():
 @pytest.mark.django_db
 def test_the_amd_prefill_warning_states_the_fitted_records_errors():
     """The sentence every AMD Instinct answer carries is recomputed here from the public MI300X records the row was
-    fitted on (benchmarks/rocm_speed_fit.py): TTFT 57-88 % below the measured, tok/s at most 36 % above. If the row
+    fitted on (benchmarks/rocm_speed_fit.py): TTFT 38-88 % below the measured, tok/s at most 36 % above. If the row
     or the data change, this fails until the sentence is brought up to date."""
     import importlib.util
     import re

@@ -758,9 +758,14 @@ def model_cost(arch: ModelArch, est: Plan, *, dtype: str, quant: QuantScheme | N
                                      * n_indexer, kv_bytes_per_token=idx_per_token, window=None))
             kv_per_token -= idx_per_token
             window = arch.index_topk
-            # the sparse MLA backends attend in the absorbed (MQA) form only, prefill included: QK over the latent
-            # and rope (kv_lora_rank + qk_rope_head_dim), PV over the latent (kv_lora_rank), per query head
-            # (v1/attention/backends/mla/flashmla_sparse.py forward_mqa, 0.32.0)
+            # the sparse MLA backends attend over the top-k in the absorbed (MQA) form: QK over the latent and rope
+            # (kv_lora_rank + qk_rope_head_dim), PV over the latent (kv_lora_rank), per query head
+            # (v1/attention/backends/mla/flashmla_sparse.py forward_mqa, 0.32.0). Costed so for every token, a
+            # simplification: in 0.32.0 a prefill whose longest sequence is <= index_topk runs dense MHA instead
+            # (model_executor/layers/attention/sparse_mla_attention.py _use_dense_mha_prefill, mla_attention.py
+            # forward), FLASHMLA_SPARSE / FLASHINFER_MLA_SPARSE switch long query chunks to masked MHA at some TP sizes
+            # (mla_attention.py _MASKED_MHA_THRESHOLDS), and FlashMLA's bf16 sparse kernel pads the query heads to a
+            # multiple of 64 (flashmla_sparse.py prefill_padding); none of these is modelled
             pair = 2 * heads * (2 * arch.kv_lora_rank + (arch.qk_rope_head_dim or 0))
         else:
             pair = per_layer_pair
