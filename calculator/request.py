@@ -353,7 +353,7 @@ class ServingRequest(BaseModel):
         :data:`MAX_SPECULATIVE_TOKENS` is most likely a tree's --speculative-num-draft-tokens, so the refusal says
         which of SGLang's three flags takes what (their help texts, sglang/srt/server_args.py:4788-4805 in
         0.5.10.post1; a chain's draft tokens are reset to num_steps + 1, :3074-3081)."""
-        if not isinstance(data, dict) or data.get("runtime") != "sglang":
+        if not isinstance(data, dict) or str(data.get("runtime") or "").strip().lower() != "sglang":
             return data
         spec = data.get("speculative_config")
         k = spec.get("num_speculative_tokens") if isinstance(spec, dict) else getattr(spec, "num_speculative_tokens",

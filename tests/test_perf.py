@@ -533,3 +533,11 @@ def test_deepseek_sparse_attention_reads_the_top_k_latents_and_every_indexer_key
     assert s.target.kv_bytes(1_000) == 61 * (1152 + 132) * 1_000  # below index_topk every token is attended
     one = s.target.attention_flops(30_000, 1)
     assert one == pytest.approx(61 * 2 * 16 * 1088 * 2048 + 61 * 2 * 64 * 128 * 30_000)
+
+
+def test_output_len_1_has_no_decode_stall():
+    """With output_len 1 there is no decode phase: the time per output token is the plain step, without a share of
+    the other requests' prefills divided by output_len - 1 (which would be a division by zero)."""
+    inp = EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192)
+    r = perf.estimate_speed(inp, prompt_len=1024, output_len=1, concurrency=64)
+    assert r.itl_ms == pytest.approx(r.decode_step_ms, rel=1e-3)

@@ -201,6 +201,8 @@ def test_sglang_steps_above_the_bound_say_which_sglang_flag_takes_what(client):
                          "speculative_config": '{"method":"eagle3","model":"x/y","num_speculative_tokens":8}'})
     assert (req.speculative_config.num_speculative_tokens, req.speculative_eagle_topk,
             req.speculative_num_draft_tokens) == (8, 8, 64)
+    # the runtime as people spell it gets the same message
+    assert "--speculative-num-draft-tokens" in _message({**params, "runtime": "SGLang"})[1]
     # vLLM keeps its plain bound (the same number)
     assert _message({"speculative_config": '{"method":"ngram","num_speculative_tokens":20}'}) == (
         "speculative_config", "num_speculative_tokens: must be at most 16, got 20")

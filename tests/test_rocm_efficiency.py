@@ -110,3 +110,13 @@ def test_the_amd_prefill_warning_states_the_fitted_records_errors():
     h100 = perf.estimate_speed(EngineInput(hf_config=load_config("meta-llama__Llama-3.1-8B-Instruct.json"),
                                            gpu="H100", max_model_len=8192))
     assert perf.AMD_PREFILL_WARNING not in h100.warnings
+
+
+def test_an_mi300x_answer_says_its_precision_is_for_decode_only():
+    """The fitted MI300X row covers TPOT only: its precision text says so, not the NVIDIA fit's ±10 / ±30 %."""
+    inp = EngineInput(hf_config=load_config("meta-llama__Llama-3.1-8B-Instruct.json"), gpu="MI300X", max_model_len=8192)
+    r = perf.estimate_speed(inp)
+    assert r.efficiency_label == "fitted" and r.efficiency_precision == perf.PRECISION_AMD
+    assert "decode only" in perf.speed_fields(inp, None, 1024, 128, 1)["efficiency_precision"]
+    h100 = perf.estimate_speed(inp.model_copy(update={"gpu": "H100"}))
+    assert h100.efficiency_precision == perf.PRECISION["fitted"]

@@ -277,8 +277,8 @@ _AMD_FIT = (
 # What the AMD rows leave unexplained on the records they were fitted on (benchmarks/rocm_speed_fit.py, recomputed by
 # tests/test_rocm_efficiency.py): said on every AMD Instinct answer
 AMD_PREFILL_WARNING = (
-    "AMD Instinct: only the decode terms are fitted (6 public MI300X runs, benchmarks/rocm_speed_fit.py: TPOT within "
-    "9 % leave-one-source-out); on those runs the predicted TTFT was 38-88 % below the measured one and the output "
+    "AMD Instinct: only the decode terms come from public data (6 MI300X runs, benchmarks/rocm_speed_fit.py: TPOT a "
+    "median 9 % off leave-one-source-out; other Instinct generations borrow them); on those runs the predicted TTFT was 38-88 % below the measured one and the output "
     "tok/s up to 36 % above: read TTFT and tok/s as best cases until a validation run on this hardware refines them")
 EFFICIENCY: dict[tuple[str, str], Efficiency] = {
     ("vllm", "*"): Efficiency(mem_bw=0.9, compute=0.55, moe_compute=0.35, step_overhead_ms=0.3,
@@ -339,6 +339,8 @@ RUNTIMES = ("vllm", "sglang", "tensorrt-llm", "llama.cpp")
 # 6-10 % (TPOT, tok/s) of the records it was fitted on, and 31 % (TPOT) / 26 % (tok/s) off on 8 other public vLLM
 # runs on NVIDIA GPUs (benchmarks/data/serving_extra_public.json sx-001..007, sx-010: benchmarks/speed_cases.py);
 # TTFT is less certain (24 % on the fitted records, +58 % on the one other run below saturation).
+PRECISION_AMD = ("fitted on 6 public MI300X runs for decode only: TPOT about ±10 %, TTFT and tok/s not (see the "
+                 "AMD Instinct note)")
 PRECISION = {"fitted": "fitted once per runtime on public benchmarks: about ±10 % on the runs it was fitted on, "
                        "±30 % on other public runs (TTFT less certain)",
              "assumed": "assumed, not calibrated: ±30 % or more",
@@ -1145,7 +1147,8 @@ def _at(s: _Setup, prompt_len: int, output_len: int, conc: int, step_ms: float |
     kv_ms = pre.bytes_kv / (s.hw.bandwidth * s.hw.eff.mem_bw) * 1e3
     mixed = _core(n_chunks * step.memory_ms + kv_ms, n_chunks * step.compute_ms + pre.compute_ms, s.hw.eff)
     stall = max(0.0, mixed - n_chunks * _core(step.memory_ms, step.compute_ms, s.hw.eff) + pre.comm_ms)
-    tpot = step_ms + (conc - 1) * stall / max(1, output_len - 1)
+    # with output_len 1 there is no decode phase (vllm bench serve reports no TPOT): the plain step, no stall share
+    tpot = step_ms + (conc - 1) * stall / (output_len - 1) if output_len > 1 else step_ms
     lifetime = pre.total_ms + (output_len - 1) * tpot
     rho = min(1.0, (conc - 1) * pre.total_ms / lifetime) if lifetime > 0 else 0.0
     ttft = pre.total_ms * (1 + rho / 2)
@@ -1487,7 +1490,8 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
         effective_concurrency=conc, mean_context=ctx, ttft_ms=round(base.ttft, 3), itl_ms=round(base.tpot, 3),
         decode_step_ms=round(base.step.total_ms, 3), output_tokens_per_s=round(base.tps, 1), decode=base.step,
         prefill=base.prefill, compute_dtype=hw.compute_dtype, runtime=runtime, efficiency_label=hw.eff.label,
-        efficiency_precision=PRECISION.get(hw.eff.label, PRECISION["assumed"]),
+        efficiency_precision=(PRECISION_AMD if hw.eff.label == "fitted" and efficiency_class(s.gpu) == AMD_INSTINCT
+                              else PRECISION.get(hw.eff.label, PRECISION["assumed"])),
         efficiency={k: v for k, v in asdict(hw.eff).items()}, spec=spec_result, vs_context=vs_context,
         vs_concurrency=vs_conc, sources=sources, warnings=warnings)
 

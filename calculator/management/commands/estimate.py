@@ -108,7 +108,8 @@ def render_table(res: EstimateResult, info: dict, speed: dict | None = None, ver
                  ("Predicted ITL (TPOT)", f"{speed['itl_ms']:.2f} ms per output token{also}"),
                  ("Predicted output throughput", f"{speed['output_tokens_per_s']:,.0f} tok/s{also}")]
         if speed.get("efficiency_label"):
-            rows.append(("  efficiency", perf.PRECISION.get(speed["efficiency_label"], perf.PRECISION["assumed"])))
+            rows.append(("  efficiency", speed.get("efficiency_precision")
+                         or perf.PRECISION.get(speed["efficiency_label"], perf.PRECISION["assumed"])))
         if "spec_speedup" in speed:
             al, sp, be = speed["mean_acceptance_length"], speed["spec_speedup"], speed["break_even_acceptance_rate"]
             rows += [("  mean acceptance length", f"{al:.2f}" if al is not None else "unknown (give --acceptance-rate)"),
