@@ -278,8 +278,9 @@ _AMD_FIT = (
 # tests/test_rocm_efficiency.py): said on every AMD Instinct answer
 AMD_PREFILL_WARNING = (
     "AMD Instinct: only the decode terms come from public data (6 MI300X runs, benchmarks/rocm_speed_fit.py: TPOT a "
-    "median 9 % off leave-one-source-out; other Instinct generations borrow them); on those runs the predicted TTFT was 38-88 % below the measured one and the output "
-    "tok/s up to 36 % above: read TTFT and tok/s as best cases until a validation run on this hardware refines them")
+    "median 9 % off leave-one-source-out; other Instinct generations borrow them); on those runs the predicted TTFT "
+    "was 38-88 % below the measured one and the output tok/s up to 36 % above: read TTFT and tok/s as best cases "
+    "until a validation run on this hardware refines them")
 EFFICIENCY: dict[tuple[str, str], Efficiency] = {
     ("vllm", "*"): Efficiency(mem_bw=0.9, compute=0.55, moe_compute=0.35, step_overhead_ms=0.3,
                               allreduce_latency_us=10.0, layer_us=60.0, overlap_p=1.0, wave_share=0.3,
