@@ -541,3 +541,30 @@ def test_output_len_1_has_no_decode_stall():
     inp = EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192)
     r = perf.estimate_speed(inp, prompt_len=1024, output_len=1, concurrency=64)
     assert r.itl_ms == pytest.approx(r.decode_step_ms, rel=1e-3)
+
+
+def test_speculation_throughput_counts_the_running_requests_not_the_queue():
+    """With more clients than run at once (the KV cache caps them), the plain throughput is M running requests over
+    their lifetime, the queue wait apart; the speculative one must be counted the same way (it was M requests over a
+    lifetime that included the whole queue wait: 376 -> 145 tok/s at a 1.05x speedup), and the queue wait shrinks
+    with the speculative lifetime (Little's law)."""
+    head = load_config("yuhuili__EAGLE3-LLaMA3.1-Instruct-8B.json")
+    inp = EngineInput(hf_config=load_config(LLAMA), draft_hf_config=head, gpu=H100, max_model_len=8192,
+                      speculative_config={"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+                                          "num_speculative_tokens": 3})
+    est = estimate(inp)
+    # the result's own figures are the plain run's (same memory plan: the head's weights and KV included)
+    plain = r = perf.estimate_speed(inp, est, prompt_len=7000, output_len=1000, concurrency=1000, acceptance_length=2.5)
+    m = r.effective_concurrency
+    assert m == est.kv_cache_tokens // 8000 < 1000 and r.spec.speedup > 1
+    sp = r.spec
+    # the running requests' throughput: M x O over (TTFT without the wait + (O - 1) x TPOT), for both
+    lifetime_plain = 1000 * m / plain.output_tokens_per_s  # seconds
+    lifetime_spec = 1000 * m / sp.output_tokens_per_s
+    assert sp.output_tokens_per_s > plain.output_tokens_per_s
+    assert lifetime_spec == pytest.approx(lifetime_plain * sp.itl_ms / plain.itl_ms, rel=0.05)
+    # the queue wait: (C/M - 1) lifetimes each
+    wait_plain = plain.ttft_ms - (lifetime_plain * 1e3 - 999 * plain.itl_ms)
+    wait_spec = sp.ttft_ms - (lifetime_spec * 1e3 - 999 * sp.itl_ms)
+    assert wait_plain == pytest.approx((1000 / m - 1) * lifetime_plain * 1e3, rel=1e-3)
+    assert wait_spec == pytest.approx((1000 / m - 1) * lifetime_spec * 1e3, rel=1e-3)

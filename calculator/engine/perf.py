@@ -1446,7 +1446,8 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
     acc = None
     if plan.spec_method is not None:
         spec_result, acc = _speculation(s, plan.spec_method, plan.spec_k, prompt_len, output_len, conc, ctx, base,
-                                        acceptance_rate, acceptance_length, workload, temperature, warnings, sources)
+                                        acceptance_rate, acceptance_length, workload, temperature, warnings, sources,
+                                        queue_ms=queue_ms)
         if budget_cap is not None:
             # the drafts take budget too: the speculative run is budget-bound from fewer clients than the plain one
             al = spec_result.mean_acceptance_length if spec_result is not None else None
@@ -1509,7 +1510,10 @@ def _spec_speedup(s: _Setup, method: str, k: int, al: float, prompt_len: int, ou
 def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: int, conc: int, ctx: int,
                  base: _Point, acceptance_rate: float | None, acceptance_length_in: float | None,
                  workload: str | None, temperature: float | None, warnings: list[str],
-                 sources: dict[str, str]) -> tuple[SpecResult, Acceptance | None]:
+                 sources: dict[str, str], queue_ms: float = 0.0) -> tuple[SpecResult, Acceptance | None]:
+    """Speculation at ``conc`` running requests; ``queue_ms``: the plain run's mean queue wait in ``base.ttft`` (clients
+    beyond ``conc``), which the throughput of the running requests excludes and which shrinks with the request
+    lifetime (Little's law)."""
     sp = spec_step(s, method, requests=conc, context=ctx, k=k)
     cost_ratio = sp.total_ms / base.step.total_ms
     # a tree (SGLang topk > 1) accepts at most num_steps + 1 tokens per step: acceptance is that of its depth
@@ -1563,7 +1567,7 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
     itl = tps = speedup = lo = hi = None
     best_k = stop_conc = pays_from = None
     curves: dict[int, list[tuple[int, float]]] = {}
-    spec_ttft = base.ttft
+    spec_ttft = base.ttft - queue_ms  # the queue wait is added back below, scaled to the speculative lifetime
     if s.draft is not None:  # the draft model / EAGLE / MTP head runs over the prompt once too
         spec_ttft += prefill_cost(s.draft, s.hw, prompt_len=prompt_len, chunk=s.chunk).total_ms
     limit = max(1, min(s.max_seqs, 1024))
@@ -1573,6 +1577,9 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
         speedup, _, _, pt = _spec_speedup(s, method, k, al, prompt_len, output_len, conc, ctx)
         itl = pt.tpot
         tps = conc * output_len / ((spec_ttft + (output_len - 1) * itl) / 1e3)
+        if queue_ms:  # the clients beyond conc wait (C/M - 1) speculative lifetimes instead of plain ones
+            base_life = base.ttft - queue_ms + (output_len - 1) * base.tpot
+            spec_ttft += queue_ms * (spec_ttft + (output_len - 1) * itl) / base_life
         al_lo, al_hi = acc.low, acc.high
         lo = _spec_speedup(s, method, k, al_lo, prompt_len, output_len, conc, ctx, overhead_scale=1.5)[0]
         hi = _spec_speedup(s, method, k, al_hi, prompt_len, output_len, conc, ctx, overhead_scale=0.5)[0]
@@ -1587,6 +1594,8 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
             curves[kk] = [(c, round(_spec_speedup(s, method, kk, al_k, prompt_len, output_len, c, ctx)[0], 4))
                           for c in grid]
         stop_conc, pays_from = stops_paying(curves[k])
+    else:
+        spec_ttft += queue_ms  # no acceptance figure: no speculative lifetime to scale the wait by
     curve = []  # speedup against the acceptance rate (accepted / drafted): AL = 1 + k x rate
     for i in range(0, 21):
         a = i / 20
