@@ -194,6 +194,8 @@ def test_sparse_mla_indexer_weights_are_whole_on_every_rank():
     (dict(gpu="CPU", tensor_parallel_size=1), "gpu", "Sparse Attention is not supported on CPU."),
     (dict(gpu="A100-80GB"), "gpu", "no sparse MLA backend"),
     (dict(vllm_version="0.32.0", block_size=32), "block_size", "only --block-size 64"),
+    # ROCm has its own sparse backend, ROCM_AITER_MLA_SPARSE (platforms/rocm.py:485-486 in 0.32): not sized, said so
+    (dict(gpu="MI300X"), "gpu", "not modelled: vLLM runs DeepSeek sparse attention on ROCm with ROCM_AITER_MLA_SPARSE"),
 ])
 def test_sparse_mla_refusals_carry_vllms_reason(kw, field, words):
     """DeepseekV32ForCausalLM is in the registry from 0.11.0 (registry.py:73); the CPU build refuses sparse

@@ -132,7 +132,7 @@ def _is_fp8(kv_cache_dtype: str) -> bool:
 
 
 def sparse_mla_backend(version: Release, capability: tuple[int, int] | None, kv_cache_dtype: str,
-                       heads_per_rank: int, requested: str | None) -> tuple[str, str]:
+                       heads_per_rank: int, requested: str | None, rocm: bool = False) -> tuple[str, str]:
     """The sparse MLA attention backend vLLM runs DeepSeek-V3.2 with on CUDA, and why.
 
     ``kv_cache_dtype`` is the flag as given (``auto``, ``bfloat16``, ``fp8``...); ``heads_per_rank`` the
@@ -140,8 +140,15 @@ def sparse_mla_backend(version: Release, capability: tuple[int, int] | None, kv_
 
     Raises:
         EngineInputError: on ``gpu`` — no sparse MLA backend for this compute capability in this release
-        (vLLM: "No valid attention backend found"); on ``attention_backend`` — a non-sparse backend asked for.
+        (vLLM: "No valid attention backend found"), or an AMD GPU (``rocm``), whose backend this calculator does
+        not size; on ``attention_backend`` — a non-sparse backend asked for.
     """
+    if rocm and not requested:
+        raise EngineInputError("gpu", "not modelled: vLLM runs DeepSeek sparse attention on ROCm with "
+                               "ROCM_AITER_MLA_SPARSE (vllm/platforms/rocm.py _get_backend_priorities, 0.32.0:485-486; "
+                               "added by vllm-project/vllm PR 26670), which lays its KV blocks out in its own rows "
+                               "(v1/attention/backends/mla/rocm_aiter_mla_sparse.py customize_spec: align_blocks_to_rows)"
+                               "; this calculator does not size that layout yet, rather than guess")
     if requested:
         name = requested.upper()
         if "SPARSE" not in name:

@@ -413,7 +413,8 @@ def estimate(inp: EngineInput) -> EstimateResult:
     indexer_bytes = 0
     if arch.is_sparse_mla:
         backend, why = sparse_mla_backend(rules.version, gpu.capability_tuple, inp.kv_cache_dtype,
-                                          arch.num_attention_heads // tp, inp.attention_backend)
+                                          arch.num_attention_heads // tp, inp.attention_backend,
+                                          rocm=gpu.vendor == "amd")
         resolved["attention_backend"] = backend
         sources["attention_backend"] = why
         fmt, per_token, why = sparse_mla_cache(rules.version, inp.kv_cache_dtype, backend, model_b,
