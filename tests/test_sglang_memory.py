@@ -381,6 +381,34 @@ def test_backend_refusals_cite_sglang_lines():
     assert e.value.field == "attention_backend"
 
 
+@pytest.mark.parametrize("release,model,gpu,backend", [
+    ("0.5.10.post1", "deepseek-ai__DeepSeek-R1.json", "B200", "trtllm_mla"),
+    ("0.5.7", "deepseek-ai__DeepSeek-R1.json", "B200", "trtllm_mla"),
+    ("0.5.3.post1", "deepseek-ai__DeepSeek-R1.json", "B200", "flashinfer"),  # no model-specific pick yet
+    ("0.5.10.post1", "deepseek-ai__DeepSeek-R1.json", "H200", "fa3"),  # SM90: the generic MLA rule
+    ("0.5.9", "moonshotai__Kimi-K2.5.json", "B200", "trtllm_mla"),  # KimiK25 joins the list in 0.5.9
+    ("0.5.8.post1", "moonshotai__Kimi-K2.5.json", "B200", "flashinfer"),
+])
+def test_deepseek_mla_on_sm100_gets_trtllm_mla_with_64_token_pages(release, model, gpu, backend):
+    """ServerArgs._handle_model_specific_adjustments (0.5.7+): DeepseekV3ForCausalLM without NSA (and the
+    architectures listed with it: KimiK25 from 0.5.9) on SM100 gets trtllm_mla when no backend is given
+    ("Use trtllm_mla as attention backend on sm100 for DeepseekV3ForCausalLM", server_args.py:1610 in 0.5.10.post1),
+    and trtllm_mla takes 64-token pages (:2348-2355); the kv-cache-dtype check reads the flag ("auto")."""
+    choice = default_backend(release, get_gpu(gpu), load_config(model))
+    assert choice.backend == backend
+    if backend == "trtllm_mla":
+        assert "model-specific" in choice.reason
+        wheel = WHEELS / f"sglang-{release}-py3-none-any.whl"
+        if wheel.exists():  # the cited line is the log line
+            rel, line = choice.source.rsplit(":", 1)
+            with zipfile.ZipFile(wheel) as z:
+                text = z.read("sglang/srt/server_args.py").decode().splitlines()[int(line) - 1]
+            assert "Use trtllm_mla as attention backend on sm100" in text
+    if model.startswith("deepseek") and release == "0.5.10.post1":
+        p = plan(load_config(model), gpu=get_gpu(gpu), release=release, tp_size=8)
+        assert p.page_size == (64 if gpu == "B200" else 1)
+
+
 _CITED_TEXT = [  # (release, rule, text the cited line must contain)
     ("0.4.3.post4", "profile", "rest_memory = available_gpu_memory - total_gpu_memory"),
     ("0.5.3", "nsa_mfs", "self.mem_fraction_static = 0.8"),

@@ -47,16 +47,16 @@ _L: dict[str, dict[str, int | None]] = {
     "0.5.3.post1": {"default": 509, "fa3_reg": 129, "trtllm_mla_sm": 940, "trtllm_mla_kv": 951, "trtllm_mha": 961,
                     "flashmla_page": 917, "cutlass_page": 926, "fa3_e5m2": 573, "mla_only_reg": 49,
                     "mha_only_reg": 154, "nsa": 855, "gptoss": 769, "fa3_default_list": 2474},
-    "0.5.7": {"gdn_sm100": 1396, "default": 1513, "fa3_reg": 133, "trtllm_mla_sm": 1610, "trtllm_mla_kv": 1621, "trtllm_mha": 1631,
+    "0.5.7": {"deepseek_sm100": 1110, "gdn_sm100": 1396, "default": 1513, "fa3_reg": 133, "trtllm_mla_sm": 1610, "trtllm_mla_kv": 1621, "trtllm_mha": 1631,
               "flashmla_page": 1587, "cutlass_page": 1596, "fa3_e5m2": 1642, "fa4": 1649, "mla_only_reg": 51,
               "mha_only_reg": 158, "nsa": 1031, "gptoss": 1163, "fa3_default_list": 2694},
-    "0.5.8.post1": {"gdn_sm100": 1509, "default": 1646, "fa3_reg": 133, "trtllm_mla_sm": 1742, "trtllm_mla_kv": 1753,
+    "0.5.8.post1": {"deepseek_sm100": 1209, "gdn_sm100": 1509, "default": 1646, "fa3_reg": 133, "trtllm_mla_sm": 1742, "trtllm_mla_kv": 1753,
                     "trtllm_mha": 1763, "flashmla_page": 1719, "cutlass_page": 1728, "fa3_e5m2": 1774, "fa4": 1781,
                     "mla_only_reg": 51, "mha_only_reg": 158, "nsa": 1112, "gptoss": 1257, "fa3_default_list": 2881},
-    "0.5.9": {"gdn_sm100": 1604, "default": 1784, "fa3_reg": 133, "trtllm_mla_sm": 1880, "trtllm_mla_kv": 1891, "trtllm_mha": 1901,
+    "0.5.9": {"deepseek_sm100": 1285, "gdn_sm100": 1604, "default": 1784, "fa3_reg": 133, "trtllm_mla_sm": 1880, "trtllm_mla_kv": 1891, "trtllm_mha": 1901,
               "flashmla_page": 1857, "cutlass_page": 1866, "fa3_e5m2": 1912, "fa4": 1919, "mla_only_reg": 51,
               "mha_only_reg": 158, "nsa": 1212, "gptoss": 1333, "fa3_default_list": 2996},
-    "0.5.10.post1": {"gdn_sm100": 1982, "default": 2219, "fa3_reg": 133, "trtllm_mla_sm": 2348, "trtllm_mla_kv": 2359,
+    "0.5.10.post1": {"deepseek_sm100": 1610, "gdn_sm100": 1982, "default": 2219, "fa3_reg": 133, "trtllm_mla_sm": 2348, "trtllm_mla_kv": 2359,
                      "trtllm_mha": 2375, "trtllm_mha_decode": 2388, "flashmla_page": 2325, "cutlass_page": 2334,
                      "fa3_e5m2": 2399, "fa4": 2410, "mla_only_reg": 51, "mha_only_reg": 158, "nsa": 1537,
                      "gptoss": 1697, "fa3_default_list": 2676},
@@ -132,6 +132,10 @@ def _c(release: str, key: str, path: str = _SA) -> str:
     return f"sglang=={release} {path}:{line}"
 
 
+# The architectures SGLang's model-specific adjustments give trtllm_mla on SM100 (0.5.7+; KimiK25 from 0.5.9)
+_DEEPSEEK_SM100_ARCHS = ("DeepseekV3ForCausalLM", "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration")
+
+
 def default_backend(release: str, gpu: GPU, hf_config: dict[str, Any], *, tp_size: int = 1,
                     speculative_algorithm: str | None = None, speculative_eagle_topk: int | None = None) -> BackendChoice:
     """The attention backend SGLang ``release`` picks on ``gpu`` for this model when none is passed.
@@ -163,6 +167,13 @@ def default_backend(release: str, gpu: GPU, hf_config: dict[str, Any], *, tp_siz
             b = "triton"
         return BackendChoice(backend=b, reason="gpt-oss: trtllm_mha on SM100, fa3 on SM90, else triton",
                              source=_c(release, "gptoss"))
+    if (f["mla"] and major == 10 and _L[release].get("deepseek_sm100")
+            and f["arch"] in _DEEPSEEK_SM100_ARCHS + (("KimiK25ForConditionalGeneration",)
+                                                      if at_least(release, "0.5.9") else ())):
+        # _handle_model_specific_adjustments: DeepSeek V3/R1/V3.1 (and the architectures listed with it) on SM100
+        # get trtllm_mla when no backend is given; trtllm_mla then takes page_size 32 or 64 (64 by default)
+        return BackendChoice(backend="trtllm_mla", reason=f"{f['arch']} on SM100: SGLang's model-specific default",
+                             source=_c(release, "deepseek_sm100"))
     where = _c(release, "default", _MR if not at_least(release, "0.5.7") else _SA)
     if f["hybrid_linear"] and major == 10 and _L[release].get("gdn_sm100"):
         return BackendChoice(backend="triton", reason="hybrid GDN model (Qwen3-Next / Qwen3.5) on SM100: triton for the "

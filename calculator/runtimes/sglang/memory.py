@@ -694,7 +694,9 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     else:
         src("attention_backend", backend, "input", "--attention-backend")
     if not is_nsa:
-        forced = check_backend(release, gpu, hf_config, backend, kv_cache_dtype=kv, page_size=page, tp_size=tp_size,
+        # ServerArgs checks the flag as given (self.kv_cache_dtype: "auto" unless passed), not the dtype it resolves to
+        forced = check_backend(release, gpu, hf_config, backend, kv_cache_dtype=kv_cache_dtype, page_size=page,
+                               tp_size=tp_size,
                                speculative_algorithm=speculative_algorithm,
                                speculative_eagle_topk=speculative_eagle_topk)
         if forced.verdict == "no":
