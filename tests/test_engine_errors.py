@@ -78,3 +78,13 @@ def test_max_model_len_beyond_the_derived_length_is_refused_as_vllm_does():
 def test_default_max_model_len_is_the_derived_length():
     # gemma-7b: max_position_embeddings 8192
     assert run(hf_config=load_config("google__gemma-7b.json")).max_model_len == 8192
+
+
+def test_a_prefill_budget_below_max_num_seqs_is_refused_as_vllm_does():
+    """vLLM's SchedulerConfig refuses max_num_batched_tokens < max_num_seqs before anything loads (vllm/config/
+    scheduler.py verify_max_model_len, 0.32.0): 16 tokens against the default 256 sequences; 256 against 256 starts."""
+    with pytest.raises(EngineInputError) as err:
+        run(gpu="A100-80GB", max_model_len=8192, max_num_batched_tokens=16)
+    assert err.value.field == "max_num_batched_tokens"
+    assert "must be greater than or equal to max_num_seqs (256)" in err.value.message
+    assert run(gpu="A100-80GB", max_model_len=8192, max_num_batched_tokens=256).resolved["max_num_seqs"] == 256

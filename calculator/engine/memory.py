@@ -393,6 +393,11 @@ def estimate(inp: EngineInput) -> EstimateResult:
         "vllm serve default for this GPU (vllm/engine/arg_utils.py get_batch_defaults)"
     sources["max_num_seqs"] = "user input" if inp.max_num_seqs else sources["max_num_batched_tokens"]
     resolved.update(max_num_batched_tokens=mnbt, max_num_seqs=seqs)
+    if mnbt < seqs:  # SchedulerConfig refuses it before anything loads
+        raise EngineInputError("max_num_batched_tokens", f"max_num_batched_tokens ({mnbt}) must be greater than or "
+                               f"equal to max_num_seqs ({seqs}): vLLM refuses to start (vllm/config/scheduler.py "
+                               "verify_max_model_len, 0.32.0:328-332); raise --max-num-batched-tokens or lower "
+                               "--max-num-seqs")
 
     u = inp.gpu_memory_utilization or rules.default_gpu_memory_utilization
     sources["gpu_memory_utilization"] = "user input" if inp.gpu_memory_utilization else \
