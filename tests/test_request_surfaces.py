@@ -206,3 +206,12 @@ def test_sglang_steps_above_the_bound_say_which_sglang_flag_takes_what(client):
     # vLLM keeps its plain bound (the same number)
     assert _message({"speculative_config": '{"method":"ngram","num_speculative_tokens":20}'}) == (
         "speculative_config", "num_speculative_tokens: must be at most 16, got 20")
+
+
+def test_more_memory_in_use_than_the_gpu_has_is_bad_input(client):
+    """200 GiB in use on an 80 GB A100 (79.15 GiB): a 400 naming the field, not a negative free memory and "Works"."""
+    api = client.get("/api/estimate", {"model": LLAMA, "gpu": "A100-80GB", "gpu_memory_in_use_gib": "200"})
+    assert api.status_code == 400 and api.json()["field"] == "gpu_memory_in_use_gib"
+    assert "more than the GPU has (79.15 GiB" in api.json()["error"]
+    assert client.get("/api/estimate", {"model": LLAMA, "gpu": "A100-80GB",
+                                        "gpu_memory_in_use_gib": "2"}).status_code == 200

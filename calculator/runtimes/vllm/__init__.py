@@ -102,6 +102,12 @@ class VLLM:
         rules = ReleaseRules.for_version(request.release)
         total = int((request.gpu_memory_gib or gpu.memory_gib) * 2**30)
         in_use = int((request.gpu_memory_in_use_gib or 0) * 2**30)
+        if in_use > total:
+            from calculator.engine.errors import EngineInputError
+
+            raise EngineInputError("gpu_memory_in_use_gib", f"{request.gpu_memory_in_use_gib:g} GiB in use is more than "
+                                   f"the GPU has ({total / 2**30:.2f} GiB on {gpu.name}); give what other processes "
+                                   "take on it, as nvidia-smi shows")
         u = memory.resolved.get("gpu_memory_utilization") or rules.default_gpu_memory_utilization
         errors = []
         ok, message = free_memory_check(rules, total, in_use, u)
