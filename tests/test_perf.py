@@ -439,6 +439,9 @@ def test_num_prompts_without_concurrency_is_a_burst_that_queues(client):
     assert burst["ttft_ms"] == pytest.approx(wave.ttft_ms, rel=0.01)
     closed = client.get("/api/estimate", q | {"num_prompts": str(n), "concurrency": "4"}).json()
     assert closed["ttft_ms"] < burst["ttft_ms"] / 100
+    # --max-concurrency at or above --num-prompts holds none back: the same burst
+    capped = client.get("/api/estimate", q | {"num_prompts": str(n), "concurrency": str(2 * n)}).json()
+    assert capped["ttft_ms"] == burst["ttft_ms"]
     lc = client.get("/api/estimate", {"model": "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "runtime": "llama.cpp",
                                       "gguf_file": "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf", "gpu": "RTX 3090",
                                       "num_prompts": "50"}).json()

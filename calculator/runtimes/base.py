@@ -60,9 +60,11 @@ def speed_kwargs(request) -> dict[str, Any]:
     """The speed model's workload from a request: ``vllm bench serve --dataset-name random`` defaults
     (1024 in, 128 out, 1 in flight) where the request leaves them empty. ``num_prompts`` without
     ``concurrency`` is vllm bench serve's ``--request-rate inf`` without ``--max-concurrency``: all of them
-    arrive at once (``arrival="burst"``, ``concurrency`` = ``num_prompts``); with ``concurrency`` the run is a
+    arrive at once (``arrival="burst"``, ``concurrency`` = ``num_prompts``), and so do they when ``--max-concurrency``
+    is at least ``num_prompts`` (its semaphore never holds one back); with a smaller ``concurrency`` the run is a
     closed loop of that many in flight (``arrival="closed"``)."""
-    burst = request.num_prompts is not None and request.concurrency is None
+    burst = request.num_prompts is not None and (request.concurrency is None
+                                                 or request.concurrency >= request.num_prompts)
     return {"prompt_len": request.prompt_len or 1024, "output_len": request.output_len or 128,
             "concurrency": request.num_prompts if burst else (request.concurrency or 1),
             "arrival": "burst" if burst else "closed", "acceptance_rate": request.acceptance_rate,

@@ -17,6 +17,7 @@ from calculator import engine
 from calculator.engine.errors import EngineInputError
 from calculator.engine.schemas import EngineInput, EstimateResult
 from calculator.plan import Plan
+from calculator.runtimes.base import speed_kwargs
 
 # Concurrency-vs-context curve: these context lengths (tokens) plus the one asked for, up to the
 # model's limit (the engine rejects longer ones).
@@ -562,7 +563,8 @@ def build(plan: Plan) -> Outcome:
             charts["speedup_concurrency"] = by_concurrency
     params = {k: getattr(request, k) or d for k, d in SPEED_DEFAULTS.items()}
     params["acceptance_rate"] = request.acceptance_rate
-    params["burst"] = request.num_prompts if request.concurrency is None else None  # base.speed_kwargs' burst
+    kw = speed_kwargs(request)
+    params["burst"] = kw["concurrency"] if kw["arrival"] == "burst" else None  # base.speed_kwargs' burst
     return Outcome(
         model_id=plan.model.repo_id,
         inp=inp,
