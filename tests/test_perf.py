@@ -571,3 +571,19 @@ def test_speculation_throughput_counts_the_running_requests_not_the_queue():
     wait_spec = sp.ttft_ms - (lifetime_spec * 1e3 - 999 * sp.itl_ms)
     assert wait_plain == pytest.approx((1000 / m - 1) * lifetime_plain * 1e3, rel=1e-3)
     assert wait_spec == pytest.approx((1000 / m - 1) * lifetime_spec * 1e3, rel=1e-3)
+
+
+def test_an_mla_model_is_said_to_be_outside_the_fitted_data():
+    """No MLA model is among the runs vLLM's row was fitted on: a DeepSeek answer says so (with the row's own
+    per-layer time) and its precision label too; a GQA model's does not."""
+    from calculator.metadata.catalog import CATALOG_DIR
+
+    r1 = json.loads((CATALOG_DIR / "deepseek-ai__DeepSeek-R1.json").read_text())
+    r = perf.estimate_speed(EngineInput(hf_config=r1, gpu="H200", tensor_parallel_size=8, max_model_len=8192))
+    assert r.efficiency_label == "fitted"
+    assert perf.MLA_FIT_WARNING.format(layer_us=perf.get_efficiency(H100).layer_us) in r.warnings
+    assert "against the 60 us this fit carries" in " ".join(r.warnings)
+    assert r.efficiency_precision.endswith("no MLA model was among those runs (see the note)")
+    llama = perf.estimate_speed(EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192))
+    assert not any(w.startswith("MLA attention") for w in llama.warnings)
+    assert llama.efficiency_precision == perf.PRECISION["fitted"]

@@ -340,6 +340,15 @@ RUNTIMES = ("vllm", "sglang", "tensorrt-llm", "llama.cpp")
 # 6-10 % (TPOT, tok/s) of the records it was fitted on, and 31 % (TPOT) / 26 % (tok/s) off on 8 other public vLLM
 # runs on NVIDIA GPUs (benchmarks/data/serving_extra_public.json sx-001..007, sx-010: benchmarks/speed_cases.py);
 # TTFT is less certain (24 % on the fitted records, +58 % on the one other run below saturation).
+# MLA models (DeepSeek V2/V3/R1, Kimi K2, GLM-4.7-Flash...) are outside every fitted row's data. At concurrency 1 the
+# public SGLang runs of MLA models (benchmarks/data/sglang_speed_public.json sgl-pub-018/029, shared speed-037: GLM-4.7-
+# Flash on B200, Kimi-K2.5 on H200, DeepSeek-R1-0528 on B200, the shortest prompts) spent 107-163 us per layer beyond the
+# model's weight, KV and all-reduce time, where SGLang's GQA runs spent 41-106 (measured TPOT minus perf.step_cost's
+# memory and all-reduce time, divided by the layers)
+MLA_FIT_WARNING = (
+    "MLA attention: no MLA model (DeepSeek V3/R1, Kimi K2, GLM-4.7-Flash) is among the public runs the efficiency was "
+    "fitted on; on public SGLang runs of MLA models each layer took 107-163 us beyond its weight and KV traffic, "
+    "against the {layer_us:g} us this fit carries, so read the decode times as a best case")
 PRECISION_AMD = ("fitted on 6 public MI300X runs for decode only: TPOT about ±10 %, TTFT and tok/s not (see the "
                  "AMD Instinct note)")
 PRECISION = {"fitted": "fitted once per runtime on public benchmarks: about ±10 % on the runs it was fitted on, "
@@ -1441,6 +1450,9 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
                         "+/-30 % or more until a validation run on this hardware refines them")
     if efficiency_class(s.gpu) == AMD_INSTINCT and hw.eff.label != "calibrated":
         warnings.append(AMD_PREFILL_WARNING)
+    mla_outside_fit = bool(s.arch.kv_lora_rank) and hw.eff.label == "fitted"
+    if mla_outside_fit:
+        warnings.append(MLA_FIT_WARNING.format(layer_us=hw.eff.layer_us))
 
     spec_result = None
     acc = None
@@ -1493,7 +1505,8 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
         decode_step_ms=round(base.step.total_ms, 3), output_tokens_per_s=round(base.tps, 1), decode=base.step,
         prefill=base.prefill, compute_dtype=hw.compute_dtype, runtime=runtime, efficiency_label=hw.eff.label,
         efficiency_precision=(PRECISION_AMD if hw.eff.label == "fitted" and efficiency_class(s.gpu) == AMD_INSTINCT
-                              else PRECISION.get(hw.eff.label, PRECISION["assumed"])),
+                              else PRECISION.get(hw.eff.label, PRECISION["assumed"]))
+        + ("; no MLA model was among those runs (see the note)" if mla_outside_fit else ""),
         efficiency={k: v for k, v in asdict(hw.eff).items()}, spec=spec_result, vs_context=vs_context,
         vs_concurrency=vs_conc, sources=sources, warnings=warnings)
 
