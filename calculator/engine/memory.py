@@ -649,7 +649,8 @@ def estimate(inp: EngineInput) -> EstimateResult:
                 detail = (f"latent {s.token_bytes} B ({resolved.get('kv_cache_format')})" if s.token_bytes
                           else f"latent {s.head_size} x {kv_b} B")
                 if arch.is_sparse_mla:
-                    detail += f" + indexer keys {indexer_bytes} B (uint8) per layer"
+                    detail += (f" + indexer keys {indexer_bytes} B (uint8) per layer; each layer is two KV specs "
+                               "(latent and indexer), counted as two")
             else:
                 detail = f"{s.num_kv_heads} KV heads x {s.head_size} x 2 (K,V) x {kv_b} B"
             by_type[key] = LayerKV(kind=s.kind, num_layers=1, block_size=s.block_size, page_size_bytes=s.page_size_bytes,

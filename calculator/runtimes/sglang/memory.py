@@ -784,7 +784,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             pool_per_token = row * n_layers + indexer
             src("pool_bytes_per_token.nsa", f"{row} x {n_layers} + indexer ({idx_dim} + {idx_dim // 128 * 4}) x {n_layers}",
                 "source", cite(release, "nsa_pool"))
-            if at_least(release, "0.5.7"):
+            if at_least(release, "0.5.7") and elem == 1:  # the row layouts differ for an fp8 pool only
                 notes.append("NSA pool rows: the 656-byte fp8 layout is assumed; SGLang keeps 576-byte rows with the "
                              "trtllm NSA backends and on ROCm tilelang (model_runner_kv_cache_mixin "
                              "calculate_mla_kv_cache_dim); the token count does not depend on it")
