@@ -895,7 +895,7 @@ def test_every_row_of_the_answer_says_where_it_comes_from():
     p = make_plan(parse_request({"model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "H100", "runtime": "sglang",
                                  "max_model_len": "32768"}), with_speed=False, with_suggestions=False)
     rows = p.memory.rows()
-    assert {label for label, _, _ in rows} >= {"K size", "V size", "page_size", "attention backend"}
+    assert {label for label, _, _ in rows} >= {"K size (GB)", "V size (GB)", "page_size", "attention backend"}
     assert all(source for _, _, source in rows), [r for r in rows if not r[2]]
 
 

@@ -1466,11 +1466,13 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
             spec_cap = prefill_budget_cap(s, prompt_len, output_len, spec_k=plan.spec_k,
                                           acceptance_length=al or 1.0)
             if spec_cap is not None and spec_cap < conc:
+                at = (f"(mean acceptance length {al:.2f})" if al else
+                      "at most (the acceptance is unknown: the more drafts are accepted, the fewer)")
                 warnings.append("speculation at a full prefill token budget is not modelled: each decoding request then "
                                 f"takes up to {plan.spec_k + 1} of the budget's tokens per step (its drafts and the bonus "
-                                f"token), so about {spec_cap} requests decode at once with it (mean acceptance length "
-                                f"{al or 1:.2f}) where {conc} do without it; the speedup below compares both at the "
-                                f"same {conc} running requests and is optimistic")
+                                f"token), so about {spec_cap} requests decode at once with it {at} where {conc} do "
+                                f"without it; the speculative figures compare both at the same {conc} running requests "
+                                "and are optimistic")
 
     vs_context = []
     contexts = sorted({c for c in (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288,

@@ -28,13 +28,13 @@ _ALGORITHM = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "draft_model
 
 SGLANG_ROWS = (
     ("max_total_num_tokens", "KV cache tokens (max_total_num_tokens)"),
-    ("cell_size_bytes", "KV bytes per token per rank"),
+    ("cell_size_bytes", "KV bytes per token per rank (B)"),
     ("kv_size_gib", "KV size (GB as SGLang logs it)"),
-    ("k_size_gib", "K size"),
-    ("v_size_gib", "V size"),
-    ("weights_gib", "Weights per rank (Load weight end)"),
+    ("k_size_gib", "K size (GB)"),
+    ("v_size_gib", "V size (GB)"),
+    ("weights_gib", "Weights per rank (Load weight end, GiB)"),
     ("mem_fraction_static", "mem_fraction_static"),
-    ("free_before_load_gib", "Free memory before loading"),
+    ("free_before_load_gib", "Free memory before loading (GiB)"),
     ("context_length", "context_length"),
     ("page_size", "page_size"),
     ("chunked_prefill_size", "chunked_prefill_size"),
