@@ -1448,11 +1448,14 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
     if hw.eff.label == "assumed":
         warnings.append(f"efficiency on {s.gpu.name} with {runtime} is assumed, not calibrated: treat the times as "
                         "+/-30 % or more until a validation run on this hardware refines them")
-    if efficiency_class(s.gpu) == AMD_INSTINCT and hw.eff.label != "calibrated":
+    amd = efficiency_class(s.gpu) == AMD_INSTINCT
+    if amd and hw.eff.label != "calibrated":
         warnings.append(AMD_PREFILL_WARNING)
-    mla_outside_fit = bool(s.arch.kv_lora_rank) and hw.eff.label == "fitted"
-    if mla_outside_fit:
+    precision = (PRECISION_AMD if amd and hw.eff.label == "fitted"
+                 else PRECISION.get(hw.eff.label, PRECISION["assumed"]))
+    if s.arch.kv_lora_rank and hw.eff.label == "fitted":  # no MLA model among the fitted runs
         warnings.append(MLA_FIT_WARNING.format(layer_us=hw.eff.layer_us))
+        precision += "; no MLA model was among those runs (see the note)"
 
     spec_result = None
     acc = None
@@ -1506,9 +1509,7 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
         effective_concurrency=conc, mean_context=ctx, ttft_ms=round(base.ttft, 3), itl_ms=round(base.tpot, 3),
         decode_step_ms=round(base.step.total_ms, 3), output_tokens_per_s=round(base.tps, 1), decode=base.step,
         prefill=base.prefill, compute_dtype=hw.compute_dtype, runtime=runtime, efficiency_label=hw.eff.label,
-        efficiency_precision=(PRECISION_AMD if hw.eff.label == "fitted" and efficiency_class(s.gpu) == AMD_INSTINCT
-                              else PRECISION.get(hw.eff.label, PRECISION["assumed"]))
-        + ("; no MLA model was among those runs (see the note)" if mla_outside_fit else ""),
+        efficiency_precision=precision,
         efficiency={k: v for k, v in asdict(hw.eff).items()}, spec=spec_result, vs_context=vs_context,
         vs_concurrency=vs_conc, sources=sources, warnings=warnings)
 
