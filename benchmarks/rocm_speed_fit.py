@@ -61,7 +61,6 @@ their leave-one-source-out was no better (TPOT 13.8-27.9 %).
 """
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import statistics
@@ -80,6 +79,7 @@ from calculator.engine import EngineInputError, perf  # noqa: E402
 from calculator.plan import make_plan  # noqa: E402
 from calculator.request import parse_request  # noqa: E402
 from calculator.runtimes import get_runtime  # noqa: E402
+from benchmarks._fit import grid_fit, grid_points  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SHARED = Path("/work/shared/cases/serving_speed_benchmarks.json")
@@ -210,27 +210,20 @@ def main(argv: list[str]) -> int:
             refused[r["id"]] = f"{exc.field}: {exc.message}"
     recs = [r for r in recs if r["id"] in prepared]
     fit = [r for r in recs if r["fit"]]
-    points = [dict(zip(GRID, v)) for v in itertools.product(*GRID.values())]
+    points = grid_points(GRID)
 
     def run(r, pt):
         return predict(prepared[r["id"]], r["runtime"], row(r["runtime"], pt))
 
-    table = [[errors(run(r, pt), r) for r in fit] for pt in points]
-    best = min(range(len(points)), key=lambda i: cost(table[i]))
+    best, by_source = grid_fit(fit, points, lambda r, pt: errors(run(r, pt), r), cost)
     preds = {r["id"]: (run(r, None), run(r, points[best])) for r in recs}
-    before = {rid: errors(p[0], r) for r in recs for rid, p in [(r["id"], preds[r["id"]])]}
-    after = {rid: errors(p[1], r) for r in recs for rid, p in [(r["id"], preds[r["id"]])]}
-    sources = sorted({r["source"] for r in fit})
-    loso: dict[str, dict] = {}
-    held: list[dict] = []
-    held_before: list[dict] = []
-    for s in sources:
-        keep = [i for i, r in enumerate(fit) if r["source"] != s]
-        b = min(range(len(points)), key=lambda i: cost([table[i][j] for j in keep]))
-        out = [table[b][j] for j, r in enumerate(fit) if r["source"] == s]
-        held += out
-        held_before += [before[r["id"]] for r in fit if r["source"] == s]
-        loso[s] = {"params": points[b], "median": medians(out)}
+    before = {r["id"]: errors(preds[r["id"]][0], r) for r in recs}
+    after = {r["id"]: errors(preds[r["id"]][1], r) for r in recs}
+    sources = sorted(by_source)
+    held = [e for v in by_source.values() for e in v["errors"]]
+    # every fitted record is held out exactly once, so the '*' row on the held-out records is its in-sample median
+    held_before = [before[r["id"]] for r in fit]
+    loso = {s: {"params": v["params"], "median": medians(v["errors"])} for s, v in by_source.items()}
     by_rt = {rt: {"before": medians([before[r["id"]] for r in fit if r["runtime"] == rt]),
                   "after": medians([after[r["id"]] for r in fit if r["runtime"] == rt])}
              for rt in sorted({r["runtime"] for r in fit})}

@@ -28,7 +28,6 @@ it stays labelled assumed.
 """
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import statistics
@@ -47,6 +46,7 @@ from calculator.engine import EngineInputError, perf  # noqa: E402
 from calculator.plan import make_plan  # noqa: E402
 from calculator.request import parse_request  # noqa: E402
 from calculator.runtimes import get_runtime  # noqa: E402
+from benchmarks._fit import grid_fit, grid_points  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "sglang_speed_public.json"
 KEY = ("sglang", "*")
@@ -113,23 +113,16 @@ def main(argv: list[str]) -> int:
             refused[r["id"]] = f"{exc.field}: {exc.message}"
     recs = [r for r in recs if r["id"] in prepared]
     fit = [r for r in recs if r["fit"]]
-    points = [dict(zip(GRID, v)) for v in itertools.product(*GRID.values())]
-    # every grid point's errors on every fitted record (the leave-one-source-out refits read this table)
-    table = [[errors(predict(prepared[r["id"]], replace(base, **pt)), r) for r in fit] for pt in points]
-    best = min(range(len(points)), key=lambda i: cost(table[i]))
+    points = grid_points(GRID)
+    best, by_source = grid_fit(fit, points, lambda r, pt: errors(predict(prepared[r["id"]], replace(base, **pt)), r),
+                               cost)
     fitted = replace(base, **points[best])
-    before = {r["id"]: errors(predict(prepared[r["id"]], base), r) for r in recs}
-    after = {r["id"]: errors(predict(prepared[r["id"]], fitted), r) for r in recs}
     preds = {r["id"]: (predict(prepared[r["id"]], base), predict(prepared[r["id"]], fitted)) for r in recs}
-    sources = sorted({r["source"] for r in fit})
-    loso: dict[str, dict] = {}
-    held: list[dict] = []
-    for s in sources:
-        keep = [i for i, r in enumerate(fit) if r["source"] != s]
-        b = min(range(len(points)), key=lambda i: cost([table[i][j] for j in keep]))
-        out = [table[b][j] for j, r in enumerate(fit) if r["source"] == s]
-        held += out
-        loso[s] = {"params": points[b], "median": medians(out)}
+    before = {r["id"]: errors(preds[r["id"]][0], r) for r in recs}
+    after = {r["id"]: errors(preds[r["id"]][1], r) for r in recs}
+    sources = sorted(by_source)
+    held = [e for v in by_source.values() for e in v["errors"]]
+    loso = {s: {"params": v["params"], "median": medians(v["errors"])} for s, v in by_source.items()}
     summary = {"grid_points": len(points), "fitted": points[best],
                "before": medians([before[r["id"]] for r in fit]), "after": medians([after[r["id"]] for r in fit]),
                "loso": medians(held), "loso_by_source": loso,
