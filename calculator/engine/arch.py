@@ -142,6 +142,8 @@ class ModelArch(BaseModel):
     num_experts: int = 0
     num_experts_per_tok: int = 0
     moe_intermediate_size: int = 0
+    num_moe_layers: int = 0  # decoder layers whose FFN is the routed-expert block (the rest: a dense MLP)
+    qk_norm: bool = False  # a per-head RMSNorm on q and k before rotary (Qwen3, Gemma 3, OLMo 2...)
     # Mamba-2 (Nemotron-H, Bamba, Granite 4), gated delta-net (Qwen3-Next) and KDA (Kimi Linear) state fields.
     mamba: dict[str, int] = {}
     mtp_layers: int = 0
@@ -987,7 +989,8 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
         index_topk=_opt_int(c, "index_topk") if any(la.indexer for la in layers) else None,
         mla_nope_v_dim=(c.get("qk_nope_head_dim") or 0) + (c.get("v_head_dim") or 0) if kv_lora else 0,
         num_experts=n_exp if moe_layers else 0, num_experts_per_tok=topk if moe_layers else 0,
-        moe_intermediate_size=moe_i if moe_layers else 0, mamba=mamba, mtp_layers=mtp,
+        moe_intermediate_size=moe_i if moe_layers else 0, num_moe_layers=len(moe_layers), qk_norm=qk_norm,
+        mamba=mamba, mtp_layers=mtp,
         mamba_ssm_cache_dtype=(c.get("mamba_ssm_cache_dtype") or "float32") if model_type == "nemotron_h" else None,
         has_sinks=model_type == "gpt_oss", rotary_dim=rotary_dim, rope_cache_len=rope_len,
         rope_cache_len_extra=rope_cache_len_extra, rope_cache_extra_elems=rope_cache_extra_elems, derived_max_model_len=derived_len, is_multimodal=is_mm,
