@@ -74,6 +74,19 @@ from .weights import QuantScheme, resolve_quant, round_up, weights_per_gpu
 from .layers import indexer_bytes_per_token
 
 TYPICAL_FILE = Path(__file__).resolve().parent.parent / "data" / "spec_decode_typical.json"
+# SGLang's triton decode kernel splits the KV into triton_attention_num_kv_splits = 8 parts (server_args.py:558 in
+# sglang 0.5.7; the heuristic keeps the maximum at batch 1, triton_backend.py get_num_kv_splits) and walks each in
+# BLOCK_N = 32-token tiles (triton_ops/decode_attention.py _fwd_kernel_stage1)
+TRITON_KV_SPLITS = 8
+TRITON_BLOCK_N = 32
+
+
+def triton_decode_iterations(context: int) -> int:
+    """Sequential tiles one split of the triton decode kernel walks at ``context`` tokens:
+    ``ceil(ceil(context / TRITON_KV_SPLITS) / TRITON_BLOCK_N)``."""
+    return math.ceil(math.ceil(max(0, context) / TRITON_KV_SPLITS) / TRITON_BLOCK_N)
+
+
 ACT_BYTES = 2  # bf16/fp16 activations on the wire (all-reduce) — vLLM keeps activations in the model dtype
 
 
@@ -110,6 +123,11 @@ class Plan:
     kv_cache_tokens: int
     max_concurrency: float
     draft_note: str | None = None
+    # the runtime's count of the kernels a decoder layer launches per decode step (SGLang:
+    # calculator/runtimes/sglang/kernels.py), priced at the row's kernel_us; None: the row's layer_us per layer
+    layer_kernels: float | None = None
+    triton_layers: int = 0  # layers whose decode attention walks the triton split-KV loop (SGLang triton backend)
+    kernels_note: str | None = None
 
 
 def plan_from_engine(inp: EngineInput, est: EstimateResult | None = None) -> Plan:
@@ -198,7 +216,14 @@ class Efficiency:
     arrive in a wave with the others (fixed-length requests finish and return together) rather than
     spread out; ``ttft_fixed_ms``: the API server's part of TTFT (tokenization, scheduling, the first
     streamed chunk); ``moe_compute``: share of the dense TFLOP/s the routed-expert GEMMs reach (vLLM's
-    ``fused_moe`` kernels group a few tokens per expert; ``None``: same as ``compute``); ``label``: ``assumed`` (a typical figure), ``fitted``
+    ``fused_moe`` kernels group a few tokens per expert; ``None``: same as ``compute``); ``kernel_us``: when set,
+    a layer's fixed time is ``kernels x kernel_us`` with the kernels the runtime counts for the model
+    (:attr:`Plan.layer_kernels`) instead of ``layer_us``; ``triton_iter_us``: the latency of one tile of the
+    triton decode kernel's split-KV loop, per layer that runs it (:attr:`Plan.triton_layers`);
+    ``prefill_launch_us``: host time per counted kernel of a prefill pass run eagerly (no CUDA graph), which
+    the pass takes when it exceeds the GPU time; ``mixed_prefill``: prompts ride in the decode steps (vLLM's
+    chunked prefill) rather than in passes of their own that pause decoding (SGLang without
+    ``--enable-mixed-chunk``); ``label``: ``assumed`` (a typical figure), ``fitted``
     (fitted per runtime on the public data named in ``source``) or ``calibrated`` (a validation run).
     """
 
@@ -215,6 +240,10 @@ class Efficiency:
     wave_share: float = 1.0
     ttft_fixed_ms: float = 0.0
     moe_compute: float | None = None
+    kernel_us: float | None = None
+    triton_iter_us: float = 0.0
+    prefill_launch_us: float = 0.0
+    mixed_prefill: bool = True
     label: str = "assumed"
 
 
@@ -233,8 +262,15 @@ _VLLM_FIT = (
     "29334 and 24343 (sd-bench-025..027): 15/15 win/lose calls, median |error| 6 %; refine with a "
     "validation run")
 _SGLANG_FIT = (
-    "base terms assumed equal to vLLM's fit (both replay CUDA graphs for decode; no SGLang serving record fitted "
-    "them, so the row is labelled assumed). Speculative terms: "
+    "per-layer time priced per kernel: the kernels calculator/runtimes/sglang/kernels.py counts for the model (from "
+    "SGLang 0.5.7's model code and default attention backend / MoE runner / all-reduce fusion) x kernel_us 4.7 (9.0 "
+    "before Hopper), + 5.8 us per triton split-KV tile per layer on the triton backend; prompts run as prefill passes "
+    "of their own (no mixed chunk by default) launched eagerly, 90 us per counted kernel when that exceeds the GPU "
+    "time. These four fitted once on the concurrency-1 runs of benchmarks/data/sglang_speed_public.json (public SGLang "
+    "cookbook pages, 5 models on B200, Llama-3.1-70B on A100) and the shared DeepSeek-R1 B200 runs (benchmarks/"
+    "sglang_speed_fit.py --kernels: 3.7-5.6 us per kernel over the B200 models, 4.6-5.1 leaving any one model out); "
+    "on all 28 cookbook runs (1-100 clients) the median |error| is TPOT 10 %, output tok/s 13 %, TTFT 29 %. The "
+    "bandwidth and compute shares, step overhead and all-reduce latency are vLLM's fit carried over. Speculative terms: "
     "draft_step_overhead_ms 0.2 assumed (SGLang replays the whole multi-step draft loop as one CUDA graph, "
     "python/sglang/srt/speculative/eagle_draft_cuda_graph_runner.py, so a pass costs only its ~15 small kernels: "
     "one decoder layer and the top-k select); spec_step_overhead_ms 2.0 and spec_cpu_ms_per_request 0.12 fitted "
@@ -281,6 +317,16 @@ AMD_PREFILL_WARNING = (
     "median 9 % off leave-one-source-out; other Instinct generations borrow them); on those runs the predicted TTFT "
     "was 38-88 % below the measured one and the output tok/s up to 36 % above: read TTFT and tok/s as best cases "
     "until a validation run on this hardware refines them")
+# SGLang's per-kernel terms (benchmarks/sglang_speed_fit.py --kernels, on the concurrency-1 cookbook runs: measured TPOT
+# minus the roofline, divided by the kernels calculator/runtimes/sglang/kernels.py counts): 3.7-5.6 us per kernel on
+# B200 over 5 models (median 4.7; 4.6-5.1 leaving any one model out), 9.0 on A100 (one model); 5.8 us per triton
+# split-KV tile (GLM-4.7-Flash, the one source on that backend); 90 us per kernel launched by an eager prefill (TTFT at
+# concurrency 1 minus ttft_fixed_ms 20, over the layers x kernels: median of 11 runs, 42-246 us)
+SGLANG_KERNEL_US = 4.7
+SGLANG_KERNEL_US_PRE_SM90 = 9.0
+SGLANG_TRITON_ITER_US = 5.8
+SGLANG_PREFILL_LAUNCH_US = 90.0
+NVIDIA_PRE_SM90 = "nvidia:pre-sm90"  # the key of the rows for NVIDIA GPUs before Hopper (Ampere, Ada, older)
 EFFICIENCY: dict[tuple[str, str], Efficiency] = {
     ("vllm", "*"): Efficiency(mem_bw=0.9, compute=0.55, moe_compute=0.35, step_overhead_ms=0.3,
                               allreduce_latency_us=10.0, layer_us=60.0, overlap_p=1.0, wave_share=0.3,
@@ -293,11 +339,14 @@ EFFICIENCY: dict[tuple[str, str], Efficiency] = {
                                 spec_step_overhead_ms=2.0),
     ("sglang", "*"): Efficiency(mem_bw=0.9, compute=0.55, step_overhead_ms=0.3, allreduce_latency_us=10.0,
                                 layer_us=60.0, overlap_p=1.0, wave_share=0.3, ttft_fixed_ms=20.0, moe_compute=0.35,
+                                kernel_us=SGLANG_KERNEL_US, triton_iter_us=SGLANG_TRITON_ITER_US,
+                                prefill_launch_us=SGLANG_PREFILL_LAUNCH_US, mixed_prefill=False,
                                 source=_SGLANG_FIT,
                                 draft_step_overhead_ms=0.2, spec_step_overhead_ms=2.0, spec_cpu_ms_per_request=0.12,
-                                # the base terms are vLLM's fit carried over (no SGLang serving record fitted them);
-                                # only the speculative terms are fitted on SGLang data, which the source says
-                                label="assumed"),
+                                # the per-kernel, triton-tile and eager-prefill terms and the speculative terms are
+                                # fitted on public SGLang runs, the bandwidth / compute shares are vLLM's (the source
+                                # says which)
+                                label="fitted"),
     ("tensorrt-llm", "*"): Efficiency(mem_bw=0.9, compute=0.6, step_overhead_ms=0.2, allreduce_latency_us=8.0,
                                       layer_us=40.0, overlap_p=1.0, wave_share=0.3, ttft_fixed_ms=20.0,
                                       source="assumed: vLLM's fitted form with a compiled engine's smaller per-layer "
@@ -329,12 +378,16 @@ EFFICIENCY: dict[tuple[str, str], Efficiency] = {
 # the architectures the data do not cover): the runtime's * row with the three terms the MI300X records fitted
 EFFICIENCY[("vllm", AMD_INSTINCT)] = replace(EFFICIENCY[("vllm", "*")], layer_us=120.0, allreduce_latency_us=50.0,
                                              mem_bw=0.8, label="fitted", source=_AMD_FIT)
-# SGLang's row takes the same three terms but stays labelled assumed, as its * row is: the rest of its base terms are
-# vLLM's carried over, and its MI300X records at c=16/64 stay 19-35 % too fast
+# SGLang's row takes the same three terms but stays labelled assumed: the rest of its base terms are vLLM's carried over
+# (its per-kernel time was fitted on NVIDIA only, so the AMD row keeps whole-layer layer_us), and its MI300X records at
+# c=16/64 stay too fast
 EFFICIENCY[("sglang", AMD_INSTINCT)] = replace(
     EFFICIENCY[("sglang", "*")], layer_us=120.0, allreduce_latency_us=50.0, mem_bw=0.8, label="assumed",
+    kernel_us=None,  # the MI300X fit priced whole layers (layer_us); the eager prefill and separate prefill passes stay
     source=f"{_AMD_FIT}. Labelled assumed for SGLang: its other base terms are vLLM's carried over and its MI300X "
-           f"records at c=16/64 stay 19-35 % too fast (TPOT); speculative terms: {_SGLANG_FIT}")
+           f"records at c=16/64 stay too fast (TPOT); SGLang's own terms (the per-layer kernel time excepted): {_SGLANG_FIT}")
+# SGLang before Hopper: the same row with the kernel time the A100 runs took (the only pre-SM90 SGLang data)
+EFFICIENCY[("sglang", NVIDIA_PRE_SM90)] = replace(EFFICIENCY[("sglang", "*")], kernel_us=SGLANG_KERNEL_US_PRE_SM90)
 RUNTIMES = ("vllm", "sglang", "tensorrt-llm", "llama.cpp")
 # What each label means for the figures, as the page and the CLI say it. "fitted": vLLM's row is within a median
 # 6-10 % (TPOT, tok/s) of the records it was fitted on, and 31 % (TPOT) / 26 % (tok/s) off on 8 other public vLLM
@@ -361,9 +414,15 @@ _MEASURED: dict[tuple[str, str], Efficiency] = {}
 def efficiency_class(gpu: GPU) -> str | None:
     """The GPU-class key of :data:`EFFICIENCY` that ``gpu`` falls back to before the runtime's ``*`` row:
     :data:`AMD_INSTINCT` for an AMD Instinct (``vendor amd``, kind ``datacenter``: ROCm's HIP graphs, custom
-    all-reduce over XGMI and Triton / AITER kernels), else ``None`` (NVIDIA, the CPU, Apple and the consumer /
-    workstation Radeon cards, which no AMD record covers, keep the ``*`` row)."""
-    return AMD_INSTINCT if gpu.vendor == "amd" and gpu.kind == "datacenter" else None
+    all-reduce over XGMI and Triton / AITER kernels); :data:`NVIDIA_PRE_SM90` for an NVIDIA GPU before Hopper
+    (only SGLang has such a row: its kernels took longer on A100); else ``None`` (Hopper and later, the CPU, Apple
+    and the consumer / workstation Radeon cards, which no AMD record covers, keep the ``*`` row)."""
+    if gpu.vendor == "amd" and gpu.kind == "datacenter":
+        return AMD_INSTINCT
+    cap = gpu.capability_tuple
+    if gpu.vendor == "nvidia" and cap is not None and cap < (9, 0):
+        return NVIDIA_PRE_SM90
+    return None
 
 
 def get_efficiency(gpu_name: str, runtime: str = "vllm", backend: str | None = None,
@@ -645,6 +704,19 @@ class ModelCost:
     tp: int
     pp: int
     expert_matmul_params: float = 0.0  # of matmul_params: routed-expert parameters multiplied per token
+    layer_kernels: float = 0.0  # kernels per layer per decode step, counted by the runtime (0: not counted)
+    triton_layers: int = 0  # layers whose decode attention walks the triton split-KV loop
+
+    def layer_fixed_s(self, eff: "Efficiency", context: int = 0) -> float:
+        """Seconds per forward pass that no roofline term covers: ``layers x layer_kernels x kernel_us`` (+ the
+        triton split-KV tiles at ``context``, :func:`triton_decode_iterations`)
+        when the row prices kernels and the runtime counted them, else ``layers x layer_us``."""
+        if eff.kernel_us is None or not self.layer_kernels:
+            return self.allreduce_layers * eff.layer_us * 1e-6
+        t = self.allreduce_layers * self.layer_kernels * eff.kernel_us
+        if self.triton_layers and eff.triton_iter_us:
+            t += self.triton_layers * triton_decode_iterations(context) * eff.triton_iter_us
+        return t * 1e-6
 
     def experts_touched(self, tokens: int) -> float:
         """Expected distinct routed experts per MoE layer for ``tokens`` tokens, each routed to ``topk``
@@ -862,7 +934,7 @@ def step_cost(mc: ModelCost, hw: Hardware, *, requests: int, tokens_per_request:
     mem = (wbytes + kvbytes) / (hw.bandwidth * hw.eff.mem_bw)
     comp = _compute_seconds(mc, hw, flops, tokens)
     comm = _comm_seconds(mc, hw, tokens)
-    ovh = (hw.eff.step_overhead_ms * 1e-3 if overhead else 0.0) + mc.allreduce_layers * hw.eff.layer_us * 1e-6
+    ovh = (hw.eff.step_overhead_ms * 1e-3 if overhead else 0.0) + mc.layer_fixed_s(hw.eff, context)
     return StepCost(tokens=tokens, bytes_weights=wbytes, bytes_kv=kvbytes, flops=flops,
                     experts_touched=mc.experts_touched(tokens), memory_ms=mem * 1e3, compute_ms=comp * 1e3,
                     comm_ms=comm * 1e3, overhead_ms=ovh * 1e3, total_ms=(_core(mem, comp, hw.eff) + comm + ovh) * 1e3,
@@ -920,11 +992,19 @@ def prefill_cost(mc: ModelCost, hw: Hardware, *, prompt_len: int, chunk: int) ->
         wbytes, kvbytes, flops = wbytes + wb * count, kvbytes + kvb * count, flops + fl * count
         comm += _comm_seconds(mc, hw, n) * count
     n_chunks = full + (1 if rest else 0)
-    ovh = n_chunks * (hw.eff.step_overhead_ms * 1e-3 + mc.allreduce_layers * hw.eff.layer_us * 1e-6)
+    gpu = _core(mem, comp, hw.eff) + comm
+    if hw.eff.prefill_launch_us and mc.layer_kernels:
+        # an eager prefill pass (SGLang graphs only DECODE / TARGET_VERIFY / IDLE batches, forward_batch_info.py
+        # CaptureHiddenMode / is_cuda_graph; no piecewise graph by default): the host launches every kernel, and the
+        # pass takes the longer of the GPU work and the launches
+        launch = n_chunks * mc.allreduce_layers * mc.layer_kernels * hw.eff.prefill_launch_us * 1e-6
+        ovh = n_chunks * hw.eff.step_overhead_ms * 1e-3 + max(0.0, launch - gpu)
+    else:
+        ovh = n_chunks * (hw.eff.step_overhead_ms * 1e-3 + mc.layer_fixed_s(hw.eff))
     return StepCost(tokens=prompt_len, bytes_weights=wbytes, bytes_kv=kvbytes, flops=flops,
                     experts_touched=mc.experts_touched(min(chunk, prompt_len)), memory_ms=mem * 1e3,
                     compute_ms=comp * 1e3, comm_ms=comm * 1e3, overhead_ms=ovh * 1e3,
-                    total_ms=(_core(mem, comp, hw.eff) + comm + ovh) * 1e3,
+                    total_ms=(gpu + ovh) * 1e3,
                     bound="memory" if mem >= comp else "compute")
 
 
@@ -1029,6 +1109,8 @@ def _setup(plan: Plan, runtime: str) -> _Setup:
     quant = resolve_quant(arch, plan.quant_config, plan.quantization)
     hw = hardware(gpu, quant, runtime)
     target = model_cost(arch, plan, dtype=dtype, quant=quant, tp=plan.tp, pp=plan.pp)
+    if plan.layer_kernels:
+        target = replace(target, layer_kernels=plan.layer_kernels, triton_layers=plan.triton_layers)
     draft = _draft_cost(plan, arch, dtype, quant, plan.tp)
     chunk = int(plan.resolved.get("max_num_batched_tokens") or 8192)
     max_seqs = int(plan.resolved.get("max_num_seqs") or 256)
@@ -1159,11 +1241,33 @@ def _at(s: _Setup, prompt_len: int, output_len: int, conc: int, step_ms: float |
     stall = max(0.0, mixed - n_chunks * _core(step.memory_ms, step.compute_ms, s.hw.eff) + pre.comm_ms)
     # with output_len 1 there is no decode phase (vllm bench serve reports no TPOT): the plain step, no stall share
     tpot = step_ms + (conc - 1) * stall / (output_len - 1) if output_len > 1 else step_ms
+    if not s.hw.eff.mixed_prefill and output_len > 1 and conc > 1:
+        tpot = step_ms + _separate_prefill_stall(s, pre, prompt_len, (conc - 1) / (output_len - 1))
     lifetime = pre.total_ms + (output_len - 1) * tpot
     rho = min(1.0, (conc - 1) * pre.total_ms / lifetime) if lifetime > 0 else 0.0
     ttft = pre.total_ms * (1 + rho / 2)
     tps = conc * output_len / ((ttft + (output_len - 1) * tpot) / 1e3)
     return _Point(ttft=ttft, tpot=tpot, step=step, prefill=pre, tps=tps, stall=stall)
+
+
+def _separate_prefill_stall(s: _Setup, pre: StepCost, prompt_len: int, arrivals: float) -> float:
+    """Milliseconds of prefill per decode step when prompts run in passes of their own (SGLang: the scheduler
+    runs a prefill batch whenever requests wait, ``get_next_batch_to_run``, and mixes none into decode steps unless
+    ``--enable-mixed-chunk``, server_args.py ``enable_mixed_chunk = False``).
+
+    ``arrivals``: prompts arriving per decode step, ``(C - 1) / (output_len - 1)`` in a closed loop of C requests.
+    Taken as Poisson: a step is followed by a prefill pass with chance ``1 - exp(-arrivals)``, which batches the
+    ``arrivals / chance`` prompts that came; a pass of n prompts takes ``max(n x the GPU time of one prompt, the
+    host's kernel launches)`` (:func:`prefill_cost`'s eager pass) + the step overhead."""
+    eff = s.hw.eff
+    chance = 1 - math.exp(-arrivals)
+    if chance <= 0:
+        return 0.0
+    n = arrivals / chance
+    gpu_one = pre.total_ms - pre.overhead_ms
+    passes = max(1, math.ceil(n * prompt_len / s.chunk))
+    launch = passes * s.target.allreduce_layers * s.target.layer_kernels * eff.prefill_launch_us * 1e-3
+    return chance * (max(n * gpu_one, launch) + passes * eff.step_overhead_ms)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -1433,7 +1537,8 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
     sources.update({
         "decode_step_ms": ("memory = weights + KV bytes / (bandwidth x eff), compute = FLOPs / (peak x eff) (routed "
                            "experts at moe_compute), combined as (mem^p + comp^p)^(1/p) (p = overlap_p; 0 = max) + TP "
-                           "all-reduces + step overhead + layers x layer_us, at the mean context prompt_len + "
+                           "all-reduces + step overhead + layers x layer_us (or, where the runtime counts each layer's "
+                           "kernels, layers x kernels x kernel_us: see decode.kernels), at the mean context prompt_len + "
                            "output_len/2"),
         "itl_ms": ("TPOT = decode step + (C-1) x prefill stall / (output_len - 1) (closed loop of C requests); the stall "
                    "is what a prompt's chunks add to the decode steps they ride in"),
@@ -1442,6 +1547,17 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
         "output_tokens_per_s": "C x output_len / (TTFT + (output_len - 1) x TPOT)",
         "efficiency_label": f"{hw.eff.label}: {hw.eff.source}",
     })
+    if s.target.layer_kernels and hw.eff.kernel_us is not None:
+        sources["decode.kernels"] = (f"{plan.kernels_note}; x {hw.eff.kernel_us:g} us per kernel"
+                                     + (f", + {hw.eff.triton_iter_us:g} us per triton split-KV tile per layer"
+                                        if s.target.triton_layers and hw.eff.triton_iter_us else ""))
+    if hw.eff.prefill_launch_us and s.target.layer_kernels:
+        sources["prefill.launch"] = (f"an eager prefill pass takes at least layers x kernels x {hw.eff.prefill_launch_us:g} "
+                                     "us of kernel launches (SGLang graphs decode, target-verify and idle batches only)")
+    if not hw.eff.mixed_prefill:
+        sources["itl_ms"] = ("TPOT = decode step + the prefill passes that pause it: a step is followed by one with chance "
+                             "1 - exp(-a), a = (C-1) / (output_len - 1) prompts arriving per step, which batches a / "
+                             "chance prompts (SGLang runs waiting prompts as their own batch, no mixed chunk by default)")
     if s.target.num_experts:
         sources["decode.experts_touched"] = ("E x (1 - (1 - topk/E)^tokens): uniform routing, topk distinct experts "
                                              "per token")
@@ -1453,7 +1569,9 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
         warnings.append(AMD_PREFILL_WARNING)
     precision = (PRECISION_AMD if amd and hw.eff.label == "fitted"
                  else PRECISION.get(hw.eff.label, PRECISION["assumed"]))
-    if s.arch.kv_lora_rank and hw.eff.label == "fitted":  # no MLA model among the fitted runs
+    # no MLA model among the runs vLLM's row was fitted on (SGLang's kernel terms were fitted with DeepSeek-R1 and
+    # GLM-4.7-Flash among them)
+    if s.arch.kv_lora_rank and hw.eff.label == "fitted" and hw.eff.kernel_us is None:
         warnings.append(MLA_FIT_WARNING.format(layer_us=hw.eff.layer_us))
         precision += "; no MLA model was among those runs (see the note)"
 

@@ -20,6 +20,7 @@ from calculator.runtimes.base import CompatSummary, LoadedModel, speed_kwargs, w
 
 from . import compat as sg_compat
 from .launch import launch_argv
+from .kernels import with_kernel_count
 from .memory import SGLangPlan, plan
 from .releases import COVERED
 
@@ -96,12 +97,14 @@ class SGLangMemory(BaseModel):
 #: terms against the 28 sgl-cookbook bench_serving runs of benchmarks/data/sglang_speed_public.json
 #: (benchmarks/sglang_speed_fit.py, "assumed row" columns; a fit on them did not hold leave-one-source-out).
 SPEED_WARNING = (
-    "SGLang speed: the base efficiency terms are vLLM's fit carried over (labelled assumed; on AMD Instinct the "
-    "per-layer time, all-reduce latency and bandwidth share come from the MI300X fit); the KV pool, "
-    "running-request cap and prefill chunk are SGLang's own (max_total_num_tokens, max_running_requests, "
-    "chunked_prefill_size). Against 28 public SGLang cookbook runs (B200, A100; benchmarks/sglang_speed_fit.py) "
-    "these terms were optimistic: TPOT below the measured one in 26 of 28 (median -27 %), output tok/s above it "
-    "in 26 of 28 (median +52 %), TTFT below it in 23 of 28 (median -57 %). Read SGLang's figures as a best case.")
+    "SGLang speed: a decode layer costs the kernels it launches (calculator/runtimes/sglang/kernels.py counts them from "
+    "SGLang's model code and default backends) at a per-kernel time fitted on public SGLang runs, prompts run as "
+    "eagerly launched prefill passes of their own that pause decoding, and the bandwidth / compute shares are vLLM's "
+    "fit carried over. Against 28 public SGLang cookbook runs (B200, A100; benchmarks/sglang_speed_fit.py) the median "
+    "|error| is TPOT 10.0 %, output tok/s 13.0 %, TTFT 28.6 %: TPOT below the measured one in 19 of 28 (median -6 %), "
+    "output tok/s above it in 22 of 28 (median +10 %), TTFT below it in 17 of 28 (median -10 %). Not modelled: the "
+    "triton MLA backend at 16-64 clients (GLM-4.7-Flash: predicted TPOT 16-44 % below the measured one) and Kimi-K2.5 "
+    "on H200 (SGLang 0.5.6, before its model file: up to 91 % below)")
 
 
 class SGLang:
@@ -224,10 +227,12 @@ class SGLang:
         spec = self._spec(request)
         if spec.get("speculative_eagle_topk", 1) > 1:  # a tree: the target verifies num_draft_tokens per request
             base = replace(base, spec_k=spec["speculative_num_draft_tokens"])
-        return replace(base, fits=memory.fits, kv_cache_tokens=p.max_total_num_tokens, max_model_len=p.context_length,
+        base = replace(base, fits=memory.fits, kv_cache_tokens=p.max_total_num_tokens, max_model_len=p.context_length,
                        max_concurrency=memory.max_concurrency,
                        resolved={**base.resolved, "max_num_seqs": max(1, p.max_running_requests),
                                  "max_num_batched_tokens": p.chunked_prefill_size})
+        return with_kernel_count(base, config=model.config, gpu=get_gpu(request.gpu), tp=request.tensor_parallel_size,
+                                 backend=p.attention_backend or "", quant_config=model.quant_config)
 
     def speed(self, request, model: LoadedModel, memory):
         """TTFT / ITL / tok/s with SGLang's efficiencies (:func:`calculator.engine.perf.estimate_speed_plan`,

@@ -1,0 +1,107 @@
+"""SGLang's per-layer decode time as kernels x kernel_us: the counts of calculator/runtimes/sglang/kernels.py worked
+out by hand from the module's rules and the configs, the triton split-KV tiles, the eager prefill pass and the prefill
+passes that pause decoding (perf._separate_prefill_stall)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from calculator.engine import perf
+from calculator.engine.arch import parse_config
+from calculator.engine.gpus import get_gpu
+from calculator.plan import make_plan
+from calculator.request import parse_request
+from calculator.runtimes import get_runtime
+from calculator.runtimes.sglang.kernels import decode_kernels
+from tests.conftest import load_config
+
+
+@pytest.fixture(autouse=True)
+def _offline(db, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def _count(model: str, gpu: str, tp: int, backend: str):
+    cfg = load_config(model.replace("/", "__") + ".json")
+    return decode_kernels(parse_config(cfg), backend=backend, capability=get_gpu(gpu).capability_tuple, tp=tp,
+                          quant_config=cfg.get("quantization_config"), gpu_name=get_gpu(gpu).name)
+
+
+def test_deepseek_r1_on_b200_tp8_counts_the_fused_paths():
+    # all-reduce fusion (DeepseekV3, SM100, TP 8): no norm kernels; MLA with q_lora_rank: 10 kernels on trtllm_mla;
+    # block FP8: +3 quantizations in attention. 58 of 61 layers are MoE (first_k_dense_replace 3): the fused
+    # flashinfer_trtllm runner (4) + shared experts (4), +1 +2 quantizations; 3 dense MLPs (3), +2 quantizations
+    k = _count("deepseek-ai/DeepSeek-R1", "B200", 8, "trtllm_mla")
+    assert k.parts["norms"] == 0 and k.parts["attention"] == 10
+    assert k.parts["ffn"] == pytest.approx((58 * 8 + 3 * 3) / 61)
+    assert k.parts["fp8_quant"] == pytest.approx((61 * 3 + 58 * 3 + 3 * 2) / 61)
+    assert k.per_layer == pytest.approx(10 + 473 / 61 + 363 / 61)  # 23.70
+    assert k.triton_layers == 0
+
+
+def test_a_dense_llama_on_a100_has_no_fusion():
+    # Llama is not in the all-reduce fusion list (and A100 is SM80): 2 norms + qkv, rotary, cache store, attention,
+    # o_proj + gate_up, act, down
+    k = _count("meta-llama/Llama-3.1-70B", "A100", 8, "flashinfer")
+    assert k.per_layer == 10 and k.parts == {"attention": 5, "ffn": 3, "norms": 2, "fp8_quant": 0}
+
+
+def test_qwen3_moe_bf16_counts_qk_norm_the_triton_chain_and_fa3_combine():
+    # Qwen3MoeForCausalLM: fused all-reduce on SM90/SM100; attention 5 + q/k norms 2; BF16 experts: Triton chain 7
+    assert _count("Qwen/Qwen3-235B-A22B", "B200", 8, "trtllm_mha").per_layer == 14
+    assert _count("Qwen/Qwen3-235B-A22B", "H100", 8, "fa3").per_layer == 15  # FA3's split-KV combine
+    assert _count("Qwen/Qwen3-235B-A22B", "H20", 8, "fa3").per_layer == 17  # H20: no all-reduce fusion, 2 norms
+    assert _count("Qwen/Qwen3-235B-A22B", "H100", 1, "fa3").per_layer == 17  # TP 1: no all-reduce to fuse into
+
+
+def test_glm_4_7_flash_on_the_triton_backend_counts_its_tiles():
+    # TP 1: 2 norms; MLA with q_lora_rank on triton: 10 + the reduce stage; 46 MoE layers (first_k_dense_replace 1):
+    # Triton chain 7 + shared experts 4, one dense MLP 3
+    k = _count("zai-org/GLM-4.7-Flash", "B200", 1, "triton")
+    assert k.per_layer == pytest.approx(2 + 11 + (46 * 11 + 3) / 47)
+    assert k.triton_layers == 47
+    # ceil(ceil(ctx / 8 splits) / 32-token tiles)
+    assert [perf.triton_decode_iterations(c) for c in (821, 2833, 4405, 256, 257)] == [4, 12, 18, 1, 2]
+
+
+def _sglang_plan(model: str, gpu: str, tp: int, concurrency: int, prompt: int, output: int):
+    req = parse_request({"model": model, "runtime": "sglang", "gpu": gpu, "tensor_parallel_size": str(tp),
+                         "concurrency": str(concurrency), "prompt_len": str(prompt), "output_len": str(output)})
+    p = make_plan(req, None, with_speed=False, with_suggestions=False)
+    return get_runtime("sglang")._speed_plan(req, p.model, p.memory)
+
+
+def test_gpt_oss_decode_step_prices_nine_kernels_per_layer():
+    # gpt-oss on B200 TP8: 9 kernels per layer (attention 5 on trtllm_mha, fused mxfp4 MoE 4, norms in the all-reduce)
+    plan = _sglang_plan("openai/gpt-oss-120b", "B200", 8, 1, 332, 213)
+    assert plan.layer_kernels == 9 and "trtllm_mha" in plan.kernels_note
+    s = perf._setup(plan, "sglang")
+    step = perf.step_cost(s.target, s.hw, requests=1, tokens_per_request=1, context=438)
+    assert step.overhead_ms == pytest.approx(0.3 + 36 * 9 * 4.7e-3)  # step overhead + 36 layers x 9 x 4.7 us
+
+
+def test_an_eager_prefill_takes_its_kernel_launches_when_they_exceed_the_gpu_time():
+    plan = _sglang_plan("openai/gpt-oss-120b", "B200", 8, 1, 332, 213)
+    res = perf.estimate_speed_plan(plan, runtime="sglang", prompt_len=332, output_len=213, concurrency=1)
+    launch_ms = 36 * 9 * 90e-3  # 29.16 ms of launches for one pass of 36 layers x 9 kernels
+    gpu_ms = res.prefill.total_ms - res.prefill.overhead_ms
+    assert gpu_ms < launch_ms
+    assert res.prefill.total_ms == pytest.approx(launch_ms + 0.3, abs=1e-3)  # + one step overhead
+    assert res.ttft_ms == pytest.approx(launch_ms + 0.3 + 20.0, abs=2e-3)  # + ttft_fixed_ms, no other prefill at c=1
+    assert "prefill.launch" in res.sources and "decode.kernels" in res.sources
+
+
+def test_prefill_passes_pause_decoding_with_poisson_batching():
+    # 100 clients, 192-token outputs: a = 99 / 191 prompts arrive per decode step; a step is followed by a prefill
+    # pass with chance 1 - exp(-a) batching a / chance prompts, each pass max(n x GPU time, 29.16 ms launches) + 0.3
+    plan = _sglang_plan("openai/gpt-oss-120b", "B200", 8, 100, 297, 192)
+    res = perf.estimate_speed_plan(plan, runtime="sglang", prompt_len=297, output_len=192, concurrency=100)
+    a = 99 / 191
+    chance = 1 - math.exp(-a)
+    gpu_one = res.prefill.total_ms - res.prefill.overhead_ms
+    stall = chance * (max(a / chance * gpu_one, 36 * 9 * 90e-3) + 0.3)
+    assert stall == pytest.approx(0.4045 * 29.46, rel=2e-3)  # launch-bound: about 11.9 ms per decode step
+    assert res.itl_ms == pytest.approx(res.decode.total_ms + stall, abs=2e-3)
+    # vLLM mixes the prompts into the decode steps instead: no such pause
+    assert perf.EFFICIENCY[("vllm", "*")].mixed_prefill and not perf.EFFICIENCY[("sglang", "*")].mixed_prefill
