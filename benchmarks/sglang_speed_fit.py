@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fit SGLang's base efficiency terms (perf ``EFFICIENCY[("sglang", "*")]``) on public SGLang serving records.
 
-usage: python benchmarks/sglang_speed_fit.py [--json]
+usage: python benchmarks/sglang_speed_fit.py [--json | --kernels]
 
 Data: benchmarks/data/sglang_speed_public.json, public ``sglang.bench_serving`` results that are not in
 ../shared/cases/serving_speed_benchmarks.json (sgl-cookbook pages, each record with its URL and quote). Each
@@ -10,21 +10,26 @@ SGLang's own KV pool / max_running_requests / chunked_prefill_size from ``SGLang
 ``perf.estimate_speed_plan(..., runtime="sglang")``) at the record's observed mean input / output lengths and its
 ``--max-concurrency``.
 
-The fit is a grid search over the terms vLLM's fit used (``mem_bw``, ``compute``, ``moe_compute``, ``layer_us``,
+The default mode is a grid search over the terms vLLM's fit used (``mem_bw``, ``compute``, ``moe_compute``,
 ``overlap_p``, ``wave_share``, ``ttft_fixed_ms``), one set for every GPU, never per record; the other terms
 (step overhead, all-reduce latency, the speculative terms) stay the current row's. The objective is the sum of
 the median |error| of TPOT, output tok/s and TTFT over the records with ``fit: true``. Leave-one-source-out refits
 without each source (one cookbook page) and predicts its records. Records with ``fit: false`` (another kernel path
 or vendor) are printed as checks and never fitted.
 
-Result (2026-12, 28 records, 5 sources): the assumed row (vLLM's fit carried over) is off by median |error| TPOT
-29.8 %, tok/s 51.8 %, TTFT 64.6 %, nearly always too fast. The best grid point (mem_bw 0.6, compute 0.85,
-moe_compute 0.35, layer_us 80, wave_share 0.6, ttft_fixed_ms 90) reaches 22.4 / 18.8 / 22.8 % in sample, but
-leave-one-source-out gives 44.9 / 32.3 / 39.6 %: the terms swing by source (mem_bw 0.5-0.7, layer_us 60-120), so
-the data do not pin one set for every GPU. A narrower first grid (mem_bw >= 0.7) gave 0.7 / 0.7 / 0.2 / 80 / 0.6 / 60,
-leave-one-source-out 26.7 / 31.7 / 43.8 %, but with the row's speculative terms kept it moved the shared
-speculative records from 14/15 to 12/15 win/lose calls. So perf's SGLang row is NOT changed by this script;
-it stays labelled assumed.
+Result (2026-12, 28 records, 5 sources), first form: vLLM's row carried over was off by median |error| TPOT
+29.8 %, tok/s 51.8 %, TTFT 64.6 %, nearly always too fast, and the grid over the terms above swung by source
+(leave-one-source-out 44.9 / 32.3 / 39.6 %): one ``layer_us`` for every model does not fit SGLang (41 us per layer
+for gpt-oss up to 117 for DeepSeek-R1 on B200).
+
+``--kernels`` (the form perf's row uses now): the per-layer time is ``kernels x kernel_us`` with the kernels
+calculator/runtimes/sglang/kernels.py counts from SGLang's model code and default backends, plus the triton
+backend's split-KV tiles; prefill runs as eager passes of its own. It prints, per concurrency-1 run, the time per
+counted kernel (3.7-5.6 us on B200 over 5 models, median 4.7, 4.6-5.1 leaving any one model out; 9.0 on A100), the
+triton tile time (5.8 us, one model) and the eager launch time per kernel (median 91 us). With those terms the 28
+runs at 1-100 clients are off by median |error| TPOT 10.0 %, tok/s 13.0 %, TTFT 28.6 % (the default mode prints
+them as "current row (in sample)"; its grid no longer varies ``layer_us``, which the kernel form replaces); the
+higher-concurrency runs were not used to fit anything.
 """
 from __future__ import annotations
 
@@ -53,7 +58,7 @@ KEY = ("sglang", "*")
 # a first grid (mem_bw 0.7-1.0, compute 0.4-0.7, moe_compute 0.2-0.5, layer_us 20-100, wave_share 0-1, ttft_fixed_ms
 # 10-60) ended on its edges (mem_bw 0.7, compute 0.7, moe_compute 0.2, ttft_fixed_ms 60); this one extends past them
 GRID = {"mem_bw": (0.5, 0.6, 0.7, 0.8, 0.9), "compute": (0.55, 0.7, 0.85), "moe_compute": (0.1, 0.2, 0.35),
-        "layer_us": (40.0, 60.0, 80.0, 100.0, 120.0), "overlap_p": (1.0, 2.0),
+        "overlap_p": (1.0, 2.0),
         "wave_share": (0.3, 0.6, 1.0), "ttft_fixed_ms": (20.0, 40.0, 60.0, 90.0)}
 METRICS = (("tpot", "mean_tpot_ms"), ("tok_s", "output_tok_s"), ("ttft", "mean_ttft_ms"))
 
@@ -64,10 +69,12 @@ def load() -> list[dict]:
 
 def prepare(r: dict):
     """``(plan, kwargs)`` of the product's SGLang speed path for record ``r``."""
+    flags = (r.get("launch_flags") or "").split()
+    extra = {"attention_backend": flags[flags.index("--attention-backend") + 1]} if "--attention-backend" in flags else {}
     req = parse_request({"model": r["model"], "runtime": "sglang", "gpu": r["gpu"],
                          "tensor_parallel_size": str(r["tensor_parallel_size"]),
                          "concurrency": str(r["concurrency"]), "prompt_len": str(r["input_len"]),
-                         "output_len": str(r["output_len"])})
+                         "output_len": str(r["output_len"]), **extra})
     p = make_plan(req, None, with_speed=False, with_suggestions=False)
     rt = get_runtime("sglang")
     return rt._speed_plan(req, p.model, p.memory), {**rt._tree(req), **rt.speed_kwargs(req)}
@@ -102,7 +109,68 @@ def cost(errs: list[dict]) -> float:
     return sum(medians(errs).values())
 
 
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "cases" / "serving_speed_benchmarks.json"
+# the shared DeepSeek-R1-0528 B200 runs at concurrency 1 (SGLang cookbook DeepSeek-R1.md), at their observed mean
+# lengths (total input / output tokens over 10 requests): (input, output)
+SHARED_C1 = {"speed-037": (610, 421), "speed-040": (610, 4445)}
+
+
+def kernel_fit() -> int:
+    """The per-kernel terms of perf's SGLang row from the concurrency-1 runs: per record, measured TPOT minus the
+    step without any per-layer time, divided by the layers x counted kernels (the triton tiles taken out at the
+    fitted tile time), and measured TTFT minus ttft_fixed_ms, divided by the kernels an eager prefill launches."""
+    recs = [r for r in load() if r["concurrency"] == 1 and r["fit"]]
+    if SHARED.exists():
+        shared = {r["id"]: r for r in json.loads(SHARED.read_text())["records"]}
+        for sid, (i, o) in SHARED_C1.items():
+            s = shared[sid]
+            recs.append({"id": sid, "model": s["model"], "gpu": s["gpu"], "tensor_parallel_size": 8, "concurrency": 1,
+                         "input_len": i, "output_len": o, "metrics": s["metrics"], "fit": True})
+    row = perf.EFFICIENCY[KEY]
+    per_kernel: dict[tuple[str, str], list[float]] = {}
+    launch: list[float] = []
+    triton: list[tuple[int, float]] = []
+    for r in recs:
+        plan, _ = prepare(r)
+        s = perf._setup(plan, "sglang")
+        bare = replace(s.hw, eff=replace(s.hw.eff, kernel_us=0.0, triton_iter_us=0.0, prefill_launch_us=0.0))
+        ctx = r["input_len"] + r["output_len"] // 2
+        step = perf.step_cost(s.target, bare, requests=1, tokens_per_request=1, context=ctx)
+        kernels = s.target.allreduce_layers * s.target.layer_kernels
+        tiles = s.target.triton_layers * perf.triton_decode_iterations(ctx)
+        resid_us = (r["metrics"]["mean_tpot_ms"] - step.total_ms) * 1e3 - tiles * row.triton_iter_us
+        pre = perf.prefill_cost(s.target, bare, prompt_len=r["input_len"], chunk=s.chunk)
+        ttft = r["metrics"]["mean_ttft_ms"]
+        per_kernel.setdefault((r["gpu"], r["model"]), []).append(resid_us / kernels)
+        if s.target.triton_layers and "GLM" in r["model"]:
+            triton.append((tiles, resid_us + tiles * row.triton_iter_us))
+        if pre.total_ms < ttft - row.ttft_fixed_ms:  # launch-bound (not the A100 4k prompt, whose roofline is above)
+            launch.append((ttft - row.ttft_fixed_ms) * 1e3 / kernels)
+        print(f"{r['id']:11} {r['model'][:32]:32} {r['gpu'][-5:]} layers {s.target.allreduce_layers:3} kernels/layer "
+              f"{s.target.layer_kernels:4.1f} triton tiles {tiles:4}: {resid_us / kernels:5.2f} us per kernel; "
+              f"TTFT {ttft:6.1f} ms, roofline prefill {pre.total_ms:6.1f} ms")
+    tri = [(t, u) for t, u in triton if t]
+    if len(tri) > 1:  # the tile time: slope of the per-layer time over the tiles, runs of one model on the triton backend
+        mt, mu = statistics.mean(t for t, _ in tri), statistics.mean(u for _, u in tri)
+        slope = sum((t - mt) * (u - mu) for t, u in tri) / sum((t - mt) ** 2 for t, _ in tri)
+        print(f"triton split-KV tile: {slope:.2f} us (slope over {len(tri)} runs of one model; row: {row.triton_iter_us:g})")
+    b200 = {m: statistics.median(v) for (g, m), v in per_kernel.items() if "B200" in g}
+    print(f"\nB200 per kernel, median per model: " + ", ".join(f"{m.split('/')[-1]} {v:.2f}" for m, v in b200.items()))
+    print(f"  median over models {statistics.median(b200.values()):.2f} us (row: {row.kernel_us:g}); leaving one model "
+          f"out: {min(statistics.median([v for n, v in b200.items() if n != m]) for m in b200):.2f}-"
+          f"{max(statistics.median([v for n, v in b200.items() if n != m]) for m in b200):.2f}")
+    for (g, m), v in per_kernel.items():
+        if "A100" in g:
+            print(f"A100 per kernel ({m}): {statistics.median(v):.2f} us (row: "
+                  f"{perf.EFFICIENCY[('sglang', perf.NVIDIA_PRE_SM90)].kernel_us:g})")
+    print(f"eager prefill launch per kernel: median {statistics.median(launch):.0f} us over {len(launch)} runs "
+          f"({min(launch):.0f}-{max(launch):.0f}; row: {row.prefill_launch_us:g})")
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if "--kernels" in argv:
+        return kernel_fit()
     recs = load()
     base = perf.EFFICIENCY[KEY]
     prepared, refused = {}, {}
@@ -144,8 +212,8 @@ def main(argv: list[str]) -> int:
               + "; ".join(cells))
     pct = lambda d: ", ".join(f"{k} {v:.1%}" for k, v in d.items())  # noqa: E731
     print(f"\n{len(fit)} fitted records from {len(sources)} sources, {len(points)} grid points; fitted {points[best]}")
-    print(f"median |error| assumed row (in sample): {pct(summary['before'])}")
-    print(f"median |error| fitted row  (in sample): {pct(summary['after'])}")
+    print(f"median |error| current row (in sample): {pct(summary['before'])}")
+    print(f"median |error| grid's best (in sample): {pct(summary['after'])}")
     print(f"median |error| leave-one-source-out:    {pct(summary['loso'])}")
     for s, v in loso.items():
         print(f"  without {s}: {v['params']} -> its records {pct(v['median'])}")
