@@ -120,3 +120,32 @@ def test_an_mi300x_answer_says_its_precision_is_for_decode_only():
     assert "decode only" in perf.speed_fields(inp, None, 1024, 128, 1)["efficiency_precision"]
     h100 = perf.estimate_speed(inp.model_copy(update={"gpu": "H100"}))
     assert h100.efficiency_precision == perf.PRECISION["fitted"]
+
+
+@pytest.mark.django_db
+def test_the_recipe_runs_prefill_rate_read_from_their_tpot():
+    """What the warning's "about a third of the FP8 datasheet rate" rests on, by hand (benchmarks/rocm_speed_fit.py
+    docstring): speed-070 (Mistral-Medium-3.5 FP8, TP1 MI300X, c=32, 1024/1024, TPOT 55.2 ms) runs two 16384-token
+    prefill steps per wave (vLLM's API-server max_num_batched_tokens on a >= 160 GiB GPU, engine/arg_utils.py
+    get_batch_defaults), and each request rides through about one of them while decoding, so one such step takes
+    1023 x 55.2 ms - 1022 x the row's 32-request decode step. Its FLOPs: 2 x 16384 tokens x the text model's matmul
+    parameters (88 layers x (2 x 12288^2 + 2 x 12288 x 1024 + 3 x 12288 x 28672) + lm_head 131072 x 12288), timed
+    against MI300X's 2615 dense FP8 TFLOP/s (per-tensor FP8 runs hipBLASLt torch._scaled_mm)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "rocm_speed_fit.py"
+    spec = importlib.util.spec_from_file_location("rocm_speed_fit", path)
+    fit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fit)
+    rec = next(r for r in fit.load() if r["id"] == "speed-070")
+    plan, _ = fit.prepare(rec)
+    s = perf._setup(plan, "vllm")
+    assert s.chunk == 16384 and s.hw.compute_dtype == "fp8" and s.hw.peak_flops == 2615e12
+    params = 88 * (2 * 12288 ** 2 + 2 * 12288 * 1024 + 3 * 12288 * 28672) + 131072 * 12288
+    assert s.target.matmul_params == pytest.approx(params, rel=1e-3)  # 123.41 G
+    step = perf.step_cost(s.target, s.hw, requests=32, tokens_per_request=1, context=1024 + 512).total_ms
+    prefill_step_s = (1023 * 55.2 - 1022 * step) / 1e3
+    share = 2 * 16384 * params / prefill_step_s / 2615e12
+    assert 0.28 < share < 0.38  # about a third (0.31 with the row's 50.2 ms step), where the row assumes 0.55
+    assert s.hw.eff.compute == 0.55 and "about a third of the FP8 datasheet rate" in perf.AMD_PREFILL_WARNING

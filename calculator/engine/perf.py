@@ -267,9 +267,13 @@ _AMD_FIT = (
     "this row 3 / 30 / 73 % in sample, 9 / 23 / 72 % leave-one-source-out (the terms swing by source: layer_us 60-140, "
     "allreduce_latency_us 30-70, mem_bw 0.5-0.8; SGLang MiniMax at c=16/64 stays 19-35 % too fast). TTFT of the "
     "c=32 / 100-prompt vLLM runs and the tok/s they report (a 4-request tail after three waves of 32) are not "
-    "explained by these terms. Why the terms differ from NVIDIA's: vLLM on ROCm runs without AITER unless asked "
+    "explained by these terms (a wave of 32 prompts in two 16384-token steps, ~5 s each at TP1: the hipBLASLt per-tensor "
+    "FP8 GEMMs at ~0.31 of the FP8 datasheet rate; a lower compute term alone, fitted on TPOT + TTFT, goes to the "
+    "grid's edge and worsens TPOT leave-one-source-out 9 -> 21 %: benchmarks/rocm_speed_fit.py --with-compute). "
+    "Why the terms differ from NVIDIA's: vLLM on ROCm runs without AITER unless asked "
     "(vllm/envs.py VLLM_ROCM_USE_AITER default False: ROCM_ATTN / Triton attention, unfused small kernels; "
-    "vllm/platforms/rocm.py _get_backend_priorities), its custom all-reduce over XGMI with QuickReduce opt-in "
+    "vllm/platforms/rocm.py _get_backend_priorities; the recipe runs set VLLM_ROCM_USE_AITER=1, which leaves this "
+    "per-tensor FP8 checkpoint on ROCmFP8ScaledMMLinearKernel, torch._scaled_mm, and ROCM_ATTN first), its custom all-reduce over XGMI with QuickReduce opt-in "
     "(VLLM_ROCM_QUICK_REDUCE_QUANTIZATION default NONE); SGLang leaves AITER off too (sglang/srt/environ.py "
     "SGLANG_USE_AITER False; Triton attention on HIP) with its 1-stage custom all-reduce. compute, moe_compute, "
     "overlap_p, wave_share, ttft_fixed_ms, step_overhead_ms and the speculative terms are the runtime's * row's "
@@ -279,8 +283,9 @@ _AMD_FIT = (
 AMD_PREFILL_WARNING = (
     "AMD Instinct: only the decode terms come from public data (6 MI300X runs, benchmarks/rocm_speed_fit.py: TPOT a "
     "median 9 % off leave-one-source-out; other Instinct generations borrow them); on those runs the predicted TTFT "
-    "was 38-88 % below the measured one and the output tok/s up to 36 % above: read TTFT and tok/s as best cases "
-    "until a validation run on this hardware refines them")
+    "was 38-88 % below the measured one and the output tok/s up to 36 % above (the prefill ran at about a third of "
+    "the FP8 datasheet rate and shortened far less than 1/TP with tensor parallelism, 5.7 s at TP1 to 2.5 s at TP8, "
+    "which the speed model does not capture): read TTFT and tok/s as best cases until a validation run on this hardware refines them")
 EFFICIENCY: dict[tuple[str, str], Efficiency] = {
     ("vllm", "*"): Efficiency(mem_bw=0.9, compute=0.55, moe_compute=0.35, step_overhead_ms=0.3,
                               allreduce_latency_us=10.0, layer_us=60.0, overlap_p=1.0, wave_share=0.3,
