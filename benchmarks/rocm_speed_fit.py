@@ -2,7 +2,10 @@
 """Fit the AMD Instinct (ROCm, CDNA3) efficiency rows of perf ``EFFICIENCY[(runtime, "vendor:amd-instinct")]`` on
 the public MI300X serving records.
 
-usage: python benchmarks/rocm_speed_fit.py [--json]
+usage: python benchmarks/rocm_speed_fit.py [--json] [--with-compute]
+
+``--with-compute`` adds ``compute`` (prefill MFU, ``moe_compute`` kept at the ``*`` row's ratio) to the grid and fits
+TPOT + TTFT: the experiment behind "Why not a lower AMD compute" below; perf carries the default fit.
 
 Data (every public MI300X serving record the project holds; nothing else):
 
@@ -48,16 +51,61 @@ wave of 32 prefills, which ``wave_share`` (a scheduling term, not ROCm's) govern
 without each source (one page / PR) and predicts its records.
 
 Result (2026-12, 6 records from 2 sources, 560 grid points; terms not in the grid are the runtime's ``*`` row):
-layer_us 120, allreduce_latency_us 50, mem_bw 0.8. Median |error| TPOT / tok/s / TTFT: the ``*`` row (NVIDIA's fit)
-49.2 / 132.4 / 76.2 %; fitted, in sample 2.7 / 30.3 / 73.4 %; leave-one-source-out 9.1 / 22.6 / 71.6 %. The terms
-swing by source (without SGLang PR 31044: 140 / 30 / 0.6; without the vLLM recipe: 60 / 70 / 0.5: layer_us and the
+layer_us 100, allreduce_latency_us 60, mem_bw 0.8 (refit after SGLang's own terms: prefill passes of their own that
+pause decoding, perf ``mixed_prefill``; before them the fit was 120 / 50 / 0.8). Median |error| TPOT / tok/s / TTFT:
+the ``*`` row (NVIDIA's fit) 42.3 / 132.4 / 67.9 %; fitted, in sample 2.7 / 33.4 / 60.9 %; leave-one-source-out
+19.2 / 29.2 / 65.2 %. The terms swing by source (without SGLang PR 31044: 140 / 30 / 0.6; without the vLLM recipe:
+60 / 60 / 0.5: layer_us and the
 all-reduce latency trade against each other at TP > 1 and a source has one model), but every held-out metric beats
 the ``*`` row, so perf carries the row for vLLM (labelled fitted) and SGLang (same terms, labelled assumed like its
-``*`` row). Left: SGLang MiniMax-M2.7 at c=16 / 64 stays 19 / 35 % too fast (a batch-dependent cost of the Triton MoE /
+``*`` row). Left: SGLang MiniMax-M2.7 at c=16 / 64 stays 17 / 23 % too fast (a batch-dependent cost of the Triton MoE /
 attention path with an FP8 KV cache, or EP, which no term here covers); TTFT of the vLLM waves stays 81-88 % low;
 the offline checks speed-094/095 (May-2025 build, untuned fused-MoE config) stay +164 / +195 % on tok/s. Other grids
 tried: five free terms (with compute and wave_share) reached TPOT 2.7 % in sample but went to the grid's edges and
 their leave-one-source-out was no better (TPOT 13.8-27.9 %).
+
+What runs the prefill of speed-070..072 (vLLM 0.32 source, ROCm path; the run itself used a later nightly image):
+
+* The recipe's AMD override sets ``VLLM_ROCM_USE_AITER=1`` and ``--no-enable-prefix-caching`` (the cited recipe
+  commit, ``hardware_overrides.amd`` and every MI300X ``docker run``), so these runs had AITER on; the AITER-off
+  reasons above hold for a default ``vllm serve`` on MI300X, not for these records. For this checkpoint it changes
+  little: its FP8 is per-tensor static (config.json ``activation_scheme: static``, ``weight_block_size: null``),
+  so ``Fp8LinearMethod`` asks for ``kFp8StaticTensorSym`` weights and activations
+  (model_executor/layers/quantization/fp8.py), and the ROCm list (model_executor/kernels/linear/__init__.py
+  ``_POSSIBLE_FP8_KERNELS[ROCM]``) skips the three AITER FP8 kernels (per-token activations with per-channel
+  weights only, scaled_mm/aiter.py ``can_implement``) and picks ``ROCmFP8ScaledMMLinearKernel``
+  (scaled_mm/rocm.py): ``wvSplitKQ`` skinny GEMM for at most 4 rows, else ``torch._scaled_mm`` (hipBLASLt, FP8
+  per-tensor). perf.hardware() times it at the catalog's FP8 rate (MI300X 2615 dense TFLOP/s; BF16 1307).
+  Attention: ROCM_ATTN comes first on ROCm with or without AITER (platforms/rocm.py ``_get_backend_priorities``);
+  at 1024 tokens attention is under 1 % of the prefill FLOPs (2 x 96 heads x 256 x ~512 pairs x 88 layers vs
+  2 x 123.4 G matmul parameters per token), so the backend does not matter here.
+* Chunk: MI300X reports 192 GB (>= 160 GiB), so ``get_batch_defaults`` (engine/arg_utils.py) gives the API server
+  ``max_num_batched_tokens`` 16384 and ``max_num_seqs`` 1024: 16 of the 1024-token prompts per step.
+* The closed loop: 100 fixed-length prompts at c=32 run as three waves of 32 and a tail of 4 (TP1: 438 tok/s x
+  ~234 s = 100 x 1024; 5.7 s + 1023 x 55.2 ms = 62 s per wave). In the first wave 16 prompts fill the first step and
+  16 the second (mean 1.5 steps); in the next waves the first 16 finish one decode step before the others, so each
+  half returns on its own and waits about one 16-prompt step. The mean TTFT is therefore about 1.1-1.2 of one
+  16384-token step: ~5.0 s at TP1 (no all-reduce), i.e. ~800 TFLOP/s, 0.31 of the FP8 datasheet rate (0.55 in the
+  row). TPOT agrees: each request rides through about one such step, so 1023 x 55.2 ms - 1022 x 50.2 ms (the row's
+  32-request decode step) = 5.1 s. The same reading gives ~2.9 s at TP4 and ~2.2 s at TP8 (the public table's TP2
+  row, 5.3 s, is not among the records): compute at 0.31 would be 1.25 / 0.63 s there, so 1.6-1.7 s per step is
+  all-reduce time (176 all-reduces of 16384 x 12288 x 2 B = 403 MB) that the datasheet link (448 GB/s per
+  direction, 0.28 s at TP8) does not explain.
+
+Why not a lower AMD compute (``--with-compute``): the product's TTFT blends only ``wave_share`` 0.3 of the wave
+(vLLM's NVIDIA fit, a scheduling term the same on both vendors, not changed here) and its TPOT charges each request
+the prefills of all C-1 others, where the synchronized waves give it about 16. Lowering ``compute`` therefore raises
+TPOT (TP1 +17 % at 0.3) long before TTFT comes near. Fitted on TPOT + TTFT (before SGLang's own prefill terms) the
+grid went to its edge (compute 0.25, layer_us 160, all-reduce 10 us, mem_bw 0.5) and TPOT leave-one-source-out
+worsened 9.1 -> 21.3 %. With SGLang's terms it ends on the edge again (compute 0.25, layer_us 60; leave-one-source-out
+16.1 / 12.6 / 50.0 % against the plain fit's 19.2 / 29.2 / 65.2 %), and a grid widened past that edge (compute down
+to 0.15, layer_us to 20) runs to the new edges (0.15-0.2 and 20): compute and layer_us trade against each other
+through the prefill stall, so the records do not pin them and the row does not take them. With ``wave_share`` 1 and compute 0.3 the TP1 TTFT comes to
+-6 %, but TP4 / TP8 stay -47 / -56 % (the all-reduce above) and SGLang's c=16 / 64 TTFT goes +46-48 %. So the row
+keeps the NVIDIA-carried compute, and the TTFT of these runs stays unexplained by the row's terms: the missing
+pieces are the vendor-neutral wave form (a fixed-length loop with few rounds is nearly all wave, and its prefills sit
+in TTFT rather than in TPOT), the tail of the last num_prompts mod C requests in tok/s (the scorer does not pass
+num_prompts), and the prefill-sized all-reduce on XGMI.
 """
 from __future__ import annotations
 
@@ -197,7 +245,24 @@ def row(runtime: str, pt: dict | None):
     return replace(base, **pt)
 
 
+def with_compute() -> None:
+    """``--with-compute``: ``compute`` joins the grid (``moe_compute`` at the ``*`` row's 0.35 / 0.55 of it) and the fit
+    minimizes TPOT + TTFT (see the docstring)."""
+    global FIT_METRICS, row
+    GRID["compute"] = (0.25, 0.3, 0.35, 0.4, 0.45, 0.55)
+    FIT_METRICS = ("tpot", "ttft")
+    plain = row
+
+    def row(runtime: str, pt: dict | None):  # noqa: F811 (the plain row with moe_compute tied to compute)
+        eff = plain(runtime, pt)
+        if pt and "compute" in pt:
+            eff = replace(eff, moe_compute=pt["compute"] * 0.35 / 0.55)
+        return eff
+
+
 def main(argv: list[str]) -> int:
+    if "--with-compute" in argv:
+        with_compute()
     recs = load()
     prepared, refused = {}, {}
     for r in recs:

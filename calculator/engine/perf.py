@@ -299,13 +299,17 @@ _AMD_FIT = (
     "(https://github.com/vllm-project/recipes/blob/8959cf64189c71d36e11c6a30335f923f261b1f7/models/mistralai/"
     "Mistral-Medium-3.5-128B.yaml, FP8 TP1/4/8, c=32, 1024/1024) and SGLang sx-015/016/017 of "
     "benchmarks/data/serving_extra_public.json (https://github.com/sgl-project/sglang/pull/31044, MiniMax-M2.7 FP8 "
-    "TP2/TP4, c=1/16/64, 1000/1000). Median |error| of TPOT, tok/s, TTFT: the NVIDIA-fitted row 49 / 132 / 76 %, "
-    "this row 3 / 30 / 73 % in sample, 9 / 23 / 72 % leave-one-source-out (the terms swing by source: layer_us 60-140, "
-    "allreduce_latency_us 30-70, mem_bw 0.5-0.8; SGLang MiniMax at c=16/64 stays 19-35 % too fast). TTFT of the "
+    "TP2/TP4, c=1/16/64, 1000/1000). Median |error| of TPOT, tok/s, TTFT: the NVIDIA-fitted row 42 / 132 / 68 %, "
+    "this row 3 / 33 / 61 % in sample, 19 / 29 / 65 % leave-one-source-out (the terms swing by source: layer_us 60-140, "
+    "allreduce_latency_us 30-60, mem_bw 0.5-0.8; SGLang MiniMax at c=16/64 stays 17-23 % too fast). TTFT of the "
     "c=32 / 100-prompt vLLM runs and the tok/s they report (a 4-request tail after three waves of 32) are not "
-    "explained by these terms. Why the terms differ from NVIDIA's: vLLM on ROCm runs without AITER unless asked "
+    "explained by these terms (a wave of 32 prompts in two 16384-token steps, ~5 s each at TP1: the hipBLASLt per-tensor "
+    "FP8 GEMMs at ~0.31 of the FP8 datasheet rate; a lower compute term alone, fitted on TPOT + TTFT, runs to the "
+    "grid's edges, trading against layer_us: benchmarks/rocm_speed_fit.py --with-compute). "
+    "Why the terms differ from NVIDIA's: vLLM on ROCm runs without AITER unless asked "
     "(vllm/envs.py VLLM_ROCM_USE_AITER default False: ROCM_ATTN / Triton attention, unfused small kernels; "
-    "vllm/platforms/rocm.py _get_backend_priorities), its custom all-reduce over XGMI with QuickReduce opt-in "
+    "vllm/platforms/rocm.py _get_backend_priorities; the recipe runs set VLLM_ROCM_USE_AITER=1, which leaves this "
+    "per-tensor FP8 checkpoint on ROCmFP8ScaledMMLinearKernel, torch._scaled_mm, and ROCM_ATTN first), its custom all-reduce over XGMI with QuickReduce opt-in "
     "(VLLM_ROCM_QUICK_REDUCE_QUANTIZATION default NONE); SGLang leaves AITER off too (sglang/srt/environ.py "
     "SGLANG_USE_AITER False; Triton attention on HIP) with its 1-stage custom all-reduce. compute, moe_compute, "
     "overlap_p, wave_share, ttft_fixed_ms, step_overhead_ms and the speculative terms are the runtime's * row's "
@@ -314,9 +318,10 @@ _AMD_FIT = (
 # tests/test_rocm_efficiency.py): said on every AMD Instinct answer
 AMD_PREFILL_WARNING = (
     "AMD Instinct: only the decode terms come from public data (6 MI300X runs, benchmarks/rocm_speed_fit.py: TPOT a "
-    "median 9 % off leave-one-source-out; other Instinct generations borrow them); on those runs the predicted TTFT "
-    "was 38-88 % below the measured one and the output tok/s up to 36 % above: read TTFT and tok/s as best cases "
-    "until a validation run on this hardware refines them")
+    "median 19 % off leave-one-source-out; other Instinct generations borrow them); on those runs the predicted TTFT "
+    "was 14-88 % below the measured one and the output tok/s up to 36 % above (the prefill ran at about a third of "
+    "the FP8 datasheet rate and shortened far less than 1/TP with tensor parallelism, 5.7 s at TP1 to 2.5 s at TP8, "
+    "which the speed model does not capture): read TTFT and tok/s as best cases until a validation run on this hardware refines them")
 # SGLang's per-kernel terms (benchmarks/sglang_speed_fit.py --kernels, on the concurrency-1 cookbook runs: measured TPOT
 # minus the roofline, divided by the kernels calculator/runtimes/sglang/kernels.py counts): 3.7-5.6 us per kernel on
 # B200 over 5 models (median 4.7; 4.6-5.1 leaving any one model out), 9.0 on A100 (one model); 5.8 us per triton
@@ -376,13 +381,13 @@ EFFICIENCY: dict[tuple[str, str], Efficiency] = {
 }
 # AMD Instinct under ROCm (get_efficiency looks the class up through efficiency_class; hardware() labels it assumed on
 # the architectures the data do not cover): the runtime's * row with the three terms the MI300X records fitted
-EFFICIENCY[("vllm", AMD_INSTINCT)] = replace(EFFICIENCY[("vllm", "*")], layer_us=120.0, allreduce_latency_us=50.0,
+EFFICIENCY[("vllm", AMD_INSTINCT)] = replace(EFFICIENCY[("vllm", "*")], layer_us=100.0, allreduce_latency_us=60.0,
                                              mem_bw=0.8, label="fitted", source=_AMD_FIT)
 # SGLang's row takes the same three terms but stays labelled assumed: the rest of its base terms are vLLM's carried over
 # (its per-kernel time was fitted on NVIDIA only, so the AMD row keeps whole-layer layer_us), and its MI300X records at
 # c=16/64 stay too fast
 EFFICIENCY[("sglang", AMD_INSTINCT)] = replace(
-    EFFICIENCY[("sglang", "*")], layer_us=120.0, allreduce_latency_us=50.0, mem_bw=0.8, label="assumed",
+    EFFICIENCY[("sglang", "*")], layer_us=100.0, allreduce_latency_us=60.0, mem_bw=0.8, label="assumed",
     kernel_us=None,  # the MI300X fit priced whole layers (layer_us); the eager prefill and separate prefill passes stay
     source=f"{_AMD_FIT}. Labelled assumed for SGLang: its other base terms are vLLM's carried over and its MI300X "
            f"records at c=16/64 stay too fast (TPOT); SGLang's own terms (the per-layer kernel time excepted): {_SGLANG_FIT}")
@@ -402,7 +407,7 @@ MLA_FIT_WARNING = (
     "MLA attention: no MLA model (DeepSeek V3/R1, Kimi K2, GLM-4.7-Flash) is among the public runs the efficiency was "
     "fitted on; on public SGLang runs of MLA models each layer took 107-163 us beyond its weight and KV traffic, "
     "against the {layer_us:g} us this fit carries, so read the decode times as a best case")
-PRECISION_AMD = ("fitted on 6 public MI300X runs for decode only: TPOT about ±10 %, TTFT and tok/s not (see the "
+PRECISION_AMD = ("fitted on 6 public MI300X runs for decode only: TPOT about ±20 %, TTFT and tok/s not (see the "
                  "AMD Instinct note)")
 PRECISION = {"fitted": "fitted once per runtime on public benchmarks: about ±10 % on the runs it was fitted on, "
                        "±30 % on other public runs (TTFT less certain)",
