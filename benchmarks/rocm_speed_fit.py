@@ -87,7 +87,8 @@ What runs the prefill of speed-070..072 (vLLM 0.32 source, ROCm path; the run it
   half returns on its own and waits about one 16-prompt step. The mean TTFT is therefore about 1.1-1.2 of one
   16384-token step: ~5.0 s at TP1 (no all-reduce), i.e. ~800 TFLOP/s, 0.31 of the FP8 datasheet rate (0.55 in the
   row). TPOT agrees: each request rides through about one such step, so 1023 x 55.2 ms - 1022 x 50.2 ms (the row's
-  32-request decode step) = 5.1 s. The same reading gives ~2.9 s at TP4 and ~2.2 s at TP8 (the public table's TP2
+  32-request decode step with layer_us 120) = 5.1 s; the refit row's shorter step (layer_us 100) reads ~7 s, 0.22.
+  The same reading gives ~2.9 s at TP4 and ~2.2 s at TP8 (the public table's TP2
   row, 5.3 s, is not among the records): compute at 0.31 would be 1.25 / 0.63 s there, so 1.6-1.7 s per step is
   all-reduce time (176 all-reduces of 16384 x 12288 x 2 B = 403 MB) that the datasheet link (448 GB/s per
   direction, 0.28 s at TP8) does not explain.

@@ -124,7 +124,7 @@ def test_an_mi300x_answer_says_its_precision_is_for_decode_only():
 
 @pytest.mark.django_db
 def test_the_recipe_runs_prefill_rate_read_from_their_tpot():
-    """What the warning's "about a third of the FP8 datasheet rate" rests on, by hand (benchmarks/rocm_speed_fit.py
+    """What the warning's "a fifth to a third of the FP8 datasheet rate" rests on, by hand (benchmarks/rocm_speed_fit.py
     docstring): speed-070 (Mistral-Medium-3.5 FP8, TP1 MI300X, c=32, 1024/1024, TPOT 55.2 ms) runs two 16384-token
     prefill steps per wave (vLLM's API-server max_num_batched_tokens on a >= 160 GiB GPU, engine/arg_utils.py
     get_batch_defaults), and each request rides through about one of them while decoding, so one such step takes
@@ -147,5 +147,7 @@ def test_the_recipe_runs_prefill_rate_read_from_their_tpot():
     step = perf.step_cost(s.target, s.hw, requests=32, tokens_per_request=1, context=1024 + 512).total_ms
     prefill_step_s = (1023 * 55.2 - 1022 * step) / 1e3
     share = 2 * 16384 * params / prefill_step_s / 2615e12
-    assert 0.28 < share < 0.38  # about a third (0.31 with the row's 50.2 ms step), where the row assumes 0.55
-    assert s.hw.eff.compute == 0.55 and "about a third of the FP8 datasheet rate" in perf.AMD_PREFILL_WARNING
+    # 0.31 with the first AMD row's 50.2 ms step (layer_us 120), 0.22 with the refit row's (layer_us 100): the reading
+    # leans on the row's own decode step; either way far below the 0.55 the row assumes
+    assert 0.2 < share < 0.38
+    assert s.hw.eff.compute == 0.55 and "a fifth to a third of the FP8 datasheet rate" in perf.AMD_PREFILL_WARNING

@@ -319,7 +319,7 @@ _AMD_FIT = (
 AMD_PREFILL_WARNING = (
     "AMD Instinct: only the decode terms come from public data (6 MI300X runs, benchmarks/rocm_speed_fit.py: TPOT a "
     "median 19 % off leave-one-source-out; other Instinct generations borrow them); on those runs the predicted TTFT "
-    "was 14-88 % below the measured one and the output tok/s up to 36 % above (the prefill ran at about a third of "
+    "was 12-88 % below the measured one and the output tok/s up to 35 % above (the prefill ran at a fifth to a third of "
     "the FP8 datasheet rate and shortened far less than 1/TP with tensor parallelism, 5.7 s at TP1 to 2.5 s at TP8, "
     "which the speed model does not capture): read TTFT and tok/s as best cases until a validation run on this hardware refines them")
 # SGLang's per-kernel terms (benchmarks/sglang_speed_fit.py --kernels, on the concurrency-1 cookbook runs: measured TPOT
