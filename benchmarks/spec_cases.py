@@ -22,14 +22,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "llmcalc.settings")
 
-from benchmarks._cases import RUNTIMES, config_for, gpu_for  # noqa: E402
+from benchmarks._cases import RUNTIMES, config_for, estimate, gpu_for  # noqa: E402
 from calculator.engine import EngineInput, EngineInputError  # noqa: E402
 from calculator.engine import perf  # noqa: E402
 from calculator.engine.acceptance import known_draft_head  # noqa: E402
-from calculator.engine.gpus import get_gpu  # noqa: E402
-from calculator.runtimes.sglang.compat import default_backend  # noqa: E402
-from calculator.runtimes.sglang.kernels import with_kernel_count  # noqa: E402
-from calculator.runtimes.sglang.releases import COVERED  # noqa: E402
 
 WORKLOADS = [("humaneval", "code"), ("code", "code"), ("mbpp", "code"), ("gsm8k", "reasoning"), ("math", "reasoning"),
              ("aime", "reasoning"), ("mt-bench", "chat"), ("mt_bench", "chat"), ("sharegpt", "chat"),
@@ -101,13 +97,7 @@ def predict(r: dict) -> tuple[float | None, str]:
               workload=None if al else workload(r.get("dataset")), acceptance_length=min(al, k + 1) if al else None,
               runtime=rt, **tree_kw)
     try:
-        if rt == "sglang":  # SGLang's per-layer kernel count, as the product's SGLang path adds it (SGLang._speed_plan)
-            plan = with_kernel_count(perf.plan_from_engine(inp), config=cfg, gpu=get_gpu(gpu), tp=tp,
-                                     backend=default_backend(COVERED[-1], get_gpu(gpu), cfg, tp_size=tp).backend,
-                                     quant_config=cfg.get("quantization_config"))
-            res = perf.estimate_speed_plan(plan, **kw)
-        else:
-            res = perf.estimate_speed(inp, **kw)
+        res = estimate(inp, **kw)  # SGLang with its kernel count, as the product's SGLang path
     except EngineInputError as exc:
         return None, f"refused: {exc.field}: {exc.message[:60]}"
     except NotImplementedError as exc:

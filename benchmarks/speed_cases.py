@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "llmcalc.settings")
 
-from benchmarks._cases import RUNTIMES, config_for, gpu_for  # noqa: E402
+from benchmarks._cases import RUNTIMES, config_for, estimate, gpu_for  # noqa: E402
 from calculator.engine import EngineInput, EngineInputError  # noqa: E402
 from calculator.engine import perf  # noqa: E402
 
@@ -72,8 +72,8 @@ def predict(r: dict) -> tuple[dict | None, str]:
                       max_model_len=min(cfg.get("max_position_embeddings") or 32768,
                                         max(8192, 2 * (r["input_len"] + r["output_len"]))))
     try:
-        res = perf.estimate_speed(inp, prompt_len=r["input_len"], output_len=r["output_len"], concurrency=conc,
-                                  runtime=rt, arrival="burst" if burst else "closed")
+        res = estimate(inp, rt, prompt_len=r["input_len"], output_len=r["output_len"], concurrency=conc,
+                       arrival="burst" if burst else "closed")
     except EngineInputError as exc:
         return None, f"refused: {exc.field}: {exc.message[:60]}"
     saturated = res.effective_concurrency < conc
