@@ -999,9 +999,10 @@ def prefill_cost(mc: ModelCost, hw: Hardware, *, prompt_len: int, chunk: int) ->
     n_chunks = full + (1 if rest else 0)
     gpu = _core(mem, comp, hw.eff) + comm
     if hw.eff.prefill_launch_us and mc.layer_kernels:
-        # an eager prefill pass (SGLang graphs only DECODE / TARGET_VERIFY / IDLE batches, forward_batch_info.py
-        # CaptureHiddenMode / is_cuda_graph; no piecewise graph by default): the host launches every kernel, and the
-        # pass takes the longer of the GPU work and the launches
+        # an eager prefill pass (SGLang replays CUDA graphs for DECODE / TARGET_VERIFY / IDLE batches only,
+        # model_executor/forward_batch_info.py:156-160 ForwardMode.is_cuda_graph in sglang 0.5.7, and
+        # enable_piecewise_cuda_graph defaults to False, server_args.py:548): the host launches every kernel, and
+        # the pass takes the longer of the GPU work and the launches
         launch = n_chunks * mc.allreduce_layers * mc.layer_kernels * hw.eff.prefill_launch_us * 1e-6
         ovh = n_chunks * hw.eff.step_overhead_ms * 1e-3 + max(0.0, launch - gpu)
     else:
@@ -1256,9 +1257,10 @@ def _at(s: _Setup, prompt_len: int, output_len: int, conc: int, step_ms: float |
 
 
 def _separate_prefill_stall(s: _Setup, pre: StepCost, prompt_len: int, arrivals: float) -> float:
-    """Milliseconds of prefill per decode step when prompts run in passes of their own (SGLang: the scheduler
-    runs a prefill batch whenever requests wait, ``get_next_batch_to_run``, and mixes none into decode steps unless
-    ``--enable-mixed-chunk``, server_args.py ``enable_mixed_chunk = False``).
+    """Milliseconds of prefill per decode step when prompts run in passes of their own (SGLang 0.5.7: the scheduler
+    runs a prefill batch first whenever requests wait, managers/scheduler.py:1833-1835 ``get_next_batch_to_run``
+    "Run prefill first if possible", and mixes none into decode steps unless ``--enable-mixed-chunk``,
+    server_args.py:541 ``enable_mixed_chunk = False``).
 
     ``arrivals``: prompts arriving per decode step, ``(C - 1) / (output_len - 1)`` in a closed loop of C requests.
     Taken as Poisson: a step is followed by a prefill pass with chance ``1 - exp(-arrivals)``, which batches the
