@@ -2,7 +2,10 @@
 """Predicted vs measured speculative-decoding speedup for every usable record of
 /work/shared/cases/spec_decode_benchmarks.json, and a summary (win/lose call, median |error|).
 
-usage: python benchmarks/spec_cases.py [CASES.json] [--verbose]
+usage: python benchmarks/spec_cases.py [CASES.json] [--verbose] [--split]
+
+--split: for the records that measured the plain and the speculative run and the acceptance length, the plain step
+and the speculative step measured vs predicted (which of the two a speedup error comes from).
 
 A record is usable when its target config is shipped in shared/data/model_configs, its GPU is in the
 catalog, its runtime has an efficiency row, its drafter is a chain (tree drafting with topk > 1 is not
@@ -38,8 +41,9 @@ def workload(ds: str | None) -> str | None:
     return next((w for key, w in WORKLOADS if key in ds), None)
 
 
-def predict(r: dict) -> tuple[float | None, str]:
-    """``(predicted speedup, note)``; ``None`` with the reason when the record is not usable."""
+def predict(r: dict, out: dict | None = None) -> tuple[float | None, str]:
+    """``(predicted speedup, note)``; ``None`` with the reason when the record is not usable. ``out``, when given,
+    receives the speed result (``"res"``) and the acceptance length it ran at (``"al"``)."""
     rt = RUNTIMES.get(r.get("runtime"))
     if rt is None:
         return None, f"runtime {r.get('runtime')} not modelled"
@@ -104,6 +108,8 @@ def predict(r: dict) -> tuple[float | None, str]:
         return None, f"memory engine does not model it: {str(exc)[:60]}"
     if res.spec is None or res.spec.speedup is None:
         return None, "no acceptance figure for the method/workload"
+    if out is not None:
+        out.update(res=res, al=res.spec.mean_acceptance_length)
     return res.spec.speedup, f"AL {res.spec.mean_acceptance_length:.2f} range {res.spec.speedup_low:.2f}-" \
                              f"{res.spec.speedup_high:.2f} eff {res.efficiency_label}"
 
@@ -144,6 +150,39 @@ def check_vllm_issue_20780() -> list[float]:
     return errs
 
 
+def measured_steps(r: dict) -> tuple[float, float] | None:
+    """``(plain ms per token, speculative ms per step)`` a record measured, or None: the plain run's time per output
+    token (``tpot_ms`` as given, ``output_tok_s`` as concurrency / tok/s, a closed loop's steady state, prefill
+    ignored) and the speculative one's times the record's acceptance length (tokens per speculative step)."""
+    al, c = r.get("acceptance_length"), r.get("concurrency_or_batch") or 1
+    b, s = r.get("baseline_value"), r.get("spec_value")
+    if not (al and b and s):
+        return None
+    if r.get("metric") == "tpot_ms":
+        return b, s * al
+    if r.get("metric") == "output_tok_s":
+        return c / b * 1e3, c / s * 1e3 * al
+    return None
+
+
+def split(recs: list[dict]) -> None:
+    """Where a speedup error comes from, for the records that give the plain and speculative runs and the
+    acceptance length: the plain step (TPOT) and the speculative step (AL x TPOT), measured vs predicted. The
+    measured speedup is ``AL x plain / spec``, so an error in the plain step moves the predicted speedup as much as
+    one in the speculative step."""
+    print("plain step and speculative step (ms), measured vs predicted (--split):")
+    for r in recs:
+        m = measured_steps(r)
+        got: dict = {}
+        if m is None or predict(r, got)[0] is None:
+            continue
+        res, al = got["res"], got["al"]
+        pb, ps = res.itl_ms, res.spec.itl_ms * al
+        print(f"  {r['id']:13} tp{r.get('tensor_parallel_size') or 1} c={r.get('concurrency_or_batch') or 1:<3} "
+              f"plain {m[0]:6.2f} vs {pb:6.2f} ({(pb - m[0]) / m[0]:+.0%})  spec {m[1]:6.2f} vs {ps:6.2f} "
+              f"({(ps - m[1]) / m[1]:+.0%})  ratio {m[1] / m[0]:.2f} vs {ps / pb:.2f}")
+
+
 def main(argv: list[str]) -> int:
     path = next((a for a in argv[1:] if not a.startswith("--")), "/work/shared/cases/spec_decode_benchmarks.json")
     recs = json.loads(Path(path).read_text())["records"]
@@ -165,6 +204,8 @@ def main(argv: list[str]) -> int:
     right = sum(1 for x in rows if x[3])
     med = statistics.median(abs(x[4]) for x in rows) if rows else float("nan")
     print(f"spec cases {len(recs)}: usable {n}; win/lose right {right}/{n}; median |speedup error| {med:.0%}")
+    if "--split" in argv:
+        split(recs)
     print("independent check of vLLM's speculative terms (not fitted on it):")
     errs = check_vllm_issue_20780()
     print(f"vllm#20780: {len(errs)} points, median |speedup error| {statistics.median(abs(e) for e in errs):.0%}")
