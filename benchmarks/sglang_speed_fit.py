@@ -35,7 +35,8 @@ higher-concurrency runs were not used to fit anything.
 H100 / H200 runs, never fitted; the runs at up to 4 clients, from the step of that many requests) and the current row's
 error on each. Result: MiniMax-M2.5 on 8x H100 (TP8 EP8, costed with MiniMax-M2.7's config, c=1) 4.84 us,
 Qwen3-8B on 1x H100 (c=4, ShareGPT) 3.61-3.63 us (BF16 and FP8 with the triton backend): median 3.62 us over the three
-checkpoints, 4.23 us over the two architectures, against the row's 4.7; the 4 Gemma 4 runs on H200 are refused by the product (not modelled).
+checkpoints, 4.23 us over the two architectures, against the row's 4.7; the 4 Gemma 4 runs on H200 are refused by the
+product (not modelled).
 """
 from __future__ import annotations
 
