@@ -217,8 +217,9 @@ def hopper_check() -> int:
             tiles = s.target.triton_layers * perf.triton_decode_iterations(ctx)
             resid_us = (r["metrics"]["mean_tpot_ms"] - step.total_ms) * 1e3 - tiles * s.hw.eff.triton_iter_us
             per_kernel.setdefault(r["model"], []).append(resid_us / kernels)
-            line += (f"; layers {s.target.allreduce_layers} x kernels/layer {s.target.layer_kernels:.1f}, roofline step "
-                     f"{step.total_ms:.2f} ms vs TPOT {r['metrics']['mean_tpot_ms']:.2f}: {resid_us / kernels:.2f} us per kernel")
+            tpot = r["metrics"]["mean_tpot_ms"]
+            line += (f"; layers {s.target.allreduce_layers} x kernels/layer {s.target.layer_kernels:.1f}, "
+                     f"roofline step {step.total_ms:.2f} ms vs TPOT {tpot:.2f}: {resid_us / kernels:.2f} us per kernel")
         print(line)
     if per_kernel:
         meds = {m: statistics.median(v) for m, v in per_kernel.items()}
