@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fit SGLang's base efficiency terms (perf ``EFFICIENCY[("sglang", "*")]``) on public SGLang serving records.
 
-usage: python benchmarks/sglang_speed_fit.py [--json | --kernels]
+usage: python benchmarks/sglang_speed_fit.py [--json | --kernels [--hopper]]
 
 Data: benchmarks/data/sglang_speed_public.json, public ``sglang.bench_serving`` results that are not in
 ../shared/cases/serving_speed_benchmarks.json (sgl-cookbook pages, each record with its URL and quote). Each
@@ -30,6 +30,13 @@ triton tile time (5.8 us, one model) and the eager launch time per kernel (media
 runs at 1-100 clients are off by median |error| TPOT 10.0 %, tok/s 13.0 %, TTFT 28.6 % (the default mode prints
 them as "current row (in sample)"; its grid no longer varies ``layer_us``, which the kernel form replaces); the
 higher-concurrency runs were not used to fit anything.
+
+``--kernels --hopper`` prints the same per-kernel figure for the ``hopper_check`` records (sgl-pub-040..049: NVIDIA
+H100 / H200 runs, never fitted; the runs at up to 4 clients, from the step of that many requests) and the current row's
+error on each. Result: MiniMax-M2.5 on 8x H100 (TP8 EP8, costed with MiniMax-M2.7's config, c=1) 4.84 us,
+Qwen3-8B on 1x H100 (c=4, ShareGPT) 3.61-3.63 us (BF16 and FP8 with the triton backend): median 3.62 us over the three
+checkpoints, 4.23 us over the two architectures, against the row's 4.7; the 4 Gemma 4 runs on H200 are refused by the
+product (not modelled).
 """
 from __future__ import annotations
 
@@ -67,11 +74,23 @@ def load() -> list[dict]:
     return json.loads(DATA.read_text())["records"]
 
 
-def prepare(r: dict):
-    """``(plan, kwargs)`` of the product's SGLang speed path for record ``r``."""
+# --hopper only: a model the offline catalog lacks, costed with a catalog config of the same architecture. MiniMax-M2.5
+# (sgl-pub-040..042): calculator/data/model_configs/nvidia__MiniMax-M2.5-NVFP4.json (M2.5's config with NVFP4 weights)
+# and MiniMaxAI__MiniMax-M2.7.json differ in no shape field (only max_position_embeddings and the quantization block,
+# which is FP8 block-wise in M2.7 as in the MiniMax-M2.5 FP8 checkpoint the cookbook serves)
+STAND_IN = {"MiniMaxAI/MiniMax-M2.5": "MiniMaxAI/MiniMax-M2.7"}
+
+
+def prepare(r: dict, stand_in: bool = False):
+    """``(plan, kwargs)`` of the product's SGLang speed path for record ``r`` (``stand_in``: cost a model of
+    ``STAND_IN`` with its stand-in's config; ``--ep N`` in the launch flags is passed as ``ep_size``)."""
     flags = (r.get("launch_flags") or "").split()
     extra = {"attention_backend": flags[flags.index("--attention-backend") + 1]} if "--attention-backend" in flags else {}
-    req = parse_request({"model": r["model"], "runtime": "sglang", "gpu": r["gpu"],
+    for ep in ("--ep", "--ep-size"):
+        if ep in flags:
+            extra["ep_size"] = flags[flags.index(ep) + 1]
+    model = STAND_IN.get(r["model"], r["model"]) if stand_in else r["model"]
+    req = parse_request({"model": model, "runtime": "sglang", "gpu": r["gpu"],
                          "tensor_parallel_size": str(r["tensor_parallel_size"]),
                          "concurrency": str(r["concurrency"]), "prompt_len": str(r["input_len"]),
                          "output_len": str(r["output_len"]), **extra})
@@ -168,7 +187,52 @@ def kernel_fit() -> int:
     return 0
 
 
+def hopper_check() -> int:
+    """``--kernels --hopper``: the same per-kernel figure as :func:`kernel_fit` for the ``hopper_check`` records (NVIDIA
+    H100 / H200, never fitted), at their own client count (the step of ``concurrency`` requests: runs at up to 4
+    clients, where a decode step still reads the weights once), and the current row's TPOT / tok/s / TTFT error for
+    every hopper record the product costs. Prints; fits nothing."""
+    per_kernel: dict[str, list[float]] = {}
+    for r in (r for r in load() if r.get("hopper_check")):
+        stand = f" (costed as {STAND_IN[r['model']]})" if r["model"] in STAND_IN else ""
+        try:
+            prepared = prepare(r, stand_in=True)
+        except EngineInputError as exc:
+            print(f"{r['id']} {r['model'][:30]:30} {r['gpu'][-5:]} c={r['concurrency']:<3}: refused by the product "
+                  f"({exc.field}: {exc.message[:90]})")
+            continue
+        plan, _ = prepared
+        s = perf._setup(plan, "sglang")
+        n = r["concurrency"]
+        pred = predict(prepared, perf.EFFICIENCY[KEY])
+        err = errors(pred, r)
+        cells = ", ".join(f"{k} {v:+.0%}" for k, v in err.items())
+        line = (f"{r['id']} {r['model'][:30]:30} {r['gpu'][-5:]} tp{r['tensor_parallel_size']} c={n:<3} "
+                f"{r['input_len']:>4}/{r['output_len']:<4}{stand}: current row {cells}")
+        if n <= 4:
+            bare = replace(s.hw, eff=replace(s.hw.eff, kernel_us=0.0, triton_iter_us=0.0, prefill_launch_us=0.0))
+            ctx = r["input_len"] + r["output_len"] // 2
+            step = perf.step_cost(s.target, bare, requests=n, tokens_per_request=1, context=ctx)
+            kernels = s.target.allreduce_layers * s.target.layer_kernels
+            tiles = s.target.triton_layers * perf.triton_decode_iterations(ctx)
+            resid_us = (r["metrics"]["mean_tpot_ms"] - step.total_ms) * 1e3 - tiles * s.hw.eff.triton_iter_us
+            per_kernel.setdefault(r["model"], []).append(resid_us / kernels)
+            tpot = r["metrics"]["mean_tpot_ms"]
+            line += (f"; layers {s.target.allreduce_layers} x kernels/layer {s.target.layer_kernels:.1f}, "
+                     f"roofline step {step.total_ms:.2f} ms vs TPOT {tpot:.2f}: {resid_us / kernels:.2f} us per kernel")
+        print(line)
+    if per_kernel:
+        meds = {m: statistics.median(v) for m, v in per_kernel.items()}
+        print("\nHopper per kernel (runs at <= 4 clients), median per model: "
+              + ", ".join(f"{m.split('/')[-1]} {v:.2f}" for m, v in meds.items())
+              + f"; median over models {statistics.median(meds.values()):.2f} us (row used for these GPUs: "
+              f"{s.hw.eff.kernel_us:g}; B200 fit: {perf.EFFICIENCY[KEY].kernel_us:g})")
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if "--hopper" in argv:
+        return hopper_check()
     if "--kernels" in argv:
         return kernel_fit()
     recs = load()
