@@ -59,7 +59,8 @@ def gpu_for(name: str | None) -> str | None:
 def estimate(inp, runtime: str, **kw):
     """``perf.estimate_speed`` as the product's runtime path runs it: for SGLang with the per-layer kernel count its
     ``_speed_plan`` adds (calculator/runtimes/sglang/kernels.py, at the attention backend SGLang's newest covered
-    release picks for this GPU and model)."""
+    release picks for this GPU and model), with eager prefill passes as the releases of the public records ran them
+    (before 0.5.10; the product's default 0.5.10.post1 replays piecewise prefill graphs)."""
     from calculator.engine import perf
     from calculator.engine.gpus import get_gpu
 

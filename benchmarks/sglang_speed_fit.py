@@ -81,6 +81,22 @@ def load() -> list[dict]:
 STAND_IN = {"MiniMaxAI/MiniMax-M2.5": "MiniMaxAI/MiniMax-M2.7"}
 
 
+def covered_releases(version: str | None) -> list[str | None]:
+    """The SGLang releases the product models that may stand for a record's ``version``, best first: the same
+    release, else the newest covered one before it (0.5.6.post1 -> 0.5.3.post1: like the record's release, no
+    piecewise prefill graphs), then the newer ones (for a configuration the older one does not model); [None] (the
+    product's default) when the record names no version."""
+    from packaging.version import InvalidVersion, Version
+
+    from calculator.runtimes.sglang.releases import COVERED
+    try:
+        v = Version(str(version))
+    except (InvalidVersion, TypeError):
+        return [None]
+    older = sorted((c for c in COVERED if Version(c) <= v), key=Version, reverse=True)
+    return older[:1] + sorted((c for c in COVERED if Version(c) > v), key=Version) or [None]
+
+
 def prepare(r: dict, stand_in: bool = False):
     """``(plan, kwargs)`` of the product's SGLang speed path for record ``r`` (``stand_in``: cost a model of
     ``STAND_IN`` with its stand-in's config; ``--ep N`` in the launch flags is passed as ``ep_size``)."""
@@ -90,11 +106,20 @@ def prepare(r: dict, stand_in: bool = False):
         if ep in flags:
             extra["ep_size"] = flags[flags.index(ep) + 1]
     model = STAND_IN.get(r["model"], r["model"]) if stand_in else r["model"]
-    req = parse_request({"model": model, "runtime": "sglang", "gpu": r["gpu"],
-                         "tensor_parallel_size": str(r["tensor_parallel_size"]),
-                         "concurrency": str(r["concurrency"]), "prompt_len": str(r["input_len"]),
-                         "output_len": str(r["output_len"]), **extra})
-    p = make_plan(req, None, with_speed=False, with_suggestions=False)
+    # the record's own release where the product models it (prefill graphs differ by release), else the nearest
+    # covered one that models the configuration
+    for i, release in enumerate(candidates := covered_releases(r.get("version"))):
+        req = parse_request({"model": model, "runtime": "sglang", "gpu": r["gpu"],
+                             "tensor_parallel_size": str(r["tensor_parallel_size"]),
+                             "concurrency": str(r["concurrency"]), "prompt_len": str(r["input_len"]),
+                             "output_len": str(r["output_len"]), **extra,
+                             **({"sglang_version": release} if release else {})})
+        try:
+            p = make_plan(req, None, with_speed=False, with_suggestions=False)
+            break
+        except EngineInputError as exc:
+            if i == len(candidates) - 1:  # the release refuses the model (its class, a pool it does not size)
+                raise
     rt = get_runtime("sglang")
     return rt._speed_plan(req, p.model, p.memory), {**rt._tree(req), **rt.speed_kwargs(req)}
 

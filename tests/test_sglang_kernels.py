@@ -65,9 +65,11 @@ def test_glm_4_7_flash_on_the_triton_backend_counts_its_tiles():
     assert [perf.triton_decode_iterations(c) for c in (821, 2833, 4405, 256, 257)] == [4, 12, 18, 1, 2]
 
 
-def _sglang_plan(model: str, gpu: str, tp: int, concurrency: int, prompt: int, output: int):
+def _sglang_plan(model: str, gpu: str, tp: int, concurrency: int, prompt: int, output: int,
+                 release: str = "0.5.7", **extra: str):
     req = parse_request({"model": model, "runtime": "sglang", "gpu": gpu, "tensor_parallel_size": str(tp),
-                         "concurrency": str(concurrency), "prompt_len": str(prompt), "output_len": str(output)})
+                         "concurrency": str(concurrency), "prompt_len": str(prompt), "output_len": str(output),
+                         "sglang_version": release, **extra})
     p = make_plan(req, None, with_speed=False, with_suggestions=False)
     return get_runtime("sglang")._speed_plan(req, p.model, p.memory)
 
@@ -82,7 +84,9 @@ def test_gpt_oss_decode_step_prices_nine_kernels_per_layer():
 
 
 def test_an_eager_prefill_takes_its_kernel_launches_when_they_exceed_the_gpu_time():
+    # SGLang 0.5.7 (the release of the fitted runs) replays no graph for a prefill
     plan = _sglang_plan("openai/gpt-oss-120b", "B200", 8, 1, 332, 213)
+    assert plan.prefill_graph_max_tokens == 0
     res = perf.estimate_speed_plan(plan, runtime="sglang", prompt_len=332, output_len=213, concurrency=1)
     launch_ms = 36 * 9 * 90e-3  # 29.16 ms of launches for one pass of 36 layers x 9 kernels
     gpu_ms = res.prefill.total_ms - res.prefill.overhead_ms
@@ -105,3 +109,34 @@ def test_prefill_passes_pause_decoding_with_poisson_batching():
     assert res.itl_ms == pytest.approx(res.decode.total_ms + stall, abs=2e-3)
     # vLLM mixes the prompts into the decode steps instead: no such pause
     assert perf.EFFICIENCY[("vllm", "*")].mixed_prefill and not perf.EFFICIENCY[("sglang", "*")].mixed_prefill
+
+
+def test_from_0_5_10_a_short_prefill_replays_piecewise_graphs_and_launches_only_its_split_ops():
+    # 0.5.10.post1: piecewise CUDA graphs on by default, up to the chunked prefill size (not an MLA model); with TP 8
+    # each layer launches attention and its two all-reduces eagerly: 36 layers x 3 ops x 90 us = 9.72 ms
+    plan = _sglang_plan("openai/gpt-oss-120b", "B200", 8, 1, 332, 213, release="0.5.10.post1")
+    assert plan.graph_split_ops_per_layer == 3 and plan.prefill_graph_max_tokens >= 332
+    res = perf.estimate_speed_plan(plan, runtime="sglang", prompt_len=332, output_len=213, concurrency=1)
+    gpu_ms = res.prefill.total_ms - res.prefill.overhead_ms
+    assert gpu_ms < 9.72
+    assert res.prefill.total_ms == pytest.approx(36 * 3 * 90e-3 + 0.3, abs=1e-3)
+    assert "piecewise" in res.sources["prefill.launch"] and "assumed" in res.sources["prefill.launch"]
+    # an MLA model's passes are graphed up to 2048 tokens only (server_args.py: "to avoid the performance regression")
+    r1 = _sglang_plan("deepseek-ai/DeepSeek-R1", "B200", 8, 1, 1000, 100, release="0.5.10.post1")
+    assert r1.prefill_graph_max_tokens == 2048
+    # speculative decoding turns them off (_handle_piecewise_cuda_graph)
+    spec = _sglang_plan("deepseek-ai/DeepSeek-R1", "B200", 8, 1, 1000, 100, release="0.5.10.post1",
+                        speculative_config='{"method":"mtp","num_speculative_tokens":3}')
+    assert spec.prefill_graph_max_tokens == 0
+
+
+def test_decode_batches_above_cuda_graph_max_bs_run_eagerly():
+    # --cuda-graph-max-bs 4 with 8 running requests: the step takes the longer of its GPU time and the host's
+    # launches of every kernel, 36 layers x 9 kernels x 90 us = 29.16 ms
+    plan = _sglang_plan("openai/gpt-oss-120b", "B200", 8, 8, 332, 213, cuda_graph_max_bs="4")
+    assert plan.decode_graph_max_bs == 4
+    s = perf._setup(plan, "sglang")
+    graphed = perf.step_cost(s.target, s.hw, requests=4, tokens_per_request=1, context=438)
+    eager = perf.step_cost(s.target, s.hw, requests=8, tokens_per_request=1, context=438)
+    assert graphed.total_ms < 29.16 and eager.total_ms == pytest.approx(29.16, abs=1e-6)
+

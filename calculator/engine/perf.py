@@ -128,6 +128,12 @@ class Plan:
     layer_kernels: float | None = None
     triton_layers: int = 0  # layers whose decode attention walks the triton split-KV loop (SGLang triton backend)
     kernels_note: str | None = None
+    # SGLang's CUDA graphs: prefill passes of up to prefill_graph_max_tokens tokens replay piecewise graphs, launching
+    # only graph_split_ops_per_layer ops per layer eagerly (0: every prefill pass is eager); decode batches above
+    # decode_graph_max_bs requests run eagerly (--cuda-graph-max-bs; None: always graphed)
+    prefill_graph_max_tokens: int = 0
+    graph_split_ops_per_layer: float = 0.0
+    decode_graph_max_bs: int | None = None
 
 
 def plan_from_engine(inp: EngineInput, est: EstimateResult | None = None) -> Plan:
@@ -711,6 +717,19 @@ class ModelCost:
     expert_matmul_params: float = 0.0  # of matmul_params: routed-expert parameters multiplied per token
     layer_kernels: float = 0.0  # kernels per layer per decode step, counted by the runtime (0: not counted)
     triton_layers: int = 0  # layers whose decode attention walks the triton split-KV loop
+    prefill_graph_max_tokens: int = 0  # prefill passes up to this many tokens replay piecewise CUDA graphs
+    graph_split_ops_per_layer: float = 0.0  # ops per layer such a pass still launches eagerly
+    decode_graph_max_bs: int | None = None  # decode batches above this many requests run eagerly
+
+    def pass_launch_s(self, eff: "Efficiency", tokens: int) -> float:
+        """Host time to launch one eager or piecewise-graphed pass over ``tokens`` tokens (seconds): every counted
+        kernel at ``prefill_launch_us`` when the pass runs eagerly, only the graph's split ops (attention, the
+        all-reduces) when it replays a piecewise graph; 0 when the row or the runtime gives no such cost."""
+        if not eff.prefill_launch_us or not self.layer_kernels:
+            return 0.0
+        per_layer = (self.graph_split_ops_per_layer if 0 < tokens <= self.prefill_graph_max_tokens
+                     else self.layer_kernels)
+        return self.allreduce_layers * per_layer * eff.prefill_launch_us * 1e-6
 
     def layer_fixed_s(self, eff: "Efficiency", context: int = 0) -> float:
         """Seconds per forward pass that no roofline term covers: ``layers x layer_kernels x kernel_us`` (+ the
@@ -940,6 +959,11 @@ def step_cost(mc: ModelCost, hw: Hardware, *, requests: int, tokens_per_request:
     comp = _compute_seconds(mc, hw, flops, tokens)
     comm = _comm_seconds(mc, hw, tokens)
     ovh = (hw.eff.step_overhead_ms * 1e-3 if overhead else 0.0) + mc.layer_fixed_s(hw.eff, context)
+    if mc.decode_graph_max_bs is not None and requests > mc.decode_graph_max_bs and mc.pass_launch_s(hw.eff, 0):
+        # above --cuda-graph-max-bs SGLang runs the decode batch eagerly (cuda_graph_runner.py can_run): the host
+        # launches every kernel, and the step takes the longer of that and the GPU work (launch time assumed equal
+        # to the eager prefill's, perf.SGLANG_PREFILL_LAUNCH_US)
+        ovh += max(0.0, mc.pass_launch_s(hw.eff, 0) - (_core(mem, comp, hw.eff) + comm + ovh))
     return StepCost(tokens=tokens, bytes_weights=wbytes, bytes_kv=kvbytes, flops=flops,
                     experts_touched=mc.experts_touched(tokens), memory_ms=mem * 1e3, compute_ms=comp * 1e3,
                     comm_ms=comm * 1e3, overhead_ms=ovh * 1e3, total_ms=(_core(mem, comp, hw.eff) + comm + ovh) * 1e3,
@@ -1002,8 +1026,9 @@ def prefill_cost(mc: ModelCost, hw: Hardware, *, prompt_len: int, chunk: int) ->
         # an eager prefill pass (SGLang replays CUDA graphs for DECODE / TARGET_VERIFY / IDLE batches only,
         # model_executor/forward_batch_info.py:156-160 ForwardMode.is_cuda_graph in sglang 0.5.7, and
         # enable_piecewise_cuda_graph defaults to False, server_args.py:548): the host launches every kernel, and
-        # the pass takes the longer of the GPU work and the launches
-        launch = n_chunks * mc.allreduce_layers * mc.layer_kernels * hw.eff.prefill_launch_us * 1e-6
+        # the pass takes the longer of the GPU work and the launches. From 0.5.10 passes of up to
+        # piecewise_cuda_graph_max_tokens replay piecewise graphs and launch only the split ops (ModelCost.pass_launch_s)
+        launch = full * mc.pass_launch_s(hw.eff, chunk) + (mc.pass_launch_s(hw.eff, rest) if rest else 0.0)
         ovh = n_chunks * hw.eff.step_overhead_ms * 1e-3 + max(0.0, launch - gpu)
     else:
         ovh = n_chunks * (hw.eff.step_overhead_ms * 1e-3 + mc.layer_fixed_s(hw.eff))
@@ -1116,7 +1141,10 @@ def _setup(plan: Plan, runtime: str) -> _Setup:
     hw = hardware(gpu, quant, runtime)
     target = model_cost(arch, plan, dtype=dtype, quant=quant, tp=plan.tp, pp=plan.pp)
     if plan.layer_kernels:
-        target = replace(target, layer_kernels=plan.layer_kernels, triton_layers=plan.triton_layers)
+        target = replace(target, layer_kernels=plan.layer_kernels, triton_layers=plan.triton_layers,
+                         prefill_graph_max_tokens=plan.prefill_graph_max_tokens,
+                         graph_split_ops_per_layer=plan.graph_split_ops_per_layer,
+                         decode_graph_max_bs=plan.decode_graph_max_bs)
     draft = _draft_cost(plan, arch, dtype, quant, plan.tp)
     chunk = int(plan.resolved.get("max_num_batched_tokens") or 8192)
     max_seqs = int(plan.resolved.get("max_num_seqs") or 256)
@@ -1273,7 +1301,7 @@ def _separate_prefill_stall(s: _Setup, pre: StepCost, prompt_len: int, arrivals:
     n = arrivals / chance
     gpu_one = pre.total_ms - pre.overhead_ms
     passes = max(1, math.ceil(n * prompt_len / s.chunk))
-    launch = passes * s.target.allreduce_layers * s.target.layer_kernels * eff.prefill_launch_us * 1e-3
+    launch = passes * s.target.pass_launch_s(eff, min(s.chunk, math.ceil(n * prompt_len))) * 1e3
     return chance * (max(n * gpu_one, launch) + passes * eff.step_overhead_ms)
 
 
@@ -1559,8 +1587,16 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
                                      + (f", + {hw.eff.triton_iter_us:g} us per triton split-KV tile per layer"
                                         if s.target.triton_layers and hw.eff.triton_iter_us else ""))
     if hw.eff.prefill_launch_us and s.target.layer_kernels:
-        sources["prefill.launch"] = (f"an eager prefill pass takes at least layers x kernels x {hw.eff.prefill_launch_us:g} "
-                                     "us of kernel launches (SGLang graphs decode, target-verify and idle batches only)")
+        mc = s.target
+        sources["prefill.launch"] = (
+            f"an eager prefill pass takes at least layers x kernels x {hw.eff.prefill_launch_us:g} us of kernel launches "
+            "(fitted on SGLang 0.5.6-0.5.7 runs, which graph only decode, target-verify and idle batches)"
+            + (f"; here passes of up to {mc.prefill_graph_max_tokens:,} tokens replay piecewise CUDA graphs (on by "
+               f"default from SGLang 0.5.10) and launch only {mc.graph_split_ops_per_layer:g} split op(s) per layer "
+               "eagerly (attention, the all-reduces: the registered split ops); that host time is assumed at the same "
+               "per-op cost, not measured" if mc.prefill_graph_max_tokens else "")
+            + (f"; decode batches above {mc.decode_graph_max_bs} requests (--cuda-graph-max-bs) run eagerly at that "
+               "launch cost (assumed)" if mc.decode_graph_max_bs is not None else ""))
     if not hw.eff.mixed_prefill:
         sources["itl_ms"] = ("TPOT = decode step + the prefill passes that pause it: a step is followed by one with chance "
                              "1 - exp(-a), a = (C-1) / (output_len - 1) prompts arriving per step, which batches a / "

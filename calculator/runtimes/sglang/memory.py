@@ -125,6 +125,10 @@ class SGLangPlan(BaseModel):
     context_length: int
     chunked_prefill_size: int
     cuda_graph_max_bs: int
+    # prefill (extend) batches of up to piecewise_cuda_graph_max_tokens tokens replay piecewise CUDA graphs (0.5.10:
+    # on by default, server_args.py _handle_piecewise_cuda_graph); False: every prefill pass runs eagerly
+    piecewise_cuda_graph: bool = False
+    piecewise_cuda_graph_max_tokens: int = 0
     max_prefill_tokens: int
     gpu_memory_capacity_mib: float
     mem_fraction_static: float
@@ -659,6 +663,13 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                  and not flag_dp_attention and not is_hip and vlm_factor(hf_config) is None
                  and not isinstance(hf_config.get("vision_config"), dict) and pp_size == 1 and not is_nsa
                  and arch_name not in _PIECEWISE_OFF_ARCHS)
+    pcg_tokens = (2048 if use_mla else chunk) if piecewise else 0
+    src("piecewise_cuda_graph_max_tokens", pcg_tokens, "source",
+        f"prefill batches up to the chunked prefill size (2048 with an MLA backend) replay piecewise CUDA graphs "
+        f"({cite(release, 'piecewise_max_tokens')} piecewise_cuda_graph_max_tokens)" if piecewise else
+        ("none: piecewise CUDA graphs are on by default from 0.5.10, off here"
+         + (f" ({cite(release, 'piecewise_off')} _handle_piecewise_cuda_graph: speculative decoding, DP attention, "
+            "PP, ROCm, multimodal and the listed architectures turn them off)" if release == "0.5.10.post1" else "")))
     mfs_passed = mem_fraction_static is not None
     reserved_mib = None
     if mfs_passed:
@@ -1011,7 +1022,8 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         release=release, architecture=arch_name, gpu=gpu.name, tp_size=tp_size, dp_size=dp_size,
         enable_dp_attention=enable_dp_attention, ep_size=ep_size, pp_size=pp_size, attention_tp_size=attn_tp,
         attention=kind, attention_backend=backend, kv_cache_dtype=kv, page_size=page, context_length=ctx,
-        chunked_prefill_size=chunk, cuda_graph_max_bs=bs, max_prefill_tokens=16384,
+        chunked_prefill_size=chunk, cuda_graph_max_bs=bs, max_prefill_tokens=16384, piecewise_cuda_graph=piecewise,
+        piecewise_cuda_graph_max_tokens=pcg_tokens,
         gpu_memory_capacity_mib=cap_mib, mem_fraction_static=mfs, free_before_load_gib=t_gib, weights_gib=w_gib,
         free_after_load_gib=x_gib, reserved_gib=reserved_gib, rest_memory_gib=rest, mamba=mamba_plan,
         cell_size_bytes=cell, pool_bytes_per_token=pool_per_token, max_total_num_tokens=tokens,

@@ -206,6 +206,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "spec_defaults": (_SA, 6711), "spec_max_running": (_SA, 2994), "mamba_split": (_MX, 222),
         "mamba_ratio": (_MX, 64), "context_len": (_HF_NEW, 689), "pre_load": (_MR, 1075), "swa_split": (_MX, 313),
         "piecewise": (_SA, 1306), "piecewise_off": (_SA, 1078), "piecewise_tokens": (_SA, 1397),
+        "piecewise_max_tokens": (_SA, 1254),
         "kv_log": (_MP, 696), "spec_reserve": (_SA, 1319),
     },
 }

@@ -99,8 +99,10 @@ class SGLangMemory(BaseModel):
 SPEED_WARNING = (
     "SGLang speed: a decode layer costs the kernels it launches (calculator/runtimes/sglang/kernels.py counts them from "
     "SGLang's model code and default backends) at a per-kernel time fitted on public SGLang runs, prompts run as "
-    "eagerly launched prefill passes of their own that pause decoding, and the bandwidth / compute shares are vLLM's "
-    "fit carried over. Against 28 public SGLang cookbook runs (B200, A100; benchmarks/sglang_speed_fit.py) the median "
+    "prefill passes of their own that pause decoding, launched eagerly up to 0.5.9 (fitted) and through piecewise CUDA "
+    "graphs from 0.5.10 (that launch time assumed, no public 0.5.10 run at hand), and the bandwidth / compute shares "
+    "are vLLM's fit carried over. Against 28 public SGLang cookbook runs (B200, A100, each at its own release; benchmarks/sglang_speed_fit.py) the "
+    "median "
     "|error| is TPOT 10.0 %, output tok/s 13.0 %, TTFT 28.6 %: TPOT below the measured one in 19 of 28 (median -6 %), "
     "output tok/s above it in 22 of 28 (median +10 %), TTFT below it in 17 of 28 (median -10 %). Not modelled: the "
     "triton MLA backend at 16-64 clients (GLM-4.7-Flash: predicted TPOT 16-44 % below the measured one) and Kimi-K2.5 "
@@ -234,6 +236,13 @@ class SGLang:
                        max_concurrency=memory.max_concurrency,
                        resolved={**base.resolved, "max_num_seqs": max(1, p.max_running_requests),
                                  "max_num_batched_tokens": p.chunked_prefill_size})
+        base = replace(base, decode_graph_max_bs=p.cuda_graph_max_bs,
+                       # piecewise graphs split at the registered split ops: attention (layers/radix_attention.py
+                       # unified_attention_with_output) and, with TP, the two all-reduces of a layer
+                       # (distributed/parallel_state.py inplace_all_reduce), sglang 0.5.10.post1
+                       prefill_graph_max_tokens=p.piecewise_cuda_graph_max_tokens,
+                       graph_split_ops_per_layer=(1 + (2 if request.tensor_parallel_size > 1 else 0))
+                       if p.piecewise_cuda_graph else 0.0)
         return with_kernel_count(base, config=model.config, gpu=get_gpu(request.gpu), tp=request.tensor_parallel_size,
                                  backend=p.attention_backend or "", quant_config=model.quant_config)
 
