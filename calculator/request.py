@@ -298,7 +298,8 @@ class ServingRequest(BaseModel):
     max_num_batched_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_meta(
         "--max-num-batched-tokens", "tokens per scheduler step", "advanced", tokens=True))
     max_num_seqs: int | None = Field(None, ge=1, le=65536, json_schema_extra=_meta(
-        "--max-num-seqs", "sequences per scheduler step", "advanced"))
+        "--max-num-seqs", "sequences per scheduler step (SGLang: --max-running-requests)", "advanced",
+        alias="max_running_requests"))
     enforce_eager: bool = Field(False, json_schema_extra=_meta("--enforce-eager", "no CUDA graphs", "advanced"))
     kv_cache_memory_bytes: int | None = Field(None, ge=0, le=2**50, json_schema_extra=_meta(
         "--kv-cache-memory-bytes", "fixed KV cache size in bytes (skips the budget rule)", "advanced"))
@@ -383,11 +384,11 @@ class ServingRequest(BaseModel):
         given = {k for k, v in data.items() if v not in (None, "")}
         family = "llama.cpp" if runtime in ("llama.cpp", "ollama") else runtime
         for owner, fields in RUNTIME_ONLY.items():
-            if owner == family:
+            if family in owner.split("/"):
                 continue
             for name, other in fields.items():
                 if name in given and data[name] != ServingRequest.model_fields[name].default:
-                    label = {"vllm": "vLLM", "sglang": "SGLang"}.get(owner, owner)
+                    label = {"vllm": "vLLM", "sglang": "SGLang", "vllm/sglang": "vLLM / SGLang"}.get(owner, owner)
                     raise InputError(name, f"{name} is a {label} setting; with runtime={runtime} use "
                                      f"{RUNTIME_EQUIVALENT.get((family, name), other)}")
         data = dict(data)
@@ -578,7 +579,7 @@ class ServingRequest(BaseModel):
 VLLM_ONLY = {
     "vllm_version": "sglang_version", "gpu_memory_utilization": "mem_fraction_static",
     "block_size": "page_size", "max_num_batched_tokens": "chunked_prefill_size",
-    "max_num_seqs": "SGLang's --max-running-requests (not an input here)", "enforce_eager": "SGLang's --disable-cuda-graph",
+    "enforce_eager": "SGLang's --disable-cuda-graph",
     "kv_cache_memory_bytes": "mem_fraction_static", "gpu_memory_gib": "the catalog GPU",
     "gpu_memory_in_use_gib": "nothing (not modelled for this runtime)",
     "data_parallel_size": "dp_size", "enable_expert_parallel": "ep_size",
@@ -606,7 +607,10 @@ LLAMACPP_ONLY = {
     "gpus": "tensor_parallel_size / pipeline_parallel_size", "split_mode": "tensor_parallel_size / "
     "pipeline_parallel_size", "tensor_split": "pp_layer_partition", "main_gpu": "nothing (every GPU is used)",
 }
-RUNTIME_ONLY = {"vllm": VLLM_ONLY, "sglang": SGLANG_ONLY, "llama.cpp": LLAMACPP_ONLY}
+# vLLM's and SGLang's (the same setting under each one's own flag), not llama.cpp's
+SERVER_ONLY = {"max_num_seqs": "parallel (llama-server --parallel: the slots that decode at once)"}
+# owner (runtime families joined by "/") -> its settings
+RUNTIME_ONLY = {"vllm": VLLM_ONLY, "sglang": SGLANG_ONLY, "llama.cpp": LLAMACPP_ONLY, "vllm/sglang": SERVER_ONLY}
 # (runtime in use, foreign setting) -> that runtime's own name for it
 RUNTIME_EQUIVALENT = {("llama.cpp", "gpu_memory_utilization"): "the device's memory (llama.cpp takes what it needs)",
                       ("llama.cpp", "kv_cache_dtype"): "cache_type_k / cache_type_v",

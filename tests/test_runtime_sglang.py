@@ -319,13 +319,14 @@ def test_a_workload_longer_than_the_context_names_the_runtime_that_refuses_it(cl
 
 def test_switching_runtime_drops_the_settings_only_the_runtime_left_takes(client):
     """A vLLM permalink with --gpu-memory-utilization and --max-num-seqs, switched to SGLang in the menu: the page
-    answers for SGLang (those are vLLM's settings; SGLang's own is --mem-fraction-static)."""
+    answers for SGLang without the vLLM-only setting (SGLang's own is --mem-fraction-static) and keeps max_num_seqs,
+    which SGLang takes as --max-running-requests."""
     q = {"model": QWEN, "gpu": "H100", "max_model_len": "8192", "vllm_version": "0.32.0",
          "gpu_memory_utilization": "0.85", "max_num_seqs": "64", "runtime": "sglang"}
     r = client.get("/", q, follow=True)
     final = r.redirect_chain[-1][0]
     assert r.status_code == 200 and "runtime=sglang" in final
-    assert "gpu_memory_utilization" not in final and "max_num_seqs" not in final
+    assert "gpu_memory_utilization" not in final and "max_num_seqs=64" in final
 
 
 @pytest.mark.parametrize("release", ["0.5.3", "0.5.10.post1"])
@@ -376,3 +377,33 @@ def test_the_sglang_page_shows_how_far_its_speed_figures_were_off(client):
     html = client.get("/", {"model": QWEN, "runtime": "sglang", "gpu": "H100"}, follow=True).content.decode()
     assert 'id="speed-warnings"' in html and "Against 28 public SGLang cookbook runs" in html
     assert html.count("Against 28 public SGLang cookbook runs") == 1 and SPEED_WARNING.startswith("SGLang speed")
+
+
+def test_speculations_cap_of_48_running_requests_is_set_against_the_plain_server(client):
+    """SGLang resets max_running_requests to 48 for speculative decoding when it is not given: of 64 clients 16 queue,
+    where the plain server runs all 64. The answer sets the speculative server against that plain one (its figures
+    are those of the same request without speculation, asked separately here) and calls the slowdown when it loses;
+    --max-running-requests (max_num_seqs) lifts the cap and is written into the command."""
+    q = {"model": LLAMA8, "gpu": "H100", "runtime": "sglang", "context_length": "8192", "concurrency": "64"}
+    plain = client.get("/api/estimate", q).json()
+    spec = client.get("/api/estimate", q | {"speculative_config": EAGLE3_K3}).json()
+    assert spec["max_running_requests"] == 48 and plain["max_running_requests"] > 64
+    note = next(w for w in spec["speed_warnings"] if "queue" in w and "plain server" in w)
+    m = re.search(r"the plain server runs 64: ([\d,]+) output tok/s and TTFT ([\d,]+) ms", note)
+    # the JSON rounds to three significant figures, the note to whole units
+    assert float(m.group(1).replace(",", "")) == pytest.approx(plain["output_tokens_per_s"], rel=5e-3)
+    assert float(m.group(2).replace(",", "")) == pytest.approx(plain["ttft_ms"], rel=5e-3)
+    assert "16 of your 64 clients queue" in note
+    assert (spec["output_tokens_per_s"] < plain["output_tokens_per_s"]) == (spec["spec_slowdown"] == "likely")
+    lifted = client.get("/api/estimate", q | {"speculative_config": EAGLE3_K3, "max_running_requests": "64"}).json()
+    assert lifted["max_running_requests"] == 64 and not any("plain server" in w for w in lifted["speed_warnings"])
+    argv = lifted["serve_argv"]
+    assert argv[argv.index("--max-running-requests") + 1] == "64"
+
+
+def test_max_num_seqs_is_sglangs_max_running_requests_and_not_llamacpps():
+    r = parse_request({"model": QWEN, "runtime": "sglang", "max_running_requests": "96"})
+    assert r.max_num_seqs == 96
+    with pytest.raises(InputError) as err:
+        parse_request({"model": QWEN, "runtime": "llama.cpp", "max_num_seqs": "4"})
+    assert err.value.field == "max_num_seqs" and "--parallel" in err.value.message

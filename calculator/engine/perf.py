@@ -1802,8 +1802,8 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
                            "many)" if s.target.num_experts else ""))
     if s.runtime == "sglang" and method in ("eagle", "eagle3", "mtp") and conc > SGLANG_SPEC_MAX_RUNNING:
         warnings.append(f"SGLang runs at most {SGLANG_SPEC_MAX_RUNNING} requests at once with EAGLE/MTP unless "
-                        "--max-running-requests is set (python/sglang/srt/server_args.py); the prediction assumes it "
-                        f"is set to at least {conc}")
+                        "--max-running-requests is given (python/sglang/srt/server_args.py); this prediction runs "
+                        f"{conc} at once, as the --max-running-requests given allows")
     if best_k is not None and best_k != k:
         warnings.append(f"num_speculative_tokens {best_k} is predicted faster than {k} at concurrency {conc}")
     if sp.verify.bound == "compute" or base.step.bound == "compute":
@@ -1872,6 +1872,11 @@ def speed_fields(engine_input: EngineInput, estimate_result: EstimateResult | No
                             acceptance_rate=acceptance_rate, workload=workload, temperature=temperature,
                             acceptance_length=acceptance_length, runtime=runtime, arrival=arrival,
                             speculative_num_steps=speculative_num_steps, speculative_eagle_topk=speculative_eagle_topk)
+    return result_fields(r)
+
+
+def result_fields(r: SpeedResult) -> dict[str, Any]:
+    """The JSON speed keys of a :class:`SpeedResult` (see :func:`speed_fields`)."""
     out: dict[str, Any] = {"ttft_ms": _sig(r.ttft_ms), "itl_ms": _sig(r.itl_ms),
                            "output_tokens_per_s": _sig(r.output_tokens_per_s), "efficiency_label": r.efficiency_label,
                            "efficiency_precision": r.efficiency_precision}

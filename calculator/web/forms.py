@@ -218,7 +218,7 @@ class EstimateForm(forms.Form):
         family = {"vllm": "vllm", "sglang": "sglang", "llama.cpp": "llama.cpp", "ollama": "llama.cpp"}.get(runtime)
         if family is not None:
             for owner, fields in RUNTIME_ONLY.items():
-                if owner != family:
+                if family not in owner.split("/"):
                     for name in fields:
                         data.pop(name, None)
             if runtime == "llama.cpp":  # Ollama's release belongs to llama.cpp's family but not to llama.cpp

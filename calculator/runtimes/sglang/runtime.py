@@ -144,6 +144,7 @@ class SGLang:
                      dp_size=request.dp_size, enable_dp_attention=request.enable_dp_attention, ep_size=request.ep_size,
                      pp_size=request.pipeline_parallel_size, mem_fraction_static=request.mem_fraction_static,
                      context_length=request.max_model_len, kv_cache_dtype=request.kv_cache_dtype,
+                     max_running_requests=request.max_num_seqs,
                      dtype=request.dtype, quantization=request.quantization, page_size=request.page_size,
                      chunked_prefill_size=request.chunked_prefill_size, cuda_graph_max_bs=request.cuda_graph_max_bs,
                      draft_hf_config=model.draft.config if model.draft else None,
@@ -200,7 +201,7 @@ class SGLang:
         spec = request.speculative_config
         return launch_argv(p, model.repo_id, draft_model_path=spec.model if spec else None,
                            kv_cache_dtype=request.kv_cache_dtype if request.kv_cache_dtype != "auto" else None,
-                           quantization=request.quantization)
+                           quantization=request.quantization, max_running_requests=request.max_num_seqs)
 
     def speed_kwargs(self, request) -> dict[str, Any]:
         return speed_kwargs(request)
@@ -255,8 +256,46 @@ class SGLang:
         plan = self._speed_plan(request, model, memory)
         workload_fits(request, plan.max_model_len, "SGLang's --context-length")
         result = perf.estimate_speed_plan(plan, runtime="sglang", **self._tree(request), **self.speed_kwargs(request))
+        cap = self._spec_cap(request, model, memory, result.spec)
+        if cap is not None:
+            result.warnings.append(cap[0])
+            if cap[1] and result.spec is not None:
+                result.spec.slowdown = "likely"
         result.warnings.append(SPEED_WARNING)
         return result
+
+    def _spec_cap(self, request, model: LoadedModel, memory, spec) -> tuple[str, bool] | None:
+        """``(note, slower)`` when speculation's own cap on running requests binds: SGLang sets
+        ``max_running_requests = 48`` for EAGLE / EAGLE3 / NEXTN / NGRAM when it is not given (server_args.py,
+        "Max running requests is reset to 48 for speculative decoding"), so of more clients the rest queue, where the
+        plain server runs them. The speedup compares both at the capped count; the note sets the speculative server
+        against the plain one as a user would deploy it (``slower``: its output tok/s is below the plain server's)."""
+        from calculator.engine import perf
+
+        if spec is None or request.speculative_config is None or request.max_num_seqs is not None:
+            return None
+        cap = (memory or self.memory(request, model)).plan.max_running_requests
+        clients = self.speed_kwargs(request)["concurrency"]
+        if clients <= cap:
+            return None
+        plain_req = request.model_copy(update={"speculative_config": None, "speculative_eagle_topk": None,
+                                               "speculative_num_draft_tokens": None, "acceptance_rate": None,
+                                               "acceptance_length": None})
+        plain_mem = self.memory(plain_req, model)
+        plain = perf.estimate_speed_plan(self._speed_plan(plain_req, model, plain_mem), runtime="sglang",
+                                         **self.speed_kwargs(plain_req))
+        if plain.effective_concurrency <= cap or spec.output_tokens_per_s is None:
+            return None  # the plain server is held to as few: the speedup's comparison stands
+        slower = spec.output_tokens_per_s < plain.output_tokens_per_s
+        note = (f"SGLang runs at most {cap} requests at once with speculative decoding when --max-running-requests is "
+                f"not given (server_args.py: \"Max running requests is reset to 48 for speculative decoding\"), so "
+                f"{clients - cap} of your {clients} clients queue; the plain server runs {plain.effective_concurrency}: "
+                f"{plain.output_tokens_per_s:,.0f} output tok/s and TTFT {plain.ttft_ms:,.0f} ms against "
+                f"{spec.output_tokens_per_s:,.0f} tok/s and TTFT {spec.ttft_ms:,.0f} ms with speculation (the speedup "
+                f"compares both at {cap} running requests)"
+                + ("; here speculation loses" if slower else "")
+                + f"; give --max-running-requests {clients} (max_num_seqs) to lift the cap")
+        return note, slower
 
     def _tree(self, request) -> dict[str, Any]:
         """The speed model's tree arguments: SGLang's --speculative-num-steps and --speculative-eagle-topk."""
@@ -267,12 +306,4 @@ class SGLang:
     def speed_fields(self, request, model: LoadedModel, memory) -> dict[str, Any]:
         from calculator.engine import perf
 
-        plan = self._speed_plan(request, model, memory)
-        workload_fits(request, plan.max_model_len, "SGLang's --context-length")
-        kw = self.speed_kwargs(request)
-        out = perf.speed_fields(self._speed_input(request, model), None, kw["prompt_len"], kw["output_len"],
-                                kw["concurrency"], kw["acceptance_rate"], workload=kw["workload"],
-                                temperature=kw["temperature"], acceptance_length=kw["acceptance_length"],
-                                arrival=kw["arrival"], runtime="sglang", plan=plan, **self._tree(request))
-        out.setdefault("speed_warnings", []).append(SPEED_WARNING)
-        return out
+        return perf.result_fields(self.speed(request, model, memory))
