@@ -105,13 +105,19 @@ def test_gqa_qwen3_0_6b_on_16gb_gpu_release_0_4_10():
 
 
 def test_kv_heads_replicated_when_tp_exceeds_them():
-    # Qwen2.5-7B: 4 KV heads, head_dim 3584/28 = 128, 28 layers; TP 8 -> max(1, 4 // 8) = 1 head per rank:
+    # Qwen2.5-7B: 4 KV heads, head_dim 3584/28 = 128, 28 layers; TP 4 -> 1 head per rank:
     # 1 * (128 + 128) * 28 * 2 = 14,336 B (TP 2 -> 2 heads: 28,672 B)
     cfg = load_config("Qwen__Qwen2.5-7B-Instruct.json")
     kw = {"gpu": get_gpu("H100"), "release": "0.5.7", "mem_fraction_static": 0.8, "free_memory_before_load_gib": 78.0,
               "weights_bytes": 2 * GIB}
-    assert plan(cfg, tp_size=8, **kw).cell_size_bytes == 14336
+    assert plan(cfg, tp_size=4, **kw).cell_size_bytes == 14336
     assert plan(cfg, tp_size=2, **kw).cell_size_bytes == 28672
+    # Llama-3.1-8B at TP 16: 8 KV heads replicated, max(1, 8 // 16) = 1 per rank: 1 * 256 * 32 layers * 2 B
+    assert plan(load_config("meta-llama__Llama-3.1-8B-Instruct.json"), tp_size=16, **kw).cell_size_bytes == 16384
+    # Qwen2.5-7B's 28 query heads do not split over 8 ranks: SGLang's Qwen2Attention asserts it at load
+    with pytest.raises(EngineInputError) as err:
+        plan(cfg, tp_size=8, **kw)
+    assert err.value.field == "tensor_parallel_size" and "28 attention heads" in err.value.message
 
 
 def test_mi355x_aiter_long_context_factor_release_0_5_7():

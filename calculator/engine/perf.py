@@ -316,8 +316,9 @@ _AMD_FIT = (
     "(vllm/envs.py VLLM_ROCM_USE_AITER default False: ROCM_ATTN / Triton attention, unfused small kernels; "
     "vllm/platforms/rocm.py _get_backend_priorities; the recipe runs set VLLM_ROCM_USE_AITER=1, which leaves this "
     "per-tensor FP8 checkpoint on ROCmFP8ScaledMMLinearKernel, torch._scaled_mm, and ROCM_ATTN first), its custom all-reduce over XGMI with QuickReduce opt-in "
-    "(VLLM_ROCM_QUICK_REDUCE_QUANTIZATION default NONE); SGLang leaves AITER off too (sglang/srt/environ.py "
-    "SGLANG_USE_AITER False; Triton attention on HIP) with its 1-stage custom all-reduce. compute, moe_compute, "
+    "(VLLM_ROCM_QUICK_REDUCE_QUANTIZATION default NONE); SGLang leaves AITER's MoE / GEMM paths off (sglang/srt/environ.py "
+    "SGLANG_USE_AITER False) while its ROCm attention backend is aiter for MHA and triton for most MLA head counts "
+    "(calculator/runtimes/sglang/compat.py default_backend), with its 1-stage custom all-reduce. compute, moe_compute, "
     "overlap_p, wave_share, ttft_fixed_ms, step_overhead_ms and the speculative terms are the runtime's * row's "
     "(not fitted on AMD data)")
 # What the AMD rows leave unexplained on the records they were fitted on (benchmarks/rocm_speed_fit.py, recomputed by

@@ -581,6 +581,18 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         page = 1
     if not isinstance(page, int) or page < 1:
         raise EngineInputError("page_size", "must be a positive integer")
+    # the attention layers split the query heads (and the KV heads, or replicate them) over the attention TP ranks and
+    # assert it divides: sglang==0.5.10.post1 models/llama.py:139-149, qwen3.py:84-94 (the same in every model file)
+    heads = int(c.get("num_attention_heads") or 0)
+    kv_heads = int(c.get("num_key_value_heads") or heads)
+    if heads and heads % attn_tp:
+        raise EngineInputError("tensor_parallel_size", f"{heads} attention heads are not divisible by the attention TP "
+                               f"size {attn_tp}: SGLang's model code asserts total_num_heads % tp_size == 0 "
+                               "(models/llama.py:139 in 0.5.10.post1) and the server fails while loading")
+    if kv_heads and not c.get("kv_lora_rank") and (kv_heads % attn_tp if kv_heads >= attn_tp else attn_tp % kv_heads):
+        raise EngineInputError("tensor_parallel_size", f"{kv_heads} KV heads and attention TP size {attn_tp}: SGLang "
+                               "asserts total_num_kv_heads % tp_size == 0 (or tp_size % total_num_kv_heads == 0 when "
+                               "the heads are replicated), models/llama.py:145-149 in 0.5.10.post1")
 
     # --- KV dtype --------------------------------------------------------------------------------
     qc = quant_config or c.get("quantization_config") or hf_config.get("quantization_config") or {}

@@ -98,7 +98,8 @@ class SGLangMemory(BaseModel):
 #: (benchmarks/sglang_speed_fit.py, "assumed row" columns; a fit on them did not hold leave-one-source-out).
 SPEED_WARNING = (
     "SGLang speed: a decode layer costs the kernels it launches (calculator/runtimes/sglang/kernels.py counts them from "
-    "SGLang's model code and default backends) at a per-kernel time fitted on public SGLang runs, prompts run as "
+    "SGLang's model code and default backends) at a per-kernel time fitted on public SGLang runs (on AMD Instinct the "
+    "MI300X fit's whole-layer time stands in for it), prompts run as "
     "prefill passes of their own that pause decoding, launched eagerly up to 0.5.9 (fitted) and through piecewise CUDA "
     "graphs from 0.5.10 (that launch time assumed, no public 0.5.10 run at hand), and the bandwidth / compute shares "
     "are vLLM's fit carried over. Against 28 public SGLang cookbook runs (B200, A100, each at its own release; benchmarks/sglang_speed_fit.py) the "
