@@ -123,6 +123,8 @@ class Plan:
     kv_cache_tokens: int
     max_concurrency: float
     draft_note: str | None = None
+    dp: int = 1  # data-parallel replicas, each with its own scheduler and KV cache (the clients spread over them)
+    dp_lockstep: bool = False  # the replicas step through the MoE layers together (vLLM DP with MoE, DP attention)
     # the runtime's count of the kernels a decoder layer launches per decode step (SGLang:
     # calculator/runtimes/sglang/kernels.py), priced at the row's kernel_us; None: the row's layer_us per layer
     layer_kernels: float | None = None
@@ -164,7 +166,9 @@ def plan_from_engine(inp: EngineInput, est: EstimateResult | None = None) -> Pla
                 spec_method=spec.method if spec else None, spec_k=spec.num_speculative_tokens if spec else 0,
                 resolved=dict(est.resolved), kv_by_layer_type=list(est.kv_by_layer_type), fits=est.fits,
                 max_model_len=est.max_model_len, kv_cache_tokens=est.kv_cache_tokens,
-                max_concurrency=est.max_concurrency)
+                max_concurrency=est.max_concurrency, dp=inp.data_parallel_size,
+                # vLLM's DP ranks of an MoE model run the expert layers together (dummy batches keep idle ranks in step)
+                dp_lockstep=inp.data_parallel_size > 1 and bool(parse_config(inp.hf_config).num_experts))
 
 # --------------------------------------------------------------------------------------------------------
 # GPU-to-GPU links for tensor parallelism (unidirectional GB/s per GPU). A table here rather than in
@@ -1489,8 +1493,15 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
                         workload: str | None = None, acceptance_length: float | None = None,
                         runtime: str = "vllm", arrival: str = "closed", speculative_num_steps: int | None = None,
                         speculative_eagle_topk: int = 1) -> SpeedResult:
-    """:func:`estimate_speed` on a :class:`Plan`."""
+    """:func:`estimate_speed` on a :class:`Plan`. With ``plan.dp`` data-parallel replicas the clients spread over
+    them (each its own scheduler and KV cache: vLLM's DP engine cores, SGLang's --dp-size): one replica is modelled
+    at ``ceil(C / dp)`` clients and the output tok/s is that of the ``min(dp, C)`` busy replicas together."""
     _validate(prompt_len, output_len, concurrency, acceptance_rate)
+    if plan.dp > 1:
+        return _replicas(plan, prompt_len=prompt_len, output_len=output_len, concurrency=concurrency,
+                         acceptance_rate=acceptance_rate, temperature=temperature, workload=workload,
+                         acceptance_length=acceptance_length, runtime=runtime, arrival=arrival,
+                         speculative_num_steps=speculative_num_steps, speculative_eagle_topk=speculative_eagle_topk)
     if arrival not in ("closed", "burst"):
         raise EngineInputError("arrival", f"must be 'closed' or 'burst', got {arrival!r}")
     if temperature is not None and not (isinstance(temperature, (int, float)) and 0 <= temperature <= 10):
@@ -1674,6 +1685,26 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
         efficiency_precision=precision,
         efficiency={k: v for k, v in asdict(hw.eff).items()}, spec=spec_result, vs_context=vs_context,
         vs_concurrency=vs_conc, sources=sources, warnings=warnings)
+
+
+def _replicas(plan: Plan, *, concurrency: int, **kw: Any) -> SpeedResult:
+    """``plan.dp`` replicas sharing ``concurrency`` clients (see :func:`estimate_speed_plan`)."""
+    dp = plan.dp
+    per = math.ceil(concurrency / dp)
+    busy = min(dp, concurrency)
+    res = estimate_speed_plan(replace(plan, dp=1), concurrency=per, **kw)
+    res.concurrency = concurrency
+    res.output_tokens_per_s = round(res.output_tokens_per_s * busy, 1)
+    if res.spec is not None and res.spec.output_tokens_per_s is not None:
+        res.spec.output_tokens_per_s = round(res.spec.output_tokens_per_s * busy, 1)
+    res.sources["data_parallel"] = (f"{dp} data-parallel replicas, each with its own scheduler and KV cache: one "
+                                    f"modelled at ceil({concurrency} / {dp}) = {per} clients; output tok/s x {busy} "
+                                    "busy replicas; TTFT, TPOT and the curves are one replica's")
+    if plan.dp_lockstep:
+        res.warnings.append("data parallelism with MoE layers: the ranks step through the expert layers together "
+                            "(vLLM's DP with MoE, SGLang's DP attention), which these figures, modelled as independent "
+                            "replicas, do not include: they are a best case (not modelled)")
+    return res
 
 
 def _spec_speedup(s: _Setup, method: str, k: int, al: float, prompt_len: int, output_len: int, conc: int,
