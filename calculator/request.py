@@ -416,6 +416,12 @@ class ServingRequest(BaseModel):
     def _release_and_backend(self) -> ServingRequest:
         if self.acceptance_rate is not None and self.acceptance_length is not None:
             raise InputError("acceptance_length", "give acceptance_rate or acceptance_length, not both")
+        spec = self.speculative_config
+        if spec is not None and self.acceptance_length is not None and \
+                self.acceptance_length > spec.num_speculative_tokens + 1:
+            raise InputError("acceptance_length", f"{self.acceptance_length:g} is more than a step can accept: at most "
+                             f"num_speculative_tokens + 1 = {spec.num_speculative_tokens + 1} tokens (the drafts and "
+                             "the bonus token)")
         if self.runtime in ("llama.cpp", "ollama"):
             from calculator.runtimes.llamacpp.memory import KV_CACHE_TYPES, RELEASES
 

@@ -158,14 +158,13 @@ def test_sglang_tree_flags_reach_the_launch_command_the_memory_plan_and_the_spee
 
 def test_sglang_tree_without_a_measured_acceptance_takes_its_depths_figure_and_says_so():
     """A tree of depth 3 accepts at most 4 tokens per step whatever its width, so without a measured figure the
-    acceptance is the chain of 3's (the public figure), with a warning; 5.0 tokens per step gets no speed figure."""
+    acceptance is the chain of 3's (the public figure), with a warning; 5.0 tokens per step is refused as input."""
     tree = _estimate("--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "6")
     chain = _estimate()
     assert tree["mean_acceptance_length"] == chain["mean_acceptance_length"] <= 4
     assert any("SGLang draft tree (3 steps x topk 4, 6 draft tokens)" in w for w in tree["speed_warnings"])
-    # the memory answer stands; the speed part says why it has no figure
-    bad = _estimate("--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "6", "--acceptance-length", "5")
-    assert "spec_speedup" not in bad and "between 1 and k+1 = 4" in bad["speed_error"]
+    with pytest.raises(CommandError, match="at most num_speculative_tokens \\+ 1 = 4 tokens"):
+        _estimate("--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "6", "--acceptance-length", "5")
 
 
 @pytest.mark.parametrize("params,field,words", [
@@ -407,3 +406,18 @@ def test_max_num_seqs_is_sglangs_max_running_requests_and_not_llamacpps():
     with pytest.raises(InputError) as err:
         parse_request({"model": QWEN, "runtime": "llama.cpp", "max_num_seqs": "4"})
     assert err.value.field == "max_num_seqs" and "--parallel" in err.value.message
+
+
+def test_eagle3_is_refused_on_the_release_that_did_not_have_it(client):
+    """sglang 0.4.3.post4's --speculative-algorithm takes EAGLE or NEXTN only (server_args.py:749); 0.4.10.post2
+    has EAGLE3."""
+    q = {"model": LLAMA8, "gpu": "H100", "runtime": "sglang", "speculative_config": EAGLE3_K3}
+    r = client.get("/api/estimate", q | {"sglang_version": "0.4.3.post4"})
+    assert r.status_code == 400 and r.json()["field"] == "speculative_config" and "EAGLE or NEXTN" in r.json()["error"]
+    assert client.get("/api/estimate", q | {"sglang_version": "0.4.10.post2"}).status_code == 200
+
+
+def test_an_acceptance_length_beyond_k_plus_one_is_bad_input(client):
+    r = client.get("/api/estimate", {"model": LLAMA8, "gpu": "H100", "speculative_config": EAGLE3_K3,
+                                     "acceptance_length": "10"})
+    assert r.status_code == 400 and r.json()["field"] == "acceptance_length"

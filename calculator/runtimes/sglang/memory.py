@@ -464,6 +464,11 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             raise EngineInputError("speculative_algorithm", f"NGRAM is not in SGLang {release}")
         if speculative_algorithm in ("STANDALONE",) and not at_least(release, "0.5.3"):
             raise EngineInputError("speculative_algorithm", f"STANDALONE is not in SGLang {release}")
+        if speculative_algorithm == "EAGLE3" and release == "0.4.3.post4":
+            # --speculative-algorithm choices=["EAGLE", "NEXTN"] (sglang==0.4.3.post4 server_args.py:749); EAGLE3 is
+            # among them from 0.4.10.post2 on (its server_args.py:1329)
+            raise EngineInputError("speculative_algorithm", "EAGLE3 is not in SGLang 0.4.3.post4 (its "
+                                   "--speculative-algorithm takes EAGLE or NEXTN, server_args.py:749)")
         if speculative_algorithm == "MTP":
             speculative_algorithm = "NEXTN"
 

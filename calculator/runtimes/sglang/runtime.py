@@ -152,7 +152,8 @@ class SGLang:
                      quant_config=model.quant_config, attention_backend=request.attention_backend, **self._spec(request))
         except EngineInputError as exc:
             field = {"release": "sglang_version", "tp_size": "tensor_parallel_size", "pp_size": "pipeline_parallel_size",
-                     "context_length": "max_model_len"}.get(exc.field, exc.field)
+                     "context_length": "max_model_len", "speculative_algorithm": "speculative_config"}.get(exc.field,
+                                                                                                          exc.field)
             raise EngineInputError(field, exc.message) from None
         tokens = p.max_total_num_tokens
         fits = tokens >= p.context_length and tokens > 0
