@@ -93,9 +93,9 @@ class SGLangMemory(BaseModel):
         return out
 
 
-#: What the SGLang speed figures are and how far off they were where public SGLang runs exist: the assumed base
-#: terms against the 28 sgl-cookbook bench_serving runs of benchmarks/data/sglang_speed_public.json
-#: (benchmarks/sglang_speed_fit.py, "assumed row" columns; a fit on them did not hold leave-one-source-out).
+#: What the SGLang speed figures are and how far off they were where public SGLang runs exist: the current row
+#: against the 28 sgl-cookbook bench_serving runs of benchmarks/data/sglang_speed_public.json, each at its own
+#: release (benchmarks/sglang_speed_fit.py "current row" column; tests/test_runtime_sglang.py recomputes the figures).
 SPEED_WARNING = (
     "SGLang speed: a decode layer costs the kernels it launches (calculator/runtimes/sglang/kernels.py counts them from "
     "SGLang's model code and default backends) at a per-kernel time fitted on public SGLang runs (on AMD Instinct the "
@@ -281,7 +281,7 @@ class SGLang:
             return None
         cap = (memory or self.memory(request, model)).plan.max_running_requests
         clients = self.speed_kwargs(request)["concurrency"]
-        if clients <= cap:
+        if -(-clients // max(1, request.dp_size or 1)) <= cap:  # the clients of one data-parallel replica
             return None
         plain_req = request.model_copy(update={"speculative_config": None, "speculative_eagle_topk": None,
                                                "speculative_num_draft_tokens": None, "acceptance_rate": None,
