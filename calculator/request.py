@@ -533,7 +533,10 @@ class ServingRequest(BaseModel):
     def num_gpus(self) -> int:
         if self.runtime in ("llama.cpp", "ollama"):
             return self.gpus  # llama.cpp splits layers over the GPUs it is given (--gpus), no TP / PP sizes
-        dp = self.data_parallel_size if self.runtime == "vllm" else self.dp_size
+        # SGLang's --enable-dp-attention splits the tp ranks into dp attention groups: tp x pp GPUs in all
+        # (python/sglang/srt/server_args.py: dp_size must divide tp_size with DP attention)
+        dp = (self.data_parallel_size if self.runtime == "vllm"
+              else 1 if self.enable_dp_attention else self.dp_size)
         return self.tensor_parallel_size * self.pipeline_parallel_size * dp
 
     @property
@@ -555,7 +558,8 @@ class ServingRequest(BaseModel):
         per_node = min(g, self.gpus_per_node)
         text = (f"{n} node{'s' if n > 1 else ''} x {per_node} GPU{'s' if per_node > 1 else ''} = {g} "
                 f"GPU{'s' if g > 1 else ''} (TP {self.tensor_parallel_size} x PP {self.pipeline_parallel_size} "
-                f"x DP {dp})")
+                + (f"with DP attention {dp} inside the TP ranks)" if self.runtime == "sglang" and self.enable_dp_attention
+                   else f"x DP {dp})"))
         if g % self.gpus_per_node and n > 1:
             text += f"; the last node uses {g - (n - 1) * self.gpus_per_node} of its {self.gpus_per_node} GPUs"
         if self.tensor_parallel_size > self.gpus_per_node:
@@ -627,7 +631,11 @@ RUNTIME_EQUIVALENT = {("llama.cpp", "gpu_memory_utilization"): "the device's mem
                       ("llama.cpp", "speculative_num_draft_tokens"): "speculative_config's num_speculative_tokens "
                                                                       "(llama-server --draft-max)",
                       ("llama.cpp", "vllm_version"): "llamacpp_release (Ollama: ollama_release)",
-                      ("llama.cpp", "sglang_version"): "llamacpp_release (Ollama: ollama_release)"}
+                      ("llama.cpp", "sglang_version"): "llamacpp_release (Ollama: ollama_release)",
+                      ("llama.cpp", "data_parallel_size"): "nothing (one llama-server per set of devices; run several "
+                                                            "servers for replicas)",
+                      ("llama.cpp", "dp_size"): "nothing (one llama-server per set of devices; run several servers for "
+                                                "replicas)"}
 
 
 def _raw(value: Any) -> str:

@@ -17,14 +17,20 @@ def test_two_replicas_of_a_dense_model_serve_half_the_clients_each():
     two, one = _speed("Qwen__Qwen3-8B.json", 2, 64), _speed("Qwen__Qwen3-8B.json", 1, 32)
     assert two.itl_ms == one.itl_ms and two.ttft_ms == one.ttft_ms
     assert two.output_tokens_per_s == pytest.approx(2 * one.output_tokens_per_s, abs=0.2)
-    assert "ceil(64 / 2) = 32" in two.sources["data_parallel"]
-    assert not any("MoE layers" in w for w in two.warnings)
+    assert "each at 32 clients" in two.sources["data_parallel"]
+    assert not any("step together" in w for w in two.warnings)
     # 3 clients on 4 replicas: 3 busy, one client each
     three = _speed("Qwen__Qwen3-8B.json", 4, 3)
     assert three.output_tokens_per_s == pytest.approx(3 * _speed("Qwen__Qwen3-8B.json", 1, 1).output_tokens_per_s,
                                                       abs=0.2)
+    # 9 clients on 8 replicas: one replica serves 2, seven serve 1 (the sum of each replica's own output)
+    nine = _speed("Qwen__Qwen3-8B.json", 8, 9)
+    assert nine.output_tokens_per_s == pytest.approx(_speed("Qwen__Qwen3-8B.json", 1, 2).output_tokens_per_s
+                                                     + 7 * _speed("Qwen__Qwen3-8B.json", 1, 1).output_tokens_per_s,
+                                                     abs=0.3)
+    assert nine.itl_ms == _speed("Qwen__Qwen3-8B.json", 1, 2).itl_ms
 
 
 def test_vllm_dp_with_moe_layers_says_the_lockstep_is_not_modelled():
     r = _speed("Qwen__Qwen3-30B-A3B.json", 2, 64)
-    assert any("step through the expert layers together" in w and "not modelled" in w for w in r.warnings)
+    assert any("step together" in w and "not modelled" in w for w in r.warnings)

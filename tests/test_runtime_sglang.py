@@ -141,10 +141,11 @@ def test_sglang_tree_flags_reach_the_launch_command_the_memory_plan_and_the_spee
     """--speculative-num-steps 3 (speculative_config's num_speculative_tokens) --speculative-eagle-topk 4
     --speculative-num-draft-tokens 6: SGLang's own flags go into the plan and the command; the target verifies 6
     tokens per request where the chain of 3 verifies 4, with the same 3 drafter passes, so at the same acceptance
-    length the tree is slower per step and its speedup lower."""
+    length the tree is slower per step and its speedup lower (both on one attention backend: by default SGLang gives a
+    tree flashinfer on Hopper, where a chain gets fa3, whose split-KV combine is one kernel more per layer)."""
     tree = _estimate("--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "6", "--acceptance-length",
-                     "2.4")
-    chain = _estimate("--acceptance-length", "2.4")
+                     "2.4", "--attention-backend", "flashinfer")
+    chain = _estimate("--acceptance-length", "2.4", "--attention-backend", "flashinfer")
     assert (tree["speculative"]["num_steps"], tree["speculative"]["eagle_topk"],
             tree["speculative"]["num_draft_tokens"]) == (3, 4, 6)
     assert (chain["speculative"]["eagle_topk"], chain["speculative"]["num_draft_tokens"]) == (1, 4)
@@ -381,23 +382,40 @@ def test_the_sglang_page_shows_how_far_its_speed_figures_were_off(client):
 def test_speculations_cap_of_48_running_requests_is_set_against_the_plain_server(client):
     """SGLang resets max_running_requests to 48 for speculative decoding when it is not given: of 64 clients 16 queue,
     where the plain server runs all 64. The answer sets the speculative server against that plain one (its figures
-    are those of the same request without speculation, asked separately here) and calls the slowdown when it loses;
-    --max-running-requests (max_num_seqs) lifts the cap and is written into the command."""
+    are those of the same request without speculation, asked separately here): the speedup becomes the ratio of
+    the two servers' output tok/s and the slowdown is called when it loses; --max-running-requests (max_num_seqs)
+    lifts the cap and is written into the command."""
     q = {"model": LLAMA8, "gpu": "H100", "runtime": "sglang", "context_length": "8192", "concurrency": "64"}
     plain = client.get("/api/estimate", q).json()
     spec = client.get("/api/estimate", q | {"speculative_config": EAGLE3_K3}).json()
     assert spec["max_running_requests"] == 48 and plain["max_running_requests"] > 64
-    note = next(w for w in spec["speed_warnings"] if "queue" in w and "plain server" in w)
-    m = re.search(r"the plain server runs 64: ([\d,]+) output tok/s and TTFT ([\d,]+) ms", note)
+    note = next(w for w in spec["speed_warnings"] if w.startswith("against the plain server as deployed"))
+    m = re.search(r"The plain server: ([\d,]+) output tok/s, TPOT [\d.]+ ms, TTFT ([\d,]+) ms", note)
     # the JSON rounds to three significant figures, the note to whole units
     assert float(m.group(1).replace(",", "")) == pytest.approx(plain["output_tokens_per_s"], rel=5e-3)
     assert float(m.group(2).replace(",", "")) == pytest.approx(plain["ttft_ms"], rel=5e-3)
-    assert "16 of your 64 clients queue" in note
-    assert (spec["output_tokens_per_s"] < plain["output_tokens_per_s"]) == (spec["spec_slowdown"] == "likely")
+    assert "16 of your 64 clients queue" in note and "ratio of the two servers' output tok/s" in note
+    assert spec["spec_speedup"] == pytest.approx(spec["output_tokens_per_s"] / plain["output_tokens_per_s"], rel=1e-2)
+    assert (spec["spec_speedup"] < 1) == (spec["spec_slowdown"] == "likely")
+    assert any(w.startswith("stop sign: TTFT rises") for w in spec["speed_warnings"])
     lifted = client.get("/api/estimate", q | {"speculative_config": EAGLE3_K3, "max_running_requests": "64"}).json()
-    assert lifted["max_running_requests"] == 64 and not any("plain server" in w for w in lifted["speed_warnings"])
+    assert lifted["max_running_requests"] == 64 and "queue" not in " ".join(lifted["speed_warnings"])
     argv = lifted["serve_argv"]
     assert argv[argv.index("--max-running-requests") + 1] == "64"
+
+
+def test_speculation_without_piecewise_prefill_graphs_is_set_against_the_plain_server_with_them(client):
+    """From 0.5.10 SGLang turns the piecewise prefill graphs off for speculative decoding: the speedup's baseline is
+    the plain server, which keeps them (TPOT plain / TPOT with speculation at the same running requests); 0.5.9 has
+    no piecewise graphs, so nothing changes there."""
+    q = {"model": LLAMA8, "gpu": "H100", "runtime": "sglang", "context_length": "8192", "concurrency": "4"}
+    plain = client.get("/api/estimate", q).json()
+    spec = client.get("/api/estimate", q | {"speculative_config": EAGLE3_K3}).json()
+    note = next(w for w in spec["speed_warnings"] if w.startswith("against the plain server as deployed"))
+    assert "piecewise prefill CUDA graphs off" in note and "TPOT plain / TPOT with speculation" in note
+    assert spec["spec_speedup"] == pytest.approx(plain["itl_ms"] / spec["itl_ms"], rel=1e-2)
+    old = client.get("/api/estimate", q | {"speculative_config": EAGLE3_K3, "sglang_version": "0.5.9"}).json()
+    assert not any(w.startswith("against the plain server") for w in old["speed_warnings"])
 
 
 def test_max_num_seqs_is_sglangs_max_running_requests_and_not_llamacpps():
@@ -421,3 +439,25 @@ def test_an_acceptance_length_beyond_k_plus_one_is_bad_input(client):
     r = client.get("/api/estimate", {"model": LLAMA8, "gpu": "H100", "speculative_config": EAGLE3_K3,
                                      "acceptance_length": "10"})
     assert r.status_code == 400 and r.json()["field"] == "acceptance_length"
+
+
+def test_sglang_settings_that_vllms_checks_would_refuse_keep_their_speed_answer(client):
+    """--max-running-requests above vLLM's max_num_batched_tokens is SGLang's own cap (no such vLLM rule applies);
+    more running requests than --cuda-graph-max-bs are said to decode eagerly."""
+    q = {"model": LLAMA8, "gpu": "H100", "runtime": "sglang", "context_length": "8192"}
+    body = client.get("/api/estimate", q | {"max_running_requests": "10000", "concurrency": "16"}).json()
+    assert "speed_error" not in body and body["itl_ms"] > 0
+    eager = client.get("/api/estimate", q | {"cuda_graph_max_bs": "8", "concurrency": "32"}).json()
+    assert any("more than --cuda-graph-max-bs 8" in w for w in eager["speed_warnings"])
+
+
+def test_dp_attention_runs_on_the_tp_gpus_and_llamacpp_names_no_circular_equivalent(client):
+    """With --enable-dp-attention SGLang's dp groups live inside the tp ranks: tp x pp GPUs, not times dp."""
+    r = parse_request({"model": QWEN, "runtime": "sglang", "tensor_parallel_size": "8", "dp_size": "8",
+                       "enable_dp_attention": "true"})
+    assert r.num_gpus == 8 and "with DP attention 8 inside the TP ranks" in r.layout
+    assert parse_request({"model": QWEN, "runtime": "sglang", "tensor_parallel_size": "8", "dp_size": "2"}).num_gpus == 16
+    for name in ("dp_size", "data_parallel_size"):
+        with pytest.raises(InputError) as err:
+            parse_request({"model": QWEN, "runtime": "llama.cpp", name: "2"})
+        assert "one llama-server per set of devices" in err.value.message

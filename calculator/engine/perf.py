@@ -1688,22 +1688,35 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
 
 
 def _replicas(plan: Plan, *, concurrency: int, **kw: Any) -> SpeedResult:
-    """``plan.dp`` replicas sharing ``concurrency`` clients (see :func:`estimate_speed_plan`)."""
+    """``plan.dp`` replicas sharing ``concurrency`` clients (see :func:`estimate_speed_plan`): ``C mod dp`` replicas
+    serve ``C // dp + 1`` clients and the others ``C // dp``; TTFT, TPOT and the curves are those of the busiest
+    replica, the output tok/s the sum of every replica's own."""
     dp = plan.dp
-    per = math.ceil(concurrency / dp)
-    busy = min(dp, concurrency)
-    res = estimate_speed_plan(replace(plan, dp=1), concurrency=per, **kw)
+    low, extra = divmod(concurrency, dp)
+    one = replace(plan, dp=1)
+    res = estimate_speed_plan(one, concurrency=low + 1 if extra else low, **kw)
+    rest = estimate_speed_plan(one, concurrency=low, **kw) if extra and low else None
+
+    def total(busy: float | None, other: float | None) -> float | None:
+        if busy is None:
+            return None
+        n_busy = extra if extra else dp
+        return round(busy * n_busy + (other or 0.0) * ((dp - extra) if rest is not None else 0), 1)
+
     res.concurrency = concurrency
-    res.output_tokens_per_s = round(res.output_tokens_per_s * busy, 1)
-    if res.spec is not None and res.spec.output_tokens_per_s is not None:
-        res.spec.output_tokens_per_s = round(res.spec.output_tokens_per_s * busy, 1)
-    res.sources["data_parallel"] = (f"{dp} data-parallel replicas, each with its own scheduler and KV cache: one "
-                                    f"modelled at ceil({concurrency} / {dp}) = {per} clients; output tok/s x {busy} "
-                                    "busy replicas; TTFT, TPOT and the curves are one replica's")
+    res.output_tokens_per_s = total(res.output_tokens_per_s, rest.output_tokens_per_s if rest else None)
+    if res.spec is not None:
+        res.spec.output_tokens_per_s = total(res.spec.output_tokens_per_s,
+                                             rest.spec.output_tokens_per_s if rest and rest.spec else None)
+    split = (f"{extra} of them at {low + 1} clients" + (f" and {dp - extra} at {low}" if low else "")
+             if extra else f"each at {low} clients")
+    res.sources["data_parallel"] = (f"{dp} data-parallel replicas, each with its own scheduler and KV cache, share "
+                                    f"{concurrency} clients: {split}; output tok/s is the sum of the replicas' own; "
+                                    "TTFT, TPOT and the curves are the busiest replica's")
     if plan.dp_lockstep:
-        res.warnings.append("data parallelism with MoE layers: the ranks step through the expert layers together "
-                            "(vLLM's DP with MoE, SGLang's DP attention), which these figures, modelled as independent "
-                            "replicas, do not include: they are a best case (not modelled)")
+        res.warnings.append("data-parallel ranks that step together (vLLM's DP with MoE layers, SGLang's DP attention) "
+                            "are modelled here as independent replicas; the lockstep is not modelled, so these figures "
+                            "are a best case")
     return res
 
 

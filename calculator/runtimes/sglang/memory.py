@@ -945,8 +945,9 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         want = (tokens // 2 if max_running_requests is None
                 else max_running_requests // (dp_size if enable_dp_attention else 1))
         mrr = min(want, rows)
-    src("max_running_requests", mrr, "source", cite(release, "max_running" if R.has_rule(release, "max_running")
-                                                     else "max_num_reqs"))
+    src("max_running_requests", mrr, "input" if max_running_requests is not None else "source",
+        ("--max-running-requests as given, capped by the request slots: " if max_running_requests is not None else "")
+        + cite(release, "max_running" if R.has_rule(release, "max_running") else "max_num_reqs"))
 
     # --- pool sizes as logged --------------------------------------------------------------------
     if kind in ("mla", "nsa"):

@@ -215,8 +215,10 @@ class SGLang:
         from calculator.request import default_release
         from calculator.runtimes.vllm import VLLM
 
+        # SGLang's own running-request cap and chunk go into the plan from its memory plan (_speed_plan), so vLLM's
+        # scheduler checks of them (max_num_batched_tokens >= max_num_seqs) do not apply
         as_vllm = request.model_copy(update={"runtime": "vllm", "vllm_version": default_release(),
-                                             "attention_backend": None, "block_size": None})
+                                             "attention_backend": None, "block_size": None, "max_num_seqs": None})
         return VLLM().engine_input(as_vllm, model)
 
     def _speed_plan(self, request, model: LoadedModel, memory: SGLangMemory | None):
@@ -261,46 +263,77 @@ class SGLang:
         plan = self._speed_plan(request, model, memory)
         workload_fits(request, plan.max_model_len, "SGLang's --context-length")
         result = perf.estimate_speed_plan(plan, runtime="sglang", **self._tree(request), **self.speed_kwargs(request))
-        cap = self._spec_cap(request, model, memory, result.spec)
-        if cap is not None:
-            result.warnings.append(cap[0])
-            if cap[1] and result.spec is not None:
-                result.spec.slowdown = "likely"
+        if request.speculative_config is not None:
+            self._against_plain_server(request, model, memory, result)
+        if plan.decode_graph_max_bs is not None and result.effective_concurrency > plan.decode_graph_max_bs:
+            result.warnings.append(f"{result.effective_concurrency} requests decode at once, more than --cuda-graph-max-bs "
+                                   f"{plan.decode_graph_max_bs}: SGLang runs such batches without CUDA graphs (eager), "
+                                   "priced at the eager prefill's launch time per kernel (assumed)")
         result.warnings.append(SPEED_WARNING)
         return result
 
-    def _spec_cap(self, request, model: LoadedModel, memory, spec) -> tuple[str, bool] | None:
-        """``(note, slower)`` when speculation's own cap on running requests binds: SGLang sets
-        ``max_running_requests = 48`` for EAGLE / EAGLE3 / NEXTN / NGRAM when it is not given (server_args.py,
-        "Max running requests is reset to 48 for speculative decoding"), so of more clients the rest queue, where the
-        plain server runs them. The speedup compares both at the capped count; the note sets the speculative server
-        against the plain one as a user would deploy it (``slower``: its output tok/s is below the plain server's)."""
+    def _against_plain_server(self, request, model: LoadedModel, memory, result) -> None:
+        """Set the speculative answer against the plain server as a user would deploy it (the same request without
+        ``--speculative-config``), where speculation changes the server itself: SGLang resets
+        ``max_running_requests`` for speculative decoding when it is not given (48; 32 in 0.4.3.post4; server_args.py
+        speculative defaults), so more clients queue, and from 0.5.10 it turns the piecewise prefill graphs off
+        (``_handle_piecewise_cuda_graph``). The figures "without speculation" become the plain server's; the speedup
+        becomes TPOT plain / TPOT speculative when both run as many requests at once, else the ratio of their output
+        tok/s (its range scaled alike), with a note; a TTFT that rises more than 10 % gets the stop sign."""
         from calculator.engine import perf
 
-        if spec is None or request.speculative_config is None or request.max_num_seqs is not None:
-            return None
-        cap = (memory or self.memory(request, model)).plan.max_running_requests
-        clients = self.speed_kwargs(request)["concurrency"]
-        if -(-clients // max(1, request.dp_size or 1)) <= cap:  # the clients of one data-parallel replica
-            return None
         plain_req = request.model_copy(update={"speculative_config": None, "speculative_eagle_topk": None,
                                                "speculative_num_draft_tokens": None, "acceptance_rate": None,
                                                "acceptance_length": None})
-        plain_mem = self.memory(plain_req, model)
-        plain = perf.estimate_speed_plan(self._speed_plan(plain_req, model, plain_mem), runtime="sglang",
-                                         **self.speed_kwargs(plain_req))
-        if plain.effective_concurrency <= cap or spec.output_tokens_per_s is None:
-            return None  # the plain server is held to as few: the speedup's comparison stands
-        slower = spec.output_tokens_per_s < plain.output_tokens_per_s
-        note = (f"SGLang runs at most {cap} requests at once with speculative decoding when --max-running-requests is "
-                f"not given (server_args.py: \"Max running requests is reset to 48 for speculative decoding\"), so "
-                f"{clients - cap} of your {clients} clients queue; the plain server runs {plain.effective_concurrency}: "
-                f"{plain.output_tokens_per_s:,.0f} output tok/s and TTFT {plain.ttft_ms:,.0f} ms against "
-                f"{spec.output_tokens_per_s:,.0f} tok/s and TTFT {spec.ttft_ms:,.0f} ms with speculation (the speedup "
-                f"compares both at {cap} running requests)"
-                + ("; here speculation loses" if slower else "")
-                + f"; give --max-running-requests {clients} (max_num_seqs) to lift the cap")
-        return note, slower
+        plain = perf.estimate_speed_plan(self._speed_plan(plain_req, model, self.memory(plain_req, model)),
+                                         runtime="sglang", **self.speed_kwargs(plain_req))
+        spec_mem = memory or self.memory(request, model)
+        cap, plain_cap = spec_mem.plan.max_running_requests, plain.effective_concurrency
+        clients = self.speed_kwargs(request)["concurrency"]
+        dp = max(1, request.dp_size or 1)
+        per_replica = -(-clients // dp)
+        capped = request.max_num_seqs is None and per_replica > cap and plain_cap > cap
+        graphs_off = (self.memory(plain_req, model).plan.piecewise_cuda_graph
+                      and not spec_mem.plan.piecewise_cuda_graph)
+        if not capped and not graphs_off:
+            return
+        why = []
+        if capped:
+            why.append(f"SGLang {request.release} runs at most {cap} requests at once with speculative decoding when "
+                       f"--max-running-requests is not given (its speculative defaults in server_args.py), so "
+                       f"{clients - cap * min(dp, clients)} of your {clients} clients queue where the plain server runs "
+                       f"{plain_cap} per replica")
+        if graphs_off:
+            why.append("speculative decoding turns SGLang's piecewise prefill CUDA graphs off (server_args.py "
+                       "_handle_piecewise_cuda_graph), so its prompts launch eagerly where the plain server's replay")
+        spec = result.spec
+        before = (result.ttft_ms, result.output_tokens_per_s, result.itl_ms)
+        result.ttft_ms, result.itl_ms, result.output_tokens_per_s = plain.ttft_ms, plain.itl_ms, plain.output_tokens_per_s
+        note = ("against the plain server as deployed: " + "; ".join(why)
+                + f". The plain server: {plain.output_tokens_per_s:,.0f} output tok/s, TPOT {plain.itl_ms:,.1f} ms, "
+                f"TTFT {plain.ttft_ms:,.0f} ms (the speculative server's own run without drafts: "
+                f"{before[1]:,.0f} tok/s, TTFT {before[0]:,.0f} ms)")
+        if spec is not None and spec.itl_ms and spec.speedup:
+            same_running = not capped
+            # same running requests: the speedup against the speculative server's own base, rescaled to the plain
+            # server's TPOT (exactly plain TPOT / speculative TPOT, without the rounding of either)
+            new = (spec.speedup * plain.itl_ms / before[2] if same_running
+                   else spec.output_tokens_per_s / plain.output_tokens_per_s)
+            factor = new / spec.speedup
+            spec.speedup = round(new, 3)
+            spec.speedup_low = round(spec.speedup_low * factor, 3) if spec.speedup_low is not None else None
+            spec.speedup_high = round(spec.speedup_high * factor, 3) if spec.speedup_high is not None else None
+            spec.slowdown = ("likely" if spec.speedup < 1 else
+                             "possible" if spec.speedup_low is not None and spec.speedup_low < 1 else "unlikely")
+            note += ("; the speedup is TPOT plain / TPOT with speculation" if same_running else
+                     "; the speedup is the ratio of the two servers' output tok/s (they run different numbers of "
+                     "requests at once)")
+            if spec.ttft_ms > plain.ttft_ms * 1.10:
+                result.warnings.append(f"stop sign: TTFT rises from {plain.ttft_ms:.1f} ms on the plain server to "
+                                       f"{spec.ttft_ms:.1f} ms with speculation")
+        if capped:
+            note += f"; give --max-running-requests {per_replica} (max_num_seqs) to lift the cap"
+        result.warnings.append(note)
 
     def _tree(self, request) -> dict[str, Any]:
         """The speed model's tree arguments: SGLang's --speculative-num-steps and --speculative-eagle-topk."""
