@@ -385,15 +385,12 @@ def test_moe_target_loses_alone_and_pays_in_a_batch_where_the_plain_step_already
     assert not any("does not pay at any concurrency" in w for w in one.warnings)
 
 
-def test_sglang_says_it_caps_eagle_at_48_running_requests():
+def test_sglang_speculative_step_adds_its_exposed_host_time():
+    # (SGLang's cap of 48 running requests with speculation is the runtime's: tests/test_runtime_sglang.py)
     inp = EngineInput(hf_config=load_config(LLAMA), draft_hf_config=load_config(HEAD3), gpu=H100, max_model_len=8192,
                       speculative_config={"method": "eagle3", "model": "x", "num_speculative_tokens": 3})
-    at64 = perf.estimate_speed(inp, prompt_len=512, output_len=128, concurrency=64, runtime="sglang",
-                               acceptance_length=2.5)
     at32 = perf.estimate_speed(inp, prompt_len=512, output_len=128, concurrency=32, runtime="sglang",
                                acceptance_length=2.5)
-    assert any("at most 48 requests" in w for w in at64.warnings)
-    assert not any("at most 48 requests" in w for w in at32.warnings)
     # the speculative step adds SGLang's exposed host time: fixed per step plus per running request
     eff = perf.get_efficiency(H100, "sglang")
     step = at32.spec.step

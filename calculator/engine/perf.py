@@ -1387,7 +1387,6 @@ def spec_step(s: _Setup, method: str, *, requests: int, context: int, k: int, ov
                     spec_overhead_ms=fixed * overhead_scale, total_ms=total)
 
 
-SGLANG_SPEC_MAX_RUNNING = 48  # server_args.py: EAGLE/EAGLE3 set max_running_requests = 48 when it is not given
 
 
 def prefill_budget_cap(s: _Setup, prompt_len: int, output_len: int, *, spec_k: int = 0,
@@ -1845,10 +1844,6 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
         warnings.append(f"{shape} speculation loses below {pays_from} concurrent requests and pays from there"
                         + (" (an MoE target: a plain step at low concurrency reads few experts, the verification "
                            "many)" if s.target.num_experts else ""))
-    if s.runtime == "sglang" and method in ("eagle", "eagle3", "mtp") and conc > SGLANG_SPEC_MAX_RUNNING:
-        warnings.append(f"SGLang runs at most {SGLANG_SPEC_MAX_RUNNING} requests at once with EAGLE/MTP unless "
-                        "--max-running-requests is given (python/sglang/srt/server_args.py); this prediction runs "
-                        f"{conc} at once, as the --max-running-requests given allows")
     if best_k is not None and best_k != k:
         warnings.append(f"num_speculative_tokens {best_k} is predicted faster than {k} at concurrency {conc}")
     if sp.verify.bound == "compute" or base.step.bound == "compute":

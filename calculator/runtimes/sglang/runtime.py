@@ -136,6 +136,22 @@ class SGLang:
         return {"speculative_algorithm": _ALGORITHM[spec.method], "speculative_num_steps": k,
                 "speculative_eagle_topk": topk, "speculative_num_draft_tokens": ndraft}
 
+    @staticmethod
+    def _max_running(request) -> int | None:
+        """``--max-running-requests`` for the plan and the command: the user's; else, with speculative decoding and
+        more clients per data-parallel replica than SGLang's speculative default lets run (48; 32 in 0.4.3.post4:
+        server_args.py resets max_running_requests for EAGLE / NEXTN / NGRAM when it is not given), that many clients,
+        so the speculative server runs them all as the plain one does and the speedup compares the two at equal
+        running requests, as public speculative benchmarks do (the speed answer says so, and what the default
+        would do)."""
+        if request.max_num_seqs is not None or request.speculative_config is None:
+            return request.max_num_seqs
+        if request.speculative_config.method not in ("eagle", "eagle3", "mtp", "ngram"):
+            return None
+        default = 32 if request.release == "0.4.3.post4" else 48
+        per_replica = -(-speed_kwargs(request)["concurrency"] // max(1, request.dp_size or 1))
+        return per_replica if per_replica > default else None
+
     def memory(self, request, model: LoadedModel) -> SGLangMemory:
         """SGLang's start-up memory plan per rank (:func:`.memory.plan`), and whether one ``--context-length``
         request fits its pool (SGLang raises "Not enough memory" when the pool is empty)."""
@@ -145,7 +161,7 @@ class SGLang:
                      dp_size=request.dp_size, enable_dp_attention=request.enable_dp_attention, ep_size=request.ep_size,
                      pp_size=request.pipeline_parallel_size, mem_fraction_static=request.mem_fraction_static,
                      context_length=request.max_model_len, kv_cache_dtype=request.kv_cache_dtype,
-                     max_running_requests=request.max_num_seqs,
+                     max_running_requests=self._max_running(request),
                      dtype=request.dtype, quantization=request.quantization, page_size=request.page_size,
                      chunked_prefill_size=request.chunked_prefill_size, cuda_graph_max_bs=request.cuda_graph_max_bs,
                      draft_hf_config=model.draft.config if model.draft else None,
@@ -203,7 +219,7 @@ class SGLang:
         spec = request.speculative_config
         return launch_argv(p, model.repo_id, draft_model_path=spec.model if spec else None,
                            kv_cache_dtype=request.kv_cache_dtype if request.kv_cache_dtype != "auto" else None,
-                           quantization=request.quantization, max_running_requests=request.max_num_seqs)
+                           quantization=request.quantization, max_running_requests=self._max_running(request))
 
     def speed_kwargs(self, request) -> dict[str, Any]:
         return speed_kwargs(request)
@@ -264,6 +280,15 @@ class SGLang:
         workload_fits(request, plan.max_model_len, "SGLang's --context-length")
         result = perf.estimate_speed_plan(plan, runtime="sglang", **self._tree(request), **self.speed_kwargs(request))
         if request.speculative_config is not None:
+            lifted = self._max_running(request) if request.max_num_seqs is None else None
+            if lifted is not None:
+                default = 32 if request.release == "0.4.3.post4" else 48
+                result.warnings.append(
+                    f"SGLang resets --max-running-requests to {default} for speculative decoding when it is not given "
+                    f"(server_args.py); the command passes --max-running-requests {lifted} so the speculative server "
+                    f"runs all {lifted} clients per replica at once, as the plain server does, and the speedup "
+                    f"compares the two at equal running requests; without the flag {lifted - default} of them would "
+                    "queue (their wait in TTFT)")
             self._against_plain_server(request, model, memory, result)
         if plan.decode_graph_max_bs is not None and result.effective_concurrency > plan.decode_graph_max_bs:
             result.warnings.append(f"{result.effective_concurrency} requests decode at once, more than --cuda-graph-max-bs "
@@ -274,65 +299,45 @@ class SGLang:
 
     def _against_plain_server(self, request, model: LoadedModel, memory, result) -> None:
         """Set the speculative answer against the plain server as a user would deploy it (the same request without
-        ``--speculative-config``), where speculation changes the server itself: SGLang resets
-        ``max_running_requests`` for speculative decoding when it is not given (48; 32 in 0.4.3.post4; server_args.py
-        speculative defaults), so more clients queue, and from 0.5.10 it turns the piecewise prefill graphs off
-        (``_handle_piecewise_cuda_graph``). The figures "without speculation" become the plain server's; the speedup
-        becomes TPOT plain / TPOT speculative when both run as many requests at once, else the ratio of their output
-        tok/s (its range scaled alike), with a note; a TTFT that rises more than 10 % gets the stop sign."""
+        ``--speculative-config``) where speculation changes the server itself: from 0.5.10 SGLang turns the piecewise
+        prefill CUDA graphs off for speculative decoding (server_args.py ``_handle_piecewise_cuda_graph``), so the
+        speculative server's prompts launch eagerly where the plain server's replay graphs. The figures "without
+        speculation" become the plain server's and the speedup TPOT plain / TPOT speculative (its range scaled
+        alike), with a note; a TTFT that rises more than 10 % gets the stop sign. (Speculation's cap on running
+        requests is lifted in the command, :meth:`_max_running`, so both run as many requests at once.)"""
         from calculator.engine import perf
 
         plain_req = request.model_copy(update={"speculative_config": None, "speculative_eagle_topk": None,
                                                "speculative_num_draft_tokens": None, "acceptance_rate": None,
                                                "acceptance_length": None})
-        plain = perf.estimate_speed_plan(self._speed_plan(plain_req, model, self.memory(plain_req, model)),
-                                         runtime="sglang", **self.speed_kwargs(plain_req))
+        plain_mem = self.memory(plain_req, model)
         spec_mem = memory or self.memory(request, model)
-        cap, plain_cap = spec_mem.plan.max_running_requests, plain.effective_concurrency
-        clients = self.speed_kwargs(request)["concurrency"]
-        dp = max(1, request.dp_size or 1)
-        per_replica = -(-clients // dp)
-        capped = request.max_num_seqs is None and per_replica > cap and plain_cap > cap
-        graphs_off = (self.memory(plain_req, model).plan.piecewise_cuda_graph
-                      and not spec_mem.plan.piecewise_cuda_graph)
-        if not capped and not graphs_off:
+        if not (plain_mem.plan.piecewise_cuda_graph and not spec_mem.plan.piecewise_cuda_graph):
             return
-        why = []
-        if capped:
-            why.append(f"SGLang {request.release} runs at most {cap} requests at once with speculative decoding when "
-                       f"--max-running-requests is not given (its speculative defaults in server_args.py), so "
-                       f"{clients - cap * min(dp, clients)} of your {clients} clients queue where the plain server runs "
-                       f"{plain_cap} per replica")
-        if graphs_off:
-            why.append("speculative decoding turns SGLang's piecewise prefill CUDA graphs off (server_args.py "
-                       "_handle_piecewise_cuda_graph), so its prompts launch eagerly where the plain server's replay")
+        plain = perf.estimate_speed_plan(self._speed_plan(plain_req, model, plain_mem), runtime="sglang",
+                                         **self.speed_kwargs(plain_req))
         spec = result.spec
         before = (result.ttft_ms, result.output_tokens_per_s, result.itl_ms)
         result.ttft_ms, result.itl_ms, result.output_tokens_per_s = plain.ttft_ms, plain.itl_ms, plain.output_tokens_per_s
-        note = ("against the plain server as deployed: " + "; ".join(why)
-                + f". The plain server: {plain.output_tokens_per_s:,.0f} output tok/s, TPOT {plain.itl_ms:,.1f} ms, "
-                f"TTFT {plain.ttft_ms:,.0f} ms (the speculative server's own run without drafts: "
-                f"{before[1]:,.0f} tok/s, TTFT {before[0]:,.0f} ms)")
+        note = ("against the plain server as deployed: speculative decoding turns SGLang's piecewise prefill CUDA "
+                "graphs off (server_args.py _handle_piecewise_cuda_graph), so its prompts launch eagerly where the "
+                f"plain server's replay graphs. The plain server: {plain.output_tokens_per_s:,.0f} output tok/s, TPOT "
+                f"{plain.itl_ms:,.1f} ms, TTFT {plain.ttft_ms:,.0f} ms (the speculative server's own run without "
+                f"drafts: {before[1]:,.0f} tok/s, TTFT {before[0]:,.0f} ms)")
         if spec is not None and spec.itl_ms and spec.speedup:
-            same_running = not capped
-            # same running requests: the speedup against the speculative server's own base, rescaled to the plain
-            # server's TPOT (exactly plain TPOT / speculative TPOT, without the rounding of either)
-            new = (spec.speedup * plain.itl_ms / before[2] if same_running
-                   else spec.output_tokens_per_s / plain.output_tokens_per_s)
+            # the speedup against the speculative server's own base, rescaled to the plain server's TPOT (exactly plain
+            # TPOT / speculative TPOT, without the rounding of either)
+            new = spec.speedup * plain.itl_ms / before[2]
             factor = new / spec.speedup
             spec.speedup = round(new, 3)
             spec.speedup_low = round(spec.speedup_low * factor, 3) if spec.speedup_low is not None else None
             spec.speedup_high = round(spec.speedup_high * factor, 3) if spec.speedup_high is not None else None
             spec.slowdown = ("likely" if spec.speedup < 1 else
                              "possible" if spec.speedup_low is not None and spec.speedup_low < 1 else "unlikely")
-            note += ("; the speedup is TPOT plain / TPOT with speculation" if same_running else
-                     "; the speedup is the ratio of the two servers' output tok/s (they run different numbers of "
-                     "requests at once)")
+            note += "; the speedup is TPOT plain / TPOT with speculation"
             if spec.ttft_ms > plain.ttft_ms * 1.10:
                 result.warnings.append(f"stop sign: TTFT rises from {plain.ttft_ms:.1f} ms on the plain server to "
                                        f"{spec.ttft_ms:.1f} ms with speculation")
-        if capped:
-            note += f"; give --max-running-requests {per_replica} (max_num_seqs) to lift the cap"
         result.warnings.append(note)
 
     def _tree(self, request) -> dict[str, Any]:
