@@ -230,8 +230,9 @@ class Efficiency:
     a layer's fixed time is ``kernels x kernel_us`` with the kernels the runtime counts for the model
     (:attr:`Plan.layer_kernels`) instead of ``layer_us``; ``triton_iter_us``: the latency of one tile of the
     triton decode kernel's split-KV loop, per layer that runs it (:attr:`Plan.triton_layers`);
-    ``prefill_launch_us``: host time per counted kernel of a prefill pass run eagerly (no CUDA graph), which
-    the pass takes when it exceeds the GPU time; ``mixed_prefill``: prompts ride in the decode steps (vLLM's
+    ``prefill_launch_us``: host time per counted kernel of a pass run eagerly (no CUDA graph: SGLang's prefill before
+    0.5.10, the split ops of a piecewise-graphed one, decode batches above --cuda-graph-max-bs), which the pass takes
+    when it exceeds the GPU time; ``mixed_prefill``: prompts ride in the decode steps (vLLM's
     chunked prefill) rather than in passes of their own that pause decoding (SGLang without
     ``--enable-mixed-chunk``); ``label``: ``assumed`` (a typical figure), ``fitted``
     (fitted per runtime on the public data named in ``source``) or ``calibrated`` (a validation run).

@@ -415,6 +415,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
          kv_cache_dtype: str = "auto", dtype: str = "auto", quantization: str | None = None,
          page_size: int | None = None, chunked_prefill_size: int | None = None,
          cuda_graph_max_bs: int | None = None, max_running_requests: int | None = None,
+         max_running_requests_why: str | None = None,
          speculative_algorithm: str | None = None, speculative_num_steps: int | None = None,
          speculative_eagle_topk: int | None = None, speculative_num_draft_tokens: int | None = None,
          draft_hf_config: dict | None = None, weights_bytes: int | None = None,
@@ -945,8 +946,10 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         want = (tokens // 2 if max_running_requests is None
                 else max_running_requests // (dp_size if enable_dp_attention else 1))
         mrr = min(want, rows)
-    src("max_running_requests", mrr, "input" if max_running_requests is not None else "source",
-        ("--max-running-requests as given, capped by the request slots: " if max_running_requests is not None else "")
+    given = max_running_requests is not None and max_running_requests_why is None
+    src("max_running_requests", mrr, "input" if given else "source",
+        ("--max-running-requests as given, capped by the request slots: " if given else
+         f"{max_running_requests_why}, capped by the request slots: " if max_running_requests_why else "")
         + cite(release, "max_running" if R.has_rule(release, "max_running") else "max_num_reqs"))
 
     # --- pool sizes as logged --------------------------------------------------------------------
