@@ -29,7 +29,10 @@ counted kernel (3.7-5.6 us on B200 over 5 models, median 4.7, 4.6-5.1 leaving an
 triton tile time (5.8 us, one model) and the eager launch time per kernel (median 91 us). With those terms the 28
 runs at 1-100 clients are off by median |error| TPOT 10.0 %, tok/s 13.0 %, TTFT 28.6 % (the default mode prints
 them as "current row (in sample)"; its grid no longer varies ``layer_us``, which the kernel form replaces); the
-higher-concurrency runs were not used to fit anything.
+higher-concurrency runs were not used to fit anything. The default mode's grid over the other terms on top of the
+kernel form (2026-12, 1080 points) ends at mem_bw 0.6, compute 0.85, moe_compute 0.2, ttft_fixed_ms 40: in sample
+9.8 / 8.1 / 24.3 %, leave-one-source-out 12.6 / 11.9 / 33.6 %, no better held out than the current row in sample, so
+the row keeps vLLM's bandwidth and compute shares.
 
 ``--kernels --hopper`` prints the same per-kernel figure for the ``hopper_check`` records (sgl-pub-040..049: NVIDIA
 H100 / H200 runs, never fitted; the runs at up to 4 clients, from the step of that many requests) and the current row's
