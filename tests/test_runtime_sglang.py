@@ -455,3 +455,15 @@ def test_dp_attention_runs_on_the_tp_gpus_and_llamacpp_names_no_circular_equival
         with pytest.raises(InputError) as err:
             parse_request({"model": QWEN, "runtime": "llama.cpp", name: "2"})
         assert "one llama-server per set of devices" in err.value.message
+
+
+def test_side_by_side_carries_the_running_cap_and_the_replicas(client):
+    """The other runtime's answer takes the running-request cap and the data-parallel replicas under its own flags."""
+    body = client.get("/api/estimate", {"model": QWEN, "gpu": "H100", "max_model_len": "8192", "max_num_seqs": "16",
+                                        "data_parallel_size": "2"}).json()
+    argv = body["side_by_side"]["serve_argv"]
+    assert argv[argv.index("--max-running-requests") + 1] == "16" and argv[argv.index("--dp-size") + 1] == "2"
+    back = client.get("/api/estimate", {"model": QWEN, "gpu": "H100", "runtime": "sglang", "context_length": "8192",
+                                        "max_running_requests": "16", "dp_size": "2"}).json()
+    argv = back["side_by_side"]["serve_argv"]
+    assert argv[argv.index("--max-num-seqs") + 1] == "16" and argv[argv.index("--data-parallel-size") + 1] == "2"

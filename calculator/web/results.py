@@ -488,7 +488,13 @@ def _same_request_on(plan: Plan, runtime: str) -> dict[str, Any]:
     params = {"model": r.model, "revision": r.revision, "runtime": runtime, "gpu": r.gpu,
               "tensor_parallel_size": r.tensor_parallel_size, "pipeline_parallel_size": r.pipeline_parallel_size,
               "max_model_len": plan.memory.max_model_len, "dtype": r.dtype, "kv_cache_dtype": r.kv_cache_dtype,
-              "quantization": r.quantization, "speculative_config": r.speculative_config}
+              "quantization": r.quantization, "speculative_config": r.speculative_config,
+              # the running-request cap and data-parallel replicas under the other runtime's own names (SGLang's
+              # --max-running-requests / --dp-size; DP attention has no vLLM equivalent and is not carried)
+              "max_num_seqs": r.max_num_seqs}
+    dp = r.data_parallel_size if r.runtime == "vllm" else (1 if r.enable_dp_attention else r.dp_size)
+    if dp > 1:
+        params["dp_size" if runtime == "sglang" else "data_parallel_size"] = dp
     m = plan.model
     local = None
     if m.source.startswith("config.json file"):  # the command line's --config: the other runtime reads it too
