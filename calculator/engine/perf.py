@@ -965,11 +965,13 @@ def step_cost(mc: ModelCost, hw: Hardware, *, requests: int, tokens_per_request:
     comp = _compute_seconds(mc, hw, flops, tokens)
     comm = _comm_seconds(mc, hw, tokens)
     ovh = (hw.eff.step_overhead_ms * 1e-3 if overhead else 0.0) + mc.layer_fixed_s(hw.eff, context)
-    if mc.decode_graph_max_bs is not None and requests > mc.decode_graph_max_bs and mc.pass_launch_s(hw.eff, 0):
+    eager = mc.pass_launch_s(hw.eff, 0) if mc.decode_graph_max_bs is not None and requests > mc.decode_graph_max_bs \
+        else 0.0
+    if eager:
         # above --cuda-graph-max-bs SGLang runs the decode batch eagerly (cuda_graph_runner.py can_run): the host
         # launches every kernel, and the step takes the longer of that and the GPU work (launch time assumed equal
         # to the eager prefill's, perf.SGLANG_PREFILL_LAUNCH_US)
-        ovh += max(0.0, mc.pass_launch_s(hw.eff, 0) - (_core(mem, comp, hw.eff) + comm + ovh))
+        ovh += max(0.0, eager - (_core(mem, comp, hw.eff) + comm + ovh))
     return StepCost(tokens=tokens, bytes_weights=wbytes, bytes_kv=kvbytes, flops=flops,
                     experts_touched=mc.experts_touched(tokens), memory_ms=mem * 1e3, compute_ms=comp * 1e3,
                     comm_ms=comm * 1e3, overhead_ms=ovh * 1e3, total_ms=(_core(mem, comp, hw.eff) + comm + ovh) * 1e3,
@@ -1386,8 +1388,6 @@ def spec_step(s: _Setup, method: str, *, requests: int, context: int, k: int, ov
     return SpecStep(k=k, draft_gpu_ms=draft_gpu, draft_overhead_ms=draft_ovh * overhead_scale,
                     proposer_cpu_ms=cpu * overhead_scale, verify=verify, rejection_ms=rej,
                     spec_overhead_ms=fixed * overhead_scale, total_ms=total)
-
-
 
 
 def prefill_budget_cap(s: _Setup, prompt_len: int, output_len: int, *, spec_k: int = 0,

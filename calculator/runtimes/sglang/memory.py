@@ -264,6 +264,12 @@ def gpu_defaults(release: str, gpu_mem_mib: float, tp_size: int) -> tuple[int, i
     return 16384, 512, src
 
 
+def spec_max_running(release: str) -> int:
+    """``max_running_requests`` SGLang ``release`` resets to for EAGLE / EAGLE3 / NEXTN / STANDALONE when it is not
+    given (server_args.py, ``cite(release, "spec_max_running")``): 32 in 0.4.3.post4, 48 after."""
+    return 32 if release == "0.4.3.post4" else 48
+
+
 def _piecewise_tokens(max_tokens: int) -> list[int]:
     """``_generate_piecewise_cuda_graph_tokens`` (0.5.10 server_args.py)."""
     sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32))
@@ -651,7 +657,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             ndraft = steps + 1
             notes.append("speculative_num_draft_tokens set to num_steps + 1 because eagle_topk == 1 (server_args.py)")
         if max_running_requests is None:
-            max_running_requests = 32 if release == "0.4.3.post4" else 48
+            max_running_requests = spec_max_running(release)
             src("max_running_requests", max_running_requests, "source", cite(release, "spec_max_running"))
     elif speculative_algorithm == "NGRAM":
         # the NGRAM block of server_args: 48 running requests unless given; the calculator's chain of k proposals

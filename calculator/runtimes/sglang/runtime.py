@@ -21,7 +21,7 @@ from calculator.runtimes.base import CompatSummary, LoadedModel, speed_kwargs, w
 from . import compat as sg_compat
 from .launch import launch_argv
 from .kernels import with_kernel_count
-from .memory import SGLangPlan, plan
+from .memory import SGLangPlan, plan, spec_max_running
 from .releases import COVERED
 
 _ALGORITHM = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "draft_model": "STANDALONE", "ngram": "NGRAM"}
@@ -148,7 +148,7 @@ class SGLang:
             return request.max_num_seqs
         if request.speculative_config.method not in ("eagle", "eagle3", "mtp", "ngram"):
             return None
-        default = 32 if request.release == "0.4.3.post4" else 48
+        default = spec_max_running(request.release)
         per_replica = -(-speed_kwargs(request)["concurrency"] // max(1, request.dp_size or 1))
         return per_replica if per_replica > default else None
 
@@ -285,7 +285,7 @@ class SGLang:
         if request.speculative_config is not None:
             lifted = self._max_running(request) if request.max_num_seqs is None else None
             if lifted is not None:
-                default = 32 if request.release == "0.4.3.post4" else 48
+                default = spec_max_running(request.release)
                 result.warnings.append(
                     f"SGLang resets --max-running-requests to {default} for speculative decoding when it is not given "
                     f"(server_args.py); the command passes --max-running-requests {lifted} so the speculative server "
