@@ -467,3 +467,15 @@ def test_side_by_side_carries_the_running_cap_and_the_replicas(client):
                                         "max_running_requests": "16", "dp_size": "2"}).json()
     argv = back["side_by_side"]["serve_argv"]
     assert argv[argv.index("--max-num-seqs") + 1] == "16" and argv[argv.index("--data-parallel-size") + 1] == "2"
+
+
+def test_a_context_length_above_the_models_names_sglangs_flag_and_variable(client):
+    """The API answers 400 on the field; the command line names SGLang's own flag (--context-length, not vLLM's
+    --max-model-len) and exits 2."""
+    r = client.get("/api/estimate", {"model": QWEN, "gpu": "H100", "runtime": "sglang", "context_length": "999999"})
+    assert r.status_code == 400
+    with pytest.raises(CommandError) as err:
+        call_command("estimate", "--model", QWEN, "--runtime", "sglang", "--gpu", "H100", "--context-length", "999999",
+                     stdout=StringIO())
+    assert err.value.returncode == 2
+    assert str(err.value).startswith("--context-length: ") and "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" in str(err.value)

@@ -429,6 +429,14 @@ _CITED_TEXT = [  # (release, rule, text the cited line must contain)
     ("0.5.7", "nsa", "self.enable_dp_attention = True"),
     ("0.5.7", "nsa_pool", "Calculate override_kv_cache_dim"),
     ("0.5.3.post1", "nsa", "self.enable_dp_attention = True"),
+    ("0.4.3.post4", "context_over", "raise ValueError("),
+    ("0.4.10.post2", "context_over", '"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", default="True"'),
+    ("0.5.3", "context_over", "raise ValueError("),
+    ("0.5.3.post1", "context_over", "raise ValueError("),
+    ("0.5.7", "context_over", "raise ValueError("),
+    ("0.5.8.post1", "context_over", "raise ValueError("),
+    ("0.5.9", "context_over", "raise ValueError("),
+    ("0.5.10.post1", "context_over", "raise ValueError("),
 ]
 
 
@@ -914,3 +922,28 @@ def test_a_geforce_plan_says_a_display_takes_memory_the_plan_does_not_count():
     assert any("drives a display" in n for n in consumer.notes)
     assert any("The KV pool is" in n for n in datacenter.notes)  # the sensitivity note is there,
     assert not any("drives a display" in n for n in datacenter.notes)  # without the display sentence
+
+
+@pytest.mark.parametrize("release", [r for r in COVERED if r != "0.4.10.post2"])
+def test_a_context_length_above_the_models_is_refused_as_sglang_refuses_it(release):
+    """ModelConfig._derive_context_length: --context-length above the derived one (Qwen2.5-7B-Instruct:
+    max_position_embeddings 32,768, no rope scaling) raises ValueError at start-up unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is set,
+    whose default is False in these releases (environ.py EnvBool(False); 0.4.3.post4 get_bool_env_var default
+    "False"); the model's own length is accepted."""
+    kw = {"gpu": get_gpu("H100"), "release": release, "free_memory_before_load_gib": 78.0, "weights_bytes": 2 * GIB}
+    cfg = load_config("Qwen__Qwen2.5-7B-Instruct.json")
+    assert plan(cfg, context_length=32768, **kw).context_length == 32768
+    with pytest.raises(EngineInputError) as err:
+        plan(cfg, context_length=32769, **kw)
+    assert err.value.field == "context_length"
+    assert "derived context length 32,768" in err.value.message
+    assert "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1" in err.value.message
+
+
+def test_sglang_0_4_10_accepts_a_longer_context_length_with_a_warning():
+    """0.4.10.post2 reads the variable with default="True" (model_config.py:164): SGLang logs a warning and runs with
+    the given length, so the plan sizes it and says so."""
+    p = plan(load_config("Qwen__Qwen3-0.6B.json"), gpu=get_gpu("H100"), release="0.4.10.post2",
+             free_memory_before_load_gib=78.0, weights_bytes=2 * GIB, context_length=65536)
+    assert p.context_length == 65536
+    assert any("above the model's derived 40,960" in n for n in p.notes)

@@ -147,7 +147,7 @@ class Command(BaseCommand):
             plan = make_plan(request, local)
             payload = api_payload(plan)
         except InputError as exc:
-            raise command_error(exc) from None
+            raise command_error(exc, request.runtime) from None
         except Exception as exc:  # noqa: BLE001 - never a traceback on the command line
             raise internal_error(exc) from None
         if options["format"] == "json":

@@ -634,6 +634,20 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     ctx = context_length or derived_ctx
     derivation = (cite(release, "context_len") + " get_context_length(text config): max_position_embeddings x rope "
                   "factor unless original/llama3")
+    if context_length and context_length > derived_ctx:
+        # ModelConfig._derive_context_length: a longer --context-length than the derived one raises ValueError at
+        # start-up unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is set; that variable defaults to False in every
+        # covered release but 0.4.10.post2, where it defaults to True and SGLang only logs a warning
+        if release != "0.4.10.post2":
+            raise EngineInputError(
+                "context_length", f"--context-length {context_length:,} is greater than the model's derived context "
+                f"length {derived_ctx:,} ({derivation}): SGLang {release} refuses to start (ValueError, "
+                f"{cite(release, 'context_over')}) unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 is set, and "
+                "outputs past the trained length may be wrong; give at most "
+                f"{derived_ctx:,}")
+        notes.append(f"--context-length {context_length:,} is above the model's derived {derived_ctx:,}: SGLang "
+                     f"{release} accepts it with a warning (SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN defaults to "
+                     f"True, {cite(release, 'context_over')}); outputs past the trained length may be wrong")
     if context_length:
         src("context_length", ctx, "input", f"--context-length as given; the model's own is {derived_ctx:,} "
             f"({derivation})")

@@ -97,6 +97,8 @@ _WEIGHT_LINES: dict[str, dict[str, tuple[str, int]]] = {
 #  mamba_split      Mamba state vs KV split by mamba_full_memory_ratio
 #  mamba_ratio      MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO
 #  context_len      get_context_length
+#  context_over     --context-length above the derived one: the ValueError (0.4.10.post2: the env default True that
+#                   lets it through with a warning)
 #  free_mem         get_available_gpu_memory (torch.cuda.mem_get_info)
 #  gpu_capacity     nvidia-smi / rocminfo total memory that the defaults read
 #  pre_load         free memory measured before loading ("Load weight begin")
@@ -113,6 +115,7 @@ _WEIGHT_LINES: dict[str, dict[str, tuple[str, int]]] = {
 #  hybrid_swa_on    0.5.10: is_hybrid_swa_model (gpt-oss, MiMo-V2, Step3.5, Llama 4) unless disabled
 _LINES: dict[str, dict[str, tuple[str, int]]] = {
     "0.4.3.post4": {
+        "context_over": (_MC, 92),
         "kv_auto": (_MR, 641),
         "max_prefill_tokens": (_SA, 70), "req_to_token": (_MP, 46), "pool_end": (_MR, 766),
         "mfs_default": (_SA, 204), "gpu_tables": (_SA, 217), "dp_chunked": (_SA, 265),
@@ -122,6 +125,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "pre_load": (_MR, 299), "kv_log": (_MP, 211),
     },
     "0.4.10.post2": {
+        "context_over": (_MC, 164),
         "kv_auto": (_MR, 1080),
         "max_prefill_tokens": (_SA, 82), "req_to_token": (_MP, 47), "pool_end": (_MR, 1304),
         "gemma_swa_off": (_SA, 1943),
@@ -132,6 +136,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "context_len": (_HF_OLD, 187), "gpu_capacity": (_UT_OLD, 1425), "pre_load": (_MR, 574), "kv_log": (_MP, 211),
     },
     "0.5.3": {
+        "context_over": (_MC, 276),
         "ngram_max_running": (_SA, 1133),
         "kv_auto": (_MR, 1397),
         "max_prefill_tokens": (_SA, 191), "req_to_token": (_MP, 61), "pool_end": (_MR, 1724),
@@ -144,6 +149,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "nsa_pool": (_MP, 1054), "kv_log": (_MP, 362), "gdn_layers": (_MR, 1270),
     },
     "0.5.3.post1": {
+        "context_over": (_MC, 282),
         "ngram_max_running": (_SA, 1173),
         "kv_auto": (_MR, 1421),
         "max_prefill_tokens": (_SA, 207), "req_to_token": (_MP, 64), "pool_end": (_MR, 1738),
@@ -156,6 +162,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "pre_load": (_MR, 701), "nsa_pool": (_MP, 1302), "kv_log": (_MP, 379),
     },
     "0.5.7": {
+        "context_over": (_MC, 349),
         "ngram_max_running": (_SA, 2097),
         "kv_auto": (_MR, 1528),
         "max_prefill_tokens": (_SA, 301), "req_to_token": (_MP, 78), "pool_end": (_MX, 660),
@@ -169,6 +176,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "nsa_indexer": (_MX, 75),
     },
     "0.5.8.post1": {
+        "context_over": (_MC, 357),
         "ngram_max_running": (_SA, 2238),
         "kv_auto": (_MR, 1546),
         "max_prefill_tokens": (_SA, 316), "req_to_token": (_MP, 117), "pool_end": (_MX, 647),
@@ -182,6 +190,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "gptoss_swa": (_SA, 1283), "piecewise": (_SA, 1012),
     },
     "0.5.9": {
+        "context_over": (_MC, 382),
         "ngram_max_running": (_SA, 2468),
         "kv_auto": (_MR, 1670),
         "max_prefill_tokens": (_SA, 330), "req_to_token": (_MP, 126), "pool_end": (_MX, 745),
@@ -195,6 +204,7 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "piecewise": (_SA, 1044),
     },
     "0.5.10.post1": {
+        "context_over": (_MC, 402),
         "ngram_max_running": (_SA, 3099),
         "kv_auto": (_MR, 1903),
         "max_prefill_tokens": (_SA, 349), "req_to_token": (_MP, 126), "pool_end": (_MX, 906),
