@@ -479,3 +479,12 @@ def test_a_context_length_above_the_models_names_sglangs_flag_and_variable(clien
                      stdout=StringIO())
     assert err.value.returncode == 2
     assert str(err.value).startswith("--context-length: ") and "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" in str(err.value)
+
+
+def test_the_running_request_cap_is_named_by_sglangs_flag(client):
+    """16 clients against --max-running-requests 2: 2 run, the warning names SGLang's flag (vLLM's --max-num-seqs is
+    the same field)."""
+    body = client.get("/api/estimate", {"model": QWEN, "gpu": "H100", "runtime": "sglang", "max_num_seqs": "2",
+                                        "concurrency": "16"}).json()
+    cap = [w for w in body["speed_warnings"] if w.startswith("only 2 of 16 requests run at once")]
+    assert cap and "limited by --max-running-requests 2" in cap[0]

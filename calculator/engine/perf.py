@@ -1536,7 +1536,8 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
     conc = max(1, min(concurrency, *caps.values()))
     if conc < concurrency:
         binding = min(caps, key=lambda c: (caps[c], ("max_num_seqs", "kv", "budget").index(c)))
-        why = {"max_num_seqs": f"max_num_seqs {s.max_seqs}",
+        why = {"max_num_seqs": ({"sglang": "--max-running-requests", "llama.cpp": "--parallel"}.get(runtime, "--max-num-seqs")
+                                + f" {s.max_seqs}"),
                "kv": f"the KV cache ({plan.kv_cache_tokens:,} tokens hold {kv_cap} requests of {total_len} tokens)",
                "budget": (f"the prefill token budget: vLLM schedules the running requests first and gives waiting "
                           f"prompts what is left of max_num_batched_tokens ({s.chunk:,} tokens per step"
