@@ -488,3 +488,15 @@ def test_the_running_request_cap_is_named_by_sglangs_flag(client):
                                         "concurrency": "16"}).json()
     cap = [w for w in body["speed_warnings"] if w.startswith("only 2 of 16 requests run at once")]
     assert cap and "limited by --max-running-requests 2" in cap[0]
+
+
+def test_without_an_acceptance_figure_the_three_figures_are_one_servers(client):
+    """ngram has no public acceptance figure: the speculative TPOT is not predicted, so TTFT, TPOT and tok/s are all
+    the plain server's (0.5.10.post1: the one that keeps its piecewise prefill graphs), never the speculative server's
+    TTFT beside the plain server's TPOT."""
+    q = {"model": QWEN, "gpu": "H100", "runtime": "sglang", "concurrency": "4"}
+    plain = client.get("/api/estimate", q).json()
+    spec = client.get("/api/estimate", {**q, "speculative_config": '{"method": "ngram", "num_speculative_tokens": 3}'}).json()
+    assert spec["spec_speedup"] is None
+    assert (spec["ttft_ms"], spec["itl_ms"], spec["output_tokens_per_s"]) == \
+        (plain["ttft_ms"], plain["itl_ms"], plain["output_tokens_per_s"])

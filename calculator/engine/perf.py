@@ -1924,9 +1924,11 @@ def result_fields(r: SpeedResult) -> dict[str, Any]:
                            "efficiency_precision": r.efficiency_precision}
     if r.spec is not None:
         sp = r.spec
-        out["ttft_ms"] = _sig(sp.ttft_ms)
+        # the three figures describe one server: the speculative one where its TPOT is predicted (an acceptance figure
+        # is known or given), else the server without drafts (its TTFT alone would mix the two)
         if sp.itl_ms is not None:
-            out["itl_ms"], out["output_tokens_per_s"] = _sig(sp.itl_ms), _sig(sp.output_tokens_per_s)
+            out["ttft_ms"], out["itl_ms"] = _sig(sp.ttft_ms), _sig(sp.itl_ms)
+            out["output_tokens_per_s"] = _sig(sp.output_tokens_per_s)
         out.update(acceptance_rate=None if sp.acceptance_rate is None else round(sp.acceptance_rate, 4),
                    mean_acceptance_length=sp.mean_acceptance_length, spec_speedup=sp.speedup,
                    spec_speedup_low=sp.speedup_low, spec_speedup_high=sp.speedup_high, spec_slowdown=sp.slowdown,
