@@ -918,7 +918,7 @@ def test_a_geforce_plan_says_a_display_takes_memory_the_plan_does_not_count():
     than the catalog's card: the desktop. A GeForce plan says so where it gives the sensitivity; an H100's does not."""
     cfg = load_config("Qwen__Qwen3-8B.json")
     consumer = plan(cfg, gpu=get_gpu("RTX3090"), release="0.5.10.post1")
-    datacenter = plan(cfg, gpu=get_gpu("L4"), release="0.5.10.post1", context_length=131072)
+    datacenter = plan(cfg, gpu=get_gpu("L4"), release="0.5.10.post1", context_length=40960)
     assert any("drives a display" in n for n in consumer.notes)
     assert any("The KV pool is" in n for n in datacenter.notes)  # the sensitivity note is there,
     assert not any("drives a display" in n for n in datacenter.notes)  # without the display sentence
