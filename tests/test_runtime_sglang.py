@@ -500,3 +500,12 @@ def test_without_an_acceptance_figure_the_three_figures_are_one_servers(client):
     assert spec["spec_speedup"] is None
     assert (spec["ttft_ms"], spec["itl_ms"], spec["output_tokens_per_s"]) == \
         (plain["ttft_ms"], plain["itl_ms"], plain["output_tokens_per_s"])
+
+
+def test_sglang_0_4_10_speed_takes_a_context_above_the_models(client):
+    """0.4.10.post2 runs a --context-length above the model's own (its SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN
+    defaults to True): the speed is predicted, not refused with vLLM's VLLM_ALLOW_LONG_MAX_MODEL_LEN rule."""
+    body = client.get("/api/estimate", {"model": QWEN, "gpu": "H100", "runtime": "sglang", "sglang_version": "0.4.10.post2",
+                                        "context_length": "65536"}).json()
+    assert body.get("speed_error") is None and body["ttft_ms"] > 0
+    assert any("above the model's derived 40,960" in n for n in body["notes"])

@@ -236,11 +236,8 @@ class SGLang:
 
         # SGLang's own running-request cap and chunk go into the plan from its memory plan (_speed_plan), so vLLM's
         # scheduler checks of them (max_num_batched_tokens >= max_num_seqs) do not apply
-        # SGLang's context length goes into the plan from its memory plan too (_speed_plan), which already applied
-        # SGLang's own rule for one above the model's (SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN), not vLLM's
         as_vllm = request.model_copy(update={"runtime": "vllm", "vllm_version": default_release(),
-                                             "attention_backend": None, "block_size": None, "max_num_seqs": None,
-                                             "max_model_len": None})
+                                             "attention_backend": None, "block_size": None, "max_num_seqs": None})
         return VLLM().engine_input(as_vllm, model)
 
     def _speed_plan(self, request, model: LoadedModel, memory: SGLangMemory | None):
@@ -252,7 +249,14 @@ class SGLang:
 
         from calculator.engine import perf
 
-        base = perf.plan_from_engine(self._speed_input(request, model))
+        try:
+            base = perf.plan_from_engine(self._speed_input(request, model))
+        except EngineInputError as exc:
+            # the context length goes into the plan from SGLang's memory plan below, which applied SGLang's own rule
+            # for one above the model's (SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN), not vLLM's
+            if exc.field != "max_model_len" or request.max_model_len is None:
+                raise
+            base = perf.plan_from_engine(self._speed_input(request.model_copy(update={"max_model_len": None}), model))
         if memory is None:
             memory = self.memory(request, model)
         p = memory.plan
