@@ -509,3 +509,20 @@ def test_sglang_0_4_10_speed_takes_a_context_above_the_models(client):
                                         "context_length": "65536"}).json()
     assert body.get("speed_error") is None and body["ttft_ms"] > 0
     assert any("above the model's derived 40,960" in n for n in body["notes"])
+
+
+def test_a_method_sglang_lacks_is_refused_there_and_named_on_the_vllm_page(client):
+    """Suffix decoding is vLLM's (Arctic Inference); SGLang's --speculative-algorithm has no such choice
+    (server_args.py: EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM). The SGLang answer is a 400 naming its methods; the vLLM
+    answer stands, its side-by-side says why SGLang has none; the page renders."""
+    spec = '{"method": "suffix", "num_speculative_tokens": 3}'
+    q = {"model": QWEN, "gpu": "H100", "speculative_config": spec}
+    r = client.get("/api/estimate", {**q, "runtime": "sglang"})
+    assert r.status_code == 400 and "SGLang has no 'suffix' speculative decoding" in r.content.decode()
+    body = client.get("/api/estimate", q).json()
+    assert body["side_by_side"]["runtime"] == "sglang" and "no 'suffix'" in body["side_by_side"]["error"]
+    assert client.get("/", q, follow=True).status_code == 200
+    with pytest.raises(CommandError) as err:
+        call_command("estimate", "--model", QWEN, "--runtime", "sglang", "--gpu", "H100", "--speculative-config", spec,
+                     stdout=StringIO())
+    assert err.value.returncode == 2

@@ -133,6 +133,12 @@ class SGLang:
         topk = request.speculative_eagle_topk or 1
         # a chain verifies num_steps + 1 tokens (SGLang resets num_draft_tokens so for topk 1, server_args.py:3074)
         ndraft = request.speculative_num_draft_tokens or k + 1  # the memory plan applies (and notes) that reset
+        if spec.method not in _ALGORITHM:
+            # server_args.py --speculative-algorithm choices (0.5.10.post1: EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM);
+            # the memory plan refuses the ones a release lacks
+            raise EngineInputError("speculative_config", f"SGLang has no {spec.method!r} speculative decoding: its "
+                                   "--speculative-algorithm takes EAGLE (method eagle), EAGLE3 (eagle3), NEXTN (mtp), "
+                                   "STANDALONE (draft_model) and NGRAM (ngram) (server_args.py)")
         return {"speculative_algorithm": _ALGORITHM[spec.method], "speculative_num_steps": k,
                 "speculative_eagle_topk": topk, "speculative_num_draft_tokens": ndraft}
 
