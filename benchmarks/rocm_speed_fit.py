@@ -164,6 +164,11 @@ def load() -> list[dict]:
                    "tensor_parallel_size": str(r.get("tensor_parallel_size") or 1)}
             if r.get("input_len") and r.get("output_len"):
                 req.update(prompt_len=str(r["input_len"]), output_len=str(r["output_len"]))
+                # a context that fits the run (as benchmarks/speed_cases.py sizes it): the model's own default can
+                # leave no room on one GPU (Mistral-Medium-3.5 at 262,144 on one MI300X; the recipe serves it at
+                # 131,072), and the product predicts no speed for a server that does not start
+                req["max_model_len" if RUNTIME[r["runtime"]] == "vllm" else "context_length"] = str(
+                    max(8192, 2 * (r["input_len"] + r["output_len"])))
             if r.get("concurrency"):
                 req["concurrency"] = str(r["concurrency"])
             elif r.get("num_prompts"):  # all prompts at once (request rate inf / benchmark_throughput.py)

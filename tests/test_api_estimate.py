@@ -193,3 +193,16 @@ def test_it_reads_the_speculative_config_json(client):
 def test_it_passes_engine_errors_through_as_400(client):
     body = _bad(client, f"model={LLAMA}&block_size=7")
     assert body["field"] == "block_size"
+
+
+@pytest.mark.parametrize("runtime", ["vllm", "sglang"])
+def test_a_server_that_does_not_start_has_no_speed(client, runtime):
+    """Llama-3.1-70B in BF16 on one H100: its weights (70.6e9 x 2 B = 131 GiB) exceed the 80 GB card, so neither vLLM
+    nor SGLang starts (no KV cache at all); the answer gives the verdict and no TTFT / TPOT / tok/s of a server that
+    does not exist (a fresh user got 434 s of TTFT for 'what it would do if it did')."""
+    body = client.get("/api/estimate", {"model": "meta-llama/Llama-3.1-70B-Instruct", "gpu": "H100",
+                                        "runtime": runtime, "concurrency": "64"}).json()
+    assert body["verdict"] == "does_not_fit"
+    assert body.get("ttft_ms") is None and body.get("itl_ms") is None
+    assert body["speed_error"] == ("configuration: the server does not start (see the verdict and what would work), so "
+                                   "there is no speed to predict")

@@ -238,9 +238,10 @@ def test_what_does_not_fit_with_fit_off_suggests_the_changes_that_start(client):
     assert by_param[("fit",)].startswith("drop --fit off") and fit_on["verdict_condition"] in by_param[("fit",)]
     two = client.get("/api/estimate", LLAMA70 | {"fit": "off", "gpus": "2"}).json()
     assert ("gpus",) in by_param and two["verdict"] == "works"
-    # its speed is what it would do if it fitted, and says so (API and page)
-    assert body["speed_warnings"][0].startswith("the configuration does not fit")
-    assert 'id="speed-does-not-fit"' in client.get("/", LLAMA70 | {"fit": "off"}, follow=True).content.decode()
+    # a server that does not start has no speed: the API and the page say so instead of figures
+    assert body.get("ttft_ms") is None and body["speed_error"].startswith("configuration: the server does not start")
+    page = client.get("/", LLAMA70 | {"fit": "off"}, follow=True).content.decode()
+    assert "the server does not start (see the verdict and what would work)" in page
 
 
 def test_layers_left_on_the_cpu_need_the_machines_ram_whoever_chose_them(client):

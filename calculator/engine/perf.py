@@ -1518,8 +1518,10 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
     sources: dict[str, str] = {f"hardware.{k}": v for k, v in hw.sources.items()}
 
     if not plan.fits:
-        warnings.append("the configuration does not fit in GPU memory (see the memory estimate): the speed "
-                        "figures are what it would do if it did")
+        # no server to time: the speed of one that does not start is not a number to show (the verdict says why and
+        # what would start)
+        raise EngineInputError("configuration", "the server does not start (see the verdict and what would work), so "
+                               "there is no speed to predict")
     if plan.spec_method is None and (acceptance_rate is not None or acceptance_length is not None):
         warnings.append("the acceptance given is not used: there is no speculative_config, so these are the plain "
                         "decoding figures (give a speculative_config to predict a speedup)")

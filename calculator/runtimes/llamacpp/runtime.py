@@ -914,6 +914,9 @@ class LlamaCpp:
         from .speed import speed as llama_speed
 
         memory = memory or self._memory(request, model)
+        if memory.fits is False:  # no server to time (the verdict says why and what would start)
+            raise EngineInputError("configuration", "the server does not start (see the verdict and what would work), "
+                                   "so there is no speed to predict")
         kw = self.speed_kwargs(request)
         if kw["arrival"] == "burst":
             raise EngineInputError("num_prompts", "a burst of requests arriving at once is modelled for vLLM and "
@@ -966,9 +969,6 @@ class LlamaCpp:
                          "efficiency": s.efficiency, "sources": s.sources, "notes": s.notes},
                "speed_warnings": [f"{self.label} speed: efficiency {s.efficiency_label} ({words}); decode "
                                   "bandwidth-bound over the GGUF bytes read per token", *s.notes]}
-        if memory is not None and memory.fits is False:
-            out["speed_warnings"].insert(0, "the configuration does not fit (see the verdict): the speed figures are "
-                                            "what it would do if it did")
         sp = s.spec
         if sp is not None:
             out.update(spec_speedup=sp.speedup, mean_acceptance_length=sp.acceptance_length,

@@ -269,7 +269,11 @@ class SGLang:
         spec = self._spec(request)
         if spec.get("speculative_eagle_topk", 1) > 1:  # a tree: the target verifies num_draft_tokens per request
             base = replace(base, spec_k=spec["speculative_num_draft_tokens"])
-        base = replace(base, fits=memory.fits, kv_cache_tokens=p.max_total_num_tokens, max_model_len=p.context_length,
+        # SGLang starts with a pool smaller than one --context-length request (it caps each request at the pool,
+        # tp_worker.py max_req_len), so the speed stands there; not when it does not start (an empty pool, a start-up
+        # error)
+        starts = p.max_total_num_tokens > 0 and p.does_not_start is None
+        base = replace(base, fits=starts, kv_cache_tokens=p.max_total_num_tokens, max_model_len=p.context_length,
                        max_concurrency=memory.max_concurrency,
                        resolved={**base.resolved, "max_num_seqs": max(1, p.max_running_requests),
                                  "max_num_batched_tokens": p.chunked_prefill_size})
