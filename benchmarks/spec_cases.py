@@ -72,19 +72,21 @@ def predict(r: dict, out: dict | None = None) -> tuple[float | None, str]:
     if any(q in quant for q in ("q4_", "q8_", "q5_", "gguf", "nvfp4")):
         return None, f"quantization {r['dtype_or_quant']} not modelled by the memory engine"
     method, k = r["method"], r.get("num_speculative_tokens") or 3
-    draft_cfg = None
+    draft_cfg = head_id = None
     if method in ("eagle", "eagle3", "draft_model"):
         d = (r.get("draft") or "").split(" ")[0]
         draft_cfg = config_for(d) if "/" in d else None
+        head_id = d if draft_cfg is not None else None
         if draft_cfg is None and method != "draft_model":
             head = known_draft_head(r["target_model"].split(" ")[0], method)
             draft_cfg = config_for(head[0]) if head else None
+            head_id = head[0] if draft_cfg is not None else None
         if draft_cfg is None and (method == "draft_model" or not known_draft_head(r["target_model"].split(" ")[0],
                                                                                    method)):
             return None, "draft config not shipped and no public head catalogued"
     spec = {"method": method, "num_speculative_tokens": k}
     if draft_cfg is not None:
-        spec["model"] = "draft"  # else perf costs the catalogued public head as a target-shaped layer
+        spec["model"] = head_id  # else perf costs the catalogued public head as a target-shaped layer
     tp = r.get("tensor_parallel_size") or r.get("num_gpus") or 1
     inp = EngineInput(hf_config=cfg, draft_hf_config=draft_cfg, model_label=r["target_model"].split(" ")[0], gpu=gpu, tensor_parallel_size=tp,
                       speculative_config=spec, max_model_len=min(8192, cfg.get("max_position_embeddings") or 8192),

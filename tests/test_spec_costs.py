@@ -176,6 +176,15 @@ def test_workload_and_temperature_factors_from_the_quoted_figures():
 def test_target_figure_and_user_overrides():
     a = acc.predict_acceptance("eagle3", 3, target="meta-llama/Llama-3.1-8B-Instruct")
     assert "nebius" in a.source and a.length > acc.predict_acceptance("eagle3", 3).length
+    # the figure was measured with yuhuili/EAGLE3-LLaMA3.1-Instruct-8B: naming that head keeps it; another head (one
+    # nobody measured) gets the method's base figure (sd-003) and a note that it stands in
+    same = acc.predict_acceptance("eagle3", 3, target="meta-llama/Llama-3.1-8B-Instruct",
+                                  head="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B")
+    assert same.length == a.length and not same.notes
+    other = acc.predict_acceptance("eagle3", 3, target="meta-llama/Llama-3.1-8B-Instruct", head="someone/my-eagle3")
+    base = acc.predict_acceptance("eagle3", 3)
+    assert other.length == base.length and "sd-003" in other.source
+    assert any("no public acceptance figure for the head someone/my-eagle3" in n for n in other.notes)
     u = acc.predict_acceptance("eagle3", 3, acceptance_length=2.4)
     assert u.length == 2.4 and u.label == "user input"
     assert (1 - u.alpha ** 4) / (1 - u.alpha) == pytest.approx(2.4, abs=1e-6)

@@ -307,7 +307,8 @@ def target_figure(target: str | None, method: str, runtime: str | None = None) -
 
 def predict_acceptance(method: str, k: int, *, workload: str | None = None, temperature: float | None = None,
                        acceptance_rate: float | None = None, acceptance_length: float | None = None,
-                       target: str | None = None, runtime: str | None = None) -> Acceptance | None:
+                       target: str | None = None, runtime: str | None = None,
+                       head: str | None = None) -> Acceptance | None:
     """Acceptance of ``method`` with ``k`` drafts on ``workload`` at ``temperature``.
 
     Args:
@@ -325,6 +326,9 @@ def predict_acceptance(method: str, k: int, *, workload: str | None = None, temp
             measured at several ``k``) sets ``α₁`` by :func:`solve_alpha1_lengths` over all of them.
         runtime: the serving runtime (``vllm``, ``sglang``, ...): a ``target_figures`` row measured on one
             runtime applies to it only (:func:`target_figure`).
+        head: the draft head the user named (``speculative_config.model``) for EAGLE / EAGLE-3: a ``target_figures``
+            row measured with another head does not apply (the method's base figure stands in, with a note that it
+            was measured with another head); ``None``: the head the row names (the catalogued one).
 
     Returns:
         the :class:`Acceptance`, or ``None`` when no public figure fits and the user gave none (ngram on
@@ -375,6 +379,12 @@ def predict_acceptance(method: str, k: int, *, workload: str | None = None, temp
         return None
     factor, fsrc = workload_factor(mm.workload_group, wl)
     tf_row = target_figure(target, method, runtime)
+    if tf_row is not None and head and _norm_model(head) != _norm_model(tf_row["head"]):
+        tf_row = None  # measured with another head: it says nothing of this one
+    if head and method in ("eagle", "eagle3") and tf_row is None:
+        notes.append(f"no public acceptance figure for the head {head}: the method's figure, measured with another "
+                     "head, stands in for it; give --acceptance-rate or --acceptance-length as the runtime logs it "
+                     "for this head")
     if tf_row is not None:
         by_k = {int(kk): float(v) for kk, v in (tf_row.get("lengths_by_k") or {}).items()}
         if by_k:  # lengths measured at several k: alpha_1 from all of them (least squares, the method's decay)

@@ -123,6 +123,7 @@ class Plan:
     kv_cache_tokens: int
     max_concurrency: float
     draft_note: str | None = None
+    spec_head: str | None = None  # the draft head the user named (speculative_config.model); None: the catalogued one
     dp: int = 1  # data-parallel replicas, each with its own scheduler and KV cache (the clients spread over them)
     dp_lockstep: bool = False  # the replicas step through the MoE layers together (vLLM DP with MoE, DP attention)
     # the runtime's count of the kernels a decoder layer launches per decode step (SGLang:
@@ -160,7 +161,7 @@ def plan_from_engine(inp: EngineInput, est: EstimateResult | None = None) -> Pla
         draft_note = (f"no head given: the public head for this target is {head[0]} ({head[1]}); it is costed as "
                       "one decoder layer of the target's shape (synthetic_eagle_head), its own config not read")
     est = est or estimate(inp)
-    return Plan(draft_note=draft_note, model=est.model, hf_config=inp.hf_config, draft_hf_config=inp.draft_hf_config, gpu=inp.gpu,
+    return Plan(draft_note=draft_note, spec_head=(spec.model if spec is not None else None), model=est.model, hf_config=inp.hf_config, draft_hf_config=inp.draft_hf_config, gpu=inp.gpu,
                 dtype=inp.dtype, quant_config=inp.quant_config, quantization=inp.quantization,
                 tp=inp.tensor_parallel_size, pp=inp.pipeline_parallel_size, enforce_eager=inp.enforce_eager,
                 spec_method=spec.method if spec else None, spec_k=spec.num_speculative_tokens if spec else 0,
@@ -1747,7 +1748,7 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
     be = break_even_acceptance_rate(cost_ratio, depth)
     acc = predict_acceptance(method, depth, workload=workload, temperature=temperature,
                              acceptance_rate=acceptance_rate, acceptance_length=acceptance_length_in,
-                             target=s.plan.model, runtime=s.runtime)
+                             target=s.plan.model, runtime=s.runtime, head=s.plan.spec_head)
     if s.tree and acc is not None and acc.label != "user input":
         warnings.append(f"SGLang draft tree ({s.tree[0]} steps x topk {s.tree[1]}, {k} draft tokens): the acceptance is "
                         f"the public figure of a chain as deep as the tree ({depth} tokens), about a lower bound (the "
