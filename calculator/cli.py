@@ -87,7 +87,7 @@ def one_line_error(parser: argparse.ArgumentParser, message: str) -> str:
     near = [key] if key in known else difflib.get_close_matches(key, known, n=1, cutoff=0.6)
     others = sum(1 for w in words if w.startswith("-")) - 1
     more = f" (and {others} more unrecognized flag{'s' if others > 1 else ''})" if others > 0 else ""
-    hint = f"did you mean --{near[0]}?" if near else f"{parser.prog} --help lists the flags"
+    hint = f"did you mean --{near[0]}?" if near else f"manage.py {parser.prog.split()[-1]} --help lists the flags"
     return f"unrecognized flag {flag[:60]}{more}; {hint}"
 
 
