@@ -1000,11 +1000,13 @@ def parse_request(data: Mapping[str, Any]) -> ServingRequest:
     """Raw parameters (query string, form data, ``vars(argparse_namespace)``, a stored run) -> request.
 
     Accepts the permalink's ``speculative_config`` JSON or the form's split ``speculative_method`` /
-    ``speculative_model`` / ``num_speculative_tokens``; empty values mean "default"; token counts take
-    vLLM's ``32k`` / ``32K``.
+    ``speculative_model`` / ``num_speculative_tokens``, and with runtime=sglang SGLang's own
+    ``speculative_algorithm`` / ``speculative_num_steps`` / ``speculative_draft_model_path``
+    (:func:`sglang_speculative_config`); empty values mean "default"; token counts take vLLM's ``32k`` / ``32K``.
 
     Raises:
-        InputError: the first problem, naming the parameter (unknown parameters included).
+        InputError: the first problem, naming the parameter (an unknown one with the nearest known name,
+            :func:`unknown_parameter`).
     """
     repeated = repeated_parameter(data)
     if repeated is not None:
