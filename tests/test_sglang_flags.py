@@ -278,3 +278,15 @@ def test_ngrams_default_cites_the_ngram_block():
     assert body["max_running_requests"] == 48
     assert "resets it to 48 for NGRAM (sglang==0.5.10.post1 sglang/srt/server_args.py:3099)" in \
         body["sources"]["max_running_requests"]
+
+
+def test_a_live_edit_that_leaves_a_setting_out_says_so_in_the_fragment(client):
+    """The runtime menu switched to SGLang with vLLM's --gpu-memory-utilization still set: the fragment answers SGLang
+    and says the setting was not applied (the form keeps the switch working instead of refusing it)."""
+    r = client.get("/", {"model": "Qwen/Qwen3-8B", "gpu": "H100", "runtime": "sglang", "gpu_memory_utilization": "0.5"},
+                   HTTP_HX_REQUEST="true")
+    assert r.status_code == 200 and b'id="verdict"' in r.content
+    text = html.unescape(r.content.decode())
+    assert "Not applied: gpu_memory_utilization=0.5 (gpu_memory_utilization: gpu_memory_utilization is a vLLM " \
+           "setting; with runtime=sglang use mem_fraction_static)" in text
+    assert "gpu_memory_utilization" not in r["HX-Push-Url"]
