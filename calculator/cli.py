@@ -5,6 +5,8 @@
 """
 from __future__ import annotations
 
+import argparse
+import difflib
 import json
 from pathlib import Path
 from typing import Any
@@ -68,6 +70,43 @@ def command_error(exc: InputError, runtime: str | None = None) -> CommandError:
     head, _, rest = exc.field.partition(".")
     flag = FLAG_NAMES.get(runtime or "", {}).get(head, "--" + head.replace("_", "-"))
     return CommandError(f"{flag}: {rest + ': ' if rest else ''}{exc.message}", returncode=2)
+
+
+def one_line_error(parser: argparse.ArgumentParser, message: str) -> str:
+    """argparse's error as one line; an unknown flag names the nearest known one (``difflib`` over the parser's
+    flags; ``--max_model_len`` is matched as ``--max-model-len``)."""
+    if not message.startswith("unrecognized arguments: "):
+        return message
+    words = message.removeprefix("unrecognized arguments: ").split()
+    word = next((w for w in words if w.startswith("-")), words[0] if words else "")
+    flag = word.split("=", 1)[0]
+    if not flag.startswith("-"):
+        return f"unexpected value {word[:60]!r} (flags take their value after them: --flag VALUE)"
+    known = [o[2:] for o in parser._option_string_actions if o.startswith("--")]
+    key = flag.lstrip("-").replace("_", "-").lower()
+    near = [key] if key in known else difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    others = sum(1 for w in words if w.startswith("-")) - 1
+    more = f" (and {others} more unrecognized flag{'s' if others > 1 else ''})" if others > 0 else ""
+    hint = f"did you mean --{near[0]}?" if near else f"manage.py {parser.prog.split()[-1]} --help lists the flags"
+    return f"unrecognized flag {flag[:60]}{more}; {hint}"
+
+
+class OneLineErrors:
+    """A command mix-in: argparse's errors (an unknown flag, a missing value, a bad choice) are one line and exit
+    code 2, not the usage dump: on the command line ``<prog>: error: <line>`` on stderr; from ``call_command`` a
+    ``CommandError`` with ``returncode`` 2 (Django's CommandParser would raise one with code 1)."""
+
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+
+        def error(message: str):
+            line = one_line_error(parser, message)
+            if parser.called_from_command_line:
+                parser.exit(2, f"{parser.prog}: error: {line}\n")
+            raise CommandError(line, returncode=2)
+
+        parser.error = error
+        return parser
 
 
 def internal_error(exc: BaseException) -> CommandError:

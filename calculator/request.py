@@ -658,13 +658,41 @@ def gpu_key(gpu) -> str:
 # --- parsing raw input -----------------------------------------------------------------------------
 FIELDS = tuple(ServingRequest.model_fields)
 SPLIT_SPEC_FIELDS = ("speculative_method", "speculative_model", "num_speculative_tokens")
-KNOWN_PARAMS = (*FIELDS, *SPLIT_SPEC_FIELDS)
+# SGLang's own speculative flags (sglang==0.5.10.post1 sglang/srt/server_args.py:4760-4793 add_cli_args), taken with
+# runtime=sglang and combined into the one speculative_config the engine takes (:func:`_sglang_speculative`); SGLang's
+# --speculative-eagle-topk and --speculative-num-draft-tokens are request fields of their own.
+SGLANG_SPEC_FLAGS = ("speculative_algorithm", "speculative_num_steps", "speculative_draft_model_path")
+# --speculative-algorithm choices (server_args.py:4762)
+SGLANG_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
+# the product's method SGLang runs for each (calculator/runtimes/sglang/runtime.py writes them back): NEXTN is EAGLE
+# in SGLang (server_args.py:2983-2984), drafting with the target's own MTP layers when no draft path is given
+# (:3028-3043 sets the draft path to the model path for DeepSeek V3 / GLM-4.5 / ...), which is the product's mtp
+SGLANG_METHODS = {"EAGLE3": "eagle3", "STANDALONE": "draft_model", "NGRAM": "ngram"}
+# NGRAM's draft tokens when --speculative-num-draft-tokens is not given (server_args.py:3108)
+SGLANG_NGRAM_DRAFT_TOKENS = 12
+KNOWN_PARAMS = (*FIELDS, *SPLIT_SPEC_FIELDS, *SGLANG_SPEC_FLAGS)
 TOKEN_FIELDS = tuple(n for n, f in ServingRequest.model_fields.items()
                      if (f.json_schema_extra or {}).get("tokens"))
 TRUE, FALSE = ("1", "true", "on", "yes"), ("0", "false", "off", "no")
 # SGLang's names of shared settings: --context-length, --tp-size, --pp-size
 ALIASES = {a: n for n, f in ServingRequest.model_fields.items()
            for a in ((f.json_schema_extra or {}).get("alias"), *(f.json_schema_extra or {}).get("aliases", ())) if a}
+ALIASES["speculative_draft_model"] = "speculative_draft_model_path"  # SGLang's second spelling (server_args.py:4766)
+
+
+def unknown_parameter(name: str) -> InputError:
+    """The refusal of a parameter no surface takes, naming the nearest known one (``difflib``, over the parameters
+    and their aliases; ``--max-model-len`` and ``Max_Model_Len`` are matched as ``max_model_len``)."""
+    import difflib
+
+    shown = str(name)[:60]
+    known = (*KNOWN_PARAMS, *ALIASES)
+    key = shown.strip().lstrip("-").replace("-", "_").lower()
+    near = [key] if key in known else difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    hint = (f"did you mean {near[0]!r}?" if near else
+            "no parameter has a name close to it (the parameters are the flags of manage.py estimate --help, "
+            "in snake_case)")
+    return InputError(shown, f"unknown parameter {shown!r}; {hint}")
 
 
 def human_readable_int(value: str) -> int:
@@ -710,8 +738,8 @@ def _text(name: str, value: Any) -> str | None:
 def _kind(name: str) -> type:
     """The scalar type of a request field (``int``, ``float``, ``bool`` or ``str``)."""
     field = ServingRequest.model_fields.get(name)
-    if field is None:
-        return int  # num_speculative_tokens (a split speculative field)
+    if field is None:  # the split speculative fields and SGLang's speculative flags
+        return int if name in ("num_speculative_tokens", "speculative_num_steps") else str
     args = [a for a in (get_args(field.annotation) or (field.annotation,)) if a is not type(None)]
     for kind in (bool, int, float):
         if kind in args:
@@ -766,6 +794,140 @@ def _speculative(raw: dict[str, str | None]) -> dict[str, Any] | None:
         raise InputError("num_speculative_tokens", f"set the number of speculative tokens for {spec['method']}")
     spec["num_speculative_tokens"] = _number("num_speculative_tokens", split["num_speculative_tokens"])
     return spec
+
+
+def _sglang_flags_text(flags: Mapping[str, Any]) -> str:
+    """``--speculative-algorithm EAGLE3 --speculative-num-steps 3``: the SGLang flags given, as SGLang spells them."""
+    return " ".join(f"--{k.replace('_', '-')} {v}" for k, v in flags.items() if v not in (None, ""))
+
+
+def _spec_text(spec: Mapping[str, Any]) -> str:
+    return json.dumps(dict(spec), separators=(", ", ": "))
+
+
+def sglang_speculative_config(algorithm: str | None, num_steps: Any = None, draft_model_path: str | None = None,
+                              num_draft_tokens: Any = None) -> dict[str, Any]:
+    """SGLang's ``--speculative-algorithm`` / ``--speculative-num-steps`` / ``--speculative-draft-model-path`` as
+    the one ``speculative_config`` the engine takes (``{"method", "model", "num_speculative_tokens"}``), mapped as
+    sglang==0.5.10.post1 ``server_args.py`` runs them:
+
+    - EAGLE3 -> eagle3, STANDALONE -> draft_model (both need the draft path), each with num_speculative_tokens =
+      --speculative-num-steps (the draft depth; runtimes/sglang/runtime.py writes it back as --speculative-num-steps).
+    - NEXTN is EAGLE (server_args.py:2983-2984): with a draft path it is eagle with that model; without one SGLang
+      drafts with the target's own MTP layers (it sets the draft path to the model path for the MTP architectures,
+      :3028-3043), which is the product's mtp (written back as NEXTN). EAGLE without a draft path is the same.
+    - NGRAM -> ngram: it drafts --speculative-num-draft-tokens tokens from the prompt (12 when not given,
+      :3108; ngram_worker.py:42 reads only that), the root included, so num_speculative_tokens = draft tokens - 1
+      (the runtime writes k + 1 back); it takes no draft path and no --speculative-num-steps.
+
+    ``num_steps`` / ``num_draft_tokens``: raw text or int. Without --speculative-num-steps SGLang picks the steps,
+    top-k and draft tokens by architecture (``auto_choose_speculative_params``, :6711-6745); the request needs them
+    given, so that is refused with the value SGLang would pick for most models.
+
+    Raises:
+        InputError: naming the SGLang flag (``speculative_algorithm``, ``speculative_num_steps``,
+            ``speculative_draft_model_path``, ``speculative_num_draft_tokens``).
+    """
+    if not algorithm:
+        raise InputError("speculative_algorithm", "--speculative-num-steps and --speculative-draft-model-path go with "
+                         f"--speculative-algorithm ({', '.join(SGLANG_ALGORITHMS)}), or give speculative_config")
+    algo = str(algorithm).strip().upper()
+    if algo not in SGLANG_ALGORITHMS:
+        raise InputError("speculative_algorithm", f"must be one of {', '.join(SGLANG_ALGORITHMS)} (SGLang's choices, "
+                         f"server_args.py:4762), got {str(algorithm)[:40]!r}")
+    path = str(draft_model_path).strip() if draft_model_path not in (None, "") else None
+    if path is not None and not HUB_ID_RE.fullmatch(path):
+        raise InputError("speculative_draft_model_path", "the draft model is a Hugging Face id of the form org/name "
+                         f"(a local folder is not read here), got {path[:60]!r}")
+
+    def count(name: str, value: Any, low: int, high: int) -> int:
+        n = value if isinstance(value, int) and not isinstance(value, bool) else _number(name, str(value).strip())
+        if not low <= n <= high:
+            raise InputError(name, f"must be between {low} and {high} here, got {n}")
+        return n
+
+    if algo == "NGRAM":
+        if path is not None:
+            raise InputError("speculative_draft_model_path", "NGRAM drafts from the prompt and takes no draft model")
+        if num_steps not in (None, ""):
+            raise InputError("speculative_num_steps", "NGRAM does not read --speculative-num-steps (ngram_worker.py:42 "
+                             "drafts --speculative-num-draft-tokens tokens, the root included; 12 when not given)")
+        ndraft = (count("speculative_num_draft_tokens", num_draft_tokens, 2, MAX_SPECULATIVE_TOKENS + 1)
+                  if num_draft_tokens not in (None, "") else SGLANG_NGRAM_DRAFT_TOKENS)
+        return {"method": "ngram", "num_speculative_tokens": ndraft - 1}
+    if num_steps in (None, ""):
+        raise InputError("speculative_num_steps", f"give --speculative-num-steps with {algo}: without it SGLang picks "
+                         "the steps, --speculative-eagle-topk and --speculative-num-draft-tokens by architecture "
+                         "(auto_choose_speculative_params, server_args.py:6711; 3 steps, top-k 1, 4 draft tokens for "
+                         "most models, 5 / 4 / 8 for Llama), which this calculator does not guess")
+    steps = count("speculative_num_steps", num_steps, 1, MAX_SPECULATIVE_TOKENS)
+    if algo in ("EAGLE", "NEXTN"):
+        return ({"method": "eagle", "model": path, "num_speculative_tokens": steps} if path
+                else {"method": "mtp", "num_speculative_tokens": steps})
+    if path is None:
+        raise InputError("speculative_draft_model_path", f"{algo} needs --speculative-draft-model-path (the draft "
+                         "model's Hugging Face id)")
+    return {"method": SGLANG_METHODS[algo], "model": path, "num_speculative_tokens": steps}
+
+
+# the SGLang --speculative-algorithm of each product method (as calculator/runtimes/sglang/runtime.py writes it)
+_SGLANG_ALGORITHM_OF = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "draft_model": "STANDALONE",
+                        "ngram": "NGRAM"}
+
+
+def _sglang_speculative(raw: dict[str, str | None], spec: dict[str, Any] | None) -> dict[str, Any] | None:
+    """SGLang's speculative flags in ``raw`` (popped) combined with the ``speculative_config`` already read
+    (``spec``): with runtime=sglang they are aliases (:func:`sglang_speculative_config`); given beside a
+    speculative_config they must say the same (each flag not given is read from it), else both are named; with
+    another runtime they are refused with that runtime's flag."""
+    flags = {k: raw.pop(k, None) for k in SGLANG_SPEC_FLAGS}
+    given = {k: v for k, v in flags.items() if v not in (None, "")}
+    if not given:
+        return spec
+    runtime = (raw.get("runtime") or "vllm").strip()
+    if runtime != "sglang":
+        try:
+            example = _spec_text(sglang_speculative_config(
+                flags["speculative_algorithm"] or "EAGLE3", flags["speculative_num_steps"] or 3,
+                flags["speculative_draft_model_path"] or "org/draft-model", raw.get("speculative_num_draft_tokens")))
+        except InputError:
+            example = '{"method": "eagle3", "model": "org/draft-model", "num_speculative_tokens": 3}'
+        theirs = ("vLLM's is --speculative-config" if runtime == "vllm" else
+                  f"with runtime={runtime[:20]} give --speculative-config")
+        raise InputError(next(iter(given)), f"this is an SGLang flag; {theirs} '{example}'")
+    ndraft = None
+    if spec is None:
+        algo, steps, path = flags["speculative_algorithm"], flags["speculative_num_steps"], \
+            flags["speculative_draft_model_path"]
+    else:  # each flag not given is the speculative_config's
+        method = str(spec.get("method") or "")
+        algo = flags["speculative_algorithm"] or _SGLANG_ALGORITHM_OF.get(method)
+        steps = flags["speculative_num_steps"]
+        if steps is None and method != "ngram" and (algo or "").upper() != "NGRAM":
+            steps = spec.get("num_speculative_tokens")
+        path = flags["speculative_draft_model_path"] or spec.get("model")
+        if (algo or "").upper() == "NGRAM" and raw.get("speculative_num_draft_tokens") is None and \
+                isinstance(spec.get("num_speculative_tokens"), int):
+            ndraft = spec["num_speculative_tokens"] + 1
+    algo_upper = str(algo or "").strip().upper()
+    if algo_upper == "NGRAM":  # NGRAM's draft tokens are its num_speculative_tokens + 1 (the field is consumed)
+        ndraft = raw.pop("speculative_num_draft_tokens", None) or ndraft
+    try:
+        ours = sglang_speculative_config(algo, steps, path, ndraft)
+    except InputError as exc:
+        if spec is None:
+            raise
+        raise InputError("speculative_config", f"speculative_config {_spec_text(spec)} and the SGLang flags "
+                         f"{_sglang_flags_text(given)} do not describe one setting ({exc.field}: {exc.message}); "
+                         "give one of them") from None
+    if spec is not None:
+        theirs = {k: spec.get(k) for k in ("method", "model", "num_speculative_tokens")}
+        if {k: v for k, v in theirs.items() if v is not None} != {k: v for k, v in ours.items() if v is not None}:
+            raise InputError("speculative_config", f"speculative_config {_spec_text(spec)} and the SGLang flags "
+                             f"{_sglang_flags_text(given)} disagree (those flags are {_spec_text(ours)}); give one "
+                             "of them, or the same setting in both")
+        return {**spec, **ours}
+    return ours
 
 
 _SENTENCES = {
@@ -838,11 +1000,13 @@ def parse_request(data: Mapping[str, Any]) -> ServingRequest:
     """Raw parameters (query string, form data, ``vars(argparse_namespace)``, a stored run) -> request.
 
     Accepts the permalink's ``speculative_config`` JSON or the form's split ``speculative_method`` /
-    ``speculative_model`` / ``num_speculative_tokens``; empty values mean "default"; token counts take
-    vLLM's ``32k`` / ``32K``.
+    ``speculative_model`` / ``num_speculative_tokens``, and with runtime=sglang SGLang's own
+    ``speculative_algorithm`` / ``speculative_num_steps`` / ``speculative_draft_model_path``
+    (:func:`sglang_speculative_config`); empty values mean "default"; token counts take vLLM's ``32k`` / ``32K``.
 
     Raises:
-        InputError: the first problem, naming the parameter (unknown parameters included).
+        InputError: the first problem, naming the parameter (an unknown one with the nearest known name,
+            :func:`unknown_parameter`).
     """
     repeated = repeated_parameter(data)
     if repeated is not None:
@@ -857,13 +1021,14 @@ def parse_request(data: Mapping[str, Any]) -> ServingRequest:
                 continue
             name = target
         if name not in KNOWN_PARAMS:
-            raise InputError(str(name)[:60], f"unknown parameter {str(name)[:60]!r}; known: {', '.join(KNOWN_PARAMS)}")
+            raise unknown_parameter(name)
         if isinstance(value, bool):
             value = "true" if value else "false"
         elif isinstance(value, (dict, BaseModel)):
             value = _raw(value)
         raw[name] = _text(name, value)
     spec = _speculative(raw)
+    spec = _sglang_speculative(raw, spec)
     values: dict[str, Any] = {}
     for name, text in raw.items():
         if text is None:
@@ -902,7 +1067,8 @@ class _Once(argparse.Action):
     def _same(self, a: str, b: str) -> bool:
         """Two spellings of one value are one value: token counts as the request reads them (8K = 8192), other
         values case-insensitively (h100 = H100)."""
-        meta = ServingRequest.model_fields[self.dest].json_schema_extra or {}
+        field = ServingRequest.model_fields.get(self.dest)
+        meta = (field.json_schema_extra or {}) if field is not None else {}
         if meta.get("tokens"):
             try:
                 return human_readable_int(a) == human_readable_int(b)
@@ -939,6 +1105,17 @@ def add_request_arguments(parser: argparse.ArgumentParser, *, model_required: bo
                            metavar=name.upper() if not choices else None,
                            help=meta["help"] + (f" ({choices})" if choices else ""),
                            required=model_required and name == "model")
+    sglang = groups.setdefault("sglang", parser.add_argument_group("sglang"))
+    for name, flags, help in (
+            ("speculative_algorithm", ["--speculative-algorithm"], "SGLang: EAGLE, EAGLE3, NEXTN, STANDALONE or NGRAM; "
+             "with --speculative-num-steps and --speculative-draft-model-path it is speculative_config (EAGLE3 -> "
+             "eagle3, STANDALONE -> draft_model, NGRAM -> ngram, EAGLE / NEXTN -> eagle with a draft path, mtp "
+             "without)"),
+            ("speculative_num_steps", ["--speculative-num-steps"], "SGLang: draft passes per step (speculative_config's "
+             "num_speculative_tokens)"),
+            ("speculative_draft_model_path", ["--speculative-draft-model-path", "--speculative-draft-model"],
+             "SGLang: the draft model's Hugging Face id (speculative_config's model)")):
+        sglang.add_argument(*flags, dest=name, default=None, action=_Once, metavar=name.upper(), help=help)
     local = parser.add_argument_group("local files")
     local.add_argument("--config", help="path to a config.json (instead of a Hub model)")
     local.add_argument("--quant-config", help="path to a separate quantization file (hf_quant_config.json ...)")

@@ -10,6 +10,7 @@ accept and refuse the same values with the same sentence. What the user typed is
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, get_args
 from urllib.parse import urlencode
@@ -24,6 +25,7 @@ from calculator.engine.weights import VLLM_QUANTIZATION_METHODS
 from calculator.request import (
     ALIASES,
     KNOWN_PARAMS,
+    SGLANG_SPEC_FLAGS,
     InputError,
     ServingRequest,
     _kind,
@@ -199,6 +201,8 @@ class EstimateForm(forms.Form):
         self.request: ServingRequest | None = None
         self.input_error: InputError | None = None
         self.repeated: InputError | None = None  # a parameter the query gave twice (see from_query)
+        # what the query gave that the answer leaves out, each with the sentence the API refuses it with
+        self.not_applied: list[NotApplied] = []
 
     @classmethod
     def from_query(cls, query: QueryDict | dict[str, Any]) -> EstimateForm:
@@ -216,13 +220,23 @@ class EstimateForm(forms.Form):
 
         runtime = (data.get("runtime") or "vllm").strip()
         family = {"vllm": "vllm", "sglang": "sglang", "llama.cpp": "llama.cpp", "ollama": "llama.cpp"}.get(runtime)
+        dropped: dict[str, Any] = {}
         if family is not None:
             for owner, fields in RUNTIME_ONLY.items():
                 if family not in owner.split("/"):
                     for name in fields:
-                        data.pop(name, None)
+                        if name in data:
+                            dropped[name] = data.pop(name)
             if runtime == "llama.cpp":  # Ollama's release belongs to llama.cpp's family but not to llama.cpp
-                data.pop("ollama_release", None)
+                if "ollama_release" in data:
+                    dropped["ollama_release"] = data.pop("ollama_release")
+            if runtime != "sglang":  # SGLang's speculative flags (the API refuses them too, naming vLLM's)
+                for name in SGLANG_SPEC_FLAGS:
+                    if name in data:
+                        dropped[name] = data.pop(name)
+        for name in list(data):  # a parameter no surface takes: the API refuses it naming the nearest one
+            if name not in KNOWN_PARAMS and name not in ALIASES:
+                dropped[name] = data.pop(name)
         for name, value in SHOWN_DEFAULTS.items():
             if not (data.get(name) or "").strip():
                 data[name] = value
@@ -239,6 +253,7 @@ class EstimateForm(forms.Form):
                 data["num_speculative_tokens"] = str(spec.get("num_speculative_tokens") or "")
         form = cls(data)
         form.repeated = repeated
+        form.not_applied = not_applied(dropped, runtime)
         return form
 
     def clean(self) -> dict[str, Any]:
@@ -306,6 +321,61 @@ class EstimateForm(forms.Form):
         return [(None if name == "__all__" else name, m) for name, errors in self.errors.items() for m in errors]
 
 
+MAX_SHOWN_VALUE = 200  # characters of a value shown back in a "not applied" message
+
+
+@dataclass(frozen=True)
+class NotApplied:
+    """A parameter of the query the page's answer leaves out: ``param=value`` and the API's refusal of it (the
+    ``error`` of ``/api/estimate``'s 400 body, ``field: sentence``)."""
+
+    param: str
+    value: str
+    error: str
+
+    @property
+    def text(self) -> str:
+        return f"Not applied: {self.param}={self.value} ({self.error})"
+
+
+def _picker_default(name: str) -> str | None:
+    """The release a runtime's release picker shows untouched (the form submits every picker, whichever runtime is
+    picked: an untouched one of another runtime is dropped without a word; another release is said)."""
+    if name == "vllm_version":
+        return default_release()
+    if name == "sglang_version":
+        from calculator.runtimes.sglang.releases import COVERED
+
+        return COVERED[-1]
+    if name == "llamacpp_release":
+        from calculator.runtimes.llamacpp.memory import RELEASES
+
+        return RELEASES[0]
+    if name == "ollama_release":
+        from calculator.runtimes.llamacpp.ollama import DEFAULT_OLLAMA_RELEASE
+
+        return DEFAULT_OLLAMA_RELEASE
+    return None
+
+
+def not_applied(dropped: dict[str, Any], runtime: str) -> list[NotApplied]:
+    """The dropped parameters the API would refuse, each with the API's sentence for it (found by asking
+    :func:`parse_request` about that parameter alone with the query's runtime). A value the API accepts as the
+    default (``data_parallel_size=1`` with SGLang, which the form submits) and an untouched release picker of another
+    runtime (:func:`_picker_default`) are dropped without a word."""
+    out = []
+    for name, value in dropped.items():
+        text = "" if value is None else str(value)
+        if not text.strip() or text.strip() == _picker_default(name):
+            continue
+        try:
+            parse_request({"model": "org/name", "runtime": runtime, name: text})
+        except InputError as exc:
+            shown = text if len(text) <= MAX_SHOWN_VALUE else text[:MAX_SHOWN_VALUE] + "…"
+            out.append(NotApplied(str(name)[:60], shown, f"{exc.field}: {exc.message}"))
+    return out
+
+
 def _build_fields() -> None:
     fields = EstimateForm.base_fields
     for name in ServingRequest.model_fields:
@@ -327,12 +397,12 @@ def _build_fields() -> None:
 
 def _split_field(name: str) -> forms.Field:
     if name == "speculative_method":
-        return forms.CharField(required=False, help_text="speculative decoding method", widget=FastSelect(
+        return forms.CharField(required=False, help_text="speculative decoding method (SGLang's --speculative-algorithm: eagle3 = EAGLE3, eagle = EAGLE with a draft, mtp = NEXTN, draft_model = STANDALONE, ngram = NGRAM)", widget=FastSelect(
             choices=[("", "off"), *((m, m) for m in get_args(SpecMethod))]))
     if name == "speculative_model":
-        return forms.CharField(required=False, help_text="draft model (draft_model, eagle, eagle3)",
+        return forms.CharField(required=False, help_text="draft model (draft_model, eagle, eagle3; SGLang: --speculative-draft-model-path)",
                                widget=FastTextInput(attrs={"placeholder": "draft model org/name"}))
-    return forms.CharField(required=False, help_text="tokens drafted per step",
+    return forms.CharField(required=False, help_text="tokens drafted per step (SGLang: --speculative-num-steps)",
                            widget=FastTextInput(attrs={"placeholder": "e.g. 3", "inputmode": "numeric",
                                                          "min": 1, "max": 16}))
 

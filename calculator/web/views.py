@@ -63,6 +63,7 @@ def home(request: HttpRequest) -> HttpResponse:
     outcome = _evaluate(form)  # without a model: the request model's "give a model" by the model field
     # htmx asks for the whole page when restoring history it no longer has cached
     partial = bool(request.htmx) and not request.htmx.boosted and not request.htmx.history_restore_request
+    _tell_not_applied(request, form, partial)
     if outcome and not partial and not landing and list(request.GET.items()) != parse_qsl(outcome.canonical_query):
         return redirect(f"{request.path}?{outcome.canonical_query}")
     context = {
@@ -83,6 +84,22 @@ def home(request: HttpRequest) -> HttpResponse:
         return push_url(response, f"{request.path}?{query}" if query else request.path)
     status = 400 if outcome is None else 200
     return render(request, "calculator/home.html", context, status=status)
+
+
+def _tell_not_applied(request: HttpRequest, form: EstimateForm, partial: bool) -> None:
+    """Each query parameter the answer leaves out (unknown, or a setting of another runtime) as a message with its
+    value and the API's sentence for it (:attr:`EstimateForm.not_applied`), plus the query as the user gave it. The
+    messages (Django's messages framework) survive the redirect to the permalink and are shown above the results
+    (``calculator/_results.html``)."""
+    from django.contrib import messages
+
+    notes = form.not_applied
+    for note in notes:
+        messages.warning(request, note.text, extra_tags="not-applied")
+    if notes and not partial:
+        asked = request.get_full_path()
+        messages.info(request, f"Your address as given: {asked if len(asked) <= 400 else asked[:400] + '…'}",
+                      extra_tags="asked")
 
 
 def compat_query(outcome) -> str:

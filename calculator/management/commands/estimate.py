@@ -6,7 +6,7 @@ import shlex
 
 from django.core.management.base import BaseCommand
 
-from calculator.cli import command_error, internal_error, request_from_command, verdict_exit
+from calculator.cli import OneLineErrors, command_error, internal_error, request_from_command, verdict_exit
 from calculator.engine import perf
 from calculator.engine.schemas import EstimateResult
 from calculator.plan import make_plan
@@ -131,7 +131,7 @@ def render_table(res: EstimateResult, info: dict, speed: dict | None = None, ver
     return "\n".join(lines)
 
 
-class Command(BaseCommand):
+class Command(OneLineErrors, BaseCommand):
     help = ("Predict what the runtime logs at start-up per GPU (weights, KV cache tokens, max concurrency), whether "
             "the configuration works, and its speed. Exit status of the table: 0 works, 1 does not fit / does not "
             "start, 3 depends on a condition; --format json exits 0 with the verdict in its 'verdict' key; "

@@ -657,6 +657,11 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     # --- speculative parameters ------------------------------------------------------------------
     spec: SpeculativePlan | None = None
     steps = topk = ndraft = None
+    # where --max-running-requests comes from: the user's flag, the command's lifted value (the runtime says why), or
+    # SGLang's own reset for speculative decoding when it is not given (mrr_default: the value and its server_args line)
+    mrr_origin = (None if max_running_requests is None else "user" if max_running_requests_why is None
+                  else "command")
+    mrr_default: tuple[int, str] | None = None
     if speculative_algorithm is not None and speculative_algorithm != "NGRAM":
         if speculative_num_steps is None:
             if speculative_eagle_topk is not None or speculative_num_draft_tokens is not None:
@@ -670,17 +675,19 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         if topk == 1 and ndraft != steps + 1 and at_least(release, "0.4.10.post2"):
             ndraft = steps + 1
             notes.append("speculative_num_draft_tokens set to num_steps + 1 because eagle_topk == 1 (server_args.py)")
+        mrr_default = (spec_max_running(release), cite(release, "spec_max_running"))
         if max_running_requests is None:
             max_running_requests = spec_max_running(release)
-            src("max_running_requests", max_running_requests, "source", cite(release, "spec_max_running"))
+            mrr_origin = "speculative default"
     elif speculative_algorithm == "NGRAM":
         # the NGRAM block of server_args: 48 running requests unless given; the calculator's chain of k proposals
         # is --speculative-num-draft-tokens k + 1 (the root and k; SGLang's own default is 12)
         ndraft = speculative_num_draft_tokens if speculative_num_draft_tokens is not None else (
             speculative_num_steps + 1 if speculative_num_steps is not None else 12)
+        mrr_default = (48, cite(release, "ngram_max_running"))
         if max_running_requests is None:
             max_running_requests = 48
-            src("max_running_requests", max_running_requests, "source", cite(release, "ngram_max_running"))
+            mrr_origin = "speculative default"
 
     # --- GPU capacity and server-args defaults ---------------------------------------------------
     cap_mib = gpu_memory_capacity_mib or gpu.memory_gib * 1024
@@ -966,11 +973,19 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         want = (tokens // 2 if max_running_requests is None
                 else max_running_requests // (dp_size if enable_dp_attention else 1))
         mrr = min(want, rows)
-    given = max_running_requests is not None and max_running_requests_why is None
-    src("max_running_requests", mrr, "input" if given else "source",
-        ("--max-running-requests as given, capped by the request slots: " if given else
-         f"{max_running_requests_why}, capped by the request slots: " if max_running_requests_why else "")
-        + cite(release, "max_running" if R.has_rule(release, "max_running") else "max_num_reqs"))
+    slots = cite(release, "max_running" if R.has_rule(release, "max_running") else "max_num_reqs")
+    if mrr_origin == "user":
+        why = f"--max-running-requests {max_running_requests} as given"
+    elif mrr_origin == "command":
+        why = f"the command's --max-running-requests {max_running_requests}: {max_running_requests_why}" + (
+            f" ({mrr_default[0]}, {mrr_default[1]})" if mrr_default else "")
+    elif mrr_origin == "speculative default":
+        why = (f"SGLang's speculative default {mrr_default[0]}: --max-running-requests was not given, so SGLang resets "
+               f"it to {mrr_default[0]} for {speculative_algorithm} ({mrr_default[1]})")
+    else:
+        why = None
+    src("max_running_requests", mrr, "input" if mrr_origin == "user" else "source",
+        (f"{why}, capped by the request slots: " if why else "") + slots)
 
     # --- pool sizes as logged --------------------------------------------------------------------
     if kind in ("mla", "nsa"):

@@ -169,8 +169,8 @@ class SGLang:
                      context_length=request.max_model_len, kv_cache_dtype=request.kv_cache_dtype,
                      max_running_requests=self._max_running(request),
                      max_running_requests_why=None if request.max_num_seqs is not None or self._max_running(request)
-                     is None else "the command's --max-running-requests: the clients per replica, above the "
-                     "speculative default this release resets it to",
+                     is None else "the clients per replica, passed because they are more than SGLang's "
+                     "speculative default",
                      dtype=request.dtype, quantization=request.quantization, page_size=request.page_size,
                      chunked_prefill_size=request.chunked_prefill_size, cuda_graph_max_bs=request.cuda_graph_max_bs,
                      draft_hf_config=model.draft.config if model.draft else None,
