@@ -200,11 +200,18 @@ def test_the_profile_is_one_click_for_a_model_with_an_mtp_head(client):
 
 @pytest.mark.usefixtures("_offline")
 def test_the_profile_keeps_the_runtime(client):
-    m = _profile(client, "model=Qwen/Qwen3-Next-80B-A3B-Instruct&gpu=H200&tensor_parallel_size=4&runtime=sglang")
+    m = _profile(client, "model=zai-org/GLM-4.7-Flash&gpu=H200&tensor_parallel_size=2&runtime=sglang")
     assert m is not None
     q = dict(parse_qsl(re.search(r'href="/\?([^"]+)"', m.group(0)).group(1).replace("&amp;", "&")))
-    assert q["runtime"] == "sglang" and q["tensor_parallel_size"] == "4"
-    assert json.loads(q["speculative_config"])["method"] == "mtp"
+    assert q["runtime"] == "sglang" and q["tensor_parallel_size"] == "2"
+    assert json.loads(q["speculative_config"]) == {"method": "mtp", "num_speculative_tokens": 1}
+
+
+@pytest.mark.usefixtures("_offline")
+def test_the_profile_says_why_when_the_runtime_does_not_model_it(client):
+    # SGLang's draft on a hybrid gated-delta-net model is refused as not modelled (runtimes/sglang/memory.py)
+    m = _profile(client, "model=Qwen/Qwen3-Next-80B-A3B-Instruct&gpu=H200&tensor_parallel_size=4&runtime=sglang")
+    assert m is not None and "href=" not in m.group(0) and "not modelled" in m.group(0)
 
 
 @pytest.mark.usefixtures("_offline")

@@ -99,6 +99,7 @@ def mtp_profile(plan) -> MtpProfile:
     from calculator.engine.arch import parse_config
     from calculator.engine.errors import EngineInputError
     from calculator.engine.mtp import MtpHead, mtp_head
+    from calculator.plan import make_plan
     from calculator.request import InputError, parse_request
     from calculator.web.forms import canonical_query
 
@@ -127,8 +128,12 @@ def mtp_profile(plan) -> MtpProfile:
     params.update(changes)
     params = {k: v for k, v in params.items() if v != ""}
     try:
-        query = canonical_query(parse_request(params).to_params())
-    except InputError as e:
+        profile = parse_request(params)
+        # the runtime must take it (SGLang refuses speculation on hybrid GDN models as not modelled): a memory plan,
+        # cached like any other, says so before the link is offered
+        make_plan(profile, with_speed=False, with_suggestions=False)
+        query = canonical_query(profile.to_params())
+    except (InputError, EngineInputError) as e:
         return MtpProfile(None, f"the profile does not apply here: {e.field}: {e.message}")
     label = (f"MTP profile: {lengths['max_model_len']:,} context ({lengths['prompt_len']:,} in + "
              f"{lengths['output_len']:,} out), {lengths['concurrency']} in flight")
