@@ -219,3 +219,12 @@ def test_the_profile_is_disabled_with_the_reason_for_a_model_without_mtp(client)
     m = _profile(client, "model=meta-llama/Llama-3.1-8B-Instruct&gpu=H100")
     assert m is not None and "href=" not in m.group(0) and 'aria-disabled="true"' in m.group(0)
     assert "Unsupported speculative method: &#x27;mtp&#x27;" in m.group(0)
+
+
+@pytest.mark.usefixtures("_offline")
+def test_the_form_shows_a_per_architecture_name_from_the_permalink(client):
+    q = ("model=Qwen/Qwen3-Next-80B-A3B-Instruct&gpu=H200&tensor_parallel_size=2"
+         "&speculative_config=%7B%22method%22%3A%22qwen3_next_mtp%22%2C%22num_speculative_tokens%22%3A1%7D")
+    html = client.get("/?" + q, follow=True).content.decode()
+    assert '<option value="qwen3_next_mtp" selected>' in html
+    assert "--speculative-config" in html and "qwen3_next_mtp" in html.split("--speculative-config", 1)[1][:200]
