@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from calculator.engine.errors import EngineInputError
 from calculator.engine.gpus import get_gpu
-from calculator.engine.schemas import DType, KVCacheDType, SpecMethod
+from calculator.engine.schemas import DType, KVCacheDType, MtpNameMixin, SpecMethod
 from calculator.engine.weights import VLLM_QUANTIZATION_METHODS
 
 # One input error type for every surface (the engine's, which names the field).
@@ -119,12 +119,15 @@ def _meta(flag: str, help: str, group: str = "serving", **extra: Any) -> dict[st
     return {"flag": flag, "help": help, "group": group, **extra}
 
 
-class SpeculativeRequest(BaseModel):
-    """``--speculative-config`` as a user may give it: an allow-list of vLLM's keys, nothing else."""
+class SpeculativeRequest(MtpNameMixin, BaseModel):
+    """``--speculative-config`` as a user may give it: an allow-list of vLLM's keys, nothing else. vLLM's
+    per-architecture MTP names (``qwen3_next_mtp``...) are taken and run as ``mtp``, the name kept for the command
+    (:class:`calculator.engine.schemas.MtpNameMixin`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     method: SpecMethod
+    vllm_method: str | None = Field(None, exclude=True, repr=False)
     model: str | None = Field(None, max_length=MAX_STRING)
     num_speculative_tokens: int = Field(ge=1, le=MAX_SPECULATIVE_TOKENS)
     prompt_lookup_max: int | None = Field(None, ge=1, le=64)
@@ -965,6 +968,9 @@ def _first_error(exc: ValidationError) -> InputError:
             if field == "kv_cache_dtype" and str(err.get("input")) in _vllm_kv_cache_dtypes():
                 msg = (f"{err.get('input')!r} is a --kv-cache-dtype vLLM {default_release()} accepts, but this calculator "
                        f"does not model its cache layout; modelled: {', '.join(get_args(KVCacheDType))}")
+            if field == "speculative_config" and where == "method":
+                msg += (" (or one of vLLM's per-architecture MTP names, run as mtp: deepseek_mtp, glm4_moe_mtp, "
+                        "qwen3_next_mtp, qwen3_5_mtp, ...)")
     if field == "speculative_config" and where:
         msg = f"{where}: {msg}"
     return InputError(field, msg)

@@ -222,7 +222,8 @@ def features_from_hf_config(config: dict) -> ModelFeatures:
     * ``has_sink``: gpt-oss (``model_type == "gpt_oss"``: learned attention sinks in every layer);
     * ``has_sliding_window``: a ``sliding_window`` value (unless ``use_sliding_window`` is false, as in
       Qwen2) or ``layer_types`` naming ``sliding_attention``;
-    * ``mtp_layers``: ``num_nextn_predict_layers`` (DeepSeek-V3 style MTP heads);
+    * ``mtp_layers``: the MTP layers vLLM builds for method mtp (``calculator.engine.mtp.mtp_head``: the
+      family's key, ``num_nextn_predict_layers`` or ``mtp_num_hidden_layers``, vllm/config/speculative.py:661-1073);
     * ``model_dtype``: ``torch_dtype`` / ``dtype`` (default bfloat16).
 
     Raises:
@@ -262,7 +263,7 @@ def features_from_hf_config(config: dict) -> ModelFeatures:
         model_type=model_type, head_size=head_size, num_attention_heads=heads,
         num_kv_heads=c.get("num_key_value_heads", heads), use_mla=use_mla, use_sparse=use_sparse,
         has_sink=model_type == "gpt_oss", has_sliding_window=bool(sliding), model_dtype=dtype,
-        is_multimodal=is_mm, use_mm_prefix=mm_prefix, mtp_layers=int(c.get("num_nextn_predict_layers") or 0),
+        is_multimodal=is_mm, use_mm_prefix=mm_prefix, mtp_layers=_mtp_layers(config),
         architecture=str(archs[0] if isinstance(archs, list) and archs else archs), layer_head_sizes=layer_heads,
         vocab_size=c.get("vocab_size"), hidden_size=c.get("hidden_size"), notes=notes)
 
@@ -554,6 +555,13 @@ def _declared_list(data: dict, name: str, key: str) -> list:
 
 
 # ------------------------------------------------------------------ speculative decoding
+def _mtp_layers(config: dict) -> int:
+    from calculator.engine.mtp import MtpHead, mtp_head
+
+    head = mtp_head(config)
+    return head.layers if isinstance(head, MtpHead) else 0
+
+
 def speculative_issues(spec: SpeculativeConfig | None, features: ModelFeatures, data: dict) -> list[SpecIssue]:
     """Constraints of ``--speculative-config`` (vllm/config/speculative.py of the release)."""
     if spec is None or not (spec.method or spec.model):
@@ -569,7 +577,7 @@ def speculative_issues(spec: SpeculativeConfig | None, features: ModelFeatures, 
     if mtp_like and features.mtp_layers <= 0:
         out.append(SpecIssue(
             ok=False, reason=f"method {method!r} needs MTP layers, but the model's config has no "
-            "num_nextn_predict_layers", fix="use an EAGLE/EAGLE-3 draft (method 'eagle3' with a draft model) or "
+            "MTP head vLLM runs (num_nextn_predict_layers / mtp_num_hidden_layers by family)", fix="use an EAGLE/EAGLE-3 draft (method 'eagle3' with a draft model) or "
             "'ngram'", source=s.get("mtp_layers_key_source")))
     d = spec.draft_config
     if d and method not in ("ngram", "suffix", "mtp") and not mtp_like:

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from .errors import EngineInputError
+from .mtp import MtpHead, NoMtpHead, mtp_head
 
 # Model types whose config omits ``tie_word_embeddings`` while the transformers class defaults to True.
 _TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3", "gemma3_text", "granite", "phi3small", "qwen3"}
@@ -146,7 +147,12 @@ class ModelArch(BaseModel):
     qk_norm: bool = False  # a per-head RMSNorm on q and k before rotary (Qwen3, Gemma 3, OLMo 2...)
     # Mamba-2 (Nemotron-H, Bamba, Granite 4), gated delta-net (Qwen3-Next) and KDA (Kimi Linear) state fields.
     mamba: dict[str, int] = {}
-    mtp_layers: int = 0
+    mtp_layers: int = 0  # MTP layers vLLM builds for method mtp (calculator.engine.mtp.mtp_head)
+    mtp_head: str | None = None  # where the count comes from (vLLM file:line)
+    mtp_refusal: str | None = None  # why vLLM runs no MTP draft for this model
+    # the MTP layers are full-attention layers whatever the target's first layer is (Qwen3-Next / Qwen3.5:
+    # layer_type="full_attention", qwen3_next_mtp.py:88-95, qwen3_5_mtp.py:118-125)
+    mtp_full_attention: bool = False
     # dtype of the SSM (temporal) state when the model class pins it (Nemotron-H: float32 unless config.json
     # says otherwise; vllm/model_executor/models/config.py:712-739); None: the conv-state dtype.
     mamba_ssm_cache_dtype: str | None = None
@@ -891,7 +897,12 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
         p.norms += num_layers * hidden + hidden  # LayerNorm biases
         p.lm_head += vocab  # lm_head bias
 
-    mtp = _opt_int(c, "num_nextn_predict_layers", 0) or 0
+    head = mtp_head(config)
+    mtp = head.layers if isinstance(head, MtpHead) else 0
+    if mtp > 64:
+        raise EngineInputError("config.num_nextn_predict_layers", f"{mtp} MTP layers is beyond any real model (this "
+                               "calculator takes at most 64)")
+    gdn_hybrid = model_type in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "qwen3_5", "qwen3_5_moe")
     if mtp and nemotron and c.get("mtp_hybrid_override_pattern"):
         # Nemotron-H MTP (NemotronHMultiTokenPredictor, vllm/model_executor/models/nemotron_h_mtp.py:221-300 in
         # 0.32): one layer per character of mtp_hybrid_override_pattern ("*" attention, "E" MoE), each with its
@@ -909,6 +920,23 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
                        + 2 * hidden * hidden + 3 * hidden)
         notes.append(f"{mtp} MTP step(s) ({pattern}) stored in the checkpoint; vLLM loads them only with speculative "
                      "method mtp")
+    elif mtp and gdn_hybrid:
+        # Qwen3-Next / Qwen3.5 MTP (Qwen3NextMultiTokenPredictor, vllm/model_executor/models/qwen3_next_mtp.py:47-112;
+        # Qwen3_5MultiTokenPredictor, qwen3_5_mtp.py:66-140 in 0.32): ``mtp`` decoder layers built with
+        # layer_type="full_attention" (the target's gated-query full-attention layer, its FFN: the sparse MoE block
+        # with its shared expert for the MoE models, the dense MLP otherwise; input and post-attention norms), plus,
+        # once, fc (2h -> h, no bias) and three norms (norm, pre_fc_norm_hidden, pre_fc_norm_embedding).
+        # embed_tokens and lm_head are the target's (shared by the proposer), so not counted.
+        n_full = sum(1 for la in layers if la.kind == LayerKind.FULL)
+        if not n_full:
+            raise EngineInputError("config.layer_types", "the MTP layer is a full-attention layer and this config "
+                                   "lists none to size it from")
+        per_attn = p.attention // n_full
+        ffn = ((p.experts + p.shared_experts + p.router) // len(moe_layers) if moe_layers
+               else p.mlp // num_layers)
+        p.mtp = mtp * (per_attn + ffn + 2 * hidden) + 2 * hidden * hidden + 3 * hidden
+        notes.append(f"{mtp} MTP layer(s) ({head.key}) stored in the checkpoint; vLLM loads them only with "
+                     "speculative method mtp")
     elif mtp:
         # One DeepSeek-style MTP module: a full decoder layer (MoE) + enorm/hnorm + eh_proj (2h -> h).
         per_layer_attn = p.attention // num_layers
@@ -991,6 +1019,9 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
         num_experts=n_exp if moe_layers else 0, num_experts_per_tok=topk if moe_layers else 0,
         moe_intermediate_size=moe_i if moe_layers else 0, num_moe_layers=len(moe_layers), qk_norm=qk_norm,
         mamba=mamba, mtp_layers=mtp,
+        mtp_head=head.source if isinstance(head, MtpHead) else None,
+        mtp_refusal=head.reason if isinstance(head, NoMtpHead) else None,
+        mtp_full_attention=bool(mtp and gdn_hybrid),
         mamba_ssm_cache_dtype=(c.get("mamba_ssm_cache_dtype") or "float32") if model_type == "nemotron_h" else None,
         has_sinks=model_type == "gpt_oss", rotary_dim=rotary_dim, rope_cache_len=rope_len,
         rope_cache_len_extra=rope_cache_len_extra, rope_cache_extra_elems=rope_cache_extra_elems, derived_max_model_len=derived_len, is_multimodal=is_mm,

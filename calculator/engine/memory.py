@@ -296,8 +296,8 @@ def _draft_arch(inp: EngineInput, target: ModelArch) -> ModelArch | None:
         return None
     if spec.method == "mtp":
         if not target.mtp_layers:
-            raise EngineInputError("speculative_config", "method mtp needs a model with MTP layers "
-                                   "(config.json num_nextn_predict_layers); this model has none")
+            raise EngineInputError("speculative_config", f"method {spec.vllm_name} needs a model with an MTP head vLLM "
+                                   f"runs; this model has none: {target.mtp_refusal}")
         return None
     if not inp.draft_hf_config:
         raise EngineInputError("speculative_config", f"method {spec.method} needs the draft model's config "
@@ -449,8 +449,12 @@ def estimate(inp: EngineInput) -> EstimateResult:
                                          "get_pp_indices: equal split, the remainder to the stages before the last "
                                          "(vllm/distributed/utils.py:126-166)")
     if inp.weights and inp.weights.bytes_by_dtype and quant is None:
+        # A count on the meta device (transformers' model class) holds no MTP layers: transformers skips them on
+        # load (_keys_to_ignore_on_load_unexpected, e.g. r"^mtp.*" in modeling_qwen3_next.py:937,
+        # r"model\.layers\.61.*" in modeling_deepseek_v3.py:552, transformers 5.19); safetensors headers hold them.
+        stored_mtp = not inp.weights.source.startswith("parameters counted on the meta device")
         w = weights_from_checkpoint(sum(inp.weights.bytes_by_dtype.values()), arch, tp, pp, dtype, inp.weights.source,
-                                    partition, dp=inp.data_parallel_size)
+                                    partition, dp=inp.data_parallel_size, stored_mtp=stored_mtp)
     else:
         w = weights_per_gpu(arch, dtype, quant, tp, pp, partition, dp=inp.data_parallel_size,
                             ep=inp.enable_expert_parallel)
@@ -478,7 +482,8 @@ def estimate(inp: EngineInput) -> EstimateResult:
     draft_weights = 0
     if spec and spec.method == "mtp":
         draft_weights = int(arch.params.mtp * model_b / tp)
-        sources["draft_weights_gib"] = "MTP layers counted from config.json (num_nextn_predict_layers)"
+        sources["draft_weights_gib"] = (f"{arch.mtp_layers} MTP layer(s) counted from config.json ({arch.mtp_head}); "
+                                        "embedding and lm_head shared with the target")
     elif draft is not None:
         dtp = tp if draft.num_attention_heads % tp == 0 else 1
         dw = weights_per_gpu(draft, dtype, None, dtp, 1)
@@ -527,8 +532,11 @@ def estimate(inp: EngineInput) -> EstimateResult:
         if stage:
             return s  # the draft's layers are placed with the first stage's (rank 0) here
         if spec and spec.method == "mtp":
-            mtp_arch = arch.model_copy(update={"layers": arch.layers[:arch.mtp_layers],
-                                               "num_layers": arch.mtp_layers})
+            mtp_kv = arch.layers[:arch.mtp_layers]
+            if arch.mtp_full_attention:  # Qwen3-Next / Qwen3.5: the MTP layers are full-attention layers
+                full = next(la for la in arch.layers if la.kind == LayerKind.FULL)
+                mtp_kv = [full] * arch.mtp_layers
+            mtp_arch = arch.model_copy(update={"layers": mtp_kv, "num_layers": arch.mtp_layers})
             s.update(build_specs(mtp_arch, tp=tp, pp=1, block_size=bs, kv_bytes=kv_b, model_bytes=model_b,
                                  num_spec=num_spec, prefix="mtp.", draft=True, is_cpu=gpu.is_cpu,
                                  cpu_avx512_bf16=avx512_bf16, **shape_kw))

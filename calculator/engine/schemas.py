@@ -8,19 +8,58 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
+
+from .mtp import MTP_METHOD_NAMES
 
 SpecMethod = Literal["ngram", "suffix", "draft_model", "eagle", "eagle3", "mtp"]
+
+
+def normalise_mtp_method(data: Any) -> Any:
+    """A ``--speculative-config`` dict whose ``method`` is one of vLLM's per-architecture MTP names
+    (``qwen3_next_mtp``, ``deepseek_mtp``... :data:`calculator.engine.mtp.MTP_METHOD_NAMES`) becomes ``method: mtp``
+    with the name kept in ``vllm_method``, as vLLM does ("method `%s` is deprecated and replaced with mtp",
+    vllm/config/speculative.py:1141-1145 in 0.32). ``vllm_method`` is not a key a user may give."""
+    if isinstance(data, dict):
+        if "vllm_method" in data:
+            raise ValueError("vllm_method is not a key of vLLM's --speculative-config")
+        if data.get("method") in MTP_METHOD_NAMES:
+            data = {**data, "method": "mtp", "vllm_method": data["method"]}
+    return data
+
+
+class MtpNameMixin:
+    """``method`` as vLLM runs it (``mtp``) and ``vllm_name``, the name the user gave (written back in every dump,
+    so the launch command and the permalink keep ``qwen3_next_mtp``)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mtp_name(cls, data: Any) -> Any:
+        return normalise_mtp_method(data)
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler):
+        out = handler(self)
+        if isinstance(out, dict) and getattr(self, "vllm_method", None):
+            out["method"] = self.vllm_method
+        return out
+
+    @property
+    def vllm_name(self) -> str:
+        """The method name as the user gave it (``mtp`` or a per-architecture alias such as ``qwen3_5_mtp``)."""
+        return getattr(self, "vllm_method", None) or self.method
 DType = Literal["auto", "bfloat16", "float16", "float32"]
 KVCacheDType = Literal["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"]
 
 
-class SpeculativeConfig(BaseModel):
-    """``--speculative-config`` as vLLM takes it (JSON). Extra keys (``prompt_lookup_max``...) are kept."""
+class SpeculativeConfig(MtpNameMixin, BaseModel):
+    """``--speculative-config`` as vLLM takes it (JSON). Extra keys (``prompt_lookup_max``...) are kept. A
+    per-architecture MTP name is run as ``mtp`` (:class:`MtpNameMixin`)."""
 
     model_config = ConfigDict(extra="allow")
 
     method: SpecMethod
+    vllm_method: str | None = Field(None, exclude=True, repr=False)
     model: str | None = None
     num_speculative_tokens: int = Field(ge=1, le=64)
 

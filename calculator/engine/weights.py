@@ -370,13 +370,16 @@ def weights_per_gpu(arch: ModelArch, model_dtype: str, quant: QuantScheme | None
 
 
 def weights_from_checkpoint(stored_bytes: int, arch: ModelArch, tp: int, pp: int, model_dtype: str,
-                            source: str, partition: list[int] | None = None, dp: int = 1) -> WeightsEstimate:
+                            source: str, partition: list[int] | None = None, dp: int = 1,
+                            stored_mtp: bool = True) -> WeightsEstimate:
     """Per-GPU bytes from the checkpoint's stored tensors: the replicated share (norms, routers, vision)
-    stays whole, the rest is split by TP and PP; plus the rotary cache. Exact for unquantized checkpoints."""
+    stays whole, the rest is split by TP and PP; plus the rotary cache. Exact for unquantized checkpoints.
+    ``stored_mtp``: the stored bytes include the MTP layers (safetensors headers do; a meta-device count of the
+    transformers class does not), which vLLM does not load into the target, so they are taken out."""
     b = dtype_bytes(model_dtype)
     p = arch.params
     replicated = (p.norms + p.router + p.vision) * b
-    mtp = p.mtp * b
+    mtp = p.mtp * b if stored_mtp else 0
     sharded = max(stored_bytes - replicated - mtp, 0) + p.kv_alloc_only * b  # + slots vLLM builds but the files lack
     rope = rope_cache_bytes(arch, b)
     parts = partition or [arch.num_layers] * pp

@@ -397,8 +397,12 @@ def _build_fields() -> None:
 
 def _split_field(name: str) -> forms.Field:
     if name == "speculative_method":
+        from calculator.engine.mtp import MTP_METHOD_NAMES
+
+        # vLLM's per-architecture MTP names run as mtp and are kept in the command (engine/schemas.py MtpNameMixin)
         return forms.CharField(required=False, help_text="speculative decoding method (SGLang's --speculative-algorithm: eagle3 = EAGLE3, eagle = EAGLE with a draft, mtp = NEXTN, draft_model = STANDALONE, ngram = NGRAM)", widget=FastSelect(
-            choices=[("", "off"), *((m, m) for m in get_args(SpecMethod))]))
+            choices=[("", "off"), *((m, m) for m in get_args(SpecMethod)),
+                     ("mtp, by vLLM's per-architecture name", [(m, m) for m in MTP_METHOD_NAMES])]))
     if name == "speculative_model":
         return forms.CharField(required=False, help_text="draft model (draft_model, eagle, eagle3; SGLang: --speculative-draft-model-path)",
                                widget=FastTextInput(attrs={"placeholder": "draft model org/name"}))

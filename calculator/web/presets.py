@@ -4,12 +4,15 @@ without the Hub. The landing page shows the first one.
 
 The MTP example is the speculative-decoding field guide's benchmark profile ("method = MTP,
 working_context = 32768, concurrency = 4", /work/shared/reference/field_guide_000_*.txt) on DeepSeek-V3,
-whose config has one MTP layer (``num_nextn_predict_layers: 1``), hence ``num_speculative_tokens`` 1.
+whose config has one MTP layer (``num_nextn_predict_layers: 1``), hence ``num_speculative_tokens`` 1; the
+lengths are the validator's (``validator.config.GPU_PROFILE``, :func:`profile_lengths`). Every results page offers
+the same profile for its own model (:func:`mtp_profile`) when the model has an MTP head.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+import json
 from functools import lru_cache
 
 
@@ -40,9 +43,9 @@ PRESETS: tuple[Preset, ...] = (
            "MLA attention, tensor parallel across a node",
            (("model", "deepseek-ai/DeepSeek-V3"), ("gpu", "H200"), ("tensor_parallel_size", "8"))),
     Preset("mtp-profile", "MTP speculative decoding, 32k, 4 in flight (DeepSeek-V3, 8× H200)",
-           "the field guide's benchmark profile: method mtp, max_model_len 32768, concurrency 4",
+           "the field guide's benchmark profile: method mtp, max_model_len 32768 (32,512 in + 256 out), concurrency 4",
            (("model", "deepseek-ai/DeepSeek-V3"), ("gpu", "H200"), ("tensor_parallel_size", "8"),
-            ("max_model_len", "32768"), ("concurrency", "4"),
+            ("max_model_len", "32768"), ("concurrency", "4"), ("prompt_len", "32512"), ("output_len", "256"),
             ("speculative_config", '{"method":"mtp","num_speculative_tokens":1}'))),
     Preset("70b-on-24gb", "Llama 3.1 70B on one 24 GB card (does not fit)",
            "what the page says when it does not fit, and what would",
@@ -61,3 +64,77 @@ def _canonical(params: tuple[tuple[str, str], ...]) -> str:
 def landing() -> Preset:
     """The example the landing page answers."""
     return PRESETS[0]
+
+
+# --- the field guide's recorded profile, one click away for the model on the page ----------------------------
+@dataclass(frozen=True)
+class MtpProfile:
+    """The field guide's benchmark profile for the model on the page: ``query`` (the canonical permalink: the
+    user's model, GPU, parallel sizes and runtime, with method mtp, the validator's lengths and concurrency) or
+    ``reason`` (why there is none: the model has no MTP head vLLM runs, or the runtime does not model MTP)."""
+
+    query: str | None
+    reason: str | None
+    label: str = ""
+
+
+def profile_lengths(max_len: int | None = None) -> dict[str, int]:
+    """The validator's GPU profile (``validator.config.GPU_PROFILE``: working context 32,768, concurrency 4, output
+    256) as the speed prediction's lengths, derived as the validator derives them (validator/config.py, the
+    vLLM path: ``context = min(working_context, max_model_len)``, ``output_len = min(output_len, context // 2)``,
+    ``input_len = context - output_len``): 32,512 in + 256 out at 32,768."""
+    from validator.config import GPU_PROFILE
+
+    context = min(GPU_PROFILE["working_context"], max_len or GPU_PROFILE["working_context"])
+    out = min(GPU_PROFILE["output_len"], max(1, context // 2))
+    return {"max_model_len": context, "prompt_len": context - out, "output_len": out,
+            "concurrency": GPU_PROFILE["concurrency"]}
+
+
+def mtp_profile(plan) -> MtpProfile:
+    """The recorded profile (method MTP, working context 32,768, concurrency 4) for ``plan``'s model, keeping its
+    model, revision, GPU, TP/PP/DP, runtime and release; ``num_speculative_tokens`` is the user's when the page
+    already runs MTP, else the MTP layers vLLM builds (``n_predict``'s default, vllm/config/speculative.py:1486-1492).
+    A model with no MTP head, or a runtime that does not model MTP, gets the reason instead."""
+    from calculator.engine.arch import parse_config
+    from calculator.engine.errors import EngineInputError
+    from calculator.engine.mtp import MtpHead, mtp_head
+    from calculator.plan import make_plan
+    from calculator.request import InputError, parse_request
+    from calculator.web.forms import canonical_query
+
+    request = plan.request
+    if request.runtime in ("llama.cpp", "ollama"):
+        return MtpProfile(None, f"{request.runtime}: MTP drafting (llama-server --spec-type draft-mtp) is not modelled")
+    head = mtp_head(plan.model.config)
+    if not isinstance(head, MtpHead):
+        return MtpProfile(None, f"no MTP head: {head.reason}")
+    spec = request.speculative_config
+    if spec is not None and spec.method == "mtp":
+        spec_json = json.dumps(spec.model_dump(exclude_none=True), separators=(",", ":"))
+    else:
+        spec_json = json.dumps({"method": "mtp", "num_speculative_tokens": head.layers}, separators=(",", ":"))
+    try:
+        derived = parse_config(plan.model.config).derived_max_model_len
+    except EngineInputError:
+        derived = None
+    lengths = profile_lengths(derived)
+    changes = {k: str(v) for k, v in lengths.items()}
+    changes["speculative_config"] = spec_json
+    if spec is None or spec.method != "mtp":  # the other method's settings do not carry over
+        changes.update(acceptance_rate="", acceptance_length="", speculative_eagle_topk="",
+                       speculative_num_draft_tokens="")
+    params = plan.permalink_params()
+    params.update(changes)
+    params = {k: v for k, v in params.items() if v != ""}
+    try:
+        profile = parse_request(params)
+        # the runtime must take it (SGLang refuses speculation on hybrid GDN models as not modelled): a memory plan,
+        # cached like any other, says so before the link is offered
+        make_plan(profile, with_speed=False, with_suggestions=False)
+        query = canonical_query(profile.to_params())
+    except (InputError, EngineInputError) as e:
+        return MtpProfile(None, f"the profile does not apply here: {e.field}: {e.message}")
+    label = (f"MTP profile: {lengths['max_model_len']:,} context ({lengths['prompt_len']:,} in + "
+             f"{lengths['output_len']:,} out), {lengths['concurrency']} in flight")
+    return MtpProfile(query, None, label)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import shlex
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -95,6 +96,13 @@ class Outcome:
     @property
     def num_gpus(self) -> int:
         return self.plan.request.num_gpus
+
+    @cached_property
+    def mtp_profile(self):
+        """The field guide's recorded MTP profile for this model (:func:`calculator.web.presets.mtp_profile`)."""
+        from calculator.web.presets import mtp_profile
+
+        return mtp_profile(self.plan)
 
     @property
     def layout(self) -> str:
@@ -400,6 +408,13 @@ class RuntimeOutcome:
     @property
     def model_id(self) -> str:
         return self.plan.model.repo_id
+
+    @cached_property
+    def mtp_profile(self):
+        """The field guide's recorded MTP profile for this model (:func:`calculator.web.presets.mtp_profile`)."""
+        from calculator.web.presets import mtp_profile
+
+        return mtp_profile(self.plan)
 
     @property
     def client_command(self) -> str | None:

@@ -1,0 +1,230 @@
+"""MTP heads as vLLM sees them (issue 12, items 4 and 5): which models have one and how many layers
+(vllm/config/speculative.py:661-1073 in 0.32, calculator.engine.mtp), vLLM's per-architecture method names,
+the MTP layers' weights and KV, and the page's one-click recorded profile for the model on the page.
+
+Expected values are computed by hand from the configs (calculator/data/model_configs)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from urllib.parse import parse_qsl
+
+import pytest
+from django.core.cache import cache
+
+from calculator.engine.arch import parse_config
+from calculator.engine.mtp import MTP_METHOD_NAMES, MtpHead, NoMtpHead, mtp_head
+from calculator.request import InputError, parse_request
+
+CONFIGS = Path(__file__).resolve().parents[1] / "calculator" / "data" / "model_configs"
+COMPAT = Path(__file__).resolve().parents[1] / "compat" / "data"
+
+
+def cfg(name: str) -> dict:
+    return json.loads((CONFIGS / name).read_text())
+
+
+# --- which models have an MTP head ------------------------------------------------------------------------------
+def test_qwen3_5_mtp_layers_come_from_text_config_mtp_num_hidden_layers():
+    c = cfg("Qwen__Qwen3.5-35B-A3B.json")
+    assert c["text_config"]["mtp_num_hidden_layers"] == 1 and "num_nextn_predict_layers" not in c["text_config"]
+    head = mtp_head(c)
+    assert isinstance(head, MtpHead)
+    assert (head.layers, head.n_predict, head.draft_type) == (1, 1, "qwen3_5_mtp")
+    assert head.key == "text_config.mtp_num_hidden_layers"
+    assert parse_config(c).mtp_layers == 1
+
+
+def test_qwen3_next_has_one_mtp_layer_by_the_model_files_default():
+    # Qwen's config has neither num_nextn_predict_layers nor mtp_num_hidden_layers: vLLM maps qwen3_next to
+    # qwen3_next_mtp with n_predict None and Qwen3NextMultiTokenPredictor builds getattr(..., 1) = 1 layer
+    c = cfg("Qwen__Qwen3-Next-80B-A3B-Instruct.json")
+    assert "num_nextn_predict_layers" not in c and "mtp_num_hidden_layers" not in c
+    head = mtp_head(c)
+    assert isinstance(head, MtpHead)
+    assert (head.layers, head.n_predict, head.draft_type) == (1, None, "qwen3_next_mtp")
+    assert "qwen3_next_mtp.py:63" in head.source
+
+
+def test_qwen3_next_mtp_layer_weights_by_hand():
+    """One full-attention decoder layer + fc + three norms (qwen3_next_mtp.py:47-112), from the config:
+    hidden 2048, 16 heads x 256 (gated query: q_proj 2 x 16 x 256 out), 2 KV heads, q/k norm 256 each;
+    512 experts of 3 x 2048 x 512, router 2048 x 512, shared expert 3 x 2048 x 512 + its gate 2048; two layer
+    norms; fc 2 x 2048 x 2048; norm, pre_fc_norm_hidden, pre_fc_norm_embedding."""
+    h = 2048
+    attn = h * 2 * 16 * 256 + 2 * h * 2 * 256 + 16 * 256 * h + 2 * 256
+    moe = 512 * 3 * h * 512 + h * 512 + 3 * h * 512 + h
+    expected = attn + moe + 2 * h + 2 * h * h + 3 * h
+    assert expected == 1_650_471_424
+    assert parse_config(cfg("Qwen__Qwen3-Next-80B-A3B-Instruct.json")).params.mtp == expected
+
+
+def test_dense_qwen3_5_mtp_layer_uses_the_dense_mlp():
+    c = cfg("Qwen__Qwen3.5-9B.json")
+    t = c["text_config"]
+    h, heads, hd, kvh, inter = (t["hidden_size"], t["num_attention_heads"], t["head_dim"], t["num_key_value_heads"],
+                                t["intermediate_size"])
+    attn = h * 2 * heads * hd + 2 * h * kvh * hd + heads * hd * h + 2 * hd
+    expected = attn + 3 * h * inter + 2 * h + 2 * h * h + 3 * h
+    assert parse_config(c).params.mtp == expected
+
+
+def test_deepseek_v3_keeps_num_nextn_predict_layers():
+    head = mtp_head(cfg("deepseek-ai__DeepSeek-V3.json"))
+    assert isinstance(head, MtpHead) and (head.layers, head.draft_type) == (1, "deepseek_mtp")
+
+
+def test_a_model_without_mtp_is_refused_with_vllms_reason():
+    head = mtp_head(cfg("meta-llama__Llama-3.1-8B-Instruct.json"))
+    assert isinstance(head, NoMtpHead) and "Unsupported speculative method: 'mtp'" in head.reason
+
+
+@pytest.mark.usefixtures("_offline")
+def test_mtp_on_a_model_without_a_head_is_refused_with_the_reason():
+    from calculator.engine.errors import EngineInputError
+
+    with pytest.raises((InputError, EngineInputError)) as e:
+        _plan("meta-llama/Llama-3.1-8B-Instruct", '{"method":"mtp","num_speculative_tokens":1}')
+    assert e.value.field == "speculative_config"
+    assert "Unsupported speculative method: 'mtp'" in e.value.message
+
+
+def test_a_deepseek_style_config_with_zero_mtp_layers_has_none():
+    c = {**cfg("deepseek-ai__DeepSeek-V3.json"), "num_nextn_predict_layers": 0}
+    head = mtp_head(c)
+    assert isinstance(head, NoMtpHead) and "num_nextn_predict_layers is 0" in head.reason
+
+
+def test_the_method_names_are_every_covered_releases_mtp_model_types():
+    names = set()
+    for f in COMPAT.glob("vllm-*.json"):
+        names |= set(json.loads(f.read_text())["speculative"]["mtp_model_types"])
+    assert names - {"mtp"} == set(MTP_METHOD_NAMES)
+
+
+# --- the request, the plan and the launch command ----------------------------------------------------------------
+def _plan(model: str, spec: str, **extra: str):
+    from calculator.plan import make_plan
+
+    return make_plan(parse_request({"model": model, "gpu": "H200", "tensor_parallel_size": "2",
+                                    "speculative_config": spec, **extra}))
+
+
+@pytest.fixture()
+def _offline(db, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    cache.clear()
+
+
+@pytest.mark.usefixtures("_offline")
+def test_a_vllm_method_name_is_accepted_run_as_mtp_and_kept_in_the_command():
+    plan = _plan("Qwen/Qwen3-Next-80B-A3B-Instruct", '{"method":"qwen3_next_mtp","num_speculative_tokens":2}')
+    spec = plan.request.speculative_config
+    assert spec.method == "mtp" and spec.vllm_name == "qwen3_next_mtp"
+    i = plan.launch_argv.index("--speculative-config")
+    assert json.loads(plan.launch_argv[i + 1]) == {"method": "qwen3_next_mtp", "num_speculative_tokens": 2}
+    # the permalink keeps the name too
+    assert json.loads(plan.request.to_params()["speculative_config"])["method"] == "qwen3_next_mtp"
+    # draft weights: the MTP layer's 1,650,471,424 parameters (above) in bf16 over TP 2
+    assert plan.memory.draft_weights_gib == pytest.approx(1_650_471_424 * 2 / 2 / 2**30, abs=0.006)
+
+
+def test_the_qwen3_next_mtp_layer_caches_kv_as_a_full_attention_layer():
+    """The MTP layer is built with layer_type="full_attention" (qwen3_next_mtp.py:88-95), not as the target's first
+    (linear-attention) layer: 2 KV heads over TP 2 = 1 head per GPU x head_dim 256 x (K, V) x 2 B = 1,024 B per
+    token, beside the target's 12 full-attention layers (48 / full_attention_interval 4) x 1,024 = 12,288 B."""
+    from calculator.engine import estimate
+    from calculator.engine.schemas import EngineInput, SpeculativeConfig
+
+    c = cfg("Qwen__Qwen3-Next-80B-A3B-Instruct.json")
+    per_layer = (c["num_key_value_heads"] // 2) * c["head_dim"] * 2 * 2
+    n_full = c["num_hidden_layers"] // c["full_attention_interval"]
+    base = estimate(EngineInput(hf_config=c, gpu="H200", tensor_parallel_size=2, max_model_len=32768))
+    spec = estimate(EngineInput(hf_config=c, gpu="H200", tensor_parallel_size=2, max_model_len=32768,
+                                speculative_config=SpeculativeConfig(method="qwen3_next_mtp",
+                                                                     num_speculative_tokens=1)))
+    assert base.kv_bytes_per_token == n_full * per_layer == 12_288
+    assert spec.kv_bytes_per_token == (n_full + 1) * per_layer
+    draft = [g for g in spec.kv_by_layer_type if g.draft]
+    assert [(g.kind, g.num_layers, g.bytes_per_token) for g in draft] == [("full_attention", 1, 1024)]
+
+
+@pytest.mark.usefixtures("_offline")
+def test_qwen3_5_mtp_plan_works_and_sizes_the_draft():
+    plan = _plan("Qwen/Qwen3.5-35B-A3B", '{"method":"mtp","num_speculative_tokens":1}')
+    t = cfg("Qwen__Qwen3.5-35B-A3B.json")["text_config"]
+    h, heads, hd, kvh = t["hidden_size"], t["num_attention_heads"], t["head_dim"], t["num_key_value_heads"]
+    ne, mi, si = t["num_experts"], t["moe_intermediate_size"], t["shared_expert_intermediate_size"]
+    params = (h * 2 * heads * hd + 2 * h * kvh * hd + heads * hd * h + 2 * hd      # gated-query attention + q/k norm
+              + ne * 3 * h * mi + h * ne + 3 * h * si + h                            # experts, router, shared + gate
+              + 2 * h + 2 * h * h + 3 * h)                                           # layer norms, fc, three norms
+    assert plan.memory.draft_weights_gib == pytest.approx(params * 2 / 2 / 2**30, abs=0.006)
+    assert plan.verdict.status == "works"
+
+
+def test_a_name_that_is_not_vllms_is_refused_naming_the_per_architecture_names():
+    with pytest.raises(InputError) as e:
+        parse_request({"model": "Qwen/Qwen3.5-35B-A3B",
+                       "speculative_config": '{"method":"qwen9_mtp","num_speculative_tokens":1}'})
+    assert e.value.field == "speculative_config" and "qwen3_next_mtp" in e.value.message
+
+
+def test_vllm_method_is_not_a_key_a_user_gives():
+    with pytest.raises(InputError):
+        parse_request({"model": "Qwen/Qwen3.5-35B-A3B",
+                       "speculative_config": '{"method":"mtp","vllm_method":"x","num_speculative_tokens":1}'})
+
+
+# --- the page's recorded profile ----------------------------------------------------------------------------------
+def _profile(client, query: str):
+    html = client.get("/?" + query, HTTP_HX_REQUEST="true").content.decode()
+    return re.search(r'<p id="mtp-profile".*?</p>', html, re.S)
+
+
+@pytest.mark.usefixtures("_offline")
+def test_the_profile_is_one_click_for_a_model_with_an_mtp_head(client):
+    m = _profile(client, "model=Qwen/Qwen3.5-35B-A3B&gpu=H200&tensor_parallel_size=2&runtime=vllm")
+    assert m is not None
+    href = re.search(r'href="/\?([^"]+)"', m.group(0)).group(1)
+    q = dict(parse_qsl(href.replace("&amp;", "&")))
+    # the user's model, GPU and TP; the validator's GPU profile: 32,768 context, 32,512 in + 256 out, 4 in flight
+    assert q["model"] == "Qwen/Qwen3.5-35B-A3B" and q["gpu"] == "H200" and q["tensor_parallel_size"] == "2"
+    assert (q["max_model_len"], q["prompt_len"], q["output_len"], q["concurrency"]) == ("32768", "32512", "256", "4")
+    assert json.loads(q["speculative_config"]) == {"method": "mtp", "num_speculative_tokens": 1}
+    # one click: the link's page answers with the MTP speed at those lengths
+    html = client.get("/?" + href.replace("&amp;", "&"), HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="spec-summary"' in html and "prompt 32,512 tokens, output 256, 4 in flight" in html
+
+
+@pytest.mark.usefixtures("_offline")
+def test_the_profile_keeps_the_runtime(client):
+    m = _profile(client, "model=zai-org/GLM-4.7-Flash&gpu=H200&tensor_parallel_size=2&runtime=sglang")
+    assert m is not None
+    q = dict(parse_qsl(re.search(r'href="/\?([^"]+)"', m.group(0)).group(1).replace("&amp;", "&")))
+    assert q["runtime"] == "sglang" and q["tensor_parallel_size"] == "2"
+    assert json.loads(q["speculative_config"]) == {"method": "mtp", "num_speculative_tokens": 1}
+
+
+@pytest.mark.usefixtures("_offline")
+def test_the_profile_says_why_when_the_runtime_does_not_model_it(client):
+    # SGLang's draft on a hybrid gated-delta-net model is refused as not modelled (runtimes/sglang/memory.py)
+    m = _profile(client, "model=Qwen/Qwen3-Next-80B-A3B-Instruct&gpu=H200&tensor_parallel_size=4&runtime=sglang")
+    assert m is not None and "href=" not in m.group(0) and "not modelled" in m.group(0)
+
+
+@pytest.mark.usefixtures("_offline")
+def test_the_profile_is_disabled_with_the_reason_for_a_model_without_mtp(client):
+    m = _profile(client, "model=meta-llama/Llama-3.1-8B-Instruct&gpu=H100")
+    assert m is not None and "href=" not in m.group(0) and 'aria-disabled="true"' in m.group(0)
+    assert "Unsupported speculative method: &#x27;mtp&#x27;" in m.group(0)
+
+
+@pytest.mark.usefixtures("_offline")
+def test_the_form_shows_a_per_architecture_name_from_the_permalink(client):
+    q = ("model=Qwen/Qwen3-Next-80B-A3B-Instruct&gpu=H200&tensor_parallel_size=2"
+         "&speculative_config=%7B%22method%22%3A%22qwen3_next_mtp%22%2C%22num_speculative_tokens%22%3A1%7D")
+    html = client.get("/?" + q, follow=True).content.decode()
+    assert '<option value="qwen3_next_mtp" selected>' in html
+    assert "--speculative-config" in html and "qwen3_next_mtp" in html.split("--speculative-config", 1)[1][:200]
