@@ -583,7 +583,28 @@ def test_an_mla_model_is_said_to_be_outside_the_fitted_data():
     assert r.efficiency_label == "fitted"
     assert perf.MLA_FIT_WARNING.format(layer_us=perf.get_efficiency(H100).layer_us) in r.warnings
     assert "against the 60 us this fit carries" in " ".join(r.warnings)
-    assert r.efficiency_precision.endswith("no MLA model was among those runs (see the note)")
+    # R1's 61 layers at 107-163 us instead of the row's 60: +61 x 47 us = 2.867 ms to +61 x 103 us = 6.283 ms per step
+    lo, hi = r.itl_ms + 2.867, r.itl_ms + 6.283
+    assert r.efficiency_precision.startswith("a best case for MLA attention")
+    assert f"TPOT would be {lo:.3g}-{hi:.3g} ms, not {r.itl_ms:.3g}" in r.efficiency_precision
     llama = perf.estimate_speed(EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192))
     assert not any(w.startswith("MLA attention") for w in llama.warnings)
     assert llama.efficiency_precision == perf.PRECISION["fitted"]
+
+
+def test_workload_warnings_say_what_was_used():
+    """A workload or temperature without speculation sets nothing (the plain figures) and says so; with a workload the
+    generic 'acceptance falls on hard reasoning' reminder gives way to one about that workload's figure (GSM8K-style
+    reasoning raises EAGLE-3's acceptance); a measured acceptance gets no reminder to measure it."""
+    cfg = load_config(LLAMA)
+    plain = perf.estimate_speed(EngineInput(hf_config=cfg, gpu=H100, max_model_len=8192), workload="code",
+                                temperature=0.5)
+    assert any(w.startswith("the workload / temperature given is not used") for w in plain.warnings)
+    spec = {"method": "eagle3", "num_speculative_tokens": 3}
+    inp = EngineInput(hf_config=cfg, gpu=H100, max_model_len=8192, speculative_config=spec,
+                      model_label="meta-llama/Llama-3.1-8B-Instruct")
+    reasoning = perf.estimate_speed(inp, workload="reasoning")
+    assert not any("hard reasoning" in w for w in reasoning.warnings)
+    assert any(w.startswith("the acceptance for 'reasoning' comes from public benchmark prompts") for w in reasoning.warnings)
+    given = perf.estimate_speed(inp, acceptance_length=2.5)
+    assert not any("measure" in w and "traffic" in w for w in given.warnings)

@@ -526,3 +526,16 @@ def test_a_method_sglang_lacks_is_refused_there_and_named_on_the_vllm_page(clien
         call_command("estimate", "--model", QWEN, "--runtime", "sglang", "--gpu", "H100", "--speculative-config", spec,
                      stdout=StringIO())
     assert err.value.returncode == 2
+
+
+def test_the_slowdown_stop_sign_says_the_speedup_the_answer_gives(client):
+    """0.5.10 compares the speculative server with the plain one as deployed (piecewise prefill graphs on): the
+    speedup is rescaled there, and the stop sign must quote the rescaled figures, not the ones before."""
+    body = client.get("/api/estimate", {
+        "model": "Qwen/Qwen3-30B-A3B", "gpu": "H100", "runtime": "sglang", "max_model_len": "8192",
+        "speculative_config": '{"method": "eagle3", "num_speculative_tokens": 6}', "speculative_eagle_topk": "10",
+        "speculative_num_draft_tokens": "32"}).json()
+    sp, lo, hi = body["spec_speedup"], body["spec_speedup_low"], body["spec_speedup_high"]
+    assert sp < 1
+    signs = [w for w in body["speed_warnings"] if w.startswith("stop sign: at acceptance length")]
+    assert len(signs) == 1 and f"(speedup {sp:.2f}x, range {lo:.2f}-{hi:.2f})" in signs[0]

@@ -420,6 +420,7 @@ MLA_FIT_WARNING = (
     "MLA attention: no MLA model (DeepSeek V3/R1, Kimi K2, GLM-4.7-Flash) is among the public runs the efficiency was "
     "fitted on; on public SGLang runs of MLA models each layer took 107-163 us beyond its weight and KV traffic, "
     "against the {layer_us:g} us this fit carries, so read the decode times as a best case")
+MLA_LAYER_US = (107.0, 163.0)  # per-layer time beyond weights / KV / all-reduce on SGLang's public MLA runs (above)
 PRECISION_AMD = ("fitted on 6 public MI300X runs for decode only: TPOT about ±20 %, TTFT and tok/s not (see the "
                  "AMD Instinct note)")
 PRECISION = {"fitted": "fitted once per runtime on public benchmarks: about ±10 % on the runs it was fitted on, "
@@ -1523,6 +1524,9 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
         # what would start)
         raise EngineInputError("configuration", "the server does not start (see the verdict and what would work), so "
                                "there is no speed to predict")
+    if plan.spec_method is None and (workload is not None or temperature is not None):
+        warnings.append("the workload / temperature given is not used: they set the speculative acceptance, and there "
+                        "is no speculative_config, so these are the plain decoding figures")
     if plan.spec_method is None and (acceptance_rate is not None or acceptance_length is not None):
         warnings.append("the acceptance given is not used: there is no speculative_config, so these are the plain "
                         "decoding figures (give a speculative_config to predict a speedup)")
@@ -1632,7 +1636,12 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
     # GLM-4.7-Flash among them)
     if s.arch.kv_lora_rank and hw.eff.label == "fitted" and hw.eff.kernel_us is None:
         warnings.append(MLA_FIT_WARNING.format(layer_us=hw.eff.layer_us))
-        precision += "; no MLA model was among those runs (see the note)"
+        # the fitted precision does not hold outside the fitted data: a best case, with the TPOT the public MLA runs'
+        # per-layer time would give (the layers x (107..163 - layer_us) us more per step)
+        lo, hi = (s.target.allreduce_layers * max(0.0, u - hw.eff.layer_us) * 1e-3 for u in MLA_LAYER_US)
+        precision = (f"a best case for MLA attention (outside the fitted runs): with the 107-163 us per layer SGLang's "
+                     f"public MLA runs took, TPOT would be {base.tpot + lo:.3g}-{base.tpot + hi:.3g} ms, not "
+                     f"{base.tpot:.3g} (see the note)")
 
     spec_result = None
     acc = None
@@ -1722,6 +1731,21 @@ def _replicas(plan: Plan, *, concurrency: int, **kw: Any) -> SpeedResult:
                             "are modelled here as independent replicas; the lockstep is not modelled, so these figures "
                             "are a best case")
     return res
+
+
+SLOWDOWN_PREFIXES = ("stop sign: at acceptance length", "speculation may be slower than plain decoding")
+
+
+def slowdown_warnings(al: float | None, speedup: float | None, lo: float | None, hi: float | None) -> list[str]:
+    """The field guide's slowdown stop sign for a speedup and its range (none when the low end is at least 1); the
+    warnings start with one of :data:`SLOWDOWN_PREFIXES` (a caller that rescales the speedup replaces them)."""
+    if speedup is not None and speedup < 1:
+        return [f"stop sign: at acceptance length {al:.2f} speculation is predicted slower than plain decoding "
+                f"(speedup {speedup:.2f}x, range {lo:.2f}-{hi:.2f}); the drafting and verification cost more than the "
+                "accepted tokens repay"]
+    if speedup is not None and lo is not None and lo < 1:
+        return [f"speculation may be slower than plain decoding: the low end of the range is {lo:.2f}x"]
+    return []
 
 
 def _spec_speedup(s: _Setup, method: str, k: int, al: float, prompt_len: int, output_len: int, conc: int,
@@ -1832,12 +1856,7 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
     if speedup is not None:
         slowdown = "likely" if speedup < 1 else ("possible" if lo is not None and lo < 1 else "unlikely")
     # the field guide's stop signs
-    if speedup is not None and speedup < 1:
-        warnings.append(f"stop sign: at acceptance length {al:.2f} speculation is predicted slower than plain decoding "
-                        f"(speedup {speedup:.2f}x, range {lo:.2f}-{hi:.2f}); the drafting and verification cost "
-                        "more than the accepted tokens repay")
-    elif slowdown == "possible":
-        warnings.append(f"speculation may be slower than plain decoding: the low end of the range is {lo:.2f}x")
+    warnings.extend(slowdown_warnings(al, speedup, lo, hi))
     if be is None:
         warnings.append("stop sign: speculation cannot pay at this concurrency even if every drafted token is "
                         "accepted (drafting + verification cost more than k+1 plain steps)")
@@ -1862,8 +1881,13 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
     if temperature is not None and temperature > 0.7:
         warnings.append(f"temperature {temperature} is high: drafts are rejected more often than in the public "
                         "figures (mostly temperature 0)")
-    warnings.append("acceptance falls on creative open-ended writing, hard reasoning and high-temperature sampling; "
-                    "it is highest on code, boilerplate and formal prose: measure on your own traffic")
+    if acc is None or acc.label != "user input":  # a measured acceptance needs no reminder to measure it
+        wl = normalize_workload(workload)
+        warnings.append("acceptance falls on creative open-ended writing, hard reasoning and high-temperature "
+                        "sampling; it is highest on code, boilerplate and formal prose: measure on your own traffic"
+                        if wl is None else
+                        f"the acceptance for '{wl}' comes from public benchmark prompts of that class (see the "
+                        "acceptance source); your own traffic may differ: measure it")
     if spec_ttft > base.ttft * 1.10:
         warnings.append(f"stop sign: TTFT rises from {base.ttft:.1f} to {spec_ttft:.1f} ms (the drafter processes the "
                         "prompt too)")

@@ -354,6 +354,10 @@ class SGLang:
             spec.speedup_high = round(spec.speedup_high * factor, 3) if spec.speedup_high is not None else None
             spec.slowdown = ("likely" if spec.speedup < 1 else
                              "possible" if spec.speedup_low is not None and spec.speedup_low < 1 else "unlikely")
+            # the slowdown stop sign says the rescaled figures (it was written against the speculative server's own base)
+            result.warnings[:] = [w for w in result.warnings if not w.startswith(perf.SLOWDOWN_PREFIXES)]
+            result.warnings.extend(perf.slowdown_warnings(spec.mean_acceptance_length, spec.speedup, spec.speedup_low,
+                                                          spec.speedup_high))
             note += "; the speedup is TPOT plain / TPOT with speculation"
             if spec.ttft_ms > plain.ttft_ms * 1.10:
                 result.warnings.append(f"stop sign: TTFT rises from {plain.ttft_ms:.1f} ms on the plain server to "
