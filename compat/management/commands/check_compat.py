@@ -5,14 +5,14 @@ import json
 
 from django.core.management.base import BaseCommand
 
-from calculator.cli import command_error, request_from_command, verdict_exit
+from calculator.cli import OneLineErrors, command_error, request_from_command, verdict_exit
 from calculator.plan import load
 from calculator.request import InputError, add_request_arguments
 from calculator.runtimes import get_runtime
 from calculator.verdict import EXIT_STATUS
 
 
-class Command(BaseCommand):
+class Command(OneLineErrors, BaseCommand):
     help = ("Will this attention backend / GPU / dtype / KV-cache dtype / vLLM release work? Prints a verdict "
             "for every backend of the GPU's platform and the one vLLM picks on auto (rules read from the "
             "release's own source by sync_compat).")

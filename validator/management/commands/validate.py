@@ -18,13 +18,13 @@ from django.core.management.base import BaseCommand, CommandError
 from validator import capabilities, report
 from validator.config import WORKLOAD_PARAM, build_configuration
 from validator.workloads import WORKLOADS
-from calculator.cli import command_error
+from calculator.cli import OneLineErrors, command_error
 from calculator.request import KNOWN_PARAMS, InputError, add_request_arguments
 from validator.models import ValidationRun
 from validator.tasks import execute
 
 
-class Command(BaseCommand):
+class Command(OneLineErrors, BaseCommand):
     help = "Validate a configuration with a real vLLM run (baseline, then speculative decoding)."
 
     def add_arguments(self, parser):
