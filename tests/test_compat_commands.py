@@ -87,3 +87,14 @@ def test_sync_compat_writes_a_data_file(tmp_path):
     target = tmp_path / "out.json"
     out = run("sync_compat", "--source", str(Path(spec.submodule_search_locations[0])), "--output", str(target))
     assert "vLLM 0.32.0" in out and json.loads(target.read_text())["release"] == "0.32.0"
+
+
+@pytest.mark.parametrize("command", ["check_compat", "validate"])
+def test_an_unknown_flag_is_one_line_naming_the_nearest(command):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError) as err:
+        call_command(command, "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--max-model-lenx", "5")
+    assert err.value.returncode == 2
+    assert str(err.value) == "unrecognized flag --max-model-lenx; did you mean --max-model-len?"
