@@ -34,7 +34,9 @@ VALUES = ["1", "0", "-1", "8192", "32k", "32K", "1e400k", "16M", "1.5K", "nan", 
           "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf", "Llama-3.2-1B-Instruct-Q8_0.gguf", "../../etc/passwd.gguf",
           '{"method":"draft_model","model":"bartowski/Llama-3.2-1B-Instruct-GGUF","num_speculative_tokens":8}',
           "off", "0.21.0", "0.30.0", "0.32.15", "RTX 3060", "Llama-3.1-70B-Instruct-Q4_K_M.gguf",
-          "gemma-4-26B-A4B-it-Q4_K_M.gguf", "4096"]
+          "gemma-4-26B-A4B-it-Q4_K_M.gguf", "4096", '{"method":"suffix","num_speculative_tokens":3}',
+          '{"method":"eagle3","num_speculative_tokens":3,"model":"nobody/head"}', "EAGLE3", "NEXTN", "NGRAM",
+          '{"method":"qwen3_next_mtp","num_speculative_tokens":1}', "0.4.10.post2", "0.5.10.post1", "10", "64"]
 
 
 def random_query(rng: random.Random, keys: list[str]) -> dict[str, str]:
