@@ -608,3 +608,10 @@ def test_workload_warnings_say_what_was_used():
     assert any(w.startswith("the acceptance for 'reasoning' comes from public benchmark prompts") for w in reasoning.warnings)
     given = perf.estimate_speed(inp, acceptance_length=2.5)
     assert not any("measure" in w and "traffic" in w for w in given.warnings)
+
+
+def test_one_output_token_says_there_is_no_tpot():
+    r = perf.estimate_speed(EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192), output_len=1)
+    assert any(w.startswith("output_len 1: there is no decode phase, so no TPOT") for w in r.warnings)
+    r2 = perf.estimate_speed(EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192), output_len=2)
+    assert not any(w.startswith("output_len 1") for w in r2.warnings)

@@ -1524,6 +1524,9 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
         # what would start)
         raise EngineInputError("configuration", "the server does not start (see the verdict and what would work), so "
                                "there is no speed to predict")
+    if output_len == 1:
+        warnings.append("output_len 1: there is no decode phase, so no TPOT (vllm bench serve reports none); the time per "
+                        "output token shown is one decode step at this batch, for reference")
     if plan.spec_method is None and (workload is not None or temperature is not None):
         warnings.append("the workload / temperature given is not used: they set the speculative acceptance, and there "
                         "is no speculative_config, so these are the plain decoding figures")
