@@ -206,3 +206,14 @@ def test_a_server_that_does_not_start_has_no_speed(client, runtime):
     assert body.get("ttft_ms") is None and body.get("itl_ms") is None
     assert body["speed_error"] == ("configuration: the server does not start (see the verdict and what would work), so "
                                    "there is no speed to predict")
+
+
+def test_a_refused_attention_backend_has_no_speed(client):
+    """FLASHMLA on a GQA model (Qwen3-8B): vLLM refuses the backend at start-up, so the verdict is does_not_start and
+    the answer has no TTFT / TPOT / tok/s, only the speed_error pointing at it (the page and the CLI alike)."""
+    q = {"model": "Qwen/Qwen3-8B", "gpu": "H100", "max_model_len": "4096", "attention_backend": "FLASHMLA"}
+    body = client.get("/api/estimate", q).json()
+    assert body["verdict"] == "does_not_start"
+    assert body.get("ttft_ms") is None and body["speed_error"].startswith("configuration: the server does not start")
+    page = client.get("/", q, follow=True).content.decode()
+    assert 'id="ttft-ms"' not in page and "the server does not start (see the verdict" in page

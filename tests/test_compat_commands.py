@@ -98,3 +98,24 @@ def test_an_unknown_flag_is_one_line_naming_the_nearest(command):
         call_command(command, "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--max-model-lenx", "5")
     assert err.value.returncode == 2
     assert str(err.value) == "unrecognized flag --max-model-lenx; did you mean --max-model-len?"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("runtime,first", [("sglang", "SGLang 0.5.10.post1 on NVIDIA H100 80GB HBM3"),
+                                           ("llama.cpp", "llama.cpp ")])
+def test_check_compat_answers_for_the_other_runtimes(runtime, first):
+    """SGLang and llama.cpp answer with their own start-up summary (SGLang picks fa3 for MHA on Hopper), not vLLM's
+    per-backend table, whose fields they do not have (a fresh user got an AttributeError traceback)."""
+    out = StringIO()
+    try:
+        call_command("check_compat", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--runtime", runtime, stdout=out)
+    except CommandError as exc:  # llama.cpp: 'depends' (exit 3) on the compute buffer
+        assert exc.returncode == 3
+    text = out.getvalue()
+    assert text.startswith(first)
+    if runtime == "sglang":
+        assert "auto: fa3" in text
+    js = StringIO()
+    call_command("check_compat", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--runtime", "sglang", "--format", "json",
+                 stdout=js)
+    assert json.loads(js.getvalue())["auto_selected"] == "fa3"

@@ -369,10 +369,15 @@ def api_payload(plan: Plan) -> dict[str, Any]:
         "ok": plan.compat.ok, "error": plan.compat.error, "requested_backend": plan.compat.requested_backend,
         "auto_selected": plan.compat.auto_selected, "conditions": plan.compat.auto_conditions}
     out["compat_error"] = plan.compat_error
-    try:
-        out.update(get_runtime(plan.runtime).speed_fields(plan.request, plan.model, plan.memory))
-    except EngineInputError as exc:
-        out["speed_error"] = f"{exc.field}: {exc.message}"
+    if plan.verdict.status == "does_not_start":
+        from calculator.plan import NO_SERVER_NO_SPEED
+
+        out["speed_error"] = NO_SERVER_NO_SPEED
+    else:
+        try:
+            out.update(get_runtime(plan.runtime).speed_fields(plan.request, plan.model, plan.memory))
+        except EngineInputError as exc:
+            out["speed_error"] = f"{exc.field}: {exc.message}"
     if plan.runtime in ("vllm", "sglang"):
         out["side_by_side"] = side_by_side_payload(plan)
     return out

@@ -9,6 +9,7 @@ from calculator.cli import OneLineErrors, command_error, request_from_command, v
 from calculator.plan import load
 from calculator.request import InputError, add_request_arguments
 from calculator.runtimes import get_runtime
+from calculator.runtimes.base import CompatSummary
 from calculator.verdict import EXIT_STATUS
 
 
@@ -36,6 +37,8 @@ class Command(OneLineErrors, BaseCommand):
             report = runtime.compat(request, model, memory)
         except InputError as exc:
             raise command_error(exc) from None
+        if isinstance(report, CompatSummary):  # SGLang, llama.cpp, Ollama: the runtime's own start-up answer
+            return self._summary(report, runtime.label, opts["format"])
         if opts["format"] == "json":
             self.stdout.write(json.dumps(report.to_json(), indent=1))
             return self._exit(report)
@@ -81,6 +84,27 @@ class Command(OneLineErrors, BaseCommand):
               + (f" [{s.source}]" if s.source else ""))
         for a in report.assumptions:
             w(f"assumed: {a}")
+        return self._exit(report)
+
+    def _summary(self, report: CompatSummary, label: str, fmt: str) -> None:
+        """A runtime without vLLM's per-backend table: its release, the backend it picks or the one asked for, the
+        verdict and the reasons (the same answer ``estimate`` shows for it)."""
+        if fmt == "json":
+            self.stdout.write(json.dumps(report.model_dump(), indent=1))
+            return self._exit(report)
+        w = self.stdout.write
+        w(f"{label} {report.release} on {report.gpu}")
+        if report.requested_backend:
+            w(f"requested: {report.requested_backend} -> "
+              f"{ {True: 'works', False: 'does not start', None: 'depends'}[report.ok] }")
+        elif report.auto_selected:
+            w(f"auto: {report.auto_selected}")
+        for r in report.reasons:
+            w(f"  {r}")
+        for c in report.auto_conditions:
+            w(f"  note: {c}")
+        if report.error:
+            w(f"{label} would fail at startup: {report.error}")
         return self._exit(report)
 
     def _exit(self, report) -> None:
