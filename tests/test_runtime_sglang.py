@@ -539,3 +539,16 @@ def test_the_slowdown_stop_sign_says_the_speedup_the_answer_gives(client):
     assert sp < 1
     signs = [w for w in body["speed_warnings"] if w.startswith("stop sign: at acceptance length")]
     assert len(signs) == 1 and f"(speedup {sp:.2f}x, range {lo:.2f}-{hi:.2f})" in signs[0]
+
+
+def test_a_prompt_beyond_sglangs_request_cap_has_no_speed(client):
+    """Qwen3-32B on one H100: SGLang's pool is smaller than the 40,960 context, so it caps each request at
+    max_total_num_tokens - 1 (tp_worker.py max_req_len) and rejects a 30,000 + 128 token request: no speed for it; a
+    1,024-token prompt under the cap keeps its speed."""
+    q = {"model": "Qwen/Qwen3-32B", "gpu": "H100", "runtime": "sglang", "concurrency": "4"}
+    body = client.get("/api/estimate", {**q, "prompt_len": "30000"}).json()
+    cap = body["kv_cache_tokens"] - 1
+    assert cap < 30128 and body.get("ttft_ms") is None
+    assert body["speed_error"].startswith("prompt_len: prompt_len + output_len = 30,128 tokens exceeds SGLang's request "
+                                          "cap") and f"{cap:,}" in body["speed_error"]
+    assert client.get("/api/estimate", q).json()["ttft_ms"] > 0

@@ -299,6 +299,12 @@ class SGLang:
         from calculator.engine import perf
 
         plan = self._speed_plan(request, model, memory)
+        # SGLang caps each request at max_req_len = min(context_len - 1, max_total_num_tokens - 1) (managers/tp_worker.py)
+        # and rejects longer ones: a pool smaller than the context binds first
+        pool_cap = plan.kv_cache_tokens - 1
+        if 0 < pool_cap < plan.max_model_len:
+            workload_fits(request, pool_cap, f"SGLang's request cap (max_req_len = max_total_num_tokens - 1, the KV "
+                                             f"pool of {plan.kv_cache_tokens:,} tokens)")
         workload_fits(request, plan.max_model_len, "SGLang's --context-length")
         result = perf.estimate_speed_plan(plan, runtime="sglang", **self._tree(request), **self.speed_kwargs(request))
         if request.speculative_config is not None:
