@@ -586,7 +586,7 @@ def test_an_mla_model_is_said_to_be_outside_the_fitted_data():
     # R1's 61 layers at 107-163 us instead of the row's 60: +61 x 47 us = 2.867 ms to +61 x 103 us = 6.283 ms per step
     lo, hi = r.itl_ms + 2.867, r.itl_ms + 6.283
     assert r.efficiency_precision.startswith("a best case for MLA attention")
-    assert f"TPOT would be {lo:.3g}-{hi:.3g} ms, not {r.itl_ms:.3g}" in r.efficiency_precision
+    assert f"TPOT without speculation would be {lo:.3g}-{hi:.3g} ms, not {r.itl_ms:.3g}" in r.efficiency_precision
     llama = perf.estimate_speed(EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192))
     assert not any(w.startswith("MLA attention") for w in llama.warnings)
     assert llama.efficiency_precision == perf.PRECISION["fitted"]

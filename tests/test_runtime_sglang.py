@@ -552,3 +552,15 @@ def test_a_prompt_beyond_sglangs_request_cap_has_no_speed(client):
     assert body["speed_error"].startswith("prompt_len: prompt_len + output_len = 30,128 tokens exceeds SGLang's request "
                                           "cap") and f"{cap:,}" in body["speed_error"]
     assert client.get("/api/estimate", q).json()["ttft_ms"] > 0
+
+
+def test_the_sglang_page_gives_the_speculative_servers_ttft_beside_its_tpot(client):
+    """The SGLang page's speed line: the plain server's three figures, then the speculative server's three (its TTFT
+    too, which the API's ttft_ms is), not the speculative TPOT beside the plain TTFT alone."""
+    q = {"model": "deepseek-ai/DeepSeek-V3", "runtime": "sglang", "gpu": "H200", "tensor_parallel_size": "8",
+         "max_model_len": "32768", "speculative_config": '{"method": "mtp", "num_speculative_tokens": 1}'}
+    body = client.get("/api/estimate", q).json()
+    page = client.get("/", q, follow=True).content.decode()
+    spec_ttft = re.search(r'id="spec-ttft-ms">([^<]+)<', page).group(1)
+    assert body["ttft_ms"] == pytest.approx(float(spec_ttft.split()[0]) * (1000 if spec_ttft.endswith(" s") else 1),
+                                            rel=0.05)

@@ -1643,8 +1643,8 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
         # per-layer time would give (the layers x (107..163 - layer_us) us more per step)
         lo, hi = (s.target.allreduce_layers * max(0.0, u - hw.eff.layer_us) * 1e-3 for u in MLA_LAYER_US)
         precision = (f"a best case for MLA attention (outside the fitted runs): with the 107-163 us per layer SGLang's "
-                     f"public MLA runs took, TPOT would be {base.tpot + lo:.3g}-{base.tpot + hi:.3g} ms, not "
-                     f"{base.tpot:.3g} (see the note)")
+                     f"public MLA runs took, the TPOT without speculation would be {base.tpot + lo:.3g}-"
+                     f"{base.tpot + hi:.3g} ms, not {base.tpot:.3g} (see the note)")
 
     spec_result = None
     acc = None
