@@ -406,3 +406,13 @@ def test_sglang_speculative_step_adds_its_exposed_host_time():
     assert step.spec_overhead_ms == pytest.approx(eff.spec_step_overhead_ms + 32 * eff.spec_cpu_ms_per_request)
     assert step.total_ms == pytest.approx(step.verify.total_ms + step.draft_gpu_ms + step.draft_overhead_ms
                                           + step.rejection_ms + step.spec_overhead_ms, rel=1e-9)
+
+
+def test_an_mtp_figure_says_whose_mtp_it_was_measured_on():
+    """The MTP base figure is DeepSeek-V3's (deepseek-v3-mtp, AL 1.875 at k=1): a DeepSeek target uses it plainly, another
+    model's MTP layers (Qwen3-Next) get it with a note that it was measured on DeepSeek-V3's module."""
+    ds = acc.predict_acceptance("mtp", 1, target="deepseek-ai/DeepSeek-R1")
+    qn = acc.predict_acceptance("mtp", 1, target="Qwen/Qwen3-Next-80B-A3B-Instruct")
+    assert ds.length == qn.length == pytest.approx(1.875, abs=1e-3)
+    assert not any("DeepSeek-V3's MTP" in n for n in ds.notes)
+    assert any(n.startswith("no public MTP acceptance figure for Qwen/Qwen3-Next-80B-A3B-Instruct") for n in qn.notes)

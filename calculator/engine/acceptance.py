@@ -381,6 +381,11 @@ def predict_acceptance(method: str, k: int, *, workload: str | None = None, temp
     tf_row = target_figure(target, method, runtime)
     if tf_row is not None and head and _norm_model(head) != _norm_model(tf_row["head"]):
         tf_row = None  # measured with another head: it says nothing of this one
+    if method == "mtp" and tf_row is None and target and not any(
+            f in _norm_model(target) for f in ("deepseek-v3", "deepseek-r1")):
+        notes.append(f"no public MTP acceptance figure for {target}: the one used was measured on DeepSeek-V3's MTP "
+                     f"module ({mm.base.case_id}); this model's MTP layers may accept differently: give "
+                     "--acceptance-rate or --acceptance-length as the runtime logs it")
     if head and method in ("eagle", "eagle3") and tf_row is None:
         notes.append(f"no public acceptance figure for the head {head}: the method's figure, measured with another "
                      "head, stands in for it; give --acceptance-rate or --acceptance-length as the runtime logs it "
