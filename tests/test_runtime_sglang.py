@@ -564,3 +564,16 @@ def test_the_sglang_page_gives_the_speculative_servers_ttft_beside_its_tpot(clie
     spec_ttft = re.search(r'id="spec-ttft-ms">([^<]+)<', page).group(1)
     assert body["ttft_ms"] == pytest.approx(float(spec_ttft.split()[0]) * (1000 if spec_ttft.endswith(" s") else 1),
                                             rel=0.05)
+
+
+def test_the_best_k_is_named_by_the_runtimes_knob(client):
+    """k = 1 with EAGLE-3 on Llama-3.1-8B at one client: a deeper chain pays more; SGLang's answer names its
+    --speculative-num-steps, vLLM's its num_speculative_tokens."""
+    q = {"model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "H100",
+         "speculative_config": '{"method": "eagle3", "num_speculative_tokens": 1}'}
+    sg = client.get("/api/estimate", {**q, "runtime": "sglang"}).json()
+    vl = client.get("/api/estimate", q).json()
+    assert any(w.startswith(f"--speculative-num-steps {sg['best_num_speculative_tokens']} is predicted faster than 1")
+               for w in sg["speed_warnings"])
+    assert any(w.startswith(f"num_speculative_tokens {vl['best_num_speculative_tokens']} is predicted faster than 1")
+               for w in vl["speed_warnings"])

@@ -1872,7 +1872,8 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
                         + (" (an MoE target: a plain step at low concurrency reads few experts, the verification "
                            "many)" if s.target.num_experts else ""))
     if best_k is not None and best_k != k:
-        warnings.append(f"num_speculative_tokens {best_k} is predicted faster than {k} at concurrency {conc}")
+        knob = "--speculative-num-steps" if s.runtime == "sglang" else "num_speculative_tokens"
+        warnings.append(f"{knob} {best_k} is predicted faster than {k} at concurrency {conc}")
     if sp.verify.bound == "compute" or base.step.bound == "compute":
         warnings.append(f"at concurrency {conc} the verification pass ({conc} x {k + 1} tokens) is compute-bound "
                         f"(it turns so above ~{verify_compute_bound_tokens(s):.0f} tokens on this GPU): verifying k+1 "
