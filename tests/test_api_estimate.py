@@ -78,7 +78,7 @@ def test_eagle3_without_a_head_uses_the_known_public_head(client):
     body = _ok(client, f'model={LLAMA}&speculative_config={{"method":"eagle3","num_speculative_tokens":3}}')
     spec = json.loads(body["serve_argv"][body["serve_argv"].index("--speculative-config") + 1])
     assert spec["model"] and "EAGLE3" in spec["model"].upper()
-    assert any("public eagle3 head" in n for n in body["model_notes"])
+    assert any("public eagle3 head" in n and "vLLM refuses eagle3 without a draft model" in n for n in body["model_notes"])
 
 
 def test_it_rejects_an_unknown_kv_cache_dtype(client):
