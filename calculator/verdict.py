@@ -95,12 +95,16 @@ def decide(request, memory, compat, startup_errors: list[str] | None = None,
         fit_reasons.append(memory.reason or "the configuration does not fit in GPU memory")
     from calculator.runtimes.base import given_workload_over
 
-    total = given_workload_over(request, memory.max_model_len)  # a workload given; the other length at its default
+    cap = getattr(memory, "request_cap", None)  # SGLang: a pool smaller than the context caps each request
+    limit = cap if cap is not None and cap < memory.max_model_len else memory.max_model_len
+    total = given_workload_over(request, limit)  # a workload given; the other length at its default
     if total is not None:
         who, flag = {"sglang": ("SGLang", "--context-length"), "llama.cpp": ("llama-server", "the context"),
                      "ollama": ("Ollama", "num_ctx")}.get(request.runtime, ("vLLM", "max_model_len"))
+        if limit != memory.max_model_len:
+            flag = "SGLang's request cap (the KV pool less one token)"
         fit_reasons.append(f"a request of prompt_len + output_len = {total:,} tokens is longer than {flag} "
-                           f"{memory.max_model_len:,}: {who} rejects it")
+                           f"{limit:,}: {who} rejects it")
     if start_reasons:
         return Verdict(status="does_not_start", headline=start_reasons[0], reasons=start_reasons + fit_reasons)
     if fit_reasons:
@@ -152,7 +156,10 @@ def candidates(request, memory, compat, quantized_variants: Callable[[str], list
                               kind="settings"))
     if not memory.fits and request.runtime in ("llama.cpp", "ollama"):
         out += _llamacpp_candidates(request, memory)
-    if not memory.fits or compat_failed:
+    # SGLang with a pool smaller than one --context-length request starts (it caps each request): the same changes that
+    # make the pool hold a full request make it work without that condition
+    pool_capped = getattr(memory, "request_cap", None) is not None
+    if not memory.fits or compat_failed or pool_capped:
         used = memory.resolved.get("gpu_memory_utilization") or 0
         if request.kv_cache_memory_bytes is None and request.runtime == "vllm":
             for u in UTILIZATIONS:

@@ -582,3 +582,20 @@ def test_the_best_k_is_named_by_the_runtimes_knob(client):
                for w in sg["speed_warnings"])
     assert any(w.startswith(f"num_speculative_tokens {vl['best_num_speculative_tokens']} is predicted faster than 1")
                for w in vl["speed_warnings"])
+
+
+def test_a_pool_smaller_than_the_context_is_a_condition_not_a_failure(client):
+    """Qwen3-32B on one H100 at its 40,960 context: SGLang's pool holds fewer tokens, and SGLang starts anyway, capping
+    each request at the pool less one (tp_worker.py max_req_len), unlike vLLM, which refuses to start. The verdict
+    depends on the requests staying within the cap (exit 3), names it, suggests the context that removes the
+    condition, and a workload beyond the cap does not fit."""
+    q = {"model": "Qwen/Qwen3-32B", "gpu": "H100", "runtime": "sglang"}
+    body = client.get("/api/estimate", q).json()
+    cap = body["kv_cache_tokens"] - 1
+    assert body["verdict"] == "depends" and cap < 40960
+    assert body["verdict_headline"].startswith(f"works if every request (prompt + output) stays within {cap:,} tokens")
+    ctx = [s for s in body["suggestions"] if s["label"].startswith("--context-length ")]
+    assert ctx and int(ctx[0]["params"]["max_model_len"]) <= cap + 1
+    over = client.get("/api/estimate", {**q, "prompt_len": "30000"}).json()
+    assert over["verdict"] == "does_not_fit" and f"SGLang's request cap (the KV pool less one token) {cap:,}" in \
+        over["verdict_headline"]

@@ -54,6 +54,8 @@ class SGLangMemory(BaseModel):
     plan: SGLangPlan
     fits: bool
     reason: str | None = None
+    condition: str | None = None  # SGLang starts, on this condition (a pool smaller than one --context-length request)
+    request_cap: int | None = None  # the longest request SGLang takes (max_req_len + 1) when the pool binds before the context
     kv_cache_tokens: int
     max_concurrency: float
     max_model_len: int
@@ -183,19 +185,23 @@ class SGLang:
                                                                                                           exc.field)
             raise EngineInputError(field, exc.message) from None
         tokens = p.max_total_num_tokens
-        fits = tokens >= p.context_length and tokens > 0
-        reason = None
+        fits = tokens > 0
+        reason = condition = None
         if p.does_not_start is not None:
             fits, reason = False, p.does_not_start
         elif tokens <= 0:
             reason = ("Not enough memory: SGLang's KV pool would be empty; increase --mem-fraction-static "
                       "(SGLang raises this at start-up)")
-        elif not fits:
-            reason = (f"SGLang's KV pool holds {tokens:,} tokens, fewer than one request of --context-length "
-                      f"{p.context_length:,}: SGLang starts, but caps every request at {tokens - 1:,} tokens "
-                      f"(max_req_len = min(context_len - 1, max_total_num_tokens - 1), "
-                      f"sglang=={p.release} sglang/srt/managers/tp_worker.py)")
-        return SGLangMemory(plan=p, fits=fits, reason=reason, kv_cache_tokens=tokens,
+        elif tokens < p.context_length:
+            # SGLang starts with it (unlike vLLM, which refuses a KV cache smaller than max_model_len) and rejects the
+            # longer requests: the verdict depends on the requests staying within the cap
+            condition = (f"every request (prompt + output) stays within {tokens - 1:,} tokens: SGLang's KV pool holds "
+                         f"{tokens:,} tokens, fewer than one request of --context-length {p.context_length:,}, so "
+                         f"SGLang starts but caps each request there and rejects longer ones (max_req_len = "
+                         f"min(context_len - 1, max_total_num_tokens - 1), sglang=={p.release} "
+                         "sglang/srt/managers/tp_worker.py)")
+        return SGLangMemory(plan=p, fits=fits, reason=reason, condition=condition, kv_cache_tokens=tokens,
+                            request_cap=tokens - 1 if condition else None,
                             max_concurrency=round(tokens / p.context_length, 2) if p.context_length else 0.0,
                             max_model_len=p.context_length, estimated_max_model_len=tokens if 0 < tokens < p.context_length
                             else None, gpu=gpu.name, release=p.release,
