@@ -27,6 +27,7 @@ METADATA_CACHE_S = 60
 NO_SERVER_NO_SPEED = ("configuration: the server does not start (see the verdict and what would work), so there is no "
                       "speed to predict")
 
+
 class Plan(BaseModel):
     """Everything known about one request. ``memory`` is the runtime's start-up memory plan per GPU
     (:class:`calculator.engine.EstimateResult` for vLLM), ``compat`` its compatibility report (or ``None``
