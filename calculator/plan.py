@@ -241,6 +241,13 @@ def make_plan(request: ServingRequest, local: dict[str, Any] | None = None, *, w
         check(request.speculative_config)  # a runtime that refuses the method does so before its draft is loaded
     request, head_note = with_known_draft_head(request)
     model = getattr(runtime, "load_model", load)(request, local)  # a runtime may load more (GGUF-only repos)
+    # (read in 0.32.0's source; earlier releases are not claimed)
+    alias = (getattr(request.speculative_config, "vllm_method", None)
+             if request.runtime == "vllm" and request.release == "0.32.0" else None)
+    if alias:  # a per-architecture MTP name: vLLM runs it as mtp and says so in its log
+        head_note = "; ".join(filter(None, [head_note, (
+            f"method {alias}: vLLM runs it as mtp and logs \"method `{alias}` is deprecated and replaced with mtp\" "
+            "(vllm/config/speculative.py:1141-1145 in 0.32.0); the command keeps the name given")]))
     if head_note:
         model = LoadedModel(**{**model.__dict__, "notes": (*model.notes, head_note)})
     memory = runtime.memory(request, model)

@@ -217,3 +217,15 @@ def test_a_refused_attention_backend_has_no_speed(client):
     assert body.get("ttft_ms") is None and body["speed_error"].startswith("configuration: the server does not start")
     page = client.get("/", q, follow=True).content.decode()
     assert 'id="ttft-ms"' not in page and "the server does not start (see the verdict" in page
+
+
+def test_a_per_architecture_mtp_name_says_vllm_runs_it_as_mtp(client):
+    """vLLM 0.32 rewrites deepseek_mtp (and the other per-architecture names) to mtp with a deprecation line in its log
+    (vllm/config/speculative.py:1141-1145); the answer says so and keeps the given name in the command."""
+    body = client.get("/api/estimate", {"model": "deepseek-ai/DeepSeek-V3", "gpu": "H200", "tensor_parallel_size": "8",
+                                        "max_model_len": "32768",
+                                        "speculative_config": '{"method": "deepseek_mtp", "num_speculative_tokens": 1}'}
+                      ).json()
+    assert any("is deprecated and replaced with mtp" in n for n in body["model_notes"])
+    spec = json.loads(body["serve_argv"][body["serve_argv"].index("--speculative-config") + 1])
+    assert spec["method"] == "deepseek_mtp"
