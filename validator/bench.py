@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Protocol
@@ -369,6 +371,10 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
     measured: dict[str, Any] = {"phases": {}, "hardware": hardware, "workload": workload,
                                 "design": "paired, interleaved A/B (A B A B ...) on identical traffic"}
     env = dict(os.environ)
+    # vLLM's engine sockets (ipc://$VLLM_RPC_BASE_PATH/<uuid>, vllm/utils/network_utils.py get_open_zmq_ipc_path) go in
+    # a directory of this run, removed after it, not in /tmp where every run left a few behind
+    rpc_dir = tempfile.mkdtemp(prefix="llmcalc-rpc-")
+    env["VLLM_RPC_BASE_PATH"] = rpc_dir
     kv_bytes = configuration["engine_input"].get("kv_cache_memory_bytes")
     if platform == "cpu" and kv_bytes:
         env["VLLM_CPU_KVCACHE_SPACE"] = str(kv_bytes // GiB)
@@ -442,6 +448,7 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
         raise
     finally:
         _stop(measured, bench, servers, on_process, options)
+        shutil.rmtree(rpc_dir, ignore_errors=True)
     reporter("scoring", 0.98)
     baseline, speculative = measured["phases"]["baseline"], measured["phases"]["speculative"]
     measured["comparison"] = compare(prediction, baseline.get("startup", {}))
@@ -548,6 +555,7 @@ def run_llamacpp_sequence(configuration: dict[str, Any], workdir: Path, reporter
         raise
     finally:
         _stop(measured, bench, servers, on_process, options)
+        shutil.rmtree(rpc_dir, ignore_errors=True)
     reporter("scoring", 0.98)
     meta, plan = llamacpp.predict(gguf, lc["settings"], logged.get("cpu_features"))
     measured["prediction"] = {"kv_cache_mib": round(plan.kv_bytes / llamacpp.MiB, 2), "log_lines": plan.log_lines(),
