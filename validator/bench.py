@@ -555,7 +555,6 @@ def run_llamacpp_sequence(configuration: dict[str, Any], workdir: Path, reporter
         raise
     finally:
         _stop(measured, bench, servers, on_process, options)
-        shutil.rmtree(rpc_dir, ignore_errors=True)
     reporter("scoring", 0.98)
     meta, plan = llamacpp.predict(gguf, lc["settings"], logged.get("cpu_features"))
     measured["prediction"] = {"kv_cache_mib": round(plan.kv_bytes / llamacpp.MiB, 2), "log_lines": plan.log_lines(),
