@@ -142,7 +142,7 @@ def check_vllm_issue_20780() -> list[float]:
         for i, k in enumerate(range(2, 8)):
             inp = EngineInput(hf_config=target, draft_hf_config=config_for(row["head"]), gpu="H100",
                               model_label="meta-llama/Llama-3.1-8B-Instruct", max_model_len=8192,
-                              speculative_config={"method": method, "model": "draft", "num_speculative_tokens": k})
+                              speculative_config={"method": method, "model": row["head"], "num_speculative_tokens": k})
             res = perf.estimate_speed(inp, prompt_len=1024, output_len=128, concurrency=1,
                                       acceptance_length=row["al"][i])
             m = ISSUE_20780["vanilla_tpot_ms"] / row["tpot_ms"][i]
