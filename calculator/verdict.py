@@ -88,8 +88,8 @@ def decide(request, memory, compat, startup_errors: list[str] | None = None,
             condition = "; ".join(compat.auto_conditions) or _backend_reason(compat)
     if condition is None and compat is None and compat_error:
         condition = f"the attention backend starts (not checked: {compat_error})"
-    if condition is None and getattr(memory, "condition", None) and memory.fits:
-        condition = memory.condition
+    if getattr(memory, "condition", None) and memory.fits:  # both hold when the start depends on each
+        condition = memory.condition if condition is None else f"{condition}; and {memory.condition}"
     fit_reasons: list[str] = []
     if not memory.fits:
         fit_reasons.append(memory.reason or "the configuration does not fit in GPU memory")

@@ -199,3 +199,20 @@ def test_a_geforce_card_left_almost_no_room_for_a_display_is_warned(util, warned
     given = make_plan(parse_request({"model": "Qwen/Qwen3-8B", "gpu": "RTX4090", "max_model_len": "8192",
                                      "gpu_memory_utilization": util, "gpu_memory_in_use_gib": "0.5"}), with_speed=False)
     assert not any("display" in w for w in given.memory.warnings)  # the user said what is taken
+
+
+def test_a_start_that_depends_on_two_things_names_both():
+    """A backend that depends on a condition and a memory plan that starts on one (SGLang's pool below the context):
+    the verdict names both, not only the first."""
+    from types import SimpleNamespace
+
+    from calculator.verdict import decide
+
+    request = parse_request({"model": LLAMA, "gpu": "H100"})
+    memory = SimpleNamespace(fits=True, reason=None, condition="every request stays within 17,344 tokens",
+                             max_model_len=40960, kv_cache_tokens=17345, max_concurrency=0.42, request_cap=17344)
+    compat = SimpleNamespace(ok=None, error=None, speculative=[], auto_conditions=["the head size is 128"],
+                             requested_backend=None, auto_selected="FLASH_ATTN", backends=[])
+    v = decide(request, memory, compat)
+    assert v.status == "depends"
+    assert v.condition == "the head size is 128; and every request stays within 17,344 tokens"
