@@ -23,11 +23,6 @@ PLAN_CACHE_S = 3600
 METADATA_CACHE_S = 60
 
 
-#: The speed answer of a configuration whose server does not start (the verdict says why and what would work).
-NO_SERVER_NO_SPEED = ("configuration: the server does not start (see the verdict and what would work), so there is no "
-                      "speed to predict")
-
-
 class Plan(BaseModel):
     """Everything known about one request. ``memory`` is the runtime's start-up memory plan per GPU
     (:class:`calculator.engine.EstimateResult` for vLLM), ``compat`` its compatibility report (or ``None``
@@ -271,7 +266,9 @@ def make_plan(request: ServingRequest, local: dict[str, Any] | None = None, *, w
     speed = speed_error = None
     if with_speed and verdict.status == "does_not_start":
         # the runtime refuses the combination at start-up (attention backend, release, method): no server to time
-        speed_error = NO_SERVER_NO_SPEED
+        from calculator.engine.perf import NO_SERVER
+
+        speed_error = f"configuration: {NO_SERVER}"
     elif with_speed:
         try:
             speed = runtime.speed(request, model, memory)

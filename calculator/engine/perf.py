@@ -420,6 +420,9 @@ MLA_FIT_WARNING = (
     "MLA attention: no MLA model (DeepSeek V3/R1, Kimi K2, GLM-4.7-Flash) is among the public runs the efficiency was "
     "fitted on; on public SGLang runs of MLA models each layer took 107-163 us beyond its weight and KV traffic, "
     "against the {layer_us:g} us this fit carries, so read the decode times as a best case")
+#: Why there is no speed for a configuration whose server does not start (the verdict says why and what would work);
+#: every runtime refuses with it, field ``configuration``.
+NO_SERVER = "the server does not start (see the verdict and what would work), so there is no speed to predict"
 MLA_LAYER_US = (107.0, 163.0)  # per-layer time beyond weights / KV / all-reduce on SGLang's public MLA runs (above)
 PRECISION_AMD = ("fitted on 6 public MI300X runs for decode only: TPOT about ±20 %, TTFT and tok/s not (see the "
                  "AMD Instinct note)")
@@ -1522,8 +1525,7 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
     if not plan.fits:
         # no server to time: the speed of one that does not start is not a number to show (the verdict says why and
         # what would start)
-        raise EngineInputError("configuration", "the server does not start (see the verdict and what would work), so "
-                               "there is no speed to predict")
+        raise EngineInputError("configuration", NO_SERVER)
     if output_len == 1:
         warnings.append("output_len 1: there is no decode phase, so no TPOT (vllm bench serve reports none); the time per "
                         "output token shown is one decode step at this batch, for reference")
@@ -1642,7 +1644,8 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
         # the fitted precision does not hold outside the fitted data: a best case, with the TPOT the public MLA runs'
         # per-layer time would give (the layers x (107..163 - layer_us) us more per step)
         lo, hi = (s.target.allreduce_layers * max(0.0, u - hw.eff.layer_us) * 1e-3 for u in MLA_LAYER_US)
-        precision = (f"a best case for MLA attention (outside the fitted runs): with the 107-163 us per layer SGLang's "
+        precision = (f"a best case for MLA attention (outside the fitted runs): with the {MLA_LAYER_US[0]:g}-"
+                     f"{MLA_LAYER_US[1]:g} us per layer SGLang's "
                      f"public MLA runs took, the TPOT without speculation would be {base.tpot + lo:.3g}-"
                      f"{base.tpot + hi:.3g} ms, not {base.tpot:.3g} (see the note)")
 
@@ -1737,6 +1740,14 @@ def _replicas(plan: Plan, *, concurrency: int, **kw: Any) -> SpeedResult:
 
 
 SLOWDOWN_PREFIXES = ("stop sign: at acceptance length", "speculation may be slower than plain decoding")
+
+
+def slowdown_level(speedup: float | None, lo: float | None) -> str | None:
+    """``likely`` (the speedup is below 1), ``possible`` (only the low end of its range is) or ``unlikely``; None
+    without a speedup."""
+    if speedup is None:
+        return None
+    return "likely" if speedup < 1 else ("possible" if lo is not None and lo < 1 else "unlikely")
 
 
 def slowdown_warnings(al: float | None, speedup: float | None, lo: float | None, hi: float | None) -> list[str]:
@@ -1855,9 +1866,7 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
         sp_tpot = sp.total_ms / (1 + k * a) + (base.tpot - base.step.total_ms)
         curve.append((a, round(base.tpot / sp_tpot, 4)))
 
-    slowdown = None
-    if speedup is not None:
-        slowdown = "likely" if speedup < 1 else ("possible" if lo is not None and lo < 1 else "unlikely")
+    slowdown = slowdown_level(speedup, lo)
     # the field guide's stop signs
     warnings.extend(slowdown_warnings(al, speedup, lo, hi))
     if be is None:

@@ -369,13 +369,12 @@ def api_payload(plan: Plan) -> dict[str, Any]:
         "ok": plan.compat.ok, "error": plan.compat.error, "requested_backend": plan.compat.requested_backend,
         "auto_selected": plan.compat.auto_selected, "conditions": plan.compat.auto_conditions}
     out["compat_error"] = plan.compat_error
-    if plan.verdict.status == "does_not_start":
-        from calculator.plan import NO_SERVER_NO_SPEED
-
-        out["speed_error"] = NO_SERVER_NO_SPEED
+    # the speed make_plan computed (or why it gave none), not a second run of the speed model
+    if plan.speed_error is not None:
+        out["speed_error"] = plan.speed_error
     else:
         try:
-            out.update(get_runtime(plan.runtime).speed_fields(plan.request, plan.model, plan.memory))
+            out.update(get_runtime(plan.runtime).speed_fields(plan.request, plan.model, plan.memory, speed=plan.speed))
         except EngineInputError as exc:
             out["speed_error"] = f"{exc.field}: {exc.message}"
     if plan.runtime in ("vllm", "sglang"):

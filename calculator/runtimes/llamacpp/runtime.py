@@ -915,8 +915,9 @@ class LlamaCpp:
 
         memory = memory or self._memory(request, model)
         if memory.fits is False:  # no server to time (the verdict says why and what would start)
-            raise EngineInputError("configuration", "the server does not start (see the verdict and what would work), "
-                                   "so there is no speed to predict")
+            from calculator.engine.perf import NO_SERVER
+
+            raise EngineInputError("configuration", NO_SERVER)
         kw = self.speed_kwargs(request)
         if kw["arrival"] == "burst":
             raise EngineInputError("num_prompts", "a burst of requests arriving at once is modelled for vLLM and "
@@ -953,13 +954,13 @@ class LlamaCpp:
         except ValueError as exc:
             raise EngineInputError("prompt_len", str(exc)) from None
 
-    def speed_fields(self, request, model: LoadedModel, memory) -> dict[str, Any]:
+    def speed_fields(self, request, model: LoadedModel, memory, speed=None) -> dict[str, Any]:
         """The API's speed keys: ``ttft_ms``, ``itl_ms``, ``output_tokens_per_s`` and what they rest on; with a
         draft model also ``spec_speedup``, ``mean_acceptance_length``, ``acceptance_rate`` (llama.cpp's
         ``accept`` = accepted / drafted) and its source, ``break_even_acceptance_rate``, and ``itl_ms`` /
         ``output_tokens_per_s`` with speculation (``None`` where no acceptance is known: then the break-even
-        rate is the answer)."""
-        s = self.speed(request, model, memory)
+        rate is the answer). From ``speed`` (this request's :meth:`speed`, already computed) when given."""
+        s = speed if speed is not None else self.speed(request, model, memory)
         words = EFFICIENCY_WORDS.get(s.efficiency_label, "not fitted to measurements")
         out = {"ttft_ms": s.ttft_ms, "itl_ms": s.itl_ms, "output_tokens_per_s": s.output_tokens_per_s,
                "speed": {"prompt_len": s.prompt_len, "output_len": s.output_len, "concurrency": s.concurrency,

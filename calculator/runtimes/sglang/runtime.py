@@ -166,15 +166,15 @@ class SGLang:
         """SGLang's start-up memory plan per rank (:func:`.memory.plan`), and whether one ``--context-length``
         request fits its pool (SGLang raises "Not enough memory" when the pool is empty)."""
         gpu = get_gpu(request.gpu)
+        running = self._max_running(request)
         try:
             p = plan(model.config, gpu=gpu, release=request.release, tp_size=request.tensor_parallel_size,
                      dp_size=request.dp_size, enable_dp_attention=request.enable_dp_attention, ep_size=request.ep_size,
                      pp_size=request.pipeline_parallel_size, mem_fraction_static=request.mem_fraction_static,
                      context_length=request.max_model_len, kv_cache_dtype=request.kv_cache_dtype,
-                     max_running_requests=self._max_running(request),
-                     max_running_requests_why=None if request.max_num_seqs is not None or self._max_running(request)
-                     is None else "the clients per replica, passed because they are more than SGLang's "
-                     "speculative default",
+                     max_running_requests=running,
+                     max_running_requests_why=None if request.max_num_seqs is not None or running is None
+                     else "the clients per replica, passed because they are more than SGLang's speculative default",
                      dtype=request.dtype, quantization=request.quantization, page_size=request.page_size,
                      chunked_prefill_size=request.chunked_prefill_size, cuda_graph_max_bs=request.cuda_graph_max_bs,
                      draft_hf_config=model.draft.config if model.draft else None,
@@ -304,13 +304,12 @@ class SGLang:
         with :data:`SPEED_WARNING` (how far these terms were off on public SGLang runs)."""
         from calculator.engine import perf
 
+        memory = memory or self.memory(request, model)
         plan = self._speed_plan(request, model, memory)
-        # SGLang caps each request at max_req_len = min(context_len - 1, max_total_num_tokens - 1) (managers/tp_worker.py)
-        # and rejects longer ones: a pool smaller than the context binds first
-        pool_cap = plan.kv_cache_tokens - 1
-        if 0 < pool_cap < plan.max_model_len:
-            workload_fits(request, pool_cap, f"SGLang's request cap (max_req_len = max_total_num_tokens - 1, the KV "
-                                             f"pool of {plan.kv_cache_tokens:,} tokens)")
+        # a pool smaller than the context caps each request first (memory.request_cap, SGLang's max_req_len)
+        if memory.request_cap is not None:
+            workload_fits(request, memory.request_cap, f"SGLang's request cap (max_req_len = max_total_num_tokens - 1, "
+                                                       f"the KV pool of {memory.kv_cache_tokens:,} tokens)")
         workload_fits(request, plan.max_model_len, "SGLang's --context-length")
         result = perf.estimate_speed_plan(plan, runtime="sglang", **self._tree(request), **self.speed_kwargs(request))
         if request.speculative_config is not None:
@@ -369,8 +368,7 @@ class SGLang:
             spec.speedup = round(new, 3)
             spec.speedup_low = round(spec.speedup_low * factor, 3) if spec.speedup_low is not None else None
             spec.speedup_high = round(spec.speedup_high * factor, 3) if spec.speedup_high is not None else None
-            spec.slowdown = ("likely" if spec.speedup < 1 else
-                             "possible" if spec.speedup_low is not None and spec.speedup_low < 1 else "unlikely")
+            spec.slowdown = perf.slowdown_level(spec.speedup, spec.speedup_low)
             # the slowdown stop sign says the rescaled figures (it was written against the speculative server's own base)
             result.warnings[:] = [w for w in result.warnings if not w.startswith(perf.SLOWDOWN_PREFIXES)]
             result.warnings.extend(perf.slowdown_warnings(spec.mean_acceptance_length, spec.speedup, spec.speedup_low,
@@ -387,7 +385,8 @@ class SGLang:
         return {"speculative_num_steps": spec.get("speculative_num_steps"),
                 "speculative_eagle_topk": spec.get("speculative_eagle_topk") or 1}
 
-    def speed_fields(self, request, model: LoadedModel, memory) -> dict[str, Any]:
+    def speed_fields(self, request, model: LoadedModel, memory, speed=None) -> dict[str, Any]:
+        """The speed keys of the JSON answer, from ``speed`` (this request's :meth:`speed`) when given."""
         from calculator.engine import perf
 
-        return perf.result_fields(self.speed(request, model, memory))
+        return perf.result_fields(speed if speed is not None else self.speed(request, model, memory))

@@ -169,10 +169,13 @@ class VLLM:
         workload_fits(request, memory.max_model_len)
         return perf.estimate_speed(self.engine_input(request, model), memory, **self.speed_kwargs(request))
 
-    def speed_fields(self, request, model: LoadedModel, memory: EstimateResult) -> dict[str, Any]:
-        """The speed keys of the JSON answer (:func:`calculator.engine.perf.speed_fields`)."""
+    def speed_fields(self, request, model: LoadedModel, memory: EstimateResult, speed=None) -> dict[str, Any]:
+        """The speed keys of the JSON answer (:func:`calculator.engine.perf.speed_fields`); from ``speed`` (this
+        request's :meth:`speed`, already computed) when given."""
         from calculator.engine import perf
 
+        if speed is not None:
+            return perf.result_fields(speed)
         workload_fits(request, memory.max_model_len)
         kw = self.speed_kwargs(request)
         return perf.speed_fields(self.engine_input(request, model), memory, kw["prompt_len"], kw["output_len"],

@@ -13,6 +13,11 @@ from calculator.runtimes.base import CompatSummary
 from calculator.verdict import EXIT_STATUS
 
 
+#: A compat report's ``ok`` in words, and as a verdict status.
+OK_WORDS = {True: "works", False: "does not start", None: "depends"}
+OK_STATUS = {True: "works", False: "does_not_start", None: "depends"}
+
+
 class Command(OneLineErrors, BaseCommand):
     help = ("Will this attention backend / GPU / dtype / KV-cache dtype / vLLM release work? Prints a verdict "
             "for every backend of the GPU's platform and the one vLLM picks on auto (rules read from the "
@@ -75,8 +80,7 @@ class Command(OneLineErrors, BaseCommand):
         for c in report.auto_conditions:
             w(f"  note: {c}")
         if report.requested_backend:
-            w(f"requested: {report.requested_backend} -> "
-              f"{ {True: 'works', False: 'does not start', None: 'depends'}[report.ok] }")
+            w(f"requested: {report.requested_backend} -> {OK_WORDS[report.ok]}")
         if report.error:
             w(f"vLLM would fail at startup: {report.error}")
         for s in report.speculative:
@@ -95,8 +99,7 @@ class Command(OneLineErrors, BaseCommand):
         w = self.stdout.write
         w(f"{label} {report.release} on {report.gpu}")
         if report.requested_backend:
-            w(f"requested: {report.requested_backend} -> "
-              f"{ {True: 'works', False: 'does not start', None: 'depends'}[report.ok] }")
+            w(f"requested: {report.requested_backend} -> {OK_WORDS[report.ok]}")
         elif report.auto_selected:
             w(f"auto: {report.auto_selected}")
         for r in report.reasons:
@@ -108,6 +111,6 @@ class Command(OneLineErrors, BaseCommand):
         return self._exit(report)
 
     def _exit(self, report) -> None:
-        status = {True: "works", False: "does_not_start", None: "depends"}[report.ok]
+        status = OK_STATUS[report.ok]
         if EXIT_STATUS[status]:
             raise verdict_exit(status, report.error or "see the table above", EXIT_STATUS[status])
