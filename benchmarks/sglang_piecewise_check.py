@@ -24,7 +24,15 @@ after/before TTFT ratio measured vs predicted, and the TTFT saved per layer; a s
 piecewise TTFT, median after/before ratio measured and predicted). ``--launch-us X`` reruns the rows with the eager
 launch time per kernel replaced in this process only (a what-if for the coordinator; no calculator code changes).
 
-Result (2026, 11 rows answered, GPU assumed H200 for all: no PR states it): the one clean before/after set (#13094,
+The product prices a graphed pass's kernels at perf.SGLANG_PREFILL_GRAPH_KERNEL_US (50 us; split ops at the eager
+90), fitted on #13094's concurrency-1 pair below. With it (Dec 2026): after/before median 0.802 predicted vs 0.807
+measured, saved per layer at c=1 0.322 vs 0.322; piecewise TTFT median |error| 26 % (Kimi-K2 c=1 113 vs 95 ms, c=2
+125 vs 132; the Llama-8B proxy's c=1 42 vs 20, its eager row already +73 %); piecewise TPOT median |error| 60 %
+(19 % when the graphs removed it all): the prefill passes that pause decoding of the Llama-8B TP8 proxy are priced
+far above what its eager rows measured (TPOT +216 % eager), a limit of the eager per-kernel floor for a small dense
+model at TP8, which this term does not fix.
+
+Before that term (2026, 11 rows answered, GPU assumed H200 for all: no PR states it): the one clean before/after set (#13094,
 Llama-3.1-8B FP8 TP8, c=1/4/16/32) measured TTFT after/before median 0.807 (0.656 at c=1), the product 0.579 (0.556):
 the product removes 0.72 ms per layer at c=1, the run saved 0.32. Across PRs (same author and host family, other
 checkpoints) DeepSeek-R1-INT8 eager 115.0 ms vs Kimi-K2-0905 piecewise 95.2 ms: ~0.33 ms per layer saved, the product
@@ -99,7 +107,18 @@ def main() -> int:
     ap.add_argument("--launch-us", type=float, default=None,
                     help="what-if, in this process only: SGLang's eager prefill launch time per counted kernel "
                          "(perf.SGLANG_PREFILL_LAUNCH_US, 90 us) replaced by this value")
+    ap.add_argument("--graph-us", type=float, default=None,
+                    help="what-if, in this process only: the time per counted kernel of a prefill pass replayed "
+                         "from a piecewise graph (perf.SGLANG_PREFILL_GRAPH_KERNEL_US) replaced by this value")
     args = ap.parse_args()
+    if args.graph_us is not None:
+        from dataclasses import replace
+
+        from calculator.engine import perf
+
+        key = ("sglang", "*")
+        perf.EFFICIENCY[key] = replace(perf.EFFICIENCY[key], prefill_graph_kernel_us=args.graph_us)
+        print(f"WHAT-IF: prefill_graph_kernel_us = {args.graph_us:g} us\n")
     if args.launch_us is not None:
         from dataclasses import replace
 
