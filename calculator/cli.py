@@ -94,10 +94,13 @@ def one_line_error(parser: argparse.ArgumentParser, message: str) -> str:
 class OneLineErrors:
     """A command mix-in: argparse's errors (an unknown flag, a missing value, a bad choice) are one line and exit
     code 2, not the usage dump: on the command line ``<prog>: error: <line>`` on stderr; from ``call_command`` a
-    ``CommandError`` with ``returncode`` 2 (Django's CommandParser would raise one with code 1)."""
+    ``CommandError`` with ``returncode`` 2 (Django's CommandParser would raise one with code 1). A flag is matched
+    whole, never by its prefix (argparse's ``allow_abbrev`` off): ``--speculative-num-step`` is an unknown flag that
+    names ``--speculative-num-steps``, not that flag silently."""
 
     def create_parser(self, prog_name, subcommand, **kwargs):
         parser = super().create_parser(prog_name, subcommand, **kwargs)
+        parser.allow_abbrev = False
 
         def error(message: str):
             line = one_line_error(parser, message)

@@ -181,6 +181,9 @@ def test_an_unknown_api_parameter_with_no_near_name_does_not_list_every_paramete
     (["--max-model-length", "4096", "--bar"],
      "unrecognized flag --max-model-length (and 1 more unrecognized flag); did you mean --max-model-len?"),
     (["--foo", "1"], "unrecognized flag --foo; manage.py estimate --help lists the flags"),
+    # a prefix of a flag is not that flag (argparse's abbreviations are off): SGLang and vLLM take flags whole
+    (["--speculative-num-step", "3"], "unrecognized flag --speculative-num-step; did you mean --speculative-num-steps?"),
+    (["--max-model", "4096"], "unrecognized flag --max-model; did you mean --max-model-len?"),
 ])
 def test_an_unknown_cli_flag_exits_2_with_one_line_naming_the_nearest(argv, line):
     with pytest.raises(CommandError) as err:
