@@ -228,3 +228,26 @@ def test_the_form_shows_a_per_architecture_name_from_the_permalink(client):
     html = client.get("/?" + q, follow=True).content.decode()
     assert '<option value="qwen3_next_mtp" selected>' in html
     assert "--speculative-config" in html and "qwen3_next_mtp" in html.split("--speculative-config", 1)[1][:200]
+
+
+@pytest.mark.parametrize("k,refused", [(1, False), (2, False), (3, True), (4, False), (5, True)])
+def test_num_speculative_tokens_above_n_predict_must_be_a_multiple_of_it(k, refused):
+    """vLLM reuses the n_predict MTP modules in turn and raises at start-up when num_speculative_tokens > n_predict is
+    not a multiple of it (vllm/config/speculative.py:419-427 in 0.11.2, :1493-1501 in 0.32.0: ``num_speculative_tokens
+    :3 must be divisible by n_predict=2``). A DeepSeek-V3 config with num_nextn_predict_layers 2 has n_predict 2 (the
+    deepseek_mtp override, speculative.py:679-695): k = 1, 2, 4 start; 3 and 5 do not."""
+    from calculator.engine import estimate
+    from calculator.engine.errors import EngineInputError
+    from calculator.engine.schemas import EngineInput, SpeculativeConfig
+
+    c = {**cfg("deepseek-ai__DeepSeek-V3.json"), "num_nextn_predict_layers": 2}
+    assert mtp_head(c).n_predict == 2
+    inp = EngineInput(hf_config=c, gpu="H200", tensor_parallel_size=8, max_model_len=8192,
+                      speculative_config=SpeculativeConfig(method="mtp", num_speculative_tokens=k))
+    if not refused:
+        assert estimate(inp).max_model_len == 8192
+        return
+    with pytest.raises(EngineInputError) as e:
+        estimate(inp)
+    assert e.value.field == "speculative_config.num_speculative_tokens"
+    assert e.value.message.startswith(f"num_speculative_tokens:{k} must be divisible by n_predict=2")

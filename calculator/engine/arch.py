@@ -150,6 +150,7 @@ class ModelArch(BaseModel):
     mtp_layers: int = 0  # MTP layers vLLM builds for method mtp (calculator.engine.mtp.mtp_head)
     mtp_head: str | None = None  # where the count comes from (vLLM file:line)
     mtp_refusal: str | None = None  # why vLLM runs no MTP draft for this model
+    mtp_n_predict: int | None = None  # the draft's n_predict (num_speculative_tokens above it must be a multiple)
     # the MTP layers are full-attention layers whatever the target's first layer is (Qwen3-Next / Qwen3.5:
     # layer_type="full_attention", qwen3_next_mtp.py:88-95, qwen3_5_mtp.py:118-125)
     mtp_full_attention: bool = False
@@ -1021,6 +1022,7 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
         mamba=mamba, mtp_layers=mtp,
         mtp_head=head.source if isinstance(head, MtpHead) else None,
         mtp_refusal=head.reason if isinstance(head, NoMtpHead) else None,
+        mtp_n_predict=head.n_predict if isinstance(head, MtpHead) else None,
         mtp_full_attention=bool(mtp and gdn_hybrid),
         mamba_ssm_cache_dtype=(c.get("mamba_ssm_cache_dtype") or "float32") if model_type == "nemotron_h" else None,
         has_sinks=model_type == "gpt_oss", rotary_dim=rotary_dim, rope_cache_len=rope_len,
