@@ -251,3 +251,49 @@ def test_num_speculative_tokens_above_n_predict_must_be_a_multiple_of_it(k, refu
         estimate(inp)
     assert e.value.field == "speculative_config.num_speculative_tokens"
     assert e.value.message.startswith(f"num_speculative_tokens:{k} must be divisible by n_predict=2")
+
+
+def test_deepseek_r1_mtp_layer_is_stored_at_the_checkpoints_fp8_and_its_eh_proj_whole_in_bf16():
+    """DeepSeek-R1's MTP module (deepseek_mtp.py in 0.32) on 8 GPUs, by hand from config.json:
+
+    - decoder layer built with the checkpoint's quant_config (block FP8: 1 B + a float32 scale per 128 x 128 block):
+      MLA 187,107,328 (q_a 7168x1536, its norm 1536, q_b 1536x128x192, kv_a 7168x576, its norm 512, kv_b
+      512x128x256, o 128x128x7168) + 257 experts' MLPs 3x7168x2048 = 11,318,329,344, split over TP 8, except
+      MLA's q_a / kv_a (7168 x (1536 + 512 + 64)), whole on every rank;
+    - eh_proj: nn.Linear(2 x 7168, 7168) in bf16, whole on every rank: 102,760,448 x 2 B;
+    - enorm, hnorm and the layer's two norms (4 x 7168) and the router gate (7168 x 256) in bf16, whole."""
+    from calculator.engine import estimate
+    from calculator.engine.schemas import EngineInput, SpeculativeConfig
+
+    c = cfg("deepseek-ai__DeepSeek-R1.json")
+    fp8 = 1 + 4 / (128 * 128)
+    mla = 7168 * 1536 + 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 + 512 * 128 * 256 + 128 * 128 * 7168
+    assert mla == 187_107_328
+    experts = 257 * 3 * 7168 * 2048
+    rep = 7168 * (1536 + 512 + 64)
+    body = (mla + experts) * fp8 / 8 + rep * fp8 * (1 - 1 / 8)
+    expected = body + 2 * 7168 * 7168 * 2 + (4 * 7168 + 7168 * 256) * 2
+    from calculator.engine.weights import mtp_draft_weights, resolve_quant
+
+    arch = parse_config(c)
+    got, why = mtp_draft_weights(arch, "bfloat16", resolve_quant(arch, c["quantization_config"], None), 8)
+    assert got == pytest.approx(expected, rel=1e-6)
+    assert "checkpoint quantization (fp8)" in why and "nn.Linear: model dtype, whole on every rank" in why
+    est = estimate(EngineInput(hf_config=c, gpu="H200", tensor_parallel_size=8, max_model_len=8192,
+                               speculative_config=SpeculativeConfig(method="mtp", num_speculative_tokens=1)))
+    assert est.draft_weights_gib == round(expected / 2**30, 2) == 1.55  # bf16 throughout would be 2.70 GiB
+
+
+def test_a_checkpoint_that_keeps_its_mtp_layer_unquantized_sizes_it_at_the_model_dtype():
+    """nvidia/Qwen3.5-122B-A10B-NVFP4 lists ``mtp*`` in its ignore list (config.json), and Qwen3.5's fc gets no
+    quant_config under ModelOpt NVFP4 (qwen3_5_mtp.py:92-106 in 0.32): its MTP draft weighs what the BF16
+    checkpoint's does, while the target's weights are about a third."""
+    from calculator.engine.weights import mtp_draft_weights, resolve_quant
+
+    nv, bf = cfg("nvidia__Qwen3.5-122B-A10B-NVFP4.json"), cfg("Qwen__Qwen3.5-122B-A10B.json")
+    a_nv, a_bf = parse_config(nv), parse_config(bf)
+    q = resolve_quant(a_nv, nv.get("quantization_config") or nv["text_config"].get("quantization_config"), None)
+    assert q is not None and q.bits == 4
+    got, why = mtp_draft_weights(a_nv, "bfloat16", q, 4)
+    assert got == mtp_draft_weights(a_bf, "bfloat16", None, 4)[0]
+    assert "keeps the MTP layer unquantized" in why

@@ -95,6 +95,10 @@ class ParamCount(BaseModel):
     norms: int = 0
     vision: int = 0  # vision tower + projector of multimodal wrappers (approximate: see assumptions)
     mtp: int = 0  # MTP (next-n prediction) layers stored in the checkpoint
+    # of ``mtp``: the projection of [embedding; hidden] (eh_proj / fc, 2h -> h) and the parameters no quantization
+    # touches and every TP rank holds whole (norms, the router's gate)
+    mtp_proj: int = 0
+    mtp_replicated: int = 0
     active_experts: int = 0  # routed expert parameters used per token
     # Weights vLLM allocates that the checkpoint does not hold (not in ``total``): Gemma 4's k_eq_v V slot.
     kv_alloc_only: int = 0
@@ -151,6 +155,7 @@ class ModelArch(BaseModel):
     mtp_head: str | None = None  # where the count comes from (vLLM file:line)
     mtp_refusal: str | None = None  # why vLLM runs no MTP draft for this model
     mtp_n_predict: int | None = None  # the draft's n_predict (num_speculative_tokens above it must be a multiple)
+    mtp_draft_type: str | None = None  # the draft's model_type (deepseek_mtp, qwen3_5_mtp...)
     # the MTP layers are full-attention layers whatever the target's first layer is (Qwen3-Next / Qwen3.5:
     # layer_type="full_attention", qwen3_next_mtp.py:88-95, qwen3_5_mtp.py:118-125)
     mtp_full_attention: bool = False
@@ -919,6 +924,7 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
             raise EngineInputError("config.mtp_hybrid_override_pattern", "names a layer type the model has none of")
         p.mtp = mtp * (sum(per_attn if ch == "*" else per_moe for ch in pattern) + len(pattern) * hidden
                        + 2 * hidden * hidden + 3 * hidden)
+        p.mtp_proj, p.mtp_replicated = mtp * 2 * hidden * hidden, mtp * (len(pattern) * hidden + 3 * hidden)
         notes.append(f"{mtp} MTP step(s) ({pattern}) stored in the checkpoint; vLLM loads them only with speculative "
                      "method mtp")
     elif mtp and gdn_hybrid:
@@ -936,6 +942,8 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
         ffn = ((p.experts + p.shared_experts + p.router) // len(moe_layers) if moe_layers
                else p.mlp // num_layers)
         p.mtp = mtp * (per_attn + ffn + 2 * hidden) + 2 * hidden * hidden + 3 * hidden
+        p.mtp_proj = 2 * hidden * hidden
+        p.mtp_replicated = mtp * (2 * hidden + (p.router // len(moe_layers) if moe_layers else 0)) + 3 * hidden
         notes.append(f"{mtp} MTP layer(s) ({head.key}) stored in the checkpoint; vLLM loads them only with "
                      "speculative method mtp")
     elif mtp:
@@ -943,6 +951,7 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
         per_layer_attn = p.attention // num_layers
         moe_layer = (n_exp * 3 * hidden * moe_i + hidden * n_exp + n_shared * 3 * hidden * moe_i)
         p.mtp = mtp * (per_layer_attn + moe_layer + 2 * hidden * hidden + 4 * hidden)
+        p.mtp_proj, p.mtp_replicated = mtp * 2 * hidden * hidden, mtp * (4 * hidden + hidden * n_exp)
         notes.append(f"{mtp} MTP layer(s) stored in the checkpoint; vLLM loads them only with speculative method mtp")
 
     p.vision = _vision_params(config, notes) if is_mm else 0
@@ -1024,6 +1033,7 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
         mtp_refusal=head.reason if isinstance(head, NoMtpHead) else None,
         mtp_n_predict=head.n_predict if isinstance(head, MtpHead) else None,
         mtp_full_attention=bool(mtp and gdn_hybrid),
+        mtp_draft_type=head.draft_type if isinstance(head, MtpHead) else None,
         mamba_ssm_cache_dtype=(c.get("mamba_ssm_cache_dtype") or "float32") if model_type == "nemotron_h" else None,
         has_sinks=model_type == "gpt_oss", rotary_dim=rotary_dim, rope_cache_len=rope_len,
         rope_cache_len_extra=rope_cache_len_extra, rope_cache_extra_elems=rope_cache_extra_elems, derived_max_model_len=derived_len, is_multimodal=is_mm,

@@ -30,7 +30,7 @@ from .runtime import (CUDA_GRAPH_BASE_GIB, CUDA_GRAPH_MOE_EXTRA_GIB, CUDA_GRAPH_
                       MOE_WORKSPACE_FACTOR, NON_TORCH_GIB_PP, NON_TORCH_GIB_SINGLE, SAMPLER_BASE_GIB,
                       SAMPLER_BYTES_PER_SEQ_VOCAB, SAMPLER_BYTES_PER_SEQ_VOCAB_OLD, ReleaseRules, parse_version)
 from .schemas import EngineInput, EstimateResult, LayerKV
-from .weights import eagle3_draft_weights, resolve_quant, round_up, weights_from_checkpoint, weights_per_gpu
+from .weights import eagle3_draft_weights, mtp_draft_weights, resolve_quant, round_up, weights_from_checkpoint, weights_per_gpu
 
 GiB = 2**30
 FIT_SOURCE = "fit to public vLLM 0.19 startup logs (shared cases llmd-*; benchmarks/memory_cases.py)"
@@ -489,9 +489,10 @@ def estimate(inp: EngineInput) -> EstimateResult:
     sources["weights_gib"] = w.source + ("; + rotary cos/sin cache" if w.rope_cache_bytes else "")
     draft_weights = 0
     if spec and spec.method == "mtp":
-        draft_weights = int(arch.params.mtp * model_b / tp)
-        sources["draft_weights_gib"] = (f"{arch.mtp_layers} MTP layer(s) counted from config.json ({arch.mtp_head}); "
-                                        "embedding and lm_head shared with the target")
+        draft_weights, why = mtp_draft_weights(arch, dtype, quant, tp)
+        sources["draft_weights_gib"] = (f"{arch.mtp_layers} MTP layer(s) counted from config.json ({arch.mtp_head}): "
+                                        f"{why} (weights.mtp_draft_weights); embedding and lm_head shared with the "
+                                        "target")
     elif draft is not None:
         dtp = tp if draft.num_attention_heads % tp == 0 else 1
         dw = weights_per_gpu(draft, dtype, None, dtp, 1)

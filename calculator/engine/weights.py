@@ -396,6 +396,68 @@ def weights_from_checkpoint(stored_bytes: int, arch: ModelArch, tp: int, pp: int
                            quant="checkpoint", source=source)
 
 
+# How each MTP draft builds the projection of [embedding; hidden] (eh_proj / fc), vllm/model_executor/models/*_mtp.py in
+# 0.32: a plain nn.Linear (model dtype, whole on every rank), a ReplicatedLinear with the checkpoint's quant_config (whole
+# on every rank), or a ColumnParallelLinear with it (split over TP; Qwen3-Next / Qwen3.5 pass no quant_config under
+# ModelOpt NVFP4, qwen3_5_mtp.py:92-106, qwen3_next_mtp.py:73-87)
+_MTP_PROJ_PLAIN = ("deepseek_mtp", "glm4_moe_mtp", "glm4_moe_lite_mtp", "glm_ocr_mtp", "hy_v3_mtp", "pangu_ultra_moe_mtp",
+                   "step3p5_mtp", "bailing_hybrid_mtp")
+_MTP_PROJ_REPLICATED = ("bailing_hybrid_v3_mtp", "longcat_flash_mtp", "mimo_v2_mtp")
+_MTP_PROJ_COLUMN = ("qwen3_next_mtp", "qwen3_5_mtp", "exaone_moe_mtp", "exaone4_5_mtp", "nemotron_h_mtp")
+
+
+def mtp_draft_weights(arch: ModelArch, model_dtype: str, quant: QuantScheme | None, tp: int) -> tuple[int, str]:
+    """Bytes per GPU of the MTP layers vLLM builds for ``--speculative-config '{"method": "mtp"}'`` (embedding and
+    lm_head shared with the target, not counted), and where each part comes from.
+
+    - the decoder layer(s) (attention, MoE or MLP): the target's layer type, built with the checkpoint's quant_config
+      (``DeepseekV2DecoderLayer(vllm_config, ...)``, deepseek_mtp.py:106-111 in 0.32), so stored at its bytes per
+      weight (``bits / 8`` + scales) and split over TP like the target's layers (MLA's q_a / kv_a projections whole); at the model dtype when the
+      checkpoint keeps the MTP layer unquantized (its exclude / ignore list names it: ``model.layers.61*``,
+      ``mtp*``, :func:`is_excluded`) or the scheme quantizes only the experts;
+    - the projection (eh_proj / fc, ``2 x hidden x hidden`` per layer) as the draft's model file builds it
+      (:data:`_MTP_PROJ_PLAIN`, :data:`_MTP_PROJ_REPLICATED`, :data:`_MTP_PROJ_COLUMN`);
+    - norms and the router's gate at the model dtype, whole on every rank.
+    """
+    b = dtype_bytes(model_dtype)
+    p = arch.params
+    kind = arch.mtp_draft_type or ""
+    if kind in ("qwen3_next_mtp", "qwen3_5_mtp"):
+        layer_name, proj_name = "mtp.layers.0.mlp.experts.0.up_proj" if arch.num_experts else "mtp.layers.0.mlp.up_proj", "mtp.fc"
+    else:
+        layer_name = f"layers.{arch.num_layers}.mlp.experts.0.up_proj" if arch.num_experts \
+            else f"layers.{arch.num_layers}.mlp.up_proj"
+        proj_name = f"layers.{arch.num_layers}.eh_proj"
+    quant_b = (quant.bits / 8 + quant.scale_bytes_per_weight) if quant is not None else b
+    body_quantized = quant is not None and not quant.experts_only and not is_excluded(quant, layer_name)
+    body_b = quant_b if body_quantized else b
+    body = (p.mtp - p.mtp_proj - p.mtp_replicated) * body_b / tp
+    if arch.kv_lora_rank and not arch.mtp_full_attention:
+        # MLA's q_a_proj and kv_a_proj_with_mqa are whole on every rank (as in the target, weights_per_gpu)
+        rep = arch.mtp_layers * arch.hidden_size * ((arch.q_lora_rank or 0) + arch.kv_lora_rank
+                                                     + (arch.qk_rope_head_dim or 0))
+        body += rep * body_b * (1 - 1 / tp)
+    proj_quant = quant is not None and not quant.experts_only and not is_excluded(quant, proj_name)
+    if kind in _MTP_PROJ_PLAIN:
+        proj, proj_why = p.mtp_proj * b, "nn.Linear: model dtype, whole on every rank"
+    elif kind in _MTP_PROJ_REPLICATED:
+        proj = p.mtp_proj * (quant_b if proj_quant else b)
+        proj_why = "ReplicatedLinear: the checkpoint's quantization, whole on every rank"
+    elif kind in _MTP_PROJ_COLUMN:
+        if kind in ("qwen3_next_mtp", "qwen3_5_mtp") and quant is not None and quant.name == "nvfp4" \
+                and quant.exclude_style == "modelopt":
+            proj_quant = False  # fc_quant = None under modelopt_fp4
+        proj = p.mtp_proj * (quant_b if proj_quant else b) / tp
+        proj_why = "ColumnParallelLinear: split over TP" + (", quantized" if proj_quant else ", model dtype")
+    else:
+        proj, proj_why = p.mtp_proj * b / tp, f"{kind or 'this'} draft's projection not read: counted at the model dtype, split over TP"
+    total = int(body + proj + p.mtp_replicated * b)
+    why = (f"decoder layer(s) at {'the checkpoint quantization (' + quant.name + ')' if body_quantized else model_dtype}"
+           f"{' (the checkpoint keeps the MTP layer unquantized)' if quant is not None and not body_quantized else ''},"
+           f" split over TP; eh_proj/fc {proj_why}; norms and router gate whole at {model_dtype}")
+    return total, why
+
+
 def eagle3_draft_weights(draft: ModelArch, target: ModelArch, draft_config: dict[str, Any], model_dtype: str,
                          tp: int) -> tuple[int, str]:
     """Bytes per GPU of an EAGLE-3 head (``Eagle3LlamaForCausalLM``, vllm/model_executor/models/llama_eagle3.py
