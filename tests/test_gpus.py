@@ -75,6 +75,10 @@ def test_printed_names_carry_their_capability(printed, expected_cc):
     ("RTX 5000 Ada", "NVIDIA RTX 5000 Ada Generation"), ("MI250X", "AMD Instinct MI250X"),
     ("MI210", "AMD Instinct MI210"), ("7900 XTX", "AMD Radeon RX 7900 XTX"), ("Arc B580", "Intel(R) Arc(TM) B580 Graphics"),
     ("M2 Max 96GB", "Apple M2 Max 96GB"), ("Apple M4 Pro 48GB", "Apple M4 Pro 48GB"), ("cpu", "CPU"),
+    # the B200's 192 GB of HBM3e as marketed (180 GB per GPU in HGX / DGX B200 systems: the row's board size)
+    ("NVIDIA B200 192GB", "NVIDIA B200"),
+    # without an edition: as "RTX PRO 6000", the Server Edition (the Workstation Edition has the same memory and rates)
+    ("NVIDIA RTX PRO 6000 Blackwell", "NVIDIA RTX PRO 6000 Blackwell Server Edition"),
 ])
 def test_aliases_resolve(alias, name):
     assert get_gpu(alias).name == name
