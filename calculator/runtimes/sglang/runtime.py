@@ -22,7 +22,7 @@ from . import compat as sg_compat
 from .launch import launch_argv
 from .kernels import with_kernel_count
 from .memory import SGLangPlan, plan, spec_max_running
-from .releases import COVERED
+from .releases import COVERED, DEFAULT
 
 _ALGORITHM = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "draft_model": "STANDALONE", "ngram": "NGRAM"}
 
@@ -128,7 +128,7 @@ class SGLang:
         return COVERED
 
     def default_release(self) -> str:
-        return COVERED[-1]
+        return DEFAULT
 
     def _spec(self, request) -> dict[str, Any]:
         spec = request.speculative_config
