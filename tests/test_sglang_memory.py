@@ -1184,3 +1184,18 @@ def test_0_5_23_wna16_moe_on_b200_takes_the_triton_path_and_keeps_g_idx():
     assert new["wna16_g_idx"] * GIB == pytest.approx(1_368_391_680, abs=GIB * 1e-4)
     assert "wna16_g_idx" not in _terms(plan(cfg, gpu=get_gpu("B200"), release="0.5.10.post1", tp_size=8))
     assert "wna16_g_idx" not in _terms(plan(cfg, gpu=get_gpu("H200"), release="0.5.23", tp_size=8))
+
+
+def test_0_5_23_launch_command_uses_its_flag_names():
+    """0.5.23 has no --cuda-graph-max-bs (the decode phase's is --cuda-graph-max-bs-decode, arg_groups/fields/exec_.py:629)
+    and spells DP attention --attn-dp-size N (--dp-size N --enable-dp-attention is deprecated, server_args.py:419)."""
+    p = plan(load_config("deepseek-ai__DeepSeek-V3.json"), gpu=get_gpu("H200"), release="0.5.23", tp_size=8, dp_size=8,
+             enable_dp_attention=True)
+    argv = launch_argv(p, "deepseek-ai/DeepSeek-V3")
+    flat = " ".join(argv)
+    assert "--attn-dp-size 8" in flat and "--enable-dp-attention" not in flat and "--dp-size" not in flat
+    assert f"--cuda-graph-max-bs-decode {p.cuda_graph_max_bs}" in flat and "--cuda-graph-max-bs " not in flat
+    old = " ".join(launch_argv(plan(load_config("deepseek-ai__DeepSeek-V3.json"), gpu=get_gpu("H200"),
+                                    release="0.5.10.post1", tp_size=8, dp_size=8, enable_dp_attention=True),
+                               "deepseek-ai/DeepSeek-V3"))
+    assert "--dp-size 8 --enable-dp-attention" in old and "--cuda-graph-max-bs " in old

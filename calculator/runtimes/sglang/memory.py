@@ -581,6 +581,9 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                                    "--speculative-algorithm takes EAGLE or NEXTN, server_args.py:749)")
         if speculative_algorithm == "MTP":
             speculative_algorithm = "NEXTN"
+        if speculative_algorithm == "STANDALONE" and enable_dp_attention and at_least(release, "0.5.23"):
+            raise EngineInputError("speculative_algorithm", "SGLang 0.5.23 refuses STANDALONE speculative decoding with "
+                                   "DP attention (sglang/srt/arg_groups/speculative_hook.py:1078-1084)")
 
     sources: list[Source] = []
     notes: list[str] = []
@@ -1156,8 +1159,10 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                                conv_state_gib=size * mamba["conv"] / GIB, ssm_state_gib=size * mamba["ssm"] / GIB)
         src("max_mamba_cache_size", size, "source", cite(release, "mamba_split") + " mamba_full_memory_ratio 0.9")
     if rest <= 0 and does_not_start is None:
-        does_not_start = (f"no memory left for the KV cache: rest = {rest:.2f} GiB (SGLang: 'Not enough memory. Please "
-                          "try to increase --mem-fraction-static.')")
+        does_not_start = (f"no memory left for the KV cache: rest = {rest:.2f} GiB (SGLang: " + (
+            "'Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=...', "
+            "sglang/srt/mem_cache/kv_cache_configurator.py:3050)" if at_least(release, "0.5.23") else
+            "'Not enough memory. Please try to increase --mem-fraction-static.')"))
     tokens = max(0, int(rest * GIB) // cell_div)
     headroom = 0
     # before 0.5.10 max_num_reqs is taken from the profiled count (before headroom and page alignment)
