@@ -58,7 +58,7 @@ def gpu_for(name: str | None) -> str | None:
 
 def estimate(inp, runtime: str, **kw):
     """``perf.estimate_speed`` as the product's runtime path runs it: for SGLang with the per-layer kernel count its
-    ``_speed_plan`` adds (calculator/runtimes/sglang/kernels.py, at the attention backend SGLang's newest covered
+    ``_speed_plan`` adds (calculator/runtimes/sglang/kernels.py, at the attention backend SGLang's default
     release picks for this GPU and model), with eager prefill passes as the releases of the public records ran them
     (before 0.5.10; the product's default 0.5.10.post1 replays piecewise prefill graphs)."""
     from calculator.engine import perf
@@ -68,10 +68,10 @@ def estimate(inp, runtime: str, **kw):
         return perf.estimate_speed(inp, runtime=runtime, **kw)
     from calculator.runtimes.sglang.compat import default_backend
     from calculator.runtimes.sglang.kernels import with_kernel_count
-    from calculator.runtimes.sglang.releases import COVERED
+    from calculator.runtimes.sglang.releases import DEFAULT
 
     gpu, tp = get_gpu(inp.gpu), inp.tensor_parallel_size
     plan = with_kernel_count(perf.plan_from_engine(inp), config=inp.hf_config, gpu=gpu, tp=tp,
-                             backend=default_backend(COVERED[-1], gpu, inp.hf_config, tp_size=tp).backend,
+                             backend=default_backend(DEFAULT, gpu, inp.hf_config, tp_size=tp).backend,
                              quant_config=inp.hf_config.get("quantization_config"))
     return perf.estimate_speed_plan(plan, runtime=runtime, **kw)

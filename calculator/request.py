@@ -224,7 +224,7 @@ class ServingRequest(BaseModel):
         "--temperature", "sampling temperature of the traffic (speed only)", "workload"))
     # -- SGLang's own settings (runtime=sglang), with SGLang's flag names -----------------------------
     sglang_version: str | None = Field(None, max_length=32, json_schema_extra=_meta(
-        "--sglang-version", "SGLang release (default: the newest covered)", "sglang"))
+        "--sglang-version", "SGLang release (default: 0.5.10.post1; 0.5.23 when named)", "sglang"))
     mem_fraction_static: float | None = Field(None, gt=0, lt=1, json_schema_extra=_meta(
         "--mem-fraction-static", "SGLang: share of memory for weights + KV cache (default: SGLang's rule)", "sglang"))
     chunked_prefill_size: int | None = Field(None, ge=1, le=2**20, json_schema_extra=_meta(
@@ -399,9 +399,9 @@ class ServingRequest(BaseModel):
             data.setdefault("vllm_version", None)
             data["vllm_version"] = data["vllm_version"] or default_release()
         elif runtime == "sglang":
-            from calculator.runtimes.sglang.releases import COVERED
+            from calculator.runtimes.sglang.releases import DEFAULT
 
-            data["sglang_version"] = data.get("sglang_version") or COVERED[-1]
+            data["sglang_version"] = data.get("sglang_version") or DEFAULT
         else:
             from calculator.runtimes.llamacpp.memory import RELEASES
 

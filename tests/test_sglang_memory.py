@@ -38,6 +38,13 @@ GIB = 2**30
 WHEELS = Path("/work/wheels")
 
 
+def wheel_of(release: str) -> Path:
+    """The release's wheel in WHEELS (``sglang-X-py3-none-any.whl`` up to 0.5.10, a platform wheel from 0.5.23); a
+    path that does not exist when it is not downloaded."""
+    found = sorted(WHEELS.glob(f"sglang-{release}-*.whl"))
+    return found[0] if found else wheel_of(release)
+
+
 def rtx5080() -> GPU:
     # sgl-025's nvidia-smi: 16303 MiB total
     return GPU(name="NVIDIA GeForce RTX 5080", vendor="nvidia", architecture="blackwell", compute_capability="12.0",
@@ -342,7 +349,9 @@ def test_unmodelled_architectures_are_refused_by_name():
 
 def test_release_coverage_is_explicit():
     assert COVERED == ("0.4.3.post4", "0.4.10.post2", "0.5.3", "0.5.3.post1", "0.5.7", "0.5.8.post1", "0.5.9",
-                       "0.5.10.post1")
+                       "0.5.10.post1", "0.5.23")
+    # the default stays 0.5.10.post1: 0.5.23 refuses pools 0.5.10.post1 answers (releases.DEFAULT)
+    assert R.DEFAULT == "0.5.10.post1"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -404,7 +413,7 @@ def test_deepseek_mla_on_sm100_gets_trtllm_mla_with_64_token_pages(release, mode
     assert choice.backend == backend
     if backend == "trtllm_mla":
         assert "model-specific" in choice.reason
-        wheel = WHEELS / f"sglang-{release}-py3-none-any.whl"
+        wheel = wheel_of(release)
         if wheel.exists():  # the cited line is the log line
             rel, line = choice.source.rsplit(":", 1)
             with zipfile.ZipFile(wheel) as z:
@@ -437,12 +446,35 @@ _CITED_TEXT = [  # (release, rule, text the cited line must contain)
     ("0.5.8.post1", "context_over", "raise ValueError("),
     ("0.5.9", "context_over", "raise ValueError("),
     ("0.5.10.post1", "context_over", "raise ValueError("),
+    ("0.5.23", "context_over", "raise ValueError("),
+    ("0.5.23", "mfs_reserved", "reserved_mem = 512"),
+    ("0.5.23", "gpu_tables", "if gpu_mem is not None:"),
+    ("0.5.23", "decode_bs_cap", "decode_cuda_graph_config.max_bs = cfg.max_running_requests"),
+    ("0.5.23", "piecewise", "reserved_mem += len(prefill_cuda_graph_config.bs) * 8"),
+    ("0.5.23", "piecewise_mla", "reserved_mem += 1.5 * 1024"),
+    ("0.5.23", "piecewise_default", "Backend.BREAKABLE if is_cuda() else Backend.DISABLED"),
+    ("0.5.23", "piecewise_max_tokens", "prefill_cuda_graph_config.max_bs = cfg.chunked_prefill_size"),
+    ("0.5.23", "profile", "rest_memory = available_gpu_memory - slack_gb - mm_reservation_gb"),
+    ("0.5.23", "page_align", "max_total_num_tokens // page_size * page_size"),
+    ("0.5.23", "max_num_reqs", "estimated = int(token_capacity / self.model_config.context_len * 512)"),
+    ("0.5.23", "max_num_reqs_flag", "min(requested_per_worker, token_capacity // 2)"),
+    ("0.5.23", "spec_cell", "draft_kv_size = int("),
+    ("0.5.23", "spec_draft_first", "self.maybe_init_draft_worker()"),
+    ("0.5.23", "spec_max_running", "max_running_requests=48"),
+    ("0.5.23", "req_to_token_pad", "self._alloc_size = size + 1"),
+    ("0.5.23", "mm_reserve", "SGLANG_VLM_CACHE_SIZE_MB"),
+    ("0.5.23", "aiter", "mem_fraction_static * 0.85"),
+    ("0.5.23", "dp_chunked", "chunked_prefill_size // cfg.attn_dp_size"),
+    ("0.5.23", "post_capture", "SGLANG_ENABLE_POST_CAPTURE_KV_SIZING = EnvBool(False)"),
+    ("0.5.23", "rope_cache", "if not (_is_cuda or _is_hip"),
+    ("0.5.23", "pool_end", "Memory pool end."),
+    ("0.5.23", "kv_log", "'is allocated'"),
 ]
 
 
 @pytest.mark.parametrize("release,rule,text", _CITED_TEXT)
 def test_cited_lines_say_what_the_rule_says(release, rule, text):
-    wheel = WHEELS / f"sglang-{release}-py3-none-any.whl"
+    wheel = wheel_of(release)
     if not wheel.exists():
         pytest.skip(f"{wheel} not downloaded (pip download sglang=={release} --no-deps -d {WHEELS})")
     path, line = R._LINES[release][rule]
@@ -636,12 +668,15 @@ def test_every_cited_line_exists_in_the_release_wheel(release):
     """Each (file, line) of releases._LINES and compat._L points at a non-blank line of that release's file."""
     from calculator.runtimes.sglang import compat as C
 
-    wheel = WHEELS / f"sglang-{release}-py3-none-any.whl"
+    wheel = wheel_of(release)
     if not wheel.exists():
         pytest.skip(f"{wheel} not downloaded")
     cites = list(R._LINES[release].values())
     for key, line in C._L.get(release, {}).items():
         if line is None or key == "fa3_default_list":
+            continue
+        if isinstance(line, tuple):  # 0.5.23: the entry names its file
+            cites.append(line)
             continue
         if key in ("fa3_reg", "mla_only_reg", "mha_only_reg"):
             path = C._REG
@@ -947,3 +982,220 @@ def test_sglang_0_4_10_accepts_a_longer_context_length_with_a_warning():
              free_memory_before_load_gib=78.0, weights_bytes=2 * GIB, context_length=65536)
     assert p.context_length == 65536
     assert any("above the model's derived 40,960" in n for n in p.notes)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# SGLang 0.5.23: each rule that changed since 0.5.10.post1, with the value worked out by hand from 0.5.23's source
+# (sglang==0.5.23 wheel; releases.py cites each line) and, beside it, 0.5.10.post1's for the same input.
+
+H100_SMI = 81559  # nvidia-smi memory.total of an H100 80GB HBM3, MiB
+PREFILL_SIZES_8192 = 58  # generate_prefill_cuda_graph_batch_sizes(8192): 8 + 14 + 8 + 8 + 12 + 8 sizes
+
+
+def test_0_5_23_gpu_table_below_35_gib_and_the_reserve_with_both_graphs():
+    """arg_groups/memory_hook.py:101-117: below 35 GiB chunked prefill 4096 and decode CUDA-graph batch 48 (TP < 4)
+    (0.5.10.post1: 2048 and 24). The reserve (:309-315, reserve_for_graph_mb :357-399) on an RTX 5090 (nvidia-smi
+    32607 MiB), Qwen3-8B, TP 1:
+      512 + 1.5 x 4096 + 1/8 x 1024 + 2 x 48 (decode graph) + 8 x 50 prefill-graph sizes up to 4096
+      = 512 + 6144 + 128 + 96 + 400 = 7280 MiB -> round((32607 - 7280) / 32607, 3) = 0.777
+    0.5.10.post1: 512 + 1.5 x 2048 + 2 x 24 + 128 + 8 x 42 piecewise sizes up to 2048 = 4096 -> 0.874."""
+    cfg = load_config("Qwen__Qwen3-8B.json")
+    kw = {"gpu": get_gpu("RTX 5090"), "gpu_memory_capacity_mib": 32607, "free_memory_before_load_gib": 30.5,
+          "weights_bytes": int(15.3 * GIB)}
+    new = plan(cfg, release="0.5.23", **kw)
+    assert (new.chunked_prefill_size, new.cuda_graph_max_bs) == (4096, 48)
+    assert new.mem_fraction_static == 0.777
+    assert new.piecewise_cuda_graph and new.piecewise_cuda_graph_max_tokens == 4096
+    old = plan(cfg, release="0.5.10.post1", **kw)
+    assert (old.chunked_prefill_size, old.cuda_graph_max_bs, old.mem_fraction_static) == (2048, 24, 0.874)
+
+
+def test_0_5_23_decode_batch_capped_at_max_running_requests_and_the_flag_not_capped_at_4096():
+    """memory_hook.py:182-188: a default decode batch above --max-running-requests comes down to it, and the reserve
+    counts the lower batch: 512 + 1.5 x 8192 + 128 + 2 x 64 + 8 x 58 = 13520 MiB -> round((81559 - 13520) / 81559, 3)
+    = 0.834 (without the cap 2 x 256: 13904 -> 0.830).
+    kv_cache_configurator.py:3127-3129 resolve_max_num_reqs: the flag is capped at half the pool only (0.5.10.post1
+    also at the 2048-4096 estimate). Qwen3-8B, T 78.5 GiB, weights 15.3 GiB, --mem-fraction-static 0.85:
+      rest = 78.5 - 15.3 - 78.5 x 0.15 = 51.425 GiB; cell 8 x 256 x 36 x 2 = 147,456 B;
+      tokens = int(51.425 x 2^30) // 147,456 = 374,465; --max-running-requests 10000 -> min(10000, 187,232) = 10000
+      (0.5.10.post1: min(10000, min(max(int(374465 / 40960 x 512), 2048), 4096) = 4096) = 4096)."""
+    cfg = load_config("Qwen__Qwen3-8B.json")
+    capped = plan(cfg, gpu=get_gpu("H100"), release="0.5.23", gpu_memory_capacity_mib=H100_SMI, max_running_requests=64)
+    assert capped.cuda_graph_max_bs == 64 and capped.mem_fraction_static == 0.834 and capped.max_running_requests == 64
+    assert "memory_hook.py:188" in capped.source_of("cuda_graph_max_bs").source
+    free = plan(cfg, gpu=get_gpu("H100"), release="0.5.23", gpu_memory_capacity_mib=H100_SMI)
+    assert free.cuda_graph_max_bs == 256 and free.mem_fraction_static == 0.83
+    kw = {"gpu": get_gpu("H100"), "free_memory_before_load_gib": 78.5, "weights_bytes": int(15.3 * GIB),
+          "mem_fraction_static": 0.85, "max_running_requests": 10000}
+    new = plan(cfg, release="0.5.23", **kw)
+    assert new.max_total_num_tokens == 374465 and new.max_running_requests == 10000
+    assert plan(cfg, release="0.5.10.post1", **kw).max_running_requests == 4096
+    # ReqToTokenPool: one padding row more (memory_pool.py:402): 10001 rows x (40960 + 4) x 4 B
+    assert new.req_to_token_gib == pytest.approx(10001 * 40964 * 4 / GIB)
+
+
+def test_0_5_23_disable_cuda_graph_takes_the_graphs_out_of_the_reserve():
+    """0.5.23 counts the decode graph (2 x bs) and the prefill graph only while they are on (reserve_for_graph_mb):
+    --disable-cuda-graph: 512 + 1.5 x 8192 + 128 = 12928 MiB -> round((81559 - 12928) / 81559, 3) = 0.841.
+    0.5.10.post1's formula does not look at the flag."""
+    cfg = load_config("Qwen__Qwen3-8B.json")
+    kw = {"gpu": get_gpu("H100"), "gpu_memory_capacity_mib": H100_SMI, "disable_cuda_graph": True}
+    p = plan(cfg, release="0.5.23", **kw)
+    assert p.mem_fraction_static == 0.841 and not p.piecewise_cuda_graph and p.piecewise_cuda_graph_max_tokens == 0
+    assert plan(cfg, release="0.5.10.post1", **kw).mem_fraction_static == \
+        plan(cfg, release="0.5.10.post1", gpu=get_gpu("H100"), gpu_memory_capacity_mib=H100_SMI).mem_fraction_static
+
+
+def test_0_5_23_eagle_draft_weights_and_kv_are_in_the_pool_and_not_in_the_reserve():
+    """Llama-3.1-8B + EAGLE3 head on H100.
+    Reserve (no speculative term in 0.5.23; the prefill graph stays on with speculative decoding):
+      512 + 12288 + 128 + 2 x 256 + 8 x 58 = 13904 MiB -> 0.830
+      (0.5.10.post1: piecewise off for speculative decoding, + 4 GiB: 512 + 12288 + 512 + 128 + 4096 = 17536 -> 0.785).
+    Pool (T 78.5, weights 15.0, draft 1.0 GiB, --mem-fraction-static 0.85): the draft worker loads before the target
+    pool is sized (managers/scheduler.py:1133), and the draft's KV is charged in the cell (pool_configurator.py:311):
+      rest = 78.5 - 15.0 - 1.0 - 78.5 x 0.15 = 50.725 GiB; cell 8 x 256 x 32 x 2 = 131,072 + int(131,072 x 1 / 32)
+      = 135,168 B; tokens = int(50.725 x 2^30) // 135,168 = 402,947 (0.5.10.post1: (78.5 - 15 - 11.775) x 2^30 //
+      131,072 = 423,731). max_running_requests 48 (speculative_hook.py:1090); ReqToTokenPool 49 rows x (131072 + 4 +
+      8 draft tokens) x 4 B (allocation_sizing.py:105; Llama's defaults 5/4/8)."""
+    target = load_config("meta-llama__Llama-3.1-8B-Instruct.json")
+    draft = load_config("yuhuili__EAGLE3-LLaMA3.1-Instruct-8B.json")
+    base = {"gpu": get_gpu("H100"), "gpu_memory_capacity_mib": H100_SMI, "speculative_algorithm": "EAGLE3",
+            "draft_hf_config": draft}
+    assert plan(target, release="0.5.23", **base).mem_fraction_static == 0.83
+    assert plan(target, release="0.5.10.post1", **base).mem_fraction_static == 0.785
+    kw = base | {"free_memory_before_load_gib": 78.5, "weights_bytes": 15 * GIB, "draft_weights_bytes": GIB,
+                 "mem_fraction_static": 0.85}
+    p = plan(target, release="0.5.23", **kw)
+    assert p.cell_size_bytes == 135168 and p.pool_bytes_per_token == 131072
+    assert p.max_total_num_tokens == 402947 and p.max_running_requests == 48
+    assert p.free_after_load_gib == pytest.approx(78.5 - 15 - 1)
+    assert p.req_to_token_gib == pytest.approx(49 * (131072 + 12) * 4 / GIB)
+    assert p.piecewise_cuda_graph and p.speculative.draft_weights_gib == 1.0
+    assert plan(target, release="0.5.10.post1", **kw).max_total_num_tokens == 423731
+
+
+def test_0_5_23_mtp_adds_the_nextn_layer_to_deepseeks_cell():
+    """DeepSeek-R1, NEXTN, 8 x H200: cell (512 + 64) x 61 layers x 2 B = 70,272 + int(70,272 x 1 / 61) = 71,424 B
+    (pool_configurator.py:311, num_nextn_predict_layers 1)."""
+    p = plan(load_config("deepseek-ai__DeepSeek-R1.json"), gpu=get_gpu("H200"), release="0.5.23", tp_size=8,
+             speculative_algorithm="NEXTN", free_memory_before_load_gib=139.0, weights_bytes=80 * GIB,
+             draft_weights_bytes=2 * GIB, mem_fraction_static=0.88)
+    assert p.cell_size_bytes == 71424
+    # rest = 139 - 80 - 2 - 139 x 0.12 = 40.32 GiB -> int(40.32 x 2^30) // 71,424 = 606,144
+    assert p.max_total_num_tokens == 606144
+
+
+def test_0_5_23_multimodal_keeps_100_mib_and_loses_the_prefill_graph():
+    """Mistral-Small-3.1 (Mistral3ForConditionalGeneration, multimodal, not on the breakable-graph allow-list,
+    cuda_graph_hook.py:231): the prefill graph is off and out of the reserve: 512 + 12288 + 128 + 2 x 256 = 13440 MiB
+    -> round((81559 - 13440) / 81559, 3) = 0.835; x the VLM factor 0.95 x clamp(1 - 0.1 x (24 x 1024^2 / (24 x
+    1024^2) - 1)) = 0.95 (memory_hook.py:417) -> 0.79325. The KV budget keeps SGLANG_VLM_CACHE_SIZE_MB 100 MiB out
+    (kv_cache_configurator.py:210): T 78.5, weights 45 GiB: rest = 78.5 - 45 - 78.5 x (1 - 0.79325) - 100/1024 =
+    17.17247 GiB; cell 8 x 256 x 40 x 2 = 163,840 B -> 112,541 tokens."""
+    p = plan(load_config("mistralai__Mistral-Small-3.1-24B-Instruct-2503.json"), gpu=get_gpu("H100"), release="0.5.23",
+             gpu_memory_capacity_mib=H100_SMI, free_memory_before_load_gib=78.5, weights_bytes=45 * GIB)
+    assert not p.piecewise_cuda_graph
+    assert p.mem_fraction_static == pytest.approx(0.79325)
+    assert p.max_total_num_tokens == 112541
+
+
+def test_0_5_23_deepseek_v3_on_b200_keeps_the_mla_prefill_reserve_but_not_the_graph():
+    """DeepSeek-V3, 8 x B200 (nvidia-smi 183359 MiB): trtllm_mla (model_overrides/deepseek_v2.py:185, 64-token pages);
+    the reserve is sized before cuda_graph_hook.py:279 turns the prefill graph off for DeepSeek-V3 on trtllm_mla, so
+    it still holds 1.5 GiB for it: 512 + 1.5 x 16384 + 8/8 x 1024 + 2 x 512 + 1536 = 28672 MiB ->
+    round((183359 - 28672) / 183359, 3) = 0.844."""
+    p = plan(load_config("deepseek-ai__DeepSeek-V3.json"), gpu=get_gpu("B200"), release="0.5.23", tp_size=8,
+             gpu_memory_capacity_mib=183359)
+    assert p.attention_backend == "trtllm_mla" and p.page_size == 64
+    assert p.mem_fraction_static == 0.844
+    assert not p.piecewise_cuda_graph and "cuda_graph_hook.py:279" in p.source_of("piecewise_cuda_graph_max_tokens").source
+
+
+def test_0_5_23_weights_rope_fp32_on_rocm_and_no_yarn_totals():
+    """base.py:119: 0.5.23 keeps the rotary cache in float32 on ROCm too (0.5.10.post1: model dtype). Llama-3.1-8B on
+    MI300X: 131072 positions x 128 x 4 B = 64 MiB (0.5.10.post1: x 2 B = 32 MiB).
+    rope_variant.py:417: DeepSeek's YaRN cos/sin_cached_total only on NPU: DeepSeek-R1 on H200 keeps
+    163840 x 64 x 4 B = 40 MiB (0.5.10.post1: three times that)."""
+    llama = load_config("meta-llama__Llama-3.1-8B-Instruct.json")
+    for release, rope in (("0.5.23", 131072 * 128 * 4), ("0.5.10.post1", 131072 * 128 * 2)):
+        p = plan(llama, gpu=get_gpu("MI300X"), release=release)
+        assert float(p.source_of("weights.rope").value) == round(rope / GIB, 4)
+    r1 = load_config("deepseek-ai__DeepSeek-R1.json")
+    for release, rope in (("0.5.23", 163840 * 64 * 4), ("0.5.10.post1", 3 * 163840 * 64 * 4)):
+        p = plan(r1, gpu=get_gpu("H200"), release=release, tp_size=8)
+        assert float(p.source_of("weights.rope").value) == round(rope / GIB, 4)
+
+
+def test_0_5_23_dp_attention_embedding_split_over_the_attention_tp_group():
+    """DeepSeek-V3 with --enable-dp-attention --dp-size 8 on 8 x H200: 0.5.23's DeepseekV2Model embeds with
+    get_embedding_tp_kwargs (models/deepseek_v2.py:2946: use_attn_tp_group under DP attention), so the embedding is
+    split over the attention-TP group of 1: the term is 129280 (rounded up to 64: 129280) x 7168 x 2 B x (1/1 - 1/8)
+    over the TP-split count (0.5.10.post1's rule: whole on every rank, the same figure here since attention TP is 1).
+    With --dp-size 4 (attention TP 2): x (1/2 - 1/8) in 0.5.23, x (1 - 1/8) in 0.5.10.post1."""
+    cfg = load_config("deepseek-ai__DeepSeek-V3.json")
+    emb = 129280 * 7168 * 2
+    kw = {"gpu": get_gpu("H200"), "tp_size": 8, "dp_size": 4, "enable_dp_attention": True}
+    new = plan(cfg, release="0.5.23", **kw)
+    old = plan(cfg, release="0.5.10.post1", **kw)
+    assert float(new.source_of("weights.dp_attention:embedding").value) == round(emb * (1 / 2 - 1 / 8) / GIB, 4)
+    assert float(old.source_of("weights.dp_attention:embedding").value) == round(emb * (1 - 1 / 8) / GIB, 4)
+    # chunked prefill divided by the attention-DP size (arg_groups/parallel_hook.py:331): 8192 // 4
+    assert new.chunked_prefill_size == 2048
+
+
+def test_0_5_23_refuses_what_it_does_not_model_by_name():
+    """Hybrid SWA (gpt-oss), hybrid GDN (Qwen3.5), DeepSeek DSA (V3.2): 0.5.23 sizes them with pool configurators this
+    calculator has not followed; each is refused naming the release, never answered with 0.5.10's rule."""
+    for cfg, field in ((load_config("openai__gpt-oss-120b.json"), "config.sliding_window"),
+                       (load_config("Qwen__Qwen3.5-9B.json"), "config.architectures"),
+                       (v32_config(), "config.architectures")):
+        with pytest.raises(EngineInputError) as e:
+            plan(cfg, gpu=get_gpu("H200"), release="0.5.23", tp_size=8 if cfg.get("index_topk") else 1)
+        assert e.value.field == field and "0.5.23" in e.value.message
+        plan(cfg, gpu=get_gpu("H200"), release="0.5.10.post1", tp_size=8 if cfg.get("index_topk") else 1)
+
+
+def test_0_5_23_backends():
+    """model_override_base.py:277 get_default_attn_backend and the 0.5.23 checks: trtllm_mha runs prefill on SM90 too
+    (attention_hook.py:200-205; 0.5.10.post1: SM100 only), pages 16-128 (overrides.py:1185); cutlass_mla is no longer
+    a choice (arg_groups/choices.py:69); trtllm_mla's KV dtypes are fp8_e4m3, bf16, auto (overrides.py:1216)."""
+    llama = load_config("meta-llama__Llama-3.1-8B-Instruct.json")
+    ds = load_config("deepseek-ai__DeepSeek-R1.json")
+    assert default_backend("0.5.23", get_gpu("H100"), llama).backend == "fa3"
+    assert default_backend("0.5.23", get_gpu("B200"), llama).backend == "trtllm_mha"
+    assert default_backend("0.5.23", get_gpu("B200"), ds).backend == "trtllm_mla"
+    assert default_backend("0.5.23", get_gpu("H200"), ds).backend == "fa3"
+    v = check_backend("0.5.23", get_gpu("H100"), llama, "trtllm_mha", page_size=128)
+    assert v.verdict == "works" and v.page_size == 128
+    assert check_backend("0.5.10.post1", get_gpu("H100"), llama, "trtllm_mha").verdict != "works"
+    with pytest.raises(EngineInputError):
+        check_backend("0.5.23", get_gpu("B200"), ds, "cutlass_mla")
+    assert check_backend("0.5.23", get_gpu("B200"), ds, "trtllm_mla", kv_cache_dtype="fp4_e2m1").verdict == "no"
+
+
+def test_0_5_23_wna16_moe_on_b200_takes_the_triton_path_and_keeps_g_idx():
+    """compressed_tensors.py:927-948 (0.5.23): on SM100 with the auto MoE runner a symmetric INT4 group-32/128 scheme
+    without act-order (Kimi-K2.5's: num_bits 4, group_size 32, symmetric, actorder null) runs
+    CompressedTensorsWNA16TritonMoE, which keeps the four int32 g_idx tensors (compressed_tensors_wNa16_moe.py:219):
+    60 MoE layers x 384 x (2 x 7168 + 2 x 2048/8) x 4 B = 1,368,391,680 B at TP 8 -- as on ROCm; 0.5.10.post1's CUDA
+    path (Marlin) frees them."""
+    cfg = load_config("moonshotai__Kimi-K2.5.json")
+    new = _terms(plan(cfg, gpu=get_gpu("B200"), release="0.5.23", tp_size=8))
+    assert new["wna16_g_idx"] * GIB == pytest.approx(1_368_391_680, abs=GIB * 1e-4)
+    assert "wna16_g_idx" not in _terms(plan(cfg, gpu=get_gpu("B200"), release="0.5.10.post1", tp_size=8))
+    assert "wna16_g_idx" not in _terms(plan(cfg, gpu=get_gpu("H200"), release="0.5.23", tp_size=8))
+
+
+def test_0_5_23_launch_command_uses_its_flag_names():
+    """0.5.23 has no --cuda-graph-max-bs (the decode phase's is --cuda-graph-max-bs-decode, arg_groups/fields/exec_.py:629)
+    and spells DP attention --attn-dp-size N (--dp-size N --enable-dp-attention is deprecated, server_args.py:419)."""
+    p = plan(load_config("deepseek-ai__DeepSeek-V3.json"), gpu=get_gpu("H200"), release="0.5.23", tp_size=8, dp_size=8,
+             enable_dp_attention=True)
+    argv = launch_argv(p, "deepseek-ai/DeepSeek-V3")
+    flat = " ".join(argv)
+    assert "--attn-dp-size 8" in flat and "--enable-dp-attention" not in flat and "--dp-size" not in flat
+    assert f"--cuda-graph-max-bs-decode {p.cuda_graph_max_bs}" in flat and "--cuda-graph-max-bs " not in flat
+    old = " ".join(launch_argv(plan(load_config("deepseek-ai__DeepSeek-V3.json"), gpu=get_gpu("H200"),
+                                    release="0.5.10.post1", tp_size=8, dp_size=8, enable_dp_attention=True),
+                               "deepseek-ai/DeepSeek-V3"))
+    assert "--dp-size 8 --enable-dp-attention" in old and "--cuda-graph-max-bs " in old

@@ -161,9 +161,9 @@ def _field(name: str) -> forms.Field:
     elif name == "vllm_version":
         choices = [("", "vLLM: default (0.32.0)"), *((v, f"vLLM {v}") for v in reversed(covered_releases()))]
     elif name == "sglang_version":
-        from calculator.runtimes.sglang.releases import COVERED
+        from calculator.runtimes.sglang.releases import COVERED, DEFAULT
 
-        choices = [("", "SGLang: newest covered"), *((v, f"SGLang {v}") for v in reversed(COVERED))]
+        choices = [("", f"SGLang: default ({DEFAULT})"), *((v, f"SGLang {v}") for v in reversed(COVERED))]
     elif name == "runtime":
         choices = [("vllm", "vLLM"), ("sglang", "SGLang"), ("llama.cpp", "llama.cpp"), ("ollama", "Ollama")]
     elif name == "attention_backend":
@@ -344,9 +344,9 @@ def _picker_default(name: str) -> str | None:
     if name == "vllm_version":
         return default_release()
     if name == "sglang_version":
-        from calculator.runtimes.sglang.releases import COVERED
+        from calculator.runtimes.sglang.releases import DEFAULT
 
-        return COVERED[-1]
+        return DEFAULT
     if name == "llamacpp_release":
         from calculator.runtimes.llamacpp.memory import RELEASES
 

@@ -34,6 +34,11 @@ CHOICES.update({
     "0.5.3": (_V5, f"{_SA}:89"), "0.5.3.post1": (_V5, f"{_SA}:89"),
     "0.5.7": (_V5 + ("intel_xpu",), f"{_SA}:117"), "0.5.8.post1": (_V5 + ("intel_xpu",), f"{_SA}:119"),
     "0.5.9": (_V5 + ("intel_xpu",), f"{_SA}:122"), "0.5.10.post1": (_V5 + ("intel_xpu",), f"{_SA}:127"),
+    # 0.5.23: cutlass_mla and dual_chunk_flash_attn are gone; dsa (nsa its old name), qsa, dsv4, cutedsl_mla, hpc_ops, ...
+    "0.5.23": (("triton", "torch_native", "flex_attention", "dsa", "nsa", "qsa", "dsv4", "compressed", "fa3", "fa4",
+                "flashinfer", "llada2_cfg_flashinfer", "flashmla", "trtllm_mla", "cutedsl_mla", "tokenspeed_mla",
+                "trtllm_mha", "hpc_ops", "minicpm_flashattn", "minicpm_flashinfer", "aiter", "wave", "intel_amx",
+                "ascend", "intel_xpu"), "sglang/srt/arg_groups/choices.py:69"),
 })
 
 # Line numbers of the checks, per release (None: the check does not exist in that release).
@@ -60,7 +65,41 @@ _L: dict[str, dict[str, int | None]] = {
                      "trtllm_mha": 2375, "trtllm_mha_decode": 2388, "flashmla_page": 2325, "cutlass_page": 2334,
                      "fa3_e5m2": 2399, "fa4": 2410, "mla_only_reg": 51, "mha_only_reg": 158, "nsa": 1537,
                      "gptoss": 1697, "fa3_default_list": 2676},
+    # 0.5.23: the checks left server_args.py for the arg_groups hooks, the override registry and the model overrides;
+    # each entry names its file
+    "0.5.23": {"default": ("sglang/srt/arg_groups/model_override_base.py", 277), "fa3_reg": (_REG, 244),
+               "mla_only_reg": (_REG, 97), "mha_only_reg": (_REG, 280),
+               "trtllm_mla_sm": ("sglang/srt/arg_groups/overrides.py", 1212),
+               "trtllm_mla_kv": ("sglang/srt/arg_groups/overrides.py", 1216),
+               "trtllm_mla_page": ("sglang/srt/arg_groups/overrides.py", 1161),
+               "trtllm_mha": ("sglang/srt/arg_groups/attention_hook.py", 204),
+               "trtllm_mha_decode": ("sglang/srt/arg_groups/attention_hook.py", 226),
+               "trtllm_mha_sm120_fp8": ("sglang/srt/arg_groups/attention_hook.py", 209),
+               "trtllm_mha_page": ("sglang/srt/arg_groups/overrides.py", 1185),
+               "flashmla_page": ("sglang/srt/arg_groups/overrides.py", 1152), "cutlass_page": None,
+               "fa3_e5m2": ("sglang/srt/arg_groups/overrides.py", 1266),
+               "fa4": ("sglang/srt/arg_groups/overrides.py", 1294),
+               "nsa": ("sglang/srt/arg_groups/model_overrides/deepseek_v2.py", 103),
+               "gptoss": ("sglang/srt/arg_groups/model_overrides/gpt_oss.py", 29),
+               "deepseek_sm100": ("sglang/srt/arg_groups/model_overrides/deepseek_v2.py", 185),
+               "gdn_sm100": ("sglang/srt/arg_groups/model_overrides/qwen3_5.py", 28),
+               "fa3_default_list": None},
 }
+
+# sglang==0.5.23 configs/model_config.py:191 is_deepseek_dsa (with index_topk set): the dsa backend's models
+_DSA_ARCHS_0523 = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLMNextN",
+                   "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration", "GlmMoeDsaForCausalLM",
+                   "GlmMoeDsaForCausalLMNextN", "Glm5NextForConditionalGenerationNextN", "Glm5NextForConditionalGeneration",
+                   "LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN", "Dots3NoteForCausalLM",
+                   "Dots3NoteForCausalLMNextN", "HYV4ForCausalLM", "HYV4ForCausalLMNextN")
+# sglang==0.5.23 arg_groups/model_overrides/deepseek_v2.py:37-50: the family whose non-DSA members get trtllm_mla on SM100
+_DEEPSEEK_FAMILY_0523 = ("DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration", "MistralLarge3ForCausalLM",
+                         "PixtralForConditionalGeneration", "Glm5NextForConditionalGeneration", "HYV4ForCausalLM",
+                         "HYV4ForCausalLMNextN", "LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN",
+                         "Dots3NoteForCausalLM")
+# sglang==0.5.23 configs/model_config.py:88 SWA_SINK_ARCHS: models with attention sinks (flashinfer cannot run them)
+_SINK_ARCHS_0523 = ("GptOssForCausalLM", "GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM", "IQuestQ1ForCausalLM",
+                    "IQuestQ1MTP")
 
 _FA3_DEFAULT = {
     "0.4.10.post2": {"Qwen2ForCausalLM", "Llama4ForConditionalGeneration", "LlamaForCausalLM", "Gemma2ForCausalLM",
@@ -107,9 +146,14 @@ def _features(hf_config: dict[str, Any]) -> dict[str, Any]:
             c = hf_config[key]
     arch = (hf_config.get("architectures") or ["?"])[0]
     mla = bool(c.get("kv_lora_rank"))
+    head_dim = c.get("head_dim")
     return {
         "arch": arch, "mla": mla,
         "nsa": mla and arch in ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM") and c.get("index_topk") is not None,
+        "dsa": arch in _DSA_ARCHS_0523 and c.get("index_topk") is not None,
+        # ModelConfig.has_asymmetric_kv / has_attention_sinks (0.5.23)
+        "asymmetric_kv": not mla and head_dim is not None and c.get("v_head_dim") not in (None, head_dim),
+        "sinks": arch in _SINK_ARCHS_0523 or bool(c.get("learnable_sink")),
         "kv_heads": c.get("num_key_value_heads") or c.get("num_attention_heads") or 0,
         "sliding_window": bool(c.get("sliding_window")) and c.get("use_sliding_window") is not False,
         "hybrid_linear": bool(c.get("linear_num_value_heads") or c.get("layers_block_type")
@@ -129,6 +173,8 @@ def _c(release: str, key: str, path: str = _SA) -> str:
     line = _L[release].get(key)
     if line is None:
         raise KeyError(key)
+    if isinstance(line, tuple):  # 0.5.23: the entry names its own file
+        path, line = line
     return f"sglang=={release} {path}:{line}"
 
 
@@ -153,6 +199,8 @@ def default_backend(release: str, gpu: GPU, hf_config: dict[str, Any], *, tp_siz
         b = "triton" if hip else "flashinfer"
         return BackendChoice(backend=b, reason="flashinfer if installed, else triton",
                              source=f"sglang=={release} {_SA}:241")
+    if at_least(release, "0.5.23"):
+        return _default_backend_0523(release, f, hip, major, tp_size, speculative_algorithm, speculative_eagle_topk)
     if f["nsa"] and at_least(release, "0.5.3"):
         return BackendChoice(backend="nsa", reason="DeepSeek NSA models get the nsa backend",
                              source=_c(release, "nsa"))
@@ -188,6 +236,53 @@ def default_backend(release: str, gpu: GPU, hf_config: dict[str, Any], *, tp_siz
             return BackendChoice(backend="trtllm_mha", reason="MHA on SM100 (B200/GB200)", source=where)
         if hip:
             return BackendChoice(backend="aiter", reason="MHA on ROCm", source=where)
+        return BackendChoice(backend="flashinfer", reason="MHA elsewhere: flashinfer (installed with the CUDA wheel)",
+                             source=where)
+    if major == 9 and not hip:
+        return BackendChoice(backend="fa3", reason="MLA on Hopper", source=where)
+    if major == 10:
+        return BackendChoice(backend="flashinfer", reason="MLA on SM100", source=where)
+    if hip:
+        heads = max(1, f["kv_heads"] // tp_size)
+        if heads in (16, 128):
+            return BackendChoice(backend="aiter", reason=f"MLA on ROCm with {heads} heads per rank (aiter: 16 or 128)",
+                                 source=where)
+        return BackendChoice(backend="triton", reason=f"MLA on ROCm with {heads} heads per rank (aiter needs 16 or 128)",
+                             source=where)
+    return BackendChoice(backend="triton", reason="MLA elsewhere", source=where)
+
+
+def _default_backend_0523(release: str, f: dict[str, Any], hip: bool, major: int | None, tp_size: int,
+                          speculative_algorithm: str | None, speculative_eagle_topk: int | None) -> BackendChoice:
+    """SGLang 0.5.23: the model overrides first (DSA -> dsa, gpt-oss, the DeepSeek family on SM100, Qwen3.5 / Qwen3-Next
+    on SM100), then ``get_default_attn_backend`` (arg_groups/model_override_base.py:277-353)."""
+    where = _c(release, "default")
+    topk_one = speculative_algorithm is None or (speculative_eagle_topk or 1) == 1
+    if f["dsa"]:
+        return BackendChoice(backend="dsa", reason="DeepSeek DSA models get the dsa backend", source=_c(release, "nsa"))
+    if f["arch"] == "GptOssForCausalLM":
+        b = "trtllm_mha" if major == 10 else "fa3" if major == 9 else "aiter" if hip else "triton"
+        return BackendChoice(backend=b, reason="gpt-oss: trtllm_mha on SM100, fa3 on SM90, aiter on ROCm, else triton",
+                             source=_c(release, "gptoss"))
+    if f["mla"] and major == 10 and f["arch"] in _DEEPSEEK_FAMILY_0523:
+        return BackendChoice(backend="trtllm_mla", reason=f"{f['arch']} on SM100: SGLang's model-specific default",
+                             source=_c(release, "deepseek_sm100"))
+    if f["hybrid_linear"] and major == 10:
+        raise EngineInputError("attention_backend", f"SGLang {release}'s default backend for hybrid GDN models on SM100 "
+                               "(triton, or trtllm_mha with 64-token pages with the Mamba extra buffer or speculative "
+                               f"decoding, {_c(release, 'gdn_sm100')}) is not modelled; pass --attention-backend")
+    if not f["mla"]:
+        if major == 9 and not hip and topk_one:
+            return BackendChoice(backend="fa3", reason="MHA on Hopper (CUDA >= 12.3)", source=where)
+        # SM100: only when the EAGLE topk is known by then (given, or no speculative decoding)
+        if major == 10 and topk_one and (speculative_algorithm is None or speculative_eagle_topk is not None):
+            if f["asymmetric_kv"]:
+                return BackendChoice(backend="fa4", reason="MHA on SM100 with K and V of different widths", source=where)
+            return BackendChoice(backend="trtllm_mha", reason="MHA on SM100 (B200/GB200)", source=where)
+        if hip:
+            return BackendChoice(backend="aiter", reason="MHA on ROCm", source=where)
+        if f["sinks"]:
+            return BackendChoice(backend="triton", reason="MHA with attention sinks (flashinfer has none)", source=where)
         return BackendChoice(backend="flashinfer", reason="MHA elsewhere: flashinfer (installed with the CUDA wheel)",
                              source=where)
     if major == 9 and not hip:
@@ -241,7 +336,8 @@ def check_backend(release: str, gpu: GPU, hf_config: dict[str, Any], backend: st
             verdict = "depends"
         reasons.append(Reason(text=text, source=src))
 
-    cuda_only = {"flashinfer", "fa3", "fa4", "trtllm_mha", "trtllm_mla", "flashmla", "cutlass_mla", "nsa"}
+    cuda_only = {"flashinfer", "fa3", "fa4", "trtllm_mha", "trtllm_mla", "flashmla", "cutlass_mla", "nsa",
+                 "cutedsl_mla", "tokenspeed_mla", "hpc_ops"}
     if hip and backend in cuda_only:
         no(f"{backend} is a CUDA (NVIDIA) kernel library; not built for ROCm", f"sglang=={release} {_REG}")
     if not hip and backend in ("aiter", "wave"):
@@ -251,6 +347,13 @@ def check_backend(release: str, gpu: GPU, hf_config: dict[str, Any], backend: st
             depends("MLA with torch_native is not a tested path in 0.4.3", f"sglang=={release} {_MR}:612")
         return BackendVerdict(backend=backend, verdict=verdict, reasons=reasons, page_size=page or 1,
                               is_default=default_backend(release, gpu, hf_config).backend == backend)
+    if at_least(release, "0.5.23"):
+        page = _check_0523(release, f, backend, hip, sm, kv_cache_dtype, page, speculative_algorithm,
+                           speculative_eagle_topk, tp_size, no, adjust, depends)
+        dflt = default_backend(release, gpu, hf_config, tp_size=tp_size, speculative_algorithm=speculative_algorithm,
+                               speculative_eagle_topk=speculative_eagle_topk)
+        return BackendVerdict(backend=backend, verdict=verdict, reasons=reasons, page_size=page or 1,
+                              is_default=dflt.backend == backend)
     L = _L[release]
     where = _c(release, "default", _MR if not at_least(release, "0.5.7") else _SA)
     if backend == "nsa" and not f["nsa"]:
@@ -325,7 +428,74 @@ def check_backend(release: str, gpu: GPU, hf_config: dict[str, Any], backend: st
                           is_default=dflt.backend == backend)
 
 
+# 0.5.23 choices this module has no rules for (model- or kernel-specific): answered "depends", left out of the table
+_MODEL_SPECIFIC_0523 = ("qsa", "dsv4", "compressed", "llada2_cfg_flashinfer", "minicpm_flashattn", "minicpm_flashinfer",
+                        "hpc_ops", "cutedsl_mla", "tokenspeed_mla")
+
+
+def _check_0523(release, f, backend, hip, sm, kv_cache_dtype, page, speculative_algorithm, speculative_eagle_topk,
+                tp_size, no, adjust, depends) -> int | None:
+    """The checks of SGLang 0.5.23 (each cited): returns the page size it ends with."""
+    major = sm[0] if sm else None
+    if backend in _MODEL_SPECIFIC_0523:
+        depends(f"{backend} is a model-specific or kernel-specific backend of SGLang {release}; its checks are not "
+                "modelled here", f"sglang=={release} {_REG}")
+    if backend in ("nsa", "dsa") and not f["dsa"]:
+        no(f"the {backend} backend is for DeepSeek DSA models (V3.2, GLM-5)", _c(release, "nsa"))
+    if f["dsa"] and backend not in ("nsa", "dsa"):
+        depends("DeepSeek DSA normally runs on the dsa backend (SGLang sets it when none is given)", _c(release, "nsa"))
+    if backend == "fa3" and not hip:
+        if not (major == 9 or (major == 8 and not f["mla"])):
+            no("FlashAttention v3 Backend requires SM>=80 and SM<=90 (SM8x only without MLA)", _c(release, "fa3_reg"))
+        if kv_cache_dtype == "fp8_e5m2":
+            adjust("FlashAttention3 only supports fp8_e4m3 if using FP8; SGLang switches to triton", _c(release, "fa3_e5m2"))
+    if backend == "fa4":
+        if not f["mla"] and major == 10 and (speculative_eagle_topk or 0) <= 1:
+            page = 128
+            adjust("FA4 backend only supports page size 128 for non-MLA models on SM100; page_size set to 128",
+                   _c(release, "fa4"))
+        depends("FA4 kernels target Blackwell/Hopper; SGLang does not check the GPU itself", f"sglang=={release} {_REG}")
+    if backend == "trtllm_mha":
+        if f["mla"]:
+            no("trtllm_mha backend can only be used with non-MLA models", _c(release, "mha_only_reg"))
+        if major not in (9, 10, 12):
+            no("TRTLLM MHA backend requires Hopper (SM90), Blackwell (SM100) or SM120 GPUs", _c(release, "trtllm_mha"))
+        elif major == 12 and kv_cache_dtype == "fp8_e4m3":
+            no("TRTLLM FMHAv2 prefill on SM120 does not support fp8_e4m3 KV cache", _c(release, "trtllm_mha_sm120_fp8"))
+        if page not in (16, 32, 64, 128):
+            page = 64
+            adjust("TensorRT-LLM MHA only supports page_size 16, 32, 64 or 128; page_size set to 64",
+                   _c(release, "trtllm_mha_page"))
+        if speculative_algorithm and (speculative_eagle_topk or 1) > 1:
+            no("trtllm_mha backend only supports topk = 1 for speculative decoding",
+               f"sglang=={release} sglang/srt/arg_groups/speculative_hook.py:1179")
+    if backend == "trtllm_mla":
+        if not f["mla"]:
+            no("trtllm_mla backend can only be used with MLA models", _c(release, "mla_only_reg"))
+        if major not in (10, 11, 12):
+            no("TRTLLM MLA backend is only supported on Blackwell GPUs (SM100/SM12x)", _c(release, "trtllm_mla_sm"))
+        if kv_cache_dtype not in ("fp8_e4m3", "bf16", "auto"):
+            no("TensorRT-LLM MLA backend only supports kv-cache-dtype fp8_e4m3, bf16 or auto", _c(release, "trtllm_mla_kv"))
+        if page not in (32, 64):
+            page = 64
+            adjust("TensorRT-LLM MLA only supports page_size 32 or 64; page_size set to 64", _c(release, "trtllm_mla_page"))
+    if backend == "flashmla":
+        if not f["mla"]:
+            no("flashmla is an MLA kernel; this model has no MLA (kv_lora_rank)", f"sglang=={release} {_REG}")
+        if page != 64:
+            page = 64
+            adjust("FlashMLA only supports a page_size of 64; page_size set to 64", _c(release, "flashmla_page"))
+        depends("flashmla kernels are built for Hopper/Blackwell; SGLang does not check the GPU itself",
+                f"sglang=={release} {_REG}")
+    if backend == "aiter" and f["mla"] and hip:
+        heads = max(1, f["kv_heads"] // tp_size)
+        if heads not in (16, 128):
+            depends(f"aiter MLA supports 16 or 128 heads per rank; this model has {heads} (SGLang's default picks triton)",
+                    _c(release, "default"))
+    return page
+
+
 def backends_table(release: str, gpu: GPU, hf_config: dict[str, Any], **kw: Any) -> list[BackendVerdict]:
     """:func:`check_backend` for every choice of the release (same keyword arguments)."""
     return [check_backend(release, gpu, hf_config, b, **kw) for b in CHOICES[check_release(release)][0]
-            if b not in ("intel_amx", "ascend", "intel_xpu")]
+            if b not in ("intel_amx", "ascend", "intel_xpu") + _MODEL_SPECIFIC_0523]

@@ -14,6 +14,7 @@ import re
 from calculator.engine.errors import EngineInputError
 
 from .memory import SGLangPlan
+from .releases import at_least
 
 _MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/@:+~-]{0,300}$")
 
@@ -35,11 +36,17 @@ def launch_argv(plan: SGLangPlan, model_path: str, *, python: str = "python", po
     if port is not None and not 0 < port < 65536:
         raise EngineInputError("port", "must be between 1 and 65535")
     argv = [python, "-m", "sglang.launch_server", "--model-path", model_path, "--tp-size", str(plan.tp_size)]
-    if plan.dp_size > 1:
-        argv += ["--dp-size", str(plan.dp_size)]
-    if plan.enable_dp_attention and plan.dp_size > 1:
-        # (0.5.7 turns DP attention on by itself for DeepSeek NSA with dp_size 1: nothing to pass)
-        argv += ["--enable-dp-attention"]
+    new_flags = at_least(plan.release, "0.5.23")
+    if new_flags and plan.enable_dp_attention and plan.dp_size > 1:
+        # 0.5.23: --dp-size N --enable-dp-attention is deprecated for --attn-dp-size N
+        # (sglang==0.5.23 sglang/srt/server_args.py:419, arg_groups/parallel_hook.py:39)
+        argv += ["--attn-dp-size", str(plan.dp_size)]
+    else:
+        if plan.dp_size > 1:
+            argv += ["--dp-size", str(plan.dp_size)]
+        if plan.enable_dp_attention and plan.dp_size > 1:
+            # (0.5.7 turns DP attention on by itself for DeepSeek NSA with dp_size 1: nothing to pass)
+            argv += ["--enable-dp-attention"]
     if plan.ep_size > 1:
         argv += ["--ep-size", str(plan.ep_size)]
     if plan.pp_size > 1:
@@ -47,8 +54,10 @@ def launch_argv(plan: SGLangPlan, model_path: str, *, python: str = "python", po
     argv += ["--mem-fraction-static", f"{plan.mem_fraction_static:.4g}"] if pin_defaults else []
     argv += ["--context-length", str(plan.context_length)] if pin_defaults else []
     if pin_defaults:
+        # 0.5.23 has no --cuda-graph-max-bs: the decode phase's is --cuda-graph-max-bs-decode
+        # (sglang==0.5.23 sglang/srt/arg_groups/fields/exec_.py:629)
         argv += ["--chunked-prefill-size", str(plan.chunked_prefill_size),
-                 "--cuda-graph-max-bs", str(plan.cuda_graph_max_bs)]
+                 "--cuda-graph-max-bs-decode" if new_flags else "--cuda-graph-max-bs", str(plan.cuda_graph_max_bs)]
         if plan.page_size > 1:
             argv += ["--page-size", str(plan.page_size)]
     # SGLang's own names (server_args.py --kv-cache-dtype choices: auto, fp8_e5m2, fp8_e4m3, ...): a vLLM-style

@@ -52,7 +52,7 @@ from calculator.engine.gpus import GPU
 from calculator.engine.weights import resolve_quant
 
 from . import releases as R
-from .compat import check_backend, default_backend
+from .compat import _DSA_ARCHS_0523, check_backend, default_backend
 from .releases import at_least, check_release, cite
 from .startup import startup_overhead
 from .weights import estimate as estimate_weights
@@ -176,7 +176,10 @@ def nsa_architectures(release: str) -> tuple[str, ...]:
     """The ``architectures[0]`` values SGLang ``release`` treats as DeepSeek NSA/DSA (with ``index_topk`` set):
     ``is_deepseek_nsa`` of ``sglang/srt/configs/model_config.py`` (``cite(release, "nsa_archs")``). 0.5.3 and
     0.5.3.post1: DeepSeek V3/V3.2 only; 0.5.7 and 0.5.8.post1 add the NextN draft, Mistral Large 3 and Pixtral;
-    0.5.9 and 0.5.10.post1 add GLM-5 (``GlmMoeDsaForCausalLM``)."""
+    0.5.9 and 0.5.10.post1 add GLM-5 (``GlmMoeDsaForCausalLM``); 0.5.23 names them DSA (``is_deepseek_dsa``) and adds
+    GLM-5 Next, LongCat-Flash, Dots3 and HYV4 (the memory plan refuses DSA there)."""
+    if at_least(release, "0.5.23"):
+        return _DSA_ARCHS_0523
     archs = _NSA_ARCHS
     if at_least(release, "0.5.7"):
         archs += ("DeepseekV3ForCausalLMNextN", "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration")
@@ -190,6 +193,63 @@ _MAMBA2_TYPES = {"nemotron_h", "mamba2", "bamba", "granitemoehybrid", "falcon_h1
 _PIECEWISE_OFF_ARCHS = {"DeepseekV32ForCausalLM", "Qwen3NextForCausalLM", "GlmMoeDsaForCausalLM",
                         "BailingMoeV2_5ForCausalLM", "LLaDAModelLM"}
 _GEMMA_SWA = {"Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"}
+
+# sglang==0.5.23 configs/model_config.py:2651 is_hybrid_swa_model (with SWA_SINK_ARCHS, :88, and MIMO_V2_MODEL_ARCHS, :74)
+_HYBRID_SWA_0523 = {"BeamForCausalLM", "Llama4ForConditionalGeneration", "DeepseekV4ForCausalLM",
+                    "DeepseekV4ForCausalLMNextN", "DeepseekV4ForCausalLMDSpark", "GptOssForCausalLM",
+                    "GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM", "IQuestQ1ForCausalLM", "IQuestQ1MTP",
+                    "MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM", "MiMoV2MTP", "Step3p5ForCausalLM", "Step3p5MTP",
+                    "Step3p7ForConditionalGeneration", "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration",
+                    "EmbeddingGemma2Model", "Gemma4UnifiedForConditionalGeneration", "DiffusionGemmaForBlockDiffusion",
+                    "LagunaForCausalLM", "MellumForCausalLM", "MuseGlimmerForCausalLM",
+                    "MuseGlimmerForConditionalGeneration", "InklingForConditionalGeneration",
+                    "InklingForConditionalGenerationMTP", "UnlimitedOCRForCausalLM"}
+# sglang==0.5.23 configs/model_config.py:2391 multimodal_model_archs (is_multimodal); :692 the ones served text-only
+# unless --enable-multimodal; :2501 the multimodal ones that keep the breakable prefill CUDA graph
+_MM_ARCHS_0523 = {
+    "CLIPModel", "Cohere2VisionForConditionalGeneration", "Cosmos3EdgeForConditionalGeneration", "DeepseekVL2ForCausalLM",
+    "Ernie4_5_VLMoeForConditionalGeneration", "MiniMaxM3SparseForConditionalGeneration", "Gemma3ForConditionalGeneration",
+    "Gemma3nForConditionalGeneration", "Gemma4ForConditionalGeneration", "EmbeddingGemma2Model",
+    "Gemma4UnifiedForConditionalGeneration", "DiffusionGemmaForBlockDiffusion", "Glm4vForConditionalGeneration",
+    "Glm4vMoeForConditionalGeneration", "Glm5NextForConditionalGeneration", "GlmOcrForConditionalGeneration",
+    "GlmAsrForConditionalGeneration", "GlmImageForConditionalGeneration", "Grok1VForCausalLM", "Grok1AForCausalLM",
+    "LlavaLlamaForCausalLM", "Llama4ForConditionalGeneration", "LlavaMistralForCausalLM", "LlavaQwenForCausalLM",
+    "LlavaForConditionalGeneration", "LlavaVidForCausalLM", "Lfm2VlForConditionalGeneration",
+    "LightOnOCRForConditionalGeneration", "MiMoV2ForCausalLM", "MiMoV2ASRForCausalLM", "MiniCPMO", "MiniCPMV",
+    "Mistral3ForConditionalGeneration", "MultiModalityCausalLM", "MllamaForConditionalGeneration",
+    "MossVLForConditionalGeneration", "NemotronH_Nano_VL_V2", "NemotronH_Nano_Omni_Reasoning_V3",
+    "NemotronH_Omni_Reasoning_V3", "MuseGlimmerForConditionalGeneration", "MuseSparkForConditionalGeneration",
+    "PixtralForConditionalGeneration", "Qwen2AudioForConditionalGeneration", "Qwen2VLForConditionalGeneration",
+    "Qwen2_5_VLForConditionalGeneration", "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
+    "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration", "Qwen4ExpForConditionalGeneration",
+    "InternS2PreviewForConditionalGeneration", "InternS2MobiusForConditionalGeneration",
+    "Qwen3ASRForConditionalGeneration", "Qwen3OmniMoeForConditionalGeneration", "KimiVLForConditionalGeneration",
+    "LocateAnythingForConditionalGeneration", "InternVLChatModel", "InternS1ForConditionalGeneration",
+    "InternS1ProForConditionalGeneration", "Phi4MMForCausalLM", "VoxtralForConditionalGeneration",
+    "WhisperForConditionalGeneration", "Step3VLForConditionalGeneration", "POINTSV15ChatModel", "DotsVLMForCausalLM",
+    "Dots3NoteForCausalLM", "DotsOCRForCausalLM", "Sarashina2VisionForCausalLM", "NVILAForConditionalGeneration",
+    "NVILALiteForConditionalGeneration", "DeepseekOCRForCausalLM", "UnlimitedOCRForCausalLM",
+    "JetVLMForConditionalGeneration", "PaddleOCRVLForConditionalGeneration", "MiDashengLMModel",
+    "StepVLForConditionalGeneration", "Step3p7ForConditionalGeneration", "KimiK25ForConditionalGeneration",
+    "BailingMMNativeForConditionalGeneration", "BailingMM2NativeForConditionalGeneration",
+    "BailingMoeV3VLForConditionalGeneration"}
+_MM_TEXT_ONLY_0523 = {"Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration", "Step3VLForConditionalGeneration",
+                      "InklingForConditionalGeneration"}
+_MM_BREAKABLE_0523 = {"MiniMaxM3SparseForConditionalGeneration", "Cohere2VisionForConditionalGeneration",
+                      "Glm5NextForConditionalGeneration", "InternS2MobiusForConditionalGeneration",
+                      "PaddleOCRVLForConditionalGeneration", "Qwen3_5ForConditionalGeneration",
+                      "Qwen3_5MoeForConditionalGeneration", "Qwen4ExpForConditionalGeneration",
+                      "MuseGlimmerForConditionalGeneration", "MuseSparkForConditionalGeneration",
+                      "KimiK3ForConditionalGeneration", "KimiK25ForConditionalGeneration", "MiniMaxM3SparseForCausalLM"}
+def is_multimodal_0523(arch: str, hf_config: dict[str, Any]) -> bool:
+    """SGLang 0.5.23's ``ModelConfig.is_multimodal`` by default: the architecture is in ``multimodal_model_archs``
+    (configs/model_config.py:2391) and not among those served text-only unless ``--enable-multimodal`` is passed
+    (:692-702; MiMo-V2 only with both a vision and an audio config, :703-712)."""
+    if arch not in _MM_ARCHS_0523 or arch in _MM_TEXT_ONLY_0523:
+        return False
+    if arch == "MiMoV2ForCausalLM":
+        return "vision_config" in hf_config and "audio_config" in hf_config
+    return True
 
 
 def _text(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -252,6 +312,17 @@ def gpu_defaults(release: str, gpu_mem_mib: float, tp_size: int) -> tuple[int, i
         # DP attention) -- not needed by the mem_fraction_static table of this release.
         bs = (8 if tp_size < 4 else 80) if gpu_mem_mib < 35 * 1024 else 160
         return chunk, bs, src
+    if at_least(release, "0.5.23"):
+        # handle_gpu_memory_settings: 4096 / 48 (160 at TP >= 4) below 35 GiB (the RTX 5090 bucket), the rest as before
+        if gpu_mem_mib < 20 * 1024:
+            return 2048, 8, src
+        if gpu_mem_mib < 35 * 1024:
+            return 4096, (48 if tp_size < 4 else 160), src
+        if gpu_mem_mib < 60 * 1024:
+            return 4096, (32 if tp_size < 4 else 160), src
+        if gpu_mem_mib < 160 * 1024:
+            return 8192, (256 if tp_size < 4 else 512), src
+        return 16384, 512, src
     small_bs = 16 if release in ("0.5.3", "0.5.3.post1") else 24
     if gpu_mem_mib < 20 * 1024:
         return 2048, 8, src
@@ -271,7 +342,8 @@ def spec_max_running(release: str) -> int:
 
 
 def _piecewise_tokens(max_tokens: int) -> list[int]:
-    """``_generate_piecewise_cuda_graph_tokens`` (0.5.10 server_args.py)."""
+    """``_generate_piecewise_cuda_graph_tokens`` (0.5.10 server_args.py); the same sizes as 0.5.23's
+    ``generate_prefill_cuda_graph_batch_sizes`` (arg_groups/cuda_graph_hook.py:480)."""
     sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32))
              + list(range(576, 1025, 64)) + list(range(1280, 4097, 256)) + list(range(4608, max_tokens + 1, 512)))
     return [s for s in sizes if s <= max_tokens]
@@ -280,7 +352,8 @@ def _piecewise_tokens(max_tokens: int) -> list[int]:
 def default_mem_fraction_static(release: str, *, gpu_mem_mib: float, tp_size: int, pp_size: int, dp_size: int,
                                 enable_dp_attention: bool, chunked_prefill_size: int, cuda_graph_max_bs: int,
                                 speculative_algorithm: str | None, piecewise_cuda_graph: bool,
-                                use_mla: bool) -> tuple[float, float | None, str]:
+                                use_mla: bool, decode_cuda_graph: bool = True,
+                                piecewise_cuda_graph_max_tokens: int = 0) -> tuple[float, float | None, str]:
     """``(mem_fraction_static, reserved_mib, citation)`` as ``ServerArgs`` sets it when the flag is not
     passed (before the multimodal and aiter adjustments, see :func:`plan`).
 
@@ -291,6 +364,12 @@ def default_mem_fraction_static(release: str, *, gpu_mem_mib: float, tp_size: in
       + TP*PP/8 GiB (+ 3 * bs * dp, + 1.5 * bs * dp above bs 300, with DP attention) (+ piecewise CUDA
       graphs in 0.5.10: 8 MiB per captured size, 1.5 GiB for MLA); at least 10 GiB above 60 GiB GPUs;
       + 6 GiB STANDALONE, + 2 GiB (4 GiB in 0.5.10) other draft methods, none for NGRAM.
+    - 0.5.23 (arg_groups/memory_hook.py:281-328, reserve_for_graph_mb :357-399): 512 MiB + 1.5 * max(chunked_prefill_size,
+      2048) (``max_prefill_tokens`` when chunked prefill is off) + TP*PP/8 GiB + 2 * cuda_graph_max_bs only while the
+      decode CUDA graph is on (+ 3 * bs * dp, + 1.5 * bs * dp above bs 300, with DP attention) + the breakable prefill
+      graph while it is on (8 MiB per captured size up to ``piecewise_cuda_graph_max_tokens``, 1.5 GiB for MLA); at
+      least 10 GiB above 60 GiB GPUs; nothing for speculative decoding (the draft's weights and KV are counted in the
+      pool itself, see :func:`plan`).
     Then ``round((gpu_mem - reserved) / gpu_mem, 3)``.
     """
     src = cite(release, "mfs_default")
@@ -311,6 +390,20 @@ def default_mem_fraction_static(release: str, *, gpu_mem_mib: float, tp_size: in
             reserved += 2 * 1024
         if enable_dp_attention:
             reserved += 4 * 1024
+        return round((gpu_mem_mib - reserved) / gpu_mem_mib, 3), reserved, cite(release, "mfs_reserved")
+    if at_least(release, "0.5.23"):
+        activation = max(chunked_prefill_size if chunked_prefill_size > 0 else 16384, 2048)
+        reserved = 512 + activation * 1.5 + ps / 8 * 1024
+        if decode_cuda_graph:
+            reserved += cuda_graph_max_bs * 2
+        if enable_dp_attention:
+            reserved += cuda_graph_max_bs * dp_size * 3
+            if cuda_graph_max_bs > 300:
+                reserved += cuda_graph_max_bs * dp_size * 1.5
+        if piecewise_cuda_graph:
+            reserved += 1.5 * 1024 if use_mla else len(_piecewise_tokens(piecewise_cuda_graph_max_tokens)) * 8
+        if gpu_mem_mib > 60 * 1024:
+            reserved = max(reserved, 10 * 1024)
         return round((gpu_mem_mib - reserved) / gpu_mem_mib, 3), reserved, cite(release, "mfs_reserved")
     reserved = 512 + max(chunked_prefill_size, 2048) * 1.5 + cuda_graph_max_bs * 2 + ps / 8 * 1024
     if enable_dp_attention:
@@ -401,6 +494,12 @@ def startup_overhead_gib(gpu: GPU, world: int, exclude_record: str | None = None
 def _spec_defaults(release: str, algo: str, arch: str) -> tuple[int, int, int]:
     if release == "0.4.3.post4":
         return 5, 4, 8
+    if at_least(release, "0.5.23"):
+        # arg_groups/speculative_hook.py:1430-1461 _auto_choose_speculative_params: STANDALONE and every model but
+        # Llama and Grok-1 (3, 1, 4)
+        if algo == "STANDALONE":
+            return 3, 1, 4
+        return (5, 4, 8) if arch in ("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM") else (3, 1, 4)
     if algo == "STANDALONE" and release != "0.4.10.post2":
         return 3, 1, 4
     deepseek_like = {"DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM", "DeepseekV32ForCausalLM", "GptOssForCausalLM",
@@ -429,7 +528,8 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
          draft_weights_bytes: int | None = None,
          free_memory_before_load_gib: float | None = None, gpu_memory_capacity_mib: float | None = None,
          attention_backend: str | None = None, disable_cuda_graph: bool = False,
-         disable_radix_cache: bool = False, disable_piecewise_cuda_graph: bool = False) -> SGLangPlan:
+         disable_radix_cache: bool = False, disable_piecewise_cuda_graph: bool = False,
+         model_path: str | None = None) -> SGLangPlan:
     """SGLang's per-rank memory plan for ``hf_config`` (a config.json dict) on ``gpu`` with SGLang
     ``release`` and the given ``launch_server`` flags (SGLang's own names, snake_case).
 
@@ -442,8 +542,11 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
       ``gpu_memory_capacity_mib``: what ``nvidia-smi``/``rocminfo`` reports (SGLang's defaults read it);
       else the catalog's ``memory_gib * 1024``. ``attention_backend``: the resolved backend when it changes
       memory (``aiter`` x0.85 on ROCm; the page size some backends force); else SGLang's default for the GPU
-      (:mod:`.compat`). ``disable_cuda_graph`` is accepted for the command line only: SGLang's reserve
-      formula does not look at it, so the pool does not change.
+      (:mod:`.compat`). ``disable_cuda_graph``: up to 0.5.10 for the command line only (SGLang's reserve formula
+      does not look at it); from 0.5.23 it turns both CUDA graphs off and the reserve leaves their share out.
+      ``disable_piecewise_cuda_graph``: the piecewise (0.5.10) / breakable prefill (0.5.23,
+      ``--disable-prefill-cuda-graph``) CUDA graph off. ``model_path``: the ``--model-path`` (SGLang 0.5.23 caps the
+      prefill graph at 4096 tokens when it contains "llama-2").
 
     Returns: :class:`SGLangPlan` (GiB, per rank).
     Raises: EngineInputError naming the field for anything not modelled or invalid.
@@ -478,12 +581,35 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                                    "--speculative-algorithm takes EAGLE or NEXTN, server_args.py:749)")
         if speculative_algorithm == "MTP":
             speculative_algorithm = "NEXTN"
+        if speculative_algorithm == "STANDALONE" and enable_dp_attention and at_least(release, "0.5.23"):
+            raise EngineInputError("speculative_algorithm", "SGLang 0.5.23 refuses STANDALONE speculative decoding with "
+                                   "DP attention (sglang/srt/arg_groups/speculative_hook.py:1078-1084)")
 
     sources: list[Source] = []
     notes: list[str] = []
 
     def src(field: str, value: Any, kind: str, where: str) -> None:
         sources.append(Source(field=field, value=str(value), kind=kind, source=where))
+
+    def draft_weights_gib(algo: str, attn_tp_: int) -> float:
+        """The draft's weights on one rank (GiB), recorded in ``sources``."""
+        if draft_weights_bytes is not None:
+            dw_ = draft_weights_bytes / GIB
+            src("speculative.draft_weights_gib", round(dw_, 3), "input", "draft weights as given")
+        elif algo == "NEXTN":
+            # the NextN layer(s) stored in the checkpoint; embedding and head are shared with the target
+            arch_ = parse_config(hf_config)
+            q = resolve_quant(arch_, None, quantization)
+            lin = (q.bits / 8 + q.scale_bytes_per_weight) if q and not q.experts_only else DTYPE_BYTES[model_dtype]
+            dw_ = arch_.params.mtp * lin / tp_size / GIB
+            src("speculative.draft_weights_gib", round(dw_, 3), "estimate",
+                "MTP layer parameters x bytes per parameter / TP (embedding and lm_head shared with the target)")
+        else:
+            dw_ = estimate_weights(draft_hf_config, release=release, is_hip=is_hip, model_dtype=model_dtype,
+                                   quantization=None, tp=tp_size, attn_tp=attn_tp_, draft=True,
+                                   sm_major=sm).total / GIB
+            src("speculative.draft_weights_gib", round(dw_, 3), "estimate", "draft parameter count x bytes")
+        return dw_
 
     if not isinstance(hf_config, dict) or not hf_config.get("architectures"):
         raise EngineInputError("config.architectures", "config.json must name its architecture")
@@ -515,6 +641,30 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     if is_gdn and not at_least(release, "0.5.7"):
         raise EngineInputError("release", f"the hybrid GDN pool split of SGLang {release} is not modelled "
                                "(modelled from 0.5.7: mamba_full_memory_ratio)")
+    if at_least(release, "0.5.23"):
+        # what 0.5.23 sizes with pool configurators this module has not followed: refused by name, not answered with
+        # an older release's rule
+        if is_nsa:
+            raise EngineInputError("config.architectures", f"{arch_name}: DeepSeek DSA (V3.2, GLM-5) pools of SGLang "
+                                   f"{release} are not modelled ({cite(release, 'dsa_archs')}: the dsa backend, its "
+                                   "page size 64 x index_kpool and the fp8 rows counted in the cell changed); use "
+                                   "SGLang 0.5.10.post1 or older")
+        if is_gdn:
+            raise EngineInputError("config.architectures", f"{arch_name}: hybrid GDN (Qwen3-Next / Qwen3.5) pools of "
+                                   f"SGLang {release} are not modelled (the Mamba radix-cache extra buffer is on by "
+                                   "default and the pool configurators changed); use SGLang 0.5.10.post1 or older")
+        if arch_name in _HYBRID_SWA_0523 or c.get("is_hybrid_swa"):
+            raise EngineInputError("config.sliding_window", f"{arch_name}: SGLang {release} gives this model a hybrid "
+                                   f"sliding-window pool ({cite(release, 'hybrid_swa_archs')} is_hybrid_swa_model; "
+                                   "HybridSWAPoolConfigurator / SWARequestCapPoolConfigurator), which is not modelled "
+                                   "for this release; use SGLang 0.5.10.post1 or older")
+        cap_guess = gpu_memory_capacity_mib or gpu.memory_gib * 1024
+        if (model_type in ("qwen3_vl", "qwen3_vl_moe") and is_multimodal_0523(arch_name, hf_config)
+                and sm == 9 and cap_guess >= 60 * 1024):
+            raise EngineInputError("config.architectures", f"{arch_name} on a Hopper GPU of 60 GiB or more: SGLang "
+                                   f"{release} applies Qwen3-VL serving defaults there ({cite(release, 'qwen3_vl_hopper')}: "
+                                   "CUDA-IPC feature transport with its 1-3 GiB pool, the decode CUDA graph up to "
+                                   "--max-running-requests, flashinfer decode), which are not modelled")
     if is_nsa and not at_least(release, "0.5.3"):
         raise EngineInputError("config.architectures", f"DeepSeek NSA (V3.2) is not in SGLang {release}")
     if c.get("attention_chunk_size") or "Llama4" in arch_name:
@@ -699,22 +849,61 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     chunk = chunked_prefill_size if chunked_prefill_size is not None else chunk_d
     bs = cuda_graph_max_bs if cuda_graph_max_bs is not None else bs_d
     src("chunked_prefill_size", chunk, "input" if chunked_prefill_size is not None else "source", table_src)
-    src("cuda_graph_max_bs", bs, "input" if cuda_graph_max_bs is not None else "source", table_src)
+    if (at_least(release, "0.5.23") and cuda_graph_max_bs is None and mrr_origin in ("user", "command")
+            and max_running_requests is not None and bs > max_running_requests):
+        # handle_gpu_memory_settings: a default decode batch above --max-running-requests comes down to it (SGLang's
+        # own speculative reset to 48 comes later, in handle_speculative_decoding, and does not)
+        src("cuda_graph_max_bs", max_running_requests, "source",
+            f"{table_src} gives {bs}; {cite(release, 'decode_bs_cap')}: capped at --max-running-requests "
+            f"{max_running_requests}")
+        bs = max_running_requests
+    else:
+        src("cuda_graph_max_bs", bs, "input" if cuda_graph_max_bs is not None else "source", table_src)
 
     use_mla = is_mla
-    # 0.5.10 _handle_piecewise_cuda_graph: off for the listed architectures (configs/model_config.py:1352)
-    # and DeepSeek NSA, speculative decoding, DP attention, PP, ROCm, multimodal models
-    piecewise = (release == "0.5.10.post1" and not disable_piecewise_cuda_graph and speculative_algorithm is None
-                 and not flag_dp_attention and not is_hip and vlm_factor(hf_config) is None
-                 and not isinstance(hf_config.get("vision_config"), dict) and pp_size == 1 and not is_nsa
-                 and arch_name not in _PIECEWISE_OFF_ARCHS)
-    pcg_tokens = (2048 if use_mla else chunk) if piecewise else 0
-    src("piecewise_cuda_graph_max_tokens", pcg_tokens, "source",
-        f"prefill batches up to the chunked prefill size (2048 with an MLA backend) replay piecewise CUDA graphs "
-        f"({cite(release, 'piecewise_max_tokens')} piecewise_cuda_graph_max_tokens)" if piecewise else
-        ("none: piecewise CUDA graphs are on by default from 0.5.10, off here"
-         + (f" ({cite(release, 'piecewise_off')} _handle_piecewise_cuda_graph: speculative decoding, DP attention, "
-            "PP, ROCm, multimodal and the listed architectures turn them off)" if release == "0.5.10.post1" else "")))
+    is_mm = at_least(release, "0.5.23") and is_multimodal_0523(arch_name, hf_config)
+    pcg_reserved = False  # the prefill graph counted in the reserve (0.5.23 decides before the backend-specific offs)
+    pcg_max = 0
+    if at_least(release, "0.5.23"):
+        # the breakable prefill CUDA graph: on by default with CUDA (cuda_graph_config.py:123), kept with speculative
+        # decoding and DP attention; off for PP (we refuse PP), multimodal models outside the allow-list
+        # (cuda_graph_hook.py:231), --disable-prefill-cuda-graph / --disable-cuda-graph
+        pcg_reserved = (not is_hip and not disable_cuda_graph and not disable_piecewise_cuda_graph and pp_size == 1
+                        and not (is_mm and arch_name not in _MM_BREAKABLE_0523))
+        # max_bs: the chunked prefill size as set by then (before the DP-attention division), 8192 at most with MLA,
+        # 4096 at most for a "llama-2" model path
+        pcg_max = min(8192, chunk) if use_mla else chunk
+        if model_path and "llama-2" in model_path.lower():
+            pcg_max = min(pcg_max, 4096)
+        pcg_max = max(0, pcg_max)
+        piecewise = pcg_reserved
+    else:
+        # 0.5.10 _handle_piecewise_cuda_graph: off for the listed architectures (configs/model_config.py:1352)
+        # and DeepSeek NSA, speculative decoding, DP attention, PP, ROCm, multimodal models
+        piecewise = (release == "0.5.10.post1" and not disable_piecewise_cuda_graph and speculative_algorithm is None
+                     and not flag_dp_attention and not is_hip and vlm_factor(hf_config) is None
+                     and not isinstance(hf_config.get("vision_config"), dict) and pp_size == 1 and not is_nsa
+                     and arch_name not in _PIECEWISE_OFF_ARCHS)
+        pcg_reserved = piecewise
+    pcg_tokens = (pcg_max if at_least(release, "0.5.23") else (2048 if use_mla else chunk)) if piecewise else 0
+    if at_least(release, "0.5.23"):
+        pcg_src = (f"prefill batches up to the chunked prefill size ({'8192 at most with MLA, ' if use_mla else ''}"
+                   f"{cite(release, 'piecewise_max_tokens')}) replay the breakable prefill CUDA graph, on by default "
+                   f"with CUDA ({cite(release, 'piecewise_default')})" if piecewise else
+                   "none: the breakable prefill CUDA graph is off here ("
+                   + ("ROCm: on by default with CUDA only, " + cite(release, 'piecewise_default') if is_hip else
+                      "--disable-cuda-graph / --disable-prefill-cuda-graph" if disable_cuda_graph or
+                      disable_piecewise_cuda_graph else f"multimodal model, {cite(release, 'piecewise_mm')}") + ")")
+        if piecewise and model_path and "llama-2" in model_path.lower():
+            pcg_src += f"; a 'llama-2' model path caps it at 4096 ({cite(release, 'piecewise_llama2')})"
+        src("piecewise_cuda_graph_max_tokens", pcg_tokens, "source", pcg_src)
+    else:
+        src("piecewise_cuda_graph_max_tokens", pcg_tokens, "source",
+            f"prefill batches up to the chunked prefill size (2048 with an MLA backend) replay piecewise CUDA graphs "
+            f"({cite(release, 'piecewise_max_tokens')} piecewise_cuda_graph_max_tokens)" if piecewise else
+            ("none: piecewise CUDA graphs are on by default from 0.5.10, off here"
+             + (f" ({cite(release, 'piecewise_off')} _handle_piecewise_cuda_graph: speculative decoding, DP attention, "
+                "PP, ROCm, multimodal and the listed architectures turn them off)" if release == "0.5.10.post1" else "")))
     mfs_passed = mem_fraction_static is not None
     reserved_mib = None
     if mfs_passed:
@@ -727,12 +916,21 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         mfs, reserved_mib, where = default_mem_fraction_static(
             release, gpu_mem_mib=cap_mib, tp_size=tp_size, pp_size=pp_size, dp_size=flag_dp_size,
             enable_dp_attention=flag_dp_attention, chunked_prefill_size=chunk, cuda_graph_max_bs=bs,
-            speculative_algorithm=speculative_algorithm, piecewise_cuda_graph=piecewise, use_mla=use_mla)
+            speculative_algorithm=speculative_algorithm, piecewise_cuda_graph=pcg_reserved, use_mla=use_mla,
+            decode_cuda_graph=not disable_cuda_graph, piecewise_cuda_graph_max_tokens=pcg_max)
         detail = f" reserved {reserved_mib:.0f} MiB" if reserved_mib is not None else " (TP table)"
-        if piecewise:
+        if at_least(release, "0.5.23"):
+            detail += (f"; CUDA graphs ({cite(release, 'graph_reserve')}): decode {'2 x ' + str(bs) + ' MiB' if not disable_cuda_graph else 'off'}"
+                       + (f", prefill {'1.5 GiB (MLA)' if use_mla else str(len(_piecewise_tokens(pcg_max))) + ' sizes x 8 MiB'}"
+                          if pcg_reserved else ", prefill off")
+                       + ("; no speculative term in 0.5.23" if speculative_algorithm else ""))
+        elif piecewise:
             detail += f"; piecewise CUDA graph reserve included ({cite(release, 'piecewise_off')})"
         src("mem_fraction_static", mfs, "source", where + detail)
-        vf = vlm_factor(hf_config) if R.has_rule(release, "vlm_adjust") else None
+        if at_least(release, "0.5.23"):
+            vf = vlm_factor(hf_config) if is_mm else None
+        else:
+            vf = vlm_factor(hf_config) if R.has_rule(release, "vlm_adjust") else None
         if vf is not None:
             mfs = mfs * vf
             src("mem_fraction_static.vlm", round(vf, 6), "source",
@@ -765,7 +963,18 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     if not any(x.field == "page_size" for x in sources):
         src("page_size", page, "input" if page_size is not None else "source",
             "--page-size" if page_size is not None else
-            f"sglang=={release} sglang/srt/server_args.py: ServerArgs.page_size None -> 1")
+            (f"{cite(release, 'page_default')} _page_size_default: None -> 1" if R.has_rule(release, "page_default")
+             else f"sglang=={release} sglang/srt/server_args.py: ServerArgs.page_size None -> 1"))
+    if piecewise and at_least(release, "0.5.23") and (
+            (arch_name == "DeepseekV3ForCausalLM" and backend == "trtllm_mla") or backend in ("torch_native",
+                                                                                            "flex_attention")):
+        # decided after the reserve: the reserve above still holds the prefill graph's share
+        piecewise, pcg_tokens = False, 0
+        why = (cite(release, "piecewise_dsv3_trtllm") + " (DeepSeek-V3 with trtllm_mla)" if backend == "trtllm_mla"
+               else cite(release, "piecewise_torch_native") + f" ({backend})")
+        sources[:] = [x for x in sources if x.field != "piecewise_cuda_graph_max_tokens"]
+        src("piecewise_cuda_graph_max_tokens", 0, "source", f"none: SGLang turns the prefill CUDA graph off after "
+            f"sizing the reserve, {why}; the reserve keeps its share")
     if is_gdn and backend == "trtllm_mha":
         raise EngineInputError("attention_backend", "trtllm_mha with a hybrid GDN model makes SGLang turn the radix "
                                "cache off and size the Mamba pool from max_running_requests; not modelled")
@@ -788,7 +997,8 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         src("weights_gib", round(w_gib, 3), "input", "weights on one rank as given (e.g. the log's 'mem usage')")
     else:
         west = estimate_weights(hf_config, release=release, is_hip=is_hip, model_dtype=model_dtype,
-                                quantization=quantization, tp=tp_size, attn_tp=attn_tp, quant_config=quant_config)
+                                quantization=quantization, tp=tp_size, attn_tp=attn_tp, quant_config=quant_config,
+                                sm_major=sm)
         w_gib = west.total / GIB
         src("weights_gib", round(w_gib, 3), "estimate",
             "the sum of the weights.* terms: what SGLang's 'Load weight end ... mem usage' counts, from config.json")
@@ -811,6 +1021,17 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             f"not in the configuration nor in SGLang's source: public start-up logs, "
             f"calculator/runtimes/sglang/data/startup_overhead.json: {oh_data})")
     x_gib = t_gib - w_gib
+    dw_before_pool = None
+    if at_least(release, "0.5.23") and speculative_algorithm in ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE"):
+        # the draft worker (and its weights) is made before the target's pool is sized
+        # (cite(release, "spec_draft_first")), so the free memory the pool is sized from has the draft's weights out
+        if speculative_algorithm != "NEXTN" and draft_hf_config is None:
+            raise EngineInputError("draft_hf_config", f"{speculative_algorithm} needs the draft model's config.json")
+        dw_before_pool = draft_weights_gib(speculative_algorithm, attn_tp)
+        x_gib -= dw_before_pool
+        src("free_after_load_gib.draft_weights", round(dw_before_pool, 3), "source",
+            f"{cite(release, 'spec_draft_first')}: the draft worker loads its weights before the target's KV pool is "
+            "sized, so they come out of the memory the pool is sized from")
     # a configuration SGLang cannot start is a verdict, not bad input: the plan carries it with 0 KV tokens
     does_not_start = None
     if x_gib <= 0:
@@ -880,6 +1101,28 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     # --- profile_max_num_token -------------------------------------------------------------------
     reserved_gib = t_gib * (1 - mfs)
     rest = x_gib - reserved_gib
+    if is_mm:
+        # SGLANG_VLM_CACHE_SIZE_MB (100 by default, environ.py:1598) of multimodal embedding cache, allocated after the
+        # pool, is kept out of its budget (CPU feature transport, the default on one node)
+        rest -= 100 / 1024
+        src("rest_memory_gib.multimodal", -round(100 / 1024, 4), "source", f"{cite(release, 'mm_reserve')} "
+            "mm_runtime_reservation_gb: 100 MiB of multimodal embedding cache kept out of the KV budget")
+    cell_div = cell
+    if at_least(release, "0.5.23") and speculative_algorithm in ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE"):
+        # DefaultPoolConfigurator: the draft's KV is charged in the target's cell, as the target's per-layer size times
+        # the draft's layers (the MTP layers of the config for NEXTN; the draft config's num_nextn_predict_layers or
+        # num_hidden_layers for a draft model)
+        if speculative_algorithm == "NEXTN":
+            e_layers = c.get("num_nextn_predict_layers")
+            if not e_layers:
+                raise EngineInputError("speculative_algorithm", f"{arch_name} has no MTP (NEXTN) layers in config.json "
+                                       "(num_nextn_predict_layers)")
+        else:
+            dtext = _text(draft_hf_config)
+            e_layers = dtext.get("num_nextn_predict_layers") or _req(dtext, "num_hidden_layers")
+        cell_div = cell + int(cell * e_layers / n_layers)
+        src("cell_size_bytes.draft", cell_div - cell, "source", f"{cite(release, 'spec_cell')}: int({cell} x "
+            f"{e_layers} draft layer(s) / {n_layers}) charged in the target's cell for the draft's KV")
     src("reserved_gib", round(reserved_gib, 4), "source", cite(release, "profile") + " free_before_load x (1 - "
         "mem_fraction_static): kept free for activations and CUDA graphs")
     src("rest_memory_gib", round(rest, 4), "source", cite(release, "profile") + " rest = post_load - pre_load x (1 - mfs)")
@@ -916,13 +1159,15 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                                conv_state_gib=size * mamba["conv"] / GIB, ssm_state_gib=size * mamba["ssm"] / GIB)
         src("max_mamba_cache_size", size, "source", cite(release, "mamba_split") + " mamba_full_memory_ratio 0.9")
     if rest <= 0 and does_not_start is None:
-        does_not_start = (f"no memory left for the KV cache: rest = {rest:.2f} GiB (SGLang: 'Not enough memory. Please "
-                          "try to increase --mem-fraction-static.')")
-    tokens = max(0, int(rest * GIB) // cell)
+        does_not_start = (f"no memory left for the KV cache: rest = {rest:.2f} GiB (SGLang: " + (
+            "'Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=...', "
+            "sglang/srt/mem_cache/kv_cache_configurator.py:3050)" if at_least(release, "0.5.23") else
+            "'Not enough memory. Please try to increase --mem-fraction-static.')"))
+    tokens = max(0, int(rest * GIB) // cell_div)
     headroom = 0
     # before 0.5.10 max_num_reqs is taken from the profiled count (before headroom and page alignment)
     max_num_reqs = min(max(int(tokens / ctx * 512), 2048), 4096)
-    if max_running_requests is not None and release != "0.5.10.post1":
+    if max_running_requests is not None and not at_least(release, "0.5.10.post1"):
         max_num_reqs = max_running_requests  # init_memory_pool(max_num_reqs=server_args.max_running_requests)
     if speculative_algorithm in ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE") and not at_least(release, "0.5.7"):
         headroom = max_num_reqs * steps * topk + max_num_reqs * ndraft + 100
@@ -951,7 +1196,15 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     src("max_total_num_tokens", tokens, "source", cite(release, "profile") + " int(rest x 2^30) // cell_size")
 
     # --- requests --------------------------------------------------------------------------------
-    if release == "0.5.10.post1":
+    if at_least(release, "0.5.23"):
+        # resolve_max_num_reqs: the 2048-4096 estimate without the flag; the flag (per DP rank, at least 1) is capped
+        # at half the pool only
+        max_num_reqs = min(max(int(tokens / ctx * 512), 2048), 4096)
+        if max_running_requests is not None:
+            max_num_reqs = min(max(1, max_running_requests // (dp_size if enable_dp_attention else 1)), tokens // 2)
+        else:
+            max_num_reqs = min(max_num_reqs, tokens // 2)
+    elif release == "0.5.10.post1":
         # _resolve_max_num_reqs: from the aligned capacity; the flag (per DP rank) caps it
         max_num_reqs = min(max(int(tokens / ctx * 512), 2048), 4096)
         if max_running_requests is not None:
@@ -965,9 +1218,12 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         max_num_reqs = min(max_num_reqs, mamba_plan.max_mamba_cache_size // m_ratio)
         src("max_num_reqs.mamba", max_num_reqs, "source", cite(release, "mamba_ratio")
             + f" max_mamba_cache_size // {m_ratio}")
-    rows = max_num_reqs + 1 if release == "0.4.3.post4" else max_num_reqs
-    src("max_num_reqs", max_num_reqs, "source", cite(release, "max_num_reqs"))
-    if release == "0.5.10.post1":
+    # 0.4.3.post4: max_num_reqs + 1 rows; 0.5.23: one padding row at index 0 (cite(release, "req_to_token_pad"))
+    rows = max_num_reqs + 1 if release == "0.4.3.post4" or at_least(release, "0.5.23") else max_num_reqs
+    src("max_num_reqs", max_num_reqs, "source", cite(release, "max_num_reqs") + (
+        f" (with --max-running-requests: {cite(release, 'max_num_reqs_flag')})" if at_least(release, "0.5.23")
+        and max_running_requests is not None else ""))
+    if at_least(release, "0.5.10.post1"):
         mrr = max_num_reqs
     else:
         want = (tokens // 2 if max_running_requests is None
@@ -1009,7 +1265,18 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         (" (with the NSA indexer rows, pool_bytes_per_token.nsa)" if is_nsa else ""))
     src("kv_pool_gib", round(pool_gib, 4), "source", "what the KV pool allocates: max_total_num_tokens x the pool's "
         "bytes per token (K + V, or the MLA / NSA rows; SWA pools by layer kind)")
-    req_to_token = rows * (ctx + 4) * 4 / GIB
+    row_extra = 4
+    if at_least(release, "0.5.23") and speculative_algorithm is not None:
+        # get_req_to_token_extra_context_len: 4 + the draft tokens; with pages of more than one token at least twice the
+        # KV one decode step allocates, plus page - 1
+        row_extra = 4 + (ndraft or 0)
+        if page > 1:
+            if topk in (None, 1):
+                alloc = max((steps or 1) * (topk or 1), ndraft or 0)
+            else:
+                alloc = max(((page - 1) + steps + page - 1) // page * page * topk, ndraft or 0)
+            row_extra = max(row_extra, 2 * alloc + page - 1)
+    req_to_token = rows * (ctx + row_extra) * 4 / GIB
     free_after_pool = x_gib - pool_gib - (mamba_plan.conv_state_gib + mamba_plan.ssm_state_gib if mamba_plan else 0) \
         - req_to_token
     kv_log = (cite(release, "kv_log") if R.has_rule(release, "kv_log")
@@ -1020,7 +1287,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         src("v_size_gib", round(v_size, 3), "source", f"{kv_log}: the V buffers, tokens x V bytes per token")
     src("free_after_load_gib", round(x_gib, 3), "source", "free before load - weights ('Load weight end. avail mem')")
     src("req_to_token_gib", round(req_to_token, 4), "source",
-        f"{cite(release, 'req_to_token')}: {rows} rows x (context_len + 4) x int32")
+        f"{cite(release, 'req_to_token')}: {rows} rows x (context_len + {row_extra}) x int32")
     src("free_after_pool_gib", round(free_after_pool, 3), "estimate",
         f"free after load - KV pool - Mamba pool - req_to_token ({cite(release, 'pool_end')}); other small "
         "buffers made in init_memory_pool are not counted")
@@ -1034,17 +1301,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             if not dlayers:
                 raise EngineInputError("speculative_algorithm", f"{arch_name} has no MTP (NEXTN) layers in config.json")
             dcell = cell // (n_layers if not is_gdn else max(1, n_full)) * dlayers
-            if draft_weights_bytes is not None:
-                dw = draft_weights_bytes / GIB
-                src("speculative.draft_weights_gib", round(dw, 3), "input", "draft weights as given")
-            else:
-                # the NextN layer(s) stored in the checkpoint; embedding and head are shared with the target
-                arch = parse_config(hf_config)
-                q = resolve_quant(arch, None, quantization)
-                lin = (q.bits / 8 + q.scale_bytes_per_weight) if q and not q.experts_only else DTYPE_BYTES[model_dtype]
-                dw = arch.params.mtp * lin / tp_size / GIB
-                src("speculative.draft_weights_gib", round(dw, 3), "estimate",
-                    "MTP layer parameters x bytes per parameter / TP (embedding and lm_head shared with the target)")
+            dw = dw_before_pool if dw_before_pool is not None else draft_weights_gib("NEXTN", attn_tp)
         elif speculative_algorithm in ("EAGLE", "EAGLE3", "STANDALONE"):
             if draft_hf_config is None:
                 raise EngineInputError("draft_hf_config", f"{speculative_algorithm} needs the draft model's config.json")
@@ -1054,21 +1311,20 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             dkvh = d.get("num_key_value_heads") or dh
             dhd = d.get("head_dim") or (d.get("hidden_size") or c["hidden_size"]) // dh
             dcell = max(1, dkvh // attn_tp) * 2 * dhd * dlayers * elem
-            if draft_weights_bytes is not None:
-                dw = draft_weights_bytes / GIB
-                src("speculative.draft_weights_gib", round(dw, 3), "input", "draft weights as given")
-            else:
-                dw = estimate_weights(draft_hf_config, release=release, is_hip=is_hip, model_dtype=model_dtype,
-                                      quantization=None, tp=tp_size, attn_tp=attn_tp, draft=True).total / GIB
-                src("speculative.draft_weights_gib", round(dw, 3), "estimate", "draft parameter count x bytes")
+            dw = dw_before_pool if dw_before_pool is not None else draft_weights_gib(speculative_algorithm, attn_tp)
         if dcell:
             dkv = tokens * dcell / GIB
-            src("speculative.draft_kv_gib", round(dkv, 3), "source",
-                "the draft worker's own KV pool with the target's max_total_num_tokens (draft_runner_cache_size, "
-                f"{cite(release, 'spec_headroom') if R.has_rule(release, 'spec_headroom') else cite(release, 'profile')}); "
-                "allocated after the target pool from the (1 - mem_fraction_static) share")
+            if at_least(release, "0.5.23"):
+                src("speculative.draft_kv_gib", round(dkv, 3), "source",
+                    "the draft worker's own KV pool with the target's max_total_num_tokens, allocated after the "
+                    f"target's pool; SGLang budgets it in the target's cell ({cite(release, 'spec_cell')})")
+            else:
+                src("speculative.draft_kv_gib", round(dkv, 3), "source",
+                    "the draft worker's own KV pool with the target's max_total_num_tokens (draft_runner_cache_size, "
+                    f"{cite(release, 'spec_headroom') if R.has_rule(release, 'spec_headroom') else cite(release, 'profile')}); "
+                    "allocated after the target pool from the (1 - mem_fraction_static) share")
             free_after_pool -= dkv
-        if dw:
+        if dw and dw_before_pool is None:
             free_after_pool -= dw
         spec = SpeculativePlan(algorithm=speculative_algorithm, num_steps=steps, eagle_topk=topk,
                                num_draft_tokens=ndraft, draft_cell_size_bytes=dcell, draft_layers=dlayers,
@@ -1082,7 +1338,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         piecewise_cuda_graph_max_tokens=pcg_tokens,
         gpu_memory_capacity_mib=cap_mib, mem_fraction_static=mfs, free_before_load_gib=t_gib, weights_gib=w_gib,
         free_after_load_gib=x_gib, reserved_gib=reserved_gib, rest_memory_gib=rest, mamba=mamba_plan,
-        cell_size_bytes=cell, pool_bytes_per_token=pool_per_token, max_total_num_tokens=tokens,
+        cell_size_bytes=cell_div, pool_bytes_per_token=pool_per_token, max_total_num_tokens=tokens,
         swa_max_total_num_tokens=swa_tokens, k_size_gib=k_size, v_size_gib=v_size, kv_size_gib=kv_size,
         kv_pool_gib=pool_gib, max_num_reqs=max_num_reqs, max_running_requests=mrr, req_to_token_gib=req_to_token,
         free_after_pool_gib=free_after_pool, speculative=spec, sources=sources, notes=notes,

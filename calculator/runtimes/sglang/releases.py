@@ -20,6 +20,17 @@ Release families (what changes between them):
 - ``0.5.9``: as 0.5.8.post1 for memory (gpt-oss keeps the SWA pool with speculative decoding); first
   release with Kimi-K2.5 (``KimiK25ForConditionalGeneration``).
 - ``0.5.10.post1``: piecewise CUDA graphs on by default (counted in the reserve); EAGLE reserve 4 GiB.
+- ``0.5.23``: server arguments resolved by ``sglang/srt/arg_groups`` hooks and the pool sized by
+  ``mem_cache/kv_cache_configurator.py`` + ``model_executor/pool_configurator.py``. Below 35 GiB chunked prefill
+  4096 and decode CUDA-graph batch 48 (160 at TP >= 4); the decode batch capped at ``--max-running-requests``;
+  the reserve counts the decode graph only when it is on and the breakable prefill graph (the piecewise one's
+  successor, on by default on CUDA, also with speculative decoding and DP attention; 8 MiB per captured size, 1.5
+  GiB for MLA, MLA capture up to 8192 tokens); no speculative reserve: the draft's weights load before the target's
+  pool is sized and EAGLE / MTP / STANDALONE drafts' KV is charged in the target's per-token cell; a multimodal
+  model keeps 100 MiB of the KV budget; ``--max-running-requests`` is no longer capped at 2048-4096 (only at half
+  the pool); ``ReqToTokenPool`` has one padding row more; ROCm keeps rotary caches in float32. Refused there (not
+  modelled): hybrid SWA pools (gpt-oss, ...), hybrid GDN / Mamba pools, DeepSeek DSA (V3.2, GLM-5), Qwen3-VL's
+  large-Hopper serving defaults.
 """
 from __future__ import annotations
 
@@ -31,7 +42,12 @@ from calculator.engine.errors import EngineInputError
 
 #: Covered releases, oldest first.
 COVERED: tuple[str, ...] = ("0.4.3.post4", "0.4.10.post2", "0.5.3", "0.5.3.post1", "0.5.7", "0.5.8.post1",
-                            "0.5.9", "0.5.10.post1")
+                            "0.5.9", "0.5.10.post1", "0.5.23")
+
+#: The release answered when none is named. Not the newest covered: 0.5.23 refuses hybrid SWA pools (gpt-oss, ...),
+#: hybrid GDN / Mamba pools (Qwen3.5, Qwen3-Next), DeepSeek DSA and Qwen3-VL's large-Hopper serving defaults (its
+#: pool configurators for them are not modelled), which 0.5.10.post1 answers; 0.5.23 is answered when named.
+DEFAULT = "0.5.10.post1"
 
 _SA = "sglang/srt/server_args.py"
 _MR = "sglang/srt/model_executor/model_runner.py"
@@ -51,6 +67,14 @@ _Q3VL = "sglang/srt/models/qwen3_vl.py"
 _K25 = "sglang/srt/models/kimi_k25.py"
 _WNA16 = "sglang/srt/layers/quantization/compressed_tensors/schemes/compressed_tensors_wNa16_moe.py"
 _Q35 = "sglang/srt/models/qwen3_5.py"
+# 0.5.23: ServerArgs' resolution moved into sglang/srt/arg_groups (one hook module per concern) and the KV pool sizing
+# into the KV-cache configurator and the pool configurators
+_AG = "sglang/srt/arg_groups"
+_MEM = f"{_AG}/memory_hook.py"
+_CG = f"{_AG}/cuda_graph_hook.py"
+_SPH = f"{_AG}/speculative_hook.py"
+_KVC = "sglang/srt/mem_cache/kv_cache_configurator.py"
+_PC = "sglang/srt/model_executor/pool_configurator.py"
 
 # Rules of the weights estimate (weights.py), per release: the rotary cache dtype rule, DeepSeek MLA's
 # replicated q_a_proj, the Qwen3-VL vision MLP over the attention-TP group, Kimi-K2.5's replicated MoonViT MLP,
@@ -72,6 +96,14 @@ _WEIGHT_LINES: dict[str, dict[str, tuple[str, int]]] = {
     "0.5.10.post1": {"rope_cache": ("sglang/srt/layers/rotary_embedding/base.py", 73), "mla_q_a": (_DS, 1143),
                      "qwen3_vl_vision": (_Q3VL, 106), "kimi_vision": (_K25, 126), "wna16_g_idx": (_WNA16, 175),
                      "qwen3_5_gate": (_Q35, 686)},
+    # rope_cache: from 0.5.23 the cache stays float32 on ROCm too (the cast at :120 runs on neither CUDA nor HIP,
+    # :119); rope_yarn_npu: DeepseekScalingRotaryEmbedding builds cos/sin_cached_total on NPU only
+    "0.5.23": {"rope_cache": ("sglang/srt/layers/rotary_embedding/base.py", 119),
+               "rope_yarn_npu": ("sglang/srt/layers/rotary_embedding/rope_variant.py", 417),
+               "mla_q_a": (_DS, 2070), "qwen3_vl_vision": (_Q3VL, 158), "kimi_vision": (_K25, 110),
+               "wna16_g_idx": (_WNA16, 219),
+               "wna16_triton_sm100": ("sglang/srt/layers/quantization/compressed_tensors/compressed_tensors.py", 927),
+               "qwen3_5_gate": (_Q35, 1335)},
 }
 
 # (file, line) per rule per release. Keys:
@@ -219,6 +251,44 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "piecewise_max_tokens": (_SA, 1254),
         "kv_log": (_MP, 696), "spec_reserve": (_SA, 1319),
     },
+    # 0.5.23 (keys as above; new ones: decode_bs_cap the decode CUDA-graph batch capped at --max-running-requests,
+    # graph_reserve reserve_for_graph_mb, piecewise_default the breakable prefill graph's default (on with CUDA only),
+    # piecewise_mm / piecewise_dsv3_trtllm / piecewise_torch_native the cases turning it off, mm_reserve the 100 MiB a
+    # multimodal model keeps from the KV budget, mm_archs the multimodal architectures, mm_disabled the
+    # architectures SGLang serves text-only by default, spec_cell the EAGLE / STANDALONE draft's KV in the target's
+    # cell, spec_draft_first the draft worker made (weights loaded) before the target's pool, req_to_token_pad the
+    # padding row, req_to_token_extra its row width, post_capture the post-capture sizing (off by default),
+    # hybrid_swa_archs is_hybrid_swa_model, dsa_archs is_deepseek_dsa, qwen3_vl_hopper the large-Hopper Qwen3-VL
+    # serving defaults, max_num_reqs_flag the --max-running-requests branch of resolve_max_num_reqs)
+    "0.5.23": {
+        "context_over": (_MC, 1314),
+        "ngram_max_running": (_SPH, 1298),
+        "kv_auto": ("sglang/srt/mem_cache/kv_cache_dtype.py", 49),
+        "max_prefill_tokens": (f"{_AG}/fields/schedule.py", 81), "req_to_token": (_MP, 376),
+        "req_to_token_pad": (_MP, 402), "req_to_token_extra": ("sglang/srt/mem_cache/allocation_sizing.py", 105),
+        "pool_end": (_KVC, 499),
+        "gemma_swa_off": (f"{_AG}/model_overrides/gemma2_gemma3.py", 26),
+        "hybrid_swa_archs": (_MC, 2651), "dsa_archs": (_MC, 191),
+        "mfs_default": (_MEM, 281), "mfs_reserved": (_MEM, 309), "gpu_tables": (_MEM, 89),
+        "decode_bs_cap": (_MEM, 188), "graph_reserve": (_MEM, 357),
+        "dp_chunked": (f"{_AG}/parallel_hook.py", 331), "vlm_adjust": (_MEM, 332), "vlm_formula": (_MEM, 417),
+        "mm_reserve": (_KVC, 210), "mm_archs": (_MC, 2391), "mm_disabled": (_MC, 692),
+        "aiter": (f"{_AG}/attention_hook.py", 268),
+        "profile": (_KVC, 3038), "cell": (_PC, 492), "mla_cell": (_KVC, 3419),
+        "max_num_reqs": (_KVC, 3123), "max_num_reqs_flag": (_KVC, 3129), "page_align": (_PC, 646),
+        "spec_defaults": (_SPH, 1430), "spec_max_running": (_SPH, 1090), "spec_cell": (_PC, 311),
+        "spec_draft_first": ("sglang/srt/managers/scheduler.py", 1133),
+        "context_len": ("sglang/srt/utils/hf_transformers/common.py", 677),
+        "pre_load": (_MR, 1262),
+        "piecewise": (_MEM, 386), "piecewise_mla": (_MEM, 389), "piecewise_default": (
+            "sglang/srt/model_executor/cuda_graph_config.py", 123),
+        "piecewise_off": (_CG, 170), "piecewise_mm": (_CG, 231), "piecewise_dsv3_trtllm": (_CG, 279),
+        "piecewise_torch_native": (f"{_AG}/attention_hook.py", 124),
+        "piecewise_tokens": (_CG, 480), "piecewise_max_tokens": (_MEM, 236), "piecewise_llama2": (_MEM, 260),
+        "post_capture": ("sglang/srt/environ.py", 640),
+        "qwen3_vl_hopper": (f"{_AG}/model_overrides/qwen3_vl.py", 20),
+        "kv_log": (_MP, 2088), "page_default": (f"{_AG}/overrides.py", 1362),
+    },
 }
 
 
@@ -236,7 +306,7 @@ def check_release(release: str) -> str:
         raise EngineInputError(
             "release",
             f"SGLang {release!r} is not modelled; covered releases: {', '.join(COVERED)}. Its memory defaults "
-            "may differ (they changed in 0.4.10, 0.5.x, 0.5.3.post1 and 0.5.10), so no other release stands in.")
+            "may differ (they changed in 0.4.10, 0.5.x, 0.5.3.post1, 0.5.10 and 0.5.23), so no other release stands in.")
     return release
 
 

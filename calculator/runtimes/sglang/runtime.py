@@ -22,7 +22,7 @@ from . import compat as sg_compat
 from .launch import launch_argv
 from .kernels import with_kernel_count
 from .memory import SGLangPlan, plan, spec_max_running
-from .releases import COVERED
+from .releases import COVERED, DEFAULT
 
 _ALGORITHM = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "draft_model": "STANDALONE", "ngram": "NGRAM"}
 
@@ -128,7 +128,7 @@ class SGLang:
         return COVERED
 
     def default_release(self) -> str:
-        return COVERED[-1]
+        return DEFAULT
 
     def _spec(self, request) -> dict[str, Any]:
         spec = request.speculative_config
@@ -179,7 +179,8 @@ class SGLang:
                      dtype=request.dtype, quantization=request.quantization, page_size=request.page_size,
                      chunked_prefill_size=request.chunked_prefill_size, cuda_graph_max_bs=request.cuda_graph_max_bs,
                      draft_hf_config=model.draft.config if model.draft else None,
-                     quant_config=model.quant_config, attention_backend=request.attention_backend, **self._spec(request))
+                     quant_config=model.quant_config, attention_backend=request.attention_backend,
+                     model_path=getattr(model, "repo_id", None), **self._spec(request))
         except EngineInputError as exc:
             field = {"release": "sglang_version", "tp_size": "tensor_parallel_size", "pp_size": "pipeline_parallel_size",
                      "context_length": "max_model_len", "speculative_algorithm": "speculative_config"}.get(exc.field,

@@ -8,8 +8,9 @@ does differently, each as a :class:`Term` with its source:
 
 - ``rope``: the rotary cos/sin cache is a GPU buffer built in ``__init__`` (one per distinct rotary embedding,
   ``get_rope`` caches them). SGLang keeps it in float32 on CUDA and in the model dtype elsewhere
-  (``RotaryEmbedding.__init__``: ``if not _is_cuda: cache = cache.to(dtype)``); DeepSeek's YaRN class also keeps
-  ``cos_cached_total`` / ``sin_cached_total`` (float32, full rotary width) from 0.5.7. ``rotary_dim`` is
+  (``RotaryEmbedding.__init__``: ``if not _is_cuda: cache = cache.to(dtype)``), in float32 on ROCm too from 0.5.23
+  (``if not (_is_cuda or _is_hip or ...)``); DeepSeek's YaRN class also keeps ``cos_cached_total`` /
+  ``sin_cached_total`` (float32, full rotary width) from 0.5.7, on NPU only from 0.5.23. ``rotary_dim`` is
   ``head_dim x partial_rotary_factor`` (read from ``rope_parameters`` too).
 - ``mla_q_a_replicated``: DeepSeek-style MLA keeps ``q_a_proj`` replicated on every rank (``ReplicatedLinear``;
   fused with ``kv_a_proj_with_mqa`` from 0.4.10); the shared count already holds it whole (vLLM does the same),
@@ -20,7 +21,11 @@ does differently, each as a :class:`Term` with its source:
   stay whole on every rank. Other vision towers: the count's rule (replicated), said in a note.
 - ``wna16_g_idx``: compressed-tensors W4A16/W8A16 MoE on ROCm (``CompressedTensorsWNA16TritonMoE``, from 0.5.9)
   keeps the four int32 ``g_idx`` / ``g_idx_sort_indices`` tensors of every MoE layer (``num_experts x hidden``
-  twice, ``num_experts x intermediate / tp`` twice); the CUDA Marlin path replaces them with empty tensors.
+  twice, ``num_experts x intermediate / tp`` twice); the CUDA Marlin path replaces them with empty tensors. From
+  0.5.23 SM100 GPUs take the Triton path too for symmetric INT4 group-32/128 schemes without act-order.
+- ``dp_attention:embedding``: under DP attention the input embedding is whole on every rank up to 0.5.10 (as read in
+  0.5.3); in 0.5.23 the models that pass ``use_attn_tp_group=is_dp_attention_enabled()`` split it over the
+  attention-TP group, the others (Llama, Mixtral) over the whole TP group; other classes: a note.
 - ``aiter_moe_copy``: Qwen3-MoE classes cache ``dict(self.named_parameters())`` in ``load_weights``
   (``_cached_params_dict``, 0.5.3 to 0.5.9), and with ``SGLANG_USE_AITER=1`` (set in SGLang's ROCm images,
   ``docker/Dockerfile.rocm``) ``UnquantizedFusedMoEMethod.process_weights_after_loading`` replaces ``w13_weight`` /
@@ -63,6 +68,18 @@ ALLOCATOR_SOURCE = ("PyTorch c10/cuda/CUDACachingAllocator.cpp: round_size (512 
 
 _QWEN3_MOE_CACHED = {"Qwen3MoeForCausalLM", "Qwen3VLMoeForConditionalGeneration",
                      "Qwen3OmniMoeForConditionalGeneration"}
+# SGLang 0.5.23: the text models whose input embedding splits over the attention-TP group under DP attention
+# (VocabParallelEmbedding(use_attn_tp_group=is_dp_attention_enabled()), directly or via get_embedding_tp_kwargs,
+# layers/vocab_parallel_embedding.py:185), with the line; and those that split it over the whole TP group
+_EMBED_ATTN_TP_0523 = {
+    "DeepseekV2ForCausalLM": "models/deepseek_v2.py:2946", "DeepseekV3ForCausalLM": "models/deepseek_v2.py:2946",
+    "KimiK25ForConditionalGeneration": "models/deepseek_v2.py:2946 (its language model)",
+    "Qwen2ForCausalLM": "models/qwen2.py:374", "Qwen3ForCausalLM": "models/qwen2.py:374 (Qwen3Model(Qwen2Model))",
+    "Qwen2MoeForCausalLM": "models/qwen2_moe.py:1118",
+    "Qwen3MoeForCausalLM": "models/qwen2_moe.py:1118 (Qwen3MoeModel(Qwen2MoeModel))",
+    "Glm4MoeForCausalLM": "models/glm4_moe.py:883", "MiniMaxM2ForCausalLM": "models/minimax_m2.py:932",
+}
+_EMBED_TP_0523 = {"LlamaForCausalLM", "MixtralForCausalLM"}  # models/llama.py:432, models/mixtral.py:290
 _QWEN3_VL_VISION = {"Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
                     "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"}
 
@@ -142,12 +159,18 @@ def rope_bytes(c: dict[str, Any], arch, *, release: str, is_hip: bool, model_byt
     else:
         head_dim = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
         rd = int(head_dim * _partial_rotary(c))
-    elem = model_bytes if is_hip else 4
+    hip_dtype = is_hip and not at_least(release, "0.5.23")  # 0.5.23 keeps float32 on ROCm as well
+    elem = model_bytes if hip_dtype else 4
     total = positions * rd * elem
-    text = f"{positions} positions x rotary_dim {rd} x {elem} B ({'model dtype on ROCm' if is_hip else 'float32 on CUDA'})"
-    if arch.kv_lora_rank and _rope_type(c) in ("yarn", "deepseek_yarn") and at_least(release, "0.5.7"):
+    text = (f"{positions} positions x rotary_dim {rd} x {elem} B ("
+            + ("model dtype on ROCm" if hip_dtype else "float32 on CUDA and ROCm" if at_least(release, "0.5.23")
+               else "float32 on CUDA") + ")")
+    if arch.kv_lora_rank and _rope_type(c) in ("yarn", "deepseek_yarn") and at_least(release, "0.5.7") \
+            and not at_least(release, "0.5.23"):
         total += 2 * positions * rd * 4
         text += f" + cos_cached_total / sin_cached_total 2 x {positions} x {rd} x 4 B (DeepseekScalingRotaryEmbedding)"
+    elif arch.kv_lora_rank and _rope_type(c) in ("yarn", "deepseek_yarn") and at_least(release, "0.5.23"):
+        text += f"; no cos/sin_cached_total (built on NPU only, {cite(release, 'rope_yarn_npu')})"
     return total, text
 
 
@@ -211,8 +234,10 @@ def _kimi_vision(hf_config: dict[str, Any], tp: int, b: int) -> tuple[int, str]:
 
 
 def estimate(hf_config: dict[str, Any], *, release: str, is_hip: bool, model_dtype: str, quantization: str | None,
-             tp: int, attn_tp: int, quant_config: dict | None = None, draft: bool = False) -> WeightsEstimate:
-    """Bytes of weights on one rank as SGLang's ``mem usage`` counts them (see the module docstring)."""
+             tp: int, attn_tp: int, quant_config: dict | None = None, draft: bool = False,
+             sm_major: int | None = None) -> WeightsEstimate:
+    """Bytes of weights on one rank as SGLang's ``mem usage`` counts them (see the module docstring).
+    ``sm_major``: the CUDA compute capability's major (SGLang 0.5.23 picks the WNA16 MoE kernel by it)."""
     from .memory import _text  # local import: memory imports this module
 
     arch = parse_config(hf_config)
@@ -249,8 +274,17 @@ def estimate(hf_config: dict[str, Any], *, release: str, is_hip: bool, model_dty
         # DP attention keeps the embedding whole on each rank: VocabParallelEmbedding(enable_tp=not
         # is_dp_attention_enabled()) (sglang 0.5.3 models/deepseek_v2.py:2595, models/qwen2.py:276); the
         # lm_head stays TP-split unless --enable-dp-lm-head
-        add("dp_attention:embedding", round_up(arch.vocab_size, 64) * arch.hidden_size * b * (1 - 1 / tp), "source",
-            "sglang==0.5.3 models/deepseek_v2.py:2595 VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled())")
+        emb = round_up(arch.vocab_size, 64) * arch.hidden_size * b
+        if not at_least(release, "0.5.23"):
+            add("dp_attention:embedding", emb * (1 - 1 / tp), "source",
+                "sglang==0.5.3 models/deepseek_v2.py:2595 VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled())")
+        elif arch_name in _EMBED_ATTN_TP_0523:
+            add("dp_attention:embedding", emb * (1 / attn_tp - 1 / tp), "source",
+                f"sglang=={release} {_EMBED_ATTN_TP_0523[arch_name]}: VocabParallelEmbedding("
+                "use_attn_tp_group=is_dp_attention_enabled()) splits it over the attention-TP group")
+        elif arch_name not in _EMBED_TP_0523:
+            notes.append(f"DP attention: how SGLang {release}'s {arch_name} splits its input embedding (the whole TP "
+                         "group, the attention-TP group or none) is not modelled; the TP split is counted")
         if arch.kv_lora_rank:
             n_mla = sum(1 for la in arch.layers if la.kind == "mla")
             absorbed = n_mla * arch.kv_lora_rank * arch.num_attention_heads * arch.mla_nope_v_dim
@@ -295,12 +329,18 @@ def estimate(hf_config: dict[str, Any], *, release: str, is_hip: bool, model_dty
     scheme = (qc.get("config_groups") or {}).get("group_0", {}).get("weights") or {}
     is_wna16 = (qc.get("quant_method") == "compressed-tensors" and scheme.get("num_bits") in (4, 8)
                 and (qc.get("config_groups") or {}).get("group_0", {}).get("input_activations") is None)
-    if is_hip and is_wna16 and arch.num_experts:
+    wq = scheme
+    triton_sm100 = (at_least(release, "0.5.23") and sm_major == 10 and not is_hip and is_wna16
+                    and wq.get("num_bits") == 4 and wq.get("type", "int") == "int" and wq.get("strategy") == "group"
+                    and wq.get("group_size") in (32, 128) and wq.get("symmetric", True) and not wq.get("actorder"))
+    if (is_hip or triton_sm100) and is_wna16 and arch.num_experts:
         if at_least(release, "0.5.9"):
             n_moe = arch.params.experts // max(1, arch.num_experts * 3 * arch.hidden_size * arch.moe_intermediate_size)
             g_idx = n_moe * arch.num_experts * (2 * arch.hidden_size + 2 * arch.moe_intermediate_size // tp) * 4
             add("wna16_g_idx", g_idx, "source",
-                f"{cite(release, 'wna16_g_idx')} (CompressedTensorsWNA16TritonMoE on ROCm keeps w13/w2 g_idx and "
+                f"{cite(release, 'wna16_g_idx')} (CompressedTensorsWNA16TritonMoE "
+                + (f"on SM100, {cite(release, 'wna16_triton_sm100')}, " if triton_sm100 else "on ROCm ")
+                + "keeps w13/w2 g_idx and "
                 f"sort indices, int32: {n_moe} MoE layers x {arch.num_experts} experts x (2 x {arch.hidden_size} + "
                 f"2 x {arch.moe_intermediate_size // tp}) x 4 B)")
         else:

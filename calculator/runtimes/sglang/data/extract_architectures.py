@@ -26,6 +26,16 @@ def entry_classes(source: str) -> list[str]:
     return names
 
 
+def find_wheel(wheels: Path, release: str) -> Path:
+    """The release's wheel in ``wheels``: ``sglang-X-py3-none-any.whl`` up to 0.5.10, a platform wheel from 0.5.23
+    (``sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl``); any of them carries the same Python sources."""
+    found = sorted(wheels.glob(f"sglang-{release}-*.whl"))
+    if not found:
+        raise FileNotFoundError(f"no sglang-{release}-*.whl in {wheels} (pip download sglang=={release} --no-deps "
+                                f"-d {wheels})")
+    return found[0]
+
+
 def main(wheels: Path) -> None:
     sys.path.insert(0, str(HERE.parents[3]))
     from calculator.runtimes.sglang.releases import COVERED
@@ -33,7 +43,7 @@ def main(wheels: Path) -> None:
     out = {"about": "EntryClass names per SGLang release, read from sglang/srt/models/*.py of each wheel by "
                     "calculator/runtimes/sglang/data/extract_architectures.py", "releases": {}}
     for rel in COVERED:
-        whl = wheels / f"sglang-{rel}-py3-none-any.whl"
+        whl = find_wheel(wheels, rel)
         with zipfile.ZipFile(whl) as z:
             archs: set[str] = set()
             for name in z.namelist():
