@@ -416,3 +416,13 @@ def test_an_mtp_figure_says_whose_mtp_it_was_measured_on():
     assert ds.length == qn.length == pytest.approx(1.875, abs=1e-3)
     assert not any("DeepSeek-V3's MTP" in n for n in ds.notes)
     assert any(n.startswith("no public MTP acceptance figure for Qwen/Qwen3-Next-80B-A3B-Instruct") for n in qn.notes)
+
+
+def test_the_stop_sign_quotes_the_speedup_the_answer_shows():
+    # the answer holds the speedup to 3 places (SpecResult.speedup = round(x, 3)) and shows it to 2: 0.5549 is held
+    # as 0.555 and shown as 0.56, so the stop sign says 0.56 too (formatting 0.5549 directly would say 0.55)
+    from calculator.engine import perf
+
+    assert f"{round(0.5549, 3):.2f}" == "0.56" and f"{0.5549:.2f}" == "0.55"
+    (line,) = perf.slowdown_warnings(1.8, 0.5549, 0.4449, 0.7)
+    assert "(speedup 0.56x, range 0.45-0.70)" in line  # 0.4449 held as 0.445, shown 0.45

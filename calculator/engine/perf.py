@@ -1770,7 +1770,10 @@ def slowdown_level(speedup: float | None, lo: float | None) -> str | None:
 
 def slowdown_warnings(al: float | None, speedup: float | None, lo: float | None, hi: float | None) -> list[str]:
     """The field guide's slowdown stop sign for a speedup and its range (none when the low end is at least 1); the
-    warnings start with one of :data:`SLOWDOWN_PREFIXES` (a caller that rescales the speedup replaces them)."""
+    warnings start with one of :data:`SLOWDOWN_PREFIXES` (a caller that rescales the speedup replaces them). The
+    figures are those the answer shows (rounded to 3 places first, as ``SpecResult`` holds them), so the stop sign
+    never reads 0.55x beside an answer of 0.56x."""
+    speedup, lo, hi = (_round(x, 3) for x in (speedup, lo, hi))
     if speedup is not None and speedup < 1:
         return [f"stop sign: at acceptance length {al:.2f} speculation is predicted slower than plain decoding "
                 f"(speedup {speedup:.2f}x, range {lo:.2f}-{hi:.2f}); the drafting and verification cost more than the "
