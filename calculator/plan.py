@@ -208,8 +208,10 @@ def with_known_draft_head(request: ServingRequest) -> tuple[ServingRequest, str 
                                "give speculative_config.model (the head's Hugging Face id)")
     head, source = known
     changed = request.replace(speculative_config={**spec.model_dump(exclude_none=True), "model": head})
-    return changed, (f"speculative_config.model not given: vLLM refuses {spec.method} without a draft model, so the "
-                     f"answer and the command use {head}, the public {spec.method} head for {request.model} ({source})")
+    needs = ("SGLang needs --speculative-draft-model-path for EAGLE" if request.runtime == "sglang"
+             else f"vLLM refuses {spec.method} without a draft model")
+    return changed, (f"speculative_config.model not given: {needs}, so the answer and the command use {head}, the "
+                     f"public {spec.method} head for {request.model} ({source})")
 
 
 # --- the pipeline -------------------------------------------------------------------------------------

@@ -79,6 +79,10 @@ def test_eagle3_without_a_head_uses_the_known_public_head(client):
     spec = json.loads(body["serve_argv"][body["serve_argv"].index("--speculative-config") + 1])
     assert spec["model"] and "EAGLE3" in spec["model"].upper()
     assert any("public eagle3 head" in n and "vLLM refuses eagle3 without a draft model" in n for n in body["model_notes"])
+    # SGLang's words on SGLang (server_args.py:3028-3043 in 0.5.10.post1 fills the draft path only for MTP models)
+    body = _ok(client, f'model={LLAMA}&runtime=sglang&speculative_config={{"method":"eagle3","num_speculative_tokens":3}}')
+    notes = [n for n in body["model_notes"] if "public eagle3 head" in n]
+    assert notes and "SGLang needs --speculative-draft-model-path" in notes[0] and "vLLM" not in notes[0]
 
 
 def test_it_rejects_an_unknown_kv_cache_dtype(client):
