@@ -725,8 +725,8 @@ def model_architectures(src: Source) -> tuple[dict, dict]:
 
     ``ModelRegistry = _ModelRegistry({arch: ... for arch, ... in _VLLM_MODELS.items()})`` (``registry.py:1097`` in
     0.11.2, ``:1537`` in 0.32.0); ``_VLLM_MODELS`` is ``{**_TEXT_GENERATION_MODELS, **_EMBEDDING_MODELS, ...}``,
-    whose dicts change across releases (``_CROSS_ENCODER_MODELS`` up to 0.18, ``_LATE_INTERACTION_MODELS``,
-    ``_REWARD_MODELS``, ``_TOKEN_CLASSIFICATION_MODELS`` and ``_SEQUENCE_CLASSIFICATION_MODELS`` from 0.19), so they
+    whose dicts change across releases (``_CROSS_ENCODER_MODELS`` up to 0.17, ``_LATE_INTERACTION_MODELS``,
+    ``_REWARD_MODELS``, ``_TOKEN_CLASSIFICATION_MODELS`` and ``_SEQUENCE_CLASSIFICATION_MODELS`` from 0.18), so they
     are read from ``_VLLM_MODELS`` itself. A ``**{k: v for k, v in D.items() if ...}`` entry (``_EMBEDDING_MODELS``
     re-keys Llama-shaped names of ``_TEXT_GENERATION_MODELS``, ``registry.py:193`` in 0.11.2) adds no name that
     ``D`` does not have, and ``D`` must itself be in ``_VLLM_MODELS``.
