@@ -246,3 +246,14 @@ def test_check_compat_command_says_so_too():
                      stdout=out)
     assert err.value.returncode == 1
     assert "Model architectures ['Glm4MoeLiteForCausalLM'] are not supported for now" in out.getvalue() + str(err.value)
+
+
+@pytest.mark.django_db
+def test_the_page_shows_the_refusal_and_links_the_first_release(client, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    r = client.get("/", {"model": "Qwen/Qwen3.5-9B", "gpu": "H100", "vllm_version": "0.11.2", "max_model_len": "8192"},
+                   follow=True)
+    assert r.status_code == 200
+    html = " ".join(r.content.decode().split())
+    assert "Model architectures [&#x27;Qwen3_5ForConditionalGeneration&#x27;] are not supported for now" in html
+    assert "--vllm-version 0.17.1" in html and "vllm_version=0.17.1" in html
