@@ -144,6 +144,11 @@ def candidates(request, memory, compat, quantized_variants: Callable[[str], list
     def name(field: str) -> str:
         return flag.get(field, "--" + field.replace("_", "-"))
 
+    arch = getattr(compat, "architecture", None)  # vLLM: the release's model registry lacks the model's class
+    if compat_failed and arch is not None and arch.ok is not True and arch.first_release:
+        out.append(Suggestion(label=f"--vllm-version {arch.first_release} (the first release covered here whose model "
+                                    f"registry has {arch.architectures[0]})",
+                              params={"vllm_version": arch.first_release}, kind="settings"))
     if compat_failed and request.attention_backend:
         out.append(Suggestion(label="let vLLM pick the attention backend (drop --attention-backend)",
                               params={"attention_backend": ""}, kind="settings"))

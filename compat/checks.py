@@ -25,6 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from . import extract, interp, releases
+from .architectures import ArchitectureCheck, check_architecture
 
 DEFAULT_RELEASE = "0.32.0"
 
@@ -188,6 +189,8 @@ class CompatReport(BaseModel):
     layer_backends: dict[str, str] = Field(default_factory=dict)  # head size -> backend, when chosen per size
     flash_attn_versions: dict[str, int | None] = Field(default_factory=dict)  # head size -> FA version (FLASH_ATTN)
     model_forced_backend: str | None = None  # --attention-backend set by the model's verify_and_update_config
+    # does the release's ModelRegistry know the config's architectures (compat.architectures); None without a config
+    architecture: ArchitectureCheck | None = None
 
     def to_json(self) -> dict:
         return self.model_dump(mode="json")
@@ -873,6 +876,20 @@ def _finish(req, data, release, platform, gpu, cap, dtype, kv, requested, f, ver
     spec = speculative_issues(req.speculative, f, data)
     if any(not s.ok for s in spec):
         ok = False
+    arch = check_architecture(data, req.hf_config) if req.hf_config else None
+    if arch is not None:
+        # vLLM resolves the model class when it builds the model config, before any attention backend is chosen:
+        # an architecture it cannot build stops it first, whatever the backends say
+        if arch.ok is False:
+            if error:
+                notes = [*notes, f"the attention backend check alone: {error}"]
+            ok, error = False, arch.message
+        elif arch.ok is None:
+            auto_conditions = [*auto_conditions, arch.condition]
+            ok = None if ok is True else ok
+        if arch.status != "registered":
+            notes = [*notes, *arch.notes]
+            sources = [*sources, *arch.sources]
     ordered = sorted(verdicts.values(), key=lambda v: (v.priority is None, v.priority or 0, v.name))
     return CompatReport(
         release=release, platform=platform, gpu=gpu.name, compute_capability=gpu.compute_capability,
@@ -882,7 +899,7 @@ def _finish(req, data, release, platform, gpu, cap, dtype, kv, requested, f, ver
         assumptions=[f"{t} = {assume[t]} ({why[t]})" for t in sorted(used) if t in why]
         + ([model_kv_note] if model_kv_note else []),
         features=f, sources=sources, notes=notes, layer_backends=layer_backends, flash_attn_versions=fa_versions,
-        model_forced_backend=forced)
+        model_forced_backend=forced, architecture=arch)
 
 
 

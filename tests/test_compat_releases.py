@@ -191,7 +191,8 @@ def test_sync_compat_release_reuses_a_wheel_in_the_wheel_dir(tmp_path):
     assert data["provenance"]["file"] == whl.name
     assert data["provenance"]["sha256"] == hashlib.sha256(whl.read_bytes()).hexdigest()
     committed = extract.load("0.32.0")
-    for key in ("backends", "platforms", "classes", "functions", "cache_dtypes", "speculative"):
+    for key in ("backends", "platforms", "classes", "functions", "cache_dtypes", "speculative", "model_architectures",
+                "model_registry"):
         assert data[key] == committed[key], key
 
 

@@ -121,8 +121,11 @@ class VLLM:
 
     # -- compatibility -------------------------------------------------------------------------------
     def compat(self, request, model: LoadedModel, memory: EstimateResult | None):
-        """The backend / GPU / dtype / KV dtype / release verdict (:func:`compat.checks.verdict_for`), for the
-        dtype the memory engine resolved (one resolution of ``--dtype auto`` for both)."""
+        """The model class / backend / GPU / dtype / KV dtype / release verdict (:func:`compat.checks.verdict_for`),
+        for the dtype the memory engine resolved (one resolution of ``--dtype auto`` for both). The config's
+        ``architectures`` are checked against the release's ``ModelRegistry`` first (:mod:`compat.architectures`:
+        an unregistered class is ``ok`` False with vLLM's message, or None when its Transformers backend could
+        take it)."""
         from compat.checks import CompatInputError, verdict_for
 
         from calculator.request import compat_release

@@ -25,7 +25,9 @@ class Command(BaseCommand):
         parser.add_argument("--wheel-dir", help="where pip puts (and this command reuses) wheels "
                             "(default $LLMCALC_WHEEL_DIR or ~/.cache/llmcalc/wheels)")
         parser.add_argument("--package", choices=fetch.PACKAGES, default="vllm",
-                            help="PyPI package to download with --release (default vllm, the CUDA wheel)")
+                            help="PyPI package to download with --release (default vllm, the CUDA wheel; transformers: "
+                            "the model classes and types of the transformers release a vLLM wheel pins, "
+                            "compat/data/transformers-<release>.json)")
         parser.add_argument("--output", help="write here instead of compat/data/vllm-<release>.json")
         parser.add_argument("--check", action="store_true",
                             help="do not write; exit 1 if the committed data file differs from the source")
@@ -54,12 +56,13 @@ class Command(BaseCommand):
             except fetch.FetchError as e:
                 raise CommandError(str(e), returncode=2) from None
             self.stderr.write(f"using {source}")
+        is_transformers = opts["package"] == "transformers" or Path(source).name.startswith("transformers-")
         try:
-            data = extract.extract(source, release)
+            data = extract.extract_transformers(source) if is_transformers else extract.extract(source, release)
         except extract.SourceError as e:
             raise CommandError(str(e), returncode=2) from None
         text = extract.dump(data)
-        path = Path(opts["output"]) if opts["output"] else extract.data_path(data["release"])
+        path = Path(opts["output"]) if opts["output"] else extract.data_path(data["release"], data["runtime"])
         if opts["check"]:
             current = path.read_text() if path.is_file() else ""
             if current != text:
@@ -69,6 +72,10 @@ class Command(BaseCommand):
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+        if is_transformers:
+            self.stdout.write(f"wrote {path}: transformers {data['release']}, {len(data['model_types'])} model types, "
+                              f"{len(data['classes'])} model classes")
+            return
         ok = sum(1 for b in data["backends"] if b.get("declared"))
         self.stdout.write(f"wrote {path}: vLLM {data['release']}, {ok} backends "
                           f"({len(data['backends']) - ok} registry names without a class in this source), "
