@@ -297,3 +297,18 @@ def test_a_checkpoint_that_keeps_its_mtp_layer_unquantized_sizes_it_at_the_model
     got, why = mtp_draft_weights(a_nv, "bfloat16", q, 4)
     assert got == mtp_draft_weights(a_bf, "bfloat16", None, 4)[0]
     assert "keeps the MTP layer unquantized" in why
+
+
+def test_the_speed_model_reads_the_mtp_layer_at_the_bytes_the_memory_estimate_stores():
+    """The MTP draft pass reads its layer's weights at what the checkpoint stores: FP8 for DeepSeek-R1 (1 B + block
+    scales: half of bf16's 2 B), bf16 for an NVFP4 checkpoint that keeps ``mtp*`` unquantized (not FP4's 0.5625 B)."""
+    from calculator.engine.weights import mtp_layer_bytes_per_weight, resolve_quant
+
+    r1 = cfg("deepseek-ai__DeepSeek-R1.json")
+    a = parse_config(r1)
+    assert mtp_layer_bytes_per_weight(a, "bfloat16", resolve_quant(a, r1["quantization_config"], None)) == \
+        pytest.approx(1 + 4 / 128 ** 2)
+    nv = cfg("nvidia__Qwen3.5-122B-A10B-NVFP4.json")
+    a = parse_config(nv)
+    q = resolve_quant(a, nv.get("quantization_config") or nv["text_config"].get("quantization_config"), None)
+    assert q.bits == 4 and mtp_layer_bytes_per_weight(a, "bfloat16", q) == 2

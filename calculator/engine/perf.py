@@ -70,7 +70,7 @@ from .gpus import GPU, get_gpu
 from .memory import estimate, resolve_dtype
 from .schemas import EngineInput, EstimateResult
 from .acceptance import Acceptance, known_draft_head, normalize_workload, predict_acceptance
-from .weights import QuantScheme, resolve_quant, round_up, weights_per_gpu
+from .weights import QuantScheme, mtp_layer_bytes_per_weight, resolve_quant, round_up, weights_per_gpu
 from .layers import indexer_bytes_per_token
 
 TYPICAL_FILE = Path(__file__).resolve().parent.parent / "data" / "spec_decode_typical.json"
@@ -1198,7 +1198,9 @@ def _draft_cost(plan: Plan, arch: ModelArch, dtype: str, quant: QuantScheme | No
     if method == "mtp":
         if not arch.mtp_layers:
             return None
-        lin = _lin_bytes(dtype, quant)
+        # the MTP layer's linears as the memory estimate stores them (the checkpoint's quantization unless it keeps
+        # the MTP layer unquantized, weights.mtp_layer_bytes_per_weight)
+        lin = mtp_layer_bytes_per_weight(arch, dtype, quant)
         h = arch.hidden_size
         per_module = arch.params.mtp / arch.mtp_layers
         routed = arch.num_experts * 3 * h * arch.moe_intermediate_size if arch.num_experts else 0

@@ -406,6 +406,20 @@ _MTP_PROJ_REPLICATED = ("bailing_hybrid_v3_mtp", "longcat_flash_mtp", "mimo_v2_m
 _MTP_PROJ_COLUMN = ("qwen3_next_mtp", "qwen3_5_mtp", "exaone_moe_mtp", "exaone4_5_mtp", "nemotron_h_mtp")
 
 
+def mtp_layer_bytes_per_weight(arch: ModelArch, model_dtype: str, quant: QuantScheme | None) -> float:
+    """Bytes per weight of the MTP decoder layer's linears (:func:`mtp_draft_weights`): the checkpoint's
+    quantization (``bits / 8`` + scales), or the model dtype when there is none, when it quantizes only the experts,
+    or when its exclude / ignore list keeps the MTP layer unquantized (matched on the layer's first expert or MLP
+    projection, ``layers.<num_hidden_layers>.mlp...`` or Qwen3-Next / Qwen3.5's ``mtp.layers.0.mlp...``)."""
+    b = dtype_bytes(model_dtype)
+    if quant is None or quant.experts_only:
+        return b
+    mlp = "mlp.experts.0.up_proj" if arch.num_experts else "mlp.up_proj"
+    name = (f"mtp.layers.0.{mlp}" if arch.mtp_draft_type in ("qwen3_next_mtp", "qwen3_5_mtp")
+            else f"layers.{arch.num_layers}.{mlp}")
+    return b if is_excluded(quant, name) else quant.bits / 8 + quant.scale_bytes_per_weight
+
+
 def mtp_draft_weights(arch: ModelArch, model_dtype: str, quant: QuantScheme | None, tp: int) -> tuple[int, str]:
     """Bytes per GPU of the MTP layers vLLM builds for ``--speculative-config '{"method": "mtp"}'`` (embedding and
     lm_head shared with the target, not counted), and where each part comes from.
@@ -422,15 +436,10 @@ def mtp_draft_weights(arch: ModelArch, model_dtype: str, quant: QuantScheme | No
     b = dtype_bytes(model_dtype)
     p = arch.params
     kind = arch.mtp_draft_type or ""
-    if kind in ("qwen3_next_mtp", "qwen3_5_mtp"):
-        layer_name, proj_name = "mtp.layers.0.mlp.experts.0.up_proj" if arch.num_experts else "mtp.layers.0.mlp.up_proj", "mtp.fc"
-    else:
-        layer_name = f"layers.{arch.num_layers}.mlp.experts.0.up_proj" if arch.num_experts \
-            else f"layers.{arch.num_layers}.mlp.up_proj"
-        proj_name = f"layers.{arch.num_layers}.eh_proj"
+    proj_name = "mtp.fc" if kind in ("qwen3_next_mtp", "qwen3_5_mtp") else f"layers.{arch.num_layers}.eh_proj"
     quant_b = (quant.bits / 8 + quant.scale_bytes_per_weight) if quant is not None else b
-    body_quantized = quant is not None and not quant.experts_only and not is_excluded(quant, layer_name)
-    body_b = quant_b if body_quantized else b
+    body_b = mtp_layer_bytes_per_weight(arch, model_dtype, quant)
+    body_quantized = quant is not None and body_b != b
     body = (p.mtp - p.mtp_proj - p.mtp_replicated) * body_b / tp
     if arch.kv_lora_rank and not arch.mtp_full_attention:
         # MLA's q_a_proj and kv_a_proj_with_mqa are whole on every rank (as in the target, weights_per_gpu)
