@@ -42,7 +42,7 @@ def wheel_of(release: str) -> Path:
     """The release's wheel in WHEELS (``sglang-X-py3-none-any.whl`` up to 0.5.10, a platform wheel from 0.5.23); a
     path that does not exist when it is not downloaded."""
     found = sorted(WHEELS.glob(f"sglang-{release}-*.whl"))
-    return found[0] if found else wheel_of(release)
+    return found[0] if found else WHEELS / f"sglang-{release}-py3-none-any.whl"
 
 
 def rtx5080() -> GPU:
@@ -469,6 +469,21 @@ _CITED_TEXT = [  # (release, rule, text the cited line must contain)
     ("0.5.23", "rope_cache", "if not (_is_cuda or _is_hip"),
     ("0.5.23", "pool_end", "Memory pool end."),
     ("0.5.23", "kv_log", "'is allocated'"),
+    ("0.5.23", "dp_prefill_graph", 'clamped = {"max_bs": cfg.chunked_prefill_size}'),
+    ("0.5.10.post1", "piecewise_mm", "if self.get_model_config().is_multimodal:"),
+    ("0.5.10.post1", "mm_subconfig", "has_multimodal_subconfig = ("),
+    *[(rel, "nextn_eh_proj", "self.eh_proj = nn.Linear(") for rel in COVERED],
+    *[(rel, "nextn_decoder", "quant_config=quant_config,") for rel in COVERED],
+    *[(rel, "nextn_modelopt_off", 'quant_config.get_name() == "modelopt_fp4"') for rel in COVERED[1:]],
+    *[(rel, "glm_nextn_eh_proj", "self.eh_proj = nn.Linear(") for rel in COVERED[1:]],
+    *[(rel, "glm_nextn_decoder", "quant_config=quant_config,") for rel in COVERED[1:]],
+    *[(rel, "glm_nextn_modelopt_off", 'quant_config.get_name() == "modelopt_fp4"') for rel in COVERED[1:]],
+    *[(rel, "spec_share_embed", ".model.set_embed_and_head(embed, head)") for rel in COVERED],
+    ("0.4.3.post4", "nextn_w_kc", "self_attn.w_kc = "),
+    *[(rel, "nextn_w_kc", "layer_ids = [self.config.num_hidden_layers]") for rel in COVERED[1:]],
+    *[(rel, "gemma3_vision", "self.vision_tower = SiglipVisionModel(") for rel in COVERED[1:]],
+    *[(rel, "gemma3_rope", "self.rope_scaling = config.rope_scaling") for rel in COVERED[1:7]],
+    *[(rel, "gemma3_rope", 'self.rope_scaling = {"rope_type": "default"}') for rel in COVERED[7:]],
 ]
 
 
@@ -770,7 +785,7 @@ def test_weights_kimi_k25_rocm_replicated_q_a_moonvit_and_g_idx():
     p = plan(load_config("moonshotai__Kimi-K2.5.json"), gpu=get_gpu("MI355X"), release="0.5.9", tp_size=8)
     t = _terms(p)
     # q_a_proj is held whole by the shared count now (calculator.engine.weights, vLLM's rule too): no extra term
-    assert "mla_q_a_replicated" not in t
+    assert "mla_a_proj_replicated" not in t
     q_a = sum(n for _, _, name, n in parse_config(load_config("moonshotai__Kimi-K2.5.json")).params.modules
               if name == "self_attn.q_a_proj")
     assert q_a * 2 * (1 - 1 / 8) == 1_175_322_624
@@ -1126,23 +1141,6 @@ def test_0_5_23_weights_rope_fp32_on_rocm_and_no_yarn_totals():
         assert float(p.source_of("weights.rope").value) == round(rope / GIB, 4)
 
 
-def test_0_5_23_dp_attention_embedding_split_over_the_attention_tp_group():
-    """DeepSeek-V3 with --enable-dp-attention --dp-size 8 on 8 x H200: 0.5.23's DeepseekV2Model embeds with
-    get_embedding_tp_kwargs (models/deepseek_v2.py:2946: use_attn_tp_group under DP attention), so the embedding is
-    split over the attention-TP group of 1: the term is 129280 (rounded up to 64: 129280) x 7168 x 2 B x (1/1 - 1/8)
-    over the TP-split count (0.5.10.post1's rule: whole on every rank, the same figure here since attention TP is 1).
-    With --dp-size 4 (attention TP 2): x (1/2 - 1/8) in 0.5.23, x (1 - 1/8) in 0.5.10.post1."""
-    cfg = load_config("deepseek-ai__DeepSeek-V3.json")
-    emb = 129280 * 7168 * 2
-    kw = {"gpu": get_gpu("H200"), "tp_size": 8, "dp_size": 4, "enable_dp_attention": True}
-    new = plan(cfg, release="0.5.23", **kw)
-    old = plan(cfg, release="0.5.10.post1", **kw)
-    assert float(new.source_of("weights.dp_attention:embedding").value) == round(emb * (1 / 2 - 1 / 8) / GIB, 4)
-    assert float(old.source_of("weights.dp_attention:embedding").value) == round(emb * (1 - 1 / 8) / GIB, 4)
-    # chunked prefill divided by the attention-DP size (arg_groups/parallel_hook.py:331): 8192 // 4
-    assert new.chunked_prefill_size == 2048
-
-
 def test_0_5_23_refuses_what_it_does_not_model_by_name():
     """Hybrid SWA (gpt-oss), hybrid GDN (Qwen3.5), DeepSeek DSA (V3.2): 0.5.23 sizes them with pool configurators this
     calculator has not followed; each is refused naming the release, never answered with 0.5.10's rule."""
@@ -1199,3 +1197,323 @@ def test_0_5_23_launch_command_uses_its_flag_names():
                                     release="0.5.10.post1", tp_size=8, dp_size=8, enable_dp_attention=True),
                                "deepseek-ai/DeepSeek-V3"))
     assert "--dp-size 8 --enable-dp-attention" in old and "--cuda-graph-max-bs " in old
+
+
+# ---------------------------------------------------------------------------------------------------------
+# DP attention: the launch command's --chunked-prefill-size and the embedding split, per release
+
+
+def _sglang_chunk_from_argv(release: str, argv: list[str]) -> int:
+    """chunked_prefill_size as SGLang ``release`` resolves it from a launch command's flags, by SGLang's rule written
+    out here from its source: with --enable-dp-attention ``chunked_prefill_size // 2`` in 0.4.3.post4
+    (server_args.py:265) and ``// dp_size`` up to 0.5.10.post1 (0.5.10.post1 server_args.py:2641); 0.5.23: with
+    --attn-dp-size N, ``// N`` (arg_groups/parallel_hook.py:331)."""
+    flags = {a: (argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else True)
+             for i, a in enumerate(argv) if a.startswith("--")}
+    chunk = int(flags["--chunked-prefill-size"])
+    if "--attn-dp-size" in flags:
+        return chunk // int(flags["--attn-dp-size"])
+    if flags.get("--enable-dp-attention"):
+        return chunk // 2 if release == "0.4.3.post4" else chunk // int(flags["--dp-size"])
+    return chunk
+
+
+@pytest.mark.parametrize("release,dp,per_rank", [
+    # DeepSeek-R1 on 8 x H200 (139.8 GiB < 160 GiB: the GPU table's chunked prefill 8192 in every release here)
+    ("0.4.3.post4", 8, 8192 // 2), ("0.5.3", 8, 8192 // 8), ("0.5.7", 4, 8192 // 4), ("0.5.10.post1", 8, 8192 // 8),
+    ("0.5.10.post1", 2, 8192 // 2), ("0.5.23", 8, 8192 // 8), ("0.5.23", 4, 8192 // 4)])
+def test_the_launch_command_under_dp_attention_makes_sglang_derive_the_planned_chunk(release, dp, per_rank):
+    """The printed command must reproduce the plan: SGLang divides --chunked-prefill-size under DP attention itself, so
+    the command carries the undivided 8192 and SGLang's own rule applied to the printed flags gives the plan's per-rank
+    chunk (before the fix the command printed the divided value, which SGLang divided a second time)."""
+    p = plan(load_config("deepseek-ai__DeepSeek-R1.json"), gpu=get_gpu("H200"), release=release, tp_size=8,
+             dp_size=dp, enable_dp_attention=True)
+    argv = launch_argv(p, "deepseek-ai/DeepSeek-R1")
+    assert p.chunked_prefill_size == per_rank
+    assert argv[argv.index("--chunked-prefill-size") + 1] == "8192" == str(p.chunked_prefill_size_arg)
+    assert _sglang_chunk_from_argv(release, argv) == p.chunked_prefill_size
+
+
+def test_the_launch_command_of_a_forced_dp_attention_and_of_a_given_chunk():
+    """DeepSeek-V3.2 on 8 x B200 with 0.5.3.post1: the NSA block turns DP attention on with dp_size = tp_size
+    (server_args.py:859-860) and the command passes --dp-size 8 --enable-dp-attention; B200 (178 GiB) -> chunked prefill
+    16384, per rank 16384 // 8 = 2048. A given --chunked-prefill-size 4096 with --dp-size 2 on 0.5.10.post1: 4096 in
+    the command, 2048 per rank. Without DP attention the command carries the plan's value unchanged."""
+    a = plan(v32_config(), gpu=get_gpu("B200"), release="0.5.3.post1", tp_size=8)
+    argv = launch_argv(a, "deepseek-ai/DeepSeek-V3.2-Exp")
+    assert (a.chunked_prefill_size, a.chunked_prefill_size_arg) == (2048, 16384)
+    assert _sglang_chunk_from_argv("0.5.3.post1", argv) == 2048
+    r1 = load_config("deepseek-ai__DeepSeek-R1.json")
+    b = plan(r1, gpu=get_gpu("H200"), release="0.5.10.post1", tp_size=8, dp_size=2, enable_dp_attention=True,
+             chunked_prefill_size=4096)
+    argv = launch_argv(b, "deepseek-ai/DeepSeek-R1")
+    assert argv[argv.index("--chunked-prefill-size") + 1] == "4096" and b.chunked_prefill_size == 2048
+    assert b.source_of("chunked_prefill_size_arg").kind == "input"
+    c = plan(r1, gpu=get_gpu("H200"), release="0.5.10.post1", tp_size=8)
+    argv = launch_argv(c, "deepseek-ai/DeepSeek-R1")
+    assert argv[argv.index("--chunked-prefill-size") + 1] == "8192" == str(c.chunked_prefill_size)
+
+
+def test_0_5_23_dp_attention_reclamps_the_prefill_graph_to_the_per_rank_chunk():
+    """0.5.23 sizes the breakable prefill CUDA graph from the undivided chunk (MLA: min(8192, 8192)) in the memory hook,
+    then re-clamps it to the per-DP-rank chunked prefill size (arg_groups/parallel_hook.py:351): 8192 // 8 = 1024; the
+    reserve keeps the MLA graph's flat 1.5 GiB either way."""
+    p = plan(load_config("deepseek-ai__DeepSeek-R1.json"), gpu=get_gpu("H200"), release="0.5.23", tp_size=8,
+             dp_size=8, enable_dp_attention=True)
+    assert p.piecewise_cuda_graph and p.piecewise_cuda_graph_max_tokens == 1024
+    assert "parallel_hook.py:351" in p.source_of("piecewise_cuda_graph_max_tokens").source
+
+
+R1_EMB = 129280 * 7168 * 2  # vocab 129280 (a multiple of 64) x hidden 7168 x bf16 = 1,853,358,080 B
+Q3_EMB = 151936 * 4096 * 2  # Qwen3-235B-A22B: vocab 151936 (a multiple of 64) x hidden 4096 x bf16 = 1,244,659,712 B
+
+
+@pytest.mark.parametrize("release,dp,expected", [
+    # DeepSeek-R1, 8 GPUs: the count splits the embedding over TP 8; the term is what SGLang holds beyond that.
+    # --dp-size 8 (attention TP 1): whole in every release (enable_tp=False up to 0.5.7, the attention-TP group of 1
+    # from 0.5.8.post1): 1,853,358,080 x (1 - 1/8) = 1,621,688,320 B
+    ("0.4.3.post4", 8, 1_621_688_320), ("0.5.3", 8, 1_621_688_320), ("0.5.7", 8, 1_621_688_320),
+    ("0.5.8.post1", 8, 1_621_688_320), ("0.5.10.post1", 8, 1_621_688_320), ("0.5.23", 8, 1_621_688_320),
+    # --dp-size 4 (attention TP 2): whole up to 0.5.7; split over the attention-TP group of 2 from 0.5.8.post1:
+    # 1,853,358,080 x (1/2 - 1/8) = 695,009,280 B
+    ("0.5.3", 4, 1_621_688_320), ("0.5.7", 4, 1_621_688_320), ("0.5.8.post1", 4, 695_009_280),
+    ("0.5.9", 4, 695_009_280), ("0.5.10.post1", 4, 695_009_280), ("0.5.23", 4, 695_009_280)])
+def test_dp_attention_embedding_of_deepseek_by_release(release, dp, expected):
+    assert R1_EMB * (1 - 1 / 8) == 1_621_688_320 and R1_EMB * (1 / 2 - 1 / 8) == 695_009_280
+    p = plan(load_config("deepseek-ai__DeepSeek-R1.json"), gpu=get_gpu("H200"), release=release, tp_size=8,
+             dp_size=dp, enable_dp_attention=True)
+    term = p.source_of("weights.dp_attention:embedding")
+    assert float(term.value) == round(expected / GIB, 4)
+    assert "models/deepseek_v2.py:" in term.source
+
+
+@pytest.mark.parametrize("release,expected", [
+    # Qwen3-235B-A22B, --tp 8 --dp-size 4 (attention TP 2): Qwen3MoeModel(Qwen2MoeModel) keeps it whole from 0.4.10.post2
+    # to 0.5.8.post1 (x 7/8 = 1,089,077,248 B), splits it over the attention-TP group from 0.5.9 (x 3/8 = 466,747,392 B)
+    ("0.4.10.post2", 1_089_077_248), ("0.5.3", 1_089_077_248), ("0.5.8.post1", 1_089_077_248),
+    ("0.5.9", 466_747_392), ("0.5.10.post1", 466_747_392), ("0.5.23", 466_747_392)])
+def test_dp_attention_embedding_of_qwen3_moe_by_release(release, expected):
+    assert Q3_EMB * 7 / 8 == 1_089_077_248 and Q3_EMB * 3 / 8 == 466_747_392
+    p = plan(load_config("Qwen__Qwen3-235B-A22B.json"), gpu=get_gpu("H200"), release=release, tp_size=8, dp_size=4,
+             enable_dp_attention=True)
+    assert float(p.source_of("weights.dp_attention:embedding").value) == round(expected / GIB, 4)
+
+
+@pytest.mark.parametrize("release", ["0.4.10.post2", "0.5.3", "0.5.8.post1", "0.5.10.post1", "0.5.23"])
+def test_dp_attention_keeps_llamas_embedding_split_over_the_tp_group(release):
+    """LlamaModel builds VocabParallelEmbedding without a DP-attention argument in every covered release: the embedding
+    stays split over the TP group as the count has it (before the fix 0.4.10-0.5.10 counted it whole)."""
+    p = plan(load_config("meta-llama__Llama-3.1-70B-Instruct.json"), gpu=get_gpu("H200"), release=release, tp_size=8,
+             dp_size=4, enable_dp_attention=True)
+    assert not any(s.field == "weights.dp_attention:embedding" for s in p.sources)
+    assert not any("splits its input embedding" in n for n in p.notes)
+
+
+def test_the_embedding_rule_is_what_each_cited_line_says():
+    """For every covered release and model family, the cited line of the wheel (and the call it opens) says the mode
+    dp_embedding_split answers: enable_tp=not ... -> whole, use_attn_tp_group=is_dp_attention_enabled() or
+    get_embedding_tp_kwargs() -> the attention-TP group, neither -> the TP group."""
+    from calculator.runtimes.sglang.weights import dp_embedding_split
+
+    family_arch = {"deepseek": "DeepseekV3ForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",
+                   "glm4_moe": "Glm4MoeForCausalLM", "gpt_oss": "GptOssForCausalLM", "qwen3_next": "Qwen3NextForCausalLM",
+                   "llama": "LlamaForCausalLM", "mixtral": "MixtralForCausalLM", "minimax_m2": "MiniMaxM2ForCausalLM"}
+    checked = 0
+    for release in COVERED:
+        wheel = wheel_of(release)
+        if not wheel.exists():
+            continue
+        with zipfile.ZipFile(wheel) as z:
+            for fam, arch in family_arch.items():
+                if not R.has_rule(release, f"embed_{fam}"):
+                    assert dp_embedding_split(release, arch) is None
+                    continue
+                path, line = R._LINES[release][f"embed_{fam}"]
+                lines = z.read(path).decode().splitlines()
+                call = lines[line - 1]
+                if "VocabParallelEmbedding(" in call:  # the call's arguments up to its closing parenthesis
+                    i = line
+                    while not lines[i - 1].strip().startswith(")") and i - line < 10:
+                        i += 1
+                        call += lines[i - 1]
+                want = ("whole" if "enable_tp=not" in call else "attn_tp" if (
+                    "use_attn_tp_group=is_dp_attention_enabled()" in call or "get_embedding_tp_kwargs()" in call)
+                    else "tp" if "VocabParallelEmbedding(" in call and "enable_tp" not in call
+                    and "use_attn_tp_group" not in call else None)
+                assert want is not None, (release, fam, call)
+                assert dp_embedding_split(release, arch)[0] == want, (release, fam)
+                checked += 1
+    if not checked:
+        pytest.skip("no SGLang wheel downloaded")
+
+
+def test_dp_attention_keeps_mlas_a_projections_whole():
+    """DeepSeek-R1 FP8 (block 128 x 128: 1 + 4 / 128^2 B per weight), --tp 8 --dp-size 8: q_a_proj and
+    kv_a_proj_with_mqa (fused_qkv_a_proj_with_mqa, ReplicatedLinear) and the q_a / kv_a RMSNorms stay whole on every rank,
+    so the attention's DP-attention split is taken back for 61 x (7168 x (1536 + 512 + 64) + 1536 + 512) = 923,592,704
+    parameters x (1 - 1/8) (before the fix kv_a_proj_with_mqa was taken back neither: counted 1.875 times)."""
+    fp8 = 1 + 4 / (128 * 128)
+    rep = 61 * (7168 * (1536 + 512 + 64) + 1536 + 512)
+    assert rep == 923_592_704
+    p = plan(load_config("deepseek-ai__DeepSeek-R1.json"), gpu=get_gpu("H200"), release="0.5.10.post1", tp_size=8,
+             dp_size=8, enable_dp_attention=True)
+    assert float(p.source_of("weights.mla_a_proj_replicated").value) == round(-rep * fp8 * (1 - 1 / 8) / GIB, 4)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Gemma 3 served text-only by default
+
+
+GEMMA3_TEXT = 262208 * 5376 + 62 * (5376 * 32 * 128 * 2 + 5376 * 16 * 128 * 2 + 2 * 128 + 3 * 5376 * 21504
+                                     + 4 * 5376) + 5376
+SIGLIP = (3 * 14 * 14 * 1152 + 1152 + 4096 * 1152
+          + 27 * (4 * (1152 * 1152 + 1152) + 2 * 2 * 1152 + 1152 * 4304 + 4304 + 4304 * 1152 + 1152) + 2 * 1152
+          + 1152 * 5376 + 1152)
+
+
+def test_gemma3_27b_is_served_text_only_by_default_in_0_5_10():
+    """google/gemma-3-27b-it on one H100 (nvidia-smi 81,559 MiB; 78.5 GiB free before loading given), SGLang 0.5.10.post1.
+    Gemma3ForConditionalGeneration is in mm_disabled_models (configs/model_config.py:156): enable_multimodal False, so
+    model_config.is_multimodal is False -> no adjust_mem_fraction_for_vlm (server_args.py:1333) and the piecewise CUDA
+    graph stays on (:1110). The vision tower is still built and loaded (models/gemma3_mm.py:181), so it is in the
+    weights.
+
+    By hand from the config (text: 62 layers, hidden 5376, 32 heads / 16 KV heads of 128, intermediate 21504, vocab
+    262208 tied; SigLIP: 27 layers of 1152, MLP 4304, 14-px patches of 896-px images, projector 1152 -> 5376):
+      parameters = 27,009,346,304 (text) + 423,060,336 (vision) -> x 2 B;
+      rotary caches (0.5.10: both the local and the global layers' rope_type 'default', models/gemma3_causal.py:202):
+        2 x 131072 x 128 x 4 B = 134,217,728 B;
+      W = 54,864,813,280 + 134,217,728 = 54,999,031,008 B.
+      H100: chunked prefill 8192, cuda_graph_max_bs 256; the piecewise graph captures 58 sizes up to 8192
+        (8 of 4-32, 14 of 48-256, 8 of 288-512, 8 of 576-1024, 12 of 1280-4096, 8 of 4608-8192) -> 464 MiB;
+      reserved = 512 + 8192 x 1.5 + 256 x 2 + 1 / 8 x 1024 + 464 = 13,904 MiB;
+      mem_fraction_static = round((81559 - 13904) / 81559, 3) = 0.83 (0.8 x 0.909736 = 0.7551 with the VLM factor);
+      rest = 78.5 x 0.83 - W / 2^30 = 65.155 - 51.2221 GiB; cell = 16 x (128 + 128) x 62 x 2 = 507,904 B;
+      max_total_num_tokens = int(rest x 2^30) // 507,904."""
+    assert GEMMA3_TEXT == 27_009_346_304 and SIGLIP == 423_060_336
+    w = (GEMMA3_TEXT + SIGLIP) * 2 + 2 * 131072 * 128 * 4
+    assert w == 54_999_031_008
+    sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32)) + list(range(576, 1025, 64))
+             + list(range(1280, 4097, 256)) + list(range(4608, 8193, 512)))
+    assert len(sizes) == 58
+    reserved = 512 + 8192 * 1.5 + 256 * 2 + 1 / 8 * 1024 + 58 * 8
+    mfs = round((81559 - reserved) / 81559, 3)
+    assert (reserved, mfs) == (13904, 0.83)
+    tokens = int((78.5 * mfs - w / GIB) * GIB) // (16 * 256 * 62 * 2)
+    cfg = load_config("google__gemma-3-27b-it.json")
+    kw = {"gpu": get_gpu("H100"), "release": "0.5.10.post1", "gpu_memory_capacity_mib": 81559,
+          "free_memory_before_load_gib": 78.5, "context_length": 32768}
+    p = plan(cfg, weights_bytes=w, **kw)
+    assert p.mem_fraction_static == mfs and p.max_total_num_tokens == tokens
+    assert p.piecewise_cuda_graph and not any(s.field == "mem_fraction_static.vlm" for s in p.sources)
+    assert "model_config.py:156" in p.source_of("multimodal").source
+    # the estimate counts the vision tower and the two default rotary caches (engine count of SigLIP within 8 KB)
+    est = plan(cfg, **kw)
+    t = _terms(est)
+    assert t["parameters"] * GIB == pytest.approx((GEMMA3_TEXT + SIGLIP) * 2, abs=GIB * 1e-4)
+    assert t["rope"] * GIB == pytest.approx(2 * 131072 * 128 * 4, abs=GIB * 1e-4)
+    assert est.weights_gib == pytest.approx(w / GIB, abs=1e-3)
+
+
+@pytest.mark.parametrize("release", ["0.5.3", "0.5.7", "0.5.9", "0.5.23"])
+def test_gemma3_27b_gets_no_vlm_factor_in_any_release(release):
+    """Every covered release that serves Gemma3ForConditionalGeneration lists it in mm_disabled_models (from 0.4.10.post2;
+    0.4.3.post4 has no such class, and refuses Gemma 3's sliding-window layers in 0.4.10.post2 here), so
+    mem_fraction_static is the reserve formula's alone. H100 81,559 MiB, reserve without the piecewise graph (not yet
+    default before 0.5.10): 512 + 8192 x 1.5 + 256 x 2 + 128 = 13,440 MiB -> round(68,119 / 81,559, 3) = 0.835; 0.5.23's
+    reserve has the breakable prefill graph (on for a text-only model): 13,904 MiB -> 0.83."""
+    assert round((81559 - 13440) / 81559, 3) == 0.835 and round((81559 - 13904) / 81559, 3) == 0.83
+    p = plan(load_config("google__gemma-3-27b-it.json"), gpu=get_gpu("H100"), release=release,
+             gpu_memory_capacity_mib=81559, free_memory_before_load_gib=78.5)
+    assert p.mem_fraction_static == (0.83 if release == "0.5.23" else 0.835)
+    assert not any(s.field == "mem_fraction_static.vlm" for s in p.sources)
+
+
+def test_the_multimodal_lists_are_the_wheels():
+    """releases.multimodal_lists (data/architectures.json) against each wheel's configs/model_config.py, and 0.5.23's
+    lists in memory.py against the extracted ones."""
+    from calculator.runtimes.sglang.data.extract_architectures import multimodal_lists
+    from calculator.runtimes.sglang.memory import _MM_ARCHS_0523, _MM_TEXT_ONLY_0523
+
+    assert R.multimodal_lists("0.4.3.post4") is None
+    assert R.multimodal_lists("0.5.23") == (frozenset(_MM_ARCHS_0523), frozenset(_MM_TEXT_ONLY_0523))
+    for release in COVERED:
+        wheel = wheel_of(release)
+        if not wheel.exists():
+            continue
+        with zipfile.ZipFile(wheel) as z:
+            mm = multimodal_lists(z.read("sglang/srt/configs/model_config.py").decode())
+        got = R.multimodal_lists(release)
+        if mm is None:
+            assert got is None
+            continue
+        assert got == (frozenset(mm["archs"]), frozenset(mm["text_only"]))
+        if R.has_rule(release, "mm_disabled"):
+            assert R._LINES[release]["mm_disabled"][1] == mm["text_only_line"]
+            assert R._LINES[release]["mm_archs"][1] == mm["archs_line"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The NEXTN (MTP) draft as deepseek_nextn.py builds it
+
+
+def _r1_nextn_by_hand(tp: int, attn_tp: int, *, body_bytes: float) -> float:
+    """DeepSeek-R1's MTP layer as sglang==0.5.10.post1 models/deepseek_nextn.py builds it, bytes on one rank:
+    - DeepseekV2DecoderLayer(quant_config=the checkpoint's) (:125-133): MLA attention 187,107,328 parameters per layer
+      (q_a 7168 x 1536, q_a_layernorm 1536, q_b 1536 x 128 x 192, kv_a 7168 x 576, kv_a_layernorm 512,
+      kv_b 512 x 128 x 256, o 128 x 128 x 7168), q_a / kv_a (ReplicatedLinear) whole, the rest over the attention-TP
+      group; MoE (is_nextn: sparse) 256 routed + 1 shared expert of 3 x 7168 x 2048, over TP;
+    - eh_proj nn.Linear(2 x 7168, 7168) (:102): bf16, whole; enorm, hnorm, the two layer norms, shared_head.norm and the
+      router gate 256 x 7168 at bf16, e_score_correction_bias 256 x fp32;
+    - absorbed w_kc / w_vc (post_load_weights(is_nextn=True)): 512 x 128 x 256 x 2 B over the attention-TP group;
+    - its own embed_tokens / lm_head replaced by the target's (speculative/eagle_worker.py:184): 0."""
+    mla = 7168 * 1536 + 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 + 512 * 128 * 256 + 128 * 128 * 7168
+    assert mla == 187_107_328
+    rep = 7168 * (1536 + 576)
+    experts = 257 * 3 * 7168 * 2048
+    return ((mla - rep) * body_bytes / attn_tp + rep * body_bytes + experts * body_bytes / tp
+            + 2 * 7168 * 7168 * 2 + (5 * 7168 + 256 * 7168) * 2 + 256 * 4 + 512 * 128 * 256 * 2 / attn_tp)
+
+
+def test_nextn_draft_of_deepseek_r1_fp8_is_built_as_deepseek_nextn_says():
+    """DeepSeek-R1 FP8 (block 128 x 128), --tp 8, --speculative-algorithm NEXTN: the layer at the checkpoint's fp8, the
+    eh_proj at bf16 whole: about 1.55 GiB per rank (the old 'MTP parameters x fp8 / TP' said 1.35); with --dp-size 8
+    --enable-dp-attention the attention is whole on the rank (attention TP 1)."""
+    fp8 = 1 + 4 / (128 * 128)
+    r1 = load_config("deepseek-ai__DeepSeek-R1.json")
+    expected = _r1_nextn_by_hand(8, 8, body_bytes=fp8)
+    p = plan(r1, gpu=get_gpu("H200"), release="0.5.10.post1", tp_size=8, speculative_algorithm="NEXTN")
+    assert p.speculative.draft_weights_gib * GIB == pytest.approx(expected, abs=64 * 1024)
+    assert round(expected / GIB, 2) == 1.55
+    src = p.source_of("speculative.draft_weights_gib")
+    assert src.kind == "source" and "deepseek_nextn.py:102" in src.source and "eagle_worker.py:184" in src.source
+    dp = plan(r1, gpu=get_gpu("H200"), release="0.5.10.post1", tp_size=8, dp_size=8, enable_dp_attention=True,
+              speculative_algorithm="NEXTN")
+    assert dp.speculative.draft_weights_gib * GIB == pytest.approx(_r1_nextn_by_hand(8, 1, body_bytes=fp8),
+                                                                   abs=64 * 1024)
+
+
+def test_nextn_draft_of_a_modelopt_nvfp4_deepseek_is_unquantized():
+    """A ModelOpt NVFP4 checkpoint (hf_quant_config.json quant_algo NVFP4): DeepseekModelNextN sets quant_config = None
+    (models/deepseek_nextn.py:84-88 in 0.5.10.post1), so the layer is bf16 however the target is stored."""
+    from calculator.runtimes.sglang.weights import nextn_draft_weights
+
+    qc = {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "NVFP4", "group_size": 16,
+                                                             "exclude_modules": ["lm_head"]}}
+    got, kind, text = nextn_draft_weights(load_config("deepseek-ai__DeepSeek-V3.json"), release="0.5.10.post1",
+                                          model_dtype="bfloat16", quantization=None, quant_config=qc, tp=8, attn_tp=8)
+    assert got == pytest.approx(_r1_nextn_by_hand(8, 8, body_bytes=2), abs=64 * 1024)
+    assert kind == "source" and "deepseek_nextn.py:84" in text
+
+
+@pytest.mark.parametrize("release,ctx", [("0.5.3", 8 * 131072), ("0.5.9", 8 * 131072), ("0.5.10.post1", 131072),
+                                         ("0.5.23", 131072)])
+def test_gemma3_context_length_from_the_class_default(release, ctx):
+    """gemma-3-27b-it's config.json leaves max_position_embeddings out: transformers' Gemma3TextConfig default is 131072.
+    SGLang's get_context_length multiplies by rope_scaling["factor"]: up to 0.5.9 (transformers 4.57.1) the config's
+    rope_scaling is the flat {"factor": 8.0, "rope_type": "linear"} -> 1,048,576; from 0.5.10.post1 (transformers 5.3.0 /
+    5.19.0) it is nested per layer type ({"sliding_attention": ..., "full_attention": {... "factor": 8.0}}) with no
+    top-level factor -> 131,072 (both read with those transformers versions from this config.json)."""
+    p = plan(load_config("google__gemma-3-27b-it.json"), gpu=get_gpu("H100"), release=release,
+             free_memory_before_load_gib=78.5)
+    assert p.context_length == ctx

@@ -5,7 +5,8 @@ string), so no value is interpreted by a shell. Only settings that differ from w
 itself are pinned when ``pin_defaults`` is false; with ``pin_defaults`` (the default) the memory-relevant
 values of the plan (``--mem-fraction-static``, ``--context-length``, ``--chunked-prefill-size``,
 ``--cuda-graph-max-bs``, ``--page-size``) are passed explicitly so that the run uses the plan's numbers
-even if SGLang's defaults move.
+even if SGLang's defaults move. ``--chunked-prefill-size`` carries the value before SGLang's DP-attention division
+(``SGLangPlan.chunked_prefill_size_arg``): SGLang divides the flag by the DP size (by 2 in 0.4.3.post4) itself.
 """
 from __future__ import annotations
 
@@ -56,7 +57,9 @@ def launch_argv(plan: SGLangPlan, model_path: str, *, python: str = "python", po
     if pin_defaults:
         # 0.5.23 has no --cuda-graph-max-bs: the decode phase's is --cuda-graph-max-bs-decode
         # (sglang==0.5.23 sglang/srt/arg_groups/fields/exec_.py:629)
-        argv += ["--chunked-prefill-size", str(plan.chunked_prefill_size),
+        # the undivided value: under DP attention SGLang divides --chunked-prefill-size by the DP size itself
+        # (cite(release, "dp_chunked")), so passing the plan's per-rank figure would divide it twice
+        argv += ["--chunked-prefill-size", str(plan.chunked_prefill_size_arg),
                  "--cuda-graph-max-bs-decode" if new_flags else "--cuda-graph-max-bs", str(plan.cuda_graph_max_bs)]
         if plan.page_size > 1:
             argv += ["--page-size", str(plan.page_size)]

@@ -46,16 +46,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from calculator.engine.arch import parse_config
 from calculator.engine.errors import EngineInputError
 from calculator.engine.gpus import GPU
-from calculator.engine.weights import resolve_quant
 
 from . import releases as R
 from .compat import _DSA_ARCHS_0523, check_backend, default_backend
 from .releases import at_least, check_release, cite
 from .startup import startup_overhead
 from .weights import estimate as estimate_weights
+from .weights import nextn_draft_weights
 
 GIB = 1 << 30
 
@@ -123,7 +122,10 @@ class SGLangPlan(BaseModel):
     kv_cache_dtype: str
     page_size: int
     context_length: int
-    chunked_prefill_size: int
+    chunked_prefill_size: int  # as ServerArgs holds it once resolved: per DP rank under DP attention
+    # what --chunked-prefill-size carries (the flag, else the GPU-table default) before SGLang divides it under DP
+    # attention (_handle_data_parallelism, cite(release, "dp_chunked")): the value a launch command passes
+    chunked_prefill_size_arg: int
     cuda_graph_max_bs: int
     # prefill (extend) batches of up to piecewise_cuda_graph_max_tokens tokens replay piecewise CUDA graphs (0.5.10:
     # on by default, server_args.py _handle_piecewise_cuda_graph); False: every prefill pass runs eagerly
@@ -252,6 +254,44 @@ def is_multimodal_0523(arch: str, hf_config: dict[str, Any]) -> bool:
     return True
 
 
+_SUBCONFIG_KEYS = ("thinker_config", "llm_config", "language_config", "text_config", "vision_config", "audio_config")
+
+
+def is_multimodal(release: str, hf_config: dict[str, Any]) -> bool:
+    """``ModelConfig.is_multimodal`` of SGLang ``release`` when ``--enable-multimodal`` is not passed (what the VLM
+    mem-fraction factor, 0.5.10's piecewise CUDA graph and 0.5.23's multimodal reserve look at):
+
+    - ``enable_multimodal`` stays False for the architectures of ``mm_disabled_models`` (Gemma 3, Llama 4, Step3-VL;
+      0.5.23 adds Inkling), served text-only by default (``cite(release, "mm_disabled")``);
+    - otherwise 0.4.10.post2 to 0.5.9: one of ``architectures`` is in ``multimodal_model_archs``
+      (``cite(release, "mm_archs")``); 0.5.10.post1: that, or the config has a text / LLM / language / thinker,
+      vision or audio sub-config (``has_multimodal_subconfig``, ``cite(release, "mm_subconfig")``); 0.5.23:
+      :func:`is_multimodal_0523`.
+
+    The lists are the release's own (``releases.multimodal_lists``, read from each wheel). 0.4.3.post4 has no such
+    test (and no multimodal adjustment): False."""
+    arch = (hf_config.get("architectures") or [""])[0]
+    if at_least(release, "0.5.23"):
+        return is_multimodal_0523(arch, hf_config)
+    lists = R.multimodal_lists(release)
+    if lists is None:
+        return False
+    archs, text_only = lists
+    if arch in text_only:
+        return False
+    listed = any(a in archs for a in hf_config.get("architectures") or [])
+    if release == "0.5.10.post1":
+        return listed or any(isinstance(hf_config.get(k), dict) for k in _SUBCONFIG_KEYS)
+    return listed
+
+
+def served_text_only(release: str, hf_config: dict[str, Any]) -> bool:
+    """The architecture is one SGLang ``release`` serves text-only unless ``--enable-multimodal`` is passed
+    (``mm_disabled_models``, ``cite(release, "mm_disabled")``)."""
+    lists = R.multimodal_lists(release)
+    return lists is not None and (hf_config.get("architectures") or [""])[0] in lists[1]
+
+
 def _text(cfg: dict[str, Any]) -> dict[str, Any]:
     for key in ("text_config", "llm_config", "language_config"):
         if isinstance(cfg.get(key), dict):
@@ -267,15 +307,31 @@ def _req(c: dict[str, Any], key: str) -> Any:
     return c[key]
 
 
-def context_length_of(hf_config: dict[str, Any]) -> int:
+# transformers config classes SGLang reads through whose rope_scaling transformers 5 nests per layer type
+# ({"sliding_attention": {...}, "full_attention": {"rope_type": "linear", "factor": 8.0, ...}}: no top-level "factor")
+_ROPE_PER_LAYER_TYPE = {"gemma3_text"}
+
+
+def context_length_of(hf_config: dict[str, Any], release: str | None = None) -> int:
     """SGLang's default ``context_len``: the first of ``max_sequence_length``, ``seq_length``,
     ``max_seq_len``, ``model_max_length``, ``max_position_embeddings`` in the text config, times the
     ``rope_scaling.factor`` unless the scaling has ``original_max_position_embeddings`` or is ``llama3``
-    (``get_context_length``, hf_transformers_utils.py; 2048 when no key is present)."""
+    (``get_context_length``, hf_transformers_utils.py; 2048 when no key is present).
+
+    SGLang reads the transformers config object, so a key a sparse config.json leaves out has the class default
+    (``calculator.engine.arch``'s class defaults: Gemma 3's ``max_position_embeddings`` 131072). Gemma 3 from
+    0.5.10.post1: SGLang runs with transformers 5 (``Requires-Dist: transformers==5.3.0`` in sglang 0.5.10.post1's
+    METADATA, 5.19.0 in 0.5.23), where ``Gemma3TextConfig.rope_scaling`` is nested per layer type with no top-level
+    ``factor``, so the factor is 1 (131,072 for gemma-3-27b-it); with transformers 4 (up to 0.5.9) the flat
+    ``{"factor": 8.0, "rope_type": "linear"}`` gives 8 x 131,072."""
+    from calculator.engine.arch import _CLASS_DEFAULTS  # the transformers class defaults of sparse configs
+
     c = _text(hf_config)
+    model_type = str(c.get("model_type") or "")
+    c = {**_CLASS_DEFAULTS.get(model_type, {}), **{k: v for k, v in c.items() if v is not None}}
     rs = c.get("rope_scaling") or None
     factor = 1
-    if rs:
+    if rs and not (model_type in _ROPE_PER_LAYER_TYPE and release is not None and at_least(release, "0.5.10.post1")):
         factor = rs.get("factor", 1)
         if "original_max_position_embeddings" in rs or rs.get("rope_type") == "llama3":
             factor = 1
@@ -597,13 +653,12 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             dw_ = draft_weights_bytes / GIB
             src("speculative.draft_weights_gib", round(dw_, 3), "input", "draft weights as given")
         elif algo == "NEXTN":
-            # the NextN layer(s) stored in the checkpoint; embedding and head are shared with the target
-            arch_ = parse_config(hf_config)
-            q = resolve_quant(arch_, None, quantization)
-            lin = (q.bits / 8 + q.scale_bytes_per_weight) if q and not q.experts_only else DTYPE_BYTES[model_dtype]
-            dw_ = arch_.params.mtp * lin / tp_size / GIB
-            src("speculative.draft_weights_gib", round(dw_, 3), "estimate",
-                "MTP layer parameters x bytes per parameter / TP (embedding and lm_head shared with the target)")
+            # the NextN layer(s) as the draft class builds them; embedding and head replaced by the target's
+            nb, nkind, ntext = nextn_draft_weights(hf_config, release=release, model_dtype=model_dtype,
+                                                   quantization=quantization, quant_config=quant_config, tp=tp_size,
+                                                   attn_tp=attn_tp_)
+            dw_ = nb / GIB
+            src("speculative.draft_weights_gib", round(dw_, 3), nkind, ntext)
         else:
             dw_ = estimate_weights(draft_hf_config, release=release, is_hip=is_hip, model_dtype=model_dtype,
                                    quantization=None, tp=tp_size, attn_tp=attn_tp_, draft=True,
@@ -780,7 +835,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     elem = DTYPE_BYTES[kv]
 
     # --- context length --------------------------------------------------------------------------
-    derived_ctx = context_length_of(hf_config)
+    derived_ctx = context_length_of(hf_config, release)
     ctx = context_length or derived_ctx
     derivation = (cite(release, "context_len") + " get_context_length(text config): max_position_embeddings x rope "
                   "factor unless original/llama3")
@@ -861,7 +916,16 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         src("cuda_graph_max_bs", bs, "input" if cuda_graph_max_bs is not None else "source", table_src)
 
     use_mla = is_mla
-    is_mm = at_least(release, "0.5.23") and is_multimodal_0523(arch_name, hf_config)
+    mm_on = is_multimodal(release, hf_config)
+    is_mm = at_least(release, "0.5.23") and mm_on
+    if served_text_only(release, hf_config) and R.has_rule(release, "vlm_adjust"):
+        notes.append(f"{arch_name}: SGLang {release} serves it text-only unless --enable-multimodal is passed "
+                     f"({cite(release, 'mm_disabled')}): no multimodal mem-fraction factor"
+                     + (", piecewise CUDA graphs stay on" if release == "0.5.10.post1" else "")
+                     + (f"; the vision tower is still built and loaded ({cite(release, 'gemma3_vision')}), so its "
+                        "weights are counted" if arch_name == "Gemma3ForConditionalGeneration" else ""))
+        src("multimodal", "off (text-only by default)", "source", f"{cite(release, 'mm_disabled')} mm_disabled_models"
+            " -> enable_multimodal = False unless --enable-multimodal")
     pcg_reserved = False  # the prefill graph counted in the reserve (0.5.23 decides before the backend-specific offs)
     pcg_max = 0
     if at_least(release, "0.5.23"):
@@ -881,8 +945,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         # 0.5.10 _handle_piecewise_cuda_graph: off for the listed architectures (configs/model_config.py:1352)
         # and DeepSeek NSA, speculative decoding, DP attention, PP, ROCm, multimodal models
         piecewise = (release == "0.5.10.post1" and not disable_piecewise_cuda_graph and speculative_algorithm is None
-                     and not flag_dp_attention and not is_hip and vlm_factor(hf_config) is None
-                     and not isinstance(hf_config.get("vision_config"), dict) and pp_size == 1 and not is_nsa
+                     and not flag_dp_attention and not is_hip and not mm_on and pp_size == 1 and not is_nsa
                      and arch_name not in _PIECEWISE_OFF_ARCHS)
         pcg_reserved = piecewise
     pcg_tokens = (pcg_max if at_least(release, "0.5.23") else (2048 if use_mla else chunk)) if piecewise else 0
@@ -927,10 +990,8 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         elif piecewise:
             detail += f"; piecewise CUDA graph reserve included ({cite(release, 'piecewise_off')})"
         src("mem_fraction_static", mfs, "source", where + detail)
-        if at_least(release, "0.5.23"):
-            vf = vlm_factor(hf_config) if is_mm else None
-        else:
-            vf = vlm_factor(hf_config) if R.has_rule(release, "vlm_adjust") else None
+        # ServerArgs adjusts only when model_config.is_multimodal (cite(release, "vlm_adjust"))
+        vf = vlm_factor(hf_config) if mm_on and R.has_rule(release, "vlm_adjust") else None
         if vf is not None:
             mfs = mfs * vf
             src("mem_fraction_static.vlm", round(vf, 6), "source",
@@ -982,12 +1043,27 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         mfs = mfs * 0.85
         src("mem_fraction_static.aiter", 0.85, "source", cite(release, "aiter") + " (aiter, context_len > 8192)")
 
+    chunk_arg = chunk
+    src("chunked_prefill_size_arg", chunk_arg, "input" if chunked_prefill_size is not None else "source",
+        ("--chunked-prefill-size as given" if chunked_prefill_size is not None else table_src)
+        + (": the value before SGLang's DP-attention division, which a launch command passes" if enable_dp_attention
+           else ": what a launch command passes (no DP-attention division)"))
     if enable_dp_attention:
         if release == "0.4.3.post4":
             chunk = chunk // 2
         else:
             chunk = chunk // dp_size
-        src("chunked_prefill_size.dp_attention", chunk, "source", cite(release, "dp_chunked"))
+        src("chunked_prefill_size.dp_attention", chunk, "source", f"{cite(release, 'dp_chunked')}: {chunk_arg} // "
+            f"{2 if release == '0.4.3.post4' else dp_size} (--chunked-prefill-size {chunk_arg} is divided again by "
+            "SGLang, so a command passes the undivided value)")
+        if at_least(release, "0.5.23") and piecewise and chunk > 0 and pcg_tokens > chunk:
+            # the prefill graph sized from the undivided chunk (the reserve above keeps that) is re-clamped to the
+            # per-DP-rank chunk after the division
+            pcg_tokens = chunk
+            sources[:] = [x for x in sources if x.field != "piecewise_cuda_graph_max_tokens"]
+            src("piecewise_cuda_graph_max_tokens", pcg_tokens, "source", f"{cite(release, 'dp_prefill_graph')}: under "
+                f"DP attention the breakable prefill CUDA graph is re-clamped to the per-DP-rank chunked prefill size "
+                f"{chunk}, after the reserve was sized from {pcg_max}")
 
     # --- weights ---------------------------------------------------------------------------------
     if weights_bytes is not None:
@@ -1334,7 +1410,8 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         release=release, architecture=arch_name, gpu=gpu.name, tp_size=tp_size, dp_size=dp_size,
         enable_dp_attention=enable_dp_attention, ep_size=ep_size, pp_size=pp_size, attention_tp_size=attn_tp,
         attention=kind, attention_backend=backend, kv_cache_dtype=kv, page_size=page, context_length=ctx,
-        chunked_prefill_size=chunk, cuda_graph_max_bs=bs, max_prefill_tokens=16384, piecewise_cuda_graph=piecewise,
+        chunked_prefill_size=chunk, chunked_prefill_size_arg=chunk_arg, cuda_graph_max_bs=bs, max_prefill_tokens=16384,
+        piecewise_cuda_graph=piecewise,
         piecewise_cuda_graph_max_tokens=pcg_tokens,
         gpu_memory_capacity_mib=cap_mib, mem_fraction_static=mfs, free_before_load_gib=t_gib, weights_gib=w_gib,
         free_after_load_gib=x_gib, reserved_gib=reserved_gib, rest_memory_gib=rest, mamba=mamba_plan,

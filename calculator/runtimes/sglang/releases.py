@@ -271,7 +271,8 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "hybrid_swa_archs": (_MC, 2651), "dsa_archs": (_MC, 191),
         "mfs_default": (_MEM, 281), "mfs_reserved": (_MEM, 309), "gpu_tables": (_MEM, 89),
         "decode_bs_cap": (_MEM, 188), "graph_reserve": (_MEM, 357),
-        "dp_chunked": (f"{_AG}/parallel_hook.py", 331), "vlm_adjust": (_MEM, 332), "vlm_formula": (_MEM, 417),
+        "dp_chunked": (f"{_AG}/parallel_hook.py", 331), "dp_prefill_graph": (f"{_AG}/parallel_hook.py", 351),
+        "vlm_adjust": (_MEM, 332), "vlm_formula": (_MEM, 417),
         "mm_reserve": (_KVC, 210), "mm_archs": (_MC, 2391), "mm_disabled": (_MC, 692),
         "aiter": (f"{_AG}/attention_hook.py", 268),
         "profile": (_KVC, 3038), "cell": (_PC, 492), "mla_cell": (_KVC, 3419),
@@ -290,6 +291,105 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "kv_log": (_MP, 2088), "page_default": (f"{_AG}/overrides.py", 1362),
     },
 }
+
+
+# Under DP attention, the input embedding (VocabParallelEmbedding) of each model family, per release: the line that says
+# how it is split (weights.py dp_embedding_split). "enable_tp=not is_dp_attention_enabled()" (or the
+# global_server_args_dict form): whole on every rank; "use_attn_tp_group=is_dp_attention_enabled()" /
+# "**get_embedding_tp_kwargs()": split over the attention-TP group; a bare VocabParallelEmbedding(...): over the TP group
+_EMB_FILES = {"deepseek": _DS, "qwen2": "sglang/srt/models/qwen2.py", "qwen2_moe": "sglang/srt/models/qwen2_moe.py",
+              "glm4_moe": "sglang/srt/models/glm4_moe.py", "gpt_oss": "sglang/srt/models/gpt_oss.py",
+              "qwen3_next": "sglang/srt/models/qwen3_next.py", "llama": "sglang/srt/models/llama.py",
+              "mixtral": "sglang/srt/models/mixtral.py", "minimax_m2": "sglang/srt/models/minimax_m2.py"}
+_EMB_LINES: dict[str, dict[str, int]] = {
+    "0.4.3.post4": {"deepseek": 1013, "qwen2": 247, "qwen2_moe": 334, "llama": 273, "mixtral": 260},
+    "0.4.10.post2": {"deepseek": 1986, "qwen2": 270, "qwen2_moe": 417, "glm4_moe": 734, "llama": 283, "mixtral": 279},
+    "0.5.3": {"deepseek": 2595, "qwen2": 276, "qwen2_moe": 529, "glm4_moe": 717, "gpt_oss": 499, "qwen3_next": 820,
+              "llama": 291, "mixtral": 277},
+    "0.5.3.post1": {"deepseek": 2595, "qwen2": 276, "qwen2_moe": 529, "glm4_moe": 717, "gpt_oss": 499,
+                    "qwen3_next": 820, "llama": 291, "mixtral": 275},
+    "0.5.7": {"deepseek": 3042, "qwen2": 280, "qwen2_moe": 565, "glm4_moe": 888, "gpt_oss": 493, "qwen3_next": 798,
+              "llama": 291, "mixtral": 274, "minimax_m2": 643},
+    "0.5.8.post1": {"deepseek": 2523, "qwen2": 280, "qwen2_moe": 573, "glm4_moe": 898, "gpt_oss": 502,
+                    "qwen3_next": 812, "llama": 330, "mixtral": 274, "minimax_m2": 830},
+    "0.5.9": {"deepseek": 2534, "qwen2": 281, "qwen2_moe": 577, "glm4_moe": 900, "gpt_oss": 519, "qwen3_next": 822,
+              "llama": 334, "mixtral": 274, "minimax_m2": 847},
+    "0.5.10.post1": {"deepseek": 1865, "qwen2": 281, "qwen2_moe": 599, "glm4_moe": 1004, "gpt_oss": 578,
+                     "qwen3_next": 783, "llama": 339, "mixtral": 274, "minimax_m2": 851},
+    "0.5.23": {"deepseek": 2946, "qwen2": 374, "qwen2_moe": 1118, "glm4_moe": 883, "gpt_oss": 662, "qwen3_next": 926,
+               "llama": 432, "mixtral": 290, "minimax_m2": 932},
+}
+for _rel, _fams in _EMB_LINES.items():
+    _WEIGHT_LINES[_rel].update({f"embed_{f}": (_EMB_FILES[f], n) for f, n in _fams.items()})
+
+# Multimodal or not (configs/model_config.py): mm_archs the multimodal_model_archs list, mm_disabled the architectures
+# served text-only unless --enable-multimodal (mm_disabled_models), mm_subconfig 0.5.10's "has a text / vision / audio
+# sub-config" test; gemma3_vision the SiglipVisionModel Gemma3ForConditionalGeneration builds whatever the mode
+# (models/gemma3_mm.py); piecewise_mm 0.5.10's "multimodal model: no piecewise CUDA graph"
+_MM_LINES: dict[str, dict[str, int]] = {
+    "0.4.10.post2": {"mm_archs": 624, "mm_disabled": 112, "gemma3_vision": 168},
+    "0.5.3": {"mm_archs": 780, "mm_disabled": 123, "gemma3_vision": 168},
+    "0.5.3.post1": {"mm_archs": 817, "mm_disabled": 127, "gemma3_vision": 180},
+    "0.5.7": {"mm_archs": 1050, "mm_disabled": 143, "gemma3_vision": 180},
+    "0.5.8.post1": {"mm_archs": 1119, "mm_disabled": 143, "gemma3_vision": 180},
+    "0.5.9": {"mm_archs": 1211, "mm_disabled": 144, "gemma3_vision": 181},
+    "0.5.10.post1": {"mm_archs": 1296, "mm_disabled": 156, "mm_subconfig": 183, "gemma3_vision": 181},
+    "0.5.23": {"gemma3_vision": 185},
+}
+for _rel, _keys in _MM_LINES.items():
+    _WEIGHT_LINES[_rel].update({k: ("sglang/srt/models/gemma3_mm.py" if k == "gemma3_vision" else _MC, n)
+                                for k, n in _keys.items()})
+_WEIGHT_LINES["0.5.10.post1"]["piecewise_mm"] = (_SA, 1110)
+# gemma3_rope: the rope_scaling Gemma 3's global-attention layers pass to get_rope (models/gemma3_causal.py): the
+# config's (linear x8 for the 4B-27B checkpoints) up to 0.5.9, {"rope_type": "default"} from 0.5.10.post1
+for _rel, _n in {"0.4.10.post2": 182, "0.5.3": 181, "0.5.3.post1": 181, "0.5.7": 181, "0.5.8.post1": 181, "0.5.9": 180,
+                 "0.5.10.post1": 202, "0.5.23": 216}.items():
+    _WEIGHT_LINES[_rel]["gemma3_rope"] = ("sglang/srt/models/gemma3_causal.py", _n)
+
+# The NEXTN (MTP) draft of DeepSeek-V3 / R1 (models/deepseek_nextn.py): nextn_eh_proj the nn.Linear eh_proj (model dtype,
+# whole on every rank), nextn_decoder the DeepseekV2DecoderLayer built with the checkpoint's quant_config,
+# nextn_modelopt_off the ModelOpt NVFP4 override (quant_config = None, from 0.4.10.post2); glm_nextn_* the same lines of
+# models/glm4_moe_nextn.py; spec_share_embed set_embed_and_head: the draft's own embedding and lm_head are freed and the
+# target's shared (speculative/eagle_worker.py; eagle_worker_v2.py in 0.5.23)
+_DSN = "sglang/srt/models/deepseek_nextn.py"
+_GLN = "sglang/srt/models/glm4_moe_nextn.py"
+_EW = "sglang/srt/speculative/eagle_worker.py"
+_NEXTN_LINES: dict[str, dict[str, tuple[str, int]]] = {
+    "0.4.3.post4": {"nextn_eh_proj": (_DSN, 66), "nextn_decoder": (_DSN, 71), "spec_share_embed": (_EW, 95)},
+    "0.4.10.post2": {"nextn_eh_proj": (_DSN, 66), "nextn_decoder": (_DSN, 71), "nextn_modelopt_off": (_DSN, 48),
+                     "glm_nextn_eh_proj": (_GLN, 66), "glm_nextn_modelopt_off": (_GLN, 48),
+                     "spec_share_embed": (_EW, 157)},
+    "0.5.3": {"nextn_eh_proj": (_DSN, 70), "nextn_decoder": (_DSN, 76), "nextn_modelopt_off": (_DSN, 52),
+              "glm_nextn_eh_proj": (_GLN, 67), "glm_nextn_modelopt_off": (_GLN, 49), "spec_share_embed": (_EW, 169)},
+    "0.5.3.post1": {"nextn_eh_proj": (_DSN, 70), "nextn_decoder": (_DSN, 76), "nextn_modelopt_off": (_DSN, 52),
+                    "glm_nextn_eh_proj": (_GLN, 67), "glm_nextn_modelopt_off": (_GLN, 49),
+                    "spec_share_embed": (_EW, 169)},
+    "0.5.7": {"nextn_eh_proj": (_DSN, 99), "nextn_decoder": (_DSN, 117), "nextn_modelopt_off": (_DSN, 81),
+              "glm_nextn_eh_proj": (_GLN, 68), "glm_nextn_modelopt_off": (_GLN, 50), "spec_share_embed": (_EW, 180)},
+    "0.5.8.post1": {"nextn_eh_proj": (_DSN, 96), "nextn_decoder": (_DSN, 114), "nextn_modelopt_off": (_DSN, 78),
+                    "glm_nextn_eh_proj": (_GLN, 68), "glm_nextn_modelopt_off": (_GLN, 50),
+                    "spec_share_embed": (_EW, 179)},
+    "0.5.9": {"nextn_eh_proj": (_DSN, 97), "nextn_decoder": (_DSN, 115), "nextn_modelopt_off": (_DSN, 79),
+              "glm_nextn_eh_proj": (_GLN, 68), "glm_nextn_modelopt_off": (_GLN, 50), "spec_share_embed": (_EW, 183)},
+    "0.5.10.post1": {"nextn_eh_proj": (_DSN, 102), "nextn_decoder": (_DSN, 128), "nextn_modelopt_off": (_DSN, 84),
+                     "glm_nextn_eh_proj": (_GLN, 70), "glm_nextn_modelopt_off": (_GLN, 52),
+                     "spec_share_embed": (_EW, 184)},
+    "0.5.23": {"nextn_eh_proj": (_DSN, 102), "nextn_decoder": (_DSN, 130), "nextn_modelopt_off": (_DSN, 75),
+               "glm_nextn_eh_proj": (_GLN, 70), "glm_nextn_modelopt_off": (_GLN, 52),
+               "spec_share_embed": ("sglang/srt/speculative/eagle_worker_v2.py", 378)},
+}
+# nextn_w_kc: post_load_weights(is_nextn=True) builds the NextN layer's absorbed w_kc / w_vc from kv_b_proj, as for the
+# target's layers
+_DWL = "sglang/srt/models/deepseek_common/deepseek_weight_loader.py"
+for _rel, _where in {"0.4.3.post4": (_DSN, 297), "0.4.10.post2": (_DS, 2151), "0.5.3": (_DS, 2892),
+                     "0.5.3.post1": (_DS, 2892), "0.5.7": (_DS, 3442), "0.5.8.post1": (_DWL, 384), "0.5.9": (_DWL, 417),
+                     "0.5.10.post1": (_DWL, 416), "0.5.23": (_DWL, 603)}.items():
+    _NEXTN_LINES[_rel]["nextn_w_kc"] = _where
+for _rel, _n in {"0.4.10.post2": 71, "0.5.3": 72, "0.5.3.post1": 72, "0.5.7": 73, "0.5.8.post1": 73, "0.5.9": 73,
+                 "0.5.10.post1": 75, "0.5.23": 76}.items():
+    _NEXTN_LINES[_rel]["glm_nextn_decoder"] = (_GLN, _n)
+for _rel, _rules in _NEXTN_LINES.items():
+    _WEIGHT_LINES[_rel].update(_rules)
 
 
 for _rel, _rules in _WEIGHT_LINES.items():
@@ -335,3 +435,15 @@ def architectures(release: str) -> frozenset[str]:
     ``sglang/srt/models/*.py``, extracted by ``data/extract_architectures.py`` into ``data/architectures.json``."""
     data = json.loads((Path(__file__).resolve().parent / "data" / "architectures.json").read_text())
     return frozenset(data["releases"][check_release(release)])
+
+
+@cache
+def multimodal_lists(release: str) -> tuple[frozenset[str], frozenset[str]] | None:
+    """``(multimodal_model_archs, mm_disabled_models)`` of the release's ``configs/model_config.py`` (the
+    ``mm_archs`` / ``mm_disabled`` lines), extracted by ``data/extract_architectures.py`` into
+    ``data/architectures.json``; ``None`` for a release without them (0.4.3.post4)."""
+    data = json.loads((Path(__file__).resolve().parent / "data" / "architectures.json").read_text())
+    mm = data.get("multimodal", {}).get(check_release(release))
+    if not mm:
+        return None
+    return frozenset(mm["archs"]), frozenset(mm["text_only"])

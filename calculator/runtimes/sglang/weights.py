@@ -12,9 +12,9 @@ does differently, each as a :class:`Term` with its source:
   (``if not (_is_cuda or _is_hip or ...)``); DeepSeek's YaRN class also keeps ``cos_cached_total`` /
   ``sin_cached_total`` (float32, full rotary width) from 0.5.7, on NPU only from 0.5.23. ``rotary_dim`` is
   ``head_dim x partial_rotary_factor`` (read from ``rope_parameters`` too).
-- ``mla_q_a_replicated``: DeepSeek-style MLA keeps ``q_a_proj`` replicated on every rank (``ReplicatedLinear``;
-  fused with ``kv_a_proj_with_mqa`` from 0.4.10); the shared count already holds it whole (vLLM does the same),
-  so this term only takes back the DP-attention split of it.
+- ``mla_a_proj_replicated``: DeepSeek-style MLA keeps ``q_a_proj`` and ``kv_a_proj_with_mqa`` (and their RMSNorms)
+  replicated on every rank (``ReplicatedLinear``; fused as ``fused_qkv_a_proj_with_mqa`` from 0.4.10); the shared
+  count already holds them whole (vLLM does the same), so this term only takes back the DP-attention split of them.
 - ``vision``: SGLang shards the Qwen3-VL / Qwen3.5 vision tower by the attention-TP size
   (``Qwen3VLMoeVisionModel``: ``ColumnParallelLinear`` / ``RowParallelLinear``); Kimi-K2.5's MoonViT shards only
   its attention (``VisionAttention``), its MLP (``MLP2``: ``nn.Linear``) and projector (``ReplicatedLinear``)
@@ -23,9 +23,13 @@ does differently, each as a :class:`Term` with its source:
   keeps the four int32 ``g_idx`` / ``g_idx_sort_indices`` tensors of every MoE layer (``num_experts x hidden``
   twice, ``num_experts x intermediate / tp`` twice); the CUDA Marlin path replaces them with empty tensors. From
   0.5.23 SM100 GPUs take the Triton path too for symmetric INT4 group-32/128 schemes without act-order.
-- ``dp_attention:embedding``: under DP attention the input embedding is whole on every rank up to 0.5.10 (as read in
-  0.5.3); in 0.5.23 the models that pass ``use_attn_tp_group=is_dp_attention_enabled()`` split it over the
-  attention-TP group, the others (Llama, Mixtral) over the whole TP group; other classes: a note.
+- ``dp_attention:embedding``: under DP attention each model file says how its input embedding
+  (``VocabParallelEmbedding``) is split (:func:`dp_embedding_split`, read per release): whole on every rank
+  (``enable_tp=not is_dp_attention_enabled()``: DeepSeek up to 0.5.7, Qwen2/3 (MoE), GLM-4.5, gpt-oss, Qwen3-Next from
+  0.4.10 to 0.5.8.post1), over the attention-TP group (``use_attn_tp_group=is_dp_attention_enabled()``: DeepSeek from
+  0.5.8.post1, the others from 0.5.9, MiniMax-M2 in 0.5.23) or over the whole TP group (Llama, Mixtral, MiniMax-M2 up
+  to 0.5.10, Qwen2 in 0.4.3.post4: the count's rule); other classes: a note. The lm_head stays split over the TP group
+  (``ParallelLMHead(use_attn_tp_group=enable_dp_lm_head)``, off by default).
 - ``aiter_moe_copy``: Qwen3-MoE classes cache ``dict(self.named_parameters())`` in ``load_weights``
   (``_cached_params_dict``, 0.5.3 to 0.5.9), and with ``SGLANG_USE_AITER=1`` (set in SGLang's ROCm images,
   ``docker/Dockerfile.rocm``) ``UnquantizedFusedMoEMethod.process_weights_after_loading`` replaces ``w13_weight`` /
@@ -50,9 +54,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from calculator.engine.arch import parse_config
-from calculator.engine.weights import resolve_quant, round_up, weights_per_gpu
+from calculator.engine.weights import is_excluded, mtp_draft_weights, resolve_quant, round_up, weights_per_gpu
 
-from .releases import at_least, cite
+from .releases import at_least, cite, has_rule
 
 MIB = 1 << 20
 # c10/cuda/CUDACachingAllocator.cpp (the constants have not changed since PyTorch 1.x)
@@ -68,18 +72,54 @@ ALLOCATOR_SOURCE = ("PyTorch c10/cuda/CUDACachingAllocator.cpp: round_size (512 
 
 _QWEN3_MOE_CACHED = {"Qwen3MoeForCausalLM", "Qwen3VLMoeForConditionalGeneration",
                      "Qwen3OmniMoeForConditionalGeneration"}
-# SGLang 0.5.23: the text models whose input embedding splits over the attention-TP group under DP attention
-# (VocabParallelEmbedding(use_attn_tp_group=is_dp_attention_enabled()), directly or via get_embedding_tp_kwargs,
-# layers/vocab_parallel_embedding.py:185), with the line; and those that split it over the whole TP group
-_EMBED_ATTN_TP_0523 = {
-    "DeepseekV2ForCausalLM": "models/deepseek_v2.py:2946", "DeepseekV3ForCausalLM": "models/deepseek_v2.py:2946",
-    "KimiK25ForConditionalGeneration": "models/deepseek_v2.py:2946 (its language model)",
-    "Qwen2ForCausalLM": "models/qwen2.py:374", "Qwen3ForCausalLM": "models/qwen2.py:374 (Qwen3Model(Qwen2Model))",
-    "Qwen2MoeForCausalLM": "models/qwen2_moe.py:1118",
-    "Qwen3MoeForCausalLM": "models/qwen2_moe.py:1118 (Qwen3MoeModel(Qwen2MoeModel))",
-    "Glm4MoeForCausalLM": "models/glm4_moe.py:883", "MiniMaxM2ForCausalLM": "models/minimax_m2.py:932",
+# How each model family splits its input embedding under DP attention (releases.py embed_<family> cites the line per
+# release): the architecture's family (why, when the class is not in the family's own file), and per family the mode
+# from each release on. "whole": VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled()); "attn_tp":
+# use_attn_tp_group=is_dp_attention_enabled() (0.5.23 DeepSeek: get_embedding_tp_kwargs, vocab_parallel_embedding.py:185,
+# unless SGLANG_ENABLE_EMBED_REPLICATION); "tp": no such argument, split over the whole TP group.
+_EMBED_FAMILY: dict[str, tuple[str, str]] = {
+    "DeepseekV2ForCausalLM": ("deepseek", ""), "DeepseekV3ForCausalLM": ("deepseek", ""),
+    "DeepseekV32ForCausalLM": ("deepseek", ""),
+    "KimiK25ForConditionalGeneration": ("deepseek", " (its language model is DeepseekV3ForCausalLM)"),
+    "GlmMoeDsaForCausalLM": ("deepseek", " (GlmMoeDsaForCausalLM(DeepseekV2ForCausalLM), models/glm4_moe.py)"),
+    "Qwen2ForCausalLM": ("qwen2", ""), "Qwen3ForCausalLM": ("qwen2", " (Qwen3Model(Qwen2Model))"),
+    "Qwen2MoeForCausalLM": ("qwen2_moe", ""), "Qwen3MoeForCausalLM": ("qwen2_moe", " (Qwen3MoeModel(Qwen2MoeModel))"),
+    "Glm4MoeForCausalLM": ("glm4_moe", ""), "GptOssForCausalLM": ("gpt_oss", ""),
+    "Qwen3NextForCausalLM": ("qwen3_next", ""), "LlamaForCausalLM": ("llama", ""), "MixtralForCausalLM": ("mixtral", ""),
+    "MiniMaxM2ForCausalLM": ("minimax_m2", ""),
 }
-_EMBED_TP_0523 = {"LlamaForCausalLM", "MixtralForCausalLM"}  # models/llama.py:432, models/mixtral.py:290
+_EMBED_MODES: dict[str, tuple[tuple[str, str], ...]] = {
+    "deepseek": (("0.4.3.post4", "whole"), ("0.5.8.post1", "attn_tp")),
+    "qwen2": (("0.4.3.post4", "tp"), ("0.4.10.post2", "whole"), ("0.5.9", "attn_tp")),
+    "qwen2_moe": (("0.4.3.post4", "tp"), ("0.4.10.post2", "whole"), ("0.5.9", "attn_tp")),
+    "glm4_moe": (("0.4.10.post2", "whole"), ("0.5.9", "attn_tp")),
+    "gpt_oss": (("0.5.3", "whole"), ("0.5.9", "attn_tp")),
+    "qwen3_next": (("0.5.3", "whole"), ("0.5.9", "attn_tp")),
+    "llama": (("0.4.3.post4", "tp"),),
+    "mixtral": (("0.4.3.post4", "tp"),),
+    "minimax_m2": (("0.5.7", "tp"), ("0.5.23", "attn_tp")),
+}
+_EMBED_WHY = {"whole": "VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled()): whole on every rank",
+              "attn_tp": "VocabParallelEmbedding(use_attn_tp_group=is_dp_attention_enabled()): split over the "
+                         "attention-TP group",
+              "tp": "VocabParallelEmbedding without a DP-attention argument: split over the whole TP group"}
+
+
+def dp_embedding_split(release: str, arch_name: str) -> tuple[str, str] | None:
+    """How SGLang ``release`` splits the input embedding of ``arch_name`` under DP attention: ``(mode, citation)`` with
+    ``mode`` ``"whole"`` (every rank holds it), ``"attn_tp"`` (split over the attention-TP group) or ``"tp"`` (split over
+    the TP group, as without DP attention); ``None`` for a class whose model file was not read here."""
+    fam = _EMBED_FAMILY.get(arch_name)
+    if fam is None or not has_rule(release, f"embed_{fam[0]}"):
+        return None
+    mode = None
+    for first, m in _EMBED_MODES[fam[0]]:
+        if at_least(release, first):
+            mode = m
+    if mode is None:
+        return None
+    return mode, f"{cite(release, f'embed_{fam[0]}')}{fam[1]} {_EMBED_WHY[mode]}"
+
 _QWEN3_VL_VISION = {"Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
                     "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"}
 
@@ -154,6 +194,12 @@ def rope_bytes(c: dict[str, Any], arch, *, release: str, is_hip: bool, model_byt
     positions = arch.rope_cache_len + arch.rope_cache_len_extra
     if not positions:
         return 0, "no rotary embedding"
+    gemma3_default = (arch.model_type in ("gemma3", "gemma3_text") and has_rule(release, "gemma3_rope")
+                      and at_least(release, "0.5.10.post1"))
+    if gemma3_default:
+        # from 0.5.10.post1 the global layers build their rotary embedding with rope_type "default" too: two caches
+        # (local and global base) of max_position_embeddings positions each, the linear factor not applied
+        positions = 2 * (arch.rope_cache_len_extra or arch.rope_cache_len)
     if arch.kv_lora_rank:
         rd = arch.qk_rope_head_dim or arch.rotary_dim
     else:
@@ -165,6 +211,9 @@ def rope_bytes(c: dict[str, Any], arch, *, release: str, is_hip: bool, model_byt
     text = (f"{positions} positions x rotary_dim {rd} x {elem} B ("
             + ("model dtype on ROCm" if hip_dtype else "float32 on CUDA and ROCm" if at_least(release, "0.5.23")
                else "float32 on CUDA") + ")")
+    if gemma3_default:
+        text += (f"; Gemma 3: local and global caches of {positions // 2} positions each, the global layers' "
+                 f"rope_type 'default' ({cite(release, 'gemma3_rope')})")
     if arch.kv_lora_rank and _rope_type(c) in ("yarn", "deepseek_yarn") and at_least(release, "0.5.7") \
             and not at_least(release, "0.5.23"):
         total += 2 * positions * rd * 4
@@ -271,32 +320,34 @@ def estimate(hf_config: dict[str, Any], *, release: str, is_hip: bool, model_dty
     if attn_tp != tp:
         add("dp_attention:attention", arch.params.attention * attn_b * (1 / attn_tp - 1 / tp), "source",
             "DP attention: attention weights split by the attention-TP size")
-        # DP attention keeps the embedding whole on each rank: VocabParallelEmbedding(enable_tp=not
-        # is_dp_attention_enabled()) (sglang 0.5.3 models/deepseek_v2.py:2595, models/qwen2.py:276); the
-        # lm_head stays TP-split unless --enable-dp-lm-head
+        # the input embedding as the model file builds it under DP attention (dp_embedding_split); the lm_head stays
+        # TP-split unless --enable-dp-lm-head (not modelled)
         emb = round_up(arch.vocab_size, 64) * arch.hidden_size * b
-        if not at_least(release, "0.5.23"):
-            add("dp_attention:embedding", emb * (1 - 1 / tp), "source",
-                "sglang==0.5.3 models/deepseek_v2.py:2595 VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled())")
-        elif arch_name in _EMBED_ATTN_TP_0523:
-            add("dp_attention:embedding", emb * (1 / attn_tp - 1 / tp), "source",
-                f"sglang=={release} {_EMBED_ATTN_TP_0523[arch_name]}: VocabParallelEmbedding("
-                "use_attn_tp_group=is_dp_attention_enabled()) splits it over the attention-TP group")
-        elif arch_name not in _EMBED_TP_0523:
+        rule = dp_embedding_split(release, arch_name)
+        if rule is None:
             notes.append(f"DP attention: how SGLang {release}'s {arch_name} splits its input embedding (the whole TP "
                          "group, the attention-TP group or none) is not modelled; the TP split is counted")
+        else:
+            mode, where = rule
+            split = {"whole": 1, "attn_tp": attn_tp, "tp": tp}[mode]
+            add("dp_attention:embedding", emb * (1 / split - 1 / tp), "source",
+                f"{where}: {round_up(arch.vocab_size, 64)} x {arch.hidden_size} x {b} B / {split} instead of / {tp}")
         if arch.kv_lora_rank:
             n_mla = sum(1 for la in arch.layers if la.kind == "mla")
             absorbed = n_mla * arch.kv_lora_rank * arch.num_attention_heads * arch.mla_nope_v_dim
             add("dp_attention:w_kc_w_vc", absorbed * b * (1 / attn_tp - 1 / tp), "source",
                 "deepseek_v2.py post_load_weights: absorbed w_kc / w_vc hold the attention-TP share of the heads")
-    if arch.kv_lora_rank and c.get("q_lora_rank"):
+    if arch.kv_lora_rank:
         n_mla = sum(1 for la in arch.layers if la.kind == "mla")
-        q_a = n_mla * arch.hidden_size * c["q_lora_rank"]
-        # weights_per_gpu already holds q_a_proj whole on every rank (vLLM's rule, the same here); only the DP-attention
-        # term above split it by the attention-TP size: take that back
-        add("mla_q_a_replicated", -q_a * attn_b * (1 / attn_tp - 1 / tp), "source",
-            f"{cite(release, 'mla_q_a')} (q_a_proj ReplicatedLinear: whole on every rank)")
+        q_lora = c.get("q_lora_rank") or 0
+        kv_a = arch.kv_lora_rank + (arch.qk_rope_head_dim or 0)
+        rep = n_mla * (arch.hidden_size * (q_lora + kv_a) + q_lora + arch.kv_lora_rank)
+        # weights_per_gpu already holds q_a_proj, kv_a_proj_with_mqa and their norms whole on every rank (vLLM's rule,
+        # the same here); only the DP-attention term above split them by the attention-TP size: take that back
+        add("mla_a_proj_replicated", -rep * attn_b * (1 / attn_tp - 1 / tp), "source",
+            f"{cite(release, 'mla_q_a')} (q_a_proj and kv_a_proj_with_mqa, fused as fused_qkv_a_proj_with_mqa from "
+            f"0.4.10, are ReplicatedLinear, q_a_layernorm / kv_a_layernorm RMSNorm: whole on every rank): {n_mla} "
+            f"layers x ({arch.hidden_size} x ({q_lora} + {kv_a}) + {q_lora} + {arch.kv_lora_rank}) parameters")
     if c.get("index_topk") is not None and c.get("index_head_dim"):
         # DeepSeek NSA indexer per layer (layers/attention/nsa/nsa_indexer.py, all ReplicatedLinear):
         # wq_b q_lora_rank x (heads x head_dim) and wk hidden x head_dim quantized like the linears,
@@ -371,3 +422,82 @@ def estimate(hf_config: dict[str, Any], *, release: str, is_hip: bool, model_dty
     notes.append("kernel modules and library workspaces first loaded while the weights load are not counted "
                  "(0 to 0.07 GiB in the public CUDA logs)")
     return WeightsEstimate(total=sum(t.bytes for t in terms), terms=terms, notes=notes)
+
+
+def nextn_draft_weights(hf_config: dict[str, Any], *, release: str, model_dtype: str, quantization: str | None,
+                        quant_config: dict | None, tp: int, attn_tp: int) -> tuple[int, str, str]:
+    """Bytes on one rank of the NEXTN / MTP draft SGLang ``release`` builds for ``--speculative-algorithm NEXTN``
+    once its own embedding and lm_head are dropped, ``(bytes, kind, source)``.
+
+    DeepSeek-V3 / R1 (``DeepseekV3ForCausalLMNextN``, models/deepseek_nextn.py) and GLM-4.5 to 4.7
+    (``Glm4MoeForCausalLMNextN``, models/glm4_moe_nextn.py), every covered release:
+
+    - ``eh_proj`` is a plain ``nn.Linear(2 x hidden, hidden)``: model dtype, whole on every rank (``nextn_eh_proj``);
+    - the decoder layer is the target's layer type built with the checkpoint's quant_config (``nextn_decoder``), so at
+      its bytes per weight and split like the target's layers (MLA's q_a / kv_a projections whole), except that a
+      ModelOpt NVFP4 checkpoint gets ``quant_config = None`` (``nextn_modelopt_off``, from 0.4.10.post2): model dtype;
+    - norms and the router gate whole at the model dtype;
+    - its own ``embed_tokens`` and ``lm_head`` are built and loaded, then replaced by the target's
+      (``set_embed_and_head``, ``spec_share_embed``): not counted (they exist while the draft loads);
+    - under DP attention the layer's attention (not its replicated projections) is split over the attention-TP group;
+    - MLA: ``post_load_weights(is_nextn=True)`` builds the layer's absorbed ``w_kc`` / ``w_vc`` from ``kv_b_proj``
+      (``nextn_w_kc``), counted like the target's (model dtype, attention-TP share of the heads).
+
+    The arithmetic of the first three is :func:`calculator.engine.weights.mtp_draft_weights` (vLLM builds these drafts
+    the same way). Other architectures (or a DSA indexer in the layer): the MTP layer parameters x the linear layers'
+    bytes per parameter / TP, labelled an estimate with the draft class not read.
+    """
+    arch = parse_config(hf_config)
+    quant = resolve_quant(arch, quant_config, quantization)
+    b = 2 if model_dtype in ("bfloat16", "float16") else 4
+    arch_name = (hf_config.get("architectures") or [""])[0]
+    c = hf_config.get("text_config") if isinstance(hf_config.get("text_config"), dict) else hf_config
+    prefix = None
+    if arch_name == "DeepseekV3ForCausalLM" and c.get("index_topk") is None and arch.mtp_draft_type == "deepseek_mtp":
+        prefix, draft_cls = "nextn", "DeepseekV3ForCausalLMNextN"
+    elif (arch_name == "Glm4MoeForCausalLM" and has_rule(release, "glm_nextn_eh_proj")
+          and arch.mtp_draft_type == "glm4_moe_mtp"):
+        prefix, draft_cls = "glm_nextn", "Glm4MoeForCausalLMNextN"
+    if prefix is None:
+        lin = (quant.bits / 8 + quant.scale_bytes_per_weight) if quant and not quant.experts_only else b
+        return int(arch.params.mtp * lin / tp), "estimate", (
+            f"MTP layer parameters x bytes per parameter / TP (embedding and lm_head shared with the target); how SGLang "
+            f"{release}'s draft class for {arch_name} builds its projection and quantizes its layer was not read")
+    parts: list[str] = []
+    q = quant
+    if q is not None and q.name == "nvfp4" and q.exclude_style == "modelopt" and has_rule(release,
+                                                                                         f"{prefix}_modelopt_off"):
+        q = None
+        parts.append(f"ModelOpt NVFP4: {draft_cls} builds its layer with quant_config = None "
+                     f"({cite(release, f'{prefix}_modelopt_off')}): model dtype")
+    total, why = mtp_draft_weights(arch, model_dtype, q, tp)
+    layer_name = (f"layers.{arch.num_layers}.mlp.experts.0.up_proj" if arch.num_experts
+                  else f"layers.{arch.num_layers}.mlp.up_proj")
+    body_quantized = q is not None and not q.experts_only and not is_excluded(q, layer_name)
+    body_b = (q.bits / 8 + q.scale_bytes_per_weight) if body_quantized else b
+    if q is not None and not body_quantized and not q.experts_only:
+        parts.append(f"the checkpoint's exclude list names the MTP layer ({layer_name}); SGLang builds it as "
+                     "model.decoder.* and matches its exclusions against that name: counted unquantized, as stored "
+                     "(not modelled further)")
+    extra = 0.0
+    n = arch.mtp_layers
+    if arch.kv_lora_rank:
+        absorbed = n * arch.kv_lora_rank * arch.num_attention_heads * arch.mla_nope_v_dim
+        extra += absorbed * b / attn_tp
+        parts.append(f"absorbed w_kc / w_vc {n} x {arch.kv_lora_rank} x {arch.num_attention_heads} x "
+                     f"{arch.mla_nope_v_dim} x {b} B / {attn_tp} ({cite(release, 'nextn_w_kc')})")
+    if attn_tp != tp:
+        per_layer = arch.params.attention / max(1, arch.num_layers)
+        rep = 0
+        if arch.kv_lora_rank:
+            q_lora = arch.q_lora_rank or 0
+            rep = arch.hidden_size * (q_lora + arch.kv_lora_rank + (arch.qk_rope_head_dim or 0))
+        split = n * (per_layer - rep)
+        extra += split * body_b * (1 / attn_tp - 1 / tp)
+        parts.append(f"DP attention: the layer's attention ({split:,.0f} parameters, replicated projections aside) "
+                     f"split over the attention-TP size {attn_tp} instead of {tp}")
+    text = (f"{draft_cls}: eh_proj nn.Linear, model dtype, whole on every rank ({cite(release, f'{prefix}_eh_proj')}); "
+            f"decoder layer with the checkpoint's quant_config ({cite(release, f'{prefix}_decoder')}); its own embedding "
+            f"and lm_head replaced by the target's ({cite(release, 'spec_share_embed')}): {why}"
+            + ("; " + "; ".join(parts) if parts else ""))
+    return int(total + extra), "source", text
