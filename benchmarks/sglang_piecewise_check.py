@@ -24,13 +24,13 @@ after/before TTFT ratio measured vs predicted, and the TTFT saved per layer; a s
 piecewise TTFT, median after/before ratio measured and predicted). ``--launch-us X`` reruns the rows with the eager
 launch time per kernel replaced in this process only (a what-if for the coordinator; no calculator code changes).
 
-The product prices a graphed pass's kernels at perf.SGLANG_PREFILL_GRAPH_KERNEL_US (50 us; split ops at the eager
-90), fitted on #13094's concurrency-1 pair below. With it (Dec 2026): after/before median 0.802 predicted vs 0.807
-measured, saved per layer at c=1 0.322 vs 0.322; piecewise TTFT median |error| 26 % (Kimi-K2 c=1 113 vs 95 ms, c=2
-125 vs 132; the Llama-8B proxy's c=1 42 vs 20, its eager row already +73 %); piecewise TPOT median |error| 60 %
-(19 % when the graphs removed it all): the prefill passes that pause decoding of the Llama-8B TP8 proxy are priced
-far above what its eager rows measured (TPOT +216 % eager), a limit of the eager per-kernel floor for a small dense
-model at TP8, which this term does not fix.
+The product now prices an eager prefill kernel at 90 us for an MoE model and 28 us for a dense one
+(perf.SGLANG_PREFILL_LAUNCH_DENSE_US, the median of three public dense runs), and a piecewise-graphed pass's kernels
+at 50 us (MoE, perf.SGLANG_PREFILL_GRAPH_KERNEL_US) / 0 (dense), split ops at the eager cost. With them (Dec 2026):
+Llama-8B proxy c=1 eager 30.2 vs 30.0 ms, piecewise 25.1 vs 19.7; Kimi-K2 piecewise c=1 / c=2 113 / 125 vs 95 / 132;
+after/before median 0.856 predicted vs 0.807 measured; piecewise TTFT median |error| 36 % (the Llama proxy at 4-32
+clients 44-66 % low: its TTFT grows with the clients far more than the model's); TPOT median |error| eager 59 %,
+piecewise 29 % (216 % / 60 % with 90 us for every model). ``--graph-us`` and ``--dense-us`` are what-ifs.
 
 Before that term (2026, 11 rows answered, GPU assumed H200 for all: no PR states it): the one clean before/after set (#13094,
 Llama-3.1-8B FP8 TP8, c=1/4/16/32) measured TTFT after/before median 0.807 (0.656 at c=1), the product 0.579 (0.556):
@@ -110,7 +110,18 @@ def main() -> int:
     ap.add_argument("--graph-us", type=float, default=None,
                     help="what-if, in this process only: the time per counted kernel of a prefill pass replayed "
                          "from a piecewise graph (perf.SGLANG_PREFILL_GRAPH_KERNEL_US) replaced by this value")
+    ap.add_argument("--dense-us", type=float, nargs=2, default=None, metavar=("EAGER", "GRAPHED"),
+                    help="what-if: the eager and graphed per-kernel times of a dense (no-expert) model")
     args = ap.parse_args()
+    if args.dense_us is not None:
+        from dataclasses import replace
+
+        from calculator.engine import perf
+
+        key = ("sglang", "*")
+        perf.EFFICIENCY[key] = replace(perf.EFFICIENCY[key], prefill_launch_dense_us=args.dense_us[0],
+                                       prefill_graph_kernel_dense_us=args.dense_us[1])
+        print(f"WHAT-IF: dense prefill_launch_dense_us = {args.dense_us[0]:g}, graphed {args.dense_us[1]:g}\n")
     if args.graph_us is not None:
         from dataclasses import replace
 

@@ -401,11 +401,11 @@ def test_speculations_cap_of_48_running_requests_is_lifted_in_the_command_and_sa
 def test_speculation_without_piecewise_prefill_graphs_is_set_against_the_plain_server_with_them(client):
     """From 0.5.10 SGLang turns the piecewise prefill graphs off for speculative decoding: the speedup's baseline is
     the plain server, which keeps them (TPOT plain / TPOT with speculation at the same running requests); 0.5.9 has
-    no piecewise graphs, so nothing changes there. (256-token prompts: an eager pass is launch-bound, 32 layers x
-    the counted kernels x 90 us against a few ms of GPU work; at 1,024 tokens the GPU work covers the launches and
-    the two servers give the same figures, with no note.)"""
+    no piecewise graphs, so nothing changes there. (128-token prompts: an eager pass is launch-bound, 32 layers x
+    the counted kernels x 28 us (a dense model) against a few ms of GPU work; at 1,024 tokens the GPU work covers the
+    launches and the two servers give the same figures, with no note.)"""
     q = {"model": LLAMA8, "gpu": "H100", "runtime": "sglang", "context_length": "8192", "concurrency": "4",
-         "prompt_len": "256"}
+         "prompt_len": "128"}
     plain = client.get("/api/estimate", q).json()
     spec = client.get("/api/estimate", q | {"speculative_config": EAGLE3_K3}).json()
     note = next(w for w in spec["speed_warnings"] if w.startswith("against the plain server as deployed"))

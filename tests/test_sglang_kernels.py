@@ -141,3 +141,23 @@ def test_decode_batches_above_cuda_graph_max_bs_run_eagerly():
     eager = perf.step_cost(s.target, s.hw, requests=8, tokens_per_request=1, context=438)
     assert graphed.total_ms < 29.16 and eager.total_ms == pytest.approx(29.16, abs=1e-6)
 
+
+
+def test_a_dense_model_launches_its_eager_prefill_at_28_us_a_kernel_and_graphs_remove_it():
+    """A model without experts: 28 us per counted kernel eagerly (perf.SGLANG_PREFILL_LAUNCH_DENSE_US, its three public
+    runs), and from 0.5.10 only the split ops at that cost, the graphed kernels at 0 (sglang PR 13094's piecewise run
+    lost its whole launch time). Llama-3.1-8B on one H100, 64-token prompt (a few ms of GPU work): 32 layers x
+    kernels x 28 us eagerly; 32 x 1 split op (attention; no all-reduce at TP 1) x 28 us with the graphs, under the
+    GPU time, so the pass is the GPU time."""
+    eager = _sglang_plan("meta-llama/Llama-3.1-8B-Instruct", "H100", 1, 1, 64, 128, release="0.5.9")
+    k = eager.layer_kernels
+    res = perf.estimate_speed_plan(eager, runtime="sglang", prompt_len=64, output_len=128, concurrency=1)
+    gpu_ms = res.prefill.total_ms - res.prefill.overhead_ms
+    assert gpu_ms < 32 * k * 28e-3
+    assert res.prefill.total_ms == pytest.approx(32 * k * 28e-3 + 0.3, abs=1e-3)
+    assert "28 us (a model without experts" in res.sources["prefill.launch"]
+    graphed = _sglang_plan("meta-llama/Llama-3.1-8B-Instruct", "H100", 1, 1, 64, 128, release="0.5.10.post1")
+    assert graphed.graph_split_ops_per_layer == 1 and graphed.prefill_graph_max_tokens >= 64
+    res = perf.estimate_speed_plan(graphed, runtime="sglang", prompt_len=64, output_len=128, concurrency=1)
+    gpu_ms = res.prefill.total_ms - res.prefill.overhead_ms
+    assert 32 * 1 * 28e-3 < gpu_ms and res.prefill.total_ms == pytest.approx(gpu_ms + 0.3, abs=1e-6)

@@ -234,7 +234,8 @@ class Efficiency:
     ``prefill_launch_us``: host time per counted kernel of a pass run eagerly (no CUDA graph: SGLang's prefill before
     0.5.10, the split ops of a piecewise-graphed one, decode batches above --cuda-graph-max-bs), which the pass takes
     when it exceeds the GPU time; ``prefill_graph_kernel_us``: the same floor per kernel a piecewise CUDA graph replays
-    (SGLang 0.5.10's prefill); ``mixed_prefill``: prompts ride in the decode steps (vLLM's
+    (SGLang 0.5.10's prefill); ``prefill_launch_dense_us`` / ``prefill_graph_kernel_dense_us``: both for a model
+    without experts (``None``: as an MoE model); ``mixed_prefill``: prompts ride in the decode steps (vLLM's
     chunked prefill) rather than in passes of their own that pause decoding (SGLang without
     ``--enable-mixed-chunk``); ``label``: ``assumed`` (a typical figure), ``fitted``
     (fitted per runtime on the public data named in ``source``) or ``calibrated`` (a validation run).
@@ -257,6 +258,8 @@ class Efficiency:
     triton_iter_us: float = 0.0
     prefill_launch_us: float = 0.0
     prefill_graph_kernel_us: float = 0.0
+    prefill_launch_dense_us: float | None = None
+    prefill_graph_kernel_dense_us: float | None = None
     mixed_prefill: bool = True
     label: str = "assumed"
 
@@ -280,8 +283,9 @@ _SGLANG_FIT = (
     "SGLang 0.5.7's model code and default attention backend / MoE runner / all-reduce fusion) x kernel_us 4.7 (9.0 "
     "before Hopper), + 5.8 us per triton split-KV tile per layer on the triton backend; prompts run as prefill passes "
     "of their own (no mixed chunk by default) launched eagerly, 90 us per counted kernel when that exceeds the GPU "
-    "time (from 0.5.10 a piecewise-graphed pass keeps 50 us per graphed kernel, fitted on SGLang PR 13094's before/after "
-    "runs: perf.SGLANG_PREFILL_GRAPH_KERNEL_US). These four fitted once on the concurrency-1 runs of benchmarks/data/sglang_speed_public.json (public SGLang "
+    "time (28 us for a model without experts, from its three public runs; from 0.5.10 a piecewise-graphed pass keeps "
+    "50 us per graphed kernel of an MoE model, none of a dense one, from SGLang PRs 13094 and 13466: "
+    "perf.SGLANG_PREFILL_GRAPH_KERNEL_US). These four fitted once on the concurrency-1 runs of benchmarks/data/sglang_speed_public.json (public SGLang "
     "cookbook pages, 5 models on B200, Llama-3.1-70B on A100) and the shared DeepSeek-R1 B200 runs (benchmarks/"
     "sglang_speed_fit.py --kernels: 3.7-5.6 us per kernel over the B200 models, 4.6-5.1 leaving any one model out); "
     "on all 28 cookbook runs (1-100 clients) the median |error| is TPOT 10 %, output tok/s 13 %, TTFT 29 %. The "
@@ -347,14 +351,20 @@ SGLANG_KERNEL_US = 4.7
 SGLANG_KERNEL_US_PRE_SM90 = 9.0
 SGLANG_TRITON_ITER_US = 5.8
 SGLANG_PREFILL_LAUNCH_US = 90.0
-# A prefill pass replayed from SGLang's piecewise CUDA graphs (0.5.10's default) still takes 50 us per graphed kernel
-# (its split ops stay at the eager 90): the graphs remove the host's launches, not the GPU time of kernels running far
-# below the roofline at prefill shapes that the eager 90 us also holds. Fitted once on the one public before/after pair
-# at concurrency 1 (sglang PR 13094, Llama-3.1-8B FP8 TP8, 1024 in: the graphs saved 0.322 ms per layer of 8 graphed
-# kernels, (90 - 50) x 8 = 0.32); over its four concurrencies the predicted TTFT after/before is then 0.80 against a
-# measured 0.81 (0.58 with the graphs removing all of it), and Kimi-K2's piecewise run at c=1 (PR 13466) is predicted
-# 113 ms against 95 measured (69 before). benchmarks/sglang_piecewise_check.py prints all of it (--graph-us: what-if)
+# The 90 us per kernel above comes from MoE models (every fitted run but the GPU-bound Llama-3.1-70B on A100). The
+# eager prefill of a dense model took far less per counted kernel: 28 us (the median of its three public runs: Qwen3-8B
+# BF16 16 us and FP8 65 us on one H100, benchmarks/data/sglang_speed_public.json sgl-pub-043/045 at 4 clients;
+# Llama-3.1-8B FP8 TP8 28 us at one client, sglang PR 13094's eager run, 30.0 ms = 20 + 32 x 11 x 28 us), so a model
+# without experts takes SGLANG_PREFILL_LAUNCH_DENSE_US. A prefill pass replayed from SGLang's piecewise CUDA graphs
+# (0.5.10's default) keeps its split ops at the eager cost and prices the graphed kernels at
+# SGLANG_PREFILL_GRAPH_KERNEL_US (MoE) / _DENSE_US: for the dense model the graphs removed the whole launch time (PR
+# 13094's piecewise run at one client: 19.7 ms, under the 20 ms API part), so 0; for an MoE model they did not: Kimi-K2's
+# piecewise runs (PR 13466, one and two clients, 95 / 132 ms) are predicted 113 / 125 ms with 50 us (97 / 107 with 40,
+# 128 / 143 with 60; 69 / 73 with 0), the only public piecewise MoE runs the product answers.
+# benchmarks/sglang_piecewise_check.py prints all of it (--graph-us, --dense-us: what-ifs)
 SGLANG_PREFILL_GRAPH_KERNEL_US = 50.0
+SGLANG_PREFILL_LAUNCH_DENSE_US = 28.0
+SGLANG_PREFILL_GRAPH_KERNEL_DENSE_US = 0.0
 NVIDIA_PRE_SM90 = "nvidia:pre-sm90"  # the key of the rows for NVIDIA GPUs before Hopper (Ampere, Ada, older)
 EFFICIENCY: dict[tuple[str, str], Efficiency] = {
     ("vllm", "*"): Efficiency(mem_bw=0.9, compute=0.55, moe_compute=0.35, step_overhead_ms=0.3,
@@ -370,7 +380,9 @@ EFFICIENCY: dict[tuple[str, str], Efficiency] = {
                                 layer_us=60.0, overlap_p=1.0, wave_share=0.3, ttft_fixed_ms=20.0, moe_compute=0.35,
                                 kernel_us=SGLANG_KERNEL_US, triton_iter_us=SGLANG_TRITON_ITER_US,
                                 prefill_launch_us=SGLANG_PREFILL_LAUNCH_US,
-                                prefill_graph_kernel_us=SGLANG_PREFILL_GRAPH_KERNEL_US, mixed_prefill=False,
+                                prefill_graph_kernel_us=SGLANG_PREFILL_GRAPH_KERNEL_US,
+                                prefill_launch_dense_us=SGLANG_PREFILL_LAUNCH_DENSE_US,
+                                prefill_graph_kernel_dense_us=SGLANG_PREFILL_GRAPH_KERNEL_DENSE_US, mixed_prefill=False,
                                 source=_SGLANG_FIT,
                                 draft_step_overhead_ms=0.2, spec_step_overhead_ms=2.0, spec_cpu_ms_per_request=0.12,
                                 # the per-kernel, triton-tile and eager-prefill terms and the speculative terms are
@@ -751,11 +763,15 @@ class ModelCost:
         ``prefill_graph_kernel_us``; 0 when the row or the runtime gives no such cost."""
         if not eff.prefill_launch_us or not self.layer_kernels:
             return 0.0
+        eager, graphed = eff.prefill_launch_us, eff.prefill_graph_kernel_us
+        if not self.num_experts and eff.prefill_launch_dense_us is not None:
+            eager = eff.prefill_launch_dense_us
+            graphed = eff.prefill_graph_kernel_dense_us if eff.prefill_graph_kernel_dense_us is not None else graphed
         if 0 < tokens <= self.prefill_graph_max_tokens:
             split = min(self.graph_split_ops_per_layer, self.layer_kernels)
-            per_layer_us = split * eff.prefill_launch_us + (self.layer_kernels - split) * eff.prefill_graph_kernel_us
+            per_layer_us = split * eager + (self.layer_kernels - split) * graphed
         else:
-            per_layer_us = self.layer_kernels * eff.prefill_launch_us
+            per_layer_us = self.layer_kernels * eager
         return self.allreduce_layers * per_layer_us * 1e-6
 
     def layer_fixed_s(self, eff: "Efficiency", context: int = 0) -> float:
@@ -1631,14 +1647,21 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
                                         if s.target.triton_layers and hw.eff.triton_iter_us else ""))
     if hw.eff.prefill_launch_us and s.target.layer_kernels:
         mc = s.target
+        dense = not mc.num_experts and hw.eff.prefill_launch_dense_us is not None
+        eager_us = hw.eff.prefill_launch_dense_us if dense else hw.eff.prefill_launch_us
+        graphed_us = (hw.eff.prefill_graph_kernel_dense_us if dense and hw.eff.prefill_graph_kernel_dense_us is not None
+                      else hw.eff.prefill_graph_kernel_us)
+        graphed = (f"{graphed_us:g} us each (a dense model: its public before/after runs lost the whole launch time)"
+                   if dense else f"{graphed_us:g} us each (an MoE model: fitted on Kimi-K2's public piecewise runs)")
         sources["prefill.launch"] = (
-            f"an eager prefill pass takes at least layers x kernels x {hw.eff.prefill_launch_us:g} us of kernel launches "
-            "(fitted on SGLang 0.5.6-0.5.7 runs, which graph only decode, target-verify and idle batches)"
+            f"an eager prefill pass takes at least layers x kernels x {eager_us:g} us "
+            + ("(a model without experts: its three public runs)" if dense else
+               "(fitted on SGLang 0.5.6-0.5.7 runs of MoE models, which graph only decode, target-verify and idle "
+               "batches)")
             + (f"; here passes of up to {mc.prefill_graph_max_tokens:,} tokens replay piecewise CUDA graphs (on by "
                f"default from SGLang 0.5.10) and launch only {mc.graph_split_ops_per_layer:g} split op(s) per layer "
                "eagerly (attention, the all-reduces: the registered split ops), each assumed at the eager cost; the "
-               f"graphed kernels still take {hw.eff.prefill_graph_kernel_us:g} us each (fitted on SGLang's public "
-               "before/after runs, one pair at concurrency 1: perf.SGLANG_PREFILL_GRAPH_KERNEL_US)"
+               f"graphed kernels take {graphed} (perf.SGLANG_PREFILL_GRAPH_KERNEL_US)"
                if mc.prefill_graph_max_tokens else "")
             + (f"; decode batches above {mc.decode_graph_max_bs} requests (--cuda-graph-max-bs) run eagerly at that "
                "launch cost (assumed)" if mc.decode_graph_max_bs is not None else ""))

@@ -112,10 +112,10 @@ SPEED_WARNING = (
     "|error| is TPOT 10.0 %, output tok/s 13.0 %, TTFT 28.6 %: TPOT below the measured one in 19 of 28 (median -6 %), "
     "output tok/s above it in 22 of 28 (median +10 %), TTFT below it in 17 of 28 (median -10 %). Not modelled: the "
     "triton MLA backend at 16-64 clients (GLM-4.7-Flash: predicted TPOT 16-44 % below the measured one) and Kimi-K2.5 "
-    "on H200 (SGLang 0.5.6, before its model file: up to 91 % below). The eager-prefill launch time per kernel (90 us) "
-    "comes from MoE, FP8 and multi-GPU runs; a dense BF16 Qwen3-8B on one H100 (gpustack, 4 clients, benchmarks/data/sglang_speed_public.json "
-    "sgl-pub-043: 27.7 ms less the 20 ms API part over 36 x 13 kernels) took about 16 us, "
-    "so TTFT there came out 2.2x the measured one")
+    "on H200 (SGLang 0.5.6, before its model file: up to 91 % below). The eager-prefill time per kernel is 90 us for an MoE "
+    "model (its cookbook runs) and 28 us for a dense one, the median of three public dense runs that took 16-65 us "
+    "(Qwen3-8B BF16 / FP8 on one H100 at 4 clients, benchmarks/data/sglang_speed_public.json sgl-pub-043/045: TTFT "
+    "+24 % / -37 %; Llama-3.1-8B FP8 TP8, sglang PR 13094: +1 %)")
 
 
 class SGLang:
