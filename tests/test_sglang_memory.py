@@ -1517,3 +1517,21 @@ def test_gemma3_context_length_from_the_class_default(release, ctx):
     p = plan(load_config("google__gemma-3-27b-it.json"), gpu=get_gpu("H100"), release=release,
              free_memory_before_load_gib=78.5)
     assert p.context_length == ctx
+
+
+def test_dp_attention_on_0_4_3_post4_takes_dp_size_from_tp_size_and_only_for_deepseek():
+    """0.4.3.post4's ServerArgs sets ``dp_size = tp_size`` under --enable-dp-attention (server_args.py:262-263), so
+    --dp-size 2 on 8 GPUs runs 8 attention-DP ranks, each with its whole attention; its only model code with DP
+    attention is DeepSeek's (models/deepseek_v2.py:889-893), so another model is refused as not modelled."""
+    h200 = get_gpu("H200")
+    forced = plan(load_config("deepseek-ai__DeepSeek-R1.json"), gpu=h200, release="0.4.3.post4", tp_size=8,
+                  dp_size=2, enable_dp_attention=True)
+    asked = plan(load_config("deepseek-ai__DeepSeek-R1.json"), gpu=h200, release="0.4.3.post4", tp_size=8,
+                 dp_size=8, enable_dp_attention=True)
+    assert forced.dp_size == 8 and forced.attention_tp_size == 1
+    assert forced.max_total_num_tokens == asked.max_total_num_tokens
+    assert any("sets dp_size = tp_size = 8" in n and "server_args.py:262-263" in n for n in forced.notes)
+    with pytest.raises(EngineInputError) as err:
+        plan(load_config("meta-llama__Llama-3.1-70B-Instruct.json"), gpu=h200, release="0.4.3.post4", tp_size=8,
+             dp_size=8, enable_dp_attention=True)
+    assert err.value.field == "enable_dp_attention" and "only in its DeepSeek model code" in err.value.message

@@ -611,6 +611,19 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     for name, v in (("tp_size", tp_size), ("dp_size", dp_size), ("ep_size", ep_size), ("pp_size", pp_size)):
         if not isinstance(v, int) or v < 1:
             raise EngineInputError(name, f"must be a positive integer, got {v!r}")
+    dp_forced_note = None
+    if release == "0.4.3.post4" and enable_dp_attention:
+        # 0.4.3.post4 sets dp_size = tp_size under --enable-dp-attention (server_args.py:262-263), and only its DeepSeek
+        # model code runs attention data-parallel (models/deepseek_v2.py:889-893, deepseek_nextn.py)
+        arch0 = (hf_config.get("architectures") or [""])[0]
+        if arch0 not in ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"):
+            raise EngineInputError("enable_dp_attention", f"not modelled: SGLang 0.4.3.post4 runs DP attention only in "
+                                   f"its DeepSeek model code (sglang/srt/models/deepseek_v2.py:889-893), not for "
+                                   f"{arch0 or 'this model'}")
+        if dp_size != tp_size:
+            dp_forced_note = (f"SGLang 0.4.3.post4 sets dp_size = tp_size = {tp_size} with --enable-dp-attention "
+                              f"(sglang/srt/server_args.py:262-263; --dp-size {dp_size} is not used)")
+            dp_size = tp_size
     if enable_dp_attention and (dp_size < 2 or tp_size % dp_size):
         raise EngineInputError("dp_size", "--enable-dp-attention needs 1 < dp_size <= tp_size dividing tp_size")
     if pp_size > 1:
@@ -642,7 +655,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                                    "DP attention (sglang/srt/arg_groups/speculative_hook.py:1078-1084)")
 
     sources: list[Source] = []
-    notes: list[str] = []
+    notes: list[str] = [dp_forced_note] if dp_forced_note else []
 
     def src(field: str, value: Any, kind: str, where: str) -> None:
         sources.append(Source(field=field, value=str(value), kind=kind, source=where))

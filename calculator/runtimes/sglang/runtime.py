@@ -289,8 +289,9 @@ class SGLang:
                                  "max_num_batched_tokens": p.chunked_prefill_size})
         # --dp-size launches that many schedulers (data_parallel_controller); with --enable-dp-attention they share the
         # MoE layers and step through them together
-        base = replace(base, decode_graph_max_bs=p.cuda_graph_max_bs, dp=max(1, request.dp_size or 1),
-                       dp_lockstep=bool(p.enable_dp_attention) and max(1, request.dp_size or 1) > 1,
+        # the plan's dp_size: SGLang may override the flag (0.4.3.post4 sets dp_size = tp_size with DP attention)
+        base = replace(base, decode_graph_max_bs=p.cuda_graph_max_bs, dp=max(1, p.dp_size or 1),
+                       dp_lockstep=bool(p.enable_dp_attention) and max(1, p.dp_size or 1) > 1,
                        # piecewise graphs split at the registered split ops: attention (layers/radix_attention.py
                        # unified_attention_with_output) and, with TP, the two all-reduces of a layer
                        # (distributed/parallel_state.py inplace_all_reduce), sglang 0.5.10.post1
