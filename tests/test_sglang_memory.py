@@ -36,6 +36,7 @@ from tests.conftest import CONFIGS, load_config
 
 GIB = 2**30
 WHEELS = Path("/work/wheels")
+CATALOG = Path(__file__).resolve().parent.parent / "calculator" / "data" / "model_configs"  # the offline catalog
 
 
 def wheel_of(release: str) -> Path:
@@ -489,6 +490,12 @@ _CITED_TEXT = [  # (release, rule, text the cited line must contain)
     ("0.5.23", "mamba_tracking", "return 2 if overlap else 1"),
     ("0.5.23", "mamba_extra_buffer", 'declared["mamba_radix_cache_strategy"] = "extra_buffer"'),
     ("0.5.23", "mamba_no_reqs", "if max_num_reqs <= 0:"),
+    ("0.5.23", "nsa_page", "page_size = 64 * index_kpool"),
+    ("0.5.23", "nsa_kv_dtype", '"fp8_e4m3" if major >= 10 and not has_attention_sinks else "bfloat16"'),
+    ("0.5.23", "dsa_backends", 'default = "trtllm" if major >= 10 else "flashmla_kv"'),
+    ("0.5.23", "nsa_pool", "+ qk_rope_head_dim * rope_storage_dtype.itemsize"),
+    ("0.5.23", "nsa_indexer", "index_head_dim + index_head_dim // DSATokenToKVPool.quant_block_size * 4,"),
+    ("0.5.23", "dsa_draft_cell", "draft_kv_size = ("),
     ("0.5.10.post1", "piecewise_mm", "if self.get_model_config().is_multimodal:"),
     ("0.5.10.post1", "mm_subconfig", "has_multimodal_subconfig = ("),
     *[(rel, "nextn_eh_proj", "self.eh_proj = nn.Linear(") for rel in COVERED],
@@ -1161,16 +1168,19 @@ def test_0_5_23_weights_rope_fp32_on_rocm_and_no_yarn_totals():
 
 
 def test_0_5_23_refuses_what_it_does_not_model_by_name():
-    """DeepSeek DSA (V3.2) and the hybrid sliding-window models other than gpt-oss (Llama 4 here): 0.5.23 sizes them
-    with pool configurators this calculator has not followed; each is refused naming the release, never answered with
-    0.5.10's rule. gpt-oss with the radix cache off and --max-running-requests takes SWARequestCapPoolConfigurator,
+    """DeepSeek DSA on ROCm (its page size follows the aiter build) or another DSA family (LongCat), and the hybrid
+    sliding-window models other than gpt-oss (Llama 4 here): 0.5.23 sizes them with rules this calculator has not
+    followed; each is refused naming the release, never answered with 0.5.10's rule. gpt-oss with the radix cache off and --max-running-requests takes SWARequestCapPoolConfigurator,
     refused as well."""
-    for cfg, field in ((load_config("meta-llama__Llama-4-Scout-17B-16E-Instruct.json"), "config.sliding_window"),
-                       (v32_config(), "config.architectures")):
+    longcat = v32_config() | {"architectures": ["LongcatFlashForCausalLM"]}
+    for cfg, gpu, field in ((load_config("meta-llama__Llama-4-Scout-17B-16E-Instruct.json"), "H200",
+                             "config.sliding_window"),
+                            (v32_config(), "MI355X", "config.architectures"),
+                            (longcat, "H200", "config.architectures")):
         with pytest.raises(EngineInputError) as e:
-            plan(cfg, gpu=get_gpu("H200"), release="0.5.23", tp_size=8)
+            plan(cfg, gpu=get_gpu(gpu), release="0.5.23", tp_size=8)
         assert e.value.field == field and "0.5.23" in e.value.message
-    plan(v32_config(), gpu=get_gpu("H200"), release="0.5.10.post1", tp_size=8)
+    plan(v32_config(), gpu=get_gpu("MI355X"), release="0.5.10.post1", tp_size=8)
     with pytest.raises(EngineInputError) as e:
         plan(load_config("openai__gpt-oss-120b.json"), gpu=get_gpu("H200"), release="0.5.23", disable_radix_cache=True,
              max_running_requests=64)
@@ -1294,6 +1304,39 @@ def test_0_5_23_qwen35_keeps_100_mib_out_before_the_mamba_split_and_runs_trtllm_
     assert default_backend("0.5.23", get_gpu("B200"), cfg).source == (
         "sglang==0.5.23 sglang/srt/arg_groups/model_overrides/qwen3_5.py:28")
     assert default_backend("0.5.10.post1", get_gpu("B200"), cfg).backend == "triton"
+
+
+def test_0_5_23_deepseek_v32_dsa_pool_counts_its_own_rows_by_hand():
+    """DeepSeek-V3.2 (61 layers, kv_lora_rank 512, rope 64, index_head_dim 128), TP 8, SGLang 0.5.23,
+    --mem-fraction-static 0.85, 80 GiB of weights per rank. Page 64 (model_overrides/deepseek_v2.py:171, index_kpool 1).
+    The cell is what the pool allocates (pool_configurator.py:492, kv_cache_configurator.py:3412-3475), + the indexer's
+    fp8 K with scales, 128 + 128 / 128 x 4 = 132 B per layer (pool_configurator.py:569):
+    - H200, --kv-cache-dtype fp8_e4m3: flashmla_kv both ways (overrides.py:716), the scaled rows 512 + 16 + 64 x 2 =
+      656 B: cell = (656 + 132) x 61 = 48,068 B (0.5.10.post1 divided by 576 + 132 and allocated 656-byte rows);
+      rest = 139.0 - 80 - 139.0 x 0.15 = 38.15 GiB -> int(38.15 x 2^30) // 48,068 = 852,193 -> 852,160 (page 64).
+    - H200 + NEXTN (1 MTP layer, 1 GiB of draft weights loaded first): the draft adds int((48,068 - 132 x 61) x 1 / 61)
+      + 132 = 656 + 132 B (pool_configurator.py:296-318): 48,856 B; rest 37.15 GiB -> 816,448 tokens.
+    - B200, KV auto: fp8_e4m3 from SM100 (overrides.py:534), trtllm both ways: the raw 576 B rows, cell = (576 + 132) x
+      61 = 43,188 B; rest = 178.0 - 80 - 178.0 x 0.15 = 71.3 GiB -> int(71.3 x 2^30) // 43,188 -> 1,772,608.
+    """
+    cfg = json.loads((CATALOG / "deepseek-ai__DeepSeek-V3.2.json").read_text())
+    kw = {"tp_size": 8, "mem_fraction_static": 0.85, "weights_bytes": 80 * GIB}
+    assert (656 + 132) * 61 == 48068 and (576 + 132) * 61 == 43188
+    h = plan(cfg, gpu=get_gpu("H200"), release="0.5.23", kv_cache_dtype="fp8_e4m3", free_memory_before_load_gib=139.0,
+             **kw)
+    assert h.attention == "nsa" and h.attention_backend == "dsa" and h.page_size == 64
+    assert h.cell_size_bytes == h.pool_bytes_per_token == 48068
+    assert h.max_total_num_tokens == int(38.15 * GIB) // 48068 // 64 * 64 == 852160
+    m = plan(cfg, gpu=get_gpu("H200"), release="0.5.23", kv_cache_dtype="fp8_e4m3", free_memory_before_load_gib=139.0,
+             speculative_algorithm="NEXTN", draft_weights_bytes=GIB, **kw)
+    assert m.cell_size_bytes == 48068 + int((48068 - 132 * 61) / 61) + 132 == 48856
+    assert m.max_total_num_tokens == int(37.15 * GIB) // 48856 // 64 * 64 == 816448
+    b = plan(cfg, gpu=get_gpu("B200"), release="0.5.23", free_memory_before_load_gib=178.0, **kw)
+    assert b.kv_cache_dtype == "fp8_e4m3" and b.cell_size_bytes == b.pool_bytes_per_token == 43188
+    assert b.max_total_num_tokens == int(71.3 * GIB) // 43188 // 64 * 64 == 1772608
+    old = plan(cfg, gpu=get_gpu("H200"), release="0.5.10.post1", kv_cache_dtype="fp8_e4m3",
+               free_memory_before_load_gib=139.0, **kw)
+    assert old.cell_size_bytes == (576 + 132) * 61 and old.pool_bytes_per_token == 48068
 
 
 def test_0_5_23_backends():

@@ -21,7 +21,8 @@ What SGLang does at start-up (every step cited per release in :mod:`.releases`):
    layers * elem``, ``kv_heads_per_rank = max(1, num_key_value_heads // attention_tp_size)`` (heads are
    replicated when TP exceeds them); MLA ``(kv_lora_rank + qk_rope_head_dim) * layers * elem``; DeepSeek
    NSA (V3.2) adds the indexer's ``index_head_dim + index_head_dim // 128 * 4`` bytes per layer from
-   0.5.3.post1; hybrid GDN models count only their full-attention layers.
+   0.5.3.post1 (0.5.23: the pool's own rows, 656-byte scaled fp8 rows on Hopper with an fp8 KV, are the MLA part);
+   hybrid GDN models count only their full-attention layers.
 5. ``max_num_reqs = min(max(int(tokens / context_len * 512), 2048), 4096)`` rows of ``ReqToTokenPool``;
    ``max_running_requests = min(tokens // 2 (or the flag), rows)``.
 
@@ -191,6 +192,9 @@ def nsa_architectures(release: str) -> tuple[str, ...]:
     if at_least(release, "0.5.9"):
         archs += ("GlmMoeDsaForCausalLM",)
     return archs
+# the DSA architectures whose 0.5.23 pool is modelled (DeepSeek V3.2 and GLM-5: the dsa backend, page 64, the indexer on
+# every layer)
+_DSA_MODELLED_0523 = ("DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM", "GlmMoeDsaForCausalLM")
 # gated delta-net hybrids (SGLang configs/qwen3_next.py, qwen3_5.py); which releases have them: data/architectures.json
 _GDN_ARCHS = {"Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM",
               "Qwen3_5MoeForConditionalGeneration"}
@@ -716,10 +720,27 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         # what 0.5.23 sizes with pool configurators this module has not followed: refused by name, not answered with
         # an older release's rule
         if is_nsa:
-            raise EngineInputError("config.architectures", f"{arch_name}: DeepSeek DSA (V3.2, GLM-5) pools of SGLang "
-                                   f"{release} are not modelled ({cite(release, 'dsa_archs')}: the dsa backend, its "
-                                   "page size 64 x index_kpool and the fp8 rows counted in the cell changed); use "
-                                   "SGLang 0.5.10.post1 or older")
+            # modelled: DeepSeek V3.2 and GLM-5 on CUDA Hopper / Blackwell (SM90 / SM100), every layer running its own
+            # indexer and index_kpool 1; the other DSA families and settings have rules of their own
+            dsa_why = None
+            if arch_name not in _DSA_MODELLED_0523:
+                dsa_why = (f"{arch_name} (modelled: DeepSeek V3.2 / V3-with-index_topk and GLM-5; the other DSA models "
+                           "have their own sinks, indexer sharing or MTP layouts)")
+            elif is_hip:
+                dsa_why = ("on ROCm the page size follows the aiter build (1 without the preshuffle paged-MQA kernel, "
+                           f"else 64; {cite(release, 'nsa_page')})")
+            elif sm not in (9, 10):
+                dsa_why = (f"on compute capability {sm}.x (its DSA backend and KV row layout, "
+                           f"{cite(release, 'dsa_backends')}); modelled on SM90 and SM100")
+            elif kv_cache_dtype not in ("auto", "bf16", "bfloat16", "fp8", "fp8_e4m3"):
+                dsa_why = f"--kv-cache-dtype {kv_cache_dtype} (SGLang asserts bf16 or fp8_e4m3 for DSA)"
+            elif (c.get("index_kpool") or 1) != 1 or c.get("indexer_types") or c.get("index_topk_pattern") or (
+                    c.get("index_topk_freq") or 1) != 1 or (c.get("cli_factor") or 1) != 1 or c.get("learnable_sink"):
+                dsa_why = ("pooled or shared indexer layers (index_kpool / indexer_types / index_topk_freq) or "
+                           f"attention sinks ({cite(release, 'nsa_indexer')})")
+            if dsa_why:
+                raise EngineInputError("config.architectures", f"DeepSeek DSA pools of SGLang {release} are not "
+                                       f"modelled {dsa_why}")
         if (arch_name in _HYBRID_SWA_0523 or c.get("is_hybrid_swa")) and arch_name != "GptOssForCausalLM":
             # gpt-oss is modelled (HybridSWAPoolConfigurator below); the others have per-architecture layer lists, SWA
             # head shapes or MTP drafts of their own
@@ -841,7 +862,12 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     # --- KV dtype --------------------------------------------------------------------------------
     qc = quant_config or c.get("quantization_config") or hf_config.get("quantization_config") or {}
     kv = kv_cache_dtype
-    if is_nsa and sm is not None and sm >= 10 and (kv == "auto" or not at_least(release, "0.5.10.post1")):
+    if is_nsa and at_least(release, "0.5.23") and kv == "auto":
+        # _dsa_kv_cache_dtype_default: fp8_e4m3 from SM100 (no attention sinks), bfloat16 below, whatever the checkpoint
+        kv = "fp8_e4m3" if sm is not None and sm >= 10 else "bfloat16"
+        src("kv_cache_dtype", kv, "source", f"{cite(release, 'nsa_kv_dtype')} (DSA: auto -> fp8_e4m3 on SM100+, "
+            "bfloat16 below)")
+    elif is_nsa and sm is not None and sm >= 10 and (kv == "auto" or not at_least(release, "0.5.10.post1")):
         kv = "fp8_e4m3"
         src("kv_cache_dtype", kv, "source", cite(release, "nsa_kv_dtype" if R.has_rule(release, "nsa_kv_dtype") else "nsa"))
     elif kv == "auto":
@@ -1158,7 +1184,32 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         src("cell_size_bytes.mla", f"({c['kv_lora_rank']} + {c['qk_rope_head_dim']}) x {n_layers} x {elem}", "source",
             cite(release, "cell"))
         pool_per_token = cell
-        if is_nsa:
+        if is_nsa and at_least(release, "0.5.23"):
+            # DefaultPoolConfigurator._compute_cell_size: the pool's own rows (calculate_mla_kv_cache_dim) x layers x
+            # the KV element size, + the indexer's fp8 K with scales, (index_head_dim + index_head_dim / 128 x 4) B per
+            # layer (index_kpool 1; every layer runs its indexer). The rows: the scaled fp8 layout, kv_lora_rank +
+            # kv_lora_rank / 128 x 4 + rope x 2 (bf16 rope) = 656 B, with an fp8 KV on Hopper (flashmla_kv both ways);
+            # the raw 576 elements with trtllm (Blackwell's backend for both dtypes) or a bf16 KV
+            idx_dim = _req(c, "index_head_dim")
+            indexer = (idx_dim + idx_dim // 128 * 4) * n_layers
+            scaled = elem == 1 and sm == 9
+            row = (c["kv_lora_rank"] + c["kv_lora_rank"] // 128 * 4 + c["qk_rope_head_dim"] * 2) if scaled else dim * elem
+            cell = row * n_layers + indexer
+            pool_per_token = cell
+            sources[:] = [x for x in sources if x.field != "cell_size_bytes.mla"]
+            src("dsa_backends", "flashmla_kv / flashmla_kv" if scaled else ("trtllm / trtllm" if sm == 10 and elem == 1
+                else "flashmla_sparse / " + ("trtllm" if sm == 10 else "fa3")), "source",
+                f"{cite(release, 'dsa_backends')} (prefill / decode by KV dtype and compute capability)")
+            src("cell_size_bytes.mla", f"{row} x {n_layers}", "source", f"{cite(release, 'cell')} x "
+                f"{cite(release, 'nsa_pool')} calculate_mla_kv_cache_dim: "
+                + (f"{c['kv_lora_rank']} + {c['kv_lora_rank'] // 128 * 4} scales + {c['qk_rope_head_dim']} x 2 (bf16 "
+                   "rope) = 656 B fp8 rows" if scaled else f"({c['kv_lora_rank']} + {c['qk_rope_head_dim']}) x {elem} B "
+                   "raw rows" + (" (trtllm)" if sm == 10 else "")))
+            src("cell_size_bytes.nsa_indexer", indexer, "source", f"{cite(release, 'nsa_indexer')} ({idx_dim} + "
+                f"{idx_dim // 128 * 4}) x {n_layers} indexer layers, uint8")
+            src("pool_bytes_per_token.nsa", f"{row} x {n_layers} + {indexer}", "source",
+                f"{cite(release, 'nsa_pool')}: the rows SGLang divides by are the ones the pool allocates")
+        elif is_nsa:
             idx_dim = _req(c, "index_head_dim")
             indexer = (idx_dim + idx_dim // 128 * 4) * n_layers
             row = (c["kv_lora_rank"] + c["kv_lora_rank"] // 128 * 4 + c["qk_rope_head_dim"] * 2) if elem == 1 else dim * elem
@@ -1230,7 +1281,16 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                                        f"{release}'s SWA pool are not modelled")
         # the KV layers of the target SGLang divides by: the full-attention ones for a hybrid GDN model
         kv_layers = n_full if is_gdn else n_layers
-        if swa:
+        if is_nsa:
+            # DSA: the target's rows without its indexer, scaled to the draft's layers, + the draft's own indexer rows
+            # on all its layers
+            idx_row = _req(c, "index_head_dim") + _req(c, "index_head_dim") // 128 * 4
+            d_kv = int((cell - idx_row * n_layers) * e_layers / n_layers)
+            cell_div = cell + d_kv + idx_row * e_layers
+            src("cell_size_bytes.draft", cell_div - cell, "source", f"{cite(release, 'dsa_draft_cell')}: int("
+                f"{cell - idx_row * n_layers} x {e_layers} / {n_layers}) + indexer {idx_row} x {e_layers} charged in "
+                "the target's cell for the draft's KV")
+        elif swa:
             # HybridSWAPoolConfigurator: a draft that is not itself hybrid SWA has only full-length layers, each the
             # target's full-layer size, added to the full side of the cell
             cell_div = cell + kv_per_rank * (head_dim + v_head_dim) * elem * e_layers

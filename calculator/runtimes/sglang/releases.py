@@ -33,10 +33,13 @@ Release families (what changes between them):
   sliding-layer rows (and an EAGLE draft's layers on the full side), then swa = full x 0.8. Hybrid GDN
   (``_handle_max_mamba_cache``): the Mamba pool solved with its padding slot (K = (budget - per_req) // per_req,
   K + 1 slots taken), and 5 state slots per running request (the Mamba extra buffer is on by default); on SM100
-  trtllm_mha with 64-token pages. Refused there (not modelled): the other hybrid SWA models (Llama 4, MiMo-V2, Gemma 4,
-  Step3.5, ...), gpt-oss with the radix cache off and a request cap (``SWARequestCapPoolConfigurator``), speculative
-  decoding and a disabled radix cache on GDN models, DeepSeek DSA (V3.2, GLM-5), Qwen3-VL's large-Hopper serving
-  defaults.
+  trtllm_mha with 64-token pages. DeepSeek DSA (V3.2, GLM-5; CUDA SM90 / SM100): page 64, KV fp8 from SM100 and bf16
+  below, the pool's own rows counted in the cell (656-byte scaled fp8 rows on Hopper with an fp8 KV, else the raw 576
+  elements: trtllm on Blackwell) + the indexer's 132 B per layer. Refused there (not modelled): the other hybrid SWA
+  models (Llama 4, MiMo-V2, Gemma 4, Step3.5, ...), gpt-oss with the radix cache off and a request cap
+  (``SWARequestCapPoolConfigurator``), speculative decoding and a disabled radix cache on GDN models, the other DSA
+  models (Mistral Large 3, LongCat, HYV4, ...), DSA on ROCm or other compute capabilities, Qwen3-VL's large-Hopper
+  serving defaults.
 """
 from __future__ import annotations
 
@@ -50,9 +53,9 @@ from calculator.engine.errors import EngineInputError
 COVERED: tuple[str, ...] = ("0.4.3.post4", "0.4.10.post2", "0.5.3", "0.5.3.post1", "0.5.7", "0.5.8.post1",
                             "0.5.9", "0.5.10.post1", "0.5.23")
 
-#: The release answered when none is named. Not the newest covered: 0.5.23 refuses DeepSeek DSA (V3.2, GLM-5) and
-#: Qwen3-VL's large-Hopper serving defaults (its pool configurators / overrides for them are not modelled), which
-#: 0.5.10.post1 answers; 0.5.23 is answered when named.
+#: The release answered when none is named. Not the newest covered: 0.5.23 refuses DeepSeek DSA on ROCm, Qwen3-VL's
+#: large-Hopper serving defaults and a few hybrid-model settings (speculative decoding / no radix cache on GDN
+#: models), which 0.5.10.post1 answers; 0.5.23 is answered when named.
 DEFAULT = "0.5.10.post1"
 
 _SA = "sglang/srt/server_args.py"
@@ -305,6 +308,11 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "mamba_ratio": (_KVC, 3137), "mamba_ratio_base": (_KVC, 227),
         "mamba_tracking": ("sglang/srt/mem_cache/allocation_sizing.py", 19),
         "mamba_extra_buffer": (f"{_AG}/overrides.py", 483), "mamba_no_reqs": (_KVC, 3152),
+        # DeepSeek DSA (V3.2, GLM-5): page 64 x index_kpool, the KV dtype and backends by compute capability, the pool's
+        # rows (calculate_mla_kv_cache_dim) and the indexer in the cell, an MTP draft's share
+        "nsa_page": (f"{_AG}/model_overrides/deepseek_v2.py", 171), "nsa_kv_dtype": (f"{_AG}/overrides.py", 534),
+        "dsa_backends": (f"{_AG}/overrides.py", 716), "nsa_pool": (_KVC, 3472), "nsa_indexer": (_PC, 569),
+        "dsa_draft_cell": (_PC, 296),
     },
 }
 
