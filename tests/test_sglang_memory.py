@@ -496,6 +496,8 @@ _CITED_TEXT = [  # (release, rule, text the cited line must contain)
     ("0.5.23", "nsa_pool", "+ qk_rope_head_dim * rope_storage_dtype.itemsize"),
     ("0.5.23", "nsa_indexer", "index_head_dim + index_head_dim // DSATokenToKVPool.quant_block_size * 4,"),
     ("0.5.23", "dsa_draft_cell", "draft_kv_size = ("),
+    ("0.5.23", "dsa_skip_topk", "def dsa_layer_skips_topk("),
+    ("0.5.23", "dsa_glm_sm12", "is_glm_sm12_fp8 = ("),
     ("0.5.10.post1", "piecewise_mm", "if self.get_model_config().is_multimodal:"),
     ("0.5.10.post1", "mm_subconfig", "has_multimodal_subconfig = ("),
     *[(rel, "nextn_eh_proj", "self.eh_proj = nn.Linear(") for rel in COVERED],
@@ -1337,6 +1339,22 @@ def test_0_5_23_deepseek_v32_dsa_pool_counts_its_own_rows_by_hand():
     old = plan(cfg, gpu=get_gpu("H200"), release="0.5.10.post1", kv_cache_dtype="fp8_e4m3",
                free_memory_before_load_gib=139.0, **kw)
     assert old.cell_size_bytes == (576 + 132) * 61 and old.pool_bytes_per_token == 48068
+
+
+def test_0_5_23_glm_dsa_indexer_layers_and_rows_by_compute_capability():
+    """GLM-5.1-NVFP4 (78 layers, indexer_types all "full": every layer keeps index-K rows, configs/model_config.py:488)
+    on H200 with the KV auto -> bfloat16 below SM100 (overrides.py:534): raw 576-element rows x 2 B,
+    cell = (1,152 + 132) x 78 = 100,152 B. With "shared" on every other layer from layer 2 only 40 layers keep them:
+    (1,152 x 78) + 132 x 40 = 95,136 B. GLM-5 with an fp8 KV on SM12x takes flashinfer_sparse_mla
+    (overrides.py:637-651), the scaled 656-byte rows: (656 + 132) x 78 = 61,464 B."""
+    glm = json.loads((CATALOG / "nvidia__GLM-5.1-NVFP4.json").read_text())
+    p = plan(glm, gpu=get_gpu("H200"), release="0.5.23", tp_size=8)
+    assert p.kv_cache_dtype == "bfloat16" and p.cell_size_bytes == (1152 + 132) * 78 == 100152
+    shared = glm | {"indexer_types": ["full", "full"] + ["shared" if i % 2 == 0 else "full" for i in range(2, 78)]}
+    assert plan(shared, gpu=get_gpu("H200"), release="0.5.23", tp_size=8).cell_size_bytes == 1152 * 78 + 132 * 40
+    p = plan(json.loads((CATALOG / "zai-org__GLM-5-FP8.json").read_text()), gpu=get_gpu("RTX5090"), release="0.5.23",
+             tp_size=8)
+    assert p.kv_cache_dtype == "fp8_e4m3" and p.cell_size_bytes == (656 + 132) * 78 == 61464
 
 
 def test_0_5_23_backends():

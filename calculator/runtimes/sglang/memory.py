@@ -195,6 +195,28 @@ def nsa_architectures(release: str) -> tuple[str, ...]:
 # the DSA architectures whose 0.5.23 pool is modelled (DeepSeek V3.2 and GLM-5: the dsa backend, page 64, the indexer on
 # every layer)
 _DSA_MODELLED_0523 = ("DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM", "GlmMoeDsaForCausalLM")
+
+
+def dsa_indexer_layers(c: dict[str, Any], n_layers: int) -> int:
+    """How many of the ``n_layers`` DSA layers run their own indexer (and keep index-K rows in SGLang 0.5.23's pool):
+    those for which ``dsa_layer_skips_topk`` (configs/model_config.py:488) is False -- ``indexer_types`` not
+    ``"shared"``, else every ``cli_factor``-th layer, else ``index_topk_pattern`` not ``"S"``, else the
+    ``index_topk_freq`` / ``index_skip_topk_offset`` schedule (every layer with the defaults)."""
+    types = c.get("indexer_types")
+    if types is not None:
+        return sum(1 for i in range(n_layers) if not (i < len(types) and types[i] == "shared"))
+    cli = c.get("cli_factor") or 1
+    if cli > 1:
+        return sum(1 for i in range(n_layers) if i % cli == 0)
+    pattern = c.get("index_topk_pattern")
+    if pattern is not None:
+        return sum(1 for i in range(n_layers) if not (i < len(pattern) and pattern[i] == "S"))
+    freq = c.get("index_topk_freq") or 1
+    offset = c.get("index_skip_topk_offset")
+    return sum(1 for i in range(n_layers)
+               if (max(i - offset + 1, 0) if offset is not None else max(i - 1, 0)) % freq == 0)
+
+
 # gated delta-net hybrids (SGLang configs/qwen3_next.py, qwen3_5.py); which releases have them: data/architectures.json
 _GDN_ARCHS = {"Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM",
               "Qwen3_5MoeForConditionalGeneration"}
@@ -729,15 +751,12 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             elif is_hip:
                 dsa_why = ("on ROCm the page size follows the aiter build (1 without the preshuffle paged-MQA kernel, "
                            f"else 64; {cite(release, 'nsa_page')})")
-            elif sm not in (9, 10):
-                dsa_why = (f"on compute capability {sm}.x (its DSA backend and KV row layout, "
-                           f"{cite(release, 'dsa_backends')}); modelled on SM90 and SM100")
+            elif sm is None:
+                dsa_why = "without a known compute capability (its DSA backends and KV rows follow it)"
             elif kv_cache_dtype not in ("auto", "bf16", "bfloat16", "fp8", "fp8_e4m3"):
                 dsa_why = f"--kv-cache-dtype {kv_cache_dtype} (SGLang asserts bf16 or fp8_e4m3 for DSA)"
-            elif (c.get("index_kpool") or 1) != 1 or c.get("indexer_types") or c.get("index_topk_pattern") or (
-                    c.get("index_topk_freq") or 1) != 1 or (c.get("cli_factor") or 1) != 1 or c.get("learnable_sink"):
-                dsa_why = ("pooled or shared indexer layers (index_kpool / indexer_types / index_topk_freq) or "
-                           f"attention sinks ({cite(release, 'nsa_indexer')})")
+            elif (c.get("index_kpool") or 1) != 1 or c.get("learnable_sink"):
+                dsa_why = f"with pooled index keys (index_kpool) or attention sinks ({cite(release, 'nsa_indexer')})"
             if dsa_why:
                 raise EngineInputError("config.architectures", f"DeepSeek DSA pools of SGLang {release} are not "
                                        f"modelled {dsa_why}")
@@ -1191,22 +1210,28 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             # kv_lora_rank / 128 x 4 + rope x 2 (bf16 rope) = 656 B, with an fp8 KV on Hopper (flashmla_kv both ways);
             # the raw 576 elements with trtllm (Blackwell's backend for both dtypes) or a bf16 KV
             idx_dim = _req(c, "index_head_dim")
-            indexer = (idx_dim + idx_dim // 128 * 4) * n_layers
-            scaled = elem == 1 and sm == 9
+            n_idx = dsa_indexer_layers(c, n_layers)
+            indexer = (idx_dim + idx_dim // 128 * 4) * n_idx
+            # GLM-5 with an fp8 KV on SM12x runs flashinfer_sparse_mla both ways (overrides.py:637-651), scaled rows too
+            glm_sm12 = arch_name == "GlmMoeDsaForCausalLM" and sm == 12 and elem == 1
+            scaled = elem == 1 and (sm < 10 or glm_sm12)
             row = (c["kv_lora_rank"] + c["kv_lora_rank"] // 128 * 4 + c["qk_rope_head_dim"] * 2) if scaled else dim * elem
             cell = row * n_layers + indexer
             pool_per_token = cell
             sources[:] = [x for x in sources if x.field != "cell_size_bytes.mla"]
-            src("dsa_backends", "flashmla_kv / flashmla_kv" if scaled else ("trtllm / trtllm" if sm == 10 and elem == 1
-                else "flashmla_sparse / " + ("trtllm" if sm == 10 else "fa3")), "source",
+            src("dsa_backends", "flashinfer_sparse_mla / flashinfer_sparse_mla" if glm_sm12 else
+                "flashmla_kv / flashmla_kv" if scaled else ("trtllm / trtllm" if sm >= 10 and elem == 1
+                else "flashmla_sparse / " + ("trtllm" if sm >= 10 else "fa3")), "source",
                 f"{cite(release, 'dsa_backends')} (prefill / decode by KV dtype and compute capability)")
             src("cell_size_bytes.mla", f"{row} x {n_layers}", "source", f"{cite(release, 'cell')} x "
                 f"{cite(release, 'nsa_pool')} calculate_mla_kv_cache_dim: "
                 + (f"{c['kv_lora_rank']} + {c['kv_lora_rank'] // 128 * 4} scales + {c['qk_rope_head_dim']} x 2 (bf16 "
                    "rope) = 656 B fp8 rows" if scaled else f"({c['kv_lora_rank']} + {c['qk_rope_head_dim']}) x {elem} B "
-                   "raw rows" + (" (trtllm)" if sm == 10 else "")))
+                   "raw rows" + (" (trtllm)" if sm >= 10 else "")) + (f"; {cite(release, 'dsa_glm_sm12')}" if glm_sm12
+                                                                        else ""))
             src("cell_size_bytes.nsa_indexer", indexer, "source", f"{cite(release, 'nsa_indexer')} ({idx_dim} + "
-                f"{idx_dim // 128 * 4}) x {n_layers} indexer layers, uint8")
+                f"{idx_dim // 128 * 4}) x {n_idx} indexer layers (of {n_layers}: the ones not reusing the previous "
+                f"layer's top-k, {cite(release, 'dsa_skip_topk')}), uint8")
             src("pool_bytes_per_token.nsa", f"{row} x {n_layers} + {indexer}", "source",
                 f"{cite(release, 'nsa_pool')}: the rows SGLang divides by are the ones the pool allocates")
         elif is_nsa:
@@ -1285,11 +1310,12 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             # DSA: the target's rows without its indexer, scaled to the draft's layers, + the draft's own indexer rows
             # on all its layers
             idx_row = _req(c, "index_head_dim") + _req(c, "index_head_dim") // 128 * 4
-            d_kv = int((cell - idx_row * n_layers) * e_layers / n_layers)
+            t_idx = idx_row * dsa_indexer_layers(c, n_layers)
+            d_kv = int((cell - t_idx) * e_layers / n_layers)
             cell_div = cell + d_kv + idx_row * e_layers
             src("cell_size_bytes.draft", cell_div - cell, "source", f"{cite(release, 'dsa_draft_cell')}: int("
-                f"{cell - idx_row * n_layers} x {e_layers} / {n_layers}) + indexer {idx_row} x {e_layers} charged in "
-                "the target's cell for the draft's KV")
+                f"{cell - t_idx} x {e_layers} / {n_layers}) + indexer {idx_row} x {e_layers} (all the draft's layers) "
+                "charged in the target's cell for the draft's KV")
         elif swa:
             # HybridSWAPoolConfigurator: a draft that is not itself hybrid SWA has only full-length layers, each the
             # target's full-layer size, added to the full side of the cell

@@ -312,7 +312,8 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         # rows (calculate_mla_kv_cache_dim) and the indexer in the cell, an MTP draft's share
         "nsa_page": (f"{_AG}/model_overrides/deepseek_v2.py", 171), "nsa_kv_dtype": (f"{_AG}/overrides.py", 534),
         "dsa_backends": (f"{_AG}/overrides.py", 716), "nsa_pool": (_KVC, 3472), "nsa_indexer": (_PC, 569),
-        "dsa_draft_cell": (_PC, 296),
+        "dsa_draft_cell": (_PC, 296), "dsa_skip_topk": (_MC, 488),
+        "dsa_glm_sm12": (f"{_AG}/overrides.py", 637),
     },
 }
 
