@@ -1357,6 +1357,19 @@ def test_0_5_23_glm_dsa_indexer_layers_and_rows_by_compute_capability():
     assert p.kv_cache_dtype == "fp8_e4m3" and p.cell_size_bytes == (656 + 132) * 78 == 61464
 
 
+def test_0_5_23_refuses_qwen3_vl_on_a_large_hopper_by_the_top_level_model_type():
+    """model_overrides/qwen3_vl.py:20-32: SGLang 0.5.23 applies its Qwen3-VL serving defaults on SM90 GPUs of 60 GiB or
+    more by the top-level ``model_type`` (qwen3_vl), not the text config's (qwen3_vl_text); not modelled: refused there,
+    answered on a 48 GiB L40S and by 0.5.10.post1."""
+    cfg = json.loads((CATALOG / "Qwen__Qwen3-VL-8B-Instruct.json").read_text())
+    assert cfg["model_type"] == "qwen3_vl" and cfg["text_config"]["model_type"] == "qwen3_vl_text"
+    with pytest.raises(EngineInputError) as e:
+        plan(cfg, gpu=get_gpu("H100"), release="0.5.23")
+    assert "0.5.23" in e.value.message and "qwen3_vl.py:20" in e.value.message
+    plan(cfg, gpu=get_gpu("L40S"), release="0.5.23")
+    plan(cfg, gpu=get_gpu("H100"), release="0.5.10.post1")
+
+
 def test_0_5_23_backends():
     """model_override_base.py:277 get_default_attn_backend and the 0.5.23 checks: trtllm_mha runs prefill on SM90 too
     (attention_hook.py:200-205; 0.5.10.post1: SM100 only), pages 16-128 (overrides.py:1185); cutlass_mla is no longer

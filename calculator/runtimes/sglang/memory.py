@@ -774,7 +774,9 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                                    "--max-running-requests when the radix cache is off "
                                    f"({cite(release, 'swa_request_cap')} SWARequestCapPoolConfigurator); not modelled")
         cap_guess = gpu_memory_capacity_mib or gpu.memory_gib * 1024
-        if (model_type in ("qwen3_vl", "qwen3_vl_moe") and is_multimodal_0523(arch_name, hf_config)
+        # large_hopper_qwen3_vl_model_type reads the top-level hf_config.model_type (qwen3_vl), not the text config's
+        # (qwen3_vl_text)
+        if (hf_config.get("model_type") in ("qwen3_vl", "qwen3_vl_moe") and is_multimodal_0523(arch_name, hf_config)
                 and sm == 9 and cap_guess >= 60 * 1024):
             raise EngineInputError("config.architectures", f"{arch_name} on a Hopper GPU of 60 GiB or more: SGLang "
                                    f"{release} applies Qwen3-VL serving defaults there ({cite(release, 'qwen3_vl_hopper')}: "
