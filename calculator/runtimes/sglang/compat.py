@@ -281,8 +281,9 @@ def _default_backend_0523(release: str, f: dict[str, Any], hip: bool, major: int
                                                           or speculative_eagle_topk is not None):
             return BackendChoice(backend="trtllm_mha", reason="hybrid GDN on SM100 with the Mamba extra buffer (on by "
                                  "default): trtllm_mha, page_size 64", source=_c(release, "gdn_sm100"))
-        raise EngineInputError("attention_backend", f"SGLang {release}'s default backend for this hybrid linear-attention "
-                               "model on SM100 (triton or trtllm_mha by the Mamba cache strategy and the EAGLE topk, "
+        raise EngineInputError("attention_backend", f"SGLang {release}'s default backend for this hybrid "
+                               "linear-attention model on SM100 (triton or trtllm_mha by the Mamba cache strategy and "
+                               "the EAGLE topk, "
                                f"{_c(release, 'gdn_sm100')}) is not modelled; pass --attention-backend")
     if not f["mla"]:
         if major == 9 and not hip and topk_one:

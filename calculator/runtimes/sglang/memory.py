@@ -1217,7 +1217,8 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             # GLM-5 with an fp8 KV on SM12x runs flashinfer_sparse_mla both ways (overrides.py:637-651), scaled rows too
             glm_sm12 = arch_name == "GlmMoeDsaForCausalLM" and sm == 12 and elem == 1
             scaled = elem == 1 and (sm < 10 or glm_sm12)
-            row = (c["kv_lora_rank"] + c["kv_lora_rank"] // 128 * 4 + c["qk_rope_head_dim"] * 2) if scaled else dim * elem
+            row = ((c["kv_lora_rank"] + c["kv_lora_rank"] // 128 * 4 + c["qk_rope_head_dim"] * 2) if scaled
+                   else dim * elem)
             cell = row * n_layers + indexer
             pool_per_token = cell
             sources[:] = [x for x in sources if x.field != "cell_size_bytes.mla"]
@@ -1228,9 +1229,9 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             src("cell_size_bytes.mla", f"{row} x {n_layers}", "source", f"{cite(release, 'cell')} x "
                 f"{cite(release, 'nsa_pool')} calculate_mla_kv_cache_dim: "
                 + (f"{c['kv_lora_rank']} + {c['kv_lora_rank'] // 128 * 4} scales + {c['qk_rope_head_dim']} x 2 (bf16 "
-                   "rope) = 656 B fp8 rows" if scaled else f"({c['kv_lora_rank']} + {c['qk_rope_head_dim']}) x {elem} B "
-                   "raw rows" + (" (trtllm)" if sm >= 10 else "")) + (f"; {cite(release, 'dsa_glm_sm12')}" if glm_sm12
-                                                                        else ""))
+                   "rope) = 656 B fp8 rows" if scaled else
+                   f"({c['kv_lora_rank']} + {c['qk_rope_head_dim']}) x {elem} B raw rows"
+                   + (" (trtllm)" if sm >= 10 else "")) + (f"; {cite(release, 'dsa_glm_sm12')}" if glm_sm12 else ""))
             src("cell_size_bytes.nsa_indexer", indexer, "source", f"{cite(release, 'nsa_indexer')} ({idx_dim} + "
                 f"{idx_dim // 128 * 4}) x {n_idx} indexer layers (of {n_layers}: the ones not reusing the previous "
                 f"layer's top-k, {cite(release, 'dsa_skip_topk')}), uint8")
