@@ -36,6 +36,7 @@ from tests.conftest import CONFIGS, load_config
 
 GIB = 2**30
 WHEELS = Path("/work/wheels")
+CATALOG = Path(__file__).resolve().parent.parent / "calculator" / "data" / "model_configs"  # the offline catalog
 
 
 def wheel_of(release: str) -> Path:
@@ -470,6 +471,33 @@ _CITED_TEXT = [  # (release, rule, text the cited line must contain)
     ("0.5.23", "pool_end", "Memory pool end."),
     ("0.5.23", "kv_log", "'is allocated'"),
     ("0.5.23", "dp_prefill_graph", 'clamped = {"max_bs": cfg.chunked_prefill_size}'),
+    ("0.5.23", "swa_layer_ids", "arch in SWA_SINK_ARCHS"),
+    ("0.5.23", "swa_configurator", "return HybridSWAPoolConfigurator(kvc)"),
+    ("0.5.23", "swa_request_cap", "def is_applicable("),
+    ("0.5.23", "swa_cell", "self._swa_full_tokens_ratio * self._swa_cell_bytes()"),
+    ("0.5.23", "swa_draft_layers", "self._draft_full_layers_num = ("),
+    ("0.5.23", "swa_tokens", "int(available_bytes // self._cell_size)"),
+    ("0.5.23", "swa_split", "int(full_tokens * self._swa_full_tokens_ratio)"),
+    ("0.5.23", "swa_validate", "if sliding_window_size + page_size >= swa_tokens:"),
+    ("0.5.23", "swa_ratio_default", "fallback=0.8"),
+    ("0.5.23", "mamba_ratio_default", "fallback=0.9"),
+    ("0.5.23", "mamba_split", "mamba_full_memory_ratio"),
+    ("0.5.23", "mamba_size", "(mamba_budget_bytes - replayssm_fixed_bytes - per_slot)"),
+    ("0.5.23", "mamba_pad", "(get_schedule().max_mamba_cache_size + 1) * (stage_per_req + extra_per_slot)"),
+    ("0.5.23", "mamba_too_small", "max_mamba_cache_size <= 0"),
+    ("0.5.23", "mamba_ratio", "mamba_cap = get_schedule().max_mamba_cache_size // ratio"),
+    ("0.5.23", "mamba_ratio_base", "MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3"),
+    ("0.5.23", "mamba_tracking", "return 2 if overlap else 1"),
+    ("0.5.23", "mamba_extra_buffer", 'declared["mamba_radix_cache_strategy"] = "extra_buffer"'),
+    ("0.5.23", "mamba_no_reqs", "if max_num_reqs <= 0:"),
+    ("0.5.23", "nsa_page", "page_size = 64 * index_kpool"),
+    ("0.5.23", "nsa_kv_dtype", '"fp8_e4m3" if major >= 10 and not has_attention_sinks else "bfloat16"'),
+    ("0.5.23", "dsa_backends", 'default = "trtllm" if major >= 10 else "flashmla_kv"'),
+    ("0.5.23", "nsa_pool", "+ qk_rope_head_dim * rope_storage_dtype.itemsize"),
+    ("0.5.23", "nsa_indexer", "index_head_dim + index_head_dim // DSATokenToKVPool.quant_block_size * 4,"),
+    ("0.5.23", "dsa_draft_cell", "draft_kv_size = ("),
+    ("0.5.23", "dsa_skip_topk", "def dsa_layer_skips_topk("),
+    ("0.5.23", "dsa_glm_sm12", "is_glm_sm12_fp8 = ("),
     ("0.5.10.post1", "piecewise_mm", "if self.get_model_config().is_multimodal:"),
     ("0.5.10.post1", "mm_subconfig", "has_multimodal_subconfig = ("),
     *[(rel, "nextn_eh_proj", "self.eh_proj = nn.Linear(") for rel in COVERED],
@@ -1142,15 +1170,204 @@ def test_0_5_23_weights_rope_fp32_on_rocm_and_no_yarn_totals():
 
 
 def test_0_5_23_refuses_what_it_does_not_model_by_name():
-    """Hybrid SWA (gpt-oss), hybrid GDN (Qwen3.5), DeepSeek DSA (V3.2): 0.5.23 sizes them with pool configurators this
-    calculator has not followed; each is refused naming the release, never answered with 0.5.10's rule."""
-    for cfg, field in ((load_config("openai__gpt-oss-120b.json"), "config.sliding_window"),
-                       (load_config("Qwen__Qwen3.5-9B.json"), "config.architectures"),
-                       (v32_config(), "config.architectures")):
+    """DeepSeek DSA on ROCm (its page size follows the aiter build) or another DSA family (LongCat), and the hybrid
+    sliding-window models other than gpt-oss (Llama 4 here): 0.5.23 sizes them with rules this calculator has not
+    followed; each is refused naming the release, never answered with 0.5.10's rule. gpt-oss with the radix cache
+    off and --max-running-requests takes SWARequestCapPoolConfigurator, refused as well."""
+    longcat = v32_config() | {"architectures": ["LongcatFlashForCausalLM"]}
+    for cfg, gpu, field in ((load_config("meta-llama__Llama-4-Scout-17B-16E-Instruct.json"), "H200",
+                             "config.sliding_window"),
+                            (v32_config(), "MI355X", "config.architectures"),
+                            (longcat, "H200", "config.architectures")):
         with pytest.raises(EngineInputError) as e:
-            plan(cfg, gpu=get_gpu("H200"), release="0.5.23", tp_size=8 if cfg.get("index_topk") else 1)
+            plan(cfg, gpu=get_gpu(gpu), release="0.5.23", tp_size=8)
         assert e.value.field == field and "0.5.23" in e.value.message
-        plan(cfg, gpu=get_gpu("H200"), release="0.5.10.post1", tp_size=8 if cfg.get("index_topk") else 1)
+    plan(v32_config(), gpu=get_gpu("MI355X"), release="0.5.10.post1", tp_size=8)
+    with pytest.raises(EngineInputError) as e:
+        plan(load_config("openai__gpt-oss-120b.json"), gpu=get_gpu("H200"), release="0.5.23", disable_radix_cache=True,
+             max_running_requests=64)
+    assert e.value.field == "disable_radix_cache" and "SWARequestCapPoolConfigurator" in e.value.message
+
+
+def test_0_5_23_gpt_oss_hybrid_swa_pool_by_hand():
+    """gpt-oss-120b on H200, SGLang 0.5.23, --mem-fraction-static 0.85, 139.0 GiB free before loading, 61 GiB of
+    weights. 36 layers: 18 sliding (window 128), 18 full (layer_types, configs/model_config.py:2712); 8 KV heads,
+    head_dim 64, bf16: one layer's row is 8 x (64 + 64) x 2 = 2,048 B.
+
+    HybridSWAPoolConfigurator (pool_configurator.py:1723; gpt-oss is is_hybrid_swa_model and nothing disables it):
+      cell = 2,048 x 18 + swa_full_tokens_ratio 0.8 (arg_groups/fields/schedule.py:160) x 2,048 x 18
+           = 36,864 + 29,491.2 = 66,355.2 B                                      (pool_configurator.py:801)
+      rest = 139.0 - 61 - 139.0 x (1 - 0.85) = 57.15 GiB                        (kv_cache_configurator.py:3038)
+      available = int(57.15 x 2^30) = 61,364,345,241 B                          (kv_cache_configurator.py:3060)
+      full = int(61,364,345,241 // 66,355.2) = 924,785 (page 1)                 (pool_configurator.py:915, :880)
+      swa  = int(924,785 x 0.8) = 739,828                                       (pool_configurator.py:881)
+      the SWA pool holds more than sliding_window_size 127 + page 1            (pool_configurator.py:210)
+      max_running_requests = min(max(int(924,785 / 131,072 x 512), 2048), 4096, 924,785 // 2) = 3,612
+    0.5.10.post1's two-step split (capacity at 73,728 B, then x 36 / 32.4) lands on the same counts here.
+    """
+    available = int((139.0 - 61 - 139.0 * (1 - 0.85)) * GIB)
+    assert available == 61364345241
+    cell = 2048 * 18 + 0.8 * 2048 * 18
+    full = int(available // cell)
+    swa = int(full * 0.8)
+    assert (full, swa) == (924785, 739828)
+    kw = {"gpu": get_gpu("H200"), "mem_fraction_static": 0.85, "free_memory_before_load_gib": 139.0,
+          "weights_bytes": 61 * GIB}
+    p = plan(load_config("openai__gpt-oss-120b.json"), release="0.5.23", **kw)
+    assert p.attention == "hybrid_swa" and p.attention_backend == "fa3" and p.page_size == 1
+    assert float(p.source_of("cell_size_bytes.hybrid_swa").value) == 66355.2
+    assert p.max_total_num_tokens == full and p.swa_max_total_num_tokens == swa
+    assert p.max_running_requests == min(max(int(full / 131072 * 512), 2048), 4096) == 3612
+    assert abs(p.kv_pool_gib - (full * 2048 * 18 + swa * 2048 * 18) / GIB) < 1e-9
+    assert p.does_not_start is None
+    old = plan(load_config("openai__gpt-oss-120b.json"), release="0.5.10.post1", **kw)
+    assert (old.max_total_num_tokens, old.swa_max_total_num_tokens) == (full, swa)
+
+
+def test_0_5_23_gpt_oss_eagle3_draft_layer_on_the_full_side_of_the_swa_cell():
+    """gpt-oss-120b + a one-layer EAGLE3 head (Llama-style, not hybrid SWA; 1 GiB of draft weights) on H200, 0.5.23, the
+    setting above. The draft loads before the pool is sized (managers/scheduler.py:1133), so rest = 57.15 - 1 = 56.15
+    GiB; its layer is one more full-attention row of the target's size (pool_configurator.py:755, :777-780):
+    cell = 2,048 x (18 + 1) + 0.8 x 2,048 x 18 = 38,912 + 29,491.2 = 68,403.2 B, so
+    full = int(int(56.15 x 2^30) // 68,403.2) = int(60,290,603,417 // 68,403.2) = 881,400; swa = int(881,400 x 0.8)
+    = 705,120."""
+    available = int((139.0 - 61 - 1 - 139.0 * (1 - 0.85)) * GIB)
+    full = int(available // (2048 * 19 + 0.8 * 2048 * 18))
+    assert (available, full, int(full * 0.8)) == (60290603417, 881400, 705120)
+    draft = load_config("meta-llama__Llama-3.1-8B-Instruct.json")
+    draft.update({"architectures": ["LlamaForCausalLMEagle3"], "num_hidden_layers": 1})
+    p = plan(load_config("openai__gpt-oss-120b.json"), gpu=get_gpu("H200"), release="0.5.23", mem_fraction_static=0.85,
+             free_memory_before_load_gib=139.0, weights_bytes=61 * GIB, speculative_algorithm="EAGLE3",
+             draft_hf_config=draft, draft_weights_bytes=GIB)
+    assert p.max_total_num_tokens == full and p.swa_max_total_num_tokens == int(full * 0.8)
+    assert int(p.source_of("cell_size_bytes.draft").value) == 2048
+
+
+def test_0_5_23_qwen3_next_mamba_pool_with_the_padding_slot_and_the_extra_buffer_by_hand():
+    """Qwen3-Next-80B-A3B-Instruct on 2x H200 (TP 2), SGLang 0.5.23, --mem-fraction-static 0.85, 139.0 GiB free before
+    loading, 75 GiB of weights per rank. 48 layers: 12 full attention (every 4th), 36 gated delta-net.
+    Per request per GDN layer at TP 2 (configs/qwen3_next.py mamba2_cache_params, configs/mamba_utils.py create):
+      conv: (128 x 32 + 2 x 16 x 128) / 2 x (4 - 1) x 2 B (bf16) = 24,576 B
+      ssm:  32 / 2 x 128 x 128 x 4 B (float32) = 1,048,576 B
+      per request: 36 x 1,073,152 = 38,633,472 B.
+    rest = 139.0 - 75 - 139.0 x 0.15 = 43.15 GiB                                 (kv_cache_configurator.py:3038)
+    _handle_max_mamba_cache: budget = 43.15 x 0.9 / 1.9 GiB (mamba_full_memory_ratio fallback 0.9,
+      arg_groups/fields/schedule.py:225; kv_cache_configurator.py:3354)
+      K = int((budget x 2^30 - 38,633,472) // 38,633,472) = 567                  (:3383; 0.5.10.post1: 568)
+      K + 1 = 568 slots come out of rest: 43.15 - 568 x 38,633,472 / 2^30 = 22.71323 GiB (:3406; memory_pool.py:724)
+    KV: cell = 12 full layers x (2 // 2) x (256 + 256) x 2 = 12,288 B -> int(22.71323 x 2^30) // 12,288 = 1,984,712
+    max_running_requests = min(max(int(1,984,712 / 262,144 x 512), 2048), 4096) = 3,876, capped at K // 5 = 113:
+      _calculate_mamba_ratio = 3 (:227) + 2 tracking slots (allocation_sizing.py:19) of the Mamba extra buffer, which
+      the radix cache takes by default (arg_groups/overrides.py:483); 0.5.10.post1 (no extra buffer): 568 // 3 = 189.
+    """
+    per_req = 36 * ((128 * 32 + 2 * 16 * 128) // 2 * 3 * 2 + 32 // 2 * 128 * 128 * 4)
+    assert per_req == 38633472
+    rest = 139.0 - 75 - 139.0 * (1 - 0.85)
+    k = int((rest * 0.9 / (1 + 0.9) * GIB - per_req) // per_req)
+    assert k == 567
+    rest_kv = rest - (k + 1) * per_req / GIB
+    tokens = int(rest_kv * GIB) // 12288
+    assert tokens == 1984712
+    assert min(max(int(tokens / 262144 * 512), 2048), 4096) == 3876 and k // 5 == 113
+    kw = {"gpu": get_gpu("H200"), "tp_size": 2, "mem_fraction_static": 0.85, "free_memory_before_load_gib": 139.0,
+          "weights_bytes": 75 * GIB}
+    cfg = load_config("Qwen__Qwen3-Next-80B-A3B-Instruct.json")
+    p = plan(cfg, release="0.5.23", **kw)
+    assert p.attention == "hybrid_gdn" and p.attention_backend == "fa3" and p.page_size == 1
+    assert p.mamba.per_request_bytes == per_req and p.mamba.max_mamba_cache_size == 567
+    assert abs(p.mamba.ssm_state_gib - 568 * 36 * 1048576 / GIB) < 1e-9  # the log counts the padding slot
+    assert p.cell_size_bytes == 12288 and p.max_total_num_tokens == tokens
+    assert p.max_running_requests == 113
+    old = plan(cfg, release="0.5.10.post1", **kw)
+    assert (old.mamba.max_mamba_cache_size, old.max_total_num_tokens, old.max_running_requests) == (568, tokens, 189)
+
+
+def test_0_5_23_qwen35_keeps_100_mib_out_before_the_mamba_split_and_runs_trtllm_mha_on_b200():
+    """Qwen3.5-9B on H100, 0.5.23, --mem-fraction-static 0.85, 79.0 GiB free, 17 GiB of weights (TP 1). A multimodal
+    model: 100 MiB leave the budget before the Mamba split (kv_cache_configurator.py:210, :3038-3040).
+    24 GDN layers at TP 1: conv (128 x 32 + 2 x 16 x 128) x 3 x 2 = 49,152 B, ssm 32 x 128 x 128 x 4 = 2,097,152 B
+    -> 24 x 2,146,304 = 51,511,296 B per request. rest = 79.0 - 17 - 79.0 x 0.15 - 100 / 1024 = 50.05234375 GiB;
+    K = int((rest x 0.9 / 1.9 x 2^30 - 51,511,296) // 51,511,296) = 493; KV: 8 full layers x 4 KV heads x 512 x 2
+    = 32,768 B per token -> int((rest - 494 x 51,511,296 / 2^30) x 2^30) // 32,768 = 863,547;
+    max_running_requests = min(2048, 493 // 5 = 98) = 98.
+    On B200 SGLang 0.5.23 gives Qwen3.5 / Qwen3-Next trtllm_mha with 64-token pages (model_overrides/qwen3_5.py:28-48:
+    the Mamba extra buffer is on), where 0.5.10.post1 gave triton."""
+    per_req = 24 * ((128 * 32 + 2 * 16 * 128) * 3 * 2 + 32 * 128 * 128 * 4)
+    rest = 79.0 - 17 - 79.0 * (1 - 0.85) - 100 / 1024
+    k = int((rest * 0.9 / 1.9 * GIB - per_req) // per_req)
+    tokens = int((rest - (k + 1) * per_req / GIB) * GIB) // 32768
+    assert (per_req, k, tokens) == (51511296, 493, 863547)
+    cfg = load_config("Qwen__Qwen3.5-9B.json")
+    p = plan(cfg, gpu=get_gpu("H100"), release="0.5.23", mem_fraction_static=0.85, free_memory_before_load_gib=79.0,
+             weights_bytes=17 * GIB)
+    assert p.mamba.max_mamba_cache_size == k and p.max_total_num_tokens == tokens and p.max_running_requests == 98
+    b = plan(cfg, gpu=get_gpu("B200"), release="0.5.23")
+    assert b.attention_backend == "trtllm_mha" and b.page_size == 64 and b.max_total_num_tokens % 64 == 0
+    assert default_backend("0.5.23", get_gpu("B200"), cfg).source == (
+        "sglang==0.5.23 sglang/srt/arg_groups/model_overrides/qwen3_5.py:28")
+    assert default_backend("0.5.10.post1", get_gpu("B200"), cfg).backend == "triton"
+
+
+def test_0_5_23_deepseek_v32_dsa_pool_counts_its_own_rows_by_hand():
+    """DeepSeek-V3.2 (61 layers, kv_lora_rank 512, rope 64, index_head_dim 128), TP 8, SGLang 0.5.23,
+    --mem-fraction-static 0.85, 80 GiB of weights per rank. Page 64 (model_overrides/deepseek_v2.py:171, index_kpool 1).
+    The cell is what the pool allocates (pool_configurator.py:492, kv_cache_configurator.py:3412-3475), + the indexer's
+    fp8 K with scales, 128 + 128 / 128 x 4 = 132 B per layer (pool_configurator.py:569):
+    - H200, --kv-cache-dtype fp8_e4m3: flashmla_kv both ways (overrides.py:716), the scaled rows 512 + 16 + 64 x 2 =
+      656 B: cell = (656 + 132) x 61 = 48,068 B (0.5.10.post1 divided by 576 + 132 and allocated 656-byte rows);
+      rest = 139.0 - 80 - 139.0 x 0.15 = 38.15 GiB -> int(38.15 x 2^30) // 48,068 = 852,193 -> 852,160 (page 64).
+    - H200 + NEXTN (1 MTP layer, 1 GiB of draft weights loaded first): the draft adds int((48,068 - 132 x 61) x 1 / 61)
+      + 132 = 656 + 132 B (pool_configurator.py:296-318): 48,856 B; rest 37.15 GiB -> 816,448 tokens.
+    - B200, KV auto: fp8_e4m3 from SM100 (overrides.py:534), trtllm both ways: the raw 576 B rows, cell = (576 + 132) x
+      61 = 43,188 B; rest = 178.0 - 80 - 178.0 x 0.15 = 71.3 GiB -> int(71.3 x 2^30) // 43,188 -> 1,772,608.
+    """
+    cfg = json.loads((CATALOG / "deepseek-ai__DeepSeek-V3.2.json").read_text())
+    kw = {"tp_size": 8, "mem_fraction_static": 0.85, "weights_bytes": 80 * GIB}
+    assert (656 + 132) * 61 == 48068 and (576 + 132) * 61 == 43188
+    h = plan(cfg, gpu=get_gpu("H200"), release="0.5.23", kv_cache_dtype="fp8_e4m3", free_memory_before_load_gib=139.0,
+             **kw)
+    assert h.attention == "nsa" and h.attention_backend == "dsa" and h.page_size == 64
+    assert h.cell_size_bytes == h.pool_bytes_per_token == 48068
+    assert h.max_total_num_tokens == int(38.15 * GIB) // 48068 // 64 * 64 == 852160
+    m = plan(cfg, gpu=get_gpu("H200"), release="0.5.23", kv_cache_dtype="fp8_e4m3", free_memory_before_load_gib=139.0,
+             speculative_algorithm="NEXTN", draft_weights_bytes=GIB, **kw)
+    assert m.cell_size_bytes == 48068 + int((48068 - 132 * 61) / 61) + 132 == 48856
+    assert m.max_total_num_tokens == int(37.15 * GIB) // 48856 // 64 * 64 == 816448
+    b = plan(cfg, gpu=get_gpu("B200"), release="0.5.23", free_memory_before_load_gib=178.0, **kw)
+    assert b.kv_cache_dtype == "fp8_e4m3" and b.cell_size_bytes == b.pool_bytes_per_token == 43188
+    assert b.max_total_num_tokens == int(71.3 * GIB) // 43188 // 64 * 64 == 1772608
+    old = plan(cfg, gpu=get_gpu("H200"), release="0.5.10.post1", kv_cache_dtype="fp8_e4m3",
+               free_memory_before_load_gib=139.0, **kw)
+    assert old.cell_size_bytes == (576 + 132) * 61 and old.pool_bytes_per_token == 48068
+
+
+def test_0_5_23_glm_dsa_indexer_layers_and_rows_by_compute_capability():
+    """GLM-5.1-NVFP4 (78 layers, indexer_types all "full": every layer keeps index-K rows, configs/model_config.py:488)
+    on H200 with the KV auto -> bfloat16 below SM100 (overrides.py:534): raw 576-element rows x 2 B,
+    cell = (1,152 + 132) x 78 = 100,152 B. With "shared" on every other layer from layer 2 only 40 layers keep them:
+    (1,152 x 78) + 132 x 40 = 95,136 B. GLM-5 with an fp8 KV on SM12x takes flashinfer_sparse_mla
+    (overrides.py:637-651), the scaled 656-byte rows: (656 + 132) x 78 = 61,464 B."""
+    glm = json.loads((CATALOG / "nvidia__GLM-5.1-NVFP4.json").read_text())
+    p = plan(glm, gpu=get_gpu("H200"), release="0.5.23", tp_size=8)
+    assert p.kv_cache_dtype == "bfloat16" and p.cell_size_bytes == (1152 + 132) * 78 == 100152
+    shared = glm | {"indexer_types": ["full", "full"] + ["shared" if i % 2 == 0 else "full" for i in range(2, 78)]}
+    assert plan(shared, gpu=get_gpu("H200"), release="0.5.23", tp_size=8).cell_size_bytes == 1152 * 78 + 132 * 40
+    p = plan(json.loads((CATALOG / "zai-org__GLM-5-FP8.json").read_text()), gpu=get_gpu("RTX5090"), release="0.5.23",
+             tp_size=8)
+    assert p.kv_cache_dtype == "fp8_e4m3" and p.cell_size_bytes == (656 + 132) * 78 == 61464
+
+
+def test_0_5_23_refuses_qwen3_vl_on_a_large_hopper_by_the_top_level_model_type():
+    """model_overrides/qwen3_vl.py:20-32: SGLang 0.5.23 applies its Qwen3-VL serving defaults on SM90 GPUs of 60 GiB or
+    more by the top-level ``model_type`` (qwen3_vl), not the text config's (qwen3_vl_text); not modelled: refused there,
+    answered on a 48 GiB L40S and by 0.5.10.post1."""
+    cfg = json.loads((CATALOG / "Qwen__Qwen3-VL-8B-Instruct.json").read_text())
+    assert cfg["model_type"] == "qwen3_vl" and cfg["text_config"]["model_type"] == "qwen3_vl_text"
+    with pytest.raises(EngineInputError) as e:
+        plan(cfg, gpu=get_gpu("H100"), release="0.5.23")
+    assert "0.5.23" in e.value.message and "qwen3_vl.py:20" in e.value.message
+    plan(cfg, gpu=get_gpu("L40S"), release="0.5.23")
+    plan(cfg, gpu=get_gpu("H100"), release="0.5.10.post1")
 
 
 def test_0_5_23_backends():

@@ -97,6 +97,10 @@ _DEEPSEEK_FAMILY_0523 = ("DeepseekV3ForCausalLM", "KimiK25ForConditionalGenerati
                          "PixtralForConditionalGeneration", "Glm5NextForConditionalGeneration", "HYV4ForCausalLM",
                          "HYV4ForCausalLMNextN", "LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN",
                          "Dots3NoteForCausalLM")
+# sglang==0.5.23 arg_groups/model_overrides/qwen3_5.py:17-23 (the _qwen3_5_hybrid_overrides list, less the InternS2 ones)
+# and the text-only Qwen3.5 classes the generic rule gives trtllm_mha on SM100
+_GDN_SM100_0523 = ("Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration",
+                   "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM")
 # sglang==0.5.23 configs/model_config.py:88 SWA_SINK_ARCHS: models with attention sinks (flashinfer cannot run them)
 _SINK_ARCHS_0523 = ("GptOssForCausalLM", "GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM", "IQuestQ1ForCausalLM",
                     "IQuestQ1MTP")
@@ -268,9 +272,19 @@ def _default_backend_0523(release: str, f: dict[str, Any], hip: bool, major: int
         return BackendChoice(backend="trtllm_mla", reason=f"{f['arch']} on SM100: SGLang's model-specific default",
                              source=_c(release, "deepseek_sm100"))
     if f["hybrid_linear"] and major == 10:
-        raise EngineInputError("attention_backend", f"SGLang {release}'s default backend for hybrid GDN models on SM100 "
-                               "(triton, or trtllm_mha with 64-token pages with the Mamba extra buffer or speculative "
-                               f"decoding, {_c(release, 'gdn_sm100')}) is not modelled; pass --attention-backend")
+        # _qwen3_5_hybrid_overrides: trtllm_mha (pages of 64) unless the radix cache runs without the Mamba extra buffer
+        # and without speculative decoding; the extra buffer is what the radix cache takes by default (overrides.py:483,
+        # the overlap scheduler and the triton linear-attention backend being the defaults), so trtllm_mha whenever
+        # get_default_attn_backend gives it (EAGLE topk 1). The Qwen3.5 text-only classes are not in that override's
+        # list and get the generic rule, trtllm_mha as well. Other hybrids (NemotronH, ...) have overrides of their own.
+        if f["arch"] in _GDN_SM100_0523 and topk_one and (speculative_algorithm is None
+                                                          or speculative_eagle_topk is not None):
+            return BackendChoice(backend="trtllm_mha", reason="hybrid GDN on SM100 with the Mamba extra buffer (on by "
+                                 "default): trtllm_mha, page_size 64", source=_c(release, "gdn_sm100"))
+        raise EngineInputError("attention_backend", f"SGLang {release}'s default backend for this hybrid "
+                               "linear-attention model on SM100 (triton or trtllm_mha by the Mamba cache strategy and "
+                               "the EAGLE topk, "
+                               f"{_c(release, 'gdn_sm100')}) is not modelled; pass --attention-backend")
     if not f["mla"]:
         if major == 9 and not hip and topk_one:
             return BackendChoice(backend="fa3", reason="MHA on Hopper (CUDA >= 12.3)", source=where)

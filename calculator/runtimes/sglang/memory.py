@@ -9,8 +9,11 @@ What SGLang does at start-up (every step cited per release in :mod:`.releases`):
    minimum over ranks) -- the log's ``Load weight begin. avail mem=T GB`` -- loads the weights
    (``Load weight end ... mem usage=W GB``) and measures free memory again (``X = T - W``).
 3. ``profile_max_num_token``: ``rest = X - T * (1 - mem_fraction_static)`` GiB; for hybrid Mamba/GDN
-   models a share ``mamba_full_memory_ratio / (1 + ratio)`` of ``rest`` goes to the Mamba state pool;
-   ``max_total_num_tokens = int(rest * 2**30) // cell_size``, aligned down to ``page_size``.
+   models a share ``mamba_full_memory_ratio / (1 + ratio)`` of ``rest`` goes to the Mamba state pool (0.5.23: solved
+   with the pool's padding slot, ``K = (share - per_req) // per_req`` and ``K + 1`` slots taken);
+   ``max_total_num_tokens = int(rest * 2**30) // cell_size``, aligned down to ``page_size``. Hybrid SWA (gpt-oss):
+   0.5.10 sizes all layers full-length then splits the tokens so that the sliding layers hold
+   ``swa_full_tokens_ratio`` (0.8) of the full ones; 0.5.23 divides by full rows + 0.8 x sliding rows directly.
    So ``max_total_num_tokens * cell = T * mem_fraction_static - W`` (minus Mamba): the fraction applies to
    the memory free *before* loading, and activations, CUDA graphs and NCCL buffers live in the
    ``(1 - mem_fraction_static)`` share SGLang keeps back (no profiling run, unlike vLLM).
@@ -18,7 +21,8 @@ What SGLang does at start-up (every step cited per release in :mod:`.releases`):
    layers * elem``, ``kv_heads_per_rank = max(1, num_key_value_heads // attention_tp_size)`` (heads are
    replicated when TP exceeds them); MLA ``(kv_lora_rank + qk_rope_head_dim) * layers * elem``; DeepSeek
    NSA (V3.2) adds the indexer's ``index_head_dim + index_head_dim // 128 * 4`` bytes per layer from
-   0.5.3.post1; hybrid GDN models count only their full-attention layers.
+   0.5.3.post1 (0.5.23: the pool's own rows, 656-byte scaled fp8 rows on Hopper with an fp8 KV, are the MLA part);
+   hybrid GDN models count only their full-attention layers.
 5. ``max_num_reqs = min(max(int(tokens / context_len * 512), 2048), 4096)`` rows of ``ReqToTokenPool``;
    ``max_running_requests = min(tokens // 2 (or the flag), rows)``.
 
@@ -188,6 +192,31 @@ def nsa_architectures(release: str) -> tuple[str, ...]:
     if at_least(release, "0.5.9"):
         archs += ("GlmMoeDsaForCausalLM",)
     return archs
+# the DSA architectures whose 0.5.23 pool is modelled (DeepSeek V3.2 and GLM-5: the dsa backend, page 64, the indexer on
+# every layer)
+_DSA_MODELLED_0523 = ("DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM", "GlmMoeDsaForCausalLM")
+
+
+def dsa_indexer_layers(c: dict[str, Any], n_layers: int) -> int:
+    """How many of the ``n_layers`` DSA layers run their own indexer (and keep index-K rows in SGLang 0.5.23's pool):
+    those for which ``dsa_layer_skips_topk`` (configs/model_config.py:488) is False -- ``indexer_types`` not
+    ``"shared"``, else every ``cli_factor``-th layer, else ``index_topk_pattern`` not ``"S"``, else the
+    ``index_topk_freq`` / ``index_skip_topk_offset`` schedule (every layer with the defaults)."""
+    types = c.get("indexer_types")
+    if types is not None:
+        return sum(1 for i in range(n_layers) if not (i < len(types) and types[i] == "shared"))
+    cli = c.get("cli_factor") or 1
+    if cli > 1:
+        return sum(1 for i in range(n_layers) if i % cli == 0)
+    pattern = c.get("index_topk_pattern")
+    if pattern is not None:
+        return sum(1 for i in range(n_layers) if not (i < len(pattern) and pattern[i] == "S"))
+    freq = c.get("index_topk_freq") or 1
+    offset = c.get("index_skip_topk_offset")
+    return sum(1 for i in range(n_layers)
+               if (max(i - offset + 1, 0) if offset is not None else max(i - 1, 0)) % freq == 0)
+
+
 # gated delta-net hybrids (SGLang configs/qwen3_next.py, qwen3_5.py); which releases have them: data/architectures.json
 _GDN_ARCHS = {"Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM",
               "Qwen3_5MoeForConditionalGeneration"}
@@ -713,21 +742,41 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         # what 0.5.23 sizes with pool configurators this module has not followed: refused by name, not answered with
         # an older release's rule
         if is_nsa:
-            raise EngineInputError("config.architectures", f"{arch_name}: DeepSeek DSA (V3.2, GLM-5) pools of SGLang "
-                                   f"{release} are not modelled ({cite(release, 'dsa_archs')}: the dsa backend, its "
-                                   "page size 64 x index_kpool and the fp8 rows counted in the cell changed); use "
-                                   "SGLang 0.5.10.post1 or older")
-        if is_gdn:
-            raise EngineInputError("config.architectures", f"{arch_name}: hybrid GDN (Qwen3-Next / Qwen3.5) pools of "
-                                   f"SGLang {release} are not modelled (the Mamba radix-cache extra buffer is on by "
-                                   "default and the pool configurators changed); use SGLang 0.5.10.post1 or older")
-        if arch_name in _HYBRID_SWA_0523 or c.get("is_hybrid_swa"):
+            # modelled: DeepSeek V3.2 and GLM-5 on CUDA Hopper / Blackwell (SM90 / SM100), every layer running its own
+            # indexer and index_kpool 1; the other DSA families and settings have rules of their own
+            dsa_why = None
+            if arch_name not in _DSA_MODELLED_0523:
+                dsa_why = (f"{arch_name} (modelled: DeepSeek V3.2 / V3-with-index_topk and GLM-5; the other DSA models "
+                           "have their own sinks, indexer sharing or MTP layouts)")
+            elif is_hip:
+                dsa_why = ("on ROCm the page size follows the aiter build (1 without the preshuffle paged-MQA kernel, "
+                           f"else 64; {cite(release, 'nsa_page')})")
+            elif sm is None:
+                dsa_why = "without a known compute capability (its DSA backends and KV rows follow it)"
+            elif kv_cache_dtype not in ("auto", "bf16", "bfloat16", "fp8", "fp8_e4m3"):
+                dsa_why = f"--kv-cache-dtype {kv_cache_dtype} (SGLang asserts bf16 or fp8_e4m3 for DSA)"
+            elif (c.get("index_kpool") or 1) != 1 or c.get("learnable_sink"):
+                dsa_why = f"with pooled index keys (index_kpool) or attention sinks ({cite(release, 'nsa_indexer')})"
+            if dsa_why:
+                raise EngineInputError("config.architectures", f"DeepSeek DSA pools of SGLang {release} are not "
+                                       f"modelled {dsa_why}")
+        if (arch_name in _HYBRID_SWA_0523 or c.get("is_hybrid_swa")) and arch_name != "GptOssForCausalLM":
+            # gpt-oss is modelled (HybridSWAPoolConfigurator below); the others have per-architecture layer lists, SWA
+            # head shapes or MTP drafts of their own
             raise EngineInputError("config.sliding_window", f"{arch_name}: SGLang {release} gives this model a hybrid "
                                    f"sliding-window pool ({cite(release, 'hybrid_swa_archs')} is_hybrid_swa_model; "
-                                   "HybridSWAPoolConfigurator / SWARequestCapPoolConfigurator), which is not modelled "
-                                   "for this release; use SGLang 0.5.10.post1 or older")
+                                   "HybridSWAPoolConfigurator), which is modelled for gpt-oss only in this release "
+                                   "(its layer split, SWA head shapes and draft layers are not followed here)")
+        if arch_name == "GptOssForCausalLM" and disable_radix_cache and (
+                max_running_requests is not None or speculative_algorithm is not None) and (
+                chunked_prefill_size is None or chunked_prefill_size > 0):
+            raise EngineInputError("disable_radix_cache", f"SGLang {release} sizes the SWA pool of gpt-oss from "
+                                   "--max-running-requests when the radix cache is off "
+                                   f"({cite(release, 'swa_request_cap')} SWARequestCapPoolConfigurator); not modelled")
         cap_guess = gpu_memory_capacity_mib or gpu.memory_gib * 1024
-        if (model_type in ("qwen3_vl", "qwen3_vl_moe") and is_multimodal_0523(arch_name, hf_config)
+        # large_hopper_qwen3_vl_model_type reads the top-level hf_config.model_type (qwen3_vl), not the text config's
+        # (qwen3_vl_text)
+        if (hf_config.get("model_type") in ("qwen3_vl", "qwen3_vl_moe") and is_multimodal_0523(arch_name, hf_config)
                 and sm == 9 and cap_guess >= 60 * 1024):
             raise EngineInputError("config.architectures", f"{arch_name} on a Hopper GPU of 60 GiB or more: SGLang "
                                    f"{release} applies Qwen3-VL serving defaults there ({cite(release, 'qwen3_vl_hopper')}: "
@@ -755,6 +804,13 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             if release == "0.5.10.post1":
                 swa = {"window": window}
                 src("sliding_window", "hybrid SWA pool", "source", cite(release, "hybrid_swa_on"))
+            elif at_least(release, "0.5.23"):
+                # is_hybrid_swa_model (GptOss is in SWA_SINK_ARCHS) and nothing sets disable_hybrid_swa_memory for it,
+                # whatever the backend; layer kinds from layer_types (get_hybrid_layer_ids)
+                swa = {"window": window}
+                src("sliding_window", "hybrid SWA pool (HybridSWAPoolConfigurator)", "source",
+                    f"{cite(release, 'hybrid_swa_archs')} is_hybrid_swa_model, {cite(release, 'swa_layer_ids')} "
+                    f"layer_types, {cite(release, 'swa_configurator')}")
             else:
                 if not at_least(release, "0.5.8.post1"):
                     key = "gptoss_swa_off"  # always off up to 0.5.7
@@ -827,7 +883,12 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     # --- KV dtype --------------------------------------------------------------------------------
     qc = quant_config or c.get("quantization_config") or hf_config.get("quantization_config") or {}
     kv = kv_cache_dtype
-    if is_nsa and sm is not None and sm >= 10 and (kv == "auto" or not at_least(release, "0.5.10.post1")):
+    if is_nsa and at_least(release, "0.5.23") and kv == "auto":
+        # _dsa_kv_cache_dtype_default: fp8_e4m3 from SM100 (no attention sinks), bfloat16 below, whatever the checkpoint
+        kv = "fp8_e4m3" if sm is not None and sm >= 10 else "bfloat16"
+        src("kv_cache_dtype", kv, "source", f"{cite(release, 'nsa_kv_dtype')} (DSA: auto -> fp8_e4m3 on SM100+, "
+            "bfloat16 below)")
+    elif is_nsa and sm is not None and sm >= 10 and (kv == "auto" or not at_least(release, "0.5.10.post1")):
         kv = "fp8_e4m3"
         src("kv_cache_dtype", kv, "source", cite(release, "nsa_kv_dtype" if R.has_rule(release, "nsa_kv_dtype") else "nsa"))
     elif kv == "auto":
@@ -1049,7 +1110,8 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         sources[:] = [x for x in sources if x.field != "piecewise_cuda_graph_max_tokens"]
         src("piecewise_cuda_graph_max_tokens", 0, "source", f"none: SGLang turns the prefill CUDA graph off after "
             f"sizing the reserve, {why}; the reserve keeps its share")
-    if is_gdn and backend == "trtllm_mha":
+    if is_gdn and backend == "trtllm_mha" and not at_least(release, "0.5.23"):
+        # 0.5.23 keeps the radix cache (the Mamba extra buffer, on by default, runs with pages > 1)
         raise EngineInputError("attention_backend", "trtllm_mha with a hybrid GDN model makes SGLang turn the radix "
                                "cache off and size the Mamba pool from max_running_requests; not modelled")
     if is_hip and backend == "aiter" and R.has_rule(release, "aiter") and ctx > 8192:
@@ -1143,7 +1205,39 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         src("cell_size_bytes.mla", f"({c['kv_lora_rank']} + {c['qk_rope_head_dim']}) x {n_layers} x {elem}", "source",
             cite(release, "cell"))
         pool_per_token = cell
-        if is_nsa:
+        if is_nsa and at_least(release, "0.5.23"):
+            # DefaultPoolConfigurator._compute_cell_size: the pool's own rows (calculate_mla_kv_cache_dim) x layers x
+            # the KV element size, + the indexer's fp8 K with scales, (index_head_dim + index_head_dim / 128 x 4) B per
+            # layer (index_kpool 1; every layer runs its indexer). The rows: the scaled fp8 layout, kv_lora_rank +
+            # kv_lora_rank / 128 x 4 + rope x 2 (bf16 rope) = 656 B, with an fp8 KV on Hopper (flashmla_kv both ways);
+            # the raw 576 elements with trtllm (Blackwell's backend for both dtypes) or a bf16 KV
+            idx_dim = _req(c, "index_head_dim")
+            n_idx = dsa_indexer_layers(c, n_layers)
+            indexer = (idx_dim + idx_dim // 128 * 4) * n_idx
+            # GLM-5 with an fp8 KV on SM12x runs flashinfer_sparse_mla both ways (overrides.py:637-651), scaled rows too
+            glm_sm12 = arch_name == "GlmMoeDsaForCausalLM" and sm == 12 and elem == 1
+            scaled = elem == 1 and (sm < 10 or glm_sm12)
+            row = ((c["kv_lora_rank"] + c["kv_lora_rank"] // 128 * 4 + c["qk_rope_head_dim"] * 2) if scaled
+                   else dim * elem)
+            cell = row * n_layers + indexer
+            pool_per_token = cell
+            sources[:] = [x for x in sources if x.field != "cell_size_bytes.mla"]
+            src("dsa_backends", "flashinfer_sparse_mla / flashinfer_sparse_mla" if glm_sm12 else
+                "flashmla_kv / flashmla_kv" if scaled else ("trtllm / trtllm" if sm >= 10 and elem == 1
+                else "flashmla_sparse / " + ("trtllm" if sm >= 10 else "fa3")), "source",
+                f"{cite(release, 'dsa_backends')} (prefill / decode by KV dtype and compute capability)")
+            src("cell_size_bytes.mla", f"{row} x {n_layers}", "source", f"{cite(release, 'cell')} x "
+                f"{cite(release, 'nsa_pool')} calculate_mla_kv_cache_dim: "
+                + (f"{c['kv_lora_rank']} + {c['kv_lora_rank'] // 128 * 4} scales + {c['qk_rope_head_dim']} x 2 (bf16 "
+                   "rope) = 656 B fp8 rows" if scaled else
+                   f"({c['kv_lora_rank']} + {c['qk_rope_head_dim']}) x {elem} B raw rows"
+                   + (" (trtllm)" if sm >= 10 else "")) + (f"; {cite(release, 'dsa_glm_sm12')}" if glm_sm12 else ""))
+            src("cell_size_bytes.nsa_indexer", indexer, "source", f"{cite(release, 'nsa_indexer')} ({idx_dim} + "
+                f"{idx_dim // 128 * 4}) x {n_idx} indexer layers (of {n_layers}: the ones not reusing the previous "
+                f"layer's top-k, {cite(release, 'dsa_skip_topk')}), uint8")
+            src("pool_bytes_per_token.nsa", f"{row} x {n_layers} + {indexer}", "source",
+                f"{cite(release, 'nsa_pool')}: the rows SGLang divides by are the ones the pool allocates")
+        elif is_nsa:
             idx_dim = _req(c, "index_head_dim")
             indexer = (idx_dim + idx_dim // 128 * 4) * n_layers
             row = (c["kv_lora_rank"] + c["kv_lora_rank"] // 128 * 4 + c["qk_rope_head_dim"] * 2) if elem == 1 else dim * elem
@@ -1209,9 +1303,45 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         else:
             dtext = _text(draft_hf_config)
             e_layers = dtext.get("num_nextn_predict_layers") or _req(dtext, "num_hidden_layers")
-        cell_div = cell + int(cell * e_layers / n_layers)
-        src("cell_size_bytes.draft", cell_div - cell, "source", f"{cite(release, 'spec_cell')}: int({cell} x "
-            f"{e_layers} draft layer(s) / {n_layers}) charged in the target's cell for the draft's KV")
+            if swa and ((draft_hf_config.get("architectures") or [""])[0] in _HYBRID_SWA_0523
+                        or dtext.get("is_hybrid_swa")):
+                raise EngineInputError("draft_hf_config", "a hybrid sliding-window draft model's SWA layers in SGLang "
+                                       f"{release}'s SWA pool are not modelled")
+        # the KV layers of the target SGLang divides by: the full-attention ones for a hybrid GDN model
+        kv_layers = n_full if is_gdn else n_layers
+        if is_nsa:
+            # DSA: the target's rows without its indexer, scaled to the draft's layers, + the draft's own indexer rows
+            # on all its layers
+            idx_row = _req(c, "index_head_dim") + _req(c, "index_head_dim") // 128 * 4
+            t_idx = idx_row * dsa_indexer_layers(c, n_layers)
+            d_kv = int((cell - t_idx) * e_layers / n_layers)
+            cell_div = cell + d_kv + idx_row * e_layers
+            src("cell_size_bytes.draft", cell_div - cell, "source", f"{cite(release, 'dsa_draft_cell')}: int("
+                f"{cell - t_idx} x {e_layers} / {n_layers}) + indexer {idx_row} x {e_layers} (all the draft's layers) "
+                "charged in the target's cell for the draft's KV")
+        elif swa:
+            # HybridSWAPoolConfigurator: a draft that is not itself hybrid SWA has only full-length layers, each the
+            # target's full-layer size, added to the full side of the cell
+            cell_div = cell + kv_per_rank * (head_dim + v_head_dim) * elem * e_layers
+            src("cell_size_bytes.draft", cell_div - cell, "source", f"{cite(release, 'swa_draft_layers')}: "
+                f"{e_layers} draft layer(s) x {kv_per_rank * (head_dim + v_head_dim) * elem} B on the full side of the "
+                "SWA pool's cell for the draft's KV")
+        else:
+            cell_div = cell + int(cell * e_layers / kv_layers)
+            src("cell_size_bytes.draft", cell_div - cell, "source", f"{cite(release, 'spec_cell')}: int({cell} x "
+                f"{e_layers} draft layer(s) / {kv_layers}) charged in the target's cell for the draft's KV")
+    swa_div = None
+    if swa and at_least(release, "0.5.23"):
+        # HybridSWAPoolConfigurator._recompute_cell_size: bytes per full-pool token = the full layers' rows (and the
+        # draft's) + swa_full_tokens_ratio x the sliding layers' rows (gpt-oss: SWA heads and head_dim as the full ones)
+        n_swa_ = sum(1 for t in (c.get("layer_types") or []) if t == "sliding_attention")
+        per_ = kv_per_rank * (head_dim + v_head_dim) * elem
+        swa_div = (cell_div - per_ * n_swa_) + 0.8 * per_ * n_swa_
+        src("cell_size_bytes.hybrid_swa", round(swa_div, 3), "source",
+            f"{cite(release, 'swa_cell')}: {per_} B x {n_layers - n_swa_} full layers"
+            + (f" (+ {(cell_div - cell) // per_} draft layer(s))" if cell_div != cell else "")
+            + f" + swa_full_tokens_ratio 0.8 ({cite(release, 'swa_ratio_default')} fallback) x {per_} B x {n_swa_} "
+            "sliding layers: what SGLang divides the budget by")
     src("reserved_gib", round(reserved_gib, 4), "source", cite(release, "profile") + " free_before_load x (1 - "
         "mem_fraction_static): kept free for activations and CUDA graphs")
     src("rest_memory_gib", round(rest, 4), "source", cite(release, "profile") + " rest = post_load - pre_load x (1 - mfs)")
@@ -1240,19 +1370,39 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             raise EngineInputError("disable_radix_cache", "the Mamba pool sized from max_running_requests "
                                    "(radix cache disabled) is not modelled")
         raw = rest * ratio / (1 + ratio)
-        size = int(raw * GIB // mamba["per_req"])
-        m_gib = size * mamba["per_req"] / GIB
+        per_req = mamba["per_req"]
+        if at_least(release, "0.5.23"):
+            # _handle_max_mamba_cache: solved with the pool's padding slot, K = int((budget - per_req) // per_req), and
+            # K + 1 slots taken from rest (MambaPool allocates size + 1 rows, memory_pool.py:724/750)
+            size = int((raw * GIB - per_req) // per_req)
+            if size <= 0 and does_not_start is None:
+                does_not_start = (f"the Mamba state pool gets {size} slots ({cite(release, 'mamba_too_small')}: "
+                                  "'Not enough GPU memory for hybrid (mamba/linear-attention) state cache')")
+            slots = max(size, 0) + 1
+            src("max_mamba_cache_size", size, "source", f"{cite(release, 'mamba_split')} budget = rest x 0.9 / 1.9 "
+                f"(mamba_full_memory_ratio 0.9, {cite(release, 'mamba_ratio_default')} fallback); "
+                f"{cite(release, 'mamba_size')} int((budget - {per_req}) // {per_req}); {cite(release, 'mamba_pad')} "
+                f"(K + 1) x {per_req} B come out of rest")
+        else:
+            size = int(raw * GIB // per_req)
+            slots = size
+            src("max_mamba_cache_size", size, "source", cite(release, "mamba_split") + " mamba_full_memory_ratio 0.9")
+        m_gib = slots * per_req / GIB
         rest -= m_gib
-        mamba_plan = MambaPool(per_request_bytes=mamba["per_req"], conv_bytes_per_request=mamba["conv"],
+        mamba_plan = MambaPool(per_request_bytes=per_req, conv_bytes_per_request=mamba["conv"],
                                ssm_bytes_per_request=mamba["ssm"], max_mamba_cache_size=size,
-                               conv_state_gib=size * mamba["conv"] / GIB, ssm_state_gib=size * mamba["ssm"] / GIB)
-        src("max_mamba_cache_size", size, "source", cite(release, "mamba_split") + " mamba_full_memory_ratio 0.9")
+                               conv_state_gib=slots * mamba["conv"] / GIB, ssm_state_gib=slots * mamba["ssm"] / GIB)
     if rest <= 0 and does_not_start is None:
         does_not_start = (f"no memory left for the KV cache: rest = {rest:.2f} GiB (SGLang: " + (
             "'Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=...', "
             "sglang/srt/mem_cache/kv_cache_configurator.py:3050)" if at_least(release, "0.5.23") else
             "'Not enough memory. Please try to increase --mem-fraction-static.')"))
-    tokens = max(0, int(rest * GIB) // cell_div)
+    if swa_div is not None:
+        # HybridSWAPoolConfigurator.calculate_pool_sizes: int(available_bytes // cell_size), the bytes as
+        # _profile_available_bytes returns them (int(rest x 2^30))
+        tokens = max(0, int(int(rest * GIB) // swa_div))
+    else:
+        tokens = max(0, int(rest * GIB) // cell_div)
     headroom = 0
     # before 0.5.10 max_num_reqs is taken from the profiled count (before headroom and page alignment)
     max_num_reqs = min(max(int(tokens / ctx * 512), 2048), 4096)
@@ -1268,21 +1418,41 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     swa_tokens = None
     full_tokens = tokens
     if swa:
-        # 0.5.10 _resolve_hybrid_swa_tokens: full = cap * (F*nf + S*ns) / (F*nf + r*S*ns)
         layer_types = c.get("layer_types") or []
         n_swa = sum(1 for t in layer_types if t == "sliding_attention")
         n_full = n_layers - n_swa
         per = kv_per_rank * (head_dim + v_head_dim) * elem
         r = 0.8
-        total = tokens * (per * n_full + per * n_swa)
-        full_tokens = int(total / (per * n_full + r * per * n_swa)) // page * page
-        swa_tokens = int(full_tokens * r) // page * page
-        src("swa_max_total_num_tokens", swa_tokens, "source", cite(release, "swa_split") + " swa_full_tokens_ratio 0.8")
+        if swa_div is not None:
+            # 0.5.23 _solve_pool_sizes: full = the page-aligned count, swa = int(full x r) page-aligned
+            full_tokens = tokens
+            swa_tokens = int(full_tokens * r) // page * page
+            src("swa_max_total_num_tokens", swa_tokens, "source", f"{cite(release, 'swa_split')} int(full x "
+                "swa_full_tokens_ratio 0.8), aligned down to the page size")
+            # validate_swa_pool_size: the SWA pool must hold more than sliding_window_size + page_size tokens
+            # (gpt-oss: sliding_window - 1)
+            swa_window = int(window) - 1
+            if swa_window + page >= swa_tokens and does_not_start is None and tokens > 0:
+                does_not_start = (f"the SWA pool ({swa_tokens} tokens) cannot hold one request: SGLang requires more "
+                                  f"than sliding_window_size {swa_window} + page_size {page} "
+                                  f"({cite(release, 'swa_validate')}, ValueError at start-up)")
+        else:
+            # 0.5.10 _resolve_hybrid_swa_tokens: full = cap * (F*nf + S*ns) / (F*nf + r*S*ns)
+            total = tokens * (per * n_full + per * n_swa)
+            full_tokens = int(total / (per * n_full + r * per * n_swa)) // page * page
+            swa_tokens = int(full_tokens * r) // page * page
+            src("swa_max_total_num_tokens", swa_tokens, "source",
+                cite(release, "swa_split") + " swa_full_tokens_ratio 0.8")
         tokens = full_tokens
     if tokens <= 0 and does_not_start is None:
         does_not_start = ("no KV tokens fit: SGLang's pool would be empty ('Not enough memory. Please try to increase "
                           "--mem-fraction-static.')")
-    src("max_total_num_tokens", tokens, "source", cite(release, "profile") + " int(rest x 2^30) // cell_size")
+    if swa_div is not None:
+        src("max_total_num_tokens", tokens, "source", f"{cite(release, 'profile')} int(rest x 2^30) // "
+            f"{cite(release, 'swa_tokens')} the SWA cell ({swa_div:g} B, cell_size_bytes.hybrid_swa), aligned down to "
+            "the page size: the full-attention pool's tokens")
+    else:
+        src("max_total_num_tokens", tokens, "source", cite(release, "profile") + " int(rest x 2^30) // cell_size")
 
     # --- requests --------------------------------------------------------------------------------
     if at_least(release, "0.5.23"):
@@ -1303,10 +1473,23 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     if mamba_plan is not None:
         # MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3, plus in 0.5.7 the overlap ratio 2 even without the
         # extra buffer (its else branch, model_runner_kv_cache_mixin.py:297); 0.5.8+ adds it only with extra_buffer
-        m_ratio = 5 if release == "0.5.7" else 3
+        if at_least(release, "0.5.23"):
+            # _calculate_mamba_ratio: 3 + the two ping-pong tracking slots of the Mamba extra buffer, which the
+            # hybrid-Mamba radix cache takes by default with the overlap scheduler and the triton linear-attention
+            # backend (the defaults)
+            m_ratio = 5
+            why = (f"{cite(release, 'mamba_ratio')} max_mamba_cache_size // 5 (_calculate_mamba_ratio: "
+                   f"{cite(release, 'mamba_ratio_base')} 3 + {cite(release, 'mamba_tracking')} 2 tracking slots of the "
+                   f"extra buffer, on by default: {cite(release, 'mamba_extra_buffer')})")
+        else:
+            m_ratio = 5 if release == "0.5.7" else 3
+            why = cite(release, "mamba_ratio") + f" max_mamba_cache_size // {m_ratio}"
         max_num_reqs = min(max_num_reqs, mamba_plan.max_mamba_cache_size // m_ratio)
-        src("max_num_reqs.mamba", max_num_reqs, "source", cite(release, "mamba_ratio")
-            + f" max_mamba_cache_size // {m_ratio}")
+        src("max_num_reqs.mamba", max_num_reqs, "source", why)
+        if max_num_reqs <= 0 and does_not_start is None and at_least(release, "0.5.23"):
+            does_not_start = (f"the Mamba state pool ({mamba_plan.max_mamba_cache_size} slots) serves no request at "
+                              f"{m_ratio} slots per request ({cite(release, 'mamba_no_reqs')}: 'Hybrid "
+                              "(mamba/linear-attention) state cache is too small to serve any requests')")
     # 0.4.3.post4: max_num_reqs + 1 rows; 0.5.23: one padding row at index 0 (cite(release, "req_to_token_pad"))
     rows = max_num_reqs + 1 if release == "0.4.3.post4" or at_least(release, "0.5.23") else max_num_reqs
     src("max_num_reqs", max_num_reqs, "source", cite(release, "max_num_reqs") + (

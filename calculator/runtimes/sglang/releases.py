@@ -28,9 +28,18 @@ Release families (what changes between them):
   GiB for MLA, MLA capture up to 8192 tokens); no speculative reserve: the draft's weights load before the target's
   pool is sized and EAGLE / MTP / STANDALONE drafts' KV is charged in the target's per-token cell; a multimodal
   model keeps 100 MiB of the KV budget; ``--max-running-requests`` is no longer capped at 2048-4096 (only at half
-  the pool); ``ReqToTokenPool`` has one padding row more; ROCm keeps rotary caches in float32. Refused there (not
-  modelled): hybrid SWA pools (gpt-oss, ...), hybrid GDN / Mamba pools, DeepSeek DSA (V3.2, GLM-5), Qwen3-VL's
-  large-Hopper serving defaults.
+  the pool); ``ReqToTokenPool`` has one padding row more; ROCm keeps rotary caches in float32. Hybrid SWA
+  (``HybridSWAPoolConfigurator``, gpt-oss): the budget divided by full-layer rows + ``swa_full_tokens_ratio`` x
+  sliding-layer rows (and an EAGLE draft's layers on the full side), then swa = full x 0.8. Hybrid GDN
+  (``_handle_max_mamba_cache``): the Mamba pool solved with its padding slot (K = (budget - per_req) // per_req,
+  K + 1 slots taken), and 5 state slots per running request (the Mamba extra buffer is on by default); on SM100
+  trtllm_mha with 64-token pages. DeepSeek DSA (V3.2, GLM-5; CUDA SM90 / SM100): page 64, KV fp8 from SM100 and bf16
+  below, the pool's own rows counted in the cell (656-byte scaled fp8 rows on Hopper with an fp8 KV, else the raw 576
+  elements: trtllm on Blackwell) + the indexer's 132 B per layer. Refused there (not modelled): the other hybrid SWA
+  models (Llama 4, MiMo-V2, Gemma 4, Step3.5, ...), gpt-oss with the radix cache off and a request cap
+  (``SWARequestCapPoolConfigurator``), speculative decoding and a disabled radix cache on GDN models, the other DSA
+  models (Mistral Large 3, LongCat, HYV4, ...), DSA on ROCm or other compute capabilities, Qwen3-VL's large-Hopper
+  serving defaults.
 """
 from __future__ import annotations
 
@@ -44,9 +53,9 @@ from calculator.engine.errors import EngineInputError
 COVERED: tuple[str, ...] = ("0.4.3.post4", "0.4.10.post2", "0.5.3", "0.5.3.post1", "0.5.7", "0.5.8.post1",
                             "0.5.9", "0.5.10.post1", "0.5.23")
 
-#: The release answered when none is named. Not the newest covered: 0.5.23 refuses hybrid SWA pools (gpt-oss, ...),
-#: hybrid GDN / Mamba pools (Qwen3.5, Qwen3-Next), DeepSeek DSA and Qwen3-VL's large-Hopper serving defaults (its
-#: pool configurators for them are not modelled), which 0.5.10.post1 answers; 0.5.23 is answered when named.
+#: The release answered when none is named. Not the newest covered: 0.5.23 refuses DeepSeek DSA on ROCm, Qwen3-VL's
+#: large-Hopper serving defaults and a few hybrid-model settings (speculative decoding / no radix cache on GDN
+#: models), which 0.5.10.post1 answers; 0.5.23 is answered when named.
 DEFAULT = "0.5.10.post1"
 
 _SA = "sglang/srt/server_args.py"
@@ -289,6 +298,22 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
         "post_capture": ("sglang/srt/environ.py", 640),
         "qwen3_vl_hopper": (f"{_AG}/model_overrides/qwen3_vl.py", 20),
         "kv_log": (_MP, 2088), "page_default": (f"{_AG}/overrides.py", 1362),
+        # hybrid SWA (gpt-oss): HybridSWAPoolConfigurator
+        "swa_layer_ids": (_MC, 2712), "swa_configurator": (_PC, 1723), "swa_request_cap": (_PC, 987),
+        "swa_cell": (_PC, 801), "swa_draft_layers": (_PC, 755), "swa_tokens": (_PC, 915), "swa_split": (_PC, 881),
+        "swa_validate": (_PC, 210), "swa_ratio_default": (f"{_AG}/fields/schedule.py", 160),
+        # hybrid GDN (Qwen3-Next / Qwen3.5): _handle_max_mamba_cache and resolve_max_num_reqs
+        "mamba_ratio_default": (f"{_AG}/fields/schedule.py", 225), "mamba_split": (_KVC, 3354),
+        "mamba_size": (_KVC, 3383), "mamba_pad": (_KVC, 3406), "mamba_too_small": (_KVC, 3392),
+        "mamba_ratio": (_KVC, 3137), "mamba_ratio_base": (_KVC, 227),
+        "mamba_tracking": ("sglang/srt/mem_cache/allocation_sizing.py", 19),
+        "mamba_extra_buffer": (f"{_AG}/overrides.py", 483), "mamba_no_reqs": (_KVC, 3152),
+        # DeepSeek DSA (V3.2, GLM-5): page 64 x index_kpool, the KV dtype and backends by compute capability, the pool's
+        # rows (calculate_mla_kv_cache_dim) and the indexer in the cell, an MTP draft's share
+        "nsa_page": (f"{_AG}/model_overrides/deepseek_v2.py", 171), "nsa_kv_dtype": (f"{_AG}/overrides.py", 534),
+        "dsa_backends": (f"{_AG}/overrides.py", 716), "nsa_pool": (_KVC, 3472), "nsa_indexer": (_PC, 569),
+        "dsa_draft_cell": (_PC, 296), "dsa_skip_topk": (_MC, 488),
+        "dsa_glm_sm12": (f"{_AG}/overrides.py", 637),
     },
 }
 
