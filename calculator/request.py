@@ -224,7 +224,7 @@ class ServingRequest(BaseModel):
         "--temperature", "sampling temperature of the traffic (speed only)", "workload"))
     # -- SGLang's own settings (runtime=sglang), with SGLang's flag names -----------------------------
     sglang_version: str | None = Field(None, max_length=32, json_schema_extra=_meta(
-        "--sglang-version", "SGLang release (default: 0.5.10.post1; 0.5.23 when named)", "sglang"))
+        "--sglang-version", "SGLang release (default: 0.5.23, the newest covered)", "sglang"))
     mem_fraction_static: float | None = Field(None, gt=0, lt=1, json_schema_extra=_meta(
         "--mem-fraction-static", "SGLang: share of memory for weights + KV cache (default: SGLang's rule)", "sglang"))
     chunked_prefill_size: int | None = Field(None, ge=1, le=2**20, json_schema_extra=_meta(

@@ -101,7 +101,7 @@ def test_an_unknown_flag_is_one_line_naming_the_nearest(command):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("runtime,first", [("sglang", "SGLang 0.5.10.post1 on NVIDIA H100 80GB HBM3"),
+@pytest.mark.parametrize("runtime,first", [("sglang", "SGLang 0.5.23 on NVIDIA H100 80GB HBM3"),
                                            ("llama.cpp", "llama.cpp ")])
 def test_check_compat_answers_for_the_other_runtimes(runtime, first):
     """SGLang and llama.cpp answer with their own start-up summary (SGLang picks fa3 for MHA on Hopper), not vLLM's

@@ -23,7 +23,7 @@ def _offline(db, monkeypatch):
 
 def test_sglang_names_are_aliases_of_the_shared_settings():
     r = parse_request({"model": QWEN, "runtime": "sglang", "context_length": "32768", "tp_size": "2"})
-    assert (r.max_model_len, r.tensor_parallel_size, r.release) == (32768, 2, "0.5.10.post1")
+    assert (r.max_model_len, r.tensor_parallel_size, r.release) == (32768, 2, "0.5.23")
     with pytest.raises(InputError) as err:
         parse_request({"model": QWEN, "context_length": "4096", "max_model_len": "8192"})
     assert err.value.field == "context_length"
@@ -73,7 +73,7 @@ def test_the_command_line_takes_sglang_flags():
 def test_the_page_answers_sglang_and_the_vllm_page_shows_it_beside(client):
     page = client.get("/", {"model": QWEN, "runtime": "sglang", "gpu": "H100", "context_length": "32768"},
                       follow=True).content.decode()
-    assert re.search(r"<title>Works: Qwen/Qwen3-8B on 1× NVIDIA H100 80GB HBM3 \(SGLang 0\.5\.10\.post1\)", page)
+    assert re.search(r"<title>Works: Qwen/Qwen3-8B on 1× NVIDIA H100 80GB HBM3 \(SGLang 0\.5\.23\)", page)
     assert "max_total_num_tokens" in page and "sglang.launch_server" in page
     vllm = client.get("/", {"model": QWEN, "gpu": "H100", "max_model_len": "32768"}, follow=True).content.decode()
     assert 'id="side-by-side"' in vllm and "SGLang keeps" in vllm and "while vLLM takes 0.92" in vllm
@@ -107,7 +107,8 @@ def test_a_configuration_sglang_cannot_start_is_a_verdict_not_bad_input(client):
     assert body["kv_cache_tokens"] == 0
     small = client.get("/api/estimate", {"model": "Qwen/Qwen3-8B", "gpu": "L4", "runtime": "sglang",
                                          "mem_fraction_static": "0.3"}).json()
-    assert small["verdict"] == "does_not_fit" and "Not enough memory" in small["reason"]
+    # 0.5.23's words (kv_cache_configurator.py:3050); 0.5.10.post1 raised "Not enough memory"
+    assert small["verdict"] == "does_not_fit" and "leave no GPU memory for the KV cache" in small["reason"]
     out = StringIO()
     with pytest.raises(CommandError) as exit_:  # calculator.cli.Verdict: the exit status follows the verdict
         call_command("estimate", "--model", "Qwen/Qwen3-235B-A22B-FP8", "--gpu", "L4", "--runtime", "sglang",
@@ -405,7 +406,7 @@ def test_speculation_without_piecewise_prefill_graphs_is_set_against_the_plain_s
     the counted kernels x 28 us (a dense model) against a few ms of GPU work; at 1,024 tokens the GPU work covers the
     launches and the two servers give the same figures, with no note.)"""
     q = {"model": LLAMA8, "gpu": "H100", "runtime": "sglang", "context_length": "8192", "concurrency": "4",
-         "prompt_len": "128"}
+         "prompt_len": "128", "sglang_version": "0.5.10.post1"}
     plain = client.get("/api/estimate", q).json()
     spec = client.get("/api/estimate", q | {"speculative_config": EAGLE3_K3}).json()
     note = next(w for w in spec["speed_warnings"] if w.startswith("against the plain server as deployed"))
@@ -415,6 +416,9 @@ def test_speculation_without_piecewise_prefill_graphs_is_set_against_the_plain_s
     assert not any(w.startswith("against the plain server") for w in old["speed_warnings"])
     same = client.get("/api/estimate", q | {"speculative_config": EAGLE3_K3, "prompt_len": "1024"}).json()
     assert not any(w.startswith("against the plain server") for w in same["speed_warnings"])
+    # 0.5.23 keeps its (breakable) prefill graphs with speculative decoding too: one server, no note
+    new = client.get("/api/estimate", q | {"speculative_config": EAGLE3_K3, "sglang_version": "0.5.23"}).json()
+    assert not any(w.startswith("against the plain server") for w in new["speed_warnings"])
 
 
 def test_max_num_seqs_is_sglangs_max_running_requests_and_not_llamacpps():

@@ -257,8 +257,8 @@ def test_the_speculative_default_is_labelled_sglangs_not_the_users():
     value, source = _mrr({})
     assert value == SPEC_DEFAULT
     assert source.startswith(f"source: SGLang's speculative default {SPEC_DEFAULT}: --max-running-requests was not "
-                             "given, so SGLang resets it to 48 for EAGLE3 (sglang==0.5.10.post1 "
-                             "sglang/srt/server_args.py:2994)")
+                             "given, so SGLang resets it to 48 for EAGLE3 (sglang==0.5.23 "
+                             "sglang/srt/arg_groups/speculative_hook.py:1090)")  # the default release's line
     assert "as given" not in source
 
 
@@ -272,15 +272,18 @@ def test_the_commands_lifted_value_is_labelled_the_commands():
     value, source = _mrr({"concurrency": "64"})
     assert value == 64
     assert source.startswith("source: the command's --max-running-requests 64: the clients per replica, passed because "
-                             "they are more than SGLang's speculative default (48, sglang==0.5.10.post1 "
-                             "sglang/srt/server_args.py:2994)")
+                             "they are more than SGLang's speculative default (48, sglang==0.5.23 "
+                             "sglang/srt/arg_groups/speculative_hook.py:1090)")
 
 
 def test_ngrams_default_cites_the_ngram_block():
     body = _estimate({**SG, "speculative_algorithm": "NGRAM"})
     assert body["max_running_requests"] == 48
-    assert "resets it to 48 for NGRAM (sglang==0.5.10.post1 sglang/srt/server_args.py:3099)" in \
+    assert "resets it to 48 for NGRAM (sglang==0.5.23 sglang/srt/arg_groups/speculative_hook.py:1298)" in \
         body["sources"]["max_running_requests"]
+    old = _estimate({**SG, "speculative_algorithm": "NGRAM", "sglang_version": "0.5.10.post1"})
+    assert "resets it to 48 for NGRAM (sglang==0.5.10.post1 sglang/srt/server_args.py:3099)" in \
+        old["sources"]["max_running_requests"]
 
 
 def test_a_live_edit_that_leaves_a_setting_out_says_so_in_the_fragment(client):

@@ -351,8 +351,9 @@ def test_unmodelled_architectures_are_refused_by_name():
 def test_release_coverage_is_explicit():
     assert COVERED == ("0.4.3.post4", "0.4.10.post2", "0.5.3", "0.5.3.post1", "0.5.7", "0.5.8.post1", "0.5.9",
                        "0.5.10.post1", "0.5.23")
-    # the default stays 0.5.10.post1: 0.5.23 refuses pools 0.5.10.post1 answers (releases.DEFAULT)
-    assert R.DEFAULT == "0.5.10.post1"
+    # the default is the newest covered release (what SGLang users run today); what 0.5.23 does not model is refused
+    # naming 0.5.10.post1, which does
+    assert R.DEFAULT == COVERED[-1] == "0.5.23"
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -740,7 +740,8 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                                "(modelled from 0.5.7: mamba_full_memory_ratio)")
     if at_least(release, "0.5.23"):
         # what 0.5.23 sizes with pool configurators this module has not followed: refused by name, not answered with
-        # an older release's rule
+        # an older release's rule (where 0.5.10.post1 answers the same request, the refusal says so)
+        older = "; SGLang 0.5.10.post1's rules are modelled for it (--sglang-version 0.5.10.post1)"
         if is_nsa:
             # modelled: DeepSeek V3.2 and GLM-5 on CUDA Hopper / Blackwell (SM90 / SM100), every layer running its own
             # indexer and index_kpool 1; the other DSA families and settings have rules of their own
@@ -750,7 +751,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                            "have their own sinks, indexer sharing or MTP layouts)")
             elif is_hip:
                 dsa_why = ("on ROCm the page size follows the aiter build (1 without the preshuffle paged-MQA kernel, "
-                           f"else 64; {cite(release, 'nsa_page')})")
+                           f"else 64; {cite(release, 'nsa_page')})" + older)
             elif sm is None:
                 dsa_why = "without a known compute capability (its DSA backends and KV rows follow it)"
             elif kv_cache_dtype not in ("auto", "bf16", "bfloat16", "fp8", "fp8_e4m3"):
@@ -772,7 +773,8 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                 chunked_prefill_size is None or chunked_prefill_size > 0):
             raise EngineInputError("disable_radix_cache", f"SGLang {release} sizes the SWA pool of gpt-oss from "
                                    "--max-running-requests when the radix cache is off "
-                                   f"({cite(release, 'swa_request_cap')} SWARequestCapPoolConfigurator); not modelled")
+                                   f"({cite(release, 'swa_request_cap')} SWARequestCapPoolConfigurator); not modelled"
+                                   + older)
         cap_guess = gpu_memory_capacity_mib or gpu.memory_gib * 1024
         # large_hopper_qwen3_vl_model_type reads the top-level hf_config.model_type (qwen3_vl), not the text config's
         # (qwen3_vl_text)
@@ -781,7 +783,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             raise EngineInputError("config.architectures", f"{arch_name} on a Hopper GPU of 60 GiB or more: SGLang "
                                    f"{release} applies Qwen3-VL serving defaults there ({cite(release, 'qwen3_vl_hopper')}: "
                                    "CUDA-IPC feature transport with its 1-3 GiB pool, the decode CUDA graph up to "
-                                   "--max-running-requests, flashinfer decode), which are not modelled")
+                                   "--max-running-requests, flashinfer decode), which are not modelled" + older)
     if is_nsa and not at_least(release, "0.5.3"):
         raise EngineInputError("config.architectures", f"DeepSeek NSA (V3.2) is not in SGLang {release}")
     if c.get("attention_chunk_size") or "Llama4" in arch_name:
@@ -1295,6 +1297,9 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         # DefaultPoolConfigurator: the draft's KV is charged in the target's cell, as the target's per-layer size times
         # the draft's layers (the MTP layers of the config for NEXTN; the draft config's num_nextn_predict_layers or
         # num_hidden_layers for a draft model)
+        if is_gdn:  # as below for every release: the draft's Mamba intermediate states are not modelled
+            raise EngineInputError("speculative_algorithm", "Mamba intermediate states for speculative decoding on "
+                                   "hybrid GDN models are not modelled")
         if speculative_algorithm == "NEXTN":
             e_layers = c.get("num_nextn_predict_layers")
             if not e_layers:

@@ -53,10 +53,10 @@ from calculator.engine.errors import EngineInputError
 COVERED: tuple[str, ...] = ("0.4.3.post4", "0.4.10.post2", "0.5.3", "0.5.3.post1", "0.5.7", "0.5.8.post1",
                             "0.5.9", "0.5.10.post1", "0.5.23")
 
-#: The release answered when none is named. Not the newest covered: 0.5.23 refuses DeepSeek DSA on ROCm, Qwen3-VL's
-#: large-Hopper serving defaults and a few hybrid-model settings (speculative decoding / no radix cache on GDN
-#: models), which 0.5.10.post1 answers; 0.5.23 is answered when named.
-DEFAULT = "0.5.10.post1"
+#: The release answered when none is named: the newest covered (what SGLang users run today). It refuses DeepSeek DSA
+#: on ROCm, Qwen3-VL's large-Hopper serving defaults and gpt-oss's request-capped SWA pool, which 0.5.10.post1
+#: answers; those refusals name ``--sglang-version 0.5.10.post1``.
+DEFAULT = "0.5.23"
 
 _SA = "sglang/srt/server_args.py"
 _MR = "sglang/srt/model_executor/model_runner.py"
