@@ -162,3 +162,25 @@ def test_two_spellings_of_one_value_are_not_a_conflict_and_llama_cpp_takes_dash_
     assert run_json("--config", cfg, "--gpu", "H100", "--gpu", "h100", "--max-model-len", "8192")["gpu"] == \
         "NVIDIA H100 80GB HBM3"
     assert run_json("--config", cfg, "--gpu", "H100", "-c", "4096")["max_model_len"] == 4096  # llama.cpp's -c
+
+
+@pytest.mark.django_db
+def test_the_table_gives_the_speedup_with_its_range_best_k_and_where_it_stops_paying(monkeypatch):
+    """The table says what the JSON says (spec_speedup with spec_speedup_low / _high and the slowdown level,
+    best_num_speculative_tokens, spec_stops_paying_above_concurrency), not the bare speedup."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    args = ("--config", str(CONFIGS / "meta-llama__Llama-3.1-8B-Instruct.json"), "--gpu", "H100", "--concurrency",
+            "64", "--speculative-config", '{"method": "eagle3", "num_speculative_tokens": 3, '
+            '"model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"}')
+    data = run_json(*args)
+    out = StringIO()
+    call_command("estimate", *args, stdout=out)
+    speed_line = next(line for line in out.getvalue().splitlines() if "speedup from speculation" in line)
+    want = f"{data['spec_speedup']:.2f}x (range {data['spec_speedup_low']:.2f}-{data['spec_speedup_high']:.2f}"
+    assert want in speed_line
+    if data["spec_slowdown"]:
+        assert f"slowdown {data['spec_slowdown']})" in speed_line
+    best = next(line for line in out.getvalue().splitlines() if "best num_speculative_tokens" in line)
+    assert best.split()[-4] == str(data["best_num_speculative_tokens"])
+    stops = next(line for line in out.getvalue().splitlines() if line.lstrip().startswith("stops paying above"))
+    assert stops.split()[-3] == str(data["spec_stops_paying_above_concurrency"])

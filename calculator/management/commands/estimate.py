@@ -113,9 +113,15 @@ def render_table(res: EstimateResult, info: dict, speed: dict | None = None, ver
         if "spec_speedup" in speed:
             al, sp, be = speed["mean_acceptance_length"], speed["spec_speedup"], speed["break_even_acceptance_rate"]
             rows += [("  mean acceptance length", f"{al:.2f}" if al is not None else "unknown (give --acceptance-rate)"),
-                     ("  speedup from speculation", f"{sp:.2f}x" if sp is not None else "unknown"),
+                     ("  speedup from speculation", _speedup_text(speed)),
                      ("  break-even acceptance rate", f"{be:.2f} per drafted token" if be is not None
                       else "never pays at this concurrency")]
+            if speed.get("best_num_speculative_tokens") is not None:
+                rows.append(("  best num_speculative_tokens", str(speed["best_num_speculative_tokens"])
+                             + " at this concurrency"))
+            if speed.get("spec_stops_paying_above_concurrency") is not None:
+                rows.append(("  stops paying above", f"{speed['spec_stops_paying_above_concurrency']} concurrent "
+                                                     "requests"))
     if speed and speed.get("serve_argv"):
         rows.append(("Command", shlex.join(speed["serve_argv"])))
     if verdict is not None:
@@ -129,6 +135,18 @@ def render_table(res: EstimateResult, info: dict, speed: dict | None = None, ver
     for w in [*info.get("notes", []), *res.warnings, *((speed or {}).get("speed_warnings", []))]:
         lines.append(f"note: {w}")
     return "\n".join(lines)
+
+
+def _speedup_text(speed: dict) -> str:
+    """``1.04x (range 0.90-1.18, slowdown possible)`` from an answer's speculative keys; ``unknown`` without one."""
+    sp, lo, hi = speed.get("spec_speedup"), speed.get("spec_speedup_low"), speed.get("spec_speedup_high")
+    if sp is None:
+        return "unknown"
+    out = f"{sp:.2f}x"
+    if lo is not None and hi is not None:
+        level = speed.get("spec_slowdown")
+        out += f" (range {lo:.2f}-{hi:.2f}" + (f", slowdown {level}" if level else "") + ")"
+    return out
 
 
 class Command(OneLineErrors, BaseCommand):

@@ -1130,9 +1130,17 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             chunk = chunk // 2
         else:
             chunk = chunk // dp_size
+        div = 2 if release == "0.4.3.post4" else dp_size
         src("chunked_prefill_size.dp_attention", chunk, "source", f"{cite(release, 'dp_chunked')}: {chunk_arg} // "
-            f"{2 if release == '0.4.3.post4' else dp_size} (--chunked-prefill-size {chunk_arg} is divided again by "
+            f"{div} (--chunked-prefill-size {chunk_arg} is divided again by "
             "SGLang, so a command passes the undivided value)")
+        # the headline figure is the per-rank chunk: say so where it is shown, with the value the command passes
+        before = next(x for x in sources if x.field == "chunked_prefill_size")
+        sources[:] = [x for x in sources if x.field != "chunked_prefill_size"]
+        src("chunked_prefill_size", chunk, before.kind,
+            f"per DP-attention rank: {chunk_arg} // {div} ({cite(release, 'dp_chunked')}); {chunk_arg} is "
+            f"{'--chunked-prefill-size as given' if chunked_prefill_size is not None else 'the default: ' + before.source}"
+            f", which the command passes")
         if at_least(release, "0.5.23") and piecewise and chunk > 0 and pcg_tokens > chunk:
             # the prefill graph sized from the undivided chunk (the reserve above keeps that) is re-clamped to the
             # per-DP-rank chunk after the division
