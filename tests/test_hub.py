@@ -323,3 +323,19 @@ def test_an_index_whose_weight_map_is_a_list_is_a_note_not_a_500(hub):
     })
     meta = client(hub).lookup("evil/list-map", count_params=False)
     assert meta.weights is None and any("no weight_map object" in n for n in meta.notes)
+
+
+def test_an_mla_config_with_remote_code_is_not_said_to_miss_or_assume_a_head_dim():
+    """DeepSeek-R1's config.json (auto_map: remote code) has no head_dim, and needs none: MLA's head sizes are
+    qk_nope_head_dim / qk_rope_head_dim / v_head_dim (hidden / heads = 56 would be wrong); a dtype-less config's note
+    names what each runtime does with float32."""
+    from calculator.metadata.hub import describe_config
+
+    notes, remote, _ = describe_config(load_config("deepseek-ai__DeepSeek-R1.json"))
+    (note,) = [n for n in notes if n.startswith("Remote code")]
+    assert remote and "head_dim" not in note
+    llama = {k: v for k, v in load_config("meta-llama__Llama-3.1-8B-Instruct.json").items()
+             if k not in ("torch_dtype", "dtype", "head_dim")}
+    notes, _, _ = describe_config({**llama, "auto_map": {"AutoModel": "x.Y"}})
+    assert any("assumed head_dim = hidden_size / num_attention_heads" in n for n in notes)
+    assert any("vLLM loads such weights as bfloat16, SGLang as float16" in n for n in notes)

@@ -205,7 +205,9 @@ def describe_config(config: dict[str, Any], *, siblings: list[str] | None = None
     core = text if text is not None else config
     dtype_key = next((k for k in ("dtype", "torch_dtype") if k in core or k in config), None)
     if dtype_key is None:
-        notes.append("config.json states no dtype (torch_dtype/dtype): vLLM then loads float32 weights as bfloat16.")
+        notes.append("config.json states no dtype (torch_dtype/dtype), so it reads as float32: vLLM loads such weights "
+                     "as bfloat16, SGLang as float16 (bfloat16 for Gemma; sglang 0.5.10.post1 configs/model_config.py:"
+                     "1224-1239): 2 bytes per weight either way.")
     py_files = sorted(f for f in (siblings or []) if f.endswith(".py"))
     remote_code = bool(config.get("auto_map")) or bool(py_files)
     if remote_code:
@@ -214,7 +216,11 @@ def describe_config(config: dict[str, Any], *, siblings: list[str] | None = None
         assumed = []
         if "num_key_value_heads" in missing and "num_attention_heads" in core:
             assumed.append("num_key_value_heads = num_attention_heads (no GQA)")
-        if "head_dim" in missing and "hidden_size" in core and "num_attention_heads" in core:
+        if core.get("kv_lora_rank"):
+            # MLA (DeepSeek V2/V3, Kimi): the head sizes are qk_nope_head_dim / qk_rope_head_dim / v_head_dim, which
+            # the config states; no head_dim is read or assumed
+            missing = [k for k in missing if k != "head_dim"]
+        elif "head_dim" in missing and "hidden_size" in core and "num_attention_heads" in core:
             assumed.append("head_dim = hidden_size / num_attention_heads")
         what = "auto_map " + ", ".join(sorted((config.get("auto_map") or {}).values())) if config.get(
             "auto_map") else "model code " + ", ".join(py_files)
