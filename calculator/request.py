@@ -764,6 +764,12 @@ def _number(name: str, text: str) -> int | float:
         if not math.isfinite(number):
             raise InputError(name, f"enter a finite number, got {text!r}")
         return number
+    if re.fullmatch(r"\+?\d{19,}", text):  # a whole number too long to be any setting: say the field's bound
+        field = ServingRequest.model_fields.get(name)
+        most = next((m.le for m in (field.metadata if field else []) if getattr(m, "le", None) is not None), None)
+        shown = text if len(text) <= 24 else text[:24] + "..."
+        raise InputError(name, f"must be at most {most}, got {shown}" if most is not None
+                         else f"too large, got {shown}")
     if not re.fullmatch(r"[+-]?\d{1,18}", text):
         raise InputError(name, f"enter a whole number, got {text!r}")
     return int(text)

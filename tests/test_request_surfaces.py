@@ -215,3 +215,15 @@ def test_more_memory_in_use_than_the_gpu_has_is_bad_input(client):
     assert "more than the GPU has (79.15 GiB" in api.json()["error"]
     assert client.get("/api/estimate", {"model": LLAMA, "gpu": "A100-80GB",
                                         "gpu_memory_in_use_gib": "2"}).status_code == 200
+
+
+@pytest.mark.parametrize("name,text,bound", [("concurrency", "99999999999999999999", 65536),
+                                             ("tensor_parallel_size", "9" * 30, 256)])
+def test_a_whole_number_too_long_for_any_setting_names_the_fields_bound(name, text, bound):
+    # a number of 19 digits or more is refused before it is parsed, with the field's own upper bound, as a number of
+    # 10 digits is ("must be at most 65536"), not as if it were not a number
+    from calculator.request import InputError, parse_request
+
+    with pytest.raises(InputError) as err:
+        parse_request({"model": "Qwen/Qwen3-8B", name: text})
+    assert err.value.field == name and err.value.message.startswith(f"must be at most {bound}, got ")
