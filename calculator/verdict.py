@@ -125,6 +125,7 @@ def _backend_reason(compat) -> str:
 
 # --- suggestions --------------------------------------------------------------------------------------
 UTILIZATIONS = (0.95, 0.98)
+SGLANG_MEM_FRACTIONS = (0.88, 0.92)
 # A request field's flag in each runtime's own words (the default is vLLM's --field-name).
 FLAG_NAMES = {"sglang": {"max_model_len": "--context-length", "tensor_parallel_size": "--tp-size"},
               "llama.cpp": {"max_model_len": "--ctx-size"}, "ollama": {"max_model_len": "num_ctx"}}
@@ -170,6 +171,14 @@ def candidates(request, memory, compat, quantized_variants: Callable[[str], list
             for u in UTILIZATIONS:
                 if u > used + 1e-9:
                     out.append(Suggestion(label=f"--gpu-memory-utilization {u}", params={"gpu_memory_utilization": str(u)},
+                                          kind="settings"))
+        if request.runtime == "sglang" and request.mem_fraction_static is None:
+            # SGLang's own "Not enough memory" error says to raise --mem-fraction-static (its default keeps a reserve
+            # for activations and CUDA graphs, which a higher share narrows, as vLLM's higher utilizations do)
+            mfs = memory.resolved.get("gpu_memory_utilization") or getattr(memory.plan, "mem_fraction_static", 0) or 0
+            for f in SGLANG_MEM_FRACTIONS:
+                if f > mfs + 1e-9:
+                    out.append(Suggestion(label=f"--mem-fraction-static {f}", params={"mem_fraction_static": str(f)},
                                           kind="settings"))
         if request.runtime in ("vllm", "sglang") and request.kv_cache_dtype in ("auto", "bfloat16", "float16") and \
                 memory.resolved.get("kv_cache_dtype") not in ("fp8", "fp8_e4m3", "fp8_e5m2"):
@@ -250,6 +259,20 @@ def suggest(request, memory, compat, evaluate: Callable[[dict[str, str]], Any | 
         if verdict is not None and verdict.status == "depends" and cand.kind == "offload" and verdict.condition:
             # layers on the CPU start when the machine's RAM holds them, which the request does not say
             cand = cand.model_copy(update={"label": f"{cand.label} (works if {verdict.condition})"})
+        elif (verdict is not None and verdict.status == "depends" and set(cand.params) == {"mem_fraction_static"}
+              and getattr(result.memory, "request_cap", None)):
+            # SGLang starts with the larger share but caps each request below --context-length: offer the share with
+            # the context its pool holds
+            length, why = _fitting_context(result.memory.request_cap, "what its pool holds")
+            if length < 4096:
+                continue
+            flag = FLAG_NAMES.get(request.runtime, {}).get("max_model_len", "--context-length")
+            pair = Suggestion(label=f"{cand.label} with {flag} {length:,} ({why})",
+                              params={**cand.params, "max_model_len": str(length)}, kind="settings")
+            again = evaluate(pair.params)
+            if again is None or again.verdict.status != "works" or frozenset(pair.params) in seen_fields:
+                continue
+            cand, key = pair, frozenset(pair.params)
         elif verdict is not None and verdict.status == "does_not_fit" and set(cand.params) == {"tensor_parallel_size"}:
             pair = _shorter_context(request, cand, result.memory)
             if pair is None or frozenset(pair.params) in seen_fields:

@@ -618,3 +618,17 @@ def test_sglang_0_5_23_is_answered_when_named_and_refuses_what_it_does_not_model
     assert r.status_code == 200 and r.json()["swa_max_total_num_tokens"] > 0
     r = client.get("/api/estimate", q | {"model": "meta-llama/Llama-4-Scout-17B-16E-Instruct"})
     assert r.status_code == 400 and "SGLang 0.5.23" in r.content.decode()
+
+
+def test_a_pool_that_does_not_fit_suggests_sglangs_own_remedy_with_the_context_it_then_holds(client):
+    """gpt-oss-120b on one H100: its weights leave SGLang 0.5.23 no KV pool at the default --mem-fraction-static, and
+    SGLang's error says to raise it; a higher share starts with a pool below the model's context, so the suggestion
+    pairs the share with the context that pool holds, and that request works."""
+    q = {"model": "openai/gpt-oss-120b", "runtime": "sglang", "gpu": "H100"}
+    body = client.get("/api/estimate", q).json()
+    assert body["verdict"] == "does_not_fit" and body["mem_fraction_static"] < 0.88
+    (s,) = [s for s in body["suggestions"] if "mem_fraction_static" in s["params"]]
+    assert s["label"].startswith(f"--mem-fraction-static {s['params']['mem_fraction_static']} with --context-length ")
+    again = client.get("/api/estimate", q | s["params"]).json()
+    assert again["verdict"] == "works" and again["max_model_len"] == int(s["params"]["max_model_len"])
+    assert again["max_total_num_tokens"] > again["max_model_len"]
