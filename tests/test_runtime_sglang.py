@@ -632,3 +632,17 @@ def test_a_pool_that_does_not_fit_suggests_sglangs_own_remedy_with_the_context_i
     again = client.get("/api/estimate", q | s["params"]).json()
     assert again["verdict"] == "works" and again["max_model_len"] == int(s["params"]["max_model_len"])
     assert again["max_total_num_tokens"] > again["max_model_len"]
+
+
+def test_a_dp_attention_pool_is_said_to_be_one_ranks_of_several(client):
+    """With --enable-dp-attention each of the dp_size ranks runs its own scheduler and KV pool (what SGLang logs is one
+    rank's): the headline says so and gives the total, dp x the rank's tokens."""
+    q = {"model": "deepseek-ai/DeepSeek-R1", "runtime": "sglang", "gpu": "H200", "tp_size": "8", "dp_size": "8",
+         "enable_dp_attention": "true"}
+    body = client.get("/api/estimate", q).json()
+    tokens, ctx = body["max_total_num_tokens"], body["context_length"]
+    assert body["verdict"] == "works"
+    assert body["verdict_headline"].endswith(f"per DP-attention rank (8 ranks, each with its own pool and scheduler: "
+                                             f"{8 * tokens:,} tokens, {8 * tokens / ctx:.2f}x in all)")
+    plain = client.get("/api/estimate", {k: v for k, v in q.items() if k not in ("dp_size", "enable_dp_attention")})
+    assert "DP-attention" not in plain.json()["verdict_headline"]

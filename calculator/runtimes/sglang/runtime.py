@@ -64,6 +64,8 @@ class SGLangMemory(BaseModel):
     gpu: str
     vllm_version: str = ""  # the page's header names the runtime release through ``release``
     release: str
+    # the pool is one DP-attention rank's (each rank keeps its own): said in the verdict's headline
+    pool_scope: str | None = None
 
     def rows(self) -> list[tuple[str, Any, str]]:
         """``(label, value, source)`` rows of what SGLang logs, for the page."""
@@ -202,7 +204,11 @@ class SGLang:
                          f"SGLang starts but caps each request there and rejects longer ones (max_req_len = "
                          f"min(context_len - 1, max_total_num_tokens - 1), sglang=={p.release} "
                          "sglang/srt/managers/tp_worker.py)")
+        dp = p.dp_size if p.enable_dp_attention and (p.dp_size or 1) > 1 else 1
+        scope = (f"per DP-attention rank ({dp} ranks, each with its own pool and scheduler: {dp * tokens:,} tokens, "
+                 f"{dp * tokens / p.context_length:.2f}x in all)" if dp > 1 and p.context_length else None)
         return SGLangMemory(plan=p, fits=fits, reason=reason, condition=condition, kv_cache_tokens=tokens,
+                            pool_scope=scope,
                             request_cap=tokens - 1 if condition else None,
                             max_concurrency=round(tokens / p.context_length, 2) if p.context_length else 0.0,
                             max_model_len=p.context_length, estimated_max_model_len=tokens if 0 < tokens < p.context_length
