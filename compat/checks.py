@@ -107,6 +107,7 @@ class ModelFeatures(BaseModel):
     use_mm_prefix: bool = False
     attn_type: str = "decoder"
     mtp_layers: int = 0
+    mtp_n_predict: int | None = None  # the MTP draft's n_predict (calculator.engine.mtp.mtp_head)
     architecture: str = ""
     # one head size per decoder layer where layers differ (Gemma 4: sliding head_dim, full global_head_dim), as
     # vLLM's model_arch_config has them; empty: every layer has ``head_size``
@@ -266,7 +267,7 @@ def features_from_hf_config(config: dict) -> ModelFeatures:
         model_type=model_type, head_size=head_size, num_attention_heads=heads,
         num_kv_heads=c.get("num_key_value_heads", heads), use_mla=use_mla, use_sparse=use_sparse,
         has_sink=model_type == "gpt_oss", has_sliding_window=bool(sliding), model_dtype=dtype,
-        is_multimodal=is_mm, use_mm_prefix=mm_prefix, mtp_layers=_mtp_layers(config),
+        is_multimodal=is_mm, use_mm_prefix=mm_prefix, mtp_layers=_mtp_layers(config), mtp_n_predict=_mtp_n_predict(config),
         architecture=str(archs[0] if isinstance(archs, list) and archs else archs), layer_head_sizes=layer_heads,
         vocab_size=c.get("vocab_size"), hidden_size=c.get("hidden_size"), notes=notes)
 
@@ -565,6 +566,13 @@ def _mtp_layers(config: dict) -> int:
     return head.layers if isinstance(head, MtpHead) else 0
 
 
+def _mtp_n_predict(config: dict) -> int | None:
+    from calculator.engine.mtp import MtpHead, mtp_head
+
+    head = mtp_head(config)
+    return head.n_predict if isinstance(head, MtpHead) else None
+
+
 def speculative_issues(spec: SpeculativeConfig | None, features: ModelFeatures, data: dict) -> list[SpecIssue]:
     """Constraints of ``--speculative-config`` (vllm/config/speculative.py of the release)."""
     if spec is None or not (spec.method or spec.model):
@@ -582,6 +590,12 @@ def speculative_issues(spec: SpeculativeConfig | None, features: ModelFeatures, 
             ok=False, reason=f"method {method!r} needs MTP layers, but the model's config has no "
             "MTP head vLLM runs (num_nextn_predict_layers / mtp_num_hidden_layers by family)", fix="use an EAGLE/EAGLE-3 draft (method 'eagle3' with a draft model) or "
             "'ngram'", source=s.get("mtp_layers_key_source")))
+    n, k = features.mtp_n_predict, spec.num_speculative_tokens
+    if mtp_like and features.mtp_layers > 0 and n and k and k > n and k % n:
+        from calculator.engine.mtp import n_predict_refusal
+
+        out.append(SpecIssue(ok=False, reason=n_predict_refusal(k, n), fix=f"num_speculative_tokens {n} or a multiple "
+                             f"of {n}", source="vllm/config/speculative.py:1493-1501 (0.32.0), :419-427 (0.11.2)"))
     d = spec.draft_config
     if d and method not in ("ngram", "suffix", "mtp") and not mtp_like:
         dt = _text_config(d)

@@ -243,6 +243,17 @@ def test_mtp_on_deepseek_v3_is_fine():
     assert r.ok is True and r.speculative[0].ok
 
 
+@pytest.mark.parametrize("k,ok", [(2, True), (3, False), (4, True)])
+def test_check_compat_refuses_num_speculative_tokens_that_is_no_multiple_of_n_predict(k, ok):
+    # the same rule as the estimate (vllm/config/speculative.py:1493-1501): with num_nextn_predict_layers 2 the MTP
+    # draft has n_predict 2, so k = 3 stops vLLM at start-up and k = 2 or 4 does not
+    r = verdict_for({**load_config(DSV3), "num_nextn_predict_layers": 2}, "H100",
+                    speculative_config={"method": "mtp", "num_speculative_tokens": k})
+    assert r.ok is ok and r.speculative[0].ok is ok
+    if not ok:
+        assert f'"num_speculative_tokens:{k} must be divisible by n_predict=2"' in r.speculative[0].reason
+
+
 def test_a_method_missing_in_an_older_release():
     # dflash: speculative.py:68 DFlashModelTypes in 0.32; 0.19.0 SpeculativeMethod has no dflash
     spec = {"method": "dflash", "num_speculative_tokens": 4}

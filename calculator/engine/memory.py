@@ -302,10 +302,10 @@ def _draft_arch(inp: EngineInput, target: ModelArch) -> ModelArch | None:
         if n and k > n and k % n:
             # SpeculativeConfig.__post_init__ reuses the n_predict MTP modules in turn (vllm/config/speculative.py
             # :419-427 in 0.11.2, :1493-1501 in 0.32.0: ValueError at start-up)
+            from .mtp import n_predict_refusal
+
             raise EngineInputError("speculative_config.num_speculative_tokens",
-                                   f"num_speculative_tokens:{k} must be divisible by n_predict={n} (vLLM reuses the "
-                                   f"checkpoint's {n} MTP module(s) in turn, vllm/config/speculative.py:1493-1501); "
-                                   f"use {n} or a multiple of it")
+                                   f"{n_predict_refusal(k, n)}; use {n} or a multiple of it")
         return None
     if not inp.draft_hf_config:
         raise EngineInputError("speculative_config", f"method {spec.method} needs the draft model's config "

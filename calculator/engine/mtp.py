@@ -186,3 +186,12 @@ def mtp_head(config: dict[str, Any]) -> MtpHead | NoMtpHead:
     return NoMtpHead(reason=f"vLLM maps no MTP draft for model_type {what!r} ({arch or 'no architectures'}): it "
                      "refuses method mtp with \"Unsupported speculative method: 'mtp'\"",
                      source=f"{SRC}:661-1073 (hf_config_override), :1386-1391")
+
+
+def n_predict_refusal(k: int, n: int) -> str:
+    """vLLM's start-up refusal of ``num_speculative_tokens`` ``k`` above the MTP draft's ``n_predict`` ``n`` that is not
+    a multiple of it (``SpeculativeConfig.__post_init__`` reuses the n_predict MTP modules in turn,
+    vllm/config/speculative.py:419-427 in 0.11.2, :1493-1501 in 0.32.0: ValueError)."""
+    return (f"must be divisible by n_predict={n}, the checkpoint's MTP modules that vLLM reuses in turn (vLLM: "
+            f"\"num_speculative_tokens:{k} must be divisible by n_predict={n}\", vllm/config/speculative.py:1493-1501)")
+
