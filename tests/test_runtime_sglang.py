@@ -646,3 +646,12 @@ def test_a_dp_attention_pool_is_said_to_be_one_ranks_of_several(client):
                                              f"{8 * tokens:,} tokens, {8 * tokens / ctx:.2f}x in all)")
     plain = client.get("/api/estimate", {k: v for k, v in q.items() if k not in ("dp_size", "enable_dp_attention")})
     assert "DP-attention" not in plain.json()["verdict_headline"]
+
+
+def test_the_sglang_page_gives_speculations_range_best_k_and_its_chart_as_the_vllm_page_does(client):
+    q = {"model": LLAMA8, "gpu": "H100", "runtime": "sglang", "concurrency": "8", "speculative_config": EAGLE3_K3}
+    body = client.get("/api/estimate", q).json()
+    page = client.get("/", q, follow=True).content.decode()
+    assert f'<span id="spec-best-k">{body["best_num_speculative_tokens"]}</span>' in page
+    assert '<span id="spec-range">(' in page and f"slowdown {body['spec_slowdown']})" in page
+    assert 'data-vega-spec="spec-speedup-concurrency"' in page and 'id="spec-speedup-concurrency"' in page

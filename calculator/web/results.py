@@ -420,6 +420,17 @@ class RuntimeOutcome:
 
         return mtp_profile(self.plan)
 
+    @cached_property
+    def speedup_concurrency_chart(self):
+        """The speedup-vs-concurrency chart (one line per num_speculative_tokens) of the speculative answer, as the vLLM
+        page draws it (:func:`calculator.web.charts.speedup_concurrency_chart_for`); None without one."""
+        spec = getattr(self.plan.speed, "spec", None) if self.plan.speed is not None else None
+        if spec is None:
+            return None
+        from calculator.web.charts import speedup_concurrency_chart_for
+
+        return speedup_concurrency_chart_for(spec, self.plan.request.concurrency)
+
     @property
     def client_command(self) -> str | None:
         """Ollama: the ``ollama run hf.co/...`` half of the command (the server command is ``launch_command``)."""

@@ -42,13 +42,19 @@ def render_runtime_table(mem, info: dict, speed: dict | None = None, verdict=Non
         # speed_fields' keys: the times above are already with speculation when it is set
         acc_src = (speed.get("speed_sources") or {}).get("acceptance_rate", "")
         if speed.get("spec_speedup") is not None:
-            lines.append(f"With speculative decoding (the times above): speedup {speed['spec_speedup']:.2f}x "
-                         f"(range {speed['spec_speedup_low']:.2f}-{speed['spec_speedup_high']:.2f}), mean acceptance "
-                         f"length {speed['mean_acceptance_length']:.2f} ({acc_src}); break-even acceptance rate "
-                         f"{speed['break_even_acceptance_rate']}")
+            be = speed["break_even_acceptance_rate"]
+            lines.append(f"With speculative decoding (the times above): speedup {_speedup_text(speed)}, mean "
+                         f"acceptance length {speed['mean_acceptance_length']:.2f} ({acc_src}); break-even acceptance "
+                         "rate " + (f"{be:.2f}" if be is not None else "none (never pays at this concurrency)")
+                         + (f"; best num_speculative_tokens here {speed['best_num_speculative_tokens']}"
+                            if speed.get("best_num_speculative_tokens") is not None else "")
+                         + (f"; stops paying above {speed['spec_stops_paying_above_concurrency']} concurrent requests"
+                            if speed.get("spec_stops_paying_above_concurrency") is not None else ""))
         elif "break_even_acceptance_rate" in speed:
+            be = speed["break_even_acceptance_rate"]
             lines.append(f"With speculative decoding: speedup not predicted ({acc_src}); "
-                         f"it pays above an acceptance rate of {speed['break_even_acceptance_rate']}")
+                         + (f"it pays above an acceptance rate of {be:.2f}" if be is not None
+                            else "it never pays at this concurrency"))
     elif speed and speed.get("speed_error"):
         lines.append(f"Speed: {speed['speed_error']}")
     if verdict is not None:
