@@ -10,13 +10,14 @@ register = template.Library()
 
 @register.filter
 def thousands(value) -> str:
-    """``131072`` -> ``131,072``; floats keep two decimals; anything else as is."""
+    """``131072`` -> ``131,072``; floats keep two decimals, three below 1 (a share such as SGLang's
+    ``mem_fraction_static`` 0.829, which its command passes to three); anything else as is."""
     if isinstance(value, bool) or value is None:
         return "" if value is None else str(value)
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, float):
-        return f"{value:,.2f}"
+        return f"{value:.3f}" if abs(value) < 1 else f"{value:,.2f}"
     return str(value)
 
 

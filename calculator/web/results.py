@@ -425,7 +425,7 @@ class RuntimeOutcome:
         """The speedup-vs-concurrency chart (one line per num_speculative_tokens) of the speculative answer, as the vLLM
         page draws it (:func:`calculator.web.charts.speedup_concurrency_chart_for`); None without one."""
         spec = getattr(self.plan.speed, "spec", None) if self.plan.speed is not None else None
-        if spec is None:
+        if spec is None or not getattr(spec, "speedup_vs_concurrency", None):  # llama.cpp's draft: no curves
             return None
         from calculator.web.charts import speedup_concurrency_chart_for
 
