@@ -759,7 +759,9 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             elif (c.get("index_kpool") or 1) != 1 or c.get("learnable_sink"):
                 dsa_why = f"with pooled index keys (index_kpool) or attention sinks ({cite(release, 'nsa_indexer')})"
             if dsa_why:
-                raise EngineInputError("config.architectures", f"DeepSeek DSA pools of SGLang {release} are not "
+                # on ROCm the release is what to change (0.5.10.post1 answers it); otherwise the model
+                raise EngineInputError("release" if is_hip and arch_name in _DSA_MODELLED_0523 else
+                                       "config.architectures", f"DeepSeek DSA pools of SGLang {release} are not "
                                        f"modelled {dsa_why}")
         if (arch_name in _HYBRID_SWA_0523 or c.get("is_hybrid_swa")) and arch_name != "GptOssForCausalLM":
             # gpt-oss is modelled (HybridSWAPoolConfigurator below); the others have per-architecture layer lists, SWA
@@ -780,7 +782,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         # (qwen3_vl_text)
         if (hf_config.get("model_type") in ("qwen3_vl", "qwen3_vl_moe") and is_multimodal_0523(arch_name, hf_config)
                 and sm == 9 and cap_guess >= 60 * 1024):
-            raise EngineInputError("config.architectures", f"{arch_name} on a Hopper GPU of 60 GiB or more: SGLang "
+            raise EngineInputError("release", f"{arch_name} on a Hopper GPU of 60 GiB or more: SGLang "
                                    f"{release} applies Qwen3-VL serving defaults there ({cite(release, 'qwen3_vl_hopper')}: "
                                    "CUDA-IPC feature transport with its 1-3 GiB pool, the decode CUDA graph up to "
                                    "--max-running-requests, flashinfer decode), which are not modelled" + older)
