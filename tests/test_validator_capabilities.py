@@ -49,3 +49,11 @@ def test_records_go_stale_without_a_heartbeat(settings, tmp_path):
     assert capabilities.live_workers(now=time.time() + capabilities.STALE_AFTER_S + 1) == []
     capabilities.forget("w1")
     assert capabilities.live_workers() == []
+
+
+def test_two_workers_on_one_host_missing_the_same_hardware_say_it_once():
+    # two worker processes on one CPU machine (the README's start and a second one): the reason is one sentence
+    a, b = worker("vm", CPU), worker("vm", CPU)
+    b["worker_id"] = "vm-2"
+    no = capabilities.who_can_run(cfg("H100"), [a, b])
+    assert not no["ok"] and no["message"].count("vm has no GPU") == 1

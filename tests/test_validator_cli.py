@@ -49,6 +49,8 @@ def test_it_enqueues_and_prints_the_run(settings):
     (["--model", "nobody/nothing"], "--model"),
     (["--model", "tiny-random/llama", "--speculative-config", "{bad"], "--speculative-config"),
     (["--model", "tiny-random/llama", "--vllm-version", "0.6.4"], "--vllm-version"),
+    (["--model", "tiny-random/llama", "--wait", "--inline-after", "-1"], "--inline-after"),
+    (["--model", "tiny-random/llama", "--wait", "--inline-after", "nan"], "--inline-after"),
 ])
 def test_bad_input_exits_2_with_the_flag(argv, flag):
     with pytest.raises(CommandError) as e:

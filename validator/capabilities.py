@@ -259,6 +259,6 @@ def who_can_run(configuration: dict[str, Any], workers: list[dict[str, Any]] | N
         msg = (f"no validation worker is running; this run needs {need['label']}. Start one with "
                "`python manage.py validator_worker` on such a machine")
     else:
-        msg = (f"no live worker can run this: it needs {need['label']}, and " + "; ".join(why)
+        msg = (f"no live worker can run this: it needs {need['label']}, and " + "; ".join(dict.fromkeys(why))
                + ". Start `python manage.py validator_worker` on a machine with that hardware")
     return {"ok": False, "workers": [], "need": need, "message": msg}

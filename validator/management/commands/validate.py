@@ -24,13 +24,26 @@ from validator.models import ValidationRun
 from validator.tasks import execute
 
 
+def _seconds(text: str) -> float:
+    """``--inline-after``: a finite number of seconds, 0 or more (argparse turns the error into exit 2)."""
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, 0 or more, got {text!r}")
+    return value
+
+
 class Command(OneLineErrors, BaseCommand):
     help = "Validate a configuration with a real vLLM run (baseline, then speculative decoding)."
 
     def add_arguments(self, parser):
         add_request_arguments(parser)
         parser.add_argument("--wait", action="store_true", help="wait for the run and print its report")
-        parser.add_argument("--inline-after", type=float, default=10.0,
+        parser.add_argument("--inline-after", type=_seconds, default=10.0,
                             help="with --wait: run it here if no worker started it after this many seconds")
         parser.add_argument("--format", choices=("text", "json"), default="text")
         parser.add_argument("--validation-workload", choices=tuple(WORKLOADS), default=None,
