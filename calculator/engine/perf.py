@@ -760,7 +760,8 @@ class ModelCost:
         """The per-kernel floor of one eager or piecewise-graphed pass over ``tokens`` tokens (seconds): every counted
         kernel at ``prefill_launch_us`` when the pass runs eagerly; when it replays a piecewise graph, the graph's
         split ops (attention, the all-reduces) at ``prefill_launch_us`` and the other kernels at
-        ``prefill_graph_kernel_us``; 0 when the row or the runtime gives no such cost."""
+        ``prefill_graph_kernel_us``; a model without experts at ``prefill_launch_dense_us`` /
+        ``prefill_graph_kernel_dense_us`` where the row sets them; 0 when the row or the runtime gives no such cost."""
         if not eff.prefill_launch_us or not self.layer_kernels:
             return 0.0
         eager, graphed = eff.prefill_launch_us, eff.prefill_graph_kernel_us
