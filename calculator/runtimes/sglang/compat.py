@@ -242,6 +242,12 @@ def default_backend(release: str, gpu: GPU, hf_config: dict[str, Any], *, tp_siz
             return BackendChoice(backend="aiter", reason="MHA on ROCm", source=where)
         return BackendChoice(backend="flashinfer", reason="MHA elsewhere: flashinfer (installed with the CUDA wheel)",
                              source=where)
+    return _default_mla_backend(f, hip, major, tp_size, where)
+
+
+def _default_mla_backend(f: dict[str, Any], hip: bool, major: int | None, tp_size: int, where: str) -> BackendChoice:
+    """The generic MLA rule every covered release ends with: fa3 on Hopper, flashinfer on SM100, aiter on ROCm with 16 or
+    128 heads per rank, else triton."""
     if major == 9 and not hip:
         return BackendChoice(backend="fa3", reason="MLA on Hopper", source=where)
     if major == 10:
@@ -299,18 +305,7 @@ def _default_backend_0523(release: str, f: dict[str, Any], hip: bool, major: int
             return BackendChoice(backend="triton", reason="MHA with attention sinks (flashinfer has none)", source=where)
         return BackendChoice(backend="flashinfer", reason="MHA elsewhere: flashinfer (installed with the CUDA wheel)",
                              source=where)
-    if major == 9 and not hip:
-        return BackendChoice(backend="fa3", reason="MLA on Hopper", source=where)
-    if major == 10:
-        return BackendChoice(backend="flashinfer", reason="MLA on SM100", source=where)
-    if hip:
-        heads = max(1, f["kv_heads"] // tp_size)
-        if heads in (16, 128):
-            return BackendChoice(backend="aiter", reason=f"MLA on ROCm with {heads} heads per rank (aiter: 16 or 128)",
-                                 source=where)
-        return BackendChoice(backend="triton", reason=f"MLA on ROCm with {heads} heads per rank (aiter needs 16 or 128)",
-                             source=where)
-    return BackendChoice(backend="triton", reason="MLA elsewhere", source=where)
+    return _default_mla_backend(f, hip, major, tp_size, where)
 
 
 def check_backend(release: str, gpu: GPU, hf_config: dict[str, Any], backend: str, *, kv_cache_dtype: str = "auto",
