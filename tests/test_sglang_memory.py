@@ -1649,13 +1649,15 @@ def test_gemma3_27b_gets_no_vlm_factor_in_any_release(release):
 
 
 def test_the_multimodal_lists_are_the_wheels():
-    """releases.multimodal_lists (data/architectures.json) against each wheel's configs/model_config.py, and 0.5.23's
-    lists in memory.py against the extracted ones."""
+    """releases.multimodal_lists (data/architectures.json) against each wheel's configs/model_config.py; 0.5.23's
+    is_multimodal reads the same extracted lists (no copy of its own)."""
     from calculator.runtimes.sglang.data.extract_architectures import multimodal_lists
-    from calculator.runtimes.sglang.memory import _MM_ARCHS_0523, _MM_TEXT_ONLY_0523
+    from calculator.runtimes.sglang.memory import is_multimodal_0523
 
     assert R.multimodal_lists("0.4.3.post4") is None
-    assert R.multimodal_lists("0.5.23") == (frozenset(_MM_ARCHS_0523), frozenset(_MM_TEXT_ONLY_0523))
+    archs, text_only = R.multimodal_lists("0.5.23")
+    assert all(is_multimodal_0523(a, {}) for a in archs - text_only - {"MiMoV2ForCausalLM"})
+    assert not any(is_multimodal_0523(a, {}) for a in text_only)
     for release in COVERED:
         wheel = wheel_of(release)
         if not wheel.exists():

@@ -235,48 +235,23 @@ _HYBRID_SWA_0523 = {"BeamForCausalLM", "Llama4ForConditionalGeneration", "Deepse
                     "LagunaForCausalLM", "MellumForCausalLM", "MuseGlimmerForCausalLM",
                     "MuseGlimmerForConditionalGeneration", "InklingForConditionalGeneration",
                     "InklingForConditionalGenerationMTP", "UnlimitedOCRForCausalLM"}
-# sglang==0.5.23 configs/model_config.py:2391 multimodal_model_archs (is_multimodal); :692 the ones served text-only
-# unless --enable-multimodal; :2501 the multimodal ones that keep the breakable prefill CUDA graph
-_MM_ARCHS_0523 = {
-    "CLIPModel", "Cohere2VisionForConditionalGeneration", "Cosmos3EdgeForConditionalGeneration", "DeepseekVL2ForCausalLM",
-    "Ernie4_5_VLMoeForConditionalGeneration", "MiniMaxM3SparseForConditionalGeneration", "Gemma3ForConditionalGeneration",
-    "Gemma3nForConditionalGeneration", "Gemma4ForConditionalGeneration", "EmbeddingGemma2Model",
-    "Gemma4UnifiedForConditionalGeneration", "DiffusionGemmaForBlockDiffusion", "Glm4vForConditionalGeneration",
-    "Glm4vMoeForConditionalGeneration", "Glm5NextForConditionalGeneration", "GlmOcrForConditionalGeneration",
-    "GlmAsrForConditionalGeneration", "GlmImageForConditionalGeneration", "Grok1VForCausalLM", "Grok1AForCausalLM",
-    "LlavaLlamaForCausalLM", "Llama4ForConditionalGeneration", "LlavaMistralForCausalLM", "LlavaQwenForCausalLM",
-    "LlavaForConditionalGeneration", "LlavaVidForCausalLM", "Lfm2VlForConditionalGeneration",
-    "LightOnOCRForConditionalGeneration", "MiMoV2ForCausalLM", "MiMoV2ASRForCausalLM", "MiniCPMO", "MiniCPMV",
-    "Mistral3ForConditionalGeneration", "MultiModalityCausalLM", "MllamaForConditionalGeneration",
-    "MossVLForConditionalGeneration", "NemotronH_Nano_VL_V2", "NemotronH_Nano_Omni_Reasoning_V3",
-    "NemotronH_Omni_Reasoning_V3", "MuseGlimmerForConditionalGeneration", "MuseSparkForConditionalGeneration",
-    "PixtralForConditionalGeneration", "Qwen2AudioForConditionalGeneration", "Qwen2VLForConditionalGeneration",
-    "Qwen2_5_VLForConditionalGeneration", "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
-    "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration", "Qwen4ExpForConditionalGeneration",
-    "InternS2PreviewForConditionalGeneration", "InternS2MobiusForConditionalGeneration",
-    "Qwen3ASRForConditionalGeneration", "Qwen3OmniMoeForConditionalGeneration", "KimiVLForConditionalGeneration",
-    "LocateAnythingForConditionalGeneration", "InternVLChatModel", "InternS1ForConditionalGeneration",
-    "InternS1ProForConditionalGeneration", "Phi4MMForCausalLM", "VoxtralForConditionalGeneration",
-    "WhisperForConditionalGeneration", "Step3VLForConditionalGeneration", "POINTSV15ChatModel", "DotsVLMForCausalLM",
-    "Dots3NoteForCausalLM", "DotsOCRForCausalLM", "Sarashina2VisionForCausalLM", "NVILAForConditionalGeneration",
-    "NVILALiteForConditionalGeneration", "DeepseekOCRForCausalLM", "UnlimitedOCRForCausalLM",
-    "JetVLMForConditionalGeneration", "PaddleOCRVLForConditionalGeneration", "MiDashengLMModel",
-    "StepVLForConditionalGeneration", "Step3p7ForConditionalGeneration", "KimiK25ForConditionalGeneration",
-    "BailingMMNativeForConditionalGeneration", "BailingMM2NativeForConditionalGeneration",
-    "BailingMoeV3VLForConditionalGeneration"}
-_MM_TEXT_ONLY_0523 = {"Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration", "Step3VLForConditionalGeneration",
-                      "InklingForConditionalGeneration"}
+# sglang==0.5.23 configs/model_config.py:2501: the multimodal architectures that keep the breakable prefill CUDA graph
+# (multimodal_model_archs (:2391) and the text-only-by-default ones (:692) come from the wheel:
+# releases.multimodal_lists("0.5.23"), data/architectures.json)
 _MM_BREAKABLE_0523 = {"MiniMaxM3SparseForConditionalGeneration", "Cohere2VisionForConditionalGeneration",
                       "Glm5NextForConditionalGeneration", "InternS2MobiusForConditionalGeneration",
                       "PaddleOCRVLForConditionalGeneration", "Qwen3_5ForConditionalGeneration",
                       "Qwen3_5MoeForConditionalGeneration", "Qwen4ExpForConditionalGeneration",
                       "MuseGlimmerForConditionalGeneration", "MuseSparkForConditionalGeneration",
                       "KimiK3ForConditionalGeneration", "KimiK25ForConditionalGeneration", "MiniMaxM3SparseForCausalLM"}
+
+
 def is_multimodal_0523(arch: str, hf_config: dict[str, Any]) -> bool:
     """SGLang 0.5.23's ``ModelConfig.is_multimodal`` by default: the architecture is in ``multimodal_model_archs``
     (configs/model_config.py:2391) and not among those served text-only unless ``--enable-multimodal`` is passed
     (:692-702; MiMo-V2 only with both a vision and an audio config, :703-712)."""
-    if arch not in _MM_ARCHS_0523 or arch in _MM_TEXT_ONLY_0523:
+    archs, text_only = R.multimodal_lists("0.5.23")
+    if arch not in archs or arch in text_only:
         return False
     if arch == "MiMoV2ForCausalLM":
         return "vision_config" in hf_config and "audio_config" in hf_config

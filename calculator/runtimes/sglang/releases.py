@@ -463,6 +463,7 @@ def architectures(release: str) -> frozenset[str]:
 
 
 @cache
+@cache
 def multimodal_lists(release: str) -> tuple[frozenset[str], frozenset[str]] | None:
     """``(multimodal_model_archs, mm_disabled_models)`` of the release's ``configs/model_config.py`` (the
     ``mm_archs`` / ``mm_disabled`` lines), extracted by ``data/extract_architectures.py`` into

@@ -54,7 +54,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from calculator.engine.arch import parse_config
-from calculator.engine.weights import is_excluded, mtp_draft_weights, resolve_quant, round_up, weights_per_gpu
+from calculator.engine.weights import is_excluded, mtp_draft_weights, mtp_layer_bytes_per_weight, resolve_quant, round_up, weights_per_gpu
 
 from .releases import at_least, cite, has_rule
 
@@ -473,9 +473,8 @@ def nextn_draft_weights(hf_config: dict[str, Any], *, release: str, model_dtype:
     total, why = mtp_draft_weights(arch, model_dtype, q, tp)
     layer_name = (f"layers.{arch.num_layers}.mlp.experts.0.up_proj" if arch.num_experts
                   else f"layers.{arch.num_layers}.mlp.up_proj")
-    body_quantized = q is not None and not q.experts_only and not is_excluded(q, layer_name)
-    body_b = (q.bits / 8 + q.scale_bytes_per_weight) if body_quantized else b
-    if q is not None and not body_quantized and not q.experts_only:
+    body_b = mtp_layer_bytes_per_weight(arch, model_dtype, q)  # the layer's bytes per weight, as mtp_draft_weights
+    if q is not None and not q.experts_only and is_excluded(q, layer_name):
         parts.append(f"the checkpoint's exclude list names the MTP layer ({layer_name}); SGLang builds it as "
                      "model.decoder.* and matches its exclusions against that name: counted unquantized, as stored "
                      "(not modelled further)")
