@@ -177,7 +177,7 @@ def candidates(request, memory, compat, quantized_variants: Callable[[str], list
         if request.runtime == "sglang" and request.mem_fraction_static is None:
             # SGLang's own "Not enough memory" error says to raise --mem-fraction-static (its default keeps a reserve
             # for activations and CUDA graphs, which a higher share narrows, as vLLM's higher utilizations do)
-            mfs = memory.resolved.get("gpu_memory_utilization") or getattr(memory.plan, "mem_fraction_static", 0) or 0
+            mfs = memory.resolved.get("mem_fraction_static") or 0
             for f in SGLANG_MEM_FRACTIONS:
                 if f > mfs + 1e-9:
                     out.append(Suggestion(label=f"--mem-fraction-static {f}", params={"mem_fraction_static": str(f)},

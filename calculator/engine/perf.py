@@ -764,16 +764,26 @@ class ModelCost:
         ``prefill_graph_kernel_dense_us`` where the row sets them; 0 when the row or the runtime gives no such cost."""
         if not eff.prefill_launch_us or not self.layer_kernels:
             return 0.0
-        eager, graphed = eff.prefill_launch_us, eff.prefill_graph_kernel_us
-        if not self.num_experts and eff.prefill_launch_dense_us is not None:
-            eager = eff.prefill_launch_dense_us
-            graphed = eff.prefill_graph_kernel_dense_us if eff.prefill_graph_kernel_dense_us is not None else graphed
+        eager, graphed = self.prefill_kernel_us(eff)
         if 0 < tokens <= self.prefill_graph_max_tokens:
             split = min(self.graph_split_ops_per_layer, self.layer_kernels)
             per_layer_us = split * eager + (self.layer_kernels - split) * graphed
         else:
             per_layer_us = self.layer_kernels * eager
         return self.allreduce_layers * per_layer_us * 1e-6
+
+    def dense_prefill(self, eff: "Efficiency") -> bool:
+        """Whether the row's dense-model prefill terms apply: a model without experts, on a row that sets them."""
+        return not self.num_experts and eff.prefill_launch_dense_us is not None
+
+    def prefill_kernel_us(self, eff: "Efficiency") -> tuple[float, float]:
+        """``(eager, graphed)`` µs per counted kernel of a prefill pass for this model on the row
+        (:meth:`pass_launch_s`)."""
+        if not self.dense_prefill(eff):
+            return eff.prefill_launch_us, eff.prefill_graph_kernel_us
+        return eff.prefill_launch_dense_us, (eff.prefill_graph_kernel_dense_us
+                                             if eff.prefill_graph_kernel_dense_us is not None
+                                             else eff.prefill_graph_kernel_us)
 
     def layer_fixed_s(self, eff: "Efficiency", context: int = 0) -> float:
         """Seconds per forward pass that no roofline term covers: ``layers x layer_kernels x kernel_us`` (+ the
@@ -1648,10 +1658,8 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
                                         if s.target.triton_layers and hw.eff.triton_iter_us else ""))
     if hw.eff.prefill_launch_us and s.target.layer_kernels:
         mc = s.target
-        dense = not mc.num_experts and hw.eff.prefill_launch_dense_us is not None
-        eager_us = hw.eff.prefill_launch_dense_us if dense else hw.eff.prefill_launch_us
-        graphed_us = (hw.eff.prefill_graph_kernel_dense_us if dense and hw.eff.prefill_graph_kernel_dense_us is not None
-                      else hw.eff.prefill_graph_kernel_us)
+        dense = mc.dense_prefill(hw.eff)
+        eager_us, graphed_us = mc.prefill_kernel_us(hw.eff)
         graphed = (f"{graphed_us:g} us each (a dense model: its public before/after runs lost the whole launch time)"
                    if dense else f"{graphed_us:g} us each (an MoE model: fitted on Kimi-K2's public piecewise runs)")
         sources["prefill.launch"] = (
