@@ -60,7 +60,8 @@ def estimate(inp, runtime: str, **kw):
     """``perf.estimate_speed`` as the product's runtime path runs it: for SGLang with the per-layer kernel count its
     ``_speed_plan`` adds (calculator/runtimes/sglang/kernels.py, at the attention backend SGLang's default
     release picks for this GPU and model), with eager prefill passes as the releases of the public records ran them
-    (before 0.5.10; the product's default 0.5.10.post1 replays piecewise prefill graphs)."""
+    (before 0.5.10; from 0.5.10 SGLang replays piecewise prefill graphs, which the product's default release, see
+    calculator/runtimes/sglang/releases.DEFAULT, prices per perf.SGLANG_PREFILL_GRAPH_KERNEL_US)."""
     from calculator.engine import perf
     from calculator.engine.gpus import get_gpu
 

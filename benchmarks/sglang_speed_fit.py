@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fit SGLang's base efficiency terms (perf ``EFFICIENCY[("sglang", "*")]``) on public SGLang serving records.
 
-usage: python benchmarks/sglang_speed_fit.py [--json | --kernels [--hopper]]
+usage: python benchmarks/sglang_speed_fit.py [--json | --kernels [--hopper] | --load-ttft]
 
 Data: benchmarks/data/sglang_speed_public.json, public ``sglang.bench_serving`` results that are not in
 ../shared/cases/serving_speed_benchmarks.json (sgl-cookbook pages, each record with its URL and quote). Each
@@ -40,6 +40,11 @@ error on each. Result: MiniMax-M2.5 on 8x H100 (TP8 EP8, costed with MiniMax-M2.
 Qwen3-8B on 1x H100 (c=4, ShareGPT) 3.61-3.63 us (BF16 and FP8 with the triton backend): median 3.62 us over the three
 checkpoints, 4.23 us over the two architectures, against the row's 4.7; the 4 Gemma 4 runs on H200 are refused by the
 product (not modelled).
+
+``--load-ttft`` prints, for every record with more than one client that the product answers below saturation, the
+measured mean TTFT over the predicted one (the product's row as it ships) and their range: the figures of
+perf.SGLANG_LOAD_TTFT_WARNING, which every SGLang answer with more than one client carries (recomputed by
+tests/test_sglang_speed.py).
 """
 from __future__ import annotations
 
@@ -258,7 +263,33 @@ def hopper_check() -> int:
     return 0
 
 
+def load_ttft() -> dict:
+    """``{"ratios": {id: measured / predicted mean TTFT}, "concurrency": (lo, hi)}`` over the records with more than
+    one client that the product answers below saturation, with the row as it ships."""
+    ratios, concs = {}, []
+    for r in load():
+        if r["concurrency"] < 2:
+            continue
+        try:
+            pred = predict(prepare(r), perf.EFFICIENCY[KEY])
+        except EngineInputError:  # refused by the product: not scored
+            continue
+        if pred["saturated"]:
+            continue
+        ratios[r["id"]] = r["metrics"]["mean_ttft_ms"] / pred["ttft"]
+        concs.append(r["concurrency"])
+    return {"ratios": ratios, "concurrency": (min(concs), max(concs))}
+
+
 def main(argv: list[str]) -> int:
+    if "--load-ttft" in argv:
+        out = load_ttft()
+        for rid, x in out["ratios"].items():
+            print(f"{rid}: measured / predicted mean TTFT {x:.2f}")
+        v = sorted(out["ratios"].values())
+        print(f"{len(v)} runs at {out['concurrency'][0]}-{out['concurrency'][1]} clients: measured / predicted "
+              f"{v[0]:.2f}-{v[-1]:.2f}, median |error| {statistics.median(abs(1 / x - 1) for x in v):.0%}")
+        return 0
     if "--hopper" in argv:
         return hopper_check()
     if "--kernels" in argv:

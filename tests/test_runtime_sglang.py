@@ -372,6 +372,30 @@ def test_the_sglang_speed_warning_states_the_error_on_the_public_sglang_runs():
     assert said.replace(" ", "") in SPEED_WARNING.replace(" ", ""), said
 
 
+def test_sglang_answers_with_several_clients_say_their_ttft_is_not_calibrated(client):
+    """The figures of perf.SGLANG_LOAD_TTFT_WARNING are recomputed from the public runs with more than one client
+    (benchmarks/sglang_speed_fit.py --load-ttft: measured / predicted mean TTFT through the product's SGLang path);
+    the note is on an SGLang answer with several clients and on no answer with one, nor on vLLM's."""
+    import re
+    import statistics
+
+    from benchmarks import sglang_speed_fit as fit
+    from calculator.engine import perf
+
+    out = fit.load_ttft()
+    v = sorted(out["ratios"].values())
+    n, c_lo, c_hi, lo, hi, med = re.search(r"on (\d+) public .* with (\d+)-(\d+) clients .* was ([\d.]+)-([\d.]+) times .*"
+                                           r"median error (\d+) %", perf.SGLANG_LOAD_TTFT_WARNING).groups()
+    assert int(n) == len(v) and (int(c_lo), int(c_hi)) == out["concurrency"]
+    assert f"{v[0]:.2f}" == lo and f"{v[-1]:.1f}" == hi
+    assert round(100 * statistics.median(abs(1 / x - 1) for x in v)) == int(med)
+    assert v[0] < 0.5 and v[-1] > 2  # both directions: not a bias a factor could fix
+    q = {"model": QWEN, "gpu": "H100", "runtime": "sglang"}
+    warned = lambda p: perf.SGLANG_LOAD_TTFT_WARNING in client.get("/api/estimate", p).json()["speed_warnings"]  # noqa
+    assert warned(q | {"concurrency": "16"}) and not warned(q | {"concurrency": "1"})
+    assert not warned(q | {"runtime": "vllm", "concurrency": "16"})
+
+
 def test_the_sglang_page_shows_how_far_its_speed_figures_were_off(client):
     from calculator.runtimes.sglang.runtime import SPEED_WARNING
 
