@@ -195,6 +195,9 @@ class ServingRequest(BaseModel):
     num_prompts: int | None = Field(None, ge=1, le=100000, json_schema_extra=_meta(
         "--num-prompts", "speed: requests of a vllm bench serve run; without --concurrency (its --max-concurrency) "
         "they all arrive at once (--request-rate inf) and queue", "workload"))
+    request_rate: float | None = Field(None, gt=0, le=1_000_000, json_schema_extra=_meta(
+        "--request-rate", "speed: requests per second arriving as a Poisson process (vllm bench serve --request-rate "
+        "R) over --num-prompts prompts (default 1000); --concurrency is then its --max-concurrency", "workload"))
     prompt_len: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_meta(
         "--prompt-len", "prompt tokens per request (speed; default 1024)", "workload", tokens=True))
     output_len: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_meta(
@@ -762,6 +765,10 @@ def _number(name: str, text: str) -> int | float:
         except ValueError:
             raise InputError(name, f"enter a number, got {text!r}") from None
         if not math.isfinite(number):
+            if name == "request_rate" and number > 0:
+                raise InputError(name, "an unlimited rate (vllm bench serve's default, --request-rate inf) sends every "
+                                 "prompt at once: give num_prompts without request_rate (and concurrency for its "
+                                 "--max-concurrency)")
             raise InputError(name, f"enter a finite number, got {text!r}")
         return number
     if re.fullmatch(r"\+?\d{19,}", text):  # a whole number too long to be any setting: say the field's bound

@@ -42,6 +42,8 @@ BAD = [
     ({"enforce_eager": "maybe"}, "enforce_eager"),
     ({"gpus_per_node": "0"}, "gpus_per_node"),
     ({"gpus_per_node": "many"}, "gpus_per_node"),
+    ({"request_rate": "inf"}, "request_rate"),
+    ({"request_rate": "0"}, "request_rate"),
 ]
 GOOD = [
     {},
@@ -50,6 +52,7 @@ GOOD = [
     {"speculative_config": '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":4}'},
     {"vllm_version": "0.19.0", "attention_backend": "FLASH_ATTN"},
     {"gpus_per_node": "4", "tensor_parallel_size": "4", "pipeline_parallel_size": "2"},
+    {"request_rate": "2.5", "num_prompts": "200"},
 ]
 
 

@@ -1168,6 +1168,9 @@ class SpeedResult(BaseModel):
     concurrency: int
     effective_concurrency: int
     mean_context: int
+    request_rate: float | None = None  # requests/s of an open loop (Poisson arrivals), None for a closed loop / burst
+    mean_in_flight: float | None = None  # an open loop's mean requests in flight (Little's law), None otherwise
+    saturated: bool | None = None  # an open loop whose rate exceeds what the server completes
     ttft_ms: float
     itl_ms: float
     decode_step_ms: float
@@ -1508,12 +1511,111 @@ def verify_compute_bound_tokens(s: _Setup) -> float:
         ridge * (mc.dense_bytes + mc.expert_bytes) / (2 * mc.matmul_params)
 
 
+DEFAULT_NUM_PROMPTS = 1000  # vllm bench serve's --num-prompts default (vllm/benchmarks/datasets/datasets.py:70 in 0.32)
+
+
+@dataclass
+class _OpenLoop:
+    """An open loop of Poisson arrivals at ``rate`` requests/s over ``prompts`` prompts (:func:`_open_loop`):
+    ``running`` requests run at once (the closed-loop point it is timed at), ``in_flight`` is their mean (Little's
+    law), ``saturated`` when the rate exceeds what ``max_running`` requests complete, ``client_cap`` the
+    ``--max-concurrency`` (the prompts when none), ``server_cap`` what the server runs at once."""
+
+    rate: float
+    prompts: int
+    running: int
+    in_flight: float
+    saturated: bool
+    client_cap: int
+    server_cap: int
+    max_running: int
+    cap_text: str = ""  # what limits the server's running requests, in the runtime's words
+
+    def tokens_per_s(self, lifetime_ms: float, output_len: int) -> float:
+        """Output tok/s as vllm bench serve reports it, all output tokens over the run's duration: the last prompt is
+        sent at ``(N - 1) / R`` s, or, when the server completes only ``mu = running / lifetime`` requests/s, it starts
+        at ``(N - 1) / mu``; it ends one lifetime later (vllm/benchmarks/serve.py ``benchmark_duration``)."""
+        life = lifetime_ms / 1e3
+        mu = self.running / life
+        return self.prompts * output_len / ((self.prompts - 1) / min(self.rate, mu) + life)
+
+    def apply(self, base: "_Point", output_len: int, warnings: list[str], sources: dict[str, str]) -> float:
+        """Set ``base.tps`` (and, saturated with the queue on the server, ``base.ttft``) for the open loop; return the
+        mean server-side queue wait added to TTFT (ms), say what binds in ``warnings`` and how in ``sources``."""
+        lifetime = base.ttft + (output_len - 1) * base.tpot
+        base.tps = self.tokens_per_s(lifetime, output_len)
+        mu = self.running / (lifetime / 1e3)
+        queue_ms = 0.0
+        sources["open_loop"] = (
+            f"Poisson arrivals at {self.rate:g} requests/s (vllm bench serve --request-rate, burstiness 1: exponential "
+            f"gaps, vllm/benchmarks/serve.py get_request) over {self.prompts:,} prompts: the requests in flight, L = R x "
+            "request lifetime (Little's law), found where the lifetime at L running requests gives back L; TTFT and "
+            "TPOT are the steady ones at that many (no wave: arrivals come one by one); output tok/s = N x output_len / "
+            "((N - 1) / min(R, mu) + lifetime), mu = the requests/s the running requests complete")
+        if not self.saturated:
+            return 0.0
+        cap = self.cap_text or "the server's limit"
+        if self.client_cap <= self.server_cap:
+            warnings.append(
+                f"{self.rate:g} requests/s is more than the server completes with {self.max_running} requests in flight "
+                f"(--max-concurrency {self.client_cap}): about {mu:.3g} requests/s. The rest wait in the client, which "
+                "vllm bench serve leaves out of TTFT (it times a request from when it is sent, vllm/benchmarks/serve.py "
+                "limited_request_func), so TTFT stays the steady one while the run takes longer: output tok/s is what "
+                f"{self.max_running} running requests sustain")
+            return 0.0
+        # the queue grows on the server while prompts arrive: prompt i arrives at i / R and starts at about i / mu
+        wait_s = (self.prompts - 1) / 2 * (1 / mu - 1 / self.rate)
+        if self.client_cap < self.prompts:  # --max-concurrency bounds the server's queue: Little's law
+            wait_s = min(wait_s, (self.client_cap / self.max_running - 1) * lifetime / 1e3)
+        queue_ms = wait_s * 1e3
+        base.ttft += queue_ms
+        warnings.append(
+            f"saturated: {self.rate:g} requests/s is more than the server completes, about {mu:.3g} requests/s with "
+            f"{self.max_running} requests running at once ({cap}); the queue grows while prompts arrive, so the mean "
+            f"TTFT includes a wait of {wait_s:.3g} s that grows with --num-prompts ({self.prompts:,} here): lower the "
+            "rate, or add replicas / GPUs")
+        sources["ttft_ms.queue"] = ("saturated open loop: prompt i arrives at i / R and starts at about i / mu, a mean "
+                                    "wait of (N - 1) / 2 x (1 / mu - 1 / R)" + (
+                                        ", at most (C / M - 1) x lifetime with --max-concurrency C (Little's law)"
+                                        if self.client_cap < self.prompts else ""))
+        return queue_ms
+
+
+def _open_loop(s: _Setup, prompt_len: int, output_len: int, rate: float, prompts: int, *, client_cap: int,
+               server_cap: int, cap_text: str = "") -> _OpenLoop:
+    """The operating point of Poisson arrivals at ``rate`` requests/s: the smallest ``n`` running requests (1 ..
+    ``min(client_cap, server_cap)``: the client's ``--max-concurrency`` and what the server runs at once) whose request lifetime ``T(n)`` (the
+    steady TTFT + ``(output_len - 1) x TPOT`` of :func:`_at` at ``n``, + the API server's ``ttft_fixed_ms``) holds
+    ``rate x T(n) <= n`` in flight (Little's law; ``T`` grows with ``n``, so a bisection finds it); saturated when even
+    ``max_running`` do not. ``in_flight`` is ``rate x T(n)``. Unit: requests."""
+    fixed = s.hw.eff.ttft_fixed_ms
+
+    def lifetime_s(n: int) -> float:
+        p = _at(s, prompt_len, output_len, n)
+        return (p.ttft + fixed + (output_len - 1) * p.tpot) / 1e3
+
+    top = max(1, min(client_cap, server_cap))
+    if rate * lifetime_s(top) > top:
+        return _OpenLoop(rate=rate, prompts=prompts, running=top, in_flight=float(top), saturated=True,
+                         client_cap=client_cap, server_cap=server_cap, max_running=top, cap_text=cap_text)
+    lo, hi = 1, top
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if rate * lifetime_s(mid) <= mid:
+            hi = mid
+        else:
+            lo = mid + 1
+    return _OpenLoop(rate=rate, prompts=prompts, running=lo, in_flight=rate * lifetime_s(lo), saturated=False,
+                     client_cap=client_cap, server_cap=server_cap, max_running=top, cap_text=cap_text)
+
+
 def estimate_speed(inp: EngineInput, est: EstimateResult | None = None, *, prompt_len: int = 1024,
                    output_len: int = 128, concurrency: int = 1, acceptance_rate: float | None = None,
                    temperature: float | None = None, workload: str | None = None,
                    acceptance_length: float | None = None, runtime: str = "vllm",
                    arrival: str = "closed", speculative_num_steps: int | None = None,
-                   speculative_eagle_topk: int = 1) -> SpeedResult:
+                   speculative_eagle_topk: int = 1, request_rate: float | None = None,
+                   num_prompts: int | None = None) -> SpeedResult:
     """Predict TTFT, TPOT and output tok/s of ``inp`` (with its ``--speculative-config`` if any).
 
     Args:
@@ -1537,6 +1639,9 @@ def estimate_speed(inp: EngineInput, est: EstimateResult | None = None, *, promp
             ``num_steps`` passes of ``topk`` tokens per request and the target verifies
             ``num_speculative_tokens`` (SGLang's ``--speculative-num-draft-tokens``) per request. The
             acceptance model is for chains: give the tree's measured acceptance length.
+        request_rate: requests/s of an open loop (``vllm bench serve --request-rate R``, Poisson arrivals) over
+            ``num_prompts`` prompts (default 1000), ``concurrency`` its ``--max-concurrency``: see
+            :func:`estimate_speed_plan` and :func:`_open_loop`.
 
     Raises:
         EngineInputError: non-positive lengths/concurrency, α outside [0, 1], an acceptance length outside
@@ -1546,24 +1651,49 @@ def estimate_speed(inp: EngineInput, est: EstimateResult | None = None, *, promp
                                concurrency=concurrency, acceptance_rate=acceptance_rate, temperature=temperature,
                                workload=workload, acceptance_length=acceptance_length, runtime=runtime,
                                arrival=arrival, speculative_num_steps=speculative_num_steps,
-                               speculative_eagle_topk=speculative_eagle_topk)
+                               speculative_eagle_topk=speculative_eagle_topk, request_rate=request_rate,
+                               num_prompts=num_prompts)
 
 
 def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int = 128, concurrency: int = 1,
                         acceptance_rate: float | None = None, temperature: float | None = None,
                         workload: str | None = None, acceptance_length: float | None = None,
                         runtime: str = "vllm", arrival: str = "closed", speculative_num_steps: int | None = None,
-                        speculative_eagle_topk: int = 1) -> SpeedResult:
+                        speculative_eagle_topk: int = 1, request_rate: float | None = None,
+                        num_prompts: int | None = None) -> SpeedResult:
     """:func:`estimate_speed` on a :class:`Plan`. With ``plan.dp`` data-parallel replicas the clients spread over
     them (each its own scheduler and KV cache: vLLM's DP engine cores, SGLang's --dp-size): one replica is modelled
-    at ``ceil(C / dp)`` clients and the output tok/s is that of the ``min(dp, C)`` busy replicas together."""
+    at ``ceil(C / dp)`` clients and the output tok/s is that of the ``min(dp, C)`` busy replicas together; a request
+    rate is split alike (``R / dp`` requests/s and ``ceil(N / dp)`` prompts per replica).
+
+    ``request_rate`` (requests/s, finite; ``arrival`` is then ``poisson``): an open loop, ``vllm bench serve
+    --request-rate R`` (Poisson arrivals, burstiness 1) over ``num_prompts`` prompts (default 1000, vllm bench
+    serve's ``DEFAULT_NUM_PROMPTS``), with ``concurrency`` as its ``--max-concurrency`` (the client's cap; at most
+    ``num_prompts``). See :func:`_open_loop`."""
     _validate(prompt_len, output_len, concurrency, acceptance_rate)
+    if request_rate is not None:
+        if isinstance(request_rate, bool) or not isinstance(request_rate, (int, float)) \
+                or not 0 < request_rate < float("inf"):
+            raise EngineInputError("request_rate", f"must be a positive number of requests per second, got "
+                                   f"{request_rate!r} (an unlimited rate, --request-rate inf, is num_prompts "
+                                   "without a request rate)")
+        if arrival != "closed":
+            raise EngineInputError("arrival", "a request rate is its own arrival process (Poisson): give no arrival")
+        arrival = "poisson"
+    if num_prompts is not None and (isinstance(num_prompts, bool) or not isinstance(num_prompts, int)
+                                    or num_prompts < 1):
+        raise EngineInputError("num_prompts", f"must be a positive integer, got {num_prompts!r}")
     if plan.dp > 1:
+        rate_kw = {} if request_rate is None else {"request_rate": request_rate / plan.dp,
+                                                   "num_prompts": math.ceil((num_prompts or DEFAULT_NUM_PROMPTS)
+                                                                            / plan.dp)}
         return _replicas(plan, prompt_len=prompt_len, output_len=output_len, concurrency=concurrency,
                          acceptance_rate=acceptance_rate, temperature=temperature, workload=workload,
-                         acceptance_length=acceptance_length, runtime=runtime, arrival=arrival,
-                         speculative_num_steps=speculative_num_steps, speculative_eagle_topk=speculative_eagle_topk)
-    if arrival not in ("closed", "burst"):
+                         acceptance_length=acceptance_length, runtime=runtime,
+                         arrival="closed" if arrival == "poisson" else arrival,
+                         speculative_num_steps=speculative_num_steps, speculative_eagle_topk=speculative_eagle_topk,
+                         **rate_kw)
+    if arrival not in ("closed", "burst", "poisson"):
         raise EngineInputError("arrival", f"must be 'closed' or 'burst', got {arrival!r}")
     if temperature is not None and not (isinstance(temperature, (int, float)) and 0 <= temperature <= 10):
         raise EngineInputError("temperature", f"must be a number from 0 to 10, got {temperature!r}")
@@ -1602,7 +1732,20 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
     if budget_cap is not None:
         caps["budget"] = budget_cap
     conc = max(1, min(concurrency, *caps.values()))
-    if conc < concurrency:
+    open_loop = None
+    if arrival == "poisson":
+        n_prompts = num_prompts or DEFAULT_NUM_PROMPTS
+        binding = min(caps, key=lambda c: (caps[c], ("max_num_seqs", "kv", "budget").index(c)))
+        cap_text = {"max_num_seqs": ({"sglang": "--max-running-requests"}.get(runtime, "--max-num-seqs")
+                                     + f" {s.max_seqs}"),
+                    "kv": f"the KV cache ({plan.kv_cache_tokens or 0:,} tokens hold {kv_cap} requests of {total_len} "
+                          "tokens)",
+                    "budget": f"the prefill token budget (--max-num-batched-tokens {s.chunk:,})"}[binding]
+        open_loop = _open_loop(s, prompt_len, output_len, request_rate, n_prompts,
+                               client_cap=min(concurrency, n_prompts), server_cap=max(1, min(caps.values())),
+                               cap_text=cap_text)
+        conc = open_loop.running
+    elif conc < concurrency:
         binding = min(caps, key=lambda c: (caps[c], ("max_num_seqs", "kv", "budget").index(c)))
         why = {"max_num_seqs": ({"sglang": "--max-running-requests", "llama.cpp": "--parallel"}.get(runtime, "--max-num-seqs")
                                 + f" {s.max_seqs}"),
@@ -1638,12 +1781,15 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
         read_ms = s.target.weight_bytes(s.chunk) / (hw.bandwidth * hw.eff.mem_bw) * 1e3
         t_all = max(conc * pre.compute_ms, n_chunks * read_ms) + n_chunks * hw.eff.step_overhead_ms + conc * pre.comm_ms
         wave = max(steady_ttft, t_all * (conc + 1) / (2 * conc))
-        share = 1.0 if arrival == "burst" else hw.eff.wave_share
+        # Poisson arrivals come one by one: no wave
+        share = 1.0 if arrival == "burst" else 0.0 if arrival == "poisson" else hw.eff.wave_share
         base.ttft = share * wave + (1 - share) * steady_ttft
     base.ttft += hw.eff.ttft_fixed_ms
     base.tps = conc * output_len / ((base.ttft + (output_len - 1) * base.tpot) / 1e3)
     queue_ms = 0.0
-    if concurrency > conc:
+    if open_loop is not None:
+        queue_ms = open_loop.apply(base, output_len, warnings, sources)
+    elif concurrency > conc:
         lifetime = base.ttft + (output_len - 1) * base.tpot
         q = concurrency / conc - 1
         queue_ms = (q / 2 if arrival == "burst" else q) * lifetime
@@ -1720,6 +1866,11 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
         spec_result, acc = _speculation(s, plan.spec_method, plan.spec_k, prompt_len, output_len, conc, ctx, base,
                                         acceptance_rate, acceptance_length, workload, temperature, warnings, sources,
                                         queue_ms=queue_ms)
+        if open_loop is not None and spec_result is not None and spec_result.itl_ms is not None:
+            # the same arrivals served by the speculative server: its shorter request lifetime completes the run sooner
+            # only where the plain one could not keep up with the rate
+            life = spec_result.ttft_ms - queue_ms + (output_len - 1) * spec_result.itl_ms
+            spec_result.output_tokens_per_s = round(open_loop.tokens_per_s(life, output_len), 1)
         if budget_cap is not None:
             # the drafts take budget too: the speculative run is budget-bound from fewer clients than the plain one
             al = spec_result.mean_acceptance_length if spec_result is not None else None
@@ -1763,7 +1914,10 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
 
     return SpeedResult(
         model=plan.model, gpu=s.gpu.name, prompt_len=prompt_len, output_len=output_len, concurrency=concurrency,
-        effective_concurrency=conc, mean_context=ctx, ttft_ms=round(base.ttft, 3), itl_ms=round(base.tpot, 3),
+        effective_concurrency=conc, mean_context=ctx, request_rate=request_rate,
+        mean_in_flight=None if open_loop is None else round(open_loop.in_flight, 2),
+        saturated=None if open_loop is None else open_loop.saturated,
+        ttft_ms=round(base.ttft, 3), itl_ms=round(base.tpot, 3),
         decode_step_ms=round(base.step.total_ms, 3), output_tokens_per_s=round(base.tps, 1), decode=base.step,
         prefill=base.prefill, compute_dtype=hw.compute_dtype, runtime=runtime, efficiency_label=hw.eff.label,
         efficiency_precision=precision,
@@ -1788,6 +1942,9 @@ def _replicas(plan: Plan, *, concurrency: int, **kw: Any) -> SpeedResult:
         return round(busy * n_busy + (other or 0.0) * ((dp - extra) if rest is not None else 0), 1)
 
     res.concurrency = concurrency
+    if res.request_rate is not None:  # an open loop: the whole rate, and the requests in flight on every replica
+        res.request_rate = round(res.request_rate * dp, 6)
+        res.mean_in_flight = round((res.mean_in_flight or 0.0) * dp, 2)
     res.output_tokens_per_s = total(res.output_tokens_per_s, rest.output_tokens_per_s if rest else None)
     if res.spec is not None:
         res.spec.output_tokens_per_s = total(res.spec.output_tokens_per_s,
@@ -1995,7 +2152,8 @@ def speed_fields(engine_input: EngineInput, estimate_result: EstimateResult | No
                  workload: str | None = None, temperature: float | None = None,
                  acceptance_length: float | None = None, runtime: str = "vllm",
                  arrival: str = "closed", plan: Plan | None = None, speculative_num_steps: int | None = None,
-                 speculative_eagle_topk: int = 1) -> dict[str, Any]:
+                 speculative_eagle_topk: int = 1, request_rate: float | None = None,
+                 num_prompts: int | None = None) -> dict[str, Any]:
     """The speed keys ``estimate --format json`` and ``/api/estimate`` merge into their JSON (``arrival``: as
     :func:`estimate_speed`; ``plan``: a :class:`Plan` to use instead of the memory engine's, e.g. with another
     runtime's KV capacity; ``speculative_num_steps`` / ``speculative_eagle_topk``: SGLang's draft tree, as
@@ -2012,7 +2170,8 @@ def speed_fields(engine_input: EngineInput, estimate_result: EstimateResult | No
     (``0``: pays at no concurrency; ``null``: still pays at the largest modelled), ``spec_pays_from_concurrency``
     (set when it loses at concurrency 1 but pays higher up, as MoE targets can)
     and ``break_even_acceptance_rate`` (accepted / drafted tokens, as vLLM logs its "Avg Draft acceptance
-    rate"); ``speed_sources`` and ``speed_warnings``.
+    rate"); ``speed_sources`` and ``speed_warnings``. With ``request_rate`` (an open loop, :func:`estimate_speed`)
+    also ``request_rate`` (requests/s), ``mean_in_flight`` (requests, Little's law) and ``saturated``.
 
     Raises:
         EngineInputError: see :func:`estimate_speed`.
@@ -2021,7 +2180,8 @@ def speed_fields(engine_input: EngineInput, estimate_result: EstimateResult | No
                             prompt_len=prompt_len, output_len=output_len, concurrency=concurrency,
                             acceptance_rate=acceptance_rate, workload=workload, temperature=temperature,
                             acceptance_length=acceptance_length, runtime=runtime, arrival=arrival,
-                            speculative_num_steps=speculative_num_steps, speculative_eagle_topk=speculative_eagle_topk)
+                            speculative_num_steps=speculative_num_steps, speculative_eagle_topk=speculative_eagle_topk,
+                            request_rate=request_rate, num_prompts=num_prompts)
     return result_fields(r)
 
 
@@ -2030,6 +2190,8 @@ def result_fields(r: SpeedResult) -> dict[str, Any]:
     out: dict[str, Any] = {"ttft_ms": _sig(r.ttft_ms), "itl_ms": _sig(r.itl_ms),
                            "output_tokens_per_s": _sig(r.output_tokens_per_s), "efficiency_label": r.efficiency_label,
                            "efficiency_precision": r.efficiency_precision}
+    if r.request_rate is not None:
+        out.update(request_rate=r.request_rate, mean_in_flight=r.mean_in_flight, saturated=r.saturated)
     if r.spec is not None:
         sp = r.spec
         # the three figures describe one server: the speculative one where its TPOT is predicted (an acceptance figure

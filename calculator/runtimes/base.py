@@ -62,14 +62,23 @@ def speed_kwargs(request) -> dict[str, Any]:
     ``concurrency`` is vllm bench serve's ``--request-rate inf`` without ``--max-concurrency``: all of them
     arrive at once (``arrival="burst"``, ``concurrency`` = ``num_prompts``), and so do they when ``--max-concurrency``
     is at least ``num_prompts`` (its semaphore never holds one back); with a smaller ``concurrency`` the run is a
-    closed loop of that many in flight (``arrival="closed"``)."""
+    closed loop of that many in flight (``arrival="closed"``). With ``request_rate`` (``--request-rate R``) the keys
+    ``request_rate`` and ``num_prompts`` (default 1000) are added and ``concurrency`` is the client's
+    ``--max-concurrency`` (at most ``num_prompts``): an open loop of Poisson arrivals (perf.estimate_speed_plan)."""
+    common = {"prompt_len": request.prompt_len or 1024, "output_len": request.output_len or 128,
+              "acceptance_rate": request.acceptance_rate, "acceptance_length": request.acceptance_length,
+              "temperature": request.temperature, "workload": request.workload}
+    if request.request_rate is not None:
+        # vllm bench serve --request-rate R: Poisson arrivals over num_prompts prompts, concurrency its --max-concurrency
+        from calculator.engine.perf import DEFAULT_NUM_PROMPTS
+
+        n = request.num_prompts or DEFAULT_NUM_PROMPTS
+        return {**common, "concurrency": min(request.concurrency or n, n), "arrival": "closed",
+                "request_rate": request.request_rate, "num_prompts": n}
     burst = request.num_prompts is not None and (request.concurrency is None
                                                  or request.concurrency >= request.num_prompts)
-    return {"prompt_len": request.prompt_len or 1024, "output_len": request.output_len or 128,
-            "concurrency": request.num_prompts if burst else (request.concurrency or 1),
-            "arrival": "burst" if burst else "closed", "acceptance_rate": request.acceptance_rate,
-            "acceptance_length": request.acceptance_length, "temperature": request.temperature,
-            "workload": request.workload}
+    return {**common, "concurrency": request.num_prompts if burst else (request.concurrency or 1),
+            "arrival": "burst" if burst else "closed"}
 
 
 def given_workload_over(request, max_model_len: int) -> int | None:

@@ -601,6 +601,9 @@ def build(plan: Plan) -> Outcome:
     params["acceptance_rate"] = request.acceptance_rate
     kw = speed_kwargs(request)
     params["burst"] = kw["concurrency"] if kw["arrival"] == "burst" else None  # base.speed_kwargs' burst
+    params["request_rate"] = kw.get("request_rate")  # an open loop: its rate, prompts and the client's cap
+    params["num_prompts"] = kw.get("num_prompts")
+    params["max_concurrency"] = request.concurrency if kw.get("request_rate") is not None else None
     return Outcome(
         model_id=plan.model.repo_id,
         inp=inp,

@@ -17,8 +17,14 @@ from calculator.runtimes import get_runtime
 
 def _workload_text(speed: dict) -> str:
     """The workload the speed figures are for, in vllm bench serve's terms."""
-    who = (f"{speed['concurrency']} prompts at once (--num-prompts, --request-rate inf)"
-           if speed.get("arrival") == "burst" else f"concurrency {speed['concurrency']}")
+    if speed.get("request_rate") is not None:
+        who = (f"{speed['request_rate']:g} requests/s, Poisson arrivals (--request-rate), {speed['num_prompts']:,} prompts"
+               + (f", --max-concurrency {speed['concurrency']:,}" if speed['concurrency'] < speed['num_prompts'] else "")
+               + (f": {speed['mean_in_flight']:g} in flight on average" if speed.get("mean_in_flight") is not None
+                  else "") + (", saturated" if speed.get("saturated") else ""))
+    else:
+        who = (f"{speed['concurrency']} prompts at once (--num-prompts, --request-rate inf)"
+               if speed.get("arrival") == "burst" else f"concurrency {speed['concurrency']}")
     return f"prompt {speed['prompt_len']}, output {speed['output_len']}, {who}"
 
 

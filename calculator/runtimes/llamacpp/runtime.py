@@ -919,6 +919,9 @@ class LlamaCpp:
 
             raise EngineInputError("configuration", NO_SERVER)
         kw = self.speed_kwargs(request)
+        if kw.get("request_rate") is not None:
+            raise EngineInputError("request_rate", "a request rate (Poisson arrivals) is modelled for vLLM and SGLang; "
+                                   "llama.cpp serves its --parallel slots: give concurrency instead")
         if kw["arrival"] == "burst":
             raise EngineInputError("num_prompts", "a burst of requests arriving at once is modelled for vLLM and "
                                    "SGLang; llama.cpp serves its --parallel slots: give concurrency instead")

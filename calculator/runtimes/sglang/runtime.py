@@ -160,6 +160,8 @@ class SGLang:
         would do)."""
         if request.max_num_seqs is not None or request.speculative_config is None:
             return request.max_num_seqs
+        if request.request_rate is not None and request.concurrency is None:
+            return None  # an open loop: how many run at once follows from the rate, not a client count to lift to
         if request.speculative_config.method not in ("eagle", "eagle3", "mtp", "ngram"):
             return None
         default = spec_max_running(request.release)

@@ -184,4 +184,5 @@ class VLLM:
         return perf.speed_fields(self.engine_input(request, model), memory, kw["prompt_len"], kw["output_len"],
                                  kw["concurrency"], kw["acceptance_rate"], workload=kw["workload"],
                                  temperature=kw["temperature"], acceptance_length=kw["acceptance_length"],
-                                 arrival=kw["arrival"])
+                                 arrival=kw["arrival"], request_rate=kw.get("request_rate"),
+                                 num_prompts=kw.get("num_prompts"))

@@ -1,0 +1,97 @@
+"""An open loop of Poisson arrivals (``vllm bench serve --request-rate R``): the requests in flight by Little's law,
+the run's output tok/s as vllm bench serve measures it, the queue at saturation on the server and in the client."""
+from __future__ import annotations
+
+import pytest
+
+from calculator.engine import EngineInput, EngineInputError, perf
+from tests.conftest import load_config
+
+
+def _inp():
+    return EngineInput(hf_config=load_config("meta-llama__Llama-3.1-8B-Instruct.json"), gpu="H100",
+                       max_model_len=8192)
+
+
+def test_a_low_rate_runs_one_request_at_a_time_and_sends_the_run_at_the_rate():
+    """At 0.2 requests/s a 1024 + 128 token request (~1 s) is alone: TTFT and TPOT are the single request's; by
+    Little's law 0.2 x its lifetime are in flight; vllm bench serve's output tok/s is N x 128 over the run, the last
+    of N prompts sent at (N - 1) / 0.2 s and done one lifetime later."""
+    one = perf.estimate_speed(_inp(), concurrency=1)
+    r = perf.estimate_speed(_inp(), concurrency=1000, request_rate=0.2)
+    assert (r.effective_concurrency, r.saturated, r.request_rate) == (1, False, 0.2)
+    assert r.ttft_ms == one.ttft_ms and r.itl_ms == one.itl_ms
+    life_s = (one.ttft_ms + 127 * one.itl_ms) / 1e3
+    assert r.mean_in_flight == pytest.approx(0.2 * life_s, abs=0.005)
+    assert r.output_tokens_per_s == pytest.approx(1000 * 128 / (999 / 0.2 + life_s), abs=0.06)
+    few = perf.estimate_speed(_inp(), concurrency=1000, request_rate=0.2, num_prompts=10)
+    assert few.output_tokens_per_s == pytest.approx(10 * 128 / (9 / 0.2 + life_s), abs=0.06)
+
+
+def test_the_requests_in_flight_satisfy_littles_law_below_saturation():
+    """At 10 requests/s the mean in flight is R x lifetime at the running count the model settles on (the smallest
+    whole number of requests that holds it), and the figures are that closed-loop point's without a wave."""
+    r = perf.estimate_speed(_inp(), concurrency=1000, request_rate=10.0)
+    assert not r.saturated
+    life_s = (r.ttft_ms + 127 * r.itl_ms) / 1e3
+    assert r.mean_in_flight == pytest.approx(10.0 * life_s, rel=1e-3)
+    assert r.effective_concurrency - 1 < r.mean_in_flight <= r.effective_concurrency
+    slower = perf.estimate_speed(_inp(), concurrency=1000, request_rate=15.0)
+    assert slower.mean_in_flight > r.mean_in_flight and slower.itl_ms > r.itl_ms
+
+
+def test_a_saturated_server_queues_a_wait_that_grows_with_the_prompts():
+    """Above what the server completes (mu = M running / lifetime), prompt i arrives at i / R and starts at i / mu:
+    the mean TTFT grows by (N - 1) / 2 x (1 / mu - 1 / R). Two runs of 501 and 1001 prompts give mu from their TTFT
+    difference; the same mu is M / lifetime of the steady point and sets the run's output tok/s."""
+    rate, o = 60.0, 128
+    a = perf.estimate_speed(_inp(), concurrency=501, num_prompts=501, request_rate=rate)
+    b = perf.estimate_speed(_inp(), concurrency=1001, num_prompts=1001, request_rate=rate)
+    assert a.saturated and b.saturated and a.effective_concurrency == b.effective_concurrency
+    inv_mu = (b.ttft_ms - a.ttft_ms) / 1e3 / 250 + 1 / rate
+    steady_ttft_ms = b.ttft_ms - 500 * (inv_mu - 1 / rate) * 1e3
+    life_s = (steady_ttft_ms + (o - 1) * b.itl_ms) / 1e3
+    assert 1 / inv_mu == pytest.approx(b.effective_concurrency / life_s, rel=2e-3)
+    assert b.output_tokens_per_s == pytest.approx(1001 * o / (1000 * inv_mu + life_s), rel=2e-3)
+    assert any(w.startswith("saturated: 60 requests/s") for w in b.warnings)
+
+
+def test_a_client_cap_holds_the_queue_in_the_client_out_of_ttft():
+    """With --max-concurrency 16 below the server's limit the rest wait in vllm bench serve's semaphore, which it
+    leaves out of TTFT: TTFT stays the steady one (below the closed loop's, which counts a wave of 16), the output
+    tok/s is what 16 running requests sustain, 16 / lifetime requests/s."""
+    r = perf.estimate_speed(_inp(), concurrency=16, request_rate=200.0)
+    closed = perf.estimate_speed(_inp(), concurrency=16)
+    assert r.saturated and r.effective_concurrency == 16 and r.itl_ms == closed.itl_ms
+    assert r.ttft_ms < closed.ttft_ms
+    life_s = (r.ttft_ms + 127 * r.itl_ms) / 1e3
+    assert r.output_tokens_per_s == pytest.approx(1000 * 128 / (999 * life_s / 16 + life_s), rel=1e-3)
+    assert any("wait in the client" in w for w in r.warnings)
+
+
+@pytest.mark.parametrize("rate", [0, -1.0, float("inf"), True])
+def test_a_rate_that_is_not_positive_and_finite_is_refused(rate):
+    with pytest.raises(EngineInputError) as err:
+        perf.estimate_speed(_inp(), request_rate=rate)
+    assert err.value.field == "request_rate"
+
+
+@pytest.mark.django_db
+def test_the_rate_reaches_the_api_the_command_line_and_the_page(client):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    q = {"model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "H100", "request_rate": "5", "num_prompts": "200"}
+    body = client.get("/api/estimate", q).json()
+    assert (body["request_rate"], body["saturated"]) == (5.0, False) and 4 < body["mean_in_flight"] < 8
+    out = StringIO()
+    call_command("estimate", "--model", q["model"], "--gpu", "H100", "--request-rate", "5", "--num-prompts", "200",
+                 stdout=out)
+    assert "5 requests/s, Poisson arrivals (--request-rate), 200 prompts" in out.getvalue()
+    page = client.get("/", q, follow=True).content.decode()
+    assert 'id="open-loop"' in page and "200 prompts" in page
+    llama = client.get("/api/estimate", {"model": q["model"], "runtime": "llama.cpp", "gpu": "RTX 4090",
+                                          "request_rate": "5"}).json()
+    assert llama["speed_error"].startswith("request_rate: a request rate (Poisson arrivals) is modelled for vLLM and "
+                                           "SGLang")
