@@ -6,6 +6,7 @@ Expected values are computed by hand from the configs (calculator/data/model_con
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -212,6 +213,25 @@ def test_the_profile_says_why_when_the_runtime_does_not_model_it(client):
     # SGLang's draft on a hybrid gated-delta-net model is refused as not modelled (runtimes/sglang/memory.py)
     m = _profile(client, "model=Qwen/Qwen3-Next-80B-A3B-Instruct&gpu=H200&tensor_parallel_size=4&runtime=sglang")
     assert m is not None and "href=" not in m.group(0) and "not modelled" in m.group(0)
+
+
+@pytest.mark.usefixtures("_offline")
+def test_the_profiles_reason_on_sglang_is_in_sglangs_terms(client):
+    """Llama 3.1 8B's config.json has no num_nextn_predict_layers: on SGLang the profile is --speculative-algorithm
+    NEXTN --speculative-num-steps 1 and SGLang's refusal is given, not vLLM's draft map; on vLLM, vLLM's."""
+    m = _profile(client, "model=meta-llama/Llama-3.1-8B-Instruct&gpu=H100&runtime=sglang")
+    assert m is not None and "href=" not in m.group(0)
+    text = html.unescape(m.group(0))
+    assert ("(the profile (--speculative-algorithm NEXTN --speculative-num-steps 1) does not apply here: "
+            "LlamaForCausalLM has no MTP (NEXTN) layers in config.json (num_nextn_predict_layers))") in text
+    assert "vLLM" not in text and "speculative_config" not in text and "Unsupported speculative method" not in text
+    # a hybrid GDN model: the refusal named by SGLang's flags, not the page's speculative_config field
+    text = html.unescape(_profile(client, "model=Qwen/Qwen3-Next-80B-A3B-Instruct&gpu=H200&tensor_parallel_size=4"
+                                          "&runtime=sglang").group(0))
+    assert "--speculative-algorithm NEXTN --speculative-num-steps 1) does not apply here: Mamba" in text
+    assert "speculative_config" not in text
+    text = html.unescape(_profile(client, "model=meta-llama/Llama-3.1-8B-Instruct&gpu=H100&runtime=vllm").group(0))
+    assert "vLLM maps no MTP draft for model_type 'llama'" in text and "NEXTN" not in text
 
 
 @pytest.mark.usefixtures("_offline")
