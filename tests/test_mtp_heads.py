@@ -200,6 +200,20 @@ def test_the_profile_is_one_click_for_a_model_with_an_mtp_head(client):
 
 
 @pytest.mark.usefixtures("_offline")
+@pytest.mark.parametrize("runtime", ["vllm", "sglang"])
+def test_the_profile_link_follows_the_speed_cards_and_says_it_is_another_configuration(client, runtime):
+    """The cards are this page's workload (prompt 1,024, output 128, 1 in flight); the profile is 32,512 in + 256 out,
+    4 in flight: the link comes after the TTFT / ITL / tok/s figures and is labelled as another configuration."""
+    page = client.get(f"/?model=Qwen/Qwen3.5-35B-A3B&gpu=H200&tensor_parallel_size=2&runtime={runtime}",
+                      HTTP_HX_REQUEST="true").content.decode()
+    link = page.index('id="mtp-profile"')
+    for figure in ('id="ttft-ms"', 'id="itl-ms"', 'id="output-tok-s"'):
+        assert page.index(figure) < link, figure
+    assert "Another configuration (not the figures above):" in _profile(
+        client, f"model=Qwen/Qwen3.5-35B-A3B&gpu=H200&tensor_parallel_size=2&runtime={runtime}").group(0)
+
+
+@pytest.mark.usefixtures("_offline")
 def test_the_profile_keeps_the_runtime(client):
     m = _profile(client, "model=zai-org/GLM-4.7-Flash&gpu=H200&tensor_parallel_size=2&runtime=sglang")
     assert m is not None
