@@ -347,3 +347,23 @@ def test_the_speed_model_reads_the_mtp_layer_at_the_bytes_the_memory_estimate_st
     a = parse_config(nv)
     q = resolve_quant(a, nv.get("quantization_config") or nv["text_config"].get("quantization_config"), None)
     assert q.bits == 4 and mtp_layer_bytes_per_weight(a, "bfloat16", q) == 2
+
+
+@pytest.mark.usefixtures("_offline")
+def test_the_mtp_layers_not_loaded_note_only_when_the_method_is_not_mtp(client):
+    """DeepSeek-V3's config stores one MTP layer (num_nextn_predict_layers: 1). Without speculative decoding vLLM skips
+    it, and the answer says so; with method mtp it is the draft (draft_weights_gib), so "vLLM loads them only with
+    speculative method mtp" would contradict the request and is not shown, on the API and on the page."""
+    base = {"model": "deepseek-ai/DeepSeek-V3", "gpu": "H200", "tensor_parallel_size": "8"}
+    note = "1 MTP layer(s) stored in the checkpoint; vLLM loads them only with speculative method mtp"
+    plain = client.get("/api/estimate", base).json()
+    assert note in plain["warnings"] and plain["draft_weights_gib"] == 0
+    mtp = client.get("/api/estimate", {**base, "speculative_config": '{"method":"mtp","num_speculative_tokens":1}'})
+    assert mtp.status_code == 200 and mtp.json()["draft_weights_gib"] > 0
+    assert not any("loads them only" in w for w in mtp.json()["warnings"])
+    page = client.get("/", {**base, "speculative_config": '{"method":"mtp","num_speculative_tokens":1}'},
+                      follow=True).content.decode()
+    assert "loads them only" not in page and 'id="spec-summary"' in page
+    # another method keeps it: the MTP layers stay unloaded beside an ngram draft
+    ngram = client.get("/api/estimate", {**base, "speculative_config": '{"method":"ngram","num_speculative_tokens":3}'})
+    assert note in ngram.json()["warnings"]
