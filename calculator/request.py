@@ -693,18 +693,20 @@ ALIASES = {a: n for n, f in ServingRequest.model_fields.items()
 ALIASES["speculative_draft_model"] = "speculative_draft_model_path"  # SGLang's second spelling (server_args.py:4766)
 
 
-def unknown_parameter(name: str) -> InputError:
+def unknown_parameter(name: str, known: tuple[str, ...] | None = None) -> InputError:
     """The refusal of a parameter no surface takes, naming the nearest known one (``difflib``, over the parameters
-    and their aliases; ``--max-model-len`` and ``Max_Model_Len`` are matched as ``max_model_len``)."""
+    and their aliases; ``--max-model-len`` and ``Max_Model_Len`` are matched as ``max_model_len``). ``known``: the
+    parameters of a page with its own (the compatibility pages), named in full when none is near."""
     import difflib
 
     shown = str(name)[:60]
-    known = (*KNOWN_PARAMS, *ALIASES)
+    names = known if known is not None else (*KNOWN_PARAMS, *ALIASES)
     key = shown.strip().lstrip("-").replace("-", "_").lower()
-    near = [key] if key in known else difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    near = [key] if key in names else difflib.get_close_matches(key, names, n=1, cutoff=0.6)
     hint = (f"did you mean {near[0]!r}?" if near else
             "no parameter has a name close to it (the parameters are the flags of manage.py estimate --help, "
-            "in snake_case)")
+            "in snake_case)" if known is None else
+            f"no parameter has a name close to it (this page takes {', '.join(known)})")
     return InputError(shown, f"unknown parameter {shown!r}; {hint}")
 
 
