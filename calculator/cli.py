@@ -63,13 +63,15 @@ def request_from_command(opts: dict[str, Any]) -> tuple[ServingRequest, dict[str
 
 def command_error(exc: InputError, runtime: str | None = None) -> CommandError:
     """The one way a command reports bad input: ``--flag-name: sentence`` (the sentence the page and the API
-    show for the same value), exit code 2. The flag is the ``runtime``'s own where it names the field otherwise
-    (:data:`calculator.verdict.FLAG_NAMES`: SGLang's ``--context-length`` for ``max_model_len``...)."""
+    show for the same value; a sentence that names other settings in the command line's words where it has them,
+    :class:`calculator.request.WordedPerSurface`), exit code 2. The flag is the ``runtime``'s own where it names the
+    field otherwise (:data:`calculator.verdict.FLAG_NAMES`: SGLang's ``--context-length`` for ``max_model_len``...)."""
     from calculator.verdict import FLAG_NAMES
 
     head, _, rest = exc.field.partition(".")
     flag = FLAG_NAMES.get(runtime or "", {}).get(head, "--" + head.replace("_", "-"))
-    return CommandError(f"{flag}: {rest + ': ' if rest else ''}{exc.message}", returncode=2)
+    message = getattr(exc, "cli_message", None) or exc.message
+    return CommandError(f"{flag}: {rest + ': ' if rest else ''}{message}", returncode=2)
 
 
 def one_line_error(parser: argparse.ArgumentParser, message: str) -> str:

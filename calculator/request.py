@@ -34,6 +34,16 @@ from calculator.engine.weights import VLLM_QUANTIZATION_METHODS
 # One input error type for every surface (the engine's, which names the field).
 InputError = EngineInputError
 
+
+class WordedPerSurface(InputError):
+    """An :class:`InputError` whose sentence names other settings, worded for each surface: ``message`` names them
+    as the page and the API spell their parameters (``speculative_config``), ``cli_message`` as the command line
+    spells its flags (``--speculative-config '...'``); :func:`calculator.cli.command_error` prints the latter."""
+
+    def __init__(self, field: str, message: str, cli_message: str):
+        super().__init__(field, message)
+        self.cli_message = cli_message
+
 RuntimeName = Literal["vllm", "sglang", "llama.cpp", "ollama"]
 
 DEFAULT_GPU = "H100"
@@ -686,18 +696,20 @@ ALIASES = {a: n for n, f in ServingRequest.model_fields.items()
 ALIASES["speculative_draft_model"] = "speculative_draft_model_path"  # SGLang's second spelling (server_args.py:4766)
 
 
-def unknown_parameter(name: str) -> InputError:
+def unknown_parameter(name: str, known: tuple[str, ...] | None = None) -> InputError:
     """The refusal of a parameter no surface takes, naming the nearest known one (``difflib``, over the parameters
-    and their aliases; ``--max-model-len`` and ``Max_Model_Len`` are matched as ``max_model_len``)."""
+    and their aliases; ``--max-model-len`` and ``Max_Model_Len`` are matched as ``max_model_len``). ``known``: the
+    parameters of a page with its own (the compatibility pages), named in full when none is near."""
     import difflib
 
     shown = str(name)[:60]
-    known = (*KNOWN_PARAMS, *ALIASES)
+    names = known if known is not None else (*KNOWN_PARAMS, *ALIASES)
     key = shown.strip().lstrip("-").replace("-", "_").lower()
-    near = [key] if key in known else difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    near = [key] if key in names else difflib.get_close_matches(key, names, n=1, cutoff=0.6)
     hint = (f"did you mean {near[0]!r}?" if near else
             "no parameter has a name close to it (the parameters are the flags of manage.py estimate --help, "
-            "in snake_case)")
+            "in snake_case)" if known is None else
+            f"no parameter has a name close to it (this page takes {', '.join(known)})")
     return InputError(shown, f"unknown parameter {shown!r}; {hint}")
 
 
@@ -895,7 +907,8 @@ def _sglang_speculative(raw: dict[str, str | None], spec: dict[str, Any] | None)
     """SGLang's speculative flags in ``raw`` (popped) combined with the ``speculative_config`` already read
     (``spec``): with runtime=sglang they are aliases (:func:`sglang_speculative_config`); given beside a
     speculative_config they must say the same (each flag not given is read from it), else both are named; with
-    another runtime they are refused with that runtime's flag."""
+    another runtime they are refused naming that runtime's setting (``speculative_config`` on the page and the API,
+    ``--speculative-config`` on the command line: :class:`WordedPerSurface`)."""
     flags = {k: raw.pop(k, None) for k in SGLANG_SPEC_FLAGS}
     given = {k: v for k, v in flags.items() if v not in (None, "")}
     if not given:
@@ -908,9 +921,11 @@ def _sglang_speculative(raw: dict[str, str | None], spec: dict[str, Any] | None)
                 flags["speculative_draft_model_path"] or "org/draft-model", raw.get("speculative_num_draft_tokens")))
         except InputError:
             example = '{"method": "eagle3", "model": "org/draft-model", "num_speculative_tokens": 3}'
+        name = next(iter(given))
         theirs = ("vLLM's is --speculative-config" if runtime == "vllm" else
                   f"with runtime={runtime[:20]} give --speculative-config")
-        raise InputError(next(iter(given)), f"this is an SGLang flag; {theirs} '{example}'")
+        raise WordedPerSurface(name, f"{name} is an SGLang setting; with runtime={runtime[:20]} use speculative_config "
+                               f"{example}", cli_message=f"this is an SGLang flag; {theirs} '{example}'")
     ndraft = None
     if spec is None:
         algo, steps, path = flags["speculative_algorithm"], flags["speculative_num_steps"], \

@@ -38,6 +38,25 @@ def _matrix(params: dict):
     return result, error, changes
 
 
+def _left_out(query, form_class) -> list:
+    """Each parameter of ``query`` the page does not take (not a field of ``form_class``), with the sentence naming
+    the nearest one it takes (:func:`calculator.request.unknown_parameter`): the page answers without it, but says
+    so, as the calculator's page does (README, "How a request flows"). Empty values are left out without a word."""
+    from calculator.request import unknown_parameter
+    from calculator.web.forms import MAX_SHOWN_VALUE, NotApplied
+
+    known = tuple(form_class.base_fields)
+    out = []
+    for name in query:
+        value = query.get(name) or ""
+        if name in known or not value.strip():
+            continue
+        exc = unknown_parameter(name, known)
+        shown = value if len(value) <= MAX_SHOWN_VALUE else value[:MAX_SHOWN_VALUE] + "…"
+        out.append(NotApplied(exc.field, shown, f"{exc.field}: {exc.message}"))
+    return out
+
+
 @require_GET
 def matrix_page(request):
     form = MatrixForm.from_query(request.GET)  # the defaults filled in: the pickers show what is described
@@ -46,7 +65,8 @@ def matrix_page(request):
         result, error, changes = _matrix(form.params())
         key = _key("matrix", form.params())
     return render(request, "compat/matrix.html", {"form": form, "m": result, "error": error, "changes": changes,
-                                                  "models": matrix.model_choices(), "cache_key": key},
+                                                  "models": matrix.model_choices(), "cache_key": key,
+                                                  "not_applied": _left_out(request.GET, MatrixForm)},
                   status=200 if result else 400)
 
 
@@ -72,4 +92,5 @@ def verdict_page(request):
     status = 200 if report else 400
     template = "compat/_verdict.html" if getattr(request, "htmx", False) else "compat/verdict.html"
     return render(request, template, {"form": form, "verdict": report, "error": error,
-                                      "models": matrix.model_choices()}, status=status)
+                                      "models": matrix.model_choices(),
+                                      "not_applied": _left_out(request.GET, VerdictForm)}, status=status)

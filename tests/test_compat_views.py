@@ -70,3 +70,33 @@ def test_a_release_without_data_is_refused_by_name_and_a_patch_takes_its_minors_
     r = client.get("/compat/verdict/", {"model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "H100",
                                         "vllm_version": "banana"})
     assert r.status_code == 400 and "is not a vLLM release" in r.content.decode()
+
+
+def _not_applied(r) -> list[str]:
+    import html
+    import re
+
+    section = re.search(r'<section id="not-applied".*?</section>', r.content.decode(), re.S)
+    return re.findall(r"<p[^>]*>(.*?)</p>", html.unescape(section.group(0))) if section else []
+
+
+def test_an_unknown_parameter_is_left_out_and_said_naming_the_nearest_one(client):
+    """As on the calculator's page (README, "How a request flows"): the page answers without it, and shows each
+    left-out param=value with the sentence naming the nearest parameter this page takes."""
+    r = client.get("/compat/", {"model": "deepseek-ai/DeepSeek-V3", "kv_cache_dtyp": "fp8", "tensor_parallel_size": "8"})
+    assert r.status_code == 200 and "head size 576" in r.content.decode()  # answered, at the default KV dtype
+    assert "--kv-cache-dtype auto" in r.content.decode()
+    assert _not_applied(r) == [
+        "Not applied: kv_cache_dtyp=fp8 (kv_cache_dtyp: unknown parameter 'kv_cache_dtyp'; did you mean "
+        "'kv_cache_dtype'?)",
+        "Not applied: tensor_parallel_size=8 (tensor_parallel_size: unknown parameter 'tensor_parallel_size'; no "
+        "parameter has a name close to it (this page takes model, gpu, vllm_version, platform, kv_cache_dtype, "
+        "block_size))"]
+    v = client.get("/compat/verdict/", {"model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "H100",
+                                        "attention_backed": "FLASH_ATTN"})
+    assert v.status_code == 200 and 'id="compat-summary"' in v.content.decode()
+    assert _not_applied(v) == ["Not applied: attention_backed=FLASH_ATTN (attention_backed: unknown parameter "
+                               "'attention_backed'; did you mean 'attention_backend'?)"]
+    # the page's own parameters (and empty ones) say nothing
+    assert _not_applied(client.get("/compat/", {"model": "deepseek-ai/DeepSeek-V3", "kv_cache_dtype": "fp8",
+                                                "block_size": "", "foo": ""})) == []

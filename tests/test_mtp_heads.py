@@ -6,6 +6,7 @@ Expected values are computed by hand from the configs (calculator/data/model_con
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -199,6 +200,20 @@ def test_the_profile_is_one_click_for_a_model_with_an_mtp_head(client):
 
 
 @pytest.mark.usefixtures("_offline")
+@pytest.mark.parametrize("runtime", ["vllm", "sglang"])
+def test_the_profile_link_follows_the_speed_cards_and_says_it_is_another_configuration(client, runtime):
+    """The cards are this page's workload (prompt 1,024, output 128, 1 in flight); the profile is 32,512 in + 256 out,
+    4 in flight: the link comes after the TTFT / ITL / tok/s figures and is labelled as another configuration."""
+    page = client.get(f"/?model=Qwen/Qwen3.5-35B-A3B&gpu=H200&tensor_parallel_size=2&runtime={runtime}",
+                      HTTP_HX_REQUEST="true").content.decode()
+    link = page.index('id="mtp-profile"')
+    for figure in ('id="ttft-ms"', 'id="itl-ms"', 'id="output-tok-s"'):
+        assert page.index(figure) < link, figure
+    assert "Another configuration (not the figures above):" in _profile(
+        client, f"model=Qwen/Qwen3.5-35B-A3B&gpu=H200&tensor_parallel_size=2&runtime={runtime}").group(0)
+
+
+@pytest.mark.usefixtures("_offline")
 def test_the_profile_keeps_the_runtime(client):
     m = _profile(client, "model=zai-org/GLM-4.7-Flash&gpu=H200&tensor_parallel_size=2&runtime=sglang")
     assert m is not None
@@ -212,6 +227,25 @@ def test_the_profile_says_why_when_the_runtime_does_not_model_it(client):
     # SGLang's draft on a hybrid gated-delta-net model is refused as not modelled (runtimes/sglang/memory.py)
     m = _profile(client, "model=Qwen/Qwen3-Next-80B-A3B-Instruct&gpu=H200&tensor_parallel_size=4&runtime=sglang")
     assert m is not None and "href=" not in m.group(0) and "not modelled" in m.group(0)
+
+
+@pytest.mark.usefixtures("_offline")
+def test_the_profiles_reason_on_sglang_is_in_sglangs_terms(client):
+    """Llama 3.1 8B's config.json has no num_nextn_predict_layers: on SGLang the profile is --speculative-algorithm
+    NEXTN --speculative-num-steps 1 and SGLang's refusal is given, not vLLM's draft map; on vLLM, vLLM's."""
+    m = _profile(client, "model=meta-llama/Llama-3.1-8B-Instruct&gpu=H100&runtime=sglang")
+    assert m is not None and "href=" not in m.group(0)
+    text = html.unescape(m.group(0))
+    assert ("(the profile (--speculative-algorithm NEXTN --speculative-num-steps 1) does not apply here: "
+            "LlamaForCausalLM has no MTP (NEXTN) layers in config.json (num_nextn_predict_layers))") in text
+    assert "vLLM" not in text and "speculative_config" not in text and "Unsupported speculative method" not in text
+    # a hybrid GDN model: the refusal named by SGLang's flags, not the page's speculative_config field
+    text = html.unescape(_profile(client, "model=Qwen/Qwen3-Next-80B-A3B-Instruct&gpu=H200&tensor_parallel_size=4"
+                                          "&runtime=sglang").group(0))
+    assert "--speculative-algorithm NEXTN --speculative-num-steps 1) does not apply here: Mamba" in text
+    assert "speculative_config" not in text
+    text = html.unescape(_profile(client, "model=meta-llama/Llama-3.1-8B-Instruct&gpu=H100&runtime=vllm").group(0))
+    assert "vLLM maps no MTP draft for model_type 'llama'" in text and "NEXTN" not in text
 
 
 @pytest.mark.usefixtures("_offline")
@@ -313,3 +347,23 @@ def test_the_speed_model_reads_the_mtp_layer_at_the_bytes_the_memory_estimate_st
     a = parse_config(nv)
     q = resolve_quant(a, nv.get("quantization_config") or nv["text_config"].get("quantization_config"), None)
     assert q.bits == 4 and mtp_layer_bytes_per_weight(a, "bfloat16", q) == 2
+
+
+@pytest.mark.usefixtures("_offline")
+def test_the_mtp_layers_not_loaded_note_only_when_the_method_is_not_mtp(client):
+    """DeepSeek-V3's config stores one MTP layer (num_nextn_predict_layers: 1). Without speculative decoding vLLM skips
+    it, and the answer says so; with method mtp it is the draft (draft_weights_gib), so "vLLM loads them only with
+    speculative method mtp" would contradict the request and is not shown, on the API and on the page."""
+    base = {"model": "deepseek-ai/DeepSeek-V3", "gpu": "H200", "tensor_parallel_size": "8"}
+    note = "1 MTP layer(s) stored in the checkpoint; vLLM loads them only with speculative method mtp"
+    plain = client.get("/api/estimate", base).json()
+    assert note in plain["warnings"] and plain["draft_weights_gib"] == 0
+    mtp = client.get("/api/estimate", {**base, "speculative_config": '{"method":"mtp","num_speculative_tokens":1}'})
+    assert mtp.status_code == 200 and mtp.json()["draft_weights_gib"] > 0
+    assert not any("loads them only" in w for w in mtp.json()["warnings"])
+    page = client.get("/", {**base, "speculative_config": '{"method":"mtp","num_speculative_tokens":1}'},
+                      follow=True).content.decode()
+    assert "loads them only" not in page and 'id="spec-summary"' in page
+    # another method keeps it: the MTP layers stay unloaded beside an ngram draft
+    ngram = client.get("/api/estimate", {**base, "speculative_config": '{"method":"ngram","num_speculative_tokens":3}'})
+    assert note in ngram.json()["warnings"]

@@ -230,3 +230,19 @@ def test_a_whole_number_too_long_for_any_setting_names_the_fields_bound(name, te
     with pytest.raises(InputError) as err:
         parse_request({"model": "Qwen/Qwen3-8B", name: text})
     assert err.value.field == name and err.value.message.startswith(f"must be at most {bound}, got ")
+
+
+@pytest.mark.parametrize("hx", [False, True])
+def test_a_nul_byte_is_one_message_naming_the_field(client, hx):
+    """``model=foo%00bar``: the API's 400 and the page's error both say it once, by the model field (Django's own
+    "Null characters are not allowed." beside it would be a second message for the same problem)."""
+    api = client.get("/api/estimate?model=foo%00bar")
+    assert api.status_code == 400
+    assert api.json() == {"error": "model: the value contains a NUL character", "field": "model"}
+    page = client.get("/?model=foo%00bar&gpu=H100", **({"HTTP_HX_REQUEST": "true"} if hx else {}))
+    body = page.content.decode()
+    assert page.status_code == (200 if hx else 400)
+    assert re.findall(r'<p class="error"[^>]*>([^<]*)</p>', body) == ["the value contains a NUL character"]
+    assert "Null characters" not in body
+    if not hx:
+        assert '<a href="#field-model"><code>model</code></a>: the value contains a NUL character</li>' in body

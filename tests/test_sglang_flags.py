@@ -142,19 +142,32 @@ def test_incomplete_sglang_flags_are_refused_by_the_flag(client, flags, field, s
     assert api.status_code == 400 and api.json()["field"] == field
 
 
-def test_with_vllm_the_sglang_flags_are_refused_naming_vllms_flag(client):
+def test_with_vllm_the_sglang_flags_are_refused_naming_vllms_setting_as_each_surface_spells_it(client):
+    """The API and the page name parameters (speculative_algorithm, speculative_config=JSON), the command line its
+    flags (--speculative-algorithm, --speculative-config 'JSON')."""
     params = {"model": LLAMA, **EAGLE3_FLAGS}
+    spec = f'{{"method": "eagle3", "model": "{DRAFT}", "num_speculative_tokens": 3}}'
     err = _refusal(params)
     assert err.field == "speculative_algorithm"
-    assert err.message == ("this is an SGLang flag; vLLM's is --speculative-config "
-                           f"'{{\"method\": \"eagle3\", \"model\": \"{DRAFT}\", \"num_speculative_tokens\": 3}}'")
+    assert err.message == f"speculative_algorithm is an SGLang setting; with runtime=vllm use speculative_config {spec}"
     api = client.get("/api/estimate", params)
     assert api.status_code == 400 and api.json() == {"error": f"speculative_algorithm: {err.message}",
                                                      "field": "speculative_algorithm"}
+    assert "--" not in api.json()["error"]
+    with pytest.raises(CommandError) as cli:
+        _estimate(params)
+    assert cli.value.returncode == 2
+    assert str(cli.value) == f"--speculative-algorithm: this is an SGLang flag; vLLM's is --speculative-config '{spec}'"
     with pytest.raises(CommandError) as cli:
         _estimate({"model": LLAMA, "speculative_num_steps": "3"})
     assert cli.value.returncode == 2
     assert str(cli.value).startswith("--speculative-num-steps: this is an SGLang flag; vLLM's is --speculative-config '")
+    # the page leaves it out with the API's sentence
+    page = html.unescape(client.get("/", params, follow=True).content.decode())
+    notice = re.search(r'<section id="not-applied".*?</section>', page, re.S).group(0)
+    assert ("Not applied: speculative_algorithm=EAGLE3 (speculative_algorithm: speculative_algorithm is an SGLang "
+            "setting; with runtime=vllm use speculative_config {") in notice
+    assert "--speculative" not in notice
     # and vLLM's own setting with SGLang, as before
     assert "use mem_fraction_static" in _refusal({**SG, "gpu_memory_utilization": "0.5"}).message
 

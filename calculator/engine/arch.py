@@ -235,6 +235,9 @@ def _opt_int(c: dict[str, Any], key: str, default: int | None = None) -> int | N
     return _check_limit(key, value)
 
 
+# The end of the note on MTP layers a checkpoint stores: true unless the request's speculative method is mtp (the
+# engine's estimate then drops it: the layers are the draft, counted in draft_weights_gib)
+MTP_NOT_LOADED = "vLLM loads them only with speculative method mtp"
 # Layer shapes the engine sizes only in the model families whose vLLM model file it has read: the same key
 # in another family is refused with what is not modelled, never sized by another layer type's rule.
 # (config key, the model types / architectures where it is modelled, what it is, where vLLM sizes it)
@@ -925,8 +928,7 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
         p.mtp = mtp * (sum(per_attn if ch == "*" else per_moe for ch in pattern) + len(pattern) * hidden
                        + 2 * hidden * hidden + 3 * hidden)
         p.mtp_proj, p.mtp_replicated = mtp * 2 * hidden * hidden, mtp * (len(pattern) * hidden + 3 * hidden)
-        notes.append(f"{mtp} MTP step(s) ({pattern}) stored in the checkpoint; vLLM loads them only with speculative "
-                     "method mtp")
+        notes.append(f"{mtp} MTP step(s) ({pattern}) stored in the checkpoint; {MTP_NOT_LOADED}")
     elif mtp and gdn_hybrid:
         # Qwen3-Next / Qwen3.5 MTP (Qwen3NextMultiTokenPredictor, vllm/model_executor/models/qwen3_next_mtp.py:47-112;
         # Qwen3_5MultiTokenPredictor, qwen3_5_mtp.py:66-140 in 0.32): ``mtp`` decoder layers built with
@@ -944,15 +946,14 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
         p.mtp = mtp * (per_attn + ffn + 2 * hidden) + 2 * hidden * hidden + 3 * hidden
         p.mtp_proj = 2 * hidden * hidden
         p.mtp_replicated = mtp * (2 * hidden + (p.router // len(moe_layers) if moe_layers else 0)) + 3 * hidden
-        notes.append(f"{mtp} MTP layer(s) ({head.key}) stored in the checkpoint; vLLM loads them only with "
-                     "speculative method mtp")
+        notes.append(f"{mtp} MTP layer(s) ({head.key}) stored in the checkpoint; {MTP_NOT_LOADED}")
     elif mtp:
         # One DeepSeek-style MTP module: a full decoder layer (MoE) + enorm/hnorm + eh_proj (2h -> h).
         per_layer_attn = p.attention // num_layers
         moe_layer = (n_exp * 3 * hidden * moe_i + hidden * n_exp + n_shared * 3 * hidden * moe_i)
         p.mtp = mtp * (per_layer_attn + moe_layer + 2 * hidden * hidden + 4 * hidden)
         p.mtp_proj, p.mtp_replicated = mtp * 2 * hidden * hidden, mtp * (4 * hidden + hidden * n_exp)
-        notes.append(f"{mtp} MTP layer(s) stored in the checkpoint; vLLM loads them only with speculative method mtp")
+        notes.append(f"{mtp} MTP layer(s) stored in the checkpoint; {MTP_NOT_LOADED}")
 
     p.vision = _vision_params(config, notes) if is_mm else 0
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .arch import LayerKind, ModelArch, parse_config, refuse_unmodelled_kv
+from .arch import MTP_NOT_LOADED, LayerKind, ModelArch, parse_config, refuse_unmodelled_kv
 from .dtypes import dtype_bytes
 from .errors import EngineInputError
 from .gpus import GPU, get_gpu
@@ -332,7 +332,9 @@ def estimate(inp: EngineInput) -> EstimateResult:
     refuse_unmodelled_kv(inp.hf_config)
     tp, pp = inp.tensor_parallel_size, inp.pipeline_parallel_size
     sources: dict[str, str] = {}
-    warnings: list[str] = list(arch.assumptions)
+    # the note that vLLM loads the stored MTP layers only with method mtp does not apply when the method is mtp
+    mtp_in_use = inp.speculative_config is not None and inp.speculative_config.method == "mtp"
+    warnings: list[str] = [w for w in arch.assumptions if not (mtp_in_use and w.endswith(MTP_NOT_LOADED))]
     resolved: dict[str, Any] = {}
     for why in check_architecture(arch.architecture, rules.version, sparse=arch.is_sparse_mla):
         sources["architecture"] = why

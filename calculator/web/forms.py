@@ -393,6 +393,12 @@ def _build_fields() -> None:
         fields[name].widget.attrs["placeholder"] = str(default)
     fields["acceptance_rate"].widget.attrs["placeholder"] = "e.g. 0.7"
     fields["vllm_version"].initial = None
+    # parse_request decides: Django's own "Null characters are not allowed." beside its refusal of the same value
+    # ("the value contains a NUL character") would be a second message for one problem
+    from django.core.validators import ProhibitNullCharactersValidator
+
+    for field in fields.values():
+        field.validators = [v for v in field.validators if not isinstance(v, ProhibitNullCharactersValidator)]
 
 
 def _split_field(name: str) -> forms.Field:

@@ -71,7 +71,8 @@ def landing() -> Preset:
 class MtpProfile:
     """The field guide's benchmark profile for the model on the page: ``query`` (the canonical permalink: the
     user's model, GPU, parallel sizes and runtime, with method mtp, the validator's lengths and concurrency) or
-    ``reason`` (why there is none: the model has no MTP head vLLM runs, or the runtime does not model MTP)."""
+    ``reason`` (why there is none: the model has no MTP head vLLM runs, SGLang refuses or does not model
+    ``--speculative-algorithm NEXTN`` for it, or the runtime does not model MTP), in the runtime's own terms."""
 
     query: str | None
     reason: str | None
@@ -95,7 +96,10 @@ def mtp_profile(plan) -> MtpProfile:
     """The recorded profile (method MTP, working context 32,768, concurrency 4) for ``plan``'s model, keeping its
     model, revision, GPU, TP/PP/DP, runtime and release; ``num_speculative_tokens`` is the user's when the page
     already runs MTP, else the MTP layers vLLM builds (``n_predict``'s default, vllm/config/speculative.py:1486-1492).
-    A model with no MTP head, or a runtime that does not model MTP, gets the reason instead."""
+    A model with no MTP head, or a runtime that does not model MTP, gets the reason instead, in the page's runtime's
+    terms: vLLM's MTP head (:func:`calculator.engine.mtp.mtp_head`) and ``speculative_config`` on vLLM; on SGLang the
+    SGLang plan's own answer to ``--speculative-algorithm NEXTN --speculative-num-steps k`` (SGLang reads the MTP layers
+    of config.json, not vLLM's per-architecture draft map; ``k`` is vLLM's layer count when vLLM has a head, else 1)."""
     from calculator.engine.arch import parse_config
     from calculator.engine.errors import EngineInputError
     from calculator.engine.mtp import MtpHead, mtp_head
@@ -106,14 +110,16 @@ def mtp_profile(plan) -> MtpProfile:
     request = plan.request
     if request.runtime in ("llama.cpp", "ollama"):
         return MtpProfile(None, f"{request.runtime}: MTP drafting (llama-server --spec-type draft-mtp) is not modelled")
-    head = mtp_head(plan.model.config)
-    if not isinstance(head, MtpHead):
+    sglang = request.runtime == "sglang"
+    head = mtp_head(plan.model.config)  # vLLM's MTP draft (SGLang's NEXTN is the SGLang plan's to take or refuse)
+    if not isinstance(head, MtpHead) and not sglang:
         return MtpProfile(None, f"no MTP head: {head.reason}")
     spec = request.speculative_config
     if spec is not None and spec.method == "mtp":
-        spec_json = json.dumps(spec.model_dump(exclude_none=True), separators=(",", ":"))
+        spec_dict = spec.model_dump(exclude_none=True)
     else:
-        spec_json = json.dumps({"method": "mtp", "num_speculative_tokens": head.layers}, separators=(",", ":"))
+        spec_dict = {"method": "mtp", "num_speculative_tokens": head.layers if isinstance(head, MtpHead) else 1}
+    spec_json = json.dumps(spec_dict, separators=(",", ":"))
     try:
         derived = parse_config(plan.model.config).derived_max_model_len
     except EngineInputError:
@@ -134,7 +140,18 @@ def mtp_profile(plan) -> MtpProfile:
         make_plan(profile, with_speed=False, with_suggestions=False)
         query = canonical_query(profile.to_params())
     except (InputError, EngineInputError) as e:
-        return MtpProfile(None, f"the profile does not apply here: {e.field}: {e.message}")
+        if not sglang:
+            return MtpProfile(None, f"the profile does not apply here: {e.field}: {e.message}")
+        # SGLang's terms: method mtp is --speculative-algorithm NEXTN, its num_speculative_tokens
+        # --speculative-num-steps (calculator/request.py sglang_speculative_config); a refusal of the speculative
+        # setting is named by those flags, another field by SGLang's flag for it
+        from calculator.verdict import FLAG_NAMES
+
+        head_field = e.field.split(".")[0]
+        named = "" if head_field == "speculative_config" else \
+            f"{FLAG_NAMES['sglang'].get(e.field, '--' + e.field.replace('_', '-'))}: "
+        return MtpProfile(None, "the profile (--speculative-algorithm NEXTN --speculative-num-steps "
+                          f"{spec_dict['num_speculative_tokens']}) does not apply here: {named}{e.message}")
     label = (f"MTP profile: {lengths['max_model_len']:,} context ({lengths['prompt_len']:,} in + "
              f"{lengths['output_len']:,} out), {lengths['concurrency']} in flight")
     return MtpProfile(query, None, label)
