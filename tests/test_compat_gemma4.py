@@ -3,8 +3,7 @@ check: the model's own ``Gemma4Config.verify_and_update_config`` (read from each
 choice per layer head size. Expected values come from reading vLLM's source, cited per assertion."""
 import pytest
 
-from calculator.engine.errors import EngineInputError
-from calculator.engine.layers import check_architecture
+from calculator.engine.layers import check_architecture, registry_gap
 from compat import checks, matrix
 
 
@@ -68,9 +67,15 @@ def test_019_forces_triton_when_heads_differ_above_256(cfg):
     assert any(s.startswith("vllm/model_executor/models/config.py:63 ") for s in r.sources)
 
 
-def test_release_before_gemma4_refuses_the_model():
-    with pytest.raises(EngineInputError, match="not supported for now"):
-        check_architecture("Gemma4ForConditionalGeneration", (0, 18, 1))
+def test_release_before_gemma4_lacks_the_model():
+    # registry.py:385 (0.19.0) Gemma4ForConditionalGeneration; absent in 0.18.1: a gap the verdict reports, not a refusal
+    gap = registry_gap("Gemma4ForConditionalGeneration", (0, 18, 1))
+    assert gap is not None and (gap.release, gap.first_release) == ("0.18.1", "0.19.0")
+    assert gap.message.startswith("ValueError: Model architectures ['Gemma4ForConditionalGeneration'] are not "
+                                  "supported for now")
+    assert registry_gap("Gemma4ForConditionalGeneration", (0, 19, 0)) is None
+    assert check_architecture("Gemma4ForConditionalGeneration", (0, 18, 1))[0].startswith(
+        "Gemma4ForConditionalGeneration is not in vLLM 0.18.1's registry")
 
 
 @pytest.mark.django_db

