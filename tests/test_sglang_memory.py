@@ -510,6 +510,33 @@ _CITED_TEXT = [  # (release, rule, text the cited line must contain)
     *[(rel, "spec_share_embed", ".model.set_embed_and_head(embed, head)") for rel in COVERED],
     ("0.4.3.post4", "nextn_w_kc", "self_attn.w_kc = "),
     *[(rel, "nextn_w_kc", "layer_ids = [self.config.num_hidden_layers]") for rel in COVERED[1:]],
+    # the DSA indexer (weights.dsa_indexer_bytes) and the NEXTN drafts of DSA models and GLM-4.7-Flash
+    *[(rel, "idx_wq_b", "self.wq_b = ReplicatedLinear(") for rel in COVERED[2:]],
+    *[(rel, "idx_wk", "self.wk = ReplicatedLinear(") for rel in COVERED[2:]],
+    *[(rel, "idx_weights_proj", "self.weights_proj = ReplicatedLinear(") for rel in ("0.5.3", "0.5.3.post1")],
+    ("0.5.7", "idx_weights_proj", "params_dtype=torch.float32,"),
+    *[(rel, "idx_weights_proj", "params_dtype=torch.bfloat16 if _is_cuda else torch.float32,")
+      for rel in ("0.5.8.post1", "0.5.9", "0.5.10.post1")],
+    ("0.5.23", "idx_weights_proj", "params_dtype=torch.bfloat16,"),
+    *[(rel, "idx_k_norm", "self.weight = nn.Parameter(torch.ones(dim, dtype=torch.float32))")
+      for rel in ("0.5.3", "0.5.3.post1")],
+    *[(rel, "idx_k_norm", "self.k_norm = LayerNorm(self.head_dim, dtype=torch.float32)")
+      for rel in ("0.5.7", "0.5.8.post1", "0.5.9", "0.5.10.post1")],
+    ("0.5.23", "idx_k_norm", "torch.float32"),
+    ("0.5.23", "idx_k_norm_rms", "self.k_norm = RMSNorm(self.head_dim)"),
+    ("0.5.23", "idx_fusion", "self.use_dsa_indexer_fusion = ("),
+    ("0.5.23", "idx_fused", "self.wk_weights_proj = ReplicatedLinear("),
+    ("0.5.23", "idx_neox", 'is_neox_style = not getattr(config, "indexer_rope_interleave", False)'),
+    ("0.5.23", "idx_layer", "if not self.skip_topk or is_nextn:"),
+    *[(rel, "nextn_dsa_draft", 'in ["DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM"]')
+      for rel in ("0.5.3", "0.5.3.post1")],
+    *[(rel, "nextn_dsa_draft", '"DeepseekV3ForCausalLMNextN",') for rel in COVERED[4:]],
+    *[(rel, "nextn_dsa_rename", 'self.hf_config.architectures[0] = "DeepseekV3ForCausalLMNextN"')
+      for rel in COVERED[2:]],
+    *[(rel, "v32_config_load", 'config_json["architectures"] = ["DeepseekV3ForCausalLM"]') for rel in COVERED[2:8]],
+    *[(rel, "glm_dsa_nextn_rename", '"GlmMoeDsaForCausalLM",') for rel in ("0.5.9", "0.5.10.post1")],
+    ("0.5.23", "glm_dsa_nextn_rename", 'self.hf_config.architectures[0] = "GlmMoeDsaForCausalLMNextN"'),
+    ("0.5.23", "glm_dsa_nextn_cls", "class GlmMoeDsaForCausalLMNextN(DeepseekV3ForCausalLMNextN):"),
     *[(rel, "gemma3_vision", "self.vision_tower = SiglipVisionModel(") for rel in COVERED[1:]],
     *[(rel, "gemma3_rope", "self.rope_scaling = config.rope_scaling") for rel in COVERED[1:7]],
     *[(rel, "gemma3_rope", 'self.rope_scaling = {"rope_type": "default"}') for rel in COVERED[7:]],
@@ -1725,6 +1752,77 @@ def test_nextn_draft_of_a_modelopt_nvfp4_deepseek_is_unquantized():
                                           model_dtype="bfloat16", quantization=None, quant_config=qc, tp=8, attn_tp=8)
     assert got == pytest.approx(_r1_nextn_by_hand(8, 8, body_bytes=2), abs=64 * 1024)
     assert kind == "source" and "deepseek_nextn.py:84" in text
+
+
+def _v32_indexer_by_hand(*, lin_b: float, weights_proj_b: int) -> float:
+    """One DeepSeek-V3.2 lightning indexer (index_n_heads 64, index_head_dim 128, q_lora_rank 1536, hidden 7168), whole
+    on every rank: wq_b 1536 x (64 x 128) and wk 7168 x 128 at the layer's bytes per weight, weights_proj 7168 x 64 at
+    its own dtype, k_norm LayerNorm weight + bias 2 x 128 x 4 B (layers/attention/nsa/nsa_indexer.py)."""
+    return (1536 * 64 * 128 + 7168 * 128) * lin_b + 7168 * 64 * weights_proj_b + 2 * 128 * 4
+
+
+def test_nextn_draft_of_deepseek_v32_builds_the_indexer_from_0_5_7():
+    """DeepSeek-V3.2 (FP8 block 128 x 128; R1's sizes + index_topk), --tp 8, NEXTN, H200 (bf16 KV):
+    - 0.5.3.post1: is_deepseek_nsa lists DeepseekV3ForCausalLM / DeepseekV32ForCausalLM only
+      (configs/model_config.py:56), so the DeepseekV3ForCausalLMNextN draft is plain MLA: R1's layer at attention TP 1
+      (NSA forces dp = tp = 8), no indexer; its pool MLATokenToKVPool (512 + 64) x 2 = 1,152 B per token;
+    - 0.5.7: DeepseekV3ForCausalLMNextN is in the list (:60): + one indexer with weights_proj in float32
+      (nsa_indexer.py:155); the pool is an NSA one: 1,152 + (128 + 4) = 1,284 B; DP attention switched off at dp_size 1
+      so attention TP 8;
+    - 0.5.10.post1: weights_proj bfloat16 on CUDA (nsa_indexer.py:212);
+    - B200 (fp8 KV forced): 0.5.7 NSA rows 512 + 512 // 128 x 4 + 64 x 2 = 656 B + 132 = 788 B per token; 0.5.23 on
+      Blackwell keeps the raw 576-byte rows (trtllm): 576 + 132 = 708 B."""
+    fp8 = 1 + 4 / (128 * 128)
+    cfg = json.loads((CATALOG / "deepseek-ai__DeepSeek-V3.2.json").read_text())
+    h200, b200 = get_gpu("H200"), get_gpu("B200")
+    kw = {"tp_size": 8, "speculative_algorithm": "NEXTN"}
+    a = plan(cfg, gpu=h200, release="0.5.3.post1", **kw)
+    assert a.speculative.draft_weights_gib * GIB == pytest.approx(_r1_nextn_by_hand(8, 1, body_bytes=fp8),
+                                                                  abs=64 * 1024)
+    assert a.speculative.draft_cell_size_bytes == 1152
+    assert "no indexer" in a.source_of("speculative.draft_weights_gib").source
+    b = plan(cfg, gpu=h200, release="0.5.7", **kw)
+    assert b.speculative.draft_weights_gib * GIB == pytest.approx(
+        _r1_nextn_by_hand(8, 8, body_bytes=fp8) + _v32_indexer_by_hand(lin_b=fp8, weights_proj_b=4), abs=64 * 1024)
+    assert b.speculative.draft_cell_size_bytes == 1152 + 132
+    c = plan(cfg, gpu=h200, release="0.5.10.post1", **kw)
+    expected = _r1_nextn_by_hand(8, 8, body_bytes=fp8) + _v32_indexer_by_hand(lin_b=fp8, weights_proj_b=2)
+    assert c.speculative.draft_weights_gib * GIB == pytest.approx(expected, abs=64 * 1024)
+    assert round(expected / GIB, 3) == 1.564
+    src = c.source_of("speculative.draft_weights_gib")
+    assert src.kind == "source" and "model_config.py:72" in src.source and "nsa_indexer.py:212" in src.source
+    assert c.speculative.draft_kv_gib == pytest.approx(c.max_total_num_tokens * 1284 / GIB)
+    assert plan(cfg, gpu=b200, release="0.5.7", **kw).speculative.draft_cell_size_bytes == 656 + 132
+    assert plan(cfg, gpu=b200, release="0.5.23", **kw).speculative.draft_cell_size_bytes == 576 + 132
+
+
+def test_dsa_indexer_weights_by_release_in_the_target_and_glm5_draft():
+    """The target's indexers follow the same rule: DeepSeek-V3.2 on 0.5.7 (weights_proj float32) is 61 x the indexer by
+    hand. GLM-5-FP8 (hidden 6144, q_lora 2048, index_n_heads 32, indexer_rope_interleave true) on 0.5.23 / CUDA: the
+    indexer rope is not neox-style (models/deepseek_v2.py:2118), so wk and weights_proj are one bfloat16
+    wk_weights_proj 6144 x (128 + 32) (dsa_indexer.py:310, :353): wq_b 2048 x 32 x 128 x fp8 + 6144 x 160 x 2 +
+    2 x 128 x 4 per layer, in each of the 78 target layers and in the GlmMoeDsaForCausalLMNextN draft
+    (glm4_moe.py:1288)."""
+    from calculator.runtimes.sglang.weights import dsa_indexer_bytes, estimate, nextn_draft_weights
+
+    fp8 = 1 + 4 / (128 * 128)
+    v32 = json.loads((CATALOG / "deepseek-ai__DeepSeek-V3.2.json").read_text())
+    est = estimate(v32, release="0.5.7", is_hip=False, model_dtype="bfloat16", quantization=None, tp=8, attn_tp=8)
+    idx = next(t for t in est.terms if t.name == "nsa_indexer")
+    assert idx.bytes == pytest.approx(61 * _v32_indexer_by_hand(lin_b=fp8, weights_proj_b=4), abs=61)
+    glm5 = json.loads((CATALOG / "zai-org__GLM-5-FP8.json").read_text())
+    per_glm5 = 2048 * 32 * 128 * fp8 + 6144 * (128 + 32) * 2 + 2 * 128 * 4
+    got, _ = dsa_indexer_bytes(glm5, release="0.5.23", lin_b=fp8, model_b=2, is_hip=False)
+    assert got == pytest.approx(per_glm5, abs=1)
+    # 0.5.10.post1: not fused; wk fp8 + weights_proj bfloat16 on CUDA
+    got, _ = dsa_indexer_bytes(glm5, release="0.5.10.post1", lin_b=fp8, model_b=2, is_hip=False)
+    assert got == pytest.approx((2048 * 32 * 128 + 6144 * 128) * fp8 + 6144 * 32 * 2 + 2 * 128 * 4, abs=1)
+    with_idx, _, text = nextn_draft_weights(glm5, release="0.5.23", model_dtype="bfloat16", quantization=None,
+                                            quant_config=None, tp=8, attn_tp=8)
+    assert "GlmMoeDsaForCausalLMNextN" in text and "glm4_moe.py:1288" in text and "dsa_indexer.py:353" in text
+    without = {**glm5, "index_topk": None}  # the same layer read as GLM-5 without DSA: no indexer (and not our class)
+    assert nextn_draft_weights(without, release="0.5.23", model_dtype="bfloat16", quantization=None, quant_config=None,
+                               tp=8, attn_tp=8)[1] == "estimate"
 
 
 @pytest.mark.parametrize("release,ctx", [("0.5.3", 8 * 131072), ("0.5.9", 8 * 131072), ("0.5.10.post1", 131072),

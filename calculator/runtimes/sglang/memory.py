@@ -574,6 +574,35 @@ def _spec_defaults(release: str, algo: str, arch: str) -> tuple[int, int, int]:
     return (3, 1, 4) if at_least(release, "0.5.8.post1") else (5, 4, 8)
 
 
+def _nextn_draft_cell(release: str, arch_name: str, c: dict[str, Any], *, cell: int, n_layers: int, is_gdn: bool,
+                      n_full: int | None, dlayers: int, elem: int, attn_tp: int, is_nsa: bool,
+                      nsa_row: int | None) -> tuple[int, str]:
+    """Bytes per token (one rank) of the KV pool the NEXTN draft worker allocates for its ``dlayers`` MTP layers, and
+    where they come from. The draft's own ModelConfig picks the pool (the ``num_nextn_predict_layers`` layers of
+    ``model_runner``; ``is_deepseek_nsa`` / ``is_deepseek_dsa`` and the MLA list of its rewritten architecture):
+
+    - a DSA target's draft (DeepSeek-V3.2, GLM-5): from 0.5.7 its class is in the DSA list (``nextn_dsa_draft``), so the
+      pool is a DSA one: the target's per-layer rows (``nsa_row``: 656-byte scaled fp8 rows or the raw 576 elements) +
+      the indexer's ``index_head_dim + index_head_dim // 128 x 4`` bytes on every draft layer; in 0.5.3 and 0.5.3.post1
+      the list names only the targets: a plain MLA pool, ``(kv_lora_rank + qk_rope_head_dim) x elem`` per layer;
+    - otherwise the target's bytes per layer (MHA / MLA; the full-attention layers of a hybrid GDN model) x ``dlayers``.
+    """
+    if is_nsa and nsa_row is not None and R.has_rule(release, "nextn_dsa_draft"):
+        idx_row = _req(c, "index_head_dim") + _req(c, "index_head_dim") // 128 * 4
+        if at_least(release, "0.5.7"):
+            return (nsa_row + idx_row) * dlayers, (
+                f"the draft's DSA pool ({cite(release, 'nextn_dsa_draft')}: its class is DSA): ({nsa_row} B of MLA "
+                f"rows + indexer {idx_row} B) x {dlayers} layer(s), as the target's rows")
+        mla = (c["kv_lora_rank"] + c["qk_rope_head_dim"]) * elem
+        return mla * dlayers, (
+            f"the draft's plain MLA pool: SGLang {release}'s is_deepseek_nsa names only the targets "
+            f"({cite(release, 'nextn_dsa_draft')}), so the DeepseekV3ForCausalLMNextN draft has no indexer rows: "
+            f"({c['kv_lora_rank']} + {c['qk_rope_head_dim']}) x {elem} B x {dlayers} layer(s)")
+    per_layer = cell // (n_full if is_gdn and n_full else n_layers)
+    return per_layer * dlayers, (f"the target's {per_layer} B per layer x {dlayers} MTP layer(s) "
+                                 "(num_nextn_predict_layers: the draft worker's layers)")
+
+
 def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: int = 1,
          enable_dp_attention: bool = False, ep_size: int = 1, pp_size: int = 1,
          mem_fraction_static: float | None = None, context_length: int | None = None,
@@ -673,7 +702,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             # the NextN layer(s) as the draft class builds them; embedding and head replaced by the target's
             nb, nkind, ntext = nextn_draft_weights(hf_config, release=release, model_dtype=model_dtype,
                                                    quantization=quantization, quant_config=quant_config, tp=tp_size,
-                                                   attn_tp=attn_tp_)
+                                                   attn_tp=attn_tp_, is_hip=is_hip)
             dw_ = nb / GIB
             src("speculative.draft_weights_gib", round(dw_, 3), nkind, ntext)
         else:
@@ -1183,6 +1212,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     head_dim = c.get("head_dim") or _req(c, "hidden_size") // heads
     v_head_dim = head_dim
     pool_per_token = None
+    nsa_row = None  # DSA / NSA: the pool's bytes per token per layer of MLA rows (the indexer's apart)
     mamba = None
     kind: str
     if is_mla:
@@ -1208,6 +1238,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                    else dim * elem)
             cell = row * n_layers + indexer
             pool_per_token = cell
+            nsa_row = row
             sources[:] = [x for x in sources if x.field != "cell_size_bytes.mla"]
             src("dsa_backends", "flashinfer_sparse_mla / flashinfer_sparse_mla" if glm_sm12 else
                 "flashmla_kv / flashmla_kv" if scaled else ("trtllm / trtllm" if sm >= 10 and elem == 1
@@ -1229,6 +1260,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             indexer = (idx_dim + idx_dim // 128 * 4) * n_layers
             row = (c["kv_lora_rank"] + c["kv_lora_rank"] // 128 * 4 + c["qk_rope_head_dim"] * 2) if elem == 1 else dim * elem
             pool_per_token = row * n_layers + indexer
+            nsa_row = row
             src("pool_bytes_per_token.nsa", f"{row} x {n_layers} + indexer ({idx_dim} + {idx_dim // 128 * 4}) x {n_layers}",
                 "source", cite(release, "nsa_pool"))
             if at_least(release, "0.5.7") and elem == 1:  # the row layouts differ for an fp8 pool only
@@ -1562,7 +1594,10 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             dlayers = c.get("num_nextn_predict_layers") or c.get("mtp_num_hidden_layers")
             if not dlayers:
                 raise EngineInputError("speculative_algorithm", f"{arch_name} has no MTP (NEXTN) layers in config.json")
-            dcell = cell // (n_layers if not is_gdn else max(1, n_full)) * dlayers
+            dcell, dcell_why = _nextn_draft_cell(release, arch_name, c, cell=cell, n_layers=n_layers, is_gdn=is_gdn,
+                                                 n_full=n_full if is_gdn else None, dlayers=dlayers, elem=elem,
+                                                 attn_tp=attn_tp, is_nsa=is_nsa, nsa_row=nsa_row)
+            src("speculative.draft_cell_size_bytes", dcell, "source", dcell_why)
             dw = dw_before_pool if dw_before_pool is not None else draft_weights_gib("NEXTN", attn_tp)
         elif speculative_algorithm in ("EAGLE", "EAGLE3", "STANDALONE"):
             if draft_hf_config is None:

@@ -413,6 +413,57 @@ for _rel, _where in {"0.4.3.post4": (_DSN, 297), "0.4.10.post2": (_DS, 2151), "0
 for _rel, _n in {"0.4.10.post2": 71, "0.5.3": 72, "0.5.3.post1": 72, "0.5.7": 73, "0.5.8.post1": 73, "0.5.9": 73,
                  "0.5.10.post1": 75, "0.5.23": 76}.items():
     _NEXTN_LINES[_rel]["glm_nextn_decoder"] = (_GLN, _n)
+# The DSA lightning indexer every DSA attention layer builds (DeepSeek-V3.2, GLM-5), all of it ReplicatedLinear or a
+# norm, whole on every rank: idx_wq_b / idx_wk the q_lora -> heads x head_dim and hidden -> head_dim linears with the
+# layer's quant_config, idx_weights_proj hidden -> heads (model dtype up to 0.5.3.post1, float32 in 0.5.7, bfloat16 on
+# CUDA and float32 elsewhere from 0.5.8.post1, bfloat16 in 0.5.23), idx_k_norm the key LayerNorm (weight and bias,
+# float32); 0.5.23: idx_fusion wk and weights_proj fused into one bfloat16 wk_weights_proj (idx_fused) on CUDA when the
+# indexer's rope is interleaved (idx_neox: is_neox_style = not config.indexer_rope_interleave), idx_k_norm_rms an
+# RMSNorm key norm for index_k_norm_type "rms", idx_layer which layers build one (the NextN layer always)
+_NSA_IDX = "sglang/srt/layers/attention/nsa/nsa_indexer.py"
+_DSA_IDX = "sglang/srt/layers/attention/dsa/dsa_indexer.py"
+_DSA_INDEXER_LINES: dict[str, dict[str, tuple[str, int]]] = {
+    "0.5.3": {"idx_wq_b": (_NSA_IDX, 133), "idx_wk": (_NSA_IDX, 140), "idx_weights_proj": (_NSA_IDX, 149),
+              "idx_k_norm": (_NSA_IDX, 92)},
+    "0.5.3.post1": {"idx_wq_b": (_NSA_IDX, 133), "idx_wk": (_NSA_IDX, 140), "idx_weights_proj": (_NSA_IDX, 149),
+                    "idx_k_norm": (_NSA_IDX, 92)},
+    "0.5.7": {"idx_wq_b": (_NSA_IDX, 135), "idx_wk": (_NSA_IDX, 143), "idx_weights_proj": (_NSA_IDX, 155),
+              "idx_k_norm": (_NSA_IDX, 158)},
+    "0.5.8.post1": {"idx_wq_b": (_NSA_IDX, 170), "idx_wk": (_NSA_IDX, 178), "idx_weights_proj": (_NSA_IDX, 189),
+                    "idx_k_norm": (_NSA_IDX, 192)},
+    "0.5.9": {"idx_wq_b": (_NSA_IDX, 181), "idx_wk": (_NSA_IDX, 189), "idx_weights_proj": (_NSA_IDX, 200),
+              "idx_k_norm": (_NSA_IDX, 203)},
+    "0.5.10.post1": {"idx_wq_b": (_NSA_IDX, 193), "idx_wk": (_NSA_IDX, 201), "idx_weights_proj": (_NSA_IDX, 212),
+                     "idx_k_norm": (_NSA_IDX, 215)},
+    "0.5.23": {"idx_wq_b": (_DSA_IDX, 344), "idx_wk": (_DSA_IDX, 361), "idx_weights_proj": (_DSA_IDX, 372),
+               "idx_k_norm": (_DSA_IDX, 381), "idx_k_norm_rms": (_DSA_IDX, 376), "idx_fusion": (_DSA_IDX, 310),
+               "idx_fused": (_DSA_IDX, 353), "idx_neox": (_DS, 2118), "idx_layer": (_DS, 2117)},
+}
+# The NEXTN draft of a DSA model: nextn_dsa_draft the draft class's DSA test (is_deepseek_nsa / is_deepseek_dsa: from
+# 0.5.7 it lists DeepseekV3ForCausalLMNextN, so the draft layer builds an indexer and its pool keeps index-K rows; up to
+# 0.5.3.post1 it lists only the targets, so the draft is plain MLA), nextn_dsa_rename the draft's architecture rewrite
+# to DeepseekV3ForCausalLMNextN (configs/model_config.py _config_draft_model; GLM-5 too from 0.5.9, its own
+# GlmMoeDsaForCausalLMNextN(DeepseekV3ForCausalLMNextN) in 0.5.23: glm_dsa_nextn_rename, glm_dsa_nextn_cls),
+# v32_config_load the DeepSeek-V3.2 config loaded as DeepseekV3ForCausalLM (utils/hf_transformers_utils.py
+# _load_deepseek_v32_model, up to 0.5.10.post1)
+_HFU = "sglang/srt/utils/hf_transformers_utils.py"
+_NEXTN_DSA_LINES: dict[str, dict[str, tuple[str, int]]] = {
+    "0.5.3": {"nextn_dsa_draft": (_MC, 56), "nextn_dsa_rename": (_MC, 224), "v32_config_load": (_HFU, 143)},
+    "0.5.3.post1": {"nextn_dsa_draft": (_MC, 56), "nextn_dsa_rename": (_MC, 230), "v32_config_load": (_HFU, 145)},
+    "0.5.7": {"nextn_dsa_draft": (_MC, 60), "nextn_dsa_rename": (_MC, 270), "v32_config_load": (_HFU, 179)},
+    "0.5.8.post1": {"nextn_dsa_draft": (_MC, 61), "nextn_dsa_rename": (_MC, 273), "v32_config_load": (_HFU, 182)},
+    "0.5.9": {"nextn_dsa_draft": (_MC, 61), "nextn_dsa_rename": (_MC, 279), "v32_config_load": (_HFU, 194),
+              "glm_dsa_nextn_rename": (_MC, 277)},
+    "0.5.10.post1": {"nextn_dsa_draft": (_MC, 72), "nextn_dsa_rename": (_MC, 299), "v32_config_load": (_HFU, 274),
+                     "glm_dsa_nextn_rename": (_MC, 297)},
+    "0.5.23": {"nextn_dsa_draft": (_MC, 197), "nextn_dsa_rename": (_MC, 1036), "glm_dsa_nextn_rename": (_MC, 1039),
+               "glm_dsa_nextn_cls": ("sglang/srt/models/glm4_moe.py", 1288)},
+}
+for _rel, _rules in _DSA_INDEXER_LINES.items():
+    _NEXTN_LINES[_rel].update(_rules)
+for _rel, _rules in _NEXTN_DSA_LINES.items():
+    _NEXTN_LINES[_rel].update(_rules)
+
 for _rel, _rules in _NEXTN_LINES.items():
     _WEIGHT_LINES[_rel].update(_rules)
 
