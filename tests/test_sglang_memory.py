@@ -537,6 +537,23 @@ _CITED_TEXT = [  # (release, rule, text the cited line must contain)
     *[(rel, "glm_dsa_nextn_rename", '"GlmMoeDsaForCausalLM",') for rel in ("0.5.9", "0.5.10.post1")],
     ("0.5.23", "glm_dsa_nextn_rename", 'self.hf_config.architectures[0] = "GlmMoeDsaForCausalLMNextN"'),
     ("0.5.23", "glm_dsa_nextn_cls", "class GlmMoeDsaForCausalLMNextN(DeepseekV3ForCausalLMNextN):"),
+    *[(rel, "glm_lite_nextn_rename", 'self.hf_config.architectures[0] = "Glm4MoeForCausalLMNextN"')
+      for rel in ("0.5.8.post1", "0.5.9", "0.5.10.post1")],
+    ("0.5.23", "glm_lite_nextn_rename", 'self.hf_config.architectures[0] = "Glm4MoeLiteForCausalLMNextN"'),
+    *[(rel, rule, text) for rel in ("0.5.8.post1", "0.5.9", "0.5.10.post1") for rule, text in (
+        ("glm_gqa_attn", "self.self_attn = Glm4MoeAttention("), ("glm_gqa_head_dim", "head_dim = getattr("),
+        ("glm_gqa_qkv", "self.qkv_proj = QKVParallelLinear("), ("glm_gqa_rope", "self.rotary_emb = get_rope("),
+        ("glm_gate_bias", "torch.empty((config.n_routed_experts), dtype=torch.float32)"),
+        ("glm_experts", "num_experts=config.n_routed_experts + self.num_fused_shared_experts,"),
+        ("mc_mla_list", 'or "Glm4MoeLiteForCausalLM" in self.hf_config.architectures'),
+        ("mc_head_dim", "self.head_dim = getattr("), ("draft_mha_pool", "self.token_to_kv_pool = MHATokenToKVPool("))],
+    ("0.5.8.post1", "mla_rope_neox", "is_neox_style=False,"),
+    *[(rel, "mla_rope_neox", 'is_neox_style = not getattr(config, "rope_interleave", True)')
+      for rel in ("0.5.9", "0.5.10.post1")],
+    ("0.5.23", "glm_lite_nextn_eh_proj", "self.eh_proj = nn.Linear("),
+    ("0.5.23", "glm_lite_nextn_decoder", "self.decoder = Glm4MoeLiteDecoderLayer("),
+    ("0.5.23", "glm_lite_nextn_modelopt_off", "quant_config = None"),
+    ("0.5.23", "glm_lite_nextn_w_kc", "self.post_load_weights(is_nextn=is_nextn, weight_names=None)"),
     *[(rel, "gemma3_vision", "self.vision_tower = SiglipVisionModel(") for rel in COVERED[1:]],
     *[(rel, "gemma3_rope", "self.rope_scaling = config.rope_scaling") for rel in COVERED[1:7]],
     *[(rel, "gemma3_rope", 'self.rope_scaling = {"rope_type": "default"}') for rel in COVERED[7:]],
@@ -1823,6 +1840,38 @@ def test_dsa_indexer_weights_by_release_in_the_target_and_glm5_draft():
     without = {**glm5, "index_topk": None}  # the same layer read as GLM-5 without DSA: no indexer (and not our class)
     assert nextn_draft_weights(without, release="0.5.23", model_dtype="bfloat16", quantization=None, quant_config=None,
                                tp=8, attn_tp=8)[1] == "estimate"
+
+
+def test_nextn_draft_of_glm_4_7_flash_is_what_each_release_builds():
+    """GLM-4.7-Flash (Glm4MoeLiteForCausalLM: MLA, hidden 2048, 20 heads / 20 KV heads, q_lora 768, kv_lora 512,
+    rope 64, nope 192, v 256, 64 routed + 1 shared expert of 1536, bf16), --tp 1, NEXTN, H200:
+    - 0.5.10.post1 rewrites the draft to GLM-4.5's Glm4MoeForCausalLMNextN (configs/model_config.py:305): a GQA
+      Glm4MoeAttention of 20 + 2 x 20 heads of head_dim 64 (transformers' Glm4MoeLiteConfig.head_dim is
+      qk_rope_head_dim): qkv 60 x 64 x 2048 + o 20 x 64 x 2048 = 10,485,760 parameters; MoE 65 x 3 x 2048 x 1536;
+      gate 64 x 2048 x 2 B + bias 64 x 4 B; eh_proj 2 x 2048^2; 5 norms of 2048; its own rotary cache (neox style,
+      not the MLA one) 202,752 x 64 x 4 B; 1,316,770,048 B. Its ModelConfig is not MLA (model_config.py:442), so the
+      draft's pool is MHA: 20 KV heads x (64 + 64) x 2 B = 5,120 B per token;
+    - 0.5.23 builds Glm4MoeLiteForCausalLMNextN (glm4_moe_lite_nextn.py:74-83): MLA 21,759,232 parameters + MoE + gate +
+      eh_proj + norms at bf16 + absorbed w_kc / w_vc 512 x 20 x 448 x 2 B; its pool MLA (512 + 64) x 2 = 1,152 B."""
+    cfg = json.loads((CATALOG / "zai-org__GLM-4.7-Flash.json").read_text())
+    h200 = get_gpu("H200")
+    old = plan(cfg, gpu=h200, release="0.5.10.post1", speculative_algorithm="NEXTN")
+    gqa = ((20 + 2 * 20) * 64 * 2048 + 20 * 64 * 2048) * 2
+    moe = 65 * 3 * 2048 * 1536 * 2 + 64 * 2048 * 2 + 64 * 4
+    rest = 2 * 2048 * 2048 * 2 + 5 * 2048 * 2
+    assert gqa + moe + rest + 202752 * 64 * 4 == 1_316_770_048
+    assert old.speculative.draft_weights_gib * GIB == pytest.approx(1_316_770_048, abs=1)
+    assert old.speculative.draft_cell_size_bytes == 20 * (64 + 64) * 2 == 5120
+    assert old.speculative.draft_kv_gib == pytest.approx(old.max_total_num_tokens * 5120 / GIB)
+    assert "model_config.py:442" in old.source_of("speculative.draft_cell_size_bytes").source
+    assert any("GQA layer" in n for n in old.notes)
+    new = plan(cfg, gpu=h200, release="0.5.23", speculative_algorithm="NEXTN")
+    mla = 2048 * 768 + 768 + 768 * 20 * 256 + 2048 * 576 + 512 + 512 * 20 * 448 + 20 * 256 * 2048
+    assert mla == 21_759_232
+    by_hand = mla * 2 + moe + rest + 512 * 20 * 448 * 2
+    assert new.speculative.draft_weights_gib * GIB == pytest.approx(by_hand, abs=64 * 1024)
+    assert new.speculative.draft_cell_size_bytes == 1152
+    assert "glm4_moe_lite_nextn.py:74" in new.source_of("speculative.draft_weights_gib").source
 
 
 @pytest.mark.parametrize("release,ctx", [("0.5.3", 8 * 131072), ("0.5.9", 8 * 131072), ("0.5.10.post1", 131072),

@@ -585,6 +585,9 @@ def _nextn_draft_cell(release: str, arch_name: str, c: dict[str, Any], *, cell: 
       pool is a DSA one: the target's per-layer rows (``nsa_row``: 656-byte scaled fp8 rows or the raw 576 elements) +
       the indexer's ``index_head_dim + index_head_dim // 128 x 4`` bytes on every draft layer; in 0.5.3 and 0.5.3.post1
       the list names only the targets: a plain MLA pool, ``(kv_lora_rank + qk_rope_head_dim) x elem`` per layer;
+    - GLM-4.7-Flash from 0.5.8.post1 to 0.5.10.post1: the draft is GLM-4.5's Glm4MoeForCausalLMNextN, not in the MLA
+      list (``mc_mla_list``), so an MHATokenToKVPool (``draft_mha_pool``): ``max(1, num_key_value_heads // attn_tp) x 2 x
+      head_dim (64, weights.glm_lite_gqa_draft_head_dim) x elem`` per layer;
     - otherwise the target's bytes per layer (MHA / MLA; the full-attention layers of a hybrid GDN model) x ``dlayers``.
     """
     if is_nsa and nsa_row is not None and R.has_rule(release, "nextn_dsa_draft"):
@@ -598,6 +601,18 @@ def _nextn_draft_cell(release: str, arch_name: str, c: dict[str, Any], *, cell: 
             f"the draft's plain MLA pool: SGLang {release}'s is_deepseek_nsa names only the targets "
             f"({cite(release, 'nextn_dsa_draft')}), so the DeepseekV3ForCausalLMNextN draft has no indexer rows: "
             f"({c['kv_lora_rank']} + {c['qk_rope_head_dim']}) x {elem} B x {dlayers} layer(s)")
+    if arch_name == "Glm4MoeLiteForCausalLM" and R.has_rule(release, "draft_mha_pool"):
+        from .weights import glm_lite_gqa_draft_head_dim
+
+        hd = glm_lite_gqa_draft_head_dim(c)
+        kvh = int(c.get("num_key_value_heads") or c["num_attention_heads"])
+        per = max(1, kvh // attn_tp) * 2 * hd * elem
+        return per * dlayers, (
+            f"the draft's MHA pool: GLM-4.7-Flash's draft is rewritten to GLM-4.5's Glm4MoeForCausalLMNextN "
+            f"({cite(release, 'glm_lite_nextn_rename')}), which the MLA list does not name ({cite(release, 'mc_mla_list')}),"
+            f" so SGLang builds an MHATokenToKVPool ({cite(release, 'draft_mha_pool')}): max(1, {kvh} // {attn_tp}) KV "
+            f"heads x (K + V) x head_dim {hd} ({cite(release, 'mc_head_dim')}: transformers' Glm4MoeLiteConfig.head_dim "
+            f"is qk_rope_head_dim) x {elem} B x {dlayers} layer(s)")
     per_layer = cell // (n_full if is_gdn and n_full else n_layers)
     return per_layer * dlayers, (f"the target's {per_layer} B per layer x {dlayers} MTP layer(s) "
                                  "(num_nextn_predict_layers: the draft worker's layers)")
@@ -1598,6 +1613,12 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                                                  n_full=n_full if is_gdn else None, dlayers=dlayers, elem=elem,
                                                  attn_tp=attn_tp, is_nsa=is_nsa, nsa_row=nsa_row)
             src("speculative.draft_cell_size_bytes", dcell, "source", dcell_why)
+            if arch_name == "Glm4MoeLiteForCausalLM" and R.has_rule(release, "draft_mha_pool"):
+                notes.append(f"SGLang {release} builds GLM-4.7-Flash's NEXTN draft as GLM-4.5's GQA layer "
+                             f"(Glm4MoeForCausalLMNextN, {cite(release, 'glm_lite_nextn_rename')}) with an MHA KV "
+                             "pool; the checkpoint's MLA attention weights do not match it (the loader skips the names it "
+                             "lacks), so memory is counted as built but few draft tokens should be accepted; 0.5.23 "
+                             "builds the MLA draft (Glm4MoeLiteForCausalLMNextN)")
             dw = dw_before_pool if dw_before_pool is not None else draft_weights_gib("NEXTN", attn_tp)
         elif speculative_algorithm in ("EAGLE", "EAGLE3", "STANDALONE"):
             if draft_hf_config is None:

@@ -459,6 +459,35 @@ _NEXTN_DSA_LINES: dict[str, dict[str, tuple[str, int]]] = {
     "0.5.23": {"nextn_dsa_draft": (_MC, 197), "nextn_dsa_rename": (_MC, 1036), "glm_dsa_nextn_rename": (_MC, 1039),
                "glm_dsa_nextn_cls": ("sglang/srt/models/glm4_moe.py", 1288)},
 }
+# GLM-4.7-Flash (Glm4MoeLiteForCausalLM, MLA): glm_lite_nextn_rename its draft's architecture rewrite. 0.5.8.post1 to
+# 0.5.10.post1 rewrite it to Glm4MoeForCausalLMNextN, GLM-4.5's GQA draft: glm_gqa_attn its Glm4MoeDecoderLayer's
+# Glm4MoeAttention, glm_gqa_head_dim head_dim = getattr(config, "head_dim", ...), glm_gqa_qkv the QKVParallelLinear,
+# glm_gqa_rope its get_rope (default is_neox_style, so not the target MLA's cache), glm_gate_bias the router's float32
+# e_score_correction_bias, glm_experts the FusedMoE with the shared expert fused in; the draft's ModelConfig is not MLA
+# (mc_mla_list does not name Glm4MoeForCausalLMNextN; mc_head_dim the head_dim it reads), so its pool is an
+# MHATokenToKVPool (draft_mha_pool). 0.5.23 rewrites it to its own MLA class (models/glm4_moe_lite_nextn.py):
+# glm_lite_nextn_eh_proj / _decoder / _modelopt_off as for DeepSeek's, glm_lite_nextn_w_kc its post_load_weights
+_G4 = "sglang/srt/models/glm4_moe.py"
+_GLITE_NEXTN = "sglang/srt/models/glm4_moe_lite_nextn.py"
+_GLM_LITE_NEXTN_LINES: dict[str, dict[str, tuple[str, int]]] = {
+    "0.5.8.post1": {"glm_lite_nextn_rename": (_MC, 279), "glm_gqa_attn": (_G4, 694), "glm_gqa_head_dim": (_G4, 685),
+                    "glm_gqa_qkv": (_G4, 213), "glm_gqa_rope": (_G4, 236), "glm_gate_bias": (_G4, 326),
+                    "glm_experts": (_G4, 374), "mc_mla_list": (_MC, 387), "mc_head_dim": (_MC, 370),
+                    "draft_mha_pool": (_MX, 567), "mla_rope_neox": (_DS, 1210)},
+    "0.5.9": {"glm_lite_nextn_rename": (_MC, 285), "glm_gqa_attn": (_G4, 696), "glm_gqa_head_dim": (_G4, 687),
+              "glm_gqa_qkv": (_G4, 214), "glm_gqa_rope": (_G4, 237), "glm_gate_bias": (_G4, 327),
+              "glm_experts": (_G4, 375), "mc_mla_list": (_MC, 422), "mc_head_dim": (_MC, 395),
+              "draft_mha_pool": (_MX, 665), "mla_rope_neox": (_DS, 1201)},
+    "0.5.10.post1": {"glm_lite_nextn_rename": (_MC, 305), "glm_gqa_attn": (_G4, 800), "glm_gqa_head_dim": (_G4, 791),
+                     "glm_gqa_qkv": (_G4, 229), "glm_gqa_rope": (_G4, 252), "glm_gate_bias": (_G4, 364),
+                     "glm_experts": (_G4, 417), "mc_mla_list": (_MC, 442), "mc_head_dim": (_MC, 415),
+                     "draft_mha_pool": (_MX, 701), "mla_rope_neox": (_DS, 1244)},
+    "0.5.23": {"glm_lite_nextn_rename": (_MC, 1069), "glm_lite_nextn_eh_proj": (_GLITE_NEXTN, 74),
+               "glm_lite_nextn_decoder": (_GLITE_NEXTN, 77), "glm_lite_nextn_modelopt_off": (_GLITE_NEXTN, 60),
+               "glm_lite_nextn_w_kc": ("sglang/srt/models/glm4_moe_lite.py", 1081)},
+}
+for _rel, _rules in _GLM_LITE_NEXTN_LINES.items():
+    _NEXTN_LINES[_rel].update(_rules)
 for _rel, _rules in _DSA_INDEXER_LINES.items():
     _NEXTN_LINES[_rel].update(_rules)
 for _rel, _rules in _NEXTN_DSA_LINES.items():

@@ -485,9 +485,10 @@ def estimate(hf_config: dict[str, Any], *, release: str, is_hip: bool, model_dty
 
 def _nextn_draft_class(release: str, arch_name: str, c: dict[str, Any], arch) -> dict[str, Any] | None:
     """Which NextN class SGLang ``release`` builds as the NEXTN draft of ``arch_name`` (read: DeepSeek-V3 / R1, the DSA
-    models DeepSeek-V3.2 and GLM-5, GLM-4.5 to 4.7): ``prefix`` of its rules (``<prefix>_eh_proj``, ``_decoder``,
-    ``_modelopt_off``), ``cls`` its name, ``why`` the architecture rewrite that picks it, ``indexer`` whether its layer
-    builds a DSA indexer; None for a class not read."""
+    models DeepSeek-V3.2 and GLM-5, GLM-4.5 to 4.7, GLM-4.7-Flash): ``prefix`` of its rules (``<prefix>_eh_proj``,
+    ``_decoder``, ``_modelopt_off``), ``cls`` its name, ``why`` the architecture rewrite that picks it, ``indexer``
+    whether its layer builds a DSA indexer, ``gqa`` (when present) that it builds GLM-4.5's GQA attention; None for a
+    class not read."""
     dsa = c.get("index_topk") is not None
     if (arch_name in ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM") and arch.mtp_draft_type == "deepseek_mtp"
             and (not dsa or has_rule(release, "nextn_dsa_rename"))):
@@ -512,7 +513,25 @@ def _nextn_draft_class(release: str, arch_name: str, c: dict[str, Any], arch) ->
     if arch_name == "Glm4MoeForCausalLM" and has_rule(release, "glm_nextn_eh_proj") \
             and arch.mtp_draft_type == "glm4_moe_mtp":
         return {"prefix": "glm_nextn", "cls": "Glm4MoeForCausalLMNextN", "why": "", "indexer": False}
+    if arch_name == "Glm4MoeLiteForCausalLM" and has_rule(release, "glm_lite_nextn_rename") \
+            and arch.mtp_draft_type == "glm4_moe_lite_mtp":
+        if has_rule(release, "glm_lite_nextn_eh_proj"):
+            return {"prefix": "glm_lite_nextn", "cls": "Glm4MoeLiteForCausalLMNextN", "indexer": False,
+                    "why": f"the draft's architecture is rewritten to Glm4MoeLiteForCausalLMNextN "
+                           f"({cite(release, 'glm_lite_nextn_rename')})"}
+        return {"prefix": "glm_nextn", "cls": "Glm4MoeForCausalLMNextN", "indexer": False, "gqa": True,
+                "why": f"the draft's architecture is rewritten to GLM-4.5's Glm4MoeForCausalLMNextN "
+                       f"({cite(release, 'glm_lite_nextn_rename')})"}
     return None
+
+
+def glm_lite_gqa_draft_head_dim(c: dict[str, Any]) -> int:
+    """The ``head_dim`` SGLang 0.5.8.post1 to 0.5.10.post1 give GLM-4.7-Flash's GQA NextN draft (attention and KV
+    pool): ``getattr(config, "head_dim", hidden_size // num_attention_heads)`` (``glm_gqa_head_dim``, ``mc_head_dim``)
+    on the transformers ``Glm4MoeLiteConfig``, whose ``head_dim`` is ``qk_rope_head_dim`` (transformers
+    src/transformers/models/glm4_moe_lite/configuration_glm4_moe_lite.py: ``self.head_dim = qk_rope_head_dim``, later
+    ``attribute_map = {"head_dim": "qk_rope_head_dim"}``): 64 for GLM-4.7-Flash."""
+    return int(c.get("head_dim") or c.get("qk_rope_head_dim") or c["hidden_size"] // c["num_attention_heads"])
 
 
 def nextn_draft_weights(hf_config: dict[str, Any], *, release: str, model_dtype: str, quantization: str | None,
@@ -522,7 +541,8 @@ def nextn_draft_weights(hf_config: dict[str, Any], *, release: str, model_dtype:
 
     DeepSeek-V3 / R1 (``DeepseekV3ForCausalLMNextN``, models/deepseek_nextn.py), GLM-4.5 to 4.7
     (``Glm4MoeForCausalLMNextN``, models/glm4_moe_nextn.py), every covered release, the DSA models (DeepSeek-V3.2 from
-    0.5.3 and GLM-5 from 0.5.9: ``DeepseekV3ForCausalLMNextN``, 0.5.23's ``GlmMoeDsaForCausalLMNextN`` is one):
+    0.5.3 and GLM-5 from 0.5.9: ``DeepseekV3ForCausalLMNextN``, 0.5.23's ``GlmMoeDsaForCausalLMNextN`` is one) and
+    GLM-4.7-Flash from 0.5.8.post1 (see below):
 
     - ``eh_proj`` is a plain ``nn.Linear(2 x hidden, hidden)``: model dtype, whole on every rank (``nextn_eh_proj``);
     - the decoder layer is the target's layer type built with the checkpoint's quant_config (``nextn_decoder``), so at
@@ -537,6 +557,17 @@ def nextn_draft_weights(hf_config: dict[str, Any], *, release: str, model_dtype:
     - DSA: from 0.5.7 the draft class is in ``is_deepseek_nsa`` / ``is_deepseek_dsa`` (``nextn_dsa_draft``), so its
       layer builds the lightning indexer (:func:`dsa_indexer_bytes`, whole on every rank, with the layer's
       quant_config); in 0.5.3 and 0.5.3.post1 the list names only the targets, so the draft layer is plain MLA.
+
+    GLM-4.7-Flash (``Glm4MoeLiteForCausalLM``, MLA): 0.5.8.post1 to 0.5.10.post1 rewrite its draft to GLM-4.5's
+    ``Glm4MoeForCausalLMNextN`` (``glm_lite_nextn_rename``), whose ``Glm4MoeDecoderLayer`` builds a GQA
+    ``Glm4MoeAttention`` from the config (``glm_gqa_attn``): ``num_attention_heads`` query and ``num_key_value_heads``
+    KV heads of :func:`glm_lite_gqa_draft_head_dim` (64), ``qkv_proj`` and ``o_proj`` over the attention-TP group
+    (``glm_gqa_qkv``; the checkpoint's MLA weights do not match them and are skipped while loading), its own rotary
+    cache (``glm_gqa_rope``: ``is_neox_style`` True where the target's MLA rope is not, ``mla_rope_neox``, so
+    ``get_rope`` does not share it: ``max_position_embeddings x head_dim``, float32 on CUDA, the model dtype on ROCm),
+    the MoE (routed + shared experts over TP, ``glm_experts``; router gate at the model dtype, float32
+    ``e_score_correction_bias``, ``glm_gate_bias``), the two layer norms, enorm / hnorm / shared_head.norm. 0.5.23
+    builds its own MLA class ``Glm4MoeLiteForCausalLMNextN`` (models/glm4_moe_lite_nextn.py), as DeepSeek's above.
 
     The arithmetic of the first three is :func:`calculator.engine.weights.mtp_draft_weights` (vLLM builds these drafts
     the same way). Other architectures: the MTP layer parameters x the linear layers' bytes per parameter / TP, labelled
@@ -569,13 +600,22 @@ def nextn_draft_weights(hf_config: dict[str, Any], *, release: str, model_dtype:
                      "model.decoder.* and matches its exclusions against that name: counted unquantized, as stored "
                      "(not modelled further)")
     n = arch.mtp_layers
+    if draft.get("gqa"):
+        total, why = _glm_gqa_nextn_bytes(c, release=release, n=n, b=b, body_b=body_b, tp=tp, attn_tp=attn_tp,
+                                          is_hip=is_hip)
+        text = (f"{draft_cls}: eh_proj nn.Linear, model dtype, whole on every rank "
+                f"({cite(release, 'glm_nextn_eh_proj')}); decoder layer Glm4MoeDecoderLayer with the checkpoint's quant_config "
+                f"({cite(release, 'glm_nextn_decoder')}); its own embedding and lm_head replaced by the target's "
+                f"({cite(release, 'spec_share_embed')}): {why}" + ("; " + "; ".join(parts) if parts else ""))
+        return int(total), "source", text
     total, why = mtp_draft_weights(arch, model_dtype, q, tp)
     extra = 0.0
     if arch.kv_lora_rank:
         absorbed = n * arch.kv_lora_rank * arch.num_attention_heads * arch.mla_nope_v_dim
         extra += absorbed * b / attn_tp
+        w_kc = "glm_lite_nextn_w_kc" if prefix == "glm_lite_nextn" else "nextn_w_kc"
         parts.append(f"absorbed w_kc / w_vc {n} x {arch.kv_lora_rank} x {arch.num_attention_heads} x "
-                     f"{arch.mla_nope_v_dim} x {b} B / {attn_tp} ({cite(release, 'nextn_w_kc')})")
+                     f"{arch.mla_nope_v_dim} x {b} B / {attn_tp} ({cite(release, w_kc)})")
     if attn_tp != tp:
         per_layer = arch.params.attention / max(1, arch.num_layers)
         rep = 0
@@ -601,3 +641,38 @@ def nextn_draft_weights(hf_config: dict[str, Any], *, release: str, model_dtype:
             f"and lm_head replaced by the target's ({cite(release, 'spec_share_embed')}): {why}"
             + ("; " + "; ".join(parts) if parts else ""))
     return int(total + extra), "source", text
+
+
+def _glm_gqa_nextn_bytes(c: dict[str, Any], *, release: str, n: int, b: int, body_b: float, tp: int, attn_tp: int,
+                         is_hip: bool) -> tuple[float, str]:
+    """Bytes on one rank of GLM-4.5's ``Glm4MoeForCausalLMNextN`` built from GLM-4.7-Flash's MLA config (0.5.8.post1 to
+    0.5.10.post1, :func:`nextn_draft_weights`), embedding and lm_head aside, and the formula."""
+    h = c["hidden_size"]
+    heads, kvh = c["num_attention_heads"], c.get("num_key_value_heads") or c["num_attention_heads"]
+    hd = glm_lite_gqa_draft_head_dim(c)
+    kv_rank = max(1, kvh // attn_tp)
+    q_rank = heads // attn_tp
+    attn = (q_rank + 2 * kv_rank) * hd * h + q_rank * hd * h
+    attn_bytes = attn * body_b
+    if c.get("attention_bias"):
+        attn_bytes += (q_rank + 2 * kv_rank) * hd * b
+    if c.get("use_qk_norm"):
+        attn_bytes += 2 * hd * b
+    n_exp, n_sh, mi = c["n_routed_experts"], c.get("n_shared_experts") or 0, c["moe_intermediate_size"]
+    experts = (n_exp + n_sh) * 3 * h * mi * body_b / tp
+    gate = n_exp * h * b + n_exp * 4
+    proj_norms = 2 * h * h * b + 5 * h * b
+    positions = int(c.get("max_position_embeddings") or 8192)
+    rope_elem = b if is_hip else 4
+    rope = positions * hd * rope_elem
+    total = n * (attn_bytes + experts + gate + proj_norms) + rope
+    why = (f"{n} layer(s) x [GQA Glm4MoeAttention ({cite(release, 'glm_gqa_attn')}, {cite(release, 'glm_gqa_qkv')}): "
+           f"({heads} + 2 x {kvh}) x {hd} x {h} qkv + {heads} x {hd} x {h} o, over the attention-TP size {attn_tp} "
+           f"(KV heads {kv_rank} per rank), x {body_b:g} B, head_dim {hd} ({cite(release, 'glm_gqa_head_dim')}: "
+           f"transformers' Glm4MoeLiteConfig.head_dim is qk_rope_head_dim); MoE ({n_exp} routed + {n_sh} shared "
+           f"experts of 3 x {h} x {mi}, x {body_b:g} B / TP {tp}, {cite(release, 'glm_experts')}); router gate {n_exp} x {h} x "
+           f"{b} B + e_score_correction_bias {n_exp} x 4 B ({cite(release, 'glm_gate_bias')}); eh_proj 2 x {h} x {h} "
+           f"and five norms of {h} x {b} B] + its rotary cache {positions} positions x {hd} x {rope_elem} B "
+           f"({cite(release, 'glm_gqa_rope')}: is_neox_style True, not the target MLA's cache, "
+           f"{cite(release, 'mla_rope_neox')})")
+    return total, why
