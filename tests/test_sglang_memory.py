@@ -501,6 +501,10 @@ _CITED_TEXT = [  # (release, rule, text the cited line must contain)
     ("0.5.23", "dsa_glm_sm12", "is_glm_sm12_fp8 = ("),
     ("0.5.10.post1", "piecewise_mm", "if self.get_model_config().is_multimodal:"),
     ("0.5.10.post1", "mm_subconfig", "has_multimodal_subconfig = ("),
+    ("0.5.23", "mm_subconfig", "has_multimodal_subconfig = self.hf_config is not self.hf_text_config or ("),
+    ("0.5.23", "mm_is_multimodal", "self.is_multimodal = ("),
+    ("0.5.23", "mm_lm_only", "self.is_lm_only = language_model_only or getattr("),
+    ("0.5.23", "hf_text_config", "# Priority: thinker_config > llm_config > language_config > text_config"),
     *[(rel, "nextn_eh_proj", "self.eh_proj = nn.Linear(") for rel in COVERED],
     *[(rel, "nextn_decoder", "quant_config=quant_config,") for rel in COVERED],
     *[(rel, "nextn_modelopt_off", 'quant_config.get_name() == "modelopt_fp4"') for rel in COVERED[1:]],
@@ -1690,6 +1694,35 @@ def test_gemma3_27b_gets_no_vlm_factor_in_any_release(release):
              gpu_memory_capacity_mib=81559, free_memory_before_load_gib=78.5)
     assert p.mem_fraction_static == (0.83 if release == "0.5.23" else 0.835)
     assert not any(s.field == "mem_fraction_static.vlm" for s in p.sources)
+
+
+def test_0_5_23_is_multimodal_also_by_a_text_sub_config_and_not_for_language_model_only():
+    """sglang==0.5.23 configs/model_config.py:809-829: is_multimodal = enable_multimodal and not is_lm_only and
+    (is_multimodal_model(architectures) or has_multimodal_subconfig or has_dsv41_vision), has_multimodal_subconfig =
+    hf_config is not hf_text_config (a thinker / llm / language / text sub-config, utils/hf_transformers/common.py:582-606;
+    a vision or audio config only with --model-impl transformers), is_lm_only = the config's language_model_only (:674).
+    - KimiK3ForConditionalGeneration is not in multimodal_model_archs; with a text_config it is multimodal, without not;
+    - a vision_config alone does not make it multimodal in 0.5.23 (it does in 0.5.10.post1, model_config.py:183);
+    - Mistral-Small-3.1 (Mistral3ForConditionalGeneration, listed) with "language_model_only": true is not: its pool
+      keeps the 100 MiB the multimodal one gives to the embedding cache (kv_cache_configurator.py:210), and its prefill
+      CUDA graph (off for a multimodal model outside the allow-list, cuda_graph_hook.py:231)."""
+    from calculator.runtimes.sglang.memory import is_multimodal
+
+    text = {"hidden_size": 1024, "num_attention_heads": 8}
+    assert is_multimodal("0.5.23", {"architectures": ["KimiK3ForConditionalGeneration"], "text_config": text})
+    assert not is_multimodal("0.5.23", {"architectures": ["KimiK3ForConditionalGeneration"]})
+    vision_only = {"architectures": ["KimiK3ForConditionalGeneration"], "vision_config": {"hidden_size": 1152}}
+    assert not is_multimodal("0.5.23", vision_only) and is_multimodal("0.5.10.post1", vision_only)
+    cfg = load_config("mistralai__Mistral-Small-3.1-24B-Instruct-2503.json")
+    assert is_multimodal("0.5.23", cfg) and not is_multimodal("0.5.23", {**cfg, "language_model_only": True})
+    kw = {"gpu": get_gpu("H100"), "release": "0.5.23", "mem_fraction_static": 0.85, "free_memory_before_load_gib": 79.0,
+          "weights_bytes": 48 * GIB}
+    mm, lm = plan(cfg, **kw), plan({**cfg, "language_model_only": True}, **kw)
+    assert not mm.piecewise_cuda_graph and lm.piecewise_cuda_graph
+    assert any(x.field == "rest_memory_gib.multimodal" for x in mm.sources)
+    assert not any(x.field == "rest_memory_gib.multimodal" for x in lm.sources)
+    assert lm.rest_memory_gib - mm.rest_memory_gib == pytest.approx(100 / 1024)
+    assert "model_config.py:820" in mm.source_of("rest_memory_gib.multimodal").source
 
 
 def test_the_multimodal_lists_are_the_wheels():

@@ -246,16 +246,40 @@ _MM_BREAKABLE_0523 = {"MiniMaxM3SparseForConditionalGeneration", "Cohere2VisionF
                       "KimiK3ForConditionalGeneration", "KimiK25ForConditionalGeneration", "MiniMaxM3SparseForCausalLM"}
 
 
+# sglang==0.5.23 utils/hf_transformers/common.py:582-606 get_hf_text_config: the text sub-config it returns (thinker_config
+# first, then llm_config, language_config, text_config); the model's own config when there is none
+_TEXT_SUBCONFIG_KEYS_0523 = ("thinker_config", "llm_config", "language_config", "text_config")
+# configs/model_config.py:78 MIMO_V2_MULTIMODAL_ARCHS
+_MIMO_V2_MULTIMODAL_0523 = ("MiMoV2ForCausalLM",)
+
+
 def is_multimodal_0523(arch: str, hf_config: dict[str, Any]) -> bool:
-    """SGLang 0.5.23's ``ModelConfig.is_multimodal`` by default: the architecture is in ``multimodal_model_archs``
-    (configs/model_config.py:2391) and not among those served text-only unless ``--enable-multimodal`` is passed
-    (:692-702; MiMo-V2 only with both a vision and an audio config, :703-712)."""
+    """SGLang 0.5.23's ``ModelConfig.is_multimodal`` without ``--enable-multimodal`` / ``--language-model-only``
+    (configs/model_config.py:820-829): ``enable_multimodal and not is_lm_only and (is_multimodal_model(architectures) or
+    has_multimodal_subconfig or has_dsv41_vision)``, where
+
+    - ``enable_multimodal`` is False for ``mm_disabled_models`` (:692-702, the default model implementation) and for
+      MiMo-V2 without both a vision and an audio config (:703-712), True otherwise;
+    - ``is_lm_only``: the config's own ``language_model_only`` (:674-676);
+    - ``is_multimodal_model``: one of the architectures is in ``multimodal_model_archs`` (:2391, :2522);
+    - ``has_multimodal_subconfig`` (:809-815): ``hf_config is not hf_text_config``, i.e. ``get_hf_text_config`` found a
+      thinker / LLM / language / text sub-config (utils/hf_transformers/common.py:582-606; a ``Llava*ForCausalLM`` keeps
+      its own config, :553-559); a vision or audio config counts only with ``--model-impl transformers``;
+    - ``has_dsv41_vision``: ``model_type`` ``deepseek_v41`` with ``vision_n_layers`` > 0 (:816-819).
+
+    The architecture lists are the wheel's (``releases.multimodal_lists("0.5.23")``, data/architectures.json)."""
     archs, text_only = R.multimodal_lists("0.5.23")
-    if arch not in archs or arch in text_only:
+    if arch in text_only:
         return False
-    if arch == "MiMoV2ForCausalLM":
-        return "vision_config" in hf_config and "audio_config" in hf_config
-    return True
+    if arch in _MIMO_V2_MULTIMODAL_0523 and not ("vision_config" in hf_config and "audio_config" in hf_config):
+        return False
+    if hf_config.get("language_model_only"):
+        return False
+    listed = any(a in archs for a in hf_config.get("architectures") or [arch])
+    llava_own = arch.startswith("Llava") and arch.endswith("ForCausalLM")
+    subconfig = not llava_own and any(hf_config.get(k) is not None for k in _TEXT_SUBCONFIG_KEYS_0523)
+    dsv41 = hf_config.get("model_type") == "deepseek_v41" and (hf_config.get("vision_n_layers") or 0) > 0
+    return listed or subconfig or dsv41
 
 
 _SUBCONFIG_KEYS = ("thinker_config", "llm_config", "language_config", "text_config", "vision_config", "audio_config")
@@ -269,8 +293,9 @@ def is_multimodal(release: str, hf_config: dict[str, Any]) -> bool:
       0.5.23 adds Inkling), served text-only by default (``cite(release, "mm_disabled")``);
     - otherwise 0.4.10.post2 to 0.5.9: one of ``architectures`` is in ``multimodal_model_archs``
       (``cite(release, "mm_archs")``); 0.5.10.post1: that, or the config has a text / LLM / language / thinker,
-      vision or audio sub-config (``has_multimodal_subconfig``, ``cite(release, "mm_subconfig")``); 0.5.23:
-      :func:`is_multimodal_0523`.
+      vision or audio sub-config (``has_multimodal_subconfig``, ``cite(release, "mm_subconfig")``); 0.5.23: that with a
+      text / LLM / language / thinker sub-config only, and not for a ``language_model_only`` config
+      (:func:`is_multimodal_0523`).
 
     The lists are the release's own (``releases.multimodal_lists``, read from each wheel). 0.4.3.post4 has no such
     test (and no multimodal adjustment): False."""
@@ -1322,8 +1347,15 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         # SGLANG_VLM_CACHE_SIZE_MB (100 by default, environ.py:1598) of multimodal embedding cache, allocated after the
         # pool, is kept out of its budget (CPU feature transport, the default on one node)
         rest -= 100 / 1024
+        archs_0523 = R.multimodal_lists(release)[0]
+        mm_why = (f"{arch_name} is in multimodal_model_archs ({cite(release, 'mm_archs')})" if arch_name in archs_0523
+                  else f"the config has a text sub-config ({cite(release, 'mm_subconfig')}, "
+                  f"{cite(release, 'hf_text_config')})" if any(hf_config.get(k) is not None
+                                                              for k in _TEXT_SUBCONFIG_KEYS_0523)
+                  else "a DeepSeek-V4.1 vision tower (vision_n_layers > 0)")
         src("rest_memory_gib.multimodal", -round(100 / 1024, 4), "source", f"{cite(release, 'mm_reserve')} "
-            "mm_runtime_reservation_gb: 100 MiB of multimodal embedding cache kept out of the KV budget")
+            "mm_runtime_reservation_gb: 100 MiB of multimodal embedding cache kept out of the KV budget; the model is "
+            f"multimodal ({cite(release, 'mm_is_multimodal')}): {mm_why}")
     cell_div = cell
     if at_least(release, "0.5.23") and speculative_algorithm in ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE"):
         # DefaultPoolConfigurator: the draft's KV is charged in the target's cell, as the target's per-layer size times

@@ -349,7 +349,8 @@ for _rel, _fams in _EMB_LINES.items():
 
 # Multimodal or not (configs/model_config.py): mm_archs the multimodal_model_archs list, mm_disabled the architectures
 # served text-only unless --enable-multimodal (mm_disabled_models), mm_subconfig 0.5.10's "has a text / vision / audio
-# sub-config" test; gemma3_vision the SiglipVisionModel Gemma3ForConditionalGeneration builds whatever the mode
+# sub-config" test (0.5.23: a text sub-config only, mm_is_multimodal the test, mm_lm_only language_model_only);
+# gemma3_vision the SiglipVisionModel Gemma3ForConditionalGeneration builds whatever the mode
 # (models/gemma3_mm.py); piecewise_mm 0.5.10's "multimodal model: no piecewise CUDA graph"
 _MM_LINES: dict[str, dict[str, int]] = {
     "0.4.10.post2": {"mm_archs": 624, "mm_disabled": 112, "gemma3_vision": 168},
@@ -359,12 +360,14 @@ _MM_LINES: dict[str, dict[str, int]] = {
     "0.5.8.post1": {"mm_archs": 1119, "mm_disabled": 143, "gemma3_vision": 180},
     "0.5.9": {"mm_archs": 1211, "mm_disabled": 144, "gemma3_vision": 181},
     "0.5.10.post1": {"mm_archs": 1296, "mm_disabled": 156, "mm_subconfig": 183, "gemma3_vision": 181},
-    "0.5.23": {"gemma3_vision": 185},
+    "0.5.23": {"gemma3_vision": 185, "mm_subconfig": 809, "mm_is_multimodal": 820, "mm_lm_only": 674},
 }
 for _rel, _keys in _MM_LINES.items():
     _WEIGHT_LINES[_rel].update({k: ("sglang/srt/models/gemma3_mm.py" if k == "gemma3_vision" else _MC, n)
                                 for k, n in _keys.items()})
 _WEIGHT_LINES["0.5.10.post1"]["piecewise_mm"] = (_SA, 1110)
+# 0.5.23: the text sub-config get_hf_text_config returns (has_multimodal_subconfig compares it with the config)
+_WEIGHT_LINES["0.5.23"]["hf_text_config"] = ("sglang/srt/utils/hf_transformers/common.py", 582)
 # gemma3_rope: the rope_scaling Gemma 3's global-attention layers pass to get_rope (models/gemma3_causal.py): the
 # config's (linear x8 for the 4B-27B checkpoints) up to 0.5.9, {"rope_type": "default"} from 0.5.10.post1
 for _rel, _n in {"0.4.10.post2": 182, "0.5.3": 181, "0.5.3.post1": 181, "0.5.7": 181, "0.5.8.post1": 181, "0.5.9": 180,
