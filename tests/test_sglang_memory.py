@@ -725,8 +725,11 @@ def test_glm5_dsa_on_mi355x_is_nsa_from_0_5_9_with_page_1_and_tp_attention():
 def test_nsa_dp_attention_and_page_size_by_release():
     """What the NSA block of ServerArgs forces, per release (DeepSeek-V3.2, --tp 8, no DP flags):
     0.5.3.post1: enable_dp_attention and dp_size = tp_size (server_args.py:859-860) -> attention TP 1, page 64;
-    0.5.7: enable_dp_attention = True only (server_args.py:1035), dp_size stays 1 -> attention TP 8, page 64 (:1058);
-    0.5.8.post1: nothing ('DSA with TP mode is active', :1147), page 64 on CUDA, 1 on ROCm (:1151-1158)."""
+    0.5.7: enable_dp_attention = True only (server_args.py:1035), dp_size stays 1, so _handle_data_parallelism, which
+    runs after the model adjustments (:675, :689), turns it off again (:1802-1803) -> attention TP 8, page 64 (:1058);
+    with --dp-size 2 passed (no --enable-dp-attention) it stays on: attention TP 4;
+    0.5.8.post1: nothing ('DSA with TP mode is active', :1147), page 64 on CUDA, 1 on ROCm (:1151-1158);
+    0.5.3.post1 at --tp 1: dp_size = tp_size = 1, so off again too (:990-991)."""
     cfg = v32_config()
     b200, mi355x = get_gpu("B200"), get_gpu("MI355X")
     a = plan(cfg, gpu=b200, release="0.5.3.post1", tp_size=8)
@@ -734,12 +737,17 @@ def test_nsa_dp_attention_and_page_size_by_release():
     c = plan(cfg, gpu=b200, release="0.5.8.post1", tp_size=8)
     d = plan(cfg, gpu=mi355x, release="0.5.8.post1", tp_size=8)
     assert (a.enable_dp_attention, a.dp_size, a.attention_tp_size, a.page_size) == (True, 8, 1, 64)
-    assert (b.enable_dp_attention, b.dp_size, b.attention_tp_size, b.page_size) == (True, 1, 8, 64)
+    assert (b.enable_dp_attention, b.dp_size, b.attention_tp_size, b.page_size) == (False, 1, 8, 64)
+    assert "server_args.py:1802" in b.source_of("enable_dp_attention").source
+    b2 = plan(cfg, gpu=b200, release="0.5.7", tp_size=8, dp_size=2)
+    assert (b2.enable_dp_attention, b2.dp_size, b2.attention_tp_size) == (True, 2, 4)
+    a1 = plan(cfg, gpu=b200, release="0.5.3.post1", tp_size=1)
+    assert (a1.enable_dp_attention, a1.dp_size, a1.attention_tp_size) == (False, 1, 1)
     assert (c.enable_dp_attention, c.dp_size, c.attention_tp_size, c.page_size) == (False, 1, 8, 64)
     assert (d.enable_dp_attention, d.attention_tp_size, d.page_size) == (False, 8, 1)
     # the cell is per rank and MLA keeps one latent per token whatever the attention TP: same bytes
     assert a.cell_size_bytes == b.cell_size_bytes == c.cell_size_bytes
-    # the command: 0.5.3.post1 gets the DP flags it forces anyway; 0.5.7 sets DP attention itself at dp_size 1
+    # the command: 0.5.3.post1 gets the DP flags it forces anyway; 0.5.7 has none (off at dp_size 1)
     assert "--enable-dp-attention" in launch_argv(a, model_path="deepseek-ai/DeepSeek-V3.2-Exp")
     assert "--enable-dp-attention" not in launch_argv(b, model_path="deepseek-ai/DeepSeek-V3.2-Exp")
 

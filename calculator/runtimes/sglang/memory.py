@@ -897,17 +897,26 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         # (0.5.3: also mem_fraction_static 0.8). 0.5.7: enable_dp_attention = True with dp_size as passed (attention
         # TP stays tp_size // dp_size), page 64. From 0.5.8.post1: nothing forced ("DSA with TP mode is active"; DP
         # attention only with --enable-nsa-prefill-context-parallel, not modelled), page 1 on ROCm, 64 on CUDA.
+        # then _handle_data_parallelism (cite(release, "dp_off")) turns it off again where dp_size is 1
         if not at_least(release, "0.5.7"):
             if not enable_dp_attention:
                 enable_dp_attention, dp_size = True, tp_size
-                notes.append("DeepSeek NSA: SGLang turns on DP attention with dp_size = tp_size")
-            src("enable_dp_attention", f"True, dp_size {dp_size}", "source", cite(release, "nsa"))
+                notes.append("DeepSeek NSA: SGLang turns on DP attention with dp_size = tp_size"
+                             + (" (off again: dp_size 1)" if dp_size == 1 else ""))
         elif not at_least(release, "0.5.8.post1"):
             if not enable_dp_attention:
                 enable_dp_attention = True
                 notes.append(f"DeepSeek NSA: SGLang {release} sets enable_dp_attention with dp_size as passed "
-                             f"({dp_size}), so attention stays split over tp_size // dp_size ranks")
-            src("enable_dp_attention", f"True, dp_size {dp_size}", "source", cite(release, "nsa"))
+                             f"({dp_size}), so attention stays split over tp_size // dp_size ranks"
+                             + ("; at dp_size 1 _handle_data_parallelism turns it off again" if dp_size == 1 else ""))
+        if not at_least(release, "0.5.8.post1"):
+            if dp_size == 1:
+                enable_dp_attention = False
+                src("enable_dp_attention", "False, dp_size 1", "source", f"{cite(release, 'nsa')} sets it, then "
+                    f"{cite(release, 'dp_off')} (_handle_data_parallelism, after the model adjustments) turns it off "
+                    "at dp_size 1")
+            else:
+                src("enable_dp_attention", f"True, dp_size {dp_size}", "source", cite(release, "nsa"))
         attn_tp = tp_size // dp_size if enable_dp_attention else tp_size
         page = 1 if is_hip and at_least(release, "0.5.8.post1") else 64
         src("page_size", page, "source", cite(release, "nsa_page"))

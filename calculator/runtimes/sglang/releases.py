@@ -500,6 +500,11 @@ for _rel, _rules in _NEXTN_LINES.items():
     _WEIGHT_LINES[_rel].update(_rules)
 
 
+# dp_off: _handle_data_parallelism, run after the model-specific adjustments: dp_size 1 turns enable_dp_attention off
+# again (the DeepSeek NSA block's forced DP attention of 0.5.3 to 0.5.7 included)
+for _rel, _n in {"0.5.3": 950, "0.5.3.post1": 990, "0.5.7": 1802}.items():
+    _WEIGHT_LINES[_rel]["dp_off"] = (_SA, _n)
+
 for _rel, _rules in _WEIGHT_LINES.items():
     _LINES[_rel].update(_rules)
 
