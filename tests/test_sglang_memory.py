@@ -619,6 +619,21 @@ def test_explain_vs_vllm_names_the_terms():
     assert f"x{p.max_total_num_tokens / 178880:.2f}" in s
 
 
+def test_explain_vs_vllm_takes_a_hybrid_swa_pool_by_its_two_parts():
+    """gpt-oss-20b on H100, 0.5.10.post1 (as test_gpt_oss_hybrid_swa_split_release_0_5_10): the 12 full-attention layers
+    hold 1,199,065 tokens and the 12 sliding ones 959,252, 2,048 B per token per layer: (1,199,065 + 959,252) x 12 x
+    2,048 B = 49.40 GiB, the budget rest (49.4 GiB); 1,199,065 x the 24-layer cell 49,152 B would say 54.89 GiB."""
+    cfg = load_config("openai__gpt-oss-20b.json")
+    p = plan(cfg, gpu=get_gpu("H100"), release="0.5.10.post1", mem_fraction_static=0.8, free_memory_before_load_gib=78.0,
+             weights_bytes=13 * GIB)
+    by_hand = (1199065 + 959252) * 12 * 2048 / GIB
+    assert round(by_hand, 2) == 49.40 and round(1199065 * 49152 / GIB, 2) == 54.89
+    s = explain_vs_vllm(p, vllm_kv_tokens=1_000_000, vllm_kv_gib=40.0, vllm_gpu_memory_utilization=0.9,
+                        vllm_weights_gib=13.0)
+    assert f"leaving {by_hand:.1f} GiB for KV in SGLang (full-attention layers 1,199,065 tokens, sliding-window " \
+           "layers 959,252)" in s
+
+
 def test_piecewise_cuda_graph_reserve_release_0_5_10():
     """Qwen3-8B on H100 (catalog 79.19 GiB = 81,090.6 MiB), 0.5.10.post1 defaults: chunked prefill 8192,
     cuda graph bs 256 (TP < 4). Piecewise CUDA graphs are on (text model, no spec, no DP attention, CUDA):
