@@ -501,6 +501,10 @@ _CITED_TEXT = [  # (release, rule, text the cited line must contain)
     ("0.5.23", "dsa_glm_sm12", "is_glm_sm12_fp8 = ("),
     ("0.5.10.post1", "piecewise_mm", "if self.get_model_config().is_multimodal:"),
     ("0.5.10.post1", "mm_subconfig", "has_multimodal_subconfig = ("),
+    ("0.5.23", "mm_subconfig", "has_multimodal_subconfig = self.hf_config is not self.hf_text_config or ("),
+    ("0.5.23", "mm_is_multimodal", "self.is_multimodal = ("),
+    ("0.5.23", "mm_lm_only", "self.is_lm_only = language_model_only or getattr("),
+    ("0.5.23", "hf_text_config", "# Priority: thinker_config > llm_config > language_config > text_config"),
     *[(rel, "nextn_eh_proj", "self.eh_proj = nn.Linear(") for rel in COVERED],
     *[(rel, "nextn_decoder", "quant_config=quant_config,") for rel in COVERED],
     *[(rel, "nextn_modelopt_off", 'quant_config.get_name() == "modelopt_fp4"') for rel in COVERED[1:]],
@@ -510,6 +514,50 @@ _CITED_TEXT = [  # (release, rule, text the cited line must contain)
     *[(rel, "spec_share_embed", ".model.set_embed_and_head(embed, head)") for rel in COVERED],
     ("0.4.3.post4", "nextn_w_kc", "self_attn.w_kc = "),
     *[(rel, "nextn_w_kc", "layer_ids = [self.config.num_hidden_layers]") for rel in COVERED[1:]],
+    # the DSA indexer (weights.dsa_indexer_bytes) and the NEXTN drafts of DSA models and GLM-4.7-Flash
+    *[(rel, "idx_wq_b", "self.wq_b = ReplicatedLinear(") for rel in COVERED[2:]],
+    *[(rel, "idx_wk", "self.wk = ReplicatedLinear(") for rel in COVERED[2:]],
+    *[(rel, "idx_weights_proj", "self.weights_proj = ReplicatedLinear(") for rel in ("0.5.3", "0.5.3.post1")],
+    ("0.5.7", "idx_weights_proj", "params_dtype=torch.float32,"),
+    *[(rel, "idx_weights_proj", "params_dtype=torch.bfloat16 if _is_cuda else torch.float32,")
+      for rel in ("0.5.8.post1", "0.5.9", "0.5.10.post1")],
+    ("0.5.23", "idx_weights_proj", "params_dtype=torch.bfloat16,"),
+    *[(rel, "idx_k_norm", "self.weight = nn.Parameter(torch.ones(dim, dtype=torch.float32))")
+      for rel in ("0.5.3", "0.5.3.post1")],
+    *[(rel, "idx_k_norm", "self.k_norm = LayerNorm(self.head_dim, dtype=torch.float32)")
+      for rel in ("0.5.7", "0.5.8.post1", "0.5.9", "0.5.10.post1")],
+    ("0.5.23", "idx_k_norm", "torch.float32"),
+    ("0.5.23", "idx_k_norm_rms", "self.k_norm = RMSNorm(self.head_dim)"),
+    ("0.5.23", "idx_fusion", "self.use_dsa_indexer_fusion = ("),
+    ("0.5.23", "idx_fused", "self.wk_weights_proj = ReplicatedLinear("),
+    ("0.5.23", "idx_neox", 'is_neox_style = not getattr(config, "indexer_rope_interleave", False)'),
+    ("0.5.23", "idx_layer", "if not self.skip_topk or is_nextn:"),
+    *[(rel, "nextn_dsa_draft", 'in ["DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM"]')
+      for rel in ("0.5.3", "0.5.3.post1")],
+    *[(rel, "nextn_dsa_draft", '"DeepseekV3ForCausalLMNextN",') for rel in COVERED[4:]],
+    *[(rel, "nextn_dsa_rename", 'self.hf_config.architectures[0] = "DeepseekV3ForCausalLMNextN"')
+      for rel in COVERED[2:]],
+    *[(rel, "v32_config_load", 'config_json["architectures"] = ["DeepseekV3ForCausalLM"]') for rel in COVERED[2:8]],
+    *[(rel, "glm_dsa_nextn_rename", '"GlmMoeDsaForCausalLM",') for rel in ("0.5.9", "0.5.10.post1")],
+    ("0.5.23", "glm_dsa_nextn_rename", 'self.hf_config.architectures[0] = "GlmMoeDsaForCausalLMNextN"'),
+    ("0.5.23", "glm_dsa_nextn_cls", "class GlmMoeDsaForCausalLMNextN(DeepseekV3ForCausalLMNextN):"),
+    *[(rel, "glm_lite_nextn_rename", 'self.hf_config.architectures[0] = "Glm4MoeForCausalLMNextN"')
+      for rel in ("0.5.8.post1", "0.5.9", "0.5.10.post1")],
+    ("0.5.23", "glm_lite_nextn_rename", 'self.hf_config.architectures[0] = "Glm4MoeLiteForCausalLMNextN"'),
+    *[(rel, rule, text) for rel in ("0.5.8.post1", "0.5.9", "0.5.10.post1") for rule, text in (
+        ("glm_gqa_attn", "self.self_attn = Glm4MoeAttention("), ("glm_gqa_head_dim", "head_dim = getattr("),
+        ("glm_gqa_qkv", "self.qkv_proj = QKVParallelLinear("), ("glm_gqa_rope", "self.rotary_emb = get_rope("),
+        ("glm_gate_bias", "torch.empty((config.n_routed_experts), dtype=torch.float32)"),
+        ("glm_experts", "num_experts=config.n_routed_experts + self.num_fused_shared_experts,"),
+        ("mc_mla_list", 'or "Glm4MoeLiteForCausalLM" in self.hf_config.architectures'),
+        ("mc_head_dim", "self.head_dim = getattr("), ("draft_mha_pool", "self.token_to_kv_pool = MHATokenToKVPool("))],
+    ("0.5.8.post1", "mla_rope_neox", "is_neox_style=False,"),
+    *[(rel, "mla_rope_neox", 'is_neox_style = not getattr(config, "rope_interleave", True)')
+      for rel in ("0.5.9", "0.5.10.post1")],
+    ("0.5.23", "glm_lite_nextn_eh_proj", "self.eh_proj = nn.Linear("),
+    ("0.5.23", "glm_lite_nextn_decoder", "self.decoder = Glm4MoeLiteDecoderLayer("),
+    ("0.5.23", "glm_lite_nextn_modelopt_off", "quant_config = None"),
+    ("0.5.23", "glm_lite_nextn_w_kc", "self.post_load_weights(is_nextn=is_nextn, weight_names=None)"),
     *[(rel, "gemma3_vision", "self.vision_tower = SiglipVisionModel(") for rel in COVERED[1:]],
     *[(rel, "gemma3_rope", "self.rope_scaling = config.rope_scaling") for rel in COVERED[1:7]],
     *[(rel, "gemma3_rope", 'self.rope_scaling = {"rope_type": "default"}') for rel in COVERED[7:]],
@@ -569,6 +617,21 @@ def test_explain_vs_vllm_names_the_terms():
                         vllm_total_gib=79.19)
     assert f"{p.mem_fraction_static:.3f}" in s and "0.90" in s and "activation" in s
     assert f"x{p.max_total_num_tokens / 178880:.2f}" in s
+
+
+def test_explain_vs_vllm_takes_a_hybrid_swa_pool_by_its_two_parts():
+    """gpt-oss-20b on H100, 0.5.10.post1 (as test_gpt_oss_hybrid_swa_split_release_0_5_10): the 12 full-attention layers
+    hold 1,199,065 tokens and the 12 sliding ones 959,252, 2,048 B per token per layer: (1,199,065 + 959,252) x 12 x
+    2,048 B = 49.40 GiB, the budget rest (49.4 GiB); 1,199,065 x the 24-layer cell 49,152 B would say 54.89 GiB."""
+    cfg = load_config("openai__gpt-oss-20b.json")
+    p = plan(cfg, gpu=get_gpu("H100"), release="0.5.10.post1", mem_fraction_static=0.8, free_memory_before_load_gib=78.0,
+             weights_bytes=13 * GIB)
+    by_hand = (1199065 + 959252) * 12 * 2048 / GIB
+    assert round(by_hand, 2) == 49.40 and round(1199065 * 49152 / GIB, 2) == 54.89
+    s = explain_vs_vllm(p, vllm_kv_tokens=1_000_000, vllm_kv_gib=40.0, vllm_gpu_memory_utilization=0.9,
+                        vllm_weights_gib=13.0)
+    assert f"leaving {by_hand:.1f} GiB for KV in SGLang (full-attention layers 1,199,065 tokens, sliding-window " \
+           "layers 959,252)" in s
 
 
 def test_piecewise_cuda_graph_reserve_release_0_5_10():
@@ -677,8 +740,11 @@ def test_glm5_dsa_on_mi355x_is_nsa_from_0_5_9_with_page_1_and_tp_attention():
 def test_nsa_dp_attention_and_page_size_by_release():
     """What the NSA block of ServerArgs forces, per release (DeepSeek-V3.2, --tp 8, no DP flags):
     0.5.3.post1: enable_dp_attention and dp_size = tp_size (server_args.py:859-860) -> attention TP 1, page 64;
-    0.5.7: enable_dp_attention = True only (server_args.py:1035), dp_size stays 1 -> attention TP 8, page 64 (:1058);
-    0.5.8.post1: nothing ('DSA with TP mode is active', :1147), page 64 on CUDA, 1 on ROCm (:1151-1158)."""
+    0.5.7: enable_dp_attention = True only (server_args.py:1035), dp_size stays 1, so _handle_data_parallelism, which
+    runs after the model adjustments (:675, :689), turns it off again (:1802-1803) -> attention TP 8, page 64 (:1058);
+    with --dp-size 2 passed (no --enable-dp-attention) it stays on: attention TP 4;
+    0.5.8.post1: nothing ('DSA with TP mode is active', :1147), page 64 on CUDA, 1 on ROCm (:1151-1158);
+    0.5.3.post1 at --tp 1: dp_size = tp_size = 1, so off again too (:990-991)."""
     cfg = v32_config()
     b200, mi355x = get_gpu("B200"), get_gpu("MI355X")
     a = plan(cfg, gpu=b200, release="0.5.3.post1", tp_size=8)
@@ -686,12 +752,17 @@ def test_nsa_dp_attention_and_page_size_by_release():
     c = plan(cfg, gpu=b200, release="0.5.8.post1", tp_size=8)
     d = plan(cfg, gpu=mi355x, release="0.5.8.post1", tp_size=8)
     assert (a.enable_dp_attention, a.dp_size, a.attention_tp_size, a.page_size) == (True, 8, 1, 64)
-    assert (b.enable_dp_attention, b.dp_size, b.attention_tp_size, b.page_size) == (True, 1, 8, 64)
+    assert (b.enable_dp_attention, b.dp_size, b.attention_tp_size, b.page_size) == (False, 1, 8, 64)
+    assert "server_args.py:1802" in b.source_of("enable_dp_attention").source
+    b2 = plan(cfg, gpu=b200, release="0.5.7", tp_size=8, dp_size=2)
+    assert (b2.enable_dp_attention, b2.dp_size, b2.attention_tp_size) == (True, 2, 4)
+    a1 = plan(cfg, gpu=b200, release="0.5.3.post1", tp_size=1)
+    assert (a1.enable_dp_attention, a1.dp_size, a1.attention_tp_size) == (False, 1, 1)
     assert (c.enable_dp_attention, c.dp_size, c.attention_tp_size, c.page_size) == (False, 1, 8, 64)
     assert (d.enable_dp_attention, d.attention_tp_size, d.page_size) == (False, 8, 1)
     # the cell is per rank and MLA keeps one latent per token whatever the attention TP: same bytes
     assert a.cell_size_bytes == b.cell_size_bytes == c.cell_size_bytes
-    # the command: 0.5.3.post1 gets the DP flags it forces anyway; 0.5.7 sets DP attention itself at dp_size 1
+    # the command: 0.5.3.post1 gets the DP flags it forces anyway; 0.5.7 has none (off at dp_size 1)
     assert "--enable-dp-attention" in launch_argv(a, model_path="deepseek-ai/DeepSeek-V3.2-Exp")
     assert "--enable-dp-attention" not in launch_argv(b, model_path="deepseek-ai/DeepSeek-V3.2-Exp")
 
@@ -1648,6 +1719,35 @@ def test_gemma3_27b_gets_no_vlm_factor_in_any_release(release):
     assert not any(s.field == "mem_fraction_static.vlm" for s in p.sources)
 
 
+def test_0_5_23_is_multimodal_also_by_a_text_sub_config_and_not_for_language_model_only():
+    """sglang==0.5.23 configs/model_config.py:809-829: is_multimodal = enable_multimodal and not is_lm_only and
+    (is_multimodal_model(architectures) or has_multimodal_subconfig or has_dsv41_vision), has_multimodal_subconfig =
+    hf_config is not hf_text_config (a thinker / llm / language / text sub-config, utils/hf_transformers/common.py:582-606;
+    a vision or audio config only with --model-impl transformers), is_lm_only = the config's language_model_only (:674).
+    - KimiK3ForConditionalGeneration is not in multimodal_model_archs; with a text_config it is multimodal, without not;
+    - a vision_config alone does not make it multimodal in 0.5.23 (it does in 0.5.10.post1, model_config.py:183);
+    - Mistral-Small-3.1 (Mistral3ForConditionalGeneration, listed) with "language_model_only": true is not: its pool
+      keeps the 100 MiB the multimodal one gives to the embedding cache (kv_cache_configurator.py:210), and its prefill
+      CUDA graph (off for a multimodal model outside the allow-list, cuda_graph_hook.py:231)."""
+    from calculator.runtimes.sglang.memory import is_multimodal
+
+    text = {"hidden_size": 1024, "num_attention_heads": 8}
+    assert is_multimodal("0.5.23", {"architectures": ["KimiK3ForConditionalGeneration"], "text_config": text})
+    assert not is_multimodal("0.5.23", {"architectures": ["KimiK3ForConditionalGeneration"]})
+    vision_only = {"architectures": ["KimiK3ForConditionalGeneration"], "vision_config": {"hidden_size": 1152}}
+    assert not is_multimodal("0.5.23", vision_only) and is_multimodal("0.5.10.post1", vision_only)
+    cfg = load_config("mistralai__Mistral-Small-3.1-24B-Instruct-2503.json")
+    assert is_multimodal("0.5.23", cfg) and not is_multimodal("0.5.23", {**cfg, "language_model_only": True})
+    kw = {"gpu": get_gpu("H100"), "release": "0.5.23", "mem_fraction_static": 0.85, "free_memory_before_load_gib": 79.0,
+          "weights_bytes": 48 * GIB}
+    mm, lm = plan(cfg, **kw), plan({**cfg, "language_model_only": True}, **kw)
+    assert not mm.piecewise_cuda_graph and lm.piecewise_cuda_graph
+    assert any(x.field == "rest_memory_gib.multimodal" for x in mm.sources)
+    assert not any(x.field == "rest_memory_gib.multimodal" for x in lm.sources)
+    assert lm.rest_memory_gib - mm.rest_memory_gib == pytest.approx(100 / 1024)
+    assert "model_config.py:820" in mm.source_of("rest_memory_gib.multimodal").source
+
+
 def test_the_multimodal_lists_are_the_wheels():
     """releases.multimodal_lists (data/architectures.json) against each wheel's configs/model_config.py; 0.5.23's
     is_multimodal reads the same extracted lists (no copy of its own)."""
@@ -1725,6 +1825,109 @@ def test_nextn_draft_of_a_modelopt_nvfp4_deepseek_is_unquantized():
                                           model_dtype="bfloat16", quantization=None, quant_config=qc, tp=8, attn_tp=8)
     assert got == pytest.approx(_r1_nextn_by_hand(8, 8, body_bytes=2), abs=64 * 1024)
     assert kind == "source" and "deepseek_nextn.py:84" in text
+
+
+def _v32_indexer_by_hand(*, lin_b: float, weights_proj_b: int) -> float:
+    """One DeepSeek-V3.2 lightning indexer (index_n_heads 64, index_head_dim 128, q_lora_rank 1536, hidden 7168), whole
+    on every rank: wq_b 1536 x (64 x 128) and wk 7168 x 128 at the layer's bytes per weight, weights_proj 7168 x 64 at
+    its own dtype, k_norm LayerNorm weight + bias 2 x 128 x 4 B (layers/attention/nsa/nsa_indexer.py)."""
+    return (1536 * 64 * 128 + 7168 * 128) * lin_b + 7168 * 64 * weights_proj_b + 2 * 128 * 4
+
+
+def test_nextn_draft_of_deepseek_v32_builds_the_indexer_from_0_5_7():
+    """DeepSeek-V3.2 (FP8 block 128 x 128; R1's sizes + index_topk), --tp 8, NEXTN, H200 (bf16 KV):
+    - 0.5.3.post1: is_deepseek_nsa lists DeepseekV3ForCausalLM / DeepseekV32ForCausalLM only
+      (configs/model_config.py:56), so the DeepseekV3ForCausalLMNextN draft is plain MLA: R1's layer at attention TP 1
+      (NSA forces dp = tp = 8), no indexer; its pool MLATokenToKVPool (512 + 64) x 2 = 1,152 B per token;
+    - 0.5.7: DeepseekV3ForCausalLMNextN is in the list (:60): + one indexer with weights_proj in float32
+      (nsa_indexer.py:155); the pool is an NSA one: 1,152 + (128 + 4) = 1,284 B; DP attention switched off at dp_size 1
+      so attention TP 8;
+    - 0.5.10.post1: weights_proj bfloat16 on CUDA (nsa_indexer.py:212);
+    - B200 (fp8 KV forced): 0.5.7 NSA rows 512 + 512 // 128 x 4 + 64 x 2 = 656 B + 132 = 788 B per token; 0.5.23 on
+      Blackwell keeps the raw 576-byte rows (trtllm): 576 + 132 = 708 B."""
+    fp8 = 1 + 4 / (128 * 128)
+    cfg = json.loads((CATALOG / "deepseek-ai__DeepSeek-V3.2.json").read_text())
+    h200, b200 = get_gpu("H200"), get_gpu("B200")
+    kw = {"tp_size": 8, "speculative_algorithm": "NEXTN"}
+    a = plan(cfg, gpu=h200, release="0.5.3.post1", **kw)
+    assert a.speculative.draft_weights_gib * GIB == pytest.approx(_r1_nextn_by_hand(8, 1, body_bytes=fp8),
+                                                                  abs=64 * 1024)
+    assert a.speculative.draft_cell_size_bytes == 1152
+    assert "no indexer" in a.source_of("speculative.draft_weights_gib").source
+    b = plan(cfg, gpu=h200, release="0.5.7", **kw)
+    assert b.speculative.draft_weights_gib * GIB == pytest.approx(
+        _r1_nextn_by_hand(8, 8, body_bytes=fp8) + _v32_indexer_by_hand(lin_b=fp8, weights_proj_b=4), abs=64 * 1024)
+    assert b.speculative.draft_cell_size_bytes == 1152 + 132
+    c = plan(cfg, gpu=h200, release="0.5.10.post1", **kw)
+    expected = _r1_nextn_by_hand(8, 8, body_bytes=fp8) + _v32_indexer_by_hand(lin_b=fp8, weights_proj_b=2)
+    assert c.speculative.draft_weights_gib * GIB == pytest.approx(expected, abs=64 * 1024)
+    assert round(expected / GIB, 3) == 1.564
+    src = c.source_of("speculative.draft_weights_gib")
+    assert src.kind == "source" and "model_config.py:72" in src.source and "nsa_indexer.py:212" in src.source
+    assert c.speculative.draft_kv_gib == pytest.approx(c.max_total_num_tokens * 1284 / GIB)
+    assert plan(cfg, gpu=b200, release="0.5.7", **kw).speculative.draft_cell_size_bytes == 656 + 132
+    assert plan(cfg, gpu=b200, release="0.5.23", **kw).speculative.draft_cell_size_bytes == 576 + 132
+
+
+def test_dsa_indexer_weights_by_release_in_the_target_and_glm5_draft():
+    """The target's indexers follow the same rule: DeepSeek-V3.2 on 0.5.7 (weights_proj float32) is 61 x the indexer by
+    hand. GLM-5-FP8 (hidden 6144, q_lora 2048, index_n_heads 32, indexer_rope_interleave true) on 0.5.23 / CUDA: the
+    indexer rope is not neox-style (models/deepseek_v2.py:2118), so wk and weights_proj are one bfloat16
+    wk_weights_proj 6144 x (128 + 32) (dsa_indexer.py:310, :353): wq_b 2048 x 32 x 128 x fp8 + 6144 x 160 x 2 +
+    2 x 128 x 4 per layer, in each of the 78 target layers and in the GlmMoeDsaForCausalLMNextN draft
+    (glm4_moe.py:1288)."""
+    from calculator.runtimes.sglang.weights import dsa_indexer_bytes, estimate, nextn_draft_weights
+
+    fp8 = 1 + 4 / (128 * 128)
+    v32 = json.loads((CATALOG / "deepseek-ai__DeepSeek-V3.2.json").read_text())
+    est = estimate(v32, release="0.5.7", is_hip=False, model_dtype="bfloat16", quantization=None, tp=8, attn_tp=8)
+    idx = next(t for t in est.terms if t.name == "nsa_indexer")
+    assert idx.bytes == pytest.approx(61 * _v32_indexer_by_hand(lin_b=fp8, weights_proj_b=4), abs=61)
+    glm5 = json.loads((CATALOG / "zai-org__GLM-5-FP8.json").read_text())
+    per_glm5 = 2048 * 32 * 128 * fp8 + 6144 * (128 + 32) * 2 + 2 * 128 * 4
+    got, _ = dsa_indexer_bytes(glm5, release="0.5.23", lin_b=fp8, model_b=2, is_hip=False)
+    assert got == pytest.approx(per_glm5, abs=1)
+    # 0.5.10.post1: not fused; wk fp8 + weights_proj bfloat16 on CUDA
+    got, _ = dsa_indexer_bytes(glm5, release="0.5.10.post1", lin_b=fp8, model_b=2, is_hip=False)
+    assert got == pytest.approx((2048 * 32 * 128 + 6144 * 128) * fp8 + 6144 * 32 * 2 + 2 * 128 * 4, abs=1)
+    with_idx, _, text = nextn_draft_weights(glm5, release="0.5.23", model_dtype="bfloat16", quantization=None,
+                                            quant_config=None, tp=8, attn_tp=8)
+    assert "GlmMoeDsaForCausalLMNextN" in text and "glm4_moe.py:1288" in text and "dsa_indexer.py:353" in text
+    without = {**glm5, "index_topk": None}  # the same layer read as GLM-5 without DSA: no indexer (and not our class)
+    assert nextn_draft_weights(without, release="0.5.23", model_dtype="bfloat16", quantization=None, quant_config=None,
+                               tp=8, attn_tp=8)[1] == "estimate"
+
+
+def test_nextn_draft_of_glm_4_7_flash_is_what_each_release_builds():
+    """GLM-4.7-Flash (Glm4MoeLiteForCausalLM: MLA, hidden 2048, 20 heads / 20 KV heads, q_lora 768, kv_lora 512,
+    rope 64, nope 192, v 256, 64 routed + 1 shared expert of 1536, bf16), --tp 1, NEXTN, H200:
+    - 0.5.10.post1 rewrites the draft to GLM-4.5's Glm4MoeForCausalLMNextN (configs/model_config.py:305): a GQA
+      Glm4MoeAttention of 20 + 2 x 20 heads of head_dim 64 (transformers' Glm4MoeLiteConfig.head_dim is
+      qk_rope_head_dim): qkv 60 x 64 x 2048 + o 20 x 64 x 2048 = 10,485,760 parameters; MoE 65 x 3 x 2048 x 1536;
+      gate 64 x 2048 x 2 B + bias 64 x 4 B; eh_proj 2 x 2048^2; 5 norms of 2048; its own rotary cache (neox style,
+      not the MLA one) 202,752 x 64 x 4 B; 1,316,770,048 B. Its ModelConfig is not MLA (model_config.py:442), so the
+      draft's pool is MHA: 20 KV heads x (64 + 64) x 2 B = 5,120 B per token;
+    - 0.5.23 builds Glm4MoeLiteForCausalLMNextN (glm4_moe_lite_nextn.py:74-83): MLA 21,759,232 parameters + MoE + gate +
+      eh_proj + norms at bf16 + absorbed w_kc / w_vc 512 x 20 x 448 x 2 B; its pool MLA (512 + 64) x 2 = 1,152 B."""
+    cfg = json.loads((CATALOG / "zai-org__GLM-4.7-Flash.json").read_text())
+    h200 = get_gpu("H200")
+    old = plan(cfg, gpu=h200, release="0.5.10.post1", speculative_algorithm="NEXTN")
+    gqa = ((20 + 2 * 20) * 64 * 2048 + 20 * 64 * 2048) * 2
+    moe = 65 * 3 * 2048 * 1536 * 2 + 64 * 2048 * 2 + 64 * 4
+    rest = 2 * 2048 * 2048 * 2 + 5 * 2048 * 2
+    assert gqa + moe + rest + 202752 * 64 * 4 == 1_316_770_048
+    assert old.speculative.draft_weights_gib * GIB == pytest.approx(1_316_770_048, abs=1)
+    assert old.speculative.draft_cell_size_bytes == 20 * (64 + 64) * 2 == 5120
+    assert old.speculative.draft_kv_gib == pytest.approx(old.max_total_num_tokens * 5120 / GIB)
+    assert "model_config.py:442" in old.source_of("speculative.draft_cell_size_bytes").source
+    assert any("GQA layer" in n for n in old.notes)
+    new = plan(cfg, gpu=h200, release="0.5.23", speculative_algorithm="NEXTN")
+    mla = 2048 * 768 + 768 + 768 * 20 * 256 + 2048 * 576 + 512 + 512 * 20 * 448 + 20 * 256 * 2048
+    assert mla == 21_759_232
+    by_hand = mla * 2 + moe + rest + 512 * 20 * 448 * 2
+    assert new.speculative.draft_weights_gib * GIB == pytest.approx(by_hand, abs=64 * 1024)
+    assert new.speculative.draft_cell_size_bytes == 1152
+    assert "glm4_moe_lite_nextn.py:74" in new.source_of("speculative.draft_weights_gib").source
 
 
 @pytest.mark.parametrize("release,ctx", [("0.5.3", 8 * 131072), ("0.5.9", 8 * 131072), ("0.5.10.post1", 131072),

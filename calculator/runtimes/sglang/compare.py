@@ -41,9 +41,10 @@ def explain_vs_vllm(sglang: SGLangPlan, *, vllm_kv_tokens: int, vllm_kv_gib: flo
     ``vllm_kv_gib`` ("Available KV cache memory"), ``vllm_gpu_memory_utilization``, ``vllm_weights_gib``
     ("Model loading took"), and when known the profiled activation peak, non-torch memory, CUDA-graph
     memory, bytes per token, its KV dtype and the GPU total the utilization multiplies (default: the SGLang
-    plan's GPU memory before loading). ``vllm_logged_kv_gib`` / ``vllm_logged_tokens``: what a vLLM log says
-    for the same setup, when the sentence should also say how far the log is from the vLLM plan (memory the
-    configuration does not give). Whether SGLang's ``mem_fraction_static`` was passed or is its default is
+    plan's GPU memory before loading). SGLang's KV is ``max_total_num_tokens x cell_size_bytes``, or for a hybrid SWA
+    pool its two parts (``kv_pool_gib``: the full-attention layers' tokens and the sliding-window layers' fewer ones).
+    ``vllm_logged_kv_gib`` / ``vllm_logged_tokens``: what a vLLM log says for the same setup, when the sentence should
+    also say how far the log is from the vLLM plan (memory the configuration does not give). Whether SGLang's ``mem_fraction_static`` was passed or is its default is
     read from the plan's sources.
     """
     if sglang.does_not_start is not None or vllm_kv_tokens <= 0:  # no KV capacities to compare
@@ -53,7 +54,10 @@ def explain_vs_vllm(sglang: SGLangPlan, *, vllm_kv_tokens: int, vllm_kv_gib: flo
                  if vllm_kv_tokens <= 0 else f"vLLM starts with {vllm_kv_tokens:,} KV tokens"]
         return "There are no KV capacities to compare: " + "; ".join(sides) + "."
     total = vllm_total_gib if vllm_total_gib is not None else sglang.free_before_load_gib
-    s_kv = sglang.max_total_num_tokens * sglang.cell_size_bytes / GIB
+    swa_split = sglang.attention == "hybrid_swa" and sglang.swa_max_total_num_tokens is not None
+    # a hybrid SWA pool holds max_total_num_tokens on its full-attention layers and swa_max_total_num_tokens on its
+    # sliding ones (memory.plan: k_size_gib / v_size_gib by layer kind): its own size, not tokens x the full-length cell
+    s_kv = sglang.kv_pool_gib if swa_split else sglang.max_total_num_tokens * sglang.cell_size_bytes / GIB
     ratio = sglang.max_total_num_tokens / vllm_kv_tokens if vllm_kv_tokens else float("inf")
     try:
         passed = sglang.source_of("mem_fraction_static").kind == "input"
@@ -84,7 +88,10 @@ def explain_vs_vllm(sglang: SGLangPlan, *, vllm_kv_tokens: int, vllm_kv_gib: flo
                      f"{f' ({v_dtype} KV)' if v_dtype else ''} vs {sglang.cell_size_bytes:,} in SGLang ({s_dtype} KV))")
     elif vllm_bytes_per_token:
         parts.append(f"; both store {s_dtype} KV at {sglang.cell_size_bytes:,} B per token per GPU")
-    parts.append(f", leaving {s_kv:.1f} GiB for KV in SGLang vs {vllm_kv_gib:.1f} GiB in vLLM "
+    parts.append(f", leaving {s_kv:.1f} GiB for KV in SGLang"
+                 + (f" (full-attention layers {sglang.max_total_num_tokens:,} tokens, sliding-window layers "
+                    f"{sglang.swa_max_total_num_tokens:,})" if swa_split else "")
+                 + f" vs {vllm_kv_gib:.1f} GiB in vLLM "
                  f"({sglang.max_total_num_tokens:,} vs {vllm_kv_tokens:,} tokens, x{ratio:.2f})")
     if vllm_logged_kv_gib is not None:
         gap = vllm_kv_gib - vllm_logged_kv_gib

@@ -46,7 +46,7 @@ def launch_argv(plan: SGLangPlan, model_path: str, *, python: str = "python", po
         if plan.dp_size > 1:
             argv += ["--dp-size", str(plan.dp_size)]
         if plan.enable_dp_attention and plan.dp_size > 1:
-            # (0.5.7 turns DP attention on by itself for DeepSeek NSA with dp_size 1: nothing to pass)
+            # (DP attention needs dp_size > 1: at dp_size 1 SGLang turns it off, _handle_data_parallelism)
             argv += ["--enable-dp-attention"]
     if plan.ep_size > 1:
         argv += ["--ep-size", str(plan.ep_size)]

@@ -246,16 +246,40 @@ _MM_BREAKABLE_0523 = {"MiniMaxM3SparseForConditionalGeneration", "Cohere2VisionF
                       "KimiK3ForConditionalGeneration", "KimiK25ForConditionalGeneration", "MiniMaxM3SparseForCausalLM"}
 
 
+# sglang==0.5.23 utils/hf_transformers/common.py:582-606 get_hf_text_config: the text sub-config it returns (thinker_config
+# first, then llm_config, language_config, text_config); the model's own config when there is none
+_TEXT_SUBCONFIG_KEYS_0523 = ("thinker_config", "llm_config", "language_config", "text_config")
+# configs/model_config.py:78 MIMO_V2_MULTIMODAL_ARCHS
+_MIMO_V2_MULTIMODAL_0523 = ("MiMoV2ForCausalLM",)
+
+
 def is_multimodal_0523(arch: str, hf_config: dict[str, Any]) -> bool:
-    """SGLang 0.5.23's ``ModelConfig.is_multimodal`` by default: the architecture is in ``multimodal_model_archs``
-    (configs/model_config.py:2391) and not among those served text-only unless ``--enable-multimodal`` is passed
-    (:692-702; MiMo-V2 only with both a vision and an audio config, :703-712)."""
+    """SGLang 0.5.23's ``ModelConfig.is_multimodal`` without ``--enable-multimodal`` / ``--language-model-only``
+    (configs/model_config.py:820-829): ``enable_multimodal and not is_lm_only and (is_multimodal_model(architectures) or
+    has_multimodal_subconfig or has_dsv41_vision)``, where
+
+    - ``enable_multimodal`` is False for ``mm_disabled_models`` (:692-702, the default model implementation) and for
+      MiMo-V2 without both a vision and an audio config (:703-712), True otherwise;
+    - ``is_lm_only``: the config's own ``language_model_only`` (:674-676);
+    - ``is_multimodal_model``: one of the architectures is in ``multimodal_model_archs`` (:2391, :2522);
+    - ``has_multimodal_subconfig`` (:809-815): ``hf_config is not hf_text_config``, i.e. ``get_hf_text_config`` found a
+      thinker / LLM / language / text sub-config (utils/hf_transformers/common.py:582-606; a ``Llava*ForCausalLM`` keeps
+      its own config, :553-559); a vision or audio config counts only with ``--model-impl transformers``;
+    - ``has_dsv41_vision``: ``model_type`` ``deepseek_v41`` with ``vision_n_layers`` > 0 (:816-819).
+
+    The architecture lists are the wheel's (``releases.multimodal_lists("0.5.23")``, data/architectures.json)."""
     archs, text_only = R.multimodal_lists("0.5.23")
-    if arch not in archs or arch in text_only:
+    if arch in text_only:
         return False
-    if arch == "MiMoV2ForCausalLM":
-        return "vision_config" in hf_config and "audio_config" in hf_config
-    return True
+    if arch in _MIMO_V2_MULTIMODAL_0523 and not ("vision_config" in hf_config and "audio_config" in hf_config):
+        return False
+    if hf_config.get("language_model_only"):
+        return False
+    listed = any(a in archs for a in hf_config.get("architectures") or [arch])
+    llava_own = arch.startswith("Llava") and arch.endswith("ForCausalLM")
+    subconfig = not llava_own and any(hf_config.get(k) is not None for k in _TEXT_SUBCONFIG_KEYS_0523)
+    dsv41 = hf_config.get("model_type") == "deepseek_v41" and (hf_config.get("vision_n_layers") or 0) > 0
+    return listed or subconfig or dsv41
 
 
 _SUBCONFIG_KEYS = ("thinker_config", "llm_config", "language_config", "text_config", "vision_config", "audio_config")
@@ -269,8 +293,9 @@ def is_multimodal(release: str, hf_config: dict[str, Any]) -> bool:
       0.5.23 adds Inkling), served text-only by default (``cite(release, "mm_disabled")``);
     - otherwise 0.4.10.post2 to 0.5.9: one of ``architectures`` is in ``multimodal_model_archs``
       (``cite(release, "mm_archs")``); 0.5.10.post1: that, or the config has a text / LLM / language / thinker,
-      vision or audio sub-config (``has_multimodal_subconfig``, ``cite(release, "mm_subconfig")``); 0.5.23:
-      :func:`is_multimodal_0523`.
+      vision or audio sub-config (``has_multimodal_subconfig``, ``cite(release, "mm_subconfig")``); 0.5.23: that with a
+      text / LLM / language / thinker sub-config only, and not for a ``language_model_only`` config
+      (:func:`is_multimodal_0523`).
 
     The lists are the release's own (``releases.multimodal_lists``, read from each wheel). 0.4.3.post4 has no such
     test (and no multimodal adjustment): False."""
@@ -574,6 +599,50 @@ def _spec_defaults(release: str, algo: str, arch: str) -> tuple[int, int, int]:
     return (3, 1, 4) if at_least(release, "0.5.8.post1") else (5, 4, 8)
 
 
+def _nextn_draft_cell(release: str, arch_name: str, c: dict[str, Any], *, cell: int, n_layers: int, is_gdn: bool,
+                      n_full: int | None, dlayers: int, elem: int, attn_tp: int, is_nsa: bool,
+                      nsa_row: int | None) -> tuple[int, str]:
+    """Bytes per token (one rank) of the KV pool the NEXTN draft worker allocates for its ``dlayers`` MTP layers, and
+    where they come from. The draft's own ModelConfig picks the pool (the ``num_nextn_predict_layers`` layers of
+    ``model_runner``; ``is_deepseek_nsa`` / ``is_deepseek_dsa`` and the MLA list of its rewritten architecture):
+
+    - a DSA target's draft (DeepSeek-V3.2, GLM-5): from 0.5.7 its class is in the DSA list (``nextn_dsa_draft``), so the
+      pool is a DSA one: the target's per-layer rows (``nsa_row``: 656-byte scaled fp8 rows or the raw 576 elements) +
+      the indexer's ``index_head_dim + index_head_dim // 128 x 4`` bytes on every draft layer; in 0.5.3 and 0.5.3.post1
+      the list names only the targets: a plain MLA pool, ``(kv_lora_rank + qk_rope_head_dim) x elem`` per layer;
+    - GLM-4.7-Flash from 0.5.8.post1 to 0.5.10.post1: the draft is GLM-4.5's Glm4MoeForCausalLMNextN, not in the MLA
+      list (``mc_mla_list``), so an MHATokenToKVPool (``draft_mha_pool``): ``max(1, num_key_value_heads // attn_tp) x 2 x
+      head_dim (64, weights.glm_lite_gqa_draft_head_dim) x elem`` per layer;
+    - otherwise the target's bytes per layer (MHA / MLA; the full-attention layers of a hybrid GDN model) x ``dlayers``.
+    """
+    if is_nsa and nsa_row is not None and R.has_rule(release, "nextn_dsa_draft"):
+        idx_row = _req(c, "index_head_dim") + _req(c, "index_head_dim") // 128 * 4
+        if at_least(release, "0.5.7"):
+            return (nsa_row + idx_row) * dlayers, (
+                f"the draft's DSA pool ({cite(release, 'nextn_dsa_draft')}: its class is DSA): ({nsa_row} B of MLA "
+                f"rows + indexer {idx_row} B) x {dlayers} layer(s), as the target's rows")
+        mla = (c["kv_lora_rank"] + c["qk_rope_head_dim"]) * elem
+        return mla * dlayers, (
+            f"the draft's plain MLA pool: SGLang {release}'s is_deepseek_nsa names only the targets "
+            f"({cite(release, 'nextn_dsa_draft')}), so the DeepseekV3ForCausalLMNextN draft has no indexer rows: "
+            f"({c['kv_lora_rank']} + {c['qk_rope_head_dim']}) x {elem} B x {dlayers} layer(s)")
+    if arch_name == "Glm4MoeLiteForCausalLM" and R.has_rule(release, "draft_mha_pool"):
+        from .weights import glm_lite_gqa_draft_head_dim
+
+        hd = glm_lite_gqa_draft_head_dim(c)
+        kvh = int(c.get("num_key_value_heads") or c["num_attention_heads"])
+        per = max(1, kvh // attn_tp) * 2 * hd * elem
+        return per * dlayers, (
+            f"the draft's MHA pool: GLM-4.7-Flash's draft is rewritten to GLM-4.5's Glm4MoeForCausalLMNextN "
+            f"({cite(release, 'glm_lite_nextn_rename')}), which the MLA list does not name ({cite(release, 'mc_mla_list')}),"
+            f" so SGLang builds an MHATokenToKVPool ({cite(release, 'draft_mha_pool')}): max(1, {kvh} // {attn_tp}) KV "
+            f"heads x (K + V) x head_dim {hd} ({cite(release, 'mc_head_dim')}: transformers' Glm4MoeLiteConfig.head_dim "
+            f"is qk_rope_head_dim) x {elem} B x {dlayers} layer(s)")
+    per_layer = cell // (n_full if is_gdn and n_full else n_layers)
+    return per_layer * dlayers, (f"the target's {per_layer} B per layer x {dlayers} MTP layer(s) "
+                                 "(num_nextn_predict_layers: the draft worker's layers)")
+
+
 def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: int = 1,
          enable_dp_attention: bool = False, ep_size: int = 1, pp_size: int = 1,
          mem_fraction_static: float | None = None, context_length: int | None = None,
@@ -673,7 +742,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             # the NextN layer(s) as the draft class builds them; embedding and head replaced by the target's
             nb, nkind, ntext = nextn_draft_weights(hf_config, release=release, model_dtype=model_dtype,
                                                    quantization=quantization, quant_config=quant_config, tp=tp_size,
-                                                   attn_tp=attn_tp_)
+                                                   attn_tp=attn_tp_, is_hip=is_hip)
             dw_ = nb / GIB
             src("speculative.draft_weights_gib", round(dw_, 3), nkind, ntext)
         else:
@@ -828,17 +897,26 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         # (0.5.3: also mem_fraction_static 0.8). 0.5.7: enable_dp_attention = True with dp_size as passed (attention
         # TP stays tp_size // dp_size), page 64. From 0.5.8.post1: nothing forced ("DSA with TP mode is active"; DP
         # attention only with --enable-nsa-prefill-context-parallel, not modelled), page 1 on ROCm, 64 on CUDA.
+        # then _handle_data_parallelism (cite(release, "dp_off")) turns it off again where dp_size is 1
         if not at_least(release, "0.5.7"):
             if not enable_dp_attention:
                 enable_dp_attention, dp_size = True, tp_size
-                notes.append("DeepSeek NSA: SGLang turns on DP attention with dp_size = tp_size")
-            src("enable_dp_attention", f"True, dp_size {dp_size}", "source", cite(release, "nsa"))
+                notes.append("DeepSeek NSA: SGLang turns on DP attention with dp_size = tp_size"
+                             + (" (off again: dp_size 1)" if dp_size == 1 else ""))
         elif not at_least(release, "0.5.8.post1"):
             if not enable_dp_attention:
                 enable_dp_attention = True
                 notes.append(f"DeepSeek NSA: SGLang {release} sets enable_dp_attention with dp_size as passed "
-                             f"({dp_size}), so attention stays split over tp_size // dp_size ranks")
-            src("enable_dp_attention", f"True, dp_size {dp_size}", "source", cite(release, "nsa"))
+                             f"({dp_size}), so attention stays split over tp_size // dp_size ranks"
+                             + ("; at dp_size 1 _handle_data_parallelism turns it off again" if dp_size == 1 else ""))
+        if not at_least(release, "0.5.8.post1"):
+            if dp_size == 1:
+                enable_dp_attention = False
+                src("enable_dp_attention", "False, dp_size 1", "source", f"{cite(release, 'nsa')} sets it, then "
+                    f"{cite(release, 'dp_off')} (_handle_data_parallelism, after the model adjustments) turns it off "
+                    "at dp_size 1")
+            else:
+                src("enable_dp_attention", f"True, dp_size {dp_size}", "source", cite(release, "nsa"))
         attn_tp = tp_size // dp_size if enable_dp_attention else tp_size
         page = 1 if is_hip and at_least(release, "0.5.8.post1") else 64
         src("page_size", page, "source", cite(release, "nsa_page"))
@@ -1183,6 +1261,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     head_dim = c.get("head_dim") or _req(c, "hidden_size") // heads
     v_head_dim = head_dim
     pool_per_token = None
+    nsa_row = None  # DSA / NSA: the pool's bytes per token per layer of MLA rows (the indexer's apart)
     mamba = None
     kind: str
     if is_mla:
@@ -1208,6 +1287,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                    else dim * elem)
             cell = row * n_layers + indexer
             pool_per_token = cell
+            nsa_row = row
             sources[:] = [x for x in sources if x.field != "cell_size_bytes.mla"]
             src("dsa_backends", "flashinfer_sparse_mla / flashinfer_sparse_mla" if glm_sm12 else
                 "flashmla_kv / flashmla_kv" if scaled else ("trtllm / trtllm" if sm >= 10 and elem == 1
@@ -1229,6 +1309,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             indexer = (idx_dim + idx_dim // 128 * 4) * n_layers
             row = (c["kv_lora_rank"] + c["kv_lora_rank"] // 128 * 4 + c["qk_rope_head_dim"] * 2) if elem == 1 else dim * elem
             pool_per_token = row * n_layers + indexer
+            nsa_row = row
             src("pool_bytes_per_token.nsa", f"{row} x {n_layers} + indexer ({idx_dim} + {idx_dim // 128 * 4}) x {n_layers}",
                 "source", cite(release, "nsa_pool"))
             if at_least(release, "0.5.7") and elem == 1:  # the row layouts differ for an fp8 pool only
@@ -1275,8 +1356,15 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         # SGLANG_VLM_CACHE_SIZE_MB (100 by default, environ.py:1598) of multimodal embedding cache, allocated after the
         # pool, is kept out of its budget (CPU feature transport, the default on one node)
         rest -= 100 / 1024
+        archs_0523 = R.multimodal_lists(release)[0]
+        mm_why = (f"{arch_name} is in multimodal_model_archs ({cite(release, 'mm_archs')})" if arch_name in archs_0523
+                  else f"the config has a text sub-config ({cite(release, 'mm_subconfig')}, "
+                  f"{cite(release, 'hf_text_config')})" if any(hf_config.get(k) is not None
+                                                              for k in _TEXT_SUBCONFIG_KEYS_0523)
+                  else "a DeepSeek-V4.1 vision tower (vision_n_layers > 0)")
         src("rest_memory_gib.multimodal", -round(100 / 1024, 4), "source", f"{cite(release, 'mm_reserve')} "
-            "mm_runtime_reservation_gb: 100 MiB of multimodal embedding cache kept out of the KV budget")
+            "mm_runtime_reservation_gb: 100 MiB of multimodal embedding cache kept out of the KV budget; the model is "
+            f"multimodal ({cite(release, 'mm_is_multimodal')}): {mm_why}")
     cell_div = cell
     if at_least(release, "0.5.23") and speculative_algorithm in ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE"):
         # DefaultPoolConfigurator: the draft's KV is charged in the target's cell, as the target's per-layer size times
@@ -1562,7 +1650,16 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             dlayers = c.get("num_nextn_predict_layers") or c.get("mtp_num_hidden_layers")
             if not dlayers:
                 raise EngineInputError("speculative_algorithm", f"{arch_name} has no MTP (NEXTN) layers in config.json")
-            dcell = cell // (n_layers if not is_gdn else max(1, n_full)) * dlayers
+            dcell, dcell_why = _nextn_draft_cell(release, arch_name, c, cell=cell, n_layers=n_layers, is_gdn=is_gdn,
+                                                 n_full=n_full if is_gdn else None, dlayers=dlayers, elem=elem,
+                                                 attn_tp=attn_tp, is_nsa=is_nsa, nsa_row=nsa_row)
+            src("speculative.draft_cell_size_bytes", dcell, "source", dcell_why)
+            if arch_name == "Glm4MoeLiteForCausalLM" and R.has_rule(release, "draft_mha_pool"):
+                notes.append(f"SGLang {release} builds GLM-4.7-Flash's NEXTN draft as GLM-4.5's GQA layer "
+                             f"(Glm4MoeForCausalLMNextN, {cite(release, 'glm_lite_nextn_rename')}) with an MHA KV "
+                             "pool; the checkpoint's MLA attention weights do not match it (the loader skips the names it "
+                             "lacks), so memory is counted as built but few draft tokens should be accepted; 0.5.23 "
+                             "builds the MLA draft (Glm4MoeLiteForCausalLMNextN)")
             dw = dw_before_pool if dw_before_pool is not None else draft_weights_gib("NEXTN", attn_tp)
         elif speculative_algorithm in ("EAGLE", "EAGLE3", "STANDALONE"):
             if draft_hf_config is None:

@@ -349,7 +349,8 @@ for _rel, _fams in _EMB_LINES.items():
 
 # Multimodal or not (configs/model_config.py): mm_archs the multimodal_model_archs list, mm_disabled the architectures
 # served text-only unless --enable-multimodal (mm_disabled_models), mm_subconfig 0.5.10's "has a text / vision / audio
-# sub-config" test; gemma3_vision the SiglipVisionModel Gemma3ForConditionalGeneration builds whatever the mode
+# sub-config" test (0.5.23: a text sub-config only, mm_is_multimodal the test, mm_lm_only language_model_only);
+# gemma3_vision the SiglipVisionModel Gemma3ForConditionalGeneration builds whatever the mode
 # (models/gemma3_mm.py); piecewise_mm 0.5.10's "multimodal model: no piecewise CUDA graph"
 _MM_LINES: dict[str, dict[str, int]] = {
     "0.4.10.post2": {"mm_archs": 624, "mm_disabled": 112, "gemma3_vision": 168},
@@ -359,12 +360,14 @@ _MM_LINES: dict[str, dict[str, int]] = {
     "0.5.8.post1": {"mm_archs": 1119, "mm_disabled": 143, "gemma3_vision": 180},
     "0.5.9": {"mm_archs": 1211, "mm_disabled": 144, "gemma3_vision": 181},
     "0.5.10.post1": {"mm_archs": 1296, "mm_disabled": 156, "mm_subconfig": 183, "gemma3_vision": 181},
-    "0.5.23": {"gemma3_vision": 185},
+    "0.5.23": {"gemma3_vision": 185, "mm_subconfig": 809, "mm_is_multimodal": 820, "mm_lm_only": 674},
 }
 for _rel, _keys in _MM_LINES.items():
     _WEIGHT_LINES[_rel].update({k: ("sglang/srt/models/gemma3_mm.py" if k == "gemma3_vision" else _MC, n)
                                 for k, n in _keys.items()})
 _WEIGHT_LINES["0.5.10.post1"]["piecewise_mm"] = (_SA, 1110)
+# 0.5.23: the text sub-config get_hf_text_config returns (has_multimodal_subconfig compares it with the config)
+_WEIGHT_LINES["0.5.23"]["hf_text_config"] = ("sglang/srt/utils/hf_transformers/common.py", 582)
 # gemma3_rope: the rope_scaling Gemma 3's global-attention layers pass to get_rope (models/gemma3_causal.py): the
 # config's (linear x8 for the 4B-27B checkpoints) up to 0.5.9, {"rope_type": "default"} from 0.5.10.post1
 for _rel, _n in {"0.4.10.post2": 182, "0.5.3": 181, "0.5.3.post1": 181, "0.5.7": 181, "0.5.8.post1": 181, "0.5.9": 180,
@@ -413,9 +416,94 @@ for _rel, _where in {"0.4.3.post4": (_DSN, 297), "0.4.10.post2": (_DS, 2151), "0
 for _rel, _n in {"0.4.10.post2": 71, "0.5.3": 72, "0.5.3.post1": 72, "0.5.7": 73, "0.5.8.post1": 73, "0.5.9": 73,
                  "0.5.10.post1": 75, "0.5.23": 76}.items():
     _NEXTN_LINES[_rel]["glm_nextn_decoder"] = (_GLN, _n)
+# The DSA lightning indexer every DSA attention layer builds (DeepSeek-V3.2, GLM-5), all of it ReplicatedLinear or a
+# norm, whole on every rank: idx_wq_b / idx_wk the q_lora -> heads x head_dim and hidden -> head_dim linears with the
+# layer's quant_config, idx_weights_proj hidden -> heads (model dtype up to 0.5.3.post1, float32 in 0.5.7, bfloat16 on
+# CUDA and float32 elsewhere from 0.5.8.post1, bfloat16 in 0.5.23), idx_k_norm the key LayerNorm (weight and bias,
+# float32); 0.5.23: idx_fusion wk and weights_proj fused into one bfloat16 wk_weights_proj (idx_fused) on CUDA when the
+# indexer's rope is interleaved (idx_neox: is_neox_style = not config.indexer_rope_interleave), idx_k_norm_rms an
+# RMSNorm key norm for index_k_norm_type "rms", idx_layer which layers build one (the NextN layer always)
+_NSA_IDX = "sglang/srt/layers/attention/nsa/nsa_indexer.py"
+_DSA_IDX = "sglang/srt/layers/attention/dsa/dsa_indexer.py"
+_DSA_INDEXER_LINES: dict[str, dict[str, tuple[str, int]]] = {
+    "0.5.3": {"idx_wq_b": (_NSA_IDX, 133), "idx_wk": (_NSA_IDX, 140), "idx_weights_proj": (_NSA_IDX, 149),
+              "idx_k_norm": (_NSA_IDX, 92)},
+    "0.5.3.post1": {"idx_wq_b": (_NSA_IDX, 133), "idx_wk": (_NSA_IDX, 140), "idx_weights_proj": (_NSA_IDX, 149),
+                    "idx_k_norm": (_NSA_IDX, 92)},
+    "0.5.7": {"idx_wq_b": (_NSA_IDX, 135), "idx_wk": (_NSA_IDX, 143), "idx_weights_proj": (_NSA_IDX, 155),
+              "idx_k_norm": (_NSA_IDX, 158)},
+    "0.5.8.post1": {"idx_wq_b": (_NSA_IDX, 170), "idx_wk": (_NSA_IDX, 178), "idx_weights_proj": (_NSA_IDX, 189),
+                    "idx_k_norm": (_NSA_IDX, 192)},
+    "0.5.9": {"idx_wq_b": (_NSA_IDX, 181), "idx_wk": (_NSA_IDX, 189), "idx_weights_proj": (_NSA_IDX, 200),
+              "idx_k_norm": (_NSA_IDX, 203)},
+    "0.5.10.post1": {"idx_wq_b": (_NSA_IDX, 193), "idx_wk": (_NSA_IDX, 201), "idx_weights_proj": (_NSA_IDX, 212),
+                     "idx_k_norm": (_NSA_IDX, 215)},
+    "0.5.23": {"idx_wq_b": (_DSA_IDX, 344), "idx_wk": (_DSA_IDX, 361), "idx_weights_proj": (_DSA_IDX, 372),
+               "idx_k_norm": (_DSA_IDX, 381), "idx_k_norm_rms": (_DSA_IDX, 376), "idx_fusion": (_DSA_IDX, 310),
+               "idx_fused": (_DSA_IDX, 353), "idx_neox": (_DS, 2118), "idx_layer": (_DS, 2117)},
+}
+# The NEXTN draft of a DSA model: nextn_dsa_draft the draft class's DSA test (is_deepseek_nsa / is_deepseek_dsa: from
+# 0.5.7 it lists DeepseekV3ForCausalLMNextN, so the draft layer builds an indexer and its pool keeps index-K rows; up to
+# 0.5.3.post1 it lists only the targets, so the draft is plain MLA), nextn_dsa_rename the draft's architecture rewrite
+# to DeepseekV3ForCausalLMNextN (configs/model_config.py _config_draft_model; GLM-5 too from 0.5.9, its own
+# GlmMoeDsaForCausalLMNextN(DeepseekV3ForCausalLMNextN) in 0.5.23: glm_dsa_nextn_rename, glm_dsa_nextn_cls),
+# v32_config_load the DeepSeek-V3.2 config loaded as DeepseekV3ForCausalLM (utils/hf_transformers_utils.py
+# _load_deepseek_v32_model, up to 0.5.10.post1)
+_HFU = "sglang/srt/utils/hf_transformers_utils.py"
+_NEXTN_DSA_LINES: dict[str, dict[str, tuple[str, int]]] = {
+    "0.5.3": {"nextn_dsa_draft": (_MC, 56), "nextn_dsa_rename": (_MC, 224), "v32_config_load": (_HFU, 143)},
+    "0.5.3.post1": {"nextn_dsa_draft": (_MC, 56), "nextn_dsa_rename": (_MC, 230), "v32_config_load": (_HFU, 145)},
+    "0.5.7": {"nextn_dsa_draft": (_MC, 60), "nextn_dsa_rename": (_MC, 270), "v32_config_load": (_HFU, 179)},
+    "0.5.8.post1": {"nextn_dsa_draft": (_MC, 61), "nextn_dsa_rename": (_MC, 273), "v32_config_load": (_HFU, 182)},
+    "0.5.9": {"nextn_dsa_draft": (_MC, 61), "nextn_dsa_rename": (_MC, 279), "v32_config_load": (_HFU, 194),
+              "glm_dsa_nextn_rename": (_MC, 277)},
+    "0.5.10.post1": {"nextn_dsa_draft": (_MC, 72), "nextn_dsa_rename": (_MC, 299), "v32_config_load": (_HFU, 274),
+                     "glm_dsa_nextn_rename": (_MC, 297)},
+    "0.5.23": {"nextn_dsa_draft": (_MC, 197), "nextn_dsa_rename": (_MC, 1036), "glm_dsa_nextn_rename": (_MC, 1039),
+               "glm_dsa_nextn_cls": ("sglang/srt/models/glm4_moe.py", 1288)},
+}
+# GLM-4.7-Flash (Glm4MoeLiteForCausalLM, MLA): glm_lite_nextn_rename its draft's architecture rewrite. 0.5.8.post1 to
+# 0.5.10.post1 rewrite it to Glm4MoeForCausalLMNextN, GLM-4.5's GQA draft: glm_gqa_attn its Glm4MoeDecoderLayer's
+# Glm4MoeAttention, glm_gqa_head_dim head_dim = getattr(config, "head_dim", ...), glm_gqa_qkv the QKVParallelLinear,
+# glm_gqa_rope its get_rope (default is_neox_style, so not the target MLA's cache), glm_gate_bias the router's float32
+# e_score_correction_bias, glm_experts the FusedMoE with the shared expert fused in; the draft's ModelConfig is not MLA
+# (mc_mla_list does not name Glm4MoeForCausalLMNextN; mc_head_dim the head_dim it reads), so its pool is an
+# MHATokenToKVPool (draft_mha_pool). 0.5.23 rewrites it to its own MLA class (models/glm4_moe_lite_nextn.py):
+# glm_lite_nextn_eh_proj / _decoder / _modelopt_off as for DeepSeek's, glm_lite_nextn_w_kc its post_load_weights
+_G4 = "sglang/srt/models/glm4_moe.py"
+_GLITE_NEXTN = "sglang/srt/models/glm4_moe_lite_nextn.py"
+_GLM_LITE_NEXTN_LINES: dict[str, dict[str, tuple[str, int]]] = {
+    "0.5.8.post1": {"glm_lite_nextn_rename": (_MC, 279), "glm_gqa_attn": (_G4, 694), "glm_gqa_head_dim": (_G4, 685),
+                    "glm_gqa_qkv": (_G4, 213), "glm_gqa_rope": (_G4, 236), "glm_gate_bias": (_G4, 326),
+                    "glm_experts": (_G4, 374), "mc_mla_list": (_MC, 387), "mc_head_dim": (_MC, 370),
+                    "draft_mha_pool": (_MX, 567), "mla_rope_neox": (_DS, 1210)},
+    "0.5.9": {"glm_lite_nextn_rename": (_MC, 285), "glm_gqa_attn": (_G4, 696), "glm_gqa_head_dim": (_G4, 687),
+              "glm_gqa_qkv": (_G4, 214), "glm_gqa_rope": (_G4, 237), "glm_gate_bias": (_G4, 327),
+              "glm_experts": (_G4, 375), "mc_mla_list": (_MC, 422), "mc_head_dim": (_MC, 395),
+              "draft_mha_pool": (_MX, 665), "mla_rope_neox": (_DS, 1201)},
+    "0.5.10.post1": {"glm_lite_nextn_rename": (_MC, 305), "glm_gqa_attn": (_G4, 800), "glm_gqa_head_dim": (_G4, 791),
+                     "glm_gqa_qkv": (_G4, 229), "glm_gqa_rope": (_G4, 252), "glm_gate_bias": (_G4, 364),
+                     "glm_experts": (_G4, 417), "mc_mla_list": (_MC, 442), "mc_head_dim": (_MC, 415),
+                     "draft_mha_pool": (_MX, 701), "mla_rope_neox": (_DS, 1244)},
+    "0.5.23": {"glm_lite_nextn_rename": (_MC, 1069), "glm_lite_nextn_eh_proj": (_GLITE_NEXTN, 74),
+               "glm_lite_nextn_decoder": (_GLITE_NEXTN, 77), "glm_lite_nextn_modelopt_off": (_GLITE_NEXTN, 60),
+               "glm_lite_nextn_w_kc": ("sglang/srt/models/glm4_moe_lite.py", 1081)},
+}
+for _rel, _rules in _GLM_LITE_NEXTN_LINES.items():
+    _NEXTN_LINES[_rel].update(_rules)
+for _rel, _rules in _DSA_INDEXER_LINES.items():
+    _NEXTN_LINES[_rel].update(_rules)
+for _rel, _rules in _NEXTN_DSA_LINES.items():
+    _NEXTN_LINES[_rel].update(_rules)
+
 for _rel, _rules in _NEXTN_LINES.items():
     _WEIGHT_LINES[_rel].update(_rules)
 
+
+# dp_off: _handle_data_parallelism, run after the model-specific adjustments: dp_size 1 turns enable_dp_attention off
+# again (the DeepSeek NSA block's forced DP attention of 0.5.3 to 0.5.7 included)
+for _rel, _n in {"0.5.3": 950, "0.5.3.post1": 990, "0.5.7": 1802}.items():
+    _WEIGHT_LINES[_rel]["dp_off"] = (_SA, _n)
 
 for _rel, _rules in _WEIGHT_LINES.items():
     _LINES[_rel].update(_rules)

@@ -262,6 +262,62 @@ def _dense_layout(c: dict[str, Any], arch, tp: int, attn_tp: int, b: int) -> lis
     return sizes
 
 
+def dsa_indexer_bytes(c: dict[str, Any], *, release: str, lin_b: float, model_b: int, is_hip: bool) -> tuple[int, str]:
+    """Bytes of one DSA lightning indexer (DeepSeek-V3.2, GLM-5: ``index_topk`` in the config) on one rank as SGLang
+    ``release`` builds it, and the formula. ``c``: the text config; ``lin_b``: bytes per weight of the layer's quantized
+    linears (``bits / 8`` + scales, or ``model_b`` when unquantized); ``model_b``: the model dtype's bytes.
+
+    Every part is whole on every rank (``ReplicatedLinear`` or a norm), ``h`` = hidden_size, ``d`` = index_head_dim,
+    ``n`` = index_n_heads, ``q`` = q_lora_rank (hidden_size without one):
+
+    - ``wq_b`` ``q x n*d`` and ``wk`` ``h x d`` with the layer's quant_config (``idx_wq_b``, ``idx_wk``);
+    - ``weights_proj`` ``h x n``, never quantized: the model dtype up to 0.5.3.post1, float32 in 0.5.7, bfloat16 on CUDA
+      (float32 on ROCm) from 0.5.8.post1 to 0.5.10.post1, bfloat16 in 0.5.23 (``idx_weights_proj``);
+    - ``k_norm``: a LayerNorm of ``d`` with weight and bias in float32 (``idx_k_norm``); 0.5.23: an RMSNorm of ``d`` at
+      the model dtype when ``index_k_norm_type`` is ``"rms"`` (``idx_k_norm_rms``);
+    - 0.5.23 on CUDA with an interleaved indexer rope (``indexer_rope_interleave``: ``is_neox_style`` False,
+      ``idx_neox``) fuses ``wk`` and ``weights_proj`` into one bfloat16 ``wk_weights_proj`` ``h x (d + n)``, unquantized
+      (``idx_fusion``, ``idx_fused``; SGLANG_DISABLE_DSA_INDEXER_FUSION unset, its default).
+
+    Its rotary cache is shared through ``get_rope``'s cache by every indexer of the process (not counted here).
+    Raises EngineInputError(config.index_head_dim) when the config lacks the indexer's sizes."""
+    from calculator.engine.errors import EngineInputError
+
+    h = c["hidden_size"]
+    if not c.get("index_head_dim") or not c.get("index_n_heads"):
+        raise EngineInputError("config.index_head_dim", "a DSA model (index_topk) needs index_head_dim and "
+                               "index_n_heads in config.json")
+    d, n = int(c["index_head_dim"]), int(c["index_n_heads"])
+    q = c.get("q_lora_rank") or h
+    wq_b = q * n * d * lin_b
+    parts = [f"wq_b {q} x {n * d} x {lin_b:g} B ({cite(release, 'idx_wq_b')})"]
+    fused = at_least(release, "0.5.23") and not is_hip and bool(c.get("indexer_rope_interleave"))
+    if fused:
+        wk_wp = h * (d + n) * 2
+        parts.append(f"wk_weights_proj {h} x ({d} + {n}) x 2 B, bfloat16 unquantized (the indexer rope is interleaved, "
+                     f"{cite(release, 'idx_neox')}: fused on CUDA, {cite(release, 'idx_fusion')}, "
+                     f"{cite(release, 'idx_fused')})")
+    else:
+        if at_least(release, "0.5.23"):
+            wp_b, wp_why = 2, "bfloat16"
+        elif at_least(release, "0.5.8.post1"):
+            wp_b, wp_why = (4, "float32 off CUDA") if is_hip else (2, "bfloat16 on CUDA")
+        elif at_least(release, "0.5.7"):
+            wp_b, wp_why = 4, "float32"
+        else:
+            wp_b, wp_why = model_b, "the model dtype"
+        wk_wp = h * d * lin_b + h * n * wp_b
+        parts.append(f"wk {h} x {d} x {lin_b:g} B ({cite(release, 'idx_wk')}) + weights_proj {h} x {n} x {wp_b} B, "
+                     f"{wp_why} ({cite(release, 'idx_weights_proj')})")
+    if at_least(release, "0.5.23") and c.get("index_k_norm_type") == "rms":
+        norm = d * model_b
+        parts.append(f"k_norm RMSNorm {d} x {model_b} B ({cite(release, 'idx_k_norm_rms')})")
+    else:
+        norm = 2 * d * 4
+        parts.append(f"k_norm LayerNorm weight + bias 2 x {d} x 4 B, float32 ({cite(release, 'idx_k_norm')})")
+    return int(wq_b + wk_wp + norm), "; ".join(parts)
+
+
 def _kimi_vision(hf_config: dict[str, Any], tp: int, b: int) -> tuple[int, str]:
     """MoonViT + projector of KimiK25ForConditionalGeneration on one rank: attention (qkv, proj) split by TP,
     MLP (``MLP2``, ``nn.Linear``), norms, patch/position embeddings and the projector whole."""
@@ -348,14 +404,17 @@ def estimate(hf_config: dict[str, Any], *, release: str, is_hip: bool, model_dty
             f"{cite(release, 'mla_q_a')} (q_a_proj and kv_a_proj_with_mqa, fused as fused_qkv_a_proj_with_mqa from "
             f"0.4.10, are ReplicatedLinear, q_a_layernorm / kv_a_layernorm RMSNorm: whole on every rank): {n_mla} "
             f"layers x ({arch.hidden_size} x ({q_lora} + {kv_a}) + {q_lora} + {arch.kv_lora_rank}) parameters")
-    if c.get("index_topk") is not None and c.get("index_head_dim"):
-        # DeepSeek NSA indexer per layer (layers/attention/nsa/nsa_indexer.py, all ReplicatedLinear):
-        # wq_b q_lora_rank x (heads x head_dim) and wk hidden x head_dim quantized like the linears,
-        # weights_proj hidden x heads unquantized, k_norm 2 x head_dim
-        h, hd, nh = c["hidden_size"], c["index_head_dim"], c.get("index_n_heads", 64)
-        q_lora = c.get("q_lora_rank") or h
-        add("nsa_indexer", arch.num_layers * ((q_lora * nh * hd + h * hd) * lin + (h * nh + 2 * hd) * b), "source",
-            "layers/attention/nsa/nsa_indexer.py: wq_b, wk, weights_proj, k_norm ReplicatedLinear per layer")
+    if c.get("index_topk") is not None and c.get("index_head_dim") and has_rule(release, "idx_wq_b"):
+        # the DSA lightning indexer of every DSA layer (0.5.23: of the layers not reusing the previous layer's top-k,
+        # dsa_layer_skips_topk), whole on every rank
+        from .memory import dsa_indexer_layers
+
+        per, why = dsa_indexer_bytes(c, release=release, lin_b=lin, model_b=b, is_hip=is_hip)
+        n_idx = dsa_indexer_layers(c, arch.num_layers) if at_least(release, "0.5.23") else arch.num_layers
+        add("nsa_indexer", n_idx * per, "source",
+            f"{n_idx} indexer layers x {per:,} B: {why}"
+            + (f" (the layers that run their own, {cite(release, 'idx_layer')})" if at_least(release, "0.5.23")
+               else ""))
 
     # Qwen3.5's gated query (q_proj num_heads x head_dim x (1 + attn_output_gate)) is in the parameter count
     # (arch._gated_query), as in SGLang ({cite(release, 'qwen3_5_gate')})
@@ -424,13 +483,66 @@ def estimate(hf_config: dict[str, Any], *, release: str, is_hip: bool, model_dty
     return WeightsEstimate(total=sum(t.bytes for t in terms), terms=terms, notes=notes)
 
 
+def _nextn_draft_class(release: str, arch_name: str, c: dict[str, Any], arch) -> dict[str, Any] | None:
+    """Which NextN class SGLang ``release`` builds as the NEXTN draft of ``arch_name`` (read: DeepSeek-V3 / R1, the DSA
+    models DeepSeek-V3.2 and GLM-5, GLM-4.5 to 4.7, GLM-4.7-Flash): ``prefix`` of its rules (``<prefix>_eh_proj``,
+    ``_decoder``, ``_modelopt_off``), ``cls`` its name, ``why`` the architecture rewrite that picks it, ``indexer``
+    whether its layer builds a DSA indexer, ``gqa`` (when present) that it builds GLM-4.5's GQA attention; None for a
+    class not read."""
+    dsa = c.get("index_topk") is not None
+    if (arch_name in ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM") and arch.mtp_draft_type == "deepseek_mtp"
+            and (not dsa or has_rule(release, "nextn_dsa_rename"))):
+        if not dsa:
+            return {"prefix": "nextn", "cls": "DeepseekV3ForCausalLMNextN", "why": "", "indexer": False}
+        why = ("the draft's architecture is rewritten to DeepseekV3ForCausalLMNextN "
+               f"({cite(release, 'nextn_dsa_rename')}")
+        if arch_name == "DeepseekV32ForCausalLM" and has_rule(release, "v32_config_load"):
+            why += f"; the V3.2 config loads as DeepseekV3ForCausalLM, {cite(release, 'v32_config_load')}"
+        return {"prefix": "nextn", "cls": "DeepseekV3ForCausalLMNextN", "why": why + ")",
+                "indexer": at_least(release, "0.5.7")}
+    if arch_name == "GlmMoeDsaForCausalLM" and dsa and has_rule(release, "glm_dsa_nextn_rename") \
+            and arch.mtp_draft_type == "deepseek_mtp":
+        if has_rule(release, "glm_dsa_nextn_cls"):
+            return {"prefix": "nextn", "cls": "GlmMoeDsaForCausalLMNextN", "indexer": True,
+                    "why": f"the draft's architecture is rewritten to GlmMoeDsaForCausalLMNextN "
+                           f"({cite(release, 'glm_dsa_nextn_rename')}), a DeepseekV3ForCausalLMNextN "
+                           f"({cite(release, 'glm_dsa_nextn_cls')})"}
+        return {"prefix": "nextn", "cls": "DeepseekV3ForCausalLMNextN", "indexer": True,
+                "why": f"the draft's architecture is rewritten to DeepseekV3ForCausalLMNextN "
+                       f"({cite(release, 'glm_dsa_nextn_rename')})"}
+    if arch_name == "Glm4MoeForCausalLM" and has_rule(release, "glm_nextn_eh_proj") \
+            and arch.mtp_draft_type == "glm4_moe_mtp":
+        return {"prefix": "glm_nextn", "cls": "Glm4MoeForCausalLMNextN", "why": "", "indexer": False}
+    if arch_name == "Glm4MoeLiteForCausalLM" and has_rule(release, "glm_lite_nextn_rename") \
+            and arch.mtp_draft_type == "glm4_moe_lite_mtp":
+        if has_rule(release, "glm_lite_nextn_eh_proj"):
+            return {"prefix": "glm_lite_nextn", "cls": "Glm4MoeLiteForCausalLMNextN", "indexer": False,
+                    "why": f"the draft's architecture is rewritten to Glm4MoeLiteForCausalLMNextN "
+                           f"({cite(release, 'glm_lite_nextn_rename')})"}
+        return {"prefix": "glm_nextn", "cls": "Glm4MoeForCausalLMNextN", "indexer": False, "gqa": True,
+                "why": f"the draft's architecture is rewritten to GLM-4.5's Glm4MoeForCausalLMNextN "
+                       f"({cite(release, 'glm_lite_nextn_rename')})"}
+    return None
+
+
+def glm_lite_gqa_draft_head_dim(c: dict[str, Any]) -> int:
+    """The ``head_dim`` SGLang 0.5.8.post1 to 0.5.10.post1 give GLM-4.7-Flash's GQA NextN draft (attention and KV
+    pool): ``getattr(config, "head_dim", hidden_size // num_attention_heads)`` (``glm_gqa_head_dim``, ``mc_head_dim``)
+    on the transformers ``Glm4MoeLiteConfig``, whose ``head_dim`` is ``qk_rope_head_dim`` (transformers
+    src/transformers/models/glm4_moe_lite/configuration_glm4_moe_lite.py: ``self.head_dim = qk_rope_head_dim``, later
+    ``attribute_map = {"head_dim": "qk_rope_head_dim"}``): 64 for GLM-4.7-Flash."""
+    return int(c.get("head_dim") or c.get("qk_rope_head_dim") or c["hidden_size"] // c["num_attention_heads"])
+
+
 def nextn_draft_weights(hf_config: dict[str, Any], *, release: str, model_dtype: str, quantization: str | None,
-                        quant_config: dict | None, tp: int, attn_tp: int) -> tuple[int, str, str]:
+                        quant_config: dict | None, tp: int, attn_tp: int, is_hip: bool = False) -> tuple[int, str, str]:
     """Bytes on one rank of the NEXTN / MTP draft SGLang ``release`` builds for ``--speculative-algorithm NEXTN``
     once its own embedding and lm_head are dropped, ``(bytes, kind, source)``.
 
-    DeepSeek-V3 / R1 (``DeepseekV3ForCausalLMNextN``, models/deepseek_nextn.py) and GLM-4.5 to 4.7
-    (``Glm4MoeForCausalLMNextN``, models/glm4_moe_nextn.py), every covered release:
+    DeepSeek-V3 / R1 (``DeepseekV3ForCausalLMNextN``, models/deepseek_nextn.py), GLM-4.5 to 4.7
+    (``Glm4MoeForCausalLMNextN``, models/glm4_moe_nextn.py), every covered release, the DSA models (DeepSeek-V3.2 from
+    0.5.3 and GLM-5 from 0.5.9: ``DeepseekV3ForCausalLMNextN``, 0.5.23's ``GlmMoeDsaForCausalLMNextN`` is one) and
+    GLM-4.7-Flash from 0.5.8.post1 (see below):
 
     - ``eh_proj`` is a plain ``nn.Linear(2 x hidden, hidden)``: model dtype, whole on every rank (``nextn_eh_proj``);
     - the decoder layer is the target's layer type built with the checkpoint's quant_config (``nextn_decoder``), so at
@@ -441,36 +553,45 @@ def nextn_draft_weights(hf_config: dict[str, Any], *, release: str, model_dtype:
       (``set_embed_and_head``, ``spec_share_embed``): not counted (they exist while the draft loads);
     - under DP attention the layer's attention (not its replicated projections) is split over the attention-TP group;
     - MLA: ``post_load_weights(is_nextn=True)`` builds the layer's absorbed ``w_kc`` / ``w_vc`` from ``kv_b_proj``
-      (``nextn_w_kc``), counted like the target's (model dtype, attention-TP share of the heads).
+      (``nextn_w_kc``), counted like the target's (model dtype, attention-TP share of the heads);
+    - DSA: from 0.5.7 the draft class is in ``is_deepseek_nsa`` / ``is_deepseek_dsa`` (``nextn_dsa_draft``), so its
+      layer builds the lightning indexer (:func:`dsa_indexer_bytes`, whole on every rank, with the layer's
+      quant_config); in 0.5.3 and 0.5.3.post1 the list names only the targets, so the draft layer is plain MLA.
+
+    GLM-4.7-Flash (``Glm4MoeLiteForCausalLM``, MLA): 0.5.8.post1 to 0.5.10.post1 rewrite its draft to GLM-4.5's
+    ``Glm4MoeForCausalLMNextN`` (``glm_lite_nextn_rename``), whose ``Glm4MoeDecoderLayer`` builds a GQA
+    ``Glm4MoeAttention`` from the config (``glm_gqa_attn``): ``num_attention_heads`` query and ``num_key_value_heads``
+    KV heads of :func:`glm_lite_gqa_draft_head_dim` (64), ``qkv_proj`` and ``o_proj`` over the attention-TP group
+    (``glm_gqa_qkv``; the checkpoint's MLA weights do not match them and are skipped while loading), its own rotary
+    cache (``glm_gqa_rope``: ``is_neox_style`` True where the target's MLA rope is not, ``mla_rope_neox``, so
+    ``get_rope`` does not share it: ``max_position_embeddings x head_dim``, float32 on CUDA, the model dtype on ROCm),
+    the MoE (routed + shared experts over TP, ``glm_experts``; router gate at the model dtype, float32
+    ``e_score_correction_bias``, ``glm_gate_bias``), the two layer norms, enorm / hnorm / shared_head.norm. 0.5.23
+    builds its own MLA class ``Glm4MoeLiteForCausalLMNextN`` (models/glm4_moe_lite_nextn.py), as DeepSeek's above.
 
     The arithmetic of the first three is :func:`calculator.engine.weights.mtp_draft_weights` (vLLM builds these drafts
-    the same way). Other architectures (or a DSA indexer in the layer): the MTP layer parameters x the linear layers'
-    bytes per parameter / TP, labelled an estimate with the draft class not read.
+    the same way). Other architectures: the MTP layer parameters x the linear layers' bytes per parameter / TP, labelled
+    an estimate with the draft class not read.
     """
     arch = parse_config(hf_config)
     quant = resolve_quant(arch, quant_config, quantization)
     b = 2 if model_dtype in ("bfloat16", "float16") else 4
     arch_name = (hf_config.get("architectures") or [""])[0]
     c = hf_config.get("text_config") if isinstance(hf_config.get("text_config"), dict) else hf_config
-    prefix = None
-    if arch_name == "DeepseekV3ForCausalLM" and c.get("index_topk") is None and arch.mtp_draft_type == "deepseek_mtp":
-        prefix, draft_cls = "nextn", "DeepseekV3ForCausalLMNextN"
-    elif (arch_name == "Glm4MoeForCausalLM" and has_rule(release, "glm_nextn_eh_proj")
-          and arch.mtp_draft_type == "glm4_moe_mtp"):
-        prefix, draft_cls = "glm_nextn", "Glm4MoeForCausalLMNextN"
-    if prefix is None:
+    draft = _nextn_draft_class(release, arch_name, c, arch)
+    if draft is None:
         lin = (quant.bits / 8 + quant.scale_bytes_per_weight) if quant and not quant.experts_only else b
         return int(arch.params.mtp * lin / tp), "estimate", (
             f"MTP layer parameters x bytes per parameter / TP (embedding and lm_head shared with the target); how SGLang "
             f"{release}'s draft class for {arch_name} builds its projection and quantizes its layer was not read")
-    parts: list[str] = []
+    prefix, draft_cls = draft["prefix"], draft["cls"]
+    parts: list[str] = [draft["why"]] if draft["why"] else []
     q = quant
     if q is not None and q.name == "nvfp4" and q.exclude_style == "modelopt" and has_rule(release,
                                                                                          f"{prefix}_modelopt_off"):
         q = None
         parts.append(f"ModelOpt NVFP4: {draft_cls} builds its layer with quant_config = None "
                      f"({cite(release, f'{prefix}_modelopt_off')}): model dtype")
-    total, why = mtp_draft_weights(arch, model_dtype, q, tp)
     layer_name = (f"layers.{arch.num_layers}.mlp.experts.0.up_proj" if arch.num_experts
                   else f"layers.{arch.num_layers}.mlp.up_proj")
     body_b = mtp_layer_bytes_per_weight(arch, model_dtype, q)  # the layer's bytes per weight, as mtp_draft_weights
@@ -478,13 +599,23 @@ def nextn_draft_weights(hf_config: dict[str, Any], *, release: str, model_dtype:
         parts.append(f"the checkpoint's exclude list names the MTP layer ({layer_name}); SGLang builds it as "
                      "model.decoder.* and matches its exclusions against that name: counted unquantized, as stored "
                      "(not modelled further)")
-    extra = 0.0
     n = arch.mtp_layers
+    if draft.get("gqa"):
+        total, why = _glm_gqa_nextn_bytes(c, release=release, n=n, b=b, body_b=body_b, tp=tp, attn_tp=attn_tp,
+                                          is_hip=is_hip)
+        text = (f"{draft_cls}: eh_proj nn.Linear, model dtype, whole on every rank "
+                f"({cite(release, 'glm_nextn_eh_proj')}); decoder layer Glm4MoeDecoderLayer with the checkpoint's quant_config "
+                f"({cite(release, 'glm_nextn_decoder')}); its own embedding and lm_head replaced by the target's "
+                f"({cite(release, 'spec_share_embed')}): {why}" + ("; " + "; ".join(parts) if parts else ""))
+        return int(total), "source", text
+    total, why = mtp_draft_weights(arch, model_dtype, q, tp)
+    extra = 0.0
     if arch.kv_lora_rank:
         absorbed = n * arch.kv_lora_rank * arch.num_attention_heads * arch.mla_nope_v_dim
         extra += absorbed * b / attn_tp
+        w_kc = "glm_lite_nextn_w_kc" if prefix == "glm_lite_nextn" else "nextn_w_kc"
         parts.append(f"absorbed w_kc / w_vc {n} x {arch.kv_lora_rank} x {arch.num_attention_heads} x "
-                     f"{arch.mla_nope_v_dim} x {b} B / {attn_tp} ({cite(release, 'nextn_w_kc')})")
+                     f"{arch.mla_nope_v_dim} x {b} B / {attn_tp} ({cite(release, w_kc)})")
     if attn_tp != tp:
         per_layer = arch.params.attention / max(1, arch.num_layers)
         rep = 0
@@ -495,8 +626,53 @@ def nextn_draft_weights(hf_config: dict[str, Any], *, release: str, model_dtype:
         extra += split * body_b * (1 / attn_tp - 1 / tp)
         parts.append(f"DP attention: the layer's attention ({split:,.0f} parameters, replicated projections aside) "
                      f"split over the attention-TP size {attn_tp} instead of {tp}")
+    if c.get("index_topk") is not None:
+        if draft["indexer"]:
+            per, idx_why = dsa_indexer_bytes(c, release=release, lin_b=body_b, model_b=b, is_hip=is_hip)
+            extra += n * per
+            parts.append(f"DSA: {draft_cls} is in the DSA list ({cite(release, 'nextn_dsa_draft')}), so its layer "
+                         f"builds the lightning indexer, {n} x {per:,} B whole on every rank: {idx_why}")
+        else:
+            parts.append(f"DSA: SGLang {release}'s is_deepseek_nsa names only the targets "
+                         f"({cite(release, 'nextn_dsa_draft')}), so the {draft_cls} layer builds no indexer "
+                         "(plain MLA)")
     text = (f"{draft_cls}: eh_proj nn.Linear, model dtype, whole on every rank ({cite(release, f'{prefix}_eh_proj')}); "
             f"decoder layer with the checkpoint's quant_config ({cite(release, f'{prefix}_decoder')}); its own embedding "
             f"and lm_head replaced by the target's ({cite(release, 'spec_share_embed')}): {why}"
             + ("; " + "; ".join(parts) if parts else ""))
     return int(total + extra), "source", text
+
+
+def _glm_gqa_nextn_bytes(c: dict[str, Any], *, release: str, n: int, b: int, body_b: float, tp: int, attn_tp: int,
+                         is_hip: bool) -> tuple[float, str]:
+    """Bytes on one rank of GLM-4.5's ``Glm4MoeForCausalLMNextN`` built from GLM-4.7-Flash's MLA config (0.5.8.post1 to
+    0.5.10.post1, :func:`nextn_draft_weights`), embedding and lm_head aside, and the formula."""
+    h = c["hidden_size"]
+    heads, kvh = c["num_attention_heads"], c.get("num_key_value_heads") or c["num_attention_heads"]
+    hd = glm_lite_gqa_draft_head_dim(c)
+    kv_rank = max(1, kvh // attn_tp)
+    q_rank = heads // attn_tp
+    attn = (q_rank + 2 * kv_rank) * hd * h + q_rank * hd * h
+    attn_bytes = attn * body_b
+    if c.get("attention_bias"):
+        attn_bytes += (q_rank + 2 * kv_rank) * hd * b
+    if c.get("use_qk_norm"):
+        attn_bytes += 2 * hd * b
+    n_exp, n_sh, mi = c["n_routed_experts"], c.get("n_shared_experts") or 0, c["moe_intermediate_size"]
+    experts = (n_exp + n_sh) * 3 * h * mi * body_b / tp
+    gate = n_exp * h * b + n_exp * 4
+    proj_norms = 2 * h * h * b + 5 * h * b
+    positions = int(c.get("max_position_embeddings") or 8192)
+    rope_elem = b if is_hip else 4
+    rope = positions * hd * rope_elem
+    total = n * (attn_bytes + experts + gate + proj_norms) + rope
+    why = (f"{n} layer(s) x [GQA Glm4MoeAttention ({cite(release, 'glm_gqa_attn')}, {cite(release, 'glm_gqa_qkv')}): "
+           f"({heads} + 2 x {kvh}) x {hd} x {h} qkv + {heads} x {hd} x {h} o, over the attention-TP size {attn_tp} "
+           f"(KV heads {kv_rank} per rank), x {body_b:g} B, head_dim {hd} ({cite(release, 'glm_gqa_head_dim')}: "
+           f"transformers' Glm4MoeLiteConfig.head_dim is qk_rope_head_dim); MoE ({n_exp} routed + {n_sh} shared "
+           f"experts of 3 x {h} x {mi}, x {body_b:g} B / TP {tp}, {cite(release, 'glm_experts')}); router gate {n_exp} x {h} x "
+           f"{b} B + e_score_correction_bias {n_exp} x 4 B ({cite(release, 'glm_gate_bias')}); eh_proj 2 x {h} x {h} "
+           f"and five norms of {h} x {b} B] + its rotary cache {positions} positions x {hd} x {rope_elem} B "
+           f"({cite(release, 'glm_gqa_rope')}: is_neox_style True, not the target MLA's cache, "
+           f"{cite(release, 'mla_rope_neox')})")
+    return total, why
