@@ -7,7 +7,8 @@ usage: python benchmarks/speed_cases.py [CASES.json] [--verbose]
 A record is usable when it is complete, its model config is shipped in shared/data/model_configs, its GPU
 is in the catalog and its runtime has an efficiency row. ``vllm bench serve --request-rate inf`` without
 ``--max-concurrency`` releases all ``num_prompts`` requests at once: such records run as a burst of
-``num_prompts`` (queueing at saturation); the others as a closed loop of ``concurrency`` requests.
+``num_prompts`` (queueing at saturation); a finite ``--request-rate`` as an open loop of Poisson arrivals over
+``num_prompts``; the others as a closed loop of ``concurrency`` requests.
 TTFT is scored only below saturation (every request admitted at once), as the issue asks. Nothing is
 fitted per record.
 """
@@ -61,22 +62,25 @@ def predict(r: dict) -> tuple[dict | None, str]:
     if (r.get("data_parallel_size") or 1) > 1:
         return None, "data parallel not modelled"
     quant = (r.get("quant") or "").lower()
-    conc, burst = r.get("concurrency"), False
+    conc, burst, rate = r.get("concurrency"), False, None
     if conc is None:
         if r.get("request_rate") == "inf" and r.get("num_prompts"):
             conc, burst = r["num_prompts"], True
+        elif isinstance(r.get("request_rate"), (int, float)) and r.get("num_prompts"):
+            conc, rate = r["num_prompts"], float(r["request_rate"])  # an open loop (Poisson arrivals)
         else:
-            return None, "request-rate run (Poisson arrivals not modelled)"
+            return None, "request-rate run without its rate and prompt count"
     inp = EngineInput(hf_config=cfg, gpu=gpu, tensor_parallel_size=tp,
                       quantization="fp8" if quant == "fp8" and "quantization_config" not in cfg else None,
                       max_model_len=min(cfg.get("max_position_embeddings") or 32768,
                                         max(8192, 2 * (r["input_len"] + r["output_len"]))))
     try:
         res = estimate(inp, rt, prompt_len=r["input_len"], output_len=r["output_len"], concurrency=conc,
-                       arrival="burst" if burst else "closed")
+                       arrival="burst" if burst else "closed",
+                       **({"request_rate": rate, "num_prompts": r["num_prompts"]} if rate else {}))
     except EngineInputError as exc:
         return None, f"refused: {exc.field}: {exc.message[:60]}"
-    saturated = res.effective_concurrency < conc
+    saturated = bool(res.saturated) if rate else res.effective_concurrency < conc
     return {"tpot": res.itl_ms, "tok_s": res.output_tokens_per_s, "ttft": res.ttft_ms, "saturated": saturated,
             "conc": res.effective_concurrency, "label": res.efficiency_label}, ""
 
