@@ -33,7 +33,8 @@ def test_check_compat_prints_a_table_with_fixes_and_exits_1():
         call_command("check_compat", "--config", str(CONFIGS / "meta-llama__Llama-3.1-8B-Instruct.json"), "--gpu",
                      "T4", "--attention-backend", "FLASH_ATTN", stdout=out)
     # vLLM's own message (vllm/platforms/cuda.py): FLASH_ATTN needs compute capability 8.0+, a T4 is 7.5
-    error = "Selected backend FLASH_ATTN is not valid for this configuration. Reason: ['compute capability not supported']"
+    error = ("Selected backend FLASH_ATTN is not valid for this configuration. "
+             "Reason: ['compute capability not supported']")
     assert e.value.returncode == 1 and str(e.value) == f"does not start: {error}"
     out = out.getvalue()
     assert "FLASH_ATTN" in out and "compute capability not supported" in out and "fix:" in out
@@ -145,13 +146,15 @@ def test_check_compat_for_sglang_says_each_line_once_in_the_order_vllm_uses():
     verdict, its reasons; a reason is not repeated as a note nor as the startup error."""
     # sglang 0.5.23 attention_registry.py:241-245: fa3 asserts major == 8 (no MLA) or 9; a T4 is 7.5. Without
     # --attention-backend SGLang picks flashinfer off Hopper.
-    lines, exc = _answer("--model", "Qwen/Qwen3-8B", "--gpu", "T4", "--runtime", "sglang", "--attention-backend", "fa3")
+    lines, exc = _answer("--model", "Qwen/Qwen3-8B", "--gpu", "T4", "--runtime", "sglang",
+                         "--attention-backend", "fa3")
     assert lines[:3] == ["SGLang 0.5.23 on Tesla T4", "auto: flashinfer", "requested: fa3 -> does not start"]
     assert len(lines) == 4 and lines[3].startswith("  FlashAttention v3 Backend requires SM>=80 and SM<=90")
     assert lines[3].endswith("(sglang==0.5.23 sglang/srt/layers/attention/attention_registry.py:244)")
     assert exc.returncode == 1 and str(exc) == "does not start: " + lines[3].strip()
     # fa4 (attention_registry.py:264) has no GPU check of SGLang's own: 'depends', said once (it was also a note)
-    lines, exc = _answer("--model", "Qwen/Qwen3-8B", "--gpu", "A100", "--runtime", "sglang", "--attention-backend", "fa4")
+    lines, exc = _answer("--model", "Qwen/Qwen3-8B", "--gpu", "A100", "--runtime", "sglang",
+                         "--attention-backend", "fa4")
     assert lines[:3] == ["SGLang 0.5.23 on NVIDIA A100-SXM4-80GB", "auto: flashinfer", "requested: fa4 -> depends"]
     assert len(lines) == 4 and "FA4" in lines[3] and lines[3].endswith("attention/attention_registry.py)")
     assert exc.returncode == 3 and str(exc) == "depends: see the answer above"  # no table to point at

@@ -68,10 +68,12 @@ class Command(OneLineErrors, BaseCommand):
                 w(f"{'':>4}  {'':<28} {'':<8} if {when}: {'ok' if not c.reasons else '; '.join(c.reasons)}")
         w("")
         if report.model_forced_backend:
-            auto = f"auto: {report.auto_selected or 'none'}  (set by the model's own rule, before the priority order)"
+            auto = (f"auto: {report.auto_selected or 'none'}  (set by the model's own rule, before the priority "
+                    "order)")
         else:
             auto = f"auto: {report.auto_selected or 'none'}  (order from {report.auto_source})"
-        why = [f"  FlashAttention for head size {hs}: " + (f"FA{v}" if v else "not evaluated from the release's source")
+        why = [f"  FlashAttention for head size {hs}: "
+               + (f"FA{v}" if v else "not evaluated from the release's source")
                for hs, v in report.flash_attn_versions.items()]
         why += [f"  rule: {src}" for src in report.sources] + [f"  note: {n}" for n in report.notes]
         self._verdict_lines(report, "vLLM", auto, why, reasons=[])
