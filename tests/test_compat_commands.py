@@ -32,10 +32,20 @@ def test_check_compat_prints_a_table_with_fixes_and_exits_1():
     with pytest.raises(CommandError) as e:
         call_command("check_compat", "--config", str(CONFIGS / "meta-llama__Llama-3.1-8B-Instruct.json"), "--gpu",
                      "T4", "--attention-backend", "FLASH_ATTN", stdout=out)
-    assert e.value.returncode == 1 and str(e.value).startswith("does not start:")
+    # vLLM's own message (vllm/platforms/cuda.py): FLASH_ATTN needs compute capability 8.0+, a T4 is 7.5
+    error = ("Selected backend FLASH_ATTN is not valid for this configuration. "
+             "Reason: ['compute capability not supported']")
+    assert e.value.returncode == 1 and str(e.value) == f"does not start: {error}"
     out = out.getvalue()
     assert "FLASH_ATTN" in out and "compute capability not supported" in out and "fix:" in out
-    assert "vLLM would fail at startup" in out
+    # After the table: vLLM's pick on a T4 (FLASH_ATTN and FLASHINFER need 8.0+; cuda.py's order puts TRITON_ATTN
+    # third), then the requested backend's verdict and the startup error, each said once.
+    tail = out.split("\n\n")[-1].splitlines()
+    assert tail[0] == "auto: TRITON_ATTN  (order from vllm/platforms/cuda.py:83)"
+    i = tail.index("requested: FLASH_ATTN -> does not start")
+    assert tail[i + 1] == f"vLLM would fail at startup: {error}"
+    assert all(line.startswith("assumed: ") for line in tail[i + 2:])
+    assert len(tail) == len(set(tail)) and out.count(error) == 1
 
 
 def test_check_compat_accepts_estimate_flags():
@@ -119,3 +129,32 @@ def test_check_compat_answers_for_the_other_runtimes(runtime, first):
     call_command("check_compat", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--runtime", "sglang", "--format", "json",
                  stdout=js)
     assert json.loads(js.getvalue())["auto_selected"] == "fa3"
+
+
+def _answer(*args) -> tuple[list[str], CommandError | None]:
+    out = StringIO()
+    try:
+        call_command("check_compat", *args, stdout=out)
+    except CommandError as exc:
+        return out.getvalue().splitlines(), exc
+    return out.getvalue().splitlines(), None
+
+
+@pytest.mark.django_db
+def test_check_compat_for_sglang_says_each_line_once_in_the_order_vllm_uses():
+    """The other runtimes end as vLLM's answer does (one printer): the runtime's own pick, the requested backend's
+    verdict, its reasons; a reason is not repeated as a note nor as the startup error."""
+    # sglang 0.5.23 attention_registry.py:241-245: fa3 asserts major == 8 (no MLA) or 9; a T4 is 7.5. Without
+    # --attention-backend SGLang picks flashinfer off Hopper.
+    lines, exc = _answer("--model", "Qwen/Qwen3-8B", "--gpu", "T4", "--runtime", "sglang",
+                         "--attention-backend", "fa3")
+    assert lines[:3] == ["SGLang 0.5.23 on Tesla T4", "auto: flashinfer", "requested: fa3 -> does not start"]
+    assert len(lines) == 4 and lines[3].startswith("  FlashAttention v3 Backend requires SM>=80 and SM<=90")
+    assert lines[3].endswith("(sglang==0.5.23 sglang/srt/layers/attention/attention_registry.py:244)")
+    assert exc.returncode == 1 and str(exc) == "does not start: " + lines[3].strip()
+    # fa4 (attention_registry.py:264) has no GPU check of SGLang's own: 'depends', said once (it was also a note)
+    lines, exc = _answer("--model", "Qwen/Qwen3-8B", "--gpu", "A100", "--runtime", "sglang",
+                         "--attention-backend", "fa4")
+    assert lines[:3] == ["SGLang 0.5.23 on NVIDIA A100-SXM4-80GB", "auto: flashinfer", "requested: fa4 -> depends"]
+    assert len(lines) == 4 and "FA4" in lines[3] and lines[3].endswith("attention/attention_registry.py)")
+    assert exc.returncode == 3 and str(exc) == "depends: see the answer above"  # no table to point at

@@ -46,7 +46,7 @@ class Command(OneLineErrors, BaseCommand):
             return self._summary(report, runtime.label, opts["format"])
         if opts["format"] == "json":
             self.stdout.write(json.dumps(report.to_json(), indent=1))
-            return self._exit(report)
+            return self._exit(report, "see the answer above")
         w = self.stdout.write
         w(f"vLLM {report.release} on {report.gpu} (platform {report.platform}, compute capability "
           f"{report.compute_capability or '-'}), dtype {report.dtype}, kv_cache_dtype {report.kv_cache_dtype}, "
@@ -68,21 +68,15 @@ class Command(OneLineErrors, BaseCommand):
                 w(f"{'':>4}  {'':<28} {'':<8} if {when}: {'ok' if not c.reasons else '; '.join(c.reasons)}")
         w("")
         if report.model_forced_backend:
-            w(f"auto: {report.auto_selected or 'none'}  (set by the model's own rule, before the priority order)")
+            auto = (f"auto: {report.auto_selected or 'none'}  (set by the model's own rule, before the priority "
+                    "order)")
         else:
-            w(f"auto: {report.auto_selected or 'none'}  (order from {report.auto_source})")
-        for hs, v in report.flash_attn_versions.items():
-            w(f"  FlashAttention for head size {hs}: " + (f"FA{v}" if v else "not evaluated from the release's source"))
-        for src in report.sources:
-            w(f"  rule: {src}")
-        for n in report.notes:
-            w(f"  note: {n}")
-        for c in report.auto_conditions:
-            w(f"  note: {c}")
-        if report.requested_backend:
-            w(f"requested: {report.requested_backend} -> {OK_WORDS[report.ok]}")
-        if report.error:
-            w(f"vLLM would fail at startup: {report.error}")
+            auto = f"auto: {report.auto_selected or 'none'}  (order from {report.auto_source})"
+        why = [f"  FlashAttention for head size {hs}: "
+               + (f"FA{v}" if v else "not evaluated from the release's source")
+               for hs, v in report.flash_attn_versions.items()]
+        why += [f"  rule: {src}" for src in report.sources] + [f"  note: {n}" for n in report.notes]
+        self._verdict_lines(report, "vLLM", auto, why, reasons=[])
         for s in report.speculative:
             w(f"speculative: {'ok' if s.ok else 'NO'}: {s.reason}" + (f" (fix: {s.fix})" if s.fix else "")
               + (f" [{s.source}]" if s.source else ""))
@@ -91,26 +85,45 @@ class Command(OneLineErrors, BaseCommand):
         return self._exit(report)
 
     def _summary(self, report: CompatSummary, label: str, fmt: str) -> None:
-        """A runtime without vLLM's per-backend table: its release, the backend it picks or the one asked for, the
+        """A runtime without vLLM's per-backend table: its release, the backend it picks and the one asked for, the
         verdict and the reasons (the same answer ``estimate`` shows for it)."""
         if fmt == "json":
             self.stdout.write(json.dumps(report.model_dump(), indent=1))
-            return self._exit(report)
-        w = self.stdout.write
-        w(f"{label} {report.release} on {report.gpu}")
-        if report.requested_backend:
-            w(f"requested: {report.requested_backend} -> {OK_WORDS[report.ok]}")
-        elif report.auto_selected:
-            w(f"auto: {report.auto_selected}")
-        for r in report.reasons:
-            w(f"  {r}")
-        for c in report.auto_conditions:
-            w(f"  note: {c}")
-        if report.error:
-            w(f"{label} would fail at startup: {report.error}")
-        return self._exit(report)
+            return self._exit(report, "see the answer above")
+        self.stdout.write(f"{label} {report.release} on {report.gpu}")
+        auto = f"auto: {report.auto_selected}" if report.auto_selected else None
+        if report.requested_backend:  # the reasons are the requested backend's
+            self._verdict_lines(report, label, auto, [], report.reasons)
+        else:  # the reasons are why the runtime picks what it picks
+            self._verdict_lines(report, label, auto, [f"  {r}" for r in report.reasons], [])
+        return self._exit(report, "see the answer above")
 
-    def _exit(self, report) -> None:
+    def _verdict_lines(self, report, label: str, auto: str | None, why: list[str], reasons: list[str]) -> None:
+        """How every runtime's answer ends (vLLM after its table, the others after their first line), each text
+        once, in this order: ``auto`` (the backend the runtime picks on its own) and ``why`` (its explanation
+        lines), the conditions of that answer (``note:``), the requested backend's verdict with its ``reasons``,
+        and the startup error unless those reasons already say it (SGLang's error is its reasons joined)."""
+        said: set[str] = set()
+
+        def say(line: str) -> None:
+            if line.strip() not in said:
+                said.add(line.strip())
+                self.stdout.write(line)
+
+        for line in ([auto] if auto else []) + why:
+            say(line)
+        for c in report.auto_conditions:
+            if c not in reasons:  # SGLang's 'depends' reasons are also its conditions: said once, as reasons
+                say(f"  note: {c}")
+        if report.requested_backend:
+            say(f"requested: {report.requested_backend} -> {OK_WORDS[report.ok]}")
+        for r in reasons:
+            say(f"  {r}")
+        if report.error and report.error not in reasons and report.error != "; ".join(reasons):
+            say(f"{label} would fail at startup: {report.error}")
+
+    def _exit(self, report, pointer: str = "see the table above") -> None:
+        """Exit status 1 (does not start) or 3 (depends) with the startup error as headline, else ``pointer``."""
         status = OK_STATUS[report.ok]
         if EXIT_STATUS[status]:
-            raise verdict_exit(status, report.error or "see the table above", EXIT_STATUS[status])
+            raise verdict_exit(status, report.error or pointer, EXIT_STATUS[status])
