@@ -1584,10 +1584,11 @@ class _OpenLoop:
 def _open_loop(s: _Setup, prompt_len: int, output_len: int, rate: float, prompts: int, *, client_cap: int,
                server_cap: int, cap_text: str = "") -> _OpenLoop:
     """The operating point of Poisson arrivals at ``rate`` requests/s: the smallest ``n`` running requests (1 ..
-    ``min(client_cap, server_cap)``: the client's ``--max-concurrency`` and what the server runs at once) whose request lifetime ``T(n)`` (the
-    steady TTFT + ``(output_len - 1) x TPOT`` of :func:`_at` at ``n``, + the API server's ``ttft_fixed_ms``) holds
-    ``rate x T(n) <= n`` in flight (Little's law; ``T`` grows with ``n``, so a bisection finds it); saturated when even
-    ``max_running`` do not. ``in_flight`` is ``rate x T(n)``. Unit: requests."""
+    ``min(client_cap, server_cap)``: the client's ``--max-concurrency`` and what the server runs at once) whose
+    request lifetime ``T(n)`` (the steady TTFT + ``(output_len - 1) x TPOT`` of :func:`_at` at ``n``, + the API
+    server's ``ttft_fixed_ms``) holds ``rate x T(n) <= n`` in flight (Little's law; ``T`` grows with ``n``, so a
+    bisection finds it); saturated when even that many do not. ``in_flight`` is ``rate x T(n)``. Unit: requests.
+    ``cap_text`` names what limits the server, in the runtime's words (for the saturation note)."""
     fixed = s.hw.eff.ttft_fixed_ms
 
     def lifetime_s(n: int) -> float:
