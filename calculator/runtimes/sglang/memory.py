@@ -1775,7 +1775,9 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             f"{cite(release, 'swa_tokens')} the SWA cell ({swa_div:g} B, cell_size_bytes.hybrid_swa), aligned down to "
             "the page size: the full-attention pool's tokens")
     else:
-        src("max_total_num_tokens", tokens, "source", cite(release, "profile") + " int(rest x 2^30) // cell_size")
+        src("max_total_num_tokens", tokens, "source", cite(release, "profile") + " int(rest x 2^30) // cell_size"
+            + (f", then the full pool's share of the hybrid SWA split ({cite(release, 'swa_split')}, "
+               "swa_max_total_num_tokens)" if swa else ""))
 
     # --- requests --------------------------------------------------------------------------------
     if at_least(release, "0.5.23"):
