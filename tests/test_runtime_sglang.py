@@ -631,8 +631,8 @@ def test_a_pool_smaller_than_the_context_is_a_condition_not_a_failure(client):
 
 def test_sglang_0_5_23_is_answered_when_named_and_refuses_what_it_does_not_model(client):
     """0.5.23 is covered by name (the default stays 0.5.10.post1): the page answers it and its launch command uses
-    0.5.23's flag names; gpt-oss (its hybrid SWA pool) is answered, Llama 4 (a hybrid SWA pool of its own, not
-    modelled) is a 400 naming the release, never a 0.5.10 rule."""
+    0.5.23's flag names; gpt-oss and Llama 4 (their hybrid SWA pools) are answered, DeepSeek-V4 (a compressed hybrid
+    SWA pool of its own, not modelled) is a 400 naming the release, never a 0.5.10 rule."""
     q = {"model": QWEN, "runtime": "sglang", "gpu": "H100", "context_length": "32768", "sglang_version": "0.5.23"}
     page = client.get("/", q, follow=True).content.decode()
     assert re.search(r"<title>Works: Qwen/Qwen3-8B on 1× NVIDIA H100 80GB HBM3 \(SGLang 0\.5\.23\)", page)
@@ -640,7 +640,11 @@ def test_sglang_0_5_23_is_answered_when_named_and_refuses_what_it_does_not_model
     assert "--cuda-graph-max-bs-decode" in body["serve_argv"] and body.get("speed_error") is None
     r = client.get("/api/estimate", q | {"model": "openai/gpt-oss-20b"})
     assert r.status_code == 200 and r.json()["swa_max_total_num_tokens"] > 0
-    r = client.get("/api/estimate", q | {"model": "meta-llama/Llama-4-Scout-17B-16E-Instruct"})
+    r = client.get("/api/estimate", q | {"model": "meta-llama/Llama-4-Scout-17B-16E-Instruct", "gpu": "H200",
+                                         "tensor_parallel_size": "4"})
+    assert r.status_code == 200 and r.json()["swa_max_total_num_tokens"] > 0
+    r = client.get("/api/estimate", q | {"model": "deepseek-ai/DeepSeek-V4-Flash", "gpu": "H200",
+                                         "tensor_parallel_size": "8"})
     assert r.status_code == 400 and "SGLang 0.5.23" in r.content.decode()
 
 

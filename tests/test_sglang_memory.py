@@ -1243,12 +1243,13 @@ def test_0_5_23_weights_rope_fp32_on_rocm_and_no_yarn_totals():
 
 def test_0_5_23_refuses_what_it_does_not_model_by_name():
     """DeepSeek DSA on ROCm (its page size follows the aiter build) or another DSA family (LongCat), and the hybrid
-    sliding-window models other than gpt-oss (Llama 4 here): 0.5.23 sizes them with rules this calculator has not
-    followed; each is refused naming the release, never answered with 0.5.10's rule. gpt-oss with the radix cache
-    off and --max-running-requests takes SWARequestCapPoolConfigurator, refused as well."""
+    sliding-window models other than gpt-oss, Llama 4, MiMo-V2 and Gemma 4 (Step3.5 here, gpt-oss's shapes under its
+    class name): 0.5.23 sizes them with rules this calculator has not followed; each is refused naming the release,
+    never answered with 0.5.10's rule. gpt-oss with the radix cache off and --max-running-requests takes
+    SWARequestCapPoolConfigurator, refused as well."""
     longcat = v32_config() | {"architectures": ["LongcatFlashForCausalLM"]}
-    for cfg, gpu, field in ((load_config("meta-llama__Llama-4-Scout-17B-16E-Instruct.json"), "H200",
-                             "config.sliding_window"),
+    step35 = load_config("openai__gpt-oss-120b.json") | {"architectures": ["Step3p5ForCausalLM"]}
+    for cfg, gpu, field in ((step35, "H200", "config.sliding_window"),
                             # on ROCm the release is what to change (0.5.10.post1 answers it, below)
                             (v32_config(), "MI355X", "release"),
                             (longcat, "H200", "config.architectures")):

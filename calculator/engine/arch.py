@@ -254,6 +254,8 @@ NOT_MODELLED = (
      "vllm/transformers_utils/model_arch_config_convertor.py"),
     ("linear_attn_config", ("kimi_linear",), "Kimi delta attention (KDA) layers and their recurrent state",
      "vllm/model_executor/models/kimi_linear.py"),
+    ("hybrid_layer_pattern", (), "MiMo-V2's full / sliding-window layers with their own KV heads and a V head size "
+     "unlike K's", "vllm/model_executor/models/mimo_v2_flash.py"),
 )
 # The per-layer keys of Gemma 4's per_layer_config the engine reads (transformers Gemma4TextConfig.__post_init__
 # writes exactly these two for the full-attention layers).
@@ -281,9 +283,11 @@ def _refuse_unmodelled(c: dict[str, Any], model_type: str, architecture: str) ->
             continue
         if model_type in where_modelled or architecture in where_modelled:
             continue
+        only = (f"sizes it only for {', '.join(where_modelled)}" if where_modelled else
+                "does not size it for vLLM yet")
         raise EngineInputError("model", f"not modelled: config.json has {key} ({what}, sized in {where}) in "
-                               f"{architecture or model_type or 'this model'}; this calculator sizes it only for "
-                               f"{', '.join(where_modelled)}, rather than guess")
+                               f"{architecture or model_type or 'this model'}; this calculator {only}, rather than "
+                               "guess")
     if c.get("index_topk") and ((c.get("index_topk_freq") or 1) != 1 or c.get("index_topk_pattern")):
         raise EngineInputError("model", "not modelled: config.json has index_topk_freq / index_topk_pattern "
                                "(IndexCache: layers that reuse another layer's indexer top-k and keep no indexer "
@@ -443,6 +447,19 @@ def _layer_kinds(c: dict[str, Any], model_type: str, num_layers: int, notes: lis
                     for i in range(num_layers)]
         interval = c.get("interleave_moe_layer_step") and 4 or 4
         return [LayerDesc(kind=LayerKind.FULL) if (i + 1) % interval == 0 else LayerDesc(kind=LayerKind.CHUNKED, chunk_size=chunk)
+                for i in range(num_layers)]
+
+    if isinstance(c.get("hybrid_layer_pattern"), list):
+        # MiMo-V2: 1 = a sliding-window layer with its own KV heads and head size (swa_*), 0 = full attention
+        # (sglang configs/model_config.py get_hybrid_layer_ids, :1471 in 0.5.10.post1; the window: sliding_window_size
+        # first, configs/model_config.py:883). The vLLM engine refuses these KV shapes (NOT_MODELLED); the layer kinds
+        # serve the parameter count and the speed model's per-layer-type reads.
+        pattern = c["hybrid_layer_pattern"]
+        if len(pattern) < num_layers:
+            raise EngineInputError("config.hybrid_layer_pattern", f"has {len(pattern)} entries for {num_layers} layers")
+        w = c.get("sliding_window_size") or window
+        return [LayerDesc(kind=LayerKind.SLIDING, sliding_window=w, num_kv_heads=c.get("swa_num_key_value_heads"),
+                          head_dim=c.get("swa_head_dim")) if pattern[i] == 1 else LayerDesc(kind=LayerKind.FULL)
                 for i in range(num_layers)]
 
     layer_types = c.get("layer_types")
@@ -690,6 +707,10 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
     if model_type == "llama4_text" and c.get("interleave_moe_layer_step"):
         step = c["interleave_moe_layer_step"]
         moe_layers = [i for i in range(num_layers) if (i + 1) % step == 0] if n_exp else []
+    elif isinstance(moe_freq, list):
+        # MiMo-V2: one flag per layer, truthy = the routed-expert block (sglang models/mimo_v2_flash.py:726-729 in
+        # 0.5.10.post1: moe_layer_freq[layer_idx] when it is not an int)
+        moe_layers = [i for i in range(num_layers) if n_exp and i < len(moe_freq) and moe_freq[i]]
     else:
         moe_layers = [i for i in range(num_layers)
                       if n_exp and i >= first_dense and i not in mlp_only and (i + 1) % sparse_step == 0

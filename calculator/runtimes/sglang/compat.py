@@ -105,6 +105,36 @@ _GDN_SM100_0523 = ("Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration",
 _SINK_ARCHS_0523 = ("GptOssForCausalLM", "GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM", "IQuestQ1ForCausalLM",
                     "IQuestQ1MTP")
 
+# Llama 4 and Gemma 4: the backends their model-specific blocks accept (an assert at start-up otherwise), and the line;
+# Llama 4's own default (trtllm_mha on SM100, fa3 on SM90, aiter on ROCm, else triton) from 0.5.7
+_LLAMA4_ACCEPTS: dict[str, tuple[tuple[str, ...], str]] = {
+    "0.4.10.post2": (("fa3",), f"{_SA}:1937"),
+    "0.5.3": (("fa3", "aiter", "triton"), f"{_SA}:787"),
+    "0.5.3.post1": (("fa3", "aiter", "triton"), f"{_SA}:830"),
+    "0.5.7": (("fa3", "aiter", "triton", "trtllm_mha", "intel_xpu"), f"{_SA}:1253"),
+    "0.5.8.post1": (("fa3", "aiter", "triton", "trtllm_mha", "intel_xpu"), f"{_SA}:1360"),
+    "0.5.9": (("fa3", "aiter", "triton", "trtllm_mha", "intel_xpu"), f"{_SA}:1462"),
+    "0.5.10.post1": (("fa3", "aiter", "triton", "ascend", "trtllm_mha", "intel_xpu"), f"{_SA}:1851"),
+    "0.5.23": (("fa3", "aiter", "triton", "ascend", "trtllm_mha", "intel_xpu"),
+               "sglang/srt/arg_groups/model_hook.py:622"),
+}
+_LLAMA4_DEFAULT = {"0.5.7": f"{_SA}:1239", "0.5.8.post1": f"{_SA}:1346", "0.5.9": f"{_SA}:1448",
+                   "0.5.10.post1": f"{_SA}:1837", "0.5.23": "sglang/srt/arg_groups/model_overrides/llama4.py:23"}
+_GEMMA4_ARCHS = ("Gemma4ForConditionalGeneration", "Gemma4ForCausalLM", "Gemma4UnifiedForConditionalGeneration")
+_GEMMA4_ACCEPTS = (("trtllm_mha", "triton", "fa4", "ascend", "intel_xpu", "intel_amx", "aiter"),
+                   "sglang/srt/arg_groups/model_hook.py:646")
+
+
+def _llama4_default(release: str, f: dict[str, Any], hip: bool, major: int | None) -> BackendChoice | None:
+    """Llama 4's own pick when no backend is given (server_args.py's Llama4 block from 0.5.7; 0.5.23
+    arg_groups/model_overrides/llama4.py): trtllm_mha on SM100, fa3 on SM90, aiter on ROCm, else triton."""
+    if not f["arch"].startswith("Llama4") or release not in _LLAMA4_DEFAULT:
+        return None
+    b = "trtllm_mha" if major == 10 else "fa3" if major == 9 else "aiter" if hip else "triton"
+    return BackendChoice(backend=b, reason="Llama 4: trtllm_mha on SM100, fa3 on SM90, aiter on ROCm, else triton",
+                         source=f"sglang=={release} {_LLAMA4_DEFAULT[release]}")
+
+
 _FA3_DEFAULT = {
     "0.4.10.post2": {"Qwen2ForCausalLM", "Llama4ForConditionalGeneration", "LlamaForCausalLM", "Gemma2ForCausalLM",
                      "Gemma3ForConditionalGeneration", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM",
@@ -208,6 +238,9 @@ def default_backend(release: str, gpu: GPU, hf_config: dict[str, Any], *, tp_siz
     if f["nsa"] and at_least(release, "0.5.3"):
         return BackendChoice(backend="nsa", reason="DeepSeek NSA models get the nsa backend",
                              source=_c(release, "nsa"))
+    llama4 = _llama4_default(release, f, hip, major)
+    if llama4 is not None:
+        return llama4
     if f["arch"] == "GptOssForCausalLM" and at_least(release, "0.5.3"):
         if major == 10:
             b = "trtllm_mha"
@@ -274,6 +307,16 @@ def _default_backend_0523(release: str, f: dict[str, Any], hip: bool, major: int
         b = "trtllm_mha" if major == 10 else "fa3" if major == 9 else "aiter" if hip else "triton"
         return BackendChoice(backend=b, reason="gpt-oss: trtllm_mha on SM100, fa3 on SM90, aiter on ROCm, else triton",
                              source=_c(release, "gptoss"))
+    llama4 = _llama4_default(release, f, hip, major)
+    if llama4 is not None:
+        return llama4
+    if f["arch"] in _GEMMA4_ARCHS:
+        return BackendChoice(backend="trtllm_mha" if major == 10 else "triton",
+                             reason="Gemma 4: trtllm_mha on SM100, else triton",
+                             source=f"sglang=={release} sglang/srt/arg_groups/model_overrides/gemma4.py:30")
+    if f["arch"] in ("MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM") and major == 10:
+        return BackendChoice(backend="fa4", reason="MiMo-V2 on SM100: fa4",
+                             source=f"sglang=={release} sglang/srt/arg_groups/model_overrides/mimo_v2.py:27")
     if f["mla"] and major == 10 and f["arch"] in _DEEPSEEK_FAMILY_0523:
         return BackendChoice(backend="trtllm_mla", reason=f"{f['arch']} on SM100: SGLang's model-specific default",
                              source=_c(release, "deepseek_sm100"))
@@ -356,6 +399,12 @@ def check_backend(release: str, gpu: GPU, hf_config: dict[str, Any], backend: st
             depends("MLA with torch_native is not a tested path in 0.4.3", f"sglang=={release} {_MR}:612")
         return BackendVerdict(backend=backend, verdict=verdict, reasons=reasons, page_size=page or 1,
                               is_default=default_backend(release, gpu, hf_config).backend == backend)
+    if f["arch"].startswith("Llama4") and release in _LLAMA4_ACCEPTS and backend not in _LLAMA4_ACCEPTS[release][0]:
+        no(f"{', '.join(_LLAMA4_ACCEPTS[release][0])} is required for Llama4 model (an assert at start-up)",
+           f"sglang=={release} {_LLAMA4_ACCEPTS[release][1]}")
+    if f["arch"] in _GEMMA4_ARCHS and backend not in _GEMMA4_ACCEPTS[0]:
+        no(f"Gemma4 only supports {', '.join(_GEMMA4_ACCEPTS[0])} (an assert at start-up)",
+           f"sglang=={release} {_GEMMA4_ACCEPTS[1]}")
     if at_least(release, "0.5.23"):
         page = _check_0523(release, f, backend, hip, sm, kv_cache_dtype, page, speculative_algorithm,
                            speculative_eagle_topk, tp_size, no, adjust, depends)

@@ -11,9 +11,10 @@ What SGLang does at start-up (every step cited per release in :mod:`.releases`):
 3. ``profile_max_num_token``: ``rest = X - T * (1 - mem_fraction_static)`` GiB; for hybrid Mamba/GDN
    models a share ``mamba_full_memory_ratio / (1 + ratio)`` of ``rest`` goes to the Mamba state pool (0.5.23: solved
    with the pool's padding slot, ``K = (share - per_req) // per_req`` and ``K + 1`` slots taken);
-   ``max_total_num_tokens = int(rest * 2**30) // cell_size``, aligned down to ``page_size``. Hybrid SWA (gpt-oss):
-   0.5.10 sizes all layers full-length then splits the tokens so that the sliding layers hold
-   ``swa_full_tokens_ratio`` (0.8) of the full ones; 0.5.23 divides by full rows + 0.8 x sliding rows directly.
+   ``max_total_num_tokens = int(rest * 2**30) // cell_size``, aligned down to ``page_size``. Hybrid SWA (gpt-oss,
+   Llama 4, MiMo-V2-Flash; Gemma 4 and MiMo-V2 in 0.5.23): 0.5.10 sizes every layer at its own row (full / SWA heads
+   and head sizes) then splits the tokens so that the sliding layers hold ``swa_full_tokens_ratio`` (0.8) of the
+   full ones; 0.5.23 divides by full rows + 0.8 x sliding rows directly (:func:`hybrid_swa_geometry`).
    So ``max_total_num_tokens * cell = T * mem_fraction_static - W`` (minus Mamba): the fraction applies to
    the memory free *before* loading, and activations, CUDA graphs and NCCL buffers live in the
    ``(1 - mem_fraction_static)`` share SGLang keeps back (no profiling run, unlike vLLM).
@@ -162,6 +163,7 @@ class SGLangPlan(BaseModel):
     # when free_before_load is the fit: % change of max_total_num_tokens per 0.1 GiB of start-up overhead
     tokens_pct_per_0_1_gib_overhead: float | None = None
     speculative: SpeculativePlan | None = None
+    swa_pool: HybridSWAPool | None = None  # the hybrid sliding-window pool's two sub-pools (attention "hybrid_swa")
     sources: list[Source]
     notes: list[str] = []
 
@@ -235,6 +237,224 @@ _HYBRID_SWA_0523 = {"BeamForCausalLM", "Llama4ForConditionalGeneration", "Deepse
                     "LagunaForCausalLM", "MellumForCausalLM", "MuseGlimmerForCausalLM",
                     "MuseGlimmerForConditionalGeneration", "InklingForConditionalGeneration",
                     "InklingForConditionalGenerationMTP", "UnlimitedOCRForCausalLM"}
+
+
+# ----------------------------------------------------------------------------------------------------
+# Hybrid sliding-window pools (SWAKVPool): which layers go where and how wide their rows are
+
+#: The architectures whose hybrid SWA pool (``is_hybrid_swa_model`` and not disabled) is modelled, per release.
+#: 0.5.10.post1's list (configs/model_config.py:1438) also has Step3.5 (refused); 0.5.23's (:2651) has the others of
+#: :data:`_HYBRID_SWA_0523` (refused). Up to 0.5.9 only gpt-oss's switched-off pool is modelled.
+_SWA_MODELLED = {
+    "0.5.10.post1": ("GptOssForCausalLM", "Llama4ForConditionalGeneration", "MiMoV2FlashForCausalLM"),
+    "0.5.23": ("GptOssForCausalLM", "Llama4ForConditionalGeneration", "MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM",
+               "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration"),
+}
+_MIMO_V2 = ("MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM")
+_GEMMA4 = ("Gemma4ForCausalLM", "Gemma4ForConditionalGeneration")
+
+
+def swa_modelled_releases(arch: str) -> tuple[str, ...]:
+    """The covered releases whose hybrid sliding-window pool for ``arch`` (``architectures[0]``) is modelled."""
+    return tuple(rel for rel, archs in _SWA_MODELLED.items() if arch in archs)
+
+
+def swa_unmodelled_why(arch: str, release: str) -> str:
+    """What would answer a hybrid-SWA model refused in ``release``: the releases modelled for ``arch`` (as
+    ``--sglang-version``), or that no covered release is."""
+    others = [r for r in swa_modelled_releases(arch) if r != release]
+    if others:
+        return "; modelled in SGLang " + " and ".join(others) + " (" + " or ".join(
+            f"--sglang-version {r}" for r in others) + ")"
+    return "; no covered SGLang release is modelled for it"
+
+
+class HybridSWAPool(BaseModel):
+    """SGLang's hybrid sliding-window KV pool on one rank (``SWAKVPool``: a full-attention ``MHATokenToKVPool`` of
+    ``max_total_num_tokens`` tokens and a sliding-window one of ``swa_max_total_num_tokens``, each logging its own
+    "KV Cache is allocated" line; sizes in GiB as SGLang prints them, without the pools' one padding page).
+
+    Rows: ``kv_heads x (head_dim + v_head_dim) x bytes`` per layer and token, the full layers' and the sliding ones'
+    (``full_bytes_per_token`` / ``swa_bytes_per_token``; ``HybridSWAPoolConfigurator`` ``_full_per_token`` /
+    ``_swa_per_token``, 0.5.10 ``get_cell_size_per_token``). ``sliding_window_size``: the window SGLang 0.5.23 checks
+    the SWA pool against (``validate_swa_pool_size``), tokens; ``window_rule`` says where it comes from."""
+
+    architecture: str
+    full_layers: int
+    swa_layers: int
+    full_kv_heads: int
+    head_dim: int
+    v_head_dim: int
+    swa_kv_heads: int
+    swa_head_dim: int
+    swa_v_head_dim: int
+    full_bytes_per_token: int
+    swa_bytes_per_token: int
+    sliding_window_size: int | None
+    window_rule: str
+    swa_full_tokens_ratio: float = 0.8
+    full_k_gib: float = 0.0
+    full_v_gib: float = 0.0
+    swa_k_gib: float = 0.0
+    swa_v_gib: float = 0.0
+
+
+def hybrid_swa_geometry(release: str, arch: str, c: dict[str, Any], *, attn_tp: int, elem: int) -> tuple[
+        HybridSWAPool, str]:
+    """The layer split and row widths of the hybrid SWA pool SGLang ``release`` builds for ``arch`` (``c``: the text
+    config), one rank of attention TP ``attn_tp``, ``elem`` bytes per KV element. Returns the pool (sizes 0) and the
+    rules it followed, cited.
+
+    - Layers (``get_hybrid_layer_ids``, ``cite(release, "swa_layers_*")``): gpt-oss and Gemma 4 by ``layer_types``
+      (``sliding_attention`` / ``full_attention``), Llama 4 every 4th layer full (``(i + 1) % 4 == 0``: the NoPE
+      layers) and the rest chunked-local on the SWA side, MiMo-V2 by ``hybrid_layer_pattern`` (1 SWA, 0 full).
+    - Heads and widths: full layers ``max(1, num_key_value_heads // attn_tp) x (head_dim + v_head_dim)``, SWA layers
+      ``max(1, swa_num_key_value_heads // attn_tp) x (swa_head_dim + swa_v_head_dim)``, each key falling back to the
+      full layers' (``ModelConfig.get_swa_num_kv_heads``, ``_derive_model_shapes``). Gemma 4: SGLang flattens the
+      checkpoint's SWA-first shapes, full = ``num_global_key_value_heads`` x ``global_head_dim``, SWA =
+      ``num_key_value_heads`` x ``head_dim`` (utils/hf_transformers/config.py:115, transformers' per-layer config).
+    - Window: gpt-oss and Gemma 4 ``sliding_window - 1`` (the model's ``get_attention_sliding_window_size``), Llama 4
+      ``attention_chunk_size`` (no such method, no ``sliding_window`` key), MiMo-V2 the first of
+      ``sliding_window_size`` / ``sliding_window`` / ``window_size`` (``resolve_sliding_window_size``).
+
+    Raises:
+        EngineInputError: a config missing the keys the rule reads, or heads the TP size does not divide as SGLang
+        asserts.
+    """
+    n = int(_req(c, "num_hidden_layers"))
+    heads = int(_req(c, "num_attention_heads"))
+    kv = int(c.get("num_key_value_heads") or heads)
+    hd = int(c.get("head_dim") or _req(c, "hidden_size") // heads)
+    new = at_least(release, "0.5.23")
+    if arch == "GptOssForCausalLM":
+        types = c.get("layer_types") or []
+        is_swa = [t == "sliding_attention" for t in types[:n]]
+        full = (kv, hd, hd)
+        swa = full
+        window = int(_req(c, "sliding_window")) - 1
+        wrule = f"sliding_window - 1 ({cite(release, 'swa_window_gptoss')} get_attention_sliding_window_size)"
+        layers = f"{cite(release, 'swa_layers_gptoss')} layer_types"
+    elif arch == "Llama4ForConditionalGeneration":
+        is_swa = [(i + 1) % 4 != 0 for i in range(n)]
+        full = swa = (kv, hd, hd)
+        window = int(_req(c, "attention_chunk_size"))
+        wrule = f"attention_chunk_size ({cite(release, 'swa_window_chunk')}: no sliding_window in the Llama 4 config)"
+        layers = (f"{cite(release, 'swa_layers_llama4')}: layer i is full when (i + 1) % 4 == 0 (the NoPE layers, "
+                  "models/llama4.py use_rope), the chunked-local ones go to the SWA pool")
+    elif arch in _MIMO_V2:
+        pattern = _req(c, "hybrid_layer_pattern")
+        if len(pattern) < n:
+            raise EngineInputError("config.hybrid_layer_pattern", f"{len(pattern)} entries for {n} layers")
+        is_swa = [pattern[i] == 1 for i in range(n)]
+        v = int(c.get("v_head_dim") or hd)
+        full = (kv, hd, v)
+        s_hd = int(c.get("swa_head_dim") or hd)
+        # 0.5.23 _derive_model_shapes: swa_v_head_dim defaults to swa_head_dim; 0.5.10 to v_head_dim
+        s_v = int(c.get("swa_v_head_dim") or (s_hd if new else v))
+        swa = (int(c.get("swa_num_key_value_heads") or kv), s_hd, s_v)
+        window = next((int(c[k]) for k in ("sliding_window_size", "sliding_window", "window_size") if c.get(k)), None)
+        if window is None:
+            raise EngineInputError("config.sliding_window_size", f"{arch}: no sliding_window_size / sliding_window")
+        wrule = f"sliding_window_size ({cite(release, 'swa_window_config')}, resolve_sliding_window_size)"
+        layers = f"{cite(release, 'swa_layers_mimo')}: hybrid_layer_pattern (1 = SWA, 0 = full)"
+    elif arch in _GEMMA4:
+        types = c.get("layer_types") or []
+        is_swa = [t == "sliding_attention" for t in types[:n]]
+        g_hd = int(c.get("global_head_dim") or hd)
+        full = (int(c.get("num_global_key_value_heads") or kv), g_hd, g_hd)  # v_head_dim = head_dim (config.py:146)
+        swa = (kv, hd, hd)
+        window = int(_req(c, "sliding_window")) - 1
+        wrule = f"sliding_window - 1 ({cite(release, 'swa_window_gemma4')} get_attention_sliding_window_size)"
+        layers = (f"{cite(release, 'swa_layers_gemma4')} layer_types; full layers num_global_key_value_heads x "
+                  f"global_head_dim, SWA layers num_key_value_heads x head_dim ({cite(release, 'gemma4_shapes')})")
+    else:  # pragma: no cover - guarded by the callers
+        raise EngineInputError("config.architectures", f"{arch}: no hybrid SWA geometry")
+    if len(is_swa) != n:
+        raise EngineInputError("config.layer_types", f"{arch}: {len(is_swa)} layer types for {n} layers")
+    n_swa = sum(is_swa)
+    if n_swa == 0 or n_swa == n:
+        # SGLang asserts at least one SWA layer and, with no full layer, sizes an all-SWA pool: neither is followed
+        raise EngineInputError("config.layer_types", f"{arch}: {n_swa} sliding-window layers of {n}: an all-full or "
+                               "all-SWA pool is not modelled")
+    for what, total in (("full-attention", full[0]), ("sliding-window", swa[0])):
+        if total % attn_tp if total >= attn_tp else attn_tp % total:
+            raise EngineInputError("tensor_parallel_size", f"{arch}: {total} {what} KV heads and attention TP size "
+                                   f"{attn_tp}: SGLang asserts total_num_kv_heads % tp_size == 0 (or tp_size % "
+                                   "total_num_kv_heads == 0 when the heads are replicated)")
+    fh, sh = max(1, full[0] // attn_tp), max(1, swa[0] // attn_tp)
+    pool = HybridSWAPool(architecture=arch, full_layers=n - n_swa, swa_layers=n_swa, full_kv_heads=fh,
+                         head_dim=full[1], v_head_dim=full[2], swa_kv_heads=sh, swa_head_dim=swa[1],
+                         swa_v_head_dim=swa[2], full_bytes_per_token=fh * (full[1] + full[2]) * elem,
+                         swa_bytes_per_token=sh * (swa[1] + swa[2]) * elem, sliding_window_size=window,
+                         window_rule=wrule)
+    rows = (f"{layers}; rows per layer and token {cite(release, 'swa_rows')}: full max(1, {full[0]} // {attn_tp}) x "
+            f"({full[1]} + {full[2]}) x {elem} = {pool.full_bytes_per_token} B, SWA max(1, {swa[0]} // {attn_tp}) x "
+            f"({swa[1]} + {swa[2]}) x {elem} = {pool.swa_bytes_per_token} B")
+    return pool, rows
+
+
+def _new_hybrid_swa(release: str, arch: str, hf_config: dict[str, Any], c: dict[str, Any], *,
+                    speculative_algorithm: str | None, disable_radix_cache: bool, max_running_requests: int | None,
+                    chunked_prefill_size: int | None, notes: list[str], src: Any) -> dict[str, Any] | None:
+    """The pool decision for Llama 4, MiMo-V2 and Gemma 4 (gpt-oss keeps its own branch in :func:`plan`): a
+    ``{"arch": ...}`` marker when SGLang ``release`` gives the model its hybrid SWA pool and this module follows it,
+    ``None`` for a model without one (Llama4ForCausalLM: not in ``is_hybrid_swa_model``, its chunked layers keep
+    full-length KV), each recorded in ``sources``.
+
+    Raises:
+        EngineInputError: a release whose pool for the model is not modelled (naming the releases that are), or a
+        setting that changes the pool in ways not followed (the radix cache off with a request cap, speculative
+        decoding with MiMo-V2 / Gemma 4 drafts, Gemma 4's KV-shared layers, MiMo-V2 with its vision and audio towers).
+    """
+    llama4 = arch.startswith("Llama4")
+    if not (llama4 or arch in _MIMO_V2 or arch in _GEMMA4):
+        if c.get("attention_chunk_size") and arch != "GptOssForCausalLM":
+            raise EngineInputError("config.attention_chunk_size", f"{arch}: chunked local-attention pools are not "
+                                   "modelled for SGLang (modelled: Llama 4, in 0.5.10.post1 and 0.5.23)")
+        return None
+    if arch == "Llama4ForCausalLM":
+        if release in ("0.5.10.post1", "0.5.23"):
+            src("sliding_window", "all layers full length", "source",
+                f"{cite(release, 'hybrid_swa_archs')} is_hybrid_swa_model lists Llama4ForConditionalGeneration only: "
+                "Llama4ForCausalLM's chunked-local layers keep full-length KV in the one MHATokenToKVPool")
+            notes.append("Llama4ForCausalLM: SGLang gives it no hybrid SWA pool (only Llama4ForConditionalGeneration "
+                         "gets one), so every layer keeps full-length KV")
+            return None
+        raise EngineInputError("config.attention_chunk_size", f"{arch}: the Llama 4 KV pool of SGLang {release} is not "
+                               "modelled; modelled in SGLang 0.5.10.post1 and 0.5.23 (--sglang-version 0.5.10.post1 or "
+                               "--sglang-version 0.5.23)")
+    if release not in swa_modelled_releases(arch):
+        what = "chunked-attention" if llama4 else "sliding-window"
+        raise EngineInputError("release", f"{arch}: the hybrid {what} KV pool of SGLang {release} is not modelled"
+                               + swa_unmodelled_why(arch, release))
+    name = "Llama 4" if llama4 else "MiMo-V2" if arch in _MIMO_V2 else "Gemma 4"
+    if arch in _GEMMA4 and (c.get("num_kv_shared_layers") or 0) > 0:
+        raise EngineInputError("config.num_kv_shared_layers", f"{arch}: Gemma 4's KV-shared layers "
+                               f"(num_kv_shared_layers {c['num_kv_shared_layers']}, models/gemma4_causal.py:397) reuse "
+                               f"earlier layers' KV; how SGLang {release}'s pool counts them is not modelled (the "
+                               "26B / 31B checkpoints have none)")
+    if arch == "MiMoV2ForCausalLM" and is_multimodal_0523(arch, hf_config):
+        raise EngineInputError("config.vision_config", f"{arch} with its vision and audio towers (multimodal in SGLang "
+                               f"{release}, configs/model_config.py:703-712): their weights are not modelled")
+    if speculative_algorithm is not None and not llama4:
+        raise EngineInputError("speculative_algorithm", f"{name} with speculative decoding in SGLang {release}: its "
+                               "drafts (MTP layers on the SWA side, multi-layer EAGLE, Gemma 4 assistants) are not "
+                               "modelled in the hybrid SWA pool")
+    if at_least(release, "0.5.23") and disable_radix_cache and (
+            max_running_requests is not None or speculative_algorithm is not None) and (
+            chunked_prefill_size is None or chunked_prefill_size > 0):
+        raise EngineInputError("disable_radix_cache", f"SGLang {release} sizes the SWA pool of {name} from "
+                               "--max-running-requests when the radix cache is off "
+                               f"({cite(release, 'swa_request_cap')} SWARequestCapPoolConfigurator); not modelled"
+                               + swa_unmodelled_why(arch, release))
+    src("sliding_window", f"hybrid SWA pool ({name})", "source",
+        f"{cite(release, 'hybrid_swa_archs')} is_hybrid_swa_model lists {arch} and nothing sets "
+        "disable_hybrid_swa_memory for it"
+        + (f"; {cite(release, 'swa_configurator')} HybridSWAPoolConfigurator" if at_least(release, "0.5.23") else
+           f"; {cite(release, 'swa_split')} _resolve_hybrid_swa_tokens"))
+    return {"arch": arch}
+
+
 # sglang==0.5.23 configs/model_config.py:2501: the multimodal architectures that keep the breakable prefill CUDA graph
 # (multimodal_model_archs (:2391) and the text-only-by-default ones (:692) come from the wheel:
 # releases.multimodal_lists("0.5.23"), data/architectures.json)
@@ -658,7 +878,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
          free_memory_before_load_gib: float | None = None, gpu_memory_capacity_mib: float | None = None,
          attention_backend: str | None = None, disable_cuda_graph: bool = False,
          disable_radix_cache: bool = False, disable_piecewise_cuda_graph: bool = False,
-         model_path: str | None = None) -> SGLangPlan:
+         model_path: str | None = None, swa_full_tokens_ratio: float | None = None) -> SGLangPlan:
     """SGLang's per-rank memory plan for ``hf_config`` (a config.json dict) on ``gpu`` with SGLang
     ``release`` and the given ``launch_server`` flags (SGLang's own names, snake_case).
 
@@ -675,7 +895,9 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
       does not look at it); from 0.5.23 it turns both CUDA graphs off and the reserve leaves their share out.
       ``disable_piecewise_cuda_graph``: the piecewise (0.5.10) / breakable prefill (0.5.23,
       ``--disable-prefill-cuda-graph``) CUDA graph off. ``model_path``: the ``--model-path`` (SGLang 0.5.23 caps the
-      prefill graph at 4096 tokens when it contains "llama-2").
+      prefill graph at 4096 tokens when it contains "llama-2"). ``swa_full_tokens_ratio``: ``--swa-full-tokens-ratio``
+      (SWA-pool tokens per full-pool token of a hybrid sliding-window pool, 0 < r <= 1; default 0.8), read only by
+      models with that pool.
 
     Returns: :class:`SGLangPlan` (GiB, per rank).
     Raises: EngineInputError naming the field for anything not modelled or invalid.
@@ -708,6 +930,12 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         raise EngineInputError("page_size", "SGLang 0.4.3.post4 has no --page-size (token-granular pool only)")
     if mem_fraction_static is not None and not 0 < mem_fraction_static < 1:
         raise EngineInputError("mem_fraction_static", "must be between 0 and 1")
+    if swa_full_tokens_ratio is not None and not (isinstance(swa_full_tokens_ratio, (int, float))
+                                                  and 0 < swa_full_tokens_ratio <= 1):
+        raise EngineInputError("swa_full_tokens_ratio", "--swa-full-tokens-ratio should be in range (0, 1.0] (SGLang "
+                               "raises ValueError at start-up" + (f", {cite(release, 'swa_ratio_check')})" if
+                                                                   R.has_rule(release, "swa_ratio_check") else ")"))
+    swa_r = 0.8 if swa_full_tokens_ratio is None else float(swa_full_tokens_ratio)
     if speculative_algorithm is not None:
         speculative_algorithm = speculative_algorithm.upper()
         if speculative_algorithm not in ("EAGLE", "EAGLE3", "NEXTN", "MTP", "STANDALONE", "NGRAM"):
@@ -807,13 +1035,16 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                 raise EngineInputError("release" if is_hip and arch_name in _DSA_MODELLED_0523 else
                                        "config.architectures", f"DeepSeek DSA pools of SGLang {release} are not "
                                        f"modelled {dsa_why}")
-        if (arch_name in _HYBRID_SWA_0523 or c.get("is_hybrid_swa")) and arch_name != "GptOssForCausalLM":
-            # gpt-oss is modelled (HybridSWAPoolConfigurator below); the others have per-architecture layer lists, SWA
-            # head shapes or MTP drafts of their own
+        if (arch_name in _HYBRID_SWA_0523 or c.get("is_hybrid_swa")) and arch_name not in _SWA_MODELLED[release]:
+            # gpt-oss, Llama 4, MiMo-V2 and Gemma 4 are modelled (HybridSWAPoolConfigurator below); the others have
+            # per-architecture layer lists, SWA head shapes, compressed pools or MTP drafts of their own
             raise EngineInputError("config.sliding_window", f"{arch_name}: SGLang {release} gives this model a hybrid "
                                    f"sliding-window pool ({cite(release, 'hybrid_swa_archs')} is_hybrid_swa_model; "
-                                   "HybridSWAPoolConfigurator), which is modelled for gpt-oss only in this release "
-                                   "(its layer split, SWA head shapes and draft layers are not followed here)")
+                                   "HybridSWAPoolConfigurator, DSV4PoolConfigurator for DeepSeek-V4), which is "
+                                   "modelled for gpt-oss, Llama 4 (Llama4ForConditionalGeneration), MiMo-V2 and "
+                                   "Gemma 4 only (its layer split, SWA head shapes and draft layers are not followed "
+                                   "here)"
+                                   + swa_unmodelled_why(arch_name, release))
         if arch_name == "GptOssForCausalLM" and disable_radix_cache and (
                 max_running_requests is not None or speculative_algorithm is not None) and (
                 chunked_prefill_size is None or chunked_prefill_size > 0):
@@ -832,11 +1063,13 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                                    "--max-running-requests, flashinfer decode), which are not modelled" + older)
     if is_nsa and not at_least(release, "0.5.3"):
         raise EngineInputError("config.architectures", f"DeepSeek NSA (V3.2) is not in SGLang {release}")
-    if c.get("attention_chunk_size") or "Llama4" in arch_name:
-        raise EngineInputError("config.attention_chunk_size", "Llama 4 chunked-attention hybrid pools are not modelled")
     window = c.get("sliding_window")
-    swa = None
-    if window and (c.get("use_sliding_window") is not False) and not is_gdn:
+    swa = _new_hybrid_swa(release, arch_name, hf_config, c, speculative_algorithm=speculative_algorithm,
+                          disable_radix_cache=disable_radix_cache, max_running_requests=max_running_requests,
+                          chunked_prefill_size=chunked_prefill_size, notes=notes, src=src)
+    if swa is not None:
+        pass  # Llama 4 / MiMo-V2 / Gemma 4 (0.5.10.post1, 0.5.23): _new_hybrid_swa decided and cited it
+    elif window and (c.get("use_sliding_window") is not False) and not is_gdn:
         gemma_off = arch_name == "Gemma2ForCausalLM" or (arch_name in _GEMMA_SWA and at_least(release, "0.5.3"))
         if arch_name in _GEMMA_SWA and (gemma_off or release == "0.4.3.post4"):
             if release == "0.4.3.post4":
@@ -876,7 +1109,8 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             raise EngineInputError("config.sliding_window",
                                    f"{arch_name}: how SGLang {release} pools sliding-window layers for this "
                                    "architecture is not modelled (modelled: Gemma 2 from 0.4.3, Gemma 3 in 0.4.3 and "
-                                   "from 0.5.3, gpt-oss from 0.5.3)")
+                                   "from 0.5.3, gpt-oss from 0.5.3, Llama 4 and MiMo-V2-Flash in 0.5.10.post1 and "
+                                   "0.5.23, Gemma 4 in 0.5.23)" + swa_unmodelled_why(arch_name, release))
 
     # --- dtypes ----------------------------------------------------------------------------------
     cfg_dtype = str(c.get("torch_dtype") or c.get("dtype") or hf_config.get("torch_dtype")
@@ -1263,6 +1497,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     pool_per_token = None
     nsa_row = None  # DSA / NSA: the pool's bytes per token per layer of MLA rows (the indexer's apart)
     mamba = None
+    swa_geom: HybridSWAPool | None = None
     kind: str
     if is_mla:
         kind = "nsa" if is_nsa else "mla"
@@ -1339,9 +1574,15 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             mamba = {"per_req": per_req, "conv": conv_b * n_lin, "ssm": ssm_b * n_lin}
         elif swa:
             kind = "hybrid_swa"
-            cell = kv_per_rank * (head_dim + v_head_dim) * n_layers * elem
-            src("cell_size_bytes", f"{kv_per_rank} x ({head_dim} + {v_head_dim}) x {n_layers} x {elem}", "source",
-                cite(release, "cell"))
+            # the pool's two row widths (full / SWA layers: heads and head sizes may differ, MiMo-V2 and Gemma 4); the
+            # cell is the sum over the layers (0.5.10 get_cell_size_per_token; 0.5.23 divides by its own, below)
+            swa_geom, swa_rows = hybrid_swa_geometry(release, arch_name, c, attn_tp=attn_tp, elem=elem)
+            cell = (swa_geom.full_bytes_per_token * swa_geom.full_layers
+                    + swa_geom.swa_bytes_per_token * swa_geom.swa_layers)
+            src("hybrid_swa.layers", f"{swa_geom.full_layers} full, {swa_geom.swa_layers} SWA", "source", swa_rows)
+            src("cell_size_bytes", f"{swa_geom.full_bytes_per_token} x {swa_geom.full_layers} + "
+                f"{swa_geom.swa_bytes_per_token} x {swa_geom.swa_layers}", "source",
+                cite(release, "cell") + " (full rows x full layers + SWA rows x SWA layers)")
         else:
             kind = "mha"
             cell = kv_per_rank * (head_dim + v_head_dim) * n_layers * elem
@@ -1400,10 +1641,10 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         elif swa:
             # HybridSWAPoolConfigurator: a draft that is not itself hybrid SWA has only full-length layers, each the
             # target's full-layer size, added to the full side of the cell
-            cell_div = cell + kv_per_rank * (head_dim + v_head_dim) * elem * e_layers
+            cell_div = cell + swa_geom.full_bytes_per_token * e_layers
             src("cell_size_bytes.draft", cell_div - cell, "source", f"{cite(release, 'swa_draft_layers')}: "
-                f"{e_layers} draft layer(s) x {kv_per_rank * (head_dim + v_head_dim) * elem} B on the full side of the "
-                "SWA pool's cell for the draft's KV")
+                f"{e_layers} draft layer(s) x {swa_geom.full_bytes_per_token} B (the target's full-layer row) on the "
+                "full side of the SWA pool's cell for the draft's KV")
         else:
             cell_div = cell + int(cell * e_layers / kv_layers)
             src("cell_size_bytes.draft", cell_div - cell, "source", f"{cite(release, 'spec_cell')}: int({cell} x "
@@ -1411,15 +1652,14 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     swa_div = None
     if swa and at_least(release, "0.5.23"):
         # HybridSWAPoolConfigurator._recompute_cell_size: bytes per full-pool token = the full layers' rows (and the
-        # draft's) + swa_full_tokens_ratio x the sliding layers' rows (gpt-oss: SWA heads and head_dim as the full ones)
-        n_swa_ = sum(1 for t in (c.get("layer_types") or []) if t == "sliding_attention")
-        per_ = kv_per_rank * (head_dim + v_head_dim) * elem
-        swa_div = (cell_div - per_ * n_swa_) + 0.8 * per_ * n_swa_
+        # draft's) + swa_full_tokens_ratio x the sliding layers' rows (each side its own heads and head sizes)
+        n_swa_, per_, per_s = swa_geom.swa_layers, swa_geom.full_bytes_per_token, swa_geom.swa_bytes_per_token
+        swa_div = (cell_div - per_s * n_swa_) + swa_r * per_s * n_swa_
         src("cell_size_bytes.hybrid_swa", round(swa_div, 3), "source",
-            f"{cite(release, 'swa_cell')}: {per_} B x {n_layers - n_swa_} full layers"
+            f"{cite(release, 'swa_cell')}: {per_} B x {swa_geom.full_layers} full layers"
             + (f" (+ {(cell_div - cell) // per_} draft layer(s))" if cell_div != cell else "")
-            + f" + swa_full_tokens_ratio 0.8 ({cite(release, 'swa_ratio_default')} fallback) x {per_} B x {n_swa_} "
-            "sliding layers: what SGLang divides the budget by")
+            + f" + swa_full_tokens_ratio {swa_r:g} x {per_s} B x {n_swa_} sliding layers: what SGLang divides the "
+            "budget by")
     src("reserved_gib", round(reserved_gib, 4), "source", cite(release, "profile") + " free_before_load x (1 - "
         "mem_fraction_static): kept free for activations and CUDA graphs")
     src("rest_memory_gib", round(rest, 4), "source", cite(release, "profile") + " rest = post_load - pre_load x (1 - mfs)")
@@ -1496,31 +1736,36 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     swa_tokens = None
     full_tokens = tokens
     if swa:
-        layer_types = c.get("layer_types") or []
-        n_swa = sum(1 for t in layer_types if t == "sliding_attention")
-        n_full = n_layers - n_swa
-        per = kv_per_rank * (head_dim + v_head_dim) * elem
-        r = 0.8
+        n_swa, n_full = swa_geom.swa_layers, swa_geom.full_layers
+        per, per_s = swa_geom.full_bytes_per_token, swa_geom.swa_bytes_per_token
+        r = swa_r
+        swa_geom = swa_geom.model_copy(update={"swa_full_tokens_ratio": r})
+        src("swa_full_tokens_ratio", r, "input" if swa_full_tokens_ratio is not None else "source",
+            "--swa-full-tokens-ratio as given" if swa_full_tokens_ratio is not None else
+            f"{cite(release, 'swa_ratio_default')}: 0.8 when --swa-full-tokens-ratio is not given")
         if swa_div is not None:
             # 0.5.23 _solve_pool_sizes: full = the page-aligned count, swa = int(full x r) page-aligned
             full_tokens = tokens
             swa_tokens = int(full_tokens * r) // page * page
             src("swa_max_total_num_tokens", swa_tokens, "source", f"{cite(release, 'swa_split')} int(full x "
-                "swa_full_tokens_ratio 0.8), aligned down to the page size")
+                f"swa_full_tokens_ratio {r:g}), aligned down to the page size")
             # validate_swa_pool_size: the SWA pool must hold more than sliding_window_size + page_size tokens
-            # (gpt-oss: sliding_window - 1)
-            swa_window = int(window) - 1
-            if swa_window + page >= swa_tokens and does_not_start is None and tokens > 0:
+            # (the window as the model runner resolves it: hybrid_swa_geometry)
+            swa_window = swa_geom.sliding_window_size
+            if (swa_window is not None and swa_window + page >= swa_tokens and does_not_start is None
+                    and tokens > 0):
                 does_not_start = (f"the SWA pool ({swa_tokens} tokens) cannot hold one request: SGLang requires more "
-                                  f"than sliding_window_size {swa_window} + page_size {page} "
+                                  f"than sliding_window_size {swa_window} ({swa_geom.window_rule}) + page_size {page} "
                                   f"({cite(release, 'swa_validate')}, ValueError at start-up)")
         else:
             # 0.5.10 _resolve_hybrid_swa_tokens: full = cap * (F*nf + S*ns) / (F*nf + r*S*ns)
-            total = tokens * (per * n_full + per * n_swa)
-            full_tokens = int(total / (per * n_full + r * per * n_swa)) // page * page
+            total = tokens * (per * n_full + per_s * n_swa)
+            full_tokens = int(total / (per * n_full + r * per_s * n_swa)) // page * page
             swa_tokens = int(full_tokens * r) // page * page
             src("swa_max_total_num_tokens", swa_tokens, "source",
-                cite(release, "swa_split") + " swa_full_tokens_ratio 0.8")
+                f"{cite(release, 'swa_split')} full = int({tokens} x ({per} x {n_full} + {per_s} x {n_swa}) / ({per} x "
+                f"{n_full} + {r:g} x {per_s} x {n_swa})), swa = int(full x swa_full_tokens_ratio {r:g}), both aligned "
+                "down to the page size")
         tokens = full_tokens
     if tokens <= 0 and does_not_start is None:
         does_not_start = ("no KV tokens fit: SGLang's pool would be empty ('Not enough memory. Please try to increase "
@@ -1530,7 +1775,9 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             f"{cite(release, 'swa_tokens')} the SWA cell ({swa_div:g} B, cell_size_bytes.hybrid_swa), aligned down to "
             "the page size: the full-attention pool's tokens")
     else:
-        src("max_total_num_tokens", tokens, "source", cite(release, "profile") + " int(rest x 2^30) // cell_size")
+        src("max_total_num_tokens", tokens, "source", cite(release, "profile") + " int(rest x 2^30) // cell_size"
+            + (f", then the full pool's share of the hybrid SWA split ({cite(release, 'swa_split')}, "
+               "swa_max_total_num_tokens)" if swa else ""))
 
     # --- requests --------------------------------------------------------------------------------
     if at_least(release, "0.5.23"):
@@ -1601,11 +1848,24 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         k_size = v_size = None
         pool_gib = tokens * pool_per_token / GIB
     elif swa:
-        per_layer = kv_per_rank * head_dim * elem
-        k_size = (full_tokens * per_layer * (n_layers - n_swa) + swa_tokens * per_layer * n_swa) / GIB
-        v_size = k_size
+        # SWAKVPool: the full pool (full_tokens x the full layers' rows) and the SWA pool (swa_tokens x the SWA
+        # layers' rows), each logging its own K and V sizes; their sums are what the plan's K / V sizes hold
+        g = swa_geom
+        swa_geom = g.model_copy(update={
+            "full_k_gib": full_tokens * g.full_kv_heads * g.head_dim * elem * n_full / GIB,
+            "full_v_gib": full_tokens * g.full_kv_heads * g.v_head_dim * elem * n_full / GIB,
+            "swa_k_gib": swa_tokens * g.swa_kv_heads * g.swa_head_dim * elem * n_swa / GIB,
+            "swa_v_gib": swa_tokens * g.swa_kv_heads * g.swa_v_head_dim * elem * n_swa / GIB})
+        k_size = swa_geom.full_k_gib + swa_geom.swa_k_gib
+        v_size = swa_geom.full_v_gib + swa_geom.swa_v_gib
         kv_size = k_size + v_size
         pool_gib = kv_size
+        src("hybrid_swa.pool_gib", f"full K {swa_geom.full_k_gib:.2f} V {swa_geom.full_v_gib:.2f}, SWA K "
+            f"{swa_geom.swa_k_gib:.2f} V {swa_geom.swa_v_gib:.2f}", "source",
+            f"{cite(release, 'kv_log')}: one 'KV Cache is allocated' line per sub-pool ({full_tokens} tokens x "
+            f"{n_full} full layers x {g.full_kv_heads} heads x {g.head_dim} (K) / {g.v_head_dim} (V); {swa_tokens} "
+            f"tokens x {n_swa} SWA layers x {g.swa_kv_heads} heads x {g.swa_head_dim} / {g.swa_v_head_dim}) x {elem} "
+            "B; then 'SWAKVPool mem usage' = their sum")
     else:
         k_size = tokens * cell / 2 / GIB
         v_size = k_size
@@ -1702,5 +1962,6 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         swa_max_total_num_tokens=swa_tokens, k_size_gib=k_size, v_size_gib=v_size, kv_size_gib=kv_size,
         kv_pool_gib=pool_gib, max_num_reqs=max_num_reqs, max_running_requests=mrr, req_to_token_gib=req_to_token,
         free_after_pool_gib=free_after_pool, speculative=spec, sources=sources, notes=notes,
+        swa_pool=swa_geom if swa else None,
         tokens_pct_per_0_1_gib_overhead=round(sensitivity, 2) if sensitivity is not None else None,
         does_not_start=does_not_start)

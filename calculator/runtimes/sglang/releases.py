@@ -29,14 +29,15 @@ Release families (what changes between them):
   pool is sized and EAGLE / MTP / STANDALONE drafts' KV is charged in the target's per-token cell; a multimodal
   model keeps 100 MiB of the KV budget; ``--max-running-requests`` is no longer capped at 2048-4096 (only at half
   the pool); ``ReqToTokenPool`` has one padding row more; ROCm keeps rotary caches in float32. Hybrid SWA
-  (``HybridSWAPoolConfigurator``, gpt-oss): the budget divided by full-layer rows + ``swa_full_tokens_ratio`` x
-  sliding-layer rows (and an EAGLE draft's layers on the full side), then swa = full x 0.8. Hybrid GDN
+  (``HybridSWAPoolConfigurator``: gpt-oss, Llama 4, MiMo-V2(-Flash), Gemma 4): the budget divided by full-layer rows +
+  ``swa_full_tokens_ratio`` x sliding-layer rows (and an EAGLE draft's layers on the full side), then swa = full x
+  0.8, the SWA pool checked against the window. Hybrid GDN
   (``_handle_max_mamba_cache``): the Mamba pool solved with its padding slot (K = (budget - per_req) // per_req,
   K + 1 slots taken), and 5 state slots per running request (the Mamba extra buffer is on by default); on SM100
   trtllm_mha with 64-token pages. DeepSeek DSA (V3.2, GLM-5; CUDA SM90 / SM100): page 64, KV fp8 from SM100 and bf16
   below, the pool's own rows counted in the cell (656-byte scaled fp8 rows on Hopper with an fp8 KV, else the raw 576
   elements: trtllm on Blackwell) + the indexer's 132 B per layer. Refused there (not modelled): the other hybrid SWA
-  models (Llama 4, MiMo-V2, Gemma 4, Step3.5, ...), gpt-oss with the radix cache off and a request cap
+  models (Step3.5, DeepSeek-V4, Inkling, Laguna, ...), a hybrid SWA model with the radix cache off and a request cap
   (``SWARequestCapPoolConfigurator``), speculative decoding and a disabled radix cache on GDN models, the other DSA
   models (Mistral Large 3, LongCat, HYV4, ...), DSA on ROCm or other compute capabilities, Qwen3-VL's large-Hopper
   serving defaults.
@@ -153,7 +154,7 @@ _WEIGHT_LINES: dict[str, dict[str, tuple[str, int]]] = {
 #  gemma_swa_off    Gemma 2/3 -> disable_hybrid_swa_memory (0.4.10: Gemma 2 only)
 #  gptoss_swa_off   gpt-oss -> disable_hybrid_swa_memory (always up to 0.5.7; trtllm_mha / speculative in 0.5.8)
 #  ngram_max_running  NGRAM: max_running_requests = 48 when not given (0.5.3+, the NGRAM block of server_args)
-#  hybrid_swa_on    0.5.10: is_hybrid_swa_model (gpt-oss, MiMo-V2, Step3.5, Llama 4) unless disabled
+#  hybrid_swa_on    0.5.10: is_hybrid_swa_model (gpt-oss, MiMo-V2-Flash, Step3.5, Llama 4) unless disabled
 _LINES: dict[str, dict[str, tuple[str, int]]] = {
     "0.4.3.post4": {
         "context_over": (_MC, 92),
@@ -504,6 +505,39 @@ for _rel, _rules in _NEXTN_LINES.items():
 # again (the DeepSeek NSA block's forced DP attention of 0.5.3 to 0.5.7 included)
 for _rel, _n in {"0.5.3": 950, "0.5.3.post1": 990, "0.5.7": 1802}.items():
     _WEIGHT_LINES[_rel]["dp_off"] = (_SA, _n)
+
+# Hybrid sliding-window pools of Llama 4, MiMo-V2 and Gemma 4 (and gpt-oss's geometry): swa_layers_* the branch of
+# get_hybrid_layer_ids that splits the layers, swa_rows the full / SWA per-token rows (full_per_token, swa_per_token),
+# swa_window_* where the model runner's sliding_window_size comes from (gpt-oss / Gemma 4: the model's
+# get_attention_sliding_window_size; MiMo-V2: the config's sliding_window_size; Llama 4: attention_chunk_size),
+# gemma4_shapes the flattening of Gemma 4's per-layer heads into full / swa_*, llama4_text_only the Llama 4 vision model
+# and projector not built unless --enable-multimodal, llama4_backend the Llama 4 default backend, llama4_backends the
+# assert on the ones it accepts, gemma4_backend / gemma4_backends the same for Gemma 4, mimo_backend MiMo-V2's fa4 on
+# SM100, swa_ratio_default / swa_ratio_check --swa-full-tokens-ratio's default and its range check
+_LU = "sglang/srt/model_executor/model_runner_components/load_model_utils.py"
+_SWA_LINES: dict[str, dict[str, tuple[str, int]]] = {
+    "0.5.10.post1": {"swa_layers_llama4": (_MC, 1456), "swa_layers_gptoss": (_MC, 1463), "swa_layers_mimo": (_MC, 1471),
+                     "swa_rows": (_MX, 338), "swa_window_gptoss": ("sglang/srt/models/gpt_oss.py", 121),
+                     "swa_window_config": (_MR, 1231), "swa_window_chunk": (_MR, 1233),
+                     "llama4_text_only": ("sglang/srt/models/mllama4.py", 447), "llama4_backend": (_SA, 1837),
+                     "llama4_backends": (_SA, 1851), "swa_ratio_default": (_SA, 360),
+                     "swa_ratio_check": (_SA, 3418)},
+    "0.5.23": {"swa_layers_llama4": (_MC, 2705), "swa_layers_gptoss": (_MC, 2712), "swa_layers_mimo": (_MC, 2723),
+               "swa_layers_gemma4": (_MC, 2754), "swa_rows": (_PC, 705),
+               "swa_window_gptoss": ("sglang/srt/models/gpt_oss.py", 131), "swa_window_config": (_LU, 149),
+               "swa_window_chunk": (_LU, 152), "swa_window_gemma4": ("sglang/srt/models/gemma4_mm.py", 314),
+               "gemma4_shapes": ("sglang/srt/utils/hf_transformers/config.py", 115),
+               "llama4_text_only": ("sglang/srt/models/mllama4.py", 468),
+               "llama4_backend": (f"{_AG}/model_overrides/llama4.py", 23),
+               "llama4_backends": (f"{_AG}/model_hook.py", 622),
+               "gemma4_backend": (f"{_AG}/model_overrides/gemma4.py", 30),
+               "gemma4_backends": (f"{_AG}/model_hook.py", 646),
+               "mimo_backend": (f"{_AG}/model_overrides/mimo_v2.py", 27),
+               "swa_ratio_check": (f"{_AG}/kv_cache_hook.py", 427)},
+}
+for _rel, _rules in _SWA_LINES.items():
+    _WEIGHT_LINES[_rel].update(_rules)
+
 
 for _rel, _rules in _WEIGHT_LINES.items():
     _LINES[_rel].update(_rules)

@@ -121,6 +121,38 @@ SPEED_WARNING = (
     "+24 % / -37 %; Llama-3.1-8B FP8 TP8, sglang PR 13094: +1 %)")
 
 
+def swa_layer_kv(p: SGLangPlan) -> list:
+    """The per-layer-type KV rows (:class:`~calculator.engine.schemas.LayerKV`, one rank) of a hybrid
+    sliding-window plan: the full sub-pool's and the SWA one's (``chunked_local`` for Llama 4's chunked layers,
+    ``sliding_window`` otherwise), bytes per token summed over each kind's layers, as SGLang sizes them
+    (``HybridSWAPool.full_bytes_per_token`` / ``swa_bytes_per_token``)."""
+    from calculator.engine.schemas import LayerKV
+
+    g = p.swa_pool
+    swa_kind = "chunked_local" if g.architecture.startswith("Llama4") else "sliding_window"
+    return [LayerKV(kind="full_attention", num_layers=g.full_layers, block_size=p.page_size,
+                    page_size_bytes=g.full_bytes_per_token * p.page_size,
+                    bytes_per_token=g.full_bytes_per_token * g.full_layers,
+                    detail=f"SGLang SWAKVPool full sub-pool: {g.full_kv_heads} KV heads x ({g.head_dim} + "
+                           f"{g.v_head_dim})"),
+            LayerKV(kind=swa_kind, num_layers=g.swa_layers, block_size=p.page_size,
+                    page_size_bytes=g.swa_bytes_per_token * p.page_size,
+                    bytes_per_token=g.swa_bytes_per_token * g.swa_layers,
+                    detail=f"SGLang SWAKVPool SWA sub-pool: {g.swa_kv_heads} KV heads x ({g.swa_head_dim} + "
+                           f"{g.swa_v_head_dim}), window {g.sliding_window_size}")]
+
+
+def _swa_speed_base(request, model: LoadedModel, p: SGLangPlan, perf):
+    """The speed model's plan of a hybrid SWA model the vLLM engine does not size, from SGLang's own plan alone
+    (its KV rows go in by :func:`swa_layer_kv`; pool size, running requests and chunk by ``_speed_plan``)."""
+    return perf.Plan(model=model.repo_id, hf_config=model.config, draft_hf_config=None, gpu=request.gpu,
+                     dtype=request.dtype, quant_config=model.quant_config, quantization=request.quantization,
+                     tp=request.tensor_parallel_size, pp=request.pipeline_parallel_size, enforce_eager=False,
+                     spec_method=None, spec_k=0, resolved={"kv_cache_dtype": p.kv_cache_dtype}, kv_by_layer_type=[],
+                     fits=True, max_model_len=p.context_length, kv_cache_tokens=p.max_total_num_tokens,
+                     max_concurrency=0.0)
+
+
 class SGLang:
     """SGLang (``python -m sglang.launch_server``)."""
 
@@ -274,17 +306,27 @@ class SGLang:
 
         from calculator.engine import perf
 
+        if memory is None:
+            memory = self.memory(request, model)
+        p = memory.plan
         try:
             base = perf.plan_from_engine(self._speed_input(request, model))
         except EngineInputError as exc:
             # the context length goes into the plan from SGLang's memory plan below, which applied SGLang's own rule
             # for one above the model's (SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN), not vLLM's
-            if exc.field != "max_model_len" or request.max_model_len is None:
+            if exc.field == "max_model_len" and request.max_model_len is not None:
+                base = perf.plan_from_engine(self._speed_input(request.model_copy(update={"max_model_len": None}),
+                                                               model))
+            elif exc.field == "model" and p.swa_pool is not None and request.speculative_config is None:
+                # the vLLM engine does not size this hybrid SWA model's KV (MiMo-V2's own SWA heads and V width):
+                # SGLang's plan has every figure the speed model reads from it
+                base = _swa_speed_base(request, model, p, perf)
+            else:
                 raise
-            base = perf.plan_from_engine(self._speed_input(request.model_copy(update={"max_model_len": None}), model))
-        if memory is None:
-            memory = self.memory(request, model)
-        p = memory.plan
+        if p.swa_pool is not None:
+            # SGLang's own KV rows per layer type (its SWAKVPool sub-pools); the speed model reads the SWA / chunked
+            # layers' min(context, window) tokens, the window from the config's layer kinds
+            base = replace(base, kv_by_layer_type=swa_layer_kv(p))
         spec = self._spec(request)
         if spec.get("speculative_eagle_topk", 1) > 1:  # a tree: the target verifies num_draft_tokens per request
             base = replace(base, spec_k=spec["speculative_num_draft_tokens"])

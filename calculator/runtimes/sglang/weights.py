@@ -18,7 +18,8 @@ does differently, each as a :class:`Term` with its source:
 - ``vision``: SGLang shards the Qwen3-VL / Qwen3.5 vision tower by the attention-TP size
   (``Qwen3VLMoeVisionModel``: ``ColumnParallelLinear`` / ``RowParallelLinear``); Kimi-K2.5's MoonViT shards only
   its attention (``VisionAttention``), its MLP (``MLP2``: ``nn.Linear``) and projector (``ReplicatedLinear``)
-  stay whole on every rank. Other vision towers: the count's rule (replicated), said in a note.
+  stay whole on every rank. Llama 4 served text-only (the default) builds no vision model nor projector: its
+  count comes out. Other vision towers: the count's rule (replicated), said in a note.
 - ``wna16_g_idx``: compressed-tensors W4A16/W8A16 MoE on ROCm (``CompressedTensorsWNA16TritonMoE``, from 0.5.9)
   keeps the four int32 ``g_idx`` / ``g_idx_sort_indices`` tensors of every MoE layer (``num_experts x hidden``
   twice, ``num_experts x intermediate / tp`` twice); the CUDA Marlin path replaces them with empty tensors. From
@@ -427,6 +428,14 @@ def estimate(hf_config: dict[str, Any], *, release: str, is_hip: bool, model_dty
         add("vision", -arch.params.vision * b * (1 - 1 / attn_tp), "source",
             f"{cite(release, 'qwen3_vl_vision')} (vision blocks ColumnParallelLinear / RowParallelLinear over the "
             "attention-TP group unless --mm-enable-dp-encoder)")
+    elif arch.params.vision and arch_name == "Llama4ForConditionalGeneration" and has_rule(release, "llama4_text_only"):
+        from .memory import served_text_only  # local import: memory imports this module
+
+        if served_text_only(release, hf_config):
+            # has_vision = has_vision_weights and enable_multimodal: text-only by default, so neither the vision
+            # model nor the projector is built
+            add("vision", -arch.params.vision * b, "source", f"{cite(release, 'llama4_text_only')}: served text-only "
+                "(no --enable-multimodal), SGLang builds no vision_model nor multi_modal_projector")
     elif arch.params.vision:
         notes.append(f"{arch_name}: the vision tower is counted whole on every rank; how SGLang shards it for this "
                      "class is not modelled")
