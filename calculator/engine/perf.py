@@ -320,7 +320,13 @@ _AMD_FIT = (
     "benchmarks/data/serving_extra_public.json (https://github.com/sgl-project/sglang/pull/31044, MiniMax-M2.7 FP8 "
     "TP2/TP4, c=1/16/64, 1000/1000). Median |error| of TPOT, tok/s, TTFT: the NVIDIA-fitted row 42 / 132 / 68 %, "
     "this row 3 / 33 / 61 % in sample, 19 / 29 / 65 % leave-one-source-out (the terms swing by source: layer_us 60-140, "
-    "allreduce_latency_us 30-60, mem_bw 0.5-0.8; SGLang MiniMax at c=16/64 stays 17-23 % too fast). TTFT of the "
+    "allreduce_latency_us 30-60, mem_bw 0.5-0.8; SGLang MiniMax at c=16/64 stays 15-21 % too fast). Three more MI300X "
+    "runs are scored since SGLang's Llama 4 pool is modelled (sgl-pub-037/038/039 of benchmarks/data/"
+    "sglang_speed_public.json, sgl-cookbook Llama 4, Llama-4-Scout BF16 TP8, c=1/16/100): this row's TPOT is 53 / 43 % "
+    "too slow at 1 / 16 clients and 27 % too fast at 100 (a median 15 % over all nine). Refitted on the nine the grid "
+    "moves to layer_us 60, mem_bw 0.5 (in sample 5 %, leave-one-source-out 33 %, worse than the six's 19 %), whose "
+    "32-request decode step alone outlasts the recipe runs' measured TPOT, leaving no time for the prefill their TTFT "
+    "shows, so the row keeps the six-run fit. TTFT of the "
     "c=32 / 100-prompt vLLM runs and the tok/s they report (a 4-request tail after three waves of 32) are not "
     "explained by these terms (a wave of 32 prompts in two 16384-token steps, ~5 s each at TP1: the hipBLASLt per-tensor "
     "FP8 GEMMs at ~0.31 of the FP8 datasheet rate; a lower compute term alone, fitted on TPOT + TTFT, runs to the "
@@ -337,9 +343,10 @@ _AMD_FIT = (
 # What the AMD rows leave unexplained on the records they were fitted on (benchmarks/rocm_speed_fit.py, recomputed by
 # tests/test_rocm_efficiency.py): said on every AMD Instinct answer
 AMD_PREFILL_WARNING = (
-    "AMD Instinct: only the decode terms come from public data (6 MI300X runs, benchmarks/rocm_speed_fit.py: TPOT a "
-    "median 19 % off leave-one-source-out; other Instinct generations borrow them); on those runs the predicted TTFT "
-    "was 12-88 % below the measured one and the output tok/s up to 35 % above (the prefill ran at a fifth to a third of "
+    "AMD Instinct: only the decode terms come from public data (fitted on 6 MI300X runs; on the 9 the product scores, "
+    "benchmarks/rocm_speed_fit.py, TPOT is a median 15 % off and up to 53 %; other Instinct generations borrow them); "
+    "on those runs the predicted TTFT was from 98 % below to 13 % above the measured one and the output tok/s up to "
+    "49 % above (the prefill ran at a fifth to a third of "
     "the FP8 datasheet rate and shortened far less than 1/TP with tensor parallelism, 5.7 s at TP1 to 2.5 s at TP8, "
     "which the speed model does not capture): read TTFT and tok/s as best cases until a validation run on this hardware refines them")
 # SGLang's TTFT with more than one client is not modelled to a useful precision: on the public runs with 4-100 clients
@@ -348,8 +355,8 @@ AMD_PREFILL_WARNING = (
 # on the same model and GPU (GLM-4.7-Flash on B200, 3,750-token prompts: 10.7x at 16 clients, 1.0x at 64). Said on every
 # SGLang answer with more than one client running
 SGLANG_LOAD_TTFT_WARNING = (
-    "SGLang TTFT with several clients is not calibrated: on 26 public sglang.bench_serving runs with 4-100 clients the "
-    "measured mean TTFT was 0.12-10.7 times this model's figure (median error 37 %; benchmarks/sglang_speed_fit.py "
+    "SGLang TTFT with several clients is not calibrated: on 28 public sglang.bench_serving runs with 4-100 clients the "
+    "measured mean TTFT was 0.12-10.7 times this model's figure (median error 33 %; benchmarks/sglang_speed_fit.py "
     "--load-ttft). The first wave of prompts, the spread of prompt lengths (bench_serving's --random-range-ratio), "
     "warm-up and the host's speed move it more than the GPU does; read the TTFT as the steady single-prompt figure, "
     "not a bound, and measure yours (TPOT and tok/s are not affected by this note)")
@@ -432,13 +439,14 @@ EFFICIENCY: dict[tuple[str, str], Efficiency] = {
 EFFICIENCY[("vllm", AMD_INSTINCT)] = replace(EFFICIENCY[("vllm", "*")], layer_us=100.0, allreduce_latency_us=60.0,
                                              mem_bw=0.8, label="fitted", source=_AMD_FIT)
 # SGLang's row takes the same three terms but stays labelled assumed: the rest of its base terms are vLLM's carried over
-# (its per-kernel time was fitted on NVIDIA only, so the AMD row keeps whole-layer layer_us), and its MI300X records at
-# c=16/64 stay too fast
+# (its per-kernel time was fitted on NVIDIA only, so the AMD row keeps whole-layer layer_us), and its Llama-4-Scout MI300X
+# runs stay 43-53 % too slow at 1-16 clients (TPOT)
 EFFICIENCY[("sglang", AMD_INSTINCT)] = replace(
     EFFICIENCY[("sglang", "*")], layer_us=100.0, allreduce_latency_us=60.0, mem_bw=0.8, label="assumed",
     kernel_us=None,  # the MI300X fit priced whole layers (layer_us); the eager prefill and separate prefill passes stay
-    source=f"{_AMD_FIT}. Labelled assumed for SGLang: its other base terms are vLLM's carried over and its MI300X "
-           f"records at c=16/64 stay too fast (TPOT); SGLang's own terms (the per-layer kernel time excepted): {_SGLANG_FIT}")
+    source=f"{_AMD_FIT}. Labelled assumed for SGLang: its other base terms are vLLM's carried over and its "
+           f"Llama-4-Scout MI300X runs stay 43-53 % too slow at 1-16 clients (TPOT); SGLang's own terms (the per-layer "
+           f"kernel time excepted): {_SGLANG_FIT}")
 # SGLang before Hopper: the same row with the kernel time the A100 runs took (the only pre-SM90 SGLang data)
 EFFICIENCY[("sglang", NVIDIA_PRE_SM90)] = replace(EFFICIENCY[("sglang", "*")], kernel_us=SGLANG_KERNEL_US_PRE_SM90)
 RUNTIMES = ("vllm", "sglang", "tensorrt-llm", "llama.cpp")
@@ -459,7 +467,8 @@ MLA_FIT_WARNING = (
 #: every runtime refuses with it, field ``configuration``.
 NO_SERVER = "the server does not start (see the verdict and what would work), so there is no speed to predict"
 MLA_LAYER_US = (107.0, 163.0)  # per-layer time beyond weights / KV / all-reduce on SGLang's public MLA runs (above)
-PRECISION_AMD = ("fitted on 6 public MI300X runs for decode only: TPOT about ±20 %, TTFT and tok/s not (see the "
+PRECISION_AMD = ("fitted on 6 public MI300X runs for decode only: TPOT about ±20 % (up to 53 % off on 9), TTFT and "
+                 "tok/s not (see the "
                  "AMD Instinct note)")
 PRECISION = {"fitted": "fitted once per runtime on public benchmarks: about ±10 % on the runs it was fitted on, "
                        "±30 % on other public runs (TTFT less certain)",
