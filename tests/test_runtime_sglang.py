@@ -683,3 +683,20 @@ def test_the_sglang_page_gives_speculations_range_best_k_and_its_chart_as_the_vl
     assert f'<span id="spec-best-k">{body["best_num_speculative_tokens"]}</span>' in page
     assert '<span id="spec-range">(' in page and f"slowdown {body['spec_slowdown']})" in page
     assert 'data-vega-spec="spec-speedup-concurrency"' in page and 'id="spec-speedup-concurrency"' in page
+
+
+def test_glm47_flash_nextn_on_a_release_with_a_gqa_draft_predicts_no_speedup_without_a_measured_acceptance(client):
+    """SGLang 0.5.8.post1-0.5.10.post1 build GLM-4.7-Flash's NEXTN draft as GLM-4.5's GQA layer
+    (Glm4MoeForCausalLMNextN, sglang==0.5.10.post1 configs/model_config.py:301-305; models/glm4_moe_nextn.py imports
+    Glm4MoeDecoderLayer), which the checkpoint's MLA attention weights do not fit: DeepSeek-V3's MTP acceptance does
+    not stand for it, so the speed is refused by name unless the acceptance is given; 0.5.23 builds the MLA draft."""
+    q = {"model": "zai-org/GLM-4.7-Flash", "gpu": "H200", "runtime": "sglang", "speculative_algorithm": "NEXTN",
+         "speculative_num_steps": "3"}
+    old = client.get("/api/estimate", q | {"sglang_version": "0.5.10.post1"}).json()
+    assert old["verdict"] == "works" and old.get("spec_speedup") is None
+    assert old["speed_error"].startswith("speculative_config: SGLang 0.5.10.post1 builds GLM-4.7-Flash's NEXTN draft "
+                                         "as GLM-4.5's GQA layer")
+    given = client.get("/api/estimate", q | {"sglang_version": "0.5.10.post1", "acceptance_length": "1.3"}).json()
+    assert given["spec_speedup"] is not None and given["mean_acceptance_length"] == 1.3
+    new = client.get("/api/estimate", q).json()
+    assert new["spec_speedup"] is not None and new.get("speed_error") is None
