@@ -95,3 +95,14 @@ def test_the_rate_reaches_the_api_the_command_line_and_the_page(client):
                                           "request_rate": "5"}).json()
     assert llama["speed_error"].startswith("request_rate: a request rate (Poisson arrivals) is modelled for vLLM and "
                                            "SGLang")
+
+
+def test_a_run_whose_prompts_all_fit_at_once_does_not_queue():
+    """50 requests/s over only 100 prompts, no --max-concurrency, room for ~396 on the server: all 100 can be in flight
+    at once, so nothing waits (neither in the client nor on the server) and the run is not called saturated; the
+    figures are those of 100 running requests without a wave."""
+    r = perf.estimate_speed(_inp(), concurrency=100, num_prompts=100, request_rate=50.0)
+    assert r.effective_concurrency == 100 and r.saturated is False
+    assert not any("wait in the client" in w or w.startswith("saturated") for w in r.warnings)
+    closed = perf.estimate_speed(_inp(), concurrency=100)
+    assert r.itl_ms == closed.itl_ms and r.ttft_ms < closed.ttft_ms

@@ -1596,7 +1596,8 @@ def _open_loop(s: _Setup, prompt_len: int, output_len: int, rate: float, prompts
     ``min(client_cap, server_cap)``: the client's ``--max-concurrency`` and what the server runs at once) whose
     request lifetime ``T(n)`` (the steady TTFT + ``(output_len - 1) x TPOT`` of :func:`_at` at ``n``, + the API
     server's ``ttft_fixed_ms``) holds ``rate x T(n) <= n`` in flight (Little's law; ``T`` grows with ``n``, so a
-    bisection finds it); saturated when even that many do not. ``in_flight`` is ``rate x T(n)``. Unit: requests.
+    bisection finds it); saturated when even that many do not, unless that many are the whole run (``prompts``: all
+    of them fit at once and none queues). ``in_flight`` is ``rate x T(n)``. Unit: requests.
     ``cap_text`` names what limits the server, in the runtime's words (for the saturation note)."""
     fixed = s.hw.eff.ttft_fixed_ms
 
@@ -1606,7 +1607,10 @@ def _open_loop(s: _Setup, prompt_len: int, output_len: int, rate: float, prompts
 
     top = max(1, min(client_cap, server_cap))
     if rate * lifetime_s(top) > top:
-        return _OpenLoop(rate=rate, prompts=prompts, running=top, in_flight=float(top), saturated=True,
+        # every prompt of the run in flight at once (no client cap below it, room for all on the server): nothing
+        # queues, the rate only spreads their arrival
+        whole = top >= prompts
+        return _OpenLoop(rate=rate, prompts=prompts, running=top, in_flight=float(top), saturated=not whole,
                          client_cap=client_cap, server_cap=server_cap, max_running=top, cap_text=cap_text)
     lo, hi = 1, top
     while lo < hi:
