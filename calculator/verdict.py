@@ -152,6 +152,10 @@ def candidates(request, memory, compat, quantized_variants: Callable[[str], list
         out.append(Suggestion(label=f"--vllm-version {arch.first_release} (the first release covered here whose model "
                                     f"registry has {arch.architectures[0]})",
                               params={"vllm_version": arch.first_release}, kind="settings"))
+    for release, why in getattr(compat, "release_suggestions", None) or []:
+        # SGLang: a release whose pinned transformers (or own config class) loads the model's config
+        out.append(Suggestion(label=f"--sglang-version {release} ({why})", params={"sglang_version": release},
+                              kind="settings"))
     if compat_failed and request.attention_backend:
         out.append(Suggestion(label="let vLLM pick the attention backend (drop --attention-backend)",
                               params={"attention_backend": ""}, kind="settings"))

@@ -19,6 +19,7 @@ from calculator.engine.gpus import get_gpu
 from calculator.runtimes.base import CompatSummary, LoadedModel, speed_kwargs, workload_fits
 
 from . import compat as sg_compat
+from .config_types import check_config, loaded_by
 from .launch import launch_argv
 from .kernels import with_kernel_count
 from .memory import SGLangPlan, plan, spec_max_running
@@ -153,6 +154,37 @@ def _swa_speed_base(request, model: LoadedModel, p: SGLangPlan, perf):
                      max_concurrency=0.0)
 
 
+class SGLangCompat(CompatSummary):
+    """:class:`CompatSummary` with ``release_suggestions``: ``(release, why)`` of the covered releases that load the
+    model's config out of the box when this one does not (nearest newer first), offered as ``--sglang-version``."""
+
+    release_suggestions: list[tuple[str, str]] = []
+
+
+def _with_config_check(summary: CompatSummary, request, model: LoadedModel) -> CompatSummary:
+    """``summary`` with the config check of :func:`.config_types.check_config` folded in: a condition (a newer
+    transformers over the release's pin, or --trust-remote-code) makes ``ok`` None (depends) and joins
+    ``auto_conditions``; a config no way loads makes it False with the error; either carries the releases that load it
+    out of the box."""
+    check = check_config(request.release, model.config)
+    if check is None or check.loads:
+        return summary
+    out = SGLangCompat(**summary.model_dump(),
+                       release_suggestions=[(r, f"model type {check.model_type}: {loaded_by(r, check.model_type)[0]}")
+                                            for r in check.releases])
+    if check.error:
+        out.ok = False
+        out.error = "; ".join(filter(None, [check.error, summary.error]))
+        out.reasons = [*summary.reasons, check.error]
+    else:
+        if out.ok is True:
+            out.ok = None
+        if out.ok is None:
+            out.auto_conditions = [*summary.auto_conditions, check.condition]
+        out.reasons = [*summary.reasons, check.condition]
+    return out
+
+
 class SGLang:
     """SGLang (``python -m sglang.launch_server``)."""
 
@@ -255,7 +287,11 @@ class SGLang:
                                       "max_running_requests": p.max_running_requests})
 
     def compat(self, request, model: LoadedModel, memory) -> CompatSummary:
-        """The attention backend SGLang picks, or whether the one asked for runs (:mod:`.compat`)."""
+        """The attention backend SGLang picks, or whether the one asked for runs (:mod:`.compat`), and whether the
+        release loads the model's config with the transformers it pins (:func:`.config_types.check_config`)."""
+        return _with_config_check(self._backend_compat(request, model), request, model)
+
+    def _backend_compat(self, request, model: LoadedModel) -> CompatSummary:
         gpu = get_gpu(request.gpu)
         spec = self._spec(request)
         kw = {"tp_size": request.tensor_parallel_size, "speculative_algorithm": spec.get("speculative_algorithm"),
