@@ -26,6 +26,10 @@ from .runner import Deadline, MemorySampler, RunnerError, ServerProcess
 
 GiB = 2**30
 PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
+BURST_TTFT_SHARE = 0.8  # a request whose first chunk came at or after 80 % of its latency streamed in one burst
+# More than this share of requests streamed in one burst: the client's mean TPOT and TTFT are not the engine's
+BURST_LIMIT = 0.1
+
 
 class Reporter(Protocol):
     def __call__(self, stage: str, progress: float, log_tail: str | None = None, **fields: Any) -> None: ...
@@ -49,7 +53,20 @@ def _summary(result: dict[str, Any], server_cpu_s: float | None = None) -> dict[
         out["accept_length"] = result["accept_length"]
     out["ttfts_ms"] = [round(x * 1000, 3) for x in result.get("ttfts") or []]
     out["e2els_ms"] = [round(x * 1000, 3) for x in result.get("latencies") or []]
+    share = burst_share(out["ttfts_ms"], out["e2els_ms"])
+    if share is not None:
+        out["burst_share"] = share
     return out
+
+
+def burst_share(ttfts_ms: list[float], e2els_ms: list[float]) -> float | None:
+    """The share of requests whose first streamed chunk came at or after ``BURST_TTFT_SHARE`` of their end-to-end
+    latency: their tokens reached the client in one burst, so their TTFT is most of the request and their TPOT
+    ~0. ``None`` without per-request figures."""
+    pairs = [(t, e) for t, e in zip(ttfts_ms, e2els_ms) if e]
+    if not pairs:
+        return None
+    return sum(1 for t, e in pairs if t >= BURST_TTFT_SHARE * e) / len(pairs)
 
 
 def _mean(values: list[float]) -> float | None:
@@ -90,14 +107,16 @@ def memory_limit_bytes(hardware: dict[str, Any]) -> int | None:
     return hardware.get("memory_total_bytes")
 
 
-BURST_TTFT_SHARE = 0.8
-
-
 def per_token_measurable(agg: dict[str, Any]) -> bool:
     """Whether TPOT/ITL mean anything for a phase. When the server sends a request's tokens in one burst
-    (a tiny model on the CPU finishes before the first chunk is flushed), TTFT is most of the end-to-end
-    latency and vllm bench serve's TPOT ``(latency - ttft) / (output_len - 1)`` collapses to ~0: then
-    only output tok/s measures decode speed."""
+    (a tiny model on vLLM's CPU build: the streamed chunks reach the client late, often all at the request's
+    end), TTFT is most of the end-to-end latency and vllm bench serve's TPOT ``(latency - ttft) / (output_len - 1)``
+    collapses to ~0: then only output tok/s and vLLM's own inter-token latency (``engine_itl_ms``) measure decode
+    speed. With per-request figures: measurable when at most ``BURST_LIMIT`` of the requests (mean over the
+    repeats) came in one burst (``burst_share``); without them, when the median TTFT is under ``BURST_TTFT_SHARE``
+    of the median end-to-end latency."""
+    if agg.get("burst_share") is not None:
+        return agg["burst_share"] <= BURST_LIMIT
     ttft, e2el = agg.get("median_ttft_ms"), agg.get("median_e2el_ms")
     if ttft is None or not e2el:
         return agg.get("median_tpot_ms") is not None
@@ -166,10 +185,27 @@ def speed_comparison(configuration: dict[str, Any], baseline: dict[str, Any],
     except Exception as e:  # noqa: BLE001 - shown in the report, never a crash of the run
         return [_row("ttft_ms", "ms", None, None, f"speed model could not predict: {e}")]
     burst = "not measurable: the server sent each request's tokens in one burst (TTFT ~ end-to-end latency)"
-    rows += [_row("ttft_ms", "ms", pb["ttft_ms"], _mean_of(b, "ttft"), "mean TTFT (what the model predicts)"),
+    bursts = b.get("burst_share")
+    if not per_token_measurable(b) and bursts is not None:
+        burst = (f"not measurable: {bursts:.0%} of the requests' streams reached the client in one burst (their TTFT "
+                 "~ their end-to-end latency, TPOT ~ 0); vLLM's own inter-token latency is the row engine_itl_ms")
+    ttft_note = "mean TTFT (what the model predicts)"
+    tps_note = ""
+    if bursts:  # any request in one burst: its TTFT was the whole request, which no term of the speed model is
+        late = (f"{bursts:.0%} of the requests' streams reached the client in one burst at their end (seen on vLLM's "
+                "CPU build with a step of a few ms: the streamed chunks arrive late and together; not modelled)")
+        ttft_note += f"; {late}" + (f"; vLLM's own mean TTFT (/metrics): {b['engine_ttft_ms']:.1f} ms"
+                                    if b.get("engine_ttft_ms") is not None else "")
+        tps_note = f"the client's rate, which the late bursts lower ({bursts:.0%} of the requests); not modelled"
+    rows += [_row("ttft_ms", "ms", pb["ttft_ms"], _mean_of(b, "ttft"), ttft_note),
              _row("tpot_ms", "ms", pb["itl_ms"], _mean_of(b, "tpot") if per_token_measurable(b) else None,
-                  "mean TPOT (what the model predicts and calibration uses)" if per_token_measurable(b) else burst),
-             _row("output_tokens_per_s", "tok/s", pb["output_tokens_per_s"], b.get("output_throughput"))]
+                  "mean TPOT (what the model predicts and calibration uses)" if per_token_measurable(b) else burst)]
+    if b.get("engine_itl_ms") is not None:
+        rows.append(_row("engine_itl_ms", "ms", pb["itl_ms"], b["engine_itl_ms"],
+                         "vLLM's own mean inter-token latency (/metrics vllm:inter_token_latency_seconds: the engine "
+                         "core's step to step, no HTTP stream), against the predicted TPOT"
+                         + ("; calibration uses it" if not per_token_measurable(b) else "")))
+    rows.append(_row("output_tokens_per_s", "tok/s", pb["output_tokens_per_s"], b.get("output_throughput"), tps_note))
     spec = configuration.get("spec_config")
     if speculative and spec:
         s_ = speculative.get("aggregate", {})
@@ -195,6 +231,21 @@ def speed_comparison(configuration: dict[str, Any], baseline: dict[str, Any],
                  _row("spec_speedup", "x", ps.get("spec_speedup"), measured_speedup,
                       "" if ps.get("spec_speedup") else no_figure)]
     return rows
+
+
+def speed_basis(configuration: dict[str, Any], runtime: str = "vllm") -> dict[str, Any] | None:
+    """The efficiency row the speed prediction of ``configuration`` uses (``calculator.engine.perf``): ``label``
+    (``assumed``, ``fitted`` or ``calibrated``), ``source`` (for a calibrated row "calibrated from run <id> ...")
+    and ``precision``; ``None`` when the speed model has no row for the GPU."""
+    try:
+        from calculator.engine import perf
+
+        gpu = perf.get_gpu(configuration["engine_input"]["gpu"])
+        eff = perf.hardware(gpu, None, runtime).eff
+    except Exception:  # noqa: BLE001 - the comparison rows say why there is no prediction
+        return None
+    return {"label": eff.label, "source": eff.source, "gpu": gpu.name, "runtime": runtime,
+            "precision": perf.PRECISION.get(eff.label, perf.PRECISION["assumed"])}
 
 
 def _mean_of(agg: dict[str, Any], metric: str) -> float | None:
@@ -285,7 +336,9 @@ def _fold_repeats(measured: dict[str, Any], raw: list[dict[str, Any]], samplers:
     measured["order"] = [r.get("phase") for r in raw]
     for name, sampler in samplers.items():
         ph = measured["phases"][name]
-        ph["repeats"] = [{"pair": r.get("pair"), "bench": _summary(r["result"], r.get("server_cpu_s")),
+        ph["repeats"] = [{"pair": r.get("pair"),
+                          "bench": {**_summary(r["result"], r.get("server_cpu_s")),
+                                    **runner.engine_latency(r["metrics_before"], r["metrics_after"])},
                           "spec_decode": runner.spec_decode_delta(r["metrics_before"], r["metrics_after"])}
                          for r in raw if r.get("phase") == name]
         ph["aggregate"] = aggregate(ph["repeats"])
@@ -451,6 +504,12 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
         shutil.rmtree(rpc_dir, ignore_errors=True)
     reporter("scoring", 0.98)
     baseline, speculative = measured["phases"]["baseline"], measured["phases"]["speculative"]
+    from . import calibration
+
+    # the speed prediction uses the newest calibration of this runtime and GPU row from an earlier run, as the
+    # site's pages do (validator.apps installs it per request; a worker or `validate --wait` serves no requests)
+    calibration.apply_latest(force=True)
+    measured["speed_model"] = speed_basis(configuration)
     measured["comparison"] = compare(prediction, baseline.get("startup", {}))
     measured["comparison"] += speed_comparison(configuration, baseline, speculative)
     what_ran = workloads.served_target_note(model_id)
@@ -458,8 +517,6 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
         measured["what_ran"] = what_ran
     measured["verdict"] = paired_verdict(measured, hardware, caveats=[what_ran["short"]] if what_ran else None)
     measured["acceptance"] = acceptance_summary(speculative)
-    from . import calibration
-
     measured["calibration"] = calibration.from_run(configuration, baseline, hardware)
     from . import capabilities
 

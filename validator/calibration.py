@@ -22,24 +22,48 @@ other contexts / concurrencies follow the model's form. When even the factor lim
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 REFRESH_S = 30.0
 _state = {"checked": 0.0, "applied": ()}
 
 
+TTFT_TOLERANCE = 0.01  # a calibrated TTFT within 1 % of the measurement it came from
+
+
 def from_run(configuration: dict[str, Any], baseline: dict[str, Any], hardware: dict[str, Any]) -> dict[str, Any]:
     """The calibration a run's baseline phase gives, or ``{"skipped": reason}``.
 
     Uses vllm bench serve's mean TPOT and mean TTFT (ms) of the baseline, averaged over repeats, at the
-    run's profile (``input_len``, ``output_len``, ``concurrency``)."""
+    run's profile (``input_len``, ``output_len``, ``concurrency``). When the client's per-token figures are not
+    the engine's (more than ``bench.BURST_LIMIT`` of the requests' streams reached the client in one burst:
+    ``bench.per_token_measurable``), the TPOT is vLLM's own mean inter-token latency (``/metrics``,
+    ``engine_itl_ms``) and TTFT is not calibrated (the client's TTFT then holds the late bursts, which no term of
+    the speed model is). ``perf.calibrate`` fits the decode terms to the TPOT (and the prefill compute to the TTFT);
+    what TTFT still differs by then goes into ``ttft_fixed_ms`` (the API server's part of TTFT: tokenization,
+    scheduling, the first streamed chunk), never below 0. ``tpot_source`` / ``ttft_source`` say which figures
+    were used."""
     from calculator.engine import perf
     from calculator.engine.schemas import EngineInput
 
+    from .bench import per_token_measurable
+
     agg = baseline.get("aggregate") or {}
     tpot, ttft = agg.get("mean_tpot_ms"), agg.get("mean_ttft_ms")
-    if not tpot or not ttft:
+    tpot_source, ttft_source = "vllm bench serve's mean TPOT", "vllm bench serve's mean TTFT"
+    known = agg.get("burst_share") is not None or (agg.get("median_ttft_ms") is not None and agg.get("median_e2el_ms"))
+    if known and not per_token_measurable(agg):
+        share = agg.get("burst_share")
+        why = (f"{share:.0%} of the requests' streams reached the client in one burst" if share is not None
+               else "the server sent each request's tokens in one burst")
+        tpot, ttft = agg.get("engine_itl_ms"), None
+        tpot_source = f"vLLM's own mean inter-token latency (/metrics; {why})"
+        ttft_source = f"not calibrated: {why}, so the client's TTFT is not the engine's"
+        if not tpot:
+            return {"skipped": f"{why} and the server reported no inter-token latency, so there is no TPOT to "
+                               "calibrate on"}
+    elif not tpot or not ttft:
         return {"skipped": "the baseline measured no TPOT/TTFT"}
     profile = configuration["profile"]
     base_input = {k: v for k, v in configuration["engine_input"].items() if k != "speculative_config"}
@@ -50,6 +74,9 @@ def from_run(configuration: dict[str, Any], baseline: dict[str, Any], hardware: 
         gpu = perf.get_gpu(inp.gpu).name
         eff, before, after = perf.calibrate(inp, measured_itl_ms=tpot, measured_ttft_ms=ttft,
                                             source="validation run", runtime=runtime, **kw)
+        if ttft and abs(ttft - after.ttft_ms) > TTFT_TOLERANCE * ttft:
+            eff = replace(eff, ttft_fixed_ms=max(0.0, eff.ttft_fixed_ms + ttft - after.ttft_ms))
+            after = _predict_with(inp, eff, gpu, runtime, kw)
     except Exception as e:  # noqa: BLE001 - a run is never failed by its calibration
         return {"skipped": f"the speed model could not predict this configuration: {e}"}
     from . import capabilities
@@ -59,18 +86,36 @@ def from_run(configuration: dict[str, Any], baseline: dict[str, Any], hardware: 
         "hardware": capabilities.hardware_label(hardware),
         "efficiency": {k: v for k, v in asdict(eff).items() if k not in ("source", "label")},
         "efficiency_before": {k: v for k, v in before.efficiency.items() if k != "source"},
-        "measured_tpot_ms": tpot, "measured_ttft_ms": ttft,
+        "measured_tpot_ms": tpot, "measured_ttft_ms": ttft, "tpot_source": tpot_source, "ttft_source": ttft_source,
         "tpot_before_ms": before.itl_ms, "tpot_after_ms": after.itl_ms,
         "ttft_before_ms": before.ttft_ms, "ttft_after_ms": after.ttft_ms,
         "profile": kw,
     }
 
 
+def _predict_with(inp, eff, gpu: str, runtime: str, kw: dict[str, Any]):
+    """``perf.estimate_speed`` with ``eff`` installed for ``(runtime, gpu)`` for this one call."""
+    from calculator.engine import perf
+
+    key = (runtime, gpu)
+    previous = perf._MEASURED.get(key)
+    perf._MEASURED[key] = eff
+    try:
+        return perf.estimate_speed(inp, None, runtime=runtime, **kw)
+    finally:
+        if previous is None:
+            perf._MEASURED.pop(key, None)
+        else:
+            perf._MEASURED[key] = previous
+
+
 def source_text(run) -> str:
     c = run.measured["calibration"]
     when = run.finished_at.strftime("%Y-%m-%d") if run.finished_at else ""
+    what = "" if c.get("tpot_source", "").startswith("vllm bench") or not c.get("tpot_source") else " (vLLM /metrics)"
     return (f"calibrated from run {str(run.pk)[:8]} ({c.get('hardware')}, vLLM {c.get('release') or '?'}, "
-            f"{when}; measured TPOT {c['measured_tpot_ms']:.2f} ms at concurrency {c['profile']['concurrency']})")
+            f"{when}; measured TPOT{what} {c['measured_tpot_ms']:.2f} ms at concurrency {c['profile']['concurrency']}"
+            + ("" if c.get("measured_ttft_ms") else "; TTFT not calibrated") + ")")
 
 
 def latest_runs() -> dict[tuple[str, str], Any]:

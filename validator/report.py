@@ -38,6 +38,21 @@ def error_class(error_pct: float | None) -> str:
     return "err-bad"
 
 
+def is_count(row: dict[str, Any]) -> bool:
+    """Whether a predicted-vs-measured row counts whole tokens (``kv_cache_tokens``, SGLang's token pools), shown
+    without decimals; a mean in tokens (``mean_acceptance_length``: 1 + accepted / drafts, e.g. 2.78) is not."""
+    return row.get("unit") == "tokens" and not str(row.get("field", "")).startswith("mean_")
+
+
+def speed_model_line(sm: dict[str, Any] | None) -> str | None:
+    """What the speed prediction stood on: "calibrated from run <id> ..." or the row's label and source."""
+    if not sm:
+        return None
+    if sm.get("label") == "calibrated":
+        return f"{sm['source']}"
+    return f"{sm.get('label')} efficiency for {sm.get('gpu')} (not calibrated by a run): {sm.get('source')}"
+
+
 def differences(verdict: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The verdict's paired differences as rows: label, change and interval (%), direction, used."""
     rows = []
@@ -69,8 +84,9 @@ def summary(run) -> dict[str, Any]:
         "runtime": run.configuration.get("runtime", "vllm"), "runtime_release": measured.get("runtime_release"),
         "gguf": measured.get("gguf"), "llamacpp_prediction": measured.get("prediction"),
         "prediction_note": measured.get("prediction_note"), "command_note": measured.get("command_note"),
-        "prompt_tokens": measured.get("prompt_tokens"),
+        "prompt_tokens": measured.get("prompt_tokens"), "speed_model": measured.get("speed_model"),
     }
+    out["speed_model_line"] = speed_model_line(out["speed_model"])
     if out["runtime"] == "llama.cpp":
         from .llamacpp import DRAFT_NOTE
 
@@ -163,10 +179,12 @@ def format_text(s: dict[str, Any]) -> str:
         lines.append(f"  prediction: {s['prediction_error']}")
     if s["comparison"]:
         lines.append("")
+        if s.get("speed_model_line"):
+            lines.append(f"speed prediction: {s['speed_model_line']}")
         lines.append(f"{'field':<26}{'predicted':>14}{'measured':>14}{'error':>12}{'error %':>10}")
         for r in s["comparison"]:
             def f(v):
-                return "—" if v is None else (f"{v:,.0f}" if r["unit"] == "tokens" else f"{v:,.2f}")
+                return "—" if v is None else (f"{v:,.0f}" if is_count(r) else f"{v:,.2f}")
             pct = "—" if r["error_pct"] is None else f"{r['error_pct']:+.2f}"
             lines.append(f"{r['field'] + ' (' + r['unit'] + ')':<26}{f(r['predicted']):>14}{f(r['measured']):>14}"
                          f"{f(r['error']):>12}{pct:>10}  {r['note']}")
@@ -197,5 +215,10 @@ def format_text(s: dict[str, Any]) -> str:
     c = s.get("calibration") or {}
     if c.get("efficiency"):
         lines.append(f"calibration ({c['gpu']}, vLLM {c.get('release')}): TPOT predicted {c['tpot_before_ms']:.2f} ms "
-                     f"-> {c['tpot_after_ms']:.2f} ms after calibration, measured {c['measured_tpot_ms']:.2f} ms")
+                     f"-> {c['tpot_after_ms']:.2f} ms after calibration, measured {c['measured_tpot_ms']:.2f} ms"
+                     + (f" ({c['tpot_source']})" if c.get("tpot_source") else "")
+                     + (f"; TTFT {c['ttft_before_ms']:.1f} -> {c['ttft_after_ms']:.1f} ms, measured "
+                        f"{c['measured_ttft_ms']:.1f} ms" if c.get("measured_ttft_ms") else
+                        f"; TTFT {c['ttft_source']}" if c.get("ttft_source") else "")
+                     + f". Later predictions for {c['gpu']} say \"calibrated from run {s['id'][:8]}\".")
     return "\n".join(lines)

@@ -502,6 +502,29 @@ def spec_decode_delta(before: dict[str, float], after: dict[str, float]) -> dict
     }
 
 
+# vLLM's own latency histograms (vllm/v1/metrics/loggers.py, 0.32). TTFT: from the request's arrival in the API
+# server to the output handler's taking its first token (vllm/v1/metrics/stats.py:521, iteration_timestamp =
+# time.time() when the API process processes the engine core's outputs); ITL: between the engine core's output
+# timestamps of consecutive tokens (stats.py:551, EngineCoreOutputs.timestamp = time.monotonic() in the engine core,
+# vllm/v1/engine/__init__.py:290): the engine's step time as a request sees it, whatever the HTTP stream does;
+# end-to-end: arrival to the output handler's taking the last token.
+ENGINE_LATENCY = {"engine_ttft_ms": "vllm:time_to_first_token_seconds",
+                  "engine_itl_ms": "vllm:inter_token_latency_seconds",
+                  "engine_e2e_ms": "vllm:e2e_request_latency_seconds"}
+
+
+def engine_latency(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """vLLM's own mean TTFT, inter-token latency and end-to-end latency (ms) over one benchmark, from its
+    ``/metrics`` histogram deltas (``_sum`` / ``_count``, see :data:`ENGINE_LATENCY`); a key is left out when the
+    server has no such histogram or it counted nothing in between (SGLang, llama.cpp, a stand-in)."""
+    out = {}
+    for key, name in ENGINE_LATENCY.items():
+        n = after.get(f"{name}_count", 0.0) - before.get(f"{name}_count", 0.0)
+        if n > 0:
+            out[key] = (after.get(f"{name}_sum", 0.0) - before.get(f"{name}_sum", 0.0)) / n * 1e3
+    return out
+
+
 # --------------------------------------------------------------------------------------------------
 # memory and hardware
 # --------------------------------------------------------------------------------------------------

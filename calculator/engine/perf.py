@@ -309,6 +309,22 @@ _LLAMACPP_FIT = (
     "speed.py; median |error| assumed row -> fitted, leave-one-chip-out: {err} (benchmarks/llamacpp_bench_fit.py). "
     "The data have one model depth (32 layers), so the fixed time per pass is carried by layer_us with "
     "step_overhead_ms 0; speculative terms are the assumed row's")
+_VLLM_CPU_MEASURED = (
+    "measured on one machine only: the 2-core development host (/proc/cpuinfo: \"Intel(R) Xeon(R) Processor\", model "
+    "167, AVX-512 and AMX; 2 cores, 24 GiB; shared with other work, load average 2-7 during the runs), vLLM 0.32.0 CPU "
+    "build as the validator serves it (float32, --enforce-eager, VLLM_CPU_KVCACHE_SPACE=1), by benchmarks/"
+    "cpu_speed_check.py (data benchmarks/data/cpu_speed_dev_2core.json: tiny-random/llama, the same model with 8 "
+    "layers, the trained pair's padded target; 1 and 4 clients, 128-512 in, 48-192 out; medians of 10 runs). From "
+    "vLLM's own inter-token latency (/metrics): 1.5 ms per engine step (scheduler, input preparation, sampler, output "
+    "in Python; no CUDA graphs) and 260 us per layer per pass (eager PyTorch / oneDNN ops); from the padded target's "
+    "decode step and prefill: mem_bw 0.11 and compute 0.055 of the catalog CPU's placeholder 100 GB/s and 2 TFLOP/s "
+    "(~11 GB/s and ~110 GFLOP/s float32 here); ttft_fixed_ms 20: the client's TTFT beyond the predicted prefill at "
+    "one client (11-34 ms by model: the API server, tokenization, the stream). Another CPU (cores, memory channels, "
+    "ISA) differs: assumed there, refine with a validation run. Not modelled, seen here: with a step of a few ms "
+    "(the tiny models) up to 90 % of the requests' streams reached the client in one burst at their end, their TTFT "
+    "being the whole request (the validator counts them and compares vLLM's own latency); at 4 clients TTFT was "
+    "37-53 % above the prediction (a wave's prompts ride in one prefill step, so each waits for all of it, where the "
+    "wave term has the mean request wait for half). The speculative terms are assumed")
 AMD_INSTINCT = "vendor:amd-instinct"  # the key of the rows for AMD Instinct (datacenter) GPUs under ROCm
 AMD_FITTED_ARCHITECTURES = ("CDNA3",)  # the architectures the AMD rows' public records ran on (MI300X)
 _AMD_FIT = (
@@ -390,9 +406,9 @@ EFFICIENCY: dict[tuple[str, str], Efficiency] = {
                               ttft_fixed_ms=20.0,
                               draft_step_overhead_ms=0.5, spec_step_overhead_ms=1.0, spec_cpu_ms_per_request=0.1,
                               label="fitted", source=_VLLM_FIT),
-    ("vllm", "CPU"): Efficiency(mem_bw=0.5, compute=0.3, step_overhead_ms=2.0, allreduce_latency_us=50.0,
-                                source="assumed for vLLM's CPU build (no CUDA graphs, oneDNN GEMMs); "
-                                       "refine with a validation run", draft_step_overhead_ms=2.0,
+    # measured on the 2-core development host only (the source says what on); labelled assumed: another CPU differs
+    ("vllm", "CPU"): Efficiency(mem_bw=0.11, compute=0.055, step_overhead_ms=1.5, layer_us=260.0, ttft_fixed_ms=20.0,
+                                allreduce_latency_us=50.0, source=_VLLM_CPU_MEASURED, draft_step_overhead_ms=2.0,
                                 spec_step_overhead_ms=2.0),
     ("sglang", "*"): Efficiency(mem_bw=0.9, compute=0.55, step_overhead_ms=0.3, allreduce_latency_us=10.0,
                                 layer_us=60.0, overlap_p=1.0, wave_share=0.3, ttft_fixed_ms=20.0, moe_compute=0.35,
