@@ -107,3 +107,39 @@ def test_a_finished_run_calibrates_the_calculator_page_and_the_api(client):
     api = client.get("/api/estimate", params).json()
     assert api["efficiency_label"] == "calibrated"
     assert api["speed_sources"]["efficiency_label"].startswith(f"calibrated: calibrated from run {str(run.pk)[:8]}")
+
+
+def test_the_command_line_installs_the_newest_calibration_too():
+    """manage.py estimate runs without a request, so the request_started receiver never fires in it: the command
+    installs the newest calibration itself, and its answer is the API's (same itl_ms, label calibrated)."""
+    import json
+    from io import StringIO
+
+    from django.core.management import call_command
+    from django.utils import timezone
+
+    from calculator.engine.schemas import EngineInput
+
+    configuration = build_configuration({"model": "tiny-random/llama", "gpu": "CPU", "max_model_len": "1024"})
+    profile = configuration["profile"]
+    kw = dict(prompt_len=profile["input_len"], output_len=profile["output_len"], concurrency=profile["concurrency"])
+    before = perf.estimate_speed(EngineInput(**configuration["engine_input"]), None, **kw)
+    baseline = {"aggregate": {"mean_tpot_ms": before.itl_ms * 2, "mean_ttft_ms": before.ttft_ms * 2}}
+    c = calibration.from_run(configuration, baseline, {"platform": "cpu", "cpu_model": "test CPU", "cpu_count": 2,
+                                                       "memory_total_bytes": 2**34})
+    run = ValidationRun.objects.create(configuration=configuration, status="done", measured={"calibration": c},
+                                       finished_at=timezone.now())
+    import time
+
+    calibration._state.update(checked=time.monotonic())  # throttled as a just-served web process would be
+    out = StringIO()
+    e = configuration["engine_input"]  # the run's own settings (float32, eager, its KV cache size)
+    assert (e["dtype"], e["enforce_eager"]) == ("float32", True)
+    call_command("estimate", "--model", "tiny-random/llama", "--gpu", "CPU", "--max-model-len", "1024",
+                 "--dtype", "float32", "--enforce-eager", "--kv-cache-memory-bytes", str(e["kv_cache_memory_bytes"]),
+                 "--prompt-len", str(profile["input_len"]), "--output-len", str(profile["output_len"]),
+                 "--concurrency", str(profile["concurrency"]), "--format", "json", stdout=out)
+    got = json.loads(out.getvalue())
+    assert got["efficiency_label"] == "calibrated"
+    assert got["speed_sources"]["efficiency_label"].startswith(f"calibrated: calibrated from run {str(run.pk)[:8]}")
+    assert got["itl_ms"] == pytest.approx(c["tpot_after_ms"], rel=0.01)

@@ -173,6 +173,11 @@ class Command(OneLineErrors, BaseCommand):
 
     def handle(self, *args, **options):
         request, local = request_from_command(options)
+        # the newest calibration of each (runtime, GPU) from finished validation runs, as the web and worker processes
+        # install them on each request (validator.apps): a command runs without a request
+        from validator.calibration import apply_latest
+
+        apply_latest(force=True)
         try:
             plan = make_plan(request, local)
             payload = api_payload(plan)
