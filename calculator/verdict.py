@@ -89,7 +89,11 @@ def decide(request, memory, compat, startup_errors: list[str] | None = None,
     if condition is None and compat is None and compat_error:
         condition = f"the attention backend starts (not checked: {compat_error})"
     if getattr(memory, "condition", None) and memory.fits:  # both hold when the start depends on each
-        condition = memory.condition if condition is None else f"{condition}; and {memory.condition}"
+        # (a runtime whose compat report already carries the memory condition says it once)
+        if condition is None:
+            condition = memory.condition
+        elif memory.condition not in condition:
+            condition = f"{condition}; and {memory.condition}"
     fit_reasons: list[str] = []
     if not memory.fits:
         fit_reasons.append(memory.reason or "the configuration does not fit in GPU memory")

@@ -216,3 +216,13 @@ def test_a_start_that_depends_on_two_things_names_both():
     v = decide(request, memory, compat)
     assert v.status == "depends"
     assert v.condition == "the head size is 128; and every request stays within 17,344 tokens"
+
+
+def test_a_condition_both_the_compat_report_and_the_memory_plan_carry_is_said_once(client):
+    """llama.cpp without a GGUF file: its compat report and its memory plan both carry "the model buffers fit beside
+    the KV cache" (the model buffers are estimated), and the headline said it twice, joined by "; and"."""
+    body = client.get("/api/estimate", {"model": "Qwen/Qwen3-8B", "runtime": "llama.cpp", "gpu": "RTX 4090",
+                                        "ctx_size": "8192", "parallel": "2"}).json()
+    assert body["verdict"] == "depends"
+    assert body["verdict_headline"].count("the model buffers fit beside the KV cache") == 1
+    assert "; and the model buffers" not in body["verdict_headline"]
