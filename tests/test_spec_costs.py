@@ -388,8 +388,15 @@ def test_moe_target_loses_alone_and_pays_in_a_batch_where_the_plain_step_already
     assert one.spec.speedup < 1 < sixteen.spec.speedup
     curve = one.spec.speedup_vs_concurrency[3]
     paying = [c for c, v in curve if v >= 1]
-    assert one.spec.pays_from_concurrency == min(paying) > 1
-    assert one.spec.stops_paying_above_concurrency == max(paying) < curve[-1][0]
+    # the grid brackets each crossing; the answer is the crossing itself, the same whatever concurrency is asked
+    grid = [c for c, _ in curve]
+    first, last = min(paying), max(paying)
+    pays_from, stops = one.spec.pays_from_concurrency, one.spec.stops_paying_above_concurrency
+    assert grid[grid.index(first) - 1] < pays_from <= first and last <= stops < grid[grid.index(last) + 1]
+    at = {c: perf.estimate_speed(inp, prompt_len=512, output_len=128, concurrency=c, acceptance_rate=0.25).spec
+          for c in (pays_from - 1, pays_from, stops, stops + 1)}
+    assert at[pays_from - 1].speedup < 1 <= at[pays_from].speedup and at[stops].speedup >= 1 > at[stops + 1].speedup
+    assert (at[stops].pays_from_concurrency, at[stops].stops_paying_above_concurrency) == (pays_from, stops)
     assert any("pays from there" in w for w in one.warnings)
     assert not any("does not pay at any concurrency" in w for w in one.warnings)
 

@@ -2113,6 +2113,22 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
             curves[kk] = [(c, round(_spec_speedup(s, method, kk, al_k, prompt_len, output_len, c, ctx)[0], 4))
                           for c in grid]
         stop_conc, pays_from = stops_paying(curves[k])
+        # the grid only brackets the crossing: find the concurrency itself (the last that pays / the first that pays)
+        # between the grid points around it, so the answer does not move with the concurrency the user asked about
+        pays = lambda c: _spec_speedup(s, method, k, al, prompt_len, output_len, c, ctx)[0] >= 1  # noqa: E731
+        points = [c for c, _ in curves[k]]
+        if stop_conc:  # pays at stop_conc, loses at the next grid point
+            a, b = stop_conc, points[points.index(stop_conc) + 1]
+            while b - a > 1:
+                mid = (a + b) // 2
+                a, b = (mid, b) if pays(mid) else (a, mid)
+            stop_conc = a
+        if pays_from and pays_from > 1:  # loses at the grid point before, pays at pays_from
+            a, b = points[points.index(pays_from) - 1], pays_from
+            while b - a > 1:
+                mid = (a + b) // 2
+                a, b = (a, mid) if pays(mid) else (mid, b)
+            pays_from = b
     else:
         spec_ttft += queue_ms  # no acceptance figure: no speculative lifetime to scale the wait by
     curve = []  # speedup against the acceptance rate (accepted / drafted): AL = 1 + k x rate
