@@ -172,6 +172,12 @@ def candidates(request, memory, compat, quantized_variants: Callable[[str], list
                               kind="settings"))
     if not memory.fits and request.runtime in ("llama.cpp", "ollama"):
         out += _llamacpp_candidates(request, memory)
+    from calculator.runtimes.base import given_workload_over
+
+    over = given_workload_over(request, memory.max_model_len) if memory.max_model_len else None
+    if over is not None:  # the user's prompt + output is longer than the context: a context that holds it
+        out.append(Suggestion(label=f"{name('max_model_len')} {over:,} (holds prompt_len + output_len)",
+                              params={"max_model_len": str(over)}, kind="context"))
     # SGLang with a pool smaller than one --context-length request starts (it caps each request): the same changes that
     # make the pool hold a full request make it work without that condition
     pool_capped = getattr(memory, "request_cap", None) is not None

@@ -226,3 +226,16 @@ def test_a_condition_both_the_compat_report_and_the_memory_plan_carry_is_said_on
     assert body["verdict"] == "depends"
     assert body["verdict_headline"].count("the model buffers fit beside the KV cache") == 1
     assert "; and the model buffers" not in body["verdict_headline"]
+
+
+def test_a_workload_longer_than_the_context_is_offered_a_context_that_holds_it(client):
+    """prompt_len 100,000 + output_len 128 against --max-model-len 8192 does not fit (vLLM rejects the request); the
+    KV cache of Llama-3.1-8B on an H100 holds far more than 100,128 tokens, so --max-model-len 100128 is offered (and
+    kept because that request then works); beyond the model's own 131,072 nothing is offered."""
+    q = {"model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "H100", "max_model_len": "8192"}
+    body = client.get("/api/estimate", q | {"prompt_len": "100000"}).json()
+    assert body["verdict"] == "does_not_fit"
+    assert [s["params"] for s in body["suggestions"]] == [{"max_model_len": "100128"}]
+    assert client.get("/api/estimate", q | {"prompt_len": "100000", "max_model_len": "100128"}).json()["verdict"] == \
+        "works"
+    assert client.get("/api/estimate", q | {"prompt_len": "200000"}).json()["suggestions"] == []
