@@ -161,7 +161,8 @@ def candidates(request, memory, compat, quantized_variants: Callable[[str], list
         out.append(Suggestion(label=f"--sglang-version {release} ({why})", params={"sglang_version": release},
                               kind="settings"))
     if compat_failed and request.attention_backend:
-        out.append(Suggestion(label="let vLLM pick the attention backend (drop --attention-backend)",
+        picker = {"sglang": "SGLang"}.get(request.runtime, "vLLM")
+        out.append(Suggestion(label=f"let {picker} pick the attention backend (drop --attention-backend)",
                               params={"attention_backend": ""}, kind="settings"))
         for b in compat.backends:
             if b.ok and b.name != request.attention_backend:

@@ -700,3 +700,21 @@ def test_glm47_flash_nextn_on_a_release_with_a_gqa_draft_predicts_no_speedup_wit
     assert given["spec_speedup"] is not None and given["mean_acceptance_length"] == 1.3
     new = client.get("/api/estimate", q).json()
     assert new["spec_speedup"] is not None and new.get("speed_error") is None
+
+
+def test_a_backend_sglang_refuses_on_the_gpu_is_a_does_not_start_verdict_not_bad_input(client):
+    """--attention-backend fa3 on a T4 (SM75): SGLang 0.5.23 stops at start-up (attention_registry.py:244, "FlashAttention
+    v3 Backend requires SM>=80 and SM<=90"), which is the verdict's to say, as vLLM's backend refusals are; the answer
+    keeps the memory figures and offers to let SGLang pick, and there is no speed for a server that does not start.
+    It was a 400 on attention_backend."""
+    q = {"model": "Qwen/Qwen3-0.6B", "gpu": "T4", "runtime": "sglang", "attention_backend": "fa3",
+         "context_length": "4096"}
+    r = client.get("/api/estimate", q)
+    assert r.status_code == 200
+    body = r.json()
+    assert body["verdict"] == "does_not_start"
+    assert "FlashAttention v3 Backend requires SM>=80 and SM<=90" in body["verdict_headline"]
+    assert "attention_registry.py:244" in body["verdict_headline"]
+    assert [s["params"] for s in body["suggestions"]] == [{"attention_backend": ""}]
+    assert body["suggestions"][0]["label"].startswith("let SGLang pick the attention backend")
+    assert body.get("ttft_ms") is None

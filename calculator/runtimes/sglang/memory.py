@@ -1363,6 +1363,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                 cite(release, "vlm_formula" if R.has_rule(release, "vlm_formula") else "vlm_adjust")
                 + " adjust_mem_fraction_for_vlm")
     backend = attention_backend
+    backend_refusal = None
     if backend is None:
         # 0.5.7+ picks the backend in ServerArgs before the speculative defaults are filled in (topk as
         # passed); up to 0.5.3.post1 the model runner picks it after (topk resolved)
@@ -1380,7 +1381,9 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                                speculative_algorithm=speculative_algorithm,
                                speculative_eagle_topk=speculative_eagle_topk)
         if forced.verdict == "no":
-            raise EngineInputError("attention_backend", f"{backend}: " + "; ".join(
+            # SGLang stops at start-up with it (the backend's own check, attention_registry / ServerArgs): a verdict,
+            # with the memory figures of the plan as asked
+            backend_refusal = (f"--attention-backend {backend} does not start: " + "; ".join(
                 f"{r.text} ({r.source})" for r in forced.reasons))
         if forced.page_size and forced.page_size != page:
             page = forced.page_size
@@ -1483,7 +1486,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             f"{cite(release, 'spec_draft_first')}: the draft worker loads its weights before the target's KV pool is "
             "sized, so they come out of the memory the pool is sized from")
     # a configuration SGLang cannot start is a verdict, not bad input: the plan carries it with 0 KV tokens
-    does_not_start = None
+    does_not_start = backend_refusal
     if x_gib <= 0:
         does_not_start = (f"the weights ({w_gib:.2f} GiB per rank) do not fit in the {t_gib:.2f} GiB free on "
                           f"{gpu.name} before loading: SGLang fails while loading them (CUDA out of memory)")
