@@ -778,9 +778,10 @@ def _number(name: str, text: str) -> int | float:
             raise InputError(name, f"enter a number, got {text!r}") from None
         if not math.isfinite(number):
             if name == "request_rate" and number > 0:
-                raise InputError(name, "an unlimited rate (vllm bench serve's default, --request-rate inf) sends every "
-                                 "prompt at once: give num_prompts without request_rate (and concurrency for its "
-                                 "--max-concurrency)")
+                head = "an unlimited rate (vllm bench serve's default, --request-rate inf) sends every prompt at once: "
+                raise WordedPerSurface(name, head + "give num_prompts without request_rate (and concurrency for its "
+                                       "--max-concurrency)", cli_message=head + "give --num-prompts without "
+                                       "--request-rate (and --concurrency for its --max-concurrency)")
             raise InputError(name, f"enter a finite number, got {text!r}")
         return number
     if re.fullmatch(r"\+?\d{19,}", text):  # a whole number too long to be any setting: say the field's bound

@@ -20,8 +20,13 @@ def test_a_low_rate_runs_one_request_at_a_time_and_sends_the_run_at_the_rate():
     one = perf.estimate_speed(_inp(), concurrency=1)
     r = perf.estimate_speed(_inp(), concurrency=1000, request_rate=0.2)
     assert (r.effective_concurrency, r.saturated, r.request_rate) == (1, False, 0.2)
-    assert r.ttft_ms == one.ttft_ms and r.itl_ms == one.itl_ms
-    life_s = (one.ttft_ms + 127 * one.itl_ms) / 1e3
+    assert r.itl_ms == one.itl_ms
+    # a Poisson arrival finds the server busy (another request in flight) with chance L = 0.2 x lifetime, then waits
+    # half the step in progress and the step its prompt rides in: 1.5 TPOT
+    alone_s = (one.ttft_ms + 127 * one.itl_ms) / 1e3
+    busy = 0.2 * alone_s
+    assert r.ttft_ms == pytest.approx(one.ttft_ms + busy * 1.5 * one.itl_ms, abs=0.002)
+    life_s = (r.ttft_ms + 127 * r.itl_ms) / 1e3
     assert r.mean_in_flight == pytest.approx(0.2 * life_s, abs=0.005)
     assert r.output_tokens_per_s == pytest.approx(1000 * 128 / (999 / 0.2 + life_s), abs=0.06)
     few = perf.estimate_speed(_inp(), concurrency=1000, request_rate=0.2, num_prompts=10)
@@ -58,12 +63,12 @@ def test_a_saturated_server_queues_a_wait_that_grows_with_the_prompts():
 
 def test_a_client_cap_holds_the_queue_in_the_client_out_of_ttft():
     """With --max-concurrency 16 below the server's limit the rest wait in vllm bench serve's semaphore, which it
-    leaves out of TTFT: TTFT stays the steady one (below the closed loop's, which counts a wave of 16), the output
-    tok/s is what 16 running requests sustain, 16 / lifetime requests/s."""
+    leaves out of TTFT and which releases one as one finishes: the run is the closed loop of 16 (same TTFT and TPOT),
+    its output tok/s what 16 running requests sustain, 16 / lifetime requests/s."""
     r = perf.estimate_speed(_inp(), concurrency=16, request_rate=200.0)
     closed = perf.estimate_speed(_inp(), concurrency=16)
     assert r.saturated and r.effective_concurrency == 16 and r.itl_ms == closed.itl_ms
-    assert r.ttft_ms < closed.ttft_ms
+    assert r.ttft_ms == closed.ttft_ms
     life_s = (r.ttft_ms + 127 * r.itl_ms) / 1e3
     assert r.output_tokens_per_s == pytest.approx(1000 * 128 / (999 * life_s / 16 + life_s), rel=1e-3)
     assert any("wait in the client" in w for w in r.warnings)
@@ -106,3 +111,35 @@ def test_a_run_whose_prompts_all_fit_at_once_does_not_queue():
     assert not any("wait in the client" in w or w.startswith("saturated") for w in r.warnings)
     closed = perf.estimate_speed(_inp(), concurrency=100)
     assert r.itl_ms == closed.itl_ms and r.ttft_ms < closed.ttft_ms
+
+
+@pytest.mark.django_db
+def test_a_validation_run_refuses_a_request_rate_it_would_not_run():
+    """The validator benchmarks closed loops (vllm bench serve --request-rate inf --max-concurrency C): a rate given
+    to `validate` was dropped silently; it is refused by name (exit 2) while the calculator predicts it."""
+    from io import StringIO
+
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError) as err:
+        call_command("validate", "--model", "tiny-random/llama", "--gpu", "CPU", "--max-model-len", "1024",
+                     "--request-rate", "5", stdout=StringIO())
+    assert str(err.value).startswith("--request-rate: a validation run benchmarks a closed loop")
+    out = StringIO()
+    call_command("estimate", "--model", "tiny-random/llama", "--gpu", "CPU", "--max-model-len", "1024",
+                 "--request-rate", "5", "--format", "json", stdout=out)
+    assert '"request_rate": 5.0' in out.getvalue()
+
+
+@pytest.mark.django_db
+def test_the_sglang_page_says_the_workload_its_speed_is_for(client):
+    """The SGLang (and llama.cpp) answer's speed section names its workload as the vLLM page does: a request rate
+    with its prompts and the requests in flight, or the concurrency."""
+    q = {"model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "H100", "runtime": "sglang"}
+    page = client.get("/", q | {"request_rate": "20"}, HTTP_HX_REQUEST="true").content.decode()
+    head = page[page.index('id="speed-workload"'):][:600]
+    assert "prompt 1,024 tokens, output 128" in head and "20.0 requests/s, Poisson arrivals (--request-rate), 1,000 " \
+        "prompts" in head and "in flight on average" in head
+    closed = client.get("/", q | {"concurrency": "8"}, HTTP_HX_REQUEST="true").content.decode()
+    assert "8 in flight" in closed[closed.index('id="speed-workload"'):][:400]

@@ -149,6 +149,12 @@ def build_configuration(params: dict[str, Any]) -> dict[str, Any]:
         raise ConfigurationError(WORKLOAD_PARAM, f"unknown workload set {workload!r}; one of "
                                                  f"{', '.join(workloads.WORKLOADS)}")
     request = parse_request(params)  # the calculator's checks: bounds, choices, speculative allow-list
+    if request.request_rate is not None:
+        # the runs are closed loops (--request-rate inf with --max-concurrency, validator/bench.py): a rate would be
+        # dropped silently
+        raise ConfigurationError("request_rate", "a validation run benchmarks a closed loop of concurrency requests "
+                                 "(vllm bench serve --request-rate inf --max-concurrency C); it does not run a request "
+                                 "rate: drop request_rate (the calculator predicts it), give concurrency")
     if request.runtime == "sglang":
         return build_sglang_configuration(request, params, workload)
     if request.runtime != "vllm":

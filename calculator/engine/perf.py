@@ -1555,14 +1555,19 @@ class _OpenLoop:
     server_cap: int
     max_running: int
     cap_text: str = ""  # what limits the server's running requests, in the runtime's words
+    busy_wait_ms: float = 0.0  # a Poisson arrival's mean wait for the step in progress (and, vLLM, the one it rides)
+    ride: float = 1.5  # that wait in mean steps when the server is busy: 1.5 (vLLM, mixed prefill) or 0.5 (SGLang)
 
     def tokens_per_s(self, lifetime_ms: float, output_len: int) -> float:
         """Output tok/s as vllm bench serve reports it, all output tokens over the run's duration: the last prompt is
-        sent at ``(N - 1) / R`` s, or, when the server completes only ``mu = running / lifetime`` requests/s, it starts
-        at ``(N - 1) / mu``; it ends one lifetime later (vllm/benchmarks/serve.py ``benchmark_duration``)."""
+        sent at ``(N - 1) / R`` s, or, when the run is saturated and the server completes only ``mu = running /
+        lifetime`` requests/s, it starts at ``(N - 1) / mu``; it ends one lifetime later (vllm/benchmarks/serve.py
+        ``benchmark_duration``)."""
         life = lifetime_ms / 1e3
         mu = self.running / life
-        return self.prompts * output_len / ((self.prompts - 1) / min(self.rate, mu) + life)
+        # below saturation (or with every prompt in flight at once) the prompts go out at the rate
+        pace = min(self.rate, mu) if self.saturated else self.rate
+        return self.prompts * output_len / ((self.prompts - 1) / pace + life)
 
     def apply(self, base: "_Point", output_len: int, warnings: list[str], sources: dict[str, str]) -> float:
         """Set ``base.tps`` (and, saturated with the queue on the server, ``base.ttft``) for the open loop; return the
@@ -1616,18 +1621,27 @@ def _open_loop(s: _Setup, prompt_len: int, output_len: int, rate: float, prompts
     of them fit at once and none queues). ``in_flight`` is ``rate x T(n)``. Unit: requests.
     ``cap_text`` names what limits the server, in the runtime's words (for the saturation note)."""
     fixed = s.hw.eff.ttft_fixed_ms
+    ride = 1.5 if s.hw.eff.mixed_prefill else 0.5
+
+    def busy_wait_ms(p: _Point, life_s: float) -> float:
+        # a Poisson arrival finds the server busy with chance min(1, L) (arrivals see time averages; L = R x lifetime)
+        # and waits half the step in progress, then (vLLM) the step its prompt rides in: ride x the mean step (TPOT)
+        return min(1.0, rate * life_s) * ride * p.tpot
 
     def lifetime_s(n: int) -> float:
         p = _at(s, prompt_len, output_len, n)
-        return (p.ttft + fixed + (output_len - 1) * p.tpot) / 1e3
+        life = (p.ttft + fixed + (output_len - 1) * p.tpot) / 1e3
+        return life + busy_wait_ms(p, life) / 1e3
 
     top = max(1, min(client_cap, server_cap))
     if rate * lifetime_s(top) > top:
         # every prompt of the run in flight at once (no client cap below it, room for all on the server): nothing
         # queues, the rate only spreads their arrival
         whole = top >= prompts
+        p = _at(s, prompt_len, output_len, top)
         return _OpenLoop(rate=rate, prompts=prompts, running=top, in_flight=float(top), saturated=not whole,
-                         client_cap=client_cap, server_cap=server_cap, max_running=top, cap_text=cap_text)
+                         client_cap=client_cap, server_cap=server_cap, max_running=top, cap_text=cap_text,
+                         busy_wait_ms=ride * p.tpot, ride=ride)
     lo, hi = 1, top
     while lo < hi:
         mid = (lo + hi) // 2
@@ -1635,8 +1649,11 @@ def _open_loop(s: _Setup, prompt_len: int, output_len: int, rate: float, prompts
             hi = mid
         else:
             lo = mid + 1
+    p = _at(s, prompt_len, output_len, lo)
+    life = (p.ttft + fixed + (output_len - 1) * p.tpot) / 1e3
     return _OpenLoop(rate=rate, prompts=prompts, running=lo, in_flight=rate * lifetime_s(lo), saturated=False,
-                     client_cap=client_cap, server_cap=server_cap, max_running=top, cap_text=cap_text)
+                     client_cap=client_cap, server_cap=server_cap, max_running=top, cap_text=cap_text,
+                     busy_wait_ms=busy_wait_ms(p, life), ride=ride)
 
 
 def estimate_speed(inp: EngineInput, est: EstimateResult | None = None, *, prompt_len: int = 1024,
@@ -1800,6 +1817,26 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
 
     ctx = prompt_len + output_len // 2
     base = _at(s, prompt_len, output_len, conc)
+    wave_arrival = arrival
+    if open_loop is not None:
+        if open_loop.saturated and open_loop.client_cap <= open_loop.server_cap:
+            # the client's --max-concurrency holds the rest back and releases one as one finishes: a closed loop of
+            # that many, as the benchmark then runs it (waves included)
+            wave_arrival = "closed"
+        else:
+            # a Poisson arrival finds the server busy with chance min(1, L) (L in flight: arrivals see time averages)
+            # and waits for the step in progress (half a step on average), then rides in the next one: vLLM schedules
+            # a waiting prompt at the start of a step, with the running requests' decode in it (v1/core/sched/
+            # scheduler.py), so that step lasts a decode step more; SGLang runs it as a prefill batch of its own after
+            # the decode batch in progress (scheduler.py get_next_batch_to_run)
+            # a step lasts a TPOT on average (each yields one token per running request; the prompts it carries
+            # lengthen it, which TPOT includes)
+            base.ttft += open_loop.busy_wait_ms
+            sources["ttft_ms.open_loop"] = (
+                f"a Poisson arrival finds the server busy with chance min(1, L) and then waits {open_loop.ride:g} x the "
+                f"mean step, the TPOT: {open_loop.busy_wait_ms:.3g} ms here; half the step in progress"
+                + (", then the step its prompt rides in (vLLM mixes it into the running requests' decode step)"
+                   if hw.eff.mixed_prefill else " (SGLang then runs the prompt as a prefill batch of its own)"))
     steady_ttft = base.ttft
     if conc > 1:
         # burst: the first wave's prompts arrive together. A closed loop of fixed-length requests (vllm bench
@@ -1812,7 +1849,7 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
         t_all = max(conc * pre.compute_ms, n_chunks * read_ms) + n_chunks * hw.eff.step_overhead_ms + conc * pre.comm_ms
         wave = max(steady_ttft, t_all * (conc + 1) / (2 * conc))
         # Poisson arrivals come one by one: no wave
-        share = 1.0 if arrival == "burst" else 0.0 if arrival == "poisson" else hw.eff.wave_share
+        share = 1.0 if wave_arrival == "burst" else 0.0 if wave_arrival == "poisson" else hw.eff.wave_share
         base.ttft = share * wave + (1 - share) * steady_ttft
     base.ttft += hw.eff.ttft_fixed_ms
     base.tps = conc * output_len / ((base.ttft + (output_len - 1) * base.tpot) / 1e3)
@@ -2117,8 +2154,10 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
         # between the grid points around it, so the answer does not move with the concurrency the user asked about
         pays = lambda c: _spec_speedup(s, method, k, al, prompt_len, output_len, c, ctx)[0] >= 1  # noqa: E731
         points = [c for c, _ in curves[k]]
-        if stop_conc:  # pays at stop_conc, loses at the next grid point
+        if stop_conc:  # pays at stop_conc (its rounded speedup may read 1.0 while it loses), loses at the next point
             a, b = stop_conc, points[points.index(stop_conc) + 1]
+            if not pays(a):
+                a = points[points.index(stop_conc) - 1] if points.index(stop_conc) else 0
             while b - a > 1:
                 mid = (a + b) // 2
                 a, b = (mid, b) if pays(mid) else (a, mid)

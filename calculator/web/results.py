@@ -421,6 +421,15 @@ class RuntimeOutcome:
         return mtp_profile(self.plan)
 
     @cached_property
+    def speed_params(self) -> dict[str, Any]:
+        """The workload the speed figures are for (:func:`workload_params`)."""
+        return workload_params(self.plan.request)
+
+    @property
+    def speed(self):
+        return self.plan.speed
+
+    @cached_property
     def speedup_concurrency_chart(self):
         """The speedup-vs-concurrency chart (one line per num_speculative_tokens) of the speculative answer, as the vLLM
         page draws it (:func:`calculator.web.charts.speedup_concurrency_chart_for`); None without one."""
@@ -482,6 +491,22 @@ class RuntimeOutcome:
                 f"{self.release_label}); "
                 f"{m.kv_cache_tokens:,} KV cache tokens, max concurrency {m.max_concurrency:.2f}× at "
                 f"{m.max_model_len:,} tokens")
+
+
+def workload_params(request) -> dict[str, Any]:
+    """The workload the speed figures are for, as the pages name it (``templates/calculator/_workload.html``): the
+    lengths, and the concurrency, the burst of ``num_prompts`` or the request rate with its prompts and the client's
+    ``--max-concurrency`` (:func:`calculator.runtimes.base.speed_kwargs`)."""
+    from calculator.web.forms import SPEED_DEFAULTS
+
+    params = {k: getattr(request, k) or d for k, d in SPEED_DEFAULTS.items()}
+    params["acceptance_rate"] = request.acceptance_rate
+    kw = speed_kwargs(request)
+    params["burst"] = kw["concurrency"] if kw["arrival"] == "burst" else None  # base.speed_kwargs' burst
+    params["request_rate"] = kw.get("request_rate")  # an open loop: its rate, prompts and the client's cap
+    params["num_prompts"] = kw.get("num_prompts")
+    params["max_concurrency"] = request.concurrency if kw.get("request_rate") is not None else None
+    return params
 
 
 def build_runtime(plan: Plan) -> RuntimeOutcome:
@@ -559,7 +584,7 @@ def sglang_side_by_side(plan: Plan) -> dict[str, Any]:
 def build(plan: Plan) -> Outcome:
     """What the results fragment renders for a plan: the memory bar, the concurrency-vs-context curve, the
     charts and the footnotes (the numbers themselves all come from the plan)."""
-    from calculator.web.forms import SPEED_DEFAULTS, canonical_query
+    from calculator.web.forms import canonical_query
     from calculator.runtimes import get_runtime
 
     if plan.runtime != "vllm":
@@ -597,13 +622,7 @@ def build(plan: Plan) -> Outcome:
         by_concurrency = speedup_concurrency_chart_for(plan.speed.spec, request.concurrency)
         if by_concurrency is not None:
             charts["speedup_concurrency"] = by_concurrency
-    params = {k: getattr(request, k) or d for k, d in SPEED_DEFAULTS.items()}
-    params["acceptance_rate"] = request.acceptance_rate
-    kw = speed_kwargs(request)
-    params["burst"] = kw["concurrency"] if kw["arrival"] == "burst" else None  # base.speed_kwargs' burst
-    params["request_rate"] = kw.get("request_rate")  # an open loop: its rate, prompts and the client's cap
-    params["num_prompts"] = kw.get("num_prompts")
-    params["max_concurrency"] = request.concurrency if kw.get("request_rate") is not None else None
+    params = workload_params(request)
     return Outcome(
         model_id=plan.model.repo_id,
         inp=inp,
