@@ -1101,7 +1101,8 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                     key = "gptoss_swa_off_spec"
                 else:
                     raise EngineInputError("release", f"the gpt-oss hybrid SWA pool split of SGLang {release} is not "
-                                           "modelled (modelled in 0.5.10.post1; the pool is not split up to 0.5.7)")
+                                           "modelled: ask --sglang-version 0.5.10.post1 or 0.5.23 (the default), which "
+                                           "are (up to 0.5.7 the pool is not split)")
                 notes.append("gpt-oss: SGLang disables the hybrid SWA pool here (up to 0.5.7 always; from 0.5.8 with "
                              "trtllm_mha, in 0.5.8 also with speculative decoding), so every layer keeps full-length KV")
                 src("sliding_window", "all layers full length", "source", cite(release, key))
