@@ -44,7 +44,7 @@ product (not modelled).
 ``--load-ttft`` prints, for every record with more than one client that the product answers below saturation, the
 measured mean TTFT over the predicted one (the product's row as it ships) and their range: the figures of
 perf.SGLANG_LOAD_TTFT_WARNING, which every SGLang answer with more than one client carries (recomputed by
-tests/test_sglang_speed.py).
+tests/test_runtime_sglang.py).
 """
 from __future__ import annotations
 

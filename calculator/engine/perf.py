@@ -367,7 +367,7 @@ AMD_PREFILL_WARNING = (
     "which the speed model does not capture): read TTFT and tok/s as best cases until a validation run on this hardware refines them")
 # SGLang's TTFT with more than one client is not modelled to a useful precision: on the public runs with 4-100 clients
 # that the product answers below saturation (benchmarks/sglang_speed_fit.py --load-ttft, recomputed by
-# tests/test_sglang_speed.py) the measured mean TTFT ranged from a tenth to ten times the prediction, in both directions
+# tests/test_runtime_sglang.py) the measured mean TTFT ranged from a tenth to ten times the prediction, in both directions
 # on the same model and GPU (GLM-4.7-Flash on B200, 3,750-token prompts: 10.7x at 16 clients, 1.0x at 64). Said on every
 # SGLang answer with more than one client running
 SGLANG_LOAD_TTFT_WARNING = (
