@@ -158,3 +158,23 @@ def test_check_compat_for_sglang_says_each_line_once_in_the_order_vllm_uses():
     assert lines[:3] == ["SGLang 0.5.23 on NVIDIA A100-SXM4-80GB", "auto: flashinfer", "requested: fa4 -> depends"]
     assert len(lines) == 4 and "FA4" in lines[3] and lines[3].endswith("attention/attention_registry.py)")
     assert exc.returncode == 3 and str(exc) == "depends: see the answer above"  # no table to point at
+
+
+@pytest.mark.django_db
+def test_an_sglang_condition_that_explains_the_pick_is_not_repeated_as_a_note():
+    """DeepSeek-R1 on SGLang 0.4.3.post4 depends on --trust-remote-code (its pinned transformers lacks deepseek_v3):
+    the condition is one of the lines explaining the answer, and was printed again as 'note:'."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from django.core.management.base import CommandError
+
+    out = StringIO()
+    with pytest.raises(CommandError) as err:  # the verdict's exit status: 3, depends
+        call_command("check_compat", "--model", "deepseek-ai/DeepSeek-R1", "--gpu", "H200", "--tensor-parallel-size",
+                     "8", "--runtime", "sglang", "--sglang-version", "0.4.3.post4", stdout=out)
+    assert err.value.returncode == 3
+    text = out.getvalue()
+    assert text.count("SGLang is started with --trust-remote-code") == 1, text
+    assert "note: SGLang is started with --trust-remote-code" not in text

@@ -239,3 +239,16 @@ def test_a_workload_longer_than_the_context_is_offered_a_context_that_holds_it(c
     assert client.get("/api/estimate", q | {"prompt_len": "100000", "max_model_len": "100128"}).json()["verdict"] == \
         "works"
     assert client.get("/api/estimate", q | {"prompt_len": "200000"}).json()["suggestions"] == []
+
+
+def test_a_server_that_does_not_start_is_titled_with_why_not_its_capacity(client):
+    """Gemma 4 on vLLM 0.15.1 (not in its registry): the page's <title> and link preview say why it does not start,
+    not the KV cache tokens of a server that never comes up."""
+    import html as h
+    import re
+
+    page = client.get("/", {"model": "google/gemma-4-26B-A4B", "gpu": "H100", "vllm_version": "0.15.1"},
+                      follow=True).content.decode()
+    title = h.unescape(re.search(r"<title>(.*?)</title>", page, re.S).group(1))
+    assert title.startswith("Does not start: google/gemma-4-26B-A4B")
+    assert "KV cache tokens" not in title and "not supported for now" in title

@@ -143,8 +143,9 @@ class Outcome:
         v = self.plan.verdict
         return (
             f"{v.text}: {self.model_id} on {self.num_gpus}× {r.gpu} (vLLM {r.vllm_version}); "
-            f"{r.kv_cache_tokens:,} KV cache tokens, max concurrency {r.max_concurrency:.2f}× at "
-            f"{r.max_model_len:,} tokens"
+            + (_start_reason(v) if v.status == "does_not_start" else
+               f"{r.kv_cache_tokens:,} KV cache tokens, max concurrency {r.max_concurrency:.2f}× at "
+               f"{r.max_model_len:,} tokens")
         )
 
 
@@ -489,8 +490,19 @@ class RuntimeOutcome:
         m = self.plan.memory
         return (f"{self.verdict.text}: {self.model_id} on {self.num_gpus}× {m.gpu} ({self.runtime_label} "
                 f"{self.release_label}); "
-                f"{m.kv_cache_tokens:,} KV cache tokens, max concurrency {m.max_concurrency:.2f}× at "
-                f"{m.max_model_len:,} tokens")
+                + (_start_reason(self.verdict) if self.verdict.status == "does_not_start" else
+                   f"{m.kv_cache_tokens:,} KV cache tokens, max concurrency {m.max_concurrency:.2f}× at "
+                   f"{m.max_model_len:,} tokens"))
+
+
+TITLE_REASON_CHARS = 140  # of a does-not-start reason in the page's <title> and link preview
+
+
+def _start_reason(verdict) -> str:
+    """Why the server does not start, for the title and the link preview (the page shows it whole): its first reason,
+    cut to :data:`TITLE_REASON_CHARS`; the capacity figures of a server that does not start would mislead there."""
+    text = (verdict.reasons or [verdict.headline])[0]
+    return text if len(text) <= TITLE_REASON_CHARS else text[:TITLE_REASON_CHARS - 1].rstrip() + "…"
 
 
 def workload_params(request) -> dict[str, Any]:

@@ -919,12 +919,15 @@ class LlamaCpp:
 
             raise EngineInputError("configuration", NO_SERVER)
         kw = self.speed_kwargs(request)
+        # Ollama's slots are OLLAMA_NUM_PARALLEL (its runner's --parallel)
+        slots = "Ollama serves OLLAMA_NUM_PARALLEL slots" if request.runtime == "ollama" else \
+            "llama.cpp serves its --parallel slots"
         if kw.get("request_rate") is not None:
             raise EngineInputError("request_rate", "a request rate (Poisson arrivals) is modelled for vLLM and SGLang; "
-                                   "llama.cpp serves its --parallel slots: give concurrency instead")
+                                   f"{slots}: give concurrency instead")
         if kw["arrival"] == "burst":
             raise EngineInputError("num_prompts", "a burst of requests arriving at once is modelled for vLLM and "
-                                   "SGLang; llama.cpp serves its --parallel slots: give concurrency instead")
+                                   f"SGLang; {slots}: give concurrency instead")
         if memory.meta is None or not memory.meta.tensors:
             raise EngineInputError("gguf_file", "the speed needs the GGUF file's tensors: give gguf_file (the .gguf "
                                    "file) to get a speed estimate")

@@ -1107,11 +1107,19 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                              "trtllm_mha, in 0.5.8 also with speculative decoding), so every layer keeps full-length KV")
                 src("sliding_window", "all layers full length", "source", cite(release, key))
         else:
-            raise EngineInputError("config.sliding_window",
+            # the covered releases that do answer this family (Gemma 2 / 3 keep every layer full length there, as the
+            # branches above model), else the hybrid-pool releases of swa_unmodelled_why
+            family = [r for r in R.COVERED if r != release and (
+                (arch_name.startswith("Gemma3") and (r == "0.4.3.post4" or at_least(r, "0.5.3")))
+                or arch_name.startswith("Gemma2"))]
+            why = (("; SGLang " + ", ".join(family) + " are modelled for it (ask --sglang-version "
+                    + (R.DEFAULT if R.DEFAULT in family else family[-1]) + ")") if family
+                   else swa_unmodelled_why(arch_name, release))
+            raise EngineInputError("release" if family or swa_modelled_releases(arch_name) else "config.sliding_window",
                                    f"{arch_name}: how SGLang {release} pools sliding-window layers for this "
                                    "architecture is not modelled (modelled: Gemma 2 from 0.4.3, Gemma 3 in 0.4.3 and "
                                    "from 0.5.3, gpt-oss from 0.5.3, Llama 4 and MiMo-V2-Flash in 0.5.10.post1 and "
-                                   "0.5.23, Gemma 4 in 0.5.23)" + swa_unmodelled_why(arch_name, release))
+                                   "0.5.23, Gemma 4 in 0.5.23)" + why)
 
     # --- dtypes ----------------------------------------------------------------------------------
     cfg_dtype = str(c.get("torch_dtype") or c.get("dtype") or hf_config.get("torch_dtype")

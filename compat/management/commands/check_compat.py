@@ -112,8 +112,10 @@ class Command(OneLineErrors, BaseCommand):
 
         for line in ([auto] if auto else []) + why:
             say(line)
+        shown = {w.strip() for w in why}
         for c in report.auto_conditions:
-            if c not in reasons:  # SGLang's 'depends' reasons are also its conditions: said once, as reasons
+            # SGLang's 'depends' reasons are also its conditions: said once, as reasons (or as the pick's explanation)
+            if c not in reasons and c.strip() not in shown:
                 say(f"  note: {c}")
         if report.requested_backend:
             say(f"requested: {report.requested_backend} -> {OK_WORDS[report.ok]}")
