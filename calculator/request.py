@@ -632,6 +632,7 @@ LLAMACPP_ONLY = {
     "fit": "nothing (the runtime sizes its KV cache to the memory left)", "fit_target": "gpu_memory_utilization",
     "gpus": "tensor_parallel_size / pipeline_parallel_size", "split_mode": "tensor_parallel_size / "
     "pipeline_parallel_size", "tensor_split": "pp_layer_partition", "main_gpu": "nothing (every GPU is used)",
+    "llamacpp_backend": "nothing (the runtime's own CUDA / ROCm build for the GPU)",
 }
 # vLLM's and SGLang's (the same setting under each one's own flag), not llama.cpp's
 SERVER_ONLY = {"max_num_seqs": "parallel (llama-server --parallel: the slots that decode at once)"}

@@ -254,3 +254,15 @@ def test_a_nul_byte_is_one_message_naming_the_field(client, hx):
     assert "Null characters" not in body
     if not hx:
         assert '<a href="#field-model"><code>model</code></a>: the value contains a NUL character</li>' in body
+
+
+def test_the_pages_vllm_group_holds_no_other_runtimes_setting():
+    """The page's "More vLLM and workload settings" group is every request field the template does not place and no
+    other runtime's group takes: a field whose request metadata names SGLang or llama.cpp as its group belongs in
+    that runtime's group (split_mode, tensor_split, speculative_eagle_topk... sat in vLLM's)."""
+    from calculator.request import ServingRequest
+    from calculator.web.forms import LLAMACPP_FIELDS, SGLANG_FIELDS
+
+    owner = {n: (f.json_schema_extra or {}).get("group") for n, f in ServingRequest.model_fields.items()}
+    assert {n for n, g in owner.items() if g == "sglang"} <= set(SGLANG_FIELDS)
+    assert {n for n, g in owner.items() if g == "llama.cpp"} <= set(LLAMACPP_FIELDS)

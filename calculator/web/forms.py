@@ -53,7 +53,7 @@ ERROR_SLOT = {"speculative_config": "speculative_method", "speculative_config.mo
 ADVANCED = ("block_size", "max_num_batched_tokens", "max_num_seqs", "enforce_eager", "gpu_memory_gib",
             "kv_cache_memory_bytes")
 SGLANG_FIELDS = ("sglang_version", "mem_fraction_static", "chunked_prefill_size", "cuda_graph_max_bs", "page_size",
-                 "dp_size", "ep_size", "enable_dp_attention")
+                 "dp_size", "ep_size", "enable_dp_attention", "speculative_eagle_topk", "speculative_num_draft_tokens")
 HIDDEN_ON_PAGE = ("speculative_config",)
 # Fields the form template places by name; every other request field is rendered in the runtime settings
 # groups (so a permalink's value is never dropped by the next edit).
@@ -64,7 +64,8 @@ PLACED = ("model", "revision", "gpu", "tensor_parallel_size", "pipeline_parallel
           "num_speculative_tokens", "acceptance_rate", "block_size", "max_num_batched_tokens", "max_num_seqs",
           "enforce_eager")
 LLAMACPP_FIELDS = ("gguf_file", "llamacpp_release", "ollama_release", "parallel", "cache_type_k", "cache_type_v",
-                   "flash_attn", "n_gpu_layers", "fit", "fit_target", "kv_unified", "swa_full")
+                   "flash_attn", "n_gpu_layers", "fit", "fit_target", "kv_unified", "swa_full", "llamacpp_backend",
+                   "gguf_file_draft", "n_gpu_layers_draft", "gpus", "split_mode", "tensor_split", "main_gpu")
 
 
 class FastSelect(forms.Select):
