@@ -1623,37 +1623,38 @@ def _open_loop(s: _Setup, prompt_len: int, output_len: int, rate: float, prompts
     fixed = s.hw.eff.ttft_fixed_ms
     ride = 1.5 if s.hw.eff.mixed_prefill else 0.5
 
-    def busy_wait_ms(p: _Point, life_s: float) -> float:
-        # a Poisson arrival finds the server busy with chance min(1, L) (arrivals see time averages; L = R x lifetime)
-        # and waits half the step in progress, then (vLLM) the step its prompt rides in: ride x the mean step (TPOT)
-        return min(1.0, rate * life_s) * ride * p.tpot
+    timings: dict[int, tuple[float, float]] = {}
 
-    def lifetime_s(n: int) -> float:
-        p = _at(s, prompt_len, output_len, n)
-        life = (p.ttft + fixed + (output_len - 1) * p.tpot) / 1e3
-        return life + busy_wait_ms(p, life) / 1e3
+    def timing(n: int) -> tuple[float, float]:
+        """``(lifetime s, busy wait ms)`` at ``n`` running requests: a Poisson arrival finds the server busy with
+        chance min(1, L) (arrivals see time averages; L = R x lifetime) and waits half the step in progress, then
+        (vLLM) the step its prompt rides in: ride x the mean step (TPOT)."""
+        if n not in timings:
+            p = _at(s, prompt_len, output_len, n)
+            life = (p.ttft + fixed + (output_len - 1) * p.tpot) / 1e3
+            busy = min(1.0, rate * life) * ride * p.tpot
+            timings[n] = (life + busy / 1e3, busy)
+        return timings[n]
 
     top = max(1, min(client_cap, server_cap))
-    if rate * lifetime_s(top) > top:
+    if rate * timing(top)[0] > top:
         # every prompt of the run in flight at once (no client cap below it, room for all on the server): nothing
         # queues, the rate only spreads their arrival
         whole = top >= prompts
-        p = _at(s, prompt_len, output_len, top)
         return _OpenLoop(rate=rate, prompts=prompts, running=top, in_flight=float(top), saturated=not whole,
                          client_cap=client_cap, server_cap=server_cap, max_running=top, cap_text=cap_text,
-                         busy_wait_ms=ride * p.tpot, ride=ride)
+                         busy_wait_ms=timing(top)[1], ride=ride)
     lo, hi = 1, top
     while lo < hi:
         mid = (lo + hi) // 2
-        if rate * lifetime_s(mid) <= mid:
+        if rate * timing(mid)[0] <= mid:
             hi = mid
         else:
             lo = mid + 1
-    p = _at(s, prompt_len, output_len, lo)
-    life = (p.ttft + fixed + (output_len - 1) * p.tpot) / 1e3
-    return _OpenLoop(rate=rate, prompts=prompts, running=lo, in_flight=rate * lifetime_s(lo), saturated=False,
+    life, busy = timing(lo)
+    return _OpenLoop(rate=rate, prompts=prompts, running=lo, in_flight=rate * life, saturated=False,
                      client_cap=client_cap, server_cap=server_cap, max_running=top, cap_text=cap_text,
-                     busy_wait_ms=busy_wait_ms(p, life), ride=ride)
+                     busy_wait_ms=busy, ride=ride)
 
 
 def estimate_speed(inp: EngineInput, est: EstimateResult | None = None, *, prompt_len: int = 1024,
