@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from calculator.engine.errors import EngineInputError
 from calculator.engine.gpus import GPU
@@ -157,6 +157,9 @@ class SGLangPlan(BaseModel):
     kv_pool_gib: float  # what the pool allocates, including an NSA indexer the 0.5.3 log left out
     max_num_reqs: int
     does_not_start: str | None = None  # why SGLang fails at start-up (weights too big, no KV pool), else None
+    # why the NEXTN draft this release builds cannot use the checkpoint's MTP attention weights (its acceptance is then
+    # not the public MTP figure's), else None; said in ``notes``, read by the speed model, not part of SGLang's log
+    draft_mismatch: str | None = Field(None, exclude=True)
     max_running_requests: int
     req_to_token_gib: float
     free_after_pool_gib: float  # estimate: free_after_load - pool - Mamba - req_to_token
@@ -1916,6 +1919,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
     src("max_prefill_tokens", 16384, "source", cite(release, "max_prefill_tokens"))
 
     # --- speculative draft pool ------------------------------------------------------------------
+    draft_mismatch = None
     if speculative_algorithm is not None:
         dcell = dlayers = dkv = dw = None
         if speculative_algorithm == "NEXTN":
@@ -1927,11 +1931,11 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                                                  attn_tp=attn_tp, is_nsa=is_nsa, nsa_row=nsa_row)
             src("speculative.draft_cell_size_bytes", dcell, "source", dcell_why)
             if arch_name == "Glm4MoeLiteForCausalLM" and R.has_rule(release, "draft_mha_pool"):
-                notes.append(f"SGLang {release} builds GLM-4.7-Flash's NEXTN draft as GLM-4.5's GQA layer "
-                             f"(Glm4MoeForCausalLMNextN, {cite(release, 'glm_lite_nextn_rename')}) with an MHA KV "
-                             "pool; the checkpoint's MLA attention weights do not match it (the loader skips the names it "
-                             "lacks), so memory is counted as built but few draft tokens should be accepted; 0.5.23 "
-                             "builds the MLA draft (Glm4MoeLiteForCausalLMNextN)")
+                draft_mismatch = (f"SGLang {release} builds GLM-4.7-Flash's NEXTN draft as GLM-4.5's GQA layer "
+                                  f"(Glm4MoeForCausalLMNextN, {cite(release, 'glm_lite_nextn_rename')})")
+                notes.append(f"{draft_mismatch} with an MHA KV pool; the checkpoint's MLA attention weights do not "
+                             "match it (the loader skips the names it lacks), so memory is counted as built but few "
+                             "draft tokens should be accepted; 0.5.23 builds the MLA draft (Glm4MoeLiteForCausalLMNextN)")
             dw = dw_before_pool if dw_before_pool is not None else draft_weights_gib("NEXTN", attn_tp)
         elif speculative_algorithm in ("EAGLE", "EAGLE3", "STANDALONE"):
             if draft_hf_config is None:
@@ -1976,4 +1980,4 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         free_after_pool_gib=free_after_pool, speculative=spec, sources=sources, notes=notes,
         swa_pool=swa_geom if swa else None,
         tokens_pct_per_0_1_gib_overhead=round(sensitivity, 2) if sensitivity is not None else None,
-        does_not_start=does_not_start)
+        does_not_start=does_not_start, draft_mismatch=draft_mismatch)

@@ -388,24 +388,6 @@ class SGLang:
         return with_kernel_count(base, config=model.config, gpu=get_gpu(request.gpu), tp=request.tensor_parallel_size,
                                  backend=p.attention_backend or "", quant_config=model.quant_config)
 
-    @staticmethod
-    def _mismatched_draft(request, model: LoadedModel) -> str | None:
-        """Why the release's NEXTN draft cannot use the checkpoint's MTP attention weights, or None: SGLang 0.5.8.post1
-        to 0.5.10.post1 rename GLM-4.7-Flash's draft (Glm4MoeLiteForCausalLM, MLA) to GLM-4.5's GQA
-        Glm4MoeForCausalLMNextN with an MHA draft pool (sglang/srt/configs/model_config.py, the ``glm_lite_nextn_rename``
-        and ``draft_mha_pool`` lines of :mod:`.releases`), so the draft's attention is not the checkpoint's (the memory
-        plan says so too); 0.5.23 builds the MLA draft."""
-        from .releases import has_rule
-
-        spec = request.speculative_config
-        if spec is None or spec.method != "mtp" or not has_rule(request.release, "draft_mha_pool"):
-            return None
-        arch = ((model.config.get("architectures") or [None])[0]) if isinstance(model.config, dict) else None
-        if arch != "Glm4MoeLiteForCausalLM":
-            return None
-        return (f"SGLang {request.release} builds GLM-4.7-Flash's NEXTN draft as GLM-4.5's GQA layer "
-                "(Glm4MoeForCausalLMNextN), which the checkpoint's MLA attention weights do not fit")
-
     def speed(self, request, model: LoadedModel, memory):
         """TTFT / ITL / tok/s with SGLang's efficiencies (:func:`calculator.engine.perf.estimate_speed_plan`,
         ``runtime="sglang"``) on SGLang's own KV pool, running-request cap and prefill chunk (:meth:`_speed_plan`),
@@ -419,9 +401,10 @@ class SGLang:
             workload_fits(request, memory.request_cap, f"SGLang's request cap (max_req_len = max_total_num_tokens - 1, "
                                                        f"the KV pool of {memory.kv_cache_tokens:,} tokens)")
         workload_fits(request, plan.max_model_len, "SGLang's --context-length")
-        mismatched = self._mismatched_draft(request, model)
+        mismatched = memory.plan.draft_mismatch  # the plan's own finding (memory.py, said in its notes)
         if mismatched and request.acceptance_rate is None and request.acceptance_length is None:
-            raise EngineInputError("speculative_config", f"{mismatched}: no public acceptance figure stands for such a "
+            raise EngineInputError("speculative_config", f"{mismatched}, which the checkpoint's MLA attention weights do "
+                                   "not fit: no public acceptance figure stands for such a "
                                    "draft, so the speculative speed is not predicted; give --acceptance-length as SGLang "
                                    "logs it (accept len), or --sglang-version 0.5.23, which builds the MLA draft")
         result = perf.estimate_speed_plan(plan, runtime="sglang", **self._tree(request), **self.speed_kwargs(request))
