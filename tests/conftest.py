@@ -30,3 +30,18 @@ def _fresh_cache():
     cache.clear()
     yield
     cache.clear()
+
+
+@pytest.fixture
+def no_calibration(settings, tmp_path):
+    """No validation run's calibration installed before or after the test (the speed model's measured rows and the
+    receiver's throttle state reset), with the runs' files in a temporary VAR_DIR."""
+    from calculator.engine import perf
+    from validator import calibration
+
+    settings.VAR_DIR = tmp_path
+    perf.reset_measured_efficiency()
+    calibration._state.update(checked=0.0, applied=())
+    yield
+    perf.reset_measured_efficiency()
+    calibration._state.update(checked=0.0, applied=())

@@ -14,13 +14,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def _clean(settings, tmp_path):
-    settings.VAR_DIR = tmp_path
-    perf.reset_measured_efficiency()
-    calibration._state.update(checked=0.0, applied=())
-    yield
-    perf.reset_measured_efficiency()
-    calibration._state.update(checked=0.0, applied=())
+def _clean(no_calibration):
+    """Every test here starts and ends with no run's calibration installed (tests/conftest.py)."""
 
 
 def test_a_run_calibrates_the_cpu_row_and_predictions_name_the_run():

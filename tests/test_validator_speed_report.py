@@ -20,13 +20,8 @@ HOST = {"platform": "cpu", "cpu_model": "test CPU", "cpu_count": 2, "memory_tota
 
 
 @pytest.fixture(autouse=True)
-def _clean(settings, tmp_path):
-    settings.VAR_DIR = tmp_path
-    perf.reset_measured_efficiency()
-    calibration._state.update(checked=0.0, applied=())
-    yield
-    perf.reset_measured_efficiency()
-    calibration._state.update(checked=0.0, applied=())
+def _clean(no_calibration):
+    """Every test here starts and ends with no run's calibration installed (tests/conftest.py)."""
 
 
 def _spec_repeats():
