@@ -184,3 +184,18 @@ def test_the_table_gives_the_speedup_with_its_range_best_k_and_where_it_stops_pa
     assert best.split()[-4] == str(data["best_num_speculative_tokens"])
     stops = next(line for line in out.getvalue().splitlines() if line.lstrip().startswith("stops paying above"))
     assert stops.split()[-3] == str(data["spec_stops_paying_above_concurrency"])
+
+
+@pytest.mark.django_db
+def test_when_no_k_pays_the_table_says_serve_without_speculation(monkeypatch):
+    """ngram at acceptance rate 0.3 with 256 clients on one H100 loses at every k (tests/test_spec_costs.py
+    estimates each k): the JSON's best k is 0 and the table says what 0 means instead of naming the least slow k."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    args = ("--config", str(CONFIGS / "meta-llama__Llama-3.1-8B-Instruct.json"), "--gpu", "H100", "--concurrency",
+            "256", "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}',
+            "--acceptance-rate", "0.3")
+    assert run_json(*args)["best_num_speculative_tokens"] == 0
+    out = StringIO()
+    call_command("estimate", *args, stdout=out)
+    best = next(line for line in out.getvalue().splitlines() if "best num_speculative_tokens" in line)
+    assert best.split(maxsplit=2)[-1] == "0 at this concurrency (no k pays: serve without speculation)"

@@ -433,3 +433,25 @@ def test_the_stop_sign_quotes_the_speedup_the_answer_shows():
     assert f"{round(0.5549, 3):.2f}" == "0.56" and f"{0.5549:.2f}" == "0.55"
     (line,) = perf.slowdown_warnings(1.8, 0.5549, 0.4449, 0.7)
     assert "(speedup 0.56x, range 0.45-0.70)" in line  # 0.4449 held as 0.445, shown 0.45
+
+
+def test_best_k_is_zero_when_no_k_pays_and_the_argmax_when_one_does():
+    """The best num_speculative_tokens is the k whose own estimate is fastest; when every k from 1 to 8 is slower
+    than plain decoding (ngram at acceptance rate 0.3 and 256 clients on one H100) the answer is 0, serve without
+    speculation, not the least slow k. Each k is estimated on its own here (the per-k speedups are not read from
+    the search under test)."""
+    def speedup(k: int, conc: int, rate: float) -> float:
+        return perf.speed_fields(ngram(k), None, 512, 128, conc, acceptance_rate=rate)["spec_speedup"]
+
+    lose = perf.speed_fields(ngram(3), None, 512, 128, 256, acceptance_rate=0.3)
+    assert max(speedup(k, 256, 0.3) for k in range(1, 9)) < 1
+    assert lose["best_num_speculative_tokens"] == 0
+    assert any("serving without speculation is predicted faster" in w for w in lose["speed_warnings"])
+    curves = perf.estimate_speed(ngram(3), None, prompt_len=512, output_len=128, concurrency=256,
+                                 acceptance_rate=0.3).spec.speedup_vs_concurrency
+    assert 0 not in curves and 3 in curves  # no curve is drawn for k = 0
+
+    win = perf.speed_fields(ngram(3), None, 512, 128, 1, acceptance_rate=0.8)
+    per_k = {k: speedup(k, 1, 0.8) for k in range(1, 9)}
+    assert max(per_k.values()) > 1
+    assert win["best_num_speculative_tokens"] == max(per_k, key=per_k.get)

@@ -295,3 +295,13 @@ def test_the_speed_section_charts_speedup_against_concurrency_for_a_few_k(client
     assert spec["layer"][2]["data"]["values"] == [{"concurrency": 8}]  # the configured concurrency
     # at a high enough concurrency ngram loses on this model (the curve crosses the dashed line at 1)
     assert min(v["speedup"] for v in line if v["k"] == "k=3") < 1 < max(v["speedup"] for v in line if v["k"] == "k=3")
+
+
+def test_the_page_says_serve_without_speculation_when_no_k_pays(client):
+    """ngram at acceptance rate 0.3 with 256 clients loses at every k (tests/test_spec_costs.py estimates each k):
+    the page's best k is 0 with what it means, not the least slow k."""
+    params = {"model": LLAMA, "gpu": "H100", "concurrency": "256", "acceptance_rate": "0.3",
+              "speculative_config": '{"method":"ngram","num_speculative_tokens":3}'}
+    html = client.get("/", params, follow=True).content.decode()
+    assert ('best num_speculative_tokens here <span id="spec-best-k">0</span> (no k pays: serve without '
+            'speculation)') in html

@@ -2146,7 +2146,9 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
                 best.append((_spec_speedup(s, method, kk, acc.length_at(kk), prompt_len, output_len, conc, ctx)[0],
                              kk))
             best_k = max(best)[1]
-        for kk in sorted({1, 2, 3, 5, k, best_k} - {None}) if s.tree is None else [k]:  # the best k is drawn too
+            # no k pays: the fastest number of speculative tokens is none (the least slow k is not a recommendation)
+            best_k = 0 if max(best)[0] < 1 else best_k
+        for kk in sorted({1, 2, 3, 5, k, best_k} - {None, 0}) if s.tree is None else [k]:  # the best k is drawn too
             al_k = acc.length_at(kk) if kk != k else al
             curves[kk] = [(c, round(_spec_speedup(s, method, kk, al_k, prompt_len, output_len, c, ctx)[0], 4))
                           for c in grid]
@@ -2191,8 +2193,11 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
         warnings.append(f"{shape} speculation loses below {pays_from} concurrent requests and pays from there"
                         + (" (an MoE target: a plain step at low concurrency reads few experts, the verification "
                            "many)" if s.target.num_experts else ""))
-    if best_k is not None and best_k != k:
-        knob = "--speculative-num-steps" if s.runtime == "sglang" else "num_speculative_tokens"
+    knob = "--speculative-num-steps" if s.runtime == "sglang" else "num_speculative_tokens"
+    if best_k == 0:
+        warnings.append(f"no {knob} from 1 to {max(8, k)} pays at concurrency {conc}: serving without speculation is "
+                        "predicted faster (best num_speculative_tokens 0)")
+    elif best_k is not None and best_k != k:
         warnings.append(f"{knob} {best_k} is predicted faster than {k} at concurrency {conc}")
     if sp.verify.bound == "compute" or base.step.bound == "compute":
         warnings.append(f"at concurrency {conc} the verification pass ({conc} x {k + 1} tokens) is compute-bound "
@@ -2252,7 +2257,8 @@ def speed_fields(engine_input: EngineInput, estimate_result: EstimateResult | No
     ``calibrated``. With speculation also ``acceptance_rate`` (accepted / drafted, vLLM's "Avg Draft acceptance
     rate"; its origin in ``speed_sources``), ``mean_acceptance_length``, ``spec_speedup`` (TPOT without /
     with) with ``spec_speedup_low``/``spec_speedup_high``, ``spec_slowdown`` (``likely``/``possible``/
-    ``unlikely``), ``best_num_speculative_tokens`` at this concurrency, ``spec_stops_paying_above_concurrency``
+    ``unlikely``), ``best_num_speculative_tokens`` at this concurrency (``0`` when no k from 1 to 8 pays there: serve
+    without speculation; ``null`` for a tree, whose shape is the user's), ``spec_stops_paying_above_concurrency``
     (``0``: pays at no concurrency; ``null``: still pays at the largest modelled), ``spec_pays_from_concurrency``
     (set when it loses at concurrency 1 but pays higher up, as MoE targets can)
     and ``break_even_acceptance_rate`` (accepted / drafted tokens, as vLLM logs its "Avg Draft acceptance

@@ -53,6 +53,8 @@ def render_runtime_table(mem, info: dict, speed: dict | None = None, verdict=Non
                          f"acceptance length {speed['mean_acceptance_length']:.2f} ({acc_src}); break-even acceptance "
                          "rate " + (f"{be:.2f}" if be is not None else "none (never pays at this concurrency)")
                          + (f"; best num_speculative_tokens here {speed['best_num_speculative_tokens']}"
+                            + (" (no k pays: serve without speculation)" if speed["best_num_speculative_tokens"] == 0
+                               else "")
                             if speed.get("best_num_speculative_tokens") is not None else "")
                          + (f"; stops paying above {speed['spec_stops_paying_above_concurrency']} concurrent requests"
                             if speed.get("spec_stops_paying_above_concurrency") is not None else ""))
@@ -130,7 +132,9 @@ def render_table(res: EstimateResult, info: dict, speed: dict | None = None, ver
                       else "never pays at this concurrency")]
             if speed.get("best_num_speculative_tokens") is not None:
                 rows.append(("  best num_speculative_tokens", str(speed["best_num_speculative_tokens"])
-                             + " at this concurrency"))
+                             + " at this concurrency"
+                             + (" (no k pays: serve without speculation)"
+                                if speed["best_num_speculative_tokens"] == 0 else "")))
             if speed.get("spec_stops_paying_above_concurrency") is not None:
                 rows.append(("  stops paying above", f"{speed['spec_stops_paying_above_concurrency']} concurrent "
                                                      "requests"))
