@@ -303,5 +303,4 @@ def test_the_page_says_serve_without_speculation_when_no_k_pays(client):
     params = {"model": LLAMA, "gpu": "H100", "concurrency": "256", "acceptance_rate": "0.3",
               "speculative_config": '{"method":"ngram","num_speculative_tokens":3}'}
     html = client.get("/", params, follow=True).content.decode()
-    assert ('best num_speculative_tokens here <span id="spec-best-k">0</span> (no k pays: serve without '
-            'speculation)') in html
+    assert "best num_speculative_tokens here 0 (no k pays: serve without speculation)," in html
