@@ -1780,12 +1780,13 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
     if budget_cap is not None:
         caps["budget"] = budget_cap
     conc = max(1, min(concurrency, *caps.values()))
+    # the cap that binds (the first of equal ones) and the runtime's flag for max_num_seqs, for the texts below
+    binding = min(caps, key=lambda c: (caps[c], ("max_num_seqs", "kv", "budget").index(c)))
+    seqs_flag = {"sglang": "--max-running-requests", "llama.cpp": "--parallel"}.get(runtime, "--max-num-seqs")
     open_loop = None
     if arrival == "poisson":
         n_prompts = num_prompts or DEFAULT_NUM_PROMPTS
-        binding = min(caps, key=lambda c: (caps[c], ("max_num_seqs", "kv", "budget").index(c)))
-        cap_text = {"max_num_seqs": ({"sglang": "--max-running-requests"}.get(runtime, "--max-num-seqs")
-                                     + f" {s.max_seqs}"),
+        cap_text = {"max_num_seqs": f"{seqs_flag} {s.max_seqs}",
                     "kv": f"the KV cache ({plan.kv_cache_tokens or 0:,} tokens hold {kv_cap} requests of {total_len} "
                           "tokens)",
                     "budget": f"the prefill token budget (--max-num-batched-tokens {s.chunk:,})"}[binding]
@@ -1794,9 +1795,7 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
                                cap_text=cap_text)
         conc = open_loop.running
     elif conc < concurrency:
-        binding = min(caps, key=lambda c: (caps[c], ("max_num_seqs", "kv", "budget").index(c)))
-        why = {"max_num_seqs": ({"sglang": "--max-running-requests", "llama.cpp": "--parallel"}.get(runtime, "--max-num-seqs")
-                                + f" {s.max_seqs}"),
+        why = {"max_num_seqs": f"{seqs_flag} {s.max_seqs}",
                "kv": f"the KV cache ({plan.kv_cache_tokens:,} tokens hold {kv_cap} requests of {total_len} tokens)",
                "budget": (f"the prefill token budget: vLLM schedules the running requests first and gives waiting "
                           f"prompts what is left of max_num_batched_tokens ({s.chunk:,} tokens per step"
