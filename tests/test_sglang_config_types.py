@@ -78,6 +78,18 @@ def test_a_config_with_its_own_class_depends_on_trust_remote_code():
     assert check_config("0.4.10.post2", load_config("deepseek-ai__DeepSeek-V3.json")).loads
 
 
+def test_the_command_carries_trust_remote_code_where_the_condition_asks_for_it(client):
+    """The launch command is the one the verdict describes: DeepSeek-R1 (deepseek_v3, auto_map AutoConfig) on SGLang
+    0.4.3.post4 loads only through the repository's config class (test above), so the command starts SGLang with
+    --trust-remote-code; on 0.4.10.post2, whose pin knows deepseek_v3, the flag is not there."""
+    params = {"model": "deepseek-ai/DeepSeek-R1", "gpu": "H200", "runtime": "sglang", "tensor_parallel_size": "8"}
+    old = client.get("/api/estimate", {**params, "sglang_version": "0.4.3.post4"}).json()
+    assert old["verdict"] == "depends" and "--trust-remote-code" in old["verdict_condition"]
+    assert old["serve_argv"].count("--trust-remote-code") == 1
+    new = client.get("/api/estimate", {**params, "sglang_version": "0.4.10.post2"}).json()
+    assert "--trust-remote-code" not in new["serve_argv"]
+
+
 def test_a_type_nothing_loads_does_not_start_and_says_why():
     cfg = {**load_config("Qwen__Qwen3-8B.json"), "model_type": "qwen3_not_a_type"}
     got = check_config("0.5.9", cfg)

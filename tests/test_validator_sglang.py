@@ -200,6 +200,16 @@ def test_sglang_runs_refuse_what_they_cannot_run(params, field):
         assert "would not start" in err.value.message and "do not fit" in err.value.message
 
 
+def test_an_sglang_run_never_starts_a_server_with_remote_code():
+    """DeepSeek-R1 on SGLang 0.4.3.post4 loads only with --trust-remote-code (its pin does not know deepseek_v3:
+    tests/test_sglang_config_types.py), which the calculator's command carries; a validation run would run the
+    repository's code on the worker, so it is refused, naming the release field."""
+    with pytest.raises(ConfigurationError) as err:
+        build_configuration({"model": "deepseek-ai/DeepSeek-R1", "runtime": "sglang", "gpu": "H200",
+                             "tensor_parallel_size": "8", "sglang_version": "0.4.3.post4"})
+    assert err.value.field == "sglang_version" and "never runs a repository's code" in err.value.message
+
+
 def test_the_tokenizer_is_fetched_without_code_and_a_tokenizer_that_needs_code_is_refused(tmp_path, monkeypatch):
     from calculator.crosscheck.tiny_models import write_tokenizer
     from tests.hub_server import FakeHub

@@ -461,6 +461,13 @@ def build_sglang_configuration(request: ServingRequest, params: dict[str, Any], 
         except EngineInputError as e:
             raise ConfigurationError(e.field, e.message) from e
         plans.append(base_plan.memory.plan)
+    if "--trust-remote-code" in plan.launch_argv:
+        # the release loads the config only through the repository's own class (the verdict's condition): a
+        # validation run would execute that code on the worker, which this site never does
+        raise ConfigurationError("sglang_version", "this SGLang release loads the model's config only with "
+                                 "--trust-remote-code (the verdict's condition), and a validation run never runs a "
+                                 "repository's code; choose a release whose transformers knows the model type (the "
+                                 "calculator's suggestions name it)")
     for p in plans:
         if p.does_not_start or p.max_total_num_tokens <= 0:
             raise ConfigurationError("gpu", "SGLang would not start with this configuration, so there is nothing to "

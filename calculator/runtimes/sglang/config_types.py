@@ -83,6 +83,9 @@ class ConfigLoad(BaseModel):
     condition: str | None = None
     error: str | None = None
     releases: list[str] = []
+    #: the config's own class (``auto_map.AutoConfig``) when ``condition`` includes starting SGLang with
+    #: --trust-remote-code: the launch command then carries the flag, as the condition says
+    remote_class: str | None = None
 
 
 def check_config(release: str, hf_config: dict[str, Any]) -> ConfigLoad | None:
@@ -138,7 +141,8 @@ def check_config(release: str, hf_config: dict[str, Any]) -> ConfigLoad | None:
                 f"as {'transformers==' + pin if upgrade else pinned} does not know model type `{model_type}` and "
                 f"{unregistered}; {known}"
                 f"{out_of_box}")
-        return ConfigLoad(release=release, model_type=model_type, loads=False, condition=cond, releases=releases)
+        return ConfigLoad(release=release, model_type=model_type, loads=False, condition=cond, releases=releases,
+                          remote_class=remote)
     if upgrade:
         cond = f"{upgrade} is installed over {pinned}: with the pin, {call} {not_found}, as {unregistered}; {known}" \
                f"{out_of_box}"

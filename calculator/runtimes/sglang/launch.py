@@ -23,12 +23,13 @@ _MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/@:+~-]{0,300}$")
 def launch_argv(plan: SGLangPlan, model_path: str, *, python: str = "python", port: int | None = None,
                 pin_defaults: bool = True, draft_model_path: str | None = None,
                 kv_cache_dtype: str | None = None, quantization: str | None = None,
-                max_running_requests: int | None = None) -> list[str]:
+                max_running_requests: int | None = None, trust_remote_code: bool = False) -> list[str]:
     """``[python, -m, sglang.launch_server, --model-path, ..., --tp-size, ...]`` for ``plan``.
 
     ``model_path``: a Hugging Face id or a local path (checked: no spaces or shell metacharacters).
     ``draft_model_path``: required for EAGLE / EAGLE3 / STANDALONE plans. ``max_running_requests``: the user's
-    ``--max-running-requests``, written when given.
+    ``--max-running-requests``, written when given. ``trust_remote_code``: write ``--trust-remote-code`` (the release
+    loads the config only through the repository's own class: :class:`.config_types.ConfigLoad` ``remote_class``).
     Raises: EngineInputError naming ``model_path`` / ``draft_model_path`` / ``port``.
     """
     for field, value in (("model_path", model_path), ("draft_model_path", draft_model_path)):
@@ -72,6 +73,8 @@ def launch_argv(plan: SGLangPlan, model_path: str, *, python: str = "python", po
         argv += ["--quantization", quantization]
     if max_running_requests is not None:
         argv += ["--max-running-requests", str(int(max_running_requests))]
+    if trust_remote_code:
+        argv += ["--trust-remote-code"]
     if plan.attention_backend and pin_defaults:
         argv += ["--attention-backend", plan.attention_backend]
     s = plan.speculative

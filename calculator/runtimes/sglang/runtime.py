@@ -313,9 +313,13 @@ class SGLang:
         pinned, so the command reproduces the plan."""
         p = self.memory(request, model).plan
         spec = request.speculative_config
+        # a release that loads the config only through the repository's own class is started with
+        # --trust-remote-code: the verdict's condition says so (depends), and the command is the one it describes
+        check = check_config(request.release, model.config)
         return launch_argv(p, model.repo_id, draft_model_path=spec.model if spec else None,
                            kv_cache_dtype=request.kv_cache_dtype if request.kv_cache_dtype != "auto" else None,
-                           quantization=request.quantization, max_running_requests=self._max_running(request))
+                           quantization=request.quantization, max_running_requests=self._max_running(request),
+                           trust_remote_code=bool(check and not check.loads and check.remote_class))
 
     def speed_kwargs(self, request) -> dict[str, Any]:
         return speed_kwargs(request)
