@@ -292,3 +292,26 @@ def test_switching_the_runtime_shows_its_settings_group_and_keeps_what_was_typed
     page.wait_for_function("document.querySelector('#id_runtime').value === 'llama.cpp'")
     page.wait_for_selector(sglang, state="hidden")
     assert page.is_visible(llamacpp)
+
+
+def test_the_speculative_charts_draw_and_their_data_opens_without_javascript(live_server, page, browser):
+    """Both speculative charts draw (their layers carry the names the data tables read), and a page without scripts
+    opens each chart's data table from its summary."""
+    query = (f"/?model={LLAMA}&gpu=H100&concurrency=8&acceptance_rate=0.6"
+             "&speculative_config=%7B%22method%22%3A%22ngram%22%2C%22num_speculative_tokens%22%3A3%7D")
+    page.goto(f"{live_server.url}{query}")
+    for chart in ("spec-speedup", "spec-speedup-concurrency"):
+        page.wait_for_selector(f"[data-vega-spec='{chart}'][data-rendered='1'] svg")
+    assert not page.is_visible("#speedup-table")
+
+    context = browser.new_context(java_script_enabled=False)
+    try:
+        plain = context.new_page()
+        plain.goto(f"{live_server.url}{query}")
+        for table in ("#speedup-table", "#speedup-concurrency-table"):
+            assert not plain.is_visible(table)
+            plain.click(f"details:has({table}) > summary")
+            assert plain.is_visible(table)
+        assert plain.inner_text("#speedup-concurrency-table tr.current th") == "8 (configured)"
+    finally:
+        context.close()
