@@ -114,12 +114,11 @@
     var box = document.getElementById("request-error"); if (box) box.remove();
   });
   // Back / Forward: htmx re-renders the page from the URL (no snapshots); draw its charts again.
-  document.addEventListener("htmx:historyRestore", function () { syncRuntimeGroups(false); drawCharts(document); watchVerdict(); });
+  function wholePage() { syncRuntimeGroups(false); drawCharts(document); watchVerdict(); }
+  document.addEventListener("htmx:historyRestore", wholePage);
   if (document.readyState === "loading") {
-    document.addEventListener("DOMContentLoaded", function () { syncRuntimeGroups(false); drawCharts(document); watchVerdict(); });
+    document.addEventListener("DOMContentLoaded", wholePage);
   } else {
-    syncRuntimeGroups(false);
-    drawCharts(document);
-    watchVerdict();
+    wholePage();
   }
 })();
