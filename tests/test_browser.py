@@ -256,3 +256,62 @@ def test_the_compat_page_starts_from_the_calculators_state(live_server, page):
     page.wait_for_url("**/compat/verdict/**")
     assert page.input_value("#id_attention_backend") == "FLASHINFER" and page.input_value("#id_gpu") == "A100"
     page.wait_for_selector("#compat-summary")
+
+
+def test_switching_the_runtime_shows_its_settings_group_and_keeps_what_was_typed(live_server, page):
+    """vLLM -> SGLang opens SGLang's settings group without a reload; -> llama.cpp hides it (its value is not sent:
+    no "Not applied" note) and opens llama.cpp's; back to SGLang shows the value typed before; Back shows llama.cpp's
+    group again."""
+    sglang = "details[data-runtimes='sglang']"
+    llamacpp = "details[data-runtimes='llama.cpp ollama']"
+    page.goto(f"{live_server.url}/?model={LLAMA}&gpu=H100")
+    page.evaluate("window.__noReload = 'still here'")
+    assert not page.is_visible(sglang) and not page.is_visible(llamacpp)
+
+    page.select_option("#id_runtime", "sglang")
+    page.wait_for_url("**runtime=sglang**")
+    assert page.is_visible(sglang) and page.get_attribute(sglang, "open") is not None
+    assert not page.is_visible(llamacpp)
+    page.fill("#id_mem_fraction_static", "0.8")
+    page.wait_for_url("**mem_fraction_static=0.8**")
+
+    page.select_option("#id_runtime", "llama.cpp")
+    page.wait_for_url("**runtime=llama.cpp**")
+    page.wait_for_selector("#kv-cache-tokens")
+    assert not page.is_visible(sglang)
+    assert page.is_visible(llamacpp) and page.get_attribute(llamacpp, "open") is not None
+    assert "mem_fraction_static" not in page.url and "Not applied" not in page.inner_text("#results")
+
+    page.select_option("#id_runtime", "sglang")
+    page.wait_for_url("**runtime=sglang**mem_fraction_static=0.8**")
+    assert page.is_visible(sglang) and page.input_value("#id_mem_fraction_static") == "0.8"
+    assert not page.is_visible(llamacpp)
+    assert page.evaluate("window.__noReload") == "still here"
+
+    page.go_back()  # htmx renders the llama.cpp page again from its URL: the same groups show
+    page.wait_for_function("document.querySelector('#id_runtime').value === 'llama.cpp'")
+    page.wait_for_selector(sglang, state="hidden")
+    assert page.is_visible(llamacpp)
+
+
+def test_the_speculative_charts_draw_and_their_data_opens_without_javascript(live_server, page, browser):
+    """Both speculative charts draw (their layers carry the names the data tables read), and a page without scripts
+    opens each chart's data table from its summary."""
+    query = (f"/?model={LLAMA}&gpu=H100&concurrency=8&acceptance_rate=0.6"
+             "&speculative_config=%7B%22method%22%3A%22ngram%22%2C%22num_speculative_tokens%22%3A3%7D")
+    page.goto(f"{live_server.url}{query}")
+    for chart in ("spec-speedup", "spec-speedup-concurrency"):
+        page.wait_for_selector(f"[data-vega-spec='{chart}'][data-rendered='1'] svg")
+    assert not page.is_visible("#speedup-table")
+
+    context = browser.new_context(java_script_enabled=False)
+    try:
+        plain = context.new_page()
+        plain.goto(f"{live_server.url}{query}")
+        for table in ("#speedup-table", "#speedup-concurrency-table"):
+            assert not plain.is_visible(table)
+            plain.click(f"details:has({table}) > summary")
+            assert plain.is_visible(table)
+        assert plain.inner_text("#speedup-concurrency-table tr.current th") == "8 (configured)"
+    finally:
+        context.close()

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import re
+from html.parser import HTMLParser
 from urllib.parse import parse_qsl
 
 import pytest
 from django.core.cache import cache
 
+from calculator.request import InputError, parse_request
 from calculator.web.presets import PRESETS
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
@@ -254,3 +256,71 @@ def test_a_long_ttft_reads_in_seconds():
 
     assert [duration_ms(v) for v in (63.2, 9_960, 10_000, 190_000.0, 1_234_567)] == [
         "63 ms", "10,000 ms", "10 s", "190 s", "1,200 s"]
+
+
+# --- the runtime settings groups the page's script shows and hides ------------------------------------------
+class _Groups(HTMLParser):
+    """Each field box (``id="field-NAME"``) with the ``data-runtimes`` of the ``<details>`` around it (None: no
+    such attribute), and the runtime menu's option values."""
+
+    def __init__(self):
+        super().__init__()
+        self.stack: list[str | None] = []  # data-runtimes of the open <details> elements
+        self.field_group: dict[str, str | None] = {}
+        self.runtime_options: list[str] = []
+        self._in_runtime_menu = False
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "details":
+            self.stack.append(a.get("data-runtimes"))
+        elif tag == "div" and (a.get("id") or "").startswith("field-") and self.stack:
+            self.field_group[a["id"].removeprefix("field-")] = self.stack[-1]
+        elif tag == "select" and a.get("id") == "id_runtime":
+            self._in_runtime_menu = True
+        elif tag == "option" and self._in_runtime_menu:
+            self.runtime_options.append(a["value"])
+
+    def handle_endtag(self, tag):
+        if tag == "details":
+            self.stack.pop()
+        elif tag == "select":
+            self._in_runtime_menu = False
+
+
+def _refused_as_other_runtimes(name: str, runtime: str) -> bool:
+    """Whether the API refuses a (non-default) value of ``name`` with ``runtime`` as another runtime's setting (a
+    number or a switch; the refusal comes before the value's own checks)."""
+    refused = False
+    for value in ("2", "true"):
+        try:
+            parse_request({"model": "org/name", "runtime": runtime, name: value})
+        except InputError as exc:
+            refused |= exc.field == name and f"setting; with runtime={runtime} use" in exc.message
+    return refused
+
+
+@pytest.mark.parametrize("runtime", ["vllm", "sglang", "llama.cpp", "ollama"])
+def test_a_runtime_group_is_marked_with_the_runtimes_that_read_its_settings(client, runtime):
+    """static/js/calculator.js hides a ``<details data-runtimes="...">`` group (and leaves its fields out of the
+    request) when the runtime menu names a runtime not in the list, and opens it when it names one in it. So each
+    setting in such a group is one the API refuses for every runtime left out of the list (hiding it drops nothing
+    the answer reads), and one the API takes for a runtime in the list; the list's names are the menu's values."""
+    r = client.get(f"/?model={LLAMA}&runtime={runtime}", follow=True)
+    parser = _Groups()
+    parser.feed(r.content.decode())
+    assert set(parser.runtime_options) == {"vllm", "sglang", "llama.cpp", "ollama"}
+    marked = {n: g.split() for n, g in parser.field_group.items() if g is not None}
+    assert {"mem_fraction_static", "page_size", "speculative_eagle_topk", "gguf_file", "split_mode",
+            "ollama_release"} <= set(marked)
+    for name, runtimes in marked.items():
+        assert set(runtimes) <= set(parser.runtime_options), name
+        for other in set(parser.runtime_options) - set(runtimes):
+            assert _refused_as_other_runtimes(name, other), (name, other)
+        assert not all(_refused_as_other_runtimes(name, r) for r in runtimes), name
+    # the settings every runtime reads (the workload's) are in a group no runtime hides
+    unmarked = {n for n, g in parser.field_group.items() if g is None}
+    assert {"num_prompts", "request_rate", "workload", "temperature"} <= unmarked
+    # the chosen runtime's group is the open one (nothing else is set)
+    opened = re.findall(r'<details class="advanced" data-runtimes="([^"]+)"( open)?>', r.content.decode())
+    assert len(opened) == 2 and all(bool(o) == (runtime in g.split()) for g, o in opened)

@@ -718,3 +718,63 @@ def test_a_backend_sglang_refuses_on_the_gpu_is_a_does_not_start_verdict_not_bad
     assert [s["params"] for s in body["suggestions"]] == [{"attention_backend": ""}]
     assert body["suggestions"][0]["label"].startswith("let SGLang pick the attention backend")
     assert body.get("ttft_ms") is None
+
+
+def _floats(value, path=""):
+    """``(dotted path, float)`` for every float in a JSON value."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _floats(v, f"{path}.{k}" if path else k)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _floats(v, f"{path}[{i}]")
+    elif isinstance(value, float):
+        yield path, value
+
+
+def _at(value, path):
+    for part in re.findall(r"[^.\[\]]+", path):
+        value = value[int(part)] if isinstance(value, list) else value[part]
+    return value
+
+
+@pytest.mark.parametrize("query", [
+    {"model": LLAMA8, "gpu": "H100"},
+    {"model": LLAMA8, "gpu": "H100", "speculative_config": EAGLE3_K3, "request_rate": "3"},  # the draft's GiB
+    {"model": "Qwen/Qwen3-Next-80B-A3B-Instruct", "gpu": "H200", "tp_size": "4"},  # the Mamba pool's
+    {"model": "openai/gpt-oss-120b", "gpu": "H200"},  # the sliding-window pool's
+    {"model": "Qwen/Qwen3-30B-A3B", "gpu": "MI300X"},
+])
+def test_sglangs_json_gives_its_gib_to_two_decimals_as_the_vllm_answer_does(client, query):
+    """The SGLang answer's GiB figures are SGLang's ``:.2f`` log figures, as vLLM's answer gives vLLM's: each is the
+    plan's own figure rounded to two decimals (no other change), and no float anywhere in the answer carries binary
+    noise (0.30000000000000004, 63.723515625000005) or 15 digits."""
+    from calculator.plan import make_plan
+
+    body = client.get("/api/estimate", {**query, "runtime": "sglang"}).json()
+    assert body["runtime"] == "sglang" and "error" not in body
+    vllm = client.get("/api/estimate", query).json()
+    for answer in (body, vllm):
+        for path, v in _floats(answer):
+            assert v == round(v, 6), path
+    plan = make_plan(parse_request({**query, "runtime": "sglang"})).memory.plan.model_dump(mode="json")
+    gib = [(path, v) for path, v in _floats(body) if path.rsplit(".", 1)[-1].endswith("_gib")]
+    assert {"weights_gib", "kv_size_gib", "free_after_pool_gib"} <= {p for p, _ in gib}
+    for path, v in gib:
+        raw = _at(plan, path)
+        assert v == round(raw, 2) and abs(v - raw) <= 0.005 + 1e-9, path
+    vllm_gib = [(path, v) for path, v in _floats(vllm) if path.endswith("_gib")]
+    assert vllm_gib and all(v == round(v, 2) for _, v in vllm_gib)  # the rule the vLLM answer follows
+
+
+def test_sglangs_json_kv_sizes_by_hand_and_the_command_line_prints_the_same():
+    """Llama-3.1-8B on SGLang: 32 layers x 8 KV heads x head_dim 128 x bf16, K and V each 32 x 8 x 128 x 2 =
+    65,536 B per token; SGLang logs "K size: {k_size / GB:.2f} GB" (sglang==0.5.23 mem_cache/memory_pool.py:2089)."""
+    out = StringIO()
+    call_command("estimate", "--model", LLAMA8, "--runtime", "sglang", "--gpu", "H100", "--format", "json", stdout=out)
+    cli = json.loads(out.getvalue())
+    assert cli["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 2
+    tokens = cli["max_total_num_tokens"]
+    assert cli["k_size_gib"] == cli["v_size_gib"] == round(tokens * 65536 / 2**30, 2)
+    assert cli["kv_size_gib"] == round(tokens * 2 * 65536 / 2**30, 2)
+    assert all(v == round(v, 6) for _, v in _floats(cli))

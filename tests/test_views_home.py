@@ -259,6 +259,69 @@ def test_it_shows_a_speculative_config_error_by_the_method_field(client):
     assert "mtp" in oob
 
 
+def _two_sig(x: float) -> str:
+    """``x`` to two significant figures, written by hand: printf's ``%#.2g`` (keeps a trailing zero: 1.0)."""
+    return ("%#.2g" % x).rstrip(".")
+
+
+def _chart_data(html: str, script_id: str) -> dict:
+    import json
+
+    return json.loads(re.search(rf'<script id="{script_id}" type="application/json">(.*?)</script>', html,
+                                re.S).group(1))
+
+
+def _table(html: str, table_id: str) -> tuple[str, list[str], list[list[str]]]:
+    """(caption, column headers, rows of [row header, cells...]) of a table, tags stripped."""
+    table = re.search(rf'<table class="num" id="{table_id}">(.*?)</table>', html, re.S).group(1)
+    text = lambda cell: re.sub(r"<[^>]+>", "", cell).strip()  # noqa: E731
+    caption = text(re.search(r"<caption>(.*?)</caption>", table, re.S).group(1))
+    head = [text(c) for c in re.findall(r'<th scope="col">(.*?)</th>', table, re.S)]
+    body = re.search(r"<tbody>(.*?)</tbody>", table, re.S).group(1)
+    rows = [[text(c) for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, re.S)]
+            for row in re.findall(r"<tr[^>]*>(.*?)</tr>", body, re.S)]
+    return caption, head, rows
+
+
+@pytest.mark.parametrize("runtime", ["vllm", "sglang"])
+def test_the_speculative_charts_have_their_data_as_tables(client, runtime):
+    """Screen readers and pages without scripts get each speculative chart's data as a table under it: the speedup
+    at each acceptance rate the curve is drawn at, and at each concurrency for each k the chart draws, two significant
+    figures, computed here from the chart's own data."""
+    params = {"model": LLAMA, "gpu": "H100", "concurrency": "8", "acceptance_rate": "0.6", "runtime": runtime,
+              "speculative_config": '{"method":"ngram","num_speculative_tokens":3}' if runtime == "vllm"
+              else '{"method":"eagle3","num_speculative_tokens":3}'}
+    if runtime == "sglang":
+        del params["acceptance_rate"]  # SGLang's EAGLE-3 answers from its public acceptance figure
+    html = client.get("/", params, follow=True).content.decode()
+
+    chart = _chart_data(html, "spec-speedup-concurrency")
+    line = next(layer for layer in chart["layer"] if layer.get("mark", {}).get("point"))["data"]["values"]
+    ks = sorted({int(v["k"][2:]) for v in line})
+    caption, head, rows = _table(html, "speedup-concurrency-table")
+    assert "two significant figures" in caption and "num_speculative_tokens (k)" in caption
+    assert head == ["concurrent requests"] + [f"k={k}{' (configured)' if k == 3 else ''}: speedup (×)" for k in ks]
+    concurrencies = sorted({v["concurrency"] for v in line})
+    assert [r[0] for r in rows] == [f"{c:,}{' (configured)' if c == 8 else ''}" for c in concurrencies]
+    for row, c in zip(rows, concurrencies):
+        assert row[1:] == [f"{_two_sig(v['speedup'])}×" for k in ks for v in line
+                           if v["k"] == f"k={k}" and v["concurrency"] == c]
+    assert re.search(r'<tr class="current"><th scope="row">8 \(configured\)</th>', html)
+
+    if runtime == "sglang":  # SGLang's page draws the concurrency chart only
+        assert 'id="speedup-table"' not in html
+        return
+    chart = _chart_data(html, "spec-speedup")
+    curve, be, expected = (chart["layer"][i]["data"]["values"] for i in (0, 2, 3))
+    caption, head, rows = _table(html, "speedup-table")
+    assert head == ["acceptance rate (accepted / drafted tokens)", "speedup (×)"]
+    assert rows == [[f"{v['alpha']:.2f}", f"{_two_sig(v['speedup'])}×"] for v in curve]
+    assert [r[0] for r in rows] == [f"{i / 20:.2f}" for i in range(21)]  # 0.00, 0.05, ... 1.00
+    assert f"expected: acceptance rate 0.60, {_two_sig(expected[0]['speedup'])}×" in caption
+    assert f"break-even acceptance rate {be[0]['alpha']:.2f} (speedup 1×)" in caption
+    assert "<summary>Data: ngram, k=3: speedup vs acceptance rate</summary>" in html
+
+
 def test_the_gpu_picker_groups_the_catalog_by_kind_and_keeps_the_choice(client):
     response = client.get("/", {"model": LLAMA, "gpu": "M3 Max 128GB"}, follow=True)
     assert response.status_code == 200

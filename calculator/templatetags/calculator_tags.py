@@ -100,3 +100,19 @@ def sig(value, digits=2) -> str:
     rounded = round(x, digits - 1 - floor(log10(abs(x))))
     decimals = max(0, digits - 1 - floor(log10(abs(rounded))))
     return f"{rounded:,.{decimals}f}"
+
+
+@register.filter
+def speedup_table(chart):
+    """The rows of a speedup-vs-acceptance-rate chart spec (:func:`calculator.web.charts.speedup_table`)."""
+    from calculator.web.charts import speedup_table as table
+
+    return table(chart)
+
+
+@register.filter
+def speedup_concurrency_table(chart):
+    """The rows of a speedup-vs-concurrency chart spec (:func:`calculator.web.charts.speedup_concurrency_table`)."""
+    from calculator.web.charts import speedup_concurrency_table as table
+
+    return table(chart)

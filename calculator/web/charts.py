@@ -31,7 +31,7 @@ def speedup_chart_spec(curve: list[tuple[float, float]], *, break_even: float | 
          "scale": {"domain": [0, 1]}}
     y = {"field": "speedup", "type": "quantitative", "title": "speedup (×)"}
     layers: list[dict[str, Any]] = [
-        {"data": {"values": values}, "mark": {"type": "line", "point": False},
+        {"name": "curve", "data": {"values": values}, "mark": {"type": "line", "point": False},
          "encoding": {"x": x, "y": y, "tooltip": [{"field": "alpha", "format": ".2f"},
                                                   {"field": "speedup", "format": ".2f"}]}},
         {"data": {"values": [{"speedup": 1}]}, "mark": {"type": "rule", "strokeDash": [4, 4], "color": "gray"},
@@ -39,6 +39,7 @@ def speedup_chart_spec(curve: list[tuple[float, float]], *, break_even: float | 
     ]
     if break_even is not None:
         layers.append({
+            "name": "break_even",
             "data": {"values": [{"alpha": round(break_even, 4), "label": f"break-even rate {break_even:.2f}"}]},
             "layer": [
                 {"mark": {"type": "rule", "color": "firebrick"},
@@ -49,6 +50,7 @@ def speedup_chart_spec(curve: list[tuple[float, float]], *, break_even: float | 
         })
     if expected_alpha is not None and expected_speedup is not None:
         layers.append({
+            "name": "expected",
             "data": {"values": [{"alpha": round(expected_alpha, 4), "speedup": round(expected_speedup, 4),
                                  "label": f"expected: rate {expected_alpha:.2f}, {expected_speedup:.2f}×"}]},
             "layer": [
@@ -91,7 +93,7 @@ def speedup_concurrency_chart_spec(curves: dict[int, list[tuple[int, float]]], *
               for kk, curve in sorted(curves.items()) for c, v in curve]
     grid = [v["concurrency"] for v in values] or [1]
     layers: list[dict[str, Any]] = [
-        {"data": {"values": values}, "mark": {"type": "line", "point": True},
+        {"name": "curves", "data": {"values": values}, "mark": {"type": "line", "point": True},
          "encoding": {"x": {"field": "concurrency", "type": "quantitative", "scale": {"type": "log", "nice": False,
                                                                            "domain": [min(grid), max(grid)]},
                             "title": "concurrent requests"},
@@ -104,7 +106,8 @@ def speedup_concurrency_chart_spec(curves: dict[int, list[tuple[int, float]]], *
          "encoding": {"y": {"field": "speedup", "type": "quantitative"}}},
     ]
     if concurrency:
-        layers.append({"data": {"values": [{"concurrency": concurrency}]}, "mark": {"type": "rule", "color": "#555"},
+        layers.append({"name": "configured_concurrency", "data": {"values": [{"concurrency": concurrency}]},
+                       "mark": {"type": "rule", "color": "#555"},
                        "encoding": {"x": {"field": "concurrency", "type": "quantitative"}}})
     return {"$schema": VEGA_LITE_SCHEMA,
             "title": {"text": f"{method}: speedup vs concurrency",
@@ -119,3 +122,38 @@ def speedup_concurrency_chart_for(spec: Any, concurrency: int | None) -> dict[st
         return None
     return speedup_concurrency_chart_spec(spec.speedup_vs_concurrency, k=spec.num_speculative_tokens,
                                           concurrency=concurrency, method=spec.method)
+
+
+def _layer_values(spec: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    """The data of the layer called ``name`` in a spec of this module ([] when it has none)."""
+    for layer in spec.get("layer", ()):
+        if layer.get("name") == name:
+            return layer["data"]["values"]
+    return []
+
+
+def speedup_table(spec: dict[str, Any]) -> dict[str, Any]:
+    """The data of :func:`speedup_chart_spec`'s chart as a table (for screen readers and pages without scripts):
+    ``{"rows": [{"alpha", "speedup"}, ...], "break_even": rate or None, "expected": {"alpha", "speedup"} or None}``,
+    read from the spec itself, so the table shows exactly what the chart draws."""
+    expected = _layer_values(spec, "expected")
+    break_even = _layer_values(spec, "break_even")
+    return {"rows": [{"alpha": v["alpha"], "speedup": v["speedup"]} for v in _layer_values(spec, "curve")],
+            "break_even": break_even[0]["alpha"] if break_even else None,
+            "expected": {"alpha": expected[0]["alpha"], "speedup": expected[0]["speedup"]} if expected else None}
+
+
+def speedup_concurrency_table(spec: dict[str, Any]) -> dict[str, Any]:
+    """The data of :func:`speedup_concurrency_chart_spec`'s chart as a table, one row per concurrency and one
+    column per ``num_speculative_tokens``: ``{"ks": [k, ...], "configured_k": k, "rows": [{"concurrency",
+    "speedups": [speedup or None per k], "current"}, ...]}``, read from the spec itself (``current``: the
+    configured concurrency)."""
+    values = _layer_values(spec, "curves")
+    ks = sorted({int(v["k"].removeprefix("k=")) for v in values})
+    configured_k = next((int(v["k"].removeprefix("k=")) for v in values if v["configured"]), None)
+    at = {(int(v["k"].removeprefix("k=")), v["concurrency"]): v["speedup"] for v in values}
+    configured = _layer_values(spec, "configured_concurrency")
+    current = configured[0]["concurrency"] if configured else None
+    return {"ks": ks, "configured_k": configured_k,
+            "rows": [{"concurrency": c, "speedups": [at.get((k, c)) for k in ks], "current": c == current}
+                     for c in sorted({v["concurrency"] for v in values})]}

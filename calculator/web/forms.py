@@ -294,7 +294,10 @@ class EstimateForm(forms.Form):
 
     def groups(self) -> list[dict]:
         """The runtime settings groups below the main fields: vLLM's other settings, SGLang's and llama.cpp's,
-        each ``{"legend", "fields", "open"}``; every request field the template does not place is in one."""
+        each ``{"legend", "fields", "open", "runtimes"}``; every request field the template does not place is in
+        one. ``runtimes`` is the runtime menu's values the group's settings belong to (space-separated; empty for
+        the group every runtime reads): the page's script shows only the chosen runtime's group when the menu
+        changes (``data-runtimes`` in ``calculator/_form.html``, read by ``static/js/calculator.js``)."""
         groups = []
         rest = [n for n in self.fields if n not in PLACED and n not in SGLANG_FIELDS and n not in LLAMACPP_FIELDS]
         runtime = (self.data.get("runtime") or "vllm").strip().lower()
@@ -305,7 +308,8 @@ class EstimateForm(forms.Form):
             names = [n for n in names if n in self.fields]
             # the chosen runtime's own settings are open: they are the ones its answer reads
             groups.append({"legend": legend, "fields": [self[n] for n in names],
-                           "open": self._any_set(names) or (owner is not None and runtime in owner)})
+                           "open": self._any_set(names) or (owner is not None and runtime in owner),
+                           "runtimes": " ".join(owner or ())})
         return groups
 
     def canonical_query(self, sha: str | None = None) -> str:

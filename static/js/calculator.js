@@ -1,5 +1,6 @@
 // Calculator page: draws the Vega-Lite charts of the results fragment (after the first load and after
-// every htmx swap) and wires the copy buttons. Vega is fetched only when a chart is on the page.
+// every htmx swap), wires the copy buttons and shows the chosen runtime's settings group. Vega is fetched
+// only when a chart is on the page.
 (function () {
   "use strict";
   // A Back/Forward restore swaps the whole body (with this script in it): wire things once.
@@ -76,6 +77,29 @@
     if (v) { observer.observe(v); } else { document.body.classList.remove("verdict-offscreen"); }
   }
 
+  // Runtime settings groups (<details data-runtimes="sglang">, calculator/_form.html): only the chosen runtime's
+  // group shows. A group that does not apply is hidden and its fields disabled, so they are not sent with the
+  // form (its values stay in the page and come back when the runtime does); switching to a runtime opens its
+  // group. This listens in the capture phase so the fields are set before htmx reads the form on the same change.
+  function syncRuntimeGroups(openChosen) {
+    var menu = document.getElementById("id_runtime");
+    if (!menu) return;
+    document.querySelectorAll("#calc-form details[data-runtimes]").forEach(function (group) {
+      var applies = group.dataset.runtimes.split(" ").indexOf(menu.value) >= 0;
+      group.hidden = !applies;
+      if (applies && openChosen) group.open = true;
+      group.querySelectorAll("input, select, textarea").forEach(function (el) {
+        if (!applies && !el.disabled) { el.disabled = true; el.dataset.runtimeOff = "1"; }
+        if (applies && el.dataset.runtimeOff) { el.disabled = false; delete el.dataset.runtimeOff; }
+      });
+    });
+  }
+  ["input", "change"].forEach(function (type) {
+    document.addEventListener(type, function (evt) {
+      if (evt.target && evt.target.id === "id_runtime") syncRuntimeGroups(true);
+    }, true);
+  });
+
   document.addEventListener("htmx:afterSettle", function (evt) { drawCharts(evt.detail.elt || document); watchVerdict(); });
   // A failed request (a 500, the server gone): say so above the last answer; the form keeps the input.
   document.addEventListener("htmx:responseError", function (evt) {
@@ -90,11 +114,11 @@
     var box = document.getElementById("request-error"); if (box) box.remove();
   });
   // Back / Forward: htmx re-renders the page from the URL (no snapshots); draw its charts again.
-  document.addEventListener("htmx:historyRestore", function () { drawCharts(document); watchVerdict(); });
+  function wholePage() { syncRuntimeGroups(false); drawCharts(document); watchVerdict(); }
+  document.addEventListener("htmx:historyRestore", wholePage);
   if (document.readyState === "loading") {
-    document.addEventListener("DOMContentLoaded", function () { drawCharts(document); watchVerdict(); });
+    document.addEventListener("DOMContentLoaded", wholePage);
   } else {
-    drawCharts(document);
-    watchVerdict();
+    wholePage();
   }
 })();

@@ -46,6 +46,22 @@ SGLANG_ROWS = (
 )
 
 
+def gib_as_logged(value: Any) -> Any:
+    """``value`` (a JSON dict / list) with every float under a key ending in ``_gib`` rounded to two decimals: SGLang
+    prints its GB figures with ``:.2f`` ("Load weight end. ... avail mem=..., mem usage=... GB",
+    sglang==0.5.23 model_executor/model_runner.py:1372-1378; "KV Cache is allocated. #tokens: ..., K size: ... GB,
+    V size: ... GB" / "KV size: ... GB", mem_cache/memory_pool.py:2087-2090 and :2095-2097; "Mamba Cache is
+    allocated" with its conv_state / ssm_state sizes, :983-987), and the vLLM answer's GiB are
+    ``round(bytes / 2**30, 2)`` as vLLM logs them
+    (calculator/engine/memory.py ``_gib``). Only the JSON is rounded; the plan keeps its figures."""
+    if isinstance(value, dict):
+        return {k: round(v, 2) if k.endswith("_gib") and isinstance(v, float) else gib_as_logged(v)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [gib_as_logged(v) for v in value]
+    return value
+
+
 class SGLangMemory(BaseModel):
     """SGLang's plan with the fields the verdict reads (``fits``, ``reason``, ``kv_cache_tokens``,
     ``max_concurrency``, ``max_model_len``, ``resolved``); ``plan`` holds every logged figure."""
@@ -77,9 +93,11 @@ class SGLangMemory(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         """What SGLang logs, per rank: ``max_total_num_tokens``, ``kv_bytes_per_token`` (cell size), K and V
-        sizes, ``max_running_requests``, ``mem_fraction_static`` ... with ``sources``."""
+        sizes, ``max_running_requests``, ``mem_fraction_static`` ... with ``sources``. Every ``*_gib`` figure (the
+        plan's, its Mamba pool's, its draft's, its sliding-window pool's) to two decimals, as SGLang prints them
+        (:func:`gib_as_logged`) and as the vLLM answer gives its own GiB."""
         p = self.plan
-        out = p.model_dump(mode="json")
+        out = gib_as_logged(p.model_dump(mode="json"))
         out.update(kv_bytes_per_token=p.cell_size_bytes, kv_cache_tokens=self.kv_cache_tokens, fits=self.fits,
                    reason=self.reason, max_concurrency=self.max_concurrency, max_model_len=self.max_model_len,
                    resolved=self.resolved, runtime_release=self.release, gpu=self.gpu)
