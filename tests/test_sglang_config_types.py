@@ -12,9 +12,10 @@ import pytest
 
 from calculator.runtimes.sglang.config_types import _data, check_config, loaded_by, transformers_pin
 from calculator.runtimes.sglang.releases import COVERED
+from compat.fetch import default_wheel_dir
 from tests.conftest import load_config
 
-WHEELS = Path("/work/wheels")
+WHEELS = default_wheel_dir()  # $LLMCALC_WHEEL_DIR or ~/.cache/llmcalc/wheels (.ci/run downloads the SGLang wheels)
 CATALOG = Path(__file__).resolve().parent.parent / "calculator" / "data" / "model_configs"  # the offline catalog
 # GLM-4.7-Flash (model_type glm4_moe_lite). Checked by hand in the wheels (unzip -p transformers-V-py3-none-any.whl
 # transformers/models/auto/configuration_auto.py | grep '"glm4_moe_lite"'): absent from 4.57.1 (SGLang 0.5.7-0.5.9's

@@ -32,10 +32,11 @@ from calculator.runtimes.sglang import (
 )
 from calculator.runtimes.sglang import releases as R
 from calculator.runtimes.sglang.memory import nsa_architectures
+from compat.fetch import default_wheel_dir
 from tests.conftest import CONFIGS, load_config
 
 GIB = 2**30
-WHEELS = Path("/work/wheels")
+WHEELS = default_wheel_dir()  # $LLMCALC_WHEEL_DIR or ~/.cache/llmcalc/wheels (.ci/run downloads the SGLang wheels)
 CATALOG = Path(__file__).resolve().parent.parent / "calculator" / "data" / "model_configs"  # the offline catalog
 
 

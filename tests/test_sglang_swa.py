@@ -2,7 +2,7 @@
 
 Every expected number is worked out below from the model's config.json and SGLang's formulas as read in the
 release's wheel (calculator/runtimes/sglang/releases.py cites the lines; test_swa_cited_lines_say_what_the_rule_says
-reads them back from /work/wheels):
+reads them back from the wheel folder, compat.fetch.default_wheel_dir):
 
   layers   configs/model_config.py get_hybrid_layer_ids: Llama 4 layer i full when (i + 1) % 4 == 0 (0.5.10.post1
            :1456, 0.5.23 :2705); MiMo-V2 hybrid_layer_pattern 1 = SWA (:1471 / :2723); Gemma 4 layer_types (0.5.23
@@ -32,10 +32,11 @@ from calculator.engine.errors import EngineInputError
 from calculator.engine.gpus import get_gpu
 from calculator.runtimes.sglang import check_backend, default_backend, plan
 from calculator.runtimes.sglang import releases as R
+from compat.fetch import default_wheel_dir
 from tests.conftest import load_config
 
 GIB = 2**30
-WHEELS = Path("/work/wheels")
+WHEELS = default_wheel_dir()  # $LLMCALC_WHEEL_DIR or ~/.cache/llmcalc/wheels (.ci/run downloads the SGLang wheels)
 CATALOG = Path(__file__).resolve().parent.parent / "calculator" / "data" / "model_configs"
 LOGS = Path("/work/shared/cases/runtime_startup_logs.json")
 

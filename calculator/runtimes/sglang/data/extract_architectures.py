@@ -7,7 +7,7 @@ or a list), see ``sglang/srt/models/registry.py``. This reads those assignments 
 has them, ``sglang/srt/configs/model_config.py``'s ``multimodal_model_archs`` list and its ``mm_disabled_models`` (the
 architectures served text-only unless ``--enable-multimodal``), each with the line it starts on.
 
-    python calculator/runtimes/sglang/data/extract_architectures.py /work/wheels
+    python calculator/runtimes/sglang/data/extract_architectures.py ~/.cache/llmcalc/wheels
 """
 from __future__ import annotations
 
@@ -98,4 +98,6 @@ def main(wheels: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "/work/wheels"))
+    from compat.fetch import default_wheel_dir  # $LLMCALC_WHEEL_DIR or ~/.cache/llmcalc/wheels
+
+    main(Path(sys.argv[1] if len(sys.argv) > 1 else default_wheel_dir()))

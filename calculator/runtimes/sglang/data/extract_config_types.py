@@ -20,7 +20,7 @@ reads, without importing anything:
   that does not know it, and the line of the entry in ``first``). Every release from the oldest pin to the newest on
   PyPI is read for this (``pip download transformers==V --no-deps``; only the extracted keys are kept).
 
-    python calculator/runtimes/sglang/data/extract_config_types.py /work/wheels /tmp/transformers-wheels
+    python calculator/runtimes/sglang/data/extract_config_types.py ~/.cache/llmcalc/wheels /tmp/transformers-wheels
 
 The transformers wheels missing from the second folder are downloaded into it (``pip download``).
 """
@@ -374,5 +374,7 @@ def main(wheels: Path, tf_dir: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "/work/wheels"),
+    from compat.fetch import default_wheel_dir  # $LLMCALC_WHEEL_DIR or ~/.cache/llmcalc/wheels
+
+    main(Path(sys.argv[1] if len(sys.argv) > 1 else default_wheel_dir()),
          Path(sys.argv[2] if len(sys.argv) > 2 else "/tmp/transformers-wheels"))
