@@ -279,3 +279,39 @@ def test_quant_config_holders_match_the_wheel(release):
                 path, line = where.rsplit(":", 1)
                 assert "self.quant_config = quant_config" in z.read(path).decode("utf-8-sig").splitlines()[
                     int(line) - 1], (arch, where)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The DSA indexer's rotary cache (weights.dsa_indexer_rope_bytes): get_rope keeps one module per key, and the indexer
+# passes the MLA attention's sizes, so it costs memory only when its is_neox_style differs.
+
+@pytest.mark.parametrize("release,expected", [
+    ("0.5.3", 0),              # both is_neox_style False (nsa_indexer.py:161, deepseek_v2.py:1124): shared
+    ("0.5.3.post1", 0),
+    # indexer True (nsa_indexer.py:165), attention False (deepseek_v2.py:1411): a second DeepseekScalingRotaryEmbedding,
+    # cos_sin_cache 163,840 positions (4,096 x factor 40) x 64 x 4 B + cos/sin_cached_total 2 x 163,840 x 64 x 4 B
+    ("0.5.7", 3 * 163840 * 64 * 4),
+    ("0.5.8.post1", 3 * 163840 * 64 * 4),
+    # not indexer_rope_interleave (absent: neox) vs not rope_interleave (absent: True -> not neox)
+    ("0.5.9", 3 * 163840 * 64 * 4),
+    ("0.5.10.post1", 3 * 163840 * 64 * 4),
+    ("0.5.23", 163840 * 64 * 4),  # cos_sin_cache only on CUDA (cos/sin_cached_total on NPU)
+])
+def test_deepseek_v32_indexer_rope_cache_per_release(release, expected):
+    v32 = json.loads((CATALOG / "deepseek-ai__DeepSeek-V3.2.json").read_text())
+    p = plan(v32, gpu=get_gpu("H200"), release=release, tp_size=8)
+    got = {s.field: s for s in p.sources}.get("weights.nsa_indexer_rope")
+    if expected == 0:
+        assert got is None
+    else:
+        assert round(float(got.value) * GIB) == pytest.approx(expected, abs=GIB * 1e-4)
+        assert R.cite(release, "idx_rope_neox") in got.source and R.cite(release, "rope_key") in got.source
+
+
+def test_glm5_indexer_shares_the_attention_rope():
+    """GLM-5 sets rope_interleave and indexer_rope_interleave true: both is_neox_style False, one cache."""
+    glm = json.loads((CATALOG / "zai-org__GLM-5.json").read_text())
+    assert glm["rope_interleave"] is True and glm["indexer_rope_interleave"] is True
+    for release in ("0.5.9", "0.5.10.post1", "0.5.23"):
+        p = plan(glm, gpu=get_gpu("H200"), release=release, tp_size=8)
+        assert "weights.nsa_indexer_rope" not in {s.field for s in p.sources}

@@ -587,6 +587,14 @@ _CITED_TEXT = [  # (release, rule, text the cited line must contain)
     ("0.5.3", "nsa_kv_dtype", "if major >= 10:"), ("0.5.3.post1", "nsa_kv_dtype", "if major >= 10:"),
     *[(rel, "nsa_kv_dtype", 'if self.kv_cache_dtype == "auto":') for rel in COVERED[4:8]],
     *[(rel, "nsa_kv_assert", "assert self.kv_cache_dtype in [") for rel in COVERED[4:8]],
+    # the DSA indexer's rope against the attention's (weights.dsa_indexer_rope_bytes)
+    *[(rel, "idx_rope_neox", "is_neox_style=False,") for rel in COVERED[2:4]],
+    *[(rel, "idx_rope_neox", "is_neox_style=True,") for rel in COVERED[4:6]],
+    *[(rel, "idx_rope_neox", 'is_neox_style = not getattr(config, "indexer_rope_interleave", False)')
+      for rel in COVERED[6:]],
+    *[(rel, "mla_rope_neox", "is_neox_style=False,") for rel in COVERED[2:6]],
+    *[(rel, "mla_rope_neox", 'is_neox_style = not getattr(config, "rope_interleave", True)') for rel in COVERED[6:]],
+    *[(rel, "rope_key", "key = (") for rel in COVERED[2:]],
     *[(rel, "gemma3_vision", "self.vision_tower = SiglipVisionModel(") for rel in COVERED[1:]],
     *[(rel, "gemma3_rope", "self.rope_scaling = config.rope_scaling") for rel in COVERED[1:7]],
     *[(rel, "gemma3_rope", 'self.rope_scaling = {"rope_type": "default"}') for rel in COVERED[7:]],

@@ -526,6 +526,18 @@ _DSA_INDEXER_LINES: dict[str, dict[str, tuple[str, int]]] = {
                "idx_k_norm": (_DSA_IDX, 381), "idx_k_norm_rms": (_DSA_IDX, 376), "idx_fusion": (_DSA_IDX, 310),
                "idx_fused": (_DSA_IDX, 353), "idx_neox": (_DS, 2118), "idx_layer": (_DS, 2117)},
 }
+# The indexer's rotary embedding against the MLA attention's (weights.dsa_indexer_rope_bytes): idx_rope_neox the
+# indexer's is_neox_style, mla_rope_neox the attention's, rope_key get_rope's cache key (one module per key)
+_RF = "sglang/srt/layers/rotary_embedding/factory.py"
+for _rel, (_idx, _mla, _key) in {
+        "0.5.3": ((_NSA_IDX, 161), (_DS, 1124), (_ROPE, 1704)),
+        "0.5.3.post1": ((_NSA_IDX, 161), (_DS, 1124), (_ROPE, 1704)),
+        "0.5.7": ((_NSA_IDX, 165), (_DS, 1411), (_ROPE, 2534)),
+        "0.5.8.post1": ((_NSA_IDX, 199), (_DS, 1210), (_ROPE, 2559)),
+        "0.5.9": ((_DS, 1158), (_DS, 1201), (_ROPE, 3376)),
+        "0.5.10.post1": ((_DS, 1181), (_DS, 1244), (_RF, 95)),
+        "0.5.23": ((_DS, 2118), (_DS, 2166), (_RF, 158))}.items():
+    _DSA_INDEXER_LINES[_rel].update({"idx_rope_neox": _idx, "mla_rope_neox": _mla, "rope_key": _key})
 # The NEXTN draft of a DSA model: nextn_dsa_draft the draft class's DSA test (is_deepseek_nsa / is_deepseek_dsa: from
 # 0.5.7 it lists DeepseekV3ForCausalLMNextN, so the draft layer builds an indexer and its pool keeps index-K rows; up to
 # 0.5.3.post1 it lists only the targets, so the draft is plain MLA), nextn_dsa_rename the draft's architecture rewrite
