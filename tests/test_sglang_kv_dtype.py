@@ -315,3 +315,20 @@ def test_glm5_indexer_shares_the_attention_rope():
     for release in ("0.5.9", "0.5.10.post1", "0.5.23"):
         p = plan(glm, gpu=get_gpu("H200"), release=release, tp_size=8)
         assert "weights.nsa_indexer_rope" not in {s.field for s in p.sources}
+
+
+def test_a_config_the_release_cannot_load_is_a_start_refusal_with_the_flag_that_loads_it(client, db, monkeypatch):
+    """nvidia/Qwen3-32B-NVFP4 on 0.5.3 without --quantization: ModelOptFp8Config raises on NVFP4
+    (modelopt_quant.py:173): the verdict is does_not_start (said once) and --quantization modelopt_fp4 is offered;
+    with it, SGLang starts and stores the KV cache in fp8 (quantization.kv_cache_quant_algo FP8): one B200,
+    8 heads x 256 x 64 layers x 1 B = 131,072 B per token."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    q = {"model": "nvidia/Qwen3-32B-NVFP4", "runtime": "sglang", "gpu": "B200", "sglang_version": "0.5.3",
+         "context_length": "8192"}
+    body = client.get("/api/estimate", q).json()
+    assert body["verdict"] == "does_not_start" and "modelopt_quant.py:173" in body["verdict_headline"]
+    assert len(body["verdict_reasons"]) == 1
+    assert {"quantization": "modelopt_fp4"} in [s["params"] for s in body["suggestions"]]
+    fixed = client.get("/api/estimate", {**q, "quantization": "modelopt_fp4"}).json()
+    assert fixed["verdict"] == "works" and fixed["kv_bytes_per_token"] == 8 * 256 * 64 * 1
+    assert "--quantization" in fixed["serve_argv"]

@@ -75,13 +75,15 @@ class CheckpointKV:
     release loads the checkpoint with (``None``: unquantized). ``declared``: where the checkpoint declares an FP8 KV
     cache, if it does. ``note``: said to the user (a declared FP8 KV cache this release ignores, or a start that
     depends on ``--quantization``). ``refusal``: why SGLang fails at start-up while reading the checkpoint's
-    quantization config (``kv_cache_dtype`` is then ``None``)."""
+    quantization config (``kv_cache_dtype`` is then ``None``); ``fix``: the ``--quantization`` value that loads it,
+    when one does."""
     kv_cache_dtype: str | None
     source: str
     quant_method: str | None = None
     declared: str | None = None
     note: str | None = None
     refusal: str | None = None
+    fix: str | None = None  # the --quantization that loads the checkpoint when ``refusal`` says it does not
 
 
 @cache
@@ -174,16 +176,17 @@ def checkpoint_kv(release: str, hf_config: dict[str, Any], quant_config: dict[st
 
     if not at_least(release, "0.5.3"):
         why = f"--kv-cache-dtype auto is the model dtype whatever the checkpoint declares ({cite(release, 'kv_auto')})"
-        refusal = method = None
+        refusal = method = fix = None
         if release != "0.4.3.post4":
             # the KV cache ignores the quantization config here, but reading it can still stop SGLang at start-up
             try:
                 got = _resolve(release, arch, flag, top, text_qc, comp, hqc, declared, is_hip, model_dtype, model_kv)
-                refusal, method = got.refusal, got.quant_method
+                refusal, method, fix = got.refusal, got.quant_method, got.fix
             except EngineInputError:
                 pass  # a path not followed for the KV cache, which this release does not read anyway
         return CheckpointKV(None, f"{cite(release, 'kv_auto')} ({model_kv}; this release reads no quantization config "
-                            "for it)", quant_method=method, declared=declared, note=ignored(why), refusal=refusal)
+                            "for it)", quant_method=method, declared=declared, note=ignored(why), refusal=refusal,
+                            fix=fix)
     return _resolve(release, arch, flag, top, text_qc, comp, hqc, declared, is_hip, model_dtype, model_kv)
 
 
@@ -286,7 +289,7 @@ def _resolve(release: str, arch: str, flag: str | None, top, text_qc, comp, hqc,
                                 declared=declared, refusal=(
                                     f"Unknown quantization method: {chosen} (ValueError, {cite(release, 'q_unknown')}; "
                                     f"SGLang {release} registers {', '.join(names)})"
-                                    + (f": pass --quantization{hint}" if hint else "")))
+                                    + (f": pass --quantization{hint}" if hint else "")), fix=hint.strip() or None)
         if release in ("0.5.7", "0.5.8.post1", "0.5.9") and chosen == "modelopt" and top is not None \
                 and "FP4" in str(top.get("quant_algo") or "").upper() and flag is None:
             # config.json's quant_method "modelopt" is not renamed before 0.5.9 / 0.5.10.post1: ModelOptFp8Config
@@ -306,7 +309,8 @@ def _resolve(release: str, arch: str, flag: str | None, top, text_qc, comp, hqc,
     attr, why = _kv_attr(release, chosen, d)
     if isinstance(attr, tuple):  # a start-up refusal
         return CheckpointKV(None, f"SGLang {release} fails to read the quantization config", quant_method=chosen,
-                            declared=declared, refusal=attr[0])
+                            declared=declared, refusal=attr[0],
+                            fix="modelopt_fp4" if "--quantization modelopt_fp4" in attr[0] else None)
     src_where = f"{where}; quantization method {chosen}"
     if isinstance(attr, str) and attr.upper() == "FP8":
         status, at = quant_config_holder(release, arch)

@@ -161,6 +161,10 @@ class SGLangPlan(BaseModel):
     # why the NEXTN draft this release builds cannot use the checkpoint's MTP attention weights (its acceptance is then
     # not the public MTP figure's), else None; said in ``notes``, read by the speed model, not part of SGLang's log
     draft_mismatch: str | None = Field(None, exclude=True)
+    # SGLang stops while reading the checkpoint's quantization config (kv_dtype.checkpoint_kv), and the --quantization
+    # that loads it when one does: the runtime's compat check reports them (a start-up refusal, not a memory one)
+    quantization_refusal: str | None = Field(None, exclude=True)
+    quantization_fix: str | None = Field(None, exclude=True)
     max_running_requests: int
     req_to_token_gib: float
     free_after_pool_gib: float  # estimate: free_after_load - pool - Mamba - req_to_token
@@ -2010,4 +2014,5 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         free_after_pool_gib=free_after_pool, speculative=spec, sources=sources, notes=notes,
         swa_pool=swa_geom if swa else None,
         tokens_pct_per_0_1_gib_overhead=round(sensitivity, 2) if sensitivity is not None else None,
-        does_not_start=does_not_start, draft_mismatch=draft_mismatch)
+        does_not_start=does_not_start, draft_mismatch=draft_mismatch, quantization_refusal=quant_refusal,
+        quantization_fix=ck.fix if ck is not None else None)
