@@ -95,7 +95,7 @@ def decide(request, memory, compat, startup_errors: list[str] | None = None,
         elif memory.condition not in condition:
             condition = f"{condition}; and {memory.condition}"
     fit_reasons: list[str] = []
-    if not memory.fits:
+    if not memory.fits and (memory.reason or "") not in start_reasons:  # a start-up refusal the plan carries too
         fit_reasons.append(memory.reason or "the configuration does not fit in GPU memory")
     from calculator.runtimes.base import given_workload_over
 
@@ -159,6 +159,10 @@ def candidates(request, memory, compat, quantized_variants: Callable[[str], list
     for release, why in getattr(compat, "release_suggestions", None) or []:
         # SGLang: a release whose pinned transformers (or own config class) loads the model's config
         out.append(Suggestion(label=f"--sglang-version {release} ({why})", params={"sglang_version": release},
+                              kind="settings"))
+    for value, why in getattr(compat, "quantization_suggestions", None) or []:
+        # SGLang: the --quantization its release needs to load the checkpoint's quantization config
+        out.append(Suggestion(label=f"--quantization {value} ({why})", params={"quantization": value},
                               kind="settings"))
     if compat_failed and request.attention_backend:
         picker = {"sglang": "SGLang"}.get(request.runtime, "vLLM")

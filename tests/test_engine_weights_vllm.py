@@ -294,3 +294,17 @@ def test_refused_by_name():
     arch = parse_config(catalog("Qwen__Qwen2.5-7B-Instruct.json"))
     with pytest.raises(EngineInputError, match="MIXED_PRECISION"):
         resolve_quant(arch, quant_file("nvidia__Qwen3.6-35B-A3B-NVFP4"), None)
+
+
+def test_modelopt_flags_are_the_own_method_of_an_hf_quant_config_checkpoint():
+    """nvidia/Qwen3-32B-NVFP4 ships only hf_quant_config.json (no quant_method): both runtimes call it "modelopt", so
+    --quantization modelopt / modelopt_fp4 is accepted (SGLang: compatible_quantization_methods, model_config.py:561 in
+    0.5.3, which needs modelopt_fp4 for it) and the weights stay the checkpoint's NVFP4; another method is refused."""
+    arch = parse_config(catalog("nvidia__Qwen3-32B-NVFP4.json"))
+    qc = quant_file("nvidia__Qwen3-32B-NVFP4")
+    for flag in ("modelopt", "modelopt_fp4"):
+        q = resolve_quant(arch, qc, flag)
+        assert q.name == "nvfp4" and q.bits == 4
+    with pytest.raises(EngineInputError) as err:
+        resolve_quant(arch, qc, "gptq")
+    assert err.value.field == "quantization"

@@ -559,6 +559,43 @@ _CITED_TEXT = [  # (release, rule, text the cited line must contain)
     ("0.5.23", "glm_lite_nextn_decoder", "self.decoder = Glm4MoeLiteDecoderLayer("),
     ("0.5.23", "glm_lite_nextn_modelopt_off", "quant_config = None"),
     ("0.5.23", "glm_lite_nextn_w_kc", "self.post_load_weights(is_nextn=is_nextn, weight_names=None)"),
+    # --kv-cache-dtype auto and the checkpoint's KV scheme (kv_dtype.py)
+    *[(rel, "kv_auto", 'kv_cache_dtype == "auto"') for rel in COVERED[:8]],
+    ("0.5.23", "kv_auto", 'if server_args_kv_cache_dtype == "auto":'),
+    *[(rel, "q_detect", "def _parse_quant_hf_config(self):") for rel in COVERED[1:]],
+    ("0.4.10.post2", "q_file", "quant_cfg = modelopt_quant_config"), ("0.5.3", "q_file", "quant_cfg = modelopt_quant_config"),
+    *[(rel, "q_file", "def _parse_modelopt_quant_config(self") for rel in COVERED[3:]],
+    ("0.5.9", "q_cfg_rewrite", 'if "quant_method" not in quant_cfg:'),
+    *[(rel, "q_verify", "quantization_override = method.override_quantization_method(") for rel in COVERED[1:]],
+    *[(rel, "q_compat", "compatible_quantization_methods = {") for rel in COVERED[1:]],
+    *[(rel, "q_unknown", 'f"Unknown quantization method: {self.quantization}') for rel in COVERED[1:]],
+    ("0.5.3", "q_alias_fp8", '"modelopt": ModelOptFp8Config'),
+    ("0.5.3.post1", "q_alias_fp8", '"modelopt_fp8": ModelOptFp8Config'),
+    *[(rel, "mo_override", 'if user_quant == "modelopt":') for rel in COVERED[4:]],
+    *[(rel, "mo_fp8_kv_attr", "self.kv_cache_quant_method = kv_cache_quant_method") for rel in COVERED[1:4]],
+    *[(rel, "mo_fp8_kv_attr", "self.kv_cache_quant_algo = kv_cache_quant_algo") for rel in COVERED[4:]],
+    *[(rel, "mo_fp4_kv_attr", "self.kv_cache_quant_algo = kv_cache_quant_algo") for rel in COVERED[1:]],
+    *[(rel, "mo_fp8_flat_kv", 'kv_cache_scheme = config.get("kv_cache_scheme")') for rel in COVERED[2:]],
+    *[(rel, "mo_fp8_nested_kv", 'quantization_section.get("kv_cache_quant_algo")') for rel in COVERED[2:]],
+    *[(rel, "mo_fp4_nested_kv", 'quant_config.get("kv_cache_quant_algo")') for rel in COVERED[2:]],
+    *[(rel, "mo_fp4_flat_kv", 'kv_cache_quant_algo = config.get("kv_cache_quant_algo")') for rel in COVERED[2:6]],
+    *[(rel, "mo_fp4_flat_kv", 'kv_cache_scheme = config.get("kv_cache_scheme")') for rel in COVERED[6:]],
+    *[(rel, "mo_fp8_algo", 'if "FP8" not in quant_method:') for rel in COVERED[1:8]],
+    ("0.5.23", "mo_fp8_algo", 'if quant_method != "FP8":'),
+    ("0.5.23", "ct_kv_attr", "def kv_cache_quant_algo(self) -> Optional[str]:"),
+    ("0.5.23", "ct_kv_scheme", "def is_supported_scheme(kv_cache_scheme"),
+    ("0.5.23", "fp8_kv_attr", "kv_cache_quant_algo = cls.get_from_keys_or("),
+    ("0.5.3", "nsa_kv_dtype", "if major >= 10:"), ("0.5.3.post1", "nsa_kv_dtype", "if major >= 10:"),
+    *[(rel, "nsa_kv_dtype", 'if self.kv_cache_dtype == "auto":') for rel in COVERED[4:8]],
+    *[(rel, "nsa_kv_assert", "assert self.kv_cache_dtype in [") for rel in COVERED[4:8]],
+    # the DSA indexer's rope against the attention's (weights.dsa_indexer_rope_bytes)
+    *[(rel, "idx_rope_neox", "is_neox_style=False,") for rel in COVERED[2:4]],
+    *[(rel, "idx_rope_neox", "is_neox_style=True,") for rel in COVERED[4:6]],
+    *[(rel, "idx_rope_neox", 'is_neox_style = not getattr(config, "indexer_rope_interleave", False)')
+      for rel in COVERED[6:]],
+    *[(rel, "mla_rope_neox", "is_neox_style=False,") for rel in COVERED[2:6]],
+    *[(rel, "mla_rope_neox", 'is_neox_style = not getattr(config, "rope_interleave", True)') for rel in COVERED[6:]],
+    *[(rel, "rope_key", "key = (") for rel in COVERED[2:]],
     *[(rel, "gemma3_vision", "self.vision_tower = SiglipVisionModel(") for rel in COVERED[1:]],
     *[(rel, "gemma3_rope", "self.rope_scaling = config.rope_scaling") for rel in COVERED[1:7]],
     *[(rel, "gemma3_rope", 'self.rope_scaling = {"rope_type": "default"}') for rel in COVERED[7:]],
@@ -805,20 +842,6 @@ def test_every_cited_line_exists_in_the_release_wheel(release):
         for path, line in cites:
             lines = z.read(path).decode().splitlines()
             assert line <= len(lines) and lines[line - 1].strip(), (path, line)
-
-
-def test_kv_auto_follows_the_checkpoint_fp8_kv_scheme_from_0_5_3():
-    # nvidia/Llama-3.1-70B-Instruct-FP8: hf_quant_config.json says kv_cache_quant_algo FP8. From 0.5.3 SGLang's
-    # 'auto' then stores KV in fp8 (1 byte): 8 // 4 heads x (128 + 128) x 80 layers x 1 = 40,960 B at TP 4;
-    # 0.4.10.post2 keeps the model dtype: 81,920 B.
-    cfg = load_config("nvidia__Llama-3.1-70B-Instruct-FP8.json")
-    qc = json.loads((CONFIGS / "extra" / "nvidia__Llama-3.1-70B-Instruct-FP8__hf_quant_config.json").read_text())
-    kw = {"gpu": get_gpu("H100"), "tp_size": 4, "quant_config": qc, "free_memory_before_load_gib": 78.0,
-          "weights_bytes": 17 * GIB}
-    new = plan(cfg, release="0.5.3", **kw)
-    assert new.kv_cache_dtype == "fp8_e4m3" and new.cell_size_bytes == 40960
-    old = plan(cfg, release="0.4.10.post2", **kw)
-    assert old.kv_cache_dtype == "bfloat16" and old.cell_size_bytes == 81920
 
 
 # ---------------------------------------------------------------------------------------------------------

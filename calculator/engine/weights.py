@@ -194,7 +194,11 @@ def resolve_quant(arch: ModelArch, quant_config: dict[str, Any] | None, quantiza
     flag = (quantization or "").lower() or None
     if flag in ("none", "auto"):
         flag = None
-    _check_quantization_flag(method, flag)
+    if not (flag in _FLAG_ALIASES["modelopt"] and not qc.get("quant_method") and inner.get("quant_algo")):
+        # a ModelOpt hf_quant_config.json names no quant_method: the runtimes map it to "modelopt", so --quantization
+        # modelopt / modelopt_fp4 is its own method there (vLLM's override_quantization_method; SGLang's
+        # compatible_quantization_methods, sglang/srt/configs/model_config.py:561 in 0.5.3)
+        _check_quantization_flag(method, flag)
     if flag in ("fp8",) and not method:
         return QuantScheme(name="fp8", bits=8, source="--quantization fp8: weights quantized to FP8 at load "
                            "(vllm/model_executor/layers/quantization/fp8.py), per-tensor scales")

@@ -56,6 +56,7 @@ from calculator.engine.gpus import GPU
 
 from . import releases as R
 from .compat import _DSA_ARCHS_0523, check_backend, default_backend
+from .kv_dtype import checkpoint_kv
 from .releases import at_least, check_release, cite
 from .startup import startup_overhead
 from .weights import estimate as estimate_weights
@@ -160,6 +161,10 @@ class SGLangPlan(BaseModel):
     # why the NEXTN draft this release builds cannot use the checkpoint's MTP attention weights (its acceptance is then
     # not the public MTP figure's), else None; said in ``notes``, read by the speed model, not part of SGLang's log
     draft_mismatch: str | None = Field(None, exclude=True)
+    # SGLang stops while reading the checkpoint's quantization config (kv_dtype.checkpoint_kv), and the --quantization
+    # that loads it when one does: the runtime's compat check reports them (a start-up refusal, not a memory one)
+    quantization_refusal: str | None = Field(None, exclude=True)
+    quantization_fix: str | None = Field(None, exclude=True)
     max_running_requests: int
     req_to_token_gib: float
     free_after_pool_gib: float  # estimate: free_after_load - pool - Mamba - req_to_token
@@ -887,7 +892,9 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
 
     Extra inputs beyond the flags (each labelled ``input`` in ``sources`` when given):
       ``quant_config``: the checkpoint's separate quantization file (``hf_quant_config.json``), when it
-      has one. ``weights_bytes``: bytes of weights on one rank (the log's ``Load weight end ... mem usage``); else an
+      has one; with config.json's ``quantization_config`` and ``quantization`` (``--quantization``) it decides the
+      quantization class SGLang loads and so what ``--kv-cache-dtype auto`` stores (:mod:`.kv_dtype`; a config the
+      release cannot load is a ``does_not_start``). ``weights_bytes``: bytes of weights on one rank (the log's ``Load weight end ... mem usage``); else an
       estimate from the parameter count. ``free_memory_before_load_gib``: the log's ``Load weight begin.
       avail mem``; else GPU memory minus the start-up overhead of :mod:`.startup` (public logs: medians, or
       a line by resident threads).
@@ -1184,25 +1191,52 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                                "the heads are replicated), models/llama.py:145-149 in 0.5.10.post1")
 
     # --- KV dtype --------------------------------------------------------------------------------
-    qc = quant_config or c.get("quantization_config") or hf_config.get("quantization_config") or {}
     kv = kv_cache_dtype
+    # how the release reads the checkpoint's quantization config: the KV dtype auto takes from it, and whether reading
+    # it stops SGLang at start-up (whatever --kv-cache-dtype says)
+    try:
+        ck, ck_error = checkpoint_kv(release, hf_config, quant_config, quantization, is_hip=is_hip,
+                                     model_dtype=model_dtype), None
+    except EngineInputError as exc:  # a path not followed: raised only where the KV dtype depends on it
+        ck, ck_error = None, exc
+    quant_refusal = (f"SGLang {release} does not load this checkpoint's quantization config: {ck.refusal}"
+                     if ck is not None and ck.refusal else None)
+    # DSA: ServerArgs sets the KV dtype before the model runner resolves auto. torch reports the compute capability
+    # (ROCm: gfx9xx -> major 9, so the below-SM100 branch)
+    dsa_major = 9 if is_hip else sm
     if is_nsa and at_least(release, "0.5.23") and kv == "auto":
         # _dsa_kv_cache_dtype_default: fp8_e4m3 from SM100 (no attention sinks), bfloat16 below, whatever the checkpoint
         kv = "fp8_e4m3" if sm is not None and sm >= 10 else "bfloat16"
         src("kv_cache_dtype", kv, "source", f"{cite(release, 'nsa_kv_dtype')} (DSA: auto -> fp8_e4m3 on SM100+, "
-            "bfloat16 below)")
-    elif is_nsa and sm is not None and sm >= 10 and (kv == "auto" or not at_least(release, "0.5.10.post1")):
+            "bfloat16 below, whatever the checkpoint declares)")
+    elif is_nsa and release in ("0.5.3", "0.5.3.post1") and dsa_major is not None and dsa_major >= 10:
+        # 0.5.3 / 0.5.3.post1: fp8_e4m3 from SM100 whatever --kv-cache-dtype says; below, auto goes to the model runner
         kv = "fp8_e4m3"
-        src("kv_cache_dtype", kv, "source", cite(release, "nsa_kv_dtype" if R.has_rule(release, "nsa_kv_dtype") else "nsa"))
-    elif kv == "auto":
-        kv_algo = str(qc.get("kv_cache_quant_algo") or (qc.get("quantization") or {}).get("kv_cache_quant_algo") or "")
-        if kv_algo.upper() == "FP8" and at_least(release, "0.5.3"):
-            kv = "fp8_e4m3"
-            src("kv_cache_dtype", kv, "source", cite(release, "kv_auto") + " (auto -> fp8: the checkpoint's quant "
-                "config has kv_cache_quant_algo FP8)")
+        src("kv_cache_dtype", kv, "source", f"{cite(release, 'nsa_kv_dtype')} (DSA: fp8_e4m3 from SM100, whatever "
+            "--kv-cache-dtype says)")
+    elif is_nsa and at_least(release, "0.5.7") and not at_least(release, "0.5.23") and (
+            kv in ("auto", "bf16", "bfloat16", "fp8_e4m3", "fp8")):
+        if dsa_major is None:
+            raise EngineInputError("gpu", f"{gpu.name}: SGLang {release} picks the DSA KV dtype by compute capability "
+                                   f"({cite(release, 'nsa_kv_dtype')}); give the GPU's (a custom GPU: :sm90, :sm100)")
+        if kv == "auto":
+            kv = "fp8_e4m3" if dsa_major >= 10 else "bfloat16"
+            src("kv_cache_dtype", kv, "source", f"{cite(release, 'nsa_kv_dtype')} (DSA: auto -> fp8_e4m3 on SM100+, "
+                "bfloat16 below, whatever the checkpoint declares)")
         else:
-            kv = model_dtype
-            src("kv_cache_dtype", kv, "source", cite(release, "kv_auto") + " (auto -> the model dtype)")
+            kv = {"fp8": "fp8_e4m3", "bf16": "bfloat16"}.get(kv, kv)
+            src("kv_cache_dtype", kv, "input", "--kv-cache-dtype")
+    elif is_nsa and at_least(release, "0.5.7") and not at_least(release, "0.5.23"):
+        raise EngineInputError("kv_cache_dtype", f"--kv-cache-dtype {kv_cache_dtype}: SGLang {release} asserts bf16 / "
+                               f"bfloat16 or fp8_e4m3 for DeepSeek DSA ({cite(release, 'nsa_kv_assert')}) and does "
+                               "not start")
+    elif kv == "auto":
+        if ck is None:
+            raise ck_error
+        kv = ck.kv_cache_dtype or model_dtype
+        src("kv_cache_dtype", kv, "source", ck.source)
+        if ck.note:
+            notes.append(ck.note)
     else:
         kv = {"fp8": "fp8_e4m3", "bf16": "bfloat16"}.get(kv, kv)
         if kv not in DTYPE_BYTES:
@@ -1498,7 +1532,7 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
             f"{cite(release, 'spec_draft_first')}: the draft worker loads its weights before the target's KV pool is "
             "sized, so they come out of the memory the pool is sized from")
     # a configuration SGLang cannot start is a verdict, not bad input: the plan carries it with 0 KV tokens
-    does_not_start = backend_refusal
+    does_not_start = backend_refusal or quant_refusal
     if x_gib <= 0:
         does_not_start = (f"the weights ({w_gib:.2f} GiB per rank) do not fit in the {t_gib:.2f} GiB free on "
                           f"{gpu.name} before loading: SGLang fails while loading them (CUDA out of memory)")
@@ -1980,4 +2014,5 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         free_after_pool_gib=free_after_pool, speculative=spec, sources=sources, notes=notes,
         swa_pool=swa_geom if swa else None,
         tokens_pct_per_0_1_gib_overhead=round(sensitivity, 2) if sensitivity is not None else None,
-        does_not_start=does_not_start, draft_mismatch=draft_mismatch)
+        does_not_start=does_not_start, draft_mismatch=draft_mismatch, quantization_refusal=quant_refusal,
+        quantization_fix=ck.fix if ck is not None else None)

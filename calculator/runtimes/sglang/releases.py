@@ -150,7 +150,8 @@ _WEIGHT_LINES: dict[str, dict[str, tuple[str, int]]] = {
 #  kv_log           the "KV Cache is allocated" log line
 #  max_prefill_tokens  the 16384 default; req_to_token  ReqToTokenPool (int32 rows of context_len + 4)
 #  pool_end         the "Memory pool end. avail mem" log line
-#  kv_auto          --kv-cache-dtype auto: the model dtype (from 0.5.3: fp8 when the quant config says kv FP8)
+#  kv_auto          --kv-cache-dtype auto: the model dtype; from 0.5.3 fp8 when the loaded quantization class has
+#                   kv_cache_quant_algo FP8 (which class and which attribute: kv_dtype.py, keys below)
 #  gemma_swa_off    Gemma 2/3 -> disable_hybrid_swa_memory (0.4.10: Gemma 2 only)
 #  gptoss_swa_off   gpt-oss -> disable_hybrid_swa_memory (always up to 0.5.7; trtllm_mha / speculative in 0.5.8)
 #  ngram_max_running  NGRAM: max_running_requests = 48 when not given (0.5.3+, the NGRAM block of server_args)
@@ -319,6 +320,88 @@ _LINES: dict[str, dict[str, tuple[str, int]]] = {
 }
 
 
+# --kv-cache-dtype auto and the checkpoint's KV scheme (kv_dtype.py), per release:
+#  q_detect        ModelConfig._parse_quant_hf_config: config.json's quantization_config, else compression_config, else
+#                  hf_quant_config.json
+#  q_file          how hf_quant_config.json becomes a quant_method ({"quant_method": "modelopt"} up to 0.5.3, then
+#                  _parse_modelopt_quant_config: modelopt_fp4 / modelopt_fp8 by quant_algo)
+#  q_cfg_rewrite   config.json's ModelOpt quantization_config rewritten the same way (0.5.9: without quant_method;
+#                  from 0.5.10.post1 also with quant_method "modelopt")
+#  q_verify        _verify_quantization: each method's override_quantization_method, then --quantization against it
+#  q_compat        compatible_quantization_methods (the --quantization values accepted for another checkpoint method)
+#  q_unknown       "Unknown quantization method" (a quant_method no class is registered for)
+#  q_alias_fp8     the QUANTIZATION_METHODS entry of ModelOptFp8Config ("modelopt"; 0.5.3.post1 "modelopt_fp8" only)
+#  mo_override     _modelopt_override_quantization_method: --quantization modelopt -> modelopt_fp8 / modelopt_fp4
+#  mo_fp8_cfg / mo_fp4_cfg   ModelOptFp8Config / ModelOptFp4Config.from_config
+#  mo_fp8_flat_kv / mo_fp4_flat_kv     their KV algorithm in config.json's flat format (kv_cache_scheme, ...)
+#  mo_fp8_nested_kv / mo_fp4_nested_kv  ... in hf_quant_config.json's nested "quantization" (kv_cache_quant_algo)
+#  mo_fp8_algo / mo_fp4_algo  the quant_algo check that raises ValueError
+#  mo_fp8_kv_attr / mo_fp4_kv_attr     the attribute the KV algorithm is stored in (ModelOptFp8Config:
+#                  kv_cache_quant_method up to 0.5.3.post1, which auto does not read; ModelOptQuantConfig's
+#                  kv_cache_quant_algo from 0.5.7)
+#  ct_kv_attr / ct_kv_scheme   0.5.23: CompressedTensorsConfig.kv_cache_quant_algo (FP8 for a static per-tensor float8
+#                  kv_cache_scheme)
+#  fp8_kv_attr     0.5.23: Fp8Config reads kv_cache_quant_algo from its config
+#  nsa_kv_dtype    DeepSeek DSA: the KV dtype ServerArgs sets (0.5.3: fp8_e4m3 from SM100 whatever was asked; 0.5.7 on:
+#                  auto -> fp8_e4m3 from SM100, bfloat16 below); nsa_kv_assert: bf16 / fp8_e4m3 only
+_MOQ = "sglang/srt/layers/quantization/modelopt_quant.py"
+_QI = "sglang/srt/layers/quantization/__init__.py"
+_QB = "sglang/srt/layers/quantization/base_config.py"
+_CKPT_KV_LINES: dict[str, dict[str, tuple[str, int]]] = {
+    "0.4.10.post2": {"q_detect": (_MC, 361), "q_file": (_MC, 389), "q_verify": (_MC, 442), "q_compat": (_MC, 423),
+                     "q_unknown": (_MC, 469), "q_alias_fp8": (_QI, 77), "mo_fp8_cfg": (_MOQ, 102),
+                     "mo_fp8_algo": (_MOQ, 110), "mo_fp8_kv_attr": (_MOQ, 77), "mo_fp4_cfg": (_MOQ, 483),
+                     "mo_fp4_algo": (_MOQ, 485), "mo_fp4_kv_attr": (_MOQ, 462)},
+    "0.5.3": {"q_detect": (_MC, 469), "q_file": (_MC, 525), "q_verify": (_MC, 580), "q_compat": (_MC, 561),
+              "q_unknown": (_MC, 607), "q_alias_fp8": (_QI, 75), "mo_fp8_cfg": (_MOQ, 143),
+              "mo_fp8_flat_kv": (_MOQ, 147), "mo_fp8_nested_kv": (_MOQ, 162), "mo_fp8_algo": (_MOQ, 173),
+              "mo_fp8_kv_attr": (_MOQ, 107), "mo_fp4_cfg": (_MOQ, 593), "mo_fp4_flat_kv": (_MOQ, 598),
+              "mo_fp4_nested_kv": (_MOQ, 618), "mo_fp4_algo": (_MOQ, 629), "mo_fp4_kv_attr": (_MOQ, 527),
+              "nsa_kv_dtype": (_SA, 830)},
+    "0.5.3.post1": {"q_detect": (_MC, 475), "q_file": (_MC, 517), "q_verify": (_MC, 585), "q_compat": (_MC, 566),
+                    "q_unknown": (_MC, 612), "q_alias_fp8": (_QI, 75), "mo_fp8_cfg": (_MOQ, 143),
+                    "mo_fp8_flat_kv": (_MOQ, 147), "mo_fp8_nested_kv": (_MOQ, 162), "mo_fp8_algo": (_MOQ, 173),
+                    "mo_fp8_kv_attr": (_MOQ, 107), "mo_fp4_cfg": (_MOQ, 593), "mo_fp4_flat_kv": (_MOQ, 598),
+                    "mo_fp4_nested_kv": (_MOQ, 618), "mo_fp4_algo": (_MOQ, 629), "mo_fp4_kv_attr": (_MOQ, 527),
+                    "nsa_kv_dtype": (_SA, 870)},
+    "0.5.7": {"q_detect": (_MC, 566), "q_file": (_MC, 633), "q_verify": (_MC, 765), "q_compat": (_MC, 745),
+              "q_unknown": (_MC, 810), "q_alias_fp8": (_QI, 53), "mo_override": (_QB, 177),
+              "mo_fp8_cfg": (_MOQ, 259), "mo_fp8_flat_kv": (_MOQ, 263), "mo_fp8_nested_kv": (_MOQ, 278),
+              "mo_fp8_algo": (_MOQ, 289), "mo_fp8_kv_attr": (_MOQ, 175), "mo_fp4_cfg": (_MOQ, 944),
+              "mo_fp4_flat_kv": (_MOQ, 949), "mo_fp4_nested_kv": (_MOQ, 988), "mo_fp4_algo": (_MOQ, 999),
+              "mo_fp4_kv_attr": (_MOQ, 175), "nsa_kv_dtype": (_SA, 1065), "nsa_kv_assert": (_SA, 1072)},
+    "0.5.8.post1": {"q_detect": (_MC, 584), "q_file": (_MC, 680), "q_verify": (_MC, 825), "q_compat": (_MC, 794),
+                    "q_unknown": (_MC, 879), "q_alias_fp8": (_QI, 56), "mo_override": (_QB, 173),
+                    "mo_fp8_cfg": (_MOQ, 259), "mo_fp8_flat_kv": (_MOQ, 263), "mo_fp8_nested_kv": (_MOQ, 278),
+                    "mo_fp8_algo": (_MOQ, 289), "mo_fp8_kv_attr": (_MOQ, 175), "mo_fp4_cfg": (_MOQ, 943),
+                    "mo_fp4_flat_kv": (_MOQ, 948), "mo_fp4_nested_kv": (_MOQ, 987), "mo_fp4_algo": (_MOQ, 998),
+                    "mo_fp4_kv_attr": (_MOQ, 175), "nsa_kv_dtype": (_SA, 1165), "nsa_kv_assert": (_SA, 1172)},
+    "0.5.9": {"q_detect": (_MC, 647), "q_file": (_MC, 754), "q_cfg_rewrite": (_MC, 653), "q_verify": (_MC, 908),
+              "q_compat": (_MC, 874), "q_unknown": (_MC, 962), "q_alias_fp8": (_QI, 57), "mo_override": (_QB, 173),
+              "mo_fp8_cfg": (_MOQ, 430), "mo_fp8_flat_kv": (_MOQ, 434), "mo_fp8_nested_kv": (_MOQ, 449),
+              "mo_fp8_algo": (_MOQ, 460), "mo_fp8_kv_attr": (_MOQ, 277), "mo_fp4_cfg": (_MOQ, 1002),
+              "mo_fp4_flat_kv": (_MOQ, 1006), "mo_fp4_nested_kv": (_MOQ, 1042), "mo_fp4_algo": (_MOQ, 1053),
+              "mo_fp4_kv_attr": (_MOQ, 277), "nsa_kv_dtype": (_SA, 1142), "nsa_kv_assert": (_SA, 1149)},
+    "0.5.10.post1": {"q_detect": (_MC, 693), "q_file": (_MC, 805), "q_cfg_rewrite": (_MC, 699), "q_verify": (_MC, 993),
+                     "q_compat": (_MC, 958), "q_unknown": (_MC, 1047), "q_alias_fp8": (_QI, 58),
+                     "mo_override": (_QB, 173), "mo_fp8_cfg": (_MOQ, 445), "mo_fp8_flat_kv": (_MOQ, 449),
+                     "mo_fp8_nested_kv": (_MOQ, 464), "mo_fp8_algo": (_MOQ, 475), "mo_fp8_kv_attr": (_MOQ, 292),
+                     "mo_fp4_cfg": (_MOQ, 1194), "mo_fp4_flat_kv": (_MOQ, 1198), "mo_fp4_nested_kv": (_MOQ, 1234),
+                     "mo_fp4_algo": (_MOQ, 1245), "mo_fp4_kv_attr": (_MOQ, 292), "nsa_kv_assert": (_SA, 1440)},
+    "0.5.23": {"q_detect": (_MC, 1727), "q_file": (_MC, 1838), "q_cfg_rewrite": (_MC, 1733), "q_verify": (_MC, 2097),
+               "q_compat": (_MC, 2042), "q_unknown": (_MC, 2153), "q_alias_fp8": (_QI, 68), "mo_override": (_QB, 242),
+               "mo_fp8_cfg": (_MOQ, 478), "mo_fp8_flat_kv": (_MOQ, 482), "mo_fp8_nested_kv": (_MOQ, 499),
+               "mo_fp8_algo": (_MOQ, 510), "mo_fp8_kv_attr": (_MOQ, 326), "mo_fp4_cfg": (_MOQ, 1616),
+               "mo_fp4_flat_kv": (_MOQ, 1620), "mo_fp4_nested_kv": (_MOQ, 1662), "mo_fp4_algo": (_MOQ, 1673),
+               "mo_fp4_kv_attr": (_MOQ, 326),
+               "ct_kv_attr": ("sglang/srt/layers/quantization/compressed_tensors/compressed_tensors.py", 143),
+               "ct_kv_scheme": ("sglang/srt/layers/quantization/compressed_tensors/compressed_tensors.py", 1276),
+               "fp8_kv_attr": ("sglang/srt/layers/quantization/fp8.py", 366)},
+}
+for _rel, _extra in _CKPT_KV_LINES.items():
+    _LINES[_rel].update(_extra)
+
+
 # Under DP attention, the input embedding (VocabParallelEmbedding) of each model family, per release: the line that says
 # how it is split (weights.py dp_embedding_split). "enable_tp=not is_dp_attention_enabled()" (or the
 # global_server_args_dict form): whole on every rank; "use_attn_tp_group=is_dp_attention_enabled()" /
@@ -443,6 +526,18 @@ _DSA_INDEXER_LINES: dict[str, dict[str, tuple[str, int]]] = {
                "idx_k_norm": (_DSA_IDX, 381), "idx_k_norm_rms": (_DSA_IDX, 376), "idx_fusion": (_DSA_IDX, 310),
                "idx_fused": (_DSA_IDX, 353), "idx_neox": (_DS, 2118), "idx_layer": (_DS, 2117)},
 }
+# The indexer's rotary embedding against the MLA attention's (weights.dsa_indexer_rope_bytes): idx_rope_neox the
+# indexer's is_neox_style, mla_rope_neox the attention's, rope_key get_rope's cache key (one module per key)
+_RF = "sglang/srt/layers/rotary_embedding/factory.py"
+for _rel, (_idx, _mla, _key) in {
+        "0.5.3": ((_NSA_IDX, 161), (_DS, 1124), (_ROPE, 1704)),
+        "0.5.3.post1": ((_NSA_IDX, 161), (_DS, 1124), (_ROPE, 1704)),
+        "0.5.7": ((_NSA_IDX, 165), (_DS, 1411), (_ROPE, 2534)),
+        "0.5.8.post1": ((_NSA_IDX, 199), (_DS, 1210), (_ROPE, 2559)),
+        "0.5.9": ((_DS, 1158), (_DS, 1201), (_ROPE, 3376)),
+        "0.5.10.post1": ((_DS, 1181), (_DS, 1244), (_RF, 95)),
+        "0.5.23": ((_DS, 2118), (_DS, 2166), (_RF, 158))}.items():
+    _DSA_INDEXER_LINES[_rel].update({"idx_rope_neox": _idx, "mla_rope_neox": _mla, "rope_key": _key})
 # The NEXTN draft of a DSA model: nextn_dsa_draft the draft class's DSA test (is_deepseek_nsa / is_deepseek_dsa: from
 # 0.5.7 it lists DeepseekV3ForCausalLMNextN, so the draft layer builds an indexer and its pool keeps index-K rows; up to
 # 0.5.3.post1 it lists only the targets, so the draft is plain MLA), nextn_dsa_rename the draft's architecture rewrite

@@ -177,6 +177,8 @@ class SGLangCompat(CompatSummary):
     model's config out of the box when this one does not (nearest newer first), offered as ``--sglang-version``."""
 
     release_suggestions: list[tuple[str, str]] = []
+    # ``(value, why)`` of a --quantization that loads the checkpoint when the asked one does not (kv_dtype.py)
+    quantization_suggestions: list[tuple[str, str]] = []
 
 
 def _with_config_check(summary: CompatSummary, request, model: LoadedModel) -> CompatSummary:
@@ -305,9 +307,22 @@ class SGLang:
                                       "max_running_requests": p.max_running_requests})
 
     def compat(self, request, model: LoadedModel, memory) -> CompatSummary:
-        """The attention backend SGLang picks, or whether the one asked for runs (:mod:`.compat`), and whether the
-        release loads the model's config with the transformers it pins (:func:`.config_types.check_config`)."""
-        return _with_config_check(self._backend_compat(request, model), request, model)
+        """The attention backend SGLang picks, or whether the one asked for runs (:mod:`.compat`), whether the
+        release loads the model's config with the transformers it pins (:func:`.config_types.check_config`), and
+        whether it loads the checkpoint's quantization config (the memory plan's ``quantization_refusal``, with the
+        ``--quantization`` that does as a suggestion)."""
+        out = _with_config_check(self._backend_compat(request, model), request, model)
+        p = getattr(memory, "plan", None)
+        if p is not None and p.quantization_refusal:
+            # SGLang stops while reading the checkpoint's quantization config: a start-up refusal
+            out = SGLangCompat(**out.model_dump())
+            out.ok = False
+            out.error = "; ".join(filter(None, [p.quantization_refusal, out.error]))
+            out.reasons = [*out.reasons, p.quantization_refusal]
+            if p.quantization_fix and p.quantization_fix != (request.quantization or ""):
+                out.quantization_suggestions = [(p.quantization_fix, "the quantization class that loads this "
+                                                 "checkpoint's config")]
+        return out
 
     def _backend_compat(self, request, model: LoadedModel) -> CompatSummary:
         gpu = get_gpu(request.gpu)

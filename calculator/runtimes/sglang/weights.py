@@ -263,6 +263,46 @@ def _dense_layout(c: dict[str, Any], arch, tp: int, attn_tp: int, b: int) -> lis
     return sizes
 
 
+def _config_attr(c: dict[str, Any], key: str, default: Any) -> Any:
+    """``getattr(config, key, default)`` on the config SGLang builds from ``c`` (a key present with ``null`` is
+    ``None``, not the default)."""
+    return c[key] if key in c else default
+
+
+def dsa_indexer_rope_bytes(c: dict[str, Any], arch, *, release: str, is_hip: bool, model_bytes: int) -> tuple[int, str]:
+    """Bytes of the DSA indexer's own rotary cache on one rank, and why: 0 when it is the MLA attention's.
+
+    ``get_rope`` keeps one module per key (head size, rotary dim, positions, base, ``is_neox_style``, rope_scaling,
+    dtype; ``rope_key``), shared by every caller of the process. The indexer (every DSA layer's, the NextN draft's
+    too) passes the MLA attention's sizes, base and rope_scaling dict, so it gets a cache of its own only when its
+    ``is_neox_style`` differs (``idx_rope_neox`` against ``mla_rope_neox``):
+
+    - 0.5.3 / 0.5.3.post1: both ``False``: shared, nothing more;
+    - 0.5.7 / 0.5.8.post1: the indexer ``True``, the attention ``False``: a second cache;
+    - from 0.5.9: the indexer ``not config.indexer_rope_interleave`` (default ``False`` -> neox), the attention
+      ``not config.rope_interleave`` (default ``True`` -> not neox): a second cache for DeepSeek-V3.2 (neither key),
+      none for GLM-5 (both ``true``).
+
+    The second cache is the same class at the same sizes as the attention's (:func:`rope_bytes`), built while the model
+    loads, so it is inside ``Load weight end ... mem usage``: 40 MiB for DeepSeek-V3.2 in 0.5.23 (163,840 positions x
+    64 x 4 B), 120 MiB in 0.5.7 to 0.5.10.post1 (DeepseekScalingRotaryEmbedding's cos/sin_cached_total as well)."""
+    if c.get("index_topk") is None or not has_rule(release, "idx_rope_neox"):
+        return 0, "no DSA indexer"
+    if at_least(release, "0.5.9"):
+        idx = not _config_attr(c, "indexer_rope_interleave", False)
+        mla = not _config_attr(c, "rope_interleave", True)
+    else:
+        idx, mla = at_least(release, "0.5.7"), False
+    sides = (f"indexer is_neox_style {idx} ({cite(release, 'idx_rope_neox')}), attention {mla} "
+             f"({cite(release, 'mla_rope_neox')})")
+    if idx == mla:
+        return 0, f"{sides}: the same get_rope key, one shared cache ({cite(release, 'rope_key')})"
+    rb, text = rope_bytes(c, arch, release=release, is_hip=is_hip, model_bytes=model_bytes)
+    aiter = " (SGLang's get_rope; with SGLANG_USE_AITER=1 aiter's own get_rope builds it)" if is_hip else ""
+    return rb, (f"the DSA indexer's rotary cache: {sides} differ, so get_rope ({cite(release, 'rope_key')}) builds a "
+                f"second one{aiter}, shared by every indexer: {text}")
+
+
 def dsa_indexer_bytes(c: dict[str, Any], *, release: str, lin_b: float, model_b: int, is_hip: bool) -> tuple[int, str]:
     """Bytes of one DSA lightning indexer (DeepSeek-V3.2, GLM-5: ``index_topk`` in the config) on one rank as SGLang
     ``release`` builds it, and the formula. ``c``: the text config; ``lin_b``: bytes per weight of the layer's quantized
@@ -280,7 +320,7 @@ def dsa_indexer_bytes(c: dict[str, Any], *, release: str, lin_b: float, model_b:
       ``idx_neox``) fuses ``wk`` and ``weights_proj`` into one bfloat16 ``wk_weights_proj`` ``h x (d + n)``, unquantized
       (``idx_fusion``, ``idx_fused``; SGLANG_DISABLE_DSA_INDEXER_FUSION unset, its default).
 
-    Its rotary cache is shared through ``get_rope``'s cache by every indexer of the process (not counted here).
+    Its rotary cache is one for every indexer of the process, counted by :func:`dsa_indexer_rope_bytes`.
     Raises EngineInputError(config.index_head_dim) when the config lacks the indexer's sizes."""
     from calculator.engine.errors import EngineInputError
 
@@ -416,6 +456,9 @@ def estimate(hf_config: dict[str, Any], *, release: str, is_hip: bool, model_dty
             f"{n_idx} indexer layers x {per:,} B: {why}"
             + (f" (the layers that run their own, {cite(release, 'idx_layer')})" if at_least(release, "0.5.23")
                else ""))
+        rb_idx, rtext_idx = dsa_indexer_rope_bytes(c, arch, release=release, is_hip=is_hip, model_bytes=b)
+        if rb_idx:
+            add("nsa_indexer_rope", rb_idx, "source", rtext_idx)
 
     # Qwen3.5's gated query (q_proj num_heads x head_dim x (1 + attn_output_gate)) is in the parameter count
     # (arch._gated_query), as in SGLang ({cite(release, 'qwen3_5_gate')})
