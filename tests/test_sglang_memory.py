@@ -1984,3 +1984,18 @@ def test_dp_attention_on_0_4_3_post4_takes_dp_size_from_tp_size_and_only_for_dee
         plan(load_config("meta-llama__Llama-3.1-70B-Instruct.json"), gpu=h200, release="0.4.3.post4", tp_size=8,
              dp_size=8, enable_dp_attention=True)
     assert err.value.field == "enable_dp_attention" and "only in its DeepSeek model code" in err.value.message
+
+
+def test_a_model_file_that_starts_with_a_bom_is_read():
+    """sglang/srt/models/qwen2_classification.py starts with a UTF-8 byte-order mark (bytes EF BB BF, checked with
+    xxd in the 0.5.9 wheel) and registers ``EntryClass = [Qwen2ForSequenceClassification]`` (line 73 there); the
+    extractor once skipped it, so the architecture was missing from 0.4.10.post2 to 0.5.10.post1."""
+    for release in ("0.4.10.post2", "0.5.9", "0.5.10.post1"):
+        assert "Qwen2ForSequenceClassification" in R.architectures(release), release
+    wheel = wheel_of("0.5.9")
+    if not wheel.exists():
+        pytest.skip(f"{wheel} not downloaded")
+    with zipfile.ZipFile(wheel) as z:
+        raw = z.read("sglang/srt/models/qwen2_classification.py")
+    assert raw[:3] == b"\xef\xbb\xbf"
+    assert "Qwen2ForSequenceClassification" in raw.decode("utf-8-sig").split("EntryClass = [", 1)[1].split("]")[0]

@@ -87,7 +87,7 @@ def main(wheels: Path) -> None:
             for name in z.namelist():
                 if name.startswith("sglang/srt/models/") and name.endswith(".py"):
                     try:
-                        archs.update(entry_classes(z.read(name).decode()))
+                        archs.update(entry_classes(z.read(name).decode("utf-8-sig")))  # a BOM (qwen2_classification.py) is not code
                     except SyntaxError:
                         continue
             mm = multimodal_lists(z.read("sglang/srt/configs/model_config.py").decode())
