@@ -45,6 +45,30 @@ def test_the_requests_in_flight_satisfy_littles_law_below_saturation():
     assert slower.mean_in_flight > r.mean_in_flight and slower.itl_ms > r.itl_ms
 
 
+def test_the_speculative_server_has_its_own_requests_in_flight():
+    """Under the same Poisson arrivals the speculative server's requests live shorter, so fewer are in flight (Little's
+    law again, on its own TPOT and TTFT), and its TPOT is the one at that many running requests: the same as a closed
+    loop of that many (estimated separately here); the speedup compares it with the plain server at the plain
+    figure."""
+    spec = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}
+    inp = EngineInput(hf_config=load_config("meta-llama__Llama-3.1-8B-Instruct.json"), gpu="H100",
+                      max_model_len=8192, speculative_config=spec)
+    rate = 15.0
+    plain = perf.estimate_speed(_inp(), concurrency=1000, request_rate=rate)
+    r = perf.estimate_speed(inp, concurrency=1000, request_rate=rate, acceptance_rate=0.6)
+    assert not plain.saturated and r.mean_in_flight == plain.mean_in_flight  # the plain server's L is kept
+    sp = r.spec
+    life_s = (sp.ttft_ms + 127 * sp.itl_ms) / 1e3
+    assert sp.mean_in_flight == pytest.approx(rate * life_s, rel=2e-3)
+    assert sp.mean_in_flight < plain.mean_in_flight
+    n = -int(-sp.mean_in_flight // 1)  # the whole number of running requests that holds it
+    closed = perf.estimate_speed(inp, concurrency=n, acceptance_rate=0.6).spec
+    assert sp.itl_ms == pytest.approx(closed.itl_ms, rel=1e-3)
+    assert sp.speedup == pytest.approx(plain.itl_ms / sp.itl_ms, rel=2e-3)
+    fields = perf.result_fields(r)
+    assert fields["mean_in_flight"] == sp.mean_in_flight and fields["itl_ms"] == pytest.approx(sp.itl_ms, rel=1e-2)
+
+
 def test_a_saturated_server_queues_a_wait_that_grows_with_the_prompts():
     """Above what the server completes (mu = M running / lifetime), prompt i arrives at i / R and starts at i / mu:
     the mean TTFT grows by (N - 1) / 2 x (1 / mu - 1 / R). Two runs of 501 and 1001 prompts give mu from their TTFT

@@ -59,7 +59,7 @@ import math
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import BaseModel
 
@@ -1170,6 +1170,7 @@ class SpecResult(BaseModel):
     speedup_high: float | None = None
     slowdown: str | None = None
     best_num_speculative_tokens: int | None = None
+    mean_in_flight: float | None = None  # an open loop: the speculative server's requests in flight (Little's law)
     stops_paying_above_concurrency: int | None = None
     pays_from_concurrency: int | None = None
     speedup_vs_concurrency: dict[int, list[tuple[int, float]]] = {}
@@ -1612,15 +1613,17 @@ class _OpenLoop:
 
 
 def _open_loop(s: _Setup, prompt_len: int, output_len: int, rate: float, prompts: int, *, client_cap: int,
-               server_cap: int, cap_text: str = "") -> _OpenLoop:
+               server_cap: int, cap_text: str = "", point: Callable[[int], _Point] | None = None) -> _OpenLoop:
     """The operating point of Poisson arrivals at ``rate`` requests/s: the smallest ``n`` running requests (1 ..
     ``min(client_cap, server_cap)``: the client's ``--max-concurrency`` and what the server runs at once) whose
     request lifetime ``T(n)`` (the steady TTFT + ``(output_len - 1) x TPOT`` of :func:`_at` at ``n``, + the API
     server's ``ttft_fixed_ms``) holds ``rate x T(n) <= n`` in flight (Little's law; ``T`` grows with ``n``, so a
     bisection finds it); saturated when even that many do not, unless that many are the whole run (``prompts``: all
     of them fit at once and none queues). ``in_flight`` is ``rate x T(n)``. Unit: requests.
-    ``cap_text`` names what limits the server, in the runtime's words (for the saturation note)."""
+    ``cap_text`` names what limits the server, in the runtime's words (for the saturation note); ``point``: the
+    timing at ``n`` running requests (default :func:`_at`, the plain server; the speculative server passes its own)."""
     fixed = s.hw.eff.ttft_fixed_ms
+    point = point or (lambda n: _at(s, prompt_len, output_len, n))
     ride = 1.5 if s.hw.eff.mixed_prefill else 0.5
 
     timings: dict[int, tuple[float, float]] = {}
@@ -1630,7 +1633,7 @@ def _open_loop(s: _Setup, prompt_len: int, output_len: int, rate: float, prompts
         chance min(1, L) (arrivals see time averages; L = R x lifetime) and waits half the step in progress, then
         (vLLM) the step its prompt rides in: ride x the mean step (TPOT)."""
         if n not in timings:
-            p = _at(s, prompt_len, output_len, n)
+            p = point(n)
             life = (p.ttft + fixed + (output_len - 1) * p.tpot) / 1e3
             busy = min(1.0, rate * life) * ride * p.tpot
             timings[n] = (life + busy / 1e3, busy)
@@ -1934,6 +1937,8 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
                                         acceptance_rate, acceptance_length, workload, temperature, warnings, sources,
                                         queue_ms=queue_ms)
         if open_loop is not None and spec_result is not None and spec_result.itl_ms is not None:
+            if not open_loop.saturated:
+                _spec_open_loop(s, open_loop, spec_result, acc, base, prompt_len, output_len, ctx, warnings, sources)
             # the same arrivals served by the speculative server: its shorter request lifetime completes the run sooner
             # only where the plain one could not keep up with the rate
             life = spec_result.ttft_ms - queue_ms + (output_len - 1) * spec_result.itl_ms
@@ -1990,6 +1995,42 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
         efficiency_precision=precision,
         efficiency={k: v for k, v in asdict(hw.eff).items()}, spec=spec_result, vs_context=vs_context,
         vs_concurrency=vs_conc, sources=sources, warnings=warnings)
+
+
+def _spec_open_loop(s: _Setup, plain: _OpenLoop, spec: "SpecResult", acc: Acceptance | None, base: _Point,
+                    prompt_len: int, output_len: int, ctx: int, warnings: list[str], sources: dict[str, str]) -> None:
+    """The speculative server under the same Poisson arrivals as the plain one (``plain``, not saturated): its requests
+    live shorter, so fewer are in flight (Little's law, solved by :func:`_open_loop` with the speculative timing) and
+    its TPOT, TTFT and speedup are those at that many running requests, against the plain server at its own
+    (``base``, at ``plain.running``). Updates ``spec`` in place (``itl_ms``, ``ttft_ms``, ``speedup`` and its range,
+    ``mean_in_flight``, and the slowdown stop signs in ``warnings``); the queue-free TTFT keeps the drafter's prefill
+    the closed-loop figure carries."""
+    al = spec.mean_acceptance_length
+    method, k = spec.method, spec.num_speculative_tokens
+
+    def at(n: int, length: float = al, scale: float = 1.0) -> _Point:
+        return _spec_speedup(s, method, k, length, prompt_len, output_len, n, ctx, overhead_scale=scale)[3]
+
+    loop = _open_loop(s, prompt_len, output_len, plain.rate, plain.prompts, client_cap=plain.client_cap,
+                      server_cap=plain.server_cap, cap_text=plain.cap_text, point=at)
+    spec.mean_in_flight = round(loop.in_flight, 2)
+    sources["spec.open_loop"] = (
+        "the speculative server under the same arrivals: L = R x its request lifetime (Little's law), its TPOT and "
+        "TTFT at that many running requests; the speedup compares it with the plain server at the plain L")
+    if loop.running == plain.running:
+        return
+    pt = at(loop.running)
+    # the drafter's prefill of the prompt (the closed-loop TTFT's part beyond the plain server's) is kept
+    draft_prefill = spec.ttft_ms - base.ttft
+    spec.ttft_ms = round(pt.ttft + s.hw.eff.ttft_fixed_ms + loop.busy_wait_ms + draft_prefill, 3)
+    spec.itl_ms = round(pt.tpot, 3)
+    spec.speedup = round(base.tpot / pt.tpot, 3)
+    if acc is not None and spec.speedup_low is not None and spec.speedup_high is not None:
+        spec.speedup_low = round(base.tpot / at(loop.running, acc.low, 1.5).tpot, 3)
+        spec.speedup_high = round(base.tpot / at(loop.running, acc.high, 0.5).tpot, 3)
+    spec.slowdown = slowdown_level(spec.speedup, spec.speedup_low)
+    warnings[:] = [w for w in warnings if not w.startswith(SLOWDOWN_PREFIXES)] + slowdown_warnings(
+        al, spec.speedup, spec.speedup_low, spec.speedup_high)
 
 
 def _replicas(plan: Plan, *, concurrency: int, **kw: Any) -> SpeedResult:
@@ -2290,6 +2331,8 @@ def result_fields(r: SpeedResult) -> dict[str, Any]:
         if sp.itl_ms is not None:
             out["ttft_ms"], out["itl_ms"] = _sig(sp.ttft_ms), _sig(sp.itl_ms)
             out["output_tokens_per_s"] = _sig(sp.output_tokens_per_s)
+            if sp.mean_in_flight is not None:  # an open loop: the speculative server's own Little's law
+                out["mean_in_flight"] = sp.mean_in_flight
         out.update(acceptance_rate=None if sp.acceptance_rate is None else round(sp.acceptance_rate, 4),
                    mean_acceptance_length=sp.mean_acceptance_length, spec_speedup=sp.speedup,
                    spec_speedup_low=sp.speedup_low, spec_speedup_high=sp.speedup_high, spec_slowdown=sp.slowdown,
