@@ -457,6 +457,15 @@ class Extractor:
         return []
 
 
+def _literal_in(ex: Extractor, name: str, modules: tuple[str, ...]) -> tuple[list[str], str, int] | None:
+    """``(values, file, line)`` of the ``name = Literal[...]`` in the first of ``modules`` that defines it."""
+    for module in modules:
+        found = ex.literal_values(module, name)
+        if found:
+            return found[0], ex.module(module).file, found[1]
+    return None
+
+
 def _find_line(text: str | None, needle: str) -> int | None:
     if not text:
         return None
@@ -1471,20 +1480,26 @@ def extract(path: str | Path, release: str | None = None) -> dict:
             "enum": f"{interface.file}:{interface.classes['_Backend'].lineno}",
             "enum_members": [m["name"] for m in legacy_enum(ex)],
             "use_v1_source": _env_line(src, "VLLM_USE_V1")}
-    cache = ex.literal_values("vllm.config.cache", "CacheDType")
-    data["cache_dtypes"] = {"values": cache[0] if cache else [],
-                            "source": f"vllm/config/cache.py:{cache[1]}" if cache else None}
-    spec = ex.literal_values("vllm.config.speculative", "SpeculativeMethod")
-    spec_text = src.read("vllm/config/speculative.py")
-    mtp = ex.literal_values("vllm.config.speculative", "MTPModelTypes")
+    # vllm/config/cache.py and vllm/config/speculative.py; 0.10.x keeps SpeculativeMethod in vllm/config/__init__.py,
+    # 0.9 / 0.10.0 both in vllm/config.py (module vllm.config either way)
+    cache = _literal_in(ex, "CacheDType", ("vllm.config.cache", "vllm.config"))
+    data["cache_dtypes"] = {"values": cache[0] if cache else [], "source": f"{cache[1]}:{cache[2]}" if cache else None}
+    spec = _literal_in(ex, "SpeculativeMethod", ("vllm.config.speculative", "vllm.config"))
+    spec_file = spec[1] if spec else "vllm/config/speculative.py"
+    spec_text = src.read(spec_file)
+    if spec_text is not None and spec_file != "vllm/config/speculative.py":
+        # a shared config module: only SpeculativeConfig's own lines count
+        start = _find_line(spec_text, "class SpeculativeConfig") or 1
+        spec_text = "\n" * (start - 1) + "\n".join(spec_text.splitlines()[start - 1:])
+    mtp = _literal_in(ex, "MTPModelTypes", ("vllm.config.speculative", "vllm.config"))
     data["speculative"] = {
         "methods": sorted(set(spec[0])) if spec else [],
-        "source": f"vllm/config/speculative.py:{spec[1]}" if spec else None,
+        "source": f"{spec[1]}:{spec[2]}" if spec else None,
         "mtp_model_types": sorted(set(mtp[0])) if mtp else [],
-        "mtp_layers_key_source": (f"vllm/config/speculative.py:{_find_line(spec_text, 'num_nextn_predict_layers')}"
+        "mtp_layers_key_source": (f"{spec_file}:{_find_line(spec_text, 'num_nextn_predict_layers')}"
                                   if _find_line(spec_text, "num_nextn_predict_layers") else None),
         "heterogeneous_vocab_source": (
-            f"vllm/config/speculative.py:{_find_line(spec_text, 'use_heterogeneous_vocab: bool')}"
+            f"{spec_file}:{_find_line(spec_text, 'use_heterogeneous_vocab: bool')}"
             if _find_line(spec_text, "use_heterogeneous_vocab: bool") else None),
     }
     data["model_configs"] = configs

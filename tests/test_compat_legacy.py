@@ -44,6 +44,13 @@ def test_the_0_10_0_data_holds_what_its_wheel_says():
     assert d["selection"]["flag"] is None and d["selection"]["env_source"] == "vllm/envs.py:417"
     assert d["selection"]["use_v1_source"] == "vllm/envs.py:650"
     assert d["env_defaults"]["VLLM_USE_V1"] == {"value": True, "source": "vllm/envs.py:650"}
+    # vllm/config.py:1609 CacheDType = Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc"]; :2594-2595
+    # SpeculativeMethod = Literal["ngram", "eagle", "eagle3", "medusa", "mlp_speculator", "draft_model", "deepseek_mtp"]
+    assert d["cache_dtypes"] == {"values": ["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc"],
+                                 "source": "vllm/config.py:1609"}
+    assert d["speculative"]["methods"] == sorted(["ngram", "eagle", "eagle3", "medusa", "mlp_speculator",
+                                                  "draft_model", "deepseek_mtp"])
+    assert d["speculative"]["source"] == "vllm/config.py:2594"
     # vllm/platforms/cuda.py:195 `def get_attn_backend_cls(cls, selected_backend, head_size, dtype, kv_cache_dtype,
     # block_size, use_v1, use_mla)`: the V1 paths return FlashInferBackend, FlexAttentionBackend, TritonAttentionBackend,
     # FlashAttentionBackend (:237-240) and the MLA ones (CutlassMLA, TritonMLA, FlashMLA)
@@ -187,6 +194,18 @@ def test_flashinfer_is_optional_so_blackwell_names_both_backends():
     r = verdict(LLAMA, "B200", "0.10.2")
     assert r.ok is True and r.auto_selected == "FlashInferBackend"
     assert "FlashAttentionBackend when import flashinfer=False" in r.notes[0]
+
+
+def test_speculative_decoding_in_0_10():
+    # 0.10.2 vllm/config/__init__.py:1882-1884: no generic "mtp" method yet; vllm/engine/arg_utils.py:1495-1500 raises
+    # NotImplementedError for draft_model speculative decoding
+    mtp = verdict(LLAMA, "H100", "0.10.2", speculative_config={"method": "mtp", "num_speculative_tokens": 1})
+    assert mtp.ok is False and mtp.speculative[0].reason == "speculative method 'mtp' does not exist in vLLM 0.10.2"
+    draft = verdict(LLAMA, "H100", "0.10.2", speculative_config={"method": "draft_model", "num_speculative_tokens": 3,
+                                                                 "model": "meta-llama/Llama-3.2-1B-Instruct"})
+    assert draft.ok is False and draft.error.startswith(
+        "NotImplementedError: Speculative decoding with draft model is not supported yet.")
+    assert draft.error.endswith("(vllm/engine/arg_utils.py:1495)")
 
 
 def test_no_attention_backend_flag_before_0_11():
