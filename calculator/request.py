@@ -90,8 +90,8 @@ def release_supported(text: str) -> bool:
 
 def compat_release(release: str) -> str | None:
     """The compatibility data answering ``release``: its own extraction, else the extracted patch of the same
-    minor (backends and their rules change between minors, not patches); ``None`` when the minor has none
-    (0.9.x, 0.10.x: backends picked by if-chains, not extracted; compat/README.md)."""
+    minor (backends and their rules change between minors, not patches: 0.9.2's data answers 0.9.1); ``None`` when
+    the minor has none."""
     covered = covered_releases()
     if release in covered:
         return release
@@ -114,6 +114,20 @@ def attention_backends(release: str) -> tuple[str, ...]:
 
     data = compat_release(release)
     return compat_backends(data, "vllm") if data else ()
+
+
+def _no_backend_flag(release: str) -> str:
+    """Why ``attention_backend`` is refused for a release that takes none: 0.9 / 0.10 have no
+    ``--attention-backend`` (only the ``VLLM_ATTENTION_BACKEND`` environment variable), or no data answers it."""
+    from compat import extract
+
+    data = compat_release(release)
+    sel = (extract.load(data).get("selection") or {}) if data else {}
+    if sel:
+        return (f"vLLM {release} has no --attention-backend: it picks the backend itself, or takes one from the "
+                f"{sel['env']} environment variable ({sel['env_source']} of vLLM {data}), which the calculator does "
+                "not set; leave attention_backend to vLLM")
+    return f"no compatibility data answers vLLM {release}: leave attention_backend to vLLM"
 
 
 def _release_error(value: str) -> InputError:
@@ -503,8 +517,7 @@ class ServingRequest(BaseModel):
         if self.attention_backend is not None:
             release = self.release
             if not attention_backends(release):
-                raise InputError("attention_backend", f"no compatibility data answers vLLM {release} (its backends are "
-                                 "chosen by if-chains, not extracted): leave attention_backend to vLLM")
+                raise InputError("attention_backend", _no_backend_flag(release))
             if self.attention_backend not in attention_backends(release):
                 raise InputError("attention_backend", f"{self.attention_backend!r} is not an attention backend of "
                                  f"vLLM {release}; its backends: {', '.join(attention_backends(release))}")

@@ -153,7 +153,10 @@ def candidates(request, memory, compat, quantized_variants: Callable[[str], list
 
     arch = getattr(compat, "architecture", None)  # vLLM: the release's model registry lacks the model's class
     if compat_failed and arch is not None and arch.ok is not True and arch.first_release:
-        out.append(Suggestion(label=f"--vllm-version {arch.first_release} (the first release covered here whose model "
+        from compat.releases import version_key
+
+        which = "first" if version_key(arch.first_release) > version_key(request.release) else "last"
+        out.append(Suggestion(label=f"--vllm-version {arch.first_release} (the {which} release covered here whose model "
                                     f"registry has {arch.architectures[0]})",
                               params={"vllm_version": arch.first_release}, kind="settings"))
     for release, why in getattr(compat, "release_suggestions", None) or []:

@@ -45,8 +45,9 @@ class ArchitectureCheck(BaseModel):
 
     ``ok``: True (vLLM has a class for it), None (only through the Transformers backend: ``condition`` says
     what must hold) or False (vLLM stops at start-up: ``message`` in its words, cited in ``source``).
-    ``first_release``: the first covered release that registers ``architectures[0]`` (None when none does or
-    when this release does).
+    ``first_release``: the covered release to offer instead, when this one does not register ``architectures[0]``:
+    the first later release that registers it, else (a name later releases dropped) the last earlier one
+    (:func:`nearest_release_with`); None when none does or when this release does.
     """
 
     architectures: list[str]
@@ -106,6 +107,21 @@ def first_release_with(architecture: str) -> str | None:
     return None
 
 
+def nearest_release_with(architecture: str, release: str) -> tuple[str | None, str]:
+    """The covered release to offer for ``architecture`` asked of ``release`` (which lacks it), and how to say it:
+    the first later release that registers it (``"vLLM registers it from 0.10.1"``), else the last earlier one, for
+    a name a later release dropped (``"vLLM 0.10.2 is the last covered release that registers it"``: Mllama)."""
+    key = releases.version_key(release)
+    having = [r for r in releases.covered_releases()
+              if architecture in (extract.load(r).get("model_architectures") or {})]
+    later = [r for r in having if releases.version_key(r) > key]
+    if later:
+        return later[0], f"vLLM registers it from {later[0]}"
+    if having:
+        return having[-1], f"vLLM {having[-1]} is the last covered release that registers it"
+    return None, "no covered vLLM release registers it"
+
+
 def _normalized(arch: str, names: dict, normalize: dict | None) -> str | None:
     """``_ModelRegistry._normalize_arch``: the registered name an unregistered ``arch`` is served as, or None.
 
@@ -163,8 +179,8 @@ def check_architecture(data: dict, hf_config: dict) -> ArchitectureCheck:
             return ArchitectureCheck(architectures=archs, status="registered", ok=True, resolved=arch,
                                      registry_dict=e["dict"], source=e["source"],
                                      sources=[f"{e['source']} {arch} in {e['dict']} (vLLM {release})"])
-    first = first_release_with(archs[0])
-    later = f"; vLLM registers it from {first}" if first else "; no covered vLLM release registers it"
+    first, where = nearest_release_with(archs[0], release)
+    later = f"; {where}"
     tf = rules.get("transformers_fallback")
     req = (data.get("requirements") or {}).get("transformers") or {}
     stop, stop_source = _stop_message(archs, rules, names, release)

@@ -622,6 +622,60 @@ def speculative_issues(spec: SpeculativeConfig | None, features: ModelFeatures, 
     return out
 
 
+# ------------------------------------------------------------------ quantization
+def checkpoint_quant_method(hf_config: dict | None) -> str | None:
+    """The ``quant_method`` vLLM reads from a checkpoint's ``config.json`` (``quantization_config``, else
+    ``compression_config``; lower case, ``compressed_tensors`` spelled ``compressed-tensors``), as
+    ``ModelConfig._verify_quantization`` does (``vllm/config/__init__.py:1095-1118``, ``:1150-1160`` in 0.10.2)."""
+    if not isinstance(hf_config, dict):
+        return None
+    cfg = hf_config.get("quantization_config") or hf_config.get("compression_config")
+    if not isinstance(cfg, dict):
+        tc = hf_config.get("text_config")
+        cfg = (tc.get("quantization_config") if isinstance(tc, dict) else None)
+    if not isinstance(cfg, dict) or not cfg.get("quant_method"):
+        return None
+    return str(cfg["quant_method"]).lower().replace("compressed_tensors", "compressed-tensors")
+
+
+def quantization_issue(data: dict, hf_config: dict | None) -> str | None:
+    """vLLM's refusal of the checkpoint's quantization method when the release does not know it: ``ValueError:
+    Unknown quantization method: mxfp4. Must be one of [...]`` (``vllm/config/__init__.py:1211`` in 0.10.2), with the
+    first covered release that lists it. Only a method some covered release lists is refused (a name no release
+    knows may still be claimed by another method's ``override_quantization_method``); None otherwise, or when the
+    release's data has no ``quantization`` section."""
+    method = checkpoint_quant_method(hf_config)
+    q = data.get("quantization") or {}
+    if method is None or not q.get("methods") or method in q["methods"] or not q.get("unknown"):
+        return None
+    listing = [r for r in releases.covered_releases()
+               if method in ((extract.load(r).get("quantization") or {}).get("methods") or [])]
+    if not listing:
+        return None
+    key = releases.version_key(data["release"])
+    later = [r for r in listing if releases.version_key(r) > key]
+    where = (f"vLLM lists {method} from {later[0]}" if later else
+             f"vLLM {listing[-1]} is the last covered release that lists {method}")
+    msg = (q["unknown"]["message"].replace("{self.quantization}", method)
+           .replace("{supported_quantization}", f"<the {len(q['methods'])} methods of vLLM {data['release']}: "
+                                                f"{q['source']}>"))
+    return f"{msg} ({q['unknown']['source']}; {where})"
+
+
+def with_registry_fact(message: str, arch: ArchitectureCheck, release: str) -> str:
+    """``message`` (vLLM's refusal of the checkpoint's quantization) plus, when the release's model registry lacks
+    the model's class as well, that fact and the first covered release that registers it."""
+    if arch.status in ("registered", "not_checked") or not arch.architectures:
+        return message
+    name = arch.architectures[0]
+    first = ""
+    if arch.first_release:
+        later = releases.version_key(arch.first_release) > releases.version_key(release)
+        first = (f" (vLLM registers it from {arch.first_release})" if later else
+                 f" (vLLM {arch.first_release} is the last covered release that registers it)")
+    return f"{message}; and vLLM {release}'s model registry has no {name}{first}"
+
+
 # ------------------------------------------------------------------ main check
 def load_release(release: str | None) -> dict:
     """The extracted data of a covered vLLM release (``None``: :data:`DEFAULT_RELEASE`).
@@ -669,6 +723,11 @@ def check(req: CheckRequest) -> CompatReport:
     if known_kv and kv not in known_kv:
         raise CompatInputError("kv_cache_dtype", f"--kv-cache-dtype {kv!r} is not a CacheDType of vLLM {release}; "
                                f"valid: {', '.join(known_kv)}")
+    if (data.get("provenance") or {}).get("layout") == "legacy":
+        # 0.9 / 0.10: if-chains and constructors instead of per-backend rules (compat/legacy.py)
+        from .legacy import check_legacy
+
+        return check_legacy(req, data, gpu, platform, cap, f, dtype, kv)
     model_kv_note = None
     if f.use_sparse:
         # DeepSeek-V3.2's model config rewrites the KV dtype before the backend is chosen (fp8 -> fp8_ds_mla in
@@ -890,6 +949,12 @@ def _finish(req, data, release, platform, gpu, cap, dtype, kv, requested, f, ver
     spec = speculative_issues(req.speculative, f, data)
     if any(not s.ok for s in spec):
         ok = False
+    quant = quantization_issue(data, req.hf_config)
+    if quant is not None:
+        # ModelConfig refuses the checkpoint's quantization before any attention backend is chosen
+        if error:
+            notes = [*notes, f"the attention backend check alone: {error}"]
+        ok, error = False, quant
     arch = check_architecture(data, req.hf_config) if req.hf_config else None
     if arch is not None:
         # vLLM resolves the model class when it builds the model config, before any attention backend is chosen:
@@ -904,6 +969,8 @@ def _finish(req, data, release, platform, gpu, cap, dtype, kv, requested, f, ver
         if arch.status != "registered":
             notes = [*notes, *arch.notes]
             sources = [*sources, *arch.sources]
+        if quant is not None and error == quant:
+            error = with_registry_fact(quant, arch, release)
     ordered = sorted(verdicts.values(), key=lambda v: (v.priority is None, v.priority or 0, v.name))
     return CompatReport(
         release=release, platform=platform, gpu=gpu.name, compute_capability=gpu.compute_capability,

@@ -33,7 +33,7 @@ from . import interp
 
 SCHEMA_VERSION = 1
 # Bump when a change to this module changes what it writes for an unchanged source (recorded in each file).
-EXTRACTOR_VERSION = 4
+EXTRACTOR_VERSION = 5
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
 
@@ -70,10 +70,18 @@ LAYOUTS = {
                         ("vllm.attention.backends.abstract.AttentionType",
                          "vllm.v1.attention.backends.utils.AttentionCGSupport"),
                         _COMMON_INLINE + ("vllm.attention.",)),
+    # 0.9 / 0.10: no per-backend rules; ``_Backend`` (vllm/platforms/interface.py:41 in 0.10.2) names what
+    # VLLM_ATTENTION_BACKEND takes, and each platform's ``get_attn_backend_cls`` returns a class path
+    # (vllm/platforms/cuda.py:226 in 0.10.2); see :func:`legacy_backends`
+    "legacy": Layout("legacy", "vllm.platforms.interface", "vllm.attention.backends.abstract.AttentionBackend",
+                     ("vllm.attention.backends.abstract.AttentionType", "vllm.attention.selector._IsSupported"),
+                     _COMMON_INLINE + ("vllm.attention.",)),
 }
 PLATFORM_SELECTORS = {
     # platform -> candidates, first found wins: (module, function or Class.method, kind)
-    "cuda": [("vllm.platforms.cuda", "_get_backend_priorities", "priority_list")],
+    "cuda": [("vllm.platforms.cuda", "_get_backend_priorities", "priority_list"),
+             # 0.9 / 0.10: if-chains returning a class path (vllm/platforms/cuda.py:226 in 0.10.2)
+             ("vllm.platforms.cuda", "CudaPlatformBase.get_attn_backend_cls", "direct")],
     # ROCm has a priority list from 0.18 (vllm/platforms/rocm.py:309 in 0.18.1); before that
     # RocmPlatform.get_attn_backend_cls chose directly (rocm.py:209 in 0.11.2, :353 in 0.17.1)
     "rocm": [("vllm.platforms.rocm", "_get_backend_priorities", "priority_list"),
@@ -122,6 +130,10 @@ class Source:
         abstract = self.read("vllm/attention/backends/abstract.py") or ""
         if reg is not None and "class AttentionBackendEnum" in reg and "def validate_configuration" in abstract:
             return LAYOUTS["attention"]
+        interface = self.read("vllm/platforms/interface.py") or ""
+        if reg is None and "class _Backend(" in interface and \
+                self.read("vllm/v1/attention/backends/flash_attn.py") is not None:
+            return LAYOUTS["legacy"]
         return None
 
     def metadata(self) -> tuple[str, str] | None:
@@ -208,9 +220,8 @@ def open_source(path: str | Path) -> Source:
     """A :class:`Source` for a wheel, an installed ``vllm`` package dir, or a tree containing ``vllm/``.
 
     Raises:
-        SourceError: nothing at ``path`` looks like vLLM, or it is a vLLM older than 0.11 (no
-            ``AttentionBackend.validate_configuration``: 0.10 chose backends with if-chains in
-            ``CudaPlatformBase.get_attn_backend_cls``, which this extractor does not model).
+        SourceError: nothing at ``path`` looks like vLLM, or it follows none of :data:`LAYOUTS` (a vLLM older
+            than the V1 engine's ``vllm/v1/attention/backends/flash_attn.py``).
     """
     p = Path(path)
     if p.is_file() and p.suffix in (".whl", ".zip"):
@@ -228,9 +239,9 @@ def open_source(path: str | Path) -> Source:
             "containing vllm/ (vllm/platforms/interface.py not found)")
     if src.layout() is None:
         raise SourceError(
-            f"{p}: neither vllm/v1/attention/backend.py (vLLM >= 0.14) nor vllm/attention/backends/registry.py "
-            "with AttentionBackend.validate_configuration (0.11 to 0.13) found; vLLM 0.10 and older chose "
-            "attention backends without per-backend rules and are not covered")
+            f"{p}: neither vllm/v1/attention/backend.py (vLLM >= 0.14), vllm/attention/backends/registry.py "
+            "with AttentionBackend.validate_configuration (0.11 to 0.13), nor vllm/platforms/interface.py's _Backend "
+            "with the V1 engine's vllm/v1/attention/backends/flash_attn.py (0.9, 0.10) found")
     return src
 
 
@@ -400,6 +411,9 @@ class Extractor:
                     continue
                 if attr in m.functions:
                     self.add_function(q)
+                elif self.layout.name == "legacy" and ("Builder" in attr or "Impl" in attr):
+                    # 0.9 / 0.10: no rule reads the metadata builders; implementations are stored by add_init_only
+                    continue
                 elif attr in m.classes and (attr.endswith(("Enum", "Type", "Support")) or
                                             "Builder" in attr or "Backend" in attr or
                                             any(ast.unparse(b).endswith("Enum") for b in m.classes[attr].bases)):
@@ -441,6 +455,15 @@ class Extractor:
                         out.extend(found[0])
             return out
         return []
+
+
+def _literal_in(ex: Extractor, name: str, modules: tuple[str, ...]) -> tuple[list[str], str, int] | None:
+    """``(values, file, line)`` of the ``name = Literal[...]`` in the first of ``modules`` that defines it."""
+    for module in modules:
+        found = ex.literal_values(module, name)
+        if found:
+            return found[0], ex.module(module).file, found[1]
+    return None
 
 
 def _find_line(text: str | None, needle: str) -> int | None:
@@ -551,6 +574,205 @@ def summarize_backend(data: dict, cls_q: str, platform: str) -> dict:
                 text = n.value.value if isinstance(n.value, ast.Constant) else ast.unparse(n.value)
                 reasons.append({"reason": text, "source": f"{owner['file']}:{found[2]['line']}"})
     s["combination_reasons"] = reasons
+    return s
+
+
+# ---------------------------------------------------------------- 0.9 / 0.10 (layout "legacy")
+LEGACY_V1_PREFIX = "vllm.v1.attention.backends."
+# ``VLLM_ATTENTION_BACKEND`` and ``VLLM_USE_V1`` in ``vllm/envs.py`` (lines 478 and 745 in 0.10.2)
+ENVS_FILE = "vllm/envs.py"
+
+
+def _env_line(src: Source, name: str) -> str | None:
+    """``vllm/envs.py:LINE`` of the ``"NAME":`` entry of ``environment_variables`` (its default), or None."""
+    line = _find_line(src.read(ENVS_FILE), f'"{name}":')
+    return f"{ENVS_FILE}:{line}" if line else None
+
+
+def legacy_enum(ex: Extractor) -> list[dict]:
+    """The members of ``_Backend`` (``vllm/platforms/interface.py``), the names ``VLLM_ATTENTION_BACKEND`` takes in
+    0.9 / 0.10 (``backend_name_to_enum``, ``vllm/attention/selector.py``), each with its line."""
+    mod = ex.module("vllm.platforms.interface")
+    cls = mod.classes.get("_Backend") if mod else None
+    if cls is None:
+        raise SourceError("vllm/platforms/interface.py: no _Backend enum")
+    return [{"name": item.targets[0].id, "line": item.lineno} for item in cls.body
+            if isinstance(item, ast.Assign) and isinstance(item.targets[0], ast.Name)]
+
+
+def _selector_paths(ex: Extractor, node: ast.FunctionDef) -> list[str]:
+    """The V1 backend class paths a 0.9 / 0.10 ``get_attn_backend_cls`` can return: its string constants that name a
+    class under ``vllm.v1.attention.backends`` (whole, or a suffix its ``f"vllm.v1.attention.backends.mla.{x}"``
+    helper completes, ``vllm/platforms/cuda.py:250-256`` in 0.10.2), in source order."""
+    prefixes = {LEGACY_V1_PREFIX}
+    for n in ast.walk(node):
+        if isinstance(n, ast.JoinedStr) and n.values and isinstance(n.values[0], ast.Constant) and \
+                str(n.values[0].value).startswith(LEGACY_V1_PREFIX):
+            prefixes.add(str(n.values[0].value))
+    out: list[str] = []
+    for n in ast.walk(node):
+        if not (isinstance(n, ast.Constant) and isinstance(n.value, str) and re.fullmatch(r"[\w.]+\.\w+", n.value)):
+            continue
+        for path in [n.value] + [p + n.value for p in sorted(prefixes) if not n.value.startswith("vllm.")]:
+            if path.startswith(LEGACY_V1_PREFIX) and path not in out and ex.find_class(path) is not None:
+                out.append(path)
+                break
+    return out
+
+
+def _static_return(node: ast.FunctionDef | None) -> Any:
+    """The constant a ``get_name()``-style method returns (``return "FLASH_ATTN_VLLM_V1"``), or None."""
+    if node is None:
+        return None
+    rets = [n for n in ast.walk(node) if isinstance(n, ast.Return)]
+    if len(rets) == 1 and isinstance(rets[0].value, ast.Constant):
+        return rets[0].value.value
+    return None
+
+
+def _method(cls_node: ast.ClassDef, name: str) -> ast.FunctionDef | None:
+    return next((i for i in cls_node.body if isinstance(i, ast.FunctionDef) and i.name == name), None)
+
+
+def add_init_only(ex: Extractor, qualname: str) -> str | None:
+    """Store ``qualname`` (an attention ``Impl`` class) with only its ``__init__`` (and its vLLM bases' ``__init__``):
+    in 0.9 / 0.10 the checks a backend makes of a layer (head size, KV-cache dtype, sinks, sliding window) run in
+    its implementation's constructor; ``forward`` and the kernels are not stored."""
+    found = ex.find_class(qualname)
+    if found is None:
+        return None
+    mod, node = found
+    q = f"{mod.name}.{node.name}"
+    if q in ex.out_classes:
+        return q
+    ex.used_modules.add(mod.name)
+    entry: dict[str, Any] = {"module": mod.name, "name": node.name, "file": mod.file, "line": node.lineno,
+                             "bases": [], "attrs": {}, "methods": {}}
+    ex.out_classes[q] = entry
+    for b in node.bases:
+        if isinstance(b, ast.Subscript):
+            b = b.value
+        if isinstance(b, ast.Name):
+            bq = ex.resolve(mod, b.id)
+            if bq and bq.startswith("vllm"):
+                stored = add_init_only(ex, bq)
+                if stored:
+                    entry["bases"].append(stored)
+    init = _method(node, "__init__")
+    if init is not None:
+        entry["methods"]["__init__"] = {"src": ast.unparse(init), "line": init.lineno, "kind": "method"}
+        ex._add_referenced(mod, init)
+        # classes the constructor asks (``PagedAttention.get_supported_head_sizes()`` in TorchSDPABackendImpl,
+        # vllm/attention/backends/torch_sdpa.py:440 in 0.9.2) whatever their name
+        for n in ast.walk(init):
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
+                target = ex.resolve(mod, n.value.id)
+                if target and target.startswith(ex.layout.inline_prefixes) and ex.find_class(target) is not None:
+                    ex.add_class(target)
+    return q
+
+
+def _optional_imports(ex: Extractor, module: str, required: set[str]) -> list[dict]:
+    """Top-level imports of ``module`` that ``pip install vllm`` does not provide: a package outside the standard
+    library, vLLM and torch that no unconditional ``Requires-Dist`` of the wheel names (``flashinfer`` in 0.10:
+    only the ``flashinfer`` extra installs it, ``METADATA:99`` in 0.10.2). Importing the backend fails without it."""
+    import sys
+    mod = ex.module(module)
+    out = []
+    for n in (mod.tree.body if mod else []):
+        names = [a.name for a in n.names] if isinstance(n, ast.Import) else \
+            [n.module] if isinstance(n, ast.ImportFrom) and n.level == 0 and n.module else []
+        for name in names:
+            root = name.split(".")[0]
+            if root in ("vllm", "torch", "__future__") or root in sys.stdlib_module_names:
+                continue
+            if root.replace("_", "-").lower() in required or root.lower() in required:
+                continue
+            if not any(o["package"] == root for o in out):
+                out.append({"package": root, "source": f"{mod.file}:{n.lineno}"})
+    return out
+
+
+def legacy_backends(ex: Extractor, src: Source, selector_paths: dict[str, list[str]]) -> list[dict]:
+    """One entry per V1 backend class a 0.9 / 0.10 platform selector can return (``selector_paths``: platform ->
+    class paths). ``name`` is the class name (``get_name()`` repeats across classes: ``FLASH_ATTN_VLLM_V1`` for
+    FlashAttention and ROCm's AITER FlashAttention, ``vllm/v1/attention/backends/rocm_aiter_fa.py:343`` in 0.10.2),
+    ``enum_name`` what ``get_name()`` returns; ``impl`` the ``Impl`` class whose constructor checks the layer."""
+    meta = src.metadata()
+    required = set()
+    for line in (meta[1].splitlines() if meta else []):
+        m = re.match(r"Requires-Dist: ([A-Za-z0-9_.-]+)\s*(\[[^]]*\])?\s*([^;]*)(;.*)?$", line)
+        if m and not (m.group(4) and "extra" in m.group(4)):
+            required.add(m.group(1).replace("_", "-").lower())
+    paths: list[str] = []
+    for plat_paths in selector_paths.values():
+        paths += [p for p in plat_paths if p not in paths]
+    out = []
+    for path in paths:
+        q = ex.add_class(path)
+        mod, node = ex.find_class(path)
+        get_name = _method(node, "get_name")
+        impl_fn = _method(node, "get_impl_cls")
+        impl_name = _static_return_name(impl_fn)
+        impl_q = add_init_only(ex, ex.resolve(mod, impl_name) or f"{mod.name}.{impl_name}") if impl_name else None
+        checks = []
+        for cq in _class_chain(ex, impl_q):
+            imod, inode = ex.find_class(cq)
+            init = _method(inode, "__init__")
+            for n in ast.walk(init) if init else []:
+                if isinstance(n, ast.Raise) and isinstance(n.exc, ast.Call) and n.exc.args:
+                    checks.append({"raises": f"{ast.unparse(n.exc.func)}: {_fstring(n.exc.args[0])}",
+                                   "source": f"{imod.file}:{n.lineno}"})
+                elif isinstance(n, ast.Assert):
+                    checks.append({"asserts": ast.unparse(n.test), "source": f"{imod.file}:{n.lineno}",
+                                   **({"message": _fstring(n.msg)} if n.msg is not None else {})})
+        entry: dict[str, Any] = {
+            "name": node.name, "class": q, "path": path, "enum_name": _static_return(get_name),
+            "registry": f"{mod.file}:{get_name.lineno}" if get_name else None,
+            "platforms": sorted(p for p, ps in selector_paths.items() if path in ps),
+            "impl": impl_q, "impl_checks": checks, "optional_imports": _optional_imports(ex, mod.name, required)}
+        out.append(entry)
+    return out
+
+
+def _class_chain(ex: Extractor, q: str | None) -> list[str]:
+    """``q`` and its stored vLLM bases, nearest first (the constructors ``super().__init__`` reaches)."""
+    out: list[str] = []
+    todo = [q] if q else []
+    while todo:
+        c = todo.pop(0)
+        if c in out or c not in ex.out_classes:
+            continue
+        out.append(c)
+        todo += ex.out_classes[c]["bases"]
+    return out
+
+
+def _static_return_name(node: ast.FunctionDef | None) -> str | None:
+    """The class name ``get_impl_cls()`` returns (``return FlashAttentionImpl``), or None."""
+    if node is None:
+        return None
+    rets = [n for n in ast.walk(node) if isinstance(n, ast.Return)]
+    return rets[0].value.id if len(rets) == 1 and isinstance(rets[0].value, ast.Name) else None
+
+
+def summarize_legacy_backend(data: dict, entry: dict) -> dict:
+    """What a 0.9 / 0.10 backend declares: its class methods ``get_supported_head_sizes`` / ``get_supported_dtypes``,
+    read by ``is_attn_backend_supported`` (``vllm/attention/selector.py:93`` in 0.10.2), each with its file:line."""
+    cls_q = entry["class"]
+    plat = interp.Platform("cuda", interp.Unknown("device_capability"))  # type: ignore[arg-type]
+
+    def item(member: str):
+        loc = _loc(data, cls_q, member)
+        if loc is None:
+            return {"value": None, "source": None, "note": f"no {member} in this release"}
+        try:
+            v = _jsonable(interp.evaluate(lambda ev: ev.call_method(cls_q, member), data, plat))
+        except interp.NotEvaluable as e:
+            v = {"runtime": f"not evaluable: {e}"}
+        return {"value": v, "source": loc}
+
+    s: dict[str, Any] = {"head_sizes": item("get_supported_head_sizes"), "model_dtypes": item("get_supported_dtypes")}
     return s
 
 
@@ -796,37 +1018,283 @@ def model_architectures(src: Source) -> tuple[dict, dict]:
     rules["messages"] = {key: _raise_with(raise_fn, needle, REGISTRY_FILE) for key, needle in (
         ("unsupported", "are not supported for now"), ("previously_supported", "was supported in vLLM until"),
         ("out_of_tree", "not supported in-tree anymore"))}
+    loader = _loader_architecture(src)
+    if rules["messages"]["previously_supported"] is None and loader is not None:
+        # 0.10.0 raises it from get_model_architecture (vllm/model_executor/model_loader/utils.py:265-271)
+        rules["messages"]["previously_supported"] = _raise_with(loader[1], "was supported", LOADER_FILE)
     if rules["messages"]["unsupported"] is None:
         raise SourceError(f"{REGISTRY_FILE}: _raise_for_unsupported raises no 'are not supported for now'")
     norm = _registry_method(tree, "_normalize_arch")
-    model_text = src.read(MODEL_CONFIG_FILE) or ""
+    # vllm/config/model.py from 0.11; vllm/config/__init__.py in 0.10.1-0.10.2, vllm/config.py before
+    config_file = next((f for f in CONFIG_FILES if "model_impl:" in (src.read(f) or "")), MODEL_CONFIG_FILE)
+    model_text = src.read(config_file) or ""
     model_tree = ast.parse(model_text) if model_text else None
     suffixes = _top_assign(model_tree, "_SUFFIX_TO_DEFAULTS") if model_tree else None
     rules["normalize"] = None if norm is None or suffixes is None else {
-        "source": f"{REGISTRY_FILE}:{norm.lineno}", "suffixes_source": f"{MODEL_CONFIG_FILE}:{suffixes.lineno}",
+        "source": f"{REGISTRY_FILE}:{norm.lineno}", "suffixes_source": f"{config_file}:{suffixes.lineno}",
         "suffixes": [[e.elts[0].value, e.elts[1].elts[0].value, e.elts[1].elts[1].value]
                      for e in suffixes.value.elts]}
     inspect = _registry_method(tree, "inspect_model_cls")
     resolve = _registry_method(tree, "_try_resolve_transformers")
+    file = REGISTRY_FILE
     fallback = sorted(n.lineno for n in ast.walk(inspect) if isinstance(n, ast.If)
-                      and "model_config.model_impl == 'auto'" in ast.unparse(n.test)) if inspect else []
-    impl_line = next((n.lineno for n in ast.walk(model_tree) if isinstance(n, ast.AnnAssign)
-                      and isinstance(n.target, ast.Name) and n.target.id == "model_impl"
-                      and isinstance(n.value, ast.Constant)), None) if model_tree else None
-    impl_default = next((n.value.value for n in ast.walk(model_tree) if isinstance(n, ast.AnnAssign)
-                         and isinstance(n.target, ast.Name) and n.target.id == "model_impl"
-                         and isinstance(n.value, ast.Constant)), None) if model_tree else None
+                      and re.search(r"model_config\.model_impl == (?:'auto'|ModelImpl\.AUTO\b)", ast.unparse(n.test))
+                      ) if inspect else []
+    if resolve is None and loader is not None:
+        # 0.9 / 0.10.0: get_model_architecture falls back when no name is registered and model_impl is not "vllm",
+        # and resolve_transformers_arch raises when it cannot (vllm/model_executor/model_loader/utils.py:172-275)
+        resolve, file = loader[0], LOADER_FILE
+        fallback = sorted(n.lineno for n in ast.walk(loader[1]) if isinstance(n, ast.If)
+                          and "model_impl" in ast.unparse(n.test) and "vllm_not_supported" in ast.unparse(n.test))
+    impl = next((n for n in ast.walk(model_tree) if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+                 and n.target.id == "model_impl"), None) if model_tree else None
+    impl_default = _enum_value(model_tree, impl.value) if impl is not None else None
+    impl_line = impl.lineno if impl is not None and impl_default is not None else None
     compatible = next((n for n in ast.walk(resolve) if isinstance(n, ast.If)
                        and "is_backend_compatible" in ast.unparse(n.test)), None) if resolve else None
     rules["transformers_fallback"] = None if not (fallback and resolve and compatible) else {
-        "fallback": [f"{REGISTRY_FILE}:{line}" for line in fallback],
-        "resolve": f"{REGISTRY_FILE}:{resolve.lineno}",
+        "fallback": [f"{file}:{line}" for line in fallback],
+        "resolve": f"{file}:{resolve.lineno}",
         "compatible": {"test": ast.unparse(compatible.test.operand if isinstance(compatible.test, ast.UnaryOp)
-                                           else compatible.test), "source": f"{REGISTRY_FILE}:{compatible.lineno}"},
-        "not_found": _raise_with(resolve, "Cannot find model module", REGISTRY_FILE),
-        "not_compatible": _raise_with(resolve, "is not compatible with vLLM", REGISTRY_FILE),
-        "model_impl_default": {"value": impl_default, "source": f"{MODEL_CONFIG_FILE}:{impl_line}"}}
+                                           else compatible.test), "source": f"{file}:{compatible.lineno}"},
+        "not_found": _raise_with(resolve, "Cannot find model module", file),
+        "not_compatible": _raise_with(resolve, "is not compatible with vLLM", file),
+        "model_impl_default": {"value": impl_default, "source": f"{config_file}:{impl_line}"}}
+    if rules["transformers_fallback"] is not None and file == LOADER_FILE:
+        # the fallback's own errors are what vLLM stops with, not _raise_for_unsupported
+        rules["transformers_fallback"]["stops_with_own_errors"] = True
     return dict(sorted(names.items())), rules
+
+
+LOADER_FILE = "vllm/model_executor/model_loader/utils.py"
+
+
+def _loader_architecture(src: Source) -> tuple[ast.FunctionDef, ast.FunctionDef] | None:
+    """``(resolve_transformers_arch, get_model_architecture)`` of ``vllm/model_executor/model_loader/utils.py`` where
+    the Transformers fallback lives there (0.9, 0.10.0: ``utils.py:172``, ``:227`` in 0.10.0), else None."""
+    text = src.read(LOADER_FILE)
+    if text is None:
+        return None
+    tree = ast.parse(text)
+    fns = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    if "resolve_transformers_arch" not in fns or "get_model_architecture" not in fns:
+        return None
+    return fns["resolve_transformers_arch"], fns["get_model_architecture"]
+
+
+def _enum_value(tree: ast.Module, node: ast.AST) -> Any:
+    """A default written as a constant, or as ``Enum.MEMBER.value`` of an enum defined in ``tree``
+    (``model_impl: Union[str, ModelImpl] = ModelImpl.AUTO.value``, ``vllm/config/__init__.py:491`` in 0.10.2)."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    m = re.fullmatch(r"(\w+)\.(\w+)\.value", ast.unparse(node))
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == m.group(1)), None) if m else None
+    for item in (cls.body if cls else []):
+        if isinstance(item, ast.Assign) and isinstance(item.targets[0], ast.Name) and item.targets[0].id == m.group(2) \
+                and isinstance(item.value, ast.Constant):
+            return item.value.value
+    return None
+
+
+# ---------------------------------------------------------------- environment variable defaults (0.9 / 0.10)
+def _env_expr_value(node: ast.expr) -> Any:
+    """The value of an ``environment_variables`` lambda body when the variable is unset: ``os.getenv(NAME, d)`` /
+    ``os.environ.get(NAME, d)`` become ``d``, ``NAME in os.environ`` False, then the expression is evaluated with
+    ``bool`` / ``int`` / ``float`` / ``str`` only. Raises ValueError for anything else."""
+    class Unset(ast.NodeTransformer):
+        def visit_Call(self, n):
+            f = ast.unparse(n.func)
+            if f in ("os.getenv", "os.environ.get"):
+                return n.args[1] if len(n.args) > 1 else ast.Constant(None)
+            if f == "maybe_convert_int":
+                return self.visit(n.args[0])
+            self.generic_visit(n)
+            return n
+
+        def visit_Compare(self, n):
+            if len(n.ops) == 1 and isinstance(n.ops[0], (ast.In, ast.NotIn)) and \
+                    ast.unparse(n.comparators[0]) == "os.environ":
+                return ast.Constant(isinstance(n.ops[0], ast.NotIn))
+            self.generic_visit(n)
+            return n
+
+    expr = ast.fix_missing_locations(ast.Expression(Unset().visit(node)))
+    if any(isinstance(n, ast.Name) and n.id not in ("bool", "int", "float", "str") for n in ast.walk(expr)) or \
+            any(isinstance(n, (ast.Lambda, ast.Subscript)) for n in ast.walk(expr)):
+        raise ValueError(ast.unparse(expr))
+    try:
+        return eval(compile(expr, "<env>", "eval"), {"__builtins__": {}, "bool": bool, "int": int, "float": float,
+                                                     "str": str})
+    except Exception as e:  # noqa: BLE001 - any failure means "not readable"
+        raise ValueError(str(e)) from e
+
+
+def env_defaults(src: Source, data: dict) -> dict:
+    """``{NAME: {"value", "source"}}``: the default (variable unset) of every ``envs.NAME`` the stored rules read, from
+    its ``environment_variables`` entry in ``vllm/envs.py`` (``"VLLM_ROCM_USE_AITER": lambda: ...`` at ``:750`` in
+    0.10.2), evaluated by :func:`_env_expr_value`; a default that is not a plain expression of the variable is left
+    out (the rule then stays a run-time condition)."""
+    text = src.read(ENVS_FILE)
+    if text is None:
+        return {}
+    srcs = [f["src"] for f in data["functions"].values()] + \
+        [m["src"] for c in data["classes"].values() for m in c["methods"].values()]
+    wanted = {m for t in srcs for m in re.findall(r"envs\.([A-Z][A-Z0-9_]+)", t)} | \
+        {m for t in srcs for m in re.findall(r"envs\.is_set\(['\"]([A-Z0-9_]+)['\"]\)", t)}
+    out = {}
+    for node in ast.walk(ast.parse(text)):
+        if not (isinstance(node, ast.Dict)):
+            continue
+        for k, v in zip(node.keys, node.values):
+            if isinstance(k, ast.Constant) and k.value in wanted and isinstance(v, ast.Lambda):
+                try:
+                    out[k.value] = {"value": _env_expr_value(v.body), "source": f"{ENVS_FILE}:{k.lineno}"}
+                except ValueError:
+                    continue
+    return dict(sorted(out.items()))
+
+
+# ---------------------------------------------------------------- quantization methods
+QUANT_MODULE = "vllm.model_executor.layers.quantization"
+CONFIG_FILES = ("vllm/config/model.py", "vllm/config/__init__.py", "vllm/config.py")
+
+
+def quantization_methods(ex: Extractor) -> dict:
+    """The ``--quantization`` names the release knows (``QuantizationMethods`` Literal,
+    ``vllm/model_executor/layers/quantization/__init__.py:9`` in 0.10.2) and the error ``ModelConfig`` raises for a
+    checkpoint whose ``quant_method`` is not one of them (``Unknown quantization method: ...``,
+    ``vllm/config/__init__.py:1212`` in 0.10.2). ``{}`` when the release has no such Literal."""
+    src = ex.src
+    found = ex.literal_values(QUANT_MODULE, "QuantizationMethods")
+    if not found or not found[0]:
+        return {}
+    file = f"{QUANT_MODULE.replace('.', '/')}/__init__.py"
+    unknown = None
+    for cfg in CONFIG_FILES:
+        text = src.read(cfg)
+        if not text or "Unknown quantization method" not in text:
+            continue
+        for n in ast.walk(ast.parse(text)):
+            if isinstance(n, ast.Raise) and isinstance(n.exc, ast.Call) and n.exc.args and \
+                    "Unknown quantization method" in _fstring(n.exc.args[0]):
+                unknown = {"message": f"{ast.unparse(n.exc.func)}: {_fstring(n.exc.args[0])}", "source": f"{cfg}:{n.lineno}"}
+                break
+        if unknown:
+            break
+    return {"methods": list(dict.fromkeys(found[0])), "source": f"{file}:{found[1]}", "unknown": unknown}
+
+
+# ---------------------------------------------------------------- the V1 engine oracle (0.9 / 0.10)
+ARG_UTILS = "vllm.engine.arg_utils"
+
+
+def v1_oracle(ex: Extractor) -> dict:
+    """``EngineArgs._is_v1_supported_oracle`` (``vllm/engine/arg_utils.py:1431`` in 0.10.2): where 0.9 / 0.10 leave the
+    V1 engine. Each top-level ``if`` of the method that calls ``_raise_or_fallback`` / ``_warn_or_fallback`` or raises
+    is stored as a function of its own (``if <test>: <body>``; it returns ``False`` where vLLM falls back to V0) with
+    its file:line, its feature name and what it reads (``self.<flag>``, ``model_config.<attr>``,
+    ``current_platform.<method>``), so :mod:`compat.checks` evaluates the branches the calculator's inputs reach and
+    names the others. ``_raise_or_fallback`` / ``_warn_or_fallback`` are stored too (they read ``VLLM_USE_V1``)."""
+    mod = ex.module(ARG_UTILS)
+    cls = mod.classes.get("EngineArgs") if mod else None
+    fn = _method(cls, "_is_v1_supported_oracle") if cls else None
+    if fn is None:
+        return {}
+    ex.used_modules.add(mod.name)
+    for helper in ("_raise_or_fallback", "_warn_or_fallback"):
+        if helper in mod.functions:
+            ex.out_functions[f"{ARG_UTILS}.{helper}"] = {"module": ARG_UTILS, "file": mod.file,
+                                                          "line": mod.functions[helper].lineno,
+                                                          "src": ast.unparse(mod.functions[helper])}
+    branches = []
+    prelude: list[ast.stmt] = []  # plain assignments before a branch (``is_ngram_enabled = False``, 0.9.2)
+    for node in fn.body:
+        if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
+            prelude.append(node)
+            continue
+        if not isinstance(node, ast.If):
+            continue
+        text = ast.unparse(node)
+        kind = ("raise_or_fallback" if "_raise_or_fallback(" in text else
+                "warn_or_fallback" if "_warn_or_fallback(" in text else
+                "raise" if any(isinstance(n, ast.Raise) for n in ast.walk(node)) else None)
+        if kind is None:
+            continue
+        feature = next((ast.unparse(k.value) for n in ast.walk(node) if isinstance(n, ast.Call)
+                        for k in n.keywords if k.arg == "feature_name"), None)
+        if feature is None:  # _warn_or_fallback(current_platform.device_name) passes it positionally
+            feature = next((ast.unparse(n.args[0]) for n in ast.walk(node) if isinstance(n, ast.Call)
+                            and ast.unparse(n.func) in ("_raise_or_fallback", "_warn_or_fallback") and n.args), None)
+        reads = sorted({ast.unparse(n) for n in ast.walk(node) if isinstance(n, ast.Attribute)
+                        and isinstance(n.value, ast.Name) and n.value.id in ("self", "model_config", "current_platform",
+                                                                           "envs")})
+        key = f"{ARG_UTILS}._is_v1_supported_oracle@{node.lineno}"
+        branch = ast.FunctionDef(name="_branch", args=ast.arguments(
+            posonlyargs=[], args=[ast.arg("self"), ast.arg("model_config")], kwonlyargs=[], kw_defaults=[],
+            defaults=[]), body=[*prelude, node], decorator_list=[], returns=None, type_params=[])
+        ex.out_functions[key] = {"module": ARG_UTILS, "file": mod.file, "line": node.lineno,
+                                 "src": ast.unparse(ast.fix_missing_locations(branch))}
+        ex._add_referenced(mod, node)
+        branches.append({"function": key, "kind": kind, "feature": feature, "reads": reads,
+                         "source": f"{mod.file}:{node.lineno}"})
+    return {"source": f"{mod.file}:{fn.lineno}", "branches": branches, **model_interfaces(ex.src)}
+
+
+#: the model-class interfaces the V1 oracle asks about (``vllm/model_executor/models/interfaces.py``):
+#: ``SupportsV0Only`` (``ModelConfig.is_v1_compatible``) and ``HasInnerState`` (``has_inner_state``)
+ORACLE_INTERFACES = ("SupportsV0Only", "HasInnerState")
+
+
+def model_interfaces(src: Source) -> dict:
+    """``{"v0_only": {arch: file:line}, "inner_state": {arch: file:line}}``: the registered architectures whose model
+    class (``_VLLM_MODELS[arch] = (module, class)``) has :data:`ORACLE_INTERFACES` among its bases, followed through
+    base classes defined in ``vllm/model_executor/models/``; the line is the class's."""
+    text = src.read(REGISTRY_FILE)
+    if text is None:
+        return {}
+    tree = ast.parse(text)
+    entries: dict[str, tuple[str, str]] = {}
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
+            getattr(node, "target", None) if isinstance(node, ast.AnnAssign) else None
+        if isinstance(target, ast.Name) and isinstance(node.value, ast.Dict):
+            for k, v in zip(node.value.keys, node.value.values):
+                if isinstance(k, ast.Constant) and isinstance(v, ast.Tuple) and len(v.elts) == 2 and \
+                        all(isinstance(e, ast.Constant) for e in v.elts):
+                    entries.setdefault(k.value, (v.elts[0].value, v.elts[1].value))
+    parsed: dict[str, ast.Module | None] = {}
+
+    def module(name: str) -> ast.Module | None:
+        if name not in parsed:
+            t = src.read(f"vllm/model_executor/models/{name}.py")
+            parsed[name] = ast.parse(t) if t is not None else None
+        return parsed[name]
+
+    def bases(mod_name: str, cls_name: str, depth: int = 0) -> tuple[set[str], int | None]:
+        t = module(mod_name)
+        cls = next((n for n in t.body if isinstance(n, ast.ClassDef) and n.name == cls_name), None) if t else None
+        if cls is None or depth > 6:
+            return set(), None
+        out: set[str] = set()
+        imports = {a.asname or a.name: (n.module or "") for n in t.body if isinstance(n, ast.ImportFrom)
+                   for a in n.names}
+        for b in cls.bases:
+            name = ast.unparse(b.value if isinstance(b, ast.Subscript) else b)
+            out.add(name)
+            if name in {c.name for c in t.body if isinstance(c, ast.ClassDef)}:
+                out |= bases(mod_name, name, depth + 1)[0]
+            elif imports.get(name, "").lstrip(".") and "interfaces" not in imports[name]:
+                other = imports[name].rsplit(".", 1)[-1]
+                out |= bases(other, name, depth + 1)[0]
+        return out, cls.lineno
+
+    out: dict[str, dict] = {"v0_only": {}, "inner_state": {}}
+    for arch, (mod_name, cls_name) in sorted(entries.items()):
+        found, line = bases(mod_name, cls_name)
+        for key, iface in (("v0_only", "SupportsV0Only"), ("inner_state", "HasInnerState")):
+            if iface in found:
+                out[key][arch] = f"vllm/model_executor/models/{mod_name}.py:{line}"
+    return out
 
 
 # ---------------------------------------------------------------- transformers (the Transformers-backend fallback)
@@ -944,12 +1412,13 @@ def extract(path: str | Path, release: str | None = None) -> dict:
     if not release:
         raise SourceError(f"{path}: cannot tell the vLLM release; pass --release")
     ex = Extractor(src)
+    legacy = ex.layout.name == "legacy"
     base = ex.add_class(ex.layout.base_backend)
     if base is None:
         raise SourceError(f"AttentionBackend base class {ex.layout.base_backend} not found")
     registry_file = f"{ex.layout.registry.replace('.', '/')}.py"
     backends = []
-    for member in ex.registry():
+    for member in ([] if legacy else ex.registry()):
         cls_q = ex.add_class(member["path"])
         backends.append({"name": member["name"], "class": cls_q, "path": member["path"],
                          "registry": f"{registry_file}:{member['registry_line']}"})
@@ -957,6 +1426,7 @@ def extract(path: str | Path, release: str | None = None) -> dict:
         ex.add_class(extra)
 
     platforms = {}
+    selector_paths: dict[str, list[str]] = {}
     for plat, candidates in PLATFORM_SELECTORS.items():
         node = None
         for mod_name, fn_name, kind in candidates:
@@ -965,8 +1435,16 @@ def extract(path: str | Path, release: str | None = None) -> dict:
                 break
         if node is None:
             continue
+        enum_name = "_Backend" if legacy else "AttentionBackendEnum"
         names = sorted({n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)
-                        and isinstance(n.value, ast.Name) and n.value.id == "AttentionBackendEnum"})
+                        and isinstance(n.value, ast.Name) and n.value.id == enum_name})
+        if legacy:
+            # the selector returns class paths; the _Backend members it compares with are what
+            # VLLM_ATTENTION_BACKEND can pick on this platform
+            selector_paths[plat] = _selector_paths(ex, node)
+            platforms[plat]["backends"] = [p.rsplit(".", 1)[-1] for p in selector_paths[plat]]
+            platforms[plat]["env_names"] = names
+            continue
         platforms[plat]["backends"] = names
         loop = PLATFORM_VALIDATION_LOOP.get(plat)
         if loop:
@@ -980,6 +1458,8 @@ def extract(path: str | Path, release: str | None = None) -> dict:
     configs = model_configs(ex)
     ex.add_class("vllm.v1.attention.backends.mla.flashattn_mla.XPUFlashAttnMLABackend")
 
+    if legacy:
+        backends = legacy_backends(ex, src, selector_paths)
     data: dict[str, Any] = {
         "schema": SCHEMA_VERSION,
         "runtime": "vllm",
@@ -987,28 +1467,46 @@ def extract(path: str | Path, release: str | None = None) -> dict:
         "extracted_from": src.label(),
         "provenance": {**src.provenance(), "extractor_version": EXTRACTOR_VERSION, "layout": ex.layout.name},
         "base_class": base,
-        "validate_configuration": f"{ex.out_classes[base]['file']}:"
-                                  f"{ex.out_classes[base]['methods']['validate_configuration']['line']}",
+        "validate_configuration": None if legacy else (
+            f"{ex.out_classes[base]['file']}:{ex.out_classes[base]['methods']['validate_configuration']['line']}"),
         "platforms": platforms,
     }
-    cache = ex.literal_values("vllm.config.cache", "CacheDType")
-    data["cache_dtypes"] = {"values": cache[0] if cache else [],
-                            "source": f"vllm/config/cache.py:{cache[1]}" if cache else None}
-    spec = ex.literal_values("vllm.config.speculative", "SpeculativeMethod")
-    spec_text = src.read("vllm/config/speculative.py")
-    mtp = ex.literal_values("vllm.config.speculative", "MTPModelTypes")
+    if legacy:
+        # no --attention-backend before 0.11: VLLM_ATTENTION_BACKEND names a _Backend member; the V1 engine unless
+        # VLLM_USE_V1=0 or EngineArgs._is_v1_supported_oracle falls back to V0 (:func:`v1_oracle`)
+        interface = ex.module("vllm.platforms.interface")
+        data["selection"] = {
+            "flag": None, "env": "VLLM_ATTENTION_BACKEND", "env_source": _env_line(src, "VLLM_ATTENTION_BACKEND"),
+            "enum": f"{interface.file}:{interface.classes['_Backend'].lineno}",
+            "enum_members": [m["name"] for m in legacy_enum(ex)],
+            "use_v1_source": _env_line(src, "VLLM_USE_V1")}
+    # vllm/config/cache.py and vllm/config/speculative.py; 0.10.x keeps SpeculativeMethod in vllm/config/__init__.py,
+    # 0.9 / 0.10.0 both in vllm/config.py (module vllm.config either way)
+    cache = _literal_in(ex, "CacheDType", ("vllm.config.cache", "vllm.config"))
+    data["cache_dtypes"] = {"values": cache[0] if cache else [], "source": f"{cache[1]}:{cache[2]}" if cache else None}
+    spec = _literal_in(ex, "SpeculativeMethod", ("vllm.config.speculative", "vllm.config"))
+    spec_file = spec[1] if spec else "vllm/config/speculative.py"
+    spec_text = src.read(spec_file)
+    if spec_text is not None and spec_file != "vllm/config/speculative.py":
+        # a shared config module: only SpeculativeConfig's own lines count
+        start = _find_line(spec_text, "class SpeculativeConfig") or 1
+        spec_text = "\n" * (start - 1) + "\n".join(spec_text.splitlines()[start - 1:])
+    mtp = _literal_in(ex, "MTPModelTypes", ("vllm.config.speculative", "vllm.config"))
     data["speculative"] = {
         "methods": sorted(set(spec[0])) if spec else [],
-        "source": f"vllm/config/speculative.py:{spec[1]}" if spec else None,
+        "source": f"{spec[1]}:{spec[2]}" if spec else None,
         "mtp_model_types": sorted(set(mtp[0])) if mtp else [],
-        "mtp_layers_key_source": (f"vllm/config/speculative.py:{_find_line(spec_text, 'num_nextn_predict_layers')}"
+        "mtp_layers_key_source": (f"{spec_file}:{_find_line(spec_text, 'num_nextn_predict_layers')}"
                                   if _find_line(spec_text, "num_nextn_predict_layers") else None),
         "heterogeneous_vocab_source": (
-            f"vllm/config/speculative.py:{_find_line(spec_text, 'use_heterogeneous_vocab: bool')}"
+            f"{spec_file}:{_find_line(spec_text, 'use_heterogeneous_vocab: bool')}"
             if _find_line(spec_text, "use_heterogeneous_vocab: bool") else None),
     }
     data["model_configs"] = configs
     data["model_architectures"], data["model_registry"] = model_architectures(src)
+    data["quantization"] = quantization_methods(ex)
+    if legacy:
+        data["v1_oracle"] = v1_oracle(ex)
     # what ``pip install vllm==X`` installs with it (the transformers the Transformers-backend fallback imports)
     data["requirements"] = {"transformers": src.requirement("transformers")}
     data["flash_attn"] = flash_attn_support(src)
@@ -1018,12 +1516,18 @@ def extract(path: str | Path, release: str | None = None) -> dict:
         for name in sorted(ex.used_modules) if ex._modules.get(name) is not None}
     data["classes"] = dict(sorted(ex.out_classes.items()))
     data["functions"] = dict(sorted(ex.out_functions.items()))
+    if legacy:
+        data["env_defaults"] = env_defaults(src, data)
 
     in_platform: dict[str, list[str]] = {}
     for plat, p in platforms.items():
         for name in p["backends"]:
             in_platform.setdefault(name, []).append(plat)
     for b in backends:
+        if legacy:
+            b["source"] = f"{data['classes'][b['class']]['file']}:{data['classes'][b['class']]['line']}"
+            b["declared"] = summarize_legacy_backend(data, b)
+            continue
         b["platforms"] = sorted(in_platform.get(b["name"], []))
         if b["class"] is None:
             b["missing"] = _why_missing(ex, b["path"])

@@ -62,13 +62,13 @@ def _clean_release(value: str | None) -> str:
     value = (value or "").strip()
     if not value:
         return ""
-    if not re.fullmatch(r"\d+\.\d+\.\d+", value):
+    if not re.fullmatch(r"\d+\.\d+\.\d+(\.\d+)?", value):  # 0.10.1.1 has four parts
         raise forms.ValidationError(f"{value!r} is not a vLLM release (X.Y.Z, e.g. {checks.DEFAULT_RELEASE})")
     answered = compat_release(value)
     if answered is None:
         raise forms.ValidationError(
             releases.not_covered_message(value) + ": compatibility data is extracted from each release's own "
-            "wheel (compat/README.md); releases before 0.11 pick backends by if-chains that are not extracted")
+            "wheel (compat/README.md)")
     return answered
 
 

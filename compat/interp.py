@@ -170,6 +170,9 @@ class Platform:
 
     kind: str  # cuda | rocm | cpu | xpu
     capability: Capability | None
+    # 0.9 / 0.10 (data layout "legacy"): the stored platform class (``vllm.platforms.cuda.CudaPlatformBase``) whose
+    # other classmethods ``current_platform.X(...)`` runs (``is_kv_cache_dtype_supported``, ``supports_v1``)
+    cls_q: str | None = None
 
     def is_cuda(self):
         return self.kind == "cuda"
@@ -313,6 +316,33 @@ class _FunctionRef:
 
 
 @dataclass
+class _Closure:
+    """A function defined inside the evaluated function (0.9 / 0.10 only); it sees the enclosing locals."""
+
+    fn: ast.FunctionDef
+    local: dict
+    module: str
+    cls: Any
+    owner: Any
+
+
+@dataclass
+class _Instance:
+    """An instance of a stored field-only class (``_IsSupported(can_import=..., head_size=..., dtype=...)``)."""
+
+    cls: ClassRef
+    values: dict
+
+
+# what ``cls.X(...)`` in a platform classmethod asks the device (answered by :class:`Platform`, 0.9 / 0.10 only)
+PLATFORM_QUERIES = {"has_device_capability", "is_device_capability", "get_device_capability",
+                    "is_device_capability_family", "is_cuda", "is_rocm", "is_cpu", "is_xpu", "is_cuda_alike"}
+# imports that ``pip install vllm`` always provides (0.9 / 0.10 evaluation: anything else is a run-time condition)
+IMPORTS_ALWAYS_THERE = {"vllm", "torch", "typing", "functools", "os", "math", "dataclasses", "enum", "contextlib",
+                        "importlib", "collections", "itertools", "warnings", "transformers", "triton"}
+
+
+@dataclass
 class Evaluator:
     """Evaluates stored functions of one release's data file.
 
@@ -328,6 +358,16 @@ class Evaluator:
     depth: int = 0
 
     vllm_config: Any = None  # _Namespace returned by get_current_vllm_config(); None: unknown
+    # evaluate ``assert`` statements (a 0.9 / 0.10 attention implementation's constructor refuses a layer with them,
+    # ``vllm/v1/attention/backends/flash_attn.py:416`` in 0.10.2); elsewhere they are skipped
+    check_asserts: bool = False
+    instance: Any = None  # the object an ``__init__`` being evaluated builds (its ``self``; :func:`construct`)
+
+    @property
+    def legacy(self) -> bool:
+        """The data is a 0.9 / 0.10 release (``provenance.layout`` "legacy"): the selectors are if-chains returning
+        class paths and the constructs below are evaluated instead of left unknown."""
+        return self.data.get("provenance", {}).get("layout") == "legacy"
 
     def _maybe(self, u: Unknown):
         """An Unknown whose text the caller assumed (``platform.machine()`` = x86_64) becomes that value."""
@@ -345,7 +385,22 @@ class Evaluator:
             raise Undecided(v.text)
         if isinstance(v, (ClassRef, _FunctionRef, _BoundMethod, BackendRef, Capability)):
             return True
+        if isinstance(v, _Instance):
+            found = self.find_member(v.cls.qualname, "__bool__")
+            if found is None:
+                return True
+            return self.truth(self._invoke_on(v, found[0], "__bool__"))
         return bool(v)
+
+    def _invoke_on(self, inst: "_Instance", owner: str, name: str, *args):
+        entry = self.data["classes"][owner]["methods"][name]
+        fn = parse_function(entry["src"])
+        local = self._bind(fn, [inst, *args], {}, self.data["classes"][owner]["module"], owner)
+        try:
+            self.exec_block(fn.body, local, self.data["classes"][owner]["module"], inst.cls, owner)
+        except _Return as r:
+            return r.value
+        return None
 
     # ---- class model ----
     def mro(self, qualname: str) -> list[str]:
@@ -374,6 +429,9 @@ class Evaluator:
         return None
 
     def class_attr(self, ref: ClassRef, name: str, after: str | None = None):
+        if self.legacy and ref.qualname.startswith("vllm.platforms.") and name in PLATFORM_QUERIES:
+            # ``cls.has_device_capability(80)`` inside a platform classmethod asks the device
+            return getattr(self.platform, name)
         found = self.find_member(ref.qualname, name, after)
         if found is None:
             if name == "__name__":
@@ -406,7 +464,7 @@ class Evaluator:
             if entry.get("kind") == "classmethod":
                 args = [target.cls] + args
             elif entry.get("kind") == "method":
-                args = [Unknown("self")] + args
+                args = [self.instance if self.instance is not None else Unknown("self")] + args
             owner = target.owner
         else:
             entry = self.data["functions"][target.qualname]
@@ -450,6 +508,51 @@ class Evaluator:
             local[a.kwarg.arg] = extra
         return local
 
+    def _imported(self, qualname: str, depth: int = 0):
+        """What ``from <module> import <name>`` binds, for a stored function or class (following the module's own
+        re-export once); None when it is neither."""
+        special = self._special(qualname)
+        if special is not None:
+            return special
+        if qualname in self.data["functions"]:
+            return _FunctionRef(qualname)
+        if qualname in self.data["classes"]:
+            return ClassRef(qualname)
+        mod, _, name = qualname.rpartition(".")
+        target = self.data["modules"].get(mod, {}).get("imports", {}).get(name)
+        if target and target != qualname and depth < 3:
+            return self._imported(target, depth + 1)
+        return None
+
+    def need_import(self, package: str) -> None:
+        """``import <package>`` of a package ``pip install vllm`` may not have (0.9 / 0.10 only): a run-time
+        condition ``import <package>``; assumed False it raises ``ImportError`` as Python would."""
+        text = f"import {package}"
+        if text in self.assumptions:
+            self.used[text] = self.assumptions[text]
+            if not self.assumptions[text]:
+                raise Raised("ImportError", f"No module named '{package}'")
+            return
+        raise Undecided(text)
+
+    def _call_closure(self, c: "_Closure", args: list, kwargs: dict):
+        local = {**c.local, **self._bind(c.fn, args, kwargs, c.module, c.owner)}
+        self.depth += 1
+        try:
+            self.exec_block(c.fn.body, local, c.module, c.cls, c.owner)
+        except _Return as r:
+            return r.value
+        finally:
+            self.depth -= 1
+        return None
+
+    def instantiate(self, ref: ClassRef, args: list, kwargs: dict):
+        """A stored class without ``__init__`` called with keyword fields (a dataclass such as ``_IsSupported``,
+        vllm/attention/selector.py:84 in 0.10.2): an :class:`_Instance`."""
+        if self.find_member(ref.qualname, "__init__") is not None or args:
+            raise NotEvaluable("instantiating a class")
+        return _Instance(ref, dict(kwargs))
+
     # ---- statements ----
     def exec_block(self, body, local, module, cls, owner):
         for stmt in body:
@@ -477,8 +580,28 @@ class Evaluator:
                 return
             ev(s.value)
         elif isinstance(s, (ast.Import, ast.ImportFrom)):
+            if self.legacy:
+                roots = [a.name.split(".")[0] for a in s.names] if isinstance(s, ast.Import) else \
+                    [(s.module or "").split(".")[0]] if not s.level else ["vllm"]
+                for root in roots:
+                    if root not in IMPORTS_ALWAYS_THERE:
+                        self.need_import(root)
             for alias in s.names:  # lazily imported names resolve through the module's import map
                 local.pop(alias.asname or alias.name.split(".")[0], None)
+                if self.legacy and isinstance(s, ast.ImportFrom) and not s.level and \
+                        (s.module or "").startswith("vllm"):
+                    # a name imported inside the function means what this import says, not what another
+                    # import of the same name elsewhere in the module says (vllm/platforms/cuda.py:429, :553 in 0.10.2)
+                    bound = self._imported(f"{s.module}.{alias.name}")
+                    if bound is not None:
+                        local[alias.asname or alias.name] = bound
+        elif isinstance(s, ast.Assert) and self.check_asserts:
+            if not self.truth(ev(s.test)):
+                msg = ev(s.msg) if s.msg is not None else ast.unparse(s.test)
+                raise Raised("AssertionError", msg if isinstance(msg, str) else _text(msg))
+        elif isinstance(s, ast.FunctionDef) and self.legacy:
+            # a helper defined inside the function (``_get_version`` in vllm/platforms/cuda.py:250 of 0.10.2)
+            local[s.name] = _Closure(s, local, module, cls, owner)
         elif isinstance(s, (ast.Pass, ast.Assert, ast.Global, ast.Nonlocal)):
             return
         elif isinstance(s, ast.Try):
@@ -525,6 +648,10 @@ class Evaluator:
     def _assign(self, target, value, local):
         if isinstance(target, ast.Name):
             local[target.id] = value
+        elif isinstance(target, ast.Subscript) and self.legacy and isinstance(target.value, ast.Name) \
+                and isinstance(local.get(target.value.id), dict):
+            # ``reasons["head_size"] = head_size`` (vllm/platforms/cuda.py:375 in 0.10.2)
+            local[target.value.id][self.eval_expr(target.slice, local, None, None, None)] = value
         elif isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (tuple, list)):
             for t, v in zip(target.elts, value):
                 self._assign(t, v, local)
@@ -580,6 +707,12 @@ class Evaluator:
             return self.platform
         if qualname.endswith(".AttentionBackendEnum"):
             return BACKEND_ENUM
+        if qualname.endswith("._Backend") and self.legacy:  # 0.9 / 0.10: vllm/platforms/interface.py:41
+            return BACKEND_ENUM
+        if qualname == "vllm.platforms.cuda.CudaPlatform" and self.legacy and self.platform.kind == "cuda":
+            # ``CudaPlatform = NvmlCudaPlatform if ... else NonNvmlCudaPlatform`` (vllm/platforms/cuda.py, module
+            # level): the device's platform (``CudaPlatform.has_device_capability(100)`` in FlashMLAImpl.__init__)
+            return self.platform
         if qualname.endswith(".DeviceCapability"):
             return Capability
         if qualname.endswith(".MultipleOf"):
@@ -721,9 +854,17 @@ class Evaluator:
                 return getattr(base, attr)
             return Unknown(f"AttentionBackendEnum.{base.name}.{attr}")
         if isinstance(base, Platform):
-            if hasattr(base, attr) and not attr.startswith("_") and attr not in ("kind", "capability"):
+            if hasattr(base, attr) and not attr.startswith("_") and attr not in ("kind", "capability", "cls_q"):
                 return getattr(base, attr)
+            if self.legacy and base.cls_q and attr not in PLATFORM_QUERIES:
+                found = self.find_member(base.cls_q, attr)
+                if found is not None and found[1] == "method":
+                    return _BoundMethod(found[0], attr, ClassRef(base.cls_q))
             return Unknown(f"current_platform.{attr}")
+        if isinstance(base, _Instance):
+            if attr in base.values:
+                return base.values[attr]
+            return Unknown(f"{base.cls.qualname.rsplit('.', 1)[-1]}.{attr}")
         if isinstance(base, Capability):
             if attr in ("major", "minor", "to_int", "as_version_str"):
                 return getattr(base, attr)
@@ -735,6 +876,9 @@ class Evaluator:
         if isinstance(base, MultipleOf) and attr == "base":
             return base.base
         if type(base) in _SAFE_METHODS and attr in _SAFE_METHODS[type(base)]:
+            return getattr(base, attr)
+        if self.legacy and isinstance(base, str) and attr in ("removesuffix", "removeprefix"):
+            # ``cls.__name__.removesuffix("Backend")`` (vllm/v1/attention/backends/flash_attn.py:56 in 0.10.2)
             return getattr(base, attr)
         if base is None:
             raise NotEvaluable(f"None.{attr}")
@@ -770,6 +914,11 @@ class Evaluator:
         if isinstance(func, ast.Name) and func.id == "getattr" and "getattr" not in local:
             vals = [self.eval_expr(a, local, module, cls, owner) for a in e.args]
             base, name = vals[0], vals[1]
+            if self.legacy and isinstance(base, ClassRef) and isinstance(name, str):
+                found = self.find_member(base.qualname, name)
+                if found is None:
+                    return vals[2] if len(vals) > 2 else Unknown(f"{base.qualname}.{name}")
+                return self.class_attr(base, name)
             if isinstance(base, _Namespace) and isinstance(name, str):
                 if name in base._values:
                     return base._values[name]
@@ -799,6 +948,13 @@ class Evaluator:
                 kwargs.update(v)
             else:
                 kwargs[k.arg] = v
+        if isinstance(target, Unknown) and self.legacy and target.text == "resolve_obj_by_qualname" and args \
+                and isinstance(args[0], str):
+            return self.resolve_class_path(args[0])
+        if isinstance(target, _Closure):
+            return self._call_closure(target, args, kwargs)
+        if isinstance(target, ClassRef) and self.legacy:
+            return self.instantiate(target, args, kwargs)
         if isinstance(target, Unknown):
             shown = ", ".join([_text(a) for a in args] + [f"{k}={_text(v)}" for k, v in kwargs.items()])
             if target.text in ("get_current_vllm_config", "get_current_vllm_config_or_none") \
@@ -814,6 +970,15 @@ class Evaluator:
                 return Unknown(f"{name}({shown})")
         if isinstance(target, ClassRef):
             raise NotEvaluable("instantiating a class")
+        if self.legacy and target in (any, all) and len(args) == 1 and isinstance(args[0], (list, tuple)) and \
+                any(isinstance(a, Unknown) for a in args[0]):
+            # any([None, sliding_window, Unknown]) is only known when a known element decides it
+            known = [bool(a) for a in args[0] if not isinstance(a, Unknown)]
+            if target is any and any(known):
+                return True
+            if target is all and not all(known):
+                return False
+            return Unknown(f"{target.__name__}({_text(args[0])})")
         if callable(target):
             if any(isinstance(a, Unknown) for a in list(args) + list(kwargs.values())):
                 name = getattr(target, "__name__", "call")
@@ -823,6 +988,17 @@ class Evaluator:
             except (TypeError, AttributeError, ValueError) as exc:
                 raise NotEvaluable(f"call failed: {exc}") from exc
         raise NotEvaluable(f"call of {target!r}")
+
+    def resolve_class_path(self, path: str):
+        """``resolve_obj_by_qualname("vllm.v1.attention.backends.flashinfer.FlashInferBackend")`` (0.9 / 0.10): the
+        stored class, after the imports of its module that ``pip install vllm`` does not provide (each a run-time
+        condition, :meth:`need_import`); ``ImportError`` for a class the wheel does not have."""
+        backend = next((b for b in self.data.get("backends", []) if b.get("path") == path), None)
+        if backend is None or path not in self.data.get("classes", {}):
+            raise Raised("ImportError", f"cannot import {path}")
+        for imp in backend.get("optional_imports", []):
+            self.need_import(imp["package"])
+        return ClassRef(path)
 
     def _compare(self, op, left, right):
         if isinstance(left, Unknown) or isinstance(right, Unknown):
@@ -864,6 +1040,18 @@ class Evaluator:
         if type(op) not in ops:
             raise NotEvaluable("operator")
         return ops[type(op)]()
+
+
+def construct(ev: Evaluator, cls_q: str, **kwargs) -> _Namespace:
+    """Run ``cls_q.__init__(self, **kwargs)`` with asserts checked, ``self`` an attribute namespace; returns ``self``.
+    A ``raise`` or a failed ``assert`` comes out as :class:`Raised` (what vLLM raises when it builds the object)."""
+    obj = _Namespace({})
+    ev.instance, ev.check_asserts = obj, True
+    found = ev.find_member(cls_q, "__init__")
+    if found is None or found[1] != "method":
+        raise NotEvaluable(f"{cls_q}.__init__ not stored")
+    ev._invoke(_BoundMethod(found[0], "__init__", ClassRef(cls_q)), [], kwargs)
+    return obj
 
 
 def evaluate(run: Callable[[Evaluator], Any], data: dict, platform: Platform,

@@ -67,8 +67,11 @@ class Matrix:
     auto_by_kv: dict = field(default_factory=dict)
 
 
-def _cells(report: checks.CompatReport, query: dict) -> dict[str, Cell]:
-    return {b.name: Cell(b.ok, b.reasons, {**query, "attention_backend": b.name}, b.name == report.auto_selected)
+def _cells(report: checks.CompatReport, query: dict, explicit: bool = True) -> dict[str, Cell]:
+    """One cell per backend; its link asks for that backend explicitly, except where the release takes none on the
+    command line (0.9 / 0.10: the link is vLLM's own choice)."""
+    return {b.name: Cell(b.ok, b.reasons, {**query, "attention_backend": b.name} if explicit else dict(query),
+                         b.name == report.auto_selected)
             for b in report.backends}
 
 
@@ -91,12 +94,13 @@ def build_matrix(release: str, platform: str, model: str = DEFAULT_MODEL, kv_cac
     m = Matrix(release=data["release"], platform=platform, model=model, kv_cache_dtype=kv_cache_dtype,
                gpu=col_gpu, features=checks.features_from_hf_config(config))
     base_q = {"model": model, "vllm_version": data["release"], "block_size": block_size or ""}
+    explicit = (data.get("selection") or {}).get("flag", "--attention-backend") is not None
     by_gpu, by_kv = {}, {}
     for g in gpus:
         q = {**base_q, "gpu": g.name, "kv_cache_dtype": kv_cache_dtype}
         r = checks.verdict_for(config, g.name, kv_cache_dtype=kv_cache_dtype, block_size=block_size,
                                vllm_version=data["release"])
-        by_gpu[g.name] = _cells(r, q)
+        by_gpu[g.name] = _cells(r, q, explicit)
         m.auto_by_gpu[g.name] = r.auto_selected
         m.gpus.append((g.name, g.compute_capability or "-"))
     kv_values = [k for k in data["cache_dtypes"]["values"]]
@@ -104,7 +108,7 @@ def build_matrix(release: str, platform: str, model: str = DEFAULT_MODEL, kv_cac
         q = {**base_q, "gpu": col_gpu, "kv_cache_dtype": kv}
         r = checks.verdict_for(config, col_gpu, kv_cache_dtype=kv, block_size=block_size,
                                vllm_version=data["release"])
-        by_kv[kv] = _cells(r, q)
+        by_kv[kv] = _cells(r, q, explicit)
         m.auto_by_kv[kv] = r.auto_selected
     m.kv_dtypes = kv_values
     names = list(dict.fromkeys(n for cells in by_gpu.values() for n in cells))

@@ -47,7 +47,7 @@ def is_covered(release: str, runtime: str = "vllm") -> bool:
 
 
 def not_covered_message(release: str, runtime: str = "vllm") -> str:
-    """``"vLLM 0.6.4 is not covered; covered: 0.11.2, 0.12.0, ..., 0.33.0"`` (every covered release)."""
+    """``"vLLM 0.6.4 is not covered; covered: 0.9.2, 0.10.0, ..., 0.33.0"`` (every covered release)."""
     label = RUNTIME_LABELS.get(runtime, runtime)
     covered = covered_releases(runtime)
     return (f"{label} {release} is not covered; covered: {', '.join(covered)}" if covered
@@ -60,11 +60,15 @@ def attention_backends(release: str, runtime: str = "vllm") -> tuple[str, ...]:
     These are the values ``--attention-backend`` accepts in that release (members with an empty class
     path, such as ``CUSTOM``, are not backends and are left out by the extractor). Each name's
     ``file:line`` is in the data file (``backends[i]["registry"]``); a member whose class is not in the
-    wheel still appears here (its verdict says so).
+    wheel still appears here (its verdict says so). Empty for 0.9 / 0.10: they have no ``--attention-backend``
+    (the data's ``selection`` says what they read instead).
 
     Raises:
         NotCoveredError: ``release`` is not covered (message: :func:`not_covered_message`).
     """
     if not is_covered(release, runtime):
         raise NotCoveredError(not_covered_message(release, runtime))
-    return tuple(b["name"] for b in extract.load(release, runtime)["backends"])
+    data = extract.load(release, runtime)
+    if data.get("selection", {}).get("flag", "--attention-backend") is None:
+        return ()
+    return tuple(b["name"] for b in data["backends"])

@@ -117,17 +117,19 @@ def test_the_page_shows_the_verdict_and_links_0_19(client, monkeypatch):
     assert "--vllm-version 0.19.0" in html and "vllm_version=0.19.0" in html
 
 
-def test_a_release_without_compat_data_says_so_too():
-    """0.10.2 has no compatibility data (compat/README.md); the registry row alone says vLLM stops. A Gemma 4 text
-    model whose global layers are shaped like its sliding ones (8 KV heads of 256, K and V kept) groups in 0.10.2's
-    KV cache manager (one page size), so its figures exist: 30 layers x 8 x 256 x 2 x 2 B = 245,760 B per token."""
+def test_an_older_release_with_an_uncapped_transformers_depends_on_the_transformers_backend():
+    """0.10.2 lacks Gemma4ForCausalLM (its compat data: registry.py has no Gemma4; SHAPE_RULES row from 0.19.0) but,
+    unlike 0.18.1, does not cap transformers (vllm-0.10.2.dist-info/METADATA:32 ``transformers>=4.55.2``), and with
+    --model-impl auto it tries the Transformers backend first (registry.py:651, _try_resolve_transformers :539): the
+    verdict depends on the installed transformers, naming 0.19.0. A Gemma 4 text model whose global layers are shaped
+    like its sliding ones (8 KV heads of 256, K and V kept) groups in 0.10.2's KV cache manager (one page size), so its
+    figures exist: 30 layers x 8 x 256 x 2 x 2 B = 245,760 B per token."""
     cfg = {**catalog("google__gemma-4-26B-A4B.json")["text_config"], "architectures": ["Gemma4ForCausalLM"],
            "global_head_dim": 256, "num_global_key_value_heads": 8, "attention_k_eq_v": False}
     p = plan(cfg, vllm_version="0.10.2", max_model_len="8192")
-    assert p.verdict.status == "does_not_start"
-    assert p.verdict.headline.startswith("ValueError: Model architectures ['Gemma4ForCausalLM'] are not supported for "
-                                         "now (vllm/model_executor/models/registry.py in vLLM 0.10.2; "
-                                         "Gemma4ForCausalLM is in vLLM from 0.19.0")
+    assert p.verdict.status == "depends"
+    assert "transformers>=4.55.2, vllm-0.10.2.dist-info/METADATA:32" in p.verdict.condition
+    assert "vLLM 0.10.2 does not register Gemma4ForCausalLM; vLLM registers it from 0.19.0" in p.verdict.condition
     assert p.memory.kv_bytes_per_token == 30 * 8 * 256 * 2 * 2 == 245_760
     assert plan(cfg, vllm_version="0.19.0", max_model_len="8192").verdict.status == "works"
 

@@ -41,7 +41,9 @@ def test_qwen3_5_arrives_in_0_17_and_qwen3_is_there_from_0_11():
     # 0.11.2 registry.py:163 "Qwen3ForCausalLM" in _TEXT_GENERATION_MODELS (:57)
     assert names("0.11.2")["Qwen3ForCausalLM"] == {"dict": "_TEXT_GENERATION_MODELS", "source": f"{REG}:163"}
     assert first_release_with("Qwen3_5ForConditionalGeneration") == "0.17.1"
-    assert first_release_with("Qwen3ForCausalLM") == "0.11.2"
+    # 0.9.2, the oldest covered release, has it already: registry.py:117 in _TEXT_GENERATION_MODELS (:33)
+    assert names("0.9.2")["Qwen3ForCausalLM"] == {"dict": "_TEXT_GENERATION_MODELS", "source": f"{REG}:117"}
+    assert first_release_with("Qwen3ForCausalLM") == "0.9.2"
 
 
 def test_glm_4_7_flash_arrives_in_0_15():
@@ -172,7 +174,10 @@ def test_mllama_on_the_default_release_depends_on_the_transformers_backend():
     assert ("\"ValueError: Model architecture MllamaForConditionalGeneration was supported in vLLM until v0.10.2, and "
             f"is not supported anymore. Please use an older version of vLLM if you want to use this model architecture."
             f"\" ({REG}:1190)") in cond
-    assert r.architecture.first_release is None  # no covered release registers it
+    # no later release registers it; 0.10.2 is the last that does (registry.py:271 in _MULTIMODAL_MODELS, :210)
+    assert names("0.10.2")["MllamaForConditionalGeneration"] == {"dict": "_MULTIMODAL_MODELS", "source": f"{REG}:271"}
+    assert r.architecture.first_release == "0.10.2"
+    assert "vLLM 0.10.2 is the last covered release that registers it" in cond
 
 
 def test_a_name_the_registry_normalises_is_served():

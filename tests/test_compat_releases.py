@@ -21,10 +21,11 @@ from tests.conftest import CONFIGS, load_config
 LLAMA = "meta-llama__Llama-3.1-8B-Instruct.json"
 DSV3 = "deepseek-ai__DeepSeek-V3.json"
 
-# The latest patch of every minor release from 0.11 to 0.33, read from `pip index versions vllm`
-# (2026-12-01), plus 0.19.0, the release the public llm-d logs in the shared cases ran.
-# 0.10.2 is left out on purpose (see compat/README.md: no per-backend rules before 0.11).
-EXPECTED = ("0.11.2", "0.12.0", "0.13.0", "0.14.1", "0.15.1", "0.16.0", "0.17.1", "0.18.1", "0.19.0",
+# The latest patch of every minor release from 0.9 to 0.33, read from `pip index versions vllm`
+# (2026-12-01), plus 0.19.0, the release the public llm-d logs in the shared cases ran, and every 0.10 release
+# (0.10.0, 0.10.1 that first registers gpt-oss, 0.10.1.1, 0.10.2; compat/README.md "0.9 and 0.10").
+LEGACY = ("0.9.2", "0.10.0", "0.10.1", "0.10.1.1", "0.10.2")
+EXPECTED = LEGACY + ("0.11.2", "0.12.0", "0.13.0", "0.14.1", "0.15.1", "0.16.0", "0.17.1", "0.18.1", "0.19.0",
             "0.19.1", "0.20.2", "0.21.0", "0.22.1", "0.23.0", "0.24.0", "0.25.1", "0.26.0", "0.27.1",
             "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0")
 
@@ -48,7 +49,8 @@ def test_every_data_file_records_its_wheel_and_extractor():
         p = extract.load(rel)["provenance"]
         assert p["file"].startswith(f"vllm-{rel}-") and p["file"].endswith(".whl"), rel
         assert len(p["sha256"]) == 64 and p["extractor_version"] == extract.EXTRACTOR_VERSION
-        assert p["layout"] == ("attention" if rel in ("0.11.2", "0.12.0", "0.13.0") else "v1")
+        assert p["layout"] == ("legacy" if rel in LEGACY else "attention" if rel in ("0.11.2", "0.12.0", "0.13.0")
+                               else "v1")
 
 
 def test_data_files_stay_small():
@@ -57,15 +59,18 @@ def test_data_files_stay_small():
 
 
 def test_is_covered_and_refusal_by_name():
-    assert releases.is_covered("0.33.0") and releases.is_covered("0.11.2")
-    assert not releases.is_covered("0.10.2") and not releases.is_covered("0.33") and not releases.is_covered("")
+    assert releases.is_covered("0.33.0") and releases.is_covered("0.11.2") and releases.is_covered("0.10.1.1")
+    assert not releases.is_covered("0.9.1") and not releases.is_covered("0.33") and not releases.is_covered("")
     with pytest.raises(CompatInputError) as e:
         load_release("0.6.4")
     assert e.value.field == "vllm_version"
-    assert e.value.message.startswith("vLLM 0.6.4 is not covered; covered: 0.11.2, 0.12.0, ")
+    assert e.value.message.startswith("vLLM 0.6.4 is not covered; covered: 0.9.2, 0.10.0, 0.10.1, 0.10.1.1, 0.10.2, "
+                                      "0.11.2, 0.12.0, ")
     assert e.value.message.endswith(", 0.32.0, 0.33.0")
-    with pytest.raises(releases.NotCoveredError, match="vLLM 0.10.2 is not covered"):
-        releases.attention_backends("0.10.2")
+    with pytest.raises(releases.NotCoveredError, match="vLLM 0.9.1 is not covered"):
+        releases.attention_backends("0.9.1")
+    # 0.9 / 0.10 take no --attention-backend (VLLM_ATTENTION_BACKEND only): no values
+    assert releases.attention_backends("0.10.2") == ()
 
 
 def test_load_release_accepts_every_covered_release():

@@ -58,12 +58,17 @@ def test_the_matrix_shows_what_changed_since_the_previous_release(client):
 
 
 def test_a_release_without_data_is_refused_by_name_and_a_patch_takes_its_minors_data(client):
-    # 0.10.x has no compat data (its backends are picked by if-chains, compat/README.md): the page names
-    # the release and the covered ones instead of Django's "not one of the available choices"
-    r = client.get("/compat/", {"vllm_version": "0.10.1"})
+    # 0.8.x has no compat data (the oldest covered release is 0.9.2, compat/README.md): the page names the release
+    # and the covered ones instead of Django's "not one of the available choices"
+    r = client.get("/compat/", {"vllm_version": "0.8.5"})
     assert r.status_code == 400
     html = r.content.decode()
-    assert "vLLM 0.10.1 is not covered; covered: 0.11.2" in html and "not one of the available choices" not in html
+    assert "vLLM 0.8.5 is not covered; covered: 0.9.2, 0.10.0" in html and "not one of the available choices" not in html
+    # 0.9.1 takes 0.9.2's data; 0.10.1.1 (four parts) its own
+    r = client.get("/compat/", {"vllm_version": "0.9.1"})
+    assert r.status_code == 200 and "vLLM 0.9.2, cuda" in r.content.decode()
+    r = client.get("/compat/", {"vllm_version": "0.10.1.1"})
+    assert r.status_code == 200 and "vLLM 0.10.1.1, cuda" in r.content.decode()
     # 0.32.1 has no extraction of its own; 0.32.0's data answers it, as on the calculator
     r = client.get("/compat/", {"vllm_version": "0.32.1"})
     assert r.status_code == 200 and "vLLM 0.32.0, cuda" in r.content.decode()

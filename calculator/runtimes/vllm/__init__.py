@@ -35,12 +35,9 @@ def registry_gap(request, model: LoadedModel):
 
 def registry_refusal(request, model: LoadedModel) -> str | None:
     """vLLM's refusal (its words, with the first release that registers the class) when ``request.release`` does not
-    build the model's class: :func:`registry_gap` (exact to the patch), else the release's compat data
-    (:func:`compat.architectures.check_architecture`, ``ok`` False; the data of the same minor answers another patch).
-    None when it builds it, or may through its Transformers backend, or no data answers the release."""
-    gap = registry_gap(request, model)
-    if gap is not None:
-        return gap.message
+    build the model's class: the compat data answering the release (:func:`compat.architectures.check_architecture`,
+    ``ok`` False); for a patch answered by another patch's data that registers the class, :func:`registry_gap` (exact
+    to the patch). None when it builds it, or may through its Transformers backend, or no data answers the release."""
     from compat import extract
     from compat.architectures import check_architecture
 
@@ -48,9 +45,33 @@ def registry_refusal(request, model: LoadedModel) -> str | None:
 
     data_release = compat_release(request.release)
     if data_release is None or not model.config:
-        return None
+        gap = registry_gap(request, model)
+        return gap.message if gap is not None else None
     arch = check_architecture(extract.load(data_release), model.config)
+    if data_release != request.release and arch.status in ("registered", "normalized"):
+        # the data of another patch registers it; the row read in this very release may not
+        gap = registry_gap(request, model)
+        if gap is not None:
+            return gap.message
     return arch.message if arch.ok is False else None
+
+
+def v0_fallback(request, model: LoadedModel) -> tuple[str, str] | None:
+    """``(field, message)`` when ``request.release`` is a 0.9 / 0.10 release that runs this configuration on its V0
+    engine (``EngineArgs._is_v1_supported_oracle``, :func:`compat.legacy.v0_fallback`): the memory engine models the
+    V1 engine only, so no figures are given. None otherwise."""
+    from compat.legacy import v0_fallback as fallback_of
+
+    from calculator.request import compat_release
+
+    data_release = compat_release(request.release)
+    if data_release is None or not model.config:
+        return None
+    spec = (request.speculative_config.model_dump(exclude_none=True)
+            if request.speculative_config is not None else None)
+    if spec:
+        spec = {k: v for k, v in spec.items() if k in ("method", "model", "num_speculative_tokens")}
+    return fallback_of(model.config, request.gpu, data_release, request.kv_cache_dtype, spec)
 
 
 def _with_registry_gap(report, gap, data_release: str):
@@ -123,13 +144,18 @@ class VLLM:
         benchmarks/data/sglang_extra_logs.json sgx-003).
 
         A release whose model registry lacks the class is sized all the same (its rules applied to the layers; the
-        verdict says vLLM stops, :meth:`compat`). Where the engine refuses the model (a layer it does not model, or
+        verdict says vLLM stops, :meth:`compat`). A 0.9 / 0.10 configuration that vLLM runs on its V0 engine is
+        refused (:func:`v0_fallback`): the engine models the V1 engine only. Where the engine refuses the model (a layer it does not model, or
         one no rule of this release sizes), the refusal stays and adds the registry's answer
         (:func:`registry_refusal`) when the release lacks the class: vLLM would stop there first.
 
         Raises:
-            EngineInputError: the engine's refusal (:func:`calculator.engine.estimate`), named by field.
+            EngineInputError: the engine's refusal (:func:`calculator.engine.estimate`), or a V0-engine configuration
+                (:func:`v0_fallback`), named by field.
         """
+        fallback = v0_fallback(request, model)
+        if fallback is not None:
+            raise EngineInputError(*fallback)
         try:
             result = estimate(self.engine_input(request, model))
         except EngineInputError as exc:
@@ -162,8 +188,8 @@ class VLLM:
         ``gpu_memory_utilization x total`` when memory is already in use (``free_memory_check``), and a
         CUDA-graph capture that needs more than the memory outside the budget in releases that do not budget
         it (``graph_capture_fits``; both in :mod:`calculator.engine.runtime`, cited there); and, for a release
-        without compatibility data (0.9, 0.10: no :meth:`compat` report), the model registry's refusal of a class
-        the release lacks (:func:`registry_gap`), which comes first."""
+        without compatibility data (no :meth:`compat` report), the model registry's refusal of a class the release
+        lacks (:func:`registry_gap`), which comes first."""
         from calculator.engine.gpus import get_gpu
         from calculator.engine.runtime import ReleaseRules, free_memory_check, graph_capture_fits
         from calculator.request import compat_release
@@ -200,8 +226,8 @@ class VLLM:
         for the dtype the memory engine resolved (one resolution of ``--dtype auto`` for both). The config's
         ``architectures`` are checked against the release's ``ModelRegistry`` first (:mod:`compat.architectures`:
         an unregistered class is ``ok`` False with vLLM's message, or None when its Transformers backend could
-        take it). When another patch's data answers the release (0.11.0 by 0.11.2's), the registry rows read in the
-        release itself (:func:`registry_gap`) overrule that data's registry.
+        take it). When another patch's data answers the release (0.11.0 by 0.11.2's) and that data's registry has the
+        class, the registry rows read in the release itself (:func:`registry_gap`) overrule it.
 
         Raises:
             EngineInputError: no compatibility data answers the release, or a value the rules refuse (by field).
@@ -233,7 +259,8 @@ class VLLM:
         except CompatInputError as exc:
             raise EngineInputError(exc.field, exc.message) from None
         gap = registry_gap(request, model) if data_release != request.release else None
-        if gap is not None and report.architecture is not None and report.architecture.ok is not False:
+        if gap is not None and report.architecture is not None and report.architecture.status in ("registered",
+                                                                                                  "normalized"):
             # the data of another patch of the minor answers this release; the registry row read in this very
             # release (calculator.engine.layers.SHAPE_RULES) says it lacks the class: vLLM stops there first
             report = _with_registry_gap(report, gap, data_release)
