@@ -215,6 +215,26 @@ def with_known_draft_head(request: ServingRequest) -> tuple[ServingRequest, str 
 
 
 # --- the pipeline -------------------------------------------------------------------------------------
+#: the runtimes a "not modelled" refusal is checked against (:func:`_runtime_that_models`), with their flag value
+_OTHER_RUNTIMES = {"vllm": ("sglang", "SGLang"), "sglang": ("vllm", "vLLM")}
+
+
+def _runtime_that_models(request: ServingRequest, model: LoadedModel, exc: EngineInputError) -> str | None:
+    """Where the runtime asked refuses the model as not modelled (a layer shape it does not size), the sentence naming
+    the other server runtime whose memory plan does size it (at its default release, same GPU and tensor parallel
+    size), or ``None``. GLM-5's DeepSeek sparse attention is modelled for SGLang, not for vLLM."""
+    if exc.field != "model" or not exc.message.startswith("not modelled") or request.runtime not in _OTHER_RUNTIMES:
+        return None
+    name, label = _OTHER_RUNTIMES[request.runtime]
+    try:
+        other = parse_request({"model": request.model, "gpu": request.gpu, "runtime": name,
+                               "tensor_parallel_size": str(request.tensor_parallel_size)})
+        get_runtime(name).memory(other, model)
+    except Exception:  # noqa: BLE001 - any refusal there means no pointer, never an error here
+        return None
+    return f"{label}'s answer models it: ask with runtime {name} (--runtime {name})"
+
+
 def make_plan(request: ServingRequest, local: dict[str, Any] | None = None, *, with_speed: bool = True,
               with_suggestions: bool = True) -> Plan:
     """Answer a request: load the model, then the runtime's memory plan, compat check, verdict (with
@@ -247,7 +267,13 @@ def make_plan(request: ServingRequest, local: dict[str, Any] | None = None, *, w
             "(vllm/config/speculative.py:1141-1145 in 0.32.0); the command keeps the name given")]))
     if head_note:
         model = LoadedModel(**{**model.__dict__, "notes": (*model.notes, head_note)})
-    memory = runtime.memory(request, model)
+    try:
+        memory = runtime.memory(request, model)
+    except EngineInputError as exc:
+        other = _runtime_that_models(request, model, exc)
+        if other is None:
+            raise
+        raise EngineInputError(exc.field, f"{exc.message}. {other}") from None
     compat = compat_error = None
     try:
         compat = runtime.compat(request, model, memory)

@@ -177,3 +177,16 @@ def test_a_layer_not_modelled_stays_not_modelled_and_adds_the_registrys_answer()
     with pytest.raises(EngineInputError) as new:
         plan(glm5, vllm_version="0.33.0", tensor_parallel_size="8", gpu="H200")
     assert new.value.message.startswith("not modelled") and "model registry" not in new.value.message
+
+
+def test_a_layer_vllm_does_not_model_names_the_runtime_that_does(client):
+    """GLM-5's DeepSeek sparse attention is refused on vLLM (not modelled) but SGLang's DSA pools size it
+    (tests/test_sglang_memory.py): the refusal names SGLang and how to ask, and SGLang's answer is a verdict with
+    figures, not a refusal."""
+    params = {"model": "zai-org/GLM-5", "gpu": "H200", "tensor_parallel_size": "8"}
+    vllm = client.get("/api/estimate", params)
+    assert vllm.status_code == 400 and vllm.json()["field"] == "model"
+    assert vllm.json()["error"].startswith("model: not modelled: config.json has index_topk")
+    assert vllm.json()["error"].endswith("SGLang's answer models it: ask with runtime sglang (--runtime sglang)")
+    sglang = client.get("/api/estimate", {**params, "runtime": "sglang"})
+    assert sglang.status_code == 200 and sglang.json()["weights_gib"] > 0
