@@ -273,14 +273,17 @@ def paired_speedup(baseline: dict[str, Any], speculative: dict[str, Any], measur
 
 
 def speed_basis(configuration: dict[str, Any], runtime: str = "vllm") -> dict[str, Any] | None:
-    """The efficiency row the speed prediction of ``configuration`` uses (``calculator.engine.perf``): ``label``
-    (``assumed``, ``fitted`` or ``calibrated``), ``source`` (for a calibrated row "calibrated from run <id> ...")
-    and ``precision``; ``None`` when the speed model has no row for the GPU."""
+    """The efficiency row the speed prediction of ``configuration`` uses (``calculator.engine.perf``, for its
+    release and kernel path: a calibration applies only within its scope): ``label`` (``assumed``, ``fitted`` or
+    ``calibrated``), ``source`` (for a calibrated row "calibrated from run <id> ...") and ``precision``; ``None``
+    when the speed model has no row for the GPU."""
     try:
         from calculator.engine import perf
+        from calculator.engine.schemas import EngineInput
 
-        gpu = perf.get_gpu(configuration["engine_input"]["gpu"])
-        eff = perf.hardware(gpu, None, runtime).eff
+        inp = EngineInput(**{k: v for k, v in configuration["engine_input"].items() if k != "speculative_config"})
+        gpu = perf.get_gpu(inp.gpu)
+        eff = perf.hardware(gpu, None, runtime, scope=perf.calibration_scope(inp)).eff
     except Exception:  # noqa: BLE001 - the comparison rows say why there is no prediction
         return None
     return {"label": eff.label, "source": eff.source, "gpu": gpu.name, "runtime": runtime,

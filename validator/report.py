@@ -226,5 +226,7 @@ def format_text(s: dict[str, Any]) -> str:
                      + (f"; TTFT {c['ttft_before_ms']:.1f} -> {c['ttft_after_ms']:.1f} ms, measured "
                         f"{c['measured_ttft_ms']:.1f} ms" if c.get("measured_ttft_ms") else
                         f"; TTFT {c['ttft_source']}" if c.get("ttft_source") else "")
-                     + f". Later predictions for {c['gpu']} say \"calibrated from run {s['id'][:8]}\".")
+                     + f". Later predictions for {c['gpu']} with vLLM {c.get('release')} and the same kernel path say "
+                       f"\"calibrated from run {s['id'][:8]}\" (manage.py calibrations --drop {s['id'][:8]} drops it)"
+                     + (" — dropped: estimates no longer use it." if c.get("dropped") else "."))
     return "\n".join(lines)
