@@ -6,7 +6,7 @@ does what it does, with plain HTTP in place of vLLM's benchmark:
 
 - waits for every target's ``/health`` (exit 3 with the same message when one is not ready in time);
 - runs rounds alternating over the targets in the order given (A B A B ...), as many as the real entry's
-  ``PairSchedule`` asks for (``--repeats``, ``--max-repeats``, ``--budget-s``, ``--deadline``); each repeat
+  ``PairSchedule`` asks for (``--repeats``, ``--max-repeats``, ``--deadline``); each repeat
   sends ``--num-prompts`` streamed ``POST <target><--endpoint>`` requests (``--max-concurrency`` at a
   time; the payload ``vllm bench serve``'s ``openai-comp`` request function sends), after warm-up requests
   sent before the repeat's ``/metrics`` are read, as the real entry sends them (``--num-warmups`` before a
@@ -48,7 +48,6 @@ i = argv.index("--") if "--" in argv else len(argv)
 own = argparse.ArgumentParser(prog="bench_serve_entry")
 own.add_argument("--repeats", type=int, default=1)
 own.add_argument("--max-repeats", type=int, default=0)
-own.add_argument("--budget-s", type=float, default=0.0)
 own.add_argument("--deadline", type=float, default=0.0)
 own.add_argument("--prefix-block-tokens", type=int, default=16)
 own.add_argument("--combined-output", type=Path, required=True)
@@ -208,8 +207,7 @@ def run_benchmark(name: str, base_url: str) -> dict:
 
 pgids = {name: int(pg) for name, pg in (p.split("=", 1) for p in opts.pgid)}
 combined, warmed = [], set()
-schedule = PairSchedule([n for n, _ in targets], opts.repeats, opts.max_repeats or None, opts.budget_s or None,
-                        opts.deadline or None)
+schedule = PairSchedule([n for n, _ in targets], opts.repeats, opts.max_repeats or None, opts.deadline or None)
 r = 0
 while schedule.more(combined, time.monotonic(), time.time()):
     for name, base_url in targets:

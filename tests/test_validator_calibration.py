@@ -322,3 +322,19 @@ def test_the_admin_drops_a_runs_calibration(admin_client):
     admin_client.post(url, {"action": "restore_calibrations", "_selected_action": [str(run.pk)]})
     calibration.apply_latest(force=True)
     assert _speed(cfg)["efficiency_label"] == "calibrated"
+
+
+def test_a_scope_compares_the_public_release_and_every_recorded_kernel_path_key():
+    path = {"dtype": "bfloat16", "quantization": None, "kv_cache_dtype": "fp8", "attention_backend": "default",
+            "enforce_eager": False}
+    scope = perf.CalibrationScope.of("0.32.0+cpu", path)
+    assert scope.release == "0.32.0" and scope.mismatch("0.32.0", dict(path)) is None
+    assert scope.mismatch("0.32.1", path) == "it measured release 0.32.0, this estimate is for 0.32.1"
+    assert scope.mismatch("0.32.0", {**path, "kv_cache_dtype": "auto"}) == \
+        "it measured kv cache dtype fp8, this estimate has auto"
+    assert scope.mismatch("0.32.0", {**path, "quantization": "fp8"}) == \
+        "it measured quantization None, this estimate has fp8"
+    legacy = perf.CalibrationScope.of("0.32.0", None)
+    assert legacy.mismatch("0.32.0", {**path, "dtype": "float32"}) is None
+    assert legacy.describe() == "0.32.0; kernel path not recorded"
+    assert scope.describe() == "0.32.0; bfloat16, graphs / compiled, default attention, KV cache fp8"

@@ -185,16 +185,16 @@ def test_the_schedule_runs_the_profiles_pairs_then_more_while_wide_until_the_mos
     assert one.stop == {"pairs": 3, "why": "the profile's 3 pairs"}
 
 
-def test_the_schedule_starts_no_pair_the_budget_or_the_deadline_cannot_hold():
-    sched = PairSchedule(["baseline", "speculative"], 8, 12, budget_s=100.0)
-    assert sched.more([], now=0.0)
-    assert sched.more(_entries(WIDE[:8]), now=80.0)  # 10 s a pair: the 9th ends at 90 s
-    assert not sched.more(_entries(WIDE[:9]), now=95.0)  # 10.6 s a pair: the 10th would end past 100 s
-    assert "time budget (100 s)" in sched.stop["why"] and "still wide" in sched.stop["why"]
+def test_the_schedule_starts_no_extra_pair_its_deadline_cannot_hold():
     sched = PairSchedule(["baseline", "speculative"], 8, 12, deadline=1000.0)
-    sched.more([], now=0.0)
-    assert not sched.more(_entries(WIDE[:8]), now=80.0, wall=995.0)
-    assert "wall-clock limit" in sched.stop["why"]
+    assert sched.more([], now=0.0, wall=900.0)
+    assert sched.more(_entries(WIDE[:8]), now=80.0, wall=980.0)  # 10 s a pair: the 9th ends at 990
+    assert not sched.more(_entries(WIDE[:9]), now=95.0, wall=995.0)  # 10.6 s a pair: the 10th would end past 1000
+    assert "time for more pairs would end" in sched.stop["why"] and "still wide" in sched.stop["why"]
+    late = PairSchedule(["baseline", "speculative"], 8, 12, deadline=1000.0)
+    late.more([], now=0.0, wall=2000.0)
+    assert all(late.more(_entries(WIDE[:n]), now=float(n), wall=2000.0 + n) for n in range(8))  # the profile's pairs
+    assert not late.more(_entries(WIDE[:8]), now=8.0, wall=2008.0)
 
 
 def test_the_last_entry_says_why_the_benchmark_stopped_and_how_its_prompts_were_drawn():

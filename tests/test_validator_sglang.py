@@ -315,6 +315,7 @@ def test_an_sglang_speculation_run_measures_the_baseline_then_the_speculative_se
     assert len(base["repeats"]) == len(spec["repeats"]) == 3
     assert base["stopped"] and spec["stopped"]
     assert any("not interleaved" in c for c in m["verdict"]["caveats"])
+    assert "--flush-cache" in base["bench_argv"] and "radix cache" in m["prompts"]
     rows = {row["field"]: row for row in m["comparison"]}
     # the speedup is paired as the verdict is: the geometric mean over repeat i of each phase of baseline TPOT /
     # speculative TPOT (not the ratio of the phases' means), with its interval

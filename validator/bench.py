@@ -359,7 +359,7 @@ def paired_bench_argv(targets: list[tuple[str, str]], served_model_name: str, to
                       block_tokens: int = 16) -> list[str]:
     """argv for ``validator.bench_serve_entry`` alternating pairs between the ``targets`` (``[(phase, base_url),
     ...]``): ``profile["repeats"]`` pairs at least, up to ``profile["max_repeats"]`` while the intervals ask for
-    more and ``profile["bench_budget_s"]`` / ``deadline`` (Unix time) allow (``PairSchedule``); the workload's
+    more and ``deadline`` (Unix time) allows (``PairSchedule``); the workload's
     dataset flags (``validator.workloads.dataset_args``), greedy, ``--ignore-eos`` so every request produces
     ``output_len`` tokens, the profile's ``--seed``, from which each benchmark call draws its own prompts, every
     one new to its server and the same for both targets of a pair (``UniquePrompts``; ``block_tokens``: the
@@ -369,8 +369,6 @@ def paired_bench_argv(targets: list[tuple[str, str]], served_model_name: str, to
     more = []
     if profile.get("max_repeats") and len(targets) > 1:
         more += ["--max-repeats", str(profile["max_repeats"])]
-        if profile.get("bench_budget_s"):
-            more += ["--budget-s", str(profile["bench_budget_s"])]
         if deadline:
             more += ["--deadline", f"{deadline:.0f}"]
     return [
@@ -536,6 +534,7 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
     ``calibration``. Raises ``RunnerError`` (``RunTimeout``, ``Cancelled``) with the log tail; both
     servers' process groups are always killed before returning or raising."""
     deadline = Deadline(options["wall_clock_s"])
+    run_wall0 = time.time()
     on_process = options.get("on_process") or (lambda role, phase, pgid: None)
     workdir.mkdir(parents=True, exist_ok=True)
     model_id = configuration["run_model"]
@@ -593,7 +592,11 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
                                               profile["seed"], workdir / f"{workload}.jsonl")
         combined = workdir / "bench.json"
         targets = [(n, servers[n].base_url) for n in ("baseline", "speculative")]
+        # no extra pair past the run's wall clock or the bench's timeout (less the time to stop and score), nor past
+        # the profile's budget for the whole run (pairs_budget_s: the CPU's three minutes)
         bench_end = time.time() + min(deadline.left, options["bench_timeout_s"]) - STOP_MARGIN_S
+        if profile.get("pairs_budget_s"):
+            bench_end = min(bench_end, run_wall0 + profile["pairs_budget_s"])
         bench_cmd = paired_bench_argv(targets, model_id, model_path, profile, workload, dataset,
                                       workdir / "results", combined, command=options.get("bench_command"),
                                       pgids={n: s.pgid for n, s in servers.items()} if platform == "cpu" else None,
@@ -825,6 +828,11 @@ def run_sglang_sequence(configuration: dict[str, Any], workdir: Path, reporter: 
                           else "approximate: random token ids decoded to text, which the server tokenizes again "
                                "(this sglang.bench_serving cannot send ids: before 0.5.9 its ids are numpy integers)"),
         "runtime_release": f"sglang {release}" if release else "sglang (the worker's VALIDATOR_SGLANG_COMMAND)",
+        "prompts": ("every request's prompt was new to the server: each repeat drew its own random token ids "
+                    "(--seed plus the repeat's index; repeat r of either phase the same), and sglang.bench_serving "
+                    "--flush-cache emptied SGLang's radix cache after the warm-ups, which send the repeat's first "
+                    "prompt. The radix cache stayed on as configured: the prompts, not a flag, keep TTFT a full "
+                    "prefill."),
         "design": ("one SGLang server per phase, one after the other (baseline, then speculative decoding), "
                    "sglang.bench_serving on the same seeded random token ids"
                    if len(configuration["sglang"]["phases"]) > 1 else

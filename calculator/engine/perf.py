@@ -628,7 +628,10 @@ def get_efficiency(gpu_name: str, runtime: str = "vllm", backend: str | None = N
             return eff
         misses.append(f"{name or 'a run'}'s calibration for this GPU not applied: {why}")
     row = _table_efficiency(gpu_name, runtime, backend, gpu_class)
-    return replace(row, source=f"{row.source}; " + "; ".join(misses)) if misses else row
+    if not misses:
+        return row
+    more = f"; {len(misses) - 2} more calibration(s) of this GPU measured something else" if len(misses) > 2 else ""
+    return replace(row, source=f"{row.source}; " + "; ".join(misses[:2]) + more)
 
 
 def _table_efficiency(gpu_name: str, runtime: str, backend: str | None, gpu_class: str | None) -> Efficiency:
