@@ -45,3 +45,13 @@ def no_calibration(settings, tmp_path):
     yield
     perf.reset_measured_efficiency()
     calibration._state.update(checked=0.0, applied=())
+
+
+@pytest.fixture
+def worker_vllm_0_32(monkeypatch):
+    """The worker's installed vLLM is 0.32.0 (the release a run's calibration records and is limited to), whether
+    or not vLLM's CPU build is installed where the tests run."""
+    from validator import capabilities
+
+    real = capabilities.runtime_release
+    monkeypatch.setattr(capabilities, "runtime_release", lambda runtime: "0.32.0" if runtime == "vllm" else real(runtime))

@@ -27,6 +27,8 @@ p.add_argument("--max-concurrency", type=int, required=True)
 p.add_argument("--warmup-requests", type=int, default=1)
 p.add_argument("--output-file", required=True)
 p.add_argument("--output-details", action="store_true")
+p.add_argument("--flush-cache", action="store_true")
+p.add_argument("--seed", type=int, default=0)
 # the stand-in's own: answer as sglang.bench_serving does when SGLang refuses every streamed request (HTTP 200, one
 # error chunk: a "success" with TTFT 0, no ITLs, the requested length; bench_serving.py:637-688)
 p.add_argument("--fake-refused", action="store_true")

@@ -5,10 +5,14 @@ Takes the same arguments as the real entry point (``--repeats N --combined-outpu
 does what it does, with plain HTTP in place of vLLM's benchmark:
 
 - waits for every target's ``/health`` (exit 3 with the same message when one is not ready in time);
-- runs ``--repeats`` rounds alternating over the targets in the order given (A B A B ...); each repeat
+- runs rounds alternating over the targets in the order given (A B A B ...), as many as the real entry's
+  ``PairSchedule`` asks for (``--repeats``, ``--max-repeats``, ``--deadline``); each repeat
   sends ``--num-prompts`` streamed ``POST <target><--endpoint>`` requests (``--max-concurrency`` at a
-  time; the payload ``vllm bench serve``'s ``openai-comp`` request function sends), after
-  ``--num-warmups`` warm-up requests on a target's first repeat only;
+  time; the payload ``vllm bench serve``'s ``openai-comp`` request function sends), after warm-up requests
+  sent before the repeat's ``/metrics`` are read, as the real entry sends them (``--num-warmups`` before a
+  target's first repeat, ``REWARM`` before each later one); every call's prompts (warm-ups
+  included) are drawn through the real entry's ``UniquePrompts`` (a word is a token), so no prompt reaches
+  a server twice;
 - scrapes ``/metrics`` before and after each repeat (``validator.runner.scrape_metrics``) and, with
   ``--pgid``, measures the target's server CPU seconds (``validator.bench_serve_entry.group_cpu_seconds``);
 - writes each repeat's result (``vllm bench serve``'s result keys, figures measured from the responses:
@@ -35,13 +39,17 @@ from pathlib import Path
 
 import numpy as np
 
-from validator.bench_serve_entry import group_cpu_seconds, repeat_entry, save_combined
+from validator.bench_serve_entry import (REWARM, PairSchedule, UniquePrompts, finish, group_cpu_seconds,
+                                         repeat_entry, save_combined)
 from validator.runner import http_status, scrape_metrics
 
 argv = sys.argv[1:]
 i = argv.index("--") if "--" in argv else len(argv)
 own = argparse.ArgumentParser(prog="bench_serve_entry")
 own.add_argument("--repeats", type=int, default=1)
+own.add_argument("--max-repeats", type=int, default=0)
+own.add_argument("--deadline", type=float, default=0.0)
+own.add_argument("--prefix-block-tokens", type=int, default=16)
 own.add_argument("--combined-output", type=Path, required=True)
 own.add_argument("--wait-ready-timeout", type=float, default=0.0)
 own.add_argument("--target", action="append", default=[])
@@ -92,16 +100,28 @@ if opts.fake_log:
     with open(opts.fake_log, "a") as f:
         f.write(f"{opts.combined_output}\n")
 
-# the prompt set: the custom dataset's prompts, or seeded random words as long as --random-input-len
+# the prompt pool: the custom dataset's prompts (shuffled with the seed, as vLLM's custom dataset does), or seeded
+# random words as long as --random-input-len
 if args.dataset_name == "custom":
     with open(args.dataset_path, encoding="utf-8") as f:
-        prompts = [json.loads(line)["prompt"] for line in f if line.strip()][:args.num_prompts]
+        pool = [json.loads(line)["prompt"] for line in f if line.strip()]
     output_len = args.custom_output_len
 else:
-    rng = random.Random(args.seed)
-    prompts = [" ".join(f"w{rng.randrange(1000)}" for _ in range(args.random_input_len))
-               for _ in range(args.num_prompts)]
+    pool = None
     output_len = args.random_output_len
+
+
+def sample(seed: int, n: int) -> list[str]:
+    """One draw of ``n`` prompts with ``seed`` (what ``vllm bench serve``'s ``get_samples`` returns)."""
+    rng = random.Random(seed)
+    if pool is not None:
+        shuffled = list(pool)
+        rng.shuffle(shuffled)
+        return shuffled[:n]
+    return [" ".join(f"w{rng.randrange(1000)}" for _ in range(args.random_input_len)) for _ in range(n)]
+
+
+registry = UniquePrompts(opts.prefix_block_tokens - 1, str.split)
 
 
 def request(base_url: str, prompt: str) -> dict:
@@ -139,14 +159,23 @@ def request(base_url: str, prompt: str) -> dict:
     return out
 
 
-def run_benchmark(base_url: str, warmups: int) -> dict:
+def warm_up(name: str, base_url: str, warmups: int) -> None:
+    """The warm-up requests before a repeat (their own prompts, new to the server)."""
+    if warmups:
+        warm = registry.draw(name, lambda seed: sample(seed, warmups), warmups, args.seed, prompt_of=str)
+        with ThreadPoolExecutor(args.max_concurrency or warmups) as workers:
+            list(workers.map(lambda p: request(base_url, p), warm))
+
+
+def run_benchmark(name: str, base_url: str) -> dict:
     """One ``vllm bench serve`` run against ``base_url``: its result dict (the keys ``vllm bench serve``
     saves with ``--save-result --save-detailed``, vllm/benchmarks/serve.py)."""
-    conc = args.max_concurrency or len(prompts)
-    with ThreadPoolExecutor(conc) as pool:
-        list(pool.map(lambda p: request(base_url, p), prompts[:warmups] or []))
+    conc = args.max_concurrency or args.num_prompts
+    prompts = registry.draw(name, lambda seed: sample(seed, args.num_prompts), args.num_prompts, args.seed,
+                            prompt_of=str)
+    with ThreadPoolExecutor(conc) as workers:
         t0 = time.perf_counter()
-        outputs = list(pool.map(lambda p: request(base_url, p), prompts))
+        outputs = list(workers.map(lambda p: request(base_url, p), prompts))
         duration = time.perf_counter() - t0
     ok = [o for o in outputs if o["success"]]
     total_out = sum(o["output_tokens"] for o in ok)
@@ -178,19 +207,22 @@ def run_benchmark(base_url: str, warmups: int) -> dict:
 
 pgids = {name: int(pg) for name, pg in (p.split("=", 1) for p in opts.pgid)}
 combined, warmed = [], set()
-for r in range(opts.repeats):
+schedule = PairSchedule([n for n, _ in targets], opts.repeats, opts.max_repeats or None, opts.deadline or None)
+r = 0
+while schedule.more(combined, time.monotonic(), time.time()):
     for name, base_url in targets:
         if len(combined) == opts.fake_hang_after:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             Path(opts.fake_pid_file).write_text(str(os.getpid()))
             time.sleep(600)
             sys.exit(0)
-        warmups = 0 if name in warmed else args.num_warmups
+        warmups = min(REWARM, args.num_warmups) if name in warmed else args.num_warmups
         warmed.add(name)
+        warm_up(name, base_url, warmups)
         filename = f"repeat{r}{'-' + name if name else ''}.json"
         before = scrape_metrics(base_url)
         cpu0 = group_cpu_seconds(pgids[name]) if name in pgids else None
-        result = run_benchmark(base_url, warmups)
+        result = run_benchmark(name, base_url)
         cpu1 = group_cpu_seconds(pgids[name]) if name in pgids else None
         after = scrape_metrics(base_url)
         if args.save_result:
@@ -199,3 +231,7 @@ for r in range(opts.repeats):
             result = json.loads((Path(args.result_dir) / filename).read_text())
         combined.append(repeat_entry(r, name, targets.index((name, base_url)), result, before, after, cpu0, cpu1))
         save_combined(opts.combined_output, combined)
+    r += 1
+if combined:
+    finish(combined, schedule, registry)
+    save_combined(opts.combined_output, combined)

@@ -19,7 +19,9 @@ chunk and ``data: [DONE]``. ``/metrics`` is Prometheus text with vLLM's counter 
 ``vllm:request_success_total`` and ``vllm:generation_tokens_total``, and on a server started with
 ``--speculative-config`` (``num_speculative_tokens`` = k) the speculative-decoding counters
 (vllm/v1/spec_decode/metrics.py) of a made-up, fixed acceptance: each request of n output tokens makes
-``n // 2`` drafts of k tokens, of which exactly the first is accepted.
+``n // 2`` drafts of k tokens, of which exactly the first is accepted. It also keeps vLLM's automatic prefix cache
+as vLLM 0.32 does (``PrefixCache``: full blocks of ``BLOCK`` tokens, a word being a token after a BOS token) and
+exposes its ``vllm:prefix_cache_queries`` / ``vllm:prefix_cache_hits`` counters (prompt tokens).
 """
 import argparse
 import http.server
@@ -78,8 +80,35 @@ if args.fake_mode == "hang":
     sys.exit(0)
 
 K = int(json.loads(args.speculative_config).get("num_speculative_tokens", 1)) if args.speculative_config else 0
-counters = {"requests": 0, "tokens": 0, "drafts": 0}
+counters = {"requests": 0, "tokens": 0, "drafts": 0, "prefix_queries": 0, "prefix_hits": 0}
 lock = threading.Lock()
+BLOCK = 16
+
+
+class PrefixCache:
+    """vLLM 0.32's automatic prefix caching, as the counters see it: a block's key chains its parent's
+    (vllm/v1/core/kv_cache_utils.py:695-725 ``hash_block_tokens``); a request is served from the leading full blocks
+    already cached, at most ``num_tokens - 1`` tokens (vllm/v1/core/kv_cache_manager.py:288-299); its full blocks
+    are cached once computed. Nothing is evicted (the stand-in's cache is unbounded)."""
+
+    def __init__(self) -> None:
+        self.blocks: set = set()
+
+    def lookup_and_store(self, tokens: list) -> int:
+        keys, parent = [], None
+        for i in range(len(tokens) // BLOCK):
+            parent = (parent, tuple(tokens[i * BLOCK:(i + 1) * BLOCK]))
+            keys.append(parent)
+        hit = 0
+        for key in keys:
+            if key not in self.blocks or hit + BLOCK > len(tokens) - 1:
+                break
+            hit += BLOCK
+        self.blocks.update(keys)
+        return hit
+
+
+cache = PrefixCache()
 
 
 def metrics_text() -> str:
@@ -88,7 +117,9 @@ def metrics_text() -> str:
         c = dict(counters)
     lines = ["# TYPE vllm:request_success counter", f'vllm:request_success_total{{{labels},finished_reason="length"}} '
              f'{c["requests"]}', "# TYPE vllm:generation_tokens counter", f"vllm:generation_tokens_total{{{labels}}} "
-             f'{c["tokens"]}']
+             f'{c["tokens"]}', "# TYPE vllm:prefix_cache_queries counter",
+             f"vllm:prefix_cache_queries_total{{{labels}}} {c['prefix_queries']}",
+             "# TYPE vllm:prefix_cache_hits counter", f"vllm:prefix_cache_hits_total{{{labels}}} {c['prefix_hits']}"]
     if K:
         lines += ["# TYPE vllm:spec_decode_num_drafts counter", f"vllm:spec_decode_num_drafts_total{{{labels}}} {c['drafts']}",
                   "# TYPE vllm:spec_decode_num_draft_tokens counter",
@@ -124,7 +155,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(body)
             return
         n = int(payload.get("max_tokens") or 16)
-        prompt_tokens = len(str(payload.get("prompt", "")).split())
+        words = ["<bos>", *str(payload.get("prompt", "")).split()]
+        prompt_tokens = len(words) - 1
+        with lock:
+            counters["prefix_queries"] += len(words)
+            counters["prefix_hits"] += cache.lookup_and_store(words)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()

@@ -41,7 +41,11 @@ def test_a_cpu_validation_run_from_the_web_view_to_the_report(client):
     assert run.status == ValidationRun.Status.DONE, (run.error, run.log_tail[-3000:])
     assert time.monotonic() - t0 < 180, "the CPU validation must stay under three minutes end to end"
     m = run.measured
-    pairs = run.configuration["profile"]["repeats"]
+    profile = run.configuration["profile"]
+    # the profile's pairs, then more while the intervals are wide, within the profile's budget (validator.stats
+    # stop_rule, bench_serve_entry.PairSchedule); the run says how many and why
+    pairs = m["pairs_stop"]["pairs"]
+    assert profile["repeats"] <= pairs <= profile["max_repeats"] and m["pairs_stop"]["why"]
     # interleaved: A B A B ...
     assert m["order"] == ["baseline", "speculative"] * pairs
     base, spec = m["phases"]["baseline"], m["phases"]["speculative"]
@@ -55,6 +59,10 @@ def test_a_cpu_validation_run_from_the_web_view_to_the_report(client):
         assert agg["p95_ttft_ms"] > 0 and agg["output_throughput"] > 0
         # the KV cache alone is 1 GiB of the server's resident memory
         assert phase["peak_memory_bytes"] > 2**30
+        # every prompt was new to its server: vLLM's own prefix-cache counters found nothing cached over the measured
+        # requests (before, the second repeat's prompts were the first's, and the warm-ups sent a repeat's first ones)
+        assert phase["prefix_cache"]["query_tokens"] >= pairs * profile["num_prompts"] * profile["input_len"]
+        assert phase["prefix_cache"]["hit_tokens"] == 0
     acc = spec["aggregate"]["spec_decode"]
     assert acc["num_drafts"] > 0 and 0 <= acc["acceptance_rate"] <= 1
     assert acc["mean_acceptance_length"] == pytest.approx(1 + acc["num_accepted_tokens"] / acc["num_drafts"])
@@ -98,3 +106,4 @@ def test_a_cpu_validation_run_from_the_web_view_to_the_report(client):
     s = report.summary(run)
     assert json.loads(json.dumps(s))["phases"]["speculative"]["spec_decode"]["acceptance_rate"] == acc["acceptance_rate"]
     assert "TTFT" in report.format_text(s)
+    assert "new to the server it went to" in m["prompts"] and 'id="run-prompts"' in page

@@ -325,9 +325,18 @@ def test_an_sglang_speculation_run_measures_the_baseline_then_the_speculative_se
     assert len(base["repeats"]) == len(spec["repeats"]) == 3
     assert base["stopped"] and spec["stopped"]
     assert any("not interleaved" in c for c in m["verdict"]["caveats"])
+    assert "--flush-cache" in base["bench_argv"] and "radix cache" in m["prompts"]
     rows = {row["field"]: row for row in m["comparison"]}
-    assert rows["spec_speedup"]["measured"] == pytest.approx(
-        base["aggregate"]["mean_tpot_ms"] / spec["aggregate"]["mean_tpot_ms"])
+    # the speedup is paired as the verdict is: the geometric mean over repeat i of each phase of baseline TPOT /
+    # speculative TPOT (not the ratio of the phases' means), with its interval
+    import math
+
+    logs = [math.log(b["bench"]["mean_tpot_ms"] / s["bench"]["mean_tpot_ms"])
+            for b, s in zip(base["repeats"], spec["repeats"])]
+    assert rows["spec_speedup"]["measured"] == pytest.approx(math.exp(sum(logs) / len(logs)))
+    assert rows["spec_speedup"]["pairs"] == 3
+    assert rows["spec_speedup"]["ci_low"] <= rows["spec_speedup"]["measured"] <= rows["spec_speedup"]["ci_high"]
+    assert "one after the other" in rows["spec_speedup"]["note"]
     assert rows["spec_tpot_ms"]["predicted"] is None and "acceptance" in rows["spec_tpot_ms"]["note"]
     assert m["acceptance"]["mean_acceptance_length"] is None  # the stand-in reports none (SGLang's would)
 
@@ -345,8 +354,8 @@ def _fetch_online(real, endpoint, model_id, revision, dest):
 
 def test_a_bench_client_without_random_ids_warmups_or_details_is_not_offered():
     """sglang 0.4.3.post4's bench_serving.py:1391-1394 offers ``choices=["sharegpt", "random",
-    "generated-shared-prefix"]`` (its "random" downloads ShareGPT) and has neither --warmup-requests nor
-    --output-details; 0.5.10.post1's (bench_serving.py:1929-1946, 2061, 2243) has all three."""
+    "generated-shared-prefix"]`` (its "random" downloads ShareGPT) and has neither --warmup-requests,
+    --output-details nor --flush-cache; 0.5.10.post1's (bench_serving.py:1929-1946, 2061, 2238, 2243) has all four."""
     old = '''parser.add_argument(
         "--dataset-name",
         type=str,
@@ -355,8 +364,13 @@ def test_a_bench_client_without_random_ids_warmups_or_details_is_not_offered():
     new = old.replace('"random", ', '"random", "random-ids", ') + '''
     parser.add_argument("--output-details", action="store_true", help="Output details of benchmarking.")
     parser.add_argument(
+        "--flush-cache",
+        action="store_true",
+        help="Flush the cache before running the benchmark",
+    )
+    parser.add_argument(
         "--warmup-requests",'''
-    assert sglang.bench_flags_missing(old) == ["random-ids", "--warmup-requests", "--output-details"]
+    assert sglang.bench_flags_missing(old) == ["random-ids", "--warmup-requests", "--output-details", "--flush-cache"]
     assert sglang.bench_flags_missing(new) == []
     from importlib import metadata
 
@@ -411,6 +425,9 @@ def test_the_bench_client_reads_only_the_local_tokenizer_and_sends_ids_when_it_c
     assert (flag["--backend"], flag["--dataset-name"], flag["--random-range-ratio"]) == ("sglang", "random-ids", "1.0")
     assert (flag["--random-input-len"], flag["--random-output-len"], flag["--warmup-requests"]) == ("1000", "24", "4")
     assert "--tokenize-prompt" in args and "--disable-ignore-eos" not in args
+    # the radix cache is emptied after the warm-ups (which prefilled the first prompt) and before the measured
+    # requests: sglang 0.5.10.post1 bench_serving.py:1284-1286 posts /flush_cache when --flush-cache is given
+    assert "--flush-cache" in args
     assert "--tokenize-prompt" not in sglang.bench_args("/w/tok", profile, prompt_ids=False)
 
 

@@ -20,8 +20,9 @@ HOST = {"platform": "cpu", "cpu_model": "test CPU", "cpu_count": 2, "memory_tota
 
 
 @pytest.fixture(autouse=True)
-def _clean(no_calibration):
-    """Every test here starts and ends with no run's calibration installed (tests/conftest.py)."""
+def _clean(no_calibration, worker_vllm_0_32):
+    """Every test here starts and ends with no run's calibration installed, on a worker with vLLM 0.32.0
+    (tests/conftest.py)."""
 
 
 def _spec_repeats():

@@ -216,7 +216,10 @@ def speed_comparison(configuration: dict[str, Any], baseline: dict[str, Any],
             return rows + [_row("spec_tpot_ms", "ms", None, None, f"speed model could not predict: {e}")]
         acc = s_.get("spec_decode") or {}
         measurable = per_token_measurable(b) and per_token_measurable(s_)
-        if measurable:
+        paired = paired_speedup(baseline, speculative, measurable)
+        if paired is not None:
+            measured_speedup = paired["speedup"]
+        elif measurable:
             measured_speedup = (_mean_of(b, "tpot") / _mean_of(s_, "tpot")
                                 if _mean_of(b, "tpot") and _mean_of(s_, "tpot") else None)
         else:  # closed loop at a fixed concurrency: the output tok/s ratio is the decode speedup
@@ -229,19 +232,58 @@ def speed_comparison(configuration: dict[str, Any], baseline: dict[str, Any],
                  _row("mean_acceptance_length", "tokens", ps.get("mean_acceptance_length"),
                       acc.get("mean_acceptance_length"), "" if ps.get("mean_acceptance_length") else no_figure),
                  _row("spec_speedup", "x", ps.get("spec_speedup"), measured_speedup,
-                      "" if ps.get("spec_speedup") else no_figure)]
+                      "; ".join(n for n in ("" if ps.get("spec_speedup") else no_figure,
+                                            paired["note"] if paired else "") if n))]
+        if paired is not None:
+            rows[-1].update(ci_low=paired["ci_low"], ci_high=paired["ci_high"], pairs=paired["pairs"])
     return rows
 
 
+def paired_speedup(baseline: dict[str, Any], speculative: dict[str, Any], measurable: bool) -> dict[str, Any] | None:
+    """The measured speedup as the verdict measures it: over the pairs (repeat ``i`` of each phase), the geometric
+    mean of baseline TPOT / speculative TPOT when TPOT is measurable, else of speculative / baseline output tok/s
+    (closed loop at a fixed concurrency), with its 95 % bootstrap interval (``validator.stats.paired_change``).
+    ``{"speedup", "ci_low", "ci_high", "pairs", "note"}`` (x), or None without repeats in both phases. A ratio of
+    the phases' means instead lets one slow repeat on a loaded host move it anywhere (0.87x in one run, 1.98x in
+    an identical one) and has no interval; this one says when its interval contains 1."""
+    pairs = list(zip(baseline.get("repeats") or [], speculative.get("repeats") or []))
+    if not pairs:
+        return None
+    if measurable:  # speedup = b / s: paired_change's "speculative" is the baseline TPOT
+        c = stats.paired_change([s["bench"].get("mean_tpot_ms") for _, s in pairs],
+                                [b["bench"].get("mean_tpot_ms") for b, _ in pairs])
+        what = "baseline / speculative mean TPOT"
+    else:
+        c = stats.paired_change([b["bench"].get("output_throughput") for b, _ in pairs],
+                                [s["bench"].get("output_throughput") for _, s in pairs])
+        what = "speculative / baseline output tok/s"
+    if c["change_pct"] is None:
+        return None
+    x = 1 + c["change_pct"] / 100
+    lo = None if c["ci_low_pct"] is None else 1 + c["ci_low_pct"] / 100
+    hi = None if c["ci_high_pct"] is None else 1 + c["ci_high_pct"] / 100
+    note = f"paired: geometric mean of {what} over {c['n']} pairs"
+    if lo is not None:
+        note += f", 95 % CI {lo:.2f}-{hi:.2f}x"
+        if lo <= 1 <= hi:
+            note += " (contains 1: neither a speedup nor a slowdown is established)"
+    else:
+        note += f" ({c['method']})"
+    return {"speedup": x, "ci_low": lo, "ci_high": hi, "pairs": c["n"], "note": note}
+
+
 def speed_basis(configuration: dict[str, Any], runtime: str = "vllm") -> dict[str, Any] | None:
-    """The efficiency row the speed prediction of ``configuration`` uses (``calculator.engine.perf``): ``label``
-    (``assumed``, ``fitted`` or ``calibrated``), ``source`` (for a calibrated row "calibrated from run <id> ...")
-    and ``precision``; ``None`` when the speed model has no row for the GPU."""
+    """The efficiency row the speed prediction of ``configuration`` uses (``calculator.engine.perf``, for its
+    release and kernel path: a calibration applies only within its scope): ``label`` (``assumed``, ``fitted`` or
+    ``calibrated``), ``source`` (for a calibrated row "calibrated from run <id> ...") and ``precision``; ``None``
+    when the speed model has no row for the GPU."""
     try:
         from calculator.engine import perf
+        from calculator.engine.schemas import EngineInput
 
-        gpu = perf.get_gpu(configuration["engine_input"]["gpu"])
-        eff = perf.hardware(gpu, None, runtime).eff
+        inp = EngineInput(**{k: v for k, v in configuration["engine_input"].items() if k != "speculative_config"})
+        gpu = perf.get_gpu(inp.gpu)
+        eff = perf.hardware(gpu, None, runtime, scope=perf.calibration_scope(inp)).eff
     except Exception:  # noqa: BLE001 - the comparison rows say why there is no prediction
         return None
     return {"label": eff.label, "source": eff.source, "gpu": gpu.name, "runtime": runtime,
@@ -273,6 +315,13 @@ def _with_local_draft(argv: list[str], spec: dict[str, Any] | None) -> list[str]
     return argv
 
 
+def block_tokens(configuration: dict[str, Any]) -> int:
+    """The KV block the run's prompts must differ within (``UniquePrompts``): 16 tokens, the smallest block vLLM
+    picks by default on a GPU, or the run's ``--block-size`` when it is smaller (a larger block only makes the
+    check stricter than it needs to be)."""
+    return min(16, int(configuration["engine_input"].get("block_size") or 16))
+
+
 def model_path_for(model_id: str) -> str:
     """Local directory vLLM loads for a built-in or trained-pair id; the id itself otherwise."""
     if workloads.is_pair_model(model_id):
@@ -282,20 +331,50 @@ def model_path_for(model_id: str) -> str:
     return model_id
 
 
+STOP_MARGIN_S = 30.0  # the run's time kept after the last pair: stopping the servers, scoring
+
+
+def prompts_needed(profile: dict[str, Any]) -> int:
+    """Prompts one server is sent in a run at most: ``num_prompts`` per repeat for ``max_repeats`` repeats (the
+    profile's ``repeats`` when it allows no more), the first repeat's warm-ups and the later ones'
+    (``validator.bench_serve_entry.REWARM``). Every one is new to its server (``UniquePrompts``), so a text
+    workload's dataset holds at least this many distinct prompts."""
+    from .bench_serve_entry import REWARM
+
+    pairs = max(int(profile.get("repeats", 1)), int(profile.get("max_repeats") or 0))
+    return int(profile["num_prompts"]) * pairs + int(profile.get("warmups", 0)) + REWARM * (pairs - 1)
+
+
+def dataset_pool_size(profile: dict[str, Any]) -> int:
+    """Prompts a text workload's dataset file holds: half again ``prompts_needed``, so that draws of new prompts
+    (vLLM's custom dataset shuffled with another seed) find them quickly up to the run's last repeat."""
+    return prompts_needed(profile) * 3 // 2 + int(profile["num_prompts"])
+
+
 def paired_bench_argv(targets: list[tuple[str, str]], served_model_name: str, tokenizer: str,
                       profile: dict[str, Any], workload: str, dataset_path: Path | None, result_dir: Path,
                       combined_output: Path, command: list[str] | None = None,
                       pgids: dict[str, int] | None = None, backend: str = "vllm",
-                      own_flags: list[str] | None = None) -> list[str]:
-    """argv for ``validator.bench_serve_entry`` alternating ``profile["repeats"]`` pairs between the
-    ``targets`` (``[(phase, base_url), ...]``) on the same prompts: the workload's dataset flags
-    (``validator.workloads.dataset_args``), greedy, ``--ignore-eos`` so every request produces
-    ``output_len`` tokens, the same ``--seed`` everywhere (same prompts in every repeat and phase).
-    ``backend``: vllm bench serve's request function (``vllm`` and ``openai`` are both its OpenAI completions
-    client); ``own_flags``: more of ``bench_serve_entry``'s own flags (``--health-path``, ``--no-metrics``)."""
+                      own_flags: list[str] | None = None, deadline: float | None = None,
+                      block_tokens: int = 16) -> list[str]:
+    """argv for ``validator.bench_serve_entry`` alternating pairs between the ``targets`` (``[(phase, base_url),
+    ...]``): ``profile["repeats"]`` pairs at least, up to ``profile["max_repeats"]`` while the intervals ask for
+    more and ``deadline`` (Unix time) allows (``PairSchedule``); the workload's
+    dataset flags (``validator.workloads.dataset_args``), greedy, ``--ignore-eos`` so every request produces
+    ``output_len`` tokens, the profile's ``--seed``, from which each benchmark call draws its own prompts, every
+    one new to its server and the same for both targets of a pair (``UniquePrompts``; ``block_tokens``: the
+    servers' smallest KV block). ``backend``: vllm bench serve's request function (``vllm`` and ``openai`` are
+    both its OpenAI completions client); ``own_flags``: more of ``bench_serve_entry``'s own flags
+    (``--health-path``, ``--no-metrics``)."""
+    more = []
+    if profile.get("max_repeats") and len(targets) > 1:
+        more += ["--max-repeats", str(profile["max_repeats"])]
+        if deadline:
+            more += ["--deadline", f"{deadline:.0f}"]
     return [
         *(command or runner.BENCH_COMMAND),
-        "--repeats", str(profile.get("repeats", 1)), "--combined-output", str(combined_output),
+        "--repeats", str(profile.get("repeats", 1)), *more, "--prefix-block-tokens", str(block_tokens),
+        "--combined-output", str(combined_output),
         "--wait-ready-timeout", str(int(profile.get("wait_ready_timeout_s", 600))),
         *[a for name, url in targets for a in ("--target", f"{name}={url}")],
         *[a for name, pg in (pgids or {}).items() for a in ("--pgid", f"{name}={pg}")], *(own_flags or []), "--",
@@ -329,8 +408,10 @@ def paired_verdict(measured: dict[str, Any], hardware: dict[str, Any],
 
 def _fold_repeats(measured: dict[str, Any], raw: list[dict[str, Any]], samplers: dict[str, MemorySampler]) -> None:
     """Put the benchmark's finished repeats (``validator.bench_serve_entry``'s entries, in the order they
-    ran) into ``measured``: ``order`` and, per phase, ``repeats`` (pair, summary, acceptance), their
-    ``aggregate`` and the peak memory sampled so far."""
+    ran) into ``measured``: ``order`` and, per phase, ``repeats`` (pair, summary with the repeat's prefix-cache
+    counters, acceptance), their ``aggregate``, the prefix-cache hits over them and the peak memory sampled so
+    far; the benchmark's ``stop`` (why it ran that many pairs) and ``prompts`` (how they were drawn) when it
+    wrote them."""
     if not raw:
         return
     measured["order"] = [r.get("phase") for r in raw]
@@ -338,12 +419,56 @@ def _fold_repeats(measured: dict[str, Any], raw: list[dict[str, Any]], samplers:
         ph = measured["phases"][name]
         ph["repeats"] = [{"pair": r.get("pair"),
                           "bench": {**_summary(r["result"], r.get("server_cpu_s")),
-                                    **runner.engine_latency(r["metrics_before"], r["metrics_after"])},
+                                    **runner.engine_latency(r["metrics_before"], r["metrics_after"]),
+                                    **runner.prefix_cache_delta(r["metrics_before"], r["metrics_after"])},
                           "spec_decode": runner.spec_decode_delta(r["metrics_before"], r["metrics_after"])}
                          for r in raw if r.get("phase") == name]
         ph["aggregate"] = aggregate(ph["repeats"])
+        ph["prefix_cache"] = prefix_cache_summary(ph["repeats"])
         ph["peak_memory_bytes"] = sampler.peak_bytes
         ph["peak_memory_method"] = sampler.method
+    if raw[-1].get("stop"):
+        measured["pairs_stop"] = raw[-1]["stop"]
+    if raw[-1].get("prompts"):
+        measured["prompt_draws"] = raw[-1]["prompts"]
+
+
+def prefix_cache_summary(repeats: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The prefix-cache counters over a phase's measured repeats (``vllm:prefix_cache_queries`` / ``_hits``, prompt
+    tokens looked up and found cached, warm-ups left out): ``{"query_tokens", "hit_tokens", "hit_share"}``; None
+    when the server exposed none (SGLang, llama.cpp, a stand-in)."""
+    rows = [r["bench"] for r in repeats if r["bench"].get("prefix_cache_query_tokens") is not None]
+    if not rows:
+        return None
+    q = sum(r["prefix_cache_query_tokens"] for r in rows)
+    h = sum(r["prefix_cache_hit_tokens"] for r in rows)
+    return {"query_tokens": q, "hit_tokens": h, "hit_share": h / q if q else 0.0}
+
+
+def prompts_note(measured: dict[str, Any], workload: str) -> str:
+    """The run report's sentence on the prompts (README "Validation runs": each is new to its server) and what the
+    servers' prefix-cache counters saw."""
+    draws = measured.get("prompt_draws") or {}
+    sent = draws.get("sent") or {}
+    text = ("every request's prompt was new to the server it went to: each benchmark call (warm-ups too) drew its "
+            "own prompts" + (" from vLLM's random dataset with its own --seed" if workload == "random" else
+                             f" from the {workload} dataset") +
+            (f", none repeating the first {draws['key_tokens']} tokens of an earlier one" if draws.get("key_tokens")
+             else "") +
+            "; both servers of a pair got the same prompts (separate servers, separate caches). Prefix caching "
+            "stayed on as configured: the prompts, not a flag, keep TTFT a full prefill")
+    if sent:
+        text += " (" + ", ".join(f"{n} prompts to {t}" for t, n in sent.items()) + ")"
+    hits = {name: ph.get("prefix_cache") for name, ph in (measured.get("phases") or {}).items()
+            if ph.get("prefix_cache")}
+    if hits:
+        text += ". vLLM /metrics over the measured requests: " + ", ".join(
+            f"{name} {h['hit_tokens']:,} of {h['query_tokens']:,} prompt tokens from the prefix cache"
+            for name, h in hits.items())
+        if any(h["hit_tokens"] for h in hits.values()):
+            text += (" — cached tokens were not prefilled, so TTFT is lower than a prefill of the whole prompt "
+                     "(shared text such as a chat template's, or a block the prompts have in common)")
+    return text + "."
 
 
 def acceptance_summary(speculative: dict[str, Any]) -> dict[str, Any]:
@@ -409,6 +534,7 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
     ``calibration``. Raises ``RunnerError`` (``RunTimeout``, ``Cancelled``) with the log tail; both
     servers' process groups are always killed before returning or raising."""
     deadline = Deadline(options["wall_clock_s"])
+    run_wall0 = time.time()
     on_process = options.get("on_process") or (lambda role, phase, pgid: None)
     workdir.mkdir(parents=True, exist_ok=True)
     model_id = configuration["run_model"]
@@ -462,13 +588,19 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
             samplers[name] = MemorySampler(platform, server.pgid)
         dataset = None
         if workload in workloads.TEXT_WORKLOADS:
-            dataset = workloads.write_dataset(workload, model_path, profile["input_len"], profile["num_prompts"],
+            dataset = workloads.write_dataset(workload, model_path, profile["input_len"], dataset_pool_size(profile),
                                               profile["seed"], workdir / f"{workload}.jsonl")
         combined = workdir / "bench.json"
         targets = [(n, servers[n].base_url) for n in ("baseline", "speculative")]
+        # no extra pair past the run's wall clock or the bench's timeout (less the time to stop and score), nor past
+        # the profile's budget for the whole run (pairs_budget_s: the CPU's three minutes)
+        bench_end = time.time() + min(deadline.left, options["bench_timeout_s"]) - STOP_MARGIN_S
+        if profile.get("pairs_budget_s"):
+            bench_end = min(bench_end, run_wall0 + profile["pairs_budget_s"])
         bench_cmd = paired_bench_argv(targets, model_id, model_path, profile, workload, dataset,
                                       workdir / "results", combined, command=options.get("bench_command"),
-                                      pgids={n: s.pgid for n, s in servers.items()} if platform == "cpu" else None)
+                                      pgids={n: s.pgid for n, s in servers.items()} if platform == "cpu" else None,
+                                      deadline=bench_end, block_tokens=block_tokens(configuration))
         bench = runner.BenchProcess(bench_cmd, workdir / "bench.log", combined)
         on_process("bench", "paired", bench.proc.pid)
         measured["bench_argv"] = bench_cmd
@@ -489,7 +621,9 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
             measured["phases"][name]["startup_s"] = round(
                 server.wait_healthy(options["startup_timeout_s"], deadline, sample), 2)
             measured["phases"][name]["startup"] = runner.parse_startup_log(server.log_text())
-        state["what"] = (f"benchmarking: {profile['repeats']} pairs x {profile['num_prompts']} prompts "
+        upto = (f" (up to {profile['max_repeats']} while the intervals are wide)"
+                if (profile.get("max_repeats") or 0) > profile["repeats"] else "")
+        state["what"] = (f"benchmarking: {profile['repeats']} pairs{upto} x {profile['num_prompts']} prompts "
                          f"({workload}), concurrency {profile['concurrency']}, A/B interleaved")
         raw = bench.wait(deadline, sample, options["bench_timeout_s"])
         for m in samplers.values():
@@ -517,6 +651,7 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
         measured["what_ran"] = what_ran
     measured["verdict"] = paired_verdict(measured, hardware, caveats=[what_ran["short"]] if what_ran else None)
     measured["acceptance"] = acceptance_summary(speculative)
+    measured["prompts"] = prompts_note(measured, workload)
     measured["calibration"] = calibration.from_run(configuration, baseline, hardware)
     from . import capabilities
 
@@ -577,7 +712,7 @@ def run_llamacpp_sequence(configuration: dict[str, Any], workdir: Path, reporter
         sampler = samplers["baseline"] = MemorySampler("cpu", server.pgid, server="llama.cpp")
         dataset = None
         if workload in workloads.TEXT_WORKLOADS:
-            dataset = workloads.write_dataset(workload, tokenizer_dir, profile["input_len"], profile["num_prompts"],
+            dataset = workloads.write_dataset(workload, tokenizer_dir, profile["input_len"], dataset_pool_size(profile),
                                               profile["seed"], workdir / f"{workload}.jsonl")
         combined = workdir / "bench.json"
         bench_cmd = paired_bench_argv([("baseline", server.base_url)], model_id, tokenizer_dir, profile, workload,
@@ -693,6 +828,11 @@ def run_sglang_sequence(configuration: dict[str, Any], workdir: Path, reporter: 
                           else "approximate: random token ids decoded to text, which the server tokenizes again "
                                "(this sglang.bench_serving cannot send ids: before 0.5.9 its ids are numpy integers)"),
         "runtime_release": f"sglang {release}" if release else "sglang (the worker's VALIDATOR_SGLANG_COMMAND)",
+        "prompts": ("every request's prompt was new to the server: each repeat drew its own random token ids "
+                    "(--seed plus the repeat's index; repeat r of either phase the same), and sglang.bench_serving "
+                    "--flush-cache emptied SGLang's radix cache after the warm-ups, which send the repeat's first "
+                    "prompt. The radix cache stayed on as configured: the prompts, not a flag, keep TTFT a full "
+                    "prefill."),
         "design": ("one SGLang server per phase, one after the other (baseline, then speculative decoding), "
                    "sglang.bench_serving on the same seeded random token ids"
                    if len(configuration["sglang"]["phases"]) > 1 else
@@ -794,10 +934,14 @@ def run_sglang_sequence(configuration: dict[str, Any], workdir: Path, reporter: 
                 if row["field"] in ("spec_tpot_ms", "spec_output_tokens_per_s", "mean_acceptance_length"):
                     row.update(predicted=None, error=None, error_pct=None,
                                note="no typical acceptance figure for this method: give acceptance_rate to predict it")
-        measured_speedup = (b_agg["mean_tpot_ms"] / s_agg["mean_tpot_ms"]
+        paired = paired_speedup(base, measured["phases"]["speculative"], True)
+        measured_speedup = (paired["speedup"] if paired else b_agg["mean_tpot_ms"] / s_agg["mean_tpot_ms"]
                             if b_agg.get("mean_tpot_ms") and s_agg.get("mean_tpot_ms") else None)
-        spec_rows.append(_row("spec_speedup", "x", speed.get("spec_speedup"), measured_speedup,
-                                 "" if speed.get("spec_speedup") else "no typical acceptance figure for this method"))
+        spec_rows.append(_row("spec_speedup", "x", speed.get("spec_speedup"), measured_speedup, "; ".join(
+            n for n in ("" if speed.get("spec_speedup") else "no typical acceptance figure for this method",
+                        paired["note"] + " (the phases ran one after the other)" if paired else "") if n)))
+        if paired:
+            spec_rows[-1].update(ci_low=paired["ci_low"], ci_high=paired["ci_high"], pairs=paired["pairs"])
         rows += spec_rows
         measured["verdict"] = paired_verdict(measured, hardware, caveats=[
             "the two phases ran one after the other (SGLang reserves most of the GPU), not interleaved",

@@ -5,14 +5,25 @@ per (runtime, GPU) that is ``assumed`` or ``fitted``. A validation run measures 
 (no speculation) at a known prompt length, output length and concurrency; ``from_run`` feeds that
 measurement to ``perf.calibrate`` (which rescales the bound term of the decode step and the prefill compute,
 then the fixed per-step costs, until the predicted TPOT equals the measured one within 1 %) and stores the result with the run in
-``measured["calibration"]``: the efficiency, the predicted TPOT/TTFT before and after, and the key
-(runtime, catalog GPU row, runtime release, the worker's hardware).
+``measured["calibration"]``: the efficiency, the predicted TPOT/TTFT before and after, and what it measured
+(runtime, catalog GPU row, the runtime release the worker ran, the kernel path — ``perf.KERNEL_PATH_KEYS``:
+dtype, quantization, KV cache dtype, attention backend asked for, eager mode — and the worker's hardware).
 
-``apply_latest()`` reads the newest calibration of every (runtime, GPU row) from finished runs and installs
-it with ``perf.apply_measured_efficiency``, with ``source`` = "calibrated from run <id> ..."; the
-calculator's speed figures then carry ``efficiency_label`` "calibrated: calibrated from run <id> ...".
-The web and worker processes call it through a ``request_started`` receiver (``validator.apps``), at most
-every ``REFRESH_S`` seconds.
+**A calibration applies only to what it measured.** ``apply_latest()`` reads the newest calibration of every
+(runtime, GPU row, release, kernel path) from finished runs and installs each with ``perf.set_calibrations``
+under its ``perf.CalibrationScope``: an estimate for another release (an upgrade of the worker, or a user asking
+about 0.31.0), another dtype, quantization, KV cache dtype or attention backend, or with CUDA graphs where the run
+was eager, keeps its fitted or assumed row, and that row's source names the run whose calibration was not applied
+and why. A calibration stored before the kernel path was recorded is limited to its GPU, runtime and release; one
+without a release is not applied. Where one applies, the speed figures carry ``efficiency_label``
+"calibrated: calibrated from run <id> (measured <date>, <age>, on <hardware>; release ...; kernel path; ...)".
+The web and worker processes call it through a ``request_started`` receiver (``validator.apps``), at most every
+``REFRESH_S`` seconds.
+
+**Dropping one.** ``drop(run)`` marks a run's calibration dropped (``measured["calibration"]["dropped"]``: when,
+by whom, why) and ``restore(run)`` undoes it; the next refresh installs the newest calibration left for that
+scope, or none. ``python manage.py calibrations`` lists them with their scope, age and state (``--drop RUN``,
+``--drop-all``, ``--restore RUN``); the admin's validation runs have the same actions.
 
 Limits (stated, not hidden): one run gives one point; the calibrated row reproduces that point's TPOT, and
 other contexts / concurrencies follow the model's form. When even the factor limits (bandwidth or compute
@@ -81,8 +92,10 @@ def from_run(configuration: dict[str, Any], baseline: dict[str, Any], hardware: 
         return {"skipped": f"the speed model could not predict this configuration: {e}"}
     from . import capabilities
 
+    _, path = perf.calibration_scope(inp)
     return {
         "runtime": runtime, "gpu": gpu, "release": capabilities.runtime_release("vllm"),
+        "kernel_path": path, "attention_backend_logged": (baseline.get("startup") or {}).get("attention_backend"),
         "hardware": capabilities.hardware_label(hardware),
         "efficiency": {k: v for k, v in asdict(eff).items() if k not in ("source", "label")},
         "efficiency_before": {k: v for k, v in before.efficiency.items() if k != "source"},
@@ -109,32 +122,135 @@ def _predict_with(inp, eff, gpu: str, runtime: str, kw: dict[str, Any]):
             perf._MEASURED[key] = previous
 
 
-def source_text(run) -> str:
+def age_text(finished_at, now=None) -> str:
+    """A calibration's age in words: ``today``, ``1 day old``, ``12 days old`` (``now``: the current time)."""
+    from django.utils import timezone
+
+    if finished_at is None:
+        return "age unknown"
+    days = ((now or timezone.now()) - finished_at).days
+    return "today" if days <= 0 else f"{days} day{'s' if days != 1 else ''} old"
+
+
+def scope_of(c: dict[str, Any]):
+    """The ``perf.CalibrationScope`` of a stored calibration, or None when it recorded no release (what it measured
+    cannot be told, so it is never applied)."""
+    from calculator.engine import perf
+
+    if not c.get("release"):
+        return None
+    return perf.CalibrationScope.of(c["release"], c.get("kernel_path"))
+
+
+def source_text(run, now=None) -> str:
+    """The efficiency label's source for a run's calibration: the run, when it was measured and how long ago, on
+    what, what it is limited to (``perf.CalibrationScope``), the measurement it reproduces, and how to drop it."""
     c = run.measured["calibration"]
-    when = run.finished_at.strftime("%Y-%m-%d") if run.finished_at else ""
+    when = run.finished_at.strftime("%Y-%m-%d") if run.finished_at else "date unknown"
     what = "" if c.get("tpot_source", "").startswith("vllm bench") or not c.get("tpot_source") else " (vLLM /metrics)"
-    return (f"calibrated from run {str(run.pk)[:8]} ({c.get('hardware')}, vLLM {c.get('release') or '?'}, "
-            f"{when}; measured TPOT{what} {c['measured_tpot_ms']:.2f} ms at concurrency {c['profile']['concurrency']}"
-            + ("" if c.get("measured_ttft_ms") else "; TTFT not calibrated") + ")")
+    scope = scope_of(c)
+    return (f"calibrated from run {str(run.pk)[:8]} (measured {when}, {age_text(run.finished_at, now)}, on "
+            f"{c.get('hardware')}; vLLM {scope.describe() if scope else 'release not recorded'}; measured TPOT{what} "
+            f"{c['measured_tpot_ms']:.2f} ms at concurrency {c['profile']['concurrency']}"
+            + ("" if c.get("measured_ttft_ms") else "; TTFT not calibrated")
+            + f"; drop it with manage.py calibrations --drop {str(run.pk)[:8]})")
 
 
-def latest_runs() -> dict[tuple[str, str], Any]:
-    """The newest finished run with a calibration per ``(runtime, gpu)``."""
+def _scope_key(c: dict[str, Any]) -> tuple:
+    scope = scope_of(c)
+    return (c["runtime"], c["gpu"], scope)
+
+
+def calibrated_runs(limit: int = 500) -> list:
+    """Finished runs with a calibration, newest first."""
     from .models import ValidationRun
 
-    out: dict[tuple[str, str], Any] = {}
-    for run in ValidationRun.objects.filter(status=ValidationRun.Status.DONE).order_by("-finished_at")[:200]:
-        c = (run.measured or {}).get("calibration") or {}
-        if "efficiency" in c and (c["runtime"], c["gpu"]) not in out:
-            out[(c["runtime"], c["gpu"])] = run
+    runs = ValidationRun.objects.filter(status=ValidationRun.Status.DONE).order_by("-finished_at")[:limit]
+    return [run for run in runs if "efficiency" in ((run.measured or {}).get("calibration") or {})]
+
+
+def latest_runs() -> dict[tuple, Any]:
+    """The newest finished run with a calibration that is neither dropped nor without a release, per ``(runtime,
+    gpu, perf.CalibrationScope)``."""
+    out: dict[tuple, Any] = {}
+    for run in calibrated_runs():
+        c = run.measured["calibration"]
+        key = _scope_key(c)
+        if c.get("dropped") or key[2] is None or key in out:
+            continue
+        out[key] = run
     return out
 
 
-def apply_latest(force: bool = False) -> list[str]:
-    """Install the newest calibration per (runtime, GPU) into the speed model; returns their sources.
+def latest_ids() -> dict[tuple, Any]:
+    """``latest_runs`` as run ids, per ``(runtime, gpu, perf.CalibrationScope)``."""
+    return {key: run.pk for key, run in latest_runs().items()}
 
-    Throttled to one database query per ``REFRESH_S`` unless ``force``. When the set of calibrations
-    changed, Django's cache (which holds computed plans) is cleared so no plan keeps the old figures."""
+
+def states(runs: list | None = None, latest: dict[tuple, Any] | None = None) -> list[dict[str, Any]]:
+    """Every stored calibration (of ``runs``; default all) with what becomes of it: ``{"run", "runtime", "gpu",
+    "scope", "age", "state"}``; ``state``: ``applied``, ``superseded by run <id>`` (a newer one of the same scope),
+    ``dropped <when> by <who>: <why>`` or ``not applied: no release recorded``. ``latest``: ``latest_ids()`` when
+    the caller has it already."""
+    runs = calibrated_runs() if runs is None else runs
+    latest = latest_ids() if latest is None else latest
+    out = []
+    for run in runs:
+        c = run.measured["calibration"]
+        key = _scope_key(c)
+        if c.get("dropped"):
+            d = c["dropped"]
+            state = f"dropped {d.get('at', '')[:10]}" + (f" by {d['by']}" if d.get("by") else "") + \
+                (f": {d['reason']}" if d.get("reason") else "")
+        elif key[2] is None:
+            state = "not applied: no release recorded"
+        elif latest.get(key) == run.pk:
+            state = "applied"
+        else:
+            state = f"superseded by run {str(latest.get(key))[:8]}"
+        out.append({"run": run, "runtime": c["runtime"], "gpu": c["gpu"],
+                    "scope": key[2].describe() if key[2] else "release not recorded",
+                    "age": age_text(run.finished_at), "state": state})
+    return out
+
+
+def drop(run, by: str = "", reason: str = "") -> bool:
+    """Mark ``run``'s calibration dropped (it applies to no estimate from the next refresh on; the newest other one
+    of its scope does, if any). False when the run has no calibration or it is dropped already."""
+    from django.utils import timezone
+
+    c = (run.measured or {}).get("calibration") or {}
+    if "efficiency" not in c or c.get("dropped"):
+        return False
+    c["dropped"] = {"at": timezone.now().isoformat(), "by": by, "reason": reason}
+    run.measured = {**run.measured, "calibration": c}
+    run.save(update_fields=["measured"])
+    _state["checked"] = 0.0  # this process looks again at its next request
+    return True
+
+
+def restore(run) -> bool:
+    """Undo ``drop``: the run's calibration applies again where it is the newest of its scope. False when it was not
+    dropped."""
+    c = (run.measured or {}).get("calibration") or {}
+    if not c.get("dropped"):
+        return False
+    c = {k: v for k, v in c.items() if k != "dropped"}
+    run.measured = {**run.measured, "calibration": c}
+    run.save(update_fields=["measured"])
+    _state["checked"] = 0.0
+    return True
+
+
+def apply_latest(force: bool = False) -> list[str]:
+    """Install the newest calibration per (runtime, GPU row, release, kernel path) into the speed model (each limited
+    to its ``perf.CalibrationScope``); returns their sources.
+
+    Throttled to one database query per ``REFRESH_S`` unless ``force``. When the set of calibrations changed
+    (a new run, a dropped or restored one, a day older), Django's cache (which holds computed plans) is cleared so
+    no plan keeps the old figures."""
+    from django.utils import timezone
+
     from calculator.engine import perf
     from calculator.engine.perf import Efficiency
 
@@ -146,17 +262,17 @@ def apply_latest(force: bool = False) -> list[str]:
         runs = latest_runs()
     except Exception:  # noqa: BLE001 - no table yet (before migrate), database down: no calibration
         return []
-    applied = []
-    for (runtime, gpu), run in runs.items():
+    applied, rows = [], []
+    today = timezone.now()
+    for (runtime, gpu, scope), run in runs.items():
         c = run.measured["calibration"]
-        src = source_text(run)
-        perf.apply_measured_efficiency(gpu, Efficiency(**c["efficiency"], source=src, label="calibrated"), runtime)
+        src = source_text(run, today)
+        name = f"run {str(run.pk)[:8]} ({age_text(run.finished_at, today)})"
+        rows.append((gpu, Efficiency(**c["efficiency"], source=src, label="calibrated"), scope, runtime, name))
         applied.append(src)
+    perf.set_calibrations(rows)
     key = tuple(sorted(applied))
     if key != _state["applied"]:
-        for (runtime, gpu) in list(perf._MEASURED):
-            if (runtime, gpu) not in runs:
-                perf._MEASURED.pop((runtime, gpu))
         _state["applied"] = key
         from django.core.cache import cache
 
@@ -164,12 +280,13 @@ def apply_latest(force: bool = False) -> list[str]:
     return applied
 
 
-def calibrated_from(gpu: str, runtime: str = "vllm") -> str | None:
-    """"calibrated from run <id> ..." when the speed model's efficiency for this GPU comes from a run."""
+def calibrated_from(gpu: str, runtime: str = "vllm", scope: tuple[str, dict[str, Any]] | None = None) -> str | None:
+    """"calibrated from run <id> ..." when the speed model's efficiency for this GPU, for an estimate of ``scope``
+    (``(release, kernel_path)``: ``perf.calibration_scope``), comes from a run; None otherwise."""
     from calculator.engine import perf
 
     try:
-        eff = perf.get_efficiency(perf.get_gpu(gpu).name, runtime)
+        eff = perf.get_efficiency(perf.get_gpu(gpu).name, runtime, scope=scope)
     except Exception:  # noqa: BLE001
         return None
     return eff.source if eff.label == "calibrated" else None

@@ -85,6 +85,7 @@ def summary(run) -> dict[str, Any]:
         "gguf": measured.get("gguf"), "llamacpp_prediction": measured.get("prediction"),
         "prediction_note": measured.get("prediction_note"), "command_note": measured.get("command_note"),
         "prompt_tokens": measured.get("prompt_tokens"), "speed_model": measured.get("speed_model"),
+        "prompts": measured.get("prompts"), "pairs_stop": measured.get("pairs_stop"),
     }
     out["speed_model_line"] = speed_model_line(out["speed_model"])
     if out["runtime"] == "llama.cpp":
@@ -108,6 +109,7 @@ def summary(run) -> dict[str, Any]:
             "output_tok_s": agg.get("output_throughput"), "spread_output_tok_s": agg.get("spread_output_throughput"),
             "peak_memory_gib": (ph.get("peak_memory_bytes") or 0) / GiB, "peak_memory_method": ph.get("peak_memory_method"),
             "spec_decode": agg.get("spec_decode"), "repeats": len(ph.get("repeats", [])),
+            "prefix_cache": ph.get("prefix_cache"),
         }
     return out
 
@@ -174,6 +176,8 @@ def format_text(s: dict[str, Any]) -> str:
         lines.append(f"WHAT RAN: {s['what_ran']['what']}")
         lines.append(f"  {s['what_ran']['why']}")
     lines.append(f"model: {s['model_id']} (ran {s['run_model']} on {s['platform']}), workload {s['workload']}")
+    if s.get("prompts"):
+        lines.append(f"  prompts: {s['prompts']}")
     lines += [f"  note: {a}" for a in s["adjustments"]]
     if s["prediction_error"]:
         lines.append(f"  prediction: {s['prediction_error']}")
@@ -204,7 +208,9 @@ def format_text(s: dict[str, Any]) -> str:
                          f"{sd['mean_acceptance_length']:.2f}, per position [{pos}]")
     if s["differences"]:
         lines.append("")
-        lines.append("paired differences, speculative vs baseline (95 % bootstrap interval):")
+        stop = s.get("pairs_stop") or {}
+        lines.append("paired differences, speculative vs baseline (95 % bootstrap interval)"
+                     + (f", {stop['pairs']} pairs ({stop['why']})" if stop.get("pairs") else "") + ":")
         for d in s["differences"]:
             ci = (f"[{d['ci_low_pct']:+.1f}, {d['ci_high_pct']:+.1f}] %" if d.get("ci_low_pct") is not None else "")
             if d.get("threshold_pct") is not None:
@@ -220,5 +226,7 @@ def format_text(s: dict[str, Any]) -> str:
                      + (f"; TTFT {c['ttft_before_ms']:.1f} -> {c['ttft_after_ms']:.1f} ms, measured "
                         f"{c['measured_ttft_ms']:.1f} ms" if c.get("measured_ttft_ms") else
                         f"; TTFT {c['ttft_source']}" if c.get("ttft_source") else "")
-                     + f". Later predictions for {c['gpu']} say \"calibrated from run {s['id'][:8]}\".")
+                     + f". Later predictions for {c['gpu']} with vLLM {c.get('release')} and the same kernel path say "
+                       f"\"calibrated from run {s['id'][:8]}\" (manage.py calibrations --drop {s['id'][:8]} drops it)"
+                     + (" — dropped: estimates no longer use it." if c.get("dropped") else "."))
     return "\n".join(lines)

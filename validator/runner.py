@@ -513,6 +513,19 @@ ENGINE_LATENCY = {"engine_ttft_ms": "vllm:time_to_first_token_seconds",
                   "engine_e2e_ms": "vllm:e2e_request_latency_seconds"}
 
 
+PREFIX_CACHE = {"prefix_cache_query_tokens": "vllm:prefix_cache_queries_total",
+                "prefix_cache_hit_tokens": "vllm:prefix_cache_hits_total"}
+
+
+def prefix_cache_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, int]:
+    """Prompt tokens the server looked up in its prefix cache and found there over one benchmark: the deltas of
+    vLLM's ``vllm:prefix_cache_queries`` / ``vllm:prefix_cache_hits`` counters (vllm/v1/metrics/loggers.py:661-679
+    in 0.32.0, in tokens). Empty when the server exposes neither (SGLang, llama.cpp, a stand-in)."""
+    if not any(name in after for name in PREFIX_CACHE.values()):
+        return {}
+    return {key: int(after.get(name, 0.0) - before.get(name, 0.0)) for key, name in PREFIX_CACHE.items()}
+
+
 def engine_latency(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     """vLLM's own mean TTFT, inter-token latency and end-to-end latency (ms) over one benchmark, from its
     ``/metrics`` histogram deltas (``_sum`` / ``_count``, see :data:`ENGINE_LATENCY`); a key is left out when the

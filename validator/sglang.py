@@ -66,9 +66,10 @@ def server_available(hardware: dict[str, Any]) -> tuple[str | None, str]:
     return release, ""
 
 
-#: what ``bench_args`` needs of sglang.bench_serving; 0.4.3.post4's has none of the three (its "random" dataset
-#: downloads ShareGPT, bench_serving.py:699-701), 0.4.10.post2's, 0.5.3's and 0.5.10.post1's have all
-BENCH_NEEDS = ('"random-ids"', '"--warmup-requests"', '"--output-details"')
+#: what ``bench_args`` needs of sglang.bench_serving; 0.4.3.post4's has none of these (its "random" dataset
+#: downloads ShareGPT, bench_serving.py:699-701), 0.4.10.post2's (--flush-cache at bench_serving.py:1958), 0.5.3's,
+#: 0.5.9's and 0.5.10.post1's (--flush-cache at bench_serving.py:2238) have all
+BENCH_NEEDS = ('"random-ids"', '"--warmup-requests"', '"--output-details"', '"--flush-cache"')
 
 
 def module_source(module: str) -> str:
@@ -323,8 +324,11 @@ def bench_args(tokenizer_dir: str, profile: dict[str, Any], prompt_ids: bool) ->
     ``--random-range-ratio 1``: ``randint(full_len, full_len + 1)``, benchmark/datasets/common.py:60-64), all
     requests at once capped at the profile's concurrency, the profile's seed, the per-request TTFTs and ITLs
     (``--output-details``), the profile's warm-up requests (each the first prompt with at most 32 output tokens,
-    bench_serving.py:1251-1256). ``ignore_eos`` is on unless ``--disable-ignore-eos`` (bench_serving.py:612): every
-    request produces ``output_len`` tokens, as in vLLM's runs.
+    bench_serving.py:1251-1256) and then ``--flush-cache``: ``POST /flush_cache`` empties SGLang's radix cache
+    before the measured requests (bench_serving.py:1284-1286; http_server.py:718-733), so the first prompt, which
+    the warm-ups just prefilled, is not measured from the cache (``bench_serve_entry`` also gives each repeat its
+    own ``--seed``: new prompts every repeat). ``ignore_eos`` is on unless ``--disable-ignore-eos``
+    (bench_serving.py:612): every request produces ``output_len`` tokens, as in vLLM's runs.
 
     ``--model`` is the tokenizer directory too: bench_serving loads ``AutoTokenizer.from_pretrained(args.model,
     trust_remote_code=True)`` only to look for a chat template (``check_chat_template``, bench_serving.py:1639-1642,
@@ -340,7 +344,7 @@ def bench_args(tokenizer_dir: str, profile: dict[str, Any], prompt_ids: bool) ->
             "--random-output-len", str(profile["output_len"]), "--random-range-ratio", "1.0",
             "--num-prompts", str(profile["num_prompts"]), "--max-concurrency", str(profile["concurrency"]),
             "--request-rate", "inf", "--seed", str(profile["seed"]), "--warmup-requests",
-            str(max(1, int(profile.get("warmups", 1)))), "--output-details", "--disable-tqdm",
+            str(max(1, int(profile.get("warmups", 1)))), "--flush-cache", "--output-details", "--disable-tqdm",
             *(["--tokenize-prompt"] if prompt_ids else [])]
 
 

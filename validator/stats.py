@@ -36,14 +36,22 @@ Verdict:
 
 * **keep** — the output tok/s interval wholly above ``+GAIN_MARGIN_PCT`` and every latency interval wholly
   below ``+GUARD_LIMIT_PCT``, memory not near the limit;
-* **disable** — the output tok/s interval wholly below ``+GAIN_MARGIN_PCT`` (the headline says "slower" when
-  it lies below no change), or near OOM;
+* **disable** — the output tok/s interval wholly below no change ("slower"), or wholly between no change and
+  ``+GAIN_MARGIN_PCT`` (a real gain too small to keep), or near OOM;
 * **inconclusive** — anything else, named: an interval contains its threshold (the summary gives the
   effect, the noise — the interval's half-width — and about how many pairs would settle an effect of that
-  size), or a gain comes with an established latency regression (a trade-off: keep it only within your SLO).
+  size), a tok/s interval below the margin that contains no change (no gain worth keeping is shown, but no
+  slowdown either), or a gain that comes with an established latency regression (a trade-off: keep it only
+  within your SLO).
+
+**An interval that contains no change never decides.** A keep needs the tok/s interval wholly above
+``+GAIN_MARGIN_PCT`` (so above no change too); a disable from tok/s needs it wholly on one side of no change.
+Two README-identical runs of one speculative configuration on a loaded host once read 0.87x (inconclusive)
+and 1.98x (keep): a speedup interval that contains 1 is what such noise gives, and it reads "inconclusive"
+with its interval, never keep or disable.
 
 Why this is repeatable by construction: ``keep`` needs the tok/s interval wholly above the margin and
-``disable`` needs it wholly below the *same* margin, so for two runs to disagree (one keep, one disable) one
+``disable`` needs it wholly below the *same* margin (and clear of no change), so for two runs to disagree (one keep, one disable) one
 of the two intervals must miss the true effect — each does so on that side with probability 2.5 % —
 whatever the true effect is; an effect near a threshold gives ``inconclusive`` instead of a coin flip. A
 latency guard moves a run between keep and inconclusive only, never to disable. (With 8 pairs a bootstrap
@@ -60,6 +68,24 @@ about ±5 %.
 Acceptance (from vLLM's ``/metrics``) explains the verdict — low acceptance is named as the reason for a
 slowdown ("low acceptance adds overhead") — but decides nothing on its own: its cost is what output tok/s
 measures. TPOT, ITL and the servers' CPU time per token are reported, not used (see ``decide``).
+
+**How many pairs: until the intervals are tight or the budget ends** (``stop_rule``). A run measures the
+profile's pairs (``repeats``) and then, when its profile allows more (``max_repeats``), one more pair at a
+time while its time budget lasts, stopping as soon as either
+
+* the outcome is settled at the *interim* boundary: Student-t intervals of the log-ratios at
+  ``INTERIM_CONFIDENCE`` (99.9 %) already decide keep or disable as the rule above does (the Haybittle-Peto
+  boundary: Haybittle, *Br J Radiol* 44:793, 1971; Peto et al., *Br J Cancer* 34:585, 1976 — interim looks
+  at p < 0.001 leave the final test at about its nominal level, so looking after every pair does not let
+  noise decide), or
+* every deciding interval (tok/s, TTFT p50, end-to-end p95; the 95 % t interval) is tight: its half-width at
+  most half the distance of its threshold from no change (``TARGET_HALF_WIDTH_PCT``), even with the spread at
+  the pessimistic end of its own 95 % interval (``assured_half_width_pct``: with the observed spread, the runs
+  whose few pairs happened to agree stopped early and erred far more often). The width depends on the spread
+  of the pairs, not on where the estimate lies, so this stop favours neither side of a threshold.
+
+Otherwise it stops at ``max_repeats`` or when the next pair would overrun the budget, and the verdict is the
+rule above on every pair measured: an interval still too wide says "inconclusive" with the interval.
 
 Thresholds are product choices, not fits: ``GAIN_MARGIN_PCT`` (5 %) — a change smaller than this is within
 what a different prompt mix moves, and speculation costs memory and a second model, so a gain must be
@@ -81,6 +107,10 @@ MEMORY_NEAR_LIMIT = 0.9
 BOOTSTRAP_RESAMPLES = 9999
 BOOTSTRAP_SEED = 0
 MIN_PAIRS = 3
+INTERIM_CONFIDENCE = 0.999  # the early-stopping boundary (module docstring: how many pairs)
+# An interval this tight (half-width, percentage points) settles its signal whatever its side: half the distance
+# of the role's threshold from no change.
+TARGET_HALF_WIDTH_PCT = {"decides": GAIN_MARGIN_PCT / 2, "guard": GUARD_LIMIT_PCT / 2}
 
 # (key in a repeat's bench summary, label, higher is better, role)
 # role: "decides" (the decode signal), "guard" (a stop sign when beyond its limit), "reported"
@@ -246,7 +276,11 @@ def _finding(key: str, c: dict[str, Any]) -> str:
         if s == "below":
             if c["ci_high_pct"] < 0:
                 return f"{label}: {_fmt(c)} — slower: the whole interval is below no change"
-            return f"{label}: {_fmt(c)} — no gain worth keeping: the whole interval is below the +{t:g} % margin"
+            if c["ci_low_pct"] > 0:
+                return (f"{label}: {_fmt(c)} — no gain worth keeping: the whole interval lies between no change "
+                        f"and the +{t:g} % margin")
+            return (f"{label}: {_fmt(c)} — below the +{t:g} % margin but the interval contains no change: neither a "
+                    "gain nor a slowdown is established")
         return f"{label}: {_fmt(c)} — unsettled: the interval contains the +{t:g} % margin"
     if s == "below":
         return f"{label}: {_fmt(c)} — within the +{t:g} % limit"
@@ -255,12 +289,27 @@ def _finding(key: str, c: dict[str, Any]) -> str:
     return f"{label}: {_fmt(c)} — unsettled: the interval contains the +{t:g} % limit"
 
 
+def tok_outcome(tok: dict[str, Any]) -> str:
+    """What the output tok/s interval establishes: ``gain`` (wholly above the margin), ``slower`` (wholly below
+    no change), ``small gain`` (wholly between no change and the margin), ``no change shown`` (below the margin
+    but containing no change: it decides nothing), ``unsettled`` (contains the margin) or ``no interval``."""
+    s = tok.get("side") or side(tok, GAIN_MARGIN_PCT)
+    if s == "above":
+        return "gain"
+    if s == "below":
+        if tok["ci_high_pct"] < 0:
+            return "slower"
+        return "small gain" if tok["ci_low_pct"] > 0 else "no change shown"
+    return "unsettled" if s == "straddles" else "no interval"
+
+
 def rule_text() -> str:
     """The decision rule in one sentence, with the thresholds in force."""
     return (f"keep when the 95 % interval of the output tok/s change lies wholly above +{GAIN_MARGIN_PCT:g} % and "
             f"those of TTFT p50 and end-to-end p95 wholly below +{GUARD_LIMIT_PCT:g} %; disable when the tok/s "
-            f"interval lies wholly below +{GAIN_MARGIN_PCT:g} % or peak memory is above {MEMORY_NEAR_LIMIT:.0%} of "
-            "the limit; otherwise inconclusive")
+            f"interval lies wholly below no change, or wholly between no change and +{GAIN_MARGIN_PCT:g} %, or peak "
+            f"memory is above {MEMORY_NEAR_LIMIT:.0%} of the limit; otherwise inconclusive — an interval that "
+            "contains no change never decides")
 
 
 def decide(pairs: list[tuple[dict[str, Any], dict[str, Any]]], acceptance: dict[str, Any] | None,
@@ -301,9 +350,10 @@ def decide(pairs: list[tuple[dict[str, Any], dict[str, Any]]], acceptance: dict[
     tok = diffs["output_throughput"]
     guards = [diffs[k] for k, _, _, role in METRICS if role == "guard"]
 
+    outcome = tok_outcome(tok)
     stop: list[str] = []  # the field guide's stop signs, each established by an interval (or a measurement)
-    if tok["side"] == "below":
-        stop.append(STOP_DECODE if tok["ci_high_pct"] < 0 else STOP_NO_GAIN)
+    if outcome in ("slower", "small gain"):
+        stop.append(STOP_DECODE if outcome == "slower" else STOP_NO_GAIN)
     regressions = [g for g in guards if g["side"] == "above"]
     stop += [GUARD_STOP[g["key"]] for g in regressions]
     near_oom = bool(memory_limit_bytes and peak_memory_bytes and peak_memory_bytes > MEMORY_NEAR_LIMIT * memory_limit_bytes)
@@ -311,15 +361,16 @@ def decide(pairs: list[tuple[dict[str, Any], dict[str, Any]]], acceptance: dict[
         stop.append(STOP_MEMORY)
     rate = (acceptance or {}).get("acceptance_rate")
     low_acc = rate is not None and rate < LOW_ACCEPTANCE_RATE
-    if tok["side"] == "below" or near_oom:
+    if outcome in ("slower", "small gain") or near_oom:
         verdict = "disable"
-        if low_acc and tok["side"] == "below":
+        if low_acc and outcome in ("slower", "small gain"):
             stop.append(STOP_LOW_ACCEPTANCE)  # the reason for the slowdown, not a decision on its own
-    elif tok["side"] == "above" and all(g["side"] == "below" for g in guards):
+    elif outcome == "gain" and all(g["side"] == "below" for g in guards):
         verdict = "keep"
     else:
         verdict = "inconclusive"
-    unsettled = [d for d in (tok, *guards) if d["side"] in ("straddles", "no interval")]
+    unsettled = [d for d in (tok, *guards) if d["side"] in ("straddles", "no interval")
+                 or (d is tok and outcome == "no change shown")]
 
     acc_txt = (f"acceptance {rate * 100:.0f} % (mean acceptance length "
                f"{(acceptance or {}).get('mean_acceptance_length') or 0:.2f}, vLLM /metrics)"
@@ -335,6 +386,11 @@ def decide(pairs: list[tuple[dict[str, Any], dict[str, Any]]], acceptance: dict[
         kind = "margin" if u["role"] == "decides" else "limit"
         if u["side"] == "no interval":
             return f"{u['label']} {_fmt(u)} has no interval ({u['method']})"
+        if u is tok and outcome == "no change shown":  # below the margin, but containing no change
+            need = pairs_needed(u, 0.0)
+            return (f"{u['label']} {_fmt(u)} lies below the +{t:g} % margin — no gain worth keeping — but contains "
+                    f"no change, so it shows neither a speedup nor a slowdown (an interval that contains no change "
+                    "decides nothing)" + (f"; about {need} pairs would settle an effect of this size" if need else ""))
         need = pairs_needed(u, t)
         return (f"{u['label']} {_fmt(u)} contains the +{t:g} % {kind}: the noise (±{u['half_width_pct']:.1f} %) is "
                 f"larger than the effect's distance from it ({abs(u['change_pct'] - t):.1f} points)"
@@ -346,27 +402,27 @@ def decide(pairs: list[tuple[dict[str, Any], dict[str, Any]]], acceptance: dict[
                     f"interval is above the +{GAIN_MARGIN_PCT:g} % margin — and every latency interval lies below "
                     f"+{GUARD_LIMIT_PCT:g} % ({limits}); {acc_txt}.")
     elif verdict == "disable":
-        why = []
+        why: list[str] = []
         if STOP_DECODE in stop:
             why.append(f"it is slower — output tok/s {_fmt(tok)} over {n} paired repeats, the whole interval "
                        "below no change")
         elif STOP_NO_GAIN in stop:
             why.append(f"no gain worth keeping — output tok/s {_fmt(tok)} over {n} paired repeats, the whole "
-                       f"interval below the +{GAIN_MARGIN_PCT:g} % margin")
+                       f"interval between no change and the +{GAIN_MARGIN_PCT:g} % margin")
         why += [regression_txt(g) for g in regressions]
         if near_oom:
             why.append(f"near OOM — peak memory {peak_memory_bytes / 2**30:.2f} GiB of {memory_limit_bytes / 2**30:.2f} GiB")
-        if tok["side"] != "below":
+        if outcome not in ("slower", "small gain"):
             why.append(f"output tok/s {_fmt(tok)}")
         headline = (f"Disable speculative decoding: {'; '.join(why)}; {acc_txt}"
                     + (" — low acceptance adds overhead" if STOP_LOW_ACCEPTANCE in stop else "") + ".")
-    elif tok["side"] == "above" and regressions:  # a gain and a latency regression: a trade-off
+    elif outcome == "gain" and regressions:  # a gain and a latency regression: a trade-off
         headline = (f"Inconclusive over {n} paired repeats: speculative decoding is faster — output tok/s "
                     f"{_fmt(tok)}, the whole interval above the +{GAIN_MARGIN_PCT:g} % margin — but "
                     f"{'; '.join(regression_txt(g) for g in regressions)}. A trade-off the field guide calls a stop "
                     f"sign: keep it only if that latency stays within your SLO; {acc_txt}.")
     else:
-        lead = f"output tok/s {_fmt(tok)} is a gain, but " if tok["side"] == "above" else ""
+        lead = f"output tok/s {_fmt(tok)} is a gain, but " if outcome == "gain" else ""
         headline = (f"Inconclusive over {n} paired repeats: {lead}{'; '.join(unsettled_txt(u) for u in unsettled)}"
                     + "".join(f"; {regression_txt(g)}" for g in regressions) + f"; {acc_txt}"
                     + (" (low: low acceptance adds overhead)" if low_acc else "")
@@ -385,7 +441,7 @@ def decide(pairs: list[tuple[dict[str, Any], dict[str, Any]]], acceptance: dict[
     return {
         "verdict": verdict, "keep": verdict == "keep", "headline": headline, "summary": headline,
         "reasons": reasons, "stop_signs": stop, "unsettled": [u["key"] for u in unsettled],
-        "differences": diffs, "pairs": n, "decode_metric": "output_throughput",
+        "differences": diffs, "pairs": n, "decode_metric": "output_throughput", "tok_outcome": outcome,
         "per_token_measurable": per_token_measurable, "caveats": list(caveats or []),
         "acceptance": {"acceptance_rate": rate,
                        "mean_acceptance_length": (acceptance or {}).get("mean_acceptance_length"),
@@ -396,3 +452,96 @@ def decide(pairs: list[tuple[dict[str, Any], dict[str, Any]]], acceptance: dict[
                        "memory_near_limit": MEMORY_NEAR_LIMIT},
         "rule": rule_text(),
     }
+
+
+def t_interval(baseline: list[float], speculative: list[float], confidence: float) -> dict[str, Any]:
+    """The Student-t interval of the mean log-ratio ``log(speculative / baseline)`` over the pairs, mapped to a
+    change in percent like ``paired_change`` (``{"n", "change_pct", "ci_low_pct", "ci_high_pct"}``); the interim
+    boundary of ``stop_rule`` (a t interval is wider than the bootstrap's with few pairs: the conservative side).
+    Pairs with a missing or non-positive value are dropped; fewer than ``MIN_PAIRS``: no interval."""
+    import numpy as np
+    from scipy import stats as sst
+
+    logs = np.array([math.log(s / b) for b, s in zip(baseline, speculative)
+                     if b is not None and s is not None and b > 0 and s > 0])
+    n = len(logs)
+    out: dict[str, Any] = {"n": n, "change_pct": _pct(float(logs.mean())) if n else None,
+                           "ci_low_pct": None, "ci_high_pct": None}
+    if n < MIN_PAIRS:
+        return out
+    half = float(sst.t.ppf(1 - (1 - confidence) / 2, n - 1)) * float(logs.std(ddof=1)) / math.sqrt(n)
+    out["ci_low_pct"], out["ci_high_pct"] = _pct(float(logs.mean()) - half), _pct(float(logs.mean()) + half)
+    return out
+
+
+def assured_half_width_pct(baseline: list[float], speculative: list[float]) -> float | None:
+    """The half-width (percent, ``100 * (exp(h) - 1)`` of the log half-width ``h``) of the 95 % t interval of the
+    mean log-ratio, with the spread at the upper end of its own 95 % interval (``sd * sqrt((n - 1) /
+    chi2_0.05(n - 1))``): the width ``stop_rule`` calls tight. Taking the observed spread instead stops the runs
+    whose few pairs happened to agree, and their intervals then miss the effect far more often than 5 %
+    (tests/test_validator_stats.py: 28 of 87 such runs at the margin). None below ``MIN_PAIRS``."""
+    import numpy as np
+    from scipy import stats as sst
+
+    logs = np.array([math.log(s / b) for b, s in zip(baseline, speculative)
+                     if b is not None and s is not None and b > 0 and s > 0])
+    n = len(logs)
+    if n < MIN_PAIRS:
+        return None
+    sd_high = float(logs.std(ddof=1)) * math.sqrt((n - 1) / float(sst.chi2.ppf(1 - CONFIDENCE, n - 1)))
+    half = float(sst.t.ppf(1 - (1 - CONFIDENCE) / 2, n - 1)) * sd_high / math.sqrt(n)
+    return 100.0 * math.expm1(half)
+
+
+def _deciding() -> list[tuple[str, str]]:
+    """``(key, role)`` of the signals a verdict stands on: output tok/s and the latency guards."""
+    return [(key, role) for key, _, _, role in METRICS if role in ("decides", "guard")]
+
+
+def interim_outcome(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> str | None:
+    """``keep`` or ``disable`` when the rule of ``decide`` already holds with the interim intervals
+    (``t_interval`` at ``INTERIM_CONFIDENCE``), else None. Memory is not looked at: the benchmark client that
+    asks does not see it, and the run's own verdict still applies the near-OOM rule."""
+    sides: dict[str, dict[str, Any]] = {}
+    for key, role in _deciding():
+        c = t_interval([p[0].get(key) for p in pairs], [p[1].get(key) for p in pairs], INTERIM_CONFIDENCE)
+        c["side"] = side(c, GAIN_MARGIN_PCT if role == "decides" else GUARD_LIMIT_PCT)
+        sides[key] = c
+    outcome = tok_outcome(sides["output_throughput"])
+    if outcome in ("slower", "small gain"):
+        return "disable"
+    if outcome == "gain" and all(sides[k]["side"] == "below" for k, role in _deciding() if role == "guard"):
+        return "keep"
+    return None
+
+
+def stop_rule(pairs: list[tuple[dict[str, Any], dict[str, Any]]], min_pairs: int, max_pairs: int) -> dict[str, Any]:
+    """Whether a run that has measured ``pairs`` (``[(baseline_summary, speculative_summary), ...]``, the keys of
+    ``METRICS``) needs another pair: ``{"stop": bool, "why": str, "pairs": n}`` (the module docstring, "How many
+    pairs"). Never stops below ``min_pairs``; always stops at ``max_pairs``; in between it stops when
+    ``interim_outcome`` decides or when every deciding interval is tight (``TARGET_HALF_WIDTH_PCT`` against
+    ``assured_half_width_pct``, which depends on the spread of the pairs alone, not on where the estimate lies: no
+    bootstrap in the loop, and no side favoured). The time budget is the caller's
+    (``validator.bench_serve_entry.PairSchedule``)."""
+    n = len(pairs)
+    if n < min_pairs:
+        return {"stop": False, "why": f"{n} of at least {min_pairs} pairs", "pairs": n}
+    early = interim_outcome(pairs)
+    if early is not None:
+        return {"stop": True, "pairs": n,
+                "why": f"settled ({early}) at the interim boundary: the {INTERIM_CONFIDENCE:.1%} intervals already "
+                       "decide"}
+    wide = []
+    for key, role in _deciding():
+        half = assured_half_width_pct([p[0].get(key) for p in pairs], [p[1].get(key) for p in pairs])
+        if half is None or half > TARGET_HALF_WIDTH_PCT[role]:
+            label = next(lbl for k, lbl, _, _ in METRICS if k == key)
+            wide.append(f"{label} ±{half:.1f} %" if half is not None else f"{label} (no interval)")
+    if not wide:
+        return {"stop": True, "pairs": n, "why": "every deciding interval is tight (half-width at most "
+                + ", ".join(f"{v:g} %" for v in TARGET_HALF_WIDTH_PCT.values()) + " for tok/s, the guards, "
+                "even at the pessimistic end of the spread)"}
+    if n >= max_pairs:
+        return {"stop": True, "pairs": n, "why": f"the most pairs this profile allows ({max_pairs}); still wide: "
+                + ", ".join(wide)}
+    return {"stop": False, "pairs": n, "why": "still wide: " + ", ".join(wide)}

@@ -183,16 +183,24 @@ def _texts(workload: str) -> list[str]:
 
 
 def prompts(workload: str, tokenizer_dir: str | Path, input_len: int, n: int, seed: int) -> list[str]:
-    """``n`` prompts of ``input_len`` tokens (with the tokenizer in ``tokenizer_dir``) from a text workload.
+    """``n`` distinct prompts of ``input_len`` tokens (with the tokenizer in ``tokenizer_dir``) from a text workload
+    (a run sends each to a server once: ``validator.bench_serve_entry.UniquePrompts``).
 
-    Deterministic for a given ``seed`` and interpreter. Raises ``KeyError`` for an unknown workload."""
+    Deterministic for a given ``seed`` and interpreter. Raises ``KeyError`` for an unknown workload,
+    ``ValueError`` when the workload's text holds fewer than ``n`` distinct prompts of that length."""
     from transformers import PreTrainedTokenizerFast
 
     tok = PreTrainedTokenizerFast.from_pretrained(str(tokenizer_dir))
     rng = random.Random(seed)
     texts = _texts(workload)
     out: list[str] = []
+    seen: set[str] = set()
+    tries = 0
     while len(out) < n:
+        tries += 1
+        if tries > 50 * n + 1000:
+            raise ValueError(f"the {workload} workload gave {len(out)} distinct prompts of {input_len} tokens, "
+                             f"not the {n} this run sends")
         if workload == "repetitive":
             block = "".join(rng.sample(texts, 2))  # two lines, repeated
             text = block * (input_len // max(1, len(tok(block).input_ids)) + 2)
@@ -204,7 +212,10 @@ def prompts(workload: str, tokenizer_dir: str | Path, input_len: int, n: int, se
         ids = tok(text, add_special_tokens=False).input_ids
         if len(ids) < input_len:
             continue
-        out.append(tok.decode(ids[:input_len]))
+        prompt = tok.decode(ids[:input_len])
+        if prompt not in seen:
+            seen.add(prompt)
+            out.append(prompt)
     return out
 
 

@@ -137,6 +137,10 @@ class Plan:
     prefill_graph_max_tokens: int = 0
     graph_split_ops_per_layer: float = 0.0
     decode_graph_max_bs: int | None = None
+    # what a calibration from a validation run must match to apply (CalibrationScope): the runtime release the
+    # configuration is for, and the attention backend asked for (None: the release's default)
+    release: str | None = None
+    attention_backend: str | None = None
 
 
 def plan_from_engine(inp: EngineInput, est: EstimateResult | None = None) -> Plan:
@@ -168,6 +172,7 @@ def plan_from_engine(inp: EngineInput, est: EstimateResult | None = None) -> Pla
                 resolved=dict(est.resolved), kv_by_layer_type=list(est.kv_by_layer_type), fits=est.fits,
                 max_model_len=est.max_model_len, kv_cache_tokens=est.kv_cache_tokens,
                 max_concurrency=est.max_concurrency, dp=inp.data_parallel_size,
+                release=inp.vllm_version, attention_backend=inp.attention_backend,
                 # vLLM's DP ranks of an MoE model run the expert layers together (dummy batches keep idle ranks in step)
                 dp_lockstep=inp.data_parallel_size > 1 and bool(parse_config(inp.hf_config).num_experts))
 
@@ -492,6 +497,99 @@ PRECISION = {"fitted": "fitted once per runtime on public benchmarks: about ±10
              "calibrated": "calibrated by a validation run"}
 _MEASURED: dict[tuple[str, str], Efficiency] = {}
 
+# --------------------------------------------------------------------------------------------------------
+# Calibrations from validation runs, each limited to what it measured
+# --------------------------------------------------------------------------------------------------------
+#: The kernel path a calibration records and an estimate must match: the compute dtype, the quantization method,
+#: the KV cache dtype (each as resolved), the attention backend asked for ("default": the release's own choice)
+#: and eager mode (CUDA graphs on a GPU; torch.compile on vLLM's CPU build, vllm/platforms/cpu.py:350-380 in 0.32.0).
+KERNEL_PATH_KEYS = ("dtype", "quantization", "kv_cache_dtype", "attention_backend", "enforce_eager")
+
+
+def _release_key(release: str | None) -> str | None:
+    """A release as calibrations compare it: its public version (``0.32.0+cpu`` is ``0.32.0``)."""
+    return None if release is None else str(release).split("+", 1)[0].strip()
+
+
+@dataclass(frozen=True)
+class CalibrationScope:
+    """What one calibration measured, beyond its (runtime, GPU row) key: the runtime ``release`` it ran and its
+    ``kernel_path`` (:data:`KERNEL_PATH_KEYS`, as ``((key, value), ...)``; ``None`` when the run recorded none: such
+    a calibration is limited to its GPU, runtime and release only)."""
+
+    release: str
+    kernel_path: tuple[tuple[str, Any], ...] | None = None
+
+    @classmethod
+    def of(cls, release: str, kernel_path: dict[str, Any] | None) -> "CalibrationScope":
+        """The scope of a calibration recorded as ``release`` and a ``kernel_path`` dict."""
+        path = None if kernel_path is None else tuple((k, kernel_path.get(k)) for k in KERNEL_PATH_KEYS)
+        return cls(_release_key(release) or "", path)
+
+    def mismatch(self, release: str | None, kernel_path: dict[str, Any] | None) -> str | None:
+        """Why an estimate for ``release`` and ``kernel_path`` is outside this scope (the first difference, in
+        words), or None when the calibration applies to it."""
+        if _release_key(release) != self.release:
+            return f"it measured release {self.release}, this estimate is for {release or 'no release'}"
+        for key, value in self.kernel_path or ():
+            other = (kernel_path or {}).get(key)
+            if other != value:
+                return f"it measured {key.replace('_', ' ')} {value}, this estimate has {other}"
+        return None
+
+    def describe(self) -> str:
+        """The scope in words: ``0.32.0; float32, eager, default attention, KV cache float32`` (the release first)."""
+        path = dict(self.kernel_path or ())
+        if not path:
+            return f"{self.release}; kernel path not recorded"
+        quant = f", {path['quantization']}" if path.get("quantization") else ""
+        return (f"{self.release}; {path.get('dtype')}{quant}, "
+                f"{'eager' if path.get('enforce_eager') else 'graphs / compiled'}, "
+                f"{path.get('attention_backend')} attention, KV cache {path.get('kv_cache_dtype')}")
+
+
+#: Calibrations installed from validation runs: per (runtime, GPU row), ``(scope, efficiency, name)`` — ``name``
+#: says which run it came from ("run 1a2b3c4d, 3 days old"). An estimate takes the one whose scope matches.
+_CALIBRATED: dict[tuple[str, str], list[tuple[CalibrationScope, "Efficiency", str]]] = {}
+
+
+def install_calibration(gpu_name: str, efficiency: "Efficiency", scope: CalibrationScope, runtime: str = "vllm",
+                        name: str = "") -> None:
+    """Use ``efficiency`` for later estimates on this GPU row and runtime whose release and kernel path are within
+    ``scope`` (one per scope: a later install for the same scope replaces it). ``name``: the run it came from."""
+    key = (runtime, get_gpu(gpu_name).name)
+    rows = [row for row in _CALIBRATED.get(key, []) if row[0] != scope]
+    _CALIBRATED[key] = [*rows, (scope, efficiency, name)]
+
+
+def clear_calibrations() -> None:
+    """Forget every installed calibration (tests)."""
+    _CALIBRATED.clear()
+
+
+def set_calibrations(rows: list[tuple[str, "Efficiency", CalibrationScope, str, str]]) -> None:
+    """Install exactly these calibrations, ``(gpu_name, efficiency, scope, runtime, name)`` each, in place of the
+    ones installed (one swap: a concurrent estimate sees the old set or the new one, never none)."""
+    global _CALIBRATED
+    new: dict[tuple[str, str], list[tuple[CalibrationScope, Efficiency, str]]] = {}
+    for gpu_name, efficiency, scope, runtime, name in rows:
+        key = (runtime, get_gpu(gpu_name).name)
+        new[key] = [*(r for r in new.get(key, []) if r[0] != scope), (scope, efficiency, name)]
+    _CALIBRATED = new
+
+
+def installed_calibrations() -> dict[tuple[str, str], list[tuple[CalibrationScope, "Efficiency", str]]]:
+    """The calibrations installed, per (runtime, GPU row) (a copy)."""
+    return {k: list(v) for k, v in _CALIBRATED.items()}
+
+
+def kernel_path(dtype: str | None, quant: "QuantScheme | None", kv_cache_dtype: str | None,
+                attention_backend: str | None, enforce_eager: bool) -> dict[str, Any]:
+    """The kernel path of a configuration (:data:`KERNEL_PATH_KEYS`), from its resolved dtype, quantization and KV
+    cache dtype, the attention backend asked for and eager mode."""
+    return {"dtype": dtype, "quantization": quant.name if quant else None, "kv_cache_dtype": kv_cache_dtype,
+            "attention_backend": attention_backend or "default", "enforce_eager": bool(enforce_eager)}
+
 
 def efficiency_class(gpu: GPU) -> str | None:
     """The GPU-class key of :data:`EFFICIENCY` that ``gpu`` falls back to before the runtime's ``*`` row:
@@ -508,17 +606,38 @@ def efficiency_class(gpu: GPU) -> str | None:
 
 
 def get_efficiency(gpu_name: str, runtime: str = "vllm", backend: str | None = None,
-                   gpu_class: str | None = None) -> Efficiency:
-    """The efficiency for ``(runtime, gpu)``: a measured override first, then the table row for the GPU,
-    then the runtime's row for the ``backend`` (key ``"backend:<name>"``, e.g. llama.cpp's ``backend:Metal``)
-    when the table has one, then the runtime's row for the GPU class (``gpu_class`` from
-    :func:`efficiency_class`, looked up from the catalog name when not given; e.g. ``vendor:amd-instinct``),
-    then the runtime's ``*`` row."""
+                   gpu_class: str | None = None, scope: tuple[str | None, dict[str, Any]] | None = None
+                   ) -> Efficiency:
+    """The efficiency for ``(runtime, gpu)``: a measured override first (:func:`apply_measured_efficiency`), then
+    a calibration from a validation run whose :class:`CalibrationScope` matches ``scope`` (``(release,
+    kernel_path)`` of the estimate; without it no calibration applies, since what it measured cannot be checked),
+    then the table row for the GPU, then the runtime's row for the ``backend`` (key ``"backend:<name>"``, e.g.
+    llama.cpp's ``backend:Metal``) when the table has one, then the runtime's row for the GPU class (``gpu_class``
+    from :func:`efficiency_class`, looked up from the catalog name when not given; e.g. ``vendor:amd-instinct``),
+    then the runtime's ``*`` row. When a calibration exists for the row but measured something else, the row
+    returned says so in its ``source`` (which run, and the first difference)."""
     if (runtime, "*") not in EFFICIENCY:
         raise EngineInputError("runtime", f"unknown runtime {runtime!r}; one of {', '.join(RUNTIMES)}")
-    for table in (_MEASURED, EFFICIENCY):
-        if (runtime, gpu_name) in table:
-            return table[(runtime, gpu_name)]
+    if (runtime, gpu_name) in _MEASURED:
+        return _MEASURED[(runtime, gpu_name)]
+    calibrated = _CALIBRATED.get((runtime, gpu_name), [])
+    misses = []
+    for cal_scope, eff, name in calibrated:
+        why = cal_scope.mismatch(*scope) if scope is not None else "the estimate's release is not known"
+        if why is None:
+            return eff
+        misses.append(f"{name or 'a run'}'s calibration for this GPU not applied: {why}")
+    row = _table_efficiency(gpu_name, runtime, backend, gpu_class)
+    if not misses:
+        return row
+    more = f"; {len(misses) - 2} more calibration(s) of this GPU measured something else" if len(misses) > 2 else ""
+    return replace(row, source=f"{row.source}; " + "; ".join(misses[:2]) + more)
+
+
+def _table_efficiency(gpu_name: str, runtime: str, backend: str | None, gpu_class: str | None) -> Efficiency:
+    """:func:`get_efficiency` from the table alone (no measurement, no calibration)."""
+    if (runtime, gpu_name) in EFFICIENCY:
+        return EFFICIENCY[(runtime, gpu_name)]
     if backend is not None and (runtime, f"backend:{backend}") in EFFICIENCY:
         return EFFICIENCY[(runtime, f"backend:{backend}")]
     if gpu_class is None:
@@ -537,8 +656,9 @@ def apply_measured_efficiency(gpu_name: str, efficiency: Efficiency, runtime: st
 
 
 def reset_measured_efficiency() -> None:
-    """Forget every measured override (tests, or a fresh validator session)."""
+    """Forget every measured override and every installed calibration (tests, or a fresh validator session)."""
     _MEASURED.clear()
+    clear_calibrations()
 
 
 def efficiency_from_measurement(result: SpeedResult, *, measured_itl_ms: float | None = None,
@@ -995,10 +1115,12 @@ class Hardware:
     sources: dict[str, str]
 
 
-def hardware(gpu: GPU, quant: QuantScheme | None, runtime: str = "vllm") -> Hardware:
+def hardware(gpu: GPU, quant: QuantScheme | None, runtime: str = "vllm",
+             scope: tuple[str | None, dict[str, Any]] | None = None) -> Hardware:
     """Datasheet figures for ``gpu``: FP8 TFLOP/s when weights and activations are FP8 (vLLM's FP8
     W8A8 path needs compute capability 8.9+; on older GPUs FP8 weights run weight-only through Marlin in
-    bf16), else the bf16/fp16 figure. Weight-only int4/int8 schemes compute in bf16."""
+    bf16), else the bf16/fp16 figure. Weight-only int4/int8 schemes compute in bf16. ``scope``: the estimate's
+    ``(release, kernel_path)``, which a calibration must match to apply (:func:`get_efficiency`)."""
     if gpu.bandwidth_gbps is None or gpu.tflops_bf16 is None:
         raise EngineInputError("gpu", f"{gpu.name}: no memory bandwidth or BF16 TFLOP/s known, so the speed "
                                       "is not modelled (a custom GPU can give them as :bw<GB/s>:bf16<TFLOP/s>)")
@@ -1007,8 +1129,9 @@ def hardware(gpu: GPU, quant: QuantScheme | None, runtime: str = "vllm") -> Hard
     use_fp8 = fp8 and gpu.tflops_fp8 is not None and (cap is None or cap >= (8, 9)) and not gpu.is_cpu
     link, link_src = interconnect(gpu)
     gpu_class = efficiency_class(gpu)
-    eff = get_efficiency(gpu.name, runtime, gpu_class=gpu_class)
-    if gpu_class == AMD_INSTINCT and eff is EFFICIENCY.get((runtime, AMD_INSTINCT)):
+    eff = get_efficiency(gpu.name, runtime, gpu_class=gpu_class, scope=scope)
+    if gpu_class == AMD_INSTINCT and eff.label != "calibrated" and \
+            _table_efficiency(gpu.name, runtime, None, gpu_class) is EFFICIENCY.get((runtime, AMD_INSTINCT)):
         if eff.label == "fitted" and gpu.architecture not in AMD_FITTED_ARCHITECTURES:
             eff = replace(eff, label="assumed", source=f"{eff.source}; fitted on AMD Instinct "
                           f"{'/'.join(AMD_FITTED_ARCHITECTURES)} only, assumed for {gpu.name} ({gpu.architecture})")
@@ -1234,7 +1357,7 @@ def _setup(plan: Plan, runtime: str) -> _Setup:
     arch = parse_config(plan.hf_config)
     dtype = plan.resolved.get("dtype") or resolve_dtype(plan.dtype, arch, gpu)[0]
     quant = resolve_quant(arch, plan.quant_config, plan.quantization)
-    hw = hardware(gpu, quant, runtime)
+    hw = hardware(gpu, quant, runtime, scope=plan_scope(plan, dtype, quant))
     target = model_cost(arch, plan, dtype=dtype, quant=quant, tp=plan.tp, pp=plan.pp)
     if plan.layer_kernels:
         target = replace(target, layer_kernels=plan.layer_kernels, triton_layers=plan.triton_layers,
@@ -1245,6 +1368,26 @@ def _setup(plan: Plan, runtime: str) -> _Setup:
     chunk = int(plan.resolved.get("max_num_batched_tokens") or 8192)
     max_seqs = int(plan.resolved.get("max_num_seqs") or 256)
     return _Setup(plan, arch, gpu, hw, target, draft, chunk, max_seqs, runtime)
+
+
+def plan_scope(plan: Plan, dtype: str, quant: QuantScheme | None) -> tuple[str | None, dict[str, Any]] | None:
+    """``(release, kernel_path)`` of a plan (what a calibration must match); None when the plan names no release
+    (no calibration can be checked against it)."""
+    if plan.release is None:
+        return None
+    return plan.release, kernel_path(dtype, quant, plan.resolved.get("kv_cache_dtype"), plan.attention_backend,
+                                     plan.enforce_eager)
+
+
+def calibration_scope(inp: EngineInput) -> tuple[str, dict[str, Any]]:
+    """``(release, kernel_path)`` of an engine input, as an estimate of it resolves them (:func:`plan_scope`): what a
+    validation run of ``inp`` records with its calibration."""
+    plan = plan_from_engine(inp)
+    arch = parse_config(plan.hf_config)
+    dtype = plan.resolved.get("dtype") or resolve_dtype(plan.dtype, arch, get_gpu(plan.gpu))[0]
+    scope = plan_scope(plan, dtype, resolve_quant(arch, plan.quant_config, plan.quantization))
+    assert scope is not None  # an engine input always names its release
+    return scope
 
 
 def _draft_cost(plan: Plan, arch: ModelArch, dtype: str, quant: QuantScheme | None,
