@@ -352,6 +352,26 @@ def _fetch_online(real, endpoint, model_id, revision, dest):
         os.environ["HF_HUB_OFFLINE"] = "1"
 
 
+def test_sglang_0_5_23s_bench_serving_alias_is_read_through_to_its_module(monkeypatch):
+    """sglang 0.5.23's sglang/bench_serving.py is a deprecated alias (``from sglang.benchmark.serving import *``,
+    lines 1-22) whose flags live in sglang/benchmark/serving.py ("random-ids" at :2337, --output-details :2492,
+    --flush-cache :2697, --warmup-requests :2708, read in the wheel): reading the alias alone found none of them, so a
+    0.5.23 worker was never offered SGLang runs. Both files are read from the wheel here."""
+    import zipfile
+
+    from compat.fetch import default_wheel_dir
+
+    wheel = next(iter(sorted(default_wheel_dir().glob("sglang-0.5.23-*.whl"))), None)
+    if wheel is None:
+        pytest.skip("sglang 0.5.23 wheel not downloaded (scripts/install)")
+    with zipfile.ZipFile(wheel) as z:
+        files = {m: z.read(m.replace(".", "/") + ".py").decode() for m in (sglang.BENCH_MODULE, sglang.BENCH_IMPL_MODULE)}
+    monkeypatch.setattr(sglang, "module_source", lambda module: files.get(module, ""))
+    assert sglang.bench_flags_missing(files[sglang.BENCH_MODULE]) == [
+        "random-ids", "--warmup-requests", "--output-details", "--flush-cache"]
+    assert sglang.bench_flags_missing(sglang.bench_source()) == []
+
+
 def test_a_bench_client_without_random_ids_warmups_or_details_is_not_offered():
     """sglang 0.4.3.post4's bench_serving.py:1391-1394 offers ``choices=["sharegpt", "random",
     "generated-shared-prefix"]`` (its "random" downloads ShareGPT) and has neither --warmup-requests,

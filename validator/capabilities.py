@@ -66,7 +66,7 @@ def installed_runtimes() -> dict[str, dict[str, str]]:
     if "sglang" in out:  # listed only when its benchmark client has what a run passes it (validator.sglang)
         from . import sglang
 
-        if sglang.bench_flags_missing(sglang.module_source(sglang.BENCH_MODULE)):
+        if sglang.bench_flags_missing(sglang.bench_source()):
             del out["sglang"]
     from .llamacpp import server_available
 

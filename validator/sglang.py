@@ -56,7 +56,7 @@ def server_available(hardware: dict[str, Any]) -> tuple[str | None, str]:
     for module in (SERVER_MODULE, BENCH_MODULE):
         if not module_source(module):
             return None, f"sglang {release} has no {module} module"
-    missing = bench_flags_missing(module_source(BENCH_MODULE))
+    missing = bench_flags_missing(bench_source())
     if missing:
         return None, (f"sglang {release}'s {BENCH_MODULE} lacks {', '.join(missing)} (as 0.4.3.post4's does; "
                       "0.4.10.post2 and later have them): install a later release")
@@ -79,6 +79,20 @@ def module_source(module: str) -> str:
         return Path(metadata.distribution("sglang").locate_file(module.replace(".", "/") + ".py")).read_text()
     except (metadata.PackageNotFoundError, OSError):
         return ""
+
+
+#: 0.5.23's ``sglang.bench_serving`` is a deprecated alias that star-imports ``sglang.benchmark.serving`` and calls its
+#: ``cli_main`` (sglang==0.5.23 sglang/bench_serving.py:1-22): the flags are read where they are defined
+BENCH_IMPL_MODULE = "sglang.benchmark.serving"
+
+
+def bench_source() -> str:
+    """The source text of the installed ``sglang.bench_serving`` with, where it is 0.5.23's alias, the module it
+    re-exports (:data:`BENCH_IMPL_MODULE`); "" when neither is installed."""
+    text = module_source(BENCH_MODULE)
+    if f"from {BENCH_IMPL_MODULE} import" in text:
+        text += "\n" + module_source(BENCH_IMPL_MODULE)
+    return text
 
 
 def bench_flags_missing(source: str) -> list[str]:
