@@ -65,7 +65,8 @@ def test_q8_0_8b_does_not_fit_an_8gb_mac(client):
     assert body["verdict_condition"] is None
     assert body["fit"]["status"] == "fitted" and body["fit"]["n_gpu_layers"] == 1  # the output layer only
     # the product's suggestion: the largest smaller quant of the same repo that fits (Q3_K_M, 4.02 GB: 3.74 GiB +
-    # the 1 GiB KV cache + ~0.4 GiB compute < 5.33); nothing at f16 KV / this file can
+    # the 1 GiB KV cache + ~0.4 GiB compute < 5.33); with this file nothing fits (a q8_0 KV cache saves 0.5 GiB, a
+    # shorter context at most the 1 GiB of KV: the weights alone are 7.95 GiB)
     assert [s["params"] for s in body["suggestions"]] == [{"gguf_file": "Meta-Llama-3.1-8B-Instruct-Q3_K_M.gguf"}]
 
 
