@@ -258,7 +258,42 @@ def _llamacpp_candidates(request, memory) -> list[Suggestion]:
     if request.runtime == "llama.cpp" and request.gpu.upper() != "CPU" and request.gpus < 8:
         out.append(Suggestion(label=f"--gpus {request.gpus * 2} (the layers split over them, -sm layer)",
                               params={"gpus": str(request.gpus * 2)}, kind="hardware"))
+    out += _smaller_gguf_files(request, memory)
     return out
+
+
+#: How many smaller .gguf files of the repo are tried as suggestions (each is planned again).
+SMALLER_GGUF_TRIED = 6
+
+
+def _gguf_size(f) -> float | None:
+    """A listed .gguf file's size in bytes: the Hub's, else the size its page lists, else the size derived from
+    llama.cpp's quantization rules; None when none is known."""
+    if f.size_bytes is not None:
+        return float(f.size_bytes)
+    if f.listed_gb is not None:
+        return f.listed_gb * 1e9
+    return None if f.derived_bytes is None else float(f.derived_bytes)
+
+
+def _smaller_gguf_files(request, memory) -> list[Suggestion]:
+    """The repo's smaller .gguf files (a lower quant of the same model), largest first, at most
+    :data:`SMALLER_GGUF_TRIED`: the caller plans each and offers the first that works. When the plan says by how much
+    it overflows (a Mac's unified memory: ``unified_memory``), the files are those at least that much smaller."""
+    listing, current = getattr(memory, "gguf_listing", None), getattr(memory, "gguf_file", None)
+    if listing is None or not current or listing.file(current) is None:
+        return []
+    size = _gguf_size(listing.file(current))
+    if size is None:
+        return []
+    limit = size
+    u = getattr(memory, "unified_memory", None)
+    if u and u.get("status") == "does_not_fit" and u.get("total") is not None:
+        limit = size - (u["total"] - u["usable"])
+    smaller = sorted(((s, f) for f in listing.files if f.name != current and (s := _gguf_size(f)) is not None
+                      and s < size and s <= limit), key=lambda x: -x[0])
+    return [Suggestion(label=f"a smaller quant of the same model: {f.name} ({f.size_label})",
+                       params={"gguf_file": f.name}, kind="model") for _, f in smaller[:SMALLER_GGUF_TRIED]]
 
 
 def suggest(request, memory, compat, evaluate: Callable[[dict[str, str]], Any | None],

@@ -56,28 +56,46 @@ def test_placement_follows_the_split_points():
 
 
 def test_partial_offload_decode_ms_by_hand():
-    """llama3.2:3b Q4_K_M on an M3 (no TFLOP/s: bandwidth-bound), -ngl 10: layers 0..18 are read at the assumed
-    89.6 GB/s system RAM, layers 19..27, the output norm and the tied output (token_embd's table) at the M3's
-    bandwidth, each with its KV (8 heads x 128 x 2 B x K,V = 4096 B per token per layer); one activation copy
-    (3072 x 4 B) where the layers move to the GPU; 28 x layer_us; the step overhead."""
+    """llama3.2:3b Q4_K_M on an M3 (no TFLOP/s: bandwidth-bound), -ngl 10: layers 0..18 stay in CPU memory, which on
+    a Mac is the same unified memory (llama.cpp's CPU device is the whole RAM, ggml-cpu.cpp:365-382): the CPU cores
+    read them at the M3's own 100 GB/s, not a PC's DDR5; layers 19..27, the output norm and the tied output
+    (token_embd's table) at the same bandwidth on the GPU, each with its KV (8 heads x 128 x 2 B x K,V = 4096 B per
+    token per layer); one activation copy (3072 x 4 B) where the layers move to the GPU, within the unified memory
+    (read and written: half of 100 GB/s); 28 x layer_us; the step overhead."""
     meta = derive_meta(load_config(LLAMA_3B), "Q4_K_M")
     gpu = get_gpu("Apple M3 24GB")
+    assert gpu.bandwidth_gbps == 100.0  # Apple's M3 figure (catalog)
     p = plan(meta, n_ctx=4096, device="Metal", n_gpu_layers=10)
     s = speed(meta, p, gpu, prompt_len=1000, output_len=200)
     ctx = 1100
     cpu = layer_bytes(meta, lambda il: il < 19) + 19 * 4096 * ctx
     out = sum(t.n_bytes for t in meta.tensors if t.name in ("output_norm.weight", "token_embd.weight"))
     gpu_b = layer_bytes(meta, lambda il: il >= 19) + out + 9 * 4096 * ctx
-    ms = (cpu / (HOST_RAM_ASSUMED_GBPS * 1e9 * EFF_METAL.mem_bw) + gpu_b / (gpu.bandwidth_gbps * 1e9 * EFF_METAL.mem_bw)
+    ms = (cpu / (100e9 * EFF_METAL.mem_bw) + gpu_b / (100e9 * EFF_METAL.mem_bw)
           + 28 * EFF_METAL.layer_us * 1e-6 + EFF_METAL.step_overhead_ms * 1e-3
           # one copy: the input lookup and layers 0..18 are on the CPU, the move to the GPU at layer 19
-          + 3072 * 4 / PCIE + EFF_METAL.allreduce_latency_us * 1e-6) * 1e3
+          + 3072 * 4 / 50e9 + EFF_METAL.allreduce_latency_us * 1e-6) * 1e3
     assert s.itl_ms == pytest.approx(ms, rel=1e-3)
-    assert s.devices["CPU"]["bandwidth_gbps"] == 89.6 and "assumed" in s.sources["host_bandwidth"]
-    # a faster RAM given by the user: only the CPU term changes
+    assert s.devices["CPU"]["bandwidth_gbps"] == 100.0 and "unified memory" in s.sources["host_bandwidth"]
+    assert "DDR5" not in s.sources["host_bandwidth"] and "no PCIe" in s.sources["pcie"]
+    # a bandwidth given by the user replaces the chip's for the CPU part: only the CPU term changes
     s2 = speed(meta, p, gpu, prompt_len=1000, output_len=200, host_bandwidth_gbps=120.0)
-    delta = cpu / (EFF_METAL.mem_bw * 1e9) * (1 / 89.6 - 1 / 120.0) * 1e3
+    delta = cpu / (EFF_METAL.mem_bw * 1e9) * (1 / 100.0 - 1 / 120.0) * 1e3
     assert s.itl_ms - s2.itl_ms == pytest.approx(delta, rel=1e-3)
+
+
+def test_partial_offload_on_a_pc_reads_the_cpu_layers_at_the_assumed_ddr5():
+    """The same -ngl 10 on an RTX 3060 (CUDA): the CPU's layers are in the PC's own system RAM, read at the assumed
+    dual-channel DDR5-5600 (2 x 8 B x 5600 MT/s = 89.6 GB/s) unless given; the activation copy crosses PCIe."""
+    meta = derive_meta(load_config(LLAMA_3B), "Q4_K_M")
+    gpu = get_gpu("RTX 3060")
+    p = plan(meta, n_ctx=4096, device="CUDA", n_gpu_layers=10)
+    s = speed(meta, p, gpu, prompt_len=1000, output_len=200)
+    assert s.devices["CPU"]["bandwidth_gbps"] == HOST_RAM_ASSUMED_GBPS == 2 * 8 * 5600 / 1000
+    assert "assumed" in s.sources["host_bandwidth"] and "PCIe" in s.sources["pcie"]
+    cpu = layer_bytes(meta, lambda il: il < 19) + 19 * 4096 * 1100
+    s2 = speed(meta, p, gpu, prompt_len=1000, output_len=200, host_bandwidth_gbps=120.0)
+    assert s.itl_ms - s2.itl_ms == pytest.approx(cpu / (EFF.mem_bw * 1e9) * (1 / 89.6 - 1 / 120.0) * 1e3, rel=1e-3)
 
 
 def test_layer_split_over_two_gpus_adds_one_copy():

@@ -560,13 +560,17 @@ def _gib(b: int) -> str:
 
 def fit_for_request(meta, base: LlamaCppPlan, plan_kwargs: dict, *, fit: str | None, fit_target: int | None,
                      user_ngl: bool, user_ts: bool, release: str, free_bytes: int, free_source: str,
-                     extra_bytes: int = 0) -> tuple[LlamaCppPlan, dict | None, list[str], str | None]:
+                     extra_bytes: int = 0, unified_ram: int | None = None
+                     ) -> tuple[LlamaCppPlan, dict | None, list[str], str | None]:
     """``--fit`` as llama-server runs it for a request: ``(plan to use, the "fit" JSON or None, notes, condition or
     None)``. The notes replace the plan's generic "--fit" note; the plan is the fitted one when fit changes the
     placement. ``fit``: ``--fit on|off`` (None = on, the default); ``fit_target``: -fitt MiB (None = 1024);
     ``release``: the rule set (:data:`.memory.RELEASES`): the 0.3.36 tree has fit.cpp; the PR #17046 .. #19067
-    range straddles PR #16653 (the verdict then depends on the build); the legacy 2025 builds predate it. Raises
-    nothing: what cannot be modelled is said in the notes and leaves the plan as given."""
+    range straddles PR #16653 (the verdict then depends on the build); the legacy 2025 builds predate it.
+    ``unified_ram``: the Mac's unified memory (bytes) when the device is Apple's Metal GPU: what fit leaves in CPU
+    memory then comes from the same memory as the Metal buffers, so no "free system RAM" condition is returned (the
+    runtime checks the whole, :func:`.unified.unified_memory`). Raises nothing: what cannot be modelled is said in the
+    notes and leaves the plan as given."""
     from .memory import RELEASE_0_3_36, RELEASE_LEGACY
 
     src = f"{FIT_DEFAULT_SRC}; {FIT_SRC}"
@@ -659,14 +663,25 @@ def fit_for_request(meta, base: LlamaCppPlan, plan_kwargs: dict, *, fit: str | N
         f"-ngl {res.n_gpu_layers} of {hp + 1} units: {'; '.join(per_dev)}"
         + (f"; {cpu_layers} layers in CPU memory" if cpu_layers else "") + moe_txt
         + f". The same with --fit off: {' '.join(argv)}" + (f" -c {res.n_ctx}" if res.n_ctx is not None else ""),
-        f"system RAM must hold the CPU part: {_gib(host['total'])} (weights {_gib(host['weights'])}, KV cache "
-        f"{_gib(host['kv'])}, compute ~{_gib(host['compute'])}, logits {_gib(host['output'])}); the machine's RAM is not "
-        "known here" + _mapped_range_note(p, host["weights"]),
+        (f"the CPU part, {_gib(host['total'])} (weights {_gib(host['weights'])}, KV cache {_gib(host['kv'])}, "
+         f"compute ~{_gib(host['compute'])}, logits {_gib(host['output'])}), comes from the same "
+         f"{_gib(unified_ram or 0)} of unified memory as the Metal buffers: on a Mac --fit moves layers from the "
+         "GPU's cores to the CPU's without freeing memory (the CPU device's memory is the whole RAM, ggml-cpu.cpp:"
+         "365-382, and fit compares it only on a build without GPUs, fit.cpp:317-327); the verdict checks the whole "
+         "against the Mac's memory"
+         if unified_ram is not None else
+         f"system RAM must hold the CPU part: {_gib(host['total'])} (weights {_gib(host['weights'])}, KV cache "
+         f"{_gib(host['kv'])}, compute ~{_gib(host['compute'])}, logits {_gib(host['output'])}); the machine's RAM is "
+         "not known here") + _mapped_range_note(p, host["weights"]),
         f"--fit's choice is computed from this plan's buffers in place of llama.cpp's own no-alloc measurement "
         f"(fit.cpp:28-145): {assumption}; the compute-buffer estimate leaves out the copies of CPU weights that op "
-        "offload makes on the GPU (ggml-cuda.cu:5636-5655), so llama.cpp may keep one layer fewer",
+        "offload makes on the GPU ("
+        + ("ggml-metal.cpp:774-780" if base.device == "Metal" else "ggml-cuda.cu:5636-5655")
+        + "), so llama.cpp may keep one layer fewer",
     ]
-    if cpu_layers or res.overrides:  # the machine's RAM is not an input: what the start needs from it is the condition
+    if (cpu_layers or res.overrides) and unified_ram is None:
+        # the machine's RAM is not an input: what the start needs from it is the condition (a Mac's is: the runtime
+        # checks the whole unified memory instead)
         what = ([f"{cpu_layers} of {n_all} layers"] if cpu_layers else []) + (
             [f"the routed experts of {len(ovr_layers)} layers"] if moe_txt else [])
         ram = (f"the machine's free system RAM holds the {_gib(host['total'])} --fit leaves in CPU memory "

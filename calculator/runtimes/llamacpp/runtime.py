@@ -23,6 +23,10 @@ split is read from llama.cpp's source, not checked against a multi-GPU log (the 
 
 Ollama: its defaults (``num_ctx`` by VRAM, ``OLLAMA_NUM_PARALLEL``, ``OLLAMA_KV_CACHE_TYPE``, flash attention)
 from :func:`.memory.ollama_defaults`; llama.cpp is asked for ``num_ctx x parallel`` cells.
+
+Apple Silicon (the Metal build on an Apple row): the Metal device's budget is its working set, and what ``--fit`` or
+``-ngl`` leaves on the CPU is in the same unified memory, so the whole plan is checked against the Mac's memory
+(:mod:`.unified`, ``LlamaCppMemory.unified_memory``) instead of a condition on a separate system RAM.
 """
 from __future__ import annotations
 
@@ -39,6 +43,7 @@ from .gguf_meta import HF_TO_GGUF_ARCH, GGUFError, GGUFMeta, meta_from_hf_config
 from .gguf_repos import GGUFListing, catalog_config, catalog_entry, list_gguf_files
 from .launch import launch_argv, ollama_run_argv, ollama_serve_argv
 from .ollama import ollama_engine, ollama_rule
+from .unified import LLAMA_SERVER_STARTS, is_unified, unified_memory
 from .memory import (OLLAMA_GRAPH_SRC, RELEASE_0_3_36, SRC, Buffer, MiB, LlamaCppPlan, NotModelled, _buft_name,
                      ollama_defaults, ollama_graph_size, plan)
 
@@ -209,6 +214,8 @@ class LlamaCppMemory(BaseModel):
     draft: DraftMemory | None = None  # the speculative draft model's buffers (llama-server -md / -hfd)
     devices: dict[str, dict[str, Any]] | None = None  # several GPUs: per device (CUDA0, ...) buffers, budget, fits
     fit: dict[str, Any] | None = None  # llama-server's --fit: what it does with this request (fit.fit_for_request)
+    # Apple Silicon: the whole plan (Metal + CPU buffers) against the Mac's unified memory (unified.unified_memory)
+    unified_memory: dict[str, Any] | None = None
     # Ollama's own Go engine (Ollama 0.19 .. 0.24 for some architectures): what it allocates and logs instead of
     # llama.cpp's buffers (``Ollama._go_engine``): {"device", "weights", "kv", "log_lines", "compute", "notes"}
     go_engine: dict[str, Any] | None = None
@@ -273,8 +280,22 @@ class LlamaCppMemory(BaseModel):
             rows.append(("llama-server --fit: -ngl", f"{f['n_gpu_layers']} of {f['n_gpu_layers_of']}"
                          + (f", {len(f['tensor_overrides'])} tensor overrides (-ot)" if f["tensor_overrides"] else ""),
                          f"{f['source']}; {f['free_assumption']}"))
-            rows.append(("system RAM for the CPU part (GiB)", f["host_memory_gib"]["total"],
-                         "weights + KV cache + compute + logits left in CPU memory by --fit"))
+            if self.unified_memory is None:
+                rows.append(("system RAM for the CPU part (GiB)", f["host_memory_gib"]["total"],
+                             "weights + KV cache + compute + logits left in CPU memory by --fit"))
+        u = self.unified_memory
+        if u is not None and u["total"] is not None:
+            pt = u["parts"]
+            rows.append(("unified memory in all (GiB)", f"{u['total'] / GiB:.2f} (+- {u['error'] / MiB:.0f} MiB): "
+                         f"weights {pt['weights'] / GiB:.2f} + KV {pt['kv'] / GiB:.2f} + compute "
+                         f"{pt['compute'] / GiB:.2f}"
+                         + (f" + draft {pt['draft'] / GiB:.2f}" if pt["draft"] else "")
+                         + f"; the Metal device holds {u['metal'] / GiB:.2f}, the CPU adds {u['cpu'] / GiB:.2f}",
+                         "everything llama.cpp allocates on the Metal device and the CPU, from the same memory; the "
+                         "mmap'd weights counted once (the Metal buffer is a view of the file's range)"))
+            rows.append(("unified memory a model can use (GiB)", round(u["usable"] / GiB, 2),
+                         f"{u['usable_rule']}: max(Metal working set {u['working_set'] / GiB:.2f}, "
+                         f"{u['ram'] / GiB:.2f} - 4 GiB kept for macOS and other apps); {u['source']}"))
         for dev, d in (self.devices or {}).items():
             fit = {True: "fits", False: "does not fit", None: "depends"}[d["fits"]]
             rows.append((f"{dev}: {d['layers']} layers{' + output' if d['output_layer'] else ''}",
@@ -304,6 +325,7 @@ class LlamaCppMemory(BaseModel):
                "ollama": self.ollama, "gguf_file": self.gguf_file, "weights_source": self.weights_source,
                "client_argv": self.client_argv, "draft": None if self.draft is None else self.draft.to_json(),
                "devices": self.devices, "fit": self.fit,
+               "unified_memory": None if self.unified_memory is None else _unified_json(self.unified_memory),
                "gguf_files": None if self.gguf_listing is None else {
                    "source": self.gguf_listing.source,
                    "files": [{"name": f.name, "parts": f.parts, "size_bytes": f.size_bytes, "listed_gb": f.listed_gb,
@@ -605,6 +627,23 @@ class LlamaCpp:
             self._ollama_graph(meta, p, st["ollama"], device=device, used=used, budget=budget, fits=fits)
         if fits and fit_info and fit_info.get("condition"):
             condition = f"{condition}; and {fit_info['condition']}" if condition else fit_info["condition"]
+        unified = None
+        if is_unified(gpu, device) and used is not None:
+            # a Mac: the Metal buffers and the CPU's come from one memory, which the whole plan must fit
+            extra, extra_err = 0, 0
+            if draft is not None and draft.plan is not None:
+                d = unified_memory(draft.meta, draft.plan, ram=gpu.memory_bytes, working_set=budget, device_bytes=0)
+                extra, extra_err = d["total"] or 0, d["error"] or 0
+            known = compute is not None and compute.bytes is not None
+            unified = unified_memory(meta, p, ram=gpu.memory_bytes, working_set=budget,
+                                     device_bytes=used + (compute.bytes if known else 0),
+                                     extra_bytes=extra, extra_error=extra_err, starts=self.unified_starts(request))
+            if fits and unified["status"] == "does_not_fit":
+                fits, reason, condition = False, unified["text"], None
+            elif fits and unified["status"] == "within_error":
+                condition = f"{condition}; and {unified['text']}" if condition else unified["text"]
+            if unified["status"] == "fits":
+                p.notes.append(f"Apple unified memory: {unified['text']}")
         n_cpu = meta.n_layer_all - len(p.layers_on_gpu)
         if fits and n_cpu > 0 and device not in ("CPU", "Metal") and not (fit_info and fit_info.get("status") == "fitted"):
             # -ngl given (or fit gave up): the layers it leaves on the CPU need the machine's RAM, as --fit's do
@@ -616,6 +655,7 @@ class LlamaCpp:
                    f"{host['weights'] / GiB:.2f} GiB, KV cache {host['kv'] / GiB:.2f} GiB)")
             condition = f"{condition}; and {ram}" if condition else ram
         return LlamaCppMemory(plan=p, fits=fits, reason=reason, condition=condition, kv_cache_tokens=cells, fit=fit_info,
+                              unified_memory=unified, estimated_max_model_len=_unified_context(p, unified),
                               max_concurrency=float(p.n_seq_max), max_model_len=p.n_ctx_seq, gpu=gpu.name,
                               release=request.release, device_budget_mib=budget / MiB, device_budget_source=budget_source,
                               device_used_mib=None if used is None else round(used / MiB, 2),
@@ -721,6 +761,10 @@ class LlamaCpp:
         :func:`.fit.fit_for_request`); Ollama only from 0.30 (:meth:`Ollama.runs_llama_server_fit`)."""
         return True
 
+    def unified_starts(self, request) -> str:
+        """On a Mac whose memory the plan overflows: why the server starts all the same (the verdict's words)."""
+        return LLAMA_SERVER_STARTS
+
     def _fit(self, request, meta: GGUFMeta, p: LlamaCppPlan, plan_kw: dict[str, Any], gpu: GPU,
              draft: DraftMemory | None) -> tuple[LlamaCppPlan, dict[str, Any] | None]:
         """llama-server's ``--fit`` on the plan (:func:`.fit.fit_for_request`): the plan to use (the fitted placement
@@ -738,7 +782,8 @@ class LlamaCpp:
         fitted, info, notes, condition = fit_for_request(
             meta, p, plan_kw, fit=request.fit, fit_target=request.fit_target,
             user_ngl=request.n_gpu_layers not in (None, -1), user_ts=user_ts, release=request.release,
-            free_bytes=budget, free_source=budget_source, extra_bytes=extra)
+            free_bytes=budget, free_source=budget_source, extra_bytes=extra,
+            unified_ram=gpu.memory_bytes if is_unified(gpu, p.device) else None)
         fitted.notes[:] = [n for n in fitted.notes if not n.startswith("llama-server's --fit")] + notes
         if info is not None and condition:
             info["condition"] = condition
@@ -1044,16 +1089,23 @@ class Ollama(LlamaCpp):
             mem.plan.notes[:] = [n for n in mem.plan.notes if not n.startswith("Ollama before 0.30")]
         if eng.engine == "ollama":
             self._go_engine(request, mem, rule)
+        u = mem.unified_memory
         if mem.fits is False and not self.runs_llama_server_fit(request) and request.n_gpu_layers in (None, -1) \
+                and mem.resolved.get("device") != "CPU" and u is not None and u["status"] == "does_not_fit":
+            # a Mac: moving layers to the CPU keeps them in the same memory, which the whole does not fit
+            mem.reason = u["text"]
+        elif mem.fits is False and not self.runs_llama_server_fit(request) and request.n_gpu_layers in (None, -1) \
                 and mem.resolved.get("device") != "CPU":
             # before 0.30 Ollama's scheduler offloads only the layers its own estimate fits (num_gpu): it does not
             # refuse the model, and how many layers it keeps is not modelled here
             why = mem.reason
             mem.fits, mem.reason = True, None
+            ram = ("which the machine's RAM must hold" if u is None or u["total"] is None else
+                   f"on a Mac the same unified memory, which holds the whole ({u['text']})")
             mem.condition = (f"Ollama {request.ollama_release}'s scheduler puts fewer layers on the GPU (the layout its "
                              "runner measures, llm/server.go createLayout / buildLayout / assignLayers at v0.21.0: not "
-                             "modelled here) and runs the rest "
-                             "from CPU memory, which the machine's RAM must hold; with every layer on the GPU: " + why)
+                             f"modelled here) and runs the rest from CPU memory, {ram}; with every layer on the GPU: "
+                             + why)
             mem.plan.notes.append("the buffers and the speed shown are for every layer on the GPU, which does not fit: "
                                   "Ollama before 0.30 runs with fewer and is slower; since 0.30 llama-server's --fit "
                                   "places the layers (--ollama-release 0.30.0 or later models that)")
@@ -1129,6 +1181,50 @@ class Ollama(LlamaCpp):
             mem.fits, mem.reason = True, None
             mem.condition = (f"the model weights and KV cache of Ollama's own engine ({weights_why or kv_why}) and its "
                              "compute graph (not modelled) fit on the device")
+        u = mem.unified_memory
+        if u is not None:
+            # a Mac: the Go engine's own weights (every tensor of the file once) and KV cache, wherever its scheduler
+            # puts them, are a floor of what the unified memory must hold (its compute graph is not modelled)
+            floor = sum(t.n_bytes for t in meta.tensors) + (kv["bytes"] if kv is not None else 0)
+            mem.unified_memory = u = dict(u, parts=None, metal=None, cpu=None, error=0, total=floor if meta.tensors
+                                          else None)
+            if not meta.tensors or floor <= u["usable"]:
+                u["status"] = "not_modelled"
+                u["text"] = ("Ollama's own engine: its compute graph is not modelled, so the whole Mac's share is not "
+                             "either")
+            else:
+                u["status"] = "does_not_fit"
+                u["text"] = (f"Ollama's own engine would hold {floor / GiB:.2f} GiB of model weights"
+                             + (" and KV cache" if kv is not None else "") + " (before its compute graph) wherever its "
+                             f"scheduler puts the layers, more than the {u['usable'] / GiB:.2f} GiB a model can use of "
+                             f"this Mac's {u['ram'] / GiB:.2f} GiB of unified memory, which the CPU and the GPU share ("
+                             f"{u['usable_rule']}). {Ollama.unified_starts_text(request)}")
+
+    def unified_starts(self, request) -> str:
+        """:meth:`unified_starts_text` (the verdict's words for a Mac that cannot hold the model)."""
+        return self.unified_starts_text(request)
+
+    @staticmethod
+    def unified_starts_text(request) -> str:
+        """Ollama on a Mac starts a model its Mac cannot hold. Since 0.30: llama-server's --fit places it, and
+        Ollama's scheduler compares its prediction with the free memory only to evict other loaded models
+        (server/sched.go:543-570 at v0.32.15, b7871fc0d); for a Metal partial offload it also turns mmap off
+        (sched.go:1158-1175 ``metal_partial_offload``, llm/llama_server.go:634-636 ``--load-mode none``) when its
+        prediction exceeds the free memory, so the CPU's weights are read into memory rather than mapped. Before
+        0.30: its scheduler moves the layers that do not fit Metal's working set (the device total Ollama reads,
+        recommendedMaxWorkingSetSize: ml/backend/ggml/ggml/src/ggml-metal/ggml-metal-device.m:919-927 at v0.21.0,
+        57653b8e4) to the CPU and on macOS checks no system memory ("Darwin has fully dynamic swap",
+        llm/server.go:1054-1068 at v0.21.0), loading everything on the CPU when the GPU's share exceeds the whole
+        RAM."""
+        if ollama_rule(request.ollama_release).engine_required is None:
+            return (f"Ollama {request.ollama_release} would still start it: llama-server's --fit fits only the Metal "
+                    "device (common/fit.cpp:332-371), and Ollama's scheduler compares its prediction with the free "
+                    "memory only to evict other models (server/sched.go:543-570 at v0.32.15) and, when the prediction "
+                    "exceeds it, turns mmap off for such a partial offload (sched.go:1158-1175, --load-mode none: the "
+                    "CPU's weights are then read into memory, not mapped)")
+        return (f"Ollama {request.ollama_release} would still start it: its scheduler puts what does not fit Metal's "
+                "working set on the CPU and on macOS checks no system memory (\"Darwin has fully dynamic swap\", "
+                "llm/server.go:1054-1068 at v0.21.0)")
 
     def runs_llama_server_fit(self, request) -> bool:
         """Ollama 0.30+ starts llama-server with ``-c num_ctx x parallel -np parallel`` and no ``-ngl`` unless num_gpu
@@ -1175,6 +1271,31 @@ class Ollama(LlamaCpp):
             fa = True  # a quantized cache needs flash attention; say so in the command instead of relying on auto
         return ollama_serve_argv(num_ctx=d["num_ctx"], num_parallel=d["num_parallel"],
                                  kv_cache_type=d["kv_cache_type"], flash_attention=fa)
+
+
+def _unified_json(u: dict[str, Any]) -> dict[str, Any]:
+    """The API's ``unified_memory``: the whole Mac's share of the plan in GiB (``total_gib`` +- ``error_mib``, its
+    ``parts_gib``; ``metal_gib`` what the Metal device holds, ``cpu_gib`` what the CPU adds), what a model can use
+    of it (``usable_gib``, ``usable_rule``) and the figures that is made of (``ram_gib``, ``working_set_gib``,
+    ``os_floor_gib``), the ``status`` and its sentence, and the sources."""
+    g = (lambda b: None if b is None else round(b / GiB, 2))
+    return {"status": u["status"], "total_gib": g(u["total"]), "metal_gib": g(u["metal"]), "cpu_gib": g(u["cpu"]),
+            "parts_gib": None if u["parts"] is None else {k: g(v) for k, v in u["parts"].items()},
+            "error_mib": None if u["error"] is None else round(u["error"] / MiB, 2), "usable_gib": g(u["usable"]),
+            "usable_rule": u["usable_rule"], "ram_gib": g(u["ram"]), "working_set_gib": g(u["working_set"]),
+            "os_floor_gib": g(u["os_floor"]), "text": u["text"], "source": u["source"]}
+
+
+def _unified_context(p: LlamaCppPlan, u: dict[str, Any] | None) -> int | None:
+    """When the Mac's memory is what a one-slot plan (-np 1) overflows: the --ctx-size at which its total would fit,
+    the KV cache shrunk linearly with the cells and the compute estimate's error kept (a candidate for the
+    suggestions, which plan it again and offer it only if it works). None otherwise, with several slots, or when
+    even no KV cache would fit."""
+    if u is None or u["status"] != "does_not_fit" or not p.n_ctx or not p.kv_bytes or p.n_seq_max != 1:
+        return None
+    room = u["usable"] - (u["total"] - p.kv_bytes) - u["error"]
+    cells = int(room // (p.kv_bytes / p.n_ctx)) if room > 0 else 0
+    return cells if 0 < cells < p.n_ctx_seq else None
 
 
 def _cb_text(b) -> str:

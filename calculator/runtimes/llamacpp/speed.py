@@ -32,6 +32,12 @@ table derived by :mod:`.quant_rules`) and the memory plan:
   CPU and back). In a **prefill** ubatch of at least 32 tokens the GPU backend runs those matmuls itself and copies
   the CPU-resident weights over PCIe each ubatch (``offload_op``: ggml-cuda.cu:5651-5655, min batch 32 at :5825),
   so the CPU bytes cost PCIe time once per ubatch;
+* **Apple Silicon** (the Metal build on an Apple row, :func:`unified_gpu`): there is no separate system RAM: the
+  CPU's layers are in the same unified memory (llama.cpp's CPU device is the whole RAM, ggml-cpu.cpp:365-382), read
+  by the CPU cores (Metal does not compute on CPU buffers, ggml-metal.cpp:753-761) at the chip's bandwidth from the
+  catalog (what the Max / Ultra CPU clusters lose against it is not modelled); Metal's op offload (ggml-metal.cpp:
+  774-780, batch >= 32, ggml-metal-device.m:1285) and the activations copy within that memory: half its bandwidth
+  (each byte read and written) instead of PCIe;
 * prefill runs ``-ub`` (n_ubatch, 512) tokens per pass, compute-bound: 2 FLOPs per weight per token plus the
   attention pairs;
 * **speculative decoding with a draft model** (common/speculative.cpp, ``common_speculative_state_draft::draft``
@@ -264,15 +270,33 @@ def _hardware(gpu, backend: str | None = None, efficiency=None):
     return replace(hw, eff=eff, sources={**hw.sources, "efficiency": eff.source})
 
 
-def _host_hardware(gpu_hw, host_bandwidth_gbps: float | None):
-    """The CPU's part: system RAM bandwidth (given, or the assumed default), FLOP/s not modelled (bandwidth-bound),
-    the GPU's efficiency row."""
+def unified_gpu(gpu, device: str) -> bool:
+    """Whether the plan's GPU shares its memory with the CPU: llama.cpp's Metal build on an Apple Silicon row (the
+    CPU's layers then read the same unified memory, and copies between the devices stay in it)."""
+    return device == "Metal" and getattr(gpu, "vendor", None) == "apple" and gpu.bandwidth_gbps is not None
+
+
+def unified_sources(gpu) -> tuple[str, str]:
+    """(the CPU part's bandwidth source, the copies' link source) on an Apple Silicon Mac."""
+    bw = gpu.bandwidth_gbps
+    return ((f"the Mac's unified memory, {bw:g} GB/s ({gpu.spec_source}): the CPU cores read the same memory as the "
+             "GPU (no separate system RAM); the CPU clusters of Pro / Max / Ultra chips reach less than the chip's "
+             "figure, which is not modelled"),
+            (f"copies within the unified memory (no PCIe): each byte read and written, half of {bw:g} GB/s = "
+             f"{bw / 2:g} GB/s"))
+
+
+def _host_hardware(gpu_hw, host_bandwidth_gbps: float | None, default_source: str | None = None):
+    """The CPU's part: system RAM bandwidth (given, or the assumed default; ``default_source`` says where a default
+    other than :data:`HOST_RAM_ASSUMED_GBPS` came from), FLOP/s not modelled (bandwidth-bound), the GPU's efficiency
+    row."""
     from calculator.engine.perf import Hardware
 
     bw = HOST_RAM_ASSUMED_GBPS if host_bandwidth_gbps is None else host_bandwidth_gbps
     if bw <= 0:
         raise ValueError(f"host_bandwidth_gbps must be > 0, not {bw}")
-    src = HOST_RAM_ASSUMED_SOURCE if host_bandwidth_gbps is None else f"{bw:g} GB/s system RAM (given)"
+    src = HOST_RAM_ASSUMED_SOURCE if host_bandwidth_gbps is None else (
+        default_source or f"{bw:g} GB/s system RAM (given)")
     return Hardware(bandwidth=bw * 1e9, peak_flops=math.inf, link=gpu_hw.link, eff=gpu_hw.eff,
                     compute_dtype="not modelled", sources={"host_bandwidth": src})
 
@@ -380,19 +404,32 @@ def _setup(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, n_gpus: int, split_mode: 
     gpu_hw = _hardware(gpu, plan.device, efficiency)
     hws = {d: gpu_hw for d in costs if d != CPU}
     notes, sources = [], dict(gpu_hw.sources)
+    # an Apple Silicon Mac: the CPU's layers read the unified memory at the chip's bandwidth, copies stay in it
+    unified = unified_gpu(gpu, plan.device)
+    host_src = None
+    if unified and host_bandwidth_gbps is None:
+        host_bandwidth_gbps, host_src = gpu.bandwidth_gbps, unified_sources(gpu)[0]
     if CPU in costs and (costs[CPU].dense_bytes or costs[CPU].expert_bytes):
-        hws[CPU] = _host_hardware(gpu_hw, host_bandwidth_gbps)
+        hws[CPU] = _host_hardware(gpu_hw, host_bandwidth_gbps, host_src)
         sources["host_bandwidth"] = hws[CPU].sources["host_bandwidth"]
         notes.append(f"{sum(1 for d in pl.layers if d == CPU)} of {n_all} layers"
                      + (f" and the routed experts of {len(pl.expert_cpu_layers)} layers" if pl.expert_cpu_layers else "")
                      + (f" and the tensors of {len(plan.tensor_overrides)} -ot overrides (--fit)"
                         if any(d == CPU for _, d in plan.tensor_overrides) else "")
-                     + " in CPU memory: read at the system RAM's bandwidth (bandwidth-bound)")
+                     + (f" in CPU memory: the Mac's unified memory, read by the CPU cores at {host_bandwidth_gbps:g} "
+                        "GB/s (bandwidth-bound)" if host_src else
+                        " in CPU memory: read at the system RAM's bandwidth (bandwidth-bound)"))
     elif CPU in costs:
-        hws[CPU] = _host_hardware(gpu_hw, host_bandwidth_gbps)
-    link = PCIE_GEN4[0] if pcie_gbps is None else pcie_gbps
-    sources["pcie"] = (PCIE_GEN4[1] if pcie_gbps is None else f"{pcie_gbps:g} GB/s (given)") + \
-        "; activations cross devices in F32 (n_embd x 4 B per token)"
+        hws[CPU] = _host_hardware(gpu_hw, host_bandwidth_gbps, host_src)
+    if unified:
+        sources["interconnect"] = "one Apple chip: no interconnect between GPUs"
+    if unified and pcie_gbps is None:
+        link = gpu.bandwidth_gbps / 2
+        sources["pcie"] = unified_sources(gpu)[1] + "; activations cross devices in F32 (n_embd x 4 B per token)"
+    else:
+        link = PCIE_GEN4[0] if pcie_gbps is None else pcie_gbps
+        sources["pcie"] = (PCIE_GEN4[1] if pcie_gbps is None else f"{pcie_gbps:g} GB/s (given)") + \
+            "; activations cross devices in F32 (n_embd x 4 B per token)"
     if n_gpus > 1:
         sources["split"] = (f"-sm {pl.split_mode} over {pl.n_gpus} x {gpu.name}, shares "
                             f"{', '.join(f'{x:.3f}' for x in pl.shares)} ({SRC}src/llama-model.cpp:1556-1613)")
@@ -449,11 +486,13 @@ def speed(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, prompt_len: int = 1024, ou
     ``layer``/``row``/``none``) and ``tensor_split`` (-ts). Layers on the CPU follow the plan's ``n_gpu_layers``;
     ``n_cpu_moe`` (--n-cpu-moe) keeps the first N layers' routed experts in CPU memory (the memory plan does not
     model that override: its buffers are unchanged). ``host_bandwidth_gbps``: system RAM bandwidth for the CPU part
-    (default :data:`HOST_RAM_ASSUMED_GBPS`, assumed); ``pcie_gbps``: the GPU link (default perf's PCIe Gen4 x16,
-    assumed). A GPU without a TFLOP/s figure (Apple M3 / M4) gets the decode estimate (bandwidth-bound) and no
-    TTFT. ``efficiency``: a perf ``Efficiency`` to use instead of the backend's row (:func:`llamacpp_efficiency`;
-    the fit in benchmarks/llamacpp_bench_fit.py passes its candidates here). Raises ``NotModelled`` (field named) for what is not modelled and ``ValueError`` for lengths below 1
-    or bad split parameters."""
+    (default :data:`HOST_RAM_ASSUMED_GBPS`, assumed; on an Apple Silicon Mac's Metal plan the chip's own unified
+    memory bandwidth, :func:`unified_gpu`); ``pcie_gbps``: the GPU link (default perf's PCIe Gen4 x16, assumed; on
+    a Mac half the unified memory's bandwidth, a copy within it). A GPU without a TFLOP/s figure (Apple M3 / M4)
+    gets the decode estimate (bandwidth-bound) and no TTFT. ``efficiency``: a perf ``Efficiency`` to use instead of
+    the backend's row (:func:`llamacpp_efficiency`; the fit in benchmarks/llamacpp_bench_fit.py passes its candidates
+    here). Raises ``NotModelled`` (field named) for what is not modelled and ``ValueError`` for lengths below 1 or
+    bad split parameters."""
     for name, value in (("prompt_len", prompt_len), ("output_len", output_len), ("concurrency", concurrency)):
         if value < 1:
             raise ValueError(f"{name} must be >= 1, not {value}")
