@@ -344,10 +344,12 @@ def api_payload(plan: Plan) -> dict[str, Any]:
     ``verdict`` (works / does_not_fit / does_not_start / depends) with
     ``verdict_reasons``, ``verdict_condition`` and ``suggestions`` ([{"label", "params"}], each checked to
     work), ``model_source``, ``revision_sha``, ``model_notes``, the ``vllm serve`` argv, the compat summary
-    and the speed keys of ``calculator.engine.perf.speed_fields``.
+    and the speed keys of ``calculator.engine.perf.speed_fields`` (the runtime's ``speed_keys``).
 
-    A configuration the speed model cannot take (a GPU without bandwidth figures...) gets ``speed_error``
-    instead of the speed keys.
+    The key set depends on the runtime only, never on the outcome: every speed key is always there, and so is
+    ``speed_error``. A configuration with no speed (one that does not fit or does not start, a GPU without bandwidth
+    figures...) has every speed key ``null`` and the reason in ``speed_error``; one with a speed has
+    ``speed_error`` ``null``.
     """
     from calculator.runtimes import get_runtime
 
@@ -370,12 +372,13 @@ def api_payload(plan: Plan) -> dict[str, Any]:
         "ok": plan.compat.ok, "error": plan.compat.error, "requested_backend": plan.compat.requested_backend,
         "auto_selected": plan.compat.auto_selected, "conditions": plan.compat.auto_conditions}
     out["compat_error"] = plan.compat_error
-    # the speed make_plan computed (or why it gave none), not a second run of the speed model
-    if plan.speed_error is not None:
-        out["speed_error"] = plan.speed_error
-    else:
+    # the speed make_plan computed (or why it gave none), not a second run of the speed model; the same keys either way
+    runtime = get_runtime(plan.runtime)
+    out.update(dict.fromkeys(runtime.speed_keys))
+    out["speed_error"] = plan.speed_error
+    if plan.speed_error is None:
         try:
-            out.update(get_runtime(plan.runtime).speed_fields(plan.request, plan.model, plan.memory, speed=plan.speed))
+            out.update(runtime.speed_fields(plan.request, plan.model, plan.memory, speed=plan.speed))
         except EngineInputError as exc:
             out["speed_error"] = f"{exc.field}: {exc.message}"
     if plan.runtime in ("vllm", "sglang"):

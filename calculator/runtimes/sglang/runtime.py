@@ -518,6 +518,13 @@ class SGLang:
         return {"speculative_num_steps": spec.get("speculative_num_steps"),
                 "speculative_eagle_topk": spec.get("speculative_eagle_topk") or 1}
 
+    @property
+    def speed_keys(self) -> tuple[str, ...]:
+        """The speed keys of the JSON answer, each always present (:data:`calculator.engine.perf.SPEED_KEYS`)."""
+        from calculator.engine.perf import SPEED_KEYS
+
+        return SPEED_KEYS
+
     def speed_fields(self, request, model: LoadedModel, memory, speed=None) -> dict[str, Any]:
         """The speed keys of the JSON answer, from ``speed`` (this request's :meth:`speed`) when given."""
         from calculator.engine import perf

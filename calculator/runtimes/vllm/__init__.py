@@ -258,6 +258,13 @@ class VLLM:
         workload_fits(request, memory.max_model_len)
         return perf.estimate_speed(self.engine_input(request, model), memory, **self.speed_kwargs(request))
 
+    @property
+    def speed_keys(self) -> tuple[str, ...]:
+        """The speed keys of the JSON answer, each always present (:data:`calculator.engine.perf.SPEED_KEYS`)."""
+        from calculator.engine.perf import SPEED_KEYS
+
+        return SPEED_KEYS
+
     def speed_fields(self, request, model: LoadedModel, memory: EstimateResult, speed=None) -> dict[str, Any]:
         """The speed keys of the JSON answer (:func:`calculator.engine.perf.speed_fields`); from ``speed`` (this
         request's :meth:`speed`, already computed) when given."""
