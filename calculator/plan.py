@@ -158,8 +158,8 @@ def _refuse_gguf_repo(request: ServingRequest) -> None:
     if entry is None:
         return
     base = entry["config"].removesuffix(".json").replace("__", "/", 1)
-    raise EngineInputError("model", f"{entry['repo_id']} is a GGUF repository (.gguf files only, "
-                                    "calculator/data/gguf_repos.json): vLLM and SGLang are answered here for "
+    raise EngineInputError("model", f"{entry['repo_id']} is a GGUF repository (.gguf files only, as the "
+                                    "calculator's catalog of GGUF repositories lists it): vLLM and SGLang are answered here for "
                                     "safetensors checkpoints (vLLM's GGUF loading is experimental and not modelled). "
                                     f"Use --runtime llama.cpp or ollama for it, or {base} with "
                                     f"{'vLLM' if request.runtime == 'vllm' else 'SGLang'}")

@@ -121,7 +121,7 @@ def _release_error(value: str) -> InputError:
 
     oldest, newest = ReleaseRules.covered_releases
     return InputError("vllm_version", f"vLLM {value} is not covered: this calculator answers vLLM {oldest} to {newest} "
-                      "(each with the rules read from that release's source; calculator/engine/RELEASES.md)")
+                      "(each with the rules read from that release's source)")
 
 
 # --- the request -----------------------------------------------------------------------------------

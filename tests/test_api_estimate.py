@@ -341,3 +341,28 @@ def test_speed_with_speculation_says_which_server_the_figures_describe(client):
         assert 'id="spec-plain"' not in client.get("/", q | {"speculative_config": NGRAM4, "acceptance_rate": "0.5"},
                                                    follow=True).content.decode()
 
+
+def test_messages_state_the_fact_instead_of_pointing_at_the_calculators_files(client):
+    """A user of the page or the API cannot open compat/README.md or calculator/engine/RELEASES.md: the messages that
+    once pointed there say what those files would have told them (the covered range; why a release has no backend
+    check). A runtime's own file:line citations stay (they are sources, not directions)."""
+    import re
+
+    internal = re.compile(r"README|RELEASES\.md|\b(calculator|compat)[/.][\w/.]+")
+    old = _bad(client, f"model={LLAMA}&vllm_version=0.6.4")["error"]
+    assert "answers vLLM 0.9.1 to 0.33.x" in old and not internal.search(old)
+    # 0.9.1 has memory rules but no extracted backends (compat data starts at 0.11.2: compat/data/vllm-0.11.2.json)
+    body = _ok(client, f"model={LLAMA}&gpu=H100&vllm_version=0.9.1")
+    assert "releases before 0.11 pick theirs in if-chains" in body["compat_error"]
+    assert "0.11.x and later" in body["compat_error"] and not internal.search(body["compat_error"])
+    gguf = _bad(client, "model=bartowski/Meta-Llama-3.1-8B-Instruct-GGUF&gpu=H100")["error"]
+    assert "is a GGUF repository" in gguf and not internal.search(gguf)
+    page = client.get("/compat/", {"vllm_version": "0.10.1"}).content.decode()
+    assert "releases before 0.11 pick backends by if-chains" in page and "compat/README.md" not in page
+    # llama.cpp with a draft and no acceptance: the reason names what to give, not a module
+    draft = client.get(URL, {"model": "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "runtime": "llama.cpp",
+                             "gguf_file": "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf", "gpu": "RTX 3090",
+                             "max_model_len": "8192", "speculative_config": '{"method":"draft_model","model":'
+                             '"bartowski/Llama-3.2-1B-Instruct-GGUF","num_speculative_tokens":8}'}).json()
+    assert "give the acceptance rate llama.cpp logs" in draft["acceptance_source"]
+    assert not internal.search(draft["acceptance_source"])

@@ -444,7 +444,7 @@ class LlamaCpp:
             except NotModelled as exc:
                 raise EngineInputError(exc.field, f"not modelled: {exc} (the header could not be read: {why})") from None
             return m, (f"derived from llama.cpp's quantization rules for {ftype} (the GGUF header was not read: "
-                       f"{why}; src/llama-quant.cpp llama_tensor_get_type, see quant_rules.py)")
+                       f"{why}; src/llama-quant.cpp llama_tensor_get_type)")
         try:
             return meta_from_hf_config(model.config, source=model.source), ""
         except GGUFError as exc:
@@ -1085,7 +1085,7 @@ class Ollama(LlamaCpp):
                           flash_attention=fa)
         kv_why = "" if kv is not None else (
             f"not modelled: the Go engine's cache layout of {meta.architecture!r} is not transcribed (transcribed: "
-            "gemma3, gpt-oss, qwen3, qwen3moe, mistral3; see calculator/runtimes/llamacpp/ollama.py)")
+            "gemma3, gpt-oss, qwen3, qwen3moe, mistral3)")
         n_gpu = request.n_gpu_layers
         all_on_gpu = n_gpu in (None, -1) or n_gpu > meta.n_layer_all
         weights, weights_why = None, ""

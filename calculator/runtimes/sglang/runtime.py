@@ -120,7 +120,7 @@ class SGLangMemory(BaseModel):
 #: against the 28 sgl-cookbook bench_serving runs of benchmarks/data/sglang_speed_public.json, each at its own
 #: release (benchmarks/sglang_speed_fit.py "current row" column; tests/test_runtime_sglang.py recomputes the figures).
 SPEED_WARNING = (
-    "SGLang speed: a decode layer costs the kernels it launches (calculator/runtimes/sglang/kernels.py counts them from "
+    "SGLang speed: a decode layer costs the kernels it launches (counted from "
     "SGLang's model code and default backends) at a per-kernel time fitted on public SGLang runs (on AMD Instinct the "
     "MI300X fit's whole-layer time stands in for it), prompts run as "
     "prefill passes of their own that pause decoding, launched eagerly up to 0.5.9 (fitted) and through piecewise CUDA "

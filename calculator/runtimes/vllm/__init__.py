@@ -212,8 +212,13 @@ class VLLM:
 
         data_release = compat_release(request.release)
         if data_release is None:
+            from calculator.request import covered_releases
+
+            first = ".".join(covered_releases()[0].split(".")[:2])  # the oldest minor with extracted backends
             raise EngineInputError("vllm_version", f"no compatibility data answers vLLM {request.release}: the backend "
-                                   "check is not available for this release (compat/README.md)")
+                                   "check is read from each release's own attention backends, and releases before "
+                                   f"{first} pick theirs in if-chains that are not extracted; the check covers vLLM "
+                                   f"{first}.x and later")
 
         spec = None
         if request.speculative_config is not None:
