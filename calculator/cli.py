@@ -76,7 +76,8 @@ def command_error(exc: InputError, runtime: str | None = None) -> CommandError:
 
 def one_line_error(parser: argparse.ArgumentParser, message: str) -> str:
     """argparse's error as one line; an unknown flag names the nearest known one (``difflib`` over the parser's
-    flags; ``--max_model_len`` is matched as ``--max-model-len``)."""
+    flags; ``--max_model_len`` is matched as ``--max-model-len``). A short flag written with two dashes (``--tp``
+    for ``-tp``) names the flag in both spellings: ``did you mean --tensor-parallel-size (-tp)?``."""
     if not message.startswith("unrecognized arguments: "):
         return message
     words = message.removeprefix("unrecognized arguments: ").split()
@@ -85,10 +86,17 @@ def one_line_error(parser: argparse.ArgumentParser, message: str) -> str:
     if not flag.startswith("-"):
         return f"unexpected value {word[:60]!r} (flags take their value after them: --flag VALUE)"
     known = [o[2:] for o in parser._option_string_actions if o.startswith("--")]
+    short = {o[1:].lower(): a for o, a in parser._option_string_actions.items() if not o.startswith("--")}
     key = flag.lstrip("-").replace("_", "-").lower()
     near = [key] if key in known else difflib.get_close_matches(key, known, n=1, cutoff=0.6)
     others = sum(1 for w in words if w.startswith("-")) - 1
     more = f" (and {others} more unrecognized flag{'s' if others > 1 else ''})" if others > 0 else ""
+    if key in short and key not in known:  # --tp: the short flag -tp with two dashes
+        action = short[key]
+        long = next((o for o in action.option_strings if o.startswith("--")), None)
+        names = [o for o in action.option_strings if not o.startswith("--")]
+        hint = f"did you mean {long} ({', '.join(names)})?" if long else f"did you mean {names[0]}?"
+        return f"unrecognized flag {flag[:60]}{more}; {hint}"
     hint = f"did you mean --{near[0]}?" if near else f"manage.py {parser.prog.split()[-1]} --help lists the flags"
     return f"unrecognized flag {flag[:60]}{more}; {hint}"
 

@@ -96,9 +96,10 @@ def load_metadata(model_id: str, revision: str | None, field: str = "model"):
     except DatabaseError:
         meta = catalog.catalog_lookup(model_id)
         if meta is None:
-            raise EngineInputError(field, f"{model_id!r} is not in the offline catalog and the metadata cache is not "
-                                   "set up: run `python manage.py migrate` (scripts/start does) to look it up on "
-                                   "the Hub") from None
+            hint = catalog.did_you_mean(model_id)
+            raise EngineInputError(field, f"{model_id!r} is not in the offline catalog" + (f"; {hint} Or, if you meant"
+                                   f" {model_id!r}:" if hint else " and") + " the metadata cache is not set up: run "
+                                   "`python manage.py migrate` (scripts/start does) to look it up on the Hub") from None
         meta.notes.append("metadata cache unavailable (database not migrated): answered from the offline catalog")
     cache.set(key, meta, METADATA_CACHE_S)
     return meta
@@ -157,8 +158,8 @@ def _refuse_gguf_repo(request: ServingRequest) -> None:
     if entry is None:
         return
     base = entry["config"].removesuffix(".json").replace("__", "/", 1)
-    raise EngineInputError("model", f"{entry['repo_id']} is a GGUF repository (.gguf files only, "
-                                    "calculator/data/gguf_repos.json): vLLM and SGLang are answered here for "
+    raise EngineInputError("model", f"{entry['repo_id']} is a GGUF repository (.gguf files only, as the "
+                                    "calculator's catalog of GGUF repositories lists it): vLLM and SGLang are answered here for "
                                     "safetensors checkpoints (vLLM's GGUF loading is experimental and not modelled). "
                                     f"Use --runtime llama.cpp or ollama for it, or {base} with "
                                     f"{'vLLM' if request.runtime == 'vllm' else 'SGLang'}")

@@ -135,7 +135,7 @@ def _release_error(value: str) -> InputError:
 
     oldest, newest = ReleaseRules.covered_releases
     return InputError("vllm_version", f"vLLM {value} is not covered: this calculator answers vLLM {oldest} to {newest} "
-                      "(each with the rules read from that release's source; calculator/engine/RELEASES.md)")
+                      "(each with the rules read from that release's source)")
 
 
 # --- the request -----------------------------------------------------------------------------------
@@ -340,7 +340,10 @@ class ServingRequest(BaseModel):
     def _model(cls, v: str) -> str:
         v = v.strip()
         if not HUB_ID_RE.fullmatch(v):
-            raise ValueError("enter a Hugging Face model id of the form org/name")
+            from calculator.metadata.catalog import did_you_mean
+
+            hint = did_you_mean(v) if len(v) <= 200 else ""  # "Llama-3.1-8B-Instruct" without its organisation
+            raise ValueError("enter a Hugging Face model id of the form org/name" + (f"; {hint}" if hint else ""))
         return v
 
     @field_validator("revision")
@@ -708,11 +711,15 @@ TRUE, FALSE = ("1", "true", "on", "yes"), ("0", "false", "off", "no")
 ALIASES = {a: n for n, f in ServingRequest.model_fields.items()
            for a in ((f.json_schema_extra or {}).get("alias"), *(f.json_schema_extra or {}).get("aliases", ())) if a}
 ALIASES["speculative_draft_model"] = "speculative_draft_model_path"  # SGLang's second spelling (server_args.py:4766)
+# the short flags (-tp, -pp, -c, -ngl...) without their dash -> the parameter they set
+SHORT_FLAGS = {(f.json_schema_extra or {})["short"].lstrip("-"): n for n, f in ServingRequest.model_fields.items()
+               if (f.json_schema_extra or {}).get("short")}
 
 
 def unknown_parameter(name: str, known: tuple[str, ...] | None = None) -> InputError:
     """The refusal of a parameter no surface takes, naming the nearest known one (``difflib``, over the parameters
-    and their aliases; ``--max-model-len`` and ``Max_Model_Len`` are matched as ``max_model_len``). ``known``: the
+    and their aliases; ``--max-model-len`` and ``Max_Model_Len`` are matched as ``max_model_len``; a short flag's
+    name, ``tp``, as the parameter it sets, ``tensor_parallel_size``). ``known``: the
     parameters of a page with its own (the compatibility pages), named in full when none is near."""
     import difflib
 
@@ -720,6 +727,8 @@ def unknown_parameter(name: str, known: tuple[str, ...] | None = None) -> InputE
     names = known if known is not None else (*KNOWN_PARAMS, *ALIASES)
     key = shown.strip().lstrip("-").replace("-", "_").lower()
     near = [key] if key in names else difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+    if known is None and key not in names and key in SHORT_FLAGS:  # tp=2: the command line's -tp
+        near = [SHORT_FLAGS[key]]
     hint = (f"did you mean {near[0]!r}?" if near else
             "no parameter has a name close to it (the parameters are the flags of manage.py estimate --help, "
             "in snake_case)" if known is None else

@@ -208,7 +208,7 @@ def check_architecture(data: dict, hf_config: dict) -> ArchitectureCheck:
             why = (f"the transformers pip installs with vLLM {release} ({trel}, the newest under {req['value']}, "
                    f"{req['source']}) has no {arch} for the Transformers-backend fallback ({tf['fallback'][0]})")
             notes = [f"{fallback}: `getattr(transformers, {arch!r})` finds nothing in transformers {trel} (no "
-                     f"modeling file exports it; compat/data/transformers-{trel}.json), and the config has no auto_map "
+                     f"modeling file exports it, read from the transformers {trel} wheel), and the config has no auto_map "
                      "AutoModel entry"]
             model_type = str(hf_config.get("model_type") or "")
             unknown = pinned.get("unknown_model_type")

@@ -262,7 +262,7 @@ def features_from_hf_config(config: dict) -> ModelFeatures:
     layer_heads = _layer_head_sizes(config, model_type)
     if layer_heads:
         notes.append("head size per layer type: " + ", ".join(
-            f"{h}" for h in sorted(set(layer_heads))) + " (calculator/engine/arch.py layer shapes)")
+            f"{h}" for h in sorted(set(layer_heads))) + " (from the config's layer shapes)")
     return ModelFeatures(
         model_type=model_type, head_size=head_size, num_attention_heads=heads,
         num_kv_heads=c.get("num_key_value_heads", heads), use_mla=use_mla, use_sparse=use_sparse,

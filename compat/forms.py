@@ -68,7 +68,7 @@ def _clean_release(value: str | None) -> str:
     if answered is None:
         raise forms.ValidationError(
             releases.not_covered_message(value) + ": compatibility data is extracted from each release's own "
-            "wheel (compat/README.md)")
+            "wheel")
     return answered
 
 

@@ -233,3 +233,136 @@ def test_a_per_architecture_mtp_name_says_vllm_runs_it_as_mtp(client):
     assert any("is deprecated and replaced with mtp" in n for n in body["model_notes"])
     spec = json.loads(body["serve_argv"][body["serve_argv"].index("--speculative-config") + 1])
     assert spec["method"] == "deepseek_mtp"
+
+
+# --- the key set never depends on the outcome -------------------------------------------------------------------
+NGRAM4 = '{"method":"ngram","num_speculative_tokens":4}'
+EAGLE3_K3 = '{"method":"eagle3","model":"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B","num_speculative_tokens":3}'
+
+
+def test_the_key_set_is_the_same_whether_or_not_there_is_a_speed(client):
+    """Llama-3.1-8B (BF16, 16 GB of weights) with its default 131,072-token context: on an RTX 4090 (24 GB) the KV
+    cache holds less than one full-length request, so it does not fit and has no speed; on an H100 it works with one.
+    Both answers carry the same keys (the README's promise that the API returns exactly the keys of
+    ``estimate --format json``): the speed keys are null with the reason in ``speed_error`` where there is no speed."""
+    from calculator.engine import perf
+
+    rtx = _ok(client, f"model={LLAMA}&gpu=RTX4090")
+    h100 = _ok(client, f"model={LLAMA}&gpu=H100")
+    custom = _ok(client, f"model={LLAMA}&gpu=custom:80GiB:sm90&max_model_len=8192")  # no bandwidth known
+    ngram = client.get(URL, {"model": LLAMA, "gpu": "H100", "speculative_config": NGRAM4}).json()
+    rate = _ok(client, f"model={LLAMA}&gpu=H100&request_rate=4")
+    assert rtx["verdict"] == "does_not_fit" and h100["verdict"] == "works"
+    assert set(rtx) == set(h100) == set(custom) == set(ngram) == set(rate)
+    assert set(perf.SPEED_KEYS) | {"speed_error"} <= set(h100)
+    for body in (rtx, custom):
+        assert all(body[k] is None for k in perf.SPEED_KEYS) and body["speed_error"]
+    assert "no memory bandwidth" in custom["speed_error"]
+    assert h100["speed_error"] is None and h100["ttft_ms"] > 0 and h100["itl_ms"] > 0
+    # the command line's JSON has the same keys for both outcomes
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    for gpu, api in (("RTX4090", rtx), ("H100", h100)):
+        out = StringIO()
+        call_command("estimate", "--model", LLAMA, "--gpu", gpu, "--format", "json", stdout=out)
+        assert set(json.loads(out.getvalue())) == set(api)
+
+
+@pytest.mark.parametrize("runtime,fits,does_not", [
+    ("sglang", {"model": LLAMA, "gpu": "H100"}, {"model": "meta-llama/Llama-3.1-70B-Instruct", "gpu": "H100"}),
+    ("llama.cpp", {"model": "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "gpu": "RTX 3090", "max_model_len": "8192",
+                   "gguf_file": "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf"},
+     {"model": "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "gpu": "custom:24GiB:sm86", "max_model_len": "8192",
+      "gguf_file": "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf"}),
+])
+def test_other_runtimes_keep_their_key_set_too(client, runtime, fits, does_not):
+    """SGLang: Llama-3.1-70B in BF16 (131 GiB of weights) does not start on one H100, the 8B works; llama.cpp: a GPU
+    without bandwidth figures has no speed. Each runtime answers with its own speed keys, all of them either way."""
+    from calculator.runtimes import get_runtime
+
+    a = client.get(URL, fits | {"runtime": runtime}).json()
+    b = client.get(URL, does_not | {"runtime": runtime}).json()
+    assert a["speed_error"] is None and a["itl_ms"] > 0 and b["speed_error"]
+    assert set(a) == set(b) and set(get_runtime(runtime).speed_keys) <= set(a)
+    assert all(b[k] is None for k in get_runtime(runtime).speed_keys)
+
+
+def test_the_readme_lists_exactly_the_keys_of_the_vllm_answer(client):
+    """The README's JSON API section names every key of a vLLM answer, and no key the answer lacks."""
+    import re
+
+    from tests.conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("For vLLM (GiB = 2^30 bytes) these are, in order:"):]
+    section = section[:section.index("The key set depends on the runtime only")]
+    listed = set(re.findall(r"`([a-z_]+)`", re.sub(r"\([^()]*\)", "", section)))
+    assert listed == set(_ok(client, f"model={LLAMA}&gpu=H100"))
+    assert listed == set(_ok(client, f"model={LLAMA}&gpu=RTX4090"))
+
+
+def test_speed_with_speculation_says_which_server_the_figures_describe(client):
+    """ngram has no public acceptance figure: without --acceptance-rate its figures are those of the server without
+    drafts (the same as the request without speculation: computed here as that request), and the answer says so in
+    ``speed_with_speculation: false``; with an acceptance rate, or EAGLE-3 with its public figure, they are the
+    speculative server's (``true``), whose TPOT times the speedup is the plain TPOT."""
+    base = {"model": LLAMA, "gpu": "H100", "concurrency": "64"}
+    plain = client.get(URL, base).json()
+    ngram = client.get(URL, base | {"speculative_config": NGRAM4}).json()
+    assert plain["speed_with_speculation"] is False and ngram["speed_with_speculation"] is False
+    assert ngram["spec_speedup"] is None and ngram["break_even_acceptance_rate"] > 0
+    assert (ngram["ttft_ms"], ngram["itl_ms"], ngram["output_tokens_per_s"]) == (
+        plain["ttft_ms"], plain["itl_ms"], plain["output_tokens_per_s"])
+    given = client.get(URL, base | {"speculative_config": NGRAM4, "acceptance_rate": "0.5"}).json()
+    assert given["speed_with_speculation"] is True
+    assert given["itl_ms"] * given["spec_speedup"] == pytest.approx(plain["itl_ms"], rel=0.01)
+    one = {"model": LLAMA, "gpu": "H100"}
+    eagle = client.get(URL, one | {"speculative_config": EAGLE3_K3}).json()
+    assert eagle["speed_with_speculation"] is True
+    assert eagle["itl_ms"] * eagle["spec_speedup"] == pytest.approx(client.get(URL, one).json()["itl_ms"], rel=0.01)
+    # the command line's JSON says the same
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from tests.conftest import CONFIGS
+
+    out = StringIO()
+    call_command("estimate", "--config", str(CONFIGS / "meta-llama__Llama-3.1-8B-Instruct.json"), "--gpu", "H100",
+                 "--concurrency", "64", "--speculative-config", NGRAM4, "--format", "json", stdout=out)
+    cli = json.loads(out.getvalue())
+    assert cli["speed_with_speculation"] is False and cli["itl_ms"] == plain["itl_ms"]
+    # and the pages say it beside the figures (vLLM's cards, SGLang's sentence); not where they are speculative
+    for runtime in ("vllm", "sglang"):
+        q = base | {"runtime": runtime}
+        assert 'id="spec-plain"' in client.get("/", q | {"speculative_config": NGRAM4}, follow=True).content.decode()
+        assert 'id="spec-plain"' not in client.get("/", q | {"speculative_config": NGRAM4, "acceptance_rate": "0.5"},
+                                                   follow=True).content.decode()
+
+
+def test_messages_state_the_fact_instead_of_pointing_at_the_calculators_files(client):
+    """A user of the page or the API cannot open compat/README.md or calculator/engine/RELEASES.md: the messages that
+    once pointed there say what those files would have told them (the covered range; why a release has no backend
+    check). A runtime's own file:line citations stay (they are sources, not directions)."""
+    import re
+
+    internal = re.compile(r"README|RELEASES\.md|\b(calculator|compat)[/.][\w/.]+")
+    old = _bad(client, f"model={LLAMA}&vllm_version=0.6.4")["error"]
+    assert "answers vLLM 0.9.1 to 0.33.x" in old and not internal.search(old)
+    # 0.9.1 has memory rules but no extracted backends (compat data starts at 0.11.2: compat/data/vllm-0.11.2.json)
+    body = _ok(client, f"model={LLAMA}&gpu=H100&vllm_version=0.9.1")
+    assert "releases before 0.11 pick theirs in if-chains" in body["compat_error"]
+    assert "0.11.x and later" in body["compat_error"] and not internal.search(body["compat_error"])
+    gguf = _bad(client, "model=bartowski/Meta-Llama-3.1-8B-Instruct-GGUF&gpu=H100")["error"]
+    assert "is a GGUF repository" in gguf and not internal.search(gguf)
+    page = client.get("/compat/", {"vllm_version": "0.10.1"}).content.decode()
+    assert "releases before 0.11 pick backends by if-chains" in page and "compat/README.md" not in page
+    # llama.cpp with a draft and no acceptance: the reason names what to give, not a module
+    draft = client.get(URL, {"model": "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "runtime": "llama.cpp",
+                             "gguf_file": "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf", "gpu": "RTX 3090",
+                             "max_model_len": "8192", "speculative_config": '{"method":"draft_model","model":'
+                             '"bartowski/Llama-3.2-1B-Instruct-GGUF","num_speculative_tokens":8}'}).json()
+    assert "give the acceptance rate llama.cpp logs" in draft["acceptance_source"]
+    assert not internal.search(draft["acceptance_source"])

@@ -10,6 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from tests.conftest import CONFIGS, ROOT
+from calculator.engine import perf
 
 REQUIRED_KEYS = {"weights_gib", "activation_peak_gib", "non_torch_gib", "cuda_graph_gib", "available_kv_cache_gib",
                  "kv_cache_tokens", "num_gpu_blocks", "max_concurrency", "kv_bytes_per_token", "draft_weights_gib",
@@ -151,7 +152,8 @@ def test_the_table_says_why_there_is_no_speed_instead_of_a_traceback(monkeypatch
     assert "8,228 tokens is longer than max_model_len 8,192" in str(err.value)
     assert "8,228 tokens exceeds --max-model-len 8,192" in out.getvalue()
     data = run_json("--config", cfg, "--gpu", "H100", "--prompt-len", "8100", "--max-model-len", "8192")
-    assert "ttft_ms" not in data and data["verdict"] == "does_not_fit"
+    assert data["verdict"] == "does_not_fit"
+    assert all(data[k] is None for k in perf.SPEED_KEYS)  # every speed key there, null: the reason is speed_error
     assert data["speed_error"].startswith("prompt_len: prompt_len + output_len = 8,228 tokens exceeds")
 
 
@@ -199,3 +201,58 @@ def test_when_no_k_pays_the_table_says_serve_without_speculation(monkeypatch):
     call_command("estimate", *args, stdout=out)
     best = next(line for line in out.getvalue().splitlines() if "best num_speculative_tokens" in line)
     assert best.split(maxsplit=2)[-1] == "0 at this concurrency (no k pays: serve without speculation)"
+
+
+EAGLE3_K3 = '{"method":"eagle3","model":"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B","num_speculative_tokens":3}'
+LLAMA_DRAFT = '{"method":"draft_model","model":"bartowski/Llama-3.2-1B-Instruct-GGUF","num_speculative_tokens":8}'
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("runtime,args", [
+    ("vllm", ("--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100", "--speculative-config", EAGLE3_K3)),
+    ("sglang", ("--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100", "--runtime", "sglang",
+                "--speculative-config", EAGLE3_K3)),
+    ("llama.cpp", ("--model", "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "--gguf-file",
+                   "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf", "--runtime", "llama.cpp", "--gpu", "RTX 3090",
+                   "--max-model-len", "8192", "--speculative-config", LLAMA_DRAFT, "--acceptance-rate", "0.6")),
+])
+def test_the_text_output_cites_where_the_acceptance_comes_from(monkeypatch, runtime, args):
+    """The mean acceptance length printed by the table (vLLM) and the runtime table (SGLang, llama.cpp) carries the
+    source the JSON cites for it (``speed_sources.acceptance_rate``; llama.cpp's ``acceptance_source``), as the page
+    does: EAGLE-3's public figure, or llama.cpp's accept = n_accept / n_drafted given as --acceptance-rate 0.6, whose
+    mean acceptance length is 1 + 8 x 0.6 = 5.80."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    data = run_json(*args)
+    src = (data.get("speed_sources") or {}).get("acceptance_rate") or data.get("acceptance_source")
+    assert src and data["mean_acceptance_length"]
+    if runtime == "llama.cpp":
+        assert data["mean_acceptance_length"] == pytest.approx(1 + 8 * 0.6)
+    out = StringIO()
+    call_command("estimate", *args, stdout=out)
+    text = out.getvalue()
+    assert f"{data['mean_acceptance_length']:.2f} ({src})" in text
+    if runtime == "vllm":
+        row = next(line for line in text.splitlines() if line.lstrip().startswith("mean acceptance length"))
+        assert row.split(maxsplit=3)[-1] == f"{data['mean_acceptance_length']:.2f} ({src})"
+    if runtime == "llama.cpp":  # its TPOT is the plain server's: the speculative one is said beside the speedup
+        assert data["speed_with_speculation"] is False
+        assert f"Predicted time per output token: {data['itl_ms']:.2f} ms (without speculation)" in text
+        assert f"With speculative decoding ({data['itl_ms_spec']:.2f} ms per output token" in text
+
+
+@pytest.mark.django_db
+def test_without_an_acceptance_figure_the_text_says_why_and_which_server_it_describes(monkeypatch):
+    """ngram without --acceptance-rate: the table names the acceptance source's sentence (no public figure) and says
+    its TPOT is the server's without speculation, as the JSON's speed_with_speculation false does."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    args = ("--config", str(CONFIGS / "meta-llama__Llama-3.1-8B-Instruct.json"), "--gpu", "H100", "--concurrency", "64",
+            "--speculative-config", '{"method":"ngram","num_speculative_tokens":4}')
+    data = run_json(*args)
+    assert data["speed_with_speculation"] is False and data["mean_acceptance_length"] is None
+    src = data["speed_sources"]["acceptance_rate"]
+    assert src.startswith("no public acceptance figure for ngram")
+    out = StringIO()
+    call_command("estimate", *args, stdout=out)
+    text = out.getvalue()
+    assert f"unknown ({src})" in text
+    assert f"{data['itl_ms']:.2f} ms per output token (without speculation" in text

@@ -165,6 +165,21 @@ def test_not_found_is_not_hidden_by_the_catalog(hub):
         load_model("Qwen/Qwen3-8B")  # in the catalog, but the Hub says it does not exist
 
 
+def test_a_mistyped_id_the_hub_does_not_know_names_the_nearest_catalog_ids(hub):
+    """The Hub answers 404 for a typo ("Instrct"): the refusal keeps the Hub's sentence and names the catalog id one
+    letter away first; an id near no catalog id gets no guess, and the catalog's own id is never offered back."""
+    with pytest.raises(RepoNotFoundError) as err:
+        load_model("meta-llama/Llama-3.1-8B-Instrct")
+    assert "no such model on" in err.value.message
+    assert "did you mean 'meta-llama/Llama-3.1-8B-Instruct'?" in err.value.message
+    with pytest.raises(RepoNotFoundError) as err:
+        load_model("nobody/zzzz-qqqq")
+    assert "did you mean" not in err.value.message
+    with pytest.raises(RepoNotFoundError) as err:
+        load_model("Qwen/Qwen3-8B")
+    assert "'Qwen/Qwen3-8B'" not in err.value.message
+
+
 @pytest.mark.parametrize("repo_id", catalog_models())
 def test_every_catalog_model_loads_offline_without_a_request(repo_id, hub, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

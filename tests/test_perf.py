@@ -297,12 +297,16 @@ def test_eagle3_uses_the_public_figure_and_a_one_layer_head():
     assert sp.draft_ms == pytest.approx(sp.step.draft_gpu_ms + 3 * eff.draft_step_overhead_ms, abs=2e-3)
     assert 1.4 < sp.speedup < sp.mean_acceptance_length
     fields = perf.speed_fields(inp, est, 1024, 256, 1)
-    assert set(fields) == {"ttft_ms", "itl_ms", "output_tokens_per_s", "efficiency_label", "efficiency_precision",
+    assert set(fields) == {"ttft_ms", "itl_ms", "output_tokens_per_s", "speed_with_speculation", "efficiency_label",
+                           "efficiency_precision", "request_rate", "mean_in_flight", "saturated",
                            "acceptance_rate",
                            "mean_acceptance_length",
                            "spec_speedup", "spec_speedup_low", "spec_speedup_high", "spec_slowdown",
                            "best_num_speculative_tokens", "spec_stops_paying_above_concurrency", "spec_pays_from_concurrency",
                            "break_even_acceptance_rate", "speed_sources", "speed_warnings"}
+    # a closed loop: the open-loop keys are there, null; the figures are the speculative server's (EAGLE-3's public AL)
+    assert (fields["request_rate"], fields["mean_in_flight"], fields["saturated"]) == (None, None, None)
+    assert fields["speed_with_speculation"] is True
     assert fields["spec_speedup_low"] < fields["spec_speedup"] < fields["spec_speedup_high"]
     # vLLM's "Avg Draft acceptance rate": (AL - 1) / k
     assert fields["acceptance_rate"] == pytest.approx((fields["mean_acceptance_length"] - 1) / 3, abs=1e-3)
@@ -405,7 +409,9 @@ def test_estimate_command_carries_the_speed_fields():
     eff = perf.get_efficiency(H100)
     step_ms = (m["weight_bytes"] + m["kv_per_token"] * 2048 * 4) / (3350e9 * eff.mem_bw) * 1e3 + eff.step_overhead_ms
     assert data["itl_ms"] >= step_ms * 0.999  # the step plus the stalls from the other 3 requests' prefills
-    assert data["ttft_ms"] > 0 and data["output_tokens_per_s"] > 0 and "spec_speedup" not in data
+    assert data["ttft_ms"] > 0 and data["output_tokens_per_s"] > 0
+    # no speculation: its keys are there, null, and the figures are those of the server without drafts
+    assert data["spec_speedup"] is None and data["speed_with_speculation"] is False and data["speed_error"] is None
 
     out = StringIO()
     call_command("estimate", "--config", str(CONFIGS / LLAMA), "--gpu", "H100", "--max-model-len", "8192",

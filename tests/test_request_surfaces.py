@@ -44,6 +44,9 @@ BAD = [
     ({"gpus_per_node": "many"}, "gpus_per_node"),
     ({"request_rate": "inf"}, "request_rate"),
     ({"request_rate": "0"}, "request_rate"),
+    # a model id one letter off a catalog id, and one without its organisation: refused with the nearest catalog ids
+    ({"model": "meta-llama/Llama-3.1-8B-Instrct"}, "model"),
+    ({"model": "Llama-3.1-8B-Instruct"}, "model"),
 ]
 GOOD = [
     {},
@@ -57,8 +60,10 @@ GOOD = [
 
 
 def _flags(params: dict[str, str]) -> list[str]:
-    out = ["--model", LLAMA]
+    out = ["--model", params.get("model", LLAMA)]
     for k, v in params.items():
+        if k == "model":
+            continue
         flag = "--" + k.replace("_", "-")
         if k == "enforce_eager":
             continue  # a switch on the command line
@@ -66,18 +71,26 @@ def _flags(params: dict[str, str]) -> list[str]:
     return out
 
 
-def _message(params: dict[str, str]) -> tuple[str, str]:
+def _refusal(params: dict[str, str]) -> InputError:
+    """The request model's refusal of ``params``: by the parser, or, for a value only the model's lookup can judge
+    (a model id that names no model), by answering it."""
+    from calculator.plan import make_plan
+
     with pytest.raises(InputError) as err:
-        parse_request({"model": LLAMA, **params})
-    return err.value.field, err.value.message
+        make_plan(parse_request({"model": LLAMA, **params}))
+    return err.value
+
+
+def _message(params: dict[str, str]) -> tuple[str, str]:
+    err = _refusal(params)
+    return err.field, err.message
 
 
 def _cli_message(params: dict[str, str]) -> str:
     """The command line's sentence: the same, except where it names other settings as flags
     (calculator.request.WordedPerSurface)."""
-    with pytest.raises(InputError) as err:
-        parse_request({"model": LLAMA, **params})
-    return getattr(err.value, "cli_message", None) or err.value.message
+    err = _refusal(params)
+    return getattr(err, "cli_message", None) or err.message
 
 
 @pytest.fixture(autouse=True)
@@ -106,6 +119,20 @@ def test_a_bad_value_is_refused_the_same_way_everywhere(client, params, field):
             call_command(command, *_flags(params), stdout=StringIO(), stderr=StringIO())
         assert err.value.returncode == 2, command
         assert str(err.value) == f"{flag}: {_cli_message(params)}", command
+
+
+@pytest.mark.parametrize("typo", ["meta-llama/Llama-3.1-8B-Instrct", "Llama-3.1-8B-Instruct",
+                                  "meta-llama/llama-3.1-8b-instuct"])
+def test_a_mistyped_model_id_names_the_nearest_catalog_id(typo):
+    """One letter dropped, the organisation left out, lower case with a letter dropped: the one sentence every surface
+    shows (the table above) names meta-llama/Llama-3.1-8B-Instruct first, as a mistyped GPU or flag gets its nearest."""
+    field, message = _message({"model": typo})
+    assert field == "model" and f"did you mean '{LLAMA}'?" in message
+
+
+def test_a_model_id_near_no_catalog_id_gets_no_guess():
+    field, message = _message({"model": "nobody/zzzz-qqqq"})
+    assert field == "model" and "did you mean" not in message
 
 
 @pytest.mark.parametrize("params", GOOD)

@@ -182,6 +182,12 @@ def test_an_unknown_api_parameter_names_the_nearest_known_one(client, name, near
     assert api.json() == {"error": f"{name}: unknown parameter {name!r}; did you mean {near!r}?", "field": name}
 
 
+def test_a_short_flags_name_as_a_parameter_names_the_parameter_it_sets(client):
+    """``tp=2``: the command line's ``-tp`` is ``tensor_parallel_size`` on the page and the API."""
+    body = client.get("/api/estimate", {"model": LLAMA, "tp": "2"}).json()
+    assert body == {"error": "tp: unknown parameter 'tp'; did you mean 'tensor_parallel_size'?", "field": "tp"}
+
+
 def test_an_unknown_api_parameter_with_no_near_name_does_not_list_every_parameter(client):
     body = client.get("/api/estimate", {"model": LLAMA, "foo": "1"}).json()
     assert body["field"] == "foo" and body["error"].startswith("foo: unknown parameter 'foo'; no parameter has a name")
@@ -197,6 +203,9 @@ def test_an_unknown_api_parameter_with_no_near_name_does_not_list_every_paramete
     # a prefix of a flag is not that flag (argparse's abbreviations are off): SGLang and vLLM take flags whole
     (["--speculative-num-step", "3"], "unrecognized flag --speculative-num-step; did you mean --speculative-num-steps?"),
     (["--max-model", "4096"], "unrecognized flag --max-model; did you mean --max-model-len?"),
+    # a short flag written with two dashes (the calculator takes -tp and -ngl as vLLM and llama.cpp do): both spellings
+    (["--tp", "2"], "unrecognized flag --tp; did you mean --tensor-parallel-size (-tp)?"),
+    (["--ngl", "99"], "unrecognized flag --ngl; did you mean --n-gpu-layers (-ngl)?"),
 ])
 def test_an_unknown_cli_flag_exits_2_with_one_line_naming_the_nearest(argv, line):
     with pytest.raises(CommandError) as err:

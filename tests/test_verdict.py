@@ -52,6 +52,48 @@ def test_the_api_and_the_page_state_the_same_verdict(client, name):
     assert og.startswith(text + ":")
 
 
+def _preview(client, params) -> tuple[str, str, str]:
+    """(title, description, og:description) of the page, HTML entities decoded."""
+    import html
+
+    page = client.get("/", params, follow=True).content.decode()
+    title = html.unescape(re.search(r"<title>(.*?)</title>", page, re.S).group(1)).removesuffix(" — llmcalc")
+    desc = html.unescape(re.search(r'<meta name="description" content="([^"]*)"', page).group(1))
+    og = html.unescape(re.search(r'<meta property="og:description" content="([^"]*)"', page).group(1))
+    return title, desc, og
+
+
+def test_a_link_with_speculation_previews_its_speed_and_speedup(client):
+    """A shared link's preview carries the headline speed (TTFT / TPOT / output tok/s at the workload, the figures
+    the API gives, to the page's two significant figures) and, with EAGLE-3 k=3, the predicted speedup; the title
+    stays the short verdict line. The same link without speculation previews without a speedup."""
+    from calculator.templatetags.calculator_tags import duration_ms, sig
+
+    plain_q = {"model": LLAMA, "gpu": "H100"}
+    spec_q = plain_q | {"speculative_config": '{"method":"eagle3","model":"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",'
+                                              '"num_speculative_tokens":3}'}
+    for q in (plain_q, spec_q):
+        api = client.get("/api/estimate", q).json()
+        title, desc, og = _preview(client, q)
+        assert desc == og and og.startswith(title + ". Speed (prompt 1,024, output 128, 1 in flight): ")
+        assert "Speed" not in title and "TTFT" not in title
+        figures = (f"TTFT {duration_ms(api['ttft_ms'])}, TPOT {sig(api['itl_ms'])} ms, "
+                   f"{sig(api['output_tokens_per_s'])} output tok/s")
+        if q is plain_q:
+            assert og.endswith(figures) and "specul" not in og
+        else:
+            assert api["speed_with_speculation"] is True
+            assert og.endswith(f"{figures} with speculation (eagle3, k=3: {sig(api['spec_speedup'])}× speedup)")
+    # ngram without an acceptance figure: the figures are the plain server's, and the preview says so
+    _, _, og = _preview(client, plain_q | {"speculative_config": '{"method":"ngram","num_speculative_tokens":4}'})
+    assert og.endswith("without speculation (ngram, k=4: no speedup predicted without an acceptance rate)")
+
+
+def test_a_server_that_does_not_start_previews_its_reason_without_a_speed(client):
+    title, desc, og = _preview(client, CASES["fp8-kv-flash-attn-a100"][0])
+    assert title.startswith("Does not start:") and og == desc == title and "TTFT" not in og
+
+
 @pytest.mark.parametrize("name", CASES)
 def test_every_suggestion_applied_works_and_moves_the_right_way(client, name):
     params, _ = CASES[name]

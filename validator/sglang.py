@@ -37,7 +37,13 @@ SERVER_MODULE = "sglang.launch_server"
 BENCH_MODULE = "sglang.bench_serving"
 #: sglang/srt/entrypoints/http_server.py:476 ``@app.get("/health")``
 HEALTH_PATH = "/health"
-INSTALL_HINT = "pip install sglang (a release the calculator covers; see calculator.runtimes.sglang.releases)"
+def _install_hint() -> str:
+    from calculator.runtimes.sglang.releases import COVERED, DEFAULT
+
+    return f"pip install sglang=={DEFAULT}, or another release the calculator covers: {', '.join(COVERED)}"
+
+
+INSTALL_HINT = _install_hint()
 #: the tokenizer's data files (never code): what ``AutoTokenizer.from_pretrained`` reads for a fast or
 #: sentencepiece tokenizer
 TOKENIZER_PATTERNS = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",

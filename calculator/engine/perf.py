@@ -2433,10 +2433,16 @@ def speed_fields(engine_input: EngineInput, estimate_result: EstimateResult | No
     runtime's KV capacity; ``speculative_num_steps`` / ``speculative_eagle_topk``: SGLang's draft tree, as
     :func:`estimate_speed`).
 
+    Every key of :data:`SPEED_KEYS` is always there, ``null`` where it does not apply (the speculative keys without
+    speculation, the open-loop keys without a request rate), so the answer's key set never depends on the outcome.
+
     ``ttft_ms``, ``itl_ms`` (mean time per output token, vllm bench serve's TPOT) and
     ``output_tokens_per_s`` (three significant digits: the fitted efficiency is good to ~5-15 %, an
-    assumed one to ~30 %) are for the configuration as given: with its ``--speculative-config`` when
-    set. ``efficiency_label`` says whether the efficiency behind them is ``assumed``, ``fitted`` or
+    assumed one to ~30 %) describe one server, the one ``speed_with_speculation`` names: ``true``, the server with
+    its ``--speculative-config`` (an acceptance figure is known or given); ``false``, the server without drafts,
+    either because no speculation is set or because no acceptance figure is known for its method (``ngram`` without
+    ``--acceptance-rate``: then ``spec_speedup`` is ``null`` and the break-even rate is the answer).
+    ``efficiency_label`` says whether the efficiency behind them is ``assumed``, ``fitted`` or
     ``calibrated``. With speculation also ``acceptance_rate`` (accepted / drafted, vLLM's "Avg Draft acceptance
     rate"; its origin in ``speed_sources``), ``mean_acceptance_length``, ``spec_speedup`` (TPOT without /
     with) with ``spec_speedup_low``/``spec_speedup_high``, ``spec_slowdown`` (``likely``/``possible``/
@@ -2460,11 +2466,21 @@ def speed_fields(engine_input: EngineInput, estimate_result: EstimateResult | No
     return result_fields(r)
 
 
+#: The speed keys of the JSON answer (:func:`result_fields`, vLLM and SGLang), each always present: ``null`` where it
+#: does not apply, and every one of them ``null`` (with ``speed_error`` saying why) when there is no speed.
+SPEED_KEYS = ("ttft_ms", "itl_ms", "output_tokens_per_s", "speed_with_speculation", "efficiency_label",
+              "efficiency_precision", "request_rate", "mean_in_flight", "saturated", "acceptance_rate",
+              "mean_acceptance_length", "spec_speedup", "spec_speedup_low", "spec_speedup_high", "spec_slowdown",
+              "best_num_speculative_tokens", "spec_stops_paying_above_concurrency", "spec_pays_from_concurrency",
+              "break_even_acceptance_rate", "speed_sources", "speed_warnings")
+
+
 def result_fields(r: SpeedResult) -> dict[str, Any]:
-    """The JSON speed keys of a :class:`SpeedResult` (see :func:`speed_fields`)."""
-    out: dict[str, Any] = {"ttft_ms": _sig(r.ttft_ms), "itl_ms": _sig(r.itl_ms),
-                           "output_tokens_per_s": _sig(r.output_tokens_per_s), "efficiency_label": r.efficiency_label,
-                           "efficiency_precision": r.efficiency_precision}
+    """The JSON speed keys of a :class:`SpeedResult`: every key of :data:`SPEED_KEYS` (see :func:`speed_fields`)."""
+    out: dict[str, Any] = dict.fromkeys(SPEED_KEYS)
+    out.update(ttft_ms=_sig(r.ttft_ms), itl_ms=_sig(r.itl_ms), output_tokens_per_s=_sig(r.output_tokens_per_s),
+               speed_with_speculation=False, efficiency_label=r.efficiency_label,
+               efficiency_precision=r.efficiency_precision)
     if r.request_rate is not None:
         out.update(request_rate=r.request_rate, mean_in_flight=r.mean_in_flight, saturated=r.saturated)
     if r.spec is not None:
@@ -2476,6 +2492,7 @@ def result_fields(r: SpeedResult) -> dict[str, Any]:
             out["output_tokens_per_s"] = _sig(sp.output_tokens_per_s)
             if sp.mean_in_flight is not None:  # an open loop: the speculative server's own Little's law
                 out["mean_in_flight"] = sp.mean_in_flight
+            out["speed_with_speculation"] = True
         out.update(acceptance_rate=None if sp.acceptance_rate is None else round(sp.acceptance_rate, 4),
                    mean_acceptance_length=sp.mean_acceptance_length, spec_speedup=sp.speedup,
                    spec_speedup_low=sp.speedup_low, spec_speedup_high=sp.speedup_high, spec_slowdown=sp.slowdown,

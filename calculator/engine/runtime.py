@@ -273,7 +273,7 @@ class ReleaseRules:
             raise EngineInputError(
                 "vllm_version",
                 f"vLLM {v} is not modelled: the memory rules are read from the V1-engine sources of vLLM "
-                f"{_covered_label()} (calculator/engine/RELEASES.md); pick a release in that range")
+                f"{_covered_label()}; pick a release in that range")
 
     @staticmethod
     def is_supported(version: str | tuple[int, int, int]) -> bool:

@@ -25,7 +25,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from calculator.metadata import builtin as builtin_models
-from calculator.metadata.catalog import catalog_lookup, catalog_models, catalog_repo_id
+from calculator.metadata.catalog import catalog_lookup, catalog_models, catalog_repo_id, did_you_mean
 from calculator.engine.schemas import CheckpointWeights
 from calculator.metadata.hub import (
     COMMIT_SHA,
@@ -132,6 +132,11 @@ def load_model(
                 f"From the database cache: {rev!r} still resolves to {info.sha[:7]}, fetched "
                 f"{_when(row.fetched_at)}; a commit is never re-fetched."))
         meta = client.fetch(info, count_params=count_params)
+    except RepoNotFoundError as exc:  # a typo: the nearest catalog ids, as a mistyped GPU or flag gets
+        hint = did_you_mean(repo_id)
+        if not hint:
+            raise
+        raise RepoNotFoundError(f"{exc.message} Or {hint}") from None
     except HubUnavailableError as exc:
         if "did not answer" in exc.message or "cannot be reached" in exc.message:
             _hub_down_until, _hub_down_reason = time.monotonic() + _retry_after(), exc.message
@@ -189,6 +194,11 @@ def _fallback(repo_id: str, rev: str, pointer: HubRevision | None, reason: str, 
         if rev != DEFAULT_REVISION:
             note += f" The catalog copy is not known to be revision {rev!r}."
         return _with(meta, rev, note)
+    hint = did_you_mean(repo_id)
+    if hint:  # a typo of a catalog id: name it, as a mistyped GPU or flag gets
+        raise HubUnavailableError(
+            f"{reason} {repo_id} is neither in the database cache nor in the offline catalog; {hint} Otherwise pick "
+            "a catalog model, or give its config.json to the command line (manage.py estimate --config PATH).")
     sample = ", ".join(catalog_models()[:3])
     raise HubUnavailableError(
         f"{reason} {repo_id} is neither in the database cache nor in the offline catalog "

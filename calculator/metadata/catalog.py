@@ -73,6 +73,30 @@ def catalog_models() -> list[str]:
     return sorted({*_files(), *_aliases()}, key=str.lower)
 
 
+NEAREST_CUTOFF = 0.7  # difflib ratio below which a catalog id is not offered (it would look random)
+
+
+def nearest_models(repo_id: str, n: int = 3) -> list[str]:
+    """The (at most ``n``) catalog ids closest to ``repo_id``, closest first: ``difflib``'s ratio on the lower-cased
+    ids (the Hub treats ids case-insensitively), at least :data:`NEAREST_CUTOFF`; never ``repo_id`` itself (the
+    catalog answers that one); empty when none is close."""
+    import difflib
+
+    key = (repo_id or "").strip().lower()
+    ids = {m.lower(): m for m in catalog_models() if m.lower() != key}
+    return [ids[k] for k in difflib.get_close_matches(key, list(ids), n=n, cutoff=NEAREST_CUTOFF)]
+
+
+def did_you_mean(repo_id: str) -> str:
+    """``"did you mean 'meta-llama/Llama-3.1-8B-Instruct'? (also close: ...)"`` from :func:`nearest_models`, the
+    sentence a mistyped model id gets on every surface; ``""`` when no catalog id is close."""
+    near = nearest_models(repo_id)
+    if not near:
+        return ""
+    also = f" (also close: {', '.join(repr(m) for m in near[1:])})" if near[1:] else ""
+    return f"did you mean {near[0]!r}?{also}"
+
+
 def _find(repo_id: str) -> tuple[str, str | None] | None:
     """Case-insensitive match (the Hub treats ids so): (file name, alias reason or None)."""
     files = {k.lower(): v for k, v in _files().items()}

@@ -124,3 +124,7 @@ class Runtime(Protocol):
     def launch_argv(self, request, model: LoadedModel) -> list[str]: ...
 
     def speed(self, request, model: LoadedModel, memory): ...
+
+    #: every key ``speed_fields`` can return: the JSON answer carries each one always (``null`` where it does not
+    #: apply or there is no speed), so its key set never depends on the outcome
+    speed_keys: tuple[str, ...]

@@ -138,7 +138,7 @@ class Outcome:
         return self.plan.verdict
 
     def headline(self) -> str:
-        """One sentence for ``<title>`` and the Open Graph description: the verdict first."""
+        """One sentence for ``<title>`` (and the start of the link preview): the verdict first."""
         r = self.result
         v = self.plan.verdict
         return (
@@ -147,6 +147,11 @@ class Outcome:
                f"{r.kv_cache_tokens:,} KV cache tokens, max concurrency {r.max_concurrency:.2f}× at "
                f"{r.max_model_len:,} tokens")
         )
+
+    def preview(self) -> str:
+        """The page's description and Open Graph description: :meth:`headline` and the headline speed
+        (:func:`speed_preview`)."""
+        return preview_text(self.headline(), self.plan)
 
 
 def concurrency_curve(inp: EngineInput, result: EstimateResult) -> list[dict[str, Any]]:
@@ -344,10 +349,12 @@ def api_payload(plan: Plan) -> dict[str, Any]:
     ``verdict`` (works / does_not_fit / does_not_start / depends) with
     ``verdict_reasons``, ``verdict_condition`` and ``suggestions`` ([{"label", "params"}], each checked to
     work), ``model_source``, ``revision_sha``, ``model_notes``, the ``vllm serve`` argv, the compat summary
-    and the speed keys of ``calculator.engine.perf.speed_fields``.
+    and the speed keys of ``calculator.engine.perf.speed_fields`` (the runtime's ``speed_keys``).
 
-    A configuration the speed model cannot take (a GPU without bandwidth figures...) gets ``speed_error``
-    instead of the speed keys.
+    The key set depends on the runtime only, never on the outcome: every speed key is always there, and so is
+    ``speed_error``. A configuration with no speed (one that does not fit or does not start, a GPU without bandwidth
+    figures...) has every speed key ``null`` and the reason in ``speed_error``; one with a speed has
+    ``speed_error`` ``null``.
     """
     from calculator.runtimes import get_runtime
 
@@ -370,12 +377,13 @@ def api_payload(plan: Plan) -> dict[str, Any]:
         "ok": plan.compat.ok, "error": plan.compat.error, "requested_backend": plan.compat.requested_backend,
         "auto_selected": plan.compat.auto_selected, "conditions": plan.compat.auto_conditions}
     out["compat_error"] = plan.compat_error
-    # the speed make_plan computed (or why it gave none), not a second run of the speed model
-    if plan.speed_error is not None:
-        out["speed_error"] = plan.speed_error
-    else:
+    # the speed make_plan computed (or why it gave none), not a second run of the speed model; the same keys either way
+    runtime = get_runtime(plan.runtime)
+    out.update(dict.fromkeys(runtime.speed_keys))
+    out["speed_error"] = plan.speed_error
+    if plan.speed_error is None:
         try:
-            out.update(get_runtime(plan.runtime).speed_fields(plan.request, plan.model, plan.memory, speed=plan.speed))
+            out.update(runtime.speed_fields(plan.request, plan.model, plan.memory, speed=plan.speed))
         except EngineInputError as exc:
             out["speed_error"] = f"{exc.field}: {exc.message}"
     if plan.runtime in ("vllm", "sglang"):
@@ -486,6 +494,10 @@ class RuntimeOutcome:
         m = self.plan.memory
         return (getattr(m, "ollama", None) or {}).get("release") or m.release
 
+    def preview(self) -> str:
+        """The page's description and Open Graph description: :meth:`headline` and the headline speed."""
+        return preview_text(self.headline(), self.plan)
+
     def headline(self) -> str:
         m = self.plan.memory
         return (f"{self.verdict.text}: {self.model_id} on {self.num_gpus}× {m.gpu} ({self.runtime_label} "
@@ -496,6 +508,50 @@ class RuntimeOutcome:
 
 
 TITLE_REASON_CHARS = 140  # of a does-not-start reason in the page's <title> and link preview
+
+
+def preview_text(headline: str, plan: Plan) -> str:
+    """A link preview's text: the verdict's ``headline``, then (for a configuration that works or depends on a
+    condition) the headline speed :func:`speed_preview` gives, so a shared link with speculative decoding does not
+    preview like one without it."""
+    speed = speed_preview(plan)
+    return f"{headline}. {speed}" if speed else headline
+
+
+def speed_preview(plan: Plan) -> str:
+    """The headline speed in one sentence: ``Speed (prompt 1,024, output 128, 1 in flight): TTFT 58 ms, TPOT 4.3 ms,
+    210 output tok/s with speculation (eagle3, k=3: 1.7× speedup)``. The figures are those of the JSON answer (the
+    runtime's ``speed_fields``), of the server ``speed_with_speculation`` names, and the sentence says which; with
+    speculation it gives the predicted speedup, or says there is none to give (no acceptance figure). ``""`` when
+    there is no speed, or the verdict is neither works nor depends (a server that does not start or a request that
+    does not fit has no speed worth previewing)."""
+    from calculator.runtimes import get_runtime
+    from calculator.templatetags.calculator_tags import duration_ms, sig
+
+    if plan.speed is None or plan.speed_error is not None or plan.verdict.status not in ("works", "depends"):
+        return ""
+    try:
+        f = get_runtime(plan.runtime).speed_fields(plan.request, plan.model, plan.memory, speed=plan.speed)
+    except EngineInputError:
+        return ""
+    if f.get("itl_ms") is None or f.get("output_tokens_per_s") is None:
+        return ""
+    w = workload_params(plan.request)
+    who = (f"{w['burst']:,} prompts at once" if w["burst"] else
+           f"{w['request_rate']:g} requests/s" if w["request_rate"] is not None else f"{w['concurrency']:,} in flight")
+    figures = ", ".join([*([f"TTFT {duration_ms(f['ttft_ms'])}"] if f.get("ttft_ms") is not None else []),
+                         f"TPOT {sig(f['itl_ms'])} ms", f"{sig(f['output_tokens_per_s'])} output tok/s"])
+    text = f"Speed (prompt {w['prompt_len']:,}, output {w['output_len']:,}, {who}): {figures}"
+    spec = plan.request.speculative_config
+    if spec is None:
+        return text
+    shape = f"{spec.method}, k={spec.num_speculative_tokens}"
+    speedup = f.get("spec_speedup")
+    if speedup is None:
+        return f"{text} without speculation ({shape}: no speedup predicted without an acceptance rate)"
+    if f.get("speed_with_speculation"):
+        return f"{text} with speculation ({shape}: {sig(speedup)}× speedup)"
+    return f"{text} without speculation ({shape}: {sig(speedup)}× speedup predicted)"
 
 
 def _start_reason(verdict) -> str:

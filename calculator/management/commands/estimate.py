@@ -41,16 +41,20 @@ def render_runtime_table(mem, info: dict, speed: dict | None = None, verdict=Non
         lines.append(f"{label}" if value == "" else f"{label}: {value}" + (f"  ({source})" if source else ""))
     if speed and speed.get("itl_ms") is not None:
         at = _workload_text(speed)
+        with_spec = bool(speed.get("speed_with_speculation"))  # which server the three figures describe
+        plain = " (without speculation)" if info.get("speculative") and not with_spec else ""
         if speed.get("ttft_ms") is not None:
-            lines.append(f"Predicted TTFT: {speed['ttft_ms']:.1f} ms ({at})")
-        lines += [f"Predicted time per output token: {speed['itl_ms']:.2f} ms",
-                  f"Predicted output throughput: {speed['output_tokens_per_s']:,.0f} tok/s"]
-        # speed_fields' keys: the times above are already with speculation when it is set
-        acc_src = (speed.get("speed_sources") or {}).get("acceptance_rate", "")
+            lines.append(f"Predicted TTFT: {speed['ttft_ms']:.1f} ms ({at}){plain}")
+        lines += [f"Predicted time per output token: {speed['itl_ms']:.2f} ms{plain}",
+                  f"Predicted output throughput: {speed['output_tokens_per_s']:,.0f} tok/s{plain}"]
+        acc_src = acceptance_source(speed)
         if speed.get("spec_speedup") is not None:
             be = speed["break_even_acceptance_rate"]
-            lines.append(f"With speculative decoding (the times above): speedup {_speedup_text(speed)}, mean "
-                         f"acceptance length {speed['mean_acceptance_length']:.2f} ({acc_src}); break-even acceptance "
+            times = ("the times above" if with_spec else
+                     f"{speed['itl_ms_spec']:.2f} ms per output token, {speed['output_tokens_per_s_spec']:,.0f} tok/s"
+                     if speed.get("itl_ms_spec") is not None else "")  # llama.cpp: its own keys for these
+            lines.append(f"With speculative decoding{f' ({times})' if times else ''}: speedup {_speedup_text(speed)}, "
+                         f"mean acceptance length {speed['mean_acceptance_length']:.2f} ({acc_src}); break-even acceptance "
                          "rate " + (f"{be:.2f}" if be is not None else "none (never pays at this concurrency)")
                          + (f"; best num_speculative_tokens here {speed['best_num_speculative_tokens']}"
                             + (" (no k pays: serve without speculation)" if speed["best_num_speculative_tokens"] == 0
@@ -58,8 +62,8 @@ def render_runtime_table(mem, info: dict, speed: dict | None = None, verdict=Non
                             if speed.get("best_num_speculative_tokens") is not None else "")
                          + (f"; stops paying above {speed['spec_stops_paying_above_concurrency']} concurrent requests"
                             if speed.get("spec_stops_paying_above_concurrency") is not None else ""))
-        elif "break_even_acceptance_rate" in speed:
-            be = speed["break_even_acceptance_rate"]
+        elif info.get("speculative"):
+            be = speed.get("break_even_acceptance_rate")
             lines.append(f"With speculative decoding: speedup not predicted ({acc_src}); "
                          + (f"it pays above an acceptance rate of {be:.2f}" if be is not None
                             else "it never pays at this concurrency"))
@@ -74,7 +78,7 @@ def render_runtime_table(mem, info: dict, speed: dict | None = None, verdict=Non
         lines.append(f"Command: {shlex.join(speed['serve_argv'])}")
         if speed.get("client_argv"):
             lines.append(f"  then: {shlex.join(speed['client_argv'])}")
-    for w in [*info.get("notes", []), *getattr(mem.plan, "notes", []), *((speed or {}).get("speed_warnings", []))]:
+    for w in [*info.get("notes", []), *getattr(mem.plan, "notes", []), *((speed or {}).get("speed_warnings") or [])]:
         lines.append(f"note: {w}")
     return "\n".join(lines)
 
@@ -116,7 +120,8 @@ def render_table(res: EstimateResult, info: dict, speed: dict | None = None, ver
         rows.append(("Speed", speed["speed_error"]))
     elif speed and speed.get("ttft_ms") is not None:
         at = _workload_text(speed)
-        base_only = "spec_speedup" in speed and speed["spec_speedup"] is None  # speculation without an acceptance
+        speculative = bool(info.get("speculative"))
+        base_only = speculative and not speed.get("speed_with_speculation")  # speculation without an acceptance
         also = " (without speculation: its speedup needs --acceptance-rate)" if base_only else ""
         rows += [("Predicted TTFT", f"{speed['ttft_ms']:.1f} ms ({at})"),
                  ("Predicted ITL (TPOT)", f"{speed['itl_ms']:.2f} ms per output token{also}"),
@@ -124,9 +129,11 @@ def render_table(res: EstimateResult, info: dict, speed: dict | None = None, ver
         if speed.get("efficiency_label"):
             rows.append(("  efficiency", speed.get("efficiency_precision")
                          or perf.PRECISION.get(speed["efficiency_label"], perf.PRECISION["assumed"])))
-        if "spec_speedup" in speed:
-            al, sp, be = speed["mean_acceptance_length"], speed["spec_speedup"], speed["break_even_acceptance_rate"]
-            rows += [("  mean acceptance length", f"{al:.2f}" if al is not None else "unknown (give --acceptance-rate)"),
+        if speculative:
+            al, be = speed["mean_acceptance_length"], speed["break_even_acceptance_rate"]
+            src = acceptance_source(speed)
+            rows += [("  mean acceptance length", (f"{al:.2f}" if al is not None else "unknown")
+                      + (f" ({src})" if src else " (give --acceptance-rate)" if al is None else "")),
                      ("  speedup from speculation", _speedup_text(speed)),
                      ("  break-even acceptance rate", f"{be:.2f} per drafted token" if be is not None
                       else "never pays at this concurrency")]
@@ -148,9 +155,15 @@ def render_table(res: EstimateResult, info: dict, speed: dict | None = None, ver
         rows += [("  would work with", s.label) for s in verdict.suggestions]
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
-    for w in [*info.get("notes", []), *res.warnings, *((speed or {}).get("speed_warnings", []))]:
+    for w in [*info.get("notes", []), *res.warnings, *((speed or {}).get("speed_warnings") or [])]:
         lines.append(f"note: {w}")
     return "\n".join(lines)
+
+
+def acceptance_source(speed: dict) -> str:
+    """Where the acceptance behind a speculative answer comes from, as the page and the JSON cite it
+    (``speed_sources.acceptance_rate``; llama.cpp's ``acceptance_source``); ``""`` without one."""
+    return (speed.get("speed_sources") or {}).get("acceptance_rate") or speed.get("acceptance_source") or ""
 
 
 def _speedup_text(speed: dict) -> str:
@@ -194,7 +207,8 @@ class Command(OneLineErrors, BaseCommand):
         else:
             kw = get_runtime(plan.runtime).speed_kwargs(request)
             info = {"model": plan.model.repo_id, "sha": plan.model.sha, "source": plan.model.source,
-                    "notes": list(plan.model.notes), "layout": request.layout}
+                    "notes": list(plan.model.notes), "layout": request.layout,
+                    "speculative": request.speculative_config is not None}
             self.stdout.write(render_table(plan.memory, info, {**payload, **kw}, plan.verdict))
         if plan.verdict.exit_status and options["format"] == "table":
             raise verdict_exit(plan.verdict.status, plan.verdict.headline, plan.verdict.exit_status)

@@ -466,7 +466,7 @@ class LlamaCpp:
             except NotModelled as exc:
                 raise EngineInputError(exc.field, f"not modelled: {exc} (the header could not be read: {why})") from None
             return m, (f"derived from llama.cpp's quantization rules for {ftype} (the GGUF header was not read: "
-                       f"{why}; src/llama-quant.cpp llama_tensor_get_type, see quant_rules.py)")
+                       f"{why}; src/llama-quant.cpp llama_tensor_get_type)")
         try:
             return meta_from_hf_config(model.config, source=model.source), ""
         except GGUFError as exc:
@@ -1005,22 +1005,31 @@ class LlamaCpp:
         except ValueError as exc:
             raise EngineInputError("prompt_len", str(exc)) from None
 
+    #: the speed keys of the JSON answer (:meth:`speed_fields`), each always present (``null`` where it does not apply)
+    speed_keys = ("ttft_ms", "itl_ms", "output_tokens_per_s", "speed_with_speculation", "speed", "speed_warnings",
+                  "spec_speedup", "mean_acceptance_length", "acceptance_rate", "acceptance_source",
+                  "break_even_acceptance_rate", "itl_ms_spec", "output_tokens_per_s_spec")
+
     def speed_fields(self, request, model: LoadedModel, memory, speed=None) -> dict[str, Any]:
-        """The API's speed keys: ``ttft_ms``, ``itl_ms``, ``output_tokens_per_s`` and what they rest on; with a
+        """The API's speed keys (every one of :attr:`speed_keys`, ``null`` where it does not apply): ``ttft_ms``,
+        ``itl_ms``, ``output_tokens_per_s`` of the server without drafts (``speed_with_speculation`` is ``false``:
+        llama.cpp's speculative figures have keys of their own) and what they rest on; with a
         draft model also ``spec_speedup``, ``mean_acceptance_length``, ``acceptance_rate`` (llama.cpp's
-        ``accept`` = accepted / drafted) and its source, ``break_even_acceptance_rate``, and ``itl_ms`` /
-        ``output_tokens_per_s`` with speculation (``None`` where no acceptance is known: then the break-even
+        ``accept`` = accepted / drafted) and its source, ``break_even_acceptance_rate``, and ``itl_ms_spec`` /
+        ``output_tokens_per_s_spec`` with speculation (``None`` where no acceptance is known: then the break-even
         rate is the answer). From ``speed`` (this request's :meth:`speed`, already computed) when given."""
         s = speed if speed is not None else self.speed(request, model, memory)
         words = EFFICIENCY_WORDS.get(s.efficiency_label, "not fitted to measurements")
-        out = {"ttft_ms": s.ttft_ms, "itl_ms": s.itl_ms, "output_tokens_per_s": s.output_tokens_per_s,
-               "speed": {"prompt_len": s.prompt_len, "output_len": s.output_len, "concurrency": s.concurrency,
-                         "mean_context": s.mean_context, "decode_step_ms": s.decode_step_ms,
-                         "weight_bytes_per_token": s.weight_bytes_per_token,
-                         "kv_bytes_per_token_step": s.kv_bytes_per_token_step, "efficiency_label": s.efficiency_label,
-                         "efficiency": s.efficiency, "sources": s.sources, "notes": s.notes},
-               "speed_warnings": [f"{self.label} speed: efficiency {s.efficiency_label} ({words}); decode "
-                                  "bandwidth-bound over the GGUF bytes read per token", *s.notes]}
+        out = dict.fromkeys(self.speed_keys)
+        out |= {"ttft_ms": s.ttft_ms, "itl_ms": s.itl_ms, "output_tokens_per_s": s.output_tokens_per_s,
+                "speed_with_speculation": False,
+                "speed": {"prompt_len": s.prompt_len, "output_len": s.output_len, "concurrency": s.concurrency,
+                          "mean_context": s.mean_context, "decode_step_ms": s.decode_step_ms,
+                          "weight_bytes_per_token": s.weight_bytes_per_token,
+                          "kv_bytes_per_token_step": s.kv_bytes_per_token_step, "efficiency_label": s.efficiency_label,
+                          "efficiency": s.efficiency, "sources": s.sources, "notes": s.notes},
+                "speed_warnings": [f"{self.label} speed: efficiency {s.efficiency_label} ({words}); decode "
+                                   "bandwidth-bound over the GGUF bytes read per token", *s.notes]}
         sp = s.spec
         if sp is not None:
             out.update(spec_speedup=sp.speedup, mean_acceptance_length=sp.acceptance_length,
@@ -1128,7 +1137,7 @@ class Ollama(LlamaCpp):
                           flash_attention=fa)
         kv_why = "" if kv is not None else (
             f"not modelled: the Go engine's cache layout of {meta.architecture!r} is not transcribed (transcribed: "
-            "gemma3, gpt-oss, qwen3, qwen3moe, mistral3; see calculator/runtimes/llamacpp/ollama.py)")
+            "gemma3, gpt-oss, qwen3, qwen3moe, mistral3)")
         n_gpu = request.n_gpu_layers
         all_on_gpu = n_gpu in (None, -1) or n_gpu > meta.n_layer_all
         weights, weights_why = None, ""

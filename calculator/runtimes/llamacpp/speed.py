@@ -604,7 +604,7 @@ def spec_speed(meta: GGUFMeta, plan: LlamaCppPlan, draft_meta: GGUFMeta, draft_p
     notes = []
     if acc is None:
         al = rate = None
-        src = ("no acceptance given and no public figure for a draft model (calculator.engine.acceptance): give the "
+        src = ("no acceptance given and no public figure for a draft model: give the "
                "acceptance rate llama.cpp logs (accept = n_accept / n_drafted)")
         notes.append("acceptance unknown: only the break-even acceptance rate is given")
     else:

@@ -120,7 +120,7 @@ class SGLangMemory(BaseModel):
 #: against the 28 sgl-cookbook bench_serving runs of benchmarks/data/sglang_speed_public.json, each at its own
 #: release (benchmarks/sglang_speed_fit.py "current row" column; tests/test_runtime_sglang.py recomputes the figures).
 SPEED_WARNING = (
-    "SGLang speed: a decode layer costs the kernels it launches (calculator/runtimes/sglang/kernels.py counts them from "
+    "SGLang speed: a decode layer costs the kernels it launches (counted from "
     "SGLang's model code and default backends) at a per-kernel time fitted on public SGLang runs (on AMD Instinct the "
     "MI300X fit's whole-layer time stands in for it), prompts run as "
     "prefill passes of their own that pause decoding, launched eagerly up to 0.5.9 (fitted) and through piecewise CUDA "
@@ -517,6 +517,13 @@ class SGLang:
         spec = self._spec(request)
         return {"speculative_num_steps": spec.get("speculative_num_steps"),
                 "speculative_eagle_topk": spec.get("speculative_eagle_topk") or 1}
+
+    @property
+    def speed_keys(self) -> tuple[str, ...]:
+        """The speed keys of the JSON answer, each always present (:data:`calculator.engine.perf.SPEED_KEYS`)."""
+        from calculator.engine.perf import SPEED_KEYS
+
+        return SPEED_KEYS
 
     def speed_fields(self, request, model: LoadedModel, memory, speed=None) -> dict[str, Any]:
         """The speed keys of the JSON answer, from ``speed`` (this request's :meth:`speed`) when given."""

@@ -238,8 +238,12 @@ class VLLM:
 
         data_release = compat_release(request.release)
         if data_release is None:
+            from calculator.request import covered_releases
+
+            first = ".".join(covered_releases()[0].split(".")[:2])  # the oldest minor with extracted backends
             raise EngineInputError("vllm_version", f"no compatibility data answers vLLM {request.release}: the backend "
-                                   "check is not available for this release (compat/README.md)")
+                                   "check is read from each release's own wheel, and releases before "
+                                   f"{first} are not extracted; the check covers vLLM {first}.x and later")
 
         spec = None
         if request.speculative_config is not None:
@@ -284,6 +288,13 @@ class VLLM:
 
         workload_fits(request, memory.max_model_len)
         return perf.estimate_speed(self.engine_input(request, model), memory, **self.speed_kwargs(request))
+
+    @property
+    def speed_keys(self) -> tuple[str, ...]:
+        """The speed keys of the JSON answer, each always present (:data:`calculator.engine.perf.SPEED_KEYS`)."""
+        from calculator.engine.perf import SPEED_KEYS
+
+        return SPEED_KEYS
 
     def speed_fields(self, request, model: LoadedModel, memory: EstimateResult, speed=None) -> dict[str, Any]:
         """The speed keys of the JSON answer (:func:`calculator.engine.perf.speed_fields`); from ``speed`` (this
