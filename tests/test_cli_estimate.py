@@ -256,3 +256,16 @@ def test_without_an_acceptance_figure_the_text_says_why_and_which_server_it_desc
     text = out.getvalue()
     assert f"unknown ({src})" in text
     assert f"{data['itl_ms']:.2f} ms per output token (without speculation" in text
+
+
+def test_a_command_on_a_database_without_tables_says_how_to_set_it_up(tmp_path):
+    """A database that was never migrated (a new DB_NAME) is a clear message and exit 2, not a traceback: validate
+    and calibrations read tables first (estimate answers from the offline catalog without them)."""
+    env = {**__import__("os").environ, "DB_NAME": str(tmp_path / "empty.sqlite3"), "HF_HUB_OFFLINE": "1"}
+    for args in (["calibrations"], ["validate", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "CPU"]):
+        p = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                           timeout=120)
+        assert p.returncode == 2, (args, p.stderr[-500:])
+        assert "Traceback" not in p.stderr
+        assert p.stderr.startswith("manage.py: the database is not set up (no such table: ")
+        assert "run `python manage.py migrate` first" in p.stderr
