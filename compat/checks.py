@@ -676,6 +676,31 @@ def with_registry_fact(message: str, arch: ArchitectureCheck, release: str) -> s
     return f"{message}; and vLLM {release}'s model registry has no {name}{first}"
 
 
+def fold_architecture(arch: ArchitectureCheck | None, ok: bool | None, error: str | None, notes: list[str],
+                      auto_conditions: list[str], sources: list, quant: str | None, release: str, alone: str,
+                      repeat_same: bool = True) -> tuple[bool | None, str | None, list[str], list[str], list]:
+    """The report's ``(ok, error, notes, auto_conditions, sources)`` with the model-registry check ``arch`` folded in:
+    vLLM resolves the model class when it builds the model config, before the other checks, so a class it cannot
+    build stops it first (the other checks' error kept as a note, ``"{alone}: {error}"``; not when it is the same
+    message and ``repeat_same`` is false), a condition joins ``auto_conditions``, an unregistered class's notes and
+    sources are added, and a quantization refusal gains the registry's fact (:func:`with_registry_fact`)."""
+    if arch is None:
+        return ok, error, notes, auto_conditions, sources
+    if arch.ok is False:
+        if error and (repeat_same or error != arch.message):
+            notes = [*notes, f"{alone}: {error}"]
+        ok, error = False, arch.message
+    elif arch.ok is None:
+        auto_conditions = [*auto_conditions, arch.condition]
+        ok = None if ok is True else ok
+    if arch.status != "registered":
+        notes = [*notes, *arch.notes]
+        sources = [*sources, *arch.sources]
+    if quant is not None and error == quant:
+        error = with_registry_fact(quant, arch, release)
+    return ok, error, notes, auto_conditions, sources
+
+
 # ------------------------------------------------------------------ main check
 def load_release(release: str | None) -> dict:
     """The extracted data of a covered vLLM release (``None``: :data:`DEFAULT_RELEASE`).
@@ -955,22 +980,11 @@ def _finish(req, data, release, platform, gpu, cap, dtype, kv, requested, f, ver
         if error:
             notes = [*notes, f"the attention backend check alone: {error}"]
         ok, error = False, quant
+    # vLLM resolves the model class when it builds the model config, before any attention backend is chosen:
+    # an architecture it cannot build stops it first, whatever the backends say
     arch = check_architecture(data, req.hf_config) if req.hf_config else None
-    if arch is not None:
-        # vLLM resolves the model class when it builds the model config, before any attention backend is chosen:
-        # an architecture it cannot build stops it first, whatever the backends say
-        if arch.ok is False:
-            if error:
-                notes = [*notes, f"the attention backend check alone: {error}"]
-            ok, error = False, arch.message
-        elif arch.ok is None:
-            auto_conditions = [*auto_conditions, arch.condition]
-            ok = None if ok is True else ok
-        if arch.status != "registered":
-            notes = [*notes, *arch.notes]
-            sources = [*sources, *arch.sources]
-        if quant is not None and error == quant:
-            error = with_registry_fact(quant, arch, release)
+    ok, error, notes, auto_conditions, sources = fold_architecture(
+        arch, ok, error, notes, auto_conditions, sources, quant, release, "the attention backend check alone")
     ordered = sorted(verdicts.values(), key=lambda v: (v.priority is None, v.priority or 0, v.name))
     return CompatReport(
         release=release, platform=platform, gpu=gpu.name, compute_capability=gpu.compute_capability,

@@ -296,8 +296,8 @@ def check_legacy(req, data: dict, gpu, platform: str, cap, f, dtype: str, kv: st
     Raises:
         CompatInputError: an explicit attention backend (these releases take none on the command line).
     """
-    from .checks import (BackendVerdict, CompatInputError, CompatReport, quantization_issue, speculative_issues,
-                         with_registry_fact)
+    from .checks import (BackendVerdict, CompatInputError, CompatReport, fold_architecture, quantization_issue,
+                         speculative_issues)
 
     release = data["release"]
     sel = data.get("selection") or {}
@@ -410,19 +410,8 @@ def check_legacy(req, data: dict, gpu, platform: str, cap, f, dtype: str, kv: st
     if ok and auto_conditions:
         ok = None
     arch = check_architecture(data, req.hf_config) if req.hf_config else None
-    if arch is not None:
-        if arch.ok is False:
-            if error and error != arch.message:
-                notes.append(f"the other checks alone: {error}")
-            ok, error = False, arch.message
-        elif arch.ok is None:
-            auto_conditions = [*auto_conditions, arch.condition]
-            ok = None if ok is True else ok
-        if arch.status != "registered":
-            notes = [*notes, *arch.notes]
-            sources = [*sources, *arch.sources]
-        if quant is not None and error == quant:
-            error = with_registry_fact(quant, arch, release)
+    ok, error, notes, auto_conditions, sources = fold_architecture(
+        arch, ok, error, notes, auto_conditions, sources, quant, release, "the other checks alone", repeat_same=False)
     if ok is False and error is None:
         error = next((e for e in errors), None)
     if len(errors) > 1:
