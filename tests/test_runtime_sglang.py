@@ -779,3 +779,37 @@ def test_sglangs_json_kv_sizes_by_hand_and_the_command_line_prints_the_same():
     assert cli["k_size_gib"] == cli["v_size_gib"] == round(tokens * 65536 / 2**30, 2)
     assert cli["kv_size_gib"] == round(tokens * 2 * 65536 / 2**30, 2)
     assert all(v == round(v, 6) for _, v in _floats(cli))
+
+
+@pytest.mark.parametrize("release,overlap", [("0.5.23", True), ("0.5.10.post1", False), ("0.5.9", False),
+                                             ("0.4.10.post2", False)])
+def test_whether_speculation_runs_under_the_overlap_scheduler_is_the_releases_and_said(release, overlap):
+    """The SGLang row's speculative host-time terms were fitted on v0.4.4, where EAGLE turns the overlap scheduler
+    off. Up to 0.5.10.post1 every release still does (server_args.py: ``self.disable_overlap_schedule = True`` in the
+    EAGLE block, 0.4.3.post4:281 ... 0.5.10.post1:3015, spec v2 off by default, environ.py:442); 0.5.23 keeps it on
+    outside the CPU (arg_groups/speculative_hook.py:66-78, called from the EAGLE-family handler at :1096), which the
+    model does not price: the answer says so."""
+    data = _estimate("--acceptance-length", "2.4", "--sglang-version", release)
+    said = [w for w in data["speed_warnings"] if "overlap scheduler" in w]
+    where = data["speed_sources"]["speculative.overlap_schedule"]
+    if overlap:
+        assert len(said) == 1 and "speculative_hook.py:1096" in said[0] and "may be shorter" in said[0]
+        assert where.startswith("on: sglang==0.5.23 sglang/srt/arg_groups/speculative_hook.py:1096")
+    else:
+        assert said == []
+        assert where.startswith("off (sglang==" + release + " sglang/srt/server_args.py:")
+
+
+def test_multi_layer_eagle_models_turn_spec_v2_on_before_0_5_23():
+    """MiMo-V2-Flash's multi-layer EAGLE sets SGLANG_ENABLE_SPEC_V2 (server_args.py:1411 in 0.5.9), so its
+    speculation keeps the overlap scheduler where other models lose it; Step-3.5 likewise from 0.5.9 (:1432)."""
+    from calculator.runtimes.sglang.releases import spec_overlap
+
+    assert spec_overlap("0.5.9", "MiMoV2FlashForCausalLM") == (
+        True, "sglang==0.5.9 sglang/srt/server_args.py:1411 (multi-layer EAGLE of MiMoV2FlashForCausalLM turns spec "
+              "v2 on)")
+    assert spec_overlap("0.5.9", "Step3p5ForCausalLM")[0] is True
+    assert spec_overlap("0.5.8.post1", "Step3p5ForCausalLM")[0] is False  # no Step-3.5 branch before 0.5.9
+    assert spec_overlap("0.5.9", "LlamaForCausalLM") == (
+        False, "sglang==0.5.9 sglang/srt/server_args.py:2384 (spec v2 off by default: sglang==0.5.9 "
+               "sglang/srt/environ.py:414)")

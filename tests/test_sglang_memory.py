@@ -599,6 +599,13 @@ _CITED_TEXT = [  # (release, rule, text the cited line must contain)
     *[(rel, "gemma3_vision", "self.vision_tower = SiglipVisionModel(") for rel in COVERED[1:]],
     *[(rel, "gemma3_rope", "self.rope_scaling = config.rope_scaling") for rel in COVERED[1:7]],
     *[(rel, "gemma3_rope", 'self.rope_scaling = {"rope_type": "default"}') for rel in COVERED[7:]],
+    # speculative decoding and the overlap scheduler (releases.spec_overlap)
+    *[(rel, "spec_overlap_off", "self.disable_overlap_schedule = True") for rel in COVERED[:8]],
+    *[(rel, "spec_v2_env", "SGLANG_ENABLE_SPEC_V2 = EnvBool(False)") for rel in COVERED[4:8]],
+    *[(rel, "spec_v2_mimo", "if not envs.SGLANG_ENABLE_SPEC_V2.get():") for rel in COVERED[4:8]],
+    *[(rel, "spec_v2_step3p5", "if not envs.SGLANG_ENABLE_SPEC_V2.get():") for rel in ("0.5.9", "0.5.10.post1")],
+    ("0.5.23", "spec_overlap_cpu", "def _disable_overlap_schedule_for_cpu(server_args: ServerArgs) -> None:"),
+    ("0.5.23", "spec_overlap_on", "_disable_overlap_schedule_for_cpu(server_args)"),
 ]
 
 

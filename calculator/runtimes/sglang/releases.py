@@ -27,7 +27,8 @@ Release families (what changes between them):
   successor, on by default on CUDA, also with speculative decoding and DP attention; 8 MiB per captured size, 1.5
   GiB for MLA, MLA capture up to 8192 tokens); no speculative reserve: the draft's weights load before the target's
   pool is sized and EAGLE / MTP / STANDALONE drafts' KV is charged in the target's per-token cell; a multimodal
-  model keeps 100 MiB of the KV budget; ``--max-running-requests`` is no longer capped at 2048-4096 (only at half
+  model keeps 100 MiB of the KV budget; speculative decoding keeps the overlap scheduler on a GPU (spec v2 is the only
+  EAGLE worker; up to 0.5.10.post1 speculation turns it off: :func:`spec_overlap`); ``--max-running-requests`` is no longer capped at 2048-4096 (only at half
   the pool); ``ReqToTokenPool`` has one padding row more; ROCm keeps rotary caches in float32. Hybrid SWA
   (``HybridSWAPoolConfigurator``: gpt-oss, Llama 4, MiMo-V2(-Flash), Gemma 4): the budget divided by full-layer rows +
   ``swa_full_tokens_ratio`` x sliding-layer rows (and an EAGLE draft's layers on the full side), then swa = full x
@@ -402,6 +403,31 @@ for _rel, _extra in _CKPT_KV_LINES.items():
     _LINES[_rel].update(_extra)
 
 
+# The overlap scheduler under speculative decoding (EAGLE / EAGLE3 / NEXTN-MTP / STANDALONE), per release:
+#  spec_overlap_off  the line of the speculative block that sets disable_overlap_schedule = True (up to 0.5.10.post1:
+#                    from 0.5.7 the else branch of "spec v2", whose env SGLANG_ENABLE_SPEC_V2 defaults to False)
+#  spec_v2_env       that env default (0.5.7 on)
+#  spec_v2_mimo / spec_v2_step3p5  multi-layer EAGLE of MiMo-V2-Flash / Step-3.5 sets SGLANG_ENABLE_SPEC_V2 (overlap on)
+#  spec_overlap_cpu  0.5.23: _disable_overlap_schedule_for_cpu, the only place the EAGLE family turns it off (device
+#                    cpu); spec_overlap_on  the EAGLE-family handler calling it (overlap stays on with CUDA / ROCm)
+_ENV = "sglang/srt/environ.py"
+_SPEC_OVERLAP_LINES: dict[str, dict[str, tuple[str, int]]] = {
+    "0.4.3.post4": {"spec_overlap_off": (_SA, 281)},
+    "0.4.10.post2": {"spec_overlap_off": (_SA, 537)},
+    "0.5.3": {"spec_overlap_off": (_SA, 1061)},
+    "0.5.3.post1": {"spec_overlap_off": (_SA, 1101)},
+    "0.5.7": {"spec_overlap_off": (_SA, 2016), "spec_v2_env": (_ENV, 362), "spec_v2_mimo": (_SA, 1222)},
+    "0.5.8.post1": {"spec_overlap_off": (_SA, 2156), "spec_v2_env": (_ENV, 390), "spec_v2_mimo": (_SA, 1329)},
+    "0.5.9": {"spec_overlap_off": (_SA, 2384), "spec_v2_env": (_ENV, 414), "spec_v2_mimo": (_SA, 1411),
+              "spec_v2_step3p5": (_SA, 1432)},
+    "0.5.10.post1": {"spec_overlap_off": (_SA, 3015), "spec_v2_env": (_ENV, 442), "spec_v2_mimo": (_SA, 1800),
+                     "spec_v2_step3p5": (_SA, 1821)},
+    "0.5.23": {"spec_overlap_cpu": (_SPH, 66), "spec_overlap_on": (_SPH, 1096)},
+}
+for _rel, _extra in _SPEC_OVERLAP_LINES.items():
+    _LINES[_rel].update(_extra)
+
+
 # Under DP attention, the input embedding (VocabParallelEmbedding) of each model family, per release: the line that says
 # how it is split (weights.py dp_embedding_split). "enable_tp=not is_dp_attention_enabled()" (or the
 # global_server_args_dict form): whole on every rank; "use_attn_tp_group=is_dp_attention_enabled()" /
@@ -669,6 +695,28 @@ def cite(release: str, key: str) -> str:
 
 def has_rule(release: str, key: str) -> bool:
     return key in _LINES[release]
+
+
+def spec_overlap(release: str, architecture: str | None) -> tuple[bool, str]:
+    """Whether the release runs EAGLE-family speculative decoding (EAGLE, EAGLE3, NEXTN / MTP, STANDALONE) under its
+    overlap scheduler on a GPU (the host schedules the next step while the GPU runs this one), and the source lines.
+
+    Up to 0.5.10.post1 the speculative block of ``server_args.py`` sets ``disable_overlap_schedule = True`` unless
+    "spec v2" is on (from 0.5.7; its env ``SGLANG_ENABLE_SPEC_V2`` defaults to False), which multi-layer EAGLE of
+    MiMo-V2-Flash (0.5.7 on) and Step-3.5 (0.5.9 on) turns on. In 0.5.23 the EAGLE family has only the spec-v2 worker
+    and turns the overlap off on the CPU device only (``arg_groups/speculative_hook.py``)."""
+    check_release(release)
+    if has_rule(release, "spec_overlap_on"):
+        return True, (f"{cite(release, 'spec_overlap_on')} (its EAGLE-family handler turns it off only on the CPU device: "
+                      f"{cite(release, 'spec_overlap_cpu')})")
+    arch = architecture or ""
+    for key, name in (("spec_v2_mimo", "MiMoV2FlashForCausalLM"), ("spec_v2_step3p5", "Step3p5ForCausalLM")):
+        if name in arch and has_rule(release, key):
+            return True, f"{cite(release, key)} (multi-layer EAGLE of {name} turns spec v2 on)"
+    why = cite(release, "spec_overlap_off")
+    if has_rule(release, "spec_v2_env"):
+        why += f" (spec v2 off by default: {cite(release, 'spec_v2_env')})"
+    return False, why
 
 
 @cache

@@ -23,7 +23,7 @@ from .config_types import check_config, loaded_by
 from .launch import launch_argv
 from .kernels import with_kernel_count
 from .memory import SGLangPlan, plan, spec_max_running
-from .releases import COVERED, DEFAULT
+from .releases import COVERED, DEFAULT, spec_overlap
 
 _ALGORITHM = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "draft_model": "STANDALONE", "ngram": "NGRAM"}
 
@@ -456,12 +456,42 @@ class SGLang:
                     f"compares the two at equal running requests; without the flag {lifted - default} of them would "
                     "queue (their wait in TTFT)")
             self._against_plain_server(request, model, memory, result)
+            self._spec_overlap_note(request, model, result)
         if plan.decode_graph_max_bs is not None and result.effective_concurrency > plan.decode_graph_max_bs:
             result.warnings.append(f"{result.effective_concurrency} requests decode at once, more than --cuda-graph-max-bs "
                                    f"{plan.decode_graph_max_bs}: SGLang runs such batches without CUDA graphs (eager), "
                                    "priced at the eager prefill's launch time per kernel (assumed)")
         result.warnings.append(SPEED_WARNING)
         return result
+
+    @staticmethod
+    def _spec_overlap_note(request, model: LoadedModel, result) -> None:
+        """Say whether the release runs the EAGLE family under its overlap scheduler (:func:`.releases.spec_overlap`):
+        the speculative host-time terms (``spec_step_overhead_ms``, ``spec_cpu_ms_per_request`` of the SGLang row) were
+        fitted on SGLang v0.4.4, where speculation turns that scheduler off. Where the release keeps it on (0.5.23 on a
+        GPU), the hidden share of that host time is not modelled: a warning says the speculative step may be shorter
+        than shown; elsewhere the source says the case is the fitted one. NGRAM keeps its own CPU-proposer terms."""
+        from calculator.engine import perf
+
+        if request.speculative_config is None or request.speculative_config.method == "ngram" or result.spec is None:
+            return
+        archs = model.config.get("architectures") or [None]
+        on, where = spec_overlap(request.release, archs[0])
+        eff = perf.get_efficiency(get_gpu(request.gpu).name, "sglang")
+        terms = (f"{eff.spec_step_overhead_ms:g} ms per speculative step + {eff.spec_cpu_ms_per_request:g} ms per "
+                 "running request")
+        if on:
+            result.warnings.append(
+                f"SGLang {request.release} runs speculative decoding under its overlap scheduler ({where}): the host "
+                f"schedules the next step while the GPU runs this one. The speculative host-time terms here ({terms}) "
+                "were fitted on SGLang v0.4.4 with that scheduler off, and how much of them it hides is not modelled: "
+                "the speculative step may be shorter, and the speedup higher, than shown (releases up to 0.5.10.post1 "
+                "turn it off, as fitted)")
+            result.sources["speculative.overlap_schedule"] = f"on: {where}; host-time terms as fitted with it off"
+        else:
+            result.sources["speculative.overlap_schedule"] = (
+                f"off ({where}): the host time of each step is exposed, as in the SGLang v0.4.4 runs the terms "
+                f"({terms}) were fitted on")
 
     def _against_plain_server(self, request, model: LoadedModel, memory, result) -> None:
         """Set the speculative answer against the plain server as a user would deploy it (the same request without
