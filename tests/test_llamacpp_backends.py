@@ -49,7 +49,8 @@ def test_rx_7900_xtx_rocm_buffers_by_hand(client, _offline):
     assert body["kv_caches"][0]["buffers"] == {"ROCm0": 32 * 8192 * 4096}
     assert any(b["buft"] == "ROCm_Host" and b["kind"] == "output" and b["bytes"] == 128256 * 4 for b in body["buffers"])
     assert "ROCm0 compute buffer size" in "\n".join(body["log_lines"])
-    assert body["serve_argv"][:3] == ["llama-server", "-m", "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf"]
+    assert body["serve_argv"][:5] == ["llama-server", "-hf", "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "-hff",
+                                      "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf"]
 
 
 def test_two_rx_7900_xtx_split_17_15_and_the_command_names_rocm_devices(client, _offline):

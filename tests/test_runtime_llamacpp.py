@@ -174,7 +174,10 @@ def test_a_gguf_repo_without_a_file_is_planned_for_the_file_llama_server_downloa
     assert implicit["model_buffer_mib"] == named["model_buffer_mib"] and implicit["model_buffer_mib"]["CUDA0"] > 4000
     assert implicit["verdict"] == named["verdict"] == "works"
     assert implicit["serve_argv"][1:3] == ["-hf", "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF"]
-    assert named["serve_argv"][1:3] == ["-m", "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf"]
+    # the named file: -hf <repo> -hff <file> (common/arg.cpp:3060, :3070 in llama-cpp-python 0.3.36's llama.cpp)
+    assert named["serve_argv"][1:5] == ["-hf", "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "-hff",
+                                        "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf"]
+    assert "-m" not in named["serve_argv"]
     assert any("downloads without a quant" in n for n in implicit["notes"])
 
 

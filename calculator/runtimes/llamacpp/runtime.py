@@ -912,7 +912,8 @@ class LlamaCpp:
         return hit
 
     def launch_argv(self, request, model: LoadedModel) -> list[str]:
-        """``llama-server -m <gguf> -c ... -np ... -fa ... -ctk ... -ctv ...`` (an argv list)."""
+        """``llama-server -m <gguf> -c ... -np ... -fa ... -ctk ... -ctv ...`` (an argv list); for a Hub GGUF repo
+        ``-hf <repo>`` (the file llama-server picks) or ``-hf <repo> -hff <file>`` (the file named) instead of ``-m``."""
         mem = self._memory(request, model)
         listing = getattr(mem, "gguf_listing", None)
         if listing is not None and listing.files and not request.gguf_file:
@@ -940,6 +941,12 @@ class LlamaCpp:
             # llama-server -hf <user>/<model>[:quant] (common/arg.cpp: without a quant it takes Q4_K_M, else the
             # repo's first file)
             return [argv[0], "-hf", listing.repo_id, *argv[3:]]
+        if listing is not None and listing.files and mem.gguf_file:
+            # a named file of a Hub GGUF repo: llama-server downloads exactly that file with -hf <repo> -hff <file>
+            # (common/arg.cpp:3060 "-hf, -hfr, --hf-repo" and :3070 "-hff, --hf-file ... will override the quant in
+            # --hf-repo", llama.cpp vendored in llama-cpp-python 0.3.36); a bare -m <file> needs it downloaded first
+            argv = launch_argv(path, **kw)
+            return [argv[0], "-hf", listing.repo_id, "-hff", path, *argv[3:]]
         return launch_argv(path, **kw)
 
     def client_argv(self, request, model: LoadedModel, gguf_file: str | None, listing) -> list[str] | None:
