@@ -28,6 +28,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "llmcalc.settings")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 SHARED = Path("/work/shared/data/model_configs")
 
+from benchmarks._answers import print_changes, write_answers  # noqa: E402
+
 
 def _models() -> list[tuple[str, dict, dict]]:
     """``(label, how to ask, config)``: shared files as a local config, catalog entries and built-ins by id."""
@@ -133,11 +135,8 @@ def main() -> int:
             if b["kind"] == a["kind"] and b.get("condition") == a.get("condition"):
                 why = b.get("field", "") + ": " + b.get("message", "")[:80] if b["kind"] == "input_error" else b["kind"]
                 print(f"  {label} {rel}: {r['model_type']} ({why})")
-    print("\nchanges by kind:")
-    for (b, a), n in changed.most_common():
-        print(f"  {n:5d}  {b} -> {a}")
-    if args.out:
-        Path(args.out).write_text(json.dumps(results, indent=1))
+    print_changes(changed)
+    write_answers(args.out, results)
     return 0
 
 

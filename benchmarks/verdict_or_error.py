@@ -30,6 +30,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "llmcalc.settings")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 SHARED = Path("/work/shared/data/model_configs")
 
+from benchmarks._answers import print_changes, write_answers  # noqa: E402
+
 
 def _models() -> list[tuple[str, dict]]:
     """``(label, how to ask)``: shared files as a local config, catalog entries by Hub id."""
@@ -149,11 +151,8 @@ def main() -> int:
                 now = f" ({a['field']}: {a['message'][:90]})" if a["kind"] == "input_error" else ""
                 print(f"  {label} {rel}: {b['kind']}" + (f" ({b['field']})" if b["kind"] == "input_error" else "")
                       + f" -> {a['kind']}{now}")
-        print("\nchanges by kind:")
-        for (b, a), n in changed.most_common():
-            print(f"  {n:5d}  {b} -> {a}")
-    if args.out:
-        Path(args.out).write_text(json.dumps(results, indent=1))
+        print_changes(changed)
+    write_answers(args.out, results)
     return 0
 
 

@@ -27,7 +27,7 @@ import re
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from . import interp
 
@@ -344,7 +344,10 @@ class Extractor:
         return None
 
     # --- storing classes and functions (with everything they reference)
-    def add_class(self, qualname: str) -> str | None:
+    def store_class(self, qualname: str, fill: Callable[[Module, ast.ClassDef, dict], None]) -> str | None:
+        """Store the class ``qualname`` names (through re-exports) once in ``out_classes``: where it is defined, then
+        its vLLM bases, each stored the same way (with the same ``fill``), then ``fill(module, class node, entry)``
+        adds what the entry keeps of its body. Returns the qualified name it is stored under; None when not found."""
         found = self.find_class(qualname)
         if found is None:
             return None
@@ -356,18 +359,27 @@ class Extractor:
         entry: dict[str, Any] = {"module": mod.name, "name": node.name, "file": mod.file, "line": node.lineno,
                                  "bases": [], "attrs": {}, "methods": {}}
         self.out_classes[q] = entry
-        base_names = [ast.unparse(b) for b in node.bases]
-        if any(b.endswith("Enum") for b in base_names):
-            entry["enum"] = "str" if "str" in base_names else "plain"
         for b in node.bases:
             if isinstance(b, ast.Subscript):  # Generic base: AttentionMetadataBuilder[Meta]
                 b = b.value
             if isinstance(b, ast.Name):
                 bq = self.resolve(mod, b.id)
                 if bq and bq.startswith("vllm"):
-                    stored = self.add_class(bq)
+                    stored = self.store_class(bq, fill)
                     if stored:
                         entry["bases"].append(stored)
+        fill(mod, node, entry)
+        return q
+
+    def add_class(self, qualname: str) -> str | None:
+        """Store a class (see :meth:`store_class`) with every method and class attribute, and what they reference."""
+        return self.store_class(qualname, self._fill_class)
+
+    def _fill_class(self, mod: Module, node: ast.ClassDef, entry: dict[str, Any]) -> None:
+        """:meth:`add_class`'s part of the entry: enum kind, methods, class attributes."""
+        base_names = [ast.unparse(b) for b in node.bases]
+        if any(b.endswith("Enum") for b in base_names):
+            entry["enum"] = "str" if "str" in base_names else "plain"
         for item in node.body:
             if isinstance(item, ast.FunctionDef):
                 decos = [ast.unparse(d) for d in item.decorator_list]
@@ -382,7 +394,6 @@ class Extractor:
             elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and item.value is not None:
                 entry["attrs"][item.target.id] = {"src": ast.unparse(item.value), "line": item.lineno}
                 self._add_referenced(mod, item.value)
-        return q
 
     def add_function(self, qualname: str) -> str | None:
         if qualname in self.out_functions:
@@ -638,26 +649,11 @@ def add_init_only(ex: Extractor, qualname: str) -> str | None:
     """Store ``qualname`` (an attention ``Impl`` class) with only its ``__init__`` (and its vLLM bases' ``__init__``):
     in 0.9 / 0.10 the checks a backend makes of a layer (head size, KV-cache dtype, sinks, sliding window) run in
     its implementation's constructor; ``forward`` and the kernels are not stored."""
-    found = ex.find_class(qualname)
-    if found is None:
-        return None
-    mod, node = found
-    q = f"{mod.name}.{node.name}"
-    if q in ex.out_classes:
-        return q
-    ex.used_modules.add(mod.name)
-    entry: dict[str, Any] = {"module": mod.name, "name": node.name, "file": mod.file, "line": node.lineno,
-                             "bases": [], "attrs": {}, "methods": {}}
-    ex.out_classes[q] = entry
-    for b in node.bases:
-        if isinstance(b, ast.Subscript):
-            b = b.value
-        if isinstance(b, ast.Name):
-            bq = ex.resolve(mod, b.id)
-            if bq and bq.startswith("vllm"):
-                stored = add_init_only(ex, bq)
-                if stored:
-                    entry["bases"].append(stored)
+    return ex.store_class(qualname, lambda mod, node, entry: _fill_init(ex, mod, node, entry))
+
+
+def _fill_init(ex: Extractor, mod: Module, node: ast.ClassDef, entry: dict[str, Any]) -> None:
+    """:func:`add_init_only`'s part of the entry: ``__init__`` and the classes it asks."""
     init = _method(node, "__init__")
     if init is not None:
         entry["methods"]["__init__"] = {"src": ast.unparse(init), "line": init.lineno, "kind": "method"}
@@ -669,7 +665,6 @@ def add_init_only(ex: Extractor, qualname: str) -> str | None:
                 target = ex.resolve(mod, n.value.id)
                 if target and target.startswith(ex.layout.inline_prefixes) and ex.find_class(target) is not None:
                     ex.add_class(target)
-    return q
 
 
 def _optional_imports(ex: Extractor, module: str, required: set[str]) -> list[dict]:

@@ -24,7 +24,7 @@ Public API::
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from . import interp
 from .architectures import check_architecture
@@ -151,16 +151,15 @@ def _leaves(result) -> list[tuple[tuple, Any]]:
     return result.leaves() if isinstance(result, interp.Fork) else [((), result)]
 
 
-def select(data: dict, platform: str, f, dtype: str, kv: str, block_size: int, cap, kind: dict, assume: dict,
-           used: set) -> list[tuple[tuple, Any]]:
-    """``get_attn_backend_cls`` of the platform for one layer kind: leaves ``(conditions, class path or Raised)``."""
-    p = data["platforms"][platform]
-    plat = interp.Platform(platform, cap, cls_q=p["class"])
+def _evaluate(data: dict, platform: str, cap, assume: dict, used: set,
+              call: Callable[[interp.Evaluator], Any]) -> list[tuple[tuple, Any]]:
+    """Run ``call(ev)`` (one call into the stored source) with the platform's ``current_platform`` at capability
+    ``cap``, forking on every undecided run-time condition: leaves ``(conditions, what it returns or Raised)``, or
+    one ``Unknown`` leaf when the rule is not evaluable. What each completed call read goes into ``used``."""
+    plat = interp.Platform(platform, cap, cls_q=data["platforms"][platform]["class"])
 
     def run(ev):
-        out = ev.call_method(p["class"], p["method"], None, head_size=kind["head_size"], dtype=dtype,
-                             kv_cache_dtype=kv, block_size=block_size, use_v1=True, use_mla=f.use_mla,
-                             has_sink=f.has_sink)
+        out = call(ev)
         used.update(ev.used)
         return out
 
@@ -170,23 +169,29 @@ def select(data: dict, platform: str, f, dtype: str, kv: str, block_size: int, c
         return [((), interp.Unknown(f"rule not evaluable ({e})"))]
 
 
+def select(data: dict, platform: str, f, dtype: str, kv: str, block_size: int, cap, kind: dict, assume: dict,
+           used: set) -> list[tuple[tuple, Any]]:
+    """``get_attn_backend_cls`` of the platform for one layer kind: leaves ``(conditions, class path or Raised)``."""
+    p = data["platforms"][platform]
+
+    def call(ev):
+        return ev.call_method(p["class"], p["method"], None, head_size=kind["head_size"], dtype=dtype,
+                              kv_cache_dtype=kv, block_size=block_size, use_v1=True, use_mla=f.use_mla,
+                              has_sink=f.has_sink)
+
+    return _evaluate(data, platform, cap, assume, used, call)
+
+
 def build_impl(data: dict, platform: str, backend: dict, kwargs: dict, cap, assume: dict,
                used: set) -> list[tuple[tuple, Any]]:
     """The backend implementation's constructor for one layer: leaves ``(conditions, None or Raised)``."""
-    p = data["platforms"][platform]
-    plat = interp.Platform(platform, cap, cls_q=p["class"])
     if not backend.get("impl"):
         return [((), interp.Unknown(f"{backend['name']}: no get_impl_cls() read in this release"))]
 
-    def run(ev):
+    def call(ev):
         interp.construct(ev, backend["impl"], **kwargs)
-        used.update(ev.used)
-        return None
 
-    try:
-        return _leaves(interp.evaluate(run, data, plat, assume))
-    except interp.NotEvaluable as e:
-        return [((), interp.Unknown(f"rule not evaluable ({e})"))]
+    return _evaluate(data, platform, cap, assume, used, call)
 
 
 def _feature_words(feature: str | None, f, platform: str) -> str:

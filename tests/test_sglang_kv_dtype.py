@@ -152,6 +152,25 @@ def test_flat_modelopt_fp8_reads_only_kv_cache_scheme_until_0_5_23():
     assert "modelopt_quant.py:102" in old.does_not_start
 
 
+
+@pytest.mark.parametrize("quantization,algo,cls,line", [
+    (None, "FP8", "ModelOptFp8Config", "modelopt_quant.py:102"),
+    ("modelopt_fp4", "NVFP4", "ModelOptFp4Config", "modelopt_quant.py:483"),
+])
+def test_0_4_10_post2_modelopt_needs_the_nested_block(quantization, algo, cls, line):
+    """0.4.10.post2: both ModelOpt classes' from_config call ``cls.get_from_keys(config, ["quantization"])``
+    (modelopt_quant.py:102 in ModelOptFp8Config, :483 in ModelOptFp4Config), which raises ``ValueError(f"Cannot find
+    any of {keys} in the model's quantization config.")`` (base_config.py:170) when config.json's flat block has no
+    nested ``quantization`` dict: SGLang does not start, whichever class reads it."""
+    cfg = load_config("nvidia__Llama-3.1-70B-Instruct-FP8.json")
+    flat = {**cfg, "quantization_config": {"quant_method": "modelopt", "quant_algo": algo}}
+    p = plan(flat, release="0.4.10.post2", gpu=get_gpu("H100"), tp_size=4,
+             **({"quantization": quantization} if quantization else {}))
+    assert p.does_not_start is not None
+    assert f"{cls} needs hf_quant_config.json's nested 'quantization' block" in p.does_not_start
+    assert "Cannot find any of ['quantization'] in the model's quantization config" in p.does_not_start
+    assert f"sglang==0.4.10.post2 sglang/srt/layers/quantization/{line}" in p.does_not_start
+
 def test_qwen3_5_nvfp4_kv_follows_the_model_class_holding_quant_config():
     """nvidia/Qwen3.5-397B-A17B-NVFP4: config.json quantization_config {quant_method modelopt, quant_algo NVFP4,
     kv_cache_scheme float 8}. 15 full-attention layers of 60 (full_attention_interval 4), 2 KV heads of 256, TP 8:

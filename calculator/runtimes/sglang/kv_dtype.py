@@ -362,13 +362,19 @@ def _refuse(release: str, key: str, text: str) -> tuple[tuple[str], str]:
     return (f"{text} (ValueError, {cite(release, key)})",), ""
 
 
+def _refuse_no_nested_block(release: str, cls: str, key: str) -> tuple[tuple[str], str]:
+    """0.4.10.post2's ModelOpt configs (``cls``: ModelOptFp8Config, ModelOptFp4Config) read only
+    hf_quant_config.json's nested ``quantization`` block: the refusal when a checkpoint has none, cited at ``key``."""
+    return _refuse(release, key, f"{cls} needs hf_quant_config.json's nested 'quantization' block: Cannot find any "
+                   f"of ['quantization'] in the model's quantization config")
+
+
 def _modelopt_fp8(release: str, d: dict[str, Any]) -> tuple[Any, str]:
     """ModelOptFp8Config.from_config and the attribute it leaves (module docstring)."""
     if release == "0.4.10.post2":
         q = d.get("quantization")
         if not isinstance(q, dict):
-            return _refuse(release, "mo_fp8_cfg", "ModelOptFp8Config needs hf_quant_config.json's nested "
-                           "'quantization' block: Cannot find any of ['quantization'] in the model's quantization config")
+            return _refuse_no_nested_block(release, "ModelOptFp8Config", "mo_fp8_cfg")
         algo = str(q.get("quant_algo") or "")
         if "FP8" not in algo:
             return _refuse(release, "mo_fp8_algo", f"ModelOpt only supports static FP8 quantization in SGLang, the "
@@ -411,8 +417,7 @@ def _modelopt_fp4(release: str, d: dict[str, Any]) -> tuple[Any, str]:
     if release == "0.4.10.post2":
         q = d.get("quantization")
         if not isinstance(q, dict):
-            return _refuse(release, "mo_fp4_cfg", "ModelOptFp4Config needs hf_quant_config.json's nested "
-                           "'quantization' block: Cannot find any of ['quantization'] in the model's quantization config")
+            return _refuse_no_nested_block(release, "ModelOptFp4Config", "mo_fp4_cfg")
         if q.get("quant_algo") not in ("FP8", "NVFP4"):
             return _refuse(release, "mo_fp4_algo", f"ModelOpt currently only supports: FP8, NVFP4 (got "
                            f"{q.get('quant_algo')})")
