@@ -175,6 +175,12 @@ def candidates(request, memory, compat, quantized_variants: Callable[[str], list
             if b.ok and b.name != request.attention_backend:
                 out.append(Suggestion(label=f"--attention-backend {b.name}", params={"attention_backend": b.name},
                                       kind="settings"))
+    if (request.runtime == "vllm" and memory.resolved.get("dtype") in ("bfloat16", "bf16")
+            and request.dtype not in (None, "auto", "float16", "half")):
+        # vLLM refuses bfloat16 below compute capability 8.0 and names --dtype=half itself
+        # (calculator.runtimes.vllm.bf16_refusal); a GPU that has it ignores this (the plan already works)
+        out.append(Suggestion(label="--dtype float16 (vLLM refuses bfloat16 below compute capability 8.0 and says to "
+                                    "use half)", params={"dtype": "float16"}, kind="settings"))
     if compat_failed and request.kv_cache_dtype != "auto":
         out.append(Suggestion(label="--kv-cache-dtype auto (the model dtype)", params={"kv_cache_dtype": "auto"},
                               kind="settings"))

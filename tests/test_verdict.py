@@ -30,6 +30,13 @@ CASES = {
                            "does_not_fit"),
     "llama-8b-h100": ({"model": LLAMA, "gpu": "H100", "max_model_len": "8192"}, "works"),
     "llama-70b-l4": ({"model": "meta-llama/Llama-3.1-70B-Instruct", "gpu": "L4"}, "does_not_fit"),
+    # vLLM's worker refuses bfloat16 below compute capability 8.0 (T4 is 7.5) before it measures memory
+    # (vllm/platforms/cuda.py:638-656 check_if_supports_dtype, gpu_worker.py:498 in 0.33.0)
+    "llama-8b-t4-tp2-bf16": ({"model": LLAMA, "gpu": "T4", "tensor_parallel_size": "2", "dtype": "bfloat16",
+                              "max_model_len": "8192"}, "does_not_start"),
+    # --dtype auto on a T4 is float16 (vLLM's _resolve_auto_dtype): the same server starts
+    "llama-8b-t4-tp2-auto": ({"model": LLAMA, "gpu": "T4", "tensor_parallel_size": "2", "max_model_len": "8192"},
+                             "works"),
 }
 
 
@@ -294,3 +301,21 @@ def test_a_server_that_does_not_start_is_titled_with_why_not_its_capacity(client
     title = h.unescape(re.search(r"<title>(.*?)</title>", page, re.S).group(1))
     assert title.startswith("Does not start: google/gemma-4-26B-A4B")
     assert "KV cache tokens" not in title and "not supported for now" in title
+
+
+@pytest.mark.parametrize("gpu,capability", [("T4", "7.5"), ("V100", "7.0")])
+def test_bfloat16_below_compute_capability_8_is_vllms_refusal_with_the_half_fix(client, gpu, capability):
+    """The message is vLLM's own (the same text from 0.9.2 to 0.33.0: gpu_worker.py:404-408 in 0.9.2, cuda.py:650-655
+    in 0.33.0) with the GPU's capability from the catalog; the fix it names, --dtype float16, is offered and works
+    where the memory fits (TP 2 on 16 GB cards for an 8B model at 8k)."""
+    params = {"model": LLAMA, "gpu": gpu, "tensor_parallel_size": "2", "dtype": "bfloat16", "max_model_len": "8192"}
+    body = client.get("/api/estimate", params).json()
+    assert body["verdict"] == "does_not_start"
+    assert body["verdict_headline"].startswith(
+        "Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your ")
+    assert f"GPU has compute capability {capability}. You can use float16 instead" in body["verdict_headline"]
+    assert [s["params"] for s in body["suggestions"]] == [{"dtype": "float16"}]
+    fixed = client.get("/api/estimate", params | {"dtype": "float16"}).json()
+    assert fixed["verdict"] == "works"
+    a100 = client.get("/api/estimate", params | {"gpu": "A100"}).json()
+    assert a100["verdict"] == "works" and not any("Bfloat16" in r for r in a100["verdict_reasons"])

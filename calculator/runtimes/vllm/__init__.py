@@ -90,6 +90,27 @@ def _with_registry_gap(report, gap, data_release: str):
     return report.model_copy(update={"ok": False, "error": gap.message, "architecture": arch, "notes": notes})
 
 
+
+#: where vLLM's worker refuses bfloat16 below compute capability 8.0, per release read (the message is the same in all)
+BF16_CHECK_SOURCE = ("vllm/v1/worker/gpu_worker.py:391-408 _check_if_gpu_supports_dtype, called at :135 (0.9.2); "
+                     "vllm/platforms/cuda.py:564-581 check_if_supports_dtype, called from vllm/v1/worker/gpu_worker.py:170 "
+                     "init_device (0.10.2); cuda.py:426-444, gpu_worker.py:211 (0.14.1); cuda.py:638-656, "
+                     "gpu_worker.py:498 (0.33.0)")
+
+
+def bf16_refusal(gpu, dtype: str | None) -> str | None:
+    """vLLM's start-up refusal of ``--dtype bfloat16`` on a GPU below compute capability 8.0 (T4, V100: the worker
+    checks the model dtype against the device before it measures memory, :data:`BF16_CHECK_SOURCE`), in vLLM's
+    words, or ``None``. ``dtype`` is the resolved one (``--dtype auto`` already became float16 there, as vLLM's
+    ``_resolve_auto_dtype`` does). Only GPUs with a numeric capability below 8.0 are refused (every AMD Instinct
+    the catalog has reports 9.x under ROCm, whose platform has the same check)."""
+    cap = gpu.capability_tuple
+    if gpu.is_cpu or dtype not in ("bfloat16", "bf16") or cap is None or cap >= (8, 0):
+        return None
+    return (f"Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your {gpu.name} GPU has "
+            f"compute capability {cap[0]}.{cap[1]}. You can use float16 instead by explicitly setting the `dtype` "
+            f"flag in CLI, for example: --dtype=half. ({BF16_CHECK_SOURCE})")
+
 class VLLM:
     """vLLM (V1 engine)."""
 
@@ -184,7 +205,8 @@ class VLLM:
         return result
 
     def startup_errors(self, request, model: LoadedModel, memory: EstimateResult) -> list[str]:
-        """vLLM's start-up refusals outside the memory plan, with its own message: free memory below
+        """vLLM's start-up refusals outside the memory plan, with its own message: bfloat16 on a GPU below compute
+        capability 8.0 (:func:`bf16_refusal`, the worker's first check of its device); free memory below
         ``gpu_memory_utilization x total`` when memory is already in use (``free_memory_check``), and a
         CUDA-graph capture that needs more than the memory outside the budget in releases that do not budget
         it (``graph_capture_fits``; both in :mod:`calculator.engine.runtime`, cited there); and, for a release
@@ -198,6 +220,9 @@ class VLLM:
         gap = registry_gap(request, model) if compat_release(request.release) is None else None
         first = [gap.message] if gap is not None else []
         gpu = get_gpu(request.gpu)
+        refused = bf16_refusal(gpu, memory.resolved.get("dtype"))
+        if refused is not None:  # the worker's device setup, before the memory is measured
+            first.append(refused)
         if gpu.is_cpu or request.kv_cache_memory_bytes is not None:
             return first
         rules = ReleaseRules.for_version(request.release)
