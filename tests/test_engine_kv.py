@@ -232,3 +232,37 @@ def test_mla_with_sliding_window_draft_is_refused_with_vllms_reason():
         group_specs(_mla_and_draft(SlidingWindowSpec, sliding_window=64))
     assert "Padding is only supported for non-MLA attention layers" in str(err.value)
     assert "not modelled" in str(err.value)  # vLLM 0.32's full-allocation fallback for MLA + sliding window
+
+
+@pytest.mark.parametrize("version", [(0, 9, 2), (0, 10, 1), (0, 11, 2), None])
+def test_a_draft_layer_with_the_targets_spec_joins_the_targets_group(version):
+    """An EAGLE-3 head whose layer has the target's KV spec (Llama-3.1-8B: 8 KV heads x 128, bf16, block 16) is one
+    group with the target in every release: 0.9 / 0.10 merge equal specs (is_kv_cache_type_uniform,
+    vllm/v1/core/kv_cache_utils.py:747-764 in 0.10.2) and size one pool of available // (33 layers x 32 KiB) blocks.
+    The draft mark (our accounting) must not split them: it made 0.10.1 print 889,161 blocks of 16 (one layer's page
+    each, 33 groups) for 431,104 tokens."""
+    from calculator.engine.kv import FullAttentionSpec, group_specs
+
+    target = FullAttentionSpec(block_size=16, num_kv_heads=8, head_size=128, head_size_v=128, dtype_bytes=2)
+    specs = {f"model.layers.{i}.self_attn.attn": target for i in range(32)}
+    specs["draft.layers.0.attn"] = FullAttentionSpec(block_size=16, num_kv_heads=8, head_size=128, head_size_v=128,
+                                                     dtype_bytes=2, draft=True)
+    groups = group_specs(specs, version=version)
+    assert len(groups) == 1 and len(groups[0].layer_names) == 33
+    assert groups[0].bytes_per_block == 33 * 16 * 8 * 256 * 2  # 33 layers x 16 tokens x 8 heads x (K+V) x 2 B
+
+
+def test_vllm_0_10_sizes_one_pool_for_llama_8b_with_its_eagle3_head():
+    """Llama-3.1-8B + EAGLE-3 on an H100 with vLLM 0.10.1: one group of 33 layers, 135,168 B per token, so the blocks
+    are the KV budget // (16 x 135,168 B) and the log's tokens are blocks // 1 group x 16 (kv_cache_utils.py:995 in
+    0.10.0's num_blocks // num_groups x block_size)."""
+    inp = EngineInput(hf_config=load_config("meta-llama__Llama-3.1-8B-Instruct.json"),
+                      draft_hf_config=load_config("yuhuili__EAGLE3-LLaMA3.1-Instruct-8B.json"), gpu="H100",
+                      vllm_version="0.10.1", speculative_config={"method": "eagle3", "num_speculative_tokens": 3,
+                                                                 "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"})
+    r = estimate(inp)
+    # the target's 32 layers and the head's one, 8 KV heads x (128 + 128) x 2 B each (the total includes the draft's)
+    assert r.kv_bytes_per_token == 32 * 8 * 256 * 2 + 8 * 256 * 2 == 135_168 and r.draft_kv_bytes_per_token == 4096
+    # the GiB figure is rounded to 2 places (+-0.005 GiB = +-2.5 blocks of 2.06 MiB)
+    assert abs(r.num_gpu_blocks - r.available_kv_cache_gib * 2**30 / (16 * 135_168)) < 3
+    assert r.kv_cache_tokens == r.num_gpu_blocks * 16

@@ -284,7 +284,11 @@ def group_specs(specs: dict[str, Spec], version: tuple[int, int, int] | None = N
         return []
     names = list(specs)
     values = list(specs.values())
-    if all(v == values[0] for v in values):
+    # a draft's layers are marked for the accounting only: vLLM compares the specs themselves (0.9 / 0.10:
+    # is_kv_cache_type_uniform merges them, kv_cache_utils.py:747-764 in 0.10.2), so an EAGLE head with the target's
+    # heads, head size and dtype joins the target's one group
+    bare = [replace(v, draft=False) if getattr(v, "draft", False) else v for v in values]
+    if all(v == bare[0] for v in bare):
         return [KVGroup(tuple(names), tuple(values))]
     if version is not None and tuple(version) < UNIFORM_TYPE_SINCE:
         pages = {v.page_size_bytes for v in values}
