@@ -319,3 +319,25 @@ def test_bfloat16_below_compute_capability_8_is_vllms_refusal_with_the_half_fix(
     assert fixed["verdict"] == "works"
     a100 = client.get("/api/estimate", params | {"gpu": "A100"}).json()
     assert a100["verdict"] == "works" and not any("Bfloat16" in r for r in a100["verdict_reasons"])
+
+
+def test_more_clients_than_full_length_requests_fit_is_said_by_the_api_the_cli_and_the_page_once(client):
+    """Llama-3.1-70B FP8 on 2x H100 at 32,768 tokens: the KV cache holds fewer full-length requests than 16 (vLLM's
+    "Maximum concurrency for 32,768 tokens per request" line, max_concurrency). The page said so; the API and CLI
+    did not. Now all three do, the page once (its verdict block), with the figure of the same answer."""
+    params = {"model": "meta-llama/Llama-3.1-70B-Instruct", "gpu": "H100", "tensor_parallel_size": "2",
+              "max_model_len": "32768", "concurrency": "16", "quantization": "fp8"}
+    body = client.get("/api/estimate", params).json()
+    assert body["max_concurrency"] < 16
+    said = [w for w in body["warnings"] if w.startswith("The KV cache holds")]
+    assert said == [f"The KV cache holds {body['max_concurrency']:.2f} full-length requests (32,768 tokens each, "
+                    "vLLM's \"Maximum concurrency\" line), fewer than your 16: the rest wait in the queue (or are "
+                    "preempted) unless they are shorter than max_model_len"]
+    out = StringIO()
+    call_command("estimate", "--model", params["model"], "--gpu", "H100", "--tensor-parallel-size", "2",
+                 "--max-model-len", "32768", "--concurrency", "16", "--quantization", "fp8", stdout=out)
+    assert f"The KV cache holds {body['max_concurrency']:.2f} full-length requests" in out.getvalue()
+    page = client.get("/", params, follow=True).content.decode()
+    assert page.count("full-length requests, fewer than your 16") == 1
+    fits = client.get("/api/estimate", params | {"concurrency": "4"}).json()
+    assert not any(w.startswith("The KV cache holds") for w in fits["warnings"])

@@ -127,6 +127,14 @@ class Outcome:
         return rows
 
     @property
+    def other_warnings(self) -> list[str]:
+        """The memory plan's warnings but the KV-cache-concurrency one, which the verdict block says in its own
+        line (``concurrency_fits``)."""
+        from calculator.runtimes.vllm import KV_CONCURRENCY_PREFIX
+
+        return [w for w in self.result.warnings if not w.startswith(KV_CONCURRENCY_PREFIX)]
+
+    @property
     def concurrency_fits(self) -> bool | None:
         """Whether the KV cache holds ``concurrency`` full-length requests (``None`` if not asked)."""
         if self.concurrency is None:

@@ -91,6 +91,20 @@ def _with_registry_gap(report, gap, data_release: str):
 
 
 
+
+KV_CONCURRENCY_PREFIX = "The KV cache holds "
+
+
+def kv_concurrency_warning(max_concurrency: float, concurrency: int | None, max_model_len: int) -> str | None:
+    """The warning when the KV cache holds fewer full-length requests (``max_model_len`` tokens each; vLLM's
+    "Maximum concurrency for N tokens per request" line) than the ``concurrency`` asked, or ``None`` (not asked, or
+    they fit). Shorter requests may all run: the speed answer says how many of the workload's run at once."""
+    if not concurrency or max_concurrency >= concurrency:
+        return None
+    return (f"{KV_CONCURRENCY_PREFIX}{max_concurrency:.2f} full-length requests ({max_model_len:,} tokens each, vLLM's "
+            f"\"Maximum concurrency\" line), fewer than your {concurrency:,}: the rest wait in the queue (or are "
+            "preempted) unless they are shorter than max_model_len")
+
 #: where vLLM's worker refuses bfloat16 below compute capability 8.0, per release read (the message is the same in all)
 BF16_CHECK_SOURCE = ("vllm/v1/worker/gpu_worker.py:391-408 _check_if_gpu_supports_dtype, called at :135 (0.9.2); "
                      "vllm/platforms/cuda.py:564-581 check_if_supports_dtype, called from vllm/v1/worker/gpu_worker.py:170 "
@@ -190,6 +204,9 @@ class VLLM:
         from calculator.engine.gpus import get_gpu
         from calculator.engine.runtime import ReleaseRules
 
+        short = kv_concurrency_warning(result.max_concurrency, request.concurrency, result.max_model_len)
+        if short is not None:
+            result.warnings.append(short)
         gpu = get_gpu(request.gpu)
         if gpu.kind == "consumer" and request.gpu_memory_in_use_gib is None and request.kv_cache_memory_bytes is None:
             rules = ReleaseRules.for_version(request.release)
