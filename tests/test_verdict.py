@@ -341,3 +341,20 @@ def test_more_clients_than_full_length_requests_fit_is_said_by_the_api_the_cli_a
     assert page.count("full-length requests, fewer than your 16") == 1
     fits = client.get("/api/estimate", params | {"concurrency": "4"}).json()
     assert not any(w.startswith("The KV cache holds") for w in fits["warnings"])
+
+
+@pytest.mark.parametrize("release,data,own_rules", [("0.33.7", "0.33.0", False), ("0.11.0", "0.11.2", True),
+                                                   ("0.33.0", None, None)])
+def test_a_release_answered_by_another_patchs_data_says_so(client, release, data, own_rules):
+    """The compat data is one patch per minor (compat/data: 0.33.0, 0.11.2 ...); a patch the calculator did not extract
+    is answered by it, and the answer says which. 0.11.0's memory rules were read from 0.11.0 itself
+    (calculator/engine/runtime.py: the patches around a switch); a patch nobody read (0.33.7) says that too."""
+    body = client.get("/api/estimate", {"model": LLAMA, "gpu": "H100", "max_model_len": "8192",
+                                        "vllm_version": release}).json()
+    said = [w for w in body["warnings"] if w.startswith(f"vLLM {release}")]
+    if data is None:
+        assert said == []
+        return
+    assert len(said) == 1 and f"use the data extracted from {data}'s wheel" in said[0]
+    assert ("its memory rules were read from its own source" in said[0]) is own_rules
+    assert ("itself was not read" in said[0]) is (not own_rules)

@@ -92,6 +92,10 @@ def _with_registry_gap(report, gap, data_release: str):
 
 
 
+#: releases whose memory rules were read from their own wheel beside the one patch per minor the compat data is
+#: extracted from (calculator/engine/runtime.py's module docstring: the patches around a switch)
+MEMORY_RULES_ALSO_READ = ("0.9.0", "0.9.1", "0.11.0", "0.11.1", "0.20.0", "0.20.1")
+
 KV_CONCURRENCY_PREFIX = "The KV cache holds "
 
 
@@ -207,6 +211,17 @@ class VLLM:
         short = kv_concurrency_warning(result.max_concurrency, request.concurrency, result.max_model_len)
         if short is not None:
             result.warnings.append(short)
+        from calculator.request import compat_release
+
+        data = compat_release(request.release)
+        if data is not None and data != request.release:  # never a silent stand-in
+            checks = (f"its attention-backend, quantization and model-registry checks use the data extracted from "
+                      f"{data}'s wheel (one patch per minor: backends change between minors)")
+            result.warnings.append(
+                f"vLLM {request.release}: {checks}; its memory rules were read from its own source"
+                if request.release in MEMORY_RULES_ALSO_READ else
+                f"vLLM {request.release} itself was not read: {checks}, and its memory rules are those of "
+                f"{'.'.join(request.release.split('.')[:2])}.x")
         gpu = get_gpu(request.gpu)
         if gpu.kind == "consumer" and request.gpu_memory_in_use_gib is None and request.kv_cache_memory_bytes is None:
             rules = ReleaseRules.for_version(request.release)
