@@ -1023,9 +1023,26 @@ def _first_error(exc: ValidationError) -> InputError:
             if field == "speculative_config" and where == "method":
                 msg += (" (or one of vLLM's per-architecture MTP names, run as mtp: deepseek_mtp, glm4_moe_mtp, "
                         "qwen3_next_mtp, qwen3_5_mtp, ...)")
+    if field == "speculative_config" and kind == "extra_forbidden" and where in VLLM_SPECULATIVE_FIELDS:
+        msg = ("is a setting of vLLM's speculative_config (SpeculativeConfig, vllm/config/speculative.py:387 in 0.32.0) "
+               "that this calculator does not model; leave it out for the answer with vLLM's default for it")
     if field == "speculative_config" and where:
         msg = f"{where}: {msg}"
     return InputError(field, msg)
+
+
+#: the user-settable fields of vLLM's SpeculativeConfig in the default release (vllm/config/speculative.py:387-2004 in
+#: 0.32.0; the config objects vLLM fills itself, target_/draft_model_config, _parallel_config, draft_load_config, left
+#: out): a key of these that SpeculativeRequest does not take is a real setting the calculator does not model, not a typo
+VLLM_SPECULATIVE_FIELDS = frozenset((
+    "enforce_eager", "num_speculative_tokens", "model", "method", "draft_tensor_parallel_size", "tensor_parallel_size",
+    "quantization", "moe_backend", "attention_backend", "kv_cache_dtype", "max_model_len", "revision", "code_revision",
+    "index_share_for_mtp_iteration", "disable_padded_drafter_batch", "disable_eagle_block_drop",
+    "use_local_argmax_reduction", "use_heterogeneous_vocab", "prompt_lookup_max", "prompt_lookup_min",
+    "parallel_drafting", "num_speculative_tokens_per_batch_size", "suffix_decoding_max_tree_depth",
+    "suffix_decoding_max_cached_requests", "suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob",
+    "rejection_sample_method", "synthetic_acceptance_rates", "synthetic_acceptance_length",
+    "enable_adaptive_verification", "draft_sample_method", "dspark_draft_topk"))
 
 
 @lru_cache(maxsize=1)

@@ -365,3 +365,18 @@ def test_messages_state_the_fact_instead_of_pointing_at_the_calculators_files(cl
                              '"bartowski/Llama-3.2-1B-Instruct-GGUF","num_speculative_tokens":8}'}).json()
     assert "give the acceptance rate llama.cpp logs" in draft["acceptance_source"]
     assert not internal.search(draft["acceptance_source"])
+
+
+@pytest.mark.parametrize("key,real", [("draft_tensor_parallel_size", True), ("suffix_decoding_max_tree_depth", True),
+                                      ("drafttp", False)])
+def test_a_real_vllm_speculative_setting_is_not_modelled_not_unknown(client, key, real):
+    """draft_tensor_parallel_size is a field of vLLM's SpeculativeConfig (vllm/config/speculative.py:427 in 0.33.0,
+    in 0.32.0's class at :387): the refusal says the calculator does not model it; a typo stays "not a setting"."""
+    spec = json.dumps({"method": "eagle3", "num_speculative_tokens": 3, key: 1})
+    r = client.get("/api/estimate", {"model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "H100",
+                                     "speculative_config": spec})
+    assert r.status_code == 400
+    body = r.json()
+    assert body["field"] == "speculative_config"
+    assert ("this calculator does not model" in body["error"]) is real
+    assert ("is not a setting vLLM takes here" in body["error"]) is (not real)
