@@ -90,8 +90,6 @@ def _with_registry_gap(report, gap, data_release: str):
     return report.model_copy(update={"ok": False, "error": gap.message, "architecture": arch, "notes": notes})
 
 
-
-
 #: releases whose memory rules were read from their own wheel beside the one patch per minor the compat data is
 #: extracted from (calculator/engine/runtime.py's module docstring: the patches around a switch)
 MEMORY_RULES_ALSO_READ = ("0.9.0", "0.9.1", "0.11.0", "0.11.1", "0.20.0", "0.20.1")
@@ -108,6 +106,7 @@ def kv_concurrency_warning(max_concurrency: float, concurrency: int | None, max_
     return (f"{KV_CONCURRENCY_PREFIX}{max_concurrency:.2f} full-length requests ({max_model_len:,} tokens each, vLLM's "
             f"\"Maximum concurrency\" line), fewer than your {concurrency:,}: the rest wait in the queue (or are "
             "preempted) unless they are shorter than max_model_len")
+
 
 #: where vLLM's worker refuses bfloat16 below compute capability 8.0, per release read (the message is the same in all)
 BF16_CHECK_SOURCE = ("vllm/v1/worker/gpu_worker.py:391-408 _check_if_gpu_supports_dtype, called at :135 (0.9.2); "
@@ -128,6 +127,7 @@ def bf16_refusal(gpu, dtype: str | None) -> str | None:
     return (f"Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your {gpu.name} GPU has "
             f"compute capability {cap[0]}.{cap[1]}. You can use float16 instead by explicitly setting the `dtype` "
             f"flag in CLI, for example: --dtype=half. ({BF16_CHECK_SOURCE})")
+
 
 class VLLM:
     """vLLM (V1 engine)."""
@@ -208,11 +208,11 @@ class VLLM:
         from calculator.engine.gpus import get_gpu
         from calculator.engine.runtime import ReleaseRules
 
+        from calculator.request import compat_release
+
         short = kv_concurrency_warning(result.max_concurrency, request.concurrency, result.max_model_len)
         if short is not None:
             result.warnings.append(short)
-        from calculator.request import compat_release
-
         data = compat_release(request.release)
         if data is not None and data != request.release:  # never a silent stand-in
             checks = (f"its attention-backend, quantization and model-registry checks use the data extracted from "
