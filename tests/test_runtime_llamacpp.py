@@ -194,3 +194,27 @@ def test_a_gguf_repository_asked_of_vllm_or_sglang_says_what_it_is(client, runti
     page = client.get("/", q | {"runtime": "llama.cpp"}, follow=True)
     assert page.status_code == 200
     assert client.get("/api/estimate", q | {"runtime": "llama.cpp"}).status_code == 200
+
+
+@pytest.mark.parametrize("runtime,slots_name", [("llama.cpp", "-np"), ("ollama", "OLLAMA_NUM_PARALLEL")])
+def test_requests_beyond_the_slots_queue_on_every_surface(client, runtime, slots_name):
+    """4 closed-loop clients on 1 slot (-np 1; Ollama's OLLAMA_NUM_PARALLEL 1): one runs, three wait for the slot
+    (llama-server defers the task, tools/server/server-context.cpp:2379-2389; Ollama's runner semaphore of numParallel,
+    llm/llama_server.go:960 and :1536 at v0.32.15). By Little's law each waits (4 / 1 - 1) x a request's lifetime
+    TTFT_1 + 127 x ITL_1 (the one-client figures), added to TTFT; ITL and tok/s stay those of one slot."""
+    q = LLAMA8B_GGUF | {"runtime": runtime, "gpu": "RTX 4090", "ctx_size": "8192"}
+    one = client.get("/api/estimate", q).json()
+    four = client.get("/api/estimate", q | {"concurrency": "4"}).json()
+    wait = 3 * (one["ttft_ms"] + 127 * one["itl_ms"])
+    assert four["ttft_ms"] == pytest.approx(one["ttft_ms"] + wait, rel=1e-4) and four["ttft_ms"] > 4 * one["ttft_ms"]
+    assert four["itl_ms"] == one["itl_ms"] and four["output_tokens_per_s"] == one["output_tokens_per_s"]
+    assert four["speed"]["clients"] == 4 and four["speed"]["concurrency"] == 1
+    assert four["speed"]["queue_ms"] == pytest.approx(wait, rel=1e-4)
+    note = next(n for n in four["speed_warnings"] if "4 requests but 1 slot" in n)
+    assert f"({slots_name} 1)" in note and "Little's law" in note
+    page = client.get("/", q | {"concurrency": "4"}, follow=True).content.decode()
+    assert "4 requests but 1 slot" in page and "Little&#x27;s law" in page
+    out = StringIO()
+    call_command("estimate", "--model", q["model"], "--gguf-file", q["gguf_file"], "--runtime", runtime, "--gpu",
+                 "RTX 4090", "-c", "8192", "--concurrency", "4", stdout=out)
+    assert f"Predicted TTFT: {four['ttft_ms']:.1f} ms" in out.getvalue() and "4 requests but 1 slot" in out.getvalue()

@@ -38,6 +38,13 @@ _REQUIRED_0_19 = ("bert", "deepseek2", "deepseekocr", "gemma3", "gemma3n", "gpto
 _FA_0_19 = ("bert", "gemma3", "glm4moelite", "glmocr", "gptoss", "gpt-oss", "lfm2", "lfm2moe", "mistral3", "nemotron_h",
             "nemotron_h_moe", "olmo3", "qwen3", "qwen3moe", "qwen35", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe")
 
+#: Ollama's runner admits OLLAMA_NUM_PARALLEL requests at once: ``sem: semaphore.NewWeighted(int64(numParallel))``,
+#: which every completion acquires before it is sent to the runner (``s.sem.Acquire(ctx, 1)``); the rest block on it.
+OLLAMA_QUEUE_SRC = ("Ollama's runner admits OLLAMA_NUM_PARALLEL completions at once and the rest block on its semaphore: "
+                    "ollama v0.21.0 (57653b8e4) llm/server.go:293 semaphore.NewWeighted(int64(numParallel)), :1580 "
+                    "s.sem.Acquire(ctx, 1) in Completion; v0.32.15 (b7871fc0d) llm/llama_server.go:960 and :1536, in "
+                    "front of the llama-server it starts with -np numParallel (:375-376)")
+
 OLLAMA_SERVER_SRC = ("llm/server.go:148-165 (envconfig.NewEngine() || f.KV().OllamaEngineRequired(), no projector, a "
                      "text processor) and :276-277 StartRunner(tok != nil, ...)")
 

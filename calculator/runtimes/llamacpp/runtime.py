@@ -42,7 +42,7 @@ from calculator.runtimes.base import CompatSummary, LoadedModel, speed_kwargs
 from .gguf_meta import HF_TO_GGUF_ARCH, GGUFError, GGUFMeta, meta_from_hf_config, read_gguf_from_hub
 from .gguf_repos import GGUFListing, catalog_config, catalog_entry, list_gguf_files
 from .launch import launch_argv, ollama_run_argv, ollama_serve_argv
-from .ollama import ollama_engine, ollama_rule
+from .ollama import OLLAMA_QUEUE_SRC, ollama_engine, ollama_rule
 from .unified import LLAMA_SERVER_STARTS, is_unified, unified_memory
 from .memory import (OLLAMA_GRAPH_SRC, RELEASE_0_3_36, SRC, Buffer, MiB, LlamaCppPlan, NotModelled, _buft_name,
                      ollama_defaults, ollama_graph_size, plan)
@@ -999,7 +999,8 @@ class LlamaCpp:
             multi = {} if mg.n_gpus == 1 or mg.split_mode == "none" else dict(
                 n_gpus=mg.n_gpus, split_mode=mg.split_mode, tensor_split=mg.tensor_split)
             base = llama_speed(memory.meta, memory.plan, gpu, prompt_len=kw["prompt_len"], output_len=kw["output_len"],
-                               concurrency=kw["concurrency"], runtime_label=self.label, **multi)
+                               concurrency=kw["concurrency"], runtime_label=self.label, **multi,
+                               **self.queue_words())
             if spec is not None:
                 base.spec = spec_speed(memory.meta, memory.plan, draft.meta, draft.plan, gpu,
                                        k=spec.num_speculative_tokens, acceptance_rate=kw["acceptance_rate"],
@@ -1011,6 +1012,13 @@ class LlamaCpp:
             raise EngineInputError(exc.field, f"not modelled: {exc}") from None
         except ValueError as exc:
             raise EngineInputError("prompt_len", str(exc)) from None
+
+    def queue_words(self) -> dict[str, str]:
+        """How this server queues requests beyond its slots, for :func:`.speed.speed`: the setting that sets the slots
+        and the source of the queue (llama-server defers a task until a slot is free)."""
+        from .speed import LLAMA_SERVER_QUEUE_SRC
+
+        return {"slots_name": "-np", "queue_source": LLAMA_SERVER_QUEUE_SRC}
 
     #: the speed keys of the JSON answer (:meth:`speed_fields`), each always present (``null`` where it does not apply)
     speed_keys = ("ttft_ms", "itl_ms", "output_tokens_per_s", "speed_with_speculation", "speed", "speed_warnings",
@@ -1031,6 +1039,7 @@ class LlamaCpp:
         out |= {"ttft_ms": s.ttft_ms, "itl_ms": s.itl_ms, "output_tokens_per_s": s.output_tokens_per_s,
                 "speed_with_speculation": False,
                 "speed": {"prompt_len": s.prompt_len, "output_len": s.output_len, "concurrency": s.concurrency,
+                          "clients": s.clients, "queue_ms": s.queue_ms,
                           "mean_context": s.mean_context, "decode_step_ms": s.decode_step_ms,
                           "weight_bytes_per_token": s.weight_bytes_per_token,
                           "kv_bytes_per_token_step": s.kv_bytes_per_token_step, "efficiency_label": s.efficiency_label,
@@ -1053,6 +1062,12 @@ class Ollama(LlamaCpp):
 
     name = "ollama"
     label = "Ollama"
+
+    def queue_words(self) -> dict[str, str]:
+        """Ollama admits ``OLLAMA_NUM_PARALLEL`` requests into its runner at once: a semaphore of ``numParallel``
+        that each completion acquires, so the rest block until one finishes (before 0.30 its own runners; since 0.30
+        the llama-server it starts with ``-np numParallel``, whose slots are the same)."""
+        return {"slots_name": "OLLAMA_NUM_PARALLEL", "queue_source": OLLAMA_QUEUE_SRC}
 
     def multi_gpu(self, request) -> dict[str, Any]:
         """Ollama on several GPUs is not modelled: its scheduler (ollama server/sched.go) picks the GPUs and the
