@@ -515,6 +515,16 @@ class LlamaCpp:
             raise EngineInputError(PLAN_FIELDS.get(field, field), text.removeprefix(f"{field}:").strip()) from None
         if choice_note:
             p.notes.append(choice_note)
+        if self.name == "llama.cpp" and request.max_model_len == 0:
+            slots = ("" if p.n_seq_max == 1 else
+                     f"; {p.n_ctx:,} cells for the {p.n_seq_max} slots: " + (
+                         "--fit resolves the context to the model's for each slot before measuring, "
+                         "common/fit.cpp:266-278" if p.n_ctx_seq >= meta.n_ctx_train else
+                         "the model's context shared among them"))
+            p.notes.append(f"-c 0: the model's trained context, {meta.n_ctx_train:,} cells (common/arg.cpp:1639-1646 "
+                           "\"0 = loaded from model\", src/llama-context.cpp:133)" + slots + "; given explicitly, it "
+                           "also keeps --fit from lowering the context to fit the device (fit_params_min_ctx = "
+                           "UINT32_MAX, common/arg.cpp:1643-1646, common/fit.cpp:393-394): leave -c out to let it")
         if self.name == "llama.cpp" and request.parallel is None:
             p.notes.append("-np 1 is pinned in the command: without -np llama-server runs 4 slots sharing one unified "
                            "KV cache (-np -1 = auto, tools/server/server.cpp:156-161): four requests at once sharing "
@@ -780,7 +790,7 @@ class LlamaCpp:
             extra = d_used + (d_compute.bytes or 0 if d_compute is not None else 0)
         user_ts = request.tensor_split is not None and any(float(x) for x in request.tensor_split.split(","))
         fitted, info, notes, condition = fit_for_request(
-            meta, p, plan_kw, fit=request.fit, fit_target=request.fit_target,
+            meta, p, plan_kw, fit=request.fit, fit_target=request.fit_target, ctx_zero=request.max_model_len == 0,
             user_ngl=request.n_gpu_layers not in (None, -1), user_ts=user_ts, release=request.release,
             free_bytes=budget, free_source=budget_source, extra_bytes=extra,
             unified_ram=gpu.memory_bytes if is_unified(gpu, p.device) else None)
@@ -930,7 +940,7 @@ class LlamaCpp:
             draft = {"draft_model_path": request.gguf_file_draft, "draft_hf_repo": None if request.gguf_file_draft
                      else spec.model, "draft_max": spec.num_speculative_tokens,
                      "n_gpu_layers_draft": request.n_gpu_layers_draft, "release": request.release}
-        kw = dict(n_ctx=request.max_model_len or 0, n_parallel=mem.plan.n_seq_max, flash_attn=mem.plan.flash_attn,
+        kw = dict(n_ctx=request.max_model_len, n_parallel=mem.plan.n_seq_max, flash_attn=mem.plan.flash_attn,
                   cache_type_k=mem.resolved["cache_type_k"], cache_type_v=mem.resolved["cache_type_v"],
                   n_gpu_layers=request.n_gpu_layers, kv_unified=request.kv_unified, swa_full=request.swa_full,
                   fit=getattr(request, "fit", None), fit_target=getattr(request, "fit_target", None),
@@ -1085,7 +1095,10 @@ class Ollama(LlamaCpp):
         ``num_ctx`` cut to the model's training context, as Ollama does before asking for ``num_ctx x parallel`` ("requested context size too large for
         model", llm/server.go:170-174 at v0.21.0, :110-115 at v0.30.0, unchanged at v0.33.0-rc2)."""
         budget, _ = budget_bytes(gpu)
-        d = ollama_defaults(total_vram_gib=budget / GiB, num_ctx=request.max_model_len, num_parallel=request.parallel,
+        # OLLAMA_CONTEXT_LENGTH=0 is Ollama's "automatic" (its default, envconfig/config.go:230), the VRAM-based
+        # default context (server/routes.go:131-132 at v0.32.15: opts.NumCtx == 0 -> s.defaultNumCtx)
+        d = ollama_defaults(total_vram_gib=budget / GiB, num_ctx=request.max_model_len or None,
+                            num_parallel=request.parallel,
                             kv_cache_type=request.cache_type_k,
                             flash_attention=None if request.flash_attn in (None, "auto") else request.flash_attn == "on")
         train = meta.n_ctx_train if meta is not None else 0
@@ -1105,8 +1118,11 @@ class Ollama(LlamaCpp):
         stands; on Ollama's own Go engine (0.19 .. 0.24) its own KV cache and model weights replace llama.cpp's
         buffers and its compute graph is said not to be modelled (:meth:`_go_engine`)."""
         mem = super()._compute_memory(request, model)
-        if request.max_model_len is None:  # the context Ollama chose, said where the answer shows it
-            mem.plan.notes.append(f"num_ctx {mem.ollama['num_ctx']:,} (OLLAMA_CONTEXT_LENGTH unset): Ollama's default "
+        if not request.max_model_len:  # the context Ollama chose, said where the answer shows it
+            unset = ("OLLAMA_CONTEXT_LENGTH unset" if request.max_model_len is None else
+                     "ctx_size 0: OLLAMA_CONTEXT_LENGTH=0, Ollama's automatic context (envconfig/config.go:230; "
+                     "server/routes.go:131-132 at v0.32.15, opts.NumCtx == 0 -> the default)")
+            mem.plan.notes.append(f"num_ctx {mem.ollama['num_ctx']:,} ({unset}): Ollama's default "
                                   f"from the GPU memory, {mem.ollama['sources']['num_ctx']}")
         arch = mem.meta.architecture if mem.meta is not None else mem.plan.architecture
         try:
