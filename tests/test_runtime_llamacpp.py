@@ -40,10 +40,12 @@ def test_kv_cache_as_llama_cpp_logs_it(client):
 
 def test_ollama_defaults_by_vram(client):
     """An M2 Max with 64 GB: Metal's working set is 3/4 of it (48 GiB) >= 47 GiB, so Ollama's vram-based
-    default context is 262,144 (ollama server/routes.go), one sequence, f16 cache."""
+    default context is 262,144 (ollama server/routes.go), one sequence, f16 cache. Qwen3-8B was trained for 40,960
+    (max_position_embeddings), to which Ollama cuts num_ctx (llm/server.go:111-116 at v0.32.15): the command sets
+    that, the context Ollama uses (tests/test_ollama_engine.py)."""
     body = client.get("/api/estimate", {"model": QWEN, "runtime": "ollama", "gpu": "Apple M2 Max 64GB"}).json()
     assert body["ollama"]["num_ctx"] == 262144 and body["n_seq_max"] == 1
-    assert body["serve_argv"] == ["env", "OLLAMA_CONTEXT_LENGTH=262144", "OLLAMA_NUM_PARALLEL=1",
+    assert body["serve_argv"] == ["env", "OLLAMA_CONTEXT_LENGTH=40960", "OLLAMA_NUM_PARALLEL=1",
                                   "OLLAMA_KV_CACHE_TYPE=f16", "ollama", "serve"]
     # Qwen/Qwen3-8B is no GGUF repo: Ollama cannot pull it as hf.co/..., so no `ollama run` is offered, and why
     assert body["client_argv"] is None and any("hf.co/" in n for n in body["notes"])

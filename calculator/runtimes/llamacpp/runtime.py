@@ -42,7 +42,7 @@ from calculator.runtimes.base import CompatSummary, LoadedModel, speed_kwargs
 from .gguf_meta import HF_TO_GGUF_ARCH, GGUFError, GGUFMeta, meta_from_hf_config, read_gguf_from_hub
 from .gguf_repos import GGUFListing, catalog_config, catalog_entry, list_gguf_files
 from .launch import launch_argv, ollama_run_argv, ollama_serve_argv
-from .ollama import OLLAMA_QUEUE_SRC, ollama_engine, ollama_rule
+from .ollama import OLLAMA_CTX_CUT_SRC, OLLAMA_QUEUE_SRC, ollama_engine, ollama_rule
 from .unified import LLAMA_SERVER_STARTS, is_unified, unified_memory
 from .memory import (OLLAMA_GRAPH_SRC, RELEASE_0_3_36, SRC, Buffer, MiB, LlamaCppPlan, NotModelled, _buft_name,
                      ollama_defaults, ollama_graph_size, plan)
@@ -1092,8 +1092,8 @@ class Ollama(LlamaCpp):
 
     def settings(self, request, gpu: GPU, meta: GGUFMeta | None = None) -> dict[str, Any]:
         """Ollama's defaults (:func:`.memory.ollama_defaults`); the cells the runner is asked for (``kv_size``) use
-        ``num_ctx`` cut to the model's training context, as Ollama does before asking for ``num_ctx x parallel`` ("requested context size too large for
-        model", llm/server.go:170-174 at v0.21.0, :110-115 at v0.30.0, unchanged at v0.33.0-rc2)."""
+        ``num_ctx`` cut to the model's training context, as Ollama does before asking for ``num_ctx x parallel``
+        (:data:`OLLAMA_CTX_CUT_SRC`); ``num_ctx`` stays the setting (given, or Ollama's default)."""
         budget, _ = budget_bytes(gpu)
         # OLLAMA_CONTEXT_LENGTH=0 is Ollama's "automatic" (its default, envconfig/config.go:230), the VRAM-based
         # default context (server/routes.go:131-132 at v0.32.15: opts.NumCtx == 0 -> s.defaultNumCtx)
@@ -1106,8 +1106,8 @@ class Ollama(LlamaCpp):
             # num_ctx stays the setting (what OLLAMA_CONTEXT_LENGTH reproduces); the runner gets the cut one
             d = d.model_copy(update={"kv_size": train * d.num_parallel,
                                      "sources": d.sources | {"kv_size": f"num_ctx {d.num_ctx} cut to the model's "
-                                                             f"training context {train} (ollama llm/server.go:170-174 "
-                                                             "at v0.21.0, :110-115 at v0.30.0)"}})
+                                                             f"training context {train} x num_parallel "
+                                                             f"{d.num_parallel} ({OLLAMA_CTX_CUT_SRC})"}})
         return {"n_ctx": d.kv_size, "n_seq_max": d.num_parallel, "cache_type_k": d.kv_cache_type,
                 "cache_type_v": request.cache_type_v or d.kv_cache_type, "flash_attn": d.flash_attention,
                 "ollama": d.model_dump()}
@@ -1124,6 +1124,16 @@ class Ollama(LlamaCpp):
                      "server/routes.go:131-132 at v0.32.15, opts.NumCtx == 0 -> the default)")
             mem.plan.notes.append(f"num_ctx {mem.ollama['num_ctx']:,} ({unset}): Ollama's default "
                                   f"from the GPU memory, {mem.ollama['sources']['num_ctx']}")
+        d = mem.ollama
+        if d["kv_size"] < d["num_ctx"] * d["num_parallel"]:  # cut to the training context (settings)
+            used = d["kv_size"] // d["num_parallel"]
+            mem.plan.notes.append(
+                f"num_ctx {d['num_ctx']:,} ({'as given' if request.max_model_len else 'its default here'}) is more "
+                f"than the model's training context, {used:,}: Ollama cuts it to that before it starts the runner "
+                f"(\"requested context size too large for model\": if opts.NumCtx > trainCtx {{ opts.NumCtx = trainCtx "
+                f"}}, {OLLAMA_CTX_CUT_SRC}), so the KV cache holds {d['kv_size']:,} cells"
+                + (f" ({used:,} x OLLAMA_NUM_PARALLEL {d['num_parallel']})" if d["num_parallel"] > 1 else "")
+                + f" and the command sets OLLAMA_CONTEXT_LENGTH={used}, the context Ollama uses")
         arch = mem.meta.architecture if mem.meta is not None else mem.plan.architecture
         try:
             rule = ollama_rule(request.ollama_release)
@@ -1307,7 +1317,8 @@ class Ollama(LlamaCpp):
         return ollama_run_argv(listing.repo_id, gguf_file)
 
     def launch_argv(self, request, model: LoadedModel) -> list[str]:
-        """The Ollama server with the environment that reproduces the plan: ``env OLLAMA_CONTEXT_LENGTH=...
+        """The Ollama server with the environment that reproduces the plan: ``env OLLAMA_CONTEXT_LENGTH=N (the
+        context Ollama uses: num_ctx, cut to the model's training context as Ollama cuts it)
         OLLAMA_NUM_PARALLEL=... OLLAMA_KV_CACHE_TYPE=... [OLLAMA_FLASH_ATTENTION=1|0] ollama serve`` (an argv
         list; these are server settings, read by ``ollama serve``); the model is then run with
         ``LlamaCppMemory.client_argv``."""
@@ -1316,7 +1327,9 @@ class Ollama(LlamaCpp):
         fa = None if request.flash_attn in (None, "auto") else request.flash_attn == "on"
         if d["kv_cache_type"] not in ("f16", "f32", "bf16") and fa is None:
             fa = True  # a quantized cache needs flash attention; say so in the command instead of relying on auto
-        return ollama_serve_argv(num_ctx=d["num_ctx"], num_parallel=d["num_parallel"],
+        # the context Ollama uses: num_ctx cut to the model's training context (OLLAMA_CTX_CUT_SRC), which is what
+        # the plan is for; the setting above it would start the same runner but read as a larger KV cache
+        return ollama_serve_argv(num_ctx=d["kv_size"] // d["num_parallel"], num_parallel=d["num_parallel"],
                                  kv_cache_type=d["kv_cache_type"], flash_attention=fa)
 
 
