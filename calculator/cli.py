@@ -58,17 +58,19 @@ def request_from_command(opts: dict[str, Any]) -> tuple[ServingRequest, dict[str
     try:
         return request_from_options(opts), local_model(opts)
     except InputError as exc:
-        raise command_error(exc) from None
+        raise command_error(exc, opts.get("runtime")) from None
 
 
 def command_error(exc: InputError, runtime: str | None = None) -> CommandError:
     """The one way a command reports bad input: ``--flag-name: sentence`` (the sentence the page and the API
     show for the same value; a sentence that names other settings in the command line's words where it has them,
     :class:`calculator.request.WordedPerSurface`), exit code 2. The flag is the ``runtime``'s own where it names the
-    field otherwise (:data:`calculator.verdict.FLAG_NAMES`: SGLang's ``--context-length`` for ``max_model_len``...)."""
+    field otherwise (:func:`calculator.request.runtime_named`: llama.cpp's and Ollama's ``--ctx-size`` for
+    ``max_model_len``; :data:`calculator.verdict.FLAG_NAMES`: SGLang's ``--context-length``...)."""
+    from calculator.request import runtime_named
     from calculator.verdict import FLAG_NAMES
 
-    head, _, rest = exc.field.partition(".")
+    head, _, rest = runtime_named(exc, runtime).field.partition(".")
     flag = FLAG_NAMES.get(runtime or "", {}).get(head, "--" + head.replace("_", "-"))
     message = getattr(exc, "cli_message", None) or exc.message
     return CommandError(f"{flag}: {rest + ': ' if rest else ''}{message}", returncode=2)

@@ -302,7 +302,9 @@ def make_plan(request: ServingRequest, local: dict[str, Any] | None = None, *, w
         try:
             speed = runtime.speed(request, model, memory)
         except EngineInputError as exc:
-            speed_error = str(exc)
+            from calculator.request import runtime_named
+
+            speed_error = str(runtime_named(exc, request.runtime))
     plan = Plan(request=request, runtime=runtime.name, model=model, memory=memory, compat=compat,
                 compat_error=compat_error, speed=speed, speed_error=speed_error,
                 launch_argv=runtime.launch_argv(request, model), verdict=verdict)

@@ -35,6 +35,27 @@ from calculator.engine.weights import VLLM_QUANTIZATION_METHODS
 InputError = EngineInputError
 
 
+#: What a context of 0 means to the runtimes that take it (:meth:`ServingRequest._context_floor`).
+CTX_ZERO = {"llama.cpp": "the model's trained context, as llama.cpp's -c 0",
+            "ollama": "Ollama's automatic default, as OLLAMA_CONTEXT_LENGTH=0"}
+#: A request parameter each runtime names by its own flag when refusing it: llama.cpp's -c / --ctx-size, which
+#: Ollama's context (OLLAMA_CONTEXT_LENGTH, num_ctx) is set by here as well.
+RUNTIME_PARAM_NAMES = {"llama.cpp": {"max_model_len": "ctx_size"}, "ollama": {"max_model_len": "ctx_size"}}
+
+
+def runtime_named(exc: EngineInputError, runtime: Any) -> EngineInputError:
+    """``exc`` naming the ``runtime``'s own parameter where it has one (:data:`RUNTIME_PARAM_NAMES`:
+    ``max_model_len`` -> ``ctx_size`` for llama.cpp and Ollama; ``max_model_len.x`` -> ``ctx_size.x``); the same
+    exception, its field renamed in place (the command line prints it as ``--ctx-size``, the API's ``field`` is
+    ``ctx_size``). ``runtime``: the request's runtime or the raw text given (anything else leaves it as it is)."""
+    names = RUNTIME_PARAM_NAMES.get(str(runtime or "").strip(), {})
+    head, dot, rest = exc.field.partition(".")
+    if head in names:
+        exc.field = names[head] + dot + rest
+        exc.args = (f"{exc.field}: {exc.message}",)
+    return exc
+
+
 class WordedPerSurface(InputError):
     """An :class:`InputError` whose sentence names other settings, worded for each surface: ``message`` names them
     as the page and the API spell their parameters (``speculative_config``), ``cli_message`` as the command line
@@ -211,9 +232,12 @@ class ServingRequest(BaseModel):
     gpus_per_node: int = Field(DEFAULT_GPUS_PER_NODE, ge=1, le=64, json_schema_extra=_meta(
         "--gpus-per-node", "GPUs in one machine (default 8, an HGX/DGX node): suggestions keep tensor parallel "
         "inside a node and add nodes for pipeline stages; the page shows the layout in nodes", "hardware"))
-    max_model_len: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_meta(
+    # 0 only for llama.cpp / Ollama (-c 0 = the model's trained context; OLLAMA_CONTEXT_LENGTH=0 = automatic):
+    # vLLM and SGLang take 1 and up (_context_floor)
+    max_model_len: int | None = Field(None, ge=0, le=MAX_TOKENS, json_schema_extra=_meta(
         "--max-model-len", "context length in tokens (32k = 32,000; 32K = 32,768; SGLang: --context-length; "
-        "llama.cpp: --ctx-size, -c)", tokens=True, alias="context_length", aliases=("ctx_size",), short="-c"))
+        "llama.cpp: --ctx-size, -c, 0 = the model's trained context; Ollama: OLLAMA_CONTEXT_LENGTH, 0 = its "
+        "default)", tokens=True, alias="context_length", aliases=("ctx_size",), short="-c"))
     concurrency: int | None = Field(None, ge=1, le=65536, json_schema_extra=_meta(
         "--concurrency", "expected concurrent requests (speed: requests in flight)", "workload"))
     num_prompts: int | None = Field(None, ge=1, le=100000, json_schema_extra=_meta(
@@ -402,6 +426,27 @@ class ServingRequest(BaseModel):
                 f"tokens {k} with --speculative-eagle-topk; e.g. SGLang's --speculative-num-steps 5 "
                 "--speculative-eagle-topk 8 --speculative-num-draft-tokens 64 is {\"num_speculative_tokens\": 5} with "
                 "--speculative-eagle-topk 8 --speculative-num-draft-tokens 64"))
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _context_floor(cls, data: Any) -> Any:
+        """The smallest context each runtime takes: llama.cpp's ``-c 0`` is the model's trained context
+        (common/arg.cpp:1639-1646 "0 = loaded from model", src/llama-context.cpp:133) and Ollama's
+        ``OLLAMA_CONTEXT_LENGTH=0`` its automatic default (envconfig/config.go:230, server/routes.go:131-132 at
+        v0.32.15), so both take 0 and up; vLLM and SGLang 1 and up. (The field is renamed to the runtime's own
+        parameter, ``ctx_size``, by :func:`runtime_named`.)"""
+        if not isinstance(data, dict):
+            return data
+        v = data.get("max_model_len")
+        if not isinstance(v, int) or isinstance(v, bool):
+            return data
+        if str(data.get("runtime") or "vllm").strip() in ("llama.cpp", "ollama"):
+            if v < 0:
+                raise InputError("max_model_len", f"must be at least 0 (0: {CTX_ZERO[data['runtime'].strip()]}), "
+                                 f"got {v}")
+        elif v < 1:
+            raise InputError("max_model_len", f"must be at least 1, got {v}")
         return data
 
     @model_validator(mode="before")
@@ -1081,8 +1126,17 @@ def parse_request(data: Mapping[str, Any]) -> ServingRequest:
 
     Raises:
         InputError: the first problem, naming the parameter (an unknown one with the nearest known name,
-            :func:`unknown_parameter`).
+            :func:`unknown_parameter`; with runtime llama.cpp or ollama the context as ``ctx_size``,
+            :func:`runtime_named`).
     """
+    try:
+        return _parse_request(data)
+    except InputError as exc:
+        raise runtime_named(exc, data.get("runtime")) from None
+
+
+def _parse_request(data: Mapping[str, Any]) -> ServingRequest:
+    """:func:`parse_request` before its errors are named by the runtime's own parameters."""
     repeated = repeated_parameter(data)
     if repeated is not None:
         raise repeated

@@ -215,6 +215,31 @@ def test_an_explicit_context_is_never_lowered(client):
     assert body["verdict"] == "depends" and "system RAM" in body["verdict_condition"]
 
 
+@pytest.mark.parametrize("parallel", [1, 2])
+def test_an_explicit_c_0_is_the_models_context_and_fit_does_not_lower_it(client, parallel):
+    """-c 0 is the model's trained context (common/arg.cpp:1639-1646 "0 = loaded from model"; Llama-3.1-8B's
+    max_position_embeddings 131072), resolved by fit to 131072 per slot without -kvu (common/fit.cpp:266-278); given
+    explicitly it sets --fit-ctx to UINT32_MAX (arg.cpp:1643-1646), so step 2 never lowers the context
+    (fit.cpp:394 n_ctx_max > n_ctx_min_total fails) and fit moves layers instead: the same placement as -c 131072 x
+    slots given, and the command keeps -c 0."""
+    zero = client.get("/api/estimate", LLAMA8B_3060 | {"parallel": str(parallel), "ctx_size": "0"}).json()
+    given = client.get("/api/estimate", LLAMA8B_3060 | {"parallel": str(parallel),
+                                                        "ctx_size": str(131072 * parallel)}).json()
+    unset = client.get("/api/estimate", LLAMA8B_3060 | {"parallel": str(parallel)}).json()
+    assert unset["fit"]["status"] == "context_reduced"  # -c left out: fit lowers the context instead
+    assert zero["fit"]["status"] == "fitted" and "n_ctx" not in zero["fit"]
+    assert zero["fit"]["n_gpu_layers"] == given["fit"]["n_gpu_layers"] < 33
+    assert zero["kv_cache_tokens"] == 131072 * parallel and zero["kv_cache_mib"] == 131072 * parallel * KV_CELL / MiB
+    assert zero["max_model_len"] == 131072
+    assert zero["serve_argv"][3:5] == ["-c", "0"] and "-c" not in unset["serve_argv"]
+    assert any(n.startswith("-c 0: the model's trained context, 131,072 cells") for n in zero["notes"])
+    # --fit off: nothing resolves it per slot, so llama_context's n_ctx = n_ctx_train is shared by the slots
+    # (src/llama-context.cpp:133)
+    off = client.get("/api/estimate", LLAMA8B_3060 | {"parallel": str(parallel), "ctx_size": "0",
+                                                      "fit": "off"}).json()
+    assert off["kv_cache_tokens"] == 131072 and off["max_model_len"] == 131072 // parallel
+
+
 def test_ollama_from_0_30_leaves_the_placement_to_llama_servers_fit(client):
     """Ollama 0.30+ starts llama-server with -c (num_ctx x parallel) and no -ngl (llm/llama_server.go:398-405 at
     v0.32.15), so --fit places the layers exactly as for llama-server -c 8192; before 0.30 Ollama's own scheduler

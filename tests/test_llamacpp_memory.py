@@ -197,6 +197,10 @@ def test_ollama_defaults_and_launch():
     assert cfg["env"] == {"OLLAMA_NUM_PARALLEL": "2", "OLLAMA_KV_CACHE_TYPE": "q8_0", "OLLAMA_FLASH_ATTENTION": "1"}
     with pytest.raises(ValueError, match="-np"):
         launch_argv("m.gguf", n_ctx=8192, n_parallel=0)
+    # -c left out (None: llama-server's default, which --fit may lower) vs an explicit -c 0 (which it may not,
+    # common/arg.cpp:1641-1646)
+    assert "-c" not in launch_argv("m.gguf", n_ctx=None)
+    assert launch_argv("m.gguf", n_ctx=0)[3:5] == ["-c", "0"]
 
 
 def test_tied_embeddings_on_metal_match_the_cpu_mapped_log_line():

@@ -110,6 +110,31 @@ def test_layer_split_over_two_gpus_adds_one_copy():
     assert set(two.devices) == {"GPU0", "GPU1"}
 
 
+@pytest.mark.parametrize("slots,clients", [(1, 4), (2, 5), (3, 3)])
+def test_requests_beyond_the_slots_wait_for_one_and_the_wait_is_in_ttft(slots, clients):
+    """-np P slots and C > P closed-loop clients: llama-server defers a task while no slot is free
+    (tools/server/server-context.cpp:2379-2389) and a released slot takes the first deferred one (:1283-1285,
+    server-queue.cpp:90-110). The P slots stay busy, so each request cycles through its wait W and its lifetime L in a
+    slot, and C / (W + L) = P / L (Little's law): W = (C / P - 1) x L, L = TTFT_P + (output_len - 1) x ITL_P (the
+    figures of P requests running at once). ITL and output tok/s are those of the P running slots."""
+    meta = derive_meta(load_config(LLAMA_3B), "Q4_K_M")
+    p = plan(meta, n_ctx=4096 * slots, n_seq_max=slots, device="CUDA")
+    gpu = get_gpu("RTX 3060")
+    running = speed(meta, p, gpu, prompt_len=500, output_len=100, concurrency=slots)
+    s = speed(meta, p, gpu, prompt_len=500, output_len=100, concurrency=clients)
+    lifetime = running.ttft_ms + 99 * running.itl_ms
+    wait = (clients / slots - 1) * lifetime
+    # (the figures compared are rounded: TTFT to 0.01 ms, ITL to 0.001 ms)
+    assert s.ttft_ms == pytest.approx(running.ttft_ms + wait, rel=1e-4)
+    assert s.queue_ms == pytest.approx(wait, rel=1e-4) and s.clients == clients and s.concurrency == slots
+    assert s.itl_ms == running.itl_ms and s.output_tokens_per_s == pytest.approx(slots * 1000 / running.itl_ms, abs=0.01)
+    if clients > slots:
+        assert any(f"{clients} requests but {slots} slot" in n and "server-context.cpp:2379-2389" in n for n in s.notes)
+        assert "ttft_ms.queue" in s.sources
+    else:
+        assert s.queue_ms == 0 and not any("requests but" in n for n in s.notes)
+
+
 def test_row_split_shares_the_matrices():
     """-sm row over 2 GPUs: each GPU holds half of every layer matrix; GPU1 holds nothing else (layer placement
     with equal shares over 29 units puts layers il / 29 < 0.5, 0..14, on GPU0 and 15..27 plus the output on GPU1,

@@ -8,9 +8,12 @@ and ``model weights device=CPU size="525.0 MiB"``."""
 from __future__ import annotations
 
 import json
+from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from calculator.request import InputError, parse_request
 from calculator.runtimes.llamacpp import ollama as og
@@ -161,13 +164,38 @@ def test_page_names_the_engine(client, _offline):
     assert "on 1× Apple M3 Max 64GB (Ollama 0.21.0);" in html and "Reproduce it with Ollama 0.21.0" in html
 
 
-def test_num_ctx_is_cut_to_the_training_context(client, _offline):
-    """llm/server.go:170-174 (v0.21.0) / :110-115 (v0.30.0): a num_ctx above the model's training context is cut to
-    it. Qwen3-8B (max_position_embeddings 40960) on a 64 GB M2 Max: the VRAM default 262144 -> 40960 cells asked."""
+@pytest.mark.parametrize("release", ["0.32.15", "0.21.0"])
+def test_num_ctx_is_cut_to_the_training_context(client, _offline, release):
+    """llm/server.go:166-171 (v0.21.0) / :111-116 (v0.32.15) NewLlamaServer: "requested context size too large for
+    model", if opts.NumCtx > trainCtx { opts.NumCtx = trainCtx }, before the runner is asked for num_ctx x parallel
+    cells. Qwen3-8B (max_position_embeddings 40960) on a 64 GB M3 Max: the VRAM default 262144 -> 40960 cells. The
+    command sets OLLAMA_CONTEXT_LENGTH=40960 (what Ollama uses), and every surface says why the KV cache is smaller
+    than the 262144 the setting would read as."""
     train = load_config("Qwen__Qwen3-8B.json")["max_position_embeddings"]
-    body = client.get("/api/estimate", {"model": "Qwen/Qwen3-8B", "runtime": "ollama", "gpu": "Apple M2 Max 64GB"}).json()
+    q = {"model": "Qwen/Qwen3-8B", "runtime": "ollama", "gpu": "Apple M3 Max 64GB", "ollama_release": release}
+    body = client.get("/api/estimate", q).json()
     assert body["ollama"]["num_ctx"] == 262144 and body["ollama"]["kv_size"] == train == 40960
-    assert body["n_ctx"] == 40960
+    assert body["kv_cache_tokens"] == 40960 and "OLLAMA_CONTEXT_LENGTH=40960" in body["serve_argv"]
+    cut = "is more than the model's training context, 40,960: Ollama cuts it"
+    assert any(cut in n and "llm/server.go:166-171" in n for n in body["notes"])
+    page = client.get("/", q, follow=True).content.decode()
+    assert "OLLAMA_CONTEXT_LENGTH=40960 OLLAMA_NUM_PARALLEL=1" in page and cut.replace("'", "&#x27;") in page
+    out = StringIO()
+    with pytest.raises(CommandError) as err:  # verdict depends (no GGUF file): exit 3, after the table
+        call_command("estimate", "--model", "Qwen/Qwen3-8B", "--runtime", "ollama", "--gpu", "Apple M3 Max 64GB",
+                     "--ollama-release", release, stdout=out)
+    text = out.getvalue()
+    assert err.value.returncode == 3 and "Command: env OLLAMA_CONTEXT_LENGTH=40960 " in text and cut in text
+
+
+def test_a_num_ctx_given_above_the_training_context_with_slots(client, _offline):
+    """num_ctx 50000 given, OLLAMA_NUM_PARALLEL 2: cut to 40960 per slot, so 2 x 40960 = 81920 cells."""
+    body = client.get("/api/estimate", {"model": "Qwen/Qwen3-8B", "runtime": "ollama", "gpu": "RTX 4090",
+                                        "ctx_size": "50000", "parallel": "2"}).json()
+    assert body["kv_cache_tokens"] == 2 * 40960 and body["ollama"]["num_ctx"] == 50000
+    assert body["serve_argv"][1:3] == ["OLLAMA_CONTEXT_LENGTH=40960", "OLLAMA_NUM_PARALLEL=2"]
+    assert any("num_ctx 50,000 (as given)" in n and "81,920 cells (40,960 x OLLAMA_NUM_PARALLEL 2)" in n
+               for n in body["notes"])
 
 
 def test_a_draft_model_on_ollama_is_refused_by_name_before_the_draft_is_loaded(client, _offline):

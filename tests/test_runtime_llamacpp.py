@@ -40,10 +40,12 @@ def test_kv_cache_as_llama_cpp_logs_it(client):
 
 def test_ollama_defaults_by_vram(client):
     """An M2 Max with 64 GB: Metal's working set is 3/4 of it (48 GiB) >= 47 GiB, so Ollama's vram-based
-    default context is 262,144 (ollama server/routes.go), one sequence, f16 cache."""
+    default context is 262,144 (ollama server/routes.go), one sequence, f16 cache. Qwen3-8B was trained for 40,960
+    (max_position_embeddings), to which Ollama cuts num_ctx (llm/server.go:111-116 at v0.32.15): the command sets
+    that, the context Ollama uses (tests/test_ollama_engine.py)."""
     body = client.get("/api/estimate", {"model": QWEN, "runtime": "ollama", "gpu": "Apple M2 Max 64GB"}).json()
     assert body["ollama"]["num_ctx"] == 262144 and body["n_seq_max"] == 1
-    assert body["serve_argv"] == ["env", "OLLAMA_CONTEXT_LENGTH=262144", "OLLAMA_NUM_PARALLEL=1",
+    assert body["serve_argv"] == ["env", "OLLAMA_CONTEXT_LENGTH=40960", "OLLAMA_NUM_PARALLEL=1",
                                   "OLLAMA_KV_CACHE_TYPE=f16", "ollama", "serve"]
     # Qwen/Qwen3-8B is no GGUF repo: Ollama cannot pull it as hf.co/..., so no `ollama run` is offered, and why
     assert body["client_argv"] is None and any("hf.co/" in n for n in body["notes"])
@@ -194,3 +196,89 @@ def test_a_gguf_repository_asked_of_vllm_or_sglang_says_what_it_is(client, runti
     page = client.get("/", q | {"runtime": "llama.cpp"}, follow=True)
     assert page.status_code == 200
     assert client.get("/api/estimate", q | {"runtime": "llama.cpp"}).status_code == 200
+
+
+@pytest.mark.parametrize("runtime,slots_name", [("llama.cpp", "-np"), ("ollama", "OLLAMA_NUM_PARALLEL")])
+def test_requests_beyond_the_slots_queue_on_every_surface(client, runtime, slots_name):
+    """4 closed-loop clients on 1 slot (-np 1; Ollama's OLLAMA_NUM_PARALLEL 1): one runs, three wait for the slot
+    (llama-server defers the task, tools/server/server-context.cpp:2379-2389; Ollama's runner semaphore of numParallel,
+    llm/llama_server.go:960 and :1536 at v0.32.15). By Little's law each waits (4 / 1 - 1) x a request's lifetime
+    TTFT_1 + 127 x ITL_1 (the one-client figures), added to TTFT; ITL and tok/s stay those of one slot."""
+    q = LLAMA8B_GGUF | {"runtime": runtime, "gpu": "RTX 4090", "ctx_size": "8192"}
+    one = client.get("/api/estimate", q).json()
+    four = client.get("/api/estimate", q | {"concurrency": "4"}).json()
+    wait = 3 * (one["ttft_ms"] + 127 * one["itl_ms"])
+    assert four["ttft_ms"] == pytest.approx(one["ttft_ms"] + wait, rel=1e-4) and four["ttft_ms"] > 4 * one["ttft_ms"]
+    assert four["itl_ms"] == one["itl_ms"] and four["output_tokens_per_s"] == one["output_tokens_per_s"]
+    assert four["speed"]["clients"] == 4 and four["speed"]["concurrency"] == 1
+    assert four["speed"]["queue_ms"] == pytest.approx(wait, rel=1e-4)
+    note = next(n for n in four["speed_warnings"] if "4 requests but 1 slot" in n)
+    assert f"({slots_name} 1)" in note and "Little's law" in note
+    page = client.get("/", q | {"concurrency": "4"}, follow=True).content.decode()
+    assert "4 requests but 1 slot" in page and "Little&#x27;s law" in page
+    out = StringIO()
+    call_command("estimate", "--model", q["model"], "--gguf-file", q["gguf_file"], "--runtime", runtime, "--gpu",
+                 "RTX 4090", "-c", "8192", "--concurrency", "4", stdout=out)
+    assert f"Predicted TTFT: {four['ttft_ms']:.1f} ms" in out.getvalue() and "4 requests but 1 slot" in out.getvalue()
+
+
+@pytest.mark.parametrize("runtime", ["llama.cpp", "ollama"])
+@pytest.mark.parametrize("given,value,says", [
+    ("ctx_size", "-1", "must be at least 0 (0: "),
+    ("max_model_len", "-1", "must be at least 0 (0: "),
+    ("ctx_size", "abc", "enter a whole number of tokens"),
+    ("context_length", "99999999", "must be at most 16777216"),
+])
+def test_a_bad_context_is_named_by_the_runtimes_own_flag(client, runtime, given, value, says):
+    """llama.cpp's context is -c / --ctx-size (common/arg.cpp:1639), which also sets Ollama's num_ctx here: a bad value
+    is refused naming ctx_size (API, page) / --ctx-size (command line), never max_model_len, whichever alias it was
+    given under; 0 is no error (below)."""
+    q = {"model": QWEN, "runtime": runtime, "gpu": "RTX 4090", given: value}
+    r = client.get("/api/estimate", q)
+    assert r.status_code == 400 and r.json()["field"] == "ctx_size" and r.json()["error"].startswith("ctx_size: " + says)
+    page = client.get("/", q)
+    assert page.status_code == 400
+    html = page.content.decode()
+    assert 'id="errors-max_model_len"><p class="error" role="alert">' + says.replace("'", "&#x27;")[:20] in html
+    flag = {"ctx_size": "--ctx-size", "max_model_len": "--max-model-len", "context_length": "--context-length"}[given]
+    with pytest.raises(CommandError) as err:
+        call_command("estimate", "--model", QWEN, "--runtime", runtime, "--gpu", "RTX 4090", flag, value,
+                     stdout=StringIO())
+    assert err.value.returncode == 2 and str(err.value).startswith("--ctx-size: " + says)
+
+
+def test_vllm_and_sglang_still_need_a_context_of_at_least_1(client):
+    """0 is llama.cpp's and Ollama's; vLLM's --max-model-len and SGLang's --context-length start at 1."""
+    for runtime, field, flag in (("vllm", "max_model_len", "--max-model-len"),
+                                 ("sglang", "max_model_len", "--context-length")):
+        r = client.get("/api/estimate", {"model": QWEN, "runtime": runtime, "max_model_len": "0"})
+        assert r.status_code == 400 and r.json() == {"error": f"{field}: must be at least 1, got 0", "field": field}
+        with pytest.raises(CommandError) as err:
+            call_command("estimate", "--model", QWEN, "--runtime", runtime, "--max-model-len", "0", stdout=StringIO())
+        assert str(err.value) == f"{flag}: must be at least 1, got 0"
+
+
+def test_ctx_size_0_on_ollama_is_its_automatic_default(client):
+    """OLLAMA_CONTEXT_LENGTH=0 is Ollama's "automatic" (envconfig/config.go:230, its default value): the VRAM-based
+    default context (server/routes.go:131-132 at v0.32.15, opts.NumCtx == 0 -> s.defaultNumCtx), so ctx_size 0 is the
+    answer without one: 32768 on a 24 GB RTX 4090 (>= 23 GiB)."""
+    q = LLAMA8B_GGUF | {"runtime": "ollama", "gpu": "RTX 4090"}
+    zero, unset = client.get("/api/estimate", q | {"ctx_size": "0"}).json(), client.get("/api/estimate", q).json()
+    assert zero["ollama"]["num_ctx"] == unset["ollama"]["num_ctx"] == 32768
+    assert zero["kv_cache_tokens"] == unset["kv_cache_tokens"] == 32768 and zero["verdict"] == unset["verdict"]
+    assert any("OLLAMA_CONTEXT_LENGTH=0" in n for n in zero["notes"])
+
+
+def test_ctx_size_0_on_llama_cpp_on_every_surface(client):
+    """-c 0 with llama.cpp: the model's trained context (Llama-3.1-8B: 131072), the command keeps -c 0, and the
+    page's permalink keeps it."""
+    q = LLAMA8B_GGUF | {"runtime": "llama.cpp", "gpu": "RTX 4090", "ctx_size": "0"}
+    body = client.get("/api/estimate", q).json()
+    assert body["kv_cache_tokens"] == 131072 and body["serve_argv"][5:7] == ["-c", "0"]
+    page = client.get("/", q, follow=True)
+    assert page.status_code == 200 and "max_model_len=0" in page.redirect_chain[-1][0]
+    assert "-c 0 -np 1" in page.content.decode()
+    out = StringIO()
+    call_command("estimate", "--model", q["model"], "--gguf-file", q["gguf_file"], "--runtime", "llama.cpp", "--gpu",
+                 "RTX 4090", "-c", "0", "--format", "json", stdout=out)
+    assert json.loads(out.getvalue())["kv_cache_tokens"] == 131072

@@ -381,6 +381,9 @@ def build_llamacpp_configuration(request: ServingRequest, params: dict[str, Any]
     n_ctx = min(request.max_model_len or limit, limit)
     if request.max_model_len and request.max_model_len > limit:
         adjustments.append(f"CPU worker: context (--ctx-size) {request.max_model_len} scaled down to {limit}")
+    elif request.max_model_len == 0 and limit < int(hf_config.get("max_position_embeddings", limit)):
+        adjustments.append(f"CPU worker: context -c 0 (the model's {int(hf_config['max_position_embeddings'])}) "
+                           f"scaled down to {limit}")
     flash = request.flash_attn or "auto"
     if flash == "auto":
         adjustments.append("flash_attn auto run as off: llama_cpp.server's --flash_attn is on/off only "

@@ -49,7 +49,8 @@ QUERY_SAFE = "/:,"
 # shows the same 1 as the empty form).
 SHOWN_DEFAULTS = {"tensor_parallel_size": "1", "pipeline_parallel_size": "1", "gpus_per_node": "8"}
 # Where an error about a request field is shown on the page (the form splits speculative_config).
-ERROR_SLOT = {"speculative_config": "speculative_method", "speculative_config.model": "speculative_model"}
+ERROR_SLOT = {"speculative_config": "speculative_method", "speculative_config.model": "speculative_model",
+              "ctx_size": "max_model_len"}  # llama.cpp's / Ollama's name of the context (request.runtime_named)
 ADVANCED = ("block_size", "max_num_batched_tokens", "max_num_seqs", "enforce_eager", "gpu_memory_gib",
             "kv_cache_memory_bytes")
 SGLANG_FIELDS = ("sglang_version", "mem_fraction_static", "chunked_prefill_size", "cuda_graph_max_bs", "page_size",

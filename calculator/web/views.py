@@ -22,7 +22,7 @@ from calculator.web import presets, results
 from calculator.engine.errors import EngineInputError
 from calculator.web.forms import EstimateForm, tidy_query
 from calculator.plan import make_plan
-from calculator.request import parse_request
+from calculator.request import parse_request, runtime_named
 
 def _evaluate(form: EstimateForm) -> results.Outcome | None:
     """Validate the form (the request model) and answer it; input errors go beside the field they name."""
@@ -31,7 +31,7 @@ def _evaluate(form: EstimateForm) -> results.Outcome | None:
     try:
         return results.build(make_plan(form.request))
     except EngineInputError as exc:
-        form.show_error(exc)
+        form.show_error(runtime_named(exc, form.request.runtime))
         return None
 
 
@@ -123,6 +123,7 @@ def api_estimate(request: HttpRequest) -> JsonResponse:
         plan = make_plan(parse_request(request.GET))
         payload = results.api_payload(plan)
     except EngineInputError as exc:
+        exc = runtime_named(exc, request.GET.get("runtime"))  # llama.cpp's / Ollama's context is ctx_size
         return JsonResponse({"error": f"{exc.field}: {exc.message}", "field": exc.field}, status=400)
     except Exception:  # an internal fault: logged with a reference, never a traceback to the client
         ref = uuid.uuid4().hex[:12]

@@ -560,7 +560,7 @@ def _gib(b: int) -> str:
 
 def fit_for_request(meta, base: LlamaCppPlan, plan_kwargs: dict, *, fit: str | None, fit_target: int | None,
                      user_ngl: bool, user_ts: bool, release: str, free_bytes: int, free_source: str,
-                     extra_bytes: int = 0, unified_ram: int | None = None
+                     extra_bytes: int = 0, unified_ram: int | None = None, ctx_zero: bool = False
                      ) -> tuple[LlamaCppPlan, dict | None, list[str], str | None]:
     """``--fit`` as llama-server runs it for a request: ``(plan to use, the "fit" JSON or None, notes, condition or
     None)``. The notes replace the plan's generic "--fit" note; the plan is the fitted one when fit changes the
@@ -569,8 +569,10 @@ def fit_for_request(meta, base: LlamaCppPlan, plan_kwargs: dict, *, fit: str | N
     range straddles PR #16653 (the verdict then depends on the build); the legacy 2025 builds predate it.
     ``unified_ram``: the Mac's unified memory (bytes) when the device is Apple's Metal GPU: what fit leaves in CPU
     memory then comes from the same memory as the Metal buffers, so no "free system RAM" condition is returned (the
-    runtime checks the whole, :func:`.unified.unified_memory`). Raises nothing: what cannot be modelled is said in the
-    notes and leaves the plan as given."""
+    runtime checks the whole, :func:`.unified.unified_memory`). ``ctx_zero``: ``-c 0`` given explicitly (the model's
+    context, which fit may then not lower: common/arg.cpp:1641-1646 sets --fit-ctx to UINT32_MAX, so fit.cpp:394's
+    ``n_ctx_max > n_ctx_min_total`` never holds); without it ``n_ctx == 0`` is ``-c`` left out. Raises nothing:
+    what cannot be modelled is said in the notes and leaves the plan as given."""
     from .memory import RELEASE_0_3_36, RELEASE_LEGACY
 
     src = f"{FIT_DEFAULT_SRC}; {FIT_SRC}"
@@ -585,7 +587,7 @@ def fit_for_request(meta, base: LlamaCppPlan, plan_kwargs: dict, *, fit: str | N
     margin = DEFAULT_MARGIN_MIB if fit_target is None else fit_target
     try:
         out = fit_plan(meta, base, plan_kwargs, free_bytes=free_bytes, margin_mib=margin, user_ngl=user_ngl,
-                       user_ts=user_ts, extra_bytes=extra_bytes)
+                       user_ts=user_ts, extra_bytes=extra_bytes, min_ctx=None if ctx_zero else DEFAULT_MIN_CTX)
     except NotModelled as exc:
         return base, {"status": "not_modelled", "reason": str(exc), "source": src}, [
             f"llama-server's --fit (on by default) may move layers to the CPU when the device would keep less than "

@@ -19,7 +19,7 @@ from calculator.runtimes.llamacpp.memory import KV_CACHE_TYPES, RELEASE_0_3_36
 def launch_argv(
     model_path: str,
     *,
-    n_ctx: int,
+    n_ctx: int | None,
     n_parallel: int = 1,
     flash_attn: str = "auto",
     cache_type_k: str = "f16",
@@ -51,14 +51,16 @@ def launch_argv(
     (common/arg.cpp:2738 ``--device``; without it llama.cpp takes every visible GPU), then ``-sm`` / ``-ts`` /
     ``-mg`` when given (common/arg.cpp:2807, 2831, 2858; ``tensor_split`` as the user wrote it, e.g. ``3,1``).
 
-    ``n_gpu_layers=None`` leaves -ngl out (the server's default). ``-np`` is always given: the server's own
+    ``n_ctx=None`` leaves -c out (the server's default: the model's context, which --fit may lower to fit the
+    device); ``n_ctx=0`` is an explicit ``-c 0`` (the model's context too, but --fit may not lower it:
+    common/arg.cpp:1641-1646). ``n_gpu_layers=None`` leaves -ngl out (the server's default). ``-np`` is always given: the server's own
     default is -1 (auto: 4 slots and a unified cache, tools/server/server.cpp:156-161), which the plan must
     not assume silently. ``fit`` (``--fit on|off``, common/arg.cpp:2867-2879) and ``fit_target`` (``-fitt MiB``,
     :2895-2919) are added when given (None: the server's defaults, on and 1024). Raises ``ValueError`` naming the
     field."""
     if not model_path:
         raise ValueError("model_path: required")
-    if n_ctx < 0:
+    if n_ctx is not None and n_ctx < 0:
         raise ValueError("n_ctx (-c) must be >= 0")
     if n_parallel < 1:
         raise ValueError("n_parallel (-np) must be >= 1")
@@ -67,9 +69,9 @@ def launch_argv(
     for name, t in (("cache_type_k", cache_type_k), ("cache_type_v", cache_type_v)):
         if t not in KV_CACHE_TYPES:
             raise ValueError(f"{name}: one of {', '.join(KV_CACHE_TYPES)}, not {t!r}")
-    # n_ctx 0: -c left out, llama-server's default (0 = the model's context, which --fit may lower to fit the device;
-    # an explicit `-c 0` would forbid that, common/arg.cpp:1641-1646)
-    argv = [binary, "-m", model_path, *(["-c", str(n_ctx)] if n_ctx else []), "-np", str(n_parallel), "-fa",
+    # n_ctx None: -c left out, llama-server's default (0 = the model's context, which --fit may lower to fit the
+    # device); an explicit `-c 0` forbids that (common/arg.cpp:1641-1646), so 0 is written when the request gives it
+    argv = [binary, "-m", model_path, *(["-c", str(n_ctx)] if n_ctx is not None else []), "-np", str(n_parallel), "-fa",
             flash_attn, "-ctk", cache_type_k, "-ctv", cache_type_v]
     if n_gpu_layers is not None:
         argv += ["-ngl", str(n_gpu_layers)]

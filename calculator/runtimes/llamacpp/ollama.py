@@ -38,6 +38,18 @@ _REQUIRED_0_19 = ("bert", "deepseek2", "deepseekocr", "gemma3", "gemma3n", "gpto
 _FA_0_19 = ("bert", "gemma3", "glm4moelite", "glmocr", "gptoss", "gpt-oss", "lfm2", "lfm2moe", "mistral3", "nemotron_h",
             "nemotron_h_moe", "olmo3", "qwen3", "qwen3moe", "qwen35", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe")
 
+#: Ollama's runner admits OLLAMA_NUM_PARALLEL requests at once: ``sem: semaphore.NewWeighted(int64(numParallel))``,
+#: which every completion acquires before it is sent to the runner (``s.sem.Acquire(ctx, 1)``); the rest block on it.
+OLLAMA_QUEUE_SRC = ("Ollama's runner admits OLLAMA_NUM_PARALLEL completions at once and the rest block on its semaphore: "
+                    "ollama v0.21.0 (57653b8e4) llm/server.go:293 semaphore.NewWeighted(int64(numParallel)), :1580 "
+                    "s.sem.Acquire(ctx, 1) in Completion; v0.32.15 (b7871fc0d) llm/llama_server.go:960 and :1536, in "
+                    "front of the llama-server it starts with -np numParallel (:375-376)")
+
+#: NewLlamaServer cuts a num_ctx above the model's training context to it, before the runner is asked for
+#: num_ctx x numParallel cells (the Go engine and the llama.cpp runner alike before 0.30, llama-server since).
+OLLAMA_CTX_CUT_SRC = ("ollama llm/server.go:166-171 at v0.21.0 (57653b8e4; the same lines v0.19.0 .. v0.24.0), "
+                      ":111-116 at v0.32.15 (b7871fc0d; the same from v0.30.0)")
+
 OLLAMA_SERVER_SRC = ("llm/server.go:148-165 (envconfig.NewEngine() || f.KV().OllamaEngineRequired(), no projector, a "
                      "text processor) and :276-277 StartRunner(tok != nil, ...)")
 
@@ -150,7 +162,7 @@ KV_SRC = ("ollama v0.21.0 kvcache/causal.go:130-182 Causal.Init (cells = paralle
           "cache parallel x window + num_batch, rounded up to CachePadding 256 from ml/backend/ggml/ggml.go:686-692), "
           ":449-473 Put (K [head_dim_k, n_kv_head, cells], V the same or permuted, one tensor per layer), "
           "runner/ollamarunner/cache.go:34-70 NewInputCache (num_ctx = KvSize / parallel; f16 unless q8_0 / q4_0), "
-          "llm/server.go:170-176 (num_ctx <= the training context, num_batch <= num_ctx), :256-270 (the KV type only "
+          "llm/server.go:166-173 (num_ctx <= the training context, num_batch <= num_ctx), :256-270 (the KV type only "
           "with flash attention); unchanged v0.19.0 .. v0.24.0")
 
 #: architecture -> (how its layers split between the sliding-window and the full cache, source). ``swa(il, meta)``

@@ -42,7 +42,7 @@ from calculator.runtimes.base import CompatSummary, LoadedModel, speed_kwargs
 from .gguf_meta import HF_TO_GGUF_ARCH, GGUFError, GGUFMeta, meta_from_hf_config, read_gguf_from_hub
 from .gguf_repos import GGUFListing, catalog_config, catalog_entry, list_gguf_files
 from .launch import launch_argv, ollama_run_argv, ollama_serve_argv
-from .ollama import ollama_engine, ollama_rule
+from .ollama import OLLAMA_CTX_CUT_SRC, OLLAMA_QUEUE_SRC, ollama_engine, ollama_rule
 from .unified import LLAMA_SERVER_STARTS, is_unified, unified_memory
 from .memory import (OLLAMA_GRAPH_SRC, RELEASE_0_3_36, SRC, Buffer, MiB, LlamaCppPlan, NotModelled, _buft_name,
                      ollama_defaults, ollama_graph_size, plan)
@@ -515,6 +515,16 @@ class LlamaCpp:
             raise EngineInputError(PLAN_FIELDS.get(field, field), text.removeprefix(f"{field}:").strip()) from None
         if choice_note:
             p.notes.append(choice_note)
+        if self.name == "llama.cpp" and request.max_model_len == 0:
+            slots = ("" if p.n_seq_max == 1 else
+                     f"; {p.n_ctx:,} cells for the {p.n_seq_max} slots: " + (
+                         "--fit resolves the context to the model's for each slot before measuring, "
+                         "common/fit.cpp:266-278" if p.n_ctx_seq >= meta.n_ctx_train else
+                         "the model's context shared among them"))
+            p.notes.append(f"-c 0: the model's trained context, {meta.n_ctx_train:,} cells (common/arg.cpp:1639-1646 "
+                           "\"0 = loaded from model\", src/llama-context.cpp:133)" + slots + "; given explicitly, it "
+                           "also keeps --fit from lowering the context to fit the device (fit_params_min_ctx = "
+                           "UINT32_MAX, common/arg.cpp:1643-1646, common/fit.cpp:393-394): leave -c out to let it")
         if self.name == "llama.cpp" and request.parallel is None:
             p.notes.append("-np 1 is pinned in the command: without -np llama-server runs 4 slots sharing one unified "
                            "KV cache (-np -1 = auto, tools/server/server.cpp:156-161): four requests at once sharing "
@@ -780,7 +790,7 @@ class LlamaCpp:
             extra = d_used + (d_compute.bytes or 0 if d_compute is not None else 0)
         user_ts = request.tensor_split is not None and any(float(x) for x in request.tensor_split.split(","))
         fitted, info, notes, condition = fit_for_request(
-            meta, p, plan_kw, fit=request.fit, fit_target=request.fit_target,
+            meta, p, plan_kw, fit=request.fit, fit_target=request.fit_target, ctx_zero=request.max_model_len == 0,
             user_ngl=request.n_gpu_layers not in (None, -1), user_ts=user_ts, release=request.release,
             free_bytes=budget, free_source=budget_source, extra_bytes=extra,
             unified_ram=gpu.memory_bytes if is_unified(gpu, p.device) else None)
@@ -930,7 +940,7 @@ class LlamaCpp:
             draft = {"draft_model_path": request.gguf_file_draft, "draft_hf_repo": None if request.gguf_file_draft
                      else spec.model, "draft_max": spec.num_speculative_tokens,
                      "n_gpu_layers_draft": request.n_gpu_layers_draft, "release": request.release}
-        kw = dict(n_ctx=request.max_model_len or 0, n_parallel=mem.plan.n_seq_max, flash_attn=mem.plan.flash_attn,
+        kw = dict(n_ctx=request.max_model_len, n_parallel=mem.plan.n_seq_max, flash_attn=mem.plan.flash_attn,
                   cache_type_k=mem.resolved["cache_type_k"], cache_type_v=mem.resolved["cache_type_v"],
                   n_gpu_layers=request.n_gpu_layers, kv_unified=request.kv_unified, swa_full=request.swa_full,
                   fit=getattr(request, "fit", None), fit_target=getattr(request, "fit_target", None),
@@ -999,7 +1009,8 @@ class LlamaCpp:
             multi = {} if mg.n_gpus == 1 or mg.split_mode == "none" else dict(
                 n_gpus=mg.n_gpus, split_mode=mg.split_mode, tensor_split=mg.tensor_split)
             base = llama_speed(memory.meta, memory.plan, gpu, prompt_len=kw["prompt_len"], output_len=kw["output_len"],
-                               concurrency=kw["concurrency"], runtime_label=self.label, **multi)
+                               concurrency=kw["concurrency"], runtime_label=self.label, **multi,
+                               **self.queue_words())
             if spec is not None:
                 base.spec = spec_speed(memory.meta, memory.plan, draft.meta, draft.plan, gpu,
                                        k=spec.num_speculative_tokens, acceptance_rate=kw["acceptance_rate"],
@@ -1011,6 +1022,13 @@ class LlamaCpp:
             raise EngineInputError(exc.field, f"not modelled: {exc}") from None
         except ValueError as exc:
             raise EngineInputError("prompt_len", str(exc)) from None
+
+    def queue_words(self) -> dict[str, str]:
+        """How this server queues requests beyond its slots, for :func:`.speed.speed`: the setting that sets the slots
+        and the source of the queue (llama-server defers a task until a slot is free)."""
+        from .speed import LLAMA_SERVER_QUEUE_SRC
+
+        return {"slots_name": "-np", "queue_source": LLAMA_SERVER_QUEUE_SRC}
 
     #: the speed keys of the JSON answer (:meth:`speed_fields`), each always present (``null`` where it does not apply)
     speed_keys = ("ttft_ms", "itl_ms", "output_tokens_per_s", "speed_with_speculation", "speed", "speed_warnings",
@@ -1031,6 +1049,7 @@ class LlamaCpp:
         out |= {"ttft_ms": s.ttft_ms, "itl_ms": s.itl_ms, "output_tokens_per_s": s.output_tokens_per_s,
                 "speed_with_speculation": False,
                 "speed": {"prompt_len": s.prompt_len, "output_len": s.output_len, "concurrency": s.concurrency,
+                          "clients": s.clients, "queue_ms": s.queue_ms,
                           "mean_context": s.mean_context, "decode_step_ms": s.decode_step_ms,
                           "weight_bytes_per_token": s.weight_bytes_per_token,
                           "kv_bytes_per_token_step": s.kv_bytes_per_token_step, "efficiency_label": s.efficiency_label,
@@ -1054,6 +1073,12 @@ class Ollama(LlamaCpp):
     name = "ollama"
     label = "Ollama"
 
+    def queue_words(self) -> dict[str, str]:
+        """Ollama admits ``OLLAMA_NUM_PARALLEL`` requests into its runner at once: a semaphore of ``numParallel``
+        that each completion acquires, so the rest block until one finishes (before 0.30 its own runners; since 0.30
+        the llama-server it starts with ``-np numParallel``, whose slots are the same)."""
+        return {"slots_name": "OLLAMA_NUM_PARALLEL", "queue_source": OLLAMA_QUEUE_SRC}
+
     def multi_gpu(self, request) -> dict[str, Any]:
         """Ollama on several GPUs is not modelled: its scheduler (ollama server/sched.go) picks the GPUs and the
         layers per GPU from its own memory estimate, not llama.cpp's free-memory split."""
@@ -1067,10 +1092,13 @@ class Ollama(LlamaCpp):
 
     def settings(self, request, gpu: GPU, meta: GGUFMeta | None = None) -> dict[str, Any]:
         """Ollama's defaults (:func:`.memory.ollama_defaults`); the cells the runner is asked for (``kv_size``) use
-        ``num_ctx`` cut to the model's training context, as Ollama does before asking for ``num_ctx x parallel`` ("requested context size too large for
-        model", llm/server.go:170-174 at v0.21.0, :110-115 at v0.30.0, unchanged at v0.33.0-rc2)."""
+        ``num_ctx`` cut to the model's training context, as Ollama does before asking for ``num_ctx x parallel``
+        (:data:`OLLAMA_CTX_CUT_SRC`); ``num_ctx`` stays the setting (given, or Ollama's default)."""
         budget, _ = budget_bytes(gpu)
-        d = ollama_defaults(total_vram_gib=budget / GiB, num_ctx=request.max_model_len, num_parallel=request.parallel,
+        # OLLAMA_CONTEXT_LENGTH=0 is Ollama's "automatic" (its default, envconfig/config.go:230), the VRAM-based
+        # default context (server/routes.go:131-132 at v0.32.15: opts.NumCtx == 0 -> s.defaultNumCtx)
+        d = ollama_defaults(total_vram_gib=budget / GiB, num_ctx=request.max_model_len or None,
+                            num_parallel=request.parallel,
                             kv_cache_type=request.cache_type_k,
                             flash_attention=None if request.flash_attn in (None, "auto") else request.flash_attn == "on")
         train = meta.n_ctx_train if meta is not None else 0
@@ -1078,8 +1106,8 @@ class Ollama(LlamaCpp):
             # num_ctx stays the setting (what OLLAMA_CONTEXT_LENGTH reproduces); the runner gets the cut one
             d = d.model_copy(update={"kv_size": train * d.num_parallel,
                                      "sources": d.sources | {"kv_size": f"num_ctx {d.num_ctx} cut to the model's "
-                                                             f"training context {train} (ollama llm/server.go:170-174 "
-                                                             "at v0.21.0, :110-115 at v0.30.0)"}})
+                                                             f"training context {train} x num_parallel "
+                                                             f"{d.num_parallel} ({OLLAMA_CTX_CUT_SRC})"}})
         return {"n_ctx": d.kv_size, "n_seq_max": d.num_parallel, "cache_type_k": d.kv_cache_type,
                 "cache_type_v": request.cache_type_v or d.kv_cache_type, "flash_attn": d.flash_attention,
                 "ollama": d.model_dump()}
@@ -1090,9 +1118,22 @@ class Ollama(LlamaCpp):
         stands; on Ollama's own Go engine (0.19 .. 0.24) its own KV cache and model weights replace llama.cpp's
         buffers and its compute graph is said not to be modelled (:meth:`_go_engine`)."""
         mem = super()._compute_memory(request, model)
-        if request.max_model_len is None:  # the context Ollama chose, said where the answer shows it
-            mem.plan.notes.append(f"num_ctx {mem.ollama['num_ctx']:,} (OLLAMA_CONTEXT_LENGTH unset): Ollama's default "
+        if not request.max_model_len:  # the context Ollama chose, said where the answer shows it
+            unset = ("OLLAMA_CONTEXT_LENGTH unset" if request.max_model_len is None else
+                     "ctx_size 0: OLLAMA_CONTEXT_LENGTH=0, Ollama's automatic context (envconfig/config.go:230; "
+                     "server/routes.go:131-132 at v0.32.15, opts.NumCtx == 0 -> the default)")
+            mem.plan.notes.append(f"num_ctx {mem.ollama['num_ctx']:,} ({unset}): Ollama's default "
                                   f"from the GPU memory, {mem.ollama['sources']['num_ctx']}")
+        d = mem.ollama
+        if d["kv_size"] < d["num_ctx"] * d["num_parallel"]:  # cut to the training context (settings)
+            used = d["kv_size"] // d["num_parallel"]
+            mem.plan.notes.append(
+                f"num_ctx {d['num_ctx']:,} ({'as given' if request.max_model_len else 'its default here'}) is more "
+                f"than the model's training context, {used:,}: Ollama cuts it to that before it starts the runner "
+                f"(\"requested context size too large for model\": if opts.NumCtx > trainCtx {{ opts.NumCtx = trainCtx "
+                f"}}, {OLLAMA_CTX_CUT_SRC}), so the KV cache holds {d['kv_size']:,} cells"
+                + (f" ({used:,} x OLLAMA_NUM_PARALLEL {d['num_parallel']})" if d["num_parallel"] > 1 else "")
+                + f" and the command sets OLLAMA_CONTEXT_LENGTH={used}, the context Ollama uses")
         arch = mem.meta.architecture if mem.meta is not None else mem.plan.architecture
         try:
             rule = ollama_rule(request.ollama_release)
@@ -1276,7 +1317,8 @@ class Ollama(LlamaCpp):
         return ollama_run_argv(listing.repo_id, gguf_file)
 
     def launch_argv(self, request, model: LoadedModel) -> list[str]:
-        """The Ollama server with the environment that reproduces the plan: ``env OLLAMA_CONTEXT_LENGTH=...
+        """The Ollama server with the environment that reproduces the plan: ``env OLLAMA_CONTEXT_LENGTH=N (the
+        context Ollama uses: num_ctx, cut to the model's training context as Ollama cuts it)
         OLLAMA_NUM_PARALLEL=... OLLAMA_KV_CACHE_TYPE=... [OLLAMA_FLASH_ATTENTION=1|0] ollama serve`` (an argv
         list; these are server settings, read by ``ollama serve``); the model is then run with
         ``LlamaCppMemory.client_argv``."""
@@ -1285,7 +1327,9 @@ class Ollama(LlamaCpp):
         fa = None if request.flash_attn in (None, "auto") else request.flash_attn == "on"
         if d["kv_cache_type"] not in ("f16", "f32", "bf16") and fa is None:
             fa = True  # a quantized cache needs flash attention; say so in the command instead of relying on auto
-        return ollama_serve_argv(num_ctx=d["num_ctx"], num_parallel=d["num_parallel"],
+        # the context Ollama uses: num_ctx cut to the model's training context (OLLAMA_CTX_CUT_SRC), which is what
+        # the plan is for; the setting above it would start the same runner but read as a larger KV cache
+        return ollama_serve_argv(num_ctx=d["kv_size"] // d["num_parallel"], num_parallel=d["num_parallel"],
                                  kv_cache_type=d["kv_cache_type"], flash_attention=fa)
 
 

@@ -73,6 +73,13 @@ from calculator.runtimes.llamacpp.memory import (CPU, SPLIT_MODES, LlamaCppPlan,
                                                  override_device, placement, swa_layers, tensor_layer)
 
 SRC = "llama-cpp-python 0.3.36 vendor/llama.cpp/"
+#: How llama-server queues a request when every slot is busy: ``get_available_slot`` finds none and the task is
+#: deferred (tools/server/server-context.cpp:2379-2389, "no slot is available, defer task"); a slot that finishes
+#: pops the first deferred task to the front of the queue (:1283-1285 ``callback_on_release`` ->
+#: server-queue.cpp:90-110 ``pop_deferred_task``). The request waits, first come first served.
+LLAMA_SERVER_QUEUE_SRC = (f"{SRC}tools/server/server-context.cpp:2379-2389 (no slot is available: the task is "
+                          "deferred) and :1283-1285 with server-queue.cpp:90-110 (a released slot takes the first "
+                          "deferred task)")
 
 #: System RAM bandwidth used when the request gives none: dual-channel DDR5-5600 = 2 channels x 8 B x 5600 MT/s
 #: (JEDEC DDR5 data rate; https://www.jedec.org/standards-documents/docs/jesd79-5c). **Assumed**, not measured.
@@ -101,8 +108,10 @@ class KVGroup:
 
 
 class LlamaCppSpeed(BaseModel):
-    """Predicted speed. ``itl_ms`` is the time per output token at ``concurrency`` sequences; ``ttft_ms`` the
-    prompt's prefill plus one decode step; ``bytes_per_token`` what one decode step reads (weights + KV).
+    """Predicted speed. ``itl_ms`` is the time per output token at ``concurrency`` sequences (those running at
+    once: at most the server's slots); ``ttft_ms`` the prompt's prefill plus one decode step, plus ``queue_ms``,
+    the mean wait for a free slot of the ``clients`` requests beyond the slots (0 when they fit; None when no TTFT
+    is known); ``bytes_per_token`` what one decode step reads (weights + KV).
     ``devices``: per device (``CPU``, ``GPU0``...) the bytes a decode step reads there and its time (ms);
     ``transfer_ms``: the activation copies between devices per decode step; ``spec``: the speculative part
     (:class:`SpecSpeed`) when a draft model is given."""
@@ -130,6 +139,8 @@ class LlamaCppSpeed(BaseModel):
     devices: dict[str, dict] = {}
     transfer_ms: float = 0.0
     spec: object | None = None
+    clients: int = 1
+    queue_ms: float | None = 0.0
 
     @property
     def assumption(self) -> str:
@@ -478,9 +489,17 @@ def speed(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, prompt_len: int = 1024, ou
           concurrency: int = 1, n_ubatch: int = 512, runtime_label: str = "llama.cpp", n_gpus: int = 1,
           split_mode: str = "layer", tensor_split: list[float] | None = None, n_cpu_moe: int = 0,
           host_bandwidth_gbps: float | None = None, pcie_gbps: float | None = None,
-          efficiency=None) -> LlamaCppSpeed:
+          efficiency=None, slots_name: str = "-np", queue_source: str = LLAMA_SERVER_QUEUE_SRC) -> LlamaCppSpeed:
     """TTFT, time per output token and output tok/s for ``concurrency`` sequences (at most the plan's
     ``n_seq_max`` slots decode together) with ``prompt_len`` prompt and ``output_len`` output tokens.
+
+    ``concurrency`` is a closed loop of that many clients. With more clients ``C`` than slots ``P`` the server
+    runs ``P`` at once and the rest wait for a free slot (``queue_source``: llama-server defers them,
+    :data:`LLAMA_SERVER_QUEUE_SRC`; Ollama's runner admits ``OLLAMA_NUM_PARALLEL`` at a time): the slots stay
+    busy, so by Little's law each request waits ``(C / P - 1) x`` its lifetime in a slot (``TTFT + (output_len -
+    1) x ITL``), which is added to TTFT, as perf.estimate_speed_plan does for requests beyond vLLM's max_num_seqs;
+    ITL and output tok/s are those of the ``P`` running slots. ``slots_name`` names the setting in the notes
+    (``-np``, ``OLLAMA_NUM_PARALLEL``).
 
     ``gpu``: a catalog GPU (``calculator.engine.gpus.GPU``); ``n_gpus`` of them with ``split_mode`` (-sm
     ``layer``/``row``/``none``) and ``tensor_split`` (-ts). Layers on the CPU follow the plan's ``n_gpu_layers``;
@@ -503,9 +522,6 @@ def speed(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, prompt_len: int = 1024, ou
     if gpu.tflops_bf16 is None:
         notes.append("no TFLOP/s for this GPU: decode is taken as bandwidth-bound and TTFT is not given")
     conc = min(concurrency, plan.n_seq_max)
-    if concurrency > plan.n_seq_max:
-        notes.append(f"{concurrency} requests but {plan.n_seq_max} slots (--parallel): {conc} decode together, "
-                     "the rest wait")
     ctx_cap = plan.n_ctx_seq or plan.n_ctx
     mean_ctx = min(prompt_len + max(1, output_len // 2), ctx_cap)
     dec = _decode(s, conc, 1, mean_ctx)
@@ -514,6 +530,29 @@ def speed(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, prompt_len: int = 1024, ou
     itl = dec.total_ms
     eff = next(iter(s.hws.values())).eff
     sources = dict(s.sources)
+    queue_ms: float | None = 0.0
+    if concurrency > conc:
+        # a closed loop of C clients on P busy slots: each request's cycle is its wait plus its lifetime in a slot,
+        # and P finish per lifetime, so C / (wait + lifetime) = P / lifetime (Little's law)
+        wait = concurrency - conc
+        head = (f"{concurrency} requests but {conc} slot{'s' if conc > 1 else ''} ({slots_name} {conc}): {conc} "
+                f"decode{'s' if conc == 1 else ''} at a time and the other {wait} wait for a free slot ({queue_source})")
+        if ttft is None:
+            queue_ms = None
+            notes.append(head + f"; their mean wait, ({concurrency} / {conc} - 1) x a request's time in its slot, is "
+                         "not given (no TTFT for this GPU)")
+        else:
+            lifetime = ttft + (output_len - 1) * itl
+            queue_ms = (concurrency / conc - 1) * lifetime
+            ttft += queue_ms
+            notes.append(head + f"; in a closed loop each waits ({concurrency} / {conc} - 1) x a request's "
+                         f"{lifetime / 1e3:.3g} s in its slot = {queue_ms / 1e3:.3g} s on average (Little's law), "
+                         f"which is in TTFT; time per output token and output tok/s are those of the {conc} running "
+                         f"slot{'s' if conc > 1 else ''} (with {slots_name} {concurrency} all {concurrency} would run "
+                         "at once: ask for it to see its memory and speed)")
+            sources["ttft_ms.queue"] = (f"mean wait for a slot (C / P - 1) x (TTFT + (output_len - 1) x ITL), C = "
+                                        f"{concurrency} clients, P = {conc} slots (closed loop, Little's law); "
+                                        + queue_source)
     sources["bytes"] = (f"GGUF tensor bytes per device ({meta.source}); token_embd read as one row per token; KV "
                         "from the plan's cache types, on its layer's device")
     devices = {_dev_name(d): {"weight_bytes": p.bytes_weights, "kv_bytes": p.bytes_kv, "ms": round(p.total_ms, 3),
@@ -530,7 +569,8 @@ def speed(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, prompt_len: int = 1024, ou
         efficiency={"mem_bw": eff.mem_bw, "compute": eff.compute, "step_overhead_ms": eff.step_overhead_ms,
                     "layer_us": eff.layer_us, "overlap_p": eff.overlap_p,
                     "transfer_latency_us": eff.allreduce_latency_us},
-        sources=sources, notes=notes, devices=devices, transfer_ms=round(dec.transfer_ms, 4))
+        sources=sources, notes=notes, devices=devices, transfer_ms=round(dec.transfer_ms, 4), clients=concurrency,
+        queue_ms=None if queue_ms is None else round(queue_ms, 2))
 
 
 class SpecSpeed(BaseModel):
