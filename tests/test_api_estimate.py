@@ -350,7 +350,7 @@ def test_messages_state_the_fact_instead_of_pointing_at_the_calculators_files(cl
 
     internal = re.compile(r"README|RELEASES\.md|\b(calculator|compat)[/.][\w/.]+")
     old = _bad(client, f"model={LLAMA}&vllm_version=0.6.4")["error"]
-    assert "answers vLLM 0.9.1 to 0.33.x" in old and not internal.search(old)
+    assert "answers vLLM 0.9.1 to 0.34.x" in old and not internal.search(old)
     # 0.9.1 is answered by 0.9.2's extracted data (tests/test_compat_legacy.py): a backend verdict, no error
     body = _ok(client, f"model={LLAMA}&gpu=H100&vllm_version=0.9.1")
     assert body["compat_error"] is None and body["verdict"] == "works"
