@@ -97,6 +97,15 @@ def test_release_form_choices_come_from_the_data():
     assert [c for c, _ in VerdictForm().fields["vllm_version"].widget.choices if c] == list(reversed(EXPECTED))
 
 
+def test_the_calculator_form_offers_every_covered_release_newest_first():
+    # the page's release menu is the compat data the memory rules also cover (calculator.request.covered_releases):
+    # 0.34.0 first, the default (0.32.0) kept as the blank choice
+    from calculator.web.forms import EstimateForm
+    choices = EstimateForm().fields["vllm_version"].widget.choices
+    assert [c for c, _ in choices if c] == list(reversed(EXPECTED)) and choices[1] == ("0.34.0", "vLLM 0.34.0")
+    assert choices[0] == ("", "vLLM: default (0.32.0)")
+
+
 # ---------------------------------------------------------------- backends that come and go
 def test_flash_attn_diffkv_arrives_in_0_14():
     # 0.14.1 vllm/v1/attention/backends/registry.py:45 FLASH_ATTN_DIFFKV; 0.13.0's enum
