@@ -151,7 +151,7 @@ def test_free_memory_check_message_names_the_device_from_0_14():
 
 def test_the_extensible_kv_cache_skips_the_free_memory_check_in_0_34():
     total, in_use = 80 * GiB, 10 * GiB
-    # vllm/v1/worker/utils.py:783-791 (0.34.0): "init_snapshot.free_memory < requested_memory and not
+    # vllm/v1/worker/utils.py:783-797 (0.34.0): "init_snapshot.free_memory < requested_memory and not
     # cache_config.enable_extensible_kv_cache" -> ValueError; with the extensible KV cache no check
     assert free_memory_check(R("0.34.0"), total, in_use, 0.9, extensible=True) == (True, None)
     ok, msg = free_memory_check(R("0.34.0"), total, in_use, 0.9)

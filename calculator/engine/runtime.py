@@ -90,7 +90,7 @@ RULES: tuple[ReleaseRule, ...] = (
     ReleaseRule("free_memory_check", (0, 14, 0), "with device name",
                 "vllm/v1/worker/utils.py:263-271 (0.14.1); utils.py:761-770 (0.33.0)"),
     ReleaseRule("free_memory_check", (0, 34, 0), "with device name, not with the extensible KV cache",
-                "vllm/v1/worker/utils.py:777-791 (0.34.0)",
+                "vllm/v1/worker/utils.py:783-797 (0.34.0)",
                 "the extensible KV cache skips it: 'the budget is only a cap; exceeding free memory over-reserves "
                 "address space rather than pages'"),
     ReleaseRule("snapshot_after_distributed_init", (0, 9, 1), False,
@@ -129,7 +129,7 @@ RULES: tuple[ReleaseRule, ...] = (
     ReleaseRule("extensible_kv_cache_budget", (0, 34, 0),
                 "min(requested - non-KV in use, free + committed - max(floor, 0.75 x peak)) - peak; floor 1 GiB "
                 "(3 GiB on ROCm)",
-                "vllm/v1/worker/extensible_kv_cache.py:64-65, :592-618 measure_kv_cache_bytes, :621-716 "
+                "vllm/v1/worker/extensible_kv_cache.py:64-65, :592-618 measure_kv_cache_bytes, :621-708 "
                 "(0.34.0); peak starts at the profiled activation peak + CUDA-graph estimate: "
                 "vllm/v1/worker/gpu_worker.py:771-773, :946-948 (0.34.0)",
                 "peak = max(that, the sizing warmup's allocated peak, torch's reservation growth), measured at run "
@@ -658,7 +658,7 @@ def free_memory_check(rules: ReleaseRules, total_bytes: int, memory_in_use_bytes
     without the device name; ``request_memory``, v1/worker/utils.py:263-271 in 0.14.1 and
     utils.py:761-770 in 0.33.0, with it). GiB figures are ``round(bytes / 2**30, 2)`` as vLLM prints them.
     With the extensible KV cache (``extensible``, :meth:`ReleaseRules.extensible_kv_cache`) 0.34 skips the check
-    (utils.py:777-791 in 0.34.0): the requested memory is only a cap.
+    (utils.py:783-797 in 0.34.0): the requested memory is only a cap.
 
     Returns:
         ``(ok, message)``; ``message`` is vLLM's text when it refuses, None otherwise.
