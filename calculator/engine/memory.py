@@ -647,8 +647,8 @@ def estimate(inp: EngineInput) -> EstimateResult:
             "total - in use at start - non-KV in use - max(1 GiB, 0.75 x peak)) - peak, non-KV in use = weights + "
             "non-torch + CUDA graphs, peak = activation peak + CUDA-graph estimate "
             f"({src}); vLLM logs the capacity it reserves first, 'Available KV cache memory: "
-            f"{_gib(capacity_bytes):.2f} GiB' (ceil(total x utilization) - weights - activation - non-torch - CUDA graph "
-            "estimate)")
+            f"{_gib(capacity_bytes):.2f} GiB' (ceil(total x utilization) - weights - activation - non-torch - "
+            "CUDA graph estimate)")
         warnings.append(
             f"vLLM {rules.label} sizes the KV cache after warmup and CUDA-graph capture from the memory it measures "
             "free (the extensible KV cache, on by default on CUDA and ROCm; vllm/v1/worker/extensible_kv_cache.py). "

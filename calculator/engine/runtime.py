@@ -578,8 +578,8 @@ class ReleaseRules:
 def _block_size_for_default_64(is_mla: bool, attention_backend: str | None, rocm: bool,
                                label: str) -> tuple[int, str]:
     """vLLM 0.34's block size on CUDA / ROCm without ``--block-size``: ``CacheConfig.DEFAULT_BLOCK_SIZE`` 64
-    (vllm/config/cache.py:185) passed to the backend's ``get_preferred_block_size`` (vllm/platforms/interface.py:781-791),
-    which keeps a size the backend takes (vllm/v1/attention/backend.py:158-166), else its smallest kernel block.
+    (vllm/config/cache.py:185) passed to the backend's ``get_preferred_block_size``
+    (vllm/platforms/interface.py:781-791), which keeps a size the backend takes (vllm/v1/attention/backend.py:158-166), else its smallest kernel block.
     Sizes that differ, read in 0.34.0: CUTLASS_MLA 128 (mla/cutlass_mla.py:50), ROCM_ATTN 16 (rocm_attn.py:167-172,
     the first ROCm backend for a model without MLA, vllm/platforms/rocm.py:559-562), ROCM_AITER_FA 16
     (rocm_aiter_fa.py:873-874: kernel blocks 16, 32)."""

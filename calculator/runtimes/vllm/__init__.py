@@ -141,8 +141,8 @@ class VLLM:
         """What vLLM logs at start-up, per GPU (:func:`calculator.engine.estimate`), with a warning when a GeForce
         card would have to be all but empty: vLLM refuses to start when free memory is below
         ``--gpu-memory-utilization`` x total (:func:`calculator.engine.runtime.free_memory_check`; not 0.34 with its
-        extensible KV cache, which skips that check), and a card that drives a display has some taken (0.55 GiB under a WSL2 desktop in the public SGLang log
-        benchmarks/data/sglang_extra_logs.json sgx-003).
+        extensible KV cache, which skips that check), and a card that drives a display has some taken (0.55 GiB under
+        a WSL2 desktop in the public SGLang log benchmarks/data/sglang_extra_logs.json sgx-003).
 
         A release whose model registry lacks the class is sized all the same (its rules applied to the layers; the
         verdict says vLLM stops, :meth:`compat`). A 0.9 / 0.10 configuration that vLLM runs on its V0 engine is
