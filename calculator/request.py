@@ -103,7 +103,7 @@ def covered_releases() -> tuple[str, ...]:
 
 
 def release_supported(text: str) -> bool:
-    """Whether the memory rules cover this vLLM release (0.9.1 to 0.33.x, :mod:`calculator.engine.runtime`)."""
+    """Whether the memory rules cover this vLLM release (0.9.1 to 0.34.x, :mod:`calculator.engine.runtime`)."""
     from calculator.engine.runtime import supports_release
 
     return bool(re.fullmatch(r"\d+\.\d+\.\d+(\.\d+)?", text or "")) and supports_release(text)

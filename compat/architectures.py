@@ -76,11 +76,11 @@ def _architectures(hf_config: dict) -> list[str]:
 
 #: The transformers release pip installs with a vLLM wheel that caps transformers below a bound: the newest release
 #: under that bound on PyPI (``pip index versions transformers``, read 2026-12-02: 4.57.6 is the last 4.x, then
-#: 5.17.0 < 5.18.0, 5.19.0 < 5.20.0, 5.20.2 < 5.21.0). Each has its data file,
-#: ``compat/data/transformers-<release>.json`` (``manage.py sync_compat --package transformers --release X``).
+#: 5.17.0 < 5.18.0, 5.19.0 < 5.20.0, 5.20.2 < 5.21.0, and 5.22.2 < 5.23.0 for vLLM 0.34.0). Each has its data
+#: file, ``compat/data/transformers-<release>.json`` (``manage.py sync_compat --package transformers --release X``).
 #: Requirements without a cap (0.19.1-0.30: ``>=4.56.0`` less some 5.x, ``>=5.5.3``, ``>=5.10.4``) leave the
 #: Transformers fallback a condition: pip then installs whatever is newest on the day.
-PIP_RESOLVES = {"5": "4.57.6", "5.18.0": "5.17.0", "5.20.0": "5.19.0", "5.21.0": "5.20.2"}
+PIP_RESOLVES = {"5": "4.57.6", "5.18.0": "5.17.0", "5.20.0": "5.19.0", "5.21.0": "5.20.2", "5.23.0": "5.22.2"}
 #: the placeholder of transformers' "does not recognize this architecture" message (configuration_auto.py:1362-1363
 #: in 4.57.6: f"... model type `{config_dict['model_type']}` but ...")
 UNKNOWN_TYPE_FIELD = "{config_dict['model_type']}"

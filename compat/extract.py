@@ -379,7 +379,10 @@ class Extractor:
         """:meth:`add_class`'s part of the entry: enum kind, methods, class attributes."""
         base_names = [ast.unparse(b) for b in node.bases]
         if any(b.endswith("Enum") for b in base_names):
-            entry["enum"] = "str" if "str" in base_names else "plain"
+            # ``class AttentionType(str, Enum)`` up to 0.33; ``class AttentionType(StrEnum)`` from 0.34
+            # (vllm/v1/attention/backend.py:34 in 0.34.0): both compare equal to their string values
+            str_enum = "str" in base_names or any(b.rpartition(".")[2] == "StrEnum" for b in base_names)
+            entry["enum"] = "str" if str_enum else "plain"
         for item in node.body:
             if isinstance(item, ast.FunctionDef):
                 decos = [ast.unparse(d) for d in item.decorator_list]

@@ -116,6 +116,19 @@ def test_it_returns_the_kv_bytes_per_token_of_llama_3_1_8b(client):
     assert body["model"] == LLAMA and body["gpu"] == "NVIDIA H100 80GB HBM3"
 
 
+def test_it_answers_vllm_0_34_with_memory_and_a_verdict(client):
+    # Qwen3-8B on an H100 with vLLM 0.34.0: utilization 1.0 with the extensible KV cache (vllm/config/cache.py:495-501),
+    # 64-token blocks (cache.py:185), 36 layers x 8 KV heads x 128 x 2 (K, V) x 2 B a token (config.json); the
+    # capacity it logs first is above what it keeps after warmup (extensible_kv_cache.py:592-618 keeps a margin)
+    body = _ok(client, "model=Qwen/Qwen3-8B&gpu=H100&vllm_version=0.34.0")
+    assert body["vllm_version"] == "0.34.0" and body["verdict"] == "works"
+    assert body["resolved"]["gpu_memory_utilization"] == 1.0 and body["block_size"] == 64
+    assert body["kv_bytes_per_token"] == 36 * 8 * 128 * 2 * 2
+    assert body["resolved"]["kv_cache_capacity_gib"] > body["available_kv_cache_gib"] > 0
+    assert body["kv_cache_tokens"] == body["num_gpu_blocks"] * 64 and any("extensible KV cache" in w
+                                                                          for w in body["warnings"])
+
+
 def test_it_shards_kv_heads_over_tensor_parallel_gpus_and_halves_fp8(client):
     # TP=2: 4 of the 8 KV heads per GPU; fp8 KV cache: 1 byte per element
     body = _ok(client, f"model={LLAMA}&tensor_parallel_size=2&kv_cache_dtype=fp8")
@@ -350,7 +363,7 @@ def test_messages_state_the_fact_instead_of_pointing_at_the_calculators_files(cl
 
     internal = re.compile(r"README|RELEASES\.md|\b(calculator|compat)[/.][\w/.]+")
     old = _bad(client, f"model={LLAMA}&vllm_version=0.6.4")["error"]
-    assert "answers vLLM 0.9.1 to 0.33.x" in old and not internal.search(old)
+    assert "answers vLLM 0.9.1 to 0.34.x" in old and not internal.search(old)
     # 0.9.1 is answered by 0.9.2's extracted data (tests/test_compat_legacy.py): a backend verdict, no error
     body = _ok(client, f"model={LLAMA}&gpu=H100&vllm_version=0.9.1")
     assert body["compat_error"] is None and body["verdict"] == "works"

@@ -105,6 +105,26 @@ def test_the_transformers_each_wheel_requires():
     assert pip_transformers("transformers!=5.0.*,!=5.5.0,>=4.56.0") is None
 
 
+def test_0_34_caps_transformers_below_5_23_and_pip_takes_5_22_2():
+    # vllm-0.34.0.dist-info/METADATA:32 Requires-Dist: transformers<5.23.0,>=5.16.1 (0.33.0: <5.21.0, same line);
+    # pip index versions transformers (2026-12-02): 5.22.2 is the newest release below 5.23.0
+    req = extract.load("0.34.0")["requirements"]["transformers"]
+    assert req == {"value": "transformers<5.23.0,>=5.16.1", "source": "vllm-0.34.0.dist-info/METADATA:32"}
+    assert pip_transformers(req["value"])["release"] == "5.22.2"
+    assert pip_transformers(extract.load("0.33.0")["requirements"]["transformers"]["value"])["release"] == "5.20.2"
+
+
+def test_0_34_serves_gemma_through_the_transformers_backend():
+    # 0.33.0 registry.py:112 "GemmaForCausalLM": ("gemma", "GemmaForCausalLM") in _TEXT_GENERATION_MODELS;
+    # 0.34.0 registry.py:787 "GemmaForCausalLM": ("transformers", "TransformersForCausalLM") in
+    # _TRANSFORMERS_SUPPORTED_MODELS: still a registered name, so it starts
+    assert names("0.33.0")["GemmaForCausalLM"] == {"dict": "_TEXT_GENERATION_MODELS", "source": f"{REG}:112"}
+    assert names("0.34.0")["GemmaForCausalLM"] == {"dict": "_TRANSFORMERS_SUPPORTED_MODELS", "source": f"{REG}:787"}
+    r = verdict_for(load_config("google__gemma-7b.json"), "H100", vllm_version="0.34.0")
+    assert r.ok is True and r.architecture.status == "registered"
+    assert r.architecture.registry_dict == "_TRANSFORMERS_SUPPORTED_MODELS"
+
+
 def test_transformers_classes_read_from_its_wheel():
     # transformers 4.57.6: no models/qwen3_5 directory at all; models/mllama/modeling_mllama.py:1540
     # class MllamaForConditionalGeneration; 5.19.0 ships models/qwen3_5/modeling_qwen3_5.py
@@ -120,7 +140,7 @@ def test_transformers_classes_read_from_its_wheel():
 def test_every_transformers_file_records_its_wheel():
     from compat import releases
 
-    assert releases.covered_releases("transformers") == ("4.57.6", "5.17.0", "5.19.0", "5.20.2")
+    assert releases.covered_releases("transformers") == ("4.57.6", "5.17.0", "5.19.0", "5.20.2", "5.22.2")
     for rel in releases.covered_releases("transformers"):
         d = extract.load(rel, "transformers")
         assert d["provenance"]["file"] == f"transformers-{rel}-py3-none-any.whl"

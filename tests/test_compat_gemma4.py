@@ -94,3 +94,19 @@ def test_the_answer_names_the_models_rule_and_the_right_head_size(cfg, client):
     out = io.StringIO()
     call_command("check_compat", "--model", "google/gemma-4-26B-A4B", "--gpu", "A100-80GB", stdout=out)
     assert "auto: TRITON_ATTN  (set by the model's own rule" in out.getvalue()
+
+
+def test_h100_fp8_head_512_needs_a_block_size_divisible_by_64_from_0_34(cfg):
+    # 0.34.0 vllm/v1/attention/backends/flash_attn.py:474-481 supports_combination: SM90, a quantized KV cache,
+    # head_size 512 and block_size % 64 != 0 -> "SM90 d512 FP8 KV requires a block size divisible by 64"
+    # (not in 0.33.0's supports_combination)
+    msg = "SM90 d512 FP8 KV requires a block size divisible by 64"
+    old = checks.verdict_for(cfg, "H100", kv_cache_dtype="fp8", block_size=16, attention_backend="FLASH_ATTN",
+                             vllm_version="0.33.0")
+    assert not any(msg in r for b in old.backends if b.name == "FLASH_ATTN" for r in b.reasons)
+    new = checks.verdict_for(cfg, "H100", kv_cache_dtype="fp8", block_size=16, attention_backend="FLASH_ATTN",
+                             vllm_version="0.34.0")
+    assert new.ok is False and f"{msg} (head size 512 layers)" in new.error
+    ok = checks.verdict_for(cfg, "H100", kv_cache_dtype="fp8", block_size=64, attention_backend="FLASH_ATTN",
+                            vllm_version="0.34.0")
+    assert ok.ok is True and ok.flash_attn_versions == {"256": 3, "512": 4}

@@ -21,13 +21,13 @@ from tests.conftest import CONFIGS, load_config
 LLAMA = "meta-llama__Llama-3.1-8B-Instruct.json"
 DSV3 = "deepseek-ai__DeepSeek-V3.json"
 
-# The latest patch of every minor release from 0.9 to 0.33, read from `pip index versions vllm`
-# (2026-12-01), plus 0.19.0, the release the public llm-d logs in the shared cases ran, and every 0.10 release
-# (0.10.0, 0.10.1 that first registers gpt-oss, 0.10.1.1, 0.10.2; compat/README.md "0.9 and 0.10").
+# The latest patch of every minor release from 0.9 to 0.34, read from `pip index versions vllm`
+# (2026-12-01; 0.34.0 on 2026-12-02), plus 0.19.0, the release the public llm-d logs in the shared cases ran, and
+# every 0.10 release (0.10.0, 0.10.1 that first registers gpt-oss, 0.10.1.1, 0.10.2; compat/README.md "0.9 and 0.10").
 LEGACY = ("0.9.2", "0.10.0", "0.10.1", "0.10.1.1", "0.10.2")
 EXPECTED = LEGACY + ("0.11.2", "0.12.0", "0.13.0", "0.14.1", "0.15.1", "0.16.0", "0.17.1", "0.18.1", "0.19.0",
             "0.19.1", "0.20.2", "0.21.0", "0.22.1", "0.23.0", "0.24.0", "0.25.1", "0.26.0", "0.27.1",
-            "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0")
+            "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0")
 
 
 def verdict(model: str, gpu: str, **kw):
@@ -38,9 +38,14 @@ def backend(report, name):
     return next(b for b in report.backends if b.name == name)
 
 
+def backend_entry(data, name):
+    """One backend of a release's data file (``backends[i]``, by enum name)."""
+    return next(b for b in data["backends"] if b["name"] == name)
+
+
 # ---------------------------------------------------------------- which releases
 def test_covered_releases_are_every_latest_patch_in_version_order():
-    assert releases.covered_releases() == EXPECTED  # 0.9 < 0.10 < 0.33 by number, not by text
+    assert releases.covered_releases() == EXPECTED  # 0.9 < 0.10 < 0.34 by number, not by text
     assert releases.covered_releases("sglang") == ()
 
 
@@ -55,7 +60,9 @@ def test_every_data_file_records_its_wheel_and_extractor():
 
 def test_data_files_stay_small():
     sizes = [extract.data_path(r).stat().st_size for r in EXPECTED]
-    assert max(sizes) < 1.5 * 2**20 and sum(sizes) < 15 * 2**20
+    # One file per covered release, each capped (0.34.0's is 0.99 MiB); the total grows by about 1 MiB a minor
+    # (15.5 MiB with 0.34.0, about 2.3 MiB zlib-compressed in git), so the cap on it is 20 MiB, not 15.
+    assert max(sizes) < 1.5 * 2**20 and sum(sizes) < 20 * 2**20
 
 
 def test_is_covered_and_refusal_by_name():
@@ -66,7 +73,7 @@ def test_is_covered_and_refusal_by_name():
     assert e.value.field == "vllm_version"
     assert e.value.message.startswith("vLLM 0.6.4 is not covered; covered: 0.9.2, 0.10.0, 0.10.1, 0.10.1.1, 0.10.2, "
                                       "0.11.2, 0.12.0, ")
-    assert e.value.message.endswith(", 0.32.0, 0.33.0")
+    assert e.value.message.endswith(", 0.32.0, 0.33.0, 0.34.0")
     with pytest.raises(releases.NotCoveredError, match="vLLM 0.9.1 is not covered"):
         releases.attention_backends("0.9.1")
     # 0.9 / 0.10 take no --attention-backend (VLLM_ATTENTION_BACKEND only): no values
@@ -88,6 +95,15 @@ def test_check_compat_refuses_an_uncovered_release():
 def test_release_form_choices_come_from_the_data():
     from compat.forms import VerdictForm
     assert [c for c, _ in VerdictForm().fields["vllm_version"].widget.choices if c] == list(reversed(EXPECTED))
+
+
+def test_the_calculator_form_offers_every_covered_release_newest_first():
+    # the page's release menu is the compat data the memory rules also cover (calculator.request.covered_releases):
+    # 0.34.0 first, the default (0.32.0) kept as the blank choice
+    from calculator.web.forms import EstimateForm
+    choices = EstimateForm().fields["vllm_version"].widget.choices
+    assert [c for c, _ in choices if c] == list(reversed(EXPECTED)) and choices[1] == ("0.34.0", "vLLM 0.34.0")
+    assert choices[0] == ("", "vLLM: default (0.32.0)")
 
 
 # ---------------------------------------------------------------- backends that come and go
@@ -160,6 +176,40 @@ def test_flash_attn_fp8_kv_needs_fa3_on_hopper_in_0_12():
     assert h100.ok is True and backend(h100, "FLASH_ATTN").ok is True
     a100 = verdict(LLAMA, "A100", kv_cache_dtype="fp8", attention_backend="FLASH_ATTN", vllm_version="0.12.0")
     assert a100.ok is False and backend(a100, "FLASH_ATTN").reasons == ["kv_cache_dtype not supported"]
+
+
+def test_0_34_attention_types_survive_the_str_enum():
+    # 0.34.0 vllm/v1/attention/backend.py:34 class AttentionType(StrEnum) (0.33.0 :36 class AttentionType(str, Enum)):
+    # still a str enum, so flash_attn.py:402-409 (0.34.0) supports_attn_type lists its four values and a decoder model
+    # keeps FLASH_ATTN on an H100 (cuda.py:81 priority list, as in 0.33.0)
+    d = extract.load("0.34.0")
+    assert d["classes"]["vllm.v1.attention.backend.AttentionType"]["enum"] == "str"
+    fa = backend_entry(d, "FLASH_ATTN")
+    assert fa["declared"]["attention_types"]["value"] == ["decoder", "encoder", "encoder_only", "encoder_decoder"]
+    r = verdict(LLAMA, "H100", vllm_version="0.34.0")
+    assert r.ok is True and r.auto_selected == "FLASH_ATTN" and not r.auto_conditions
+
+
+def test_b12x_drops_head_size_64_in_0_34():
+    # 0.33.0 vllm/v1/attention/backends/b12x.py get_supported_head_sizes -> [64, 128, 192, 256];
+    # 0.34.0 b12x.py:202-204 -> [128, 192, 256] ("head_dim 64 is excluded until flashinfer-ai/flashinfer#6977")
+    assert backend_entry(extract.load("0.33.0"), "B12X")["declared"]["head_sizes"]["value"] == [64, 128, 192, 256]
+    new = backend_entry(extract.load("0.34.0"), "B12X")["declared"]["head_sizes"]
+    assert new == {"value": [128, 192, 256], "source": "vllm/v1/attention/backends/b12x.py:204"}
+
+
+def test_fp_quant_is_unknown_to_0_34():
+    # 0.33.0 vllm/model_executor/layers/quantization/__init__.py:20 lists "fp_quant" in QuantizationMethods; 0.34.0's
+    # list (:15-50) does not, and vllm/config/model.py:1486-1490 (0.34.0) raises "Unknown quantization method"
+    cfg = {**load_config(LLAMA), "quantization_config": {"quant_method": "fp_quant"}}
+    old = verdict_for(cfg, "H100", vllm_version="0.33.0")
+    assert not (old.error or "").startswith("ValueError: Unknown quantization method")
+    new = verdict_for(cfg, "H100", vllm_version="0.34.0")
+    assert new.ok is False
+    assert new.error.startswith("ValueError: Unknown quantization method: fp_quant. Must be one of <the 32 methods "
+                                "of vLLM 0.34.0: vllm/model_executor/layers/quantization/__init__.py:15>")
+    assert new.error.endswith("(vllm/config/model.py:1486; vLLM 0.33.0 is the last covered release that lists "
+                              "fp_quant)")
 
 
 # ---------------------------------------------------------------- sync_compat --release

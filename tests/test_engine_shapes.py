@@ -217,7 +217,7 @@ def test_sparse_mla_block_size_forced_before_018():
     assert r.block_size == 64
 
 
-@pytest.mark.parametrize("release", ["0.13.0", "0.17.1", "0.19.0", "0.22.1", "0.25.1", "0.32.0", "0.33.0"])
+@pytest.mark.parametrize("release", ["0.13.0", "0.17.1", "0.19.0", "0.22.1", "0.25.1", "0.32.0", "0.33.0", "0.34.0"])
 @pytest.mark.parametrize("gpu", ["H200", "B200"])
 @pytest.mark.parametrize("kv", ["auto", "fp8"])
 def test_sparse_backend_agrees_with_the_compat_check(release, gpu, kv, db):

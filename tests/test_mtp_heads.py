@@ -38,6 +38,20 @@ def test_qwen3_5_mtp_layers_come_from_text_config_mtp_num_hidden_layers():
     assert parse_config(c).mtp_layers == 1
 
 
+def test_nemotron_3_5_transcribe_maps_to_its_own_mtp_draft_from_0_34():
+    # 0.34.0 vllm/config/speculative.py:994-1010: architectures[0] Nemotron3_5TranscribeForConditionalGeneration ->
+    # the text config becomes the draft, model_type "nemotron3_5_transcribe_mtp", n_predict =
+    # text_config.num_nextn_predict_layers (a hand-made config: no such checkpoint in the catalog)
+    c = {"architectures": ["Nemotron3_5TranscribeForConditionalGeneration"], "model_type": "nemotron3_5_transcribe",
+         "text_config": {"model_type": "nemotron_h", "num_nextn_predict_layers": 2}}
+    head = mtp_head(c)
+    assert isinstance(head, MtpHead)
+    assert (head.layers, head.n_predict, head.draft_type) == (2, 2, "nemotron3_5_transcribe_mtp")
+    assert head.key == "text_config.num_nextn_predict_layers" and "994-1010 (0.34.0)" in head.source
+    none = mtp_head({**c, "text_config": {"model_type": "nemotron_h", "num_nextn_predict_layers": 0}})
+    assert isinstance(none, NoMtpHead) and "num_nextn_predict_layers is 0" in none.reason
+
+
 def test_qwen3_next_has_one_mtp_layer_by_the_model_files_default():
     # Qwen's config has neither num_nextn_predict_layers nor mtp_num_hidden_layers: vLLM maps qwen3_next to
     # qwen3_next_mtp with n_predict None and Qwen3NextMultiTokenPredictor builds getattr(..., 1) = 1 layer

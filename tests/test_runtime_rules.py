@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from calculator.engine import EngineInput, EngineInputError, estimate
-from calculator.engine.runtime import (OLDEST_COVERED, RULE_NAMES, RULES, ReleaseRules, free_memory_check,
-                                       graph_capture_fits, rule_rows)
+from calculator.engine.runtime import (OLDEST_COVERED, RULE_NAMES, RULES, ReleaseRules, extensible_kv_budget,
+                                       free_memory_check, graph_capture_fits, rule_rows)
 from tests.conftest import load_config
 
 GiB = 2**30
@@ -37,17 +37,18 @@ def test_covered_releases():
     # memory (gpu_worker.py:202-219, 0.9.1), which is what the engine models.
     assert not ReleaseRules.is_supported("0.9.0")
     assert ReleaseRules.is_supported("0.9.1")
-    assert ReleaseRules.is_supported("0.33.4")
-    assert not ReleaseRules.is_supported("0.34.0")
-    assert ReleaseRules.covered_releases == ("0.9.1", "0.33.x")
+    assert ReleaseRules.is_supported("0.33.4") and ReleaseRules.is_supported("0.34.0")
+    assert ReleaseRules.is_supported("0.34.2")
+    assert not ReleaseRules.is_supported("0.35.0")
+    assert ReleaseRules.covered_releases == ("0.9.1", "0.34.x")
 
 
-@pytest.mark.parametrize("version", ["0.8.5.post1", "0.9.0", "0.34.0"])
+@pytest.mark.parametrize("version", ["0.8.5.post1", "0.9.0", "0.35.0"])
 def test_estimate_refuses_releases_outside_the_range_by_name(version):
     with pytest.raises(EngineInputError) as err:
         estimate(EngineInput(hf_config=load_config("Qwen__Qwen3-8B.json"), vllm_version=version))
     assert err.value.field == "vllm_version"
-    assert version.split(".post")[0] in err.value.message and "0.9.1 to 0.33.x" in err.value.message
+    assert version.split(".post")[0] in err.value.message and "0.9.1 to 0.34.x" in err.value.message
 
 
 # --- budget -------------------------------------------------------------------------------------------------
@@ -56,6 +57,73 @@ def test_default_gpu_memory_utilization():
     assert R("0.19.1").default_gpu_memory_utilization == 0.9
     assert R("0.20.0").default_gpu_memory_utilization == 0.92
     assert R("0.9.1").default_gpu_memory_utilization == 0.9  # vllm/config.py:1464 (0.9.1)
+
+
+@pytest.mark.parametrize("version", ["0.20.0", "0.33.0", "0.34.0"])
+def test_default_utilization_without_the_extensible_kv_cache_stays_0_92(version):
+    # vllm/config/cache.py:215 (0.33.0) default=0.92; 0.34.0: :186 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92, used by
+    # resolved_gpu_memory_utilization (:495-501) when enable_extensible_kv_cache is off
+    assert R(version).default_gpu_memory_utilization == 0.92
+    assert R(version).default_utilization(extensible=False) == 0.92
+
+
+def test_the_extensible_kv_cache_arrives_in_0_34():
+    # 0.34.0 vllm/config/vllm.py:3201-3207 _resolve_extensible_kv_cache: unsupported off CUDA / ROCm and with
+    # kv_cache_memory_bytes; :3252-3254 on where supported when unset. cache.py:495-501: utilization 1.0 with it.
+    assert R("0.34.0").extensible_kv_cache("nvidia") and R("0.34.0").extensible_kv_cache("amd")
+    assert not R("0.34.0").extensible_kv_cache("cpu") and not R("0.34.0").extensible_kv_cache("intel")
+    assert not R("0.34.0").extensible_kv_cache("nvidia", kv_cache_memory_bytes=20 * GiB)
+    assert R("0.34.0").default_utilization(extensible=True) == 1.0
+    # no vllm/v1/worker/extensible_kv_cache.py in 0.33.0
+    assert not R("0.33.0").extensible_kv_cache("nvidia")
+    assert R("0.33.0").default_utilization(extensible=True) == 0.92
+
+
+def test_extensible_kv_budget_by_hand():
+    """measure_kv_cache_bytes (vllm/v1/worker/extensible_kv_cache.py:592-618 in 0.34.0), margin floor 1 GiB (3 GiB on
+    ROCm) and fraction 0.75 (:64-65): available = min(requested - non_kv, headroom - margin) - peak, headroom =
+    total - in use at start - non_kv."""
+    kw = dict(total_bytes=80 * GiB, requested_bytes=80 * GiB, in_use_bytes=GiB // 2, non_kv_bytes=20 * GiB)
+    # peak 2 GiB: margin max(1, 1.5) = 1.5; min(60, 80 - 0.5 - 20 - 1.5 = 58) - 2 = 56 GiB
+    assert extensible_kv_budget(transient_peak_bytes=2 * GiB, **kw) == 56 * GiB
+    # ROCm: margin max(3, 1.5) = 3; min(60, 56.5) - 2 = 54.5 GiB
+    assert extensible_kv_budget(transient_peak_bytes=2 * GiB, rocm=True, **kw) == int(54.5 * GiB)
+    # a small peak: the 1 GiB floor; min(60, 58.5) - 0.5 = 58 GiB
+    assert extensible_kv_budget(transient_peak_bytes=GiB // 2, **kw) == 58 * GiB
+    # an explicit utilization of 0.7 caps it: requested 56 GiB; min(36, 58) - 2 = 34 GiB
+    capped = {**kw, "requested_bytes": 56 * GiB}
+    assert extensible_kv_budget(transient_peak_bytes=2 * GiB, **capped) == 34 * GiB
+    # never negative
+    assert extensible_kv_budget(transient_peak_bytes=70 * GiB, **kw) == 0
+
+
+def test_estimate_sizes_the_extensible_kv_cache_from_its_parts():
+    """Qwen3-8B on an H100 at 0.34.0: the KV memory follows measure_kv_cache_bytes (extensible_kv_cache.py:592-618)
+    from the estimate's own parts, with utilization 1.0 (cache.py:495-501), the in-use-at-start fit (0.61 GiB, public
+    H100 logs 'Free memory on device: 78.57/79.18 GiB on startup') and 64-token blocks (cache.py:185); 36 layers x 8
+    KV heads x 128 x 2 (K, V) x 2 B = 147,456 B a token (config.json)."""
+    r = estimate(EngineInput(hf_config=load_config("Qwen__Qwen3-8B.json"), gpu="NVIDIA H100 80GB HBM3",
+                             vllm_version="0.34.0"))
+    assert r.resolved["gpu_memory_utilization"] == 1.0 and r.resolved["extensible_kv_cache"] is True
+    assert r.requested_memory_gib == r.total_memory_gib and r.block_size == 64
+    assert r.kv_bytes_per_token == 36 * 8 * 128 * 2 * 2
+    non_kv = r.weights_gib + r.non_torch_gib + r.cuda_graph_gib
+    peak = r.activation_peak_gib + r.cuda_graph_gib
+    expected = min(r.requested_memory_gib - non_kv, r.total_memory_gib - 0.61 - non_kv - max(1, 0.75 * peak)) - peak
+    assert r.available_kv_cache_gib == pytest.approx(expected, abs=0.03)
+    capacity = r.requested_memory_gib - r.weights_gib - r.activation_peak_gib - r.non_torch_gib - r.cuda_graph_gib
+    assert r.resolved["kv_cache_capacity_gib"] == pytest.approx(capacity, abs=0.03)
+    assert r.num_gpu_blocks == int(r.available_kv_cache_gib * GiB) // (64 * 147_456) or \
+        abs(r.num_gpu_blocks - r.available_kv_cache_gib * GiB / (64 * 147_456)) < 2
+    # other processes' memory (--gpu-memory-in-use-gib) is measured too: 4 GiB less KV
+    busy = estimate(EngineInput(hf_config=load_config("Qwen__Qwen3-8B.json"), gpu="NVIDIA H100 80GB HBM3",
+                                vllm_version="0.34.0", gpu_memory_in_use_gib=4))
+    assert busy.available_kv_cache_gib == pytest.approx(r.available_kv_cache_gib - 4, abs=0.02)
+    # --kv-cache-memory-bytes turns it off (vllm/config/vllm.py:3203-3207): the given size, 0.92 default
+    fixed = estimate(EngineInput(hf_config=load_config("Qwen__Qwen3-8B.json"), gpu="NVIDIA H100 80GB HBM3",
+                                 vllm_version="0.34.0", kv_cache_memory_bytes=20 * GiB))
+    assert fixed.resolved["extensible_kv_cache"] is False and fixed.available_kv_cache_gib == 20.0
+    assert fixed.resolved["gpu_memory_utilization"] == 0.92
 
 
 def test_requested_memory_is_rounded_up_from_0_14():
@@ -79,6 +147,17 @@ def test_free_memory_check_message_names_the_device_from_0_14():
     assert msg.startswith("Free memory on device cuda:0 (70.0/80.0 GiB) on startup is less than")
     # exactly the requested memory free: accepted
     assert free_memory_check(R("0.14.1"), total, 8 * GiB, 0.9) == (True, None)
+
+
+def test_the_extensible_kv_cache_skips_the_free_memory_check_in_0_34():
+    total, in_use = 80 * GiB, 10 * GiB
+    # vllm/v1/worker/utils.py:783-797 (0.34.0): "init_snapshot.free_memory < requested_memory and not
+    # cache_config.enable_extensible_kv_cache" -> ValueError; with the extensible KV cache no check
+    assert free_memory_check(R("0.34.0"), total, in_use, 0.9, extensible=True) == (True, None)
+    ok, msg = free_memory_check(R("0.34.0"), total, in_use, 0.9)
+    assert not ok and msg.startswith("Free memory on device cuda:0 (70.0/80.0 GiB) on startup is less than")
+    # 0.33.0 has no extensible KV cache: the check stands (utils.py:761-770)
+    assert not free_memory_check(R("0.33.0"), total, in_use, 0.9, extensible=True)[0]
 
 
 def test_free_memory_check_matches_the_installed_vllm():
@@ -164,6 +243,9 @@ def test_v2_model_runner_default():
     assert not R("0.26.0").uses_v2_model_runner(("Qwen2MoeForCausalLM",), is_moe=True, is_hybrid=True)
     # every model: config/vllm.py:645-676 (0.29.0)
     assert R("0.29.0").uses_v2_model_runner(("MixtralForCausalLM",), is_moe=True)
+    # the only GPU model runner: gpu_worker.py:579-587 (0.34.0) builds vllm/v1/worker/gpu/model_runner.py's
+    assert R("0.34.0").value("v2_model_runner_default") == "only"
+    assert R("0.34.0").uses_v2_model_runner(("Qwen2MoeForCausalLM",), is_moe=True, is_hybrid=True)
 
 
 def test_sliding_window_reserves_in_flight_batches_from_0_26():
@@ -178,6 +260,10 @@ def test_sliding_window_reserves_in_flight_batches_from_0_26():
     assert R("0.26.0").max_concurrent_batches(2, False, **mixtral) == 2
     # CPU: async scheduling off (platforms/cpu.py:144, 0.26.0) -> pp
     assert R("0.26.0").max_concurrent_batches(1, True) == 1
+    # 0.34.0 config/vllm.py:560-566: async scheduling -> pp + 1, whatever the model (no V1 runner left)
+    assert R("0.34.0").max_concurrent_batches(1, False) == 2
+    assert R("0.34.0").max_concurrent_batches(2, False, **mixtral) == 3
+    assert R("0.34.0").max_concurrent_batches(1, True) == 1  # platforms/cpu.py:347 (0.34.0)
 
 
 def test_mamba_cache_mode_and_hybrid_prefix_caching():
@@ -205,6 +291,11 @@ def test_batch_defaults():
     # GB10 (capability 12.1) excluded from the 70 GiB tier: arg_utils.py:2963, :2983-2986 (0.33.0)
     assert R("0.32.0").batch_defaults(119.7, "NVIDIA GB10", False, capability=(12, 1)) == (8192, 1024)
     assert R("0.33.0").batch_defaults(119.7, "NVIDIA GB10", False, capability=(12, 1)) == (2048, 256)
+    # unchanged in 0.34.0: arg_utils.py:3000, :3010-3043 (the same tiers), CPU :3066-3074
+    assert R("0.34.0").batch_defaults(119.7, "NVIDIA GB10", False, capability=(12, 1)) == (2048, 256)
+    assert R("0.34.0").batch_defaults(178.36, "NVIDIA B200", False) == (16384, 1024)
+    assert R("0.34.0").batch_defaults(79.19, "NVIDIA H100 80GB HBM3", False) == (8192, 1024)
+    assert R("0.34.0").batch_defaults(64, "CPU", True, world_size=2) == (4096, 256)
     # A100 stays on the small tier: arg_utils.py:1554 (0.9.1)
     assert R("0.9.1").batch_defaults(79.15, "NVIDIA A100-SXM4-80GB", False) == (2048, 256)
     # CPU: 2048 * ws / 128 * ws from arg_utils.py:1621-1630 (0.10.0); no CPU branch in 0.9.1
@@ -222,10 +313,34 @@ def test_batch_defaults():
     ("0.15.1", (10, 0), 128, False, 64),   # FLASHINFER_MLA when qk_nope_head_dim == 128 (cuda.py:186-230)
     ("0.15.1", (10, 0), 64, False, 128),   # else CUTLASS_MLA (cuda.py:186-230, 0.15.1)
     ("0.15.1", (8, 0), 128, False, 16),    # A100: no FlashMLA, default 16
+    ("0.33.0", (10, 0), 128, False, 32),   # FLASHINFER_MLA [32, 64] (mla/flashinfer_mla.py:205), default 16
+    ("0.34.0", (10, 0), 128, False, 64),   # default 64 (cache.py:185), which FLASHINFER_MLA takes
+    ("0.34.0", (9, 0), 128, False, 64),    # FLASH_ATTN_MLA MultipleOf(16) (mla/flashattn_mla.py:50) keeps 64
+    ("0.34.0", (8, 0), 128, False, 64),    # TRITON_MLA MultipleOf(16) (mla/triton_mla.py:127) keeps 64
 ])
 def test_mla_default_block_size(version, capability, qk_nope, kv_fp8, expected):
     bs, _ = R(version).default_block_size(False, True, capability, kv_fp8, None, qk_nope)
     assert bs == expected
+
+
+@pytest.mark.parametrize("version,backend,rocm,expected", [
+    ("0.33.0", None, False, 16),            # CacheConfig.DEFAULT_BLOCK_SIZE 16: vllm/config/cache.py:185 (0.33.0)
+    ("0.34.0", None, False, 64),            # 64: vllm/config/cache.py:185 (0.34.0), FLASH_ATTN MultipleOf(16)
+    ("0.34.0", "FLASHINFER", False, 64),    # flashinfer.py:587-606 (0.34.0): [16, 32, 64] at least
+    ("0.34.0", "TRITON_ATTN", False, 64),   # triton_attn.py:339-340 (0.34.0): MultipleOf(16)
+    ("0.34.0", None, True, 16),             # ROCM_ATTN first (rocm.py:559-562), prefers 16 (rocm_attn.py:167-172)
+    ("0.34.0", "ROCM_AITER_FA", True, 16),  # kernel blocks [16, 32] (rocm_aiter_fa.py:873-874): the smallest
+    ("0.34.0", "ROCM_AITER_UNIFIED_ATTN", True, 64),  # rocm_aiter_unified_attn.py:78-79 returns 64
+    ("0.33.0", None, True, 16),
+])
+def test_default_block_size_becomes_64_in_0_34(version, backend, rocm, expected):
+    bs, why = R(version).default_block_size(False, False, (9, 0), False, backend, rocm=rocm)
+    assert bs == expected
+
+
+def test_cutlass_mla_keeps_128_in_0_34():
+    # mla/cutlass_mla.py:50 (0.34.0) get_supported_kernel_block_sizes -> [128]: 64 is not taken, the smallest is 128
+    assert R("0.34.0").default_block_size(False, True, (10, 0), False, "CUTLASS_MLA")[0] == 128
 
 
 def test_estimate_uses_the_release_block_size_for_mla():

@@ -5,7 +5,7 @@ Linear's KDA state, plus which releases run these models at all.
 Every rule is a :class:`~calculator.engine.runtime.ReleaseRule` row of :data:`SHAPE_RULES` with the first
 release it applies to and the ``file:line`` it was read from in that release's wheel (``pip download
 vllm==X --no-deps``; read: 0.10.2, 0.11.0, 0.11.1, 0.13.0, 0.14.1, 0.15.1, 0.16.0, 0.17.1, 0.18.0, 0.18.1,
-0.19.0, 0.20.2, 0.21.0, 0.22.1, 0.26.0, 0.27.1, 0.28.0, 0.30.0, 0.31.0, 0.32.0, 0.33.0). Where only the last
+0.19.0, 0.20.2, 0.21.0, 0.22.1, 0.26.0, 0.27.1, 0.28.0, 0.30.0, 0.31.0, 0.32.0, 0.33.0, 0.34.0). Where only the last
 patch of a minor was read, ``since`` is that minor's ``.0``.
 
 Pure functions of the release, the GPU's compute capability and the request; no torch, no Django. Anything
@@ -42,7 +42,8 @@ SHAPE_RULES: tuple[ReleaseRule, ...] = (
                 "conversion is gone (config.py:30-42 (0.18.0))"),
     ReleaseRule("sparse_mla_kv_format", (0, 26, 0), "backend: FLASHMLA_SPARSE (quantized) and "
                 "FLASHINFER_MLA_SPARSE_SM120 (auto, fp8, fp8_e4m3) use fp8_ds_mla",
-                "vllm/model_executor/layers/attention/mla_attention.py:329-343 (0.26.0); :359-376 (0.33.0)"),
+                "vllm/model_executor/layers/attention/mla_attention.py:329-343 (0.26.0); :359-376 (0.33.0), "
+                ":367-384 (0.34.0)"),
     # --- DeepSeek-V3.2: the sparse backend vLLM picks on CUDA when --attention-backend is not given --------
     ReleaseRule("sparse_mla_backend", (0, 11, 0), "FLASHMLA_SPARSE (SM90, SM100)",
                 "vllm/platforms/cuda.py:252-254 (0.11.0); the only CUDA sparse backend up to 0.16"),
@@ -57,32 +58,35 @@ SHAPE_RULES: tuple[ReleaseRule, ...] = (
                 "vllm/platforms/cuda.py:136-143 (0.26.0); first in the compat data of 0.25.1 (compat/data)"),
     ReleaseRule("sparse_mla_backend", (0, 26, 0), "as 0.25, plus SM120: FLASHINFER_MLA_SPARSE_SM120",
                 "vllm/platforms/cuda.py:130-134 (0.26.0); SM90 list :136-143, in 0.32 with "
-                "FLASHINFER_MLA_SPARSE_SM90 after FLASHMLA_SPARSE (:137-152)"),
+                "FLASHINFER_MLA_SPARSE_SM90 after FLASHMLA_SPARSE (:137-152); _get_backend_priorities unchanged "
+                "in 0.34.0 (cuda.py:81)"),
     # --- DeepSeek-V3.2: the block size ----------------------------------------------------------------------
     ReleaseRule("sparse_mla_block_size", (0, 11, 0), "forced to 64 (FLASHMLA_SPARSE; FLASHINFER_MLA_SPARSE keeps "
                 "32 or 64)", "vllm/platforms/cuda.py:181-185 (0.11.0), :229-233 (0.11.1), :266-283 (0.17.1)"),
     ReleaseRule("sparse_mla_block_size", (0, 18, 0), "64: the first attention layer is the indexer's key cache, "
                 "whose backend takes only 64 on CUDA",
                 "vllm/platforms/interface.py:462-466 (0.18.0) first layer's backend; "
-                "v1/attention/backends/mla/indexer.py:39-40 (0.18.0), :284-285 (0.32.0) [64]"),
+                "v1/attention/backends/mla/indexer.py:39-40 (0.18.0), :284-285 (0.32.0), :237-238 (0.34.0) [64]"),
     # --- KDA (Kimi Linear) state ------------------------------------------------------------------------------
     ReleaseRule("kda_state", (0, 11, 1), "3 conv states (k-1, H*d/tp) in the model dtype + (H/tp, d, d) float32",
                 "vllm/model_executor/layers/mamba/mamba_utils.py:203-232 kda_state_shape, :90-96 kda_state_dtype "
                 "(0.19.0)"),
     ReleaseRule("kda_state", (0, 27, 0), "one conv state (k-1+num_spec, 3*H*d/tp) + (H/tp, d, d) float32",
-                "vllm/model_executor/layers/mamba/mamba_utils.py:271-297 (0.27.1); :304-327 (0.32.0)"),
+                "vllm/model_executor/layers/mamba/mamba_utils.py:271-297 (0.27.1); :304-327 (0.32.0), "
+                ":304-327 (0.34.0)"),
     ReleaseRule("kda_prefill_checkpoint", (0, 11, 1), "none",
                 "no prefill checkpoint for KDA before 0.30 (models/kimi_k3 absent in 0.26.0)"),
     ReleaseRule("kda_prefill_checkpoint", (0, 30, 0), "one more page in align mode with the FlashKDA prefill "
                 "(CUDA SM9x/10x/12x, bf16, head_dim 128, a bounded gate: linear_attn_config.gate_lower_bound)",
-                "vllm/models/kimi_k3/nvidia/kda.py:805 (0.30.0); :829-836, :341-357, :463-503 (0.32.0)"),
+                "vllm/models/kimi_k3/nvidia/kda.py:805 (0.30.0); :829-836, :341-357, :463-503 (0.32.0); "
+                ":920-928, :370-388, :493-534 (0.34.0)"),
     # --- attention block size of MLA + Mamba hybrids (_align_hybrid_block_size) -----------------------------
     ReleaseRule("hybrid_mla_alignment", (0, 11, 1), "64 (128 with --attention-backend CUTLASS_MLA)",
                 "vllm/model_executor/models/config.py:342-349 (0.11.1), :200-210 (0.19.0)"),
     ReleaseRule("hybrid_mla_alignment", (0, 20, 0), "max(the backend's smallest kernel block, block_size)",
                 "vllm/platforms/interface.py:577 (0.20.2), :876 (0.26.0)"),
     ReleaseRule("hybrid_mla_alignment", (0, 27, 0), "max(the backend's smallest kernel block, block_size, 128)",
-                "vllm/platforms/interface.py:876-888 (0.27.1), :1061-1083 (0.32.0)"),
+                "vllm/platforms/interface.py:876-888 (0.27.1), :1061-1083 (0.32.0), :1079-1100 (0.34.0)"),
 )
 
 

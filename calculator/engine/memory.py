@@ -27,8 +27,9 @@ from .layers import (check_architecture, check_kda, hybrid_mla_alignment, indexe
                      indexer_weight_bytes, kda_state_bytes, sparse_mla_backend, sparse_mla_block_size,
                      sparse_mla_cache)
 from .runtime import (CUDA_GRAPH_BASE_GIB, CUDA_GRAPH_MOE_EXTRA_GIB, CUDA_GRAPH_PER_LAYER_GIB, FORWARD_FACTOR,
-                      MOE_WORKSPACE_FACTOR, NON_TORCH_GIB_PP, NON_TORCH_GIB_SINGLE, SAMPLER_BASE_GIB,
-                      SAMPLER_BYTES_PER_SEQ_VOCAB, SAMPLER_BYTES_PER_SEQ_VOCAB_OLD, ReleaseRules, parse_version)
+                      IN_USE_AT_START_GIB_SINGLE, IN_USE_AT_START_GIB_TP, MOE_WORKSPACE_FACTOR, NON_TORCH_GIB_PP,
+                      NON_TORCH_GIB_SINGLE, SAMPLER_BASE_GIB, SAMPLER_BYTES_PER_SEQ_VOCAB,
+                      SAMPLER_BYTES_PER_SEQ_VOCAB_OLD, ReleaseRules, extensible_kv_budget, parse_version)
 from .schemas import EngineInput, EstimateResult, LayerKV
 from .weights import eagle3_draft_weights, mtp_draft_weights, resolve_quant, round_up, weights_from_checkpoint, weights_per_gpu
 
@@ -409,10 +410,13 @@ def estimate(inp: EngineInput) -> EstimateResult:
                                "verify_max_model_len, 0.32.0:328-332); raise --max-num-batched-tokens or lower "
                                "--max-num-seqs")
 
-    u = inp.gpu_memory_utilization or rules.default_gpu_memory_utilization
+    extensible = rules.extensible_kv_cache(gpu.vendor, inp.kv_cache_memory_bytes)
+    u = inp.gpu_memory_utilization or rules.default_utilization(extensible)
     sources["gpu_memory_utilization"] = "user input" if inp.gpu_memory_utilization else \
-        f"vLLM {rules.label} default (vllm/config/cache.py)"
+        f"vLLM {rules.label} default (vllm/config/cache.py)" + (
+            ": 1.0 with the extensible KV cache (resolved_gpu_memory_utilization)" if extensible else "")
     resolved["gpu_memory_utilization"] = u
+    resolved["extensible_kv_cache"] = extensible
 
     if inp.block_size:
         block_size = inp.block_size
@@ -420,7 +424,8 @@ def estimate(inp: EngineInput) -> EstimateResult:
     else:
         block_size, why = rules.default_block_size(gpu.is_cpu, bool(arch.kv_lora_rank), gpu.capability_tuple,
                                                    kv_b == 1, inp.attention_backend,
-                                                   (inp.hf_config or {}).get("qk_nope_head_dim"))
+                                                   (inp.hf_config or {}).get("qk_nope_head_dim"),
+                                                   rocm=gpu.vendor == "amd")
         sources["block_size"] = why
 
     # --- DeepSeek sparse attention (V3.2): backend, cache format, block size (layers.py) -------------
@@ -606,11 +611,53 @@ def estimate(inp: EngineInput) -> EstimateResult:
         warnings.append(f"CPU build: the KV cache gets VLLM_CPU_KVCACHE_SPACE GiB when set, otherwise a share of the "
                         f"NUMA node's memory minus the process (vllm/platforms/cpu.py, v1/worker/cpu_worker.py); this "
                         f"estimate assumes {gpu.memory_gib:g} GiB: give kv_cache_memory_bytes for an exact figure")
+    in_use_at_start = 0
+    if extensible:
+        in_use = (inp.gpu_memory_in_use_gib or 0) * GiB
+        in_use_fit = (IN_USE_AT_START_GIB_TP if tp * pp > 1 else IN_USE_AT_START_GIB_SINGLE) * GiB
+        in_use_at_start = int(in_use + in_use_fit)
+        sources["in_use_at_start_gib"] = (
+            f"{_gib(in_use_at_start):.2f} GiB: vLLM's CUDA context" + (" and NCCL set-up" if tp * pp > 1 else "")
+            + f" ({_gib(in_use_fit):.2f} GiB, fit to the 'Free memory on device ... on startup' of public H100 logs, "
+            "shared cases gh-031/033/035/036)" + (f" + {_gib(in_use):.2f} GiB in use by others "
+                                                "(--gpu-memory-in-use-gib)" if in_use else ""))
+        resolved["in_use_at_start_gib"] = _gib(in_use_at_start)
+
+    def kv_budget(weights_st: int, act_st: int, cg_st: int) -> int:
+        """The KV bytes of one rank (or pipeline stage): the profiled budget, or the extensible KV cache's
+        measured size with the fitted activation peak and CUDA-graph pool standing in for vLLM's measurements."""
+        profiled = requested - weights_st - act_st - non_torch - (cg_st if deducted else 0)
+        if not extensible:
+            return profiled
+        return min(profiled, extensible_kv_budget(
+            total_bytes=total, requested_bytes=requested, in_use_bytes=in_use_at_start,
+            non_kv_bytes=weights_st + non_torch + cg_st, transient_peak_bytes=act_st + cg_st,
+            rocm=gpu.vendor == "amd"))
+
     if inp.kv_cache_memory_bytes is not None:
         available = inp.kv_cache_memory_bytes
         sources["available_kv_cache_gib"] = "--kv-cache-memory-bytes / VLLM_CPU_KVCACHE_SPACE (skips the budget rule)"
+    elif extensible:
+        capacity_bytes = requested - weights - draft_weights - activation - non_torch - (cuda_graph if deducted else 0)
+        available = kv_budget(weights + draft_weights, activation, cuda_graph)
+        resolved["kv_cache_capacity_gib"] = _gib(capacity_bytes)
+        src = rules.rule("extensible_kv_cache_budget").source
+        sources["available_kv_cache_gib"] = (
+            f"the extensible KV cache of vLLM {rules.label}, sized after warmup: min(requested - non-KV in use, "
+            "total - in use at start - non-KV in use - max(1 GiB, 0.75 x peak)) - peak, non-KV in use = weights + "
+            "non-torch + CUDA graphs, peak = activation peak + CUDA-graph estimate "
+            f"({src}); vLLM logs the capacity it reserves first, 'Available KV cache memory: "
+            f"{_gib(capacity_bytes):.2f} GiB' (ceil(total x utilization) - weights - activation - non-torch - "
+            "CUDA graph estimate)")
+        warnings.append(
+            f"vLLM {rules.label} sizes the KV cache after warmup and CUDA-graph capture from the memory it measures "
+            "free (the extensible KV cache, on by default on CUDA and ROCm; vllm/v1/worker/extensible_kv_cache.py). "
+            "This estimate puts the fitted activation peak and CUDA-graph pool in place of those measurements and "
+            "assumes the sizing warmup's own peak (a full max_num_batched_tokens step with prompt logprobs) and "
+            "torch's reservation growth stay below them; a larger measured peak takes 1.75x its excess from the KV "
+            "cache. --kv-cache-memory-bytes turns the extensible KV cache off and fixes the size.")
     else:
-        available = requested - weights - draft_weights - activation - non_torch - (cuda_graph if deducted else 0)
+        available = kv_budget(weights + draft_weights, activation, cuda_graph)
         sources["available_kv_cache_gib"] = (
             "ceil(total x gpu_memory_utilization) - weights - activation peak - non-torch"
             + (" - CUDA graph estimate (deducted since vLLM 0.20.0)" if deducted else
@@ -629,7 +676,7 @@ def estimate(inp: EngineInput) -> EstimateResult:
             act_st = activation if st == 0 else activation_peak_bytes(
                 arch, stage="last" if st == pp - 1 else "first", **act_kw)
             cg_st = 0 if inp.enforce_eager else cuda_graph_bytes(arch, pp, st, partition)
-            avail_st = requested - w.stage_bytes[st] - act_st - non_torch - (cg_st if deducted else 0)
+            avail_st = kv_budget(w.stage_bytes[st], act_st, cg_st)
             bpb = max(g.bytes_per_block for g in groups_st) if groups_st else 0
             stage_blocks.append(max(avail_st, 0) // bpb if bpb else 0)
         tightest = min(range(pp), key=lambda i: stage_blocks[i])

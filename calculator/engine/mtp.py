@@ -18,15 +18,16 @@ from typing import Any
 from pydantic import BaseModel
 
 # vLLM's per-architecture MTP method names (``MTPModelTypes``, vllm/config/speculative.py:38-66 in 0.32, plus
-# ``step5_mtp`` of 0.33): each is accepted as ``method`` and run as ``mtp`` (:1141-1145). The list a release takes
-# is ``speculative.mtp_model_types`` of its compat data (compat/data/vllm-<release>.json); this is their union over
-# the covered releases (tests/test_mtp_heads.py checks it against those files).
+# ``step5_mtp`` of 0.33 and ``nemotron3_5_transcribe_mtp`` of 0.34, :63 in 0.34.0): each is accepted as ``method``
+# and run as ``mtp`` (:1141-1145). The list a release takes is ``speculative.mtp_model_types`` of its compat data
+# (compat/data/vllm-<release>.json); this is their union over the covered releases (tests/test_mtp_heads.py checks it
+# against those files).
 MTP_METHOD_NAMES: tuple[str, ...] = (
     "bailing_hybrid_mtp", "bailing_hybrid_v3_mtp", "deepseek_mtp", "dots3_note_mtp", "ernie_mtp", "exaone4_5_mtp",
     "exaone_moe_mtp", "gemma4_mtp", "glm4_moe_lite_mtp", "glm4_moe_mtp", "glm5_next_mtp", "glm_ocr_mtp", "hy_v3_mtp",
     "hy_v4_mtp", "inkling_mtp", "kimi_k3_mtp", "longcat_flash_mtp", "mimo_mtp", "mimo_v2_mtp", "minimax_m3_mtp",
-    "nemotron_h_mtp", "pangu_ultra_moe_mtp", "qwen3_5_mtp", "qwen3_next_mtp", "qwen4_exp_mtp", "step3p5_mtp",
-    "step5_mtp",
+    "nemotron3_5_transcribe_mtp", "nemotron_h_mtp", "pangu_ultra_moe_mtp", "qwen3_5_mtp", "qwen3_next_mtp",
+    "qwen4_exp_mtp", "step3p5_mtp", "step5_mtp",
 )
 
 SRC = "vllm/config/speculative.py"
@@ -120,6 +121,12 @@ def mtp_head(config: dict[str, Any]) -> MtpHead | NoMtpHead:
         return head("glm_ocr_mtp", nn, "num_nextn_predict_layers", "799-808")
     if mt in ("ernie4_5_moe", "ernie_mtp"):
         return head("ernie_mtp", nn, "num_nextn_predict_layers", "810-816")
+    if arch == "Nemotron3_5TranscribeForConditionalGeneration":
+        # from 0.34.0 (the architecture is registered from 0.34.0): the text config becomes the draft, n_predict =
+        # text_config.num_nextn_predict_layers; Nemotron3_5TranscribeMTP subclasses NemotronHMTP
+        # (vllm/model_executor/models/nemotron3_5_transcribe.py:634 in 0.34.0)
+        return head("nemotron3_5_transcribe_mtp", _int(t.get("num_nextn_predict_layers")),
+                    "text_config.num_nextn_predict_layers", "994-1010 (0.34.0)")
     nem = t if arch in ("NemotronH_Super_Omni_Reasoning_V3", "NemotronH_Omni_Reasoning_V3") else config
     if str(nem.get("model_type") or "") in ("nemotron_h", "nemotron_h_puzzle"):
         n = _int(nem.get("num_nextn_predict_layers"))
@@ -191,7 +198,10 @@ def mtp_head(config: dict[str, Any]) -> MtpHead | NoMtpHead:
 def n_predict_refusal(k: int, n: int) -> str:
     """vLLM's start-up refusal of ``num_speculative_tokens`` ``k`` above the MTP draft's ``n_predict`` ``n`` that is not
     a multiple of it (``SpeculativeConfig.__post_init__`` reuses the n_predict MTP modules in turn,
-    vllm/config/speculative.py:419-427 in 0.11.2, :1493-1501 in 0.32.0: ValueError)."""
+    vllm/config/speculative.py:419-427 in 0.11.2, :1493-1501 in 0.32.0: ValueError; the same test moved to
+    ``SpeculatorConfig.resolve_num_speculative_tokens`` in 0.34.0,
+    vllm/v1/worker/gpu/spec_decode/speculator_config.py:275-291, which ``MTPSpeculatorConfig`` calls,
+    spec_decode/mtp/config.py:101-107)."""
     return (f"must be divisible by n_predict={n}, the checkpoint's MTP modules that vLLM reuses in turn (vLLM: "
             f"\"num_speculative_tokens:{k} must be divisible by n_predict={n}\", vllm/config/speculative.py:1493-1501)")
 

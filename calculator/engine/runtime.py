@@ -2,7 +2,7 @@
 
 Every release difference is one row of :data:`RULES` (rule, first release it applies to, value, the
 ``file:line`` in that release's wheel), read from the source of each release's wheel (latest patch of every
-minor from 0.10 to 0.33, plus the patches around a switch: 0.9.0, 0.9.1, 0.9.2, 0.10.0, 0.10.1.1, 0.11.0,
+minor from 0.10 to 0.34, plus the patches around a switch: 0.9.0, 0.9.1, 0.9.2, 0.10.0, 0.10.1.1, 0.11.0,
 0.11.1, 0.19.0, 0.20.0, 0.20.1). ``calculator/engine/RELEASES.md`` is the same table for people.
 :class:`ReleaseRules` reads the table; the rules are not fitted (the one fit it selects,
 ``non_torch_tp_fit_gib``, says so).
@@ -25,7 +25,7 @@ GiB = 2**30
 
 #: Oldest and newest minor release whose source the rules were read from (both inclusive, any patch).
 OLDEST_COVERED: Release = (0, 9, 1)
-NEWEST_COVERED_MINOR: tuple[int, int] = (0, 33)
+NEWEST_COVERED_MINOR: tuple[int, int] = (0, 34)
 
 
 def parse_version(text: str) -> tuple[int, int, int]:
@@ -74,21 +74,30 @@ RULES: tuple[ReleaseRule, ...] = (
                 "vllm/config/cache.py:41 (0.19.1)"),
     ReleaseRule("default_gpu_memory_utilization", (0, 20, 0), 0.92,
                 "vllm/config/cache.py:66 (0.20.0); vllm/config/cache.py:215 (0.33.0)"),
+    ReleaseRule("default_gpu_memory_utilization", (0, 34, 0), 0.92,
+                "vllm/config/cache.py:186 DEFAULT_GPU_MEMORY_UTILIZATION, :216 (the field defaults to None), "
+                ":495-501 resolved_gpu_memory_utilization (0.34.0)",
+                "only without the extensible KV cache (the CPU build, --kv-cache-memory-bytes); with it the default "
+                "is 1.0 (extensible_kv_cache rows)"),
     ReleaseRule("requested_memory", (0, 9, 1), "total x utilization",
                 "vllm/v1/worker/gpu_worker.py:136 (0.9.1); vllm/v1/worker/gpu_worker.py:241 (0.13.0)",
                 "a float, not rounded"),
     ReleaseRule("requested_memory", (0, 14, 0), "ceil(total x utilization)",
-                "vllm/v1/worker/utils.py:258 (0.14.1); utils.py:724 (0.32.0)"),
+                "vllm/v1/worker/utils.py:258 (0.14.1); utils.py:724 (0.32.0), :743 (0.34.0)"),
     ReleaseRule("free_memory_check", (0, 9, 1), "without device name",
                 "vllm/v1/worker/gpu_worker.py:138-148 (0.9.1); vllm/v1/worker/gpu_worker.py:245-255 (0.13.0)",
                 "ValueError when free memory at start < requested memory"),
     ReleaseRule("free_memory_check", (0, 14, 0), "with device name",
                 "vllm/v1/worker/utils.py:263-271 (0.14.1); utils.py:761-770 (0.33.0)"),
+    ReleaseRule("free_memory_check", (0, 34, 0), "with device name, not with the extensible KV cache",
+                "vllm/v1/worker/utils.py:783-797 (0.34.0)",
+                "the extensible KV cache skips it: 'the budget is only a cap; exceeding free memory over-reserves "
+                "address space rather than pages'"),
     ReleaseRule("snapshot_after_distributed_init", (0, 9, 1), False,
                 "vllm/v1/worker/gpu_worker.py:135 before :153 (0.9.1); :175 before :193 (0.10.2)",
                 "NCCL / custom all-reduce buffers are charged to the budget"),
     ReleaseRule("snapshot_after_distributed_init", (0, 11, 0), True,
-                "vllm/v1/worker/gpu_worker.py:169 before :182 (0.11.0)",
+                "vllm/v1/worker/gpu_worker.py:169 before :182 (0.11.0); :506 before :549 (0.34.0)",
                 "NCCL buffers live in the memory outside gpu_memory_utilization"),
     # --- CUDA graphs ---------------------------------------------------------------------------------------
     ReleaseRule("cuda_graph_memory", (0, 9, 1), "not budgeted",
@@ -100,15 +109,37 @@ RULES: tuple[ReleaseRule, ...] = (
                 "vllm/v1/worker/gpu_worker.py:397-416 (0.18.1); vllm/envs.py:1636 (0.18.1), :1655 (0.19.1)",
                 "profile_cudagraph_memory() runs; VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 0"),
     ReleaseRule("cuda_graph_memory", (0, 20, 0), "deducted",
-                "vllm/envs.py:1725 (0.20.0); vllm/v1/worker/gpu_worker.py:424 (0.20.0), :754-757 (0.33.0)",
+                "vllm/envs.py:1725 (0.20.0); vllm/v1/worker/gpu_worker.py:424 (0.20.0), :754-757 (0.33.0); "
+                "envs.py:2355-2356, gpu_worker.py:747, :776-780 (0.34.0)",
                 "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1 from 0.20.0 although the log line "
                 "says 'default since v0.21.0' (gpu_worker.py:456, 0.20.0)"),
+    # --- KV cache sizing ------------------------------------------------------------------------------------
+    ReleaseRule("extensible_kv_cache", (0, 9, 1), "none",
+                "vllm/v1/worker/gpu_worker.py:753-757 determine_available_memory sizes it (0.33.0); no "
+                "vllm/v1/worker/extensible_kv_cache.py before 0.34",
+                "the KV cache is sized once, from the profiling estimate (the budget rows above)"),
+    ReleaseRule("extensible_kv_cache", (0, 34, 0), "CUDA and ROCm, unless --kv-cache-memory-bytes",
+                "vllm/config/vllm.py:3180-3254 _resolve_extensible_kv_cache, vllm/config/cache.py:395-405, "
+                ":495-501 (default utilization 1.0) (0.34.0)",
+                "the cache reserves the profiled capacity ('Available KV cache memory') and is sized after warmup "
+                "and CUDA-graph capture from the memory measured free (extensible_kv_cache_budget)"),
+    ReleaseRule("extensible_kv_cache_budget", (0, 9, 1), None,
+                "vllm/v1/worker/gpu_worker.py:753-757 (0.33.0): the budget rows above; no extensible KV cache "
+                "before 0.34"),
+    ReleaseRule("extensible_kv_cache_budget", (0, 34, 0),
+                "min(requested - non-KV in use, free + committed - max(floor, 0.75 x peak)) - peak; floor 1 GiB "
+                "(3 GiB on ROCm)",
+                "vllm/v1/worker/extensible_kv_cache.py:64-65, :592-618 measure_kv_cache_bytes, :621-708 "
+                "(0.34.0); peak starts at the profiled activation peak + CUDA-graph estimate: "
+                "vllm/v1/worker/gpu_worker.py:771-773, :946-948 (0.34.0)",
+                "peak = max(that, the sizing warmup's allocated peak, torch's reservation growth), measured at run "
+                "time (gpu_worker.py:1080-1098, v1/worker/gpu/warmup.py:483-543)"),
     # --- capacity log ---------------------------------------------------------------------------------------
     ReleaseRule("kv_cache_tokens_log", (0, 9, 1), "num_blocks // num_groups x min_block_size",
                 "vllm/v1/core/kv_cache_utils.py:713, :867-868 (0.9.1); :995 (0.10.0); :1302-1306 (0.19.1); "
                 ":1694-1698 (0.20.0)"),
     ReleaseRule("kv_cache_tokens_log", (0, 20, 1), "int(max_concurrency x max_model_len)",
-                "vllm/v1/core/kv_cache_utils.py:1706 (0.20.1); kv_cache_utils.py:1128 (0.33.0)"),
+                "vllm/v1/core/kv_cache_utils.py:1706 (0.20.1); kv_cache_utils.py:1128 (0.33.0), :1149 (0.34.0)"),
     # --- profile run: sampler warm-up ---------------------------------------------------------------------
     ReleaseRule("flashinfer_sampler_default", (0, 9, 1), True,
                 "vllm/v1/sample/ops/topk_topp_sampler.py:40 (0.9.1), :40 (0.10.0), :46 (0.11.0)",
@@ -118,7 +149,8 @@ RULES: tuple[ReleaseRule, ...] = (
                 "vllm/v1/sample/ops/topk_topp_sampler.py:34 (0.11.1), :39 (0.20.2)",
                 "opt-in: the dummy sampler run sorts the logits (PyTorch-native top-k/top-p)"),
     ReleaseRule("flashinfer_sampler_default", (0, 21, 0), True,
-                "vllm/envs.py:726-733 (0.21.0); vllm/v1/sample/ops/topk_topp_sampler.py:39-51 (0.21.0)",
+                "vllm/envs.py:726-733 (0.21.0); vllm/v1/sample/ops/topk_topp_sampler.py:39-51 (0.21.0); "
+                "envs.py:937-941, topk_topp_sampler.py:86-127 (0.34.0)",
                 "on by default where FlashInfer supports the GPU"),
     ReleaseRule("flashinfer_sampler_capability", (0, 9, 1), None,
                 "vllm/v1/sample/ops/topk_topp_sampler.py:40 (0.9.1)",
@@ -127,7 +159,7 @@ RULES: tuple[ReleaseRule, ...] = (
                 "vllm/v1/attention/backends/flashinfer.py:409-412, topk_topp_sampler.py:39-65 (0.21.0)",
                 "outside it the default-on sampler falls back to the sorting PyTorch-native one"),
     ReleaseRule("flashinfer_sampler_capability", (0, 24, 0), ((8, 0), (12, 1)),
-                "vllm/v1/attention/backends/flashinfer.py:426-434 (0.24.0), :696-704 (0.33.0)",
+                "vllm/v1/attention/backends/flashinfer.py:426-434 (0.24.0), :696-704 (0.33.0), :698-706 (0.34.0)",
                 "SM75 excluded while FlashInfer is broken there"),
     ReleaseRule("v2_model_runner_default", (0, 9, 1), "none",
                 "no vllm/v1/worker/gpu/ before 0.12; VLLM_USE_V2_MODEL_RUNNER defaults to 0: "
@@ -143,38 +175,45 @@ RULES: tuple[ReleaseRule, ...] = (
     ReleaseRule("v2_model_runner_default", (0, 29, 0), "all",
                 "vllm/config/vllm.py:645-676 (0.29.0); vllm/config/vllm.py:703-739 (0.32.0)",
                 "unless a feature V2 lacks is used"),
+    ReleaseRule("v2_model_runner_default", (0, 34, 0), "only",
+                "vllm/v1/worker/gpu_worker.py:579-587 (0.34.0): the GPU worker builds vllm/v1/worker/gpu/"
+                "model_runner.py's GPUModelRunner; no vllm/v1/worker/gpu_model_runner.py, no "
+                "VLLM_USE_V2_MODEL_RUNNER in vllm/envs.py",
+                "the V1 model runner is gone: no fallback for features V2 lacks"),
     # --- KV specs ------------------------------------------------------------------------------------------
     ReleaseRule("sliding_window_in_flight", (0, 9, 1), "max_num_batched_tokens",
                 "vllm/v1/kv_cache_interface.py:147 (0.9.1), :188 (0.10.0), :561 (0.25.1)"),
     ReleaseRule("sliding_window_in_flight", (0, 26, 0), "max_concurrent_batches x max_num_batched_tokens",
-                "vllm/v1/kv_cache_interface.py:523 (0.26.0); vllm/config/vllm.py:512-532 (0.26.0)"),
+                "vllm/v1/kv_cache_interface.py:523 (0.26.0); vllm/config/vllm.py:512-532 (0.26.0); "
+                "kv_cache_interface.py:952, config/vllm.py:560-577 (0.34.0)"),
     ReleaseRule("checkpoint_kv_cache_dtype", (0, 9, 1), False,
                 "vllm/engine/arg_utils.py:1397 (0.12.0), :1364 (0.13.0): CacheConfig(cache_dtype=self.kv_cache_dtype)",
                 "--kv-cache-dtype auto is the model dtype, whatever the checkpoint says"),
     ReleaseRule("checkpoint_kv_cache_dtype", (0, 14, 0), True,
                 "vllm/engine/arg_utils.py:1398 resolve_kv_cache_dtype_string, vllm/utils/torch_utils.py:240-289 "
                 "get_kv_cache_quant_algo_string (0.14.1; absent in 0.13.0, vllm PR #30785); arg_utils.py:2257, "
-                "torch_utils.py:457-530 (0.32.0)",
+                "torch_utils.py:457-530 (0.32.0); arg_utils.py:2330, torch_utils.py:463-538 (0.34.0)",
                 "auto takes a ModelOpt checkpoint's kv_cache_quant_algo / kv_cache_scheme (FP8 -> fp8_e4m3)"),
     ReleaseRule("async_scheduling_default", (0, 9, 1), False,
                 "no async scheduling in 0.9.1; vllm/config.py:2358 (0.10.0); "
                 "vllm/config/scheduler.py:133 (0.13.0)"),
     ReleaseRule("async_scheduling_default", (0, 14, 0), True,
                 "vllm/config/scheduler.py:133, vllm/config/vllm.py:588 (0.14.1); off on the CPU: "
-                "vllm/platforms/cpu.py:144 (0.26.0), :331 (0.32.0)",
+                "vllm/platforms/cpu.py:144 (0.26.0), :331 (0.32.0); scheduler.py:246, cpu.py:347 (0.34.0)",
                 "None = on unless an incompatible option is set"),
     ReleaseRule("hybrid_prefix_caching_default", (0, 9, 1), False,
                 "vllm/engine/arg_utils.py:1847 (0.11.1); vllm/config/model.py:1883-1888 (0.25.1); "
                 "vllm/engine/arg_utils.py:2519-2522 (0.26.0)",
                 "irrelevant before 0.15: no mamba_cache_mode, one state per request"),
     ReleaseRule("hybrid_prefix_caching_default", (0, 28, 0), True,
-                "vllm/config/model.py:2072-2074, vllm/engine/arg_utils.py:2650 (0.28.0)"),
+                "vllm/config/model.py:2072-2074, vllm/engine/arg_utils.py:2650 (0.28.0); model.py:2321-2323, "
+                "arg_utils.py:3113 (0.34.0)"),
     ReleaseRule("mamba_cache_mode_with_prefix_caching", (0, 9, 1), "none",
                 "vllm/config/cache.py:118-122, vllm/v1/kv_cache_interface.py:292-294 (0.14.1)",
                 "no mamba_cache_mode before 0.15: one state page per request"),
     ReleaseRule("mamba_cache_mode_with_prefix_caching", (0, 15, 0), "align",
                 "vllm/config/cache.py:127, vllm/model_executor/models/config.py:332-336 (0.15.1); "
-                "models/config.py:602-604 (0.28.0), :685-687 (0.32.0)",
+                "models/config.py:602-604 (0.28.0), :685-687 (0.32.0), :1094-1096 (0.34.0)",
                 "reached by default only when prefix caching is on for hybrid models (from 0.28)"),
     # --- defaults of vllm serve ----------------------------------------------------------------------------
     ReleaseRule("batch_default_tiers", (0, 9, 1), ">=70 GiB non-A100: 8192/1024; else 2048/256",
@@ -182,24 +221,30 @@ RULES: tuple[ReleaseRule, ...] = (
     ReleaseRule("batch_default_tiers", (0, 28, 0), ">=160 GiB: 16384/1024; >=70 GiB non-A100: 8192/1024; "
                 "else 2048/256", "vllm/engine/arg_utils.py:2582-2601 (0.28.0)"),
     ReleaseRule("batch_default_tiers", (0, 33, 0), ">=160 GiB: 16384/1024; >=70 GiB non-A100 non-GB10: "
-                "8192/1024; else 2048/256", "vllm/engine/arg_utils.py:2963, :2973-2994 (0.33.0)",
+                "8192/1024; else 2048/256", "vllm/engine/arg_utils.py:2963, :2973-2994 (0.33.0); :3000, "
+                ":3010-3043 (0.34.0)",
                 "GB10 = compute capability 12.1"),
     ReleaseRule("cpu_batch_defaults", (0, 9, 1), None,
                 "vllm/engine/arg_utils.py:1554-1598 (0.9.1): no CPU branch", "not modelled"),
     ReleaseRule("cpu_batch_defaults", (0, 10, 0), "2048*ws / 128*ws",
-                "vllm/engine/arg_utils.py:1621-1630 (0.10.0); unchanged in 0.33.0"),
+                "vllm/engine/arg_utils.py:1621-1630 (0.10.0); unchanged in 0.33.0; :3066-3074 (0.34.0)"),
     ReleaseRule("default_block_size", (0, 9, 1), 16,
                 "vllm/platforms/cuda.py:140 (0.9.1), :148 (0.10.0), :179 (0.17.1); "
                 "CacheConfig.DEFAULT_BLOCK_SIZE "
                 "vllm/config/cache.py:34 (0.18.1), :185 (0.33.0)"),
+    ReleaseRule("default_block_size", (0, 34, 0), 64,
+                "CacheConfig.DEFAULT_BLOCK_SIZE vllm/config/cache.py:185; the backend's get_preferred_block_size(64): "
+                "vllm/platforms/interface.py:781-791, vllm/v1/attention/backend.py:158-166 (0.34.0)",
+                "every CUDA backend that takes 64 keeps it (FLASH_ATTN, FLASHINFER, TRITON_ATTN, and the MLA ones "
+                "but CUTLASS_MLA, 128); ROCM_ATTN prefers 16 (vllm/v1/attention/backends/rocm_attn.py:167-172)"),
     ReleaseRule("cpu_block_size", (0, 9, 1), "128 with intel_extension_for_pytorch, else 16",
                 "vllm/platforms/cpu.py:104 (0.9.1), :148 (0.11.0)"),
     ReleaseRule("cpu_block_size", (0, 11, 1), "128",
-                "vllm/platforms/cpu.py:185 (0.11.1), :293 (0.32.0), :559-562 (0.33.0)"),
+                "vllm/platforms/cpu.py:185 (0.11.1), :293 (0.32.0), :559-562 (0.33.0), :560-562 (0.34.0)"),
     ReleaseRule("cpu_mla_block_size", (0, 9, 1), "as other models",
                 "vllm/platforms/cpu.py:185 (0.11.1): no MLA case before 0.28"),
     ReleaseRule("cpu_mla_block_size", (0, 28, 0), 16,
-                "vllm/platforms/cpu.py:137-147 (0.28.0), :298 (0.33.0)",
+                "vllm/platforms/cpu.py:137-147 (0.28.0), :298 (0.33.0), :297 (0.34.0)",
                 "the CPU MLA decode kernel only takes 16 (AMX MLA in 0.32+ not modelled)"),
     ReleaseRule("mla_block_size", (0, 9, 1), "Hopper: FLASHMLA 64",
                 "vllm/platforms/cuda.py:148-153 (0.9.1), :155-161 (0.10.0)"),
@@ -214,6 +259,12 @@ RULES: tuple[ReleaseRule, ...] = (
                 "vllm/v1/attention/backend.py:189-197 (0.18.1), :152-160 (0.32.0)",
                 "smallest supported size of the first usable backend: Blackwell FLASHINFER_MLA 32; Hopper "
                 "FLASH_ATTN_MLA 16, FLASHMLA 64 for an fp8 KV cache; same sizes in 0.18.1, 0.25.1, 0.32.0"),
+    ReleaseRule("mla_block_size", (0, 34, 0), "backend preferred size for the default 64",
+                "vllm/platforms/interface.py:781-791, vllm/v1/attention/backend.py:158-166 (0.34.0); "
+                "mla/flashinfer_mla.py:205 [32, 64], mla/flashmla.py:58 [64], mla/flashattn_mla.py:50 and "
+                "mla/triton_mla.py:127 MultipleOf(16), mla/cutlass_mla.py:50 [128] (0.34.0)",
+                "64 on every MLA backend that takes it (FLASHINFER_MLA was 32, FLASH_ATTN_MLA 16); CUTLASS_MLA "
+                "128"),
 )
 
 RULE_NAMES = tuple(dict.fromkeys(r.rule for r in RULES))
@@ -265,7 +316,7 @@ class ReleaseRules:
     version: tuple[int, int, int]
 
     #: ``(oldest, newest)`` releases the rules cover, as text (any patch of the newest minor).
-    covered_releases = ("0.9.1", "0.33.x")
+    covered_releases = ("0.9.1", "0.34.x")
 
     def __post_init__(self) -> None:
         if not self.is_supported(self.version):
@@ -282,7 +333,7 @@ class ReleaseRules:
         0.9.1 is the oldest: from it the V1 worker sizes the KV cache as ``requested − non-KV memory`` of
         this process (``memory_profiling``, vllm/v1/worker/gpu_worker.py:202-219 in 0.9.1). 0.9.0 still
         charged every allocation on the device, other processes' included, against ``total × utilization``
-        (gpu_worker.py:179-213 in 0.9.0), which this model does not follow. 0.33.x is the newest read.
+        (gpu_worker.py:179-213 in 0.9.0), which this model does not follow. 0.34.x is the newest read.
         Raises EngineInputError for text that is not a version.
         """
         v = parse_version(version) if isinstance(version, str) else tuple(version)
@@ -311,8 +362,26 @@ class ReleaseRules:
     # --- budget ---------------------------------------------------------------------------------------------
     @property
     def default_gpu_memory_utilization(self) -> float:
-        """0.9 up to 0.19.x, 0.92 from 0.20.0 (see ``RULES``: vllm/config/cache.py:66 in 0.20.0)."""
+        """0.9 up to 0.19.x, 0.92 from 0.20.0 (see ``RULES``: vllm/config/cache.py:66 in 0.20.0); from 0.34 only
+        without the extensible KV cache (:meth:`default_utilization`)."""
         return float(self.value("default_gpu_memory_utilization"))
+
+    def extensible_kv_cache(self, vendor: str, kv_cache_memory_bytes: int | None = None) -> bool:
+        """Whether vLLM sizes the KV cache after warmup from measured memory (the extensible KV cache): from 0.34.0,
+        on by default on CUDA and ROCm (``vendor`` ``nvidia`` / ``amd``) unless ``--kv-cache-memory-bytes`` is
+        given (vllm/config/vllm.py:3180-3254 in 0.34.0). Drivers without virtual-memory management and KV
+        connectors that turn it off are not modelled."""
+        if self.value("extensible_kv_cache") == "none":
+            return False
+        return vendor in ("nvidia", "amd") and kv_cache_memory_bytes is None
+
+    def default_utilization(self, extensible: bool) -> float:
+        """``--gpu-memory-utilization`` when none is given: 1.0 with the extensible KV cache
+        (``resolved_gpu_memory_utilization``, vllm/config/cache.py:495-501 in 0.34.0), else
+        :attr:`default_gpu_memory_utilization`."""
+        if extensible and self.value("extensible_kv_cache") != "none":
+            return 1.0
+        return self.default_gpu_memory_utilization
 
     def requested_memory(self, total_bytes: int, utilization: float) -> float:
         """Bytes vLLM may use: ``total × utilization`` (a float) before 0.14, ``ceil`` of it from 0.14
@@ -403,7 +472,7 @@ class ReleaseRules:
         are neither MoE nor quantized (quantization is not an input here: assumed absent); 0.24 listed;
         0.25-0.26 listed or not MoE, never hybrid; 0.27-0.28 listed, or not MoE and not hybrid; from 0.29
         every model (the features V2 lacks, config/vllm.py ``_get_v2_model_runner_unsupported_features``,
-        are not modelled).
+        are not modelled); from 0.34 the only GPU model runner (gpu_worker.py:579-587 in 0.34.0).
         """
         mode = self.value("v2_model_runner_default")
         listed = any(a in _V2_ARCHITECTURES.get(self.version[:2], ()) for a in architectures)
@@ -427,8 +496,9 @@ class ReleaseRules:
         Before 0.26 the spec reserves one batch (``sliding_window - 1 + max_num_batched_tokens``,
         vllm/v1/kv_cache_interface.py:561 in 0.25.1). From 0.26 it is ``VllmConfig.max_concurrent_batches``
         (config/vllm.py:512-522 in 0.26.0): with async scheduling ``pp + 1`` on the V2 model runner, 2 on
-        V1 when pp = 1, else ``pp``. Async scheduling is on by default on GPUs (``async_scheduling=None``)
-        and off on the CPU (vllm/platforms/cpu.py:331 in 0.32.0).
+        V1 when pp = 1, else ``pp`` (0.34 has no V1 runner: ``pp + 1``, config/vllm.py:560-566 in 0.34.0). Async
+        scheduling is on by default on GPUs (``async_scheduling=None``) and off on the CPU (vllm/platforms/cpu.py:331
+        in 0.32.0).
         """
         if self.value("sliding_window_in_flight") == "max_num_batched_tokens":
             return 1
@@ -464,14 +534,15 @@ class ReleaseRules:
 
     def default_block_size(self, is_cpu: bool, is_mla: bool, capability: tuple[int, int] | None, kv_fp8: bool,
                            attention_backend: str | None,
-                           qk_nope_head_dim: int | None = None) -> tuple[int, str]:
+                           qk_nope_head_dim: int | None = None, rocm: bool = False) -> tuple[int, str]:
         """The cache block size this release picks when ``--block-size`` is not given, and why.
 
-        16 for every non-MLA CUDA model. MLA before 0.18: ``platforms/cuda.py`` forces the backend's size
-        (Hopper FLASHMLA 64; Blackwell CUTLASS_MLA 128 from 0.10.1, FLASHINFER_MLA 64 from 0.15 when
+        16 for every non-MLA CUDA model up to 0.33. MLA before 0.18: ``platforms/cuda.py`` forces the backend's
+        size (Hopper FLASHMLA 64; Blackwell CUTLASS_MLA 128 from 0.10.1, FLASHINFER_MLA 64 from 0.15 when
         ``qk_nope_head_dim == 128``). From 0.18 the backend's preferred size (:func:`default_block_size`,
-        read in 0.32). CPU: 128 (``cpu_block_size`` rows; before 0.11.1 only with IPEX installed), MLA 16
-        from 0.28.
+        read in 0.32). From 0.34 the default is 64 and every backend that takes it keeps it
+        (:func:`_block_size_for_default_64`; ``rocm``: an AMD GPU, whose first backend ROCM_ATTN prefers 16).
+        CPU: 128 (``cpu_block_size`` rows; before 0.11.1 only with IPEX installed), MLA 16 from 0.28.
         """
         if is_cpu:
             src = f"vLLM {self.label} platforms/cpu.py"
@@ -482,6 +553,8 @@ class ReleaseRules:
                              f"(16 without; {src})")
             return 128, f"CPU default ({src})"
         mode = self.value("mla_block_size")
+        if self.value("default_block_size") == 64:
+            return _block_size_for_default_64(is_mla, attention_backend, rocm, self.label)
         if not is_mla or mode.startswith("backend"):
             return default_block_size(is_cpu, is_mla, capability, kv_fp8, attention_backend)
         src = f"vLLM {self.label} platforms/cuda.py ({self.rule('mla_block_size').source})"
@@ -500,6 +573,26 @@ class ReleaseRules:
         if backend == "FLASHINFER_MLA":
             return 64, f"FLASHINFER_MLA forces block size 64 ({src})"
         return 16, f"default block size 16 ({src})"
+
+
+def _block_size_for_default_64(is_mla: bool, attention_backend: str | None, rocm: bool,
+                               label: str) -> tuple[int, str]:
+    """vLLM 0.34's block size on CUDA / ROCm without ``--block-size``: ``CacheConfig.DEFAULT_BLOCK_SIZE`` 64
+    (vllm/config/cache.py:185) passed to the backend's ``get_preferred_block_size``
+    (vllm/platforms/interface.py:781-791), which keeps a size the backend takes (vllm/v1/attention/backend.py:158-166), else its smallest kernel block.
+    Sizes that differ, read in 0.34.0: CUTLASS_MLA 128 (mla/cutlass_mla.py:50), ROCM_ATTN 16 (rocm_attn.py:167-172,
+    the first ROCm backend for a model without MLA, vllm/platforms/rocm.py:559-562), ROCM_AITER_FA 16
+    (rocm_aiter_fa.py:873-874: kernel blocks 16, 32)."""
+    src = f"vLLM {label} vllm/config/cache.py:185 DEFAULT_BLOCK_SIZE, vllm/platforms/interface.py:781-791"
+    backend = (attention_backend or "").upper()
+    if backend == "CUTLASS_MLA":
+        return 128, f"CUTLASS_MLA takes only 128-token blocks (mla/cutlass_mla.py:50; {src})"
+    if backend in ("ROCM_ATTN", "ROCM_AITER_FA") or (not backend and rocm and not is_mla):
+        which = backend or "ROCM_ATTN (the first ROCm backend, vllm/platforms/rocm.py:559-562)"
+        return 16, f"{which} prefers 16-token blocks over the default 64 ({src})"
+    if backend:
+        return 64, f"default block size 64, which {backend} takes ({src})"
+    return 64, f"default block size 64, which every CUDA attention backend but CUTLASS_MLA takes ({src})"
 
 
 # Architectures the V2 model runner is the default for, by release (vllm/config/vllm.py:69).
@@ -559,24 +652,63 @@ def graph_capture_fits(rules: ReleaseRules, cuda_graph_bytes: int, total_bytes: 
 
 
 def free_memory_check(rules: ReleaseRules, total_bytes: int, memory_in_use_bytes: int, utilization: float,
-                      device: str = "cuda:0") -> tuple[bool, str | None]:
+                      device: str = "cuda:0", extensible: bool = False) -> tuple[bool, str | None]:
     """vLLM's start-up refusal when the device is partly taken: free memory at start (``total − in use``)
     below the requested memory raises ``ValueError`` with this message (gpu_worker.py:170-177 in 0.10.0,
     without the device name; ``request_memory``, v1/worker/utils.py:263-271 in 0.14.1 and
     utils.py:761-770 in 0.33.0, with it). GiB figures are ``round(bytes / 2**30, 2)`` as vLLM prints them.
+    With the extensible KV cache (``extensible``, :meth:`ReleaseRules.extensible_kv_cache`) 0.34 skips the check
+    (utils.py:783-797 in 0.34.0): the requested memory is only a cap.
 
     Returns:
         ``(ok, message)``; ``message`` is vLLM's text when it refuses, None otherwise.
     """
+    if extensible and "not with the extensible" in rules.value("free_memory_check"):
+        return True, None
     requested = rules.requested_memory(total_bytes, utilization)
     free = total_bytes - memory_in_use_bytes
     if free >= requested:
         return True, None
-    where = f" {device}" if rules.value("free_memory_check") == "with device name" else ""
+    where = f" {device}" if rules.value("free_memory_check").startswith("with device name") else ""
     g = lambda b: round(b / GiB, 2)  # noqa: E731  vLLM's GiB / format_gib
     return False, (f"Free memory on device{where} ({g(free)}/{g(total_bytes)} GiB) on startup is less than "
                    f"desired GPU memory utilization ({utilization}, {g(requested)} GiB). Decrease GPU memory "
                    f"utilization or reduce GPU memory used by other processes.")
+
+
+#: The extensible KV cache's sizing margin (vllm/v1/worker/extensible_kv_cache.py:64-65 in 0.34.0): at least 1 GiB
+#: (3 GiB on ROCm), else 0.75 of the transient peak.
+KV_CACHE_MARGIN_FLOOR_BYTES = 1 << 30
+KV_CACHE_MARGIN_FLOOR_BYTES_ROCM = 3 << 30
+KV_CACHE_MARGIN_FRACTION = 0.75
+
+
+def extensible_kv_budget(*, total_bytes: int, requested_bytes: int, in_use_bytes: int, non_kv_bytes: int,
+                         transient_peak_bytes: int, rocm: bool = False) -> int:
+    """Bytes vLLM 0.34's extensible KV cache gets after warmup (``measure_kv_cache_bytes``,
+    vllm/v1/worker/extensible_kv_cache.py:592-618 in 0.34.0)::
+
+        headroom  = free after warmup + committed KV = total − in use at start − non-KV in use
+        available = min(requested − non-KV in use, headroom − max(floor, 0.75 × peak)) − peak
+
+    Args:
+        total_bytes: device memory.
+        requested_bytes: ``ceil(total × gpu_memory_utilization)`` (1.0 by default with this cache).
+        in_use_bytes: memory taken before vLLM's snapshot (its CUDA context and NCCL set-up, other processes).
+        non_kv_bytes: what vLLM holds after warmup besides the KV cache (weights, non-torch memory, CUDA graphs).
+        transient_peak_bytes: the peak vLLM keeps free (``reserved_headroom_bytes``; it starts at the profiled
+            activation peak plus the CUDA-graph estimate, gpu_worker.py:771-773, :946-948, and grows with the
+            sizing warmup's allocated peak and torch's reservation growth, measured at run time).
+        rocm: an AMD GPU (a 3 GiB floor instead of 1 GiB).
+
+    Returns:
+        The bytes, never negative.
+    """
+    floor = KV_CACHE_MARGIN_FLOOR_BYTES_ROCM if rocm else KV_CACHE_MARGIN_FLOOR_BYTES
+    headroom = total_bytes - in_use_bytes - non_kv_bytes
+    margin = max(floor, int(transient_peak_bytes * KV_CACHE_MARGIN_FRACTION))
+    available = min(requested_bytes - non_kv_bytes, headroom - margin) - transient_peak_bytes
+    return max(available, 0)
 
 
 def batch_defaults(gpu_memory_gib: float, gpu_name: str, is_cpu: bool, world_size: int = 1) -> tuple[int, int]:
@@ -632,6 +764,11 @@ NON_TORCH_GIB_SINGLE = 0.25
 NON_TORCH_GIB_TP = 2.1
 NON_TORCH_GIB_TP_OLD = 1.25  # 0.10.1.1 log at tp=2 (dl-083)
 NON_TORCH_GIB_PP = 0.07
+# Memory in use when vLLM takes its start-up snapshot (its CUDA context; at tp > 1 also NCCL's set-up, which runs
+# first): "Free memory on device: 78.57/79.18 GiB on startup" in the H100 logs at tp = 1 (shared cases gh-031,
+# gh-035, gh-036), 77.64/79.18 at tp = 2 (gh-033). Only the extensible KV cache (vLLM 0.34+) depends on it.
+IN_USE_AT_START_GIB_SINGLE = 0.61
+IN_USE_AT_START_GIB_TP = 1.54
 # CUDA-graph pool ("Graph capturing finished ... took X GiB" in 0.19 logs): a base plus a per-layer term.
 CUDA_GRAPH_BASE_GIB = 0.45
 CUDA_GRAPH_PER_LAYER_GIB = 0.0145

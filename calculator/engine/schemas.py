@@ -112,6 +112,9 @@ class EngineInput(BaseModel):
     attention_backend: str | None = None
     # --kv-cache-memory-bytes (and VLLM_CPU_KVCACHE_SPACE on the CPU build): skips the budget rule.
     kv_cache_memory_bytes: int | None = None
+    # Memory other processes hold on the GPU when vLLM starts (--gpu-memory-in-use-gib); only vLLM 0.34's extensible
+    # KV cache, sized from the memory it measures free, depends on it. None: nothing else on the GPU.
+    gpu_memory_in_use_gib: float | None = Field(None, ge=0)
     # CPU build only: whether the host CPU has AVX-512 BF16 (vLLM then keeps the SSM state in float32);
     # None = this machine's CPU.
     cpu_avx512_bf16: bool | None = None

@@ -99,8 +99,12 @@ def render_table(res: EstimateResult, info: dict, speed: dict | None = None, ver
         ("Activation peak", f"{res.activation_peak_gib} GiB"),
         ("Non-torch memory", f"{res.non_torch_gib} GiB"),
         ("CUDA graph memory", f"{res.cuda_graph_gib} GiB ({'deducted' if res.cuda_graph_deducted else 'not deducted'})"),
-        ("Available KV cache memory", f"{res.available_kv_cache_gib} GiB" if res.available_kv_cache_gib >= 0
-         else f"none (short by {-res.available_kv_cache_gib:.2f} GiB)"),
+        *([("Available KV cache memory", f"{res.resolved['kv_cache_capacity_gib']} GiB (the capacity vLLM reserves "
+            "and logs before warmup)"), ("  sized after warmup", f"{res.available_kv_cache_gib} GiB (the extensible "
+                                        "KV cache: what the lines below come from)")]
+          if res.resolved.get("kv_cache_capacity_gib") is not None else
+          [("Available KV cache memory", f"{res.available_kv_cache_gib} GiB" if res.available_kv_cache_gib >= 0
+            else f"none (short by {-res.available_kv_cache_gib:.2f} GiB)")]),
         ("KV cache size", f"{res.kv_cache_tokens:,} tokens ({res.num_gpu_blocks:,} blocks of {res.block_size})"),
         (f"Maximum concurrency for {res.max_model_len:,} tokens", f"{res.max_concurrency:.2f}x"),
         ("KV bytes per token (this GPU)", f"{res.kv_bytes_per_token:,} B"),

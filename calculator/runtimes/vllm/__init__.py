@@ -170,6 +170,7 @@ class VLLM:
                 attention_backend=request.attention_backend, kv_cache_memory_bytes=request.kv_cache_memory_bytes,
                 pp_layer_partition=request.pp_layer_partition, data_parallel_size=request.data_parallel_size,
                 enable_expert_parallel=request.enable_expert_parallel,
+                gpu_memory_in_use_gib=request.gpu_memory_in_use_gib,
             )
         except ValidationError as exc:
             err = exc.errors()[0]
@@ -178,9 +179,9 @@ class VLLM:
     def memory(self, request, model: LoadedModel) -> EstimateResult:
         """What vLLM logs at start-up, per GPU (:func:`calculator.engine.estimate`), with a warning when a GeForce
         card would have to be all but empty: vLLM refuses to start when free memory is below
-        ``--gpu-memory-utilization`` x total (:func:`calculator.engine.runtime.free_memory_check`), and a card that
-        drives a display has some taken (0.55 GiB under a WSL2 desktop in the public SGLang log
-        benchmarks/data/sglang_extra_logs.json sgx-003).
+        ``--gpu-memory-utilization`` x total (:func:`calculator.engine.runtime.free_memory_check`; not 0.34 with its
+        extensible KV cache, which skips that check), and a card that drives a display has some taken (0.55 GiB under
+        a WSL2 desktop in the public SGLang log benchmarks/data/sglang_extra_logs.json sgx-003).
 
         A release whose model registry lacks the class is sized all the same (its rules applied to the layers; the
         verdict says vLLM stops, :meth:`compat`). A 0.9 / 0.10 configuration that vLLM runs on its V0 engine is
@@ -223,7 +224,8 @@ class VLLM:
                 f"vLLM {request.release} itself was not read: {checks}, and its memory rules are those of "
                 f"{'.'.join(request.release.split('.')[:2])}.x")
         gpu = get_gpu(request.gpu)
-        if gpu.kind == "consumer" and request.gpu_memory_in_use_gib is None and request.kv_cache_memory_bytes is None:
+        if (gpu.kind == "consumer" and request.gpu_memory_in_use_gib is None and request.kv_cache_memory_bytes is None
+                and not result.resolved.get("extensible_kv_cache")):  # 0.34's extensible KV cache skips the check
             rules = ReleaseRules.for_version(request.release)
             total = int((request.gpu_memory_gib or gpu.memory_gib) * 2**30)
             u = result.resolved.get("gpu_memory_utilization") or rules.default_gpu_memory_utilization
@@ -268,7 +270,8 @@ class VLLM:
                                    "take on it, as nvidia-smi shows")
         u = memory.resolved.get("gpu_memory_utilization") or rules.default_gpu_memory_utilization
         errors = first
-        ok, message = free_memory_check(rules, total, in_use, u)
+        ok, message = free_memory_check(rules, total, in_use, u,
+                                        extensible=bool(memory.resolved.get("extensible_kv_cache")))
         if not ok:
             errors.append(message)
         ok, reason = graph_capture_fits(rules, int(memory.cuda_graph_gib * 2**30), total,
