@@ -367,3 +367,20 @@ def test_the_page_says_serve_without_speculation_when_no_k_pays(client):
               "speculative_config": '{"method":"ngram","num_speculative_tokens":3}'}
     html = client.get("/", params, follow=True).content.decode()
     assert "best num_speculative_tokens here 0 (no k pays: serve without speculation)," in html
+
+
+@pytest.mark.parametrize("runtime", ["vllm", "sglang"])
+def test_the_page_says_speculation_does_not_stop_paying_up_to_the_servers_limit(client, runtime):
+    """Qwen3-30B-A3B with EAGLE-3 k=3 and 128 clients on one H100: the KV cache holds fewer requests of 1,152 tokens
+    than that, and speculation still pays at that many, so the page says it does not stop paying up to that limit
+    (kv_cache_tokens // 1,152) and its chart marks the 128 clients at the requests the server runs."""
+    params = {"model": "Qwen/Qwen3-30B-A3B", "gpu": "H100", "concurrency": "128", "runtime": runtime,
+              "speculative_config": '{"method":"eagle3","num_speculative_tokens":3}'}
+    api = client.get("/api/estimate", params).json()
+    limit = api["kv_cache_tokens"] // 1152
+    assert limit < 128 and api["spec_stops_paying_above_concurrency"] is None
+    html = client.get("/", params, follow=True).content.decode()
+    assert f"does not stop paying up to the server&#x27;s limit of {limit} concurrent requests" in html
+    assert "stops paying above" not in html
+    if runtime == "vllm":  # the vLLM page's chart table
+        assert f"{limit} (running at once of the 128 configured)" in html

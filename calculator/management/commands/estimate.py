@@ -60,8 +60,7 @@ def render_runtime_table(mem, info: dict, speed: dict | None = None, verdict=Non
                             + (" (no k pays: serve without speculation)" if speed["best_num_speculative_tokens"] == 0
                                else "")
                             if speed.get("best_num_speculative_tokens") is not None else "")
-                         + (f"; stops paying above {speed['spec_stops_paying_above_concurrency']} concurrent requests"
-                            if speed.get("spec_stops_paying_above_concurrency") is not None else ""))
+                         + _stops_paying_text("; ", speed))
         elif info.get("speculative"):
             be = speed.get("break_even_acceptance_rate")
             lines.append(f"With speculative decoding: speedup not predicted ({acc_src}); "
@@ -142,9 +141,11 @@ def render_table(res: EstimateResult, info: dict, speed: dict | None = None, ver
                              + " at this concurrency"
                              + (" (no k pays: serve without speculation)"
                                 if speed["best_num_speculative_tokens"] == 0 else "")))
-            if speed.get("spec_stops_paying_above_concurrency") is not None:
+            if speed.get("spec_stops_paying_above_concurrency"):
                 rows.append(("  stops paying above", f"{speed['spec_stops_paying_above_concurrency']} concurrent "
                                                      "requests"))
+            elif speed.get("spec_speedup") is not None and _stops_paying_text("", speed):
+                rows.append(("  where it stops paying", _stops_paying_text("", speed)))
     if speed and speed.get("serve_argv"):
         rows.append(("Command", shlex.join(speed["serve_argv"])))
     if verdict is not None:
@@ -164,6 +165,28 @@ def acceptance_source(speed: dict) -> str:
     """Where the acceptance behind a speculative answer comes from, as the page and the JSON cite it
     (``speed_sources.acceptance_rate``; llama.cpp's ``acceptance_source``); ``""`` without one."""
     return (speed.get("speed_sources") or {}).get("acceptance_rate") or speed.get("acceptance_source") or ""
+
+
+def _limit_text(speed: dict) -> str:
+    """`` up to the server's limit of N`` when the answer carries the speculative server's limit, else ``""``."""
+    limit = speed.get("spec_concurrency_limit")
+    return f" up to the server's limit of {limit}" if limit else ""
+
+
+def _stops_paying_text(sep: str, speed: dict | None = None) -> str:
+    """Where speculation stops paying, as one clause after ``sep`` (``""`` without a figure): ``stops paying above N
+    concurrent requests``, ``pays at no concurrency`` or, when it still pays at the most requests the speculative
+    server runs at once (``spec_concurrency_limit``, :func:`calculator.engine.perf.spec_concurrency_limit`), ``does not
+    stop paying up to the server's limit of N concurrent requests (why)``."""
+    stop = (speed or {}).get("spec_stops_paying_above_concurrency")
+    if stop:
+        return f"{sep}stops paying above {stop} concurrent requests"
+    if stop == 0:
+        return f"{sep}pays at no concurrency{_limit_text(speed)}"
+    if (speed or {}).get("spec_concurrency_limit"):
+        return (f"{sep}does not stop paying up to the server's limit of {speed['spec_concurrency_limit']} concurrent "
+                f"requests ({speed['spec_concurrency_limit_reason']})")
+    return ""
 
 
 def _speedup_text(speed: dict) -> str:
@@ -209,6 +232,9 @@ class Command(OneLineErrors, BaseCommand):
             info = {"model": plan.model.repo_id, "sha": plan.model.sha, "source": plan.model.source,
                     "notes": list(plan.model.notes), "layout": request.layout,
                     "speculative": request.speculative_config is not None}
-            self.stdout.write(render_table(plan.memory, info, {**payload, **kw}, plan.verdict))
+            spec = getattr(plan.speed, "spec", None)  # the speculative server's limit: not a JSON key, text only
+            limit = {"spec_concurrency_limit": getattr(spec, "concurrency_limit", None),
+                     "spec_concurrency_limit_reason": getattr(spec, "concurrency_limit_reason", None)}
+            self.stdout.write(render_table(plan.memory, info, {**payload, **kw, **limit}, plan.verdict))
         if plan.verdict.exit_status and options["format"] == "table":
             raise verdict_exit(plan.verdict.status, plan.verdict.headline, plan.verdict.exit_status)
