@@ -66,6 +66,7 @@ from pydantic import BaseModel
 from .arch import STATE_KINDS, LayerKind, ModelArch, parse_config
 from .dtypes import dtype_bytes
 from .errors import EngineInputError
+from .figures import round_sig
 from .gpus import GPU, get_gpu
 from .memory import estimate, resolve_dtype
 from .schemas import EngineInput, EstimateResult
@@ -1476,10 +1477,9 @@ def synthetic_eagle_head(target_config: dict, method: str) -> dict:
 
 
 def _sig(x: float | None, digits: int = 3) -> float | None:
-    """``x`` to ``digits`` significant digits (honest precision for a model good to a few per cent)."""
-    if x is None or x == 0:
-        return x
-    return round(x, digits - 1 - int(math.floor(math.log10(abs(x)))))
+    """``x`` to ``digits`` significant digits (honest precision for a model good to a few per cent), half up on its
+    decimal as every surface rounds (:func:`calculator.engine.figures.round_sig`)."""
+    return round_sig(x, digits)
 
 
 def _round(x: float | None, nd: int = 2) -> float | None:
@@ -2545,11 +2545,29 @@ SPEED_KEYS = ("ttft_ms", "itl_ms", "output_tokens_per_s", "speed_with_speculatio
               "break_even_acceptance_rate", "speed_sources", "speed_warnings")
 
 
+#: The significant digits of the JSON answer's ``ttft_ms``, ``itl_ms`` and ``output_tokens_per_s``.
+PUBLISHED_DIGITS = 3
+
+
+def published_speed(r: SpeedResult) -> dict[str, dict[str, float | None] | None]:
+    """The TTFT / TPOT / output tok/s of a :class:`SpeedResult` as the answer publishes them (:data:`PUBLISHED_DIGITS`
+    significant digits, :func:`calculator.engine.figures.round_sig`): ``{"plain": {"ttft_ms", "itl_ms",
+    "output_tokens_per_s"}, "spec": {...} or None}`` (``spec``: the speculative server's, where its TPOT is predicted).
+    The JSON's three keys are one of the two (:func:`result_fields`); the page shows both from here and the link
+    preview from the JSON, so all three start from the same number and round it the same way."""
+    keys = ("ttft_ms", "itl_ms", "output_tokens_per_s")
+    plain = {k: round_sig(getattr(r, k), PUBLISHED_DIGITS) for k in keys}
+    sp = r.spec
+    spec = ({k: round_sig(getattr(sp, k), PUBLISHED_DIGITS) for k in keys}
+            if sp is not None and sp.itl_ms is not None else None)
+    return {"plain": plain, "spec": spec}
+
+
 def result_fields(r: SpeedResult) -> dict[str, Any]:
     """The JSON speed keys of a :class:`SpeedResult`: every key of :data:`SPEED_KEYS` (see :func:`speed_fields`)."""
     out: dict[str, Any] = dict.fromkeys(SPEED_KEYS)
-    out.update(ttft_ms=_sig(r.ttft_ms), itl_ms=_sig(r.itl_ms), output_tokens_per_s=_sig(r.output_tokens_per_s),
-               speed_with_speculation=False, efficiency_label=r.efficiency_label,
+    figures = published_speed(r)
+    out.update(figures["plain"], speed_with_speculation=False, efficiency_label=r.efficiency_label,
                efficiency_precision=r.efficiency_precision)
     if r.request_rate is not None:
         out.update(request_rate=r.request_rate, mean_in_flight=r.mean_in_flight, saturated=r.saturated)
@@ -2557,9 +2575,8 @@ def result_fields(r: SpeedResult) -> dict[str, Any]:
         sp = r.spec
         # the three figures describe one server: the speculative one where its TPOT is predicted (an acceptance figure
         # is known or given), else the server without drafts (its TTFT alone would mix the two)
-        if sp.itl_ms is not None:
-            out["ttft_ms"], out["itl_ms"] = _sig(sp.ttft_ms), _sig(sp.itl_ms)
-            out["output_tokens_per_s"] = _sig(sp.output_tokens_per_s)
+        if figures["spec"] is not None:
+            out.update(figures["spec"])
             if sp.mean_in_flight is not None:  # an open loop: the speculative server's own Little's law
                 out["mean_in_flight"] = sp.mean_in_flight
             out["speed_with_speculation"] = True

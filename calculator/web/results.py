@@ -153,6 +153,29 @@ class Outcome:
         (:func:`speed_preview`)."""
         return preview_text(self.headline(), self.plan)
 
+    @cached_property
+    def figures(self) -> dict[str, Any] | None:
+        """The speed figures as the JSON publishes them (:func:`speed_figures`), for the page."""
+        return speed_figures(self.speed)
+
+
+def speed_figures(speed: Any) -> dict[str, dict[str, Any] | None] | None:
+    """The TTFT / TPOT / output tok/s the page shows, the numbers the JSON answer publishes: ``{"plain": {"ttft_ms",
+    "itl_ms", "output_tokens_per_s"}, "spec": {...} or None}``. A vLLM / SGLang ``SpeedResult`` publishes them to
+    three significant digits (:func:`calculator.engine.perf.published_speed`); another runtime's speed (llama.cpp,
+    Ollama) publishes its own figures as they are. The page's two significant figures and the link preview (which
+    reads the JSON) then round the same number with the same rule (the ``sig`` filter). ``None`` without a speed."""
+    if speed is None:
+        return None
+    from calculator.engine import perf
+
+    if isinstance(speed, perf.SpeedResult):
+        return perf.published_speed(speed)
+    keys = ("ttft_ms", "itl_ms", "output_tokens_per_s")
+    sp = getattr(speed, "spec", None)
+    return {"plain": {k: getattr(speed, k, None) for k in keys},
+            "spec": {k: getattr(sp, k, None) for k in keys} if sp is not None else None}
+
 
 def concurrency_curve(inp: EngineInput, result: EstimateResult) -> list[dict[str, Any]]:
     """``[{"max_model_len": L, "max_concurrency": c, "kv_cache_tokens": t, "current": bool}, ...]`` for
@@ -437,6 +460,11 @@ class RuntimeOutcome:
     @property
     def speed(self):
         return self.plan.speed
+
+    @cached_property
+    def figures(self) -> dict[str, Any] | None:
+        """The speed figures as the JSON publishes them (:func:`speed_figures`), for the page."""
+        return speed_figures(self.plan.speed)
 
     @cached_property
     def speedup_concurrency_chart(self):
