@@ -288,3 +288,22 @@ def test_the_table_says_speculation_does_not_stop_paying_up_to_the_servers_limit
     text = out.getvalue()
     assert f"does not stop paying up to the server's limit of {limit} concurrent requests (the KV cache" in text
     assert "stops paying above" not in text
+
+
+@pytest.mark.django_db
+def test_the_table_shows_the_mla_tpot_range_beside_the_headline_tpot(monkeypatch):
+    """DeepSeek-V3 on 8x H200: the headline TPOT is a best case (no MLA model among the fitted runs); the 61 layers at
+    the public MLA runs' 107-163 us instead of the fit's 60 us add 61 x 47 us = 2.867 ms to 61 x 103 us = 6.283 ms,
+    and the table's TPOT row says so (the JSON's itl_ms stays the best case)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    args = ("--model", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "--tensor-parallel-size", "8")
+    from calculator.plan import make_plan
+    from calculator.request import parse_request
+
+    best = make_plan(parse_request({"model": "deepseek-ai/DeepSeek-V3", "gpu": "H200",
+                                    "tensor_parallel_size": "8"})).speed.itl_ms
+    out = StringIO()
+    call_command("estimate", *args, stdout=out)
+    row = next(line for line in out.getvalue().splitlines() if line.startswith("Predicted ITL (TPOT)"))
+    assert row.split()[3] == f"{run_json(*args)['itl_ms']:.2f}"
+    assert f"a best case, {best + 2.867:.3g}-{best + 6.283:.3g} ms more likely (MLA attention" in row

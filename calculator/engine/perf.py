@@ -1288,6 +1288,7 @@ class SpecResult(BaseModel):
     verify: StepCost
     ttft_ms: float
     itl_ms: float | None
+    itl_ms_likely: tuple[float, float] | None = None  # as SpeedResult.itl_ms_likely, for the speculative server
     output_tokens_per_s: float | None
     speedup: float | None
     speedup_low: float | None = None
@@ -1327,6 +1328,9 @@ class SpeedResult(BaseModel):
     saturated: bool | None = None  # an open loop whose rate exceeds what the server completes
     ttft_ms: float
     itl_ms: float
+    # a range the answer holds more likely than ``itl_ms`` (its best case), shown beside it: MLA attention outside the
+    # fitted runs (perf.MLA_LAYER_US); None where the fit covers the model
+    itl_ms_likely: tuple[float, float] | None = None
     decode_step_ms: float
     output_tokens_per_s: float
     decode: StepCost
@@ -2102,6 +2106,7 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
         warnings.append(SGLANG_LOAD_TTFT_WARNING)
     precision = (PRECISION_AMD if amd and hw.eff.label == "fitted"
                  else PRECISION.get(hw.eff.label, PRECISION["assumed"]))
+    mla_extra = None  # (low, high) ms more per target pass with the public MLA runs' per-layer time
     # no MLA model among the runs vLLM's row was fitted on (SGLang's kernel terms were fitted with DeepSeek-R1 and
     # GLM-4.7-Flash among them)
     if s.arch.kv_lora_rank and hw.eff.label == "fitted" and hw.eff.kernel_us is None:
@@ -2109,6 +2114,7 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
         # the fitted precision does not hold outside the fitted data: a best case, with the TPOT the public MLA runs'
         # per-layer time would give (the layers x (107..163 - layer_us) us more per step)
         lo, hi = (s.target.allreduce_layers * max(0.0, u - hw.eff.layer_us) * 1e-3 for u in MLA_LAYER_US)
+        mla_extra = (lo, hi)
         precision = (f"a best case for MLA attention (outside the fitted runs): with the {MLA_LAYER_US[0]:g}-"
                      f"{MLA_LAYER_US[1]:g} us per layer SGLang's "
                      f"public MLA runs took, the TPOT without speculation would be {base.tpot + lo:.3g}-"
@@ -2140,6 +2146,24 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
                                 f"token), so about {spec_cap} requests decode at once with it {at} where {conc} do "
                                 f"without it; the speculative figures compare both at the same {conc} running requests "
                                 "and are optimistic")
+
+    itl_likely = None
+    if mla_extra is not None:
+        # the range the product holds more likely than its best case: the headline shows it (page, command, preview)
+        lo, hi = mla_extra
+        itl_likely = (round(base.tpot + lo, 3), round(base.tpot + hi, 3))
+        text = (f"TPOT without speculation {_sig(itl_likely[0])}-{_sig(itl_likely[1])} ms more likely than the "
+                f"best case {_sig(base.tpot)}: the {s.target.allreduce_layers} layers at the {MLA_LAYER_US[0]:g}-"
+                f"{MLA_LAYER_US[1]:g} us per layer SGLang's public MLA runs took instead of the fitted "
+                f"{hw.eff.layer_us:g} us, +{lo:.3g} to +{hi:.3g} ms per target pass (perf.MLA_LAYER_US)")
+        if spec_result is not None and spec_result.itl_ms is not None and spec_result.mean_acceptance_length:
+            al = spec_result.mean_acceptance_length
+            spec_result.itl_ms_likely = (round(spec_result.itl_ms + lo / al, 3), round(spec_result.itl_ms + hi / al, 3))
+            text += (f"; with speculation (the itl_ms given) {_sig(spec_result.itl_ms_likely[0])}-"
+                     f"{_sig(spec_result.itl_ms_likely[1])} ms, not {_sig(spec_result.itl_ms)}: the same time more per "
+                     f"verification pass, which yields {al:.2f} tokens (the mean acceptance length; the drafter's own "
+                     "passes as modelled)")
+        sources["itl_ms.mla_likely"] = text
 
     vs_context = []
     contexts = sorted({c for c in (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288,
@@ -2173,7 +2197,7 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
         effective_concurrency=conc, mean_context=ctx, request_rate=request_rate,
         mean_in_flight=None if open_loop is None else round(open_loop.in_flight, 2),
         saturated=None if open_loop is None else open_loop.saturated,
-        ttft_ms=round(base.ttft, 3), itl_ms=round(base.tpot, 3),
+        ttft_ms=round(base.ttft, 3), itl_ms=round(base.tpot, 3), itl_ms_likely=itl_likely,
         decode_step_ms=round(base.step.total_ms, 3), output_tokens_per_s=round(base.tps, 1), decode=base.step,
         prefill=base.prefill, compute_dtype=hw.compute_dtype, runtime=runtime, efficiency_label=hw.eff.label,
         efficiency_precision=precision,
@@ -2556,10 +2580,17 @@ def published_speed(r: SpeedResult) -> dict[str, dict[str, float | None] | None]
     The JSON's three keys are one of the two (:func:`result_fields`); the page shows both from here and the link
     preview from the JSON, so all three start from the same number and round it the same way."""
     keys = ("ttft_ms", "itl_ms", "output_tokens_per_s")
+
+    def likely(x: tuple[float, float] | None) -> tuple[float, float] | None:
+        return None if x is None else (round_sig(x[0], PUBLISHED_DIGITS), round_sig(x[1], PUBLISHED_DIGITS))
+
     plain = {k: round_sig(getattr(r, k), PUBLISHED_DIGITS) for k in keys}
     sp = r.spec
     spec = ({k: round_sig(getattr(sp, k), PUBLISHED_DIGITS) for k in keys}
             if sp is not None and sp.itl_ms is not None else None)
+    plain["itl_ms_likely"] = likely(r.itl_ms_likely)
+    if spec is not None:
+        spec["itl_ms_likely"] = likely(sp.itl_ms_likely)
     return {"plain": plain, "spec": spec}
 
 
@@ -2567,7 +2598,8 @@ def result_fields(r: SpeedResult) -> dict[str, Any]:
     """The JSON speed keys of a :class:`SpeedResult`: every key of :data:`SPEED_KEYS` (see :func:`speed_fields`)."""
     out: dict[str, Any] = dict.fromkeys(SPEED_KEYS)
     figures = published_speed(r)
-    out.update(figures["plain"], speed_with_speculation=False, efficiency_label=r.efficiency_label,
+    headline = ("ttft_ms", "itl_ms", "output_tokens_per_s")  # the range is in speed_sources (itl_ms.mla_likely)
+    out.update({k: figures["plain"][k] for k in headline}, speed_with_speculation=False, efficiency_label=r.efficiency_label,
                efficiency_precision=r.efficiency_precision)
     if r.request_rate is not None:
         out.update(request_rate=r.request_rate, mean_in_flight=r.mean_in_flight, saturated=r.saturated)
@@ -2576,7 +2608,7 @@ def result_fields(r: SpeedResult) -> dict[str, Any]:
         # the three figures describe one server: the speculative one where its TPOT is predicted (an acceptance figure
         # is known or given), else the server without drafts (its TTFT alone would mix the two)
         if figures["spec"] is not None:
-            out.update(figures["spec"])
+            out.update({k: figures["spec"][k] for k in headline})
             if sp.mean_in_flight is not None:  # an open loop: the speculative server's own Little's law
                 out["mean_in_flight"] = sp.mean_in_flight
             out["speed_with_speculation"] = True
