@@ -92,6 +92,16 @@ def load_metadata(model_id: str, revision: str | None, field: str = "model"):
     except RevisionNotFoundError as exc:
         raise EngineInputError("revision" if field == "model" else field, exc.message) from None
     except MetadataError as exc:
+        cli = getattr(exc, "cli_message", None)
+        if cli:  # the way out differs by surface: the page's model field, the command's --model / --config
+            from calculator.request import WordedPerSurface
+
+            page = exc.message
+            if field != "model":  # the draft: its own field on the page, the model of --speculative-config
+                page = page.replace("the model field", "the speculative_model field")
+                cli = cli.replace("(--model)", "(the model of --speculative-config)").replace(
+                    "as --model", "as the model of --speculative-config")
+            raise WordedPerSurface(field, page, cli) from None
         raise EngineInputError(field, exc.message) from None
     except DatabaseError:
         meta = catalog.catalog_lookup(model_id)

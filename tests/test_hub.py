@@ -211,6 +211,10 @@ def test_gguf_only_repo_says_so(hub):
     assert err.value.gguf_files == ["Mistral-Small-24B-Instruct-2501-Q4_K_M.gguf",
                                     "Mistral-Small-24B-Instruct-2501-Q8_0.gguf"]
     assert hub.count("GET", "/resolve/") == 0  # decided from the file list alone
+    # the way out in each surface's words: the page's model field; the command line's --model / --config
+    assert err.value.message.endswith("in the model field.") and "--" not in err.value.message
+    assert "as --model, or give its config.json to manage.py estimate or check_compat with --config PATH." in \
+        err.value.cli_message
 
 
 def test_repo_without_config_and_without_gguf(hub):
@@ -218,6 +222,11 @@ def test_repo_without_config_and_without_gguf(hub):
     with pytest.raises(NoConfigError) as err:
         client(hub).lookup("org/bin-only")
     assert "no config.json" in err.value.message and "GGUF" not in err.value.message
+    # no upload on the page: its way out is the model field; the command line's is --config
+    assert err.value.message.endswith("Enter the Hub id of a model with a config.json in the model field.")
+    assert "upload" not in err.value.message and "--config" not in err.value.message
+    assert err.value.cli_message.endswith("or give a config.json to manage.py estimate or check_compat with "
+                                          "--config PATH.")
 
 
 def test_remote_code_repo_is_read_but_never_executed(hub):

@@ -593,7 +593,18 @@ def test_an_mla_model_is_said_to_be_outside_the_fitted_data():
     lo, hi = r.itl_ms + 2.867, r.itl_ms + 6.283
     assert r.efficiency_precision.startswith("a best case for MLA attention")
     assert f"TPOT without speculation would be {lo:.3g}-{hi:.3g} ms, not {r.itl_ms:.3g}" in r.efficiency_precision
+    # the range is held beside the best case, for the headline to show, and cited in the sources
+    assert r.itl_ms_likely == pytest.approx((lo, hi), abs=2e-3)
+    assert r.sources["itl_ms.mla_likely"].startswith(f"TPOT without speculation {lo:.3g}-{hi:.3g} ms more likely")
+    # with MTP (k=1) the headline TPOT is the speculative server's: the same 2.867-6.283 ms more per verification
+    # pass, over the tokens each yields (the mean acceptance length)
+    mtp = perf.estimate_speed(EngineInput(hf_config=r1, gpu="H200", tensor_parallel_size=8, max_model_len=8192,
+                                          speculative_config={"method": "mtp", "num_speculative_tokens": 1}))
+    sp = mtp.spec
+    assert sp.itl_ms_likely == pytest.approx((sp.itl_ms + 2.867 / sp.mean_acceptance_length,
+                                              sp.itl_ms + 6.283 / sp.mean_acceptance_length), abs=2e-3)
     llama = perf.estimate_speed(EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192))
+    assert llama.itl_ms_likely is None and "itl_ms.mla_likely" not in llama.sources
     assert not any(w.startswith("MLA attention") for w in llama.warnings)
     assert llama.efficiency_precision == perf.PRECISION["fitted"]
 

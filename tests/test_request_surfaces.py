@@ -293,3 +293,28 @@ def test_the_pages_vllm_group_holds_no_other_runtimes_setting():
     owner = {n: (f.json_schema_extra or {}).get("group") for n, f in ServingRequest.model_fields.items()}
     assert {n for n, g in owner.items() if g == "sglang"} <= set(SGLANG_FIELDS)
     assert {n for n, g in owner.items() if g == "llama.cpp"} <= set(LLAMACPP_FIELDS)
+
+
+@pytest.mark.parametrize("params,field,page_words,cli_words", [
+    ({"model": "meta-llama/Llama-3.1-8B-Instrct"}, "model", "pick a catalog model in the model field",
+     "pick a catalog model (--model), or give its config.json to manage.py estimate or check_compat with --config PATH"),
+    ({"speculative_config": '{"method":"draft_model","model":"meta-llama/Llama-3.2-1B-Instrct",'
+                            '"num_speculative_tokens":3}'},
+     "speculative_config.model", "pick a catalog model in the speculative_model field",
+     "pick a catalog model (the model of --speculative-config), or give its config.json to manage.py estimate or "
+     "check_compat with --config PATH"),
+])
+def test_a_model_the_lookup_cannot_find_is_answered_in_each_surfaces_words(client, params, field, page_words,
+                                                                           cli_words):
+    """A model id that is neither on the Hub (offline here) nor in the catalog: the page and the API name the page's
+    field (there is no --config on the page, and no upload), the command line its flags."""
+    err = _refusal(params)
+    assert err.field == field
+    assert page_words in err.message and "--config" not in err.message and "command line" not in err.message
+    api = client.get("/api/estimate", {"model": LLAMA, **params}).json()
+    assert api["error"] == f"{field}: {err.message}"
+    page = html.unescape(client.get("/", {"model": LLAMA, **params}).content.decode())
+    assert err.message in page and "--config" not in page
+    with pytest.raises(CommandError) as cli:
+        call_command("estimate", *_flags(params), stdout=StringIO(), stderr=StringIO())
+    assert cli.value.returncode == 2 and cli_words in str(cli.value) and "model field" not in str(cli.value)

@@ -455,3 +455,81 @@ def test_best_k_is_zero_when_no_k_pays_and_the_argmax_when_one_does():
     per_k = {k: speedup(k, 1, 0.8) for k in range(1, 9)}
     assert max(per_k.values()) > 1
     assert win["best_num_speculative_tokens"] == max(per_k, key=per_k.get)
+
+
+# --- where speculation stops paying stays within what the speculative server runs at once ------------------------
+QWEN_EAGLE3 = {"model": "Qwen/Qwen3-30B-A3B", "gpu": "H100", "concurrency": "128",
+               "speculative_config": '{"method":"eagle3","num_speculative_tokens":3}'}
+
+
+def _spec_plan(params: dict):
+    from calculator.plan import make_plan
+    from calculator.request import parse_request
+
+    return make_plan(parse_request(params))
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("runtime", ["vllm", "sglang"])
+def test_the_speedup_curve_ends_at_the_speculative_servers_limit(runtime, monkeypatch):
+    """Qwen3-30B-A3B with EAGLE-3 k=3 and 128 clients on one H100: the server runs only as many requests at once as
+    its KV cache holds (prompt 1024 + output 128 = 1,152 tokens each), its max_num_seqs / --max-running-requests
+    allows and, for vLLM, a full prefill budget of 8,192 tokens sustains with 4 tokens per decoding request per step
+    (P + S x 4 with S = 127 / AL steps). The curve ends there and, as speculation still pays there, both runtimes
+    answer null and say why, never a concurrency the server cannot run (vLLM said 294 above a limit of ~117)."""
+    from django.core.cache import cache
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    cache.clear()
+    plan = _spec_plan({**QWEN_EAGLE3, "runtime": runtime})
+    sp = plan.speed.spec
+    kv = plan.memory.kv_cache_tokens // (1024 + 128)
+    if runtime == "vllm":
+        seqs = plan.memory.resolved["max_num_seqs"]
+        steps = 127 / sp.mean_acceptance_length
+        budget = math.floor(8192 * steps / (1024 + steps * 4))
+        limit = min(seqs, kv, budget, 1024)
+    else:
+        limit = min(plan.memory.plan.max_running_requests, kv, 1024)
+    assert limit == kv < 128  # the KV cache binds in both (vLLM ~117, SGLang's smaller pool ~68)
+    assert sp.concurrency_limit == limit and "the KV cache" in sp.concurrency_limit_reason
+    for curve in sp.speedup_vs_concurrency.values():
+        assert max(c for c, _ in curve) == limit  # no point beyond what the server runs at once
+    assert dict(sp.speedup_vs_concurrency[3])[limit] >= 1  # still pays at the limit ...
+    assert sp.stops_paying_above_concurrency is None  # ... so no stop within it
+    fields = perf.result_fields(plan.speed)
+    assert fields["spec_stops_paying_above_concurrency"] is None and fields["spec_pays_from_concurrency"] is None
+    assert any(f"does not stop paying up to the server's limit of {limit} concurrent requests" in w
+               for w in fields["speed_warnings"])
+    src = fields["speed_sources"]["spec_stops_paying_above_concurrency"]
+    assert "perf.stops_paying" in src and f"= {limit} here" in src and "null: it still pays at the limit" in src
+    assert "spec_pays_from_concurrency" in fields["speed_sources"]
+    # an independent run at the limit itself: the server runs all of them, and speculation pays there
+    at_limit = _spec_plan({**QWEN_EAGLE3, "runtime": runtime, "concurrency": str(limit)}).speed
+    assert at_limit.effective_concurrency == limit and at_limit.spec.speedup >= 1
+
+
+def test_the_prefill_budget_with_drafts_limits_the_speculative_curve():
+    """vLLM with --max-num-batched-tokens 2048, prompts of 2,048 and outputs of 128 tokens, ngram k=3 at a given mean
+    acceptance length 2.5: a decoding request takes 4 of the budget's tokens per step for S = 127 / 2.5 = 50.8 steps,
+    so a full budget keeps floor(2048 x 50.8 / (2048 + 50.8 x 4)) = 46 decoding at once (the plain server: floor(2048
+    x 127 / 2175) = 119, so the 64 clients all run without drafts). The curve ends at 46, and the chart marks the
+    64 clients at the 46 the speculative server runs."""
+    from calculator.web.charts import speedup_concurrency_chart_for, speedup_concurrency_table
+
+    inp = ngram(3, max_num_batched_tokens=2048)
+    r = perf.estimate_speed(inp, prompt_len=2048, output_len=128, concurrency=64, acceptance_length=2.5)
+    steps = 127 / 2.5
+    want = math.floor(2048 * steps / (2048 + steps * 4))
+    assert want == 46 and r.effective_concurrency == 64 == min(64, math.floor(2048 * 127 / 2175))
+    assert r.spec.concurrency_limit == want
+    reason = r.spec.concurrency_limit_reason
+    assert "prefill token budget" in reason and "46 decoding" in reason
+    assert [c for c, _ in r.spec.speedup_vs_concurrency[3]][-1] == want
+    assert all(c <= want for curve in r.spec.speedup_vs_concurrency.values() for c, _ in curve)
+    stop = r.spec.stops_paying_above_concurrency
+    assert stop is None or stop <= want
+    chart = speedup_concurrency_chart_for(r.spec, 64)
+    assert chart["layer"][2]["data"]["values"] == [{"concurrency": 46, "clients": 64}]
+    table = speedup_concurrency_table(chart)
+    assert table["clients"] == 64 and [row["concurrency"] for row in table["rows"] if row["current"]] == [46]

@@ -358,3 +358,52 @@ def test_a_release_answered_by_another_patchs_data_says_so(client, release, data
     assert len(said) == 1 and f"use the data extracted from {data}'s wheel" in said[0]
     assert ("its memory rules were read from its own source" in said[0]) is own_rules
     assert ("itself was not read" in said[0]) is (not own_rules)
+
+
+def _half_up_two_figures(x: float) -> str:
+    """``x`` (positive, >= 10) to two significant figures, half up, by hand: the unit of the second figure is
+    10 ** (digits before the point - 2); a remainder of half a unit or more rounds up."""
+    digits = len(str(int(x)))
+    unit = 10 ** (digits - 2)
+    whole, rest = divmod(x, unit)
+    return f"{int(whole + (1 if rest >= unit / 2 else 0)) * unit:,}"
+
+
+def test_the_page_the_preview_and_the_api_round_the_same_figure_the_same_way(client):
+    """Qwen3-30B-A3B with EAGLE-3 k=3 at concurrency 8 on one H100 (the fresh user's case: the preview said 640 tok/s,
+    the page 630, the API 635.0): the API's 3-significant-digit figure sits exactly at a two-figure tie, and the page
+    and the link preview both show it rounded half up, from that same number."""
+    import html as html_lib
+
+    params = {"model": "Qwen/Qwen3-30B-A3B", "gpu": "H100", "concurrency": "8",
+              "speculative_config": '{"method":"eagle3","num_speculative_tokens":3}'}
+    api = client.get("/api/estimate", params).json()
+    page = client.get("/", params, follow=True).content.decode()
+    og = html_lib.unescape(re.search(r'<meta property="og:description" content="([^"]*)"', page).group(1))
+    tps = api["output_tokens_per_s"]
+    assert tps % 10 == 5  # at the tie between two two-figure texts (635 -> 630 or 640)
+    want = _half_up_two_figures(tps)
+    assert re.search(r'id="output-tok-s">([^<]*) tok/s<', page).group(1) == want
+    assert f", {want} output tok/s with speculation" in og
+    for key, name in (("itl_ms", "itl-ms"), ("ttft_ms", "ttft-ms")):  # the other two: the same number on both
+        shown = re.search(rf'id="{name}">([^<]*) ms<', page).group(1)
+        assert f"{'TPOT' if key == 'itl_ms' else 'TTFT'} {shown} ms" in og
+
+
+@pytest.mark.parametrize("value,digits,want", [
+    (635.0, 2, "640"), (645.0, 2, "650"),  # ties round up, never to the even figure (Python's round: 640, 640)
+    (634.6, 2, "630"), (0.125, 2, "0.13"),  # 0.125 is exact in binary: round(0.125, 2) is 0.12
+    (2.675, 2, "2.7"), (9.96, 2, "10"), (1234.5, 2, "1,200"), (0.01234, 2, "0.012")])
+def test_two_significant_figures_round_half_up(value, digits, want):
+    from calculator.templatetags.calculator_tags import sig
+
+    assert sig(value, digits) == want
+
+
+def test_the_json_figures_round_half_up_too():
+    """The API's three significant digits follow the same rule: 634.5 -> 635 (Python's round(634.5) gives 634) and
+    2.675 -> 2.68 (its binary expansion is 2.67499..., which round(2.675, 2) turns into 2.67)."""
+    from calculator.engine import perf
+
+    assert perf._sig(634.5) == 635.0 and round(634.5) == 634
+    assert perf._sig(2.675) == 2.68 and round(2.675, 2) == 2.67

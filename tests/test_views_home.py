@@ -367,3 +367,50 @@ def test_the_page_says_serve_without_speculation_when_no_k_pays(client):
               "speculative_config": '{"method":"ngram","num_speculative_tokens":3}'}
     html = client.get("/", params, follow=True).content.decode()
     assert "best num_speculative_tokens here 0 (no k pays: serve without speculation)," in html
+
+
+@pytest.mark.parametrize("runtime", ["vllm", "sglang"])
+def test_the_page_says_speculation_does_not_stop_paying_up_to_the_servers_limit(client, runtime):
+    """Qwen3-30B-A3B with EAGLE-3 k=3 and 128 clients on one H100: the KV cache holds fewer requests of 1,152 tokens
+    than that, and speculation still pays at that many, so the page says it does not stop paying up to that limit
+    (kv_cache_tokens // 1,152) and its chart marks the 128 clients at the requests the server runs."""
+    params = {"model": "Qwen/Qwen3-30B-A3B", "gpu": "H100", "concurrency": "128", "runtime": runtime,
+              "speculative_config": '{"method":"eagle3","num_speculative_tokens":3}'}
+    api = client.get("/api/estimate", params).json()
+    limit = api["kv_cache_tokens"] // 1152
+    assert limit < 128 and api["spec_stops_paying_above_concurrency"] is None
+    html = client.get("/", params, follow=True).content.decode()
+    assert f"does not stop paying up to the server&#x27;s limit of {limit} concurrent requests" in html
+    assert "stops paying above" not in html
+    if runtime == "vllm":  # the vLLM page's chart table
+        assert f"{limit} (running at once of the 128 configured)" in html
+
+
+@pytest.mark.parametrize("spec", [None, '{"method":"mtp","num_speculative_tokens":1}'])
+def test_an_mla_headline_tpot_shows_the_range_the_answer_holds_more_likely(client, spec):
+    """DeepSeek-V3 on 8x H200 (vLLM): no MLA model is among the fitted runs, and the public MLA runs took 107-163 us
+    per layer against the fit's 60, so the 61 layers add 61 x 47 us = 2.867 ms to 61 x 103 us = 6.283 ms per target
+    pass (with MTP k=1: per verification pass, over the mean acceptance length). The headline TPOT on the page and in
+    the link preview carries that range, not only the note below; the JSON keeps its keys and cites the range in
+    speed_sources."""
+    import html as html_lib
+
+    from calculator.plan import make_plan
+    from calculator.request import parse_request
+
+    params = {"model": "deepseek-ai/DeepSeek-V3", "gpu": "H200", "tensor_parallel_size": "8"}
+    if spec:
+        params["speculative_config"] = spec
+    speed = make_plan(parse_request(params)).speed
+    best, per_pass = (speed.spec.itl_ms, speed.spec.mean_acceptance_length) if spec else (speed.itl_ms, 1.0)
+    lo, hi = best + 2.867 / per_pass, best + 6.283 / per_pass
+    want = f"{lo:.2g}–{hi:.2g} ms"  # two significant figures, as the page shows every speed figure
+    page = client.get("/", params, follow=True).content.decode()
+    likely = re.search(r'id="itl-likely">([^<]*)<', page).group(1)
+    assert likely.startswith(f"a best case: {want} more likely (MLA attention")
+    og = html_lib.unescape(re.search(r'<meta property="og:description" content="([^"]*)"', page).group(1))
+    assert f"ms (a best case; MLA: {want} likely)" in og
+    api = client.get("/api/estimate", params).json()
+    cited = ("with speculation (the itl_ms given) " if spec else "TPOT without speculation ") + f"{lo:.3g}-{hi:.3g} ms"
+    assert cited in api["speed_sources"]["itl_ms.mla_likely"]
+    assert api["itl_ms"] == float(f"{best:.3g}")  # the key keeps the best case

@@ -124,6 +124,10 @@ def resolve_model(model_id: str, revision: str | None) -> dict[str, Any]:
         try:
             meta = load_model(model_id, revision)
         except MetadataError as e:
+            if getattr(e, "cli_message", None):  # worded per surface: the page's field, the command's flags
+                from calculator.request import WordedPerSurface
+
+                raise WordedPerSurface(getattr(e, "field", "model"), e.message, e.cli_message) from None
             raise ConfigurationError(getattr(e, "field", "model"), e.message) from None
         return {"config": meta.config, "source": meta.source, "sha": meta.sha,
                 "weights": meta.weights.model_dump() if meta.weights is not None else None,

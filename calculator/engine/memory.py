@@ -609,8 +609,9 @@ def estimate(inp: EngineInput) -> EstimateResult:
     deducted = rules.cuda_graph_memory_deducted and cuda_graph > 0
     if gpu.is_cpu and inp.kv_cache_memory_bytes is None:
         warnings.append(f"CPU build: the KV cache gets VLLM_CPU_KVCACHE_SPACE GiB when set, otherwise a share of the "
-                        f"NUMA node's memory minus the process (vllm/platforms/cpu.py, v1/worker/cpu_worker.py); this "
-                        f"estimate assumes {gpu.memory_gib:g} GiB: give kv_cache_memory_bytes for an exact figure")
+                        f"NUMA node's memory minus the process ({CPU_KV_SOURCE}); this estimate assumes "
+                        f"{gpu.memory_gib:g} GiB ({_cpu_memory_origin(gpu)}): give kv_cache_memory_bytes for an exact "
+                        "figure")
     in_use_at_start = 0
     if extensible:
         in_use = (inp.gpu_memory_in_use_gib or 0) * GiB
@@ -748,16 +749,52 @@ def estimate(inp: EngineInput) -> EstimateResult:
     )
 
 
+#: Where vLLM's CPU build sizes its KV cache (0.32.0): VLLM_CPU_KVCACHE_SPACE GiB when the variable is set (it becomes
+#: kv_cache_memory_bytes), else ceil(NUMA node memory x gpu_memory_utilization) minus the process's resident memory.
+CPU_KV_SOURCE = ("vllm/platforms/cpu.py:323-327 in 0.32.0: VLLM_CPU_KVCACHE_SPACE GiB -> kv_cache_memory_bytes; else "
+                 "vllm/v1/worker/cpu_worker.py:72-76 requested = ceil(node total memory x gpu_memory_utilization) and "
+                 ":234-236 KV = requested - the process's RSS")
+
+
+def _cpu_memory_origin(gpu) -> str:
+    """Where the CPU row's memory figure comes from: the user's, or the catalog's placeholder for the NUMA node."""
+    if gpu.memory_source.startswith("user input"):
+        return "the node memory given (gpu_memory_gib)"
+    return "the CPU catalog row's placeholder for the NUMA node's memory (calculator/data/gpus.json), not this machine's"
+
+
+def _cpu_budget_text(inp, gpu, u, requested) -> str:
+    """The CPU build's KV budget in words, for a does-not-fit reason: the setting vLLM 0.32.0 sizes it with and the
+    memory figure this estimate used (:data:`CPU_KV_SOURCE`)."""
+    if inp.kv_cache_memory_bytes is not None:
+        return (f"The KV space is the {inp.kv_cache_memory_bytes / GiB:.2f} GiB given: VLLM_CPU_KVCACHE_SPACE on vLLM's "
+                "CPU build (vllm/platforms/cpu.py:323-327 in 0.32.0).")
+    return (f"vLLM's CPU build reserves ceil({gpu.memory_gib:g} GiB x --gpu-memory-utilization {u}) = "
+            f"{_gib(requested):.2f} GiB, {gpu.memory_gib:g} GiB being {_cpu_memory_origin(gpu)}; without "
+            "VLLM_CPU_KVCACHE_SPACE its KV cache is that minus the process's memory (vllm/v1/worker/cpu_worker.py:72-76, "
+            ":234-236 in 0.32.0), with it VLLM_CPU_KVCACHE_SPACE GiB (vllm/platforms/cpu.py:323-327): set it, or give "
+            "the node's memory.")
+
+
 def _verdict(inp, arch, available, cap, groups: list[KVGroup], ctx, max_len, weights, requested, u, gpu):
     """vLLM's admission check (``_check_enough_kv_cache_memory``, kv_cache_utils.py:1003-1040): one
-    ``max_model_len`` request plus the null block must fit in the available KV memory."""
+    ``max_model_len`` request plus the null block must fit in the available KV memory. On the CPU build the reason
+    names what vLLM sizes the KV cache with there and the memory figure used (:func:`_cpu_budget_text`)."""
     if not groups:
         return True, None, None, None
     needed = cap.bytes_per_request
     if available <= 0:
-        reason = (f"No available memory for the cache blocks: weights and runtime overheads take "
-                  f"{_gib(requested - available):.2f} GiB of the {_gib(requested):.2f} GiB budget "
-                  f"(--gpu-memory-utilization={u}).")
+        if gpu.is_cpu and inp.kv_cache_memory_bytes is None:
+            reason = (f"No available memory for the cache blocks: the model's weights take "
+                      f"{_gib(requested - available):.2f} GiB of the {_gib(requested):.2f} GiB budget. "
+                      + _cpu_budget_text(inp, gpu, u, requested))
+        elif inp.kv_cache_memory_bytes is not None:
+            reason = ("No available memory for the cache blocks: the KV space given (--kv-cache-memory-bytes"
+                      + (", VLLM_CPU_KVCACHE_SPACE on the CPU build" if gpu.is_cpu else "") + ") is 0.")
+        else:
+            reason = (f"No available memory for the cache blocks: weights and runtime overheads take "
+                      f"{_gib(requested - available):.2f} GiB of the {_gib(requested):.2f} GiB budget "
+                      f"(--gpu-memory-utilization={u}).")
         return False, reason, None, None
     if needed <= available - cap.bytes_per_block:
         return True, None, None, None
@@ -765,7 +802,8 @@ def _verdict(inp, arch, available, cap, groups: list[KVGroup], ctx, max_len, wei
     est = estimate_max_model_len(groups, ctx, available, max_len)
     reason = (f"To serve at least one request with max_model_len {max_len:,}, {needed / GiB:.2f} GiB of KV cache is "
               f"needed, which is larger than the available KV cache memory ({available / GiB:.2f} GiB). "
-              f"Based on the available memory, the estimated maximum model length is {est:,}.")
+              f"Based on the available memory, the estimated maximum model length is {est:,}."
+              + (" " + _cpu_budget_text(inp, gpu, u, requested) if gpu.is_cpu else ""))
     return False, reason, None, est
 
 

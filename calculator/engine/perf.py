@@ -66,6 +66,7 @@ from pydantic import BaseModel
 from .arch import STATE_KINDS, LayerKind, ModelArch, parse_config
 from .dtypes import dtype_bytes
 from .errors import EngineInputError
+from .figures import round_sig
 from .gpus import GPU, get_gpu
 from .memory import estimate, resolve_dtype
 from .schemas import EngineInput, EstimateResult
@@ -1287,6 +1288,7 @@ class SpecResult(BaseModel):
     verify: StepCost
     ttft_ms: float
     itl_ms: float | None
+    itl_ms_likely: tuple[float, float] | None = None  # as SpeedResult.itl_ms_likely, for the speculative server
     output_tokens_per_s: float | None
     speedup: float | None
     speedup_low: float | None = None
@@ -1296,6 +1298,10 @@ class SpecResult(BaseModel):
     mean_in_flight: float | None = None  # an open loop: the speculative server's requests in flight (Little's law)
     stops_paying_above_concurrency: int | None = None
     pays_from_concurrency: int | None = None
+    # the most requests the speculative server runs at once (the end of the speedup-vs-concurrency curve) and what
+    # limits it (:func:`spec_concurrency_limit`); None without curves (no acceptance figure)
+    concurrency_limit: int | None = None
+    concurrency_limit_reason: str | None = None
     speedup_vs_concurrency: dict[int, list[tuple[int, float]]] = {}
     verify_compute_bound_tokens: float | None = None
     break_even_acceptance_rate: float | None
@@ -1322,6 +1328,9 @@ class SpeedResult(BaseModel):
     saturated: bool | None = None  # an open loop whose rate exceeds what the server completes
     ttft_ms: float
     itl_ms: float
+    # a range the answer holds more likely than ``itl_ms`` (its best case), shown beside it: MLA attention outside the
+    # fitted runs (perf.MLA_LAYER_US); None where the fit covers the model
+    itl_ms_likely: tuple[float, float] | None = None
     decode_step_ms: float
     output_tokens_per_s: float
     decode: StepCost
@@ -1472,10 +1481,9 @@ def synthetic_eagle_head(target_config: dict, method: str) -> dict:
 
 
 def _sig(x: float | None, digits: int = 3) -> float | None:
-    """``x`` to ``digits`` significant digits (honest precision for a model good to a few per cent)."""
-    if x is None or x == 0:
-        return x
-    return round(x, digits - 1 - int(math.floor(math.log10(abs(x)))))
+    """``x`` to ``digits`` significant digits (honest precision for a model good to a few per cent), half up on its
+    decimal as every surface rounds (:func:`calculator.engine.figures.round_sig`)."""
+    return round_sig(x, digits)
 
 
 def _round(x: float | None, nd: int = 2) -> float | None:
@@ -1651,14 +1659,51 @@ def prefill_budget_cap(s: _Setup, prompt_len: int, output_len: int, *, spec_k: i
     return max(1, int(budget * steps // (prompt_len + steps * (1 + spec_k))))
 
 
+#: The largest concurrency the speedup-vs-concurrency curve is drawn to (a grid bound, not a server's): beyond it the
+#: answer says it still pays "up to the largest concurrency modelled".
+MAX_MODELLED_CONCURRENCY = 1024
+
+
+def spec_concurrency_limit(s: _Setup, prompt_len: int, output_len: int, *, kv_cap: int, seqs_flag: str,
+                           spec_k: int, acceptance_length: float) -> tuple[int, str]:
+    """``(limit, reason)``: the most requests the speculative server runs at once, the caps
+    :func:`estimate_speed_plan` applies to its running requests, for the speculative plan: ``max_num_seqs`` (SGLang's
+    ``--max-running-requests`` as the speculative server runs it), the requests of ``prompt_len + output_len`` tokens
+    its KV cache holds (``kv_cap``, from the speculative plan's KV cache), for vLLM the decoding requests a full
+    prefill token budget sustains when each takes ``1 + spec_k`` tokens per step (:func:`prefill_budget_cap` with the
+    drafts), and the grid's :data:`MAX_MODELLED_CONCURRENCY`. ``reason`` names the one that binds (the first of equal
+    ones), in the runtime's flag names. The speedup-vs-concurrency curve and the concurrency where speculation stops
+    (or starts) paying stay within it: a server cannot run more requests at once than this, whatever the clients."""
+    caps = {"max_num_seqs": s.max_seqs, "kv": max(1, kv_cap)}
+    budget = prefill_budget_cap(s, prompt_len, output_len, spec_k=spec_k, acceptance_length=acceptance_length)
+    if budget is not None:
+        caps["budget"] = budget
+    caps["grid"] = MAX_MODELLED_CONCURRENCY
+    order = ("max_num_seqs", "kv", "budget", "grid")
+    binding = min(caps, key=lambda c: (caps[c], order.index(c)))
+    total = prompt_len + output_len
+    reason = {
+        "max_num_seqs": f"{seqs_flag} {s.max_seqs}",
+        "kv": f"the KV cache: {s.plan.kv_cache_tokens or 0:,} tokens hold {caps['kv']} requests of {total:,} tokens",
+        "budget": (f"the prefill token budget: with {spec_k} drafts each decoding request takes up to {spec_k + 1} of "
+                   f"the {s.chunk:,} tokens per step (--max-num-batched-tokens"
+                   + (f", in each of {s.plan.pp} pipeline micro-batches" if s.plan.pp > 1 else "")
+                   + f"), so a full budget keeps {caps.get('budget')} decoding at mean acceptance length "
+                   f"{acceptance_length:.2f}"),
+        "grid": f"the largest concurrency modelled ({MAX_MODELLED_CONCURRENCY})",
+    }[binding]
+    return max(1, caps[binding]), reason
+
+
 def stops_paying(curve: list[tuple[int, float]]) -> tuple[int | None, int | None]:
     """``(stops paying above, pays from)`` of a speedup-vs-concurrency curve ``[(concurrency, speedup)]``
     sorted by concurrency.
 
     ``stops paying above``: the largest concurrency at which speculation still pays (speedup >= 1) when it loses
     at the largest one modelled; ``0`` when it pays nowhere on the curve; ``None`` when it still pays at the
-    largest. ``pays from``: the smallest concurrency at which it pays when it loses at concurrency 1 and pays
-    somewhere (an MoE target: a plain step at low concurrency reads few experts, the verification of
+    largest (the curve of :func:`estimate_speed_plan` ends at the server's limit, :func:`spec_concurrency_limit`, so
+    ``None`` there means "does not stop paying up to the server's limit"). ``pays from``: the smallest concurrency
+    at which it pays when it loses at concurrency 1 and pays somewhere (an MoE target: a plain step at low concurrency reads few experts, the verification of
     ``B x (k+1)`` tokens many, so the gain can rise with concurrency); else ``None``."""
     pays = [c for c, v in curve if v >= 1]
     if not curve:
@@ -2061,6 +2106,7 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
         warnings.append(SGLANG_LOAD_TTFT_WARNING)
     precision = (PRECISION_AMD if amd and hw.eff.label == "fitted"
                  else PRECISION.get(hw.eff.label, PRECISION["assumed"]))
+    mla_extra = None  # (low, high) ms more per target pass with the public MLA runs' per-layer time
     # no MLA model among the runs vLLM's row was fitted on (SGLang's kernel terms were fitted with DeepSeek-R1 and
     # GLM-4.7-Flash among them)
     if s.arch.kv_lora_rank and hw.eff.label == "fitted" and hw.eff.kernel_us is None:
@@ -2068,6 +2114,7 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
         # the fitted precision does not hold outside the fitted data: a best case, with the TPOT the public MLA runs'
         # per-layer time would give (the layers x (107..163 - layer_us) us more per step)
         lo, hi = (s.target.allreduce_layers * max(0.0, u - hw.eff.layer_us) * 1e-3 for u in MLA_LAYER_US)
+        mla_extra = (lo, hi)
         precision = (f"a best case for MLA attention (outside the fitted runs): with the {MLA_LAYER_US[0]:g}-"
                      f"{MLA_LAYER_US[1]:g} us per layer SGLang's "
                      f"public MLA runs took, the TPOT without speculation would be {base.tpot + lo:.3g}-"
@@ -2078,7 +2125,7 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
     if plan.spec_method is not None:
         spec_result, acc = _speculation(s, plan.spec_method, plan.spec_k, prompt_len, output_len, conc, ctx, base,
                                         acceptance_rate, acceptance_length, workload, temperature, warnings, sources,
-                                        queue_ms=queue_ms)
+                                        queue_ms=queue_ms, kv_cap=caps["kv"], seqs_flag=seqs_flag)
         if open_loop is not None and spec_result is not None and spec_result.itl_ms is not None:
             if not open_loop.saturated:
                 _spec_open_loop(s, open_loop, spec_result, acc, base, prompt_len, output_len, ctx, warnings, sources)
@@ -2099,6 +2146,24 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
                                 f"token), so about {spec_cap} requests decode at once with it {at} where {conc} do "
                                 f"without it; the speculative figures compare both at the same {conc} running requests "
                                 "and are optimistic")
+
+    itl_likely = None
+    if mla_extra is not None:
+        # the range the product holds more likely than its best case: the headline shows it (page, command, preview)
+        lo, hi = mla_extra
+        itl_likely = (round(base.tpot + lo, 3), round(base.tpot + hi, 3))
+        text = (f"TPOT without speculation {_sig(itl_likely[0])}-{_sig(itl_likely[1])} ms more likely than the "
+                f"best case {_sig(base.tpot)}: the {s.target.allreduce_layers} layers at the {MLA_LAYER_US[0]:g}-"
+                f"{MLA_LAYER_US[1]:g} us per layer SGLang's public MLA runs took instead of the fitted "
+                f"{hw.eff.layer_us:g} us, +{lo:.3g} to +{hi:.3g} ms per target pass (perf.MLA_LAYER_US)")
+        if spec_result is not None and spec_result.itl_ms is not None and spec_result.mean_acceptance_length:
+            al = spec_result.mean_acceptance_length
+            spec_result.itl_ms_likely = (round(spec_result.itl_ms + lo / al, 3), round(spec_result.itl_ms + hi / al, 3))
+            text += (f"; with speculation (the itl_ms given) {_sig(spec_result.itl_ms_likely[0])}-"
+                     f"{_sig(spec_result.itl_ms_likely[1])} ms, not {_sig(spec_result.itl_ms)}: the same time more per "
+                     f"verification pass, which yields {al:.2f} tokens (the mean acceptance length; the drafter's own "
+                     "passes as modelled)")
+        sources["itl_ms.mla_likely"] = text
 
     vs_context = []
     contexts = sorted({c for c in (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288,
@@ -2132,7 +2197,7 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
         effective_concurrency=conc, mean_context=ctx, request_rate=request_rate,
         mean_in_flight=None if open_loop is None else round(open_loop.in_flight, 2),
         saturated=None if open_loop is None else open_loop.saturated,
-        ttft_ms=round(base.ttft, 3), itl_ms=round(base.tpot, 3),
+        ttft_ms=round(base.ttft, 3), itl_ms=round(base.tpot, 3), itl_ms_likely=itl_likely,
         decode_step_ms=round(base.step.total_ms, 3), output_tokens_per_s=round(base.tps, 1), decode=base.step,
         prefill=base.prefill, compute_dtype=hw.compute_dtype, runtime=runtime, efficiency_label=hw.eff.label,
         efficiency_precision=precision,
@@ -2250,10 +2315,13 @@ def _spec_speedup(s: _Setup, method: str, k: int, al: float, prompt_len: int, ou
 def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: int, conc: int, ctx: int,
                  base: _Point, acceptance_rate: float | None, acceptance_length_in: float | None,
                  workload: str | None, temperature: float | None, warnings: list[str],
-                 sources: dict[str, str], queue_ms: float = 0.0) -> tuple[SpecResult, Acceptance | None]:
+                 sources: dict[str, str], queue_ms: float = 0.0, kv_cap: int | None = None,
+                 seqs_flag: str = "--max-num-seqs") -> tuple[SpecResult, Acceptance | None]:
     """Speculation at ``conc`` running requests; ``queue_ms``: the plain run's mean queue wait in ``base.ttft`` (clients
     beyond ``conc``), which the throughput of the running requests excludes and which shrinks with the request
-    lifetime (Little's law)."""
+    lifetime (Little's law). ``kv_cap``: the requests the (speculative) plan's KV cache holds, ``seqs_flag``: the
+    runtime's flag for max_num_seqs; with them the speedup-vs-concurrency curve ends at the speculative server's
+    limit (:func:`spec_concurrency_limit`)."""
     sp = spec_step(s, method, requests=conc, context=ctx, k=k)
     cost_ratio = sp.total_ms / base.step.total_ms
     # a tree (SGLang topk > 1) accepts at most num_steps + 1 tokens per step: acceptance is that of its depth
@@ -2310,9 +2378,15 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
     spec_ttft = base.ttft - queue_ms  # the queue wait is added back below, scaled to the speculative lifetime
     if s.draft is not None:  # the draft model / EAGLE / MTP head runs over the prompt once too
         spec_ttft += prefill_cost(s.draft, s.hw, prompt_len=prompt_len, chunk=s.chunk).total_ms
-    limit = max(1, min(s.max_seqs, 1024))
-    grid = sorted({c for c in (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
-                   if c <= limit} | {conc})
+    limit = limit_reason = None
+    if acc is not None:
+        limit, limit_reason = spec_concurrency_limit(
+            s, prompt_len, output_len, kv_cap=kv_cap if kv_cap is not None else s.max_seqs, seqs_flag=seqs_flag,
+            spec_k=k, acceptance_length=acc.length)
+        # the curve ends at the server's limit: a concurrency it cannot run at once is no point of it (the requested
+        # one is drawn when the server runs it)
+        grid = sorted({c for c in (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+                       if c <= limit} | {limit} | ({conc} if conc <= limit else set()))
     if acc is not None:
         speedup, _, _, pt = _spec_speedup(s, method, k, al, prompt_len, output_len, conc, ctx)
         itl = pt.tpot
@@ -2369,9 +2443,26 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
         warnings.append("stop sign: speculation cannot pay at this concurrency even if every drafted token is "
                         "accepted (drafting + verification cost more than k+1 plain steps)")
     shape = f"with the tree ({k} draft tokens)" if s.tree else f"with k={k}"
+    if limit is not None:
+        sources["spec_stops_paying_above_concurrency"] = (
+            "perf.stops_paying on the speedup-vs-concurrency curve (TPOT without / with speculation at the same running "
+            "requests, the same acceptance, at 1, 2, 4, 8, ... concurrent requests), which ends at the most requests the "
+            "speculative server runs at once, min(max_num_seqs, KV-cache requests, "
+            + ("the prefill token budget with the drafts, " if s.runtime == "vllm" else "")
+            + f"{MAX_MODELLED_CONCURRENCY} modelled) = {limit} here ({limit_reason}); the crossing is bisected between "
+            "the grid points around it. A number: the last concurrency that still pays; 0: it pays at none up to the "
+            "limit; null: it still pays at the limit (it does not stop paying up to the server's limit)")
+        sources["spec_pays_from_concurrency"] = (
+            "perf.stops_paying on the same curve: the first concurrency that pays when concurrency 1 loses (bisected "
+            f"between grid points), within the server's limit of {limit}; null when concurrency 1 pays or none does")
     if stop_conc is not None:
         warnings.append(f"{shape} speculation stops paying above {stop_conc} concurrent requests" if stop_conc
-                        else f"{shape} speculation does not pay at any concurrency")
+                        else f"{shape} speculation does not pay at any concurrency up to the server's limit of "
+                        f"{limit} running requests ({limit_reason})")
+    elif limit is not None:
+        warnings.append(f"{shape} speculation does not stop paying up to the server's limit of {limit} concurrent "
+                        f"requests ({limit_reason}): more clients queue rather than run, so "
+                        "spec_stops_paying_above_concurrency is null")
     if pays_from is not None:
         warnings.append(f"{shape} speculation loses below {pays_from} concurrent requests and pays from there"
                         + (" (an MoE target: a plain step at low concurrency reads few experts, the verification "
@@ -2414,6 +2505,7 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
                      output_tokens_per_s=_round(tps, 1), speedup=_round(speedup, 3), speedup_low=_round(lo, 3),
                      speedup_high=_round(hi, 3), slowdown=slowdown, best_num_speculative_tokens=best_k,
                      stops_paying_above_concurrency=stop_conc, pays_from_concurrency=pays_from,
+                     concurrency_limit=limit, concurrency_limit_reason=limit_reason,
                      speedup_vs_concurrency=curves,
                      verify_compute_bound_tokens=round(verify_compute_bound_tokens(s), 1),
                      break_even_acceptance_rate=_round(be, 4), cost_ratio=round(cost_ratio, 4),
@@ -2448,8 +2540,10 @@ def speed_fields(engine_input: EngineInput, estimate_result: EstimateResult | No
     with) with ``spec_speedup_low``/``spec_speedup_high``, ``spec_slowdown`` (``likely``/``possible``/
     ``unlikely``), ``best_num_speculative_tokens`` at this concurrency (``0`` when no k from 1 to 8 pays there: serve
     without speculation; ``null`` for a tree, whose shape is the user's), ``spec_stops_paying_above_concurrency``
-    (``0``: pays at no concurrency; ``null``: still pays at the largest modelled), ``spec_pays_from_concurrency``
-    (set when it loses at concurrency 1 but pays higher up, as MoE targets can)
+    (``0``: pays at no concurrency; ``null``: still pays at the most requests the speculative server runs at once,
+    :func:`spec_concurrency_limit`, which a warning names; never a concurrency above that limit, for vLLM and SGLang
+    alike), ``spec_pays_from_concurrency`` (set when it loses at concurrency 1 but pays higher up, as MoE targets can,
+    within the same limit)
     and ``break_even_acceptance_rate`` (accepted / drafted tokens, as vLLM logs its "Avg Draft acceptance
     rate"); ``speed_sources`` and ``speed_warnings``. With ``request_rate`` (an open loop, :func:`estimate_speed`)
     also ``request_rate`` (requests/s), ``mean_in_flight`` (requests, Little's law) and ``saturated``.
@@ -2475,11 +2569,37 @@ SPEED_KEYS = ("ttft_ms", "itl_ms", "output_tokens_per_s", "speed_with_speculatio
               "break_even_acceptance_rate", "speed_sources", "speed_warnings")
 
 
+#: The significant digits of the JSON answer's ``ttft_ms``, ``itl_ms`` and ``output_tokens_per_s``.
+PUBLISHED_DIGITS = 3
+
+
+def published_speed(r: SpeedResult) -> dict[str, dict[str, float | None] | None]:
+    """The TTFT / TPOT / output tok/s of a :class:`SpeedResult` as the answer publishes them (:data:`PUBLISHED_DIGITS`
+    significant digits, :func:`calculator.engine.figures.round_sig`): ``{"plain": {"ttft_ms", "itl_ms",
+    "output_tokens_per_s"}, "spec": {...} or None}`` (``spec``: the speculative server's, where its TPOT is predicted).
+    The JSON's three keys are one of the two (:func:`result_fields`); the page shows both from here and the link
+    preview from the JSON, so all three start from the same number and round it the same way."""
+    keys = ("ttft_ms", "itl_ms", "output_tokens_per_s")
+
+    def likely(x: tuple[float, float] | None) -> tuple[float, float] | None:
+        return None if x is None else (round_sig(x[0], PUBLISHED_DIGITS), round_sig(x[1], PUBLISHED_DIGITS))
+
+    plain = {k: round_sig(getattr(r, k), PUBLISHED_DIGITS) for k in keys}
+    sp = r.spec
+    spec = ({k: round_sig(getattr(sp, k), PUBLISHED_DIGITS) for k in keys}
+            if sp is not None and sp.itl_ms is not None else None)
+    plain["itl_ms_likely"] = likely(r.itl_ms_likely)
+    if spec is not None:
+        spec["itl_ms_likely"] = likely(sp.itl_ms_likely)
+    return {"plain": plain, "spec": spec}
+
+
 def result_fields(r: SpeedResult) -> dict[str, Any]:
     """The JSON speed keys of a :class:`SpeedResult`: every key of :data:`SPEED_KEYS` (see :func:`speed_fields`)."""
     out: dict[str, Any] = dict.fromkeys(SPEED_KEYS)
-    out.update(ttft_ms=_sig(r.ttft_ms), itl_ms=_sig(r.itl_ms), output_tokens_per_s=_sig(r.output_tokens_per_s),
-               speed_with_speculation=False, efficiency_label=r.efficiency_label,
+    figures = published_speed(r)
+    headline = ("ttft_ms", "itl_ms", "output_tokens_per_s")  # the range is in speed_sources (itl_ms.mla_likely)
+    out.update({k: figures["plain"][k] for k in headline}, speed_with_speculation=False, efficiency_label=r.efficiency_label,
                efficiency_precision=r.efficiency_precision)
     if r.request_rate is not None:
         out.update(request_rate=r.request_rate, mean_in_flight=r.mean_in_flight, saturated=r.saturated)
@@ -2487,9 +2607,8 @@ def result_fields(r: SpeedResult) -> dict[str, Any]:
         sp = r.spec
         # the three figures describe one server: the speculative one where its TPOT is predicted (an acceptance figure
         # is known or given), else the server without drafts (its TTFT alone would mix the two)
-        if sp.itl_ms is not None:
-            out["ttft_ms"], out["itl_ms"] = _sig(sp.ttft_ms), _sig(sp.itl_ms)
-            out["output_tokens_per_s"] = _sig(sp.output_tokens_per_s)
+        if figures["spec"] is not None:
+            out.update({k: figures["spec"][k] for k in headline})
             if sp.mean_in_flight is not None:  # an open loop: the speculative server's own Little's law
                 out["mean_in_flight"] = sp.mean_in_flight
             out["speed_with_speculation"] = True

@@ -194,17 +194,18 @@ def _fallback(repo_id: str, rev: str, pointer: HubRevision | None, reason: str, 
         if rev != DEFAULT_REVISION:
             note += f" The catalog copy is not known to be revision {rev!r}."
         return _with(meta, rev, note)
+    # the way out in each surface's words: the page's model field (the API's model parameter), the command's flags
+    page = "pick a catalog model in the model field (it suggests them as you type)"
+    cli = ("pick a catalog model (--model), or give its config.json to manage.py estimate or check_compat with "
+           "--config PATH")
     hint = did_you_mean(repo_id)
     if hint:  # a typo of a catalog id: name it, as a mistyped GPU or flag gets
-        raise HubUnavailableError(
-            f"{reason} {repo_id} is neither in the database cache nor in the offline catalog; {hint} Otherwise pick "
-            "a catalog model, or give its config.json to the command line (manage.py estimate --config PATH).")
+        head = f"{reason} {repo_id} is neither in the database cache nor in the offline catalog; {hint} Otherwise "
+        raise HubUnavailableError(head + page + ".", cli_message=head + cli + ".")
     sample = ", ".join(catalog_models()[:3])
-    raise HubUnavailableError(
-        f"{reason} {repo_id} is neither in the database cache nor in the offline catalog "
-        f"({len(catalog_models())} models, e.g. {sample}): pick a catalog model, or give its config.json to "
-        "the command line (manage.py estimate --config PATH)."
-    )
+    head = (f"{reason} {repo_id} is neither in the database cache nor in the offline catalog "
+            f"({len(catalog_models())} models, e.g. {sample}): ")
+    raise HubUnavailableError(head + page + ".", cli_message=head + cli + ".")
 
 
 def _catalog(repo_id: str, count_params: bool) -> ModelMetadata | None:

@@ -66,14 +66,17 @@ CORE_FIELDS = (
 
 class MetadataError(Exception):
     """A model lookup the user must fix. ``field`` is the form field / CLI flag (``model``), ``message``
-    one or two sentences to show as is (CLI exit code 2, HTTP 400)."""
+    one or two sentences to show as is (HTTP 400, the page). ``cli_message``: the same in the command line's words,
+    where the way out is a flag (``--config PATH``) the page and the API do not have; ``None`` when ``message``
+    serves every surface (:class:`calculator.request.WordedPerSurface` carries both to the surfaces)."""
 
     field = "model"
 
-    def __init__(self, message: str, *, field: str = "model"):
+    def __init__(self, message: str, *, field: str = "model", cli_message: str | None = None):
         super().__init__(message)
         self.message = message
         self.field = field
+        self.cli_message = cli_message
 
 
 class InvalidModelIdError(MetadataError):
@@ -103,8 +106,8 @@ class InvalidTokenError(MetadataError):
 class NoConfigError(MetadataError):
     """The repo has no ``config.json``. ``gguf_files`` lists its ``.gguf`` files (GGUF-only repo)."""
 
-    def __init__(self, message: str, *, gguf_files: list[str]):
-        super().__init__(message)
+    def __init__(self, message: str, *, gguf_files: list[str], cli_message: str | None = None):
+        super().__init__(message, cli_message=cli_message)
         self.gguf_files = gguf_files
 
 
@@ -427,17 +430,18 @@ class HubClient:
             gguf = sorted(f for f in files if f.lower().endswith(".gguf"))
             if gguf:
                 shown = ", ".join(gguf[:3]) + (f" and {len(gguf) - 3} more" if len(gguf) > 3 else "")
+                head = (f"{repo_id} @ {sha[:7]} has no config.json: it looks like a GGUF-only repo ({shown}). "
+                        "The calculator needs the original model's config: enter the base model's Hub id "
+                        "(see the model card's 'base_model')")
                 raise NoConfigError(
-                    f"{repo_id} @ {sha[:7]} has no config.json: it looks like a GGUF-only repo ({shown}). "
-                    "The calculator needs the original model's config: enter the base model's Hub id "
-                    "(see the model card's 'base_model'), or give its config.json to manage.py estimate --config PATH.",
-                    gguf_files=gguf,
-                )
-            raise NoConfigError(
-                f"{repo_id} @ {sha[:7]} has no config.json, so it is not a Transformers-format model vLLM can "
-                "load. Enter the Hub id of a model with a config.json or upload one.",
-                gguf_files=[],
-            )
+                    head + " in the model field.", gguf_files=gguf,
+                    cli_message=head + " as --model, or give its config.json to manage.py estimate or "
+                    "check_compat with --config PATH.")
+            head = (f"{repo_id} @ {sha[:7]} has no config.json, so it is not a Transformers-format model vLLM can "
+                    "load. Enter the Hub id of a model with a config.json")
+            raise NoConfigError(head + " in the model field.", gguf_files=[],
+                                cli_message=head + " as --model, or give a config.json to manage.py estimate or "
+                                "check_compat with --config PATH.")
         config = self._get_json(repo_id, rev.revision, sha, "config.json")
         notes, remote_code, multimodal = describe_config(config, siblings=rev.siblings)
         if rev.gated:

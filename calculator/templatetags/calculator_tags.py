@@ -84,8 +84,9 @@ def duration_ms(value) -> str:
 @register.filter
 def sig(value, digits=2) -> str:
     """A model's estimate to ``digits`` significant figures, with thousands separators: ``1234.5`` ->
-    ``1,200``, ``12.345`` -> ``12``, ``0.01234`` -> ``0.012``. For figures the model cannot know to more
-    digits (the uncalibrated roofline speed prediction)."""
+    ``1,200``, ``12.345`` -> ``12``, ``0.01234`` -> ``0.012``, ``635.0`` -> ``640`` (half up,
+    :func:`calculator.engine.figures.sig_text`). For figures the model cannot know to more digits (the uncalibrated
+    roofline speed prediction)."""
     if value is None or isinstance(value, bool):
         return "—" if value is None else str(value)
     try:
@@ -93,13 +94,9 @@ def sig(value, digits=2) -> str:
         digits = int(digits)
     except (TypeError, ValueError):
         return str(value)
-    if x == 0 or x != x:
-        return f"{x:g}"
-    from math import floor, log10
+    from calculator.engine.figures import sig_text
 
-    rounded = round(x, digits - 1 - floor(log10(abs(x))))
-    decimals = max(0, digits - 1 - floor(log10(abs(rounded))))
-    return f"{rounded:,.{decimals}f}"
+    return sig_text(x, digits)  # the one rule (half up on the decimal) the JSON's figures and the link preview use
 
 
 @register.filter

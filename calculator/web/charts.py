@@ -76,14 +76,17 @@ def speedup_chart_for(spec: Any) -> dict[str, Any]:
 
 
 def speedup_concurrency_chart_spec(curves: dict[int, list[tuple[int, float]]], *, k: int, concurrency: int | None,
-                                   method: str, width: int | str = "container", height: int = 260) -> dict[str, Any]:
+                                   method: str, width: int | str = "container", height: int = 260,
+                                   clients: int | None = None) -> dict[str, Any]:
     """Speedup against the number of concurrent requests, one line per ``num_speculative_tokens``.
 
     Args:
         curves: ``{k: [(concurrency, speedup), ...]}`` (``SpecResult.speedup_vs_concurrency``: the same cost
             and acceptance model at each concurrency of the grid), concurrency >= 1.
         k: the configured ``num_speculative_tokens`` (its line is drawn thicker).
-        concurrency: the configured concurrency (a vertical rule), or ``None``.
+        concurrency: the configured concurrency (a vertical rule), or ``None``; where the server runs fewer of the
+            clients at once, the requests it runs (the curve ends at the server's limit) and ``clients`` the configured
+            number (the rule's data then carries ``clients``).
         method: the speculative method, for the title.
 
     Returns a Vega-Lite v5 spec: a log-scale concurrency axis, a line per k, a dashed rule at speedup 1
@@ -106,7 +109,10 @@ def speedup_concurrency_chart_spec(curves: dict[int, list[tuple[int, float]]], *
          "encoding": {"y": {"field": "speedup", "type": "quantitative"}}},
     ]
     if concurrency:
-        layers.append({"name": "configured_concurrency", "data": {"values": [{"concurrency": concurrency}]},
+        point = {"concurrency": concurrency}
+        if clients is not None and clients != concurrency:
+            point["clients"] = clients
+        layers.append({"name": "configured_concurrency", "data": {"values": [point]},
                        "mark": {"type": "rule", "color": "#555"},
                        "encoding": {"x": {"field": "concurrency", "type": "quantitative"}}})
     return {"$schema": VEGA_LITE_SCHEMA,
@@ -117,11 +123,14 @@ def speedup_concurrency_chart_spec(curves: dict[int, list[tuple[int, float]]], *
 
 def speedup_concurrency_chart_for(spec: Any, concurrency: int | None) -> dict[str, Any] | None:
     """:func:`speedup_concurrency_chart_spec` from a ``SpecResult``; ``None`` when it has no curves (no
-    acceptance figure)."""
+    acceptance figure). The curve ends at the speculative server's limit (``SpecResult.concurrency_limit``); more
+    clients than that are marked where the server runs them, at the limit."""
     if not spec.speedup_vs_concurrency:
         return None
+    limit = getattr(spec, "concurrency_limit", None)
+    running = min(concurrency, limit) if concurrency and limit else concurrency
     return speedup_concurrency_chart_spec(spec.speedup_vs_concurrency, k=spec.num_speculative_tokens,
-                                          concurrency=concurrency, method=spec.method)
+                                          concurrency=running, method=spec.method, clients=concurrency)
 
 
 def _layer_values(spec: dict[str, Any], name: str) -> list[dict[str, Any]]:
@@ -145,9 +154,10 @@ def speedup_table(spec: dict[str, Any]) -> dict[str, Any]:
 
 def speedup_concurrency_table(spec: dict[str, Any]) -> dict[str, Any]:
     """The data of :func:`speedup_concurrency_chart_spec`'s chart as a table, one row per concurrency and one
-    column per ``num_speculative_tokens``: ``{"ks": [k, ...], "configured_k": k, "rows": [{"concurrency",
-    "speedups": [speedup or None per k], "current"}, ...]}``, read from the spec itself (``current``: the
-    configured concurrency)."""
+    column per ``num_speculative_tokens``: ``{"ks": [k, ...], "configured_k": k, "clients": N or None, "rows":
+    [{"concurrency", "speedups": [speedup or None per k], "current"}, ...]}``, read from the spec itself (``current``:
+    the configured concurrency, or the requests the server runs at once of them when it runs fewer, ``clients`` then
+    being the configured number)."""
     values = _layer_values(spec, "curves")
     ks = sorted({int(v["k"].removeprefix("k=")) for v in values})
     configured_k = next((int(v["k"].removeprefix("k=")) for v in values if v["configured"]), None)
@@ -155,5 +165,6 @@ def speedup_concurrency_table(spec: dict[str, Any]) -> dict[str, Any]:
     configured = _layer_values(spec, "configured_concurrency")
     current = configured[0]["concurrency"] if configured else None
     return {"ks": ks, "configured_k": configured_k,
+            "clients": configured[0].get("clients") if configured else None,
             "rows": [{"concurrency": c, "speedups": [at.get((k, c)) for k in ks], "current": c == current}
                      for c in sorted({v["concurrency"] for v in values})]}

@@ -161,6 +161,45 @@ class Outcome:
         (:func:`speed_preview`)."""
         return preview_text(self.headline(), self.plan)
 
+    @cached_property
+    def figures(self) -> dict[str, Any] | None:
+        """The speed figures as the JSON publishes them (:func:`speed_figures`), for the page."""
+        return speed_figures(self.speed)
+
+    @property
+    def headline_itl_likely(self) -> tuple[float, float] | None:
+        """The TPOT range more likely than the headline TPOT (:func:`headline_itl_likely`)."""
+        return headline_itl_likely(self.figures)
+
+
+def speed_figures(speed: Any) -> dict[str, dict[str, Any] | None] | None:
+    """The TTFT / TPOT / output tok/s the page shows, the numbers the JSON answer publishes: ``{"plain": {"ttft_ms",
+    "itl_ms", "output_tokens_per_s"}, "spec": {...} or None}``. A vLLM / SGLang ``SpeedResult`` publishes them to
+    three significant digits (:func:`calculator.engine.perf.published_speed`); another runtime's speed (llama.cpp,
+    Ollama) publishes its own figures as they are. The page's two significant figures and the link preview (which
+    reads the JSON) then round the same number with the same rule (the ``sig`` filter). ``None`` without a speed."""
+    if speed is None:
+        return None
+    from calculator.engine import perf
+
+    if isinstance(speed, perf.SpeedResult):
+        return perf.published_speed(speed)
+    keys = ("ttft_ms", "itl_ms", "output_tokens_per_s")
+    sp = getattr(speed, "spec", None)
+    return {"plain": {k: getattr(speed, k, None) for k in keys},
+            "spec": {k: getattr(sp, k, None) for k in keys} if sp is not None else None}
+
+
+def headline_itl_likely(figures: dict[str, Any] | None) -> tuple[float, float] | None:
+    """The TPOT range the answer holds more likely than its headline TPOT (the speculative server's where the headline
+    figures are its, else the plain one's; ``itl_ms_likely``: MLA attention outside the fitted runs,
+    ``calculator.engine.perf.MLA_LAYER_US``), or ``None``: the page, the command's table and the link preview show it
+    beside the headline figure."""
+    if not figures:
+        return None
+    which = figures.get("spec") or figures.get("plain") or {}
+    return which.get("itl_ms_likely")
+
 
 def concurrency_curve(inp: EngineInput, result: EstimateResult) -> list[dict[str, Any]]:
     """``[{"max_model_len": L, "max_concurrency": c, "kv_cache_tokens": t, "current": bool}, ...]`` for
@@ -447,6 +486,16 @@ class RuntimeOutcome:
         return self.plan.speed
 
     @cached_property
+    def figures(self) -> dict[str, Any] | None:
+        """The speed figures as the JSON publishes them (:func:`speed_figures`), for the page."""
+        return speed_figures(self.plan.speed)
+
+    @property
+    def headline_itl_likely(self) -> tuple[float, float] | None:
+        """The TPOT range more likely than the headline TPOT (:func:`headline_itl_likely`)."""
+        return headline_itl_likely(self.figures)
+
+    @cached_property
     def speedup_concurrency_chart(self):
         """The speedup-vs-concurrency chart (one line per num_speculative_tokens) of the speculative answer, as the vLLM
         page draws it (:func:`calculator.web.charts.speedup_concurrency_chart_for`); None without one."""
@@ -547,8 +596,11 @@ def speed_preview(plan: Plan) -> str:
     w = workload_params(plan.request)
     who = (f"{w['burst']:,} prompts at once" if w["burst"] else
            f"{w['request_rate']:g} requests/s" if w["request_rate"] is not None else f"{w['concurrency']:,} in flight")
+    likely = headline_itl_likely(speed_figures(plan.speed))  # a range held more likely than the TPOT: beside it
+    tpot = f"TPOT {sig(f['itl_ms'])} ms" + (f" (a best case; MLA: {sig(likely[0])}–{sig(likely[1])} ms likely)"
+                                            if likely else "")
     figures = ", ".join([*([f"TTFT {duration_ms(f['ttft_ms'])}"] if f.get("ttft_ms") is not None else []),
-                         f"TPOT {sig(f['itl_ms'])} ms", f"{sig(f['output_tokens_per_s'])} output tok/s"])
+                         tpot, f"{sig(f['output_tokens_per_s'])} output tok/s"])
     text = f"Speed (prompt {w['prompt_len']:,}, output {w['output_len']:,}, {who}): {figures}"
     spec = plan.request.speculative_config
     if spec is None:

@@ -45,8 +45,9 @@ def render_runtime_table(mem, info: dict, speed: dict | None = None, verdict=Non
         plain = " (without speculation)" if info.get("speculative") and not with_spec else ""
         if speed.get("ttft_ms") is not None:
             lines.append(f"Predicted TTFT: {speed['ttft_ms']:.1f} ms ({at}){plain}")
-        lines += [f"Predicted time per output token: {speed['itl_ms']:.2f} ms{plain}",
-                  f"Predicted output throughput: {speed['output_tokens_per_s']:,.0f} tok/s{plain}"]
+        lines += [f"Predicted time per output token: {speed['itl_ms']:.2f} ms{plain}{_likely_text(speed)}",
+                  f"Predicted output throughput: {speed['output_tokens_per_s']:,.0f} tok/s{plain}"
+                  + (" (a best case, as the TPOT)" if speed.get("itl_ms_likely") else "")]
         acc_src = acceptance_source(speed)
         if speed.get("spec_speedup") is not None:
             be = speed["break_even_acceptance_rate"]
@@ -60,8 +61,7 @@ def render_runtime_table(mem, info: dict, speed: dict | None = None, verdict=Non
                             + (" (no k pays: serve without speculation)" if speed["best_num_speculative_tokens"] == 0
                                else "")
                             if speed.get("best_num_speculative_tokens") is not None else "")
-                         + (f"; stops paying above {speed['spec_stops_paying_above_concurrency']} concurrent requests"
-                            if speed.get("spec_stops_paying_above_concurrency") is not None else ""))
+                         + _stops_paying_text("; ", speed))
         elif info.get("speculative"):
             be = speed.get("break_even_acceptance_rate")
             lines.append(f"With speculative decoding: speedup not predicted ({acc_src}); "
@@ -128,8 +128,9 @@ def render_table(res: EstimateResult, info: dict, speed: dict | None = None, ver
         base_only = speculative and not speed.get("speed_with_speculation")  # speculation without an acceptance
         also = " (without speculation: its speedup needs --acceptance-rate)" if base_only else ""
         rows += [("Predicted TTFT", f"{speed['ttft_ms']:.1f} ms ({at})"),
-                 ("Predicted ITL (TPOT)", f"{speed['itl_ms']:.2f} ms per output token{also}"),
-                 ("Predicted output throughput", f"{speed['output_tokens_per_s']:,.0f} tok/s{also}")]
+                 ("Predicted ITL (TPOT)", f"{speed['itl_ms']:.2f} ms per output token{also}{_likely_text(speed)}"),
+                 ("Predicted output throughput", f"{speed['output_tokens_per_s']:,.0f} tok/s{also}"
+                  + (" (a best case, as the TPOT)" if speed.get("itl_ms_likely") else ""))]
         if speed.get("efficiency_label"):
             rows.append(("  efficiency", speed.get("efficiency_precision")
                          or perf.PRECISION.get(speed["efficiency_label"], perf.PRECISION["assumed"])))
@@ -146,9 +147,11 @@ def render_table(res: EstimateResult, info: dict, speed: dict | None = None, ver
                              + " at this concurrency"
                              + (" (no k pays: serve without speculation)"
                                 if speed["best_num_speculative_tokens"] == 0 else "")))
-            if speed.get("spec_stops_paying_above_concurrency") is not None:
+            if speed.get("spec_stops_paying_above_concurrency"):
                 rows.append(("  stops paying above", f"{speed['spec_stops_paying_above_concurrency']} concurrent "
                                                      "requests"))
+            elif speed.get("spec_speedup") is not None and _stops_paying_text("", speed):
+                rows.append(("  where it stops paying", _stops_paying_text("", speed)))
     if speed and speed.get("serve_argv"):
         rows.append(("Command", shlex.join(speed["serve_argv"])))
     if verdict is not None:
@@ -170,6 +173,39 @@ def acceptance_source(speed: dict) -> str:
     return (speed.get("speed_sources") or {}).get("acceptance_rate") or speed.get("acceptance_source") or ""
 
 
+def _likely_text(speed: dict) -> str:
+    """``: a best case, 9.46-12.9 ms more likely (...)`` when the answer holds a TPOT range more likely than its headline
+    figure (``itl_ms_likely``: MLA attention outside the fitted runs, ``speed_sources['itl_ms.mla_likely']``), else
+    ``""``."""
+    likely = speed.get("itl_ms_likely")
+    if not likely:
+        return ""
+    return (f": a best case, {likely[0]:.3g}-{likely[1]:.3g} ms more likely (MLA attention, outside the runs the speed "
+            "was fitted on: see the note)")
+
+
+def _limit_text(speed: dict) -> str:
+    """`` up to the server's limit of N`` when the answer carries the speculative server's limit, else ``""``."""
+    limit = speed.get("spec_concurrency_limit")
+    return f" up to the server's limit of {limit}" if limit else ""
+
+
+def _stops_paying_text(sep: str, speed: dict | None = None) -> str:
+    """Where speculation stops paying, as one clause after ``sep`` (``""`` without a figure): ``stops paying above N
+    concurrent requests``, ``pays at no concurrency`` or, when it still pays at the most requests the speculative
+    server runs at once (``spec_concurrency_limit``, :func:`calculator.engine.perf.spec_concurrency_limit`), ``does not
+    stop paying up to the server's limit of N concurrent requests (why)``."""
+    stop = (speed or {}).get("spec_stops_paying_above_concurrency")
+    if stop:
+        return f"{sep}stops paying above {stop} concurrent requests"
+    if stop == 0:
+        return f"{sep}pays at no concurrency{_limit_text(speed)}"
+    if (speed or {}).get("spec_concurrency_limit"):
+        return (f"{sep}does not stop paying up to the server's limit of {speed['spec_concurrency_limit']} concurrent "
+                f"requests ({speed['spec_concurrency_limit_reason']})")
+    return ""
+
+
 def _speedup_text(speed: dict) -> str:
     """``1.04x (range 0.90-1.18, slowdown possible)`` from an answer's speculative keys; ``unknown`` without one."""
     sp, lo, hi = speed.get("spec_speedup"), speed.get("spec_speedup_low"), speed.get("spec_speedup_high")
@@ -180,6 +216,20 @@ def _speedup_text(speed: dict) -> str:
         level = speed.get("spec_slowdown")
         out += f" (range {lo:.2f}-{hi:.2f}" + (f", slowdown {level}" if level else "") + ")"
     return out
+
+
+def _text_only(plan, payload: dict) -> dict:
+    """What the table says beyond the JSON keys (which stay fixed): the speculative server's concurrency limit
+    (``spec_concurrency_limit`` and its reason) and the TPOT range more likely than the headline figure
+    (``itl_ms_likely``, of the server the headline figures describe, as the page shows it)."""
+    from calculator.web.results import speed_figures
+
+    spec = getattr(plan.speed, "spec", None)
+    figures = speed_figures(plan.speed) if payload.get("itl_ms") is not None else None
+    which = (figures or {}).get("spec" if payload.get("speed_with_speculation") else "plain") or {}
+    return {"spec_concurrency_limit": getattr(spec, "concurrency_limit", None),
+            "spec_concurrency_limit_reason": getattr(spec, "concurrency_limit_reason", None),
+            "itl_ms_likely": which.get("itl_ms_likely")}
 
 
 class Command(OneLineErrors, BaseCommand):
@@ -213,6 +263,7 @@ class Command(OneLineErrors, BaseCommand):
             info = {"model": plan.model.repo_id, "sha": plan.model.sha, "source": plan.model.source,
                     "notes": list(plan.model.notes), "layout": request.layout,
                     "speculative": request.speculative_config is not None}
-            self.stdout.write(render_table(plan.memory, info, {**payload, **kw}, plan.verdict))
+            self.stdout.write(render_table(plan.memory, info, {**payload, **kw, **_text_only(plan, payload)},
+                                           plan.verdict))
         if plan.verdict.exit_status and options["format"] == "table":
             raise verdict_exit(plan.verdict.status, plan.verdict.headline, plan.verdict.exit_status)
