@@ -1009,7 +1009,8 @@ class LlamaCpp:
             multi = {} if mg.n_gpus == 1 or mg.split_mode == "none" else dict(
                 n_gpus=mg.n_gpus, split_mode=mg.split_mode, tensor_split=mg.tensor_split)
             base = llama_speed(memory.meta, memory.plan, gpu, prompt_len=kw["prompt_len"], output_len=kw["output_len"],
-                               concurrency=kw["concurrency"], runtime_label=self.label, **multi,
+                               concurrency=kw["concurrency"], n_ubatch=memory.plan.n_ubatch,
+                               runtime_label=self.label, **multi,
                                **self.queue_words())
             if spec is not None:
                 base.spec = spec_speed(memory.meta, memory.plan, draft.meta, draft.plan, gpu,
