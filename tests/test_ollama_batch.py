@@ -269,3 +269,100 @@ def test_the_cited_lines_say_what_the_rules_read():
             assert 'params = append(params, "-b", strconv.Itoa(opts.NumBatch), "-ub", strconv.Itoa(opts.NumBatch))' \
                 in "\n".join(ls[a - 1:b]), tag
     assert checked > 500
+
+
+# ---------------------------------------------------------------- the plan follows the batch Ollama picks
+
+LLAMA8B_GGUF = {"model": "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "gguf_file": "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf",
+                "runtime": "ollama", "gpu": "RTX 4090"}
+#: Llama-3.1-8B: vocab 128256, hidden 4096; Ollama's prediction is the file (the Hub page's 4.92 GB, to 10 MB) + an f16
+#: KV cache of 2 x 32 layers x 8 KV heads x (4096 / 32) x cells x 2 B; an RTX 4090 is 23.64 GiB (the catalog)
+RTX4090 = round(23.64 * GiB)
+
+
+def _predicted(cells: int) -> tuple[float, float]:
+    kv = 2 * 32 * 8 * 128 * cells * 2
+    return 4.915e9 + kv, 4.925e9 + kv
+
+
+def _logits_and_hidden(ubatch: int) -> float:
+    """The Llama-3.1-8B compute buffer on the GPU with flash attention: logits 128256 x T x 4 B + 2 hidden states
+    2 x 4096 x T x 4 B, in MiB."""
+    return round((128256 * ubatch * 4 + 2 * 4096 * ubatch * 4) / MiB, 2)
+
+
+@pytest.fixture
+def _offline(db, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def test_ollama_0_32_15_picks_2048_for_65536_cells_on_an_rtx_4090(client, _offline):
+    """65,536 cells > 32,768: start at 2048. The prediction is at most 4.925 GB + 8 GiB = 13.52 GB, within 60% of
+    23.64 GiB (15.23 GB), and 80% of it (20.31 GB) minus the prediction is 6.79 GB >= 2 GiB: 2048 stays. Ollama
+    passes -b 2048 -ub 2048, so llama.cpp reserves its graph for 2048 tokens: 128256 x 2048 x 4 + 2 x 4096 x 2048 x 4
+    B = 1066 MiB on CUDA0 (512 tokens would be 266.5)."""
+    lo, hi = _predicted(65536)
+    assert 65536 > 32768 and hi <= RTX4090 * 60 // 100 and 2 * GiB <= RTX4090 * 80 // 100 - hi
+    body = client.get("/api/estimate", LLAMA8B_GGUF | {"ctx_size": "65536"}).json()
+    assert body["ollama"]["num_batch"] == 2048 and body["ollama"]["batch"]["n_ubatch"] == 2048
+    assert body["compute_buffer_mib"]["CUDA0"] == _logits_and_hidden(2048) == 1066
+    # the answer says where it comes from: the sources (JSON), a row (page, text) and a note
+    src = body["ollama"]["sources"]["num_batch"]
+    assert "picks 2048" in src and "server/sched.go:797-915" in src and "llm/llama_server.go:581-594" in src
+    assert "23.64 GiB" in src and "idle GPU" in src
+    assert any(n.startswith("num_batch 2048 (-b 2048 -ub 2048 to llama-server") for n in body["notes"])
+    # the prefill runs in passes of 2048 tokens
+    assert "n_ubatch = 2048" in body["speed"]["sources"]["prefill"]
+    page = client.get("/", LLAMA8B_GGUF | {"ctx_size": "65536"}, follow=True).content.decode()
+    assert "Ollama num_batch" in page and "-b 2048 -ub 2048" in page
+
+
+def test_the_headroom_brings_2048_down_to_1024_and_512(client, _offline):
+    """98,304 cells start at 2048, but the prediction (>= 4.915 GB + 12 GiB = 17.80 GB) is above 60% of 23.64 GiB
+    (15.23 GB); it is within 75% (19.04 GB) and 80% (20.31 GB) minus at most 17.81 GB leaves 2.49 GB >= 768 MiB:
+    1024. At 131,072 cells the prediction (>= 22.09 GB) is above 80%: 512."""
+    lo, hi = _predicted(98304)
+    assert lo > RTX4090 * 60 // 100 and hi <= RTX4090 * 75 // 100 and 768 * MiB <= RTX4090 * 80 // 100 - hi
+    body = client.get("/api/estimate", LLAMA8B_GGUF | {"ctx_size": "98304"}).json()
+    assert body["ollama"]["num_batch"] == 1024 and body["compute_buffer_mib"]["CUDA0"] == _logits_and_hidden(1024)
+    assert _predicted(131072)[0] > RTX4090 * 80 // 100
+    body = client.get("/api/estimate", LLAMA8B_GGUF | {"ctx_size": "131072"}).json()
+    assert body["ollama"]["num_batch"] == 512 and body["compute_buffer_mib"]["CUDA0"] == _logits_and_hidden(512)
+
+
+def test_256_without_flash_attention_on_an_8_gib_cuda_gpu(client, _offline):
+    """OLLAMA_FLASH_ATTENTION=0 (flash_attn off) on an RTX 4060 (7.64 GiB <= 8 GiB) with 8,192 cells (> 4,096): 256
+    (constrainedCUDAWithoutFlashAttention). Llama-3.2-1B (hidden 2048, 32 heads) then reserves on CUDA0 the
+    attention scores f32 8192 x 256 x 32 x 4 B = 256 MiB + the f32 mask 8192 x 256 x 4 B = 8 MiB + 6 hidden-sized
+    tensors 6 x 2048 x 256 x 4 B = 12 MiB = 276 MiB."""
+    body = client.get("/api/estimate", {"model": "bartowski/Llama-3.2-1B-Instruct-GGUF", "runtime": "ollama",
+                                        "gguf_file": "Llama-3.2-1B-Instruct-Q8_0.gguf", "gpu": "RTX 4060",
+                                        "flash_attn": "off", "ctx_size": "8192"}).json()
+    assert body["ollama"]["num_batch"] == 256 and "OLLAMA_FLASH_ATTENTION=0" in body["ollama"]["sources"]["num_batch"]
+    assert body["compute_buffer_mib"]["CUDA0"] == round((8192 * 256 * 32 * 4 + 8192 * 256 * 4 + 6 * 2048 * 256 * 4)
+                                                        / MiB, 2) == 276
+
+
+def test_before_0_30_and_on_the_cpu(client, _offline):
+    """Ollama 0.24.0's llama.cpp runner: n_ubatch min(512, num_ctx), n_batch that x the slots. On the CPU (no GPU:
+    no free-memory figure, the headroom check passes) 0.32.15 keeps the start, 2048 for 65,536 cells."""
+    old = client.get("/api/estimate", LLAMA8B_GGUF | {"ctx_size": "65536", "ollama_release": "0.24.0",
+                                                      "parallel": "2"}).json()
+    assert (old["ollama"]["num_batch"], old["ollama"]["batch"]["n_batch"]) == (512, 1024)
+    assert old["compute_buffer_mib"]["CUDA0"] == _logits_and_hidden(512)
+    assert "llm/server.go:173-175" in old["ollama"]["sources"]["num_batch"]
+    cpu = client.get("/api/estimate", LLAMA8B_GGUF | {"ctx_size": "65536", "gpu": "CPU"}).json()
+    assert cpu["ollama"]["num_batch"] == 2048 and cpu["compute_buffer_mib"]["CPU"] == _logits_and_hidden(2048)
+    assert "no GPU" in cpu["ollama"]["sources"]["num_batch"]
+
+
+def test_an_unknown_file_size_is_said_and_the_buffers_are_an_upper_bound(client, _offline):
+    """A repo without GGUF files (Qwen/Qwen3-8B): no model file size, so Ollama's prediction is known only from
+    below; 32,768 cells (the RTX 4090's default context, >= 23 GiB) start at 1024, which holds at the KV cache
+    alone (2 x 36 x 8 x 128 x 32768 x 2 B = 4.5 GiB), and a large enough file would give 512: the plan takes 1024
+    and says the choice is not modelled exactly."""
+    body = client.get("/api/estimate", {"model": "Qwen/Qwen3-8B", "runtime": "ollama", "gpu": "RTX 4090"}).json()
+    b = body["ollama"]["batch"]
+    assert (b["num_batch"], b["num_batch_low"], b["determined"]) == (1024, 512, False)
+    assert "not modelled exactly" in body["ollama"]["sources"]["num_batch"]
+    assert b["predicted_vram_gib"] == [round(2 * 36 * 8 * 128 * 32768 * 2 / GiB, 2), None]
