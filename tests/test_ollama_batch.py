@@ -366,3 +366,18 @@ def test_an_unknown_file_size_is_said_and_the_buffers_are_an_upper_bound(client,
     assert (b["num_batch"], b["num_batch_low"], b["determined"]) == (1024, 512, False)
     assert "not modelled exactly" in body["ollama"]["sources"]["num_batch"]
     assert b["predicted_vram_gib"] == [round(2 * 36 * 8 * 128 * 32768 * 2 / GiB, 2), None]
+
+
+@pytest.mark.parametrize("release, fa, num_batch", [("0.31.1", "off", 512), ("0.31.2", "auto", 1024)])
+def test_a_pascal_gpu_without_flash_attention_before_0_31_2(client, _offline, release, fa, num_batch):
+    """A Tesla P40 (compute 6.1): ml.FlashAttentionSupported wants CUDA compute >= 7 up to v0.31.1 and >= 6 from
+    v0.31.2, so Ollama 0.31.1 passes --flash-attn off (llm/llama_server.go appendFlashAttentionArgs) and, flash
+    attention disabled on CUDA, num_batch 512; 0.31.2 passes --flash-attn auto and the automatic rule gives 1024 for
+    16,384 cells (a ~6.6 GiB prediction is well within 75% of 23.75 GiB)."""
+    body = client.get("/api/estimate", LLAMA8B_GGUF | {"gpu": "Tesla P40", "ctx_size": "16384",
+                                                       "ollama_release": release}).json()
+    assert body["ollama"]["flash_attention"] == body["resolved"]["flash_attn"] == fa  # the plan's -fa
+    assert body["ollama"]["num_batch"] == num_batch
+    assert "ml/device.go:571-600" in body["ollama"]["sources"]["flash_attention"]
+    if fa == "off":
+        assert any(n.startswith("flash attention off: OLLAMA_FLASH_ATTENTION unset") for n in body["notes"])

@@ -1127,9 +1127,39 @@ class Ollama(LlamaCpp):
         out = {"n_ctx": d.kv_size, "n_seq_max": d.num_parallel, "cache_type_k": d.kv_cache_type,
                "cache_type_v": request.cache_type_v or d.kv_cache_type, "flash_attn": d.flash_attention,
                "ollama": d.model_dump()}
+        if ollama_rule(request.ollama_release).engine_required is None:
+            self._flash_attention(request, gpu, out)
         if meta is not None:
             self._batch(request, gpu, meta, out, listing, gguf_file)
         return out
+
+    def _flash_attention(self, request, gpu: GPU, st: dict[str, Any]) -> None:
+        """Ollama 0.30+ passes ``--flash-attn on|off|auto`` to llama-server (llm/llama_server.go
+        appendFlashAttentionArgs / LlamaServerFlashAttention): OLLAMA_FLASH_ATTENTION when set (the command sets it
+        on for a quantized KV cache, :meth:`fa_env`), else ``off`` when a GPU does not support it
+        (ml.FlashAttentionSupported: CUDA below compute 7.0 before 0.31.2, below 6.0 from it, or 7.2), else
+        ``auto``. Into ``st["flash_attn"]`` (the plan's -fa) and the ``ollama`` dict with its source."""
+        from . import ollama as og
+
+        d, rel = st["ollama"], request.ollama_release
+        env = self.fa_env(request, d["kv_cache_type"])
+        device = device_of(gpu, request.llamacpp_backend)
+        src = og.cite(rel, "ls.fa", "ls.fa_args", "device.fa")
+        if env is not None:
+            fa = "on" if env else "off"
+            why = (f"OLLAMA_FLASH_ATTENTION={int(env)}" + ("" if request.flash_attn in ("on", "off") else
+                                                        f" (the command sets it: a {d['kv_cache_type']} KV cache "
+                                                        "needs flash attention)") + f": --flash-attn {fa}")
+        else:
+            ok = og.flash_attention_supported(device, gpu.compute_capability, rel)
+            fa = "off" if ok is False else "auto"
+            why = ("OLLAMA_FLASH_ATTENTION unset and " + (
+                f"Ollama {rel} takes this GPU (compute {gpu.compute_capability}) for one without flash attention: "
+                "--flash-attn off" if ok is False else
+                "this GPU's compute capability not known: taken as supported, --flash-attn auto" if ok is None else
+                "every GPU supports it: --flash-attn auto, which llama.cpp resolves per model and backend"))
+        d["flash_attention"] = st["flash_attn"] = fa
+        d["sources"]["flash_attention"] = f"{why} ({src})"
 
     @staticmethod
     def fa_env(request, kv_cache_type: str) -> bool | None:
@@ -1225,6 +1255,8 @@ class Ollama(LlamaCpp):
         eng = ollama_engine(arch, request.ollama_release)
         mem.ollama["release"] = request.ollama_release
         mem.ollama["engine"] = eng.to_json()
+        if eng.runner == "llama-server" and d["flash_attention"] != (request.flash_attn or "auto"):
+            mem.plan.notes.append(f"flash attention {d['flash_attention']}: {d['sources']['flash_attention']}")
         if "num_batch" in d:
             p, b = mem.plan, d["batch"]
             head = (f"-b {b['n_batch']} -ub {b['n_ubatch']} to llama-server" if eng.runner == "llama-server" else
