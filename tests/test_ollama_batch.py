@@ -381,3 +381,34 @@ def test_a_pascal_gpu_without_flash_attention_before_0_31_2(client, _offline, re
     assert "ml/device.go:571-600" in body["ollama"]["sources"]["flash_attention"]
     if fa == "off":
         assert any(n.startswith("flash attention off: OLLAMA_FLASH_ATTENTION unset") for n in body["notes"])
+
+
+@pytest.fixture
+def _as_qwen3vl(monkeypatch):
+    """The plan's GGUF metadata reads general.architecture = qwen3vl (a Qwen3-VL GGUF's text model has Qwen3's
+    attention; llama.cpp lays out its KV cache as a plain one, memory.PLAIN_ARCHS)."""
+    from calculator.runtimes.llamacpp.runtime import LlamaCpp
+
+    real = LlamaCpp.meta
+
+    def meta(self, *a, **kw):
+        m, src = real(self, *a, **kw)
+        return m.model_copy(update={"architecture": "qwen3vl"}), src
+
+    monkeypatch.setattr(LlamaCpp, "meta", meta)
+
+
+@pytest.mark.parametrize("release", ["0.32.15", "0.21.0"])
+def test_a_one_slot_family_is_planned_with_one_slot(client, _offline, _as_qwen3vl, release):
+    """OLLAMA_NUM_PARALLEL 4 with a qwen3vl model: Ollama loads it with one slot (server/sched.go:497-508 at v0.32.15,
+    :412-422 at v0.21.0), so the KV cache holds num_ctx x 1 cells: 36 layers x 8192 x 8 KV heads x 128 x 2 (K, V) x
+    2 B = 1152 MiB (Qwen3-8B's shapes), and the answer says why."""
+    body = client.get("/api/estimate", {"model": "Qwen/Qwen3-8B", "runtime": "ollama", "gpu": "RTX 4090",
+                                        "ctx_size": "8192", "parallel": "4", "ollama_release": release}).json()
+    o = body["ollama"]
+    assert (o["num_parallel"], o["num_parallel_requested"]) == (1, 4)
+    assert "server/sched.go:" + ("497-508" if release == "0.32.15" else "412-422") in o["sources"]["num_parallel"]
+    assert any(n.startswith("1 slot, not the 4 asked") for n in body["notes"])
+    if release == "0.32.15":  # llama-server (before 0.30 qwen3vl runs on Ollama's own engine, not transcribed)
+        assert body["n_seq_max"] == 1 and body["kv_cache_mib"] == 36 * 8192 * 8 * 128 * 2 * 2 / MiB == 1152
+        assert "OLLAMA_NUM_PARALLEL=1" in body["serve_argv"]

@@ -233,6 +233,9 @@ class LlamaCppMemory(BaseModel):
         rows = [("Ollama engine", f"{eng['runner']} ({eng['engine']}) in Ollama {eng['release']}: {eng['why']}",
                  f"{eng['rule']}: {eng['source']}")]
         b = self.ollama.get("batch")
+        if self.ollama["num_parallel"] < self.ollama.get("num_parallel_requested", 0):
+            rows.append(("Ollama slots (OLLAMA_NUM_PARALLEL)", f"{self.ollama['num_parallel']} (asked "
+                         f"{self.ollama['num_parallel_requested']})", self.ollama["sources"]["num_parallel"]))
         if b is not None:
             rows.append(("Ollama num_batch", f"{b['num_batch']}" + ("" if b["determined"] else
                                                                     f" (at most; {b['num_batch_low']} at least)")
@@ -1117,6 +1120,15 @@ class Ollama(LlamaCpp):
                             num_parallel=request.parallel,
                             kv_cache_type=request.cache_type_k,
                             flash_attention=None if request.flash_attn in (None, "auto") else request.flash_attn == "on")
+        asked = d.num_parallel
+        if meta is not None:  # embedding models and some families get one slot (server/sched.go load)
+            from .ollama import is_embedding, ollama_num_parallel
+
+            n, why = ollama_num_parallel(meta.architecture, embedding=is_embedding(meta), requested=asked,
+                                         release=request.ollama_release)
+            if n != asked:
+                d = d.model_copy(update={"num_parallel": n, "kv_size": d.num_ctx * n, "sources": d.sources | {
+                    "num_parallel": f"OLLAMA_NUM_PARALLEL {asked}, but one slot: {why}"}})
         train = meta.n_ctx_train if meta is not None else 0
         if train and d.num_ctx > train:
             # num_ctx stays the setting (what OLLAMA_CONTEXT_LENGTH reproduces); the runner gets the cut one
@@ -1126,7 +1138,7 @@ class Ollama(LlamaCpp):
                                                              f"{d.num_parallel} ({OLLAMA_CTX_CUT_SRC})"}})
         out = {"n_ctx": d.kv_size, "n_seq_max": d.num_parallel, "cache_type_k": d.kv_cache_type,
                "cache_type_v": request.cache_type_v or d.kv_cache_type, "flash_attn": d.flash_attention,
-               "ollama": d.model_dump()}
+               "ollama": d.model_dump() | {"num_parallel_requested": asked}}
         if ollama_rule(request.ollama_release).engine_required is None:
             self._flash_attention(request, gpu, out)
         if meta is not None:
@@ -1247,6 +1259,10 @@ class Ollama(LlamaCpp):
                 f"}}, {OLLAMA_CTX_CUT_SRC}), so the KV cache holds {d['kv_size']:,} cells"
                 + (f" ({used:,} x OLLAMA_NUM_PARALLEL {d['num_parallel']})" if d["num_parallel"] > 1 else "")
                 + f" and the command sets OLLAMA_CONTEXT_LENGTH={used}, the context Ollama uses")
+        if d["num_parallel"] < d["num_parallel_requested"]:
+            mem.plan.notes.append(f"{d['num_parallel']} slot, not the {d['num_parallel_requested']} asked: "
+                                  f"{d['sources']['num_parallel']}; the KV cache, the speed and the command "
+                                  f"(OLLAMA_NUM_PARALLEL={d['num_parallel']}) are for that")
         arch = mem.meta.architecture if mem.meta is not None else mem.plan.architecture
         try:
             rule = ollama_rule(request.ollama_release)
