@@ -201,6 +201,7 @@ MARKERS = {
     "ls.emb_size": ("func embeddingBatchSize", "}"),
     "ls.argv": ('"-c", strconv.Itoa(launch.opts.NumCtx * launch.numParallel)', "params = appendBatchArgs("),
     "routes.auto": ("func usesAutomaticNumBatch", "}"),
+    "routes.auto_ctx": ("func usesAutomaticNumCtx", "}"),
     "routes.numBatchAuto": ("numBatchAuto := usesAutomaticNumBatch", None),
     "device.fa": ("func FlashAttentionSupported", "}"),
     "server.cut": ("trainCtx := f.KV().ContextLength()", "}"),
@@ -412,3 +413,25 @@ def test_a_one_slot_family_is_planned_with_one_slot(client, _offline, _as_qwen3v
     if release == "0.32.15":  # llama-server (before 0.30 qwen3vl runs on Ollama's own engine, not transcribed)
         assert body["n_seq_max"] == 1 and body["kv_cache_mib"] == 36 * 8192 * 8 * 128 * 2 * 2 / MiB == 1152
         assert "OLLAMA_NUM_PARALLEL=1" in body["serve_argv"]
+
+
+def test_the_oom_retry_is_noted_where_it_applies(client, _offline):
+    """An RTX 4090 (23.64 GiB >= 23) gets Ollama's automatic num_ctx 32,768. Were the load to fail out of memory,
+    Ollama 0.32.15 would retry once with num_ctx nextLowerAutoNumCtx(32768) = 4096 (32,768 is not above 32,768) and
+    pick the batch again: 4,096 cells -> 512. Llama-3.1-70B without a GGUF file only "depends" here, so the answer
+    says so; a plan that simply fits carries it in the JSON only; a context given (OLLAMA_CONTEXT_LENGTH set) has no
+    such retry."""
+    body = client.get("/api/estimate", {"model": "meta-llama/Llama-3.1-70B-Instruct", "runtime": "ollama",
+                                        "gpu": "RTX 4090"}).json()
+    assert body["ollama"]["num_ctx"] == 32768 and body["verdict"] != "works"
+    r = body["ollama"]["oom_retry"]
+    assert (r["num_ctx"], r["num_batch"]) == (4096, 512) and "server/sched.go:757-783" in r["source"]
+    assert any(n.startswith("if llama-server fails to load out of memory, Ollama 0.32.15 retries once with its "
+                            "automatic context lowered to num_ctx 4,096") for n in body["notes"])
+    fits = client.get("/api/estimate", LLAMA8B_GGUF).json()
+    assert fits["verdict"] == "works" and fits["ollama"]["oom_retry"]["num_ctx"] == 4096
+    assert not any("retries once" in n for n in fits["notes"])
+    given = client.get("/api/estimate", LLAMA8B_GGUF | {"ctx_size": "32768"}).json()
+    assert given["ollama"]["oom_retry"] is None
+    old = client.get("/api/estimate", LLAMA8B_GGUF | {"ollama_release": "0.24.0"}).json()
+    assert old["ollama"]["oom_retry"] is None  # no such retry before 0.30

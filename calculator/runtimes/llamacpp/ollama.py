@@ -459,6 +459,7 @@ OLLAMA_LINES = (
         'ls.emb_default': '81-86', 'ls.emb_size': '528-537', 'routes.auto': '191-201', 'routes.numBatchAuto': '228',
         'device.fa': '571-600', 'images.pooling': '142', 'ls.fa_args': '580-589', 'ls.argv': '339-367',
         'sched.completion': '494', 'server.cut': '112-116',
+        'routes.auto_ctx': '179-189',
     }),
     OllamaLines((0, 30, 1), 'v0.30.1 (e828061b6) .. v0.30.8 (12e04379c)', {
         'sched.parallel': '493-504', 'types.NumBatch': '1111', 'sched.load_batch': '531-537',
@@ -468,6 +469,7 @@ OLLAMA_LINES = (
         'ls.emb_default': '82-87', 'ls.emb_size': '531-540', 'routes.auto': '191-201', 'routes.numBatchAuto': '228',
         'device.fa': '571-600', 'images.pooling': '163', 'ls.fa_args': '583-592', 'ls.argv': '342-370',
         'sched.completion': '494', 'server.cut': '112-116',
+        'routes.auto_ctx': '179-189',
     }),
     OllamaLines((0, 30, 9), 'v0.30.9 (0f047feef) .. v0.30.10 (e1f7f9cbd)', {
         'sched.parallel': '503-514', 'types.NumBatch': '1111', 'sched.load_batch': '541-547',
@@ -477,6 +479,7 @@ OLLAMA_LINES = (
         'ls.emb_default': '82-87', 'ls.emb_size': '534-543', 'routes.auto': '191-201', 'routes.numBatchAuto': '228',
         'device.fa': '571-600', 'images.pooling': '163', 'ls.fa_args': '586-595', 'ls.argv': '345-373',
         'sched.completion': '504', 'server.cut': '112-116',
+        'routes.auto_ctx': '179-189',
     }),
     OllamaLines((0, 30, 11), 'v0.30.11 (d26a58557) .. v0.31.1 (710292ff4)', {
         'sched.parallel': '503-514', 'types.NumBatch': '1111', 'sched.load_batch': '541-547',
@@ -486,6 +489,7 @@ OLLAMA_LINES = (
         'ls.emb_default': '82-87', 'ls.emb_size': '553-562', 'routes.auto': '191-201', 'routes.numBatchAuto': '228',
         'device.fa': '571-600', 'images.pooling': '163', 'ls.fa_args': '605-614', 'ls.argv': '364-392',
         'sched.completion': '504', 'server.cut': '112-116',
+        'routes.auto_ctx': '179-189',
     }),
     OllamaLines((0, 31, 2), 'v0.31.2 (a6293eb51) .. v0.32.1 (30c390384)', {
         'sched.parallel': '503-514', 'types.NumBatch': '1141', 'sched.load_batch': '541-547',
@@ -495,6 +499,7 @@ OLLAMA_LINES = (
         'ls.emb_default': '90-95', 'ls.emb_size': '561-570', 'routes.auto': '189-199', 'routes.numBatchAuto': '226',
         'device.fa': '571-600', 'images.pooling': '163', 'ls.fa_args': '613-622', 'ls.argv': '372-400',
         'sched.completion': '504', 'server.cut': '112-116',
+        'routes.auto_ctx': '177-187',
     }),
     OllamaLines((0, 32, 2), 'v0.32.2 (a51df8157) .. v0.32.3 (fce745fe5)', {
         'sched.parallel': '503-514', 'types.NumBatch': '1144', 'sched.load_batch': '541-547',
@@ -504,6 +509,7 @@ OLLAMA_LINES = (
         'ls.emb_default': '90-95', 'ls.emb_size': '570-579', 'routes.auto': '189-199', 'routes.numBatchAuto': '226',
         'device.fa': '571-600', 'images.pooling': '163', 'ls.fa_args': '622-631', 'ls.argv': '372-409',
         'sched.completion': '504', 'server.cut': '112-116',
+        'routes.auto_ctx': '177-187',
     }),
     OllamaLines((0, 32, 4), 'v0.32.4 (64ee2f984) .. v0.32.5 (eec8e0b94)', {
         'sched.parallel': '498-509', 'types.NumBatch': '1144', 'sched.load_batch': '536-542',
@@ -513,6 +519,7 @@ OLLAMA_LINES = (
         'ls.emb_default': '90-95', 'ls.emb_size': '570-579', 'routes.auto': '189-199', 'routes.numBatchAuto': '226',
         'device.fa': '571-600', 'images.pooling': '163', 'ls.fa_args': '622-631', 'ls.argv': '372-409',
         'sched.completion': '499', 'server.cut': '112-116',
+        'routes.auto_ctx': '177-187',
     }),
     OllamaLines((0, 32, 6), 'v0.32.6 (c82ebbd5b)', {
         'sched.parallel': '497-508', 'types.NumBatch': '1116', 'sched.load_batch': '535-541',
@@ -522,6 +529,7 @@ OLLAMA_LINES = (
         'ls.emb_default': '90-95', 'ls.emb_size': '558-567', 'routes.auto': '188-198', 'routes.numBatchAuto': '222',
         'device.fa': '571-600', 'images.pooling': '163', 'ls.fa_args': '610-619', 'ls.argv': '372-397',
         'sched.completion': '498', 'server.cut': '112-116',
+        'routes.auto_ctx': '176-186',
     }),
     OllamaLines((0, 32, 7), 'v0.32.7 (9c15f5c07) .. v0.32.9 (1d5febee1)', {
         'sched.parallel': '497-508', 'types.NumBatch': '1116', 'sched.load_batch': '535-541',
@@ -531,6 +539,7 @@ OLLAMA_LINES = (
         'ls.emb_default': '90-95', 'ls.emb_size': '559-568', 'routes.auto': '188-198', 'routes.numBatchAuto': '222',
         'device.fa': '571-600', 'images.pooling': '163', 'ls.fa_args': '611-620', 'ls.argv': '373-398',
         'sched.completion': '498', 'server.cut': '112-116',
+        'routes.auto_ctx': '176-186',
     }),
     OllamaLines((0, 32, 10), 'v0.32.10 (9a56a0e84) .. v0.32.13 (0f25c31bd)', {
         'sched.parallel': '497-508', 'types.NumBatch': '1116', 'sched.load_batch': '535-541',
@@ -540,6 +549,7 @@ OLLAMA_LINES = (
         'ls.emb_default': '90-95', 'ls.emb_size': '559-568', 'routes.auto': '188-198', 'routes.numBatchAuto': '222',
         'device.fa': '571-600', 'images.pooling': '164', 'ls.fa_args': '611-620', 'ls.argv': '373-398',
         'sched.completion': '498', 'server.cut': '112-116',
+        'routes.auto_ctx': '176-186',
     }),
     OllamaLines((0, 32, 14), 'v0.32.14 (d67ad8342)', {
         'sched.parallel': '497-508', 'types.NumBatch': '1116', 'sched.load_batch': '535-541',
@@ -549,6 +559,7 @@ OLLAMA_LINES = (
         'ls.emb_default': '92-97', 'ls.emb_size': '561-570', 'routes.auto': '188-198', 'routes.numBatchAuto': '222',
         'device.fa': '571-600', 'images.pooling': '164', 'ls.fa_args': '613-622', 'ls.argv': '375-400',
         'sched.completion': '498', 'server.cut': '112-116',
+        'routes.auto_ctx': '176-186',
     }),
     OllamaLines((0, 32, 15), 'v0.32.15 (b7871fc0d) .. v0.33.0-rc2 (fb3076099)', {
         'sched.parallel': '497-508', 'types.NumBatch': '1116', 'sched.load_batch': '535-541',
@@ -558,6 +569,7 @@ OLLAMA_LINES = (
         'ls.emb_default': '92-97', 'ls.emb_size': '561-570', 'routes.auto': '188-198', 'routes.numBatchAuto': '217',
         'device.fa': '571-600', 'images.pooling': '171', 'ls.fa_args': '613-622', 'ls.argv': '375-400',
         'sched.completion': '498', 'server.cut': '112-116',
+        'routes.auto_ctx': '176-186',
     }),
 )
 
@@ -806,4 +818,5 @@ def oom_retry(release: str, *, num_ctx: int, num_ctx_auto: bool) -> dict | None:
     new = next_lower_auto_ctx(num_ctx)
     if new is None:
         return None
-    return {"num_ctx": new, "source": cite(release, "sched.oom_call", "sched.oom_func", "sched.next_ctx")}
+    return {"num_ctx": new, "source": cite(release, "sched.oom_call", "sched.oom_func", "sched.next_ctx",
+                                           "routes.auto_ctx")}

@@ -1236,6 +1236,19 @@ class Ollama(LlamaCpp):
         d["batch"] = b.to_json()
         d["sources"]["num_batch"] = f"{b.why}{free} ({b.source})"
         st["n_batch"], st["n_ubatch"] = b.n_batch, b.n_ubatch
+        # an automatic context (OLLAMA_CONTEXT_LENGTH unset / 0): a load that fails out of memory is retried once
+        # with it lowered, and the batch picked again for it
+        retry = og.oom_retry(rel, num_ctx=d["kv_size"] // d["num_parallel"],
+                             num_ctx_auto=request.max_model_len in (None, 0))
+        if retry is not None:
+            kv2 = og.predicted_kv_bytes(meta, retry["num_ctx"] * d["num_parallel"])
+            b2 = og.ollama_batch(rel, embedding=og.is_embedding(meta), num_ctx=retry["num_ctx"],
+                                 num_parallel=d["num_parallel"], device=device,
+                                 compute_capability=gpu.compute_capability,
+                                 fa_env=self.fa_env(request, d["kv_cache_type"]), available=available,
+                                 predicted=(lo + kv2, None if hi is None else hi + kv2), file_note=why)
+            retry |= {"num_batch": b2.num_batch, "num_batch_determined": b2.determined}
+        d["oom_retry"] = retry
 
     def _compute_memory(self, request, model: LoadedModel) -> LlamaCppMemory:
         """llama.cpp's plan with Ollama's defaults, then the engine the Ollama release runs this architecture on
@@ -1306,6 +1319,7 @@ class Ollama(LlamaCpp):
             mem.plan.notes.append("the buffers and the speed shown are for every layer on the GPU, which does not fit: "
                                   "Ollama before 0.30 runs with fewer and is slower; since 0.30 llama-server's --fit "
                                   "places the layers (--ollama-release 0.30.0 or later models that)")
+        self._oom_retry_note(mem)
         return mem
 
     @staticmethod
@@ -1396,6 +1410,21 @@ class Ollama(LlamaCpp):
                              f"scheduler puts the layers, more than the {u['usable'] / GiB:.2f} GiB a model can use of "
                              f"this Mac's {u['ram'] / GiB:.2f} GiB of unified memory, which the CPU and the GPU share ("
                              f"{u['usable_rule']}). {Ollama.unified_starts_text(request)}")
+
+    @staticmethod
+    def _oom_retry_note(mem: LlamaCppMemory) -> None:
+        """Where Ollama 0.30+ would retry a load that fails out of memory (an automatic context above 4,096,
+        :func:`.ollama.oom_retry`) and the plan does not simply fit: a note with the context and batch of the
+        retry, and that the command's OLLAMA_CONTEXT_LENGTH turns the retry off."""
+        r = (mem.ollama or {}).get("oom_retry")
+        if r is None or (mem.fits and not mem.condition):
+            return
+        nb = f"{r['num_batch']}" + ("" if r["num_batch_determined"] else " at most")
+        mem.plan.notes.append(
+            f"if llama-server fails to load out of memory, Ollama {mem.ollama['release']} retries once with its "
+            f"automatic context lowered to num_ctx {r['num_ctx']:,} and num_batch picked again ({nb}) ({r['source']}); "
+            "the plan is for the first load. The command sets OLLAMA_CONTEXT_LENGTH, which makes the context not "
+            "automatic and so turns this retry off: leave it unset to keep it")
 
     def unified_starts(self, request) -> str:
         """:meth:`unified_starts_text` (the verdict's words for a Mac that cannot hold the model)."""
