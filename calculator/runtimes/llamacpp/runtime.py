@@ -1493,9 +1493,8 @@ class Ollama(LlamaCpp):
         ``LlamaCppMemory.client_argv``."""
         mem = self._memory(request, model)
         d = mem.ollama
-        fa = None if request.flash_attn in (None, "auto") else request.flash_attn == "on"
-        if d["kv_cache_type"] not in ("f16", "f32", "bf16") and fa is None:
-            fa = True  # a quantized cache needs flash attention; say so in the command instead of relying on auto
+        # a quantized cache needs flash attention: the command says so instead of relying on auto (fa_env)
+        fa = self.fa_env(request, d["kv_cache_type"])
         # the context Ollama uses: num_ctx cut to the model's training context (OLLAMA_CTX_CUT_SRC), which is what
         # the plan is for; the setting above it would start the same runner but read as a larger KV cache
         return ollama_serve_argv(num_ctx=d["kv_size"] // d["num_parallel"], num_parallel=d["num_parallel"],
