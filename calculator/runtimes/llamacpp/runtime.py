@@ -1293,7 +1293,7 @@ class Ollama(LlamaCpp):
                     if eng.engine == "llama.cpp" else f"BatchSize {b['num_batch']} to its own Go engine")
             what = ("the compute buffers" + (" and the SWA cache" if len(p.kv_caches) > 1 else "") +
                     f" and the prefill passes are for n_ubatch {p.n_ubatch}" if eng.engine == "llama.cpp" else
-                    "its sliding-window cache holds that many cells more")
+                    "a sliding-window cache of its holds that many cells more; its compute graph is not modelled")
             mem.plan.notes.append(f"num_batch {d['num_batch']} ({head}; {what}): {d['sources']['num_batch']}")
         if eng.runner == "llama-server":  # GraphSize, the pre-0.30 scheduler's estimate, is gone (9db4bdbad)
             mem.plan.notes[:] = [n for n in mem.plan.notes if not n.startswith("Ollama before 0.30")]
