@@ -121,23 +121,38 @@ LLAMA8B_GGUF = {"model": "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "gguf_file
 
 
 def test_mac_ollama_llama_8b_gets_a_definite_verdict_with_its_compute_buffers(client):
-    """Llama-3.1-8B Q4_K_M on an M3 Max 36GB with Ollama, num_ctx 16384: the Metal compute buffer is estimated by
-    hand from the config (vocab 128256, hidden 4096, n_ubatch 512, flash attention auto = on): logits
-    128256 x 512 x 4 B + 2 hidden states 2 x 4096 x 512 x 4 B = 266.5 MiB, with its stated error; the model buffers
-    and the 2 GiB KV cache leave ~20 GiB, far more than that, so the verdict is "works", not "depends"."""
+    """Llama-3.1-8B Q4_K_M on an M3 Max 36GB with Ollama, num_ctx 16384. Ollama 0.32.15 passes -b 1024 -ub 1024:
+    16,384 cells are above 4,096 (server/sched.go generationBatchForContext), and its prediction (the 4.92 GB file +
+    an f16 KV cache of 2 x 32 x 8 x 128 x 16384 x 2 B = 2 GiB, ~6.6 GiB) is within 75% of the Metal working set and
+    leaves 768 MiB under its 80%. The Metal compute buffer is then estimated by hand from the config (vocab 128256,
+    hidden 4096, flash attention auto = on): logits 128256 x 1024 x 4 B + 2 hidden states 2 x 4096 x 1024 x 4 B =
+    533 MiB, with its stated error; the model buffers and the 2 GiB KV cache leave ~19 GiB, far more than that, so
+    the verdict is "works", not "depends". Ollama 0.24.0's llama.cpp runner used n_ubatch min(512, num_ctx): 266.5
+    MiB."""
+    from calculator.engine.gpus import get_gpu, metal_working_set_bytes
+
     body = client.get("/api/estimate", LLAMA8B_GGUF | {"runtime": "ollama", "gpu": "Apple M3 Max 36GB",
                                                        "ctx_size": "16384"}).json()
-    assert body["compute_buffer_mib"]["MTL0"] == round((128256 * 512 * 4 + 2 * 4096 * 512 * 4) / 2**20, 2) == 266.5
-    # host: the KQ mask, f16 with flash attention in 0.3.36, 16384 x 512 x 2 B + token embeddings 4096 x 512 x 4 B +
-    # 3 x 512 x 4 B of ids
-    assert body["compute_buffer_mib"]["CPU"] == round((16384 * 512 * 2 + 4096 * 512 * 4 + 3 * 512 * 4) / 2**20, 2)
+    ws = metal_working_set_bytes(get_gpu("Apple M3 Max 36GB"))
+    predicted = 4.925e9 + 2 * 32 * 8 * 128 * 16384 * 2  # the Hub page's 4.92 GB, rounded up, + Ollama's f16 KV
+    assert predicted <= ws * 75 // 100 and 768 * 2**20 <= ws * 80 // 100 - predicted and 16384 <= 32768
+    assert body["ollama"]["num_batch"] == 1024 and body["ollama"]["batch"]["determined"]
+    assert "server/sched.go:797-915" in body["ollama"]["sources"]["num_batch"]
+    assert body["compute_buffer_mib"]["MTL0"] == round((128256 * 1024 * 4 + 2 * 4096 * 1024 * 4) / 2**20, 2) == 533
+    # host: the KQ mask, f16 with flash attention in 0.3.36, 16384 x 1024 x 2 B + token embeddings 4096 x 1024 x 4 B
+    # + 3 x 1024 x 4 B of ids
+    assert body["compute_buffer_mib"]["CPU"] == round((16384 * 1024 * 2 + 4096 * 1024 * 4 + 3 * 1024 * 4) / 2**20, 2)
     assert body["compute_buffer_error_mib"]["MTL0"] > 0
     assert body["verdict"] == "works", body.get("verdict_condition")
     assert any("compute buffer size" in line and "largest live tensors" in line for line in body["log_lines"])
-    # Ollama < 0.30's own graph estimate (GraphSize, llama case) for the same settings, by hand; since 0.30 Ollama
-    # runs llama-server and has no such estimate
+    assert any(n.startswith("num_batch 1024 (-b 1024 -ub 1024 to llama-server") for n in body["notes"])
+    # Ollama < 0.30: its llama.cpp runner's context has n_ubatch = min(512, num_ctx) (llm/server.go:173, llama/
+    # llama.go:125-126), so the buffers are for 512 tokens; and Ollama's own graph estimate (GraphSize, llama case)
+    # for the same settings, by hand; since 0.30 Ollama runs llama-server and has no such estimate
     old = client.get("/api/estimate", LLAMA8B_GGUF | {"runtime": "ollama", "gpu": "Apple M3 Max 36GB",
                                                       "ctx_size": "16384", "ollama_release": "0.24.0"}).json()
+    assert old["ollama"]["num_batch"] == 512
+    assert old["compute_buffer_mib"]["MTL0"] == round((128256 * 512 * 4 + 2 * 4096 * 512 * 4) / 2**20, 2) == 266.5
     assert old["ollama"]["graph_estimate_mib"] == round(4 * 512 * (1 + 4 * 4096 + 16384 * 33) / 2**20, 2)
     assert "graph_estimate_mib" not in body["ollama"]
 

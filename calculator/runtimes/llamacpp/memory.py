@@ -209,6 +209,8 @@ class LlamaCppPlan(BaseModel):
     n_ctx_seq: int
     n_seq_max: int
     n_stream: int
+    n_batch: int = 2048  # -b, cut to n_ctx with causal attention (llama-context.cpp:245-246)
+    n_ubatch: int = 512  # -ub, cut to n_batch (:248): the tokens of one compute pass, the prefill chunk
     kv_unified: bool
     flash_attn: Literal["on", "off", "auto"]
     device: str
@@ -736,9 +738,9 @@ def plan(
                      "not modelled (common/fit.cpp).")
     return LlamaCppPlan(
         release=release, architecture=meta.architecture, n_ctx=n_ctx, n_ctx_requested=n_ctx_req,
-        n_ctx_seq=n_ctx_seq, n_seq_max=n_seq_max, n_stream=n_stream, kv_unified=kv_unified,
-        flash_attn=flash_attn, device=device, n_gpu_layers=n_gpu_layers, layers_on_gpu=layers_on_gpu,
-        output_on_gpu=output_on_gpu, kv_caches=caches, buffers=buffers, notes=notes, n_gpus=n_gpus,
+        n_ctx_seq=n_ctx_seq, n_seq_max=n_seq_max, n_stream=n_stream, n_batch=n_batch_eff, n_ubatch=n_ubatch_eff,
+        kv_unified=kv_unified, flash_attn=flash_attn, device=device, n_gpu_layers=n_gpu_layers,
+        layers_on_gpu=layers_on_gpu, output_on_gpu=output_on_gpu, kv_caches=caches, buffers=buffers, notes=notes, n_gpus=n_gpus,
         split_mode=split_mode, tensor_split=tensor_split, main_gpu=main_gpu, layer_devices=unit_dev[:n_all],
         output_device=unit_dev[n_all], pipeline_parallel=pipeline_parallel, fa_supported=fa_ok, fa_reason=fa_why,
         fa_enabled=(fa_compute if (not gpu or fa_ok is not None or flash_attn == "off") else None),

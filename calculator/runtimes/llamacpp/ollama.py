@@ -16,6 +16,11 @@ runner (``StartRunner(tok != nil, ...)``, server.go:276-277). Commit 9db4bdbad (
 CGO engines, use llama-server exclusively for GGML models"), first in 0.30.0 (there is no 0.25 .. 0.29), removed both
 runners: ``llm/server.go:106-120`` at v0.30.0 "All GGML models are served via the upstream llama-server subprocess".
 
+The batch Ollama passes to its runner (before 0.30 ``min(512, num_ctx)``; from 0.30 ``-b N -ub N`` with N picked by
+its scheduler from the context and the free memory: :func:`ollama_batch`), the slots it forces to one for some model
+families and for embedding models (:func:`ollama_num_parallel`) and its out-of-memory retry with a lower automatic
+context (:func:`oom_retry`) cite their lines per span of tags (:data:`OLLAMA_LINES`).
+
 Everything here is transcribed from the ollama/ollama tags named in each source (mirror of github.com/ollama/ollama,
 tags v0.19.0 .. v0.33.0-rc2). Units: bytes unless a name says MiB; MiB = 2^20 B.
 """
@@ -376,3 +381,442 @@ def engine_flash_attention(meta: GGUFMeta, rule: OllamaRule, requested: bool | N
     if want and not model_ok:
         return False, f"{why}, but the model does not support it (SupportsFlashAttention)"
     return want, why
+
+
+# ---------------------------------------------------------------- the batch size, the slots and the OOM retry
+#
+# Which lines of which tag say what (read from the ollama/ollama tags; the text of each rule is the same over the
+# spans named, only its line numbers move):
+#
+# * the slots: ``numParallel := max(OLLAMA_NUM_PARALLEL, 1)``, 1 for a model without the completion capability (an
+#   embedding model: its GGUF has ``{arch}.pooling_type``, server/images.go) and 1 for the model families "not safe
+#   with num_parallel > 1" (server/sched.go ``load``; ``ModelFamily`` is the GGUF's general.architecture,
+#   server/create.go:790 at v0.32.15);
+# * before 0.30.0 the runner gets ``BatchSize = min(num_batch, num_ctx)`` (num_batch 512 unless the Modelfile / API
+#   options set it, api/types.go DefaultOptions; an embedding model gets num_ctx) and llama.cpp's runner makes its
+#   context with ``n_batch = BatchSize x parallel, n_ubatch = BatchSize`` (llama/llama.go NewContextParams);
+# * from 0.30.0 Ollama starts llama-server with ``-b N -ub N`` (llm/llama_server.go appendBatchArgs), N chosen by the
+#   scheduler (server/sched.go ``applyAutomaticGenerationBatch``) when num_batch is not set (server/routes.go
+#   ``usesAutomaticNumBatch``), or the embedding default min(2048, num_ctx).
+
+@dataclass(frozen=True)
+class OllamaLines:
+    """The line numbers of the batch / slot / OOM-retry rules in one span of Ollama tags (``first`` up to the next
+    span's first release). Keys: ``<file>.<what>`` (:data:`_LINE_FILES` names the file)."""
+
+    first: tuple[int, int, int]
+    tags: str  # "v0.32.15 (b7871fc0d) .. v0.33.0-rc2 (fb3076099)"
+    lines: dict[str, str]
+
+
+_LINE_FILES = {"sched": "server/sched.go", "ls": "llm/llama_server.go", "routes": "server/routes.go",
+               "device": "ml/device.go", "images": "server/images.go", "types": "api/types.go",
+               "server": "llm/server.go", "llama": "llama/llama.go", "llamarunner": "runner/llamarunner/runner.go"}
+
+# Generated from the tags v0.19.0 .. v0.24.0 and v0.30.0 .. v0.33.0-rc2 of github.com/ollama/ollama: one row per span
+# of tags whose cited lines are the same (tests/test_ollama_batch.py reads them back from a mirror when there is one).
+OLLAMA_LINES = (
+    OllamaLines((0, 19, 0), 'v0.19.0 (31f968fe1)', {
+        'sched.parallel': '412-422', 'types.NumBatch': '1074', 'server.numbatch': '173-175',
+        'server.embedding': '518-522', 'llama.ctxparams': '125-126', 'llamarunner.ctx': '846',
+        'images.pooling': '87',
+    }),
+    OllamaLines((0, 20, 0), 'v0.20.0 (de9673ac3) .. v0.20.3 (8c8f8f345)', {
+        'sched.parallel': '412-422', 'types.NumBatch': '1075', 'server.numbatch': '173-175',
+        'server.embedding': '518-522', 'llama.ctxparams': '125-126', 'llamarunner.ctx': '846',
+        'images.pooling': '88',
+    }),
+    OllamaLines((0, 20, 4), 'v0.20.4 (f86a969f2) .. v0.20.7 (8d0dcf4b6)', {
+        'sched.parallel': '412-422', 'types.NumBatch': '1075', 'server.numbatch': '173-175',
+        'server.embedding': '530-534', 'llama.ctxparams': '125-126', 'llamarunner.ctx': '846',
+        'images.pooling': '88',
+    }),
+    OllamaLines((0, 21, 0), 'v0.21.0 (57653b8e4) .. v0.22.0 (955112e50)', {
+        'sched.parallel': '412-422', 'types.NumBatch': '1075', 'server.numbatch': '173-175',
+        'server.embedding': '530-534', 'llama.ctxparams': '125-126', 'llamarunner.ctx': '846',
+        'images.pooling': '93',
+    }),
+    OllamaLines((0, 22, 1), 'v0.22.1 (c7c2837c9)', {
+        'sched.parallel': '412-422', 'types.NumBatch': '1089', 'server.numbatch': '173-175',
+        'server.embedding': '530-534', 'llama.ctxparams': '125-126', 'llamarunner.ctx': '846',
+        'images.pooling': '93',
+    }),
+    OllamaLines((0, 23, 0), 'v0.23.0 (9ba5a0491) .. v0.23.1 (15e6076d7)', {
+        'sched.parallel': '412-422', 'types.NumBatch': '1089', 'server.numbatch': '173-175',
+        'server.embedding': '551-555', 'llama.ctxparams': '125-126', 'llamarunner.ctx': '846',
+        'images.pooling': '93',
+    }),
+    OllamaLines((0, 23, 2), 'v0.23.2 (f866e7608) .. v0.24.0 (c28ddc0a7)', {
+        'sched.parallel': '412-422', 'types.NumBatch': '1090', 'server.numbatch': '173-175',
+        'server.embedding': '551-555', 'llama.ctxparams': '125-126', 'llamarunner.ctx': '846',
+        'images.pooling': '93',
+    }),
+    OllamaLines((0, 30, 0), 'v0.30.0 (2c71d8d7c)', {
+        'sched.parallel': '493-504', 'types.NumBatch': '1111', 'sched.load_batch': '531-537',
+        'sched.rule': '797-915', 'sched.oom_call': '649-652', 'sched.oom_func': '757-783',
+        'sched.next_ctx': '917-926', 'sched.avail_load': '928-950', 'sched.avail_place': '952-962',
+        'sched.effective': '793-795', 'ls.batchargs': '548-561', 'ls.fa': '564-578', 'ls.predict': '2386-2405',
+        'ls.emb_default': '81-86', 'ls.emb_size': '528-537', 'routes.auto': '191-201', 'routes.numBatchAuto': '228',
+        'device.fa': '571-600', 'images.pooling': '142', 'ls.fa_args': '580-589', 'ls.argv': '339-367',
+        'sched.completion': '494', 'server.cut': '112-116',
+        'routes.auto_ctx': '179-189',
+    }),
+    OllamaLines((0, 30, 1), 'v0.30.1 (e828061b6) .. v0.30.8 (12e04379c)', {
+        'sched.parallel': '493-504', 'types.NumBatch': '1111', 'sched.load_batch': '531-537',
+        'sched.rule': '798-916', 'sched.oom_call': '649-652', 'sched.oom_func': '758-784',
+        'sched.next_ctx': '918-927', 'sched.avail_load': '929-951', 'sched.avail_place': '953-963',
+        'sched.effective': '794-796', 'ls.batchargs': '551-564', 'ls.fa': '567-581', 'ls.predict': '2474-2493',
+        'ls.emb_default': '82-87', 'ls.emb_size': '531-540', 'routes.auto': '191-201', 'routes.numBatchAuto': '228',
+        'device.fa': '571-600', 'images.pooling': '163', 'ls.fa_args': '583-592', 'ls.argv': '342-370',
+        'sched.completion': '494', 'server.cut': '112-116',
+        'routes.auto_ctx': '179-189',
+    }),
+    OllamaLines((0, 30, 9), 'v0.30.9 (0f047feef) .. v0.30.10 (e1f7f9cbd)', {
+        'sched.parallel': '503-514', 'types.NumBatch': '1111', 'sched.load_batch': '541-547',
+        'sched.rule': '808-926', 'sched.oom_call': '659-662', 'sched.oom_func': '768-794',
+        'sched.next_ctx': '928-937', 'sched.avail_load': '939-961', 'sched.avail_place': '963-973',
+        'sched.effective': '804-806', 'ls.batchargs': '554-567', 'ls.fa': '570-584', 'ls.predict': '2477-2496',
+        'ls.emb_default': '82-87', 'ls.emb_size': '534-543', 'routes.auto': '191-201', 'routes.numBatchAuto': '228',
+        'device.fa': '571-600', 'images.pooling': '163', 'ls.fa_args': '586-595', 'ls.argv': '345-373',
+        'sched.completion': '504', 'server.cut': '112-116',
+        'routes.auto_ctx': '179-189',
+    }),
+    OllamaLines((0, 30, 11), 'v0.30.11 (d26a58557) .. v0.31.1 (710292ff4)', {
+        'sched.parallel': '503-514', 'types.NumBatch': '1111', 'sched.load_batch': '541-547',
+        'sched.rule': '808-926', 'sched.oom_call': '659-662', 'sched.oom_func': '768-794',
+        'sched.next_ctx': '928-937', 'sched.avail_load': '939-961', 'sched.avail_place': '963-973',
+        'sched.effective': '804-806', 'ls.batchargs': '573-586', 'ls.fa': '589-603', 'ls.predict': '2565-2584',
+        'ls.emb_default': '82-87', 'ls.emb_size': '553-562', 'routes.auto': '191-201', 'routes.numBatchAuto': '228',
+        'device.fa': '571-600', 'images.pooling': '163', 'ls.fa_args': '605-614', 'ls.argv': '364-392',
+        'sched.completion': '504', 'server.cut': '112-116',
+        'routes.auto_ctx': '179-189',
+    }),
+    OllamaLines((0, 31, 2), 'v0.31.2 (a6293eb51) .. v0.32.1 (30c390384)', {
+        'sched.parallel': '503-514', 'types.NumBatch': '1141', 'sched.load_batch': '541-547',
+        'sched.rule': '808-926', 'sched.oom_call': '659-662', 'sched.oom_func': '768-794',
+        'sched.next_ctx': '928-937', 'sched.avail_load': '939-961', 'sched.avail_place': '963-973',
+        'sched.effective': '804-806', 'ls.batchargs': '581-594', 'ls.fa': '597-611', 'ls.predict': '2606-2625',
+        'ls.emb_default': '90-95', 'ls.emb_size': '561-570', 'routes.auto': '189-199', 'routes.numBatchAuto': '226',
+        'device.fa': '571-600', 'images.pooling': '163', 'ls.fa_args': '613-622', 'ls.argv': '372-400',
+        'sched.completion': '504', 'server.cut': '112-116',
+        'routes.auto_ctx': '177-187',
+    }),
+    OllamaLines((0, 32, 2), 'v0.32.2 (a51df8157) .. v0.32.3 (fce745fe5)', {
+        'sched.parallel': '503-514', 'types.NumBatch': '1144', 'sched.load_batch': '541-547',
+        'sched.rule': '808-926', 'sched.oom_call': '659-662', 'sched.oom_func': '768-794',
+        'sched.next_ctx': '928-937', 'sched.avail_load': '939-961', 'sched.avail_place': '963-973',
+        'sched.effective': '804-806', 'ls.batchargs': '590-603', 'ls.fa': '606-620', 'ls.predict': '2615-2634',
+        'ls.emb_default': '90-95', 'ls.emb_size': '570-579', 'routes.auto': '189-199', 'routes.numBatchAuto': '226',
+        'device.fa': '571-600', 'images.pooling': '163', 'ls.fa_args': '622-631', 'ls.argv': '372-409',
+        'sched.completion': '504', 'server.cut': '112-116',
+        'routes.auto_ctx': '177-187',
+    }),
+    OllamaLines((0, 32, 4), 'v0.32.4 (64ee2f984) .. v0.32.5 (eec8e0b94)', {
+        'sched.parallel': '498-509', 'types.NumBatch': '1144', 'sched.load_batch': '536-542',
+        'sched.rule': '803-921', 'sched.oom_call': '654-657', 'sched.oom_func': '763-789',
+        'sched.next_ctx': '923-932', 'sched.avail_load': '934-956', 'sched.avail_place': '958-968',
+        'sched.effective': '799-801', 'ls.batchargs': '590-603', 'ls.fa': '606-620', 'ls.predict': '2615-2634',
+        'ls.emb_default': '90-95', 'ls.emb_size': '570-579', 'routes.auto': '189-199', 'routes.numBatchAuto': '226',
+        'device.fa': '571-600', 'images.pooling': '163', 'ls.fa_args': '622-631', 'ls.argv': '372-409',
+        'sched.completion': '499', 'server.cut': '112-116',
+        'routes.auto_ctx': '177-187',
+    }),
+    OllamaLines((0, 32, 6), 'v0.32.6 (c82ebbd5b)', {
+        'sched.parallel': '497-508', 'types.NumBatch': '1116', 'sched.load_batch': '535-541',
+        'sched.rule': '797-915', 'sched.oom_call': '649-652', 'sched.oom_func': '757-783',
+        'sched.next_ctx': '917-926', 'sched.avail_load': '928-950', 'sched.avail_place': '952-962',
+        'sched.effective': '793-795', 'ls.batchargs': '578-591', 'ls.fa': '594-608', 'ls.predict': '2620-2639',
+        'ls.emb_default': '90-95', 'ls.emb_size': '558-567', 'routes.auto': '188-198', 'routes.numBatchAuto': '222',
+        'device.fa': '571-600', 'images.pooling': '163', 'ls.fa_args': '610-619', 'ls.argv': '372-397',
+        'sched.completion': '498', 'server.cut': '112-116',
+        'routes.auto_ctx': '176-186',
+    }),
+    OllamaLines((0, 32, 7), 'v0.32.7 (9c15f5c07) .. v0.32.9 (1d5febee1)', {
+        'sched.parallel': '497-508', 'types.NumBatch': '1116', 'sched.load_batch': '535-541',
+        'sched.rule': '797-915', 'sched.oom_call': '649-652', 'sched.oom_func': '757-783',
+        'sched.next_ctx': '917-926', 'sched.avail_load': '928-950', 'sched.avail_place': '952-962',
+        'sched.effective': '793-795', 'ls.batchargs': '579-592', 'ls.fa': '595-609', 'ls.predict': '2651-2670',
+        'ls.emb_default': '90-95', 'ls.emb_size': '559-568', 'routes.auto': '188-198', 'routes.numBatchAuto': '222',
+        'device.fa': '571-600', 'images.pooling': '163', 'ls.fa_args': '611-620', 'ls.argv': '373-398',
+        'sched.completion': '498', 'server.cut': '112-116',
+        'routes.auto_ctx': '176-186',
+    }),
+    OllamaLines((0, 32, 10), 'v0.32.10 (9a56a0e84) .. v0.32.13 (0f25c31bd)', {
+        'sched.parallel': '497-508', 'types.NumBatch': '1116', 'sched.load_batch': '535-541',
+        'sched.rule': '797-915', 'sched.oom_call': '649-652', 'sched.oom_func': '757-783',
+        'sched.next_ctx': '917-926', 'sched.avail_load': '928-950', 'sched.avail_place': '952-962',
+        'sched.effective': '793-795', 'ls.batchargs': '579-592', 'ls.fa': '595-609', 'ls.predict': '2651-2670',
+        'ls.emb_default': '90-95', 'ls.emb_size': '559-568', 'routes.auto': '188-198', 'routes.numBatchAuto': '222',
+        'device.fa': '571-600', 'images.pooling': '164', 'ls.fa_args': '611-620', 'ls.argv': '373-398',
+        'sched.completion': '498', 'server.cut': '112-116',
+        'routes.auto_ctx': '176-186',
+    }),
+    OllamaLines((0, 32, 14), 'v0.32.14 (d67ad8342)', {
+        'sched.parallel': '497-508', 'types.NumBatch': '1116', 'sched.load_batch': '535-541',
+        'sched.rule': '797-915', 'sched.oom_call': '649-652', 'sched.oom_func': '757-783',
+        'sched.next_ctx': '917-926', 'sched.avail_load': '928-950', 'sched.avail_place': '952-962',
+        'sched.effective': '793-795', 'ls.batchargs': '581-594', 'ls.fa': '597-611', 'ls.predict': '2681-2700',
+        'ls.emb_default': '92-97', 'ls.emb_size': '561-570', 'routes.auto': '188-198', 'routes.numBatchAuto': '222',
+        'device.fa': '571-600', 'images.pooling': '164', 'ls.fa_args': '613-622', 'ls.argv': '375-400',
+        'sched.completion': '498', 'server.cut': '112-116',
+        'routes.auto_ctx': '176-186',
+    }),
+    OllamaLines((0, 32, 15), 'v0.32.15 (b7871fc0d) .. v0.33.0-rc2 (fb3076099)', {
+        'sched.parallel': '497-508', 'types.NumBatch': '1116', 'sched.load_batch': '535-541',
+        'sched.rule': '797-915', 'sched.oom_call': '649-652', 'sched.oom_func': '757-783',
+        'sched.next_ctx': '917-926', 'sched.avail_load': '928-950', 'sched.avail_place': '952-962',
+        'sched.effective': '793-795', 'ls.batchargs': '581-594', 'ls.fa': '597-611', 'ls.predict': '2681-2700',
+        'ls.emb_default': '92-97', 'ls.emb_size': '561-570', 'routes.auto': '188-198', 'routes.numBatchAuto': '217',
+        'device.fa': '571-600', 'images.pooling': '171', 'ls.fa_args': '613-622', 'ls.argv': '375-400',
+        'sched.completion': '498', 'server.cut': '112-116',
+        'routes.auto_ctx': '176-186',
+    }),
+)
+
+#: server/sched.go ``load``: the model families loaded with one slot whatever OLLAMA_NUM_PARALLEL says ("Some
+#: architectures are not safe with num_parallel > 1", ollama/ollama#4165); nemotron_h_omni joins in v0.22.0.
+ONE_SLOT_FAMILIES_0_19 = ("mllama", "qwen3vl", "qwen3vlmoe", "qwen35", "qwen35moe", "qwen3next", "lfm2", "lfm2moe",
+                          "nemotron_h", "nemotron_h_moe")
+ONE_SLOT_FAMILIES_0_22 = ONE_SLOT_FAMILIES_0_19 + ("nemotron_h_omni",)
+
+
+def ollama_lines(release: str) -> OllamaLines:
+    """The :data:`OLLAMA_LINES` span holding ``release`` (a covered release: :func:`ollama_rule` first)."""
+    ollama_rule(release)
+    v = parse_release(release)
+    return [row for row in OLLAMA_LINES if row.first <= v][-1]
+
+
+def cite(release: str, *keys: str) -> str:
+    """``"ollama v0.32.15 (b7871fc0d) .. v0.33.0-rc2 (fb3076099) server/sched.go:797-915, ..."``: where the rules
+    ``keys`` (:class:`OllamaLines` keys) are in the span of tags holding ``release``."""
+    return f"ollama {ollama_lines(release).tags} " + cite_lines(release, *keys)
+
+
+def cite_lines(release: str, *keys: str) -> str:
+    """``"server/sched.go:797-915, ..."``: :func:`cite` without the tags."""
+    row = ollama_lines(release)
+    return ", ".join(f"{_LINE_FILES[k.split('.')[0]]}:{row.lines[k]}" for k in keys)
+
+
+def is_embedding(meta: GGUFMeta) -> bool:
+    """Whether Ollama takes the GGUF for an embedding model: ``{arch}.pooling_type`` present (server/images.go
+    ggufCapabilities: then no completion capability). A header not read (no keys) reads as a completion model."""
+    return f"{meta.architecture}.pooling_type" in meta.kv
+
+
+def ollama_num_parallel(architecture: str, *, embedding: bool, requested: int, release: str) -> tuple[int, str]:
+    """The slots Ollama ``release`` loads a model with: ``requested`` (OLLAMA_NUM_PARALLEL), or 1 for an embedding
+    model and for the families of :data:`ONE_SLOT_FAMILIES_0_19` / ``_0_22`` (server/sched.go ``load``), with why
+    ("" when the request stands)."""
+    if requested <= 1:
+        return max(requested, 1), ""
+    src = cite(release, "sched.parallel")
+    if embedding:
+        return 1, (f"an embedding model (its GGUF has {architecture}.pooling_type, so no completion capability): "
+                   f"Ollama loads it with one slot whatever OLLAMA_NUM_PARALLEL says ({src})")
+    families = ONE_SLOT_FAMILIES_0_22 if parse_release(release) >= (0, 22, 0) else ONE_SLOT_FAMILIES_0_19
+    if architecture in families:
+        return 1, (f"Ollama {release} loads the {architecture!r} family with one slot whatever OLLAMA_NUM_PARALLEL "
+                   f"says (\"model architecture does not currently support parallel requests\", {src})")
+    return requested, ""
+
+
+# server/sched.go (v0.30.0 .. v0.33.0-rc2, the same text): llamaServerGenerationBatch*
+BATCH_DEFAULT, BATCH_CONSTRAINED, BATCH_MEDIUM, BATCH_LARGE = 512, 256, 1024, 2048
+_HEADROOM_PERCENT = {BATCH_LARGE: 60, BATCH_MEDIUM: 75}  # generationBatchHasHeadroom
+_SURCHARGE = {BATCH_LARGE: 2 * GiB, BATCH_MEDIUM: 768 * MiB}  # generationBatchSurcharge
+EMBEDDING_BATCH = 2048  # llm/llama_server.go DefaultEmbeddingNumBatch
+
+
+def batch_for_context(effective_ctx: int) -> int:
+    """``generationBatchForContext``: 2048 above 32,768 cells, 1024 above 4,096, else 512."""
+    return BATCH_LARGE if effective_ctx > 32768 else BATCH_MEDIUM if effective_ctx > 4096 else BATCH_DEFAULT
+
+
+def batch_fits(batch: int, predicted: int, available: int) -> bool:
+    """``generationBatchFits``: true when either figure is 0; else ``predicted <= 80% of available`` (integer
+    percent of bytes, as Go's uint64 ``available*80/100``), within the batch's headroom (2048: 60%, 1024: 75%) and
+    its surcharge (2048: 2 GiB, 1024: 768 MiB) within ``80% of available - predicted``."""
+    if predicted == 0 or available == 0:
+        return True
+    threshold = available * 80 // 100
+    if predicted > threshold:
+        return False
+    pct = next((p for b, p in sorted(_HEADROOM_PERCENT.items(), reverse=True) if batch >= b), None)
+    if pct is not None and predicted > available * pct // 100:
+        return False
+    surcharge = next((s for b, s in sorted(_SURCHARGE.items(), reverse=True) if batch >= b), 0)
+    return surcharge <= threshold - predicted
+
+
+def automatic_batch(effective_ctx: int, predicted: int, available: int, *, fa_disabled: bool, cuda: bool,
+                    cuda_memory: int) -> int:
+    """``automaticGenerationBatch``: flash attention disabled on a CUDA device -> 512, or 256 when the context is
+    above 4,096 cells and a CUDA GPU has at most 8 GiB (``cuda_memory``: its free memory, else its total); otherwise
+    :func:`batch_for_context`, lowered 2048 -> 1024 -> 512 while :func:`batch_fits` says no."""
+    if fa_disabled and cuda:
+        if effective_ctx > 4096 and 0 < cuda_memory <= 8 * GiB:
+            return BATCH_CONSTRAINED
+        return BATCH_DEFAULT
+    batch = batch_for_context(effective_ctx)
+    while batch > BATCH_DEFAULT and not batch_fits(batch, predicted, available):
+        batch = BATCH_MEDIUM if batch > BATCH_MEDIUM else BATCH_DEFAULT
+    return batch
+
+
+def min_free_for_batch(batch: int, predicted: int) -> int:
+    """The least free memory (bytes) for which :func:`batch_fits` accepts ``batch`` (1024 or 2048) with this
+    prediction: ``available x pct // 100 >= predicted`` and ``available x 80 // 100 >= predicted + surcharge``."""
+    pct = _HEADROOM_PERCENT[batch]
+    return max(-(-100 * predicted // pct), -(-100 * (predicted + _SURCHARGE[batch]) // 80))
+
+
+def predicted_kv_bytes(meta: GGUFMeta, num_ctx: int) -> int:
+    """The KV part of ``PredictServerVRAM`` (llm/llama_server.go): ``2 x block_count x min(head_count_kv) x
+    (embedding_length / max(head_count)) x num_ctx x 2`` bytes (f16 whatever the cache type; a 0 minimum of
+    head_count_kv counts 1). ``num_ctx``: the cells asked of llama-server (num_ctx x parallel)."""
+    kv_heads = min(meta.n_head_kv) if meta.n_head_kv else 1
+    heads = max(meta.n_head) if meta.n_head else 1
+    head_dim = meta.n_embd // heads if heads else 0
+    return 2 * meta.n_layer_all * (kv_heads or 1) * head_dim * num_ctx * 2
+
+
+def flash_attention_supported(device: str, compute_capability: str | None, release: str) -> bool | None:
+    """``ml.FlashAttentionSupported`` for one device of the plan's kind: Metal, ROCm, Vulkan and no GPU (the CPU)
+    yes; CUDA unless compute 7.2 or below 7.0 (releases 0.30.0 .. 0.31.1) / 6.0 (0.31.2 on) (ml/device.go; the CUDA
+    driver taken as 7 or newer). None for CUDA without a compute capability."""
+    if device != "CUDA":
+        return True
+    try:
+        major, minor = (int(x) for x in (compute_capability or "").split(".")[:2])
+    except ValueError:
+        return None
+    floor = 6 if parse_release(release) >= (0, 31, 2) else 7
+    return not (major < floor or (major, minor) == (7, 2))
+
+
+def next_lower_auto_ctx(num_ctx: int) -> int | None:
+    """``nextLowerAutoNumCtx``: 32,768 above it, 4,096 above that, else None (no retry)."""
+    return 32768 if num_ctx > 32768 else 4096 if num_ctx > 4096 else None
+
+
+@dataclass(frozen=True)
+class OllamaBatch:
+    """The batch Ollama ``release`` passes to its runner: ``num_batch`` (Ollama's option; before 0.30 the runner's
+    BatchSize) and what llama.cpp gets from it, ``n_batch`` / ``n_ubatch`` (-b / -ub). ``determined`` False when an
+    input the choice depends on is not known exactly (the file size): then ``num_batch`` is the largest it can be
+    (``low`` the smallest) and ``why`` says so. ``thresholds``: the least free GPU memory (bytes) for 2048 / 1024
+    with this prediction (the automatic choice only). ``predicted``: (low, high) of ``PredictServerVRAM``, bytes."""
+
+    num_batch: int
+    n_batch: int
+    n_ubatch: int
+    rule: str  # "automatic", "flash attention off on CUDA", "embedding default", "default (before 0.30)"
+    why: str
+    source: str
+    determined: bool = True
+    low: int | None = None
+    thresholds: dict[int, int] | None = None
+    predicted: tuple[int, int | None] | None = None
+
+    def to_json(self) -> dict:
+        return {"num_batch": self.num_batch, "n_batch": self.n_batch, "n_ubatch": self.n_ubatch, "rule": self.rule,
+                "determined": self.determined, "num_batch_low": self.low, "why": self.why,
+                "free_memory_thresholds_gib": None if self.thresholds is None else
+                {str(b): round(v / GiB, 2) for b, v in self.thresholds.items()},
+                "predicted_vram_gib": None if self.predicted is None else
+                [round(self.predicted[0] / GiB, 2), None if self.predicted[1] is None else
+                 round(self.predicted[1] / GiB, 2)],
+                "source": self.source}
+
+
+def ollama_batch(release: str, *, embedding: bool, num_ctx: int, num_parallel: int, device: str,
+                 compute_capability: str | None, fa_env: bool | None, available: int,
+                 predicted: tuple[int, int | None], file_note: str = "") -> OllamaBatch:
+    """The batch Ollama ``release`` runs a model with, the Modelfile / API ``num_batch`` not set.
+
+    ``num_ctx``: the context per slot after Ollama cuts it to the model's training context; ``num_parallel`` the
+    slots; ``device``: the plan's device kind ("CUDA", "ROCm", "Vulkan", "Metal", "CPU" = no GPU); ``fa_env``:
+    OLLAMA_FLASH_ATTENTION (None: unset); ``available``: the free memory Ollama's scheduler sees on the GPU (0 with
+    no GPU); ``predicted``: ``PredictServerVRAM`` (model file size + :func:`predicted_kv_bytes`) as (low, high),
+    high None when unbounded (the file size not known); ``file_note`` says why it is a range.
+
+    * before 0.30.0: ``min(512, num_ctx)`` (an embedding model: num_ctx), the llama.cpp runner's n_ubatch, its
+      n_batch that times the slots;
+    * 0.30.0 on, an embedding model: ``min(2048, num_ctx x slots)`` as -b / -ub;
+    * 0.30.0 on, a completion model: :func:`automatic_batch` over ``num_ctx x slots`` cells, as -b / -ub; with the
+      prediction a range, the batch at both ends: equal -> determined, else the larger with ``determined`` False."""
+    cells = num_ctx * num_parallel
+    if parse_release(release) < (0, 30, 0):
+        nb = min(BATCH_DEFAULT, num_ctx)
+        src = cite(release, "types.NumBatch", "server.numbatch", "llama.ctxparams", "llamarunner.ctx")
+        if embedding and nb < num_ctx:
+            return OllamaBatch(num_ctx, num_ctx * num_parallel, num_ctx, "embedding default (before 0.30)",
+                               f"an embedding model: Ollama {release} sets the runner's batch to num_ctx, {num_ctx:,}",
+                               cite(release, "server.embedding", "llama.ctxparams"))
+        return OllamaBatch(nb, nb * num_parallel, nb, "default (before 0.30)",
+                           f"num_batch 512 (Ollama's default option) cut to num_ctx: BatchSize {nb}; Ollama {release}'s "
+                           f"llama.cpp runner makes its context with n_batch = BatchSize x {num_parallel} slot(s) = "
+                           f"{nb * num_parallel}, n_ubatch = {nb} (its own Go engine batches BatchSize tokens)", src)
+    if embedding:
+        nb = min(EMBEDDING_BATCH, cells)
+        return OllamaBatch(nb, nb, nb, "embedding default",
+                           f"an embedding model: Ollama {release} passes -b / -ub min(2048, num_ctx x slots) = {nb}",
+                           cite(release, "ls.emb_default", "ls.emb_size", "ls.batchargs"))
+    src = cite(release, "routes.auto", "sched.load_batch", "sched.rule", "ls.predict", "ls.fa", "device.fa",
+               "ls.batchargs")
+    fa_disabled = fa_env is False or (fa_env is None and flash_attention_supported(device, compute_capability,
+                                                                                   release) is False)
+    cuda = device == "CUDA"
+    if fa_disabled and cuda:
+        nb = automatic_batch(cells, 0, available, fa_disabled=True, cuda=True, cuda_memory=available)
+        why = ("OLLAMA_FLASH_ATTENTION=0" if fa_env is False else
+               f"flash attention not supported on this CUDA GPU (compute {compute_capability}) in Ollama {release}")
+        why += (f": {nb} ({cells:,} cells above 4,096 on a GPU of at most 8 GiB)" if nb == BATCH_CONSTRAINED else
+                f": {nb} (Ollama's default; 256 only above 4,096 cells on a GPU of at most 8 GiB)")
+        return OllamaBatch(nb, nb, nb, "flash attention off on CUDA", why, src)
+    lo, hi = predicted
+    at_lo = automatic_batch(cells, lo, available, fa_disabled=False, cuda=cuda, cuda_memory=available)
+    at_hi = BATCH_DEFAULT if hi is None and available else (
+        automatic_batch(cells, hi, available, fa_disabled=False, cuda=cuda, cuda_memory=available) if hi is not None
+        else at_lo)
+    start = batch_for_context(cells)
+    thresholds = None if hi is None or not available else (
+        {b: min_free_for_batch(b, hi) for b in (BATCH_LARGE, BATCH_MEDIUM) if b <= start} or None)
+    gib = (lambda n: f"{n / GiB:.2f} GiB")
+    pred = gib(lo) if hi == lo else (f"{gib(lo)} .. {gib(hi)}" if hi is not None else f"at least {gib(lo)}")
+    if not available:
+        head = (f"{start} for {cells:,} cells (above 32,768: 2048, above 4,096: 1024); with no GPU the scheduler "
+                "sees no free memory, and the headroom check passes then")
+        src += ", " + cite_lines(release, "sched.avail_load")
+    else:
+        head = (f"{cells:,} cells start at {start} (above 32,768: 2048, above 4,096: 1024), kept while Ollama's "
+                f"prediction ({pred}: the model file + an f16 KV cache of num_ctx x slots) is at most 60% (2048) / 75% "
+                f"(1024) of the free memory, {gib(available)}, and 80% of it holds the prediction plus 2 GiB / 768 MiB")
+        if thresholds:
+            head += ("; free memory needed for " + ", ".join(f"{b}: {gib(v)}" for b, v in thresholds.items())
+                     + ("" if hi == lo else " (at the larger prediction)"))
+    if at_lo == at_hi:
+        return OllamaBatch(at_lo, at_lo, at_lo, "automatic", f"Ollama {release} picks {at_lo}: {head}", src,
+                           thresholds=thresholds, predicted=(lo, hi))
+    unknown = file_note or "the model file size is not known"
+    return OllamaBatch(at_lo, at_lo, at_lo, "automatic",
+                       f"not modelled exactly: Ollama {release} picks {at_hi} .. {at_lo} here ({unknown}); the plan "
+                       f"uses {at_lo}, the largest, so its compute buffers "
+                       f"are an upper bound: {head}", src, determined=False, low=at_hi, thresholds=thresholds,
+                       predicted=(lo, hi))
+
+
+def oom_retry(release: str, *, num_ctx: int, num_ctx_auto: bool) -> dict | None:
+    """Ollama 0.30+ retries a llama-server load that failed out of memory once with a lower automatic context
+    (server/sched.go ``reduceAutoNumCtxForLoadOOM``): ``{"num_ctx": 32768 or 4096, "source"}`` when ``num_ctx``
+    (the context per slot, cut to the model's) came from Ollama's automatic default (OLLAMA_CONTEXT_LENGTH unset /
+    0, no num_ctx option) and lies above 4,096; None otherwise (before 0.30 there is no such retry)."""
+    if parse_release(release) < (0, 30, 0) or not num_ctx_auto:
+        return None
+    new = next_lower_auto_ctx(num_ctx)
+    if new is None:
+        return None
+    return {"num_ctx": new, "source": cite(release, "sched.oom_call", "sched.oom_func", "sched.next_ctx",
+                                           "routes.auto_ctx")}

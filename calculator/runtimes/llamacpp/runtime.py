@@ -22,7 +22,9 @@ split is read from llama.cpp's source, not checked against a multi-GPU log (the 
 / tensor and Ollama on several GPUs are refused as not modelled.
 
 Ollama: its defaults (``num_ctx`` by VRAM, ``OLLAMA_NUM_PARALLEL``, ``OLLAMA_KV_CACHE_TYPE``, flash attention)
-from :func:`.memory.ollama_defaults`; llama.cpp is asked for ``num_ctx x parallel`` cells.
+from :func:`.memory.ollama_defaults`; llama.cpp is asked for ``num_ctx x parallel`` cells, with the batch Ollama
+passes to its runner (:func:`.ollama.ollama_batch`: from 0.30 ``-b N -ub N`` with N its scheduler's choice by context
+and free memory), which the compute buffers and the prefill speed follow.
 
 Apple Silicon (the Metal build on an Apple row): the Metal device's budget is its working set, and what ``--fit`` or
 ``-ngl`` leaves on the CPU is in the same unified memory, so the whole plan is checked against the Mac's memory
@@ -228,8 +230,18 @@ class LlamaCppMemory(BaseModel):
         eng = (self.ollama or {}).get("engine")
         if not eng:
             return []
-        return [("Ollama engine", f"{eng['runner']} ({eng['engine']}) in Ollama {eng['release']}: {eng['why']}",
+        rows = [("Ollama engine", f"{eng['runner']} ({eng['engine']}) in Ollama {eng['release']}: {eng['why']}",
                  f"{eng['rule']}: {eng['source']}")]
+        b = self.ollama.get("batch")
+        if self.ollama["num_parallel"] < self.ollama.get("num_parallel_requested", 0):
+            rows.append(("Ollama slots (OLLAMA_NUM_PARALLEL)", f"{self.ollama['num_parallel']} (asked "
+                         f"{self.ollama['num_parallel_requested']})", self.ollama["sources"]["num_parallel"]))
+        if b is not None:
+            rows.append(("Ollama num_batch", f"{b['num_batch']}" + ("" if b["determined"] else
+                                                                    f" (at most; {b['num_batch_low']} at least)")
+                         + (f": -b {b['n_batch']} -ub {b['n_ubatch']}" if eng["runner"] == "llama-server" else
+                            f": n_batch {b['n_batch']}, n_ubatch {b['n_ubatch']}"), self.ollama["sources"]["num_batch"]))
+        return rows
 
     def _go_rows(self) -> list[tuple[str, Any, str]]:
         g = self.go_engine
@@ -472,9 +484,12 @@ class LlamaCpp:
         except GGUFError as exc:
             raise EngineInputError("model", str(exc)) from None
 
-    def settings(self, request, gpu: GPU, meta: GGUFMeta | None = None) -> dict[str, Any]:
+    def settings(self, request, gpu: GPU, meta: GGUFMeta | None = None, *, listing: GGUFListing | None = None,
+                 gguf_file: str | None = None) -> dict[str, Any]:
         """``n_ctx``, ``n_seq_max``, cache types, flash attention: the request's, else llama-server's defaults
-        (``-c`` the model's training context, ``-np 1``, f16, auto), for Ollama its defaults."""
+        (``-c`` the model's training context, ``-np 1``, f16, auto, and -b 2048 -ub 512: no ``n_batch`` /
+        ``n_ubatch`` key), for Ollama its defaults (``listing`` / ``gguf_file``: the file Ollama's scheduler
+        reads the size of)."""
         out = {"n_ctx": request.max_model_len or 0, "n_seq_max": request.parallel or 1,
                "cache_type_k": request.cache_type_k or "f16", "cache_type_v": request.cache_type_v or "f16",
                "flash_attn": request.flash_attn or "auto", "ollama": None}
@@ -493,11 +508,12 @@ class LlamaCpp:
         listing = self.listing(request, model)
         gguf_file, choice_note = self.gguf_choice(request, listing)
         meta, weights_source = self.meta(request, model, gguf_file, listing)
-        st = self.settings(request, gpu, meta)
+        st = self.settings(request, gpu, meta, listing=listing, gguf_file=gguf_file)
         plan_kw = dict(n_ctx=st["n_ctx"], n_seq_max=st["n_seq_max"], kv_unified=request.kv_unified,
                        cache_type_k=st["cache_type_k"], cache_type_v=st["cache_type_v"], flash_attn=st["flash_attn"],
                        n_gpu_layers=request.n_gpu_layers if request.n_gpu_layers is not None else -1,
-                       swa_full=request.swa_full, device=device, release=request.release, **self.multi_gpu(request))
+                       swa_full=request.swa_full, device=device, release=request.release, **self.multi_gpu(request),
+                       **{k: st[k] for k in ("n_batch", "n_ubatch") if k in st})
         fit_info, draft = None, None
         try:
             p = plan(meta, **plan_kw)
@@ -876,7 +892,8 @@ class LlamaCpp:
         compute buffer does: those releases then offload fewer layers. Since 0.30.0 Ollama runs llama-server and
         reads the buffers llama.cpp logs (llm/llama_server.go memoryParsingWriter), i.e. the compute buffer above."""
         g = ollama_graph_size(meta, num_ctx=d["num_ctx"], num_parallel=d["num_parallel"],
-                              kv_cache_type=d["kv_cache_type"], metal=device == "Metal")
+                              kv_cache_type=d["kv_cache_type"], num_batch=d.get("num_batch", 512),
+                              metal=device == "Metal")
         d["graph_estimate_mib"] = None if g is None else round(g["reserved_bytes"] / MiB, 2)
         d["graph_estimate_source"] = (OLLAMA_GRAPH_SRC if g is not None else
                                       f"not transcribed for architecture {meta.architecture!r} ({OLLAMA_GRAPH_SRC})")
@@ -1009,7 +1026,8 @@ class LlamaCpp:
             multi = {} if mg.n_gpus == 1 or mg.split_mode == "none" else dict(
                 n_gpus=mg.n_gpus, split_mode=mg.split_mode, tensor_split=mg.tensor_split)
             base = llama_speed(memory.meta, memory.plan, gpu, prompt_len=kw["prompt_len"], output_len=kw["output_len"],
-                               concurrency=kw["concurrency"], runtime_label=self.label, **multi,
+                               concurrency=kw["concurrency"], n_ubatch=memory.plan.n_ubatch,
+                               runtime_label=self.label, **multi,
                                **self.queue_words())
             if spec is not None:
                 base.spec = spec_speed(memory.meta, memory.plan, draft.meta, draft.plan, gpu,
@@ -1090,7 +1108,8 @@ class Ollama(LlamaCpp):
                                    "llama.cpp for llama.cpp's split, or one GPU")
         return {}
 
-    def settings(self, request, gpu: GPU, meta: GGUFMeta | None = None) -> dict[str, Any]:
+    def settings(self, request, gpu: GPU, meta: GGUFMeta | None = None, *, listing: GGUFListing | None = None,
+                 gguf_file: str | None = None) -> dict[str, Any]:
         """Ollama's defaults (:func:`.memory.ollama_defaults`); the cells the runner is asked for (``kv_size``) use
         ``num_ctx`` cut to the model's training context, as Ollama does before asking for ``num_ctx x parallel``
         (:data:`OLLAMA_CTX_CUT_SRC`); ``num_ctx`` stays the setting (given, or Ollama's default)."""
@@ -1101,6 +1120,15 @@ class Ollama(LlamaCpp):
                             num_parallel=request.parallel,
                             kv_cache_type=request.cache_type_k,
                             flash_attention=None if request.flash_attn in (None, "auto") else request.flash_attn == "on")
+        asked = d.num_parallel
+        if meta is not None:  # embedding models and some families get one slot (server/sched.go load)
+            from .ollama import is_embedding, ollama_num_parallel
+
+            n, why = ollama_num_parallel(meta.architecture, embedding=is_embedding(meta), requested=asked,
+                                         release=request.ollama_release)
+            if n != asked:
+                d = d.model_copy(update={"num_parallel": n, "kv_size": d.num_ctx * n, "sources": d.sources | {
+                    "num_parallel": f"OLLAMA_NUM_PARALLEL {asked}, but one slot: {why}"}})
         train = meta.n_ctx_train if meta is not None else 0
         if train and d.num_ctx > train:
             # num_ctx stays the setting (what OLLAMA_CONTEXT_LENGTH reproduces); the runner gets the cut one
@@ -1108,9 +1136,119 @@ class Ollama(LlamaCpp):
                                      "sources": d.sources | {"kv_size": f"num_ctx {d.num_ctx} cut to the model's "
                                                              f"training context {train} x num_parallel "
                                                              f"{d.num_parallel} ({OLLAMA_CTX_CUT_SRC})"}})
-        return {"n_ctx": d.kv_size, "n_seq_max": d.num_parallel, "cache_type_k": d.kv_cache_type,
-                "cache_type_v": request.cache_type_v or d.kv_cache_type, "flash_attn": d.flash_attention,
-                "ollama": d.model_dump()}
+        out = {"n_ctx": d.kv_size, "n_seq_max": d.num_parallel, "cache_type_k": d.kv_cache_type,
+               "cache_type_v": request.cache_type_v or d.kv_cache_type, "flash_attn": d.flash_attention,
+               "ollama": d.model_dump() | {"num_parallel_requested": asked}}
+        if ollama_rule(request.ollama_release).engine_required is None:
+            self._flash_attention(request, gpu, out)
+        if meta is not None:
+            self._batch(request, gpu, meta, out, listing, gguf_file)
+        return out
+
+    def _flash_attention(self, request, gpu: GPU, st: dict[str, Any]) -> None:
+        """Ollama 0.30+ passes ``--flash-attn on|off|auto`` to llama-server (llm/llama_server.go
+        appendFlashAttentionArgs / LlamaServerFlashAttention): OLLAMA_FLASH_ATTENTION when set (the command sets it
+        on for a quantized KV cache, :meth:`fa_env`), else ``off`` when a GPU does not support it
+        (ml.FlashAttentionSupported: CUDA below compute 7.0 before 0.31.2, below 6.0 from it, or 7.2), else
+        ``auto``. Into ``st["flash_attn"]`` (the plan's -fa) and the ``ollama`` dict with its source."""
+        from . import ollama as og
+
+        d, rel = st["ollama"], request.ollama_release
+        env = self.fa_env(request, d["kv_cache_type"])
+        device = device_of(gpu, request.llamacpp_backend)
+        src = og.cite(rel, "ls.fa", "ls.fa_args", "device.fa")
+        if env is not None:
+            fa = "on" if env else "off"
+            why = (f"OLLAMA_FLASH_ATTENTION={int(env)}" + ("" if request.flash_attn in ("on", "off") else
+                                                        f" (the command sets it: a {d['kv_cache_type']} KV cache "
+                                                        "needs flash attention)") + f": --flash-attn {fa}")
+        else:
+            ok = og.flash_attention_supported(device, gpu.compute_capability, rel)
+            fa = "off" if ok is False else "auto"
+            why = ("OLLAMA_FLASH_ATTENTION unset and " + (
+                f"Ollama {rel} takes this GPU (compute {gpu.compute_capability}) for one without flash attention: "
+                "--flash-attn off" if ok is False else
+                "this GPU's compute capability not known: taken as supported, --flash-attn auto" if ok is None else
+                "every GPU supports it: --flash-attn auto, which llama.cpp resolves per model and backend"))
+        d["flash_attention"] = st["flash_attn"] = fa
+        d["sources"]["flash_attention"] = f"{why} ({src})"
+
+    @staticmethod
+    def fa_env(request, kv_cache_type: str) -> bool | None:
+        """``OLLAMA_FLASH_ATTENTION`` as the command sets it (:meth:`launch_argv`): the request's on / off, on for
+        a quantized KV cache left on auto (it needs flash attention), else unset (None)."""
+        fa = None if request.flash_attn in (None, "auto") else request.flash_attn == "on"
+        if kv_cache_type not in ("f16", "f32", "bf16") and fa is None:
+            fa = True
+        return fa
+
+    @staticmethod
+    def file_bytes(meta: GGUFMeta, listing: GGUFListing | None, gguf_file: str | None) -> tuple[int, int | None, str]:
+        """The size of the model file Ollama's scheduler stats (``PredictServerVRAM``: ``os.Stat(modelPath)``), as
+        ``(low, high, why a range)``: exact from the Hub's listing or a read header; within the Hub page's rounding
+        (10 MB) offline; else at least the tensor data (``high`` None). A split GGUF: not modelled (which blob Ollama
+        stats), at least nothing."""
+        f = listing.file(gguf_file) if listing is not None and gguf_file else None
+        if (f is not None and len(f.parts) > 1) or len(meta.files) > 1:
+            return 0, None, ("a split GGUF: the size Ollama's prediction reads (os.Stat of its model blob) is not "
+                             "modelled")
+        if f is not None and f.size_bytes:
+            return f.size_bytes, f.size_bytes, ""
+        header_read = bool(meta.data_offsets) and meta.data_offsets[0] > 0 and bool(meta.file_sizes)
+        if header_read:
+            return meta.file_sizes[0], meta.file_sizes[0], ""
+        data = meta.file_sizes[0] if meta.file_sizes else sum(t.n_bytes for t in meta.tensors)
+        if f is not None and f.listed_gb:
+            lo, hi = max(data, int((f.listed_gb - 0.005) * 1e9)), int((f.listed_gb + 0.005) * 1e9)
+            return lo, max(lo, hi), (f"the file's size is known as the Hub page lists it, {f.listed_gb:g} GB, to "
+                                     "10 MB")
+        return data, None, ("the model file's size is not known" + (" (at least its tensor data)" if data else ""))
+
+    def _batch(self, request, gpu: GPU, meta: GGUFMeta, st: dict[str, Any], listing, gguf_file) -> None:
+        """The batch Ollama passes to its runner (:func:`.ollama.ollama_batch`) into ``st`` (``n_batch``,
+        ``n_ubatch`` for the plan) and the ``ollama`` dict (``num_batch``, ``batch``, ``sources["num_batch"]``). The
+        scheduler's free memory is taken as the device's whole budget (an idle GPU, as the --fit model takes it);
+        on a Mac Ollama takes the smaller of that and the system's free memory, which is not modelled."""
+        from . import ollama as og
+
+        d = st["ollama"]
+        rel = request.ollama_release
+        device = device_of(gpu, request.llamacpp_backend)
+        budget, _ = budget_bytes(gpu)
+        available = 0 if device == "CPU" else budget
+        lo, hi, why = self.file_bytes(meta, listing, gguf_file)
+        kv = og.predicted_kv_bytes(meta, d["kv_size"])
+        b = og.ollama_batch(rel, embedding=og.is_embedding(meta), num_ctx=d["kv_size"] // d["num_parallel"],
+                            num_parallel=d["num_parallel"], device=device, compute_capability=gpu.compute_capability,
+                            fa_env=self.fa_env(request, d["kv_cache_type"]), available=available,
+                            predicted=(lo + kv, None if hi is None else hi + kv), file_note=why)
+        free = ""
+        if b.rule == "automatic" and available and device == "Metal":
+            free = (f"; the free memory Ollama's scheduler sees is taken as the Metal working set, {budget / GiB:.2f} "
+                    "GiB (an idle Mac); Ollama takes the smaller of it and the system's free memory ("
+                    + og.cite_lines(rel, "sched.avail_load") + "), which is not modelled: less never gives a larger "
+                    "batch")
+        elif b.rule == "automatic" and available:
+            free = (f"; the free memory Ollama's scheduler sees is taken as the GPU's {budget / GiB:.2f} GiB (an idle "
+                    "GPU, as the --fit model takes it; a display or other processes leave less, and less never gives "
+                    "a larger batch)")
+        d["num_batch"] = b.num_batch
+        d["batch"] = b.to_json()
+        d["sources"]["num_batch"] = f"{b.why}{free} ({b.source})"
+        st["n_batch"], st["n_ubatch"] = b.n_batch, b.n_ubatch
+        # an automatic context (OLLAMA_CONTEXT_LENGTH unset / 0): a load that fails out of memory is retried once
+        # with it lowered, and the batch picked again for it
+        retry = og.oom_retry(rel, num_ctx=d["kv_size"] // d["num_parallel"],
+                             num_ctx_auto=request.max_model_len in (None, 0))
+        if retry is not None:
+            kv2 = og.predicted_kv_bytes(meta, retry["num_ctx"] * d["num_parallel"])
+            b2 = og.ollama_batch(rel, embedding=og.is_embedding(meta), num_ctx=retry["num_ctx"],
+                                 num_parallel=d["num_parallel"], device=device,
+                                 compute_capability=gpu.compute_capability,
+                                 fa_env=self.fa_env(request, d["kv_cache_type"]), available=available,
+                                 predicted=(lo + kv2, None if hi is None else hi + kv2), file_note=why)
+            retry |= {"num_batch": b2.num_batch, "num_batch_determined": b2.determined}
+        d["oom_retry"] = retry
 
     def _compute_memory(self, request, model: LoadedModel) -> LlamaCppMemory:
         """llama.cpp's plan with Ollama's defaults, then the engine the Ollama release runs this architecture on
@@ -1134,6 +1272,10 @@ class Ollama(LlamaCpp):
                 f"}}, {OLLAMA_CTX_CUT_SRC}), so the KV cache holds {d['kv_size']:,} cells"
                 + (f" ({used:,} x OLLAMA_NUM_PARALLEL {d['num_parallel']})" if d["num_parallel"] > 1 else "")
                 + f" and the command sets OLLAMA_CONTEXT_LENGTH={used}, the context Ollama uses")
+        if d["num_parallel"] < d["num_parallel_requested"]:
+            mem.plan.notes.append(f"{d['num_parallel']} slot, not the {d['num_parallel_requested']} asked: "
+                                  f"{d['sources']['num_parallel']}; the KV cache, the speed and the command "
+                                  f"(OLLAMA_NUM_PARALLEL={d['num_parallel']}) are for that")
         arch = mem.meta.architecture if mem.meta is not None else mem.plan.architecture
         try:
             rule = ollama_rule(request.ollama_release)
@@ -1142,6 +1284,17 @@ class Ollama(LlamaCpp):
         eng = ollama_engine(arch, request.ollama_release)
         mem.ollama["release"] = request.ollama_release
         mem.ollama["engine"] = eng.to_json()
+        if eng.runner == "llama-server" and d["flash_attention"] != (request.flash_attn or "auto"):
+            mem.plan.notes.append(f"flash attention {d['flash_attention']}: {d['sources']['flash_attention']}")
+        if "num_batch" in d:
+            p, b = mem.plan, d["batch"]
+            head = (f"-b {b['n_batch']} -ub {b['n_ubatch']} to llama-server" if eng.runner == "llama-server" else
+                    f"n_batch {b['n_batch']}, n_ubatch {b['n_ubatch']} in its llama.cpp runner's context"
+                    if eng.engine == "llama.cpp" else f"BatchSize {b['num_batch']} to its own Go engine")
+            what = ("the compute buffers" + (" and the SWA cache" if len(p.kv_caches) > 1 else "") +
+                    f" and the prefill passes are for n_ubatch {p.n_ubatch}" if eng.engine == "llama.cpp" else
+                    "a sliding-window cache of its holds that many cells more; its compute graph is not modelled")
+            mem.plan.notes.append(f"num_batch {d['num_batch']} ({head}; {what}): {d['sources']['num_batch']}")
         if eng.runner == "llama-server":  # GraphSize, the pre-0.30 scheduler's estimate, is gone (9db4bdbad)
             mem.plan.notes[:] = [n for n in mem.plan.notes if not n.startswith("Ollama before 0.30")]
         if eng.engine == "ollama":
@@ -1166,6 +1319,7 @@ class Ollama(LlamaCpp):
             mem.plan.notes.append("the buffers and the speed shown are for every layer on the GPU, which does not fit: "
                                   "Ollama before 0.30 runs with fewer and is slower; since 0.30 llama-server's --fit "
                                   "places the layers (--ollama-release 0.30.0 or later models that)")
+        self._oom_retry_note(mem)
         return mem
 
     @staticmethod
@@ -1182,7 +1336,7 @@ class Ollama(LlamaCpp):
         requested = None if request.flash_attn in (None, "auto") else request.flash_attn == "on"
         fa, fa_why = og.engine_flash_attention(meta, rule, requested)
         kv = og.engine_kv(meta, num_ctx=d["num_ctx"], num_parallel=d["num_parallel"], kv_cache_type=d["kv_cache_type"],
-                          flash_attention=fa)
+                          flash_attention=fa, num_batch=d.get("num_batch", 512))
         kv_why = "" if kv is not None else (
             f"not modelled: the Go engine's cache layout of {meta.architecture!r} is not transcribed (transcribed: "
             "gemma3, gpt-oss, qwen3, qwen3moe, mistral3)")
@@ -1257,6 +1411,21 @@ class Ollama(LlamaCpp):
                              f"this Mac's {u['ram'] / GiB:.2f} GiB of unified memory, which the CPU and the GPU share ("
                              f"{u['usable_rule']}). {Ollama.unified_starts_text(request)}")
 
+    @staticmethod
+    def _oom_retry_note(mem: LlamaCppMemory) -> None:
+        """Where Ollama 0.30+ would retry a load that fails out of memory (an automatic context above 4,096,
+        :func:`.ollama.oom_retry`) and the plan does not simply fit: a note with the context and batch of the
+        retry, and that the command's OLLAMA_CONTEXT_LENGTH turns the retry off."""
+        r = (mem.ollama or {}).get("oom_retry")
+        if r is None or (mem.fits and not mem.condition):
+            return
+        nb = f"{r['num_batch']}" + ("" if r["num_batch_determined"] else " at most")
+        mem.plan.notes.append(
+            f"if llama-server fails to load out of memory, Ollama {mem.ollama['release']} retries once with its "
+            f"automatic context lowered to num_ctx {r['num_ctx']:,} and num_batch picked again ({nb}) ({r['source']}); "
+            "the plan is for the first load. The command sets OLLAMA_CONTEXT_LENGTH, which makes the context not "
+            "automatic and so turns this retry off: leave it unset to keep it")
+
     def unified_starts(self, request) -> str:
         """:meth:`unified_starts_text` (the verdict's words for a Mac that cannot hold the model)."""
         return self.unified_starts_text(request)
@@ -1324,9 +1493,8 @@ class Ollama(LlamaCpp):
         ``LlamaCppMemory.client_argv``."""
         mem = self._memory(request, model)
         d = mem.ollama
-        fa = None if request.flash_attn in (None, "auto") else request.flash_attn == "on"
-        if d["kv_cache_type"] not in ("f16", "f32", "bf16") and fa is None:
-            fa = True  # a quantized cache needs flash attention; say so in the command instead of relying on auto
+        # a quantized cache needs flash attention: the command says so instead of relying on auto (fa_env)
+        fa = self.fa_env(request, d["kv_cache_type"])
         # the context Ollama uses: num_ctx cut to the model's training context (OLLAMA_CTX_CUT_SRC), which is what
         # the plan is for; the setting above it would start the same runner but read as a larger KV cache
         return ollama_serve_argv(num_ctx=d["kv_size"] // d["num_parallel"], num_parallel=d["num_parallel"],

@@ -38,8 +38,8 @@ table derived by :mod:`.quant_rules`) and the memory plan:
   catalog (what the Max / Ultra CPU clusters lose against it is not modelled); Metal's op offload (ggml-metal.cpp:
   774-780, batch >= 32, ggml-metal-device.m:1285) and the activations copy within that memory: half its bandwidth
   (each byte read and written) instead of PCIe;
-* prefill runs ``-ub`` (n_ubatch, 512) tokens per pass, compute-bound: 2 FLOPs per weight per token plus the
-  attention pairs;
+* prefill runs ``-ub`` (n_ubatch: llama-server's 512, or what Ollama passes) tokens per pass, compute-bound: 2
+  FLOPs per weight per token plus the attention pairs;
 * **speculative decoding with a draft model** (common/speculative.cpp, ``common_speculative_state_draft::draft``
   :308-412): each step the draft decodes the last token and then each drafted token but the last, one token per
   pass, so ``k`` drafted tokens cost ``k`` single-token draft passes (:330, :398; drafting stops early when the
@@ -553,6 +553,9 @@ def speed(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, prompt_len: int = 1024, ou
             sources["ttft_ms.queue"] = (f"mean wait for a slot (C / P - 1) x (TTFT + (output_len - 1) x ITL), C = "
                                         f"{concurrency} clients, P = {conc} slots (closed loop, Little's law); "
                                         + queue_source)
+    if pre_ms is not None:
+        sources["prefill"] = (f"the prompt in passes of n_ubatch = {n_ubatch} tokens (-ub; the plan's, after "
+                              "llama.cpp cuts it to -b and -c)")
     sources["bytes"] = (f"GGUF tensor bytes per device ({meta.source}); token_embd read as one row per token; KV "
                         "from the plan's cache types, on its layer's device")
     devices = {_dev_name(d): {"weight_bytes": p.bytes_weights, "kv_bytes": p.bytes_kv, "ms": round(p.total_ms, 3),
@@ -564,7 +567,7 @@ def speed(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, prompt_len: int = 1024, ou
         ttft_ms=None if ttft is None else round(ttft, 2), itl_ms=round(itl, 3), decode_step_ms=round(itl, 3),
         output_tokens_per_s=round(conc * 1000.0 / itl, 2), weight_bytes_per_token=dec.bytes_weights,
         kv_bytes_per_token_step=dec.bytes_kv, decode=_decode_view(dec),
-        prefill=None if pre_ms is None else {"total_ms": round(pre_ms, 3)},
+        prefill=None if pre_ms is None else {"total_ms": round(pre_ms, 3), "n_ubatch": n_ubatch},
         efficiency_label=eff.label,
         efficiency={"mem_bw": eff.mem_bw, "compute": eff.compute, "step_overhead_ms": eff.step_overhead_ms,
                     "layer_us": eff.layer_us, "overlap_p": eff.overlap_p,
