@@ -52,7 +52,7 @@ def test_draft_file_given_and_unknown_repo(settings):
 def test_ollama_refuses_draft(settings):
     from calculator.engine.errors import EngineInputError
 
-    with pytest.raises(EngineInputError, match="Ollama has no speculative decoding"):
+    with pytest.raises(EngineInputError, match="Ollama's speculative decoding is not modelled"):
         _plan(runtime="ollama")
 
 

@@ -205,7 +205,8 @@ def test_a_draft_model_on_ollama_is_refused_by_name_before_the_draft_is_loaded(c
     r = client.get("/api/estimate", {"model": "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "runtime": "ollama",
                                      "gpu": "RTX 4090", "speculative_config": spec})
     assert r.status_code == 400 and r.json()["field"] == "speculative_config"
-    assert "Ollama has no speculative decoding" in r.json()["error"]
+    assert "Ollama's speculative decoding is not modelled" in r.json()["error"]
+    assert "from 0.32.7 it runs only MTP or DFlash drafts" in r.json()["error"]  # llm/llama_server.go:802-824
 
 
 def test_before_0_30_a_model_bigger_than_the_gpu_depends_on_ollamas_own_layout(client, _offline):

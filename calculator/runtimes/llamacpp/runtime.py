@@ -1460,11 +1460,16 @@ class Ollama(LlamaCpp):
         return ollama_rule(request.ollama_release).engine_required is None
 
     def check_speculative(self, spec) -> None:
-        """Ollama has no speculative decoding: no draft-model option in its API, Modelfile or server (the feature
-        request ollama/ollama#5800 is open; PR #8134, which added one, was closed unmerged)."""
-        raise EngineInputError("speculative_config", "Ollama has no speculative decoding (no draft model option: "
-                               "https://github.com/ollama/ollama/issues/5800 is open, PR #8134 was closed unmerged); "
-                               "use --runtime llama.cpp (llama-server -md) for a draft model")
+        """Not modelled for Ollama, refused by name: up to v0.32.6 Ollama has no speculative decoding (no draft-model
+        option in its API, Modelfile or server: ollama/ollama#5800; PR #8134 closed unmerged); from v0.32.7 its
+        llama.cpp runner gets a draft only as an MTP or DFlash one (``appendDraftArgs``, llm/llama_server.go:802-824 at
+        v0.32.15: ``--spec-type draft-mtp`` / ``draft-dflash`` with ``--spec-draft-n-max`` when the draft's num_predict
+        is set; absent up to v0.32.6), neither of which is the draft_model method (``--spec-type draft-simple``)."""
+        raise EngineInputError("speculative_config", "Ollama's speculative decoding is not modelled: up to 0.32.6 "
+                               "Ollama has none (https://github.com/ollama/ollama/issues/5800), and from 0.32.7 it runs "
+                               "only MTP or DFlash drafts (llm/llama_server.go:802-824 appendDraftArgs at v0.32.15: "
+                               "--spec-type draft-mtp / draft-dflash), not a separate draft model; use --runtime "
+                               "llama.cpp (llama-server -md) for a draft model")
 
     def gguf_choice(self, request, listing: GGUFListing | None) -> tuple[str | None, str | None]:
         """Ollama pulls ``hf.co/{repo}`` without a tag as the repo's Q4_K_M file (https://huggingface.co/docs/hub/
