@@ -316,6 +316,20 @@ def test_the_readme_lists_exactly_the_keys_of_the_vllm_answer(client):
     assert listed == set(_ok(client, f"model={LLAMA}&gpu=RTX4090"))
 
 
+def test_the_readme_lists_the_memory_keys_of_the_sglang_answer_in_order(client):
+    """The README names SGLang's memory keys in the order of the answer (those before the verdict), each once."""
+    import re
+
+    from tests.conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("SGLang answers carry"):]
+    section = section[:section.index("and the same\nspeed keys")]
+    listed = re.findall(r"`([a-z_0-9]+)`", section.replace("`server_args.py`", ""))
+    keys = list(_ok(client, f"model={LLAMA}&gpu=H100&runtime=sglang"))
+    assert listed == keys[:keys.index("verdict")]
+
+
 def test_speed_with_speculation_says_which_server_the_figures_describe(client):
     """ngram has no public acceptance figure: without --acceptance-rate its figures are those of the server without
     drafts (the same as the request without speculation: computed here as that request), and the answer says so in
