@@ -813,3 +813,23 @@ def test_multi_layer_eagle_models_turn_spec_v2_on_before_0_5_23():
     assert spec_overlap("0.5.9", "LlamaForCausalLM") == (
         False, "sglang==0.5.9 sglang/srt/server_args.py:2384 (spec v2 off by default: sglang==0.5.9 "
                "sglang/srt/environ.py:414)")
+
+
+def test_the_draft_share_of_the_pool_is_shown_beside_the_pool(client):
+    """EAGLE-3 on Llama-3.1-8B, SGLang 0.5.23: the cell of 135,168 B per token is the target's 32 layers x 8 KV heads x
+    (128 + 128) x 2 B = 131,072 B plus the draft layer's 4,096 B (pool_configurator.py:311: the draft's KV charged in
+    the target's cell), which the KV size SGLang logs leaves out; the page and the command's table show the draft's
+    share, its KV and its weights (they were in the JSON only)."""
+    data = _estimate("--acceptance-length", "2.4")
+    assert data["cell_size_bytes"] == 32 * 8 * 256 * 2 + 8 * 256 * 2 == 135_168
+    assert data["speculative"]["draft_cell_size_bytes"] == 4096
+    out = StringIO()
+    call_command("estimate", "--model", LLAMA8, "--runtime", "sglang", "--gpu", "H100", "--speculative-config",
+                 EAGLE3_K3, stdout=out)
+    text = out.getvalue()
+    assert "  of which the draft's KV per token (B): 4096  (source: sglang==0.5.23" in text
+    assert f"Draft KV per rank (GiB): {data['speculative']['draft_kv_gib']}" in text
+    assert f"Draft weights per rank (GiB): {data['speculative']['draft_weights_gib']}" in text
+    page = client.get("/", {"model": LLAMA8, "runtime": "sglang", "gpu": "H100", "speculative_config": EAGLE3_K3},
+                      follow=True).content.decode()
+    assert "of which the draft&#x27;s KV per token" in page or "of which the draft's KV per token" in page

@@ -44,6 +44,12 @@ SGLANG_ROWS = (
     ("max_running_requests", "max_running_requests"),
     ("attention_backend", "attention backend"),
 )
+#: the speculative draft's rows (``SGLangPlan.speculative``), beside the pool they share or add to
+SGLANG_DRAFT_ROWS = (
+    ("draft_cell_size_bytes", "  of which the draft's KV per token (B)"),
+    ("draft_kv_gib", "Draft KV per rank (GiB)"),
+    ("draft_weights_gib", "Draft weights per rank (GiB)"),
+)
 
 
 def gib_as_logged(value: Any) -> Any:
@@ -88,8 +94,18 @@ class SGLangMemory(BaseModel):
         """``(label, value, source)`` rows of what SGLang logs, for the page."""
         p = self.plan
         cited = {s.field: f"{s.kind}: {s.source}" for s in p.sources}
-        return [(label, getattr(p, key), cited.get(key, "")) for key, label in SGLANG_ROWS
+        rows = [(label, getattr(p, key), cited.get(key, "")) for key, label in SGLANG_ROWS
                 if getattr(p, key, None) is not None]
+        spec = p.speculative
+        if spec is not None:
+            # the draft's share: its KV rides in the cell above (0.5.23) or a pool of its own, its weights load first
+            for key, label in SGLANG_DRAFT_ROWS:
+                value = getattr(spec, key, None)
+                if value is not None:
+                    why = cited.get(f"speculative.{key}") or (cited.get("cell_size_bytes.draft", "")
+                                                               if key == "draft_cell_size_bytes" else "")
+                    rows.insert(2 if key == "draft_cell_size_bytes" else len(rows), (label, value, why))
+        return rows
 
     def to_json(self) -> dict[str, Any]:
         """What SGLang logs, per rank: ``max_total_num_tokens``, ``kv_bytes_per_token`` (cell size), K and V
