@@ -11,6 +11,8 @@ Takes vLLM's flags (ignored, except --host/--port, --served-model-name and --spe
   --fake-pid-file P    write "<pid> <child pid>" to P
   --fake-pid-dir D     write "<pid> <child pid>" to D/<phase>.<pid>.pids, phase "speculative" when started
                        with --speculative-config, else "baseline" (two servers of one run side by side)
+  --fake-itl-ms X      also expose vLLM's ``vllm:inter_token_latency_seconds`` histogram (``_sum`` / ``_count``), each
+                       request of n output tokens observing n - 1 gaps of X ms (the engine's step as vLLM times it)
 
 ``POST /v1/completions`` answers as vLLM's OpenAI server does for ``vllm bench serve`` (``"stream": true``,
 ``stream_options.include_usage``): server-sent events, the first token in its own chunk, the other
@@ -38,6 +40,7 @@ p.add_argument("--fake-mode", default="serve")
 p.add_argument("--fake-pid-file")
 p.add_argument("--fake-pid-dir")
 p.add_argument("--fake-log")
+p.add_argument("--fake-itl-ms", type=float, default=None)
 p.add_argument("--host", default="127.0.0.1")
 p.add_argument("--port", type=int, default=8000)
 p.add_argument("--served-model-name", default="")
@@ -80,7 +83,7 @@ if args.fake_mode == "hang":
     sys.exit(0)
 
 K = int(json.loads(args.speculative_config).get("num_speculative_tokens", 1)) if args.speculative_config else 0
-counters = {"requests": 0, "tokens": 0, "drafts": 0, "prefix_queries": 0, "prefix_hits": 0}
+counters = {"requests": 0, "tokens": 0, "drafts": 0, "prefix_queries": 0, "prefix_hits": 0, "itl_n": 0}
 lock = threading.Lock()
 BLOCK = 16
 
@@ -120,6 +123,10 @@ def metrics_text() -> str:
              f'{c["tokens"]}', "# TYPE vllm:prefix_cache_queries counter",
              f"vllm:prefix_cache_queries_total{{{labels}}} {c['prefix_queries']}",
              "# TYPE vllm:prefix_cache_hits counter", f"vllm:prefix_cache_hits_total{{{labels}}} {c['prefix_hits']}"]
+    if args.fake_itl_ms is not None:
+        lines += ["# TYPE vllm:inter_token_latency_seconds histogram",
+                  f"vllm:inter_token_latency_seconds_sum{{{labels}}} {c['itl_n'] * args.fake_itl_ms / 1e3}",
+                  f"vllm:inter_token_latency_seconds_count{{{labels}}} {c['itl_n']}"]
     if K:
         lines += ["# TYPE vllm:spec_decode_num_drafts counter", f"vllm:spec_decode_num_drafts_total{{{labels}}} {c['drafts']}",
                   "# TYPE vllm:spec_decode_num_draft_tokens counter",
@@ -175,6 +182,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         with lock:
             counters["requests"] += 1
             counters["tokens"] += n
+            counters["itl_n"] += max(0, n - 1)
             counters["drafts"] += n // 2 if K else 0
         if (payload.get("stream_options") or {}).get("include_usage"):
             event({**head, "choices": [], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n,

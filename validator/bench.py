@@ -535,6 +535,7 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
     servers' process groups are always killed before returning or raising."""
     deadline = Deadline(options["wall_clock_s"])
     run_wall0 = time.time()
+    load_before = runner.load_sample()  # before the servers: what else the host is doing (runner.host_load)
     on_process = options.get("on_process") or (lambda role, phase, pgid: None)
     workdir.mkdir(parents=True, exist_ok=True)
     model_id = configuration["run_model"]
@@ -636,6 +637,7 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
     finally:
         _stop(measured, bench, servers, on_process, options)
         shutil.rmtree(rpc_dir, ignore_errors=True)
+    measured["host_load"] = runner.host_load(load_before, runner.load_sample(), platform)
     reporter("scoring", 0.98)
     baseline, speculative = measured["phases"]["baseline"], measured["phases"]["speculative"]
     from . import calibration
@@ -652,7 +654,8 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
     measured["verdict"] = paired_verdict(measured, hardware, caveats=[what_ran["short"]] if what_ran else None)
     measured["acceptance"] = acceptance_summary(speculative)
     measured["prompts"] = prompts_note(measured, workload)
-    measured["calibration"] = calibration.from_run(configuration, baseline, hardware)
+    measured["calibration"] = calibration.hold_if_overloaded(calibration.from_run(configuration, baseline, hardware),
+                                                             measured["host_load"])
     from . import capabilities
 
     measured["worker"] = {"host": hardware.get("host"), "hardware": capabilities.hardware_label(hardware),
@@ -681,6 +684,7 @@ def run_llamacpp_sequence(configuration: dict[str, Any], workdir: Path, reporter
     if release is None:
         raise RunnerError(f"llama.cpp runs are not available on this worker: {why}")
     deadline = Deadline(options["wall_clock_s"])
+    load_before = runner.load_sample()
     on_process = options.get("on_process") or (lambda role, phase, pgid: None)
     workdir.mkdir(parents=True, exist_ok=True)
     model_id = configuration["run_model"]
@@ -747,6 +751,7 @@ def run_llamacpp_sequence(configuration: dict[str, Any], workdir: Path, reporter
         raise
     finally:
         _stop(measured, bench, servers, on_process, options)
+    measured["host_load"] = runner.host_load(load_before, runner.load_sample(), "cpu")
     reporter("scoring", 0.98)
     meta, plan = llamacpp.predict(gguf, lc["settings"], logged.get("cpu_features"))
     measured["prediction"] = {"kv_cache_mib": round(plan.kv_bytes / llamacpp.MiB, 2), "log_lines": plan.log_lines(),
@@ -808,6 +813,7 @@ def run_sglang_sequence(configuration: dict[str, Any], workdir: Path, reporter: 
     if covered:  # the command the worker's prediction describes (validator.config.sglang_for_release)
         configuration, command_note = sglang_for_release(configuration, covered)
     deadline = Deadline(options["wall_clock_s"])
+    load_before = runner.load_sample()
     on_process = options.get("on_process") or (lambda role, phase, pgid: None)
     workdir.mkdir(parents=True, exist_ok=True)
     model_id = configuration["run_model"]
@@ -906,6 +912,7 @@ def run_sglang_sequence(configuration: dict[str, Any], workdir: Path, reporter: 
             on_process("server", name, None)
             options.get("on_server", lambda pgid: None)(None)
     measured["order"] = [p["name"] for p in phases]
+    measured["host_load"] = runner.host_load(load_before, runner.load_sample(), "cuda")
     reporter("scoring", 0.98)
     if command_note:
         measured["command_note"] = command_note

@@ -25,6 +25,10 @@ by whom, why) and ``restore(run)`` undoes it; the next refresh installs the newe
 scope, or none. ``python manage.py calibrations`` lists them with their scope, age and state (``--drop RUN``,
 ``--drop-all``, ``--restore RUN``); the admin's validation runs have the same actions.
 
+**Held back on an overloaded host.** ``hold_if_overloaded`` stores a CPU run's calibration dropped (``by``
+``HELD_BY``, ``automatic``) when ``validator.runner.host_load`` found the host overloaded before the run: such a run
+measured the other work's contention. ``restore`` installs it if the user wants it.
+
 Limits (stated, not hidden): one run gives one point; the calibrated row reproduces that point's TPOT, and
 other contexts / concurrencies follow the model's form. When even the factor limits (bandwidth or compute
 ×0.05 to 1, fixed costs ×0.05 to ×20) cannot reach the measurement, ``tpot_after_ms`` vs
@@ -104,6 +108,24 @@ def from_run(configuration: dict[str, Any], baseline: dict[str, Any], hardware: 
         "ttft_before_ms": before.ttft_ms, "ttft_after_ms": after.ttft_ms,
         "profile": kw,
     }
+
+
+HELD_BY = "the validator"  # ``dropped["by"]`` of a calibration held back because the host was overloaded
+
+
+def hold_if_overloaded(cal: dict[str, Any], load: dict[str, Any] | None) -> dict[str, Any]:
+    """``cal`` (``from_run``'s) stored dropped when ``load`` (``validator.runner.host_load``) says the host was
+    overloaded: a run that contended with other work measured that work, and installing it would carry the
+    contention into every later estimate of its scope (a run at load 8.5 on 2 CPUs took TPOT from 2.29 to 6.74 ms).
+    ``dropped`` then says so (``automatic``: True, ``by``: ``HELD_BY``); ``restore`` (``manage.py calibrations
+    --restore RUN``) installs it if the user wants it. A skipped calibration, or one on a host that was not
+    overloaded, is returned as it is."""
+    from datetime import datetime, timezone
+
+    if "efficiency" not in cal or not (load or {}).get("overloaded"):
+        return cal
+    return {**cal, "dropped": {"at": datetime.now(timezone.utc).isoformat(), "by": HELD_BY, "automatic": True,
+                               "reason": f"not installed automatically: {load['text']}"}}
 
 
 def _predict_with(inp, eff, gpu: str, runtime: str, kw: dict[str, Any]):

@@ -63,6 +63,17 @@ def differences(verdict: dict[str, Any] | None) -> list[dict[str, Any]]:
     return rows
 
 
+def pairs_stop(stop: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The run's ``{"pairs", "why"}`` (``bench_serve_entry.PairSchedule``) with the stop rule's widths labelled as
+    what they are: a run stored before ``validator.stats.STILL_WIDE`` said "still wide: output tok/s ±63.4 %" above a
+    table whose tok/s interval was -12.2 to +33.8 %, two widths of two different intervals under one name."""
+    from .stats import STILL_WIDE
+
+    if not stop or not isinstance(stop.get("why"), str) or STILL_WIDE in stop["why"]:
+        return stop
+    return {**stop, "why": stop["why"].replace("still wide: ", STILL_WIDE)}
+
+
 def summary(run) -> dict[str, Any]:
     """Everything a report needs, JSON-ready: configuration, predicted vs measured, latency
     percentiles (ms), output tok/s, peak memory (GiB), acceptance figures, verdict."""
@@ -85,7 +96,8 @@ def summary(run) -> dict[str, Any]:
         "gguf": measured.get("gguf"), "llamacpp_prediction": measured.get("prediction"),
         "prediction_note": measured.get("prediction_note"), "command_note": measured.get("command_note"),
         "prompt_tokens": measured.get("prompt_tokens"), "speed_model": measured.get("speed_model"),
-        "prompts": measured.get("prompts"), "pairs_stop": measured.get("pairs_stop"),
+        "prompts": measured.get("prompts"), "pairs_stop": pairs_stop(measured.get("pairs_stop")),
+        "host_load": measured.get("host_load"),
     }
     out["speed_model_line"] = speed_model_line(out["speed_model"])
     if out["runtime"] == "llama.cpp":
@@ -178,6 +190,8 @@ def format_text(s: dict[str, Any]) -> str:
     lines.append(f"model: {s['model_id']} (ran {s['run_model']} on {s['platform']}), workload {s['workload']}")
     if s.get("prompts"):
         lines.append(f"  prompts: {s['prompts']}")
+    if s.get("host_load"):
+        lines.append(f"  {s['host_load']['text']}")
     lines += [f"  note: {a}" for a in s["adjustments"]]
     if s["prediction_error"]:
         lines.append(f"  prediction: {s['prediction_error']}")
@@ -226,7 +240,10 @@ def format_text(s: dict[str, Any]) -> str:
                      + (f"; TTFT {c['ttft_before_ms']:.1f} -> {c['ttft_after_ms']:.1f} ms, measured "
                         f"{c['measured_ttft_ms']:.1f} ms" if c.get("measured_ttft_ms") else
                         f"; TTFT {c['ttft_source']}" if c.get("ttft_source") else "")
-                     + f". Later predictions for {c['gpu']} with vLLM {c.get('release')} and the same kernel path say "
-                       f"\"calibrated from run {s['id'][:8]}\" (manage.py calibrations --drop {s['id'][:8]} drops it)"
-                     + (" — dropped: estimates no longer use it." if c.get("dropped") else "."))
+                     + (f". NOT INSTALLED — {c['dropped']['reason']}; estimates do not use it "
+                        f"(manage.py calibrations --restore {s['id'][:8]} installs it if you want it)."
+                        if (c.get("dropped") or {}).get("automatic") else
+                        f". Later predictions for {c['gpu']} with vLLM {c.get('release')} and the same kernel path say "
+                        f"\"calibrated from run {s['id'][:8]}\" (manage.py calibrations --drop {s['id'][:8]} drops it)"
+                        + (" — dropped: estimates no longer use it." if c.get("dropped") else ".")))
     return "\n".join(lines)

@@ -677,3 +677,51 @@ class BenchProcess:
     def stop(self) -> None:
         if self.proc.poll() is None:
             kill_process_group(self.proc.pid, 5.0, self.proc)
+
+
+# --------------------------------------------------------------------------------------------------
+# host load
+# --------------------------------------------------------------------------------------------------
+# A CPU run on a host whose 1-minute load average per CPU exceeds this when the run starts measured a host busy with
+# other work: its timings (and so its calibration) are the contention's, not the configuration's. A product choice:
+# at 1.5 runnable tasks per CPU every process already waits half as long again as it runs.
+OVERLOAD_PER_CPU = 1.5
+
+
+def load_sample() -> list[float] | None:
+    """``os.getloadavg()`` (1, 5 and 15-minute load averages of the whole host) rounded to 2 decimals, or None where
+    the platform has none."""
+    try:
+        return [round(float(x), 2) for x in os.getloadavg()]
+    except (OSError, AttributeError):
+        return None
+
+
+def host_load(before: list[float] | None, after: list[float] | None, platform: str,
+              cpu_count: int | None = None) -> dict[str, Any]:
+    """What the host was doing around a run: ``{"before", "after"}`` (``load_sample``s taken before the servers
+    started and after they stopped), ``cpu_count`` (``os.cpu_count()``), ``per_cpu_before`` (the 1-minute average
+    before the run per CPU), ``limit`` (``OVERLOAD_PER_CPU``), ``overloaded`` (True / False; None when not judged:
+    no load average, or a GPU run, whose timings are the GPU's) and ``text``.
+
+    Judged on the load *before* the run: the figure after it also holds the run's own servers and benchmark of the
+    last minute (on two CPUs about their number of busy threads), so it is reported, not used; load that other
+    work adds only during the run is therefore not caught."""
+    cpus = cpu_count or os.cpu_count() or 0
+    out: dict[str, Any] = {"before": before, "after": after, "cpu_count": cpus or None, "limit": OVERLOAD_PER_CPU,
+                           "per_cpu_before": None, "overloaded": None}
+    if before is None or not cpus:
+        out["text"] = "host load not recorded (no load average on this platform)"
+        return out
+    per = before[0] / cpus
+    out["per_cpu_before"] = round(per, 2)
+    text = (f"host load (1-minute average) {before[0]:.2f} before the run"
+            + (f", {after[0]:.2f} after it (which includes the run's own servers)" if after else "")
+            + f", on {cpus} CPU{'s' if cpus != 1 else ''}: {per:.2f} per CPU before the run")
+    if platform != "cpu":
+        out["text"] = text + " (not judged: a GPU run's timings are the GPU's)"
+        return out
+    out["overloaded"] = per > OVERLOAD_PER_CPU
+    out["text"] = text + (f" — above {OVERLOAD_PER_CPU:g}: the host was overloaded by other work, so its timings are "
+                          "the contention's" if out["overloaded"] else f", at most {OVERLOAD_PER_CPU:g}: not overloaded")
+    return out

@@ -110,6 +110,13 @@ MIN_PAIRS = 3
 INTERIM_CONFIDENCE = 0.999  # the early-stopping boundary (module docstring: how many pairs)
 # An interval this tight (half-width, percentage points) settles its signal whatever its side: half the distance
 # of the role's threshold from no change.
+# How stop_rule's "why" names the width it stops on: not the verdict's interval (the paired bootstrap interval of
+# ``paired_change``, the report's table) but the pessimistic t half-width of ``assured_half_width_pct``, which is
+# wider (the spread at the upper end of its own 95 % interval). Reports of runs stored before this label say
+# "still wide: " alone; ``validator.report.pairs_stop`` rewrites that to this.
+STILL_WIDE = ("still wide at the stop rule's pessimistic half-width (95 % t interval with the pairs' spread at the "
+              "upper end of its own 95 % interval; the verdict's 95 % bootstrap intervals, which decide, are in the "
+              "table): ")
 TARGET_HALF_WIDTH_PCT = {"decides": GAIN_MARGIN_PCT / 2, "guard": GUARD_LIMIT_PCT / 2}
 
 # (key in a repeat's bench summary, label, higher is better, role)
@@ -536,12 +543,13 @@ def stop_rule(pairs: list[tuple[dict[str, Any], dict[str, Any]]], min_pairs: int
         half = assured_half_width_pct([p[0].get(key) for p in pairs], [p[1].get(key) for p in pairs])
         if half is None or half > TARGET_HALF_WIDTH_PCT[role]:
             label = next(lbl for k, lbl, _, _ in METRICS if k == key)
-            wide.append(f"{label} ±{half:.1f} %" if half is not None else f"{label} (no interval)")
+            wide.append(f"{label} ±{half:.1f} % (tight: at most ±{TARGET_HALF_WIDTH_PCT[role]:g} %)"
+                        if half is not None else f"{label} (no interval)")
     if not wide:
         return {"stop": True, "pairs": n, "why": "every deciding interval is tight (half-width at most "
                 + ", ".join(f"{v:g} %" for v in TARGET_HALF_WIDTH_PCT.values()) + " for tok/s, the guards, "
                 "even at the pessimistic end of the spread)"}
     if n >= max_pairs:
-        return {"stop": True, "pairs": n, "why": f"the most pairs this profile allows ({max_pairs}); still wide: "
-                + ", ".join(wide)}
-    return {"stop": False, "pairs": n, "why": "still wide: " + ", ".join(wide)}
+        return {"stop": True, "pairs": n, "why": f"the most pairs this profile allows ({max_pairs}); "
+                + STILL_WIDE + ", ".join(wide)}
+    return {"stop": False, "pairs": n, "why": STILL_WIDE + ", ".join(wide)}
