@@ -79,7 +79,9 @@ def decide(request, memory, compat, startup_errors: list[str] | None = None,
     start_reasons: list[str] = list(startup_errors or [])
     condition = None
     if compat is not None:
-        if compat.ok is False:
+        spec_refused = any(not i.ok for i in getattr(compat, "speculative", []) or [])
+        if compat.ok is False and (compat.error or not spec_refused):
+            # (a report refused only by --speculative-config says so below, not as a backend failure)
             start_reasons.append(compat.error or _backend_reason(compat))
         for issue in getattr(compat, "speculative", []) or []:
             if not issue.ok:
@@ -159,6 +161,11 @@ def candidates(request, memory, compat, quantized_variants: Callable[[str], list
         out.append(Suggestion(label=f"--vllm-version {arch.first_release} (the {which} release covered here whose model "
                                     f"registry has {arch.architectures[0]})",
                               params={"vllm_version": arch.first_release}, kind="settings"))
+    for issue in getattr(compat, "speculative", None) or []:
+        # vLLM: the release's EAGLE-3 target allowlist refuses the model; a covered release whose list accepts it
+        if not issue.ok and getattr(issue, "release", None):
+            out.append(Suggestion(label=f"--vllm-version {issue.release} ({issue.release_why})",
+                                  params={"vllm_version": issue.release}, kind="settings"))
     for release, why in getattr(compat, "release_suggestions", None) or []:
         # SGLang: a release whose pinned transformers (or own config class) loads the model's config
         out.append(Suggestion(label=f"--sglang-version {release} ({why})", params={"sglang_version": release},

@@ -162,6 +162,10 @@ class SpecIssue(BaseModel):
     reason: str
     fix: str = ""
     source: str | None = None
+    # a covered release that accepts what this one refuses (the EAGLE-3 target allowlist), and why, for the
+    # verdict's --vllm-version suggestion
+    release: str | None = None
+    release_why: str = ""
 
 
 class CompatReport(BaseModel):
@@ -573,6 +577,55 @@ def _mtp_n_predict(config: dict) -> int | None:
     return head.n_predict if isinstance(head, MtpHead) else None
 
 
+def eagle3_allows(method: str, model_type: str, data: dict) -> bool | None:
+    """Does the release's EAGLE-3 target allowlist (``speculative.eagle3_targets``, :func:`compat.extract.eagle3_targets`)
+    let ``method`` run on a target of ``model_type``? vLLM tests whether any listed name is a substring of the
+    target's ``hf_text_config.model_type``. None: the release has no such check for ``method``."""
+    e3 = (data.get("speculative") or {}).get("eagle3_targets")
+    if not e3 or method not in e3.get("methods", []):
+        return None
+    return any(t in model_type for t in e3.get("values", []))
+
+
+def eagle3_target_issues(method: str, model_type: str, data: dict) -> list[SpecIssue]:
+    """``SpeculativeConfig``'s EAGLE-3 target check of the release: ``ValueError("Eagle3 is only supported for
+    ['llama', 'qwen'] models. ...")`` when no listed name is in the target's ``hf_text_config.model_type``
+    (vllm/config.py:2906-2910 in 0.9.2, llama only; vllm/config/speculative.py:621-632 in 0.11.2; gone from 0.22.1).
+    The refusal names the covered release to use instead (the first later one that accepts the target, else the
+    last earlier one); a model whose ``model_type`` is unknown is said to be unchecked."""
+    allowed = eagle3_allows(method, model_type, data)
+    if allowed is None:
+        return []
+    e3 = data["speculative"]["eagle3_targets"]
+    release = data["release"]
+    where = f"{e3['check']} ({release})"
+    if not model_type:
+        return [SpecIssue(ok=True, reason=f"vLLM {release} runs {method!r} only on targets whose model_type "
+                          f"contains one of {e3['values']}; the model's model_type is unknown, so this is not "
+                          "checked", source=where)]
+    if allowed:
+        return []
+    targets = str(e3["values"])
+    message = (e3.get("message") or "{method} is only supported for {targets} models. Got "
+               "self.target_model_config.hf_text_config.model_type={model_type}")
+    reason = message.format(method=method, targets=targets, model_type=repr(model_type))
+    key = releases.version_key(release)
+    having = [r for r in releases.covered_releases()
+              if eagle3_allows(method, model_type, extract.load(r)) is not False
+              and method in ((extract.load(r).get("speculative") or {}).get("methods") or [method])]
+    later = [r for r in having if releases.version_key(r) > key]
+    fix_release = later[0] if later else (having[-1] if having else None)
+    why = ""
+    if fix_release:
+        which = "first" if later else "last"
+        has_list = eagle3_allows(method, model_type, extract.load(fix_release)) is not None
+        why = (f"the {which} release covered here whose {method} target list accepts {model_type!r}" if has_list
+               else f"the {which} release covered here without vLLM's {method} target list")
+    fix = (f"--vllm-version {fix_release} ({why})" if fix_release
+           else f"a target whose model_type contains one of {targets}")
+    return [SpecIssue(ok=False, reason=reason, fix=fix, source=where, release=fix_release, release_why=why)]
+
+
 def speculative_issues(spec: SpeculativeConfig | None, features: ModelFeatures, data: dict) -> list[SpecIssue]:
     """Constraints of ``--speculative-config`` (vllm/config/speculative.py of the release)."""
     if spec is None or not (spec.method or spec.model):
@@ -584,6 +637,7 @@ def speculative_issues(spec: SpeculativeConfig | None, features: ModelFeatures, 
     if methods and method not in methods:
         out.append(SpecIssue(ok=False, reason=f"speculative method {method!r} does not exist in vLLM "
                              f"{data['release']}", fix=f"use one of {', '.join(methods)}", source=s.get("source")))
+    out += eagle3_target_issues(method, features.model_type, data)
     mtp_like = method == "mtp" or method in s.get("mtp_model_types", [])
     if mtp_like and features.mtp_layers <= 0:
         out.append(SpecIssue(

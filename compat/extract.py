@@ -14,7 +14,8 @@ Input: an unpacked vLLM tree, an installed ``vllm`` package directory, or a whee
 * ``platforms``: each platform's selector (``_get_backend_priorities`` for CUDA/ROCm,
   ``get_attn_backend_cls`` for CPU/XPU) with file:line.
 * ``cache_dtypes`` (``CacheDType`` Literal) and ``speculative`` (``SpeculativeMethod`` Literal, MTP
-  layer key, heterogeneous-vocab flag), with file:line.
+  layer key, heterogeneous-vocab flag, and in 0.9 to 0.21 the EAGLE-3 target allowlist ``eagle3_targets``),
+  with file:line.
 
 The output depends only on the source, so re-running on the same release gives the same bytes.
 """
@@ -487,6 +488,91 @@ def _find_line(text: str | None, needle: str) -> int | None:
         if needle in line:
             return i
     return None
+
+
+def _is_model_type(node: ast.AST) -> bool:
+    """``<...>.hf_text_config.model_type``."""
+    return isinstance(node, ast.Attribute) and node.attr == "model_type" and \
+        isinstance(node.value, ast.Attribute) and node.value.attr == "hf_text_config"
+
+
+def eagle3_targets(spec_text: str | None, spec_file: str) -> dict | None:
+    """The EAGLE-3 target allowlist of ``SpeculativeConfig`` (its ``_verify_args``): the ``if`` that raises when
+    ``self.method`` is ``"eagle3"`` (from 0.17 also ``"extract_hidden_states"``) and no listed name is a substring
+    of the target's ``hf_text_config.model_type``. 0.9 / 0.10.0 test ``"llama" not in ...model_type``
+    (vllm/config.py:2906-2910 in 0.9.2); 0.10.1 to 0.16 name the list ``eagle3_target_supported``, 0.17 onwards
+    ``aux_hidden_states_supported``; a release without such an ``if`` gives ``None``.
+
+    Returns ``{"methods", "values", "source" (the list's file:line), "check" (the if's file:line), "message"}``;
+    ``message`` is vLLM's ``ValueError`` text with ``{method}``, ``{targets}`` and ``{model_type}`` standing for
+    the method, the list and the model type (as vLLM's f-string prints them: ``str(list)``, ``repr(str)``).
+    """
+    if not spec_text:
+        return None
+    try:
+        tree = ast.parse(spec_text)
+    except SyntaxError:
+        return None
+    lists: dict[str, tuple[list[str], int]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and isinstance(node.value, (ast.List, ast.Tuple)) \
+                and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.value.elts):
+            lists[node.targets[0].id] = ([e.value for e in node.value.elts], node.lineno)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.If):
+            continue
+        methods: list[str] = []
+        values: list[str] | None = None
+        list_line = None
+        list_name = None
+        for sub in ast.walk(node.test):
+            if isinstance(sub, ast.Compare) and isinstance(sub.left, ast.Attribute) and sub.left.attr == "method":
+                right = sub.comparators[0]
+                if isinstance(sub.ops[0], ast.Eq) and isinstance(right, ast.Constant):
+                    methods = [right.value]
+                elif isinstance(sub.ops[0], ast.In) and isinstance(right, (ast.Tuple, ast.List)):
+                    methods = [e.value for e in right.elts if isinstance(e, ast.Constant)]
+            elif isinstance(sub, ast.Compare) and isinstance(sub.ops[0], ast.NotIn) \
+                    and isinstance(sub.left, ast.Constant) and _is_model_type(sub.comparators[0]):
+                values, list_line = [sub.left.value], sub.lineno
+            elif isinstance(sub, ast.GeneratorExp) and isinstance(sub.elt, ast.Compare) \
+                    and _is_model_type(sub.elt.comparators[0]) and isinstance(sub.generators[0].iter, ast.Name):
+                list_name = sub.generators[0].iter.id
+                if list_name in lists:
+                    values, list_line = lists[list_name]
+        if "eagle3" not in methods or values is None:
+            continue
+        raise_ = next((n for n in node.body if isinstance(n, ast.Raise)), None)
+        message = None
+        if raise_ is not None and isinstance(raise_.exc, ast.Call) and raise_.exc.args:
+            message = _message_template(raise_.exc.args[0], list_name)
+        return {"methods": methods, "values": values, "source": f"{spec_file}:{list_line}",
+                "check": f"{spec_file}:{node.lineno}", "message": message}
+    return None
+
+
+def _message_template(node: ast.AST, list_name: str | None) -> str | None:
+    """An f-string's text with ``{method}`` / ``{targets}`` / ``{model_type}`` for its three expressions."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value.replace("{", "{{").replace("}", "}}")
+    if not isinstance(node, ast.JoinedStr):
+        return None
+    out = []
+    for part in node.values:
+        if isinstance(part, ast.Constant):
+            out.append(str(part.value).replace("{", "{{").replace("}", "}}"))
+        elif isinstance(part, ast.FormattedValue):
+            v = part.value
+            if _is_model_type(v):
+                out.append("{model_type}")
+            elif isinstance(v, ast.Name) and v.id == list_name:
+                out.append("{targets}")
+            elif isinstance(v, ast.Attribute) and v.attr == "method":
+                out.append("{method}")
+            else:
+                return None
+    return "".join(out)
 
 
 # ---------------------------------------------------------------- summaries
@@ -1500,6 +1586,9 @@ def extract(path: str | Path, release: str | None = None) -> dict:
             f"{spec_file}:{_find_line(spec_text, 'use_heterogeneous_vocab: bool')}"
             if _find_line(spec_text, "use_heterogeneous_vocab: bool") else None),
     }
+    eagle3 = eagle3_targets(spec_text, spec_file)
+    if eagle3 is not None:  # only where the release has the check: the files of the others stay as they were
+        data["speculative"]["eagle3_targets"] = eagle3
     data["model_configs"] = configs
     data["model_architectures"], data["model_registry"] = model_architectures(src)
     data["quantization"] = quantization_methods(ex)

@@ -307,3 +307,20 @@ def test_the_table_shows_the_mla_tpot_range_beside_the_headline_tpot(monkeypatch
     row = next(line for line in out.getvalue().splitlines() if line.startswith("Predicted ITL (TPOT)"))
     assert row.split()[3] == f"{run_json(*args)['itl_ms']:.2f}"
     assert f"a best case, {best + 2.867:.3g}-{best + 6.283:.3g} ms more likely (MLA attention" in row
+
+
+@pytest.mark.django_db
+def test_eagle3_on_qwen3_moe_with_0_10_0_does_not_start_and_offers_0_10_1(monkeypatch):
+    """vLLM 0.10.0 runs EAGLE-3 only on targets whose model_type contains "llama" (vllm/config.py:3027-3031; vllm
+    issue #22152); 0.10.1 lists ["llama", "qwen"] (vllm/config/__init__.py:2347), so Qwen3-30B-A3B (qwen3_moe)
+    starts there."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    spec = '{"method":"eagle3","model":"AngelSlim/Qwen3-a3B_eagle3","num_speculative_tokens":3}'
+    args = ("--config", str(CONFIGS / "Qwen__Qwen3-30B-A3B.json"), "--gpu", "H100", "--max-model-len", "32768",
+            "--speculative-config", spec)
+    data = run_json(*args, "--vllm-version", "0.10.0")
+    assert data["verdict"] == "does_not_start"
+    assert data["verdict_headline"] == ("speculative decoding: Eagle3 is only supported for Llama models. "
+                                        "Got self.target_model_config.hf_text_config.model_type='qwen3_moe'")
+    assert {"vllm_version": "0.10.1"} in [s["params"] for s in data["suggestions"]]
+    assert run_json(*args, "--vllm-version", "0.10.1")["verdict"] == "works"

@@ -331,3 +331,95 @@ def test_flash_attention_version_by_gpu(gpu, version):
     both branches giving 2, so the answer is FA2 either way (the page printed "FANone")."""
     rep = verdict(LLAMA, gpu)
     assert rep.auto_selected == "FLASH_ATTN" and rep.flash_attn_versions == {"128": version}
+
+
+# ---------------------------------------------------------------- EAGLE-3 target allowlist (SpeculativeConfig)
+# The lists as read from each wheel (SpeculativeConfig._verify_args: vLLM raises ValueError when no listed name is a
+# substring of the target's hf_text_config.model_type): the list's file:line and its contents.
+_E3_0_11 = ["llama", "qwen", "minicpm", "gpt_oss"]
+_E3_0_16 = _E3_0_11 + ["hunyuan_vl", "hunyuan_v1_dense", "afmoe"]
+_E3_0_18 = _E3_0_16 + ["nemotron_h", "deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25"]
+_E3_0_19_1 = _E3_0_18 + ["minimax_m2", "gemma4"]
+EAGLE3_TARGETS = {
+    "0.9.2": ("vllm/config.py:2907", ["llama"]),  # `"llama" not in ...model_type`, message at :2909
+    "0.10.0": ("vllm/config.py:3028", ["llama"]),
+    "0.10.1": ("vllm/config/__init__.py:2347", ["llama", "qwen"]),
+    "0.10.1.1": ("vllm/config/__init__.py:2347", ["llama", "qwen"]),
+    "0.10.2": ("vllm/config/__init__.py:2372", ["llama", "qwen"]),
+    "0.11.2": ("vllm/config/speculative.py:621", _E3_0_11),
+    "0.12.0": ("vllm/config/speculative.py:620", _E3_0_11),
+    "0.13.0": ("vllm/config/speculative.py:621", _E3_0_11),
+    "0.14.1": ("vllm/config/speculative.py:633", _E3_0_11),
+    "0.15.1": ("vllm/config/speculative.py:672", _E3_0_11),
+    "0.16.0": ("vllm/config/speculative.py:689", _E3_0_16),
+    # renamed aux_hidden_states_supported, checked for eagle3 and extract_hidden_states (and dflash from 0.20)
+    "0.17.1": ("vllm/config/speculative.py:768", _E3_0_16 + ["nemotron_h"]),
+    "0.18.1": ("vllm/config/speculative.py:780", _E3_0_18),
+    "0.19.0": ("vllm/config/speculative.py:795", _E3_0_18),
+    "0.19.1": ("vllm/config/speculative.py:795", _E3_0_19_1),
+    "0.20.2": ("vllm/config/speculative.py:905", _E3_0_19_1),
+    "0.21.0": ("vllm/config/speculative.py:974", _E3_0_19_1 + ["laguna"]),
+}  # 0.22.1 onwards: no such check in vllm/config/speculative.py
+EAGLE3 = {"method": "eagle3", "model": "AngelSlim/Qwen3-a3B_eagle3", "num_speculative_tokens": 3}
+
+
+def test_the_data_holds_each_releases_eagle3_target_list_as_read_from_the_wheel():
+    from compat import extract
+    from compat.releases import covered_releases
+
+    for rel in covered_releases():
+        e3 = extract.load(rel)["speculative"].get("eagle3_targets")
+        if rel in EAGLE3_TARGETS:
+            assert (e3["source"], e3["values"]) == EAGLE3_TARGETS[rel], rel
+            assert "eagle3" in e3["methods"]
+        else:
+            assert e3 is None, rel
+
+
+def test_eagle3_on_qwen3_moe_is_refused_by_0_10_0_with_vllms_message_and_0_10_1_is_offered():
+    # vllm/config.py:3027-3031 (0.10.0): "llama" not in 'qwen3_moe' -> ValueError; 0.10.1 lists ["llama", "qwen"]
+    r = verdict("Qwen__Qwen3-30B-A3B.json", "H100", speculative_config=EAGLE3, vllm_version="0.10.0")
+    bad = [s for s in r.speculative if not s.ok]
+    assert r.ok is False and len(bad) == 1
+    assert bad[0].reason == ("Eagle3 is only supported for Llama models. "
+                             "Got self.target_model_config.hf_text_config.model_type='qwen3_moe'")
+    assert bad[0].release == "0.10.1" and bad[0].source == "vllm/config.py:3027 (0.10.0)"
+    ok = verdict("Qwen__Qwen3-30B-A3B.json", "H100", speculative_config=EAGLE3, vllm_version="0.10.1")
+    assert all(s.ok for s in ok.speculative)
+
+
+def test_eagle3_on_qwen3_in_the_legacy_0_9_2_path_is_refused_too():
+    r = verdict("Qwen__Qwen3-8B.json", "H100", speculative_config=EAGLE3, vllm_version="0.9.2")
+    assert r.ok is False and "Eagle3 is only supported for Llama models." in r.speculative[0].reason
+    assert r.speculative[0].release == "0.10.1"
+    # the same model type with plain EAGLE: no such check
+    eagle = verdict("Qwen__Qwen3-8B.json", "H100", speculative_config={**EAGLE3, "method": "eagle"},
+                    vllm_version="0.9.2")
+    assert all(s.ok for s in eagle.speculative)
+
+
+def test_gpt_oss_waits_for_0_11_2_and_llama_is_accepted_everywhere():
+    r = verdict(GPT_OSS, "H100", speculative_config=EAGLE3, vllm_version="0.10.2")
+    assert r.speculative[0].reason == ("Eagle3 is only supported for ['llama', 'qwen'] models. "
+                                       "Got self.target_model_config.hf_text_config.model_type='gpt_oss'")
+    assert r.speculative[0].release == "0.11.2"
+    for rel in ("0.9.2", "0.10.0", "0.17.1", "0.21.0"):
+        assert all(s.ok for s in verdict(LLAMA, "H100", speculative_config=EAGLE3, vllm_version=rel).speculative)
+
+
+def test_deepseek_v3_is_listed_from_0_18_1_and_the_0_17_message_names_the_method():
+    r = verdict(DSV3, "H100", speculative_config=EAGLE3, vllm_version="0.17.1")
+    assert r.speculative[0].reason == (f"eagle3 is only supported for {_E3_0_16 + ['nemotron_h']} models. "
+                                       "Got self.target_model_config.hf_text_config.model_type='deepseek_v3'")
+    assert r.speculative[0].release == "0.18.1"
+    assert all(s.ok for s in verdict(DSV3, "H100", speculative_config=EAGLE3, vllm_version="0.18.1").speculative)
+
+
+def test_a_model_type_no_list_holds_is_offered_the_first_release_without_the_list():
+    # mistral is in no list up to 0.21.0 (speculative.py:974); 0.22.1 has no such check
+    r = verdict("mistralai__Mistral-7B-Instruct-v0.3.json", "H100", speculative_config=EAGLE3, vllm_version="0.21.0")
+    assert r.ok is False and "model_type='mistral'" in r.speculative[0].reason
+    assert r.speculative[0].release == "0.22.1" and "without vLLM's eagle3 target list" in r.speculative[0].fix
+    newer = verdict("mistralai__Mistral-7B-Instruct-v0.3.json", "H100", speculative_config=EAGLE3,
+                    vllm_version="0.22.1")
+    assert all(s.ok for s in newer.speculative)
