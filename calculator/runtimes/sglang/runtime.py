@@ -205,6 +205,35 @@ def _with_config_check(summary: CompatSummary, request, model: LoadedModel) -> C
     return out
 
 
+#: the first covered release whose ServerArgs sets --speculative-draft-model-path to the model path for NEXTN on
+#: DeepSeek V3 / R1 (and GLM-4.5) when it is not given (sglang==0.4.10.post2 sglang/srt/server_args.py:549-553)
+NEXTN_AUTO_DRAFT_PATH = "0.4.10.post2"
+
+
+def nextn_without_draft_path(request) -> str | None:
+    """SGLang's own start-up failure for NEXTN (speculative_config method mtp) without a draft path in a release that
+    does not fill the path itself, or ``None``. sglang==0.4.3.post4 turns NEXTN into EAGLE (server_args.py:274-276)
+    and its draft worker builds its ModelConfig from ``server_args.speculative_draft_model_path``
+    (managers/tp_worker.py:60-64): None there fails before any weight loads; the draft must be a separate one-layer
+    NextN checkpoint, since DeepseekV3ForCausalLMNextN.load_weights asserts num_nextn_predict_layers == 1 ==
+    num_hidden_layers (models/deepseek_nextn.py:159-160), which the full model's config is not. From 0.4.10.post2 SGLang
+    sets the path to the model path itself (server_args.py:549-553)."""
+    from .releases import at_least
+
+    spec = request.speculative_config
+    if spec is None or spec.method != "mtp" or at_least(request.release, NEXTN_AUTO_DRAFT_PATH):
+        return None
+    return (f"SGLang {request.release} runs NEXTN as EAGLE (sglang=={request.release} sglang/srt/server_args.py:274-276) "
+            "and builds the draft worker's model config from --speculative-draft-model-path "
+            "(sglang/srt/managers/tp_worker.py:60-64), which is not given: the draft worker fails at start-up. Its "
+            "NextN draft is a separate one-layer NextN checkpoint (DeepseekV3ForCausalLMNextN asserts "
+            "num_nextn_predict_layers == 1 == num_hidden_layers, sglang/srt/models/deepseek_nextn.py:159-160), not the "
+            "model itself: give that checkpoint as --speculative-draft-model-path (speculative_config "
+            "{\"method\": \"eagle\", \"model\": <the NextN checkpoint>}), or --sglang-version "
+            f"{NEXTN_AUTO_DRAFT_PATH} or later, which sets the draft path to the model path itself "
+            f"(sglang=={NEXTN_AUTO_DRAFT_PATH} sglang/srt/server_args.py:549-553)")
+
+
 class SGLang:
     """SGLang (``python -m sglang.launch_server``)."""
 
@@ -312,6 +341,12 @@ class SGLang:
         whether it loads the checkpoint's quantization config (the memory plan's ``quantization_refusal``, with the
         ``--quantization`` that does as a suggestion)."""
         out = _with_config_check(self._backend_compat(request, model), request, model)
+        nextn = nextn_without_draft_path(request)
+        if nextn is not None:
+            out = SGLangCompat(**out.model_dump())
+            out.ok = False
+            out.error = "; ".join(filter(None, [nextn, out.error]))
+            out.reasons = [*out.reasons, nextn]
         p = getattr(memory, "plan", None)
         if p is not None and p.quantization_refusal:
             # SGLang stops while reading the checkpoint's quantization config: a start-up refusal
