@@ -110,3 +110,20 @@ def test_a_backend_refusal_still_heads_the_verdict_without_speculation():
                              backends=[], auto_conditions=[], release="0.10.0", gpu="X")
     v = decide(SimpleNamespace(runtime="vllm", prompt_len=None, output_len=None), memory, compat)
     assert v.headline == "no attention backend of vLLM 0.10.0 accepts this configuration on X"
+
+
+def test_eagle3_on_0_4_3_post4_names_both_spellings_and_the_release_that_takes_it(client):
+    """sglang==0.4.3.post4 server_args.py:749 choices=["EAGLE", "NEXTN"]; 0.4.10.post2 :1329 adds EAGLE3."""
+    old = sorted(WHEELS.glob("sglang-0.4.3.post4-*.whl"))
+    new = sorted(WHEELS.glob("sglang-0.4.10.post2-*.whl"))
+    if old and new:
+        assert _line(old[0], "sglang/srt/server_args.py", 749).strip() == 'choices=["EAGLE", "NEXTN"],'
+        assert _line(new[0], "sglang/srt/server_args.py", 1329).strip() == 'choices=["EAGLE", "EAGLE3", "NEXTN"],'
+    r = client.get("/api/estimate", {"model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "H200", "runtime": "sglang",
+                                     "sglang_version": "0.4.3.post4", "speculative_algorithm": "EAGLE3",
+                                     "speculative_num_steps": "3",
+                                     "speculative_draft_model_path": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"})
+    assert r.status_code == 400
+    msg = r.json()["error"]
+    assert "--speculative-algorithm EAGLE3" in msg and "speculative_config method eagle3" in msg
+    assert "--sglang-version 0.4.10.post2" in msg
