@@ -127,3 +127,27 @@ def test_eagle3_on_0_4_3_post4_names_both_spellings_and_the_release_that_takes_i
     msg = r.json()["error"]
     assert "--speculative-algorithm EAGLE3" in msg and "speculative_config method eagle3" in msg
     assert "--sglang-version 0.4.10.post2" in msg
+
+
+def test_an_architecture_the_release_lacks_does_not_start_and_offers_the_release_that_has_it(client):
+    """gpt-oss-20b's GptOssForCausalLM: no EntryClass in sglang==0.4.3.post4 sglang/srt/models (no gpt_oss.py), one
+    from 0.5.3 (sglang/srt/models/gpt_oss.py EntryClass = GptOssForCausalLM), checked in the wheels below."""
+    for release, present in (("0.4.3.post4", False), ("0.4.10.post2", False), ("0.5.3", True)):
+        whl = sorted(WHEELS.glob(f"sglang-{release}-*.whl"))
+        if whl:
+            names = zipfile.ZipFile(whl[0]).namelist()
+            assert ("sglang/srt/models/gpt_oss.py" in names) is present, release
+            if present:
+                src = zipfile.ZipFile(whl[0]).read("sglang/srt/models/gpt_oss.py").decode()
+                assert "EntryClass = GptOssForCausalLM" in src
+    r = client.get("/api/estimate", {"model": "openai/gpt-oss-20b", "gpu": "H200", "runtime": "sglang",
+                                     "sglang_version": "0.4.3.post4"})
+    assert r.status_code == 200, r.json()
+    body = r.json()
+    assert body["verdict"] == "does_not_start"
+    assert body["verdict_headline"].startswith("GptOssForCausalLM is not a model class of SGLang 0.4.3.post4")
+    assert [s["params"] for s in body["suggestions"]][:1] == [{"sglang_version": "0.5.3"}]
+    assert body["runtime_release"] == "0.5.3"  # the figures shown are 0.5.3's, and the notes say so
+    assert any("the figures are SGLang 0.5.3's" in n for n in body["notes"])
+    assert client.get("/api/estimate", {"model": "openai/gpt-oss-20b", "gpu": "H200", "runtime": "sglang",
+                                        "sglang_version": "0.5.3"}).json()["verdict"] == "works"
