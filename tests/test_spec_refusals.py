@@ -151,3 +151,23 @@ def test_an_architecture_the_release_lacks_does_not_start_and_offers_the_release
     assert any("the figures are SGLang 0.5.3's" in n for n in body["notes"])
     assert client.get("/api/estimate", {"model": "openai/gpt-oss-20b", "gpu": "H200", "runtime": "sglang",
                                         "sglang_version": "0.5.3"}).json()["verdict"] == "works"
+
+
+def test_the_page_and_the_command_line_answer_the_missing_architecture(client):
+    q = {"model": "openai/gpt-oss-20b", "gpu": "H200", "runtime": "sglang", "sglang_version": "0.4.3.post4"}
+    r = client.get("/", q, follow=True)
+    assert r.status_code == 200
+    page = r.content.decode()
+    assert "GptOssForCausalLM is not a model class of SGLang 0.4.3.post4" in page and "0.5.3" in page
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from calculator.cli import Verdict
+
+    out = StringIO()
+    with pytest.raises(Verdict) as e:
+        call_command("estimate", "--runtime", "sglang", "--sglang-version", "0.4.3.post4", "--model",
+                     "openai/gpt-oss-20b", "--gpu", "H200", stdout=out)
+    assert e.value.returncode == 1  # does not start, not bad input (2)
+    assert "--sglang-version 0.5.3" in out.getvalue()
