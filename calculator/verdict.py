@@ -18,6 +18,7 @@ those whose own verdict is ``works``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -79,13 +80,17 @@ def decide(request, memory, compat, startup_errors: list[str] | None = None,
     start_reasons: list[str] = list(startup_errors or [])
     condition = None
     if compat is not None:
-        spec_refused = any(not i.ok for i in getattr(compat, "speculative", []) or [])
-        if compat.ok is False and (compat.error or not spec_refused):
-            # (a report refused only by --speculative-config says so below, not as a backend failure)
-            start_reasons.append(compat.error or _backend_reason(compat))
-        for issue in getattr(compat, "speculative", []) or []:
-            if not issue.ok:
-                start_reasons.append(f"speculative decoding: {issue.reason}")
+        # in the order the runtime stops: vLLM builds the model config (architecture, quantization) first, then parses
+        # --speculative-config, and only then do its workers select attention backends (vllm==0.10.0
+        # vllm/engine/arg_utils.py:1004 create_model_config, :1183 create_speculative_config, :1277 VllmConfig)
+        spec_reasons = [f"speculative decoding: {issue.reason}" for issue in getattr(compat, "speculative", []) or []
+                        if not issue.ok]
+        if compat.ok is False and compat.error and getattr(compat, "error_before_speculative", False):
+            start_reasons += [compat.error, *spec_reasons]
+        elif compat.ok is False and (compat.error or not spec_reasons or _backend_failed(compat)):
+            start_reasons += [*spec_reasons, compat.error or _backend_reason(compat)]
+        else:  # the speculative config alone stops it: no backend is to blame
+            start_reasons += spec_reasons
         if compat.ok is None:
             condition = "; ".join(compat.auto_conditions) or _backend_reason(compat)
     if condition is None and compat is None and compat_error:
@@ -121,6 +126,15 @@ def decide(request, memory, compat, startup_errors: list[str] | None = None,
     return Verdict(status="works", headline=f"starts with {memory.kv_cache_tokens:,} KV cache tokens, "
                    f"{memory.max_concurrency:.2f}x concurrency at {memory.max_model_len:,} tokens"
                    + (f" {scope}" if scope else ""))
+
+
+def _backend_failed(compat) -> bool:
+    """Whether the attention backend check itself refuses (no backend chosen, or the chosen / requested one
+    refuses), as opposed to a report that is ``ok=False`` only for its speculative issues."""
+    name = compat.requested_backend or compat.auto_selected
+    if name is None:
+        return True
+    return any(b.name == name and b.ok is False for b in getattr(compat, "backends", []) or [])
 
 
 def _backend_reason(compat) -> str:
@@ -166,6 +180,7 @@ def candidates(request, memory, compat, quantized_variants: Callable[[str], list
         if not issue.ok and getattr(issue, "release", None):
             out.append(Suggestion(label=f"--vllm-version {issue.release} ({issue.release_why})",
                                   params={"vllm_version": issue.release}, kind="settings"))
+    out += _speculative_method_candidates(request, compat)
     for release, why in getattr(compat, "release_suggestions", None) or []:
         # SGLang: a release whose pinned transformers (or own config class) loads the model's config
         out.append(Suggestion(label=f"--sglang-version {release} ({why})", params={"sglang_version": release},
@@ -246,6 +261,33 @@ def candidates(request, memory, compat, quantized_variants: Callable[[str], list
         for repo in quantized_variants(request.model):
             out.append(Suggestion(label=f"the quantized checkpoint {repo}", params={"model": repo, "revision": ""},
                                   kind="model"))
+    return out
+
+
+def _speculative_method_candidates(request, compat) -> list[Suggestion]:
+    """vLLM: ``method: mtp`` in a release whose ``SpeculativeMethod`` has no ``mtp`` (before 0.11: only the
+    per-architecture names, ``deepseek_mtp``... vllm==0.10.0 vllm/config.py:2594-2595): the same
+    ``--speculative-config`` with each MTP name the release takes (from its compat data), the caller keeping the first
+    whose own verdict works."""
+    spec = request.speculative_config
+    if request.runtime != "vllm" or spec is None or spec.vllm_name != "mtp" or compat is None:
+        return []
+    if not any(not i.ok and "does not exist" in i.reason for i in getattr(compat, "speculative", []) or []):
+        return []
+    from compat.checks import load_release
+
+    try:
+        methods = load_release(request.release).get("speculative", {}).get("methods", [])
+    except Exception:  # noqa: BLE001 - no compat data: no method to offer
+        return []
+    out = []
+    for m in methods:
+        if m.endswith("_mtp"):
+            changed = {**spec.model_dump(exclude_none=True), "method": m}
+            text = json.dumps(changed, separators=(",", ":"))
+            out.append(Suggestion(label=f"--speculative-config '{text}' (vLLM {request.release} names the MTP "
+                                        f"method {m}; 'mtp' came in a later release)",
+                                  params={"speculative_config": text}, kind="settings"))
     return out
 
 

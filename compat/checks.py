@@ -183,6 +183,9 @@ class CompatReport(BaseModel):
     auto_source: str | None = None
     ok: bool | None  # the configuration as requested (explicit backend, or auto) works
     error: str | None = None  # what vLLM would raise at startup
+    # ``error`` comes from building the model config (architecture, quantization), which vLLM does before it parses
+    # --speculative-config (vllm==0.10.0 vllm/engine/arg_utils.py:1004, :1183): the verdict orders its reasons so
+    error_before_speculative: bool = False
     backends: list[BackendVerdict]
     speculative: list[SpecIssue] = Field(default_factory=list)
     assumptions: list[str] = Field(default_factory=list)
@@ -1045,6 +1048,7 @@ def _finish(req, data, release, platform, gpu, cap, dtype, kv, requested, f, ver
         dtype=dtype, kv_cache_dtype=kv, block_size=req.block_size, requested_backend=requested,
         auto_selected=auto, auto_conditions=auto_conditions, auto_source=auto_source,
         ok=ok, error=error, backends=ordered, speculative=spec,
+        error_before_speculative=error is not None and (error == quant or (arch is not None and arch.ok is False)),
         assumptions=[f"{t} = {assume[t]} ({why[t]})" for t in sorted(used) if t in why]
         + ([model_kv_note] if model_kv_note else []),
         features=f, sources=sources, notes=notes, layer_backends=layer_backends, flash_attn_versions=fa_versions,

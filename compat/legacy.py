@@ -429,5 +429,7 @@ def check_legacy(req, data: dict, gpu, platform: str, cap, f, dtype: str, kv: st
         release=release, platform=platform, gpu=gpu.name, compute_capability=gpu.compute_capability, dtype=dtype,
         kv_cache_dtype=kv, block_size=req.block_size, requested_backend=None, auto_selected=auto,
         auto_conditions=auto_conditions, auto_source=p["source"], ok=ok, error=error if ok is False else None,
+        error_before_speculative=ok is False and error is not None and (error == quant or (
+            arch is not None and arch.ok is False)),
         backends=sorted(verdicts, key=lambda v: (v.priority is None, v.name)), speculative=spec,
         assumptions=assumptions, features=f, sources=sources, notes=list(dict.fromkeys(notes)), architecture=arch)

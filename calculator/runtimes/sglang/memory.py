@@ -957,8 +957,10 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         if speculative_algorithm == "EAGLE3" and release == "0.4.3.post4":
             # --speculative-algorithm choices=["EAGLE", "NEXTN"] (sglang==0.4.3.post4 server_args.py:749); EAGLE3 is
             # among them from 0.4.10.post2 on (its server_args.py:1329)
-            raise EngineInputError("speculative_algorithm", "EAGLE3 is not in SGLang 0.4.3.post4 (its "
-                                   "--speculative-algorithm takes EAGLE or NEXTN, server_args.py:749)")
+            raise EngineInputError("speculative_algorithm", "EAGLE3 (--speculative-algorithm EAGLE3, or "
+                                   "speculative_config method eagle3) is not in SGLang 0.4.3.post4: its "
+                                   "--speculative-algorithm takes EAGLE or NEXTN (server_args.py:749); --sglang-version "
+                                   "0.4.10.post2 takes EAGLE3 (sglang==0.4.10.post2 sglang/srt/server_args.py:1329)")
         if speculative_algorithm == "MTP":
             speculative_algorithm = "NEXTN"
         if speculative_algorithm == "STANDALONE" and enable_dp_attention and at_least(release, "0.5.23"):

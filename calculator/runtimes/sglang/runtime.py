@@ -221,6 +221,35 @@ def _with_config_check(summary: CompatSummary, request, model: LoadedModel) -> C
     return out
 
 
+#: the first covered release whose ServerArgs sets --speculative-draft-model-path to the model path for NEXTN on
+#: DeepSeek V3 / R1 (and GLM-4.5) when it is not given (sglang==0.4.10.post2 sglang/srt/server_args.py:549-553)
+NEXTN_AUTO_DRAFT_PATH = "0.4.10.post2"
+
+
+def nextn_without_draft_path(request) -> str | None:
+    """SGLang's own start-up failure for NEXTN (speculative_config method mtp) without a draft path in a release that
+    does not fill the path itself, or ``None``. sglang==0.4.3.post4 turns NEXTN into EAGLE (server_args.py:274-276)
+    and its draft worker builds its ModelConfig from ``server_args.speculative_draft_model_path``
+    (managers/tp_worker.py:60-64): None there fails before any weight loads; the draft must be a separate one-layer
+    NextN checkpoint, since DeepseekV3ForCausalLMNextN.load_weights asserts num_nextn_predict_layers == 1 ==
+    num_hidden_layers (models/deepseek_nextn.py:159-160), which the full model's config is not. From 0.4.10.post2 SGLang
+    sets the path to the model path itself (server_args.py:549-553)."""
+    from .releases import at_least
+
+    spec = request.speculative_config
+    if spec is None or spec.method != "mtp" or at_least(request.release, NEXTN_AUTO_DRAFT_PATH):
+        return None
+    return (f"SGLang {request.release} runs NEXTN as EAGLE (sglang=={request.release} sglang/srt/server_args.py:274-276) "
+            "and builds the draft worker's model config from --speculative-draft-model-path "
+            "(sglang/srt/managers/tp_worker.py:60-64), which is not given: the draft worker fails at start-up. Its "
+            "NextN draft is a separate one-layer NextN checkpoint (DeepseekV3ForCausalLMNextN asserts "
+            "num_nextn_predict_layers == 1 == num_hidden_layers, sglang/srt/models/deepseek_nextn.py:159-160), not the "
+            "model itself: give that checkpoint as --speculative-draft-model-path (speculative_config "
+            "{\"method\": \"eagle\", \"model\": <the NextN checkpoint>}), or --sglang-version "
+            f"{NEXTN_AUTO_DRAFT_PATH} or later, which sets the draft path to the model path itself "
+            f"(sglang=={NEXTN_AUTO_DRAFT_PATH} sglang/srt/server_args.py:549-553)")
+
+
 class SGLang:
     """SGLang (``python -m sglang.launch_server``)."""
 
@@ -287,6 +316,21 @@ class SGLang:
                      quant_config=model.quant_config, attention_backend=request.attention_backend,
                      model_path=getattr(model, "repo_id", None), **self._spec(request))
         except EngineInputError as exc:
+            loads = (self._releases_that_load(request, model) if exc.field == "config.architectures"
+                     and "is not a model class of SGLang" in exc.message else [])
+            other = None
+            if loads:
+                # the release has no model class for the architecture: SGLang stops there (a does_not_start, compat
+                # says why); the figures are those of the nearest release that loads it, said in the plan's notes
+                try:
+                    other = self.memory(request.model_copy(update={"sglang_version": loads[0]}), model)
+                except EngineInputError:
+                    other = None  # that release refuses it too: the refusal of the release asked stands
+            if other is not None:
+                other.plan.notes.append(f"{exc.message}: SGLang {request.release} does not start with this model; "
+                                        f"the figures are SGLang {loads[0]}'s, the nearest covered release that "
+                                        "registers it")
+                return other
             field = {"release": "sglang_version", "tp_size": "tensor_parallel_size", "pp_size": "pipeline_parallel_size",
                      "context_length": "max_model_len", "speculative_algorithm": "speculative_config"}.get(exc.field,
                                                                                                           exc.field)
@@ -322,12 +366,40 @@ class SGLang:
                                       "kv_cache_dtype": p.kv_cache_dtype, "attention_backend": p.attention_backend,
                                       "max_running_requests": p.max_running_requests})
 
+    @staticmethod
+    def _releases_that_load(request, model: LoadedModel) -> list[str]:
+        """The covered releases whose ``sglang/srt/models`` register the config's ``architectures[0]`` when
+        ``request.release`` does not (nearest newer first, then older, nearest first); empty when it does or none
+        does (:func:`.releases.architectures`)."""
+        from .releases import architectures
+
+        archs = (model.config or {}).get("architectures") or [None] if isinstance(model.config, dict) else [None]
+        arch = archs[0]
+        if not isinstance(arch, str) or arch in architectures(request.release):
+            return []
+        here = COVERED.index(request.release)
+        loads = [i for i, r in enumerate(COVERED) if arch in architectures(r)]
+        return [COVERED[i] for i in loads if i > here] + [COVERED[i] for i in reversed(loads) if i < here]
+
     def compat(self, request, model: LoadedModel, memory) -> CompatSummary:
         """The attention backend SGLang picks, or whether the one asked for runs (:mod:`.compat`), whether the
         release loads the model's config with the transformers it pins (:func:`.config_types.check_config`), and
         whether it loads the checkpoint's quantization config (the memory plan's ``quantization_refusal``, with the
         ``--quantization`` that does as a suggestion)."""
+        loads = self._releases_that_load(request, model)
+        if loads:
+            arch = model.config["architectures"][0]
+            why = (f"{arch} is not a model class of SGLang {request.release} (no EntryClass of that name in its "
+                   "sglang/srt/models): it does not start with this model")
+            return SGLangCompat(release=request.release, gpu=get_gpu(request.gpu).name, ok=False, error=why,
+                                reasons=[why], release_suggestions=[(r, f"it registers {arch}") for r in loads[:2]])
         out = _with_config_check(self._backend_compat(request, model), request, model)
+        nextn = nextn_without_draft_path(request)
+        if nextn is not None:
+            out = SGLangCompat(**out.model_dump())
+            out.ok = False
+            out.error = "; ".join(filter(None, [nextn, out.error]))
+            out.reasons = [*out.reasons, nextn]
         p = getattr(memory, "plan", None)
         if p is not None and p.quantization_refusal:
             # SGLang stops while reading the checkpoint's quantization config: a start-up refusal
