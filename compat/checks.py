@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 
+from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -155,6 +156,7 @@ class BackendVerdict(BaseModel):
     priority: int | None = None  # position in the platform's auto order (0 = first), None if not listed
     source: str | None = None  # file:line of the backend class
     missing: bool = False
+    not_modelled: bool = False  # requested, and the calculator does not model it on this platform (``reasons`` say why)
 
 
 class SpecIssue(BaseModel):
@@ -199,6 +201,9 @@ class CompatReport(BaseModel):
     model_forced_backend: str | None = None  # --attention-backend set by the model's verify_and_update_config
     # does the release's ModelRegistry know the config's architectures (compat.architectures); None without a config
     architecture: ArchitectureCheck | None = None
+    # the requested --attention-backend is one the calculator does not model (why); ``ok`` is then None, never a
+    # claimed start-up failure
+    not_modelled: str | None = None
 
     def to_json(self) -> dict:
         return self.model_dump(mode="json")
@@ -328,11 +333,36 @@ def _resolve_dtype(dtype: str, features: ModelFeatures, platform: str, cap) -> s
 
 
 # ------------------------------------------------------------------ evaluation helpers
+# Why vllm/platforms/rocm.py's GPU-architecture flags (``_ON_GFX942 = "gfx942" in _GCN_ARCH``, rocm.py:217-232 in
+# 0.32.0) are all False on an NVIDIA GPU: ``_GCN_ARCH = _get_gcn_arch()`` (rocm.py:215) asks amdsmi, which is absent
+# there, then falls back to ``torch.cuda.get_device_properties("cuda").gcnArchName`` (rocm.py:200-209), which a CUDA
+# build of torch fills with the device's name ("NVIDIA H100 80GB HBM3": torch/csrc/cuda/Module.cpp, "HIP-only
+# property; reuse name attribute for CUDA builds"), so no "gfx..." substring test holds. A ROCm backend's own rules
+# (``get_cdna_version() > 2``, rocm_aiter_fa.py:854-860) are then decided, never shown as AMD conditions.
+_ROCM_FLAGS_ON_CUDA = ("an NVIDIA GPU: vllm/platforms/rocm.py's _GCN_ARCH is torch's gcnArchName, the device name on "
+                       "a CUDA build of torch, so no gfx architecture flag holds (rocm.py:200-232 in 0.32.0)")
+
+
+@lru_cache(maxsize=None)
+def _rocm_arch_flags(release: str) -> tuple[str, ...]:
+    """The ``_ON_<ARCH>`` module flags of ``vllm/platforms/rocm.py`` that the release's stored ROCm functions read
+    (``on_gfx942()`` returns ``_ON_GFX942``, rocm.py:346 in 0.32.0)."""
+    data = extract.load(release)
+    names: set[str] = set()
+    for fn in data.get("functions", {}).values():
+        if fn.get("module") == "vllm.platforms.rocm":
+            names.update(re.findall(r"\b_ON_[A-Z0-9_]+\b", fn.get("src", "")))
+    return tuple(sorted(names))
+
+
 def _assumptions(platform: str, cap, data: dict | None = None) -> tuple[dict, dict]:
     values, why = {}, {}
     for text, value, reason in RUNTIME_ASSUMPTIONS.get(platform, []):
         values[text] = value(cap) if callable(value) else value
         why[text] = reason
+    if platform == "cuda" and data is not None:
+        for text in _rocm_arch_flags(data["release"]):
+            values[text], why[text] = False, _ROCM_FLAGS_ON_CUDA
     fa4 = (data or {}).get("flash_attn", {}).get("4")
     if platform == "cuda" and fa4 is not None and cap is not None:
         # the release's own _is_fa4_supported and whether its wheel ships FA4 (compat/extract.py flash_attn_support)
@@ -772,6 +802,29 @@ def load_release(release: str | None) -> dict:
     return extract.load(rel)
 
 
+def unknown_backend_message(name: str, release: str, names) -> str:
+    """Why ``--attention-backend name`` is refused on a release whose ``AttentionBackendEnum`` lacks it: vLLM itself
+    refuses the name when it parses its flags (``AttentionConfig.validate_backend_before``,
+    ``vllm/config/attention.py:181-193``, looks it up in the enum, whose metaclass raises ``ValueError: Unknown
+    attention backend: 'X'. Valid options are: ...``, ``vllm/v1/attention/backends/registry.py:21-31``, both in
+    0.32.0), before any model is loaded; the covered releases that have the name are named."""
+    having = [r for r in releases.covered_releases() if name in releases.attention_backends(r)]
+    return (f"unknown attention backend {name!r} in vLLM {release}: vLLM refuses it when it parses "
+            f"--attention-backend (in 0.32.0: \"ValueError: Unknown attention backend: '{name}'. Valid options are: "
+            "...\", vllm/v1/attention/backends/registry.py:21-31, from vllm/config/attention.py:181-193)"
+            + (f"; {name} is a backend of vLLM {_span(having)}" if having else "")
+            + f"; valid: {', '.join(sorted(names))}")
+
+
+def _span(rels: list[str]) -> str:
+    """``0.30.0 to 0.34.0`` for consecutive covered releases, else the list."""
+    covered = list(releases.covered_releases())
+    idx = [covered.index(r) for r in rels]
+    if len(idx) > 1 and idx == list(range(idx[0], idx[-1] + 1)):
+        return f"{rels[0]} to {rels[-1]}"
+    return ", ".join(rels)
+
+
 _MLA_FIELD_REASON = re.compile(r"qk_nope_head_dim|qk_rope_head_dim|kv_lora_rank|index_topk|sparse MLA|FlashInfer with SM90 MLA|FlashInfer's sparse MLA")
 
 
@@ -824,8 +877,7 @@ def check(req: CheckRequest) -> CompatReport:
     requested = None if req.attention_backend in (None, "", "auto") else req.attention_backend.upper()
     names = {b["name"]: b for b in data["backends"]}
     if requested and requested not in names:
-        raise CompatInputError("attention_backend", f"unknown attention backend {requested!r} in vLLM {release}; "
-                               f"valid: {', '.join(sorted(names))}")
+        raise CompatInputError("attention_backend", unknown_backend_message(requested, release, names))
 
     assume, why = _assumptions(platform, cap, data)
     used: set = set()
@@ -1004,6 +1056,7 @@ def _finish(req, data, release, platform, gpu, cap, dtype, kv, requested, f, ver
             auto_source, error, assume, why, used, model_kv_note, sources, notes, layer_backends, fa_versions,
             forced) -> "CompatReport":
     p = data["platforms"][platform]
+    not_modelled = None
     if requested:
         v = verdicts[requested]
         ok = v.ok
@@ -1014,8 +1067,9 @@ def _finish(req, data, release, platform, gpu, cap, dtype, kv, requested, f, ver
                 ok, error = False, f"{chosen.kind}: {chosen.message}"
             elif chosen != requested:
                 ok, error = False, f"{platform} ignores --attention-backend {requested} and uses {chosen}"
-        elif ok is False:
-            error = f"Selected backend {requested} is not valid for this configuration. Reason: {v.reasons}"
+        else:
+            ok, error, not_modelled, more = _explicit_on_priority_platform(data, platform, requested, v, sources)
+            auto_conditions = [*auto_conditions, *more, *([not_modelled] if not_modelled else [])]
     else:
         ok = True if auto else (None if auto_conditions else False)
         if error:
@@ -1052,7 +1106,75 @@ def _finish(req, data, release, platform, gpu, cap, dtype, kv, requested, f, ver
         assumptions=[f"{t} = {assume[t]} ({why[t]})" for t in sorted(used) if t in why]
         + ([model_kv_note] if model_kv_note else []),
         features=f, sources=sources, notes=notes, layer_backends=layer_backends, flash_attn_versions=fa_versions,
-        model_forced_backend=forced, architecture=arch)
+        model_forced_backend=forced, architecture=arch, not_modelled=not_modelled)
+
+
+def _explicit_on_priority_platform(data: dict, platform: str, requested: str, v: BackendVerdict,
+                                   sources: list[str]) -> tuple[bool | None, str | None, str | None, list[str]]:
+    """``(ok, error, not modelled, conditions)`` of an explicit ``--attention-backend`` on CUDA / ROCm; updates ``v``.
+
+    Both platforms validate a selected backend by its class's own ``validate_configuration`` alone, whether or not
+    their priority lists name it (``vllm/platforms/cuda.py:428-446``, ``vllm/platforms/rocm.py:731-774``, 0.32.0):
+    reasons are vLLM's ``ValueError: Selected backend ... is not valid for this configuration. Reason: [...]``
+    (cuda.py:440-444, rocm.py:771-774). What the calculator does not model is said as such, never as that error:
+
+    * a backend whose class the release builds in a way the extractor cannot read (``TRITON_FLASH_ATTN``, made at
+      import by ``create_composite_attention_backend``);
+    * a backend no selector of this platform lists (``ROCM_ATTN`` or ``CPU_ATTN`` on an NVIDIA GPU, ``FLASHINFER`` on
+      ROCm) whose class's rules do not refuse it: vLLM takes it, and whether its kernels are in this platform's build
+      is not read from the source. One case is modelled: ``FLASH_ATTN`` on ROCm runs the upstream ``flash-attn``
+      package's kernel, which ``fa_utils.py`` imports only if installed (``_ROCM_FLASH_ATTN_AVAILABLE``,
+      ``vllm/v1/attention/backends/fa_utils.py:38-62``, read through ``is_flash_attn_varlen_func_available``,
+      ``fa_utils.py:348-377`` in 0.32.0; ``flash_attn.py:48`` imports the kernel only then), so the verdict depends on
+      that package.
+    """
+    b = next((x for x in data["backends"] if x["name"] == requested), {})
+    rel = data["release"]
+    if v.missing:
+        why = b.get("missing") or "its class is not in this release's source"
+        msg = (f"--attention-backend {requested} is a backend of vLLM {rel}"
+               + (f" ({b['registry']})" if b.get("registry") else "")
+               + f" that the calculator does not model ({why}): whether vLLM accepts it for this configuration is not "
+               "checked here")
+        v.reasons, v.fixes, v.conditions, v.ok, v.not_modelled = [f"not modelled: {why}"], [], [], None, True
+        return None, None, msg, []
+    listed = requested in data["platforms"][platform].get("backends", [])
+    if v.ok is False:
+        error = f"Selected backend {requested} is not valid for this configuration. Reason: {v.reasons}"
+        return False, error, None, []
+    if listed:
+        return v.ok, None, None, []
+    selector = {"cuda": "vllm/platforms/cuda.py:428-446 in 0.32.0",
+                "rocm": "vllm/platforms/rocm.py:731-774 in 0.32.0"}[platform]
+    where = ", ".join(b.get("platforms") or []) or "no platform's selector"
+    fa_q = "vllm.v1.attention.backends.fa_utils.is_flash_attn_varlen_func_available"
+    if platform == "rocm" and requested == "FLASH_ATTN" and fa_q in data.get("functions", {}):
+        fn = data["functions"][fa_q]
+        flag = "_ROCM_FLASH_ATTN_AVAILABLE"
+        const = ((data.get("modules") or {}).get(fn["module"]) or {}).get("constants", {}).get(flag)
+        # The extractor stores the flag's first assignment (``= False``, fa_utils.py:20 in 0.32.0); the module sets it
+        # True in its ROCm import block when ``flash_attn`` imports (fa_utils.py:38-62), so it is a run-time fact.
+        if const is not None and flag in fn["src"] and not v.conditions:
+            cond = (f"{flag} (the upstream flash-attn package is installed: {fn['file']}:{const['line']} starts it "
+                    "False and its ROCm import block sets it when flash_attn imports; "
+                    f"is_flash_attn_varlen_func_available, {fn['file']}:{fn['line']}, returns it, and flash_attn.py "
+                    "imports the FlashAttention kernel only then)")
+            v.ok, v.conditions = None, [
+                Condition(when=[(flag, True)], reasons=[]),
+                Condition(when=[(flag, False)], reasons=[
+                    "ROCm platform requires upstream flash-attn to be installed (no FlashAttention kernel: the "
+                    "first attention call fails)"])]
+            v.reasons = list(v.conditions[1].reasons)
+            sources.append(f"{selector}: an explicit --attention-backend is validated by its class "
+                           f"alone; FLASH_ATTN is not in ROCm's priority list ({data['platforms'][platform]['source']})"
+                           " but its rules accept this configuration")
+            return None, None, None, [cond]
+    msg = (f"--attention-backend {requested}: vLLM {rel} validates an explicit backend by its class's own rules "
+           f"({selector}), which accept this configuration, but no {platform} selector lists {requested} (listed for: "
+           f"{where}); whether its kernels are built for and run on {platform} is not modelled here")
+    v.ok, v.reasons, v.conditions, v.fixes, v.not_modelled = \
+        None, [f"not modelled: not a {platform} backend (listed for: {where})"], [], [], True
+    return None, None, msg, []
 
 
 
