@@ -55,7 +55,7 @@ from calculator.engine.errors import EngineInputError
 from calculator.engine.gpus import GPU
 
 from . import releases as R
-from .compat import _DSA_ARCHS_0523, check_backend, default_backend
+from .compat import _DSA_ARCHS_0523, check_backend, default_backend, fa3_e5m2_switch
 from .kv_dtype import checkpoint_kv
 from .releases import at_least, check_release, cite
 from .startup import startup_overhead
@@ -1415,9 +1415,13 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         # passed); up to 0.5.3.post1 the model runner picks it after (topk resolved)
         choice = default_backend(release, gpu, hf_config, tp_size=tp_size, speculative_algorithm=speculative_algorithm,
                                  speculative_eagle_topk=speculative_eagle_topk if at_least(release, "0.5.7")
-                                 else topk)
+                                 else topk, kv_cache_dtype=kv_cache_dtype or "auto")
         backend = choice.backend
         src("attention_backend", backend, "source", f"{choice.reason} ({choice.source})")
+    elif (switch := fa3_e5m2_switch(release, backend, kv_cache_dtype)) is not None:
+        # SGLang runs triton instead (a warning); the plan, its kernels and the command are triton's
+        backend = "triton"
+        src("attention_backend", backend, "source", f"--attention-backend fa3 given; {switch.text} ({switch.source})")
     else:
         src("attention_backend", backend, "input", "--attention-backend")
     if not is_nsa:

@@ -329,7 +329,8 @@ class SGLang:
         spec = self._spec(request)
         kw = {"tp_size": request.tensor_parallel_size, "speculative_algorithm": spec.get("speculative_algorithm"),
               "speculative_eagle_topk": spec.get("speculative_eagle_topk")}
-        choice = sg_compat.default_backend(request.release, gpu, model.config, **kw)
+        choice = sg_compat.default_backend(request.release, gpu, model.config, kv_cache_dtype=request.kv_cache_dtype,
+                                           **kw)
         if request.attention_backend is None:
             return CompatSummary(release=request.release, gpu=gpu.name, ok=True, auto_selected=choice.backend,
                            reasons=[f"{choice.reason} ({choice.source})"])
@@ -338,7 +339,7 @@ class SGLang:
         reasons = [f"{getattr(r, 'text', r)} ({getattr(r, 'source', '')})" for r in v.reasons]
         ok = {"works": True, "adjusted": True, "no": False, "depends": None}[v.verdict]
         return CompatSummary(release=request.release, gpu=gpu.name, ok=ok, requested_backend=request.attention_backend,
-                       auto_selected=choice.backend, error="; ".join(reasons) if ok is False else None,
+                       auto_selected=choice.backend, runs_as=v.runs_as, error="; ".join(reasons) if ok is False else None,
                        auto_conditions=reasons if ok is None else [], reasons=reasons)
 
     def launch_argv(self, request, model: LoadedModel) -> list[str]:
