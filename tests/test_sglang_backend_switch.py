@@ -97,7 +97,7 @@ def test_flashmla_needs_sm90_or_sm100(gpu, verdict, release):
     v = check_backend(release, get_gpu(gpu), load_config("deepseek-ai__DeepSeek-V3.json"), "flashmla", page_size=1)
     assert v.verdict == verdict
     if verdict == "no":
-        assert "SM90" in v.reasons[0].text and "flashmla.cmake" in v.reasons[0].source
+        assert any("SM90" in r.text and "flashmla.cmake" in r.source for r in v.reasons)
     else:
         assert v.page_size == 64
 
@@ -145,3 +145,24 @@ def test_every_generated_flag_is_accepted_back_with_the_same_meaning(release, ba
                                                    **({"dp_size": params["attn_dp_size"], "enable_dp_attention": "true"}
                                                       if "attn_dp_size" in params else {}),
                                                    "max_model_len": params["context_length"]})
+
+
+# --- below SM75: SGLang stops whatever the backend -------------------------------------------------------------------
+@pytest.mark.parametrize("release", COVERED)
+def test_v100_is_refused_by_every_release_with_its_line(release):
+    from calculator.runtimes.sglang.compat import below_sm75
+    why = below_sm75(release, get_gpu("V100"))
+    assert why is not None and "SM70" in why.text
+    assert 'raise RuntimeError("SGLang only supports sm75 and above.")' in _cited_block(why.source)
+    # T4 (SM75) passes the check (ModelRunner only switches it to float16), so does an AMD GPU
+    assert below_sm75(release, get_gpu("T4")) is None and below_sm75(release, get_gpu("MI300X")) is None
+    llama = load_config("meta-llama__Llama-3.1-8B-Instruct.json")
+    assert check_backend(release, get_gpu("V100"), llama, "flashinfer").verdict == "no"
+
+
+def test_v100_verdict_on_the_cli_and_with_the_default_backend():
+    for extra in ((), ("--attention-backend", "flashinfer")):
+        body = _estimate("--runtime", "sglang", "--model", LLAMA, "--gpu", "V100", *extra)
+        assert body["verdict"] == "does_not_start"
+        assert body["verdict_headline"].startswith("SGLang only supports sm75 and above")
+        assert not any("--attention-backend" in r for r in body["verdict_reasons"])

@@ -180,6 +180,25 @@ class BackendVerdict(BaseModel):
     runs_as: str | None = None
 
 
+# ModelRunner on CUDA: "if capability[0] < 8: ... float16; if capability[1] < 5: raise RuntimeError('SGLang only supports
+# sm75 and above.')" (a V100, SM70, stops whatever the backend), per release
+_SM75_LINE = {"0.4.3.post4": (_MR, 335), "0.4.10.post2": (_MR, 620), "0.5.3": (_MR, 745), "0.5.3.post1": (_MR, 748),
+              "0.5.7": (_MR, 823), "0.5.8.post1": (_MR, 822), "0.5.9": (_MR, 913), "0.5.10.post1": (_MR, 1089),
+              "0.5.23": ("sglang/srt/model_executor/model_runner_components/load_model_utils.py", 91)}
+
+
+def below_sm75(release: str, gpu: GPU) -> Reason | None:
+    """SGLang's start-up refusal of an NVIDIA GPU below SM75 (capability major < 8 and minor < 5: V100's SM70, P100's
+    SM60), whatever the attention backend, with its line; None when it starts (SM75 and up, ROCm, unknown capability)."""
+    release = check_release(release)
+    sm = _sm(gpu)
+    if _hip(gpu) or sm is None or not (sm[0] < 8 and sm[1] < 5):
+        return None
+    path, line = _SM75_LINE[release]
+    return Reason(text=f"SGLang only supports sm75 and above (a RuntimeError at start-up; this GPU is SM{sm[0]}{sm[1]})",
+                  source=f"sglang=={release} {path}:{line}")
+
+
 def fa3_e5m2_switch(release: str, backend: str | None, kv_cache_dtype: str | None) -> Reason | None:
     """SGLang's switch of ``fa3`` to ``triton`` when ``--kv-cache-dtype fp8_e5m2`` is passed ("FlashAttention3 only
     supports fp8_e4m3 if using FP8; Setting attention backend to triton.", a warning, and it starts): the reason, or
@@ -409,10 +428,14 @@ def check_backend(release: str, gpu: GPU, hf_config: dict[str, Any], backend: st
     verdict = "works"
     page = page_size
     asked = backend
+    old_gpu = below_sm75(release, gpu)
+    if old_gpu is not None:
+        verdict = "no"
+        reasons.append(old_gpu)
     switch = fa3_e5m2_switch(release, backend, kv_cache_dtype)
     if switch is not None:
         # the model-specific asserts (Llama 4, Gemma 4) read the backend as given; the kernel checks the one built
-        verdict = "adjusted"
+        verdict = "adjusted" if verdict == "works" else verdict
         reasons.append(switch)
         backend = "triton"
 

@@ -332,6 +332,11 @@ class SGLang:
         choice = sg_compat.default_backend(request.release, gpu, model.config, kv_cache_dtype=request.kv_cache_dtype,
                                            **kw)
         if request.attention_backend is None:
+            old_gpu = sg_compat.below_sm75(request.release, gpu)
+            if old_gpu is not None:  # SGLang stops before any backend is built
+                why = f"{old_gpu.text} ({old_gpu.source})"
+                return CompatSummary(release=request.release, gpu=gpu.name, ok=False, auto_selected=choice.backend,
+                                     error=why, reasons=[why])
             return CompatSummary(release=request.release, gpu=gpu.name, ok=True, auto_selected=choice.backend,
                            reasons=[f"{choice.reason} ({choice.source})"])
         v = sg_compat.check_backend(request.release, gpu, model.config, request.attention_backend,
