@@ -98,6 +98,7 @@ def test_flashmla_needs_sm90_or_sm100(gpu, verdict, release):
     assert v.verdict == verdict
     if verdict == "no":
         assert any("SM90" in r.text and "flashmla.cmake" in r.source for r in v.reasons)
+        assert not any("page_size" in r.text for r in v.reasons)  # the refusal, not the page it would have set
     else:
         assert v.page_size == 64
 

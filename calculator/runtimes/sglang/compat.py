@@ -538,7 +538,7 @@ def check_backend(release: str, gpu: GPU, hf_config: dict[str, Any], backend: st
                "SGLang does not check it, so the kernel fails at the first forward", _FLASHMLA_BUILD)
         key = "flashmla_page" if backend == "flashmla" else "cutlass_page"
         want = 64 if backend == "flashmla" else 128
-        if page != want and L.get(key):
+        if page != want and L.get(key) and verdict != "no":  # a refusal says why it stops, not the page it would set
             page = want
             adjust(f"{backend} only supports a page_size of {want}; page_size set to {want}", _c(release, key))
         if backend == "cutlass_mla":
@@ -610,7 +610,7 @@ def _check_0523(release, f, backend, hip, sm, kv_cache_dtype, page, speculative_
         if not hip and major not in _FLASHMLA_ARCHS:
             no(f"FlashMLA's kernels are built for SM90 (Hopper) and SM100 (Blackwell) only; this GPU is SM{major}x and "
                "SGLang does not check it, so the kernel fails at the first forward", _FLASHMLA_BUILD)
-        if page != 64:
+        if page != 64 and major in _FLASHMLA_ARCHS + (None,):  # a refusal says why it stops, not the page it sets
             page = 64
             adjust("FlashMLA only supports a page_size of 64; page_size set to 64", _c(release, "flashmla_page"))
     if backend == "aiter" and f["mla"] and hip:
