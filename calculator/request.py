@@ -292,6 +292,9 @@ class ServingRequest(BaseModel):
         "--ep-size", "SGLang: expert-parallel size (1 or tp_size)", "sglang"))
     enable_dp_attention: bool = Field(False, json_schema_extra=_meta(
         "--enable-dp-attention", "SGLang: data-parallel attention", "sglang"))
+    trust_remote_code: bool = Field(False, json_schema_extra=_meta(
+        "--trust-remote-code", "SGLang: load the repository's own config class (a release whose transformers does not "
+        "know the model type needs it)", "sglang"))
     speculative_eagle_topk: int | None = Field(None, ge=1, le=16, json_schema_extra=_meta(
         "--speculative-eagle-topk", "SGLang: draft tree branching (1 = a chain); the tree's depth is "
         "speculative_config's num_speculative_tokens (--speculative-num-steps)", "sglang"))
@@ -679,6 +682,7 @@ SGLANG_ONLY = {
     "max_num_batched_tokens", "cuda_graph_max_bs": "vLLM's compilation config (not an input here)",
     "page_size": "block_size", "dp_size": "data_parallel_size",
     "ep_size": "enable_expert_parallel", "enable_dp_attention": "nothing in vLLM",
+    "trust_remote_code": "nothing (vLLM's config check is not modelled here)",
     "speculative_eagle_topk": "a chain of num_speculative_tokens (vLLM drafts no trees here)",
     "speculative_num_draft_tokens": "num_speculative_tokens (a chain verifies num_speculative_tokens + 1)",
 }

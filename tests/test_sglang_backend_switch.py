@@ -111,6 +111,7 @@ CASES = [
     ("0.5.10.post1", ["Qwen/Qwen3-8B", "A100", "1"], ["--kv-cache-dtype", "fp8_e4m3"]),
     ("0.5.9", ["deepseek-ai/DeepSeek-V3", "H200", "8"], ["--dp-size", "8", "--enable-dp-attention"]),
     ("0.4.10.post2", [LLAMA, "A100", "2"], ["--page-size", "16"]),
+    ("0.5.23", ["Qwen/Qwen3-8B", "H100", "1"], ["--trust-remote-code"]),
 ]
 
 
@@ -167,3 +168,16 @@ def test_v100_verdict_on_the_cli_and_with_the_default_backend():
         assert body["verdict"] == "does_not_start"
         assert body["verdict_headline"].startswith("SGLang only supports sm75 and above")
         assert not any("--attention-backend" in r for r in body["verdict_reasons"])
+
+
+def test_trust_remote_code_in_the_command_is_read_back_as_the_condition_met():
+    """DeepSeek-R1 (deepseek_v3 with auto_map AutoConfig) on 0.4.3.post4 loads only through the repository's class
+    (tests/test_sglang_config_types.py): the command carries --trust-remote-code and the verdict depends on it; fed
+    back, the same pool and command, and the condition is met (works)."""
+    base = ("--runtime", "sglang", "--sglang-version", "0.4.3.post4", "--gpu", "H200")
+    first = _estimate(*base, "--model", "deepseek-ai/DeepSeek-R1", "--tp-size", "8")
+    argv = first["serve_argv"]
+    assert first["verdict"] == "depends" and argv.count("--trust-remote-code") == 1
+    again = _estimate(*base, *argv[3:])
+    assert again["serve_argv"] == argv and again["kv_cache_tokens"] == first["kv_cache_tokens"]
+    assert again["verdict"] == "works"

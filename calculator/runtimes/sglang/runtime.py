@@ -196,6 +196,9 @@ def _with_config_check(summary: CompatSummary, request, model: LoadedModel) -> C
         out.ok = False
         out.error = "; ".join(filter(None, [check.error, summary.error]))
         out.reasons = [*summary.reasons, check.error]
+    elif check.remote_class and getattr(request, "trust_remote_code", False):
+        # the condition is met: --trust-remote-code loads the repository's own class (what the command carries)
+        out.reasons = [*summary.reasons, f"--trust-remote-code given, so the condition holds: {check.condition}"]
     else:
         if out.ok is True:
             out.ok = None
@@ -358,7 +361,8 @@ class SGLang:
         return launch_argv(p, model.repo_id, draft_model_path=spec.model if spec else None,
                            kv_cache_dtype=request.kv_cache_dtype if request.kv_cache_dtype != "auto" else None,
                            quantization=request.quantization, max_running_requests=self._max_running(request),
-                           trust_remote_code=bool(check and not check.loads and check.remote_class))
+                           trust_remote_code=bool(check and not check.loads and check.remote_class)
+                           or bool(getattr(request, "trust_remote_code", False)))
 
     def speed_kwargs(self, request) -> dict[str, Any]:
         return speed_kwargs(request)
