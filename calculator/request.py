@@ -204,7 +204,7 @@ class ServingRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     model: str = Field(max_length=MAX_STRING, json_schema_extra=_meta(
-        "--model", "Hugging Face model id (org/name)", "model"))
+        "--model", "Hugging Face model id (org/name)", "model", aliases=("model_path",)))
     revision: str | None = Field(None, max_length=128, json_schema_extra=_meta(
         "--revision", "branch, tag or commit sha (default: main)", "model"))
     runtime: RuntimeName = Field("vllm", json_schema_extra=_meta("--runtime", "serving runtime", "model"))
@@ -280,8 +280,10 @@ class ServingRequest(BaseModel):
         "--mem-fraction-static", "SGLang: share of memory for weights + KV cache (default: SGLang's rule)", "sglang"))
     chunked_prefill_size: int | None = Field(None, ge=1, le=2**20, json_schema_extra=_meta(
         "--chunked-prefill-size", "SGLang: tokens per prefill chunk", "sglang"))
+    # 0.5.23 names it --cuda-graph-max-bs-decode (sglang==0.5.23 sglang/srt/arg_groups/fields/exec_.py:629)
     cuda_graph_max_bs: int | None = Field(None, ge=1, le=4096, json_schema_extra=_meta(
-        "--cuda-graph-max-bs", "SGLang: largest CUDA-graph batch", "sglang"))
+        "--cuda-graph-max-bs", "SGLang: largest (decode) CUDA-graph batch", "sglang",
+        aliases=("cuda_graph_max_bs_decode",)))
     page_size: int | None = Field(None, ge=1, le=1024, json_schema_extra=_meta(
         "--page-size", "SGLang: KV pool page size in tokens", "sglang"))
     dp_size: int = Field(1, ge=1, le=MAX_GPUS_PER_DIM, json_schema_extra=_meta(
@@ -290,6 +292,9 @@ class ServingRequest(BaseModel):
         "--ep-size", "SGLang: expert-parallel size (1 or tp_size)", "sglang"))
     enable_dp_attention: bool = Field(False, json_schema_extra=_meta(
         "--enable-dp-attention", "SGLang: data-parallel attention", "sglang"))
+    trust_remote_code: bool = Field(False, json_schema_extra=_meta(
+        "--trust-remote-code", "SGLang: load the repository's own config class (a release whose transformers does not "
+        "know the model type needs it)", "sglang"))
     speculative_eagle_topk: int | None = Field(None, ge=1, le=16, json_schema_extra=_meta(
         "--speculative-eagle-topk", "SGLang: draft tree branching (1 = a chain); the tree's depth is "
         "speculative_config's num_speculative_tokens (--speculative-num-steps)", "sglang"))
@@ -677,6 +682,7 @@ SGLANG_ONLY = {
     "max_num_batched_tokens", "cuda_graph_max_bs": "vLLM's compilation config (not an input here)",
     "page_size": "block_size", "dp_size": "data_parallel_size",
     "ep_size": "enable_expert_parallel", "enable_dp_attention": "nothing in vLLM",
+    "trust_remote_code": "nothing (vLLM's config check is not modelled here)",
     "speculative_eagle_topk": "a chain of num_speculative_tokens (vLLM drafts no trees here)",
     "speculative_num_draft_tokens": "num_speculative_tokens (a chain verifies num_speculative_tokens + 1)",
 }
@@ -748,7 +754,10 @@ SGLANG_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 SGLANG_METHODS = {"EAGLE3": "eagle3", "STANDALONE": "draft_model", "NGRAM": "ngram"}
 # NGRAM's draft tokens when --speculative-num-draft-tokens is not given (server_args.py:3108)
 SGLANG_NGRAM_DRAFT_TOKENS = 12
-KNOWN_PARAMS = (*FIELDS, *SPLIT_SPEC_FIELDS, *SGLANG_SPEC_FLAGS)
+# SGLang 0.5.23's --attn-dp-size N: the old --dp-size N --enable-dp-attention (sglang==0.5.23
+# sglang/srt/arg_groups/fields/parallel.py:81, :192-193; arg_groups/parallel_hook.py:39)
+SGLANG_ATTN_DP = "attn_dp_size"
+KNOWN_PARAMS = (*FIELDS, *SPLIT_SPEC_FIELDS, *SGLANG_SPEC_FLAGS, SGLANG_ATTN_DP)
 TOKEN_FIELDS = tuple(n for n, f in ServingRequest.model_fields.items()
                      if (f.json_schema_extra or {}).get("tokens"))
 TRUE, FALSE = ("1", "true", "on", "yes"), ("0", "false", "off", "no")
@@ -972,6 +981,27 @@ _SGLANG_ALGORITHM_OF = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "d
                         "ngram": "NGRAM"}
 
 
+def _attn_dp(raw: dict[str, str | None]) -> None:
+    """SGLang 0.5.23's ``--attn-dp-size N`` in ``raw`` (popped) as ``dp_size`` N with ``enable_dp_attention`` (what the
+    launch command writes for them); beside a ``dp_size`` or ``enable_dp_attention`` that says otherwise, refused."""
+    text = raw.pop(SGLANG_ATTN_DP, None)
+    if text in (None, ""):
+        return
+    try:
+        n = int(str(text).strip())
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise InputError(SGLANG_ATTN_DP, f"expected a whole number of at least 1, got {text!r}")
+    if n == 1:
+        return  # attention DP over one rank is none (SGLang turns it off at dp_size 1)
+    if raw.get("dp_size") not in (None, "") and str(raw["dp_size"]) != str(n):
+        raise InputError(SGLANG_ATTN_DP, "attn_dp_size is dp_size with enable_dp_attention; give one of them")
+    if raw.get("enable_dp_attention") not in (None, "") and str(raw["enable_dp_attention"]).lower() not in TRUE:
+        raise InputError(SGLANG_ATTN_DP, "attn_dp_size turns DP attention on; enable_dp_attention says off")
+    raw["dp_size"], raw["enable_dp_attention"] = str(n), "true"
+
+
 def _sglang_speculative(raw: dict[str, str | None], spec: dict[str, Any] | None) -> dict[str, Any] | None:
     """SGLang's speculative flags in ``raw`` (popped) combined with the ``speculative_config`` already read
     (``spec``): with runtime=sglang they are aliases (:func:`sglang_speculative_config`); given beside a
@@ -1156,6 +1186,7 @@ def _parse_request(data: Mapping[str, Any]) -> ServingRequest:
         elif isinstance(value, (dict, BaseModel)):
             value = _raw(value)
         raw[name] = _text(name, value)
+    _attn_dp(raw)
     spec = _speculative(raw)
     spec = _sglang_speculative(raw, spec)
     values: dict[str, Any] = {}
@@ -1243,7 +1274,9 @@ def add_request_arguments(parser: argparse.ArgumentParser, *, model_required: bo
             ("speculative_num_steps", ["--speculative-num-steps"], "SGLang: draft passes per step (speculative_config's "
              "num_speculative_tokens)"),
             ("speculative_draft_model_path", ["--speculative-draft-model-path", "--speculative-draft-model"],
-             "SGLang: the draft model's Hugging Face id (speculative_config's model)")):
+             "SGLang: the draft model's Hugging Face id (speculative_config's model)"),
+            (SGLANG_ATTN_DP, ["--attn-dp-size"], "SGLang 0.5.23: attention data-parallel size (--dp-size N "
+             "--enable-dp-attention)")):
         sglang.add_argument(*flags, dest=name, default=None, action=_Once, metavar=name.upper(), help=help)
     local = parser.add_argument_group("local files")
     local.add_argument("--config", help="path to a config.json (instead of a Hub model)")

@@ -50,6 +50,9 @@ class CompatSummary(BaseModel):
     error: str | None = None
     requested_backend: str | None = None
     auto_selected: str | None = None
+    #: the backend the runtime runs instead of ``requested_backend`` when it replaces it at start-up (SGLang: fa3 with
+    #: an fp8_e5m2 KV cache runs triton), else None
+    runs_as: str | None = None
     auto_conditions: list[str] = []
     speculative: list = []
     backends: list = []

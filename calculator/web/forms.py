@@ -54,7 +54,8 @@ ERROR_SLOT = {"speculative_config": "speculative_method", "speculative_config.mo
 ADVANCED = ("block_size", "max_num_batched_tokens", "max_num_seqs", "enforce_eager", "gpu_memory_gib",
             "kv_cache_memory_bytes")
 SGLANG_FIELDS = ("sglang_version", "mem_fraction_static", "chunked_prefill_size", "cuda_graph_max_bs", "page_size",
-                 "dp_size", "ep_size", "enable_dp_attention", "speculative_eagle_topk", "speculative_num_draft_tokens")
+                 "dp_size", "ep_size", "enable_dp_attention", "trust_remote_code", "speculative_eagle_topk",
+                 "speculative_num_draft_tokens")
 HIDDEN_ON_PAGE = ("speculative_config",)
 # Fields the form template places by name; every other request field is rendered in the runtime settings
 # groups (so a permalink's value is never dropped by the next edit).

@@ -422,7 +422,8 @@ def api_payload(plan: Plan) -> dict[str, Any]:
     out["serve_argv"] = plan.launch_argv
     out["compat"] = None if plan.compat is None else {
         "ok": plan.compat.ok, "error": plan.compat.error, "requested_backend": plan.compat.requested_backend,
-        "auto_selected": plan.compat.auto_selected, "conditions": plan.compat.auto_conditions}
+        "auto_selected": plan.compat.auto_selected, "runs_as": getattr(plan.compat, "runs_as", None),
+        "conditions": plan.compat.auto_conditions}
     out["compat_error"] = plan.compat_error
     # the speed make_plan computed (or why it gave none), not a second run of the speed model; the same keys either way
     runtime = get_runtime(plan.runtime)

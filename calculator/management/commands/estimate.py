@@ -116,7 +116,8 @@ def render_table(res: EstimateResult, info: dict, speed: dict | None = None, ver
     compat = (speed or {}).get("compat") or {}
     if compat.get("requested_backend"):
         rows.append(("Attention backend", f"{compat['requested_backend']} (requested): "
-                     + ("works" if compat.get("ok") else "depends" if compat.get("ok") is None else "does not work")))
+                     + ("works" if compat.get("ok") else "depends" if compat.get("ok") is None else "does not work")
+                     + (f"; runs as {compat['runs_as']}" if compat.get("runs_as") else "")))
     elif compat.get("auto_selected"):
         rows.append(("Attention backend", f"{compat['auto_selected']} (vLLM's choice; manage.py check_compat "
                                           "for every backend and why)"))

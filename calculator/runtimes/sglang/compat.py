@@ -21,6 +21,10 @@ from .releases import at_least, check_release
 _SA = "sglang/srt/server_args.py"
 _MR = "sglang/srt/model_executor/model_runner.py"
 _REG = "sglang/srt/layers/attention/attention_registry.py"
+# SGLang itself does not check the GPU for flashmla (attention_registry create_flashmla_backend); its kernel library
+# sgl-kernel builds FlashMLA for -gencode compute_90a / compute_100a only ("The FlashMLA kernels only work on hopper")
+_FLASHMLA_ARCHS = (9, 10)
+_FLASHMLA_BUILD = "sgl-project/sglang sgl-kernel/cmake/flashmla.cmake (FLASHMLA_CUDA_FLAGS: sm_90a, sm_100a)"
 
 #: ``--attention-backend`` choices per release (the argparse ``choices`` / ATTENTION_BACKEND_CHOICES).
 CHOICES: dict[str, tuple[tuple[str, ...], str]] = {
@@ -171,6 +175,44 @@ class BackendVerdict(BaseModel):
     reasons: list[Reason] = []
     page_size: int | None = None
     is_default: bool = False
+    #: the backend SGLang runs when it replaces the one asked for (``fa3`` with ``--kv-cache-dtype fp8_e5m2`` ->
+    #: ``triton``), else None
+    runs_as: str | None = None
+
+
+# ModelRunner on CUDA: "if capability[0] < 8: ... float16; if capability[1] < 5: raise RuntimeError('SGLang only supports
+# sm75 and above.')" (a V100, SM70, stops whatever the backend), per release
+_SM75_LINE = {"0.4.3.post4": (_MR, 335), "0.4.10.post2": (_MR, 620), "0.5.3": (_MR, 745), "0.5.3.post1": (_MR, 748),
+              "0.5.7": (_MR, 823), "0.5.8.post1": (_MR, 822), "0.5.9": (_MR, 913), "0.5.10.post1": (_MR, 1089),
+              "0.5.23": ("sglang/srt/model_executor/model_runner_components/load_model_utils.py", 91)}
+
+
+def below_sm75(release: str, gpu: GPU) -> Reason | None:
+    """SGLang's start-up refusal of an NVIDIA GPU below SM75 (capability major < 8 and minor < 5: V100's SM70, P100's
+    SM60), whatever the attention backend, with its line; None when it starts (SM75 and up, ROCm, unknown capability)."""
+    release = check_release(release)
+    sm = _sm(gpu)
+    if _hip(gpu) or sm is None or not (sm[0] < 8 and sm[1] < 5):
+        return None
+    path, line = _SM75_LINE[release]
+    return Reason(text=f"SGLang only supports sm75 and above (a RuntimeError at start-up; this GPU is SM{sm[0]}{sm[1]})",
+                  source=f"sglang=={release} {path}:{line}")
+
+
+def fa3_e5m2_switch(release: str, backend: str | None, kv_cache_dtype: str | None) -> Reason | None:
+    """SGLang's switch of ``fa3`` to ``triton`` when ``--kv-cache-dtype fp8_e5m2`` is passed ("FlashAttention3 only
+    supports fp8_e4m3 if using FP8; Setting attention backend to triton.", a warning, and it starts): the reason, or
+    None when it does not apply. Every release with an fa3 choice has it (0.4.10.post2 to 0.5.3.post1 in
+    ModelRunner.model_specific_adjustment, 0.5.7 to 0.5.10.post1 in ServerArgs, 0.5.23 in the override registry's
+    ``_attention_backend_fa3_fp8_fallback``), after the default backend is picked and before the backend is built,
+    so a default fa3 switches too and fa3's own GPU check never runs; 0.4.3.post4 has no fa3 choice."""
+    release = check_release(release)
+    if backend != "fa3" or kv_cache_dtype != "fp8_e5m2" or not _L.get(release, {}).get("fa3_e5m2"):
+        return None
+    return Reason(text="FlashAttention3 only supports fp8_e4m3 if using FP8; SGLang sets the attention backend to "
+                  "triton (a warning at start-up) and runs triton", source=_c(release, "fa3_e5m2",
+                                                                              _MR if not at_least(release, "0.5.7")
+                                                                              else _SA))
 
 
 def _features(hf_config: dict[str, Any]) -> dict[str, Any]:
@@ -217,6 +259,21 @@ _DEEPSEEK_SM100_ARCHS = ("DeepseekV3ForCausalLM", "MistralLarge3ForCausalLM", "P
 
 
 def default_backend(release: str, gpu: GPU, hf_config: dict[str, Any], *, tp_size: int = 1,
+                    speculative_algorithm: str | None = None, speculative_eagle_topk: int | None = None,
+                    kv_cache_dtype: str = "auto") -> BackendChoice:
+    """The attention backend SGLang ``release`` runs on ``gpu`` for this model when none is passed: its pick
+    (:func:`_picked_backend`), then, with ``--kv-cache-dtype fp8_e5m2``, fa3 switched to triton (:func:`fa3_e5m2_switch`,
+    which SGLang applies after the pick)."""
+    choice = _picked_backend(release, gpu, hf_config, tp_size=tp_size, speculative_algorithm=speculative_algorithm,
+                             speculative_eagle_topk=speculative_eagle_topk)
+    switch = fa3_e5m2_switch(release, choice.backend, kv_cache_dtype)
+    if switch is None:
+        return choice
+    return BackendChoice(backend="triton", reason=f"{choice.reason}: fa3 ({choice.source}), then {switch.text}",
+                         source=switch.source)
+
+
+def _picked_backend(release: str, gpu: GPU, hf_config: dict[str, Any], *, tp_size: int = 1,
                     speculative_algorithm: str | None = None, speculative_eagle_topk: int | None = None) -> BackendChoice:
     """The attention backend SGLang ``release`` picks on ``gpu`` for this model when none is passed.
 
@@ -370,6 +427,17 @@ def check_backend(release: str, gpu: GPU, hf_config: dict[str, Any], backend: st
     reasons: list[Reason] = []
     verdict = "works"
     page = page_size
+    asked = backend
+    old_gpu = below_sm75(release, gpu)
+    if old_gpu is not None:
+        verdict = "no"
+        reasons.append(old_gpu)
+    switch = fa3_e5m2_switch(release, backend, kv_cache_dtype)
+    if switch is not None:
+        # the model-specific asserts (Llama 4, Gemma 4) read the backend as given; the kernel checks the one built
+        verdict = "adjusted" if verdict == "works" else verdict
+        reasons.append(switch)
+        backend = "triton"
 
     def no(text: str, src: str) -> None:
         nonlocal verdict
@@ -399,10 +467,10 @@ def check_backend(release: str, gpu: GPU, hf_config: dict[str, Any], backend: st
             depends("MLA with torch_native is not a tested path in 0.4.3", f"sglang=={release} {_MR}:612")
         return BackendVerdict(backend=backend, verdict=verdict, reasons=reasons, page_size=page or 1,
                               is_default=default_backend(release, gpu, hf_config).backend == backend)
-    if f["arch"].startswith("Llama4") and release in _LLAMA4_ACCEPTS and backend not in _LLAMA4_ACCEPTS[release][0]:
+    if f["arch"].startswith("Llama4") and release in _LLAMA4_ACCEPTS and asked not in _LLAMA4_ACCEPTS[release][0]:
         no(f"{', '.join(_LLAMA4_ACCEPTS[release][0])} is required for Llama4 model (an assert at start-up)",
            f"sglang=={release} {_LLAMA4_ACCEPTS[release][1]}")
-    if f["arch"] in _GEMMA4_ARCHS and backend not in _GEMMA4_ACCEPTS[0]:
+    if f["arch"] in _GEMMA4_ARCHS and asked not in _GEMMA4_ACCEPTS[0]:
         no(f"Gemma4 only supports {', '.join(_GEMMA4_ACCEPTS[0])} (an assert at start-up)",
            f"sglang=={release} {_GEMMA4_ACCEPTS[1]}")
     if at_least(release, "0.5.23"):
@@ -410,8 +478,8 @@ def check_backend(release: str, gpu: GPU, hf_config: dict[str, Any], backend: st
                            speculative_eagle_topk, tp_size, no, adjust, depends)
         dflt = default_backend(release, gpu, hf_config, tp_size=tp_size, speculative_algorithm=speculative_algorithm,
                                speculative_eagle_topk=speculative_eagle_topk)
-        return BackendVerdict(backend=backend, verdict=verdict, reasons=reasons, page_size=page or 1,
-                              is_default=dflt.backend == backend)
+        return BackendVerdict(backend=asked, verdict=verdict, reasons=reasons, page_size=page or 1,
+                              is_default=dflt.backend == asked, runs_as=backend if backend != asked else None)
     L = _L[release]
     where = _c(release, "default", _MR if not at_least(release, "0.5.7") else _SA)
     if backend == "nsa" and not f["nsa"]:
@@ -423,9 +491,6 @@ def check_backend(release: str, gpu: GPU, hf_config: dict[str, Any], backend: st
         if L.get("fa3_reg") and not (major == 9 or (major == 8 and not f["mla"])):
             no("FlashAttention v3 Backend requires SM>=80 and SM<=90 (SM8x only without MLA)",
                _c(release, "fa3_reg", _REG))
-        if kv_cache_dtype == "fp8_e5m2" and L.get("fa3_e5m2"):
-            adjust("FlashAttention3 only supports fp8_e4m3 if using FP8; SGLang switches to triton",
-                   _c(release, "fa3_e5m2", _SA if at_least(release, "0.5.7") else _MR))
     if backend == "fa4":
         if release == "0.5.7" and L.get("fa4"):
             no("FA4 backend is only supported for prefill (--prefill-attention-backend fa4)", _c(release, "fa4"))
@@ -468,13 +533,17 @@ def check_backend(release: str, gpu: GPU, hf_config: dict[str, Any], backend: st
     if backend in ("flashmla", "cutlass_mla"):
         if not f["mla"]:
             no(f"{backend} is an MLA kernel; this model has no MLA (kv_lora_rank)", f"sglang=={release} {_REG}")
+        if backend == "flashmla" and not hip and major not in _FLASHMLA_ARCHS:
+            no(f"FlashMLA's kernels are built for SM90 (Hopper) and SM100 (Blackwell) only; this GPU is SM{major}x and "
+               "SGLang does not check it, so the kernel fails at the first forward", _FLASHMLA_BUILD)
         key = "flashmla_page" if backend == "flashmla" else "cutlass_page"
         want = 64 if backend == "flashmla" else 128
-        if page != want and L.get(key):
+        if page != want and L.get(key) and verdict != "no":  # a refusal says why it stops, not the page it would set
             page = want
             adjust(f"{backend} only supports a page_size of {want}; page_size set to {want}", _c(release, key))
-        depends(f"{backend} kernels are built for {'Hopper/Blackwell' if backend == 'flashmla' else 'Blackwell'}; "
-                "SGLang does not check the GPU itself", f"sglang=={release} {_REG}")
+        if backend == "cutlass_mla":
+            depends("cutlass_mla kernels are built for Blackwell; SGLang does not check the GPU itself",
+                    f"sglang=={release} {_REG}")
     if backend == "aiter" and f["mla"] and hip:
         heads = max(1, f["kv_heads"] // tp_size)
         if heads not in (16, 128):
@@ -482,8 +551,8 @@ def check_backend(release: str, gpu: GPU, hf_config: dict[str, Any], backend: st
                     _c(release, "default", _MR if not at_least(release, "0.5.7") else _SA))
     dflt = default_backend(release, gpu, hf_config, tp_size=tp_size, speculative_algorithm=speculative_algorithm,
                            speculative_eagle_topk=speculative_eagle_topk)
-    return BackendVerdict(backend=backend, verdict=verdict, reasons=reasons, page_size=page or 1,
-                          is_default=dflt.backend == backend)
+    return BackendVerdict(backend=asked, verdict=verdict, reasons=reasons, page_size=page or 1,
+                          is_default=dflt.backend == asked, runs_as=backend if backend != asked else None)
 
 
 # 0.5.23 choices this module has no rules for (model- or kernel-specific): answered "depends", left out of the table
@@ -505,8 +574,6 @@ def _check_0523(release, f, backend, hip, sm, kv_cache_dtype, page, speculative_
     if backend == "fa3" and not hip:
         if not (major == 9 or (major == 8 and not f["mla"])):
             no("FlashAttention v3 Backend requires SM>=80 and SM<=90 (SM8x only without MLA)", _c(release, "fa3_reg"))
-        if kv_cache_dtype == "fp8_e5m2":
-            adjust("FlashAttention3 only supports fp8_e4m3 if using FP8; SGLang switches to triton", _c(release, "fa3_e5m2"))
     if backend == "fa4":
         if not f["mla"] and major == 10 and (speculative_eagle_topk or 0) <= 1:
             page = 128
@@ -540,11 +607,12 @@ def _check_0523(release, f, backend, hip, sm, kv_cache_dtype, page, speculative_
     if backend == "flashmla":
         if not f["mla"]:
             no("flashmla is an MLA kernel; this model has no MLA (kv_lora_rank)", f"sglang=={release} {_REG}")
-        if page != 64:
+        if not hip and major not in _FLASHMLA_ARCHS:
+            no(f"FlashMLA's kernels are built for SM90 (Hopper) and SM100 (Blackwell) only; this GPU is SM{major}x and "
+               "SGLang does not check it, so the kernel fails at the first forward", _FLASHMLA_BUILD)
+        if page != 64 and major in _FLASHMLA_ARCHS + (None,):  # a refusal says why it stops, not the page it sets
             page = 64
             adjust("FlashMLA only supports a page_size of 64; page_size set to 64", _c(release, "flashmla_page"))
-        depends("flashmla kernels are built for Hopper/Blackwell; SGLang does not check the GPU itself",
-                f"sglang=={release} {_REG}")
     if backend == "aiter" and f["mla"] and hip:
         heads = max(1, f["kv_heads"] // tp_size)
         if heads not in (16, 128):

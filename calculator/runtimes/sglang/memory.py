@@ -55,7 +55,7 @@ from calculator.engine.errors import EngineInputError
 from calculator.engine.gpus import GPU
 
 from . import releases as R
-from .compat import _DSA_ARCHS_0523, check_backend, default_backend
+from .compat import _DSA_ARCHS_0523, below_sm75, check_backend, default_backend, fa3_e5m2_switch
 from .kv_dtype import checkpoint_kv
 from .releases import at_least, check_release, cite
 from .startup import startup_overhead
@@ -1417,9 +1417,13 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         # passed); up to 0.5.3.post1 the model runner picks it after (topk resolved)
         choice = default_backend(release, gpu, hf_config, tp_size=tp_size, speculative_algorithm=speculative_algorithm,
                                  speculative_eagle_topk=speculative_eagle_topk if at_least(release, "0.5.7")
-                                 else topk)
+                                 else topk, kv_cache_dtype=kv_cache_dtype or "auto")
         backend = choice.backend
         src("attention_backend", backend, "source", f"{choice.reason} ({choice.source})")
+    elif (switch := fa3_e5m2_switch(release, backend, kv_cache_dtype)) is not None:
+        # SGLang runs triton instead (a warning); the plan, its kernels and the command are triton's
+        backend = "triton"
+        src("attention_backend", backend, "source", f"--attention-backend fa3 given; {switch.text} ({switch.source})")
     else:
         src("attention_backend", backend, "input", "--attention-backend")
     if not is_nsa:
@@ -1428,11 +1432,15 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                                tp_size=tp_size,
                                speculative_algorithm=speculative_algorithm,
                                speculative_eagle_topk=speculative_eagle_topk)
-        if forced.verdict == "no":
+        # below SM75 SGLang stops whatever the backend: the compat verdict says so (below_sm75), not the backend
+        old_gpu = below_sm75(release, gpu)
+        backend_reasons = [r for r in forced.reasons if old_gpu is None or r.source != old_gpu.source]
+        if forced.verdict == "no" and any(r.text for r in backend_reasons) and (
+                old_gpu is None or len(backend_reasons) < len(forced.reasons)):
             # SGLang stops at start-up with it (the backend's own check, attention_registry / ServerArgs): a verdict,
             # with the memory figures of the plan as asked
             backend_refusal = (f"--attention-backend {backend} does not start: " + "; ".join(
-                f"{r.text} ({r.source})" for r in forced.reasons))
+                f"{r.text} ({r.source})" for r in backend_reasons))
         if forced.page_size and forced.page_size != page:
             page = forced.page_size
             src("page_size", page, "source", next((r.source for r in forced.reasons if "page_size" in r.text),

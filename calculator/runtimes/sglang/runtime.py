@@ -212,6 +212,9 @@ def _with_config_check(summary: CompatSummary, request, model: LoadedModel) -> C
         out.ok = False
         out.error = "; ".join(filter(None, [check.error, summary.error]))
         out.reasons = [*summary.reasons, check.error]
+    elif check.remote_class and getattr(request, "trust_remote_code", False):
+        # the condition is met: --trust-remote-code loads the repository's own class (what the command carries)
+        out.reasons = [*summary.reasons, f"--trust-remote-code given, so the condition holds: {check.condition}"]
     else:
         if out.ok is True:
             out.ok = None
@@ -417,8 +420,14 @@ class SGLang:
         spec = self._spec(request)
         kw = {"tp_size": request.tensor_parallel_size, "speculative_algorithm": spec.get("speculative_algorithm"),
               "speculative_eagle_topk": spec.get("speculative_eagle_topk")}
-        choice = sg_compat.default_backend(request.release, gpu, model.config, **kw)
+        choice = sg_compat.default_backend(request.release, gpu, model.config, kv_cache_dtype=request.kv_cache_dtype,
+                                           **kw)
         if request.attention_backend is None:
+            old_gpu = sg_compat.below_sm75(request.release, gpu)
+            if old_gpu is not None:  # SGLang stops before any backend is built
+                why = f"{old_gpu.text} ({old_gpu.source})"
+                return CompatSummary(release=request.release, gpu=gpu.name, ok=False, auto_selected=choice.backend,
+                                     error=why, reasons=[why])
             return CompatSummary(release=request.release, gpu=gpu.name, ok=True, auto_selected=choice.backend,
                            reasons=[f"{choice.reason} ({choice.source})"])
         v = sg_compat.check_backend(request.release, gpu, model.config, request.attention_backend,
@@ -426,7 +435,7 @@ class SGLang:
         reasons = [f"{getattr(r, 'text', r)} ({getattr(r, 'source', '')})" for r in v.reasons]
         ok = {"works": True, "adjusted": True, "no": False, "depends": None}[v.verdict]
         return CompatSummary(release=request.release, gpu=gpu.name, ok=ok, requested_backend=request.attention_backend,
-                       auto_selected=choice.backend, error="; ".join(reasons) if ok is False else None,
+                       auto_selected=choice.backend, runs_as=v.runs_as, error="; ".join(reasons) if ok is False else None,
                        auto_conditions=reasons if ok is None else [], reasons=reasons)
 
     def launch_argv(self, request, model: LoadedModel) -> list[str]:
@@ -440,7 +449,8 @@ class SGLang:
         return launch_argv(p, model.repo_id, draft_model_path=spec.model if spec else None,
                            kv_cache_dtype=request.kv_cache_dtype if request.kv_cache_dtype != "auto" else None,
                            quantization=request.quantization, max_running_requests=self._max_running(request),
-                           trust_remote_code=bool(check and not check.loads and check.remote_class))
+                           trust_remote_code=bool(check and not check.loads and check.remote_class)
+                           or bool(getattr(request, "trust_remote_code", False)))
 
     def speed_kwargs(self, request) -> dict[str, Any]:
         return speed_kwargs(request)
