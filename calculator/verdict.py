@@ -197,10 +197,9 @@ def candidates(request, memory, compat, quantized_variants: Callable[[str], list
             if b.ok and b.name != request.attention_backend:
                 out.append(Suggestion(label=f"--attention-backend {b.name}", params={"attention_backend": b.name},
                                       kind="settings"))
-    if (request.runtime == "vllm" and memory.resolved.get("dtype") in ("bfloat16", "bf16")
-            and request.dtype not in (None, "auto", "float16", "half")):
+    if request.runtime == "vllm" and memory.resolved.get("dtype") in ("bfloat16", "bf16") and not _bf16_gpu(request):
         # vLLM refuses bfloat16 below compute capability 8.0 and names --dtype=half itself
-        # (calculator.runtimes.vllm.bf16_refusal); a GPU that has it ignores this (the plan already works)
+        # (calculator.runtimes.vllm.bf16_refusal): offered only where that refusal applies
         out.append(Suggestion(label="--dtype float16 (vLLM refuses bfloat16 below compute capability 8.0 and says to "
                                     "use half)", params={"dtype": "float16"}, kind="settings"))
     if compat_failed and request.kv_cache_dtype != "auto":
@@ -262,6 +261,14 @@ def candidates(request, memory, compat, quantized_variants: Callable[[str], list
             out.append(Suggestion(label=f"the quantized checkpoint {repo}", params={"model": repo, "revision": ""},
                                   kind="model"))
     return out
+
+
+def _bf16_gpu(request) -> bool:
+    """Whether the request's GPU runs bfloat16 (:func:`calculator.engine.memory.supports_bf16`)."""
+    from calculator.engine.gpus import get_gpu
+    from calculator.engine.memory import supports_bf16
+
+    return supports_bf16(get_gpu(request.gpu))
 
 
 def _speculative_method_candidates(request, compat) -> list[Suggestion]:

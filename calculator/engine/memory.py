@@ -62,6 +62,14 @@ def _validate(inp: EngineInput) -> None:
         raise EngineInputError("block_size", f"vLLM block sizes are 1, 8 or multiples of 16, got {inp.block_size}")
 
 
+def supports_bf16(gpu: GPU) -> bool:
+    """Whether vLLM runs bfloat16 on ``gpu``: the CPU, a GPU of unknown capability, or compute capability 8.0 and up
+    (``has_device_capability(80)``, vllm/platforms/cuda.py:638-656 check_if_supports_dtype in 0.33.0; the same test
+    picks float16 for ``--dtype auto``, vllm/config/model.py:2430)."""
+    cap = gpu.capability_tuple
+    return gpu.is_cpu or cap is None or cap >= (8, 0)
+
+
 def resolve_dtype(requested: str, arch: ModelArch, gpu: GPU) -> tuple[str, str]:
     """``--dtype auto`` → the checkpoint's ``torch_dtype``, float32 checkpoints downcast to bfloat16
     (float16 before compute capability 8.0), bfloat16 to float16 where bf16 is unsupported
@@ -69,8 +77,7 @@ def resolve_dtype(requested: str, arch: ModelArch, gpu: GPU) -> tuple[str, str]:
     if requested != "auto":
         return requested, "user input (--dtype)"
     cfg = arch.torch_dtype if arch.torch_dtype in ("bfloat16", "float16", "float32") else "bfloat16"
-    cap = gpu.capability_tuple
-    bf16_ok = gpu.is_cpu or cap is None or cap >= (8, 0)
+    bf16_ok = supports_bf16(gpu)
     if cfg == "float32":
         return ("bfloat16" if bf16_ok else "float16"), "float32 checkpoint downcast (vllm/config/model.py:2423)"
     if cfg == "bfloat16" and not bf16_ok:

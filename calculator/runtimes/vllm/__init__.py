@@ -121,9 +121,11 @@ def bf16_refusal(gpu, dtype: str | None) -> str | None:
     words, or ``None``. ``dtype`` is the resolved one (``--dtype auto`` already became float16 there, as vLLM's
     ``_resolve_auto_dtype`` does). Only GPUs with a numeric capability below 8.0 are refused (every AMD Instinct
     the catalog has reports 9.x under ROCm, whose platform has the same check)."""
-    cap = gpu.capability_tuple
-    if gpu.is_cpu or dtype not in ("bfloat16", "bf16") or cap is None or cap >= (8, 0):
+    from calculator.engine.memory import supports_bf16
+
+    if dtype not in ("bfloat16", "bf16") or supports_bf16(gpu):
         return None
+    cap = gpu.capability_tuple
     return (f"Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your {gpu.name} GPU has "
             f"compute capability {cap[0]}.{cap[1]}. You can use float16 instead by explicitly setting the `dtype` "
             f"flag in CLI, for example: --dtype=half. ({BF16_CHECK_SOURCE})")
