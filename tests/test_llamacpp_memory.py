@@ -348,3 +348,17 @@ def test_ollama_graph_size_is_ollamas_formula():
     assert g["reserved_bytes"] == 4 * 512 * (3072 + 128256) and g["reserved_bytes"] / MiB == 256.5
     g8 = ollama_graph_size(meta("meta-llama__Llama-3.1-8B-Instruct.json"), num_ctx=16384, metal=True)
     assert g8["reserved_bytes"] == 4 * 512 * (1 + 4 * 4096 + 16384 * 33)
+
+
+def test_launch_argv_takes_a_hub_repo_instead_of_a_file():
+    """-hf REPO (llama-server picks the file) or -hf REPO -hff FILE (the file named) replace -m FILE
+    (common/arg.cpp:3060, :3070 in llama-cpp-python 0.3.36's llama.cpp); neither a file nor a repo is refused."""
+    from calculator.runtimes.llamacpp.launch import launch_argv
+
+    named = launch_argv("m-Q4_K_M.gguf", n_ctx=None, hf_repo="org/m-GGUF")
+    assert named[:5] == ["llama-server", "-hf", "org/m-GGUF", "-hff", "m-Q4_K_M.gguf"] and "-m" not in named
+    picked = launch_argv(None, n_ctx=8192, hf_repo="org/m-GGUF")
+    assert picked[:5] == ["llama-server", "-hf", "org/m-GGUF", "-c", "8192"]
+    assert launch_argv("m.gguf", n_ctx=None)[:3] == ["llama-server", "-m", "m.gguf"]
+    with pytest.raises(ValueError, match="model_path: required"):
+        launch_argv(None, n_ctx=None)

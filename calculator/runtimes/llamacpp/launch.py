@@ -40,6 +40,7 @@ def launch_argv(
     gpu_backend: str = "CUDA",
     fit: str | None = None,
     fit_target: int | None = None,
+    hf_repo: str | None = None,
 ) -> list[str]:
     """``llama-server -m MODEL [-c N] -np P -fa on|off|auto -ctk T -ctv T [-ngl N] [-kvu] [--swa-full]`` and, with a
     draft model, ``[--spec-type draft-simple] -md FILE | -hfd REPO [--spec-draft-n-max K] [-ngld N]`` (0.3.36;
@@ -51,6 +52,10 @@ def launch_argv(
     (common/arg.cpp:2738 ``--device``; without it llama.cpp takes every visible GPU), then ``-sm`` / ``-ts`` /
     ``-mg`` when given (common/arg.cpp:2807, 2831, 2858; ``tensor_split`` as the user wrote it, e.g. ``3,1``).
 
+    ``hf_repo``: the model comes from that Hub repo instead of a local file: ``-hf REPO`` (llama-server downloads the
+    repo's Q4_K_M, else Q8_0, else first file), with ``-hff MODEL`` when ``model_path`` names the file
+    (common/arg.cpp:3060 "-hf, -hfr, --hf-repo" and :3070 "-hff, --hf-file ... will override the quant in --hf-repo").
+
     ``n_ctx=None`` leaves -c out (the server's default: the model's context, which --fit may lower to fit the
     device); ``n_ctx=0`` is an explicit ``-c 0`` (the model's context too, but --fit may not lower it:
     common/arg.cpp:1641-1646). ``n_gpu_layers=None`` leaves -ngl out (the server's default). ``-np`` is always given: the server's own
@@ -58,7 +63,7 @@ def launch_argv(
     not assume silently. ``fit`` (``--fit on|off``, common/arg.cpp:2867-2879) and ``fit_target`` (``-fitt MiB``,
     :2895-2919) are added when given (None: the server's defaults, on and 1024). Raises ``ValueError`` naming the
     field."""
-    if not model_path:
+    if not model_path and not hf_repo:
         raise ValueError("model_path: required")
     if n_ctx is not None and n_ctx < 0:
         raise ValueError("n_ctx (-c) must be >= 0")
@@ -71,7 +76,8 @@ def launch_argv(
             raise ValueError(f"{name}: one of {', '.join(KV_CACHE_TYPES)}, not {t!r}")
     # n_ctx None: -c left out, llama-server's default (0 = the model's context, which --fit may lower to fit the
     # device); an explicit `-c 0` forbids that (common/arg.cpp:1641-1646), so 0 is written when the request gives it
-    argv = [binary, "-m", model_path, *(["-c", str(n_ctx)] if n_ctx is not None else []), "-np", str(n_parallel), "-fa",
+    source = (["-hf", hf_repo, *(["-hff", model_path] if model_path else [])] if hf_repo else ["-m", model_path])
+    argv = [binary, *source, *(["-c", str(n_ctx)] if n_ctx is not None else []), "-np", str(n_parallel), "-fa",
             flash_attn, "-ctk", cache_type_k, "-ctv", cache_type_v]
     if n_gpu_layers is not None:
         argv += ["-ngl", str(n_gpu_layers)]

@@ -963,17 +963,10 @@ class LlamaCpp:
                   fit=getattr(request, "fit", None), fit_target=getattr(request, "fit_target", None),
                   n_gpus=request.gpus, split_mode=request.split_mode, tensor_split=request.tensor_split,
                   main_gpu=request.main_gpu, gpu_backend=_buft_name(mem.resolved["device"], 0).rstrip("0"), **draft)
-        if path is None:
-            argv = launch_argv("-", **kw)
-            # llama-server -hf <user>/<model>[:quant] (common/arg.cpp: without a quant it takes Q4_K_M, else the
-            # repo's first file)
-            return [argv[0], "-hf", listing.repo_id, *argv[3:]]
-        if listing is not None and listing.files and mem.gguf_file:
-            # a named file of a Hub GGUF repo: llama-server downloads exactly that file with -hf <repo> -hff <file>
-            # (common/arg.cpp:3060 "-hf, -hfr, --hf-repo" and :3070 "-hff, --hf-file ... will override the quant in
-            # --hf-repo", llama.cpp vendored in llama-cpp-python 0.3.36); a bare -m <file> needs it downloaded first
-            argv = launch_argv(path, **kw)
-            return [argv[0], "-hf", listing.repo_id, "-hff", path, *argv[3:]]
+        if listing is not None and listing.files and (path is None or mem.gguf_file):
+            # a Hub GGUF repo: llama-server -hf <repo> downloads the file the plan is for (-hff <file> when one is
+            # named, else the one it picks), where a bare -m <file> needs it downloaded first
+            return launch_argv(path, hf_repo=listing.repo_id, **kw)
         return launch_argv(path, **kw)
 
     def client_argv(self, request, model: LoadedModel, gguf_file: str | None, listing) -> list[str] | None:
