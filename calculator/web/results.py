@@ -63,8 +63,21 @@ class Footnotes:
         return {"n": self.sources.index(source) + 1, "source": source}
 
 
+class _PlanPresets:
+    """What both results classes offer from their ``plan`` alone."""
+
+    plan: Plan
+
+    @cached_property
+    def mtp_profile(self):
+        """The field guide's recorded MTP profile for this model (:func:`calculator.web.presets.mtp_profile`)."""
+        from calculator.web.presets import mtp_profile
+
+        return mtp_profile(self.plan)
+
+
 @dataclass
-class Outcome:
+class Outcome(_PlanPresets):
     """Everything the results fragment renders for one configuration."""
 
     model_id: str
@@ -96,13 +109,6 @@ class Outcome:
     @property
     def num_gpus(self) -> int:
         return self.plan.request.num_gpus
-
-    @cached_property
-    def mtp_profile(self):
-        """The field guide's recorded MTP profile for this model (:func:`calculator.web.presets.mtp_profile`)."""
-        from calculator.web.presets import mtp_profile
-
-        return mtp_profile(self.plan)
 
     @property
     def layout(self) -> str:
@@ -455,7 +461,7 @@ def side_by_side_payload(plan: Plan) -> dict[str, Any]:
 
 
 @dataclass
-class RuntimeOutcome:
+class RuntimeOutcome(_PlanPresets):
     """The results of a runtime other than vLLM (SGLang): its logged figures, with sources, the verdict
     and the launch command; the vLLM-only pictures (memory bar, curves) are not drawn."""
 
@@ -469,13 +475,6 @@ class RuntimeOutcome:
     @property
     def model_id(self) -> str:
         return self.plan.model.repo_id
-
-    @cached_property
-    def mtp_profile(self):
-        """The field guide's recorded MTP profile for this model (:func:`calculator.web.presets.mtp_profile`)."""
-        from calculator.web.presets import mtp_profile
-
-        return mtp_profile(self.plan)
 
     @cached_property
     def speed_params(self) -> dict[str, Any]:
