@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,63 @@ def test_an_idle_host_a_gpu_run_and_no_load_average():
     assert gpu["overloaded"] is None and "not judged" in gpu["text"]
     none = runner.host_load(None, None, "cpu", cpu_count=2)
     assert none["overloaded"] is None and "not recorded" in none["text"]
+
+
+def test_other_work_during_the_run_overloads_the_host_above_a_quarter_of_its_cpu_time():
+    # 100 s of run on 2 CPUs = 200 CPU-seconds; other work took 60 of them: 30 % (> 25 %), 40 of them: 20 %
+    busy = {"wall_s": 100.0, "host_busy_s": 250.0, "run_cpu_s": 190.0, "other_cpu_s": 60.0, "other_share": 0.3}
+    load = runner.host_load([0.5, 0.4, 0.3], None, "cpu", cpu_count=2, during=busy)
+    assert load["overloaded"] is True and load["other_share_limit"] == 0.25 and load["during"] == busy
+    assert "other work used 60 s of CPU time during the run's 100 s (30% of the host)" in load["text"]
+    assert "(30% of the host) — other work took 30% of the host during it, above 25%: the host was overloaded" in \
+        load["text"] and "above 1.5" not in load["text"]
+    calm = dict(busy, other_cpu_s=40.0, other_share=0.2)
+    ok = runner.host_load([0.5, 0.4, 0.3], None, "cpu", cpu_count=2, during=calm)
+    assert ok["overloaded"] is False and "at most 1.5 and 25%: not overloaded" in ok["text"]
+    both = runner.host_load([8.5, 8.4, 8.0], None, "cpu", cpu_count=2, during=busy)
+    assert "— above 1.5, and other work took 30% of the host during it" in both["text"]
+    # a GPU run reports it, unjudged
+    assert runner.host_load([0.5, 0.4, 0.3], None, "cuda", cpu_count=2, during=busy)["overloaded"] is None
+
+
+def _spin(seconds: float) -> None:
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def test_cpu_watch_counts_the_tracked_groups_as_the_run_and_the_rest_as_other_work():
+    import multiprocessing
+    import psutil
+
+    ctx = multiprocessing.get_context("fork")
+    watch = runner.CpuWatch(interval_s=0.1).start()
+    seen = []
+    track = watch.track(lambda role, phase, pgid: seen.append((role, phase, pgid)))
+    mine = ctx.Process(target=lambda: (os.setpgid(0, 0), _spin(0.6)))
+    other = ctx.Process(target=lambda: (os.setpgid(0, 0), _spin(0.6)))
+    mine.start()
+    time.sleep(0.05)
+    track("server", "baseline", mine.pid)  # its own process group: pgid == pid
+    other.start()
+    own_cpu = {}
+    while mine.is_alive():
+        try:
+            t = psutil.Process(mine.pid).cpu_times()
+            own_cpu["last"] = t.user + t.system
+        except psutil.Error:
+            pass
+        time.sleep(0.05)
+    mine.join(), other.join()
+    track("server", "baseline", None)
+    got = watch.stop()
+    assert seen == [("server", "baseline", mine.pid), ("server", "baseline", None)]
+    # the tracked child spun 0.6 s of CPU: the watch counted it as the run's (its last read at most 0.1 s early)
+    assert got["run_cpu_s"] >= own_cpu["last"] - 0.15 >= 0.35
+    # the untracked one is other work (and so is anything else the host ran meanwhile: at least its 0.6 s)
+    assert got["other_cpu_s"] >= 0.6 - 0.15
+    assert got["other_share"] == pytest.approx(got["other_cpu_s"] / (got["wall_s"] * os.cpu_count()), abs=0.02)
+    assert watch._thread is not None and not watch._thread.is_alive()
 
 
 def test_load_sample_reads_os_getloadavg(monkeypatch):
@@ -78,6 +136,8 @@ def test_a_loaded_host_does_not_install_its_calibration_an_idle_one_does(setting
     settings.VALIDATOR_BENCH_COMMAND = [sys.executable, str(here / "fake_vllm_bench.py")]
     monkeypatch.setattr(os, "getloadavg", lambda: (load1, load1, load1))
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    # judged here on the load before the run: whatever else this host runs during the test is not the case's
+    monkeypatch.setattr(runner, "OVERLOAD_OTHER_SHARE", 1.01)
     run = ValidationRun.submit({"model": "tiny-random/llama", "gpu": "CPU"})
     profile = dict(run.configuration["profile"], output_len=8, num_prompts=4, repeats=3, max_repeats=3, warmups=1,
                    concurrency=2, input_len=40)
@@ -88,6 +148,7 @@ def test_a_loaded_host_does_not_install_its_calibration_an_idle_one_does(setting
     load = run.measured["host_load"]
     assert load["before"] == [load1] * 3 and load["cpu_count"] == 2
     assert load["per_cpu_before"] == load1 / 2 and load["overloaded"] is (not installed)
+    assert load["during"]["wall_s"] > 0 and "during the run" in load["text"]  # the CPU watch ran with it
     c = run.measured["calibration"]
     assert "efficiency" in c and c["measured_tpot_ms"] == pytest.approx(2.5), c  # the stand-in's ITL
     applied = calibration.apply_latest(force=True)
@@ -102,7 +163,8 @@ def test_a_loaded_host_does_not_install_its_calibration_an_idle_one_does(setting
     if installed:
         assert "NOT INSTALLED" not in text and 'id="calibration-held"' not in html
         return
-    assert f"{load1 / 2:.2f} per CPU before the run — above 1.5" in c["dropped"]["reason"]
+    assert f"{load1 / 2:.2f} per CPU before the run" in c["dropped"]["reason"]
+    assert "— above 1.5: the host was overloaded" in c["dropped"]["reason"]
     assert "NOT INSTALLED" in text and f"manage.py calibrations --restore {short}" in text
     assert 'id="calibration-held"' in html and f"manage.py calibrations --restore {short}" in html
     assert "Overloaded host:" in html

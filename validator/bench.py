@@ -536,11 +536,11 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
     deadline = Deadline(options["wall_clock_s"])
     run_wall0 = time.time()
     load_before = runner.load_sample()  # before the servers: what else the host is doing (runner.host_load)
+    platform = configuration["platform"]
     on_process = options.get("on_process") or (lambda role, phase, pgid: None)
     workdir.mkdir(parents=True, exist_ok=True)
     model_id = configuration["run_model"]
     model_path = model_path_for(model_id)
-    platform = configuration["platform"]
     profile = {**configuration["profile"], "wait_ready_timeout_s": options["startup_timeout_s"]}
     workload = configuration.get("workload") or "random"
     base_input = {k: v for k, v in configuration["engine_input"].items() if k != "speculative_config"}
@@ -571,6 +571,10 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
     t_start = time.monotonic()
     bench = None
     pgids: list[int] = []
+    # a CPU run also watches what other work takes from the host while it lasts (its timings are the CPUs')
+    watch = runner.CpuWatch().start() if platform == "cpu" else None
+    if watch is not None:
+        on_process = watch.track(on_process)
     try:
         for name, serve in (("baseline", serve_base), ("speculative", serve_spec)):
             port = runner.free_port(host)
@@ -637,7 +641,8 @@ def run_sequence(configuration: dict[str, Any], prediction: dict[str, Any], work
     finally:
         _stop(measured, bench, servers, on_process, options)
         shutil.rmtree(rpc_dir, ignore_errors=True)
-    measured["host_load"] = runner.host_load(load_before, runner.load_sample(), platform)
+        during = watch.stop() if watch is not None else None
+    measured["host_load"] = runner.host_load(load_before, runner.load_sample(), platform, during=during)
     reporter("scoring", 0.98)
     baseline, speculative = measured["phases"]["baseline"], measured["phases"]["speculative"]
     from . import calibration
@@ -709,6 +714,8 @@ def run_llamacpp_sequence(configuration: dict[str, Any], workdir: Path, reporter
     bench = None
     servers = {"baseline": server}
     samplers: dict[str, MemorySampler] = {}
+    watch = runner.CpuWatch().start()  # what other work takes from the host while the run lasts
+    on_process = watch.track(on_process)
     try:
         server.start()
         on_process("server", "baseline", server.pgid)
@@ -751,7 +758,8 @@ def run_llamacpp_sequence(configuration: dict[str, Any], workdir: Path, reporter
         raise
     finally:
         _stop(measured, bench, servers, on_process, options)
-    measured["host_load"] = runner.host_load(load_before, runner.load_sample(), "cpu")
+        during = watch.stop()
+    measured["host_load"] = runner.host_load(load_before, runner.load_sample(), "cpu", during=during)
     reporter("scoring", 0.98)
     meta, plan = llamacpp.predict(gguf, lc["settings"], logged.get("cpu_features"))
     measured["prediction"] = {"kv_cache_mib": round(plan.kv_bytes / llamacpp.MiB, 2), "log_lines": plan.log_lines(),

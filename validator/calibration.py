@@ -26,8 +26,8 @@ scope, or none. ``python manage.py calibrations`` lists them with their scope, a
 ``--drop-all``, ``--restore RUN``); the admin's validation runs have the same actions.
 
 **Held back on an overloaded host.** ``hold_if_overloaded`` stores a CPU run's calibration dropped (``by``
-``HELD_BY``, ``automatic``) when ``validator.runner.host_load`` found the host overloaded before the run: such a run
-measured the other work's contention. ``restore`` installs it if the user wants it.
+``HELD_BY``, ``automatic``) when ``validator.runner.host_load`` found the host overloaded by other work before the run
+(load average) or during it (``validator.runner.CpuWatch``): such a run measured the other work's contention. ``restore`` installs it if the user wants it.
 
 Limits (stated, not hidden): one run gives one point; the calibrated row reproduces that point's TPOT, and
 other contexts / concurrencies follow the model's form. When even the factor limits (bandwidth or compute

@@ -686,6 +686,10 @@ class BenchProcess:
 # other work: its timings (and so its calibration) are the contention's, not the configuration's. A product choice:
 # at 1.5 runnable tasks per CPU every process already waits half as long again as it runs.
 OVERLOAD_PER_CPU = 1.5
+# ... and so did a CPU run during which other work (processes outside the run's server and benchmark groups and
+# this one) used more than this share of the host's CPU time (CpuWatch). A product choice: a quarter of the host
+# taken from a run that keeps every CPU busy slows its steps by about a third.
+OVERLOAD_OTHER_SHARE = 0.25
 
 
 def load_sample() -> list[float] | None:
@@ -697,18 +701,119 @@ def load_sample() -> list[float] | None:
         return None
 
 
-def host_load(before: list[float] | None, after: list[float] | None, platform: str,
-              cpu_count: int | None = None) -> dict[str, Any]:
-    """What the host was doing around a run: ``{"before", "after"}`` (``load_sample``s taken before the servers
-    started and after they stopped), ``cpu_count`` (``os.cpu_count()``), ``per_cpu_before`` (the 1-minute average
-    before the run per CPU), ``limit`` (``OVERLOAD_PER_CPU``), ``overloaded`` (True / False; None when not judged:
-    no load average, or a GPU run, whose timings are the GPU's) and ``text``.
+def _host_busy_s() -> float | None:
+    """Seconds of CPU time the whole host has been busy since boot, summed over CPUs (``psutil.cpu_times()``:
+    everything but idle and iowait), or None where psutil cannot read it."""
+    import psutil
 
-    Judged on the load *before* the run: the figure after it also holds the run's own servers and benchmark of the
-    last minute (on two CPUs about their number of busy threads), so it is reported, not used; load that other
-    work adds only during the run is therefore not caught."""
+    try:
+        t = psutil.cpu_times()
+    except (OSError, psutil.Error):
+        return None
+    return float(sum(v for k, v in t._asdict().items() if k not in ("idle", "iowait", "guest", "guest_nice")))
+
+
+class CpuWatch:
+    """How much CPU time work outside the run used while the run lasted.
+
+    ``start()`` reads the host's busy time (:func:`_host_busy_s`) and starts a daemon thread that every
+    ``interval_s`` reads the CPU time (user + system, ``psutil.Process.cpu_times``) of every process of the run:
+    this one and the process groups registered through :meth:`track` (the servers' and the benchmark's). ``stop()``
+    returns ``{"wall_s", "host_busy_s", "run_cpu_s", "other_cpu_s", "other_share"}``: ``other_cpu_s`` = the host's
+    busy time over the run minus the run's own, ``other_share`` = ``other_cpu_s / (wall_s x CPUs)``; or None where
+    the busy time cannot be read. A run process that exits between two reads loses its last ``interval_s`` at most
+    (counted as other work, so the share errs high by that much)."""
+
+    def __init__(self, interval_s: float = 0.5, cpu_count: int | None = None):
+        import threading
+
+        self.interval_s = interval_s
+        self.cpus = cpu_count or os.cpu_count() or 1
+        self._groups: set[int] = set()
+        self._seen: dict[tuple[int, float], float] = {}  # (pid, create_time) -> CPU seconds at the newest read
+        self._base: dict[tuple[int, float], float] = {}  # ... at the first read, for processes older than the run
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: Any = None
+        self._t0 = self._busy0 = None
+
+    def track(self, on_process: Callable[..., None]) -> Callable[..., None]:
+        """``on_process`` (``role, phase, pgid | None``), also registering each process group with the watch."""
+        def wrapped(role: str, phase: str, pgid: int | None) -> None:
+            if pgid is not None:
+                with self._lock:
+                    self._groups.add(pgid)
+                self.read()
+            on_process(role, phase, pgid)
+        return wrapped
+
+    def read(self) -> None:
+        """One read of the run's processes' CPU time."""
+        import psutil
+
+        me = os.getpid()
+        with self._lock:
+            groups = set(self._groups)
+        for p in psutil.process_iter(["pid"]):
+            try:
+                if p.pid != me and os.getpgid(p.pid) not in groups:
+                    continue
+                key = (p.pid, p.create_time())
+                t = p.cpu_times()
+                cpu = float(t.user + t.system)
+            except (ProcessLookupError, psutil.Error, OSError):
+                continue
+            with self._lock:
+                if key not in self._seen and self._t0 is not None and p.create_time() < self._t0:
+                    self._base[key] = cpu  # older than the run (this process): only its CPU time since counts
+                self._seen[key] = max(cpu, self._seen.get(key, 0.0))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.read()
+
+    def start(self) -> "CpuWatch":
+        import threading
+
+        self._t0, self._busy0 = time.time(), _host_busy_s()
+        self.read()
+        self._thread = threading.Thread(target=self._loop, name="cpu-watch", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> dict[str, float] | None:
+        """End the watch (see the class docstring for what it returns)."""
+        self.read()
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        busy1 = _host_busy_s()
+        if self._t0 is None or self._busy0 is None or busy1 is None:
+            return None
+        wall = max(time.time() - self._t0, 1e-6)
+        with self._lock:
+            run = sum(v - self._base.get(k, 0.0) for k, v in self._seen.items())
+        host = busy1 - self._busy0
+        other = max(0.0, host - run)
+        return {"wall_s": round(wall, 1), "host_busy_s": round(host, 1), "run_cpu_s": round(run, 1),
+                "other_cpu_s": round(other, 1), "other_share": round(other / (wall * self.cpus), 3)}
+
+
+def host_load(before: list[float] | None, after: list[float] | None, platform: str,
+              cpu_count: int | None = None, during: dict[str, float] | None = None) -> dict[str, Any]:
+    """What the host was doing around a run: ``{"before", "after"}`` (``load_sample``s taken before the servers
+    started and after they stopped), ``during`` (:meth:`CpuWatch.stop`: the CPU time other work used while the run
+    lasted), ``cpu_count`` (``os.cpu_count()``), ``per_cpu_before`` (the 1-minute average before the run per CPU),
+    ``limit`` (``OVERLOAD_PER_CPU``), ``other_share_limit`` (``OVERLOAD_OTHER_SHARE``), ``overloaded`` (True /
+    False; None when not judged: no load average, or a GPU run, whose timings are the GPU's) and ``text``.
+
+    Overloaded when the load *before* the run exceeded ``OVERLOAD_PER_CPU`` per CPU, or other work took more than
+    ``OVERLOAD_OTHER_SHARE`` of the host's CPU time *during* it. The load average after the run also holds the
+    run's own servers and benchmark of the last minute (on two CPUs about their number of busy threads), so it is
+    reported, not used."""
     cpus = cpu_count or os.cpu_count() or 0
-    out: dict[str, Any] = {"before": before, "after": after, "cpu_count": cpus or None, "limit": OVERLOAD_PER_CPU,
+    out: dict[str, Any] = {"before": before, "after": after, "during": during, "cpu_count": cpus or None,
+                           "limit": OVERLOAD_PER_CPU, "other_share_limit": OVERLOAD_OTHER_SHARE,
                            "per_cpu_before": None, "overloaded": None}
     if before is None or not cpus:
         out["text"] = "host load not recorded (no load average on this platform)"
@@ -718,10 +823,22 @@ def host_load(before: list[float] | None, after: list[float] | None, platform: s
     text = (f"host load (1-minute average) {before[0]:.2f} before the run"
             + (f", {after[0]:.2f} after it (which includes the run's own servers)" if after else "")
             + f", on {cpus} CPU{'s' if cpus != 1 else ''}: {per:.2f} per CPU before the run")
+    if during is not None:
+        text += (f"; other work used {during['other_cpu_s']:g} s of CPU time during the run's {during['wall_s']:g} s "
+                 f"({during['other_share']:.0%} of the host)")
     if platform != "cpu":
         out["text"] = text + " (not judged: a GPU run's timings are the GPU's)"
         return out
-    out["overloaded"] = per > OVERLOAD_PER_CPU
-    out["text"] = text + (f" — above {OVERLOAD_PER_CPU:g}: the host was overloaded by other work, so its timings are "
-                          "the contention's" if out["overloaded"] else f", at most {OVERLOAD_PER_CPU:g}: not overloaded")
+    busy = during is not None and during["other_share"] > OVERLOAD_OTHER_SHARE
+    out["overloaded"] = per > OVERLOAD_PER_CPU or busy
+    if out["overloaded"]:
+        why = [f"above {OVERLOAD_PER_CPU:g}"] if per > OVERLOAD_PER_CPU else []
+        if busy:
+            why.append(f"other work took {during['other_share']:.0%} of the host during it, above "
+                       f"{OVERLOAD_OTHER_SHARE:.0%}")
+        why = ", and ".join(why)
+        out["text"] = text + f" — {why}: the host was overloaded by other work, so its timings are the contention's"
+    else:
+        out["text"] = text + (f", at most {OVERLOAD_PER_CPU:g}" + (f" and {OVERLOAD_OTHER_SHARE:.0%}" if during else "")
+                              + ": not overloaded")
     return out
