@@ -102,7 +102,9 @@ def decide(request, memory, compat, startup_errors: list[str] | None = None,
         elif memory.condition not in condition:
             condition = f"{condition}; and {memory.condition}"
     fit_reasons: list[str] = []
-    if not memory.fits and (memory.reason or "") not in start_reasons:  # a start-up refusal the plan carries too
+    # a start-up refusal the plan carries too (SGLang's plan says "--attention-backend X does not start: <the compat
+    # reason>"): the same refusal, listed once
+    if not memory.fits and not any(r and r in (memory.reason or "") for r in start_reasons):
         fit_reasons.append(memory.reason or "the configuration does not fit in GPU memory")
     from calculator.runtimes.base import given_workload_over
 

@@ -78,6 +78,7 @@ _Q3VL = "sglang/srt/models/qwen3_vl.py"
 _K25 = "sglang/srt/models/kimi_k25.py"
 _WNA16 = "sglang/srt/layers/quantization/compressed_tensors/schemes/compressed_tensors_wNa16_moe.py"
 _Q35 = "sglang/srt/models/qwen3_5.py"
+_MX4 = "sglang/srt/layers/quantization/mxfp4.py"
 # 0.5.23: ServerArgs' resolution moved into sglang/srt/arg_groups (one hook module per concern) and the KV pool sizing
 # into the KV-cache configurator and the pool configurators
 _AG = "sglang/srt/arg_groups"
@@ -116,6 +117,22 @@ _WEIGHT_LINES: dict[str, dict[str, tuple[str, int]]] = {
                "wna16_triton_sm100": ("sglang/srt/layers/quantization/compressed_tensors/compressed_tensors.py", 927),
                "qwen3_5_gate": (_Q35, 1335)},
 }
+
+# gpt-oss MXFP4 MoE on Hopper with triton_kernels (weights.gptoss_mxfp4_sm90_bytes): the backend default
+# (gptoss_tk_backend), the intermediate-size padding of Mxfp4MoEMethod.create_weights (gptoss_tk_pad), the fp32 biases
+# (gptoss_tk_bias), the swizzle (gptoss_tk_swizzle) and the deletion of the unswizzled weights only (gptoss_tk_del: the
+# w13/w2 scale Parameters stay); 0.5.23: the Hopper scale padding to round_up(K, 128) / 32 columns (gptoss_tk_scale_pad)
+_GPTOSS_TK_LINES = {
+    "0.5.3": (318, 581, 557, 84, (_SA, 777)), "0.5.3.post1": (318, 581, 557, 84, (_SA, 820)),
+    "0.5.7": (313, 576, 552, 92, (_SA, 1205)), "0.5.8.post1": (299, 562, 538, 94, (_SA, 1313)),
+    "0.5.9": (353, 702, 678, 136, (_SA, 1395)), "0.5.10.post1": (368, 717, 693, 134, (_SA, 1750)),
+    "0.5.23": (549, 1074, 1049, 244, ("sglang/srt/arg_groups/model_overrides/gpt_oss.py", 117)),
+}
+for _rel, (_pad, _del, _bias, _swz, _be) in _GPTOSS_TK_LINES.items():
+    _WEIGHT_LINES[_rel].update({"gptoss_tk_pad": (_MX4, _pad), "gptoss_tk_del": (_MX4, _del),
+                                "gptoss_tk_bias": (_MX4, _bias), "gptoss_tk_swizzle": (_MX4, _swz),
+                                "gptoss_tk_backend": _be})
+_WEIGHT_LINES["0.5.23"]["gptoss_tk_scale_pad"] = (_MX4, 220)
 
 # (file, line) per rule per release. Keys:
 #  mfs_default      the default mem_fraction_static block

@@ -359,6 +359,57 @@ def dsa_indexer_bytes(c: dict[str, Any], *, release: str, lin_b: float, model_b:
     return int(wq_b + wk_wp + norm), "; ".join(parts)
 
 
+def gptoss_mxfp4_sm90_bytes(c: dict[str, Any], *, release: str, tp: int) -> tuple[int, str]:
+    """Bytes on one rank of gpt-oss's MXFP4 experts as SGLang ``release`` (0.5.3 on) keeps them on Hopper (SM90, CUDA),
+    where gpt-oss's MoE runner defaults to ``triton_kernel`` (``gptoss_tk_backend``; ep_size 1, triton_kernels installed:
+    sgl-kernel / sglang-kernel ship it), and the formula. ``c``: the text config; ``tp``: the MoE TP size.
+
+    Per MoE layer, ``E`` experts, hidden ``H``, per-rank intermediate ``I = round_up(intermediate_size / tp, a)`` with
+    ``a`` = 32 up to 0.5.9, 64 from 0.5.10.post1 (``gptoss_tk_pad``; FusedMoE pads nothing else here):
+
+    - the packed e2m1 weights after ``_swizzle_mxfp4`` (``gptoss_tk_swizzle``), in triton_kernels' Hopper value layout:
+      up to 0.5.10.post1 (triton_kernels of sgl-kernel 0.3.14.post1 to sglang-kernel 0.4.1,
+      tensor_details/layout_details/hopper_value.py:136-148) the uint8 ``(N, K/2)`` matrix padded to 16 rows and 32
+      columns: w13 ``E x round_up(2I, 16) x round_up(H/2, 32)``, w2 ``E x round_up(H, 16) x round_up(I/2, 32)``; 0.5.23
+      (sglang-kernel 0.4.10, hopper_value.py:56-64) ``K/2`` to 64 and ``N`` to 256: w13 ``E x round_up(H/2, 64) x
+      round_up(2I, 256)``, w2 ``E x round_up(I/2, 64) x round_up(H, 256)``;
+    - the swizzled E8M0 scales (Hopper scale layout, 8 warps): ``N`` rows padded to 256 and ``K/32`` columns to 2
+      (hopper_scale.py:57-61; 0.4.10: :55-62); 0.5.23 first pads the columns to ``round_up(K, 128) / 32``
+      (``gptoss_tk_scale_pad``);
+    - the unswizzled scale Parameters ``E x 2I x H/32`` and ``E x H x I/32`` uint8, which stay registered: only the
+      weights are deleted (``gptoss_tk_del``);
+    - the biases in float32 (``gptoss_tk_bias``): ``E x 2I x 4 + E x H x 4``.
+
+    Checked on the CPU against triton_kernels' own ``convert_layout`` of both versions (one expert, H = I = 2880)."""
+    h, e, inter = int(c["hidden_size"]), int(c["num_local_experts"]), int(c["intermediate_size"])
+    n_layers = int(c["num_hidden_layers"])
+    a = 64 if at_least(release, "0.5.10.post1") else 32
+    i = round_up(inter // tp, a)
+    if at_least(release, "0.5.23"):
+        w13 = e * round_up(h // 2, 64) * round_up(2 * i, 256)
+        w2 = e * round_up(i // 2, 64) * round_up(h, 256)
+        s13 = e * round_up(2 * i, 256) * (round_up(h, 128) // 32)
+        s2 = e * round_up(h, 256) * (round_up(i, 128) // 32)
+        layout = ("sglang-kernel 0.4.10 triton_kernels: values K/2 to 64, N to 256; scales padded to round_up(K, 128)/32 "
+                  f"columns ({cite(release, 'gptoss_tk_scale_pad')}), N to 256")
+    else:
+        w13 = e * round_up(2 * i, 16) * round_up(h // 2, 32)
+        w2 = e * round_up(h, 16) * round_up(i // 2, 32)
+        s13 = e * round_up(2 * i, 256) * round_up(h // 32, 2)
+        s2 = e * round_up(h, 256) * round_up(i // 32, 2)
+        layout = "sgl-kernel triton_kernels: values N to 16, K/2 to 32; scales N to 256, K/32 to 2"
+    kept = e * 2 * i * (h // 32) + e * h * (i // 32)
+    bias = e * 2 * i * 4 + e * h * 4
+    per = w13 + w2 + s13 + s2 + kept + bias
+    return n_layers * per, (
+        f"gpt-oss MXFP4 experts on SM90 with the triton_kernel MoE runner ({cite(release, 'gptoss_tk_backend')}): "
+        f"{n_layers} layers x [{e} experts, intermediate {inter} / TP {tp} padded to {i} "
+        f"({cite(release, 'gptoss_tk_pad')}); swizzled weights w13 {w13:,} + w2 {w2:,} B and scales {s13:,} + {s2:,} B "
+        f"({cite(release, 'gptoss_tk_swizzle')}; {layout}); the unswizzled scale Parameters {kept:,} B stay "
+        f"({cite(release, 'gptoss_tk_del')} deletes only the weights); float32 biases {bias:,} B "
+        f"({cite(release, 'gptoss_tk_bias')})] = {per:,} B per layer")
+
+
 def _kimi_vision(hf_config: dict[str, Any], tp: int, b: int) -> tuple[int, str]:
     """MoonViT + projector of KimiK25ForConditionalGeneration on one rank: attention (qkv, proj) split by TP,
     MLP (``MLP2``, ``nn.Linear``), norms, patch/position embeddings and the projector whole."""
@@ -482,6 +533,22 @@ def estimate(hf_config: dict[str, Any], *, release: str, is_hip: bool, model_dty
     elif arch.params.vision:
         notes.append(f"{arch_name}: the vision tower is counted whole on every rank; how SGLang shards it for this "
                      "class is not modelled")
+
+    # gpt-oss MXFP4 experts on Hopper: SGLang's triton_kernels layout instead of the count's (vLLM's) padded experts
+    if (arch_name == "GptOssForCausalLM" and quant is not None and quant.name == "mxfp4" and not is_hip
+            and sm_major == 9 and has_rule(release, "gptoss_tk_pad") and arch.num_experts):
+        mb, mtext = gptoss_mxfp4_sm90_bytes(c, release=release, tp=tp)
+        # what the "parameters" term holds for the experts (calculator.engine.weights.weights_per_gpu, MXFP4 branch)
+        lin_x = quant.bits / 8 + quant.scale_bytes_per_weight
+        inter_v = round_up(-(-arch.moe_intermediate_size // tp), 128)
+        hid_v = round_up(arch.hidden_size, 256)
+        counted = arch.num_layers * arch.num_experts * (3 * inter_v * hid_v * lin_x + (2 * inter_v + hid_v) * b)
+        add("mxfp4_moe_sm90", mb - counted, "source",
+            f"{mtext}; replaces the count's experts ({counted:,.0f} B: vLLM's padding of the intermediate size to 128 "
+            "and the hidden size to 256, bf16 biases)")
+    elif arch_name == "GptOssForCausalLM" and quant is not None and quant.name == "mxfp4":
+        notes.append("gpt-oss MXFP4 experts: SGLang's layout is modelled on Hopper (SM90, CUDA) only; elsewhere the "
+                     "count's (vLLM's padded) expert bytes are used")
 
     # rotary caches
     rb, rtext = rope_bytes(c, arch, release=release, is_hip=is_hip, model_bytes=b)
