@@ -45,7 +45,7 @@ def test_other_work_during_the_run_overloads_the_host_above_a_quarter_of_its_cpu
     busy = {"wall_s": 100.0, "host_busy_s": 250.0, "run_cpu_s": 190.0, "other_cpu_s": 60.0, "other_share": 0.3}
     load = runner.host_load([0.5, 0.4, 0.3], None, "cpu", cpu_count=2, during=busy)
     assert load["overloaded"] is True and load["other_share_limit"] == 0.25 and load["during"] == busy
-    assert "other work used 60 s of CPU time during the run's 100 s (30% of the host)" in load["text"]
+    assert "other work used 60.0 s of CPU time during the run's 100.0 s (30% of the host)" in load["text"]
     assert "(30% of the host) — other work took 30% of the host during it, above 25%: the host was overloaded" in \
         load["text"] and "above 1.5" not in load["text"]
     calm = dict(busy, other_cpu_s=40.0, other_share=0.2)

@@ -795,8 +795,9 @@ class CpuWatch:
             run = sum(v - self._base.get(k, 0.0) for k, v in self._seen.items())
         host = busy1 - self._busy0
         other = max(0.0, host - run)
-        return {"wall_s": round(wall, 1), "host_busy_s": round(host, 1), "run_cpu_s": round(run, 1),
-                "other_cpu_s": round(other, 1), "other_share": round(other / (wall * self.cpus), 3)}
+        # milliseconds: a short run's share must not move with the rounding of its parts
+        return {"wall_s": round(wall, 3), "host_busy_s": round(host, 3), "run_cpu_s": round(run, 3),
+                "other_cpu_s": round(other, 3), "other_share": round(other / (wall * self.cpus), 3)}
 
 
 def host_load(before: list[float] | None, after: list[float] | None, platform: str,
@@ -824,7 +825,7 @@ def host_load(before: list[float] | None, after: list[float] | None, platform: s
             + (f", {after[0]:.2f} after it (which includes the run's own servers)" if after else "")
             + f", on {cpus} CPU{'s' if cpus != 1 else ''}: {per:.2f} per CPU before the run")
     if during is not None:
-        text += (f"; other work used {during['other_cpu_s']:g} s of CPU time during the run's {during['wall_s']:g} s "
+        text += (f"; other work used {during['other_cpu_s']:.1f} s of CPU time during the run's {during['wall_s']:.1f} s "
                  f"({during['other_share']:.0%} of the host)")
     if platform != "cpu":
         out["text"] = text + " (not judged: a GPU run's timings are the GPU's)"
