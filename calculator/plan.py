@@ -157,6 +157,17 @@ def load(request: ServingRequest, local: dict[str, Any] | None = None) -> Loaded
     return model
 
 
+def local_of(plan: Plan) -> dict[str, Any] | None:
+    """The ``local`` model (:func:`load`) a plan was made from: the command line's ``--config`` files, read back
+    from the plan's model (its config, quantization file and draft config), so a second answer of the same request
+    (another runtime, another release) reads them too; ``None`` for a Hub or catalog model."""
+    m = plan.model
+    if not m.source.startswith("config.json file"):
+        return None
+    return {"config": m.config, "source": m.source, "quant_config": m.quant_config,
+            **({"draft_config": m.draft.config} if m.draft is not None else {})}
+
+
 def _refuse_gguf_repo(request: ServingRequest) -> None:
     """A GGUF repository of the offline GGUF catalog asked of vLLM or SGLang: say what it is and which runtime
     reads it, instead of "not in the catalog". Raises ``EngineInputError("model")``."""

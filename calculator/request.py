@@ -151,11 +151,13 @@ def _no_backend_flag(release: str) -> str:
     return f"no compatibility data answers vLLM {release}: leave attention_backend to vLLM"
 
 
-def _release_error(value: str) -> InputError:
+def _release_error(value: str, field: str = "vllm_version") -> InputError:
+    """The refusal of a vLLM release the memory rules do not cover, on ``field`` (``vllm_version``, or
+    ``compare_vllm_version`` with the same sentence)."""
     from calculator.engine.runtime import ReleaseRules
 
     oldest, newest = ReleaseRules.covered_releases
-    return InputError("vllm_version", f"vLLM {value} is not covered: this calculator answers vLLM {oldest} to {newest} "
+    return InputError(field, f"vLLM {value} is not covered: this calculator answers vLLM {oldest} to {newest} "
                       "(each with the rules read from that release's source)")
 
 
@@ -260,6 +262,11 @@ class ServingRequest(BaseModel):
         "--gpu-memory-utilization", "share of GPU memory vLLM may use (default: the release's)"))
     vllm_version: str | None = Field(None, max_length=32, json_schema_extra=_meta(
         "--vllm-version", "vLLM release (default: 0.32.0, the release checked end to end)", "model"))
+    # not a serving flag: the same request answered for a second release, and what differs
+    # (calculator.release_comparison); only ``manage.py estimate`` takes the flag (add_request_arguments' exclude)
+    compare_vllm_version: str | None = Field(None, max_length=32, json_schema_extra=_meta(
+        "--compare-vllm-version", "vLLM release to compare with: the same request answered for it too, and what "
+        "differs listed with where each difference comes from (vLLM only)", "model"))
     speculative_config: SpeculativeRequest | None = Field(None, json_schema_extra=_meta(
         "--speculative-config", 'JSON, e.g. {"method": "ngram", "num_speculative_tokens": 3}', "speculative"))
     acceptance_rate: float | None = Field(None, ge=0, le=1, json_schema_extra=_meta(
@@ -471,6 +478,10 @@ class ServingRequest(BaseModel):
                 continue
             for name, other in fields.items():
                 if name in given and data[name] != ServingRequest.model_fields[name].default:
+                    if name == "compare_vllm_version":  # not a setting with an equivalent: a view of vLLM's answers
+                        own = {"sglang": "sglang_version", "llama.cpp": "llamacpp_release (Ollama: ollama_release)"}
+                        raise InputError(name, f"the release comparison (compare_vllm_version) is only for vLLM "
+                                         f"(runtime=vllm); with runtime={runtime} ask each {own[family]} on its own")
                     label = {"vllm": "vLLM", "sglang": "SGLang", "vllm/sglang": "vLLM / SGLang"}.get(owner, owner)
                     raise InputError(name, f"{name} is a {label} setting; with runtime={runtime} use "
                                      f"{RUNTIME_EQUIVALENT.get((family, name), other)}")
@@ -567,6 +578,8 @@ class ServingRequest(BaseModel):
             return self
         if not release_supported(self.vllm_version):
             raise _release_error(self.vllm_version)
+        if self.compare_vllm_version is not None and not release_supported(self.compare_vllm_version):
+            raise _release_error(self.compare_vllm_version, "compare_vllm_version")
         if self.attention_backend is not None:
             release = self.release
             if not attention_backends(release):
@@ -676,6 +689,7 @@ VLLM_ONLY = {
     "gpu_memory_in_use_gib": "nothing (not modelled for this runtime)",
     "data_parallel_size": "dp_size", "enable_expert_parallel": "ep_size",
     "pp_layer_partition": "nothing (not modelled for this runtime)",
+    "compare_vllm_version": "nothing (the release comparison is only for vLLM)",
 }
 SGLANG_ONLY = {
     "sglang_version": "vllm_version", "mem_fraction_static": "gpu_memory_utilization", "chunked_prefill_size":
@@ -1245,14 +1259,23 @@ class _Once(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
-def add_request_arguments(parser: argparse.ArgumentParser, *, model_required: bool = False) -> None:
-    """Declare every request field as a flag (vLLM's names), derived from :class:`ServingRequest`.
+# request fields that are views of the answer rather than settings of one server: only ``manage.py estimate`` takes
+# them (``check_compat`` and ``validate`` answer one release's start-up)
+ESTIMATE_ONLY = ("compare_vllm_version",)
+
+
+def add_request_arguments(parser: argparse.ArgumentParser, *, model_required: bool = False,
+                          exclude: tuple[str, ...] = ESTIMATE_ONLY) -> None:
+    """Declare every request field as a flag (vLLM's names), derived from :class:`ServingRequest`, except
+    ``exclude`` (by default :data:`ESTIMATE_ONLY`; ``estimate`` passes ``()``).
 
     Values stay strings: :func:`parse_request` checks them, so the commands refuse exactly what the page
     and the API refuse, with the same sentence. ``--config PATH`` / ``--quant-config PATH`` give a local
     ``config.json`` instead of a Hub model."""
     groups: dict[str, argparse._ArgumentGroup] = {}
     for name, info in ServingRequest.model_fields.items():
+        if name in exclude:
+            continue
         meta = info.json_schema_extra or {}
         group = groups.setdefault(meta["group"], parser.add_argument_group(meta["group"]))
         flags = [meta["flag"], *([meta["short"]] if meta.get("short") else []),

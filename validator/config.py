@@ -155,7 +155,8 @@ def build_configuration(params: dict[str, Any]) -> dict[str, Any]:
     validates as ``EngineInput`` (its ``hf_config`` is the exact config vLLM will load).
     Raises ``ConfigurationError`` for an unknown model, a model with no runnable stand-in, or bad values.
     """
-    params = {k: v for k, v in params.items() if v not in (None, "")}
+    # the page's release comparison is a view of two answers: a run validates the request's own release
+    params = {k: v for k, v in params.items() if v not in (None, "") and k != "compare_vllm_version"}
     params.setdefault("gpu", "CPU")
     workload = str(params.pop(WORKLOAD_PARAM, "") or "")
     if workload and workload not in workloads.WORKLOADS:

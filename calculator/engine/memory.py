@@ -420,10 +420,14 @@ def estimate(inp: EngineInput) -> EstimateResult:
     extensible = rules.extensible_kv_cache(gpu.vendor, inp.kv_cache_memory_bytes)
     u = inp.gpu_memory_utilization or rules.default_utilization(extensible)
     sources["gpu_memory_utilization"] = "user input" if inp.gpu_memory_utilization else \
-        f"vLLM {rules.label} default (vllm/config/cache.py)" + (
+        f"vLLM {rules.label} default ({rules.rule('default_gpu_memory_utilization').source})" + (
             ": 1.0 with the extensible KV cache (resolved_gpu_memory_utilization)" if extensible else "")
     resolved["gpu_memory_utilization"] = u
     resolved["extensible_kv_cache"] = extensible
+    sources["extensible_kv_cache"] = (f"{'on' if extensible else 'off'} in vLLM {rules.label}: "
+                                      f"{rules.rule('extensible_kv_cache').source}"
+                                      + (" (--kv-cache-memory-bytes turns it off)" if inp.kv_cache_memory_bytes
+                                         is not None and rules.value('extensible_kv_cache') != "none" else ""))
 
     if inp.block_size:
         block_size = inp.block_size

@@ -73,7 +73,8 @@ RULES: tuple[ReleaseRule, ...] = (
                 "vllm/config.py:1464 (0.9.1); vllm/config.py:1626 (0.10.0); "
                 "vllm/config/cache.py:41 (0.19.1)"),
     ReleaseRule("default_gpu_memory_utilization", (0, 20, 0), 0.92,
-                "vllm/config/cache.py:66 (0.20.0); vllm/config/cache.py:215 (0.33.0)"),
+                "vllm/config/cache.py:66 (0.20.0); vllm/config/cache.py:102 (0.32.0); vllm/config/cache.py:215 "
+                "(0.33.0)"),
     ReleaseRule("default_gpu_memory_utilization", (0, 34, 0), 0.92,
                 "vllm/config/cache.py:186 DEFAULT_GPU_MEMORY_UTILIZATION, :216 (the field defaults to None), "
                 ":495-501 resolved_gpu_memory_utilization (0.34.0)",

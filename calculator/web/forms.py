@@ -62,9 +62,9 @@ HIDDEN_ON_PAGE = ("speculative_config",)
 PLACED = ("model", "revision", "gpu", "tensor_parallel_size", "pipeline_parallel_size", "gpus_per_node",
           "max_model_len", "concurrency",
           "prompt_len", "output_len", "dtype", "kv_cache_dtype", "quantization", "runtime", "vllm_version",
-          "attention_backend", "gpu_memory_utilization", "speculative_method", "speculative_model",
-          "num_speculative_tokens", "acceptance_rate", "block_size", "max_num_batched_tokens", "max_num_seqs",
-          "enforce_eager")
+          "compare_vllm_version", "attention_backend", "gpu_memory_utilization", "speculative_method",
+          "speculative_model", "num_speculative_tokens", "acceptance_rate", "block_size", "max_num_batched_tokens",
+          "max_num_seqs", "enforce_eager")
 LLAMACPP_FIELDS = ("gguf_file", "llamacpp_release", "ollama_release", "parallel", "cache_type_k", "cache_type_v",
                    "flash_attn", "n_gpu_layers", "fit", "fit_target", "kv_unified", "swa_full", "llamacpp_backend",
                    "gguf_file_draft", "n_gpu_layers_draft", "gpus", "split_mode", "tensor_split", "main_gpu")
@@ -163,6 +163,8 @@ def _field(name: str) -> forms.Field:
                    for kind, gpus in gpus_by_kind().items()]
     elif name == "vllm_version":
         choices = [("", "vLLM: default (0.32.0)"), *((v, f"vLLM {v}") for v in reversed(covered_releases()))]
+    elif name == "compare_vllm_version":
+        choices = [("", "no comparison"), *((v, f"compare with vLLM {v}") for v in reversed(covered_releases()))]
     elif name == "sglang_version":
         from calculator.runtimes.sglang.releases import COVERED, DEFAULT
 

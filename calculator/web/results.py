@@ -104,11 +104,18 @@ class Outcome(_PlanPresets):
     compat_error: str | None = None
     compat_key: str = ""  # what the compat verdict depends on (its rendered HTML is cached by it)
     side_by_side: dict[str, Any] = field(default_factory=dict)  # the same request on SGLang
+    release_comparison: Any = None  # calculator.release_comparison.ReleaseComparison, when compare_vllm_version is set
     bar: dict[str, Any] = field(default_factory=dict)  # memory_bar(): device / budget marks, shortfall
 
     @property
     def num_gpus(self) -> int:
         return self.plan.request.num_gpus
+
+    @property
+    def compared_release_params(self) -> dict[str, str]:
+        """The parameters that turn this permalink into the compared release's own answer (``""`` removes one)."""
+        rc = self.release_comparison
+        return {"vllm_version": rc.compare_release, "compare_vllm_version": ""} if rc else {}
 
     @property
     def layout(self) -> str:
@@ -442,7 +449,22 @@ def api_payload(plan: Plan) -> dict[str, Any]:
             out["speed_error"] = f"{exc.field}: {exc.message}"
     if plan.runtime in ("vllm", "sglang"):
         out["side_by_side"] = side_by_side_payload(plan)
+    if plan.runtime == "vllm":
+        comparison = release_comparison(plan)
+        out["release_comparison"] = None if comparison is None else comparison.model_dump(mode="json")
     return out
+
+
+def release_comparison(plan: Plan):
+    """The request's ``compare_vllm_version`` answered (:func:`calculator.release_comparison.compare_releases`, over
+    this plan and the compared release's), or ``None`` when none was asked."""
+    release = plan.request.compare_vllm_version
+    if plan.runtime != "vllm" or release is None:
+        return None
+    from calculator.plan import local_of
+    from calculator.release_comparison import compare_releases
+
+    return compare_releases(plan.request, release, local_of(plan), base_plan=plan)
 
 
 def side_by_side_payload(plan: Plan) -> dict[str, Any]:
@@ -663,7 +685,7 @@ def _explain(sglang_plan, vllm_memory) -> str:
 def _same_request_on(plan: Plan, runtime: str) -> dict[str, Any]:
     """``plan``'s model, GPUs, context, dtypes and speculative config answered by ``runtime`` at its default
     release: ``{"plan", "launch", "query"}``, or ``{"error"}`` when that runtime refuses the request."""
-    from calculator.plan import make_plan
+    from calculator.plan import local_of, make_plan
     from calculator.request import InputError, parse_request
     from calculator.web.forms import canonical_query
 
@@ -678,11 +700,7 @@ def _same_request_on(plan: Plan, runtime: str) -> dict[str, Any]:
     dp = r.data_parallel_size if r.runtime == "vllm" else (1 if r.enable_dp_attention else r.dp_size)
     if dp > 1:
         params["dp_size" if runtime == "sglang" else "data_parallel_size"] = dp
-    m = plan.model
-    local = None
-    if m.source.startswith("config.json file"):  # the command line's --config: the other runtime reads it too
-        local = {"config": m.config, "source": m.source, "quant_config": m.quant_config,
-                 **({"draft_config": m.draft.config} if m.draft is not None else {})}
+    local = local_of(plan)  # the command line's --config: the other runtime reads it too
     try:
         other = make_plan(parse_request({k: v for k, v in params.items() if v is not None}), local,
                           with_speed=False, with_suggestions=False)
@@ -776,6 +794,7 @@ def build(plan: Plan) -> Outcome:
         compat_error=plan.compat_error,
         compat_key=hashlib.sha256(repr(_compat_key(plan)).encode()).hexdigest(),
         side_by_side=sglang_side_by_side(plan),
+        release_comparison=release_comparison(plan),
         bar=memory_bar(result, segments),
     )
 

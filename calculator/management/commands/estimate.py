@@ -240,7 +240,7 @@ class Command(OneLineErrors, BaseCommand):
             "2 bad input.")
 
     def add_arguments(self, parser):
-        add_request_arguments(parser)
+        add_request_arguments(parser, exclude=())  # with --compare-vllm-version (the release comparison)
         parser.add_argument("--format", choices=["table", "json"], default="table")
 
     def handle(self, *args, **options):
@@ -266,5 +266,9 @@ class Command(OneLineErrors, BaseCommand):
                     "speculative": request.speculative_config is not None}
             self.stdout.write(render_table(plan.memory, info, {**payload, **kw, **_text_only(plan, payload)},
                                            plan.verdict))
+            if payload.get("release_comparison") is not None:
+                from calculator.release_comparison import ReleaseComparison, render_text
+
+                self.stdout.write("\n" + render_text(ReleaseComparison(**payload["release_comparison"])))
         if plan.verdict.exit_status and options["format"] == "table":
             raise verdict_exit(plan.verdict.status, plan.verdict.headline, plan.verdict.exit_status)
