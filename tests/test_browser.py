@@ -107,13 +107,24 @@ def test_it_updates_results_in_place_and_the_permalink_reproduces_them(live_serv
 
 def test_it_shows_a_bad_value_by_its_field(live_server, page):
     page.goto(f"{live_server.url}/?model={LLAMA}")
+    good = page.url
     page.fill("#id_gpu_memory_utilization", "1.5")
-    error = page.wait_for_selector("#errors-gpu_memory_utilization .error")
+    error = page.wait_for_selector("#errors-gpu_memory_utilization .error")  # the 400 is swapped in
     assert "must be at most 1.0" in error.inner_text()  # the request model's sentence
+    assert "1.5" in page.inner_text("#error-summary") and not page.query_selector("#request-error")
     assert page.input_value("#id_gpu_memory_utilization") == "1.5"
+    assert page.url == good  # the bad address is not pushed
     page.fill("#id_gpu_memory_utilization", "0.8")
     page.wait_for_selector("#errors-gpu_memory_utilization .error", state="detached")
     page.wait_for_selector("#kv-cache-tokens")
+    page.wait_for_url("**gpu_memory_utilization=0.8**")  # a good value pushes its permalink again
+
+
+def test_a_left_out_parameter_is_said_and_the_address_bar_shows_the_permalink(live_server, page):
+    page.goto(f"{live_server.url}/?model={LLAMA}&gpu=H100&max_model_length=4096")
+    assert "Not applied: max_model_length=4096" in page.inner_text("#not-applied")
+    page.wait_for_function("!location.search.includes('max_model_length')")
+    assert page.url.endswith(page.get_attribute("#not-applied", "data-permalink"))
 
 
 def test_it_works_without_javascript(live_server, browser):

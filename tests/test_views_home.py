@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.core.cache import cache
 
+import json
 import re
 
 import pytest
@@ -32,7 +33,12 @@ def test_it_shows_the_form_and_answers_the_first_example(client):
     # ... and offers every example as a permalink
     assert html.count("data-preset=") == 5
     # Back / Forward re-render from the URL: htmx keeps no page snapshots
-    assert '<meta name="htmx-config" content=\'{"historyCacheSize": 0}\'>' in html
+    config = json.loads(re.search(r"<meta name=\"htmx-config\" content='([^']*)'>", html).group(1))
+    assert config["historyCacheSize"] == 0
+    # a bad value's 400 is swapped in (htmx 2 swaps no 4xx by default); every other 4xx and 5xx is still an error
+    assert config["responseHandling"] == [
+        {"code": "204", "swap": False}, {"code": "[23]..", "swap": True},
+        {"code": "400", "swap": True, "error": False}, {"code": "[45]..", "swap": False, "error": True}]
 
 
 def test_it_serves_htmx_and_no_cdn(client):
@@ -63,7 +69,7 @@ def test_it_shows_errors_by_the_field_on_the_full_page(client):
 
 def test_it_returns_the_fragment_with_field_errors_out_of_band_for_htmx(client):
     r = client.get(f"/?model={LLAMA}&gpu_memory_utilization=1.5", HTTP_HX_REQUEST="true")
-    assert r.status_code == 200
+    assert r.status_code == 400  # as the full page answers the same query
     html = r.content.decode()
     assert "<html" not in html and 'id="calc-form"' not in html
     oob = re.search(
@@ -72,7 +78,38 @@ def test_it_returns_the_fragment_with_field_errors_out_of_band_for_htmx(client):
         re.S,
     ).group(1)
     assert "must be at most 1" in oob
-    assert r["HX-Push-Url"] == f"/?model={LLAMA}&gpu_memory_utilization=1.5"
+    assert r["HX-Push-Url"] == "false"  # the bad address never enters the browser's history
+
+
+@pytest.mark.parametrize("query, field, given, sentence", [
+    # the request model's sentences (calculator/request.py), as the full page and the API give them
+    (f"model={LLAMA}&max_model_len=lots", "max_model_len", "lots", "enter a whole number of tokens"),
+    (f"model={LLAMA}&gpu=H100&gpu_memory_utilization=1.5", "gpu_memory_utilization", "1.5", "must be at most 1.0"),
+])
+def test_a_bad_value_through_htmx_is_the_full_pages_4xx_with_the_value_and_no_push(client, query, field, given,
+                                                                                     sentence):
+    """The live form's request for a bad value: the same status as the full page's answer to the same query, the
+    error by its field (out of band) and in the summary with the value as typed, and no address to push; the form
+    itself is not in the answer, so what the user typed (and types while it is on its way) stays in the page."""
+    full = client.get(f"/?{query}")
+    r = client.get(f"/?{query}", HTTP_HX_REQUEST="true")
+    assert full.status_code == 400 and r.status_code == full.status_code
+    assert r["HX-Push-Url"] == "false"
+    html = r.content.decode()
+    assert 'id="calc-form"' not in html and "<html" not in html
+    oob = re.search(rf'id="errors-{field}" hx-swap-oob="true">(.*?)</div>', html, re.S).group(1)
+    assert sentence in oob
+    summary = re.search(r'id="error-summary">(.*?)</section>', html, re.S).group(1)
+    assert (f'<a href="#field-{field}"><code>{field}</code></a> = <code class="given">{given}</code>: '
+            in summary) and sentence in summary
+    assert f'value="{given}"' in full.content.decode()  # the full page keeps it in the form
+
+
+def test_an_emptied_model_field_through_htmx_is_a_400_that_pushes_nothing(client):
+    r = client.get("/?gpu=H100", HTTP_HX_REQUEST="true")
+    assert r.status_code == 400 and r["HX-Push-Url"] == "false"
+    assert "give a model" in re.search(r'id="errors-model" hx-swap-oob="true">(.*?)</div>', r.content.decode(),
+                                       re.S).group(1)
 
 
 def test_it_clears_stale_errors_for_htmx(client):

@@ -287,6 +287,22 @@ class EstimateForm(forms.Form):
         return [*slots, ("form", list(errors.get("__all__", ())))]
 
     @property
+    def error_summary(self) -> list[tuple[str | None, str, list[str]]]:
+        """``[(field name or None for the form, value as given, [messages])]`` for each error, in the order of
+        ``form.errors``: the summary above the results names each bad field with what the user typed (cut after
+        :data:`MAX_SHOWN_VALUE` characters, control characters escaped; ``""`` when the field was left empty or for
+        the form's own errors)."""
+        out = []
+        for name, errors in (self.errors if self.is_bound else {}).items():
+            if name == "__all__":
+                out.append((None, "", list(errors)))
+                continue
+            # a control character is shown escaped (a NUL byte reads \x00, not as nothing)
+            text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(self.data.get(name) or "").strip())
+            out.append((name, text if len(text) <= MAX_SHOWN_VALUE else text[:MAX_SHOWN_VALUE] + "…", list(errors)))
+        return out
+
+    @property
     def advanced_open(self) -> bool:
         """Open the "Advanced" group when one of its fields is set or has an error."""
         return self._any_set(ADVANCED)

@@ -53,8 +53,14 @@ def home(request: HttpRequest) -> HttpResponse:
     """``/``: the form and the results. With no query the landing page answers the first example
     (:mod:`calculator.web.presets`); with ``?model=...`` the results follow the query. htmx requests get only
     the results fragment (plus out-of-band field errors) and the canonical permalink in ``HX-Push-Url``; a
-    full-page GET of a non-canonical query is redirected to the permalink; bad input renders the page with
-    a 400. A query without a model (the model field emptied) says so by the model field.
+    full-page GET of a non-canonical query is redirected to the permalink; bad input is a 400 on both paths (the
+    full page with the form as typed; for htmx the fragment with the error summary and the field errors, which
+    the page's ``htmx-config`` swaps in, and ``HX-Push-Url: false``, so the bad address never enters the
+    history). A query without a model (the model field emptied) says so by the model field.
+
+    A query with parameters the answer leaves out (:attr:`EstimateForm.not_applied`) is answered in the same
+    response, not redirected: the notice naming each of them is rendered from the request itself (no session or
+    cookie carries it), with the address as given; the page's script puts the permalink in the address bar.
 
     Back / Forward: the page sets htmx's ``historyCacheSize`` to 0, so htmx asks for the whole page
     (``HX-History-Restore-Request``) and the form and the results are both re-rendered from the URL."""
@@ -63,8 +69,9 @@ def home(request: HttpRequest) -> HttpResponse:
     outcome = _evaluate(form)  # without a model: the request model's "give a model" by the model field
     # htmx asks for the whole page when restoring history it no longer has cached
     partial = bool(request.htmx) and not request.htmx.boosted and not request.htmx.history_restore_request
-    _tell_not_applied(request, form, partial)
-    if outcome and not partial and not landing and list(request.GET.items()) != parse_qsl(outcome.canonical_query):
+    notes = form.not_applied
+    if (outcome and not partial and not landing and not notes
+            and list(request.GET.items()) != parse_qsl(outcome.canonical_query)):
         return redirect(f"{request.path}?{outcome.canonical_query}")
     context = {
         "form": form,
@@ -74,32 +81,29 @@ def home(request: HttpRequest) -> HttpResponse:
         "presets": presets.PRESETS,
         "validate_url": _validate_url(),
         "catalog_models": catalog.catalog_models(),
+        "not_applied": notes,
+        "asked": _asked(request) if notes and not partial else None,
     }
+    permalink = f"{request.path}?{outcome.canonical_query}" if outcome else None
     if outcome:
-        context["permalink_url"] = request.build_absolute_uri(f"{request.path}?{outcome.canonical_query}")
+        context["permalink_path"] = permalink
+        context["permalink_url"] = request.build_absolute_uri(permalink)
         context["compat_query"] = compat_query(outcome)
-    if partial:
-        response = render(request, "calculator/_results.html", context)
-        query = outcome.canonical_query if outcome else tidy_query(request.GET)
-        return push_url(response, f"{request.path}?{query}" if query else request.path)
     status = 400 if outcome is None else 200
+    if partial:
+        response = render(request, "calculator/_results.html", context, status=status)
+        return push_url(response, permalink if outcome else False)
     return render(request, "calculator/home.html", context, status=status)
 
 
-def _tell_not_applied(request: HttpRequest, form: EstimateForm, partial: bool) -> None:
-    """Each query parameter the answer leaves out (unknown, or a setting of another runtime) as a message with its
-    value and the API's sentence for it (:attr:`EstimateForm.not_applied`), plus the query as the user gave it. The
-    messages (Django's messages framework) survive the redirect to the permalink and are shown above the results
-    (``calculator/_results.html``)."""
-    from django.contrib import messages
+MAX_SHOWN_ADDRESS = 400  # characters of the address as given shown beside the "Not applied" notes
 
-    notes = form.not_applied
-    for note in notes:
-        messages.warning(request, note.text, extra_tags="not-applied")
-    if notes and not partial:
-        asked = request.get_full_path()
-        messages.info(request, f"Your address as given: {asked if len(asked) <= 400 else asked[:400] + '…'}",
-                      extra_tags="asked")
+
+def _asked(request: HttpRequest) -> str:
+    """The address as the user gave it, shown under the "Not applied" notes of a full page (cut after
+    :data:`MAX_SHOWN_ADDRESS` characters)."""
+    asked = request.get_full_path()
+    return asked if len(asked) <= MAX_SHOWN_ADDRESS else asked[:MAX_SHOWN_ADDRESS] + "…"
 
 
 def compat_query(outcome) -> str:

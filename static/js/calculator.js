@@ -114,7 +114,16 @@
     var box = document.getElementById("request-error"); if (box) box.remove();
   });
   // Back / Forward: htmx re-renders the page from the URL (no snapshots); draw its charts again.
-  function wholePage() { syncRuntimeGroups(false); drawCharts(document); watchVerdict(); }
+  // A page answered with parameters it left out (the "Not applied" notice, rendered in that response instead of
+  // redirecting) shows the permalink in the address bar, as every other answer does.
+  function showPermalink() {
+    var notice = document.querySelector("#not-applied[data-permalink]");
+    var permalink = notice && notice.dataset.permalink;
+    if (permalink && permalink !== location.pathname + location.search) {
+      history.replaceState(history.state, "", permalink);
+    }
+  }
+  function wholePage() { syncRuntimeGroups(false); drawCharts(document); watchVerdict(); showPermalink(); }
   document.addEventListener("htmx:historyRestore", wholePage);
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", wholePage);
