@@ -620,12 +620,13 @@ def eagle3_allows(method: str, model_type: str, data: dict) -> bool | None:
     return any(t in model_type for t in e3.get("values", []))
 
 
-def eagle3_target_issues(method: str, model_type: str, data: dict) -> list[SpecIssue]:
+def eagle3_target_issues(method: str, model_type: str, data: dict, hf_config: dict | None = None) -> list[SpecIssue]:
     """``SpeculativeConfig``'s EAGLE-3 target check of the release: ``ValueError("Eagle3 is only supported for
     ['llama', 'qwen'] models. ...")`` when no listed name is in the target's ``hf_text_config.model_type``
     (vllm/config.py:2906-2910 in 0.9.2, llama only; vllm/config/speculative.py:621-632 in 0.11.2; gone from 0.22.1).
     The refusal names the covered release to use instead (the first later one that accepts the target, else the
-    last earlier one); a model whose ``model_type`` is unknown is said to be unchecked."""
+    last earlier one; from 0.22.1 one whose model class for ``hf_config`` implements ``SupportsEagle3``, see
+    :func:`eagle3_interface_issues`); a model whose ``model_type`` is unknown is said to be unchecked."""
     allowed = eagle3_allows(method, model_type, data)
     if allowed is None:
         return []
@@ -644,8 +645,7 @@ def eagle3_target_issues(method: str, model_type: str, data: dict) -> list[SpecI
     reason = message.format(method=method, targets=targets, model_type=repr(model_type))
     key = releases.version_key(release)
     having = [r for r in releases.covered_releases()
-              if eagle3_allows(method, model_type, extract.load(r)) is not False
-              and method in ((extract.load(r).get("speculative") or {}).get("methods") or [method])]
+              if _eagle3_release_accepts(method, model_type, hf_config, extract.load(r), need_interface=False)]
     later = [r for r in having if releases.version_key(r) > key]
     fix_release = later[0] if later else (having[-1] if having else None)
     why = ""
@@ -653,14 +653,118 @@ def eagle3_target_issues(method: str, model_type: str, data: dict) -> list[SpecI
         which = "first" if later else "last"
         has_list = eagle3_allows(method, model_type, extract.load(fix_release)) is not None
         why = (f"the {which} release covered here whose {method} target list accepts {model_type!r}" if has_list
-               else f"the {which} release covered here without vLLM's {method} target list")
+               else f"the {which} release covered here without vLLM's {method} target list"
+               + (" whose model class for the target implements SupportsEagle3"
+                  if "eagle3_interface" in extract.load(fix_release) and method == "eagle3" else ""))
     fix = (f"--vllm-version {fix_release} ({why})" if fix_release
            else f"a target whose model_type contains one of {targets}")
     return [SpecIssue(ok=False, reason=reason, fix=fix, source=where, release=fix_release, release_why=why)]
 
 
-def speculative_issues(spec: SpeculativeConfig | None, features: ModelFeatures, data: dict) -> list[SpecIssue]:
-    """Constraints of ``--speculative-config`` (vllm/config/speculative.py of the release)."""
+def eagle3_interface_implemented(data: dict, arch: ArchitectureCheck | None) -> tuple[bool | None, str | None]:
+    """Does the model class vLLM builds for the target implement ``SupportsEagle3`` in this release
+    (``eagle3_interface`` of the data, :func:`compat.extract.eagle3_interface`)? Returns ``(answer, name)``: the
+    registry name looked up (the registered or normalised architecture; for the Transformers-backend fallback its
+    ``Transformers*ForCausalLM`` classes, which must all implement it) and True / False, or None when the release has
+    no such data, the architecture does not resolve to a class (not registered, not checked) or the extractor could
+    not follow the class."""
+    e3 = data.get("eagle3_interface")
+    if not e3 or arch is None or arch.status not in ("registered", "normalized", "transformers_backend"):
+        return None, None
+    if arch.status == "transformers_backend":
+        backend = [a for a in data.get("model_architectures") or {}
+                   if a.startswith("Transformers") and a.endswith("ForCausalLM")]
+        if not backend or any(a in e3["unresolved"] for a in backend):
+            return None, "the Transformers backend"
+        return all(a in e3["architectures"] for a in backend), "the Transformers backend"
+    name = arch.resolved
+    if not name or name in e3["unresolved"]:
+        return None, name
+    return name in e3["architectures"], name
+
+
+def _eagle3_release_accepts(method: str, model_type: str, hf_config: dict | None, data: dict, *,
+                            need_interface: bool) -> bool:
+    """Would ``data``'s release run ``method`` on this target as far as the calculator models it: its target allowlist
+    (where it has one) does not refuse the model type, and (``eagle3`` on a release with ``eagle3_interface``) the
+    model class implements ``SupportsEagle3``. ``need_interface``: only releases with that data count (an earlier
+    release's model runner makes the same class check after its allowlist, which is not read)."""
+    if method not in ((data.get("speculative") or {}).get("methods") or [method]):
+        return False
+    if eagle3_allows(method, model_type, data) is False:
+        return False
+    if method != "eagle3" or "eagle3_interface" not in data:
+        return not need_interface
+    if hf_config is None:
+        return False
+    arch = check_architecture(data, hf_config)
+    return arch.ok is True and eagle3_interface_implemented(data, arch)[0] is True
+
+
+def eagle3_interface_issues(method: str, spec: SpeculativeConfig, arch: ArchitectureCheck | None, data: dict,
+                            model_type: str = "", hf_config: dict | None = None) -> list[SpecIssue]:
+    """The model runner's EAGLE-3 target check of a release without a target allowlist (0.22.1 onwards): once the
+    target is loaded, ``if not supports_eagle3(model): raise RuntimeError("Model does not support EAGLE3 interface
+    ...")`` (V1 model runner: vllm/v1/worker/gpu_model_runner.py:5208-5212 in 0.22.1, when the head uses auxiliary
+    hidden states; V2 model runner: vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:18-19; 0.34.0 has only the
+    V2 runner), read per release into ``eagle3_interface``.
+
+    A target whose class does not implement ``SupportsEagle3`` is refused in vLLM's words (both runners' where the
+    release has both: which one vLLM picks is not modelled, both refuse), naming the covered release to use instead
+    (the first later release with this check whose class for the target implements it, else the last earlier one),
+    or saying none does. A head whose ``eagle_config.use_aux_hidden_state`` is false is one the V1 runner does not
+    check (and 0.34.0's V2 runner, ``Eagle3SpeculatorConfig.uses_aux_hidden_states``): not modelled, said so. A class
+    the extractor could not follow is said to be unchecked."""
+    e3 = data.get("eagle3_interface")
+    if method != "eagle3" or not e3 or arch is None or arch.ok is False:
+        return []
+    release = data["release"]
+    implemented, name = eagle3_interface_implemented(data, arch)
+    checks = e3["checks"]
+    where = f"{checks[0]['source']} ({release})"
+    if implemented is None:
+        if name is None:
+            return []
+        return [SpecIssue(ok=True, reason=f"vLLM {release}'s model runner runs eagle3 only on a target whose model "
+                          f"class implements SupportsEagle3 ({e3['interface']}); whether {name}'s does is not read "
+                          "from the source here, so this is not checked", source=where)]
+    if implemented:
+        return []
+    draft = spec.draft_config or {}
+    eagle_config = draft.get("eagle_config") if isinstance(draft.get("eagle_config"), dict) else {}
+    if eagle_config.get("use_aux_hidden_state", True) is False:
+        return [SpecIssue(ok=True, reason=f"not modelled: {name}'s model class does not implement SupportsEagle3 "
+                          f"({e3['interface']}); the head's eagle_config.use_aux_hidden_state is false, for which "
+                          f"vLLM {release}'s V1 model runner skips its check ({checks[0]['source']}), and whether the "
+                          "runner vLLM picks checks it is not modelled here", source=where)]
+    runner = {"v1": "V1 model runner", "v2": "V2 model runner"}
+    said = f"{checks[0]['message']} ({runner[checks[0]['runner']]}, {checks[0]['source']}"
+    said += "".join(f"; the {runner[c['runner']]}: \"{c['message']}\", {c['source']}" for c in checks[1:]) + ")"
+    entry = (data.get("model_architectures") or {}).get(name or "", {}).get("source")
+    reason = (f"{said}: the model class of {name}" + (f" ({entry})" if entry else "")
+              + f" does not implement SupportsEagle3 ({e3['interface']}), which vLLM {release} requires of an "
+              "EAGLE-3 target when it loads the model")
+    key = releases.version_key(release)
+    having = [r for r in releases.covered_releases() if r != release and
+              _eagle3_release_accepts(method, model_type, hf_config, extract.load(r), need_interface=True)]
+    later = [r for r in having if releases.version_key(r) > key]
+    fix_release = later[0] if later else (having[-1] if having else None)
+    if fix_release:
+        why = (f"the {'first' if later else 'last'} release covered here whose model class for "
+               f"{', '.join(arch.architectures) or name} implements SupportsEagle3")
+        return [SpecIssue(ok=False, reason=reason, fix=f"--vllm-version {fix_release} ({why})", source=where,
+                          release=fix_release, release_why=why)]
+    checked = [r for r in releases.covered_releases() if "eagle3_interface" in extract.load(r)]
+    fix = (f"no covered release with this check ({checked[0]} to {checked[-1]}) has a model class for "
+           f"{', '.join(arch.architectures) or name} that implements SupportsEagle3: use a target whose class does, "
+           "or another speculative method")
+    return [SpecIssue(ok=False, reason=reason, fix=fix, source=where)]
+
+
+def speculative_issues(spec: SpeculativeConfig | None, features: ModelFeatures, data: dict,
+                       hf_config: dict | None = None, arch: ArchitectureCheck | None = None) -> list[SpecIssue]:
+    """Constraints of ``--speculative-config`` (vllm/config/speculative.py of the release; from 0.22.1 the model
+    runner's EAGLE-3 target class check, which needs the target's ``hf_config`` and its registry answer ``arch``)."""
     if spec is None or not (spec.method or spec.model):
         return []
     s = data.get("speculative", {})
@@ -670,7 +774,8 @@ def speculative_issues(spec: SpeculativeConfig | None, features: ModelFeatures, 
     if methods and method not in methods:
         out.append(SpecIssue(ok=False, reason=f"speculative method {method!r} does not exist in vLLM "
                              f"{data['release']}", fix=f"use one of {', '.join(methods)}", source=s.get("source")))
-    out += eagle3_target_issues(method, features.model_type, data)
+    out += eagle3_target_issues(method, features.model_type, data, hf_config)
+    out += eagle3_interface_issues(method, spec, arch, data, features.model_type, hf_config)
     mtp_like = method == "mtp" or method in s.get("mtp_model_types", [])
     if mtp_like and features.mtp_layers <= 0:
         out.append(SpecIssue(
@@ -679,10 +784,12 @@ def speculative_issues(spec: SpeculativeConfig | None, features: ModelFeatures, 
             "'ngram'", source=s.get("mtp_layers_key_source")))
     n, k = features.mtp_n_predict, spec.num_speculative_tokens
     if mtp_like and features.mtp_layers > 0 and n and k and k > n and k % n:
-        from calculator.engine.mtp import n_predict_refusal
+        from calculator.engine.mtp import n_predict_refusal, n_predict_rule
 
-        out.append(SpecIssue(ok=False, reason=n_predict_refusal(k, n), fix=f"num_speculative_tokens {n} or a multiple "
-                             f"of {n}", source="vllm/config/speculative.py:1493-1501 (0.32.0), :419-427 (0.11.2)"))
+        where = n_predict_rule(data["release"])
+        out.append(SpecIssue(ok=False, reason=n_predict_refusal(k, n, data["release"]),
+                             fix=f"num_speculative_tokens {n} or a multiple of {n}",
+                             source=f"{where} ({data['release']})" if where else None))
     d = spec.draft_config
     if d and method not in ("ngram", "suffix", "mtp") and not mtp_like:
         dt = _text_config(d)
@@ -1082,7 +1189,10 @@ def _finish(req, data, release, platform, gpu, cap, dtype, kv, requested, f, ver
             ok = False
             error = (f"{platform} selects {auto} without checking it, but {auto} does not support this "
                      f"configuration: {'; '.join(chosen_v.reasons)}")
-    spec = speculative_issues(req.speculative, f, data)
+    # vLLM resolves the model class when it builds the model config, before any attention backend is chosen:
+    # an architecture it cannot build stops it first, whatever the backends say (folded in below)
+    arch = check_architecture(data, req.hf_config) if req.hf_config else None
+    spec = speculative_issues(req.speculative, f, data, req.hf_config, arch)
     if any(not s.ok for s in spec):
         ok = False
     quant = quantization_issue(data, req.hf_config)
@@ -1091,9 +1201,6 @@ def _finish(req, data, release, platform, gpu, cap, dtype, kv, requested, f, ver
         if error:
             notes = [*notes, f"the attention backend check alone: {error}"]
         ok, error = False, quant
-    # vLLM resolves the model class when it builds the model config, before any attention backend is chosen:
-    # an architecture it cannot build stops it first, whatever the backends say
-    arch = check_architecture(data, req.hf_config) if req.hf_config else None
     ok, error, notes, auto_conditions, sources = fold_architecture(
         arch, ok, error, notes, auto_conditions, sources, quant, release, "the attention backend check alone")
     ordered = sorted(verdicts.values(), key=lambda v: (v.priority is None, v.priority or 0, v.name))

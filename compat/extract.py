@@ -16,12 +16,15 @@ Input: an unpacked vLLM tree, an installed ``vllm`` package directory, or a whee
 * ``cache_dtypes`` (``CacheDType`` Literal) and ``speculative`` (``SpeculativeMethod`` Literal, MTP
   layer key, heterogeneous-vocab flag, and in 0.9 to 0.21 the EAGLE-3 target allowlist ``eagle3_targets``),
   with file:line.
+* ``eagle3_interface`` (0.22.1 onwards, where that allowlist is gone): the registered architectures whose model class
+  implements ``SupportsEagle3``, which the model runner requires of an EAGLE-3 target (:func:`eagle3_interface`).
 
 The output depends only on the source, so re-running on the same release gives the same bytes.
 """
 from __future__ import annotations
 
 import ast
+import builtins
 import hashlib
 import json
 import re
@@ -34,7 +37,7 @@ from . import interp
 
 SCHEMA_VERSION = 1
 # Bump when a change to this module changes what it writes for an unchanged source (recorded in each file).
-EXTRACTOR_VERSION = 5
+EXTRACTOR_VERSION = 6
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
 
@@ -1381,6 +1384,210 @@ def model_interfaces(src: Source) -> dict:
     return out
 
 
+EAGLE3_INTERFACE = "vllm.model_executor.models.interfaces.SupportsEagle3"
+# where the model runners refuse an EAGLE-3 target without the interface (``if not supports_eagle3(model): raise``):
+# the V1 runner's _setup_eagle3_aux_hidden_state_outputs (gpu_model_runner.py:5208-5212 in 0.22.1, gone in 0.34.0)
+# and the V2 runner's set_eagle3_aux_hidden_state_layers (eagle3_utils.py:18-19 in 0.22.1)
+EAGLE3_CHECK_FILES = (("v1", "vllm/v1/worker/gpu_model_runner.py"),
+                      ("v2", "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"))
+
+
+def _registry_entries(src: Source) -> dict[str, tuple[str, str]]:
+    """``{architecture: (module, class)}`` of every ``"Name": ("module", "Class")`` entry of registry.py's dicts."""
+    text = src.read(REGISTRY_FILE)
+    if text is None:
+        return {}
+    entries: dict[str, tuple[str, str]] = {}
+    for node in ast.parse(text).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
+            getattr(node, "target", None) if isinstance(node, ast.AnnAssign) else None
+        if isinstance(target, ast.Name) and isinstance(node.value, ast.Dict):
+            for k, v in zip(node.value.keys, node.value.values):
+                if isinstance(k, ast.Constant) and isinstance(v, ast.Tuple) and len(v.elts) == 2 and \
+                        all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in v.elts):
+                    entries.setdefault(k.value, (v.elts[0].value, v.elts[1].value))
+    return entries
+
+
+def _cuda_test(test: ast.AST) -> bool | None:
+    """A module-level ``if`` test as it evaluates when vLLM runs on CUDA: ``TYPE_CHECKING`` False,
+    ``current_platform.is_cuda()`` / ``is_cuda_alike()`` True, every other ``current_platform.is_*()`` False; None when
+    it depends on something else."""
+    if isinstance(test, ast.Name) and test.id == "TYPE_CHECKING":
+        return False
+    if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and test.func.attr.startswith("is_") \
+            and ast.unparse(test.func.value).endswith("current_platform") and not test.args:
+        return test.func.attr in ("is_cuda", "is_cuda_alike")
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        v = _cuda_test(test.operand)
+        return None if v is None else not v
+    if isinstance(test, ast.BoolOp):
+        vals = [_cuda_test(v) for v in test.values]
+        if isinstance(test.op, ast.Or):
+            return True if True in vals else (None if None in vals else False)
+        return False if False in vals else (None if None in vals else True)
+    return None
+
+
+def _cuda_body(body: list[ast.stmt]) -> list[ast.stmt]:
+    """A module's top-level statements with each ``if`` replaced by the branch CUDA takes (:func:`_cuda_test`; both
+    when undecided) and each ``try`` by its body."""
+    out: list[ast.stmt] = []
+    for node in body:
+        if isinstance(node, ast.If):
+            v = _cuda_test(node.test)
+            out += _cuda_body(node.body if v else node.orelse) if v is not None else \
+                _cuda_body(node.body) + _cuda_body(node.orelse)
+        elif isinstance(node, ast.Try):
+            out += _cuda_body(node.body)
+        else:
+            out.append(node)
+    return out
+
+
+def eagle3_interface(src: Source, architectures: dict) -> dict | None:
+    """Which registered architectures' model classes implement ``SupportsEagle3``, and how vLLM refuses the others as
+    an EAGLE-3 target.
+
+    From 0.22.1 ``SpeculativeConfig`` has no EAGLE-3 target allowlist (:func:`eagle3_targets`); the model runner
+    checks the loaded target instead: ``if not supports_eagle3(model): raise RuntimeError("Model does not support
+    EAGLE3 interface ...")`` (``supports_eagle3`` is ``isinstance(model, SupportsEagle3)``, a runtime-checkable
+    Protocol, vllm/model_executor/models/interfaces.py:1335, :1403-1406 in 0.22.1). The V1 runner makes it when the
+    head uses auxiliary hidden states (vllm/v1/worker/gpu_model_runner.py:5208-5212), the V2 runner whenever
+    ``use_aux_hidden_state_outputs`` is set (vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:18-19).
+
+    Each architecture of ``architectures`` (:func:`model_architectures`) is followed to its class
+    (``_VLLM_MODELS[arch] = (module, class)`` in registry.py) and through its base classes, imports and module-level
+    aliases inside ``vllm/``, as Python's MRO would: it implements the interface when ``SupportsEagle3`` is among
+    them. A class that only defines the Protocol's members without inheriting it (which ``isinstance`` would accept)
+    is not looked for. ``None`` when the source has no ``SupportsEagle3`` or no runner check.
+
+    Returns ``{"interface": file:line, "predicate": file:line, "checks": [{"runner", "source": file:first-last,
+    "message"}], "architectures": {arch: file:line of its class}, "unresolved": [arch, ...]}`` (``unresolved``: a
+    class or a ``vllm`` base the extractor could not find, so the verdict does not judge it).
+    """
+    ex = Extractor(src)
+    iface_mod = ex.module(EAGLE3_INTERFACE.rsplit(".", 1)[0])
+    if iface_mod is None or "SupportsEagle3" not in iface_mod.classes:
+        return None
+    predicate = iface_mod.functions.get("supports_eagle3")
+    pred_line = max((n.lineno for n in iface_mod.tree.body
+                     if isinstance(n, ast.FunctionDef) and n.name == "supports_eagle3"), default=None)
+    checks = []
+    for runner, file in EAGLE3_CHECK_FILES:
+        text = src.read(file)
+        if text is None:
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.If) and isinstance(node.test, ast.UnaryOp) and \
+                    isinstance(node.test.op, ast.Not) and isinstance(node.test.operand, ast.Call) and \
+                    ast.unparse(node.test.operand.func) == "supports_eagle3":
+                raise_ = next((n for n in node.body if isinstance(n, ast.Raise)), None)
+                if raise_ is None or not isinstance(raise_.exc, ast.Call) or not raise_.exc.args:
+                    continue
+                checks.append({"runner": runner, "source": f"{file}:{node.lineno}-{raise_.end_lineno}",
+                               "message": f"{ast.unparse(raise_.exc.func)}: {_fstring(raise_.exc.args[0])}"})
+                break
+    if predicate is None or not checks:
+        return None
+    memo: dict[str, tuple[bool | None, str | None]] = {}
+    views: dict[str, tuple[str, dict[str, Any]] | None] = {}
+
+    def view(mod_name: str) -> tuple[str, dict[str, Any]] | None:
+        """``(file, {name: ClassDef | qualified name | ast expression})`` of what a module defines at import on CUDA."""
+        if mod_name not in views:
+            m = ex.module(mod_name)
+            if m is None:
+                views[mod_name] = None
+                return None
+            package = mod_name if m.file.endswith("__init__.py") else mod_name.rsplit(".", 1)[0]
+            names: dict[str, Any] = {}
+            for node in _cuda_body(m.tree.body):
+                if isinstance(node, ast.ClassDef):
+                    names[node.name] = node
+                elif isinstance(node, ast.ImportFrom):
+                    base = node.module or ""
+                    if node.level:
+                        parts = package.split(".")
+                        base = ".".join(parts[: len(parts) - (node.level - 1)] + ([node.module] if node.module else []))
+                    for a in node.names:
+                        names[a.asname or a.name] = f"{base}.{a.name}"
+                elif isinstance(node, ast.Import):
+                    for a in node.names:
+                        names[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+                elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                    # X = Y (an alias, followed); X = f(Y) (as_embedding_model(...), built at import: unknown)
+                    names[node.targets[0].id] = node.value if isinstance(node.value, (ast.Name, ast.Attribute)) \
+                        else None
+            views[mod_name] = (m.file, names)
+        return views[mod_name]
+
+    def qualify(mod_name: str, names: dict[str, Any], expr: ast.AST) -> str | None:
+        """The qualified name a base class expression means in a module (a builtin such as ``object`` as is; None:
+        a call such as ``as_seq_cls_model(LlamaForCausalLM)``, which builds its class at import)."""
+        if isinstance(expr, ast.Subscript):  # Generic[T], SupportsX[...]
+            expr = expr.value
+        dotted = ast.unparse(expr)
+        if not re.fullmatch(r"[A-Za-z_]\w*(\.\w+)*", dotted):
+            return None
+        root, _, rest = dotted.partition(".")
+        if root not in names:
+            return dotted if hasattr(builtins, root) else None  # object; an undefined name: unknown
+        target = names[root]
+        if target is None:
+            return None
+        if isinstance(target, str):
+            return target + (f".{rest}" if rest else "")
+        return f"{mod_name}.{dotted}"
+
+    def implements(qual: str, depth: int = 0) -> tuple[bool | None, str | None]:
+        """Whether the class ``qual`` has SupportsEagle3 in its MRO (None: not found), and its file:line."""
+        if qual == EAGLE3_INTERFACE:
+            return True, None
+        if not qual.startswith("vllm."):
+            return False, None  # torch.nn.Module, typing.Protocol, object, ...
+        if qual in memo or depth > 30:
+            return memo.get(qual, (None, None))
+        memo[qual] = (None, None)  # a cycle answers "unknown"
+        mod_name, _, name = qual.rpartition(".")
+        v = view(mod_name)
+        if v is None or name not in v[1]:
+            memo[qual] = (None, None)
+            return memo[qual]
+        file, names = v
+        target = names[name]
+        if isinstance(target, ast.ClassDef):
+            answers = [implements(q, depth + 1)[0] if q else None
+                       for q in (qualify(mod_name, names, b) for b in target.bases)]
+            memo[qual] = (True if True in answers else None if None in answers else False), f"{file}:{target.lineno}"
+        elif isinstance(target, str):
+            memo[qual] = implements(target, depth + 1) if target != qual else (None, None)
+        elif target is None:
+            memo[qual] = (None, None)
+        else:  # X = Y at module level
+            q = qualify(mod_name, {k: t for k, t in names.items() if k != name}, target)
+            memo[qual] = implements(q, depth + 1) if q and q != qual else (None, None)
+        return memo[qual]
+
+    entries = _registry_entries(src)
+    found: dict[str, str] = {}
+    unresolved: list[str] = []
+    for arch in sorted(architectures):
+        if arch not in entries:
+            unresolved.append(arch)
+            continue
+        mod, cls = entries[arch]
+        # registry.py's _resolve_module_name: a module path starting "vllm." as is (vllm.models.deepseek_v4, 0.22.1)
+        ok, where = implements(f"{mod if mod.startswith('vllm.') else 'vllm.model_executor.models.' + mod}.{cls}")
+        if ok:
+            found[arch] = where
+        elif ok is None:
+            unresolved.append(arch)
+    return {"interface": f"{iface_mod.file}:{iface_mod.classes['SupportsEagle3'].lineno}",
+            "predicate": f"{iface_mod.file}:{pred_line}", "checks": checks, "architectures": found,
+            "unresolved": unresolved}
+
+
 # ---------------------------------------------------------------- transformers (the Transformers-backend fallback)
 TRANSFORMERS_CONFIG_AUTO = "transformers/models/auto/configuration_auto.py"
 
@@ -1591,6 +1798,12 @@ def extract(path: str | Path, release: str | None = None) -> dict:
         data["speculative"]["eagle3_targets"] = eagle3
     data["model_configs"] = configs
     data["model_architectures"], data["model_registry"] = model_architectures(src)
+    if eagle3 is None:
+        # 0.22.1 onwards: no target allowlist; the model runner checks the target's class (:func:`eagle3_interface`).
+        # Earlier releases' runners check it too, after the allowlist: not read (their files stay as they were).
+        e3i = eagle3_interface(src, data["model_architectures"])
+        if e3i is not None:
+            data["eagle3_interface"] = e3i
     data["quantization"] = quantization_methods(ex)
     if legacy:
         data["v1_oracle"] = v1_oracle(ex)

@@ -402,7 +402,7 @@ def check_legacy(req, data: dict, gpu, platform: str, cap, f, dtype: str, kv: st
             verdicts.append(BackendVerdict(name=name, ok=None, source=b["source"] if b else None, reasons=[
                 f"not chosen by vLLM {release} here; only {sel.get('env')} ({sel.get('env_source')}) picks another, "
                 "and the calculator does not set it"]))
-    spec = speculative_issues(req.speculative, f, data)
+    spec = speculative_issues(req.speculative, f, data, req.hf_config)
     error = errors[0] if errors else None
     ok: bool | None = not errors
     quant = quantization_issue(data, req.hf_config)

@@ -324,3 +324,19 @@ def test_eagle3_on_qwen3_moe_with_0_10_0_does_not_start_and_offers_0_10_1(monkey
                                         "Got self.target_model_config.hf_text_config.model_type='qwen3_moe'")
     assert {"vllm_version": "0.10.1"} in [s["params"] for s in data["suggestions"]]
     assert run_json(*args, "--vllm-version", "0.10.1")["verdict"] == "works"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("rel", ["0.22.1", "0.34.0"])
+def test_llama_8b_with_its_eagle3_head_works_where_vllm_checks_the_target_class(monkeypatch, rel):
+    """From 0.22.1 vLLM's model runner refuses an EAGLE-3 target whose model class lacks SupportsEagle3; LlamaForCausalLM
+    has it (vllm/model_executor/models/llama.py:501-502 in 0.22.1), so Llama 3.1 8B with its EAGLE-3 head starts, while
+    Gemma 2 9B (gemma2.py: Gemma2ForCausalLM(nn.Module, SupportsLoRA, SupportsPP)) does not."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    data = run_json("--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100", "--max-model-len", "8192",
+                    "--speculative-config", EAGLE3_K3, "--vllm-version", rel)
+    assert data["verdict"] == "works"
+    gemma = run_json("--config", str(CONFIGS / "google__gemma-2-9b-it.json"), "--gpu", "H100", "--max-model-len",
+                     "8192", "--speculative-config", EAGLE3_K3, "--vllm-version", rel)
+    assert gemma["verdict"] == "does_not_start"
+    assert "Model does not support EAGLE3 interface" in gemma["verdict_headline"]

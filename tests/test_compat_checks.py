@@ -423,3 +423,120 @@ def test_a_model_type_no_list_holds_is_offered_the_first_release_without_the_lis
     newer = verdict("mistralai__Mistral-7B-Instruct-v0.3.json", "H100", speculative_config=EAGLE3,
                     vllm_version="0.22.1")
     assert all(s.ok for s in newer.speculative)
+
+
+# ---------------------------------------------------------------- EAGLE-3 target class (0.22.1 onwards)
+# Read from each release's wheel: `class SupportsEagle3` in vllm/model_executor/models/interfaces.py, and the model
+# runners' `if not supports_eagle3(model): raise RuntimeError(...)`: V1 vllm/v1/worker/gpu_model_runner.py, V2
+# vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py (0.34.0 has no V1 gpu_model_runner.py).
+V1_E3 = "RuntimeError: Model does not support EAGLE3 interface but aux_hidden_state_outputs was requested"
+V2_E3 = "RuntimeError: Model does not support EAGLE3 interface"
+E3_HEAD = {"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3}
+MIXTRAL = "mistralai__Mixtral-8x7B-Instruct-v0.1.json"
+QWEN3_NEXT = "Qwen__Qwen3-Next-80B-A3B-Instruct.json"
+
+
+def test_the_data_holds_the_eagle3_interface_check_from_0_22_1_on():
+    from compat import extract
+    from compat.releases import covered_releases
+
+    rels = [r for r in covered_releases() if "eagle3_interface" in extract.load(r)]
+    assert rels[0] == "0.22.1" and rels[-1] == "0.34.0" and len(rels) == 13
+    assert not set(rels) & set(EAGLE3_TARGETS)  # where the allowlist is, this is not (and the other way round)
+    e = extract.load("0.22.1")["eagle3_interface"]
+    assert e["interface"] == "vllm/model_executor/models/interfaces.py:1335"
+    assert e["checks"] == [
+        {"runner": "v1", "source": "vllm/v1/worker/gpu_model_runner.py:5208-5212", "message": V1_E3},
+        {"runner": "v2", "source": "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:18-19", "message": V2_E3}]
+    # llama.py:501-502 class LlamaForCausalLM(nn.Module, SupportsLoRA, SupportsPP, SupportsEagle, SupportsEagle3)
+    assert e["architectures"]["LlamaForCausalLM"] == "vllm/model_executor/models/llama.py:501"
+    e34 = extract.load("0.34.0")["eagle3_interface"]
+    assert e34["interface"] == "vllm/model_executor/models/interfaces.py:1727"
+    assert e34["checks"] == [
+        {"runner": "v2", "source": "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:18-19", "message": V2_E3}]
+    for rel in rels:
+        e = extract.load(rel)["eagle3_interface"]
+        # MistralForCausalLM is registered as ("llama", "LlamaForCausalLM")
+        assert {"LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM"} <= set(e["architectures"]), rel
+        # mixtral.py: class MixtralForCausalLM(nn.Module, SupportsLoRA, SupportsPP, MixtureOfExperts) in every one;
+        # gemma2.py: class Gemma2ForCausalLM(nn.Module, SupportsLoRA, SupportsPP)
+        assert not {"MixtralForCausalLM", "Gemma2ForCausalLM"} & set(e["architectures"]), rel
+        # qwen3_next.py: SupportsEagle3 among Qwen3NextForCausalLM's bases from 0.24.0 (:766-774), not in 0.22.1 / 0.23.0
+        assert ("Qwen3NextForCausalLM" in e["architectures"]) == (rel not in ("0.22.1", "0.23.0")), rel
+
+
+@pytest.mark.parametrize("rel", ["0.22.1", "0.34.0"])
+def test_llama_with_an_eagle3_head_passes_the_class_check(rel):
+    spec = {**E3_HEAD, "draft_config": load_config("yuhuili__EAGLE3-LLaMA3.1-Instruct-8B.json")}
+    r = verdict(LLAMA, "H100", speculative_config=spec, vllm_version=rel)
+    assert r.ok is True and all(s.ok for s in r.speculative)
+
+
+@pytest.mark.parametrize("rel,message,source,entry,iface", [
+    ("0.22.1", V1_E3, "vllm/v1/worker/gpu_model_runner.py:5208-5212", "registry.py:173", "interfaces.py:1335"),
+    ("0.34.0", V2_E3, "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:18-19", "registry.py:185",
+     "interfaces.py:1727")])
+def test_mixtral_is_refused_as_an_eagle3_target_and_no_release_is_offered(rel, message, source, entry, iface):
+    r = verdict(MIXTRAL, "H100", speculative_config=E3_HEAD, vllm_version=rel)
+    bad = [s for s in r.speculative if not s.ok]
+    assert r.ok is False and len(bad) == 1
+    assert bad[0].reason.startswith(f"{message} (V{'1' if rel == '0.22.1' else '2'} model runner, {source}")
+    assert f"the model class of MixtralForCausalLM (vllm/model_executor/models/{entry}) does not implement " \
+           f"SupportsEagle3 (vllm/model_executor/models/{iface})" in bad[0].reason
+    assert bad[0].source == f"{source} ({rel})"
+    assert bad[0].release is None and bad[0].fix.startswith("no covered release with this check (0.22.1 to 0.34.0)")
+
+
+def test_qwen3_next_is_refused_by_0_22_1_and_offered_0_24_0():
+    r = verdict(QWEN3_NEXT, "H100", speculative_config=E3_HEAD, vllm_version="0.22.1")
+    assert r.ok is False and r.speculative[0].reason.startswith(V1_E3)
+    assert r.speculative[0].release == "0.24.0"
+    assert all(s.ok for s in verdict(QWEN3_NEXT, "H100", speculative_config=E3_HEAD,
+                                     vllm_version="0.24.0").speculative)
+
+
+def test_the_allowlist_refusal_no_longer_offers_a_release_whose_class_check_refuses():
+    # mixtral is in no 0.21.0 list (speculative.py:974); 0.22.1 onwards drop the list but MixtralForCausalLM never
+    # implements SupportsEagle3, so no release is offered
+    r = verdict(MIXTRAL, "H100", speculative_config=E3_HEAD, vllm_version="0.21.0")
+    assert r.ok is False and "model_type='mixtral'" in r.speculative[0].reason and r.speculative[0].release is None
+
+
+def test_a_head_without_aux_hidden_states_on_a_class_without_the_interface_is_not_modelled():
+    draft = {**load_config("yuhuili__EAGLE3-LLaMA3.1-Instruct-8B.json"), "hidden_size": 4096,
+             "eagle_config": {"use_aux_hidden_state": False}}
+    r = verdict(MIXTRAL, "H100", speculative_config={**E3_HEAD, "draft_config": draft}, vllm_version="0.22.1")
+    issue = next(s for s in r.speculative if "SupportsEagle3" in s.reason)
+    assert issue.ok is True and issue.reason.startswith("not modelled: MixtralForCausalLM's model class")
+
+
+# the n_predict rule's lines in each release, read from its wheel: the `if`/`elif` testing
+# `num_speculative_tokens > n_predict and ... % n_predict != 0` through its raise ValueError(...)
+N_PREDICT_LINES = {
+    "0.9.2": "vllm/config.py:2738-2743", "0.10.0": "vllm/config.py:2889-2894",
+    "0.10.1": "vllm/config/__init__.py:2196-2201", "0.10.2": "vllm/config/__init__.py:2221-2226",
+    "0.11.2": "vllm/config/speculative.py:419-427", "0.12.0": "vllm/config/speculative.py:418-426",
+    "0.17.1": "vllm/config/speculative.py:542-550", "0.21.0": "vllm/config/speculative.py:728-736",
+    "0.22.1": "vllm/config/speculative.py:769-777", "0.28.0": "vllm/config/speculative.py:1073-1081",
+    "0.32.0": "vllm/config/speculative.py:1493-1501", "0.33.0": "vllm/config/speculative.py:1604-1612",
+    "0.34.0": "vllm/v1/worker/gpu/spec_decode/speculator_config.py:283-291",
+}
+
+
+# 0.9.2 / 0.10.0 reach the rule through method deepseek_mtp, which the check does not treat as MTP (no MTPModelTypes)
+@pytest.mark.parametrize("rel", sorted(set(N_PREDICT_LINES) - {"0.9.2", "0.10.0"}))
+def test_the_n_predict_refusal_cites_the_releases_own_lines(rel):
+    r = verdict_for({**load_config(DSV3), "num_nextn_predict_layers": 2}, "H100", vllm_version=rel,
+                    speculative_config={"method": "mtp", "num_speculative_tokens": 3})
+    bad = next(s for s in r.speculative if "n_predict" in s.reason)
+    assert bad.ok is False and bad.source == f"{N_PREDICT_LINES[rel]} ({rel})"
+    assert bad.reason.endswith(f"(vLLM {rel}: \"num_speculative_tokens:3 must be divisible by n_predict=2\", "
+                               f"{N_PREDICT_LINES[rel]})")
+
+
+def test_every_covered_release_has_its_n_predict_lines():
+    from calculator.engine.mtp import N_PREDICT_RULE
+    from compat.releases import covered_releases
+
+    assert sorted(N_PREDICT_RULE) == sorted(covered_releases())
+    assert {r: N_PREDICT_RULE[r] for r in N_PREDICT_LINES} == N_PREDICT_LINES

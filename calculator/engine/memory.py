@@ -308,12 +308,12 @@ def _draft_arch(inp: EngineInput, target: ModelArch) -> ModelArch | None:
                                    f"runs; this model has none: {target.mtp_refusal}")
         n, k = target.mtp_n_predict, spec.num_speculative_tokens
         if n and k > n and k % n:
-            # SpeculativeConfig.__post_init__ reuses the n_predict MTP modules in turn (vllm/config/speculative.py
-            # :419-427 in 0.11.2, :1493-1501 in 0.32.0: ValueError at start-up)
+            # vLLM reuses the n_predict MTP modules in turn: ValueError at start-up (each release's lines in
+            # mtp.N_PREDICT_RULE)
             from .mtp import n_predict_refusal
 
             raise EngineInputError("speculative_config.num_speculative_tokens",
-                                   f"{n_predict_refusal(k, n)}; use {n} or a multiple of it")
+                                   f"{n_predict_refusal(k, n, inp.vllm_version)}; use {n} or a multiple of it")
         return None
     if not inp.draft_hf_config:
         raise EngineInputError("speculative_config", f"method {spec.method} needs the draft model's config "

@@ -195,13 +195,56 @@ def mtp_head(config: dict[str, Any]) -> MtpHead | NoMtpHead:
                      source=f"{SRC}:661-1073 (hf_config_override), :1386-1391")
 
 
-def n_predict_refusal(k: int, n: int) -> str:
+# Where each covered vLLM release refuses num_speculative_tokens above the MTP draft's n_predict that is not a multiple
+# of it: the ``if`` and its ``raise ValueError(f"num_speculative_tokens:{...} must be divisible by n_predict=...")``,
+# read from each release's wheel. SpeculativeConfig.__post_init__ (``elif`` in 0.9 / 0.10) up to 0.33.0; 0.34.0 moved it
+# to SpeculatorConfig.resolve_num_speculative_tokens, which MTPSpeculatorConfig calls (spec_decode/mtp/config.py:101-107).
+N_PREDICT_RULE: dict[str, str] = {
+    "0.9.2": "vllm/config.py:2738-2743",
+    "0.10.0": "vllm/config.py:2889-2894",
+    "0.10.1": "vllm/config/__init__.py:2196-2201",
+    "0.10.1.1": "vllm/config/__init__.py:2196-2201",
+    "0.10.2": "vllm/config/__init__.py:2221-2226",
+    "0.11.2": "vllm/config/speculative.py:419-427",
+    "0.12.0": "vllm/config/speculative.py:418-426",
+    "0.13.0": "vllm/config/speculative.py:419-427",
+    "0.14.1": "vllm/config/speculative.py:431-439",
+    "0.15.1": "vllm/config/speculative.py:464-472",
+    "0.16.0": "vllm/config/speculative.py:481-489",
+    "0.17.1": "vllm/config/speculative.py:542-550",
+    "0.18.1": "vllm/config/speculative.py:554-562",
+    "0.19.0": "vllm/config/speculative.py:569-577",
+    "0.19.1": "vllm/config/speculative.py:569-577",
+    "0.20.2": "vllm/config/speculative.py:662-670",
+    "0.21.0": "vllm/config/speculative.py:728-736",
+    "0.22.1": "vllm/config/speculative.py:769-777",
+    "0.23.0": "vllm/config/speculative.py:772-780",
+    "0.24.0": "vllm/config/speculative.py:811-819",
+    "0.25.1": "vllm/config/speculative.py:927-935",
+    "0.26.0": "vllm/config/speculative.py:980-988",
+    "0.27.1": "vllm/config/speculative.py:1011-1019",
+    "0.28.0": "vllm/config/speculative.py:1073-1081",
+    "0.29.0": "vllm/config/speculative.py:1421-1429",
+    "0.30.0": "vllm/config/speculative.py:1478-1486",
+    "0.31.0": "vllm/config/speculative.py:1487-1495",
+    "0.32.0": "vllm/config/speculative.py:1493-1501",
+    "0.33.0": "vllm/config/speculative.py:1604-1612",
+    "0.34.0": "vllm/v1/worker/gpu/spec_decode/speculator_config.py:283-291",
+}
+
+
+def n_predict_rule(release: str) -> str | None:
+    """``file:first-last`` of the n_predict rule in ``release`` (:data:`N_PREDICT_RULE`; every covered release has
+    it), None for a release the table does not hold."""
+    return N_PREDICT_RULE.get(release)
+
+
+def n_predict_refusal(k: int, n: int, release: str) -> str:
     """vLLM's start-up refusal of ``num_speculative_tokens`` ``k`` above the MTP draft's ``n_predict`` ``n`` that is not
-    a multiple of it (``SpeculativeConfig.__post_init__`` reuses the n_predict MTP modules in turn,
-    vllm/config/speculative.py:419-427 in 0.11.2, :1493-1501 in 0.32.0: ValueError; the same test moved to
-    ``SpeculatorConfig.resolve_num_speculative_tokens`` in 0.34.0,
-    vllm/v1/worker/gpu/spec_decode/speculator_config.py:275-291, which ``MTPSpeculatorConfig`` calls,
-    spec_decode/mtp/config.py:101-107)."""
-    return (f"must be divisible by n_predict={n}, the checkpoint's MTP modules that vLLM reuses in turn (vLLM: "
-            f"\"num_speculative_tokens:{k} must be divisible by n_predict={n}\", vllm/config/speculative.py:1493-1501)")
+    a multiple of it (vLLM reuses the n_predict MTP modules in turn), citing the rule's lines in ``release``
+    (:data:`N_PREDICT_RULE`)."""
+    where = n_predict_rule(release)
+    return (f"must be divisible by n_predict={n}, the checkpoint's MTP modules that vLLM reuses in turn (vLLM "
+            f"{release}: \"num_speculative_tokens:{k} must be divisible by n_predict={n}\""
+            + (f", {where})" if where else ")"))
 
