@@ -292,17 +292,17 @@ def module_bindings(tree: ast.Module) -> dict[str, list[dict]]:
     """Every place a module binds each of its global names, in the order the module runs them.
 
     Returns ``{name: [{"line", "src", "under"}, ...]}``: ``src`` is the assigned expression (``from x import name``,
-    ``def name``, ``+= ...`` for the other kinds of binding), ``under`` the conditions under which the statement runs,
-    outermost first, each with its line: ``current_platform.is_rocm() (:38)``, ``not (current_platform.is_cuda())
+    ``def name``, the whole statement for an augmented assignment), ``under`` the conditions under which the statement
+    runs, outermost first, each with its line: ``current_platform.is_rocm() (:38)``, ``not (current_platform.is_cuda())
     (:22)`` for an ``else`` / ``elif``, ``try (:46) raises nothing before :54 (imports flash_attn.flash_attn_varlen_func
-    (:51))``, ``except ImportError (:55)``, a loop or ``with`` body, or a function that declares the name ``global``
+    (:52))``, ``except ImportError (:55)``, a loop or ``with`` body, or a function that declares the name ``global``
     (it runs when that function is called, after the module's own statements). An empty ``under`` is an unconditional
     module-level statement.
 
     A module constant (``_ROCM_FLASH_ATTN_AVAILABLE = False``, ``vllm/v1/attention/backends/fa_utils.py:20`` in 0.32.0)
     that the module reassigns in a branch (``= True`` at :54, inside ``elif current_platform.is_rocm():`` and a ``try``
-    that imports the upstream flash-attn package) has no value the source decides: :meth:`Extractor._parse` keeps its
-    first value only when its last binding is that unconditional literal assignment.
+    that imports the upstream flash-attn package) has no value the source decides: :func:`parse_module` keeps a literal
+    value only when the name's last binding is that unconditional literal assignment.
     """
     out: dict[str, list[dict]] = {}
 
