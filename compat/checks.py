@@ -375,6 +375,43 @@ def _assumptions(platform: str, cap, data: dict | None = None) -> tuple[dict, di
     return values, why
 
 
+def runtime_constant(data: dict, name: str) -> tuple[dict, list[dict]] | None:
+    """``(module entry, bindings)`` of a module-level name the extractor left undecided because the module rebinds it
+    in a branch (``modules[...]["runtime_constants"]``, :func:`compat.extract.module_bindings`); None otherwise."""
+    for mod in (data.get("modules") or {}).values():
+        found = (mod.get("runtime_constants") or {}).get(name)
+        if found:
+            return mod, found
+    return None
+
+
+def runtime_constant_bindings(data: dict, name: str) -> str | None:
+    """Where and under what the module binds a flag it sets while vLLM imports it, with the release's lines:
+    ``False (vllm/v1/attention/backends/fa_utils.py:20); True (vllm/v1/attention/backends/fa_utils.py:54) if
+    current_platform.is_rocm() (:38) and try (:46) raises nothing before :54 (imports aiter.ops.triton.mha.
+    flash_attn_varlen_func (:48), flash_attn.flash_attn_varlen_func (:52))`` for ``_ROCM_FLASH_ATTN_AVAILABLE`` in
+    0.32.0 (the ``(:N)`` lines are in the same file). None when ``name`` is not such a flag."""
+    found = runtime_constant(data, name)
+    if found is None:
+        return None
+    mod, bindings = found
+    parts = []
+    for b in bindings:
+        # an elif is said by the test that holds: ``not (is_cuda())`` and ``not (is_xpu())`` before ``is_rocm()``
+        # are implied by it on a platform that is ROCm
+        under = [u for u in b["under"] if not (u.startswith("not (") and any(not x.startswith("not (")
+                                                                           for x in b["under"]))]
+        parts.append(f"{b['src']} ({mod['file']}:{b['line']})" + (f" if {' and '.join(under)}" if under else ""))
+    return "; ".join(parts)
+
+
+def describe_runtime_constant(data: dict, name: str) -> str | None:
+    """One sentence for a verdict's sources: ``NAME is not a constant: vLLM sets it while importing its module:
+    <runtime_constant_bindings>``. None when ``name`` is not such a flag."""
+    how = runtime_constant_bindings(data, name)
+    return None if how is None else f"{name} is not a constant: vLLM sets it while importing its module: {how}"
+
+
 def _leaves(result) -> list[tuple[tuple, Any]]:
     return result.leaves() if isinstance(result, interp.Fork) else [((), result)]
 
@@ -1203,6 +1240,10 @@ def _finish(req, data, release, platform, gpu, cap, dtype, kv, requested, f, ver
         ok, error = False, quant
     ok, error, notes, auto_conditions, sources = fold_architecture(
         arch, ok, error, notes, auto_conditions, sources, quant, release, "the attention backend check alone")
+    # a module flag the rules read that vLLM sets while importing the module (a branch rebinds it): each condition on it
+    # is stated with the lines that set it
+    sources = [*sources, *(d for t in sorted(x for x in used if isinstance(x, str))
+                           if (d := describe_runtime_constant(data, t)) and d not in sources)]
     ordered = sorted(verdicts.values(), key=lambda v: (v.priority is None, v.priority or 0, v.name))
     return CompatReport(
         release=release, platform=platform, gpu=gpu.name, compute_capability=gpu.compute_capability,
@@ -1258,12 +1299,12 @@ def _explicit_on_priority_platform(data: dict, platform: str, requested: str, v:
     if platform == "rocm" and requested == "FLASH_ATTN" and fa_q in data.get("functions", {}):
         fn = data["functions"][fa_q]
         flag = "_ROCM_FLASH_ATTN_AVAILABLE"
-        const = ((data.get("modules") or {}).get(fn["module"]) or {}).get("constants", {}).get(flag)
-        # The extractor stores the flag's first assignment (``= False``, fa_utils.py:20 in 0.32.0); the module sets it
-        # True in its ROCm import block when ``flash_attn`` imports (fa_utils.py:38-62), so it is a run-time fact.
-        if const is not None and flag in fn["src"] and not v.conditions:
-            cond = (f"{flag} (the upstream flash-attn package is installed: {fn['file']}:{const['line']} starts it "
-                    "False and its ROCm import block sets it when flash_attn imports; "
+        # The module starts the flag False (fa_utils.py:20 in 0.32.0) and sets it True in its ROCm import block when
+        # the upstream package imports (:54): the extractor stores it as a run-time flag, not a constant. Here its
+        # rules accepted the configuration without reading it (no sinks): the kernel import is what it decides.
+        how = runtime_constant_bindings(data, flag)
+        if how is not None and flag in fn["src"] and not v.conditions:
+            cond = (f"{flag} (the upstream flash-attn package is installed: {how}; "
                     f"is_flash_attn_varlen_func_available, {fn['file']}:{fn['line']}, returns it, and flash_attn.py "
                     "imports the FlashAttention kernel only then)")
             v.ok, v.conditions = None, [

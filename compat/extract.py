@@ -10,7 +10,10 @@ Input: an unpacked vLLM tree, an installed ``vllm`` package directory, or a whee
   the reason strings ``supports_combination`` returns), each with ``source`` = ``file:line``. A value
   vLLM decides at run time (FA3 built or not, an env var) is a ``{"if": condition, "then", "else"}``.
 * ``classes`` / ``functions`` / ``modules``: the source of every method and helper those rules call,
-  so :mod:`compat.interp` can evaluate them for a concrete configuration.
+  so :mod:`compat.interp` can evaluate them for a concrete configuration. A module's ``constants`` are only the
+  literals the source decides; a name the module rebinds in a branch, a ``try``, a loop or a ``global`` function
+  (``_ROCM_FLASH_ATTN_AVAILABLE``, set when the upstream flash-attn package imports) is in ``runtime_constants``
+  with every binding and what it runs under (:func:`module_bindings`), and is a run-time condition.
 * ``platforms``: each platform's selector (``_get_backend_priorities`` for CUDA/ROCm,
   ``get_attn_backend_cls`` for CPU/XPU) with file:line.
 * ``cache_dtypes`` (``CacheDType`` Literal) and ``speculative`` (``SpeculativeMethod`` Literal, MTP
@@ -259,6 +262,128 @@ class Module:
     functions: dict[str, ast.FunctionDef] = field(default_factory=dict)
     classes: dict[str, ast.ClassDef] = field(default_factory=dict)
     constants: dict[str, dict] = field(default_factory=dict)
+    # names with a literal module-level assignment whose value is not known from the source alone (see
+    # :func:`module_bindings`): name -> every binding, in the order the module runs them
+    runtime_constants: dict[str, list[dict]] = field(default_factory=dict)
+
+
+def _bound_names(target: ast.AST) -> list[str]:
+    """The plain names an assignment target binds (``x``, ``x, y``, ``*rest``); attributes and subscripts bind none."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [n for e in target.elts for n in _bound_names(e)]
+    if isinstance(target, ast.Starred):
+        return _bound_names(target.value)
+    return []
+
+
+def _imports_in(stmts: list[ast.stmt], before: int) -> list[str]:
+    """``module.name (:line)`` of each import in ``stmts`` (at any depth) above line ``before``: what a ``try`` block
+    tries before an assignment it guards."""
+    out = []
+    for s in stmts:
+        for n in ast.walk(s):
+            if isinstance(n, ast.ImportFrom) and n.lineno < before:
+                out += [f"{'.' * n.level}{n.module or ''}.{a.name} (:{n.lineno})" for a in n.names]
+            elif isinstance(n, ast.Import) and n.lineno < before:
+                out += [f"{a.name} (:{n.lineno})" for a in n.names]
+    return out
+
+
+def module_bindings(tree: ast.Module) -> dict[str, list[dict]]:
+    """Every place a module binds each of its global names, in the order the module runs them.
+
+    Returns ``{name: [{"line", "src", "under"}, ...]}``: ``src`` is the assigned expression (``from x import name``,
+    ``def name``, the whole statement for an augmented assignment), ``under`` the conditions under which the statement
+    runs, outermost first, each with its line: ``current_platform.is_rocm() (:38)``, ``not (current_platform.is_cuda())
+    (:22)`` for an ``else`` / ``elif``, ``try (:46) raises nothing before :54 (imports flash_attn.flash_attn_varlen_func
+    (:52))``, ``except ImportError (:55)``, a loop or ``with`` body, or a function that declares the name ``global``
+    (it runs when that function is called, after the module's own statements). An empty ``under`` is an unconditional
+    module-level statement.
+
+    A module constant (``_ROCM_FLASH_ATTN_AVAILABLE = False``, ``vllm/v1/attention/backends/fa_utils.py:20`` in 0.32.0)
+    that the module reassigns in a branch (``= True`` at :54, inside ``elif current_platform.is_rocm():`` and a ``try``
+    that imports the upstream flash-attn package) has no value the source decides: :func:`parse_module` keeps a literal
+    value only when the name's last binding is that unconditional literal assignment.
+    """
+    out: dict[str, list[dict]] = {}
+
+    def add(name: str, line: int, src: str, under: list[str]):
+        out.setdefault(name, []).append({"line": line, "src": src, "under": list(under)})
+
+    def function_globals(fn: ast.AST, under: list[str]):
+        declared = {n for s in ast.walk(fn) if isinstance(s, ast.Global) for n in s.names}
+        if not declared:
+            return
+        what = "a method of class" if isinstance(fn, ast.ClassDef) else "function"
+        where = [*under, f"{what} {fn.name} (:{fn.lineno}) runs (it declares it global)"]
+        for n in ast.walk(fn):
+            targets = (n.targets if isinstance(n, ast.Assign) else
+                       [n.target] if isinstance(n, (ast.AugAssign, ast.AnnAssign)) else [])
+            for t in targets:
+                for name in _bound_names(t):
+                    if name in declared:
+                        add(name, n.lineno, ast.unparse(n.value) if isinstance(n, (ast.Assign, ast.AnnAssign))
+                            and n.value is not None else ast.unparse(n), where)
+
+    def visit(stmts: list[ast.stmt], under: list[str]):
+        for s in stmts:
+            if isinstance(s, ast.Assign):
+                for t in s.targets:
+                    for name in _bound_names(t):
+                        add(name, s.lineno, ast.unparse(s.value), under)
+            elif isinstance(s, ast.AnnAssign):
+                if s.value is not None:
+                    for name in _bound_names(s.target):
+                        add(name, s.lineno, ast.unparse(s.value), under)
+            elif isinstance(s, ast.AugAssign):
+                for name in _bound_names(s.target):
+                    add(name, s.lineno, ast.unparse(s), under)
+            elif isinstance(s, (ast.Import, ast.ImportFrom)):
+                for a in s.names:
+                    name = a.asname or a.name.split(".")[0]
+                    add(name, s.lineno, ast.unparse(s), under)
+            elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                add(s.name, s.lineno, f"{'class' if isinstance(s, ast.ClassDef) else 'def'} {s.name}", under)
+                function_globals(s, under)
+            elif isinstance(s, ast.Delete):
+                for t in s.targets:
+                    for name in _bound_names(t):
+                        add(name, s.lineno, "del", under)
+            elif isinstance(s, ast.If):
+                test = ast.unparse(s.test)
+                visit(s.body, [*under, f"{test} (:{s.lineno})"])
+                visit(s.orelse, [*under, f"not ({test}) (:{s.lineno})"])
+            elif isinstance(s, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+                for b in s.body:
+                    visit([b], [*under, f"try (:{s.lineno}) raises nothing before :{b.lineno}"
+                                + (f" (imports {', '.join(imps)})" if (imps := _imports_in(s.body, b.lineno))
+                                   else "")])
+                for h in s.handlers:
+                    visit(h.body, [*under, f"except {ast.unparse(h.type) if h.type else ''} (:{h.lineno})".replace(
+                        "except  (", "except (")])
+                visit(s.orelse, [*under, f"try (:{s.lineno}) raises nothing (its else)"])
+                visit(s.finalbody, [*under, f"finally of try (:{s.lineno})"])
+            elif isinstance(s, (ast.For, ast.AsyncFor, ast.While)):
+                head = (f"for {ast.unparse(s.target)} in {ast.unparse(s.iter)}" if not isinstance(s, ast.While)
+                        else f"while {ast.unparse(s.test)}")
+                for name in (_bound_names(s.target) if not isinstance(s, ast.While) else []):
+                    add(name, s.lineno, head, [*under, f"{head} (:{s.lineno})"])
+                visit(s.body, [*under, f"{head} (:{s.lineno})"])
+                visit(s.orelse, [*under, f"else of {head} (:{s.lineno})"])
+            elif isinstance(s, (ast.With, ast.AsyncWith)):
+                visit(s.body, [*under, f"with {', '.join(ast.unparse(i) for i in s.items)} (:{s.lineno})"])
+            elif isinstance(s, ast.Match):
+                for c in s.cases:
+                    visit(c.body, [*under, f"match {ast.unparse(s.subject)} case {ast.unparse(c.pattern)} "
+                                           f"(:{s.lineno})"])
+
+    visit(tree.body, [])
+    # a function's ``global`` assignments run when it is called, after the module's own statements
+    for names in out.values():
+        names.sort(key=lambda b: any("declares it global" in u for u in b["under"]))
+    return out
 
 
 def _literalish(node: ast.AST) -> bool:
@@ -266,6 +391,51 @@ def _literalish(node: ast.AST) -> bool:
         return True
     return all(isinstance(n, (ast.Constant, ast.Tuple, ast.List, ast.BinOp, ast.operator, ast.Load,
                               ast.UnaryOp, ast.unaryop)) for n in ast.walk(node))
+
+
+def parse_module(name: str, file: str, text: str) -> Module:
+    """Parse one vLLM module: its imports, top-level functions and classes, and its ``constants``: the names a
+    top-level statement assigns a literal to (``FA4_HD256_PAGE_SIZE = 128``) whose value the source alone decides. A
+    name the module also binds in a branch, a loop, a ``try`` or a function that declares it ``global`` after that
+    assignment (:func:`module_bindings`) is not one: it goes to ``runtime_constants`` with every binding and what it
+    runs under, so :mod:`compat.interp` treats it as a run-time condition instead of reading its first value."""
+    tree = ast.parse(text)
+    mod = Module(name, file, tree)
+    package = name if file.endswith("__init__.py") else name.rsplit(".", 1)[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parts = parts[: len(parts) - (node.level - 1)]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            for a in node.names:
+                mod.imports.setdefault(a.asname or a.name, f"{base}.{a.name}")
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                mod.imports.setdefault(a.asname or a.name.split(".")[0],
+                                       a.name if a.asname else a.name.split(".")[0])
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            mod.functions[node.name] = node
+        elif isinstance(node, ast.ClassDef):
+            mod.classes[node.name] = node
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            if _literalish(node.value):
+                mod.constants[node.targets[0].id] = {"src": ast.unparse(node.value), "line": node.lineno}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            if _literalish(node.value):
+                mod.constants[node.target.id] = {"src": ast.unparse(node.value), "line": node.lineno}
+    if mod.constants:
+        bindings = module_bindings(tree)
+        for const in list(mod.constants):
+            found = bindings.get(const, [])
+            last = found[-1] if found else None
+            if last is not None and not last["under"] and last["line"] == mod.constants[const]["line"]:
+                continue  # its last binding is the unconditional literal assignment: the value is known
+            del mod.constants[const]
+            mod.runtime_constants[const] = found
+    return mod
 
 
 class Extractor:
@@ -292,34 +462,7 @@ class Extractor:
         return None
 
     def _parse(self, name: str, file: str, text: str) -> Module:
-        tree = ast.parse(text)
-        mod = Module(name, file, tree)
-        package = name if file.endswith("__init__.py") else name.rsplit(".", 1)[0]
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    parts = package.split(".")
-                    parts = parts[: len(parts) - (node.level - 1)]
-                    base = ".".join(parts + ([node.module] if node.module else []))
-                for a in node.names:
-                    mod.imports.setdefault(a.asname or a.name, f"{base}.{a.name}")
-            elif isinstance(node, ast.Import):
-                for a in node.names:
-                    mod.imports.setdefault(a.asname or a.name.split(".")[0],
-                                           a.name if a.asname else a.name.split(".")[0])
-        for node in tree.body:
-            if isinstance(node, ast.FunctionDef):
-                mod.functions[node.name] = node
-            elif isinstance(node, ast.ClassDef):
-                mod.classes[node.name] = node
-            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                if _literalish(node.value):
-                    mod.constants[node.targets[0].id] = {"src": ast.unparse(node.value), "line": node.lineno}
-            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
-                if _literalish(node.value):
-                    mod.constants[node.target.id] = {"src": ast.unparse(node.value), "line": node.lineno}
-        return mod
+        return parse_module(name, file, text)
 
     def resolve(self, module: Module, name: str) -> str | None:
         """Qualified name that ``name`` means inside ``module`` (a def there, or what it imports)."""
@@ -1812,7 +1955,10 @@ def extract(path: str | Path, release: str | None = None) -> dict:
     data["flash_attn"] = flash_attn_support(src)
     data["modules"] = {
         name: {"file": ex._modules[name].file, "imports": dict(sorted(ex._modules[name].imports.items())),
-               "constants": dict(sorted(ex._modules[name].constants.items()))}
+               "constants": dict(sorted(ex._modules[name].constants.items())),
+               # only where a module has one, so the other modules' entries read as before
+               **({"runtime_constants": dict(sorted(ex._modules[name].runtime_constants.items()))}
+                  if ex._modules[name].runtime_constants else {})}
         for name in sorted(ex.used_modules) if ex._modules.get(name) is not None}
     data["classes"] = dict(sorted(ex.out_classes.items()))
     data["functions"] = dict(sorted(ex.out_functions.items()))

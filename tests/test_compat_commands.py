@@ -48,6 +48,32 @@ def test_check_compat_prints_a_table_with_fixes_and_exits_1():
     assert len(tail) == len(set(tail)) and out.count(error) == 1
 
 
+@pytest.mark.parametrize("gpu,backend,why", [
+    # 0.32.0's enum member whose class is built at import (vllm/v1/attention/backends/registry.py:52,
+    # triton_flash_attn.py:56), and a ROCm backend whose rules accept a bf16 Llama on SM90 but that no CUDA selector
+    # lists (vllm/platforms/cuda.py:428-446 validates it by its class alone)
+    ("H100", "TRITON_FLASH_ATTN", "create_composite_attention_backend"),
+    ("H100", "ROCM_ATTN", "no cuda selector lists ROCM_ATTN"),
+])
+def test_check_compat_says_not_modelled_as_its_own_status(gpu, backend, why):
+    out = StringIO()
+    with pytest.raises(CommandError) as e:
+        call_command("check_compat", "--config", str(CONFIGS / "meta-llama__Llama-3.1-8B-Instruct.json"), "--gpu",
+                     gpu, "--attention-backend", backend, "--vllm-version", "0.32.0", stdout=out)
+    # exit 3 as for depends (never 1: no start-up failure is claimed), said "not modelled" as the /compat/ page says it
+    assert e.value.returncode == 3 and str(e.value).startswith(f"not modelled: --attention-backend {backend}")
+    assert why in str(e.value)
+    text = out.getvalue()
+    assert f"requested: {backend} -> not modelled here" in text and "-> depends" not in text
+    assert str(e.value).split(": ", 1)[1] not in text  # the sentence is the verdict's headline, said once
+    out = StringIO()
+    with pytest.raises(CommandError) as j:
+        call_command("check_compat", "--config", str(CONFIGS / "meta-llama__Llama-3.1-8B-Instruct.json"), "--gpu",
+                     gpu, "--attention-backend", backend, "--vllm-version", "0.32.0", "--format", "json", stdout=out)
+    data = json.loads(out.getvalue())
+    assert j.value.returncode == 3 and data["ok"] is None and data["not_modelled"] == str(e.value).split(": ", 1)[1]
+
+
 def test_check_compat_accepts_estimate_flags():
     out = run("check_compat", "--config", str(CONFIGS / "meta-llama__Llama-3.1-8B-Instruct.json"), "--gpu", "A100",
               "--tensor-parallel-size", "2", "--max-model-len", "8192", "--gpu-memory-utilization", "0.9",

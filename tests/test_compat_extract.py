@@ -94,3 +94,71 @@ def test_the_diff_between_0_19_and_0_32_shows_new_kv_dtypes_and_backends():
     assert "CPU_MLA" in d["added"] and "TREE_ATTN" in d["removed"]
     cpu = next(c for c in d["changed"] if c["backend"] == "CPU_ATTN" and c["field"] == "kv_cache_dtypes")
     assert cpu["old"] == ["auto", "float16", "bfloat16"] and "fp8_e5m2" in cpu["new"]
+
+
+# A module shaped like vllm/v1/attention/backends/fa_utils.py (0.32.0: ``_ROCM_FLASH_ATTN_AVAILABLE = False`` at :20,
+# ``= True`` at :54 inside ``elif current_platform.is_rocm():`` / ``try:`` after ``from flash_attn import ...``), plus
+# the other ways a module rebinds a name after its first literal value. Line numbers are this text's own.
+_REBOUND = '''\
+from vllm.platforms import current_platform
+FLAG = False
+LIMIT = 8
+if current_platform.is_cuda():
+    pass
+elif current_platform.is_rocm():
+    try:
+        from flash_attn import flash_attn_varlen_func
+        FLAG = True
+    except ImportError:
+        pass
+MODE = "a"
+if LIMIT > 4:
+    MODE = "b"
+MODE = "c"
+_CACHE = None
+def get_cache():
+    global _CACHE
+    _CACHE = {}
+    return _CACHE
+TWICE = 1
+TWICE = current_platform.device_count()
+def available():
+    return FLAG
+'''
+
+
+def test_a_constant_the_module_rebinds_in_a_branch_is_not_a_known_value():
+    mod = extract.parse_module("vllm.fake", "vllm/fake.py", _REBOUND)
+    # known: assigned once (LIMIT), or last assigned unconditionally after the branch that rebinds it (MODE, line 15)
+    assert mod.constants == {"LIMIT": {"src": "8", "line": 3}, "MODE": {"src": "'c'", "line": 15}}
+    # FLAG: False at line 2, True at line 9 only on ROCm when the import at line 8 does not raise
+    assert mod.runtime_constants["FLAG"] == [
+        {"line": 2, "src": "False", "under": []},
+        {"line": 9, "src": "True", "under": [
+            "not (current_platform.is_cuda()) (:4)", "current_platform.is_rocm() (:6)",
+            "try (:7) raises nothing before :9 (imports flash_attn.flash_attn_varlen_func (:8))"]}]
+    # _CACHE: None at line 16, then whatever get_cache() (line 17) stores when it is called
+    assert mod.runtime_constants["_CACHE"][1] == {
+        "line": 19, "src": "{}", "under": ["function get_cache (:17) runs (it declares it global)"]}
+    # TWICE: its literal first value is overwritten unconditionally by a call (line 22)
+    assert [b["line"] for b in mod.runtime_constants["TWICE"]] == [21, 22]
+
+
+def test_a_rule_that_reads_a_rebound_constant_forks_on_it():
+    from compat import interp
+
+    mod = extract.parse_module("vllm.fake", "vllm/fake.py", _REBOUND)
+    data = {"modules": {"vllm.fake": {"file": "vllm/fake.py", "imports": mod.imports, "constants": mod.constants,
+                                      "runtime_constants": mod.runtime_constants}},
+            "functions": {"vllm.fake.available": {"module": "vllm.fake", "file": "vllm/fake.py", "line": 23,
+                                                  "src": "def available():\n    return FLAG\n"},
+                          # as FlashAttentionBackend.supports_sink reads is_flash_attn_varlen_func_available()
+                          "vllm.fake.supports_sink": {"module": "vllm.fake", "file": "vllm/fake.py", "line": 99,
+                                                      "src": "def supports_sink():\n    if not available():\n"
+                                                             "        return False\n    return True\n"}},
+            "classes": {}}
+    result = interp.evaluate(lambda ev: ev.call_function("vllm.fake.supports_sink"), data,
+                             interp.Platform("rocm", None))
+    # not the first value (False): a condition with both outcomes
+    assert isinstance(result, interp.Fork) and result.condition == "FLAG"
+    assert sorted(v for _, v in result.leaves()) == [False, True]

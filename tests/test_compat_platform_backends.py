@@ -137,3 +137,41 @@ def test_the_estimate_page_and_api_agree_with_the_compat_page(db, monkeypatch, c
     assert _summary(page) == _summary(compat)
     if gpu == "H100":  # no AMD condition on an NVIDIA GPU (ROCm's own rows keep theirs on MI300X)
         assert "_ON_GFX" not in re.sub(r"<details><summary>Run-time assumptions.*?</details>", "", page, flags=re.S)
+
+
+def test_gpt_oss_on_mi300x_flash_attn_is_refused_whether_or_not_flash_attn_is_installed():
+    # vllm==0.32.0, read by hand: vllm/v1/attention/backends/fa_utils.py:20 `_ROCM_FLASH_ATTN_AVAILABLE = False`, :54
+    # `= True` inside `elif current_platform.is_rocm():` (:38) / `try:` (:46) after `from flash_attn import
+    # flash_attn_varlen_func` (:52): a run-time flag, not the constant False. FlashAttentionBackend.supports_sink
+    # (flash_attn.py:447-450) returns False when the flag is False, else flash_attn_supports_sinks() (fa_utils.py:319-322)
+    # = get_flash_attn_version() in (3, 4), and get_flash_attn_version returns None on ROCm (fa_utils.py:85-87). So
+    # gpt-oss's sinks are refused on both sides of the condition: vLLM's ValueError either way.
+    r = verdict_for(load_config("openai__gpt-oss-20b.json"), "MI300X", attention_backend="FLASH_ATTN",
+                    vllm_version="0.32.0")
+    assert r.features.has_sink
+    assert r.ok is False and r.not_modelled is None
+    assert r.error == ("Selected backend FLASH_ATTN is not valid for this configuration. "
+                       "Reason: ['attention sinks not supported']")
+    row = _row(r, "FLASH_ATTN")
+    assert [c.when for c in row.conditions] == [[("_ROCM_FLASH_ATTN_AVAILABLE", True)],
+                                                [("_ROCM_FLASH_ATTN_AVAILABLE", False)]]
+    assert all(c.reasons == ["attention sinks not supported"] for c in row.conditions)
+    # the condition is stated with the lines that set the flag
+    said = next(s for s in r.sources if s.startswith("_ROCM_FLASH_ATTN_AVAILABLE is not a constant"))
+    assert "False (vllm/v1/attention/backends/fa_utils.py:20)" in said
+    assert "True (vllm/v1/attention/backends/fa_utils.py:54) if current_platform.is_rocm() (:38)" in said
+    assert "flash_attn.flash_attn_varlen_func (:52)" in said
+
+
+def test_the_rocm_flash_attn_flag_is_never_read_as_its_first_value():
+    # every covered release that has the flag (0.16.0 onwards) rebinds it in its ROCm import block
+    from compat import extract
+    from compat.releases import covered_releases
+
+    having = []
+    for release in covered_releases():
+        for name, mod in extract.load(release)["modules"].items():
+            assert "_ROCM_FLASH_ATTN_AVAILABLE" not in mod["constants"], (release, name)
+            if "_ROCM_FLASH_ATTN_AVAILABLE" in mod.get("runtime_constants", {}):
+                having.append(release)
+    assert having[0] == "0.16.0" and having[-1] == covered_releases()[-1]

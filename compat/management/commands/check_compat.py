@@ -16,6 +16,14 @@ from calculator.verdict import EXIT_STATUS
 #: A compat report's ``ok`` in words, and as a verdict status.
 OK_WORDS = {True: "works", False: "does not start", None: "depends"}
 OK_STATUS = {True: "works", False: "does_not_start", None: "depends"}
+#: A requested backend the calculator does not model (``CompatReport.not_modelled``: a member whose class the extractor
+#: cannot read, or another platform's backend whose rules accept the configuration): said as the page says it, "not
+#: modelled", never "depends" on conditions it does not list. Its exit status is 3, as for ``depends``: the verdict of
+#: ``estimate`` and the API for the same configuration is ``depends`` with this sentence as its condition, and 3 is the
+#: status that means "the calculator cannot say it works"; 1 would claim a start-up failure vLLM may not raise.
+NOT_MODELLED_WORDS = "not modelled here"
+NOT_MODELLED_STATUS = "not_modelled"
+NOT_MODELLED_EXIT = EXIT_STATUS["depends"]
 
 
 class Command(OneLineErrors, BaseCommand):
@@ -30,7 +38,8 @@ class Command(OneLineErrors, BaseCommand):
     def handle(self, *args, **opts):
         """The request is parsed as ``estimate`` parses it; the dtype is the one the memory engine resolves
         (when the engine can size the model; else the compat rules resolve ``auto`` themselves). Exit status:
-        0 works, 1 does not start, 3 depends, 2 bad input."""
+        0 works, 1 does not start, 3 depends or a requested backend not modelled (``Verdict: not modelled: ...``),
+        2 bad input (also with ``--format json``, whose report has ``ok`` and ``not_modelled``)."""
         request, local = request_from_command(opts)
         runtime = get_runtime(request.runtime)
         try:
@@ -114,18 +123,23 @@ class Command(OneLineErrors, BaseCommand):
             say(line)
         shown = {w.strip() for w in why}
         for c in report.auto_conditions:
+            # (a not-modelled sentence is the verdict's own headline, said once there)
             # SGLang's 'depends' reasons are also its conditions: said once, as reasons (or as the pick's explanation)
-            if c not in reasons and c.strip() not in shown:
+            if c not in reasons and c.strip() not in shown and c != getattr(report, "not_modelled", None):
                 say(f"  note: {c}")
         if report.requested_backend:
-            say(f"requested: {report.requested_backend} -> {OK_WORDS[report.ok]}")
+            words = NOT_MODELLED_WORDS if getattr(report, "not_modelled", None) else OK_WORDS[report.ok]
+            say(f"requested: {report.requested_backend} -> {words}")
         for r in reasons:
             say(f"  {r}")
         if report.error and report.error not in reasons and report.error != "; ".join(reasons):
             say(f"{label} would fail at startup: {report.error}")
 
     def _exit(self, report, pointer: str = "see the table above") -> None:
-        """Exit status 1 (does not start) or 3 (depends) with the startup error as headline, else ``pointer``."""
+        """Exit status 1 (does not start) or 3 (depends) with the startup error as headline, else ``pointer``; a
+        requested backend the calculator does not model exits 3 as ``Verdict: not modelled: <why>``."""
+        if getattr(report, "not_modelled", None):
+            raise verdict_exit(NOT_MODELLED_STATUS, report.not_modelled, NOT_MODELLED_EXIT)
         status = OK_STATUS[report.ok]
         if EXIT_STATUS[status]:
             raise verdict_exit(status, report.error or pointer, EXIT_STATUS[status])
