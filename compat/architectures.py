@@ -15,8 +15,15 @@ the config's ``architectures`` (``_ModelRegistry.inspect_model_cls``, ``registry
    ``is_backend_compatible()`` (``registry.py:857`` in 0.11.2; ``... or _can_set_attn_implementation()`` from
    0.30, ``registry.py:1283`` in 0.32.0). Where the wheel caps ``transformers`` (``<5`` up to 0.19.0), pip
    installs the newest release under the cap (:data:`PIP_RESOLVES`), whose classes are known
-   (``compat/data/transformers-<release>.json``): without the class vLLM stops. Otherwise whether the class is
-   there and compatible is a fact of the installed package, so the answer *depends*, with that condition.
+   (``compat/data/transformers-<release>.json``): without the class vLLM stops. With the class, the same file says
+   whether it passes the test (:func:`attention_support`: ``_supports_attention_backend`` along its bases, and the
+   ``_can_set_attn_implementation()`` heuristic on its modeling file, read from the transformers wheel); when it
+   fails, ``_try_resolve_transformers`` returns None under ``model_impl`` auto (``registry.py:567-571`` in 0.10.1,
+   ``:1283-1290`` in 0.32.0; only ``--model-impl transformers`` raises "... is not compatible with vLLM.") and vLLM
+   stops with step 4's message. Otherwise whether the class is there and compatible is a fact of the installed
+   package, so the answer *depends*, with that condition; where every covered transformers release that the
+   requirement admits and that defines the class fails the test, the condition says so (still *depends*: pip
+   installs whatever is newest on the day, and the releases between the covered ones are not read).
 3. Each name is normalised (``_normalize_arch``): an unregistered ``FooForConditionalGeneration`` is served
    as the first registered ``Foo<suffix>`` over ``_SUFFIX_TO_DEFAULTS`` (``vllm/config/model.py``).
 4. Otherwise ``_raise_for_unsupported``: "Model architecture X was supported in vLLM until vY" for a retired
@@ -27,6 +34,7 @@ Public API::
 
     check_architecture(data: dict, hf_config: dict) -> ArchitectureCheck
     first_release_with(architecture: str) -> str | None
+    attention_support(tf: dict, arch: str) -> dict | None
 """
 from __future__ import annotations
 
@@ -97,6 +105,125 @@ def pip_transformers(requirement: str | None) -> dict | None:
     if not releases.is_covered(rel, "transformers"):
         return None
     return {**extract.load(rel, "transformers"), "bound": m.group(1)}
+
+
+_SUPPORT_INDEX: dict[tuple[str, str], dict] = {}
+
+
+def attention_support(tf: dict, arch: str) -> dict | None:
+    """What transformers ``tf`` (a ``transformers-<release>.json``) answers for the two tests vLLM's fallback puts to
+    its class ``arch``: ``{"backend": [bool | None, source], "can_set": [bool | None, source]}``, where ``backend`` is
+    ``is_backend_compatible()`` (``_supports_attention_backend`` along the class's bases, with the line that sets
+    it) and ``can_set`` is ``_can_set_attn_implementation()`` (vLLM 0.30+ accepts either). None when ``tf`` was
+    extracted before these were recorded or has no class ``arch``; a value None when the extractor could not decide
+    it (bases it could not follow, an override that computes its answer)."""
+    if "supports_attention_backend" not in tf or arch not in tf.get("classes", {}):
+        return None
+    key = (tf["release"], tf["provenance"]["sha256"])
+    if key not in _SUPPORT_INDEX:
+        _SUPPORT_INDEX[key] = {cls: [value, source] for value in (True, False)
+                               for source, names in tf["supports_attention_backend"][str(value).lower()].items()
+                               for cls in names}
+    backend = _SUPPORT_INDEX[key].get(arch, [None, None])
+    can = tf["can_set_attn_implementation"]
+    file = tf["classes"][arch].rsplit(":", 1)[0]
+    can_set = can["overrides"].get(arch) or (can["files"].get(file) if backend[0] is not None else None)
+    return {"backend": backend, "can_set": can_set or [None, None]}
+
+
+def _accepts(tf_rules: dict, support: dict | None) -> bool | None:
+    """Whether the release's test (``tf_rules["compatible"]["test"]``: ``is_backend_compatible()``, from 0.30 ``...
+    or _can_set_attn_implementation()``) passes for a class of :func:`attention_support`; None when not known."""
+    if support is None:
+        return None
+    backend, can_set = support["backend"][0], support["can_set"][0]
+    if backend is True:
+        return True
+    if "_can_set_attn_implementation" not in tf_rules["compatible"]["test"]:
+        return backend
+    if can_set is True:
+        return True
+    return False if backend is False and can_set is False else None
+
+
+def _why_not(tf_rules: dict, support: dict, trel: str) -> str:
+    """The facts of transformers ``trel`` that make vLLM's test false, each with its ``file:line``."""
+    out = f"`_supports_attention_backend` is False for it in transformers {trel} ({support['backend'][1]})"
+    if "_can_set_attn_implementation" in tf_rules["compatible"]["test"]:
+        out += (f" and `_can_set_attn_implementation()` is False (its module's attention class at "
+                f"{support['can_set'][1]} does not call the attention interface)")
+    return out
+
+
+def _admits(requirement: str | None, release: str) -> bool:
+    """Whether the ``Requires-Dist`` specifier (``"transformers!=5.0.*,>=4.56.0"``) admits ``release``; a clause
+    this does not read (``~=``, ``===``, a pre-release) admits it."""
+    v = releases.version_key(release)
+    for clause in re.sub(r"^\s*transformers\s*", "", requirement or "").split(","):
+        m = re.fullmatch(r"\s*(==|!=|>=|<=|>|<)\s*([0-9][0-9.]*)(\.\*)?\s*", clause)
+        if not m:
+            continue
+        op, ver, star = m.group(1), releases.version_key(m.group(2)), m.group(3)
+        if star:
+            hit = v[:len(ver)] == ver
+            if (op == "==" and not hit) or (op == "!=" and hit):
+                return False
+            continue
+        n = max(len(v), len(ver))
+        a, b = v + (0,) * (n - len(v)), ver + (0,) * (n - len(ver))
+        if not {"==": a == b, "!=": a != b, ">=": a >= b, "<=": a <= b, ">": a > b, "<": a < b}[op]:
+            return False
+    return True
+
+
+def _with_arch(message: str, arch: str) -> str:
+    """vLLM's fallback message with the architecture put in (``{architecture!r}``, ``'{arch}'`` or ``{arch}``)."""
+    return message.replace("{architecture!r}", repr(arch)).replace("{arch}", arch)
+
+
+def _span(first: str, last: str) -> str:
+    """``"registry.py:567-571"`` from ``"registry.py:567"`` and ``"registry.py:571"`` (the same file)."""
+    f, a = first.rsplit(":", 1)
+    g, b = last.rsplit(":", 1)
+    return f"{first}-{b}" if f == g else f"{first}, {last}"
+
+
+def _fallback_stop(tf: dict, arch: str, stop: str, stop_source: str) -> tuple[str, str]:
+    """What vLLM stops with when its fallback finds ``arch`` but refuses it: ``_raise_for_unsupported``'s message from
+    0.10.1 (the fallback returns None under ``model_impl`` auto), the fallback's own "is not compatible with vLLM"
+    in 0.9 / 0.10.0 (``stops_with_own_errors``: ``resolve_transformers_arch`` raises it)."""
+    if tf.get("stops_with_own_errors") and tf.get("not_compatible"):
+        return _with_arch(tf["not_compatible"]["message"], arch), tf["not_compatible"]["source"]
+    return stop, stop_source
+
+
+def _accepted_by(tf: dict, support: dict | None, arch: str, pinned: dict | None) -> list[str]:
+    """The source line that makes the pinned transformers' ``arch`` pass vLLM's test, when it does (the verdict still
+    depends: the backend has to build the model)."""
+    if pinned is None or not _accepts(tf, support):
+        return []
+    if support["backend"][0]:
+        return [f"{support['backend'][1]} _supports_attention_backend = True for {arch} (transformers {pinned['release']})"]
+    return [f"{support['can_set'][1]} _can_set_attn_implementation() is True for {arch} (transformers "
+            f"{pinned['release']})"]
+
+
+def _covered_refusals(tf: dict, requirement: str | None, arch: str) -> list[tuple[str, dict]]:
+    """``[(transformers release, attention_support)]`` for every covered transformers release that ``requirement``
+    admits and that defines ``arch``, when each of them fails the release's test (:func:`_accepts` False); ``[]``
+    when none defines it or any passes or cannot be decided."""
+    out = []
+    for rel in releases.covered_releases("transformers"):
+        if not _admits(requirement, rel):
+            continue
+        data = extract.load(rel, "transformers")
+        if arch not in data.get("classes", {}):
+            continue
+        support = attention_support(data, arch)
+        if _accepts(tf, support) is not False:
+            return []
+        out.append((rel, support))
+    return out
 
 
 def first_release_with(architecture: str) -> str | None:
@@ -222,6 +349,55 @@ def check_architecture(data: dict, hf_config: dict) -> ArchitectureCheck:
                 message=f"{stop} ({stop_source}{later}); {why}", first_release=first, notes=notes,
                 sources=[f"{stop_source} {stop}", f"{req['source']} {req['value']}",
                          f"{tf['resolve']} _try_resolve_transformers: getattr(transformers, {arch!r})"])
+        fb_stop, fb_stop_source = _fallback_stop(tf, arch, stop, stop_source)
+        returns_none = (f"with --model-impl auto `_try_resolve_transformers` then returns None "
+                        f"({_span(tf['compatible']['source'], tf['not_compatible']['source'])})"
+                        if not tf.get("stops_with_own_errors") else
+                        f"`resolve_transformers_arch` then raises ({tf['not_compatible']['source']})")
+        support = attention_support(pinned, arch) if pinned is not None else None
+        if pinned is not None and _accepts(tf, support) is False:
+            trel = pinned["release"]
+            why = (f"the transformers pip installs with vLLM {release} ({trel}, the newest under {req['value']}, "
+                   f"{req['source']}) defines {arch} ({pinned['classes'][arch]}) but fails the Transformers-backend "
+                   f"test `{tf['compatible']['test']}` ({tf['compatible']['source']}): {_why_not(tf, support, trel)}; "
+                   f"{returns_none}")
+            notes = [f"{fallback}; transformers {trel}'s is_backend_compatible() returns "
+                     f"cls._supports_attention_backend ({pinned['attention_interface']['is_backend_compatible']['source']}"
+                     f" in transformers {trel}), False for {arch}, so vLLM does not take it"]
+            if not tf.get("stops_with_own_errors") and tf.get("not_compatible"):
+                notes.append(f"with --model-impl transformers vLLM would stop instead with \""
+                             f"{_with_arch(tf['not_compatible']['message'], arch)}\" ({tf['not_compatible']['source']})")
+            return ArchitectureCheck(
+                architectures=archs, status="unsupported", ok=False, source=fb_stop_source,
+                message=f"{fb_stop} ({fb_stop_source}{later}); {why}", first_release=first, notes=notes,
+                sources=[f"{fb_stop_source} {fb_stop}", f"{req['source']} {req['value']}",
+                         f"{tf['compatible']['source']} {tf['compatible']['test']}",
+                         f"{support['backend'][1]} _supports_attention_backend of {arch} (transformers {trel})"])
+        refusals = [] if pinned is not None or remote else _covered_refusals(tf, req.get("value"), arch)
+        if refusals:
+            can = "_can_set_attn_implementation" in tf["compatible"]["test"]
+            listed = "; ".join(
+                f"{r}: `_supports_attention_backend` False ({s_['backend'][1]})"
+                + (f", `_can_set_attn_implementation()` False (attention class at {s_['can_set'][1]})" if can else "")
+                for r, s_ in refusals)
+            condition = (f"the installed transformers is a release not read here whose {arch} passes vLLM's "
+                         f"Transformers-backend test `{tf['compatible']['test']}` ({tf['compatible']['source']}): none of "
+                         f"the {len(refusals)} covered transformers releases that vLLM {release}'s {req['value']} "
+                         f"({req['source']}, no upper bound: pip installs the newest release on the day) admits and "
+                         f"that define {arch} passes it ({listed}). With any of them {returns_none} and vLLM {release} "
+                         f"stops: \"{fb_stop}\" ({fb_stop_source}). vLLM {release} does not register {arch}{later}, and "
+                         f"{fallback}")
+            return ArchitectureCheck(
+                architectures=archs, status="transformers_backend", ok=None, source=tf["fallback"][0],
+                message=fb_stop, condition=condition, first_release=first,
+                sources=[f"{tf['fallback'][0]} Transformers backend fallback (model_impl auto)",
+                         f"{tf['compatible']['source']} {tf['compatible']['test']}", f"{fb_stop_source} {fb_stop}",
+                         *(f"{s_['backend'][1]} _supports_attention_backend of {arch} (transformers {r})"
+                           for r, s_ in refusals)],
+                notes=[f"not a does-not-start: {req['value']} has no upper bound, so the transformers installed is "
+                       "whatever is newest when vLLM is installed (or any older one the requirement admits), and "
+                       f"only the covered transformers releases ({', '.join(releases.covered_releases('transformers'))})"
+                       " are read here"])
         if pinned is not None:  # the class is there (transformers-<release>.json names its file:line)
             has = (f"{arch} of transformers {pinned['release']} (what pip installs for {req['value']}, "
                    f"{pinned['classes'][arch]}) supports")
@@ -238,7 +414,8 @@ def check_architecture(data: dict, hf_config: dict) -> ArchitectureCheck:
             architectures=archs, status="transformers_backend", ok=None, source=tf["fallback"][0], message=stop,
             condition=condition, first_release=first,
             sources=[f"{tf['fallback'][0]} Transformers backend fallback (model_impl auto)",
-                     f"{tf['compatible']['source']} {tf['compatible']['test']}", f"{stop_source} {stop}"],
+                     f"{tf['compatible']['source']} {tf['compatible']['test']}", f"{stop_source} {stop}",
+                     *_accepted_by(tf, support, arch, pinned)],
             notes=[f"{arch} would run on vLLM's Transformers modelling backend: the memory and speed figures are "
                    "those of vLLM's own implementation of the model, not of that backend"])
     return ArchitectureCheck(architectures=archs, status="unsupported", ok=False, source=stop_source,

@@ -1776,6 +1776,294 @@ def _config_mapping_names(zf: zipfile.ZipFile, names: set, p: Path) -> dict[str,
     return out
 
 
+TRANSFORMERS_MODELING_UTILS = "transformers/modeling_utils.py"
+_PRETRAINED = ("transformers.modeling_utils", "PreTrainedModel")
+_EXTERNAL = "<external>"
+
+
+class _TfModules:
+    """The top-level classes and imports of a transformers wheel's modules, parsed on demand (``ast``), and the C3
+    method resolution order of a class over them.
+
+    A base imported from outside ``transformers`` (``nn.Module``, ``ABC``, ``object``) is *external*: it defines none
+    of the attributes looked up here. A base that cannot be followed inside transformers (a name neither defined nor
+    imported, a name defined twice at module level, a base built by an expression) makes the class *unresolved*:
+    :meth:`mro` returns None rather than a guess."""
+
+    def __init__(self, zf: zipfile.ZipFile, names: set):
+        self.zf, self.names = zf, names
+        self._mods: dict[str, dict | None] = {}
+        self._mro: dict[tuple, list | None] = {}
+
+    @staticmethod
+    def file_of(module: str, names: set) -> str | None:
+        base = module.replace(".", "/")
+        return next((f for f in (f"{base}.py", f"{base}/__init__.py") if f in names), None)
+
+    def module(self, module: str) -> dict | None:
+        """``{"file", "text", "classes": {name: ClassDef | None (defined twice)}, "imports": {name: (module, name |
+        None)}}`` of a transformers module, None when the wheel has no such file."""
+        if module in self._mods:
+            return self._mods[module]
+        file = self.file_of(module, self.names)
+        if file is None:
+            self._mods[module] = None
+            return None
+        text = self.zf.read(file).decode("utf-8")
+        pkg = module if file.endswith("/__init__.py") else module.rpartition(".")[0]
+        classes: dict[str, ast.ClassDef | None] = {}
+        imports: dict[str, tuple[str, str | None]] = {}
+
+        def visit(body):
+            for n in body:
+                if isinstance(n, ast.ClassDef):
+                    classes[n.name] = None if n.name in classes else n
+                elif isinstance(n, ast.ImportFrom):
+                    if n.level:
+                        parts = pkg.split(".")
+                        base = ".".join(parts[:len(parts) - (n.level - 1)] if n.level > 1 else parts)
+                        src = f"{base}.{n.module}" if n.module else base
+                    else:
+                        src = n.module or ""
+                    for a in n.names:
+                        imports.setdefault(a.asname or a.name, (src, a.name))
+                elif isinstance(n, ast.Import):
+                    for a in n.names:
+                        imports.setdefault(a.asname or a.name.split(".")[0], (a.name if a.asname else
+                                                                              a.name.split(".")[0], None))
+                elif isinstance(n, (ast.If, ast.Try)):
+                    visit(n.body)
+                    visit(n.orelse)
+                    for h in getattr(n, "handlers", []):
+                        visit(h.body)
+        visit(ast.parse(text).body)
+        self._mods[module] = {"file": file, "text": text, "classes": classes, "imports": imports}
+        return self._mods[module]
+
+    def resolve(self, module: str, name: str, depth: int = 0) -> tuple[str, str] | str | None:
+        """``(module, class)`` where ``name`` as seen from ``module`` is defined, :data:`_EXTERNAL`, or None."""
+        mod = self.module(module)
+        if mod is None or depth > 20:
+            return None
+        if name in mod["classes"]:
+            return (module, name) if mod["classes"][name] is not None else None
+        if name in mod["imports"]:
+            src, attr = mod["imports"][name]
+            if src.split(".")[0] != "transformers":
+                return _EXTERNAL
+            return None if attr is None else self.resolve(src, attr, depth + 1)
+        return _EXTERNAL if name == "object" else None
+
+    def _base(self, module: str, node: ast.expr):
+        if isinstance(node, ast.Name):
+            return self.resolve(module, node.id)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):  # nn.Module
+            mod = self.module(module)
+            src = (mod or {}).get("imports", {}).get(node.value.id)
+            if src is None:
+                return None
+            if src[0].split(".")[0] != "transformers":
+                return _EXTERNAL
+            return self.resolve(f"{src[0]}.{src[1]}" if src[1] else src[0], node.attr)
+        if isinstance(node, ast.Subscript):  # Generic[T]
+            return self._base(module, node.value)
+        return None
+
+    def node(self, key: tuple[str, str]) -> ast.ClassDef:
+        return self.module(key[0])["classes"][key[1]]
+
+    def mro(self, key: tuple[str, str], depth: int = 0) -> list | None:
+        """C3 linearisation of the class ``key`` (``(module, name)``) over its transformers bases; external bases are
+        left out (they define nothing looked up here); None when a base cannot be resolved."""
+        if key in self._mro:
+            return self._mro[key]
+        self._mro[key] = None  # a cycle resolves to None
+        if depth > 50:
+            return None
+        seqs = []
+        direct = []
+        for b in self.node(key).bases:
+            r = self._base(key[0], b)
+            if r is None:
+                return None
+            if r == _EXTERNAL:
+                continue
+            sub = self.mro(r, depth + 1)
+            if sub is None:
+                return None
+            seqs.append(list(sub))
+            direct.append(r)
+        seqs.append(direct)
+        out = [key]
+        while any(seqs):
+            seqs = [s for s in seqs if s]
+            head = next((s[0] for s in seqs if not any(s[0] in t[1:] for t in seqs)), None)
+            if head is None:
+                return None  # inconsistent hierarchy: Python would refuse it
+            out.append(head)
+            seqs = [s[1:] if s[0] == head else s for s in seqs]
+        self._mro[key] = out
+        return out
+
+
+def _class_attr(node: ast.ClassDef, name: str) -> ast.stmt | None:
+    """The statement of ``node``'s body that binds ``name`` (an assignment or a ``def``), the last one as Python
+    keeps it."""
+    found = None
+    for n in node.body:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name:
+            found = n
+        elif isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets):
+            found = n
+        elif isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.target.id == name and n.value:
+            found = n
+    return found
+
+
+def _can_set_heuristic(fn: ast.FunctionDef, file: str) -> dict:
+    """What ``PreTrainedModel._can_set_attn_implementation`` decides from the text of the class's module: a
+    ``re.search(PATTERN, code[, FLAGS])`` for an attention ``nn.Module`` class, then ``"NEEDLE" in code and ...``;
+    without such a class, True (``modeling_utils.py:2731`` in 4.57.6, ``:1912`` in 5.19.0).
+
+    Raises:
+        SourceError: the method decides some other way."""
+    branch = next((n for n in ast.walk(fn) if isinstance(n, ast.If) and isinstance(n.test, ast.Call)
+                   and ast.unparse(n.test.func) == "re.search"), None)
+    if branch is None or not isinstance(branch.test.args[0], ast.Constant):
+        raise SourceError(f"{file}:{fn.lineno}: _can_set_attn_implementation has no re.search(<pattern>, code) test")
+    flags = branch.test.args[2] if len(branch.test.args) > 2 else next(
+        (k.value for k in branch.test.keywords if k.arg == "flags"), None)
+    flag_text = ast.unparse(flags) if flags is not None else None
+    if flag_text not in (None, "re.MULTILINE", "re.M"):
+        raise SourceError(f"{file}:{branch.lineno}: unknown re.search flags {flag_text}")
+
+    def value(stmts) -> ast.expr:
+        last = stmts[-1]
+        if isinstance(last, (ast.Return, ast.Assign)) and last.value is not None:
+            return last.value
+        raise SourceError(f"{file}:{last.lineno}: _can_set_attn_implementation branch does not end in a value")
+    then, other = value(branch.body), value(branch.orelse) if branch.orelse else None
+    tests = then.values if isinstance(then, ast.BoolOp) and isinstance(then.op, ast.And) else [then]
+    needles = []
+    for t in tests:
+        if not (isinstance(t, ast.Compare) and isinstance(t.left, ast.Constant) and isinstance(t.left.value, str)
+                and len(t.ops) == 1 and isinstance(t.ops[0], ast.In)):
+            raise SourceError(f"{file}:{t.lineno}: _can_set_attn_implementation tests {ast.unparse(t)}")
+        needles.append(t.left.value)
+    if not (isinstance(other, ast.Constant) and other.value is True):
+        raise SourceError(f"{file}:{branch.lineno}: _can_set_attn_implementation without an attention class is not True")
+    return {"source": f"{file}:{fn.lineno}", "attention_class": branch.test.args[0].value,
+            "multiline": flag_text is not None, "requires": needles, "without_attention_class": True}
+
+
+def _transformers_attention(zf: zipfile.ZipFile, names: set, classes: dict[str, str], p: Path) -> dict:
+    """What vLLM's ``_try_resolve_transformers`` asks of each exported class (``classes``: name -> ``file:line``):
+    ``is_backend_compatible()`` (``return cls._supports_attention_backend``, ``modeling_utils.py:4728`` in 5.19.0,
+    default False at ``:1145``) and, from vLLM 0.30, ``_can_set_attn_implementation()``.
+
+    ``_supports_attention_backend`` is looked up along the class's method resolution order (C3, over the bases
+    followed through transformers' own modules, :class:`_TfModules`); a class that does not derive from
+    ``PreTrainedModel``, or whose bases cannot be followed, is in neither list. ``_can_set_attn_implementation`` is
+    the first definition along the same order: ``PreTrainedModel``'s reads the text of the class's own module
+    (``inspect.getsource(sys.modules[cls.__module__])``, the modeling file), so its answer is decided here from that
+    file's text by the method's own pattern and needles (:func:`_can_set_heuristic`); an override that returns a
+    constant gives that constant, any other override is None (not decided).
+
+    Returns ``{"attention_interface": {...rules with file:line...}, "supports_attention_backend": {"true":
+    {file:line of the assignment: [classes]}, "false": {file:line of the assignment or of the default: [classes]}},
+    "can_set_attn_implementation": {"files": {modeling file: [bool, file:line]}, "overrides": {cls: [bool | None,
+    file:line]}}}`` (grouped by source to keep the file small: :func:`compat.architectures.attention_support` reads
+    one class back). ``files`` answers for every class of that file whose resolution order reaches
+    ``PreTrainedModel``'s method, ``overrides`` for the others; its ``file:line`` is the attention class that decides
+    (False: the class without the interface; True: the line of the first needle), or the file alone where it has no
+    attention class.
+
+    Raises:
+        SourceError: ``modeling_utils.py`` does not define the two methods and the default the way read here."""
+    mods = _TfModules(zf, names)
+    pre = mods.module(_PRETRAINED[0])
+    pre_node = pre and pre["classes"].get(_PRETRAINED[1])
+    if pre_node is None:
+        raise SourceError(f"{p}: no {TRANSFORMERS_MODELING_UTILS} class PreTrainedModel")
+    mu = TRANSFORMERS_MODELING_UTILS
+    default = _class_attr(pre_node, "_supports_attention_backend")
+    compat_fn = _class_attr(pre_node, "is_backend_compatible")
+    can_fn = _class_attr(pre_node, "_can_set_attn_implementation")
+    if not (isinstance(default, (ast.Assign, ast.AnnAssign)) and isinstance(default.value, ast.Constant)
+            and isinstance(compat_fn, ast.FunctionDef) and isinstance(can_fn, ast.FunctionDef)):
+        raise SourceError(f"{p}: {mu} PreTrainedModel lacks _supports_attention_backend = <bool>, "
+                          "is_backend_compatible or _can_set_attn_implementation")
+    ret = [n for n in ast.walk(compat_fn) if isinstance(n, ast.Return)]
+    if len(ret) != 1 or ast.unparse(ret[0].value) != "cls._supports_attention_backend":
+        raise SourceError(f"{p}: {mu}:{compat_fn.lineno} is_backend_compatible does not return "
+                          "cls._supports_attention_backend")
+    heur = _can_set_heuristic(can_fn, mu)
+    flags = re.MULTILINE if heur["multiline"] else 0
+    file_answer: dict[str, list] = {}
+
+    def by_file(file: str) -> list:
+        if file not in file_answer:
+            text = zf.read(file).decode("utf-8")
+            m = re.search(heur["attention_class"], text, flags)
+            if m is None:
+                file_answer[file] = [True, file]
+            else:
+                missing = [s for s in heur["requires"] if s not in text]
+                at = text.index(heur["requires"][0]) if not missing else m.start()
+                file_answer[file] = [not missing, f"{file}:{text.count(chr(10), 0, at) + 1}"]
+        return file_answer[file]
+
+    true: dict[str, list] = {}
+    false: dict[str, list] = {}
+    overrides: dict[str, list] = {}
+    for cls, where in classes.items():
+        file = where.rsplit(":", 1)[0]
+        module = file[:-len(".py")].replace("/", ".")
+        order = mods.mro((module, cls))
+        if order is None or _PRETRAINED not in order:
+            continue
+        flag = can = None
+        for key in order:
+            node = mods.node(key)
+            file_k = mods.module(key[0])["file"]
+            if flag is None:
+                a = _class_attr(node, "_supports_attention_backend")
+                if a is not None:
+                    flag = (a.value.value if isinstance(a, (ast.Assign, ast.AnnAssign)) and isinstance(a.value, ast.Constant)
+                            and isinstance(a.value.value, bool) else None, f"{file_k}:{a.lineno}")
+            if can is None:
+                cached = _class_attr(node, "_can_set_attn_implementation_cached_value")
+                fn = _class_attr(node, "_can_set_attn_implementation")
+                if cached is not None:
+                    can = [None, f"{file_k}:{cached.lineno}"]
+                elif fn is not None and key == _PRETRAINED:
+                    can = by_file(file)  # recorded once per file, "files"
+                elif fn is not None:
+                    body = [s for s in getattr(fn, "body", []) if not (isinstance(s, ast.Expr)
+                                                                       and isinstance(s.value, ast.Constant))]
+                    const = body[0].value.value if len(body) == 1 and isinstance(body[0], ast.Return) and \
+                        isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, bool) else None
+                    can = [const, f"{file_k}:{fn.lineno}"]
+            if flag is not None and can is not None:
+                break
+        if flag is not None and flag[0] is True:
+            true.setdefault(flag[1], []).append(cls)
+        elif flag is not None and flag[0] is False:
+            false.setdefault(flag[1], []).append(cls)
+        if can is not None and can is not file_answer.get(file):
+            overrides[cls] = can
+    return {
+        "attention_interface": {
+            "is_backend_compatible": {"source": f"{mu}:{compat_fn.lineno}", "returns": "cls._supports_attention_backend",
+                                      "default": {"value": default.value.value, "source": f"{mu}:{default.lineno}"}},
+            "can_set_attn_implementation": heur},
+        "supports_attention_backend": {"true": {k: sorted(v) for k, v in sorted(true.items())},
+                                       "false": {k: sorted(v) for k, v in sorted(false.items())}},
+        "can_set_attn_implementation": {"files": dict(sorted(file_answer.items())),
+                                        "overrides": dict(sorted(overrides.items()))},
+    }
+
+
 def extract_transformers(path: str | Path) -> dict:
     """What a ``transformers`` wheel offers vLLM's Transformers-backend fallback, read with ``ast``.
 
@@ -1786,8 +2074,12 @@ def extract_transformers(path: str | Path) -> dict:
     (:func:`_config_mapping_names`): a config whose ``model_type`` is missing there is refused by ``AutoConfig`` with
     ``unknown_model_type``'s message (unless vLLM ships its own config class for it).
 
+    Whether vLLM's fallback accepts a class it finds is :func:`_transformers_attention`'s part
+    (``attention_interface``, ``supports_attention_backend``, ``can_set_attn_implementation``).
+
     Returns ``{"schema", "runtime": "transformers", "release", "extracted_from", "provenance", "model_types",
-    "classes", "unknown_model_type"}``.
+    "classes", "unknown_model_type", "attention_interface", "supports_attention_backend",
+    "can_set_attn_implementation"}``.
 
     Raises:
         SourceError: not a transformers wheel.
@@ -1829,7 +2121,7 @@ def extract_transformers(path: str | Path) -> dict:
     return {"schema": SCHEMA_VERSION, "runtime": "transformers", "release": m.group(1), "extracted_from": f"wheel {p.name}",
             "provenance": {"file": p.name, "sha256": h, "extractor_version": EXTRACTOR_VERSION},
             "model_types": dict(sorted(model_types.items())), "classes": dict(sorted(classes.items())),
-            "unknown_model_type": unknown}
+            "unknown_model_type": unknown, **_transformers_attention(zf, names, classes, p)}
 
 
 # ---------------------------------------------------------------- main entry
