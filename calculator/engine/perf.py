@@ -1508,6 +1508,14 @@ class _Point:
     stall: float
 
 
+def closed_loop_tokens_per_s(concurrency: int, output_len: int, ttft_ms: float, tpot_ms: float) -> float:
+    """Output tok/s of ``concurrency`` requests running at once in a closed loop, as the README defines it and
+    ``vllm bench serve`` measures it (output tokens over each request's whole lifetime, its prefill included):
+    ``C x O / (TTFT + (O - 1) x TPOT)``, times in ms. The one definition the vLLM, SGLang and llama.cpp / Ollama
+    answers share."""
+    return concurrency * output_len / ((ttft_ms + (output_len - 1) * tpot_ms) / 1e3)
+
+
 def _at(s: _Setup, prompt_len: int, output_len: int, conc: int, step_ms: float | None = None,
         step: StepCost | None = None) -> _Point:
     """TTFT, TPOT and output tok/s for ``conc`` requests in flight (see the module docstring)."""
@@ -1529,7 +1537,7 @@ def _at(s: _Setup, prompt_len: int, output_len: int, conc: int, step_ms: float |
     lifetime = pre.total_ms + (output_len - 1) * tpot
     rho = min(1.0, (conc - 1) * pre.total_ms / lifetime) if lifetime > 0 else 0.0
     ttft = pre.total_ms * (1 + rho / 2)
-    tps = conc * output_len / ((ttft + (output_len - 1) * tpot) / 1e3)
+    tps = closed_loop_tokens_per_s(conc, output_len, ttft, tpot)
     return _Point(ttft=ttft, tpot=tpot, step=step, prefill=pre, tps=tps, stall=stall)
 
 
@@ -2043,7 +2051,7 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
         share = 1.0 if wave_arrival == "burst" else 0.0 if wave_arrival == "poisson" else hw.eff.wave_share
         base.ttft = share * wave + (1 - share) * steady_ttft
     base.ttft += hw.eff.ttft_fixed_ms
-    base.tps = conc * output_len / ((base.ttft + (output_len - 1) * base.tpot) / 1e3)
+    base.tps = closed_loop_tokens_per_s(conc, output_len, base.ttft, base.tpot)
     queue_ms = 0.0
     if open_loop is not None:
         queue_ms = open_loop.apply(base, output_len, warnings, sources)
@@ -2292,11 +2300,13 @@ def slowdown_warnings(al: float | None, speedup: float | None, lo: float | None,
     """The field guide's slowdown stop sign for a speedup and its range (none when the low end is at least 1); the
     warnings start with one of :data:`SLOWDOWN_PREFIXES` (a caller that rescales the speedup replaces them). The
     figures are those the answer shows (rounded to 3 places first, as ``SpecResult`` holds them), so the stop sign
-    never reads 0.55x beside an answer of 0.56x."""
+    never reads 0.55x beside an answer of 0.56x. Without a range (``lo`` / ``hi`` None: llama.cpp's draft model,
+    which has none) the stop sign gives the speedup alone."""
     speedup, lo, hi = (_round(x, 3) for x in (speedup, lo, hi))
     if speedup is not None and speedup < 1:
+        span = f", range {lo:.2f}-{hi:.2f}" if lo is not None and hi is not None else ""
         return [f"stop sign: at acceptance length {al:.2f} speculation is predicted slower than plain decoding "
-                f"(speedup {speedup:.2f}x, range {lo:.2f}-{hi:.2f}); the drafting and verification cost more than the "
+                f"(speedup {speedup:.2f}x{span}); the drafting and verification cost more than the "
                 "accepted tokens repay"]
     if speedup is not None and lo is not None and lo < 1:
         return [f"speculation may be slower than plain decoding: the low end of the range is {lo:.2f}x"]
@@ -2390,7 +2400,7 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
     if acc is not None:
         speedup, _, _, pt = _spec_speedup(s, method, k, al, prompt_len, output_len, conc, ctx)
         itl = pt.tpot
-        tps = conc * output_len / ((spec_ttft + (output_len - 1) * itl) / 1e3)
+        tps = closed_loop_tokens_per_s(conc, output_len, spec_ttft, itl)
         if queue_ms:  # the clients beyond conc wait (C/M - 1) speculative lifetimes instead of plain ones
             base_life = base.ttft - queue_ms + (output_len - 1) * base.tpot
             spec_ttft += queue_ms * (spec_ttft + (output_len - 1) * itl) / base_life
