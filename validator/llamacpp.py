@@ -195,7 +195,10 @@ def memory_comparison(predicted_plan, logged: dict[str, Any]) -> list[dict[str, 
 def speed_comparison(meta, predicted_plan, profile: dict[str, Any], aggregate: dict[str, Any],
                      concurrency: int) -> list[dict[str, Any]]:
     """``calculator.runtimes.llamacpp.speed.speed`` on the catalog's CPU row at the benchmark's prompt / output
-    lengths and concurrency against the measured mean TTFT, mean TPOT and output tok/s."""
+    lengths and concurrency against the measured mean TTFT, mean TPOT and output tok/s. Both tok/s are output tokens
+    over the requests' whole lifetimes, prefill included: the benchmark's ``output_throughput`` (total output tokens /
+    duration) and the prediction's C x O / (TTFT + (O - 1) x TPOT) (:func:`calculator.engine.perf.
+    closed_loop_tokens_per_s`)."""
     from calculator.engine.gpus import get_gpu
     from calculator.runtimes.llamacpp.speed import speed
 

@@ -45,14 +45,18 @@ def render_runtime_table(mem, info: dict, speed: dict | None = None, verdict=Non
         plain = " (without speculation)" if info.get("speculative") and not with_spec else ""
         if speed.get("ttft_ms") is not None:
             lines.append(f"Predicted TTFT: {speed['ttft_ms']:.1f} ms ({at}){plain}")
+        tps = speed["output_tokens_per_s"]  # None without a TTFT (llama.cpp on a GPU without TFLOP/s: warnings say)
         lines += [f"Predicted time per output token: {speed['itl_ms']:.2f} ms{plain}{_likely_text(speed)}",
-                  f"Predicted output throughput: {speed['output_tokens_per_s']:,.0f} tok/s{plain}"
-                  + (" (a best case, as the TPOT)" if speed.get("itl_ms_likely") else "")]
+                  ("Predicted output throughput: not given (it needs the TTFT)" if tps is None else
+                   f"Predicted output throughput: {tps:,.0f} tok/s{plain}"
+                   + (" (a best case, as the TPOT)" if speed.get("itl_ms_likely") else ""))]
         acc_src = acceptance_source(speed)
         if speed.get("spec_speedup") is not None:
             be = speed["break_even_acceptance_rate"]
+            spec_tps = speed.get("output_tokens_per_s_spec")
             times = ("the times above" if with_spec else
-                     f"{speed['itl_ms_spec']:.2f} ms per output token, {speed['output_tokens_per_s_spec']:,.0f} tok/s"
+                     f"{speed['itl_ms_spec']:.2f} ms per output token"
+                     + ("" if spec_tps is None else f", {spec_tps:,.0f} tok/s")
                      if speed.get("itl_ms_spec") is not None else "")  # llama.cpp: its own keys for these
             lines.append(f"With speculative decoding{f' ({times})' if times else ''}: speedup {_speedup_text(speed)}, "
                          f"mean acceptance length {speed['mean_acceptance_length']:.2f} ({acc_src}); break-even acceptance "

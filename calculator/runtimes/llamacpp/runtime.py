@@ -1011,9 +1011,6 @@ class LlamaCpp:
             raise EngineInputError("speculative_config", f"the speculative speed needs the draft model's GGUF "
                                    f"file: {why}")
         gpu = get_gpu(request.gpu)
-        if spec is not None and kw["concurrency"] > 1:
-            raise EngineInputError("concurrency", "speculative decoding with llama.cpp is modelled for one sequence "
-                                   "(llama-server drafts per slot); give concurrency 1 for the speculative speed")
         try:
             mg = memory.plan
             multi = {} if mg.n_gpus == 1 or mg.split_mode == "none" else dict(
@@ -1027,7 +1024,9 @@ class LlamaCpp:
                                        k=spec.num_speculative_tokens, acceptance_rate=kw["acceptance_rate"],
                                        acceptance_length=kw["acceptance_length"], workload=kw["workload"],
                                        temperature=kw["temperature"], prompt_len=kw["prompt_len"],
-                                       output_len=kw["output_len"])
+                                       output_len=kw["output_len"], concurrency=kw["concurrency"])
+                # the page shows the speed's notes: the speculative ones (the slowdown stop sign) join them
+                base.notes += [n for n in base.spec.notes if n not in base.notes]
             return base
         except NotModelled as exc:
             raise EngineInputError(exc.field, f"not modelled: {exc}") from None

@@ -111,7 +111,9 @@ class LlamaCppSpeed(BaseModel):
     """Predicted speed. ``itl_ms`` is the time per output token at ``concurrency`` sequences (those running at
     once: at most the server's slots); ``ttft_ms`` the prompt's prefill plus one decode step, plus ``queue_ms``,
     the mean wait for a free slot of the ``clients`` requests beyond the slots (0 when they fit; None when no TTFT
-    is known); ``bytes_per_token`` what one decode step reads (weights + KV).
+    is known); ``output_tokens_per_s`` = C x O / (TTFT + (O - 1) x ITL) of the ``concurrency`` running slots (TTFT
+    without the queue wait; :func:`calculator.engine.perf.closed_loop_tokens_per_s`, the vLLM / SGLang definition;
+    None without a TTFT); ``bytes_per_token`` what one decode step reads (weights + KV).
     ``devices``: per device (``CPU``, ``GPU0``...) the bytes a decode step reads there and its time (ms);
     ``transfer_ms``: the activation copies between devices per decode step; ``spec``: the speculative part
     (:class:`SpecSpeed`) when a draft model is given."""
@@ -127,7 +129,7 @@ class LlamaCppSpeed(BaseModel):
     ttft_ms: float | None
     itl_ms: float
     decode_step_ms: float
-    output_tokens_per_s: float
+    output_tokens_per_s: float | None
     weight_bytes_per_token: float
     kv_bytes_per_token_step: float
     decode: object
@@ -512,6 +514,8 @@ def speed(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, prompt_len: int = 1024, ou
     the backend's row (:func:`llamacpp_efficiency`; the fit in benchmarks/llamacpp_bench_fit.py passes its candidates
     here). Raises ``NotModelled`` (field named) for what is not modelled and ``ValueError`` for lengths below 1 or
     bad split parameters."""
+    from calculator.engine.perf import closed_loop_tokens_per_s
+
     for name, value in (("prompt_len", prompt_len), ("output_len", output_len), ("concurrency", concurrency)):
         if value < 1:
             raise ValueError(f"{name} must be >= 1, not {value}")
@@ -530,6 +534,12 @@ def speed(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, prompt_len: int = 1024, ou
     itl = dec.total_ms
     eff = next(iter(s.hws.values())).eff
     sources = dict(s.sources)
+    # output tok/s as the README and the vLLM / SGLang answers define it (and vllm bench serve / the validator measure
+    # it): C x O over a request's lifetime in its slot, its prefill included; the P running slots' (no queue wait)
+    tps = None if ttft is None else closed_loop_tokens_per_s(conc, output_len, ttft, itl)
+    if tps is None:
+        notes.append("output tok/s is not given: it is C x output_len / (TTFT + (output_len - 1) x ITL) and there is "
+                     "no TTFT for this GPU")
     queue_ms: float | None = 0.0
     if concurrency > conc:
         # a closed loop of C clients on P busy slots: each request's cycle is its wait plus its lifetime in a slot,
@@ -553,6 +563,9 @@ def speed(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, prompt_len: int = 1024, ou
             sources["ttft_ms.queue"] = (f"mean wait for a slot (C / P - 1) x (TTFT + (output_len - 1) x ITL), C = "
                                         f"{concurrency} clients, P = {conc} slots (closed loop, Little's law); "
                                         + queue_source)
+    sources["output_tokens_per_s"] = (f"C x output_len / (TTFT + (output_len - 1) x ITL), C = {conc} running "
+                                      "slot(s), TTFT without the wait for a slot (output tokens over each request's "
+                                      "lifetime, prefill included, as in the vLLM / SGLang answers)")
     if pre_ms is not None:
         sources["prefill"] = (f"the prompt in passes of n_ubatch = {n_ubatch} tokens (-ub; the plan's, after "
                               "llama.cpp cuts it to -b and -c)")
@@ -565,7 +578,7 @@ def speed(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, prompt_len: int = 1024, ou
         runtime=runtime_label, gpu=gpu.name if n_gpus == 1 else f"{n_gpus} x {gpu.name}", prompt_len=prompt_len,
         output_len=output_len, concurrency=conc, mean_context=mean_ctx,
         ttft_ms=None if ttft is None else round(ttft, 2), itl_ms=round(itl, 3), decode_step_ms=round(itl, 3),
-        output_tokens_per_s=round(conc * 1000.0 / itl, 2), weight_bytes_per_token=dec.bytes_weights,
+        output_tokens_per_s=None if tps is None else round(tps, 2), weight_bytes_per_token=dec.bytes_weights,
         kv_bytes_per_token_step=dec.bytes_kv, decode=_decode_view(dec),
         prefill=None if pre_ms is None else {"total_ms": round(pre_ms, 3), "n_ubatch": n_ubatch},
         efficiency_label=eff.label,
@@ -576,23 +589,43 @@ def speed(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, prompt_len: int = 1024, ou
         queue_ms=None if queue_ms is None else round(queue_ms, 2))
 
 
+#: llama-server speculates for all its generating slots at once: update_slots collects every slot that drafts and calls
+#: common_speculative_draft once (tools/server/server-context.cpp:2960-3028), whose draft-simple implementation puts one
+#: token per drafting sequence in each draft pass (common/speculative.cpp:308-412); each slot then adds its sampled
+#: and drafted tokens to the one target batch (server-context.cpp:3077-3080, handle_last_sampled_token :474-512)
+SPEC_SLOTS_SRC = (SRC + "tools/server/server-context.cpp:2960-3028 (every drafting slot, one common_speculative_draft "
+                  "call), common/speculative.cpp:308-412 (each draft pass one token per drafting sequence), "
+                  "server-context.cpp:3077-3080 and :474-512 (every slot's sampled + drafted tokens in one target "
+                  "batch)")
+#: and after the target decodes a batch the draft model evaluates the same batch (prompts included)
+SPEC_REEVAL_SRC = SRC + "tools/server/server-context.cpp:3722-3736, common/speculative.cpp:262-306"
+
+
 class SpecSpeed(BaseModel):
     """Speculative decoding with a draft model (``llama-server --model-draft``). ``k``: drafted tokens per step
-    (``--draft-max``); ``acceptance_length``: mean tokens per step incl. the target's own (``None`` when neither
-    the request nor a public figure gives it: then only ``break_even_rate`` is known); ``draft_pass_ms``: one
-    single-token draft pass; ``verify_ms``: the target's pass over ``k + 1`` tokens; ``step_ms`` = k x draft +
-    verify + the speculative step overhead; ``baseline_itl_ms``: the plain decode step; ``speedup`` =
-    (AL / step) / (1 / baseline); ``break_even_rate``: the acceptance rate (accepted / drafted) at which the
-    speedup is 1 (None: never pays)."""
+    (``--draft-max``); ``concurrency``: the slots drafting and verifying together; ``acceptance_length``: mean
+    tokens per step and slot incl. the target's own (``None`` when neither the request nor a public figure gives
+    it: then only ``break_even_rate`` is known); ``draft_pass_ms``: one draft pass of one token per slot;
+    ``draft_reeval_ms``: the draft's pass over the ``k + 1`` verified tokens per slot (llama-server evaluates each
+    target batch on the draft as well, :data:`SPEC_REEVAL_SRC`); ``verify_ms``: the target's pass over ``k + 1``
+    tokens per slot; ``step_ms`` = k x draft + draft re-evaluation + verify + the speculative step overhead;
+    ``baseline_itl_ms``: the plain decode step of as many slots; ``ttft_ms``: the prompt's prefill on the target
+    and on the draft plus one plain decode step (None without a TFLOP/s figure); ``itl_ms`` = step / AL;
+    ``output_tokens_per_s`` = C x O / (TTFT + (O - 1) x ITL), the definition of the plain answer; ``speedup`` =
+    baseline / ``itl_ms`` (time per output token without / with); ``break_even_rate``: the acceptance rate
+    (accepted / drafted) at which the speedup is 1 (None: never pays)."""
 
     k: int
+    concurrency: int = 1
     acceptance_length: float | None
     acceptance_rate: float | None
     acceptance_source: str
     draft_pass_ms: float
+    draft_reeval_ms: float = 0.0
     verify_ms: float
     step_ms: float
     baseline_itl_ms: float
+    ttft_ms: float | None = None
     itl_ms: float | None
     output_tokens_per_s: float | None
     speedup: float | None
@@ -612,36 +645,48 @@ def spec_speed(meta: GGUFMeta, plan: LlamaCppPlan, draft_meta: GGUFMeta, draft_p
                workload: str | None = None, temperature: float | None = None, prompt_len: int = 1024,
                output_len: int = 128, n_gpus: int = 1, split_mode: str = "layer",
                tensor_split: list[float] | None = None, n_cpu_moe: int = 0, host_bandwidth_gbps: float | None = None,
-               pcie_gbps: float | None = None) -> SpecSpeed:
-    """Speed of one sequence with a draft model drafting ``k`` tokens per step (``--draft-max``, the
-    ``--draft-min`` / ``--draft-p-min`` cut-offs not modelled: every step drafts ``k``).
+               pcie_gbps: float | None = None, concurrency: int = 1) -> SpecSpeed:
+    """Speed of ``concurrency`` sequences (at most the plan's ``n_seq_max`` slots run at once, as in :func:`speed`)
+    with a draft model drafting ``k`` tokens per step and slot (``--draft-max``, the ``--draft-min`` /
+    ``--draft-p-min`` cut-offs not modelled: every step drafts ``k``).
 
     The draft runs on the same devices and split as the target (common/speculative.cpp:2446-2470: the draft's
     params start as a copy of the target's, ``-devd`` / ``-ngld`` override them; pinned to one device it uses
     ``-sm layer``) with its own plan (``draft_plan``, its ``-ngld``). A step (common/speculative.cpp:308-412 and
-    the server's verification batch) is ``k`` single-token draft passes, one target pass over ``k + 1`` tokens and
-    the efficiency's ``spec_step_overhead_ms``; it yields ``AL`` tokens, from ``acceptance_rate`` (llama.cpp's
-    ``accept`` = n_accept / n_drafted, so ``AL = 1 + k x rate``), ``acceptance_length``, or
+    the server's verification batch) is ``k`` single-token draft passes, one target pass over ``k + 1`` tokens, the
+    draft's pass over the same ``k + 1`` tokens (llama-server evaluates every target batch on the draft too,
+    :data:`SPEC_REEVAL_SRC`) and the efficiency's ``spec_step_overhead_ms``; it yields ``AL`` tokens per slot, from
+    ``acceptance_rate`` (llama.cpp's ``accept`` = n_accept / n_drafted, so ``AL = 1 + k x rate``),
+    ``acceptance_length``, or
     :func:`calculator.engine.acceptance.predict_acceptance` for the draft-model method (which has no public
-    figure: then ``acceptance_length`` is None and only the break-even rate is given). Raises ``NotModelled`` /
+    figure: then ``acceptance_length`` is None and only the break-even rate is given). With several slots
+    llama-server drafts for all of them together and verifies them together (:data:`SPEC_SLOTS_SRC`): each draft
+    pass is one token per drafting slot, the target's pass ``k + 1`` per slot. A speedup below 1 gets the vLLM /
+    SGLang stop sign in ``notes`` (:func:`calculator.engine.perf.slowdown_warnings`). Raises ``NotModelled`` /
     ``ValueError`` as :func:`speed`, and ``ValueError`` for ``k < 1``."""
     from calculator.engine.acceptance import predict_acceptance
-    from calculator.engine.perf import break_even_acceptance_rate
+    from calculator.engine.perf import break_even_acceptance_rate, closed_loop_tokens_per_s, slowdown_warnings
 
     if k < 1:
         raise ValueError(f"k (--draft-max) must be >= 1, not {k}")
-    if prompt_len < 1 or output_len < 1:
-        raise ValueError("prompt_len and output_len must be >= 1")
+    if prompt_len < 1 or output_len < 1 or concurrency < 1:
+        raise ValueError("prompt_len, output_len and concurrency must be >= 1")
     kw = dict(n_gpus=n_gpus, split_mode=split_mode, tensor_split=tensor_split, host_bandwidth_gbps=host_bandwidth_gbps,
               pcie_gbps=pcie_gbps)
     tgt = _setup(meta, plan, gpu, n_cpu_moe=n_cpu_moe, **kw)
     dft = _setup(draft_meta, draft_plan, gpu, n_cpu_moe=0, **kw)
-    ctx = min(prompt_len + max(1, output_len // 2), plan.n_ctx_seq or plan.n_ctx)
-    base = _decode(tgt, 1, 1, ctx)
-    verify = _decode(tgt, 1, k + 1, ctx)
-    draft = _decode(dft, 1, 1, min(ctx, draft_plan.n_ctx_seq or draft_plan.n_ctx))
+    conc = min(concurrency, plan.n_seq_max)
+    ctx_cap = plan.n_ctx_seq or plan.n_ctx
+    ctx = min(prompt_len + max(1, output_len // 2), ctx_cap)
+    base = _decode(tgt, conc, 1, ctx)
+    verify = _decode(tgt, conc, k + 1, ctx)
+    draft = _decode(dft, conc, 1, min(ctx, draft_plan.n_ctx_seq or draft_plan.n_ctx))
+    # the prompt runs through the target, then through the draft (llama-server evaluates every batch on both)
+    pre_tgt = _prefill(tgt, min(prompt_len, ctx_cap), plan.n_ubatch)
+    pre_dft = _prefill(dft, min(prompt_len, draft_plan.n_ctx_seq or draft_plan.n_ctx), draft_plan.n_ubatch)
     eff = next(iter(tgt.hws.values())).eff
-    step = k * draft.total_ms + verify.total_ms + eff.spec_step_overhead_ms
+    reeval = _decode(dft, conc, k + 1, min(ctx, draft_plan.n_ctx_seq or draft_plan.n_ctx))
+    step = k * draft.total_ms + reeval.total_ms + verify.total_ms + eff.spec_step_overhead_ms
     acc = predict_acceptance("draft_model", k, workload=workload, temperature=temperature,
                              acceptance_rate=acceptance_rate, acceptance_length=acceptance_length)
     notes = []
@@ -658,16 +703,32 @@ def spec_speed(meta: GGUFMeta, plan: LlamaCppPlan, draft_meta: GGUFMeta, draft_p
     ratio = step / base.total_ms
     be = break_even_acceptance_rate(ratio, k)
     itl = None if al is None else step / al
+    ttft = None if pre_tgt is None or pre_dft is None else pre_tgt + pre_dft + base.total_ms
+    tps = None if itl is None or ttft is None else closed_loop_tokens_per_s(conc, output_len, ttft, itl)
+    speedup = None if itl is None else base.total_ms / itl
+    # the stop sign of the vLLM / SGLang answers, on the figure shown (no range: the draft model has none here)
+    notes += slowdown_warnings(al, None if speedup is None else round(speedup, 4), None, None)
+    if itl is not None and ttft is None:
+        notes.append("speculative output tok/s is not given: it is C x output_len / (TTFT + (output_len - 1) x ITL) "
+                     "and there is no TTFT for this GPU")
     sources = dict(tgt.sources)
     sources["spec"] = (f"{SRC}common/speculative.cpp:308-412 (k single-token draft passes per step), the target "
-                       f"verifies k + 1 tokens in one pass; draft on the target's devices (:2446-2470); "
+                       f"verifies k + 1 tokens in one pass and the draft evaluates the same k + 1 ({SPEC_REEVAL_SRC}); "
+                       f"draft on the target's devices (common/speculative.cpp:2446-2470); "
                        f"spec_step_overhead_ms {eff.spec_step_overhead_ms} ({eff.label})")
+    if conc > 1:
+        sources["spec.slots"] = f"{conc} slots draft and verify together: {SPEC_SLOTS_SRC}"
+    sources["spec.output_tokens_per_s"] = ("C x output_len / (TTFT + (output_len - 1) x ITL with speculation), TTFT "
+                                           "= the prompt's prefill on the target and on the draft (llama-server "
+                                           f"evaluates every batch on both, {SPEC_REEVAL_SRC}) + one plain decode step")
     sources["draft_bytes"] = f"draft GGUF tensors ({draft_meta.source})"
-    return SpecSpeed(k=k, acceptance_length=None if al is None else round(al, 4), acceptance_rate=rate,
-                     acceptance_source=src, draft_pass_ms=round(draft.total_ms, 3), verify_ms=round(verify.total_ms, 3),
+    return SpecSpeed(k=k, concurrency=conc, acceptance_length=None if al is None else round(al, 4),
+                     acceptance_rate=rate,
+                     acceptance_source=src, draft_pass_ms=round(draft.total_ms, 3),
+                     draft_reeval_ms=round(reeval.total_ms, 3), verify_ms=round(verify.total_ms, 3),
                      step_ms=round(step, 3), baseline_itl_ms=round(base.total_ms, 3),
-                     itl_ms=None if itl is None else round(itl, 3),
-                     output_tokens_per_s=None if itl is None else round(1000.0 / itl, 2),
-                     speedup=None if itl is None else round(base.total_ms / itl, 4),
+                     ttft_ms=None if ttft is None else round(ttft, 2), itl_ms=None if itl is None else round(itl, 3),
+                     output_tokens_per_s=None if tps is None else round(tps, 2),
+                     speedup=None if speedup is None else round(speedup, 4),
                      break_even_rate=None if be is None else round(be, 4), verify_bound=verify.bound,
                      notes=tgt.notes + notes, sources=sources)
