@@ -136,6 +136,23 @@ def hf_default_file(listing: GGUFListing):
     return listing.files[0]
 
 
+def hf_quant_tag(listing: GGUFListing, name: str) -> str | None:
+    """The ``QUANT`` of ``-hf REPO:QUANT`` / ``-hfd REPO:QUANT`` that makes llama-server download the file ``name``
+    of ``listing``, or None when none does. The tag is the one llama.cpp reads off a file name
+    (common/download.cpp:482-509 get_gguf_split_info: ``.gguf`` and a ``-0000N-of-0000M`` suffix removed, then
+    ``[-.]([A-Z0-9_]+)$``, upper-cased), and it is kept only when the tag lookup (common/download.cpp:655-677
+    find_best_model: the first file, split parts past the first skipped, whose name matches ``TAG[.-]``
+    case-insensitively) picks that same file from the listing."""
+    m = re.match(r"^(.+)-([0-9]{5})-of-([0-9]{5})$", re.sub(r"\.gguf$", "", name, flags=re.IGNORECASE), re.IGNORECASE)
+    prefix = m.group(1) if m else re.sub(r"\.gguf$", "", name, flags=re.IGNORECASE)
+    t = re.search(r"[-.]([A-Z0-9_]+)$", prefix, re.IGNORECASE)
+    if t is None:
+        return None
+    tag = t.group(1).upper()
+    pick = next((f for f in listing.files if re.search(re.escape(tag) + r"[.-]", f.name, re.IGNORECASE)), None)
+    return tag if pick is not None and pick.name == name else None
+
+
 def on_device(buft: str) -> bool:
     """Whether a llama.cpp buffer type lives in the GPU's memory: not the CPU's own types (``CPU``, ``CPU_Mapped``,
     ``CPU_REPACK``) and not a GPU backend's pinned *host* buffer (``CUDA_Host``, ``Vulkan_Host``: page-locked system
@@ -153,6 +170,7 @@ class DraftMemory(BaseModel):
 
     repo_id: str
     gguf_file: str | None = None
+    hf_tag: str | None = None  # the QUANT of `-hfd repo:QUANT` that downloads gguf_file (:func:`hf_quant_tag`)
     plan: LlamaCppPlan | None = None
     meta: Any = None
     weights_source: str = ""
@@ -851,6 +869,8 @@ class LlamaCpp:
             names = ", ".join(f.name for f in listing.files[:8])
             raise EngineInputError("gguf_file_draft", f"{gguf_file} is not a GGUF file of {listing.repo_id} "
                                    f"({listing.source}); its files: {names}")
+        if gguf_file and listing is not None and listing.files:
+            out.hf_tag = hf_quant_tag(listing, listing.file(gguf_file).name)
         if not gguf_file:
             if listing is None or not listing.files:
                 out.not_modelled = (f"no GGUF file of {repo} is known: give gguf_file_draft (the draft's .gguf file)")
@@ -951,11 +971,25 @@ class LlamaCpp:
             path = f"<{model.repo_id.split('/')[-1]} converted to GGUF>.gguf"
         spec = request.speculative_config
         draft = {}
+        hub_target = listing is not None and listing.files and (path is None or mem.gguf_file)
         if spec is not None and spec.method == "draft_model":
-            # -md FILE when the draft's file is given, else -hfd <repo> (llama-server downloads Q4_K_M / Q8_0 / the
-            # first file); the drafted tokens per step as --spec-draft-n-max
-            draft = {"draft_model_path": request.gguf_file_draft, "draft_hf_repo": None if request.gguf_file_draft
-                     else spec.model, "draft_max": spec.num_speculative_tokens,
+            # the draft's file given: -md FILE beside a local target (-m), but beside a Hub target (-hf) the draft
+            # comes from the Hub too: -hfd <repo>:<QUANT> when that tag picks the file, else (0.3.36) -hfd <repo>
+            # -md FILE (-md then names the repo's file, launch.launch_argv); no file given: -hfd <repo> (llama-server
+            # downloads Q4_K_M / Q8_0 / the first file). The drafted tokens per step as --spec-draft-n-max
+            fname, where = request.gguf_file_draft, {}
+            tag = mem.draft.hf_tag if mem.draft is not None else None
+            if not fname:
+                where = {"draft_hf_repo": spec.model}
+            elif not hub_target:
+                where = {"draft_model_path": fname}
+            elif tag:
+                where = {"draft_hf_repo": f"{spec.model}:{tag}"}
+            elif request.release == RELEASE_0_3_36:
+                where = {"draft_hf_repo": spec.model, "draft_hf_file": fname}
+            else:  # an older build: -md is a local path there; the draft must be downloaded first
+                where = {"draft_model_path": fname}
+            draft = {**where, "draft_max": spec.num_speculative_tokens,
                      "n_gpu_layers_draft": request.n_gpu_layers_draft, "release": request.release}
         kw = dict(n_ctx=request.max_model_len, n_parallel=mem.plan.n_seq_max, flash_attn=mem.plan.flash_attn,
                   cache_type_k=mem.resolved["cache_type_k"], cache_type_v=mem.resolved["cache_type_v"],
@@ -963,7 +997,7 @@ class LlamaCpp:
                   fit=getattr(request, "fit", None), fit_target=getattr(request, "fit_target", None),
                   n_gpus=request.gpus, split_mode=request.split_mode, tensor_split=request.tensor_split,
                   main_gpu=request.main_gpu, gpu_backend=_buft_name(mem.resolved["device"], 0).rstrip("0"), **draft)
-        if listing is not None and listing.files and (path is None or mem.gguf_file):
+        if hub_target:
             # a Hub GGUF repo: llama-server -hf <repo> downloads the file the plan is for (-hff <file> when one is
             # named, else the one it picks), where a bare -m <file> needs it downloaded first
             return launch_argv(path, hf_repo=listing.repo_id, **kw)
