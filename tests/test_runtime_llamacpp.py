@@ -297,3 +297,20 @@ def test_ctx_size_0_on_llama_cpp_on_every_surface(client):
     call_command("estimate", "--model", q["model"], "--gguf-file", q["gguf_file"], "--runtime", "llama.cpp", "--gpu",
                  "RTX 4090", "-c", "0", "--format", "json", stdout=out)
     assert json.loads(out.getvalue())["kv_cache_tokens"] == 131072
+
+
+def test_a_unified_cache_holds_one_full_length_request_not_one_per_slot(client):
+    """-c 10240 -np 3 -kvu: llama.cpp gives every sequence the whole cache, n_ctx_seq = n_ctx = 10,240
+    (llama-cpp-python 0.3.36 vendor/llama.cpp/src/llama-context.cpp:292-293) and each slot that n_ctx_seq
+    (tools/server/server-context.cpp:1276, 4008-4012); the 3 slots share 10,240 cells, so 10,240 / 10,240 = 1.0
+    request of 10,240 tokens fits at once. Without -kvu each slot has its own 10,240 / 3 = 3,413.3 -> padded to
+    3,584 (:295-296, GGML_PAD 256) and n_ctx becomes 3 x 3,584 = 10,752 (:302-305): 3.0 requests of 3,584."""
+    base = {"model": "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "gguf_file": "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf",
+            "runtime": "llama.cpp", "gpu": "RTX 3090", "ctx_size": "10240", "parallel": "3"}
+    uni = client.get("/api/estimate", base | {"kv_unified": "true"}).json()
+    assert (uni["kv_cache_tokens"], uni["max_model_len"], uni["max_concurrency"]) == (10240, 10240, 1.0)
+    assert uni["verdict"] == "works" and "1.00x concurrency at 10,240 tokens" in uni["verdict_headline"]
+    assert "3 slots share the 10,240 cells" in uni["verdict_headline"]
+    sep = client.get("/api/estimate", base).json()
+    assert (sep["kv_cache_tokens"], sep["max_model_len"], sep["max_concurrency"]) == (10752, 3584, 3.0)
+    assert "share" not in sep["verdict_headline"]

@@ -153,6 +153,32 @@ def hf_quant_tag(listing: GGUFListing, name: str) -> str | None:
     return tag if pick is not None and pick.name == name else None
 
 
+#: How llama.cpp 0.3.36 sizes each slot's context: with -kvu every sequence may use the whole cache, n_ctx_seq =
+#: n_ctx (src/llama-context.cpp:292-293), else n_ctx / n_seq_max padded to 256 (:295-296); each server slot gets
+#: n_ctx_seq tokens (tools/server/server-context.cpp:1276 slot.n_ctx = n_ctx_slot(), :4008-4012 llama_n_ctx_seq).
+SLOT_CTX_SRC = SRC + "src/llama-context.cpp:292-296; tools/server/server-context.cpp:1276,4008-4012"
+
+
+def _max_concurrency(p: LlamaCppPlan) -> float:
+    """How many requests of the per-slot context (``n_ctx_seq``) the cache holds at once: ``n_ctx / n_ctx_seq``
+    (:data:`SLOT_CTX_SRC`): ``n_seq_max`` separate streams without -kvu, 1.0 with it (the slots share n_ctx cells
+    and one request may fill them all)."""
+    return p.n_ctx / p.n_ctx_seq
+
+
+def _pool_scope(p: LlamaCppPlan) -> str | None:
+    """The verdict's words on a unified cache shared by several slots (None otherwise); the plan's notes get the
+    rule with its source (once)."""
+    if not p.kv_unified or p.n_seq_max < 2:
+        return None
+    note = (f"-kvu: the {p.n_seq_max} slots share one cache of {p.n_ctx:,} cells and each may use up to "
+            f"{p.n_ctx_seq:,} of them, so {p.n_ctx:,} tokens in flight in all ({SLOT_CTX_SRC}); without -kvu each slot "
+            f"would get its own n_ctx / {p.n_seq_max}")
+    if note not in p.notes:
+        p.notes.append(note)
+    return f"(-kvu: {p.n_seq_max} slots share the {p.n_ctx:,} cells)"
+
+
 def on_device(buft: str) -> bool:
     """Whether a llama.cpp buffer type lives in the GPU's memory: not the CPU's own types (``CPU``, ``CPU_Mapped``,
     ``CPU_REPACK``) and not a GPU backend's pinned *host* buffer (``CUDA_Host``, ``Vulkan_Host``: page-locked system
@@ -215,6 +241,7 @@ class LlamaCppMemory(BaseModel):
     condition: str | None = None
     kv_cache_tokens: int
     max_concurrency: float
+    pool_scope: str | None = None  # the verdict's words on a shared (-kvu) cache (:func:`_pool_scope`)
     max_model_len: int
     estimated_max_model_len: int | None = None
     resolved: dict[str, Any]
@@ -700,7 +727,8 @@ class LlamaCpp:
             condition = f"{condition}; and {ram}" if condition else ram
         return LlamaCppMemory(plan=p, fits=fits, reason=reason, condition=condition, kv_cache_tokens=cells, fit=fit_info,
                               unified_memory=unified, estimated_max_model_len=_unified_context(p, unified),
-                              max_concurrency=float(p.n_seq_max), max_model_len=p.n_ctx_seq, gpu=gpu.name,
+                              max_concurrency=_max_concurrency(p), pool_scope=_pool_scope(p),
+                              max_model_len=p.n_ctx_seq, gpu=gpu.name,
                               release=request.release, device_budget_mib=budget / MiB, device_budget_source=budget_source,
                               device_used_mib=None if used is None else round(used / MiB, 2),
                               kv_cache_mib=kv / MiB, model_buffer_mib=model_mib, ollama=st["ollama"],
@@ -789,7 +817,8 @@ class LlamaCpp:
             round(sum(r["used_mib"] for r in per_device.values()), 2)
         return LlamaCppMemory(plan=p, fits=fits, reason=reason, condition=condition, kv_cache_tokens=p.n_ctx,
                               fit=st.get("fit"),
-                              max_concurrency=float(p.n_seq_max), max_model_len=p.n_ctx_seq, gpu=gpu.name,
+                              max_concurrency=_max_concurrency(p), pool_scope=_pool_scope(p),
+                              max_model_len=p.n_ctx_seq, gpu=gpu.name,
                               release=request.release, device_budget_mib=budget / MiB,
                               device_budget_source=f"each of the {p.n_gpus} GPUs: {budget_source}",
                               device_used_mib=used_all, kv_cache_mib=p.kv_bytes / MiB, model_buffer_mib=model_mib,
