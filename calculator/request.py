@@ -542,6 +542,11 @@ class ServingRequest(BaseModel):
                     self.speculative_config is not None and self.speculative_config.method == "draft_model"):
                 raise InputError("gguf_file_draft" if self.gguf_file_draft is not None else "n_gpu_layers_draft",
                                  "only with a draft model (speculative_config method draft_model)")
+            if self.runtime == "ollama" and self.cache_type_v is not None and self.cache_type_v != self.cache_type_k:
+                # one OLLAMA_KV_CACHE_TYPE for both: llm/llama_server.go:394-395 at v0.32.15 passes it as
+                # --cache-type-k and --cache-type-v; llama/llama.go:139-140 at v0.24.0 sets type_k and type_v from it
+                raise InputError("cache_type_v", "Ollama has one KV cache type for K and V (OLLAMA_KV_CACHE_TYPE): "
+                                 "give it as cache_type_k (--cache-type-k), without a different cache_type_v")
             if self.runtime == "ollama" and (self.fit is not None or self.fit_target is not None):
                 raise InputError("fit" if self.fit is not None else "fit_target", "--fit is llama-server's flag; Ollama passes "
                                  "none (since 0.30 llama-server's default, on, places the layers; before, its scheduler "

@@ -43,7 +43,7 @@ from calculator.runtimes.base import CompatSummary, LoadedModel, speed_kwargs
 
 from .gguf_meta import HF_TO_GGUF_ARCH, GGUFError, GGUFMeta, meta_from_hf_config, read_gguf_from_hub
 from .gguf_repos import GGUFListing, catalog_config, catalog_entry, list_gguf_files
-from .launch import launch_argv, ollama_run_argv, ollama_serve_argv
+from .launch import launch_argv, ollama_config, ollama_run_argv, ollama_serve_argv
 from .ollama import OLLAMA_CTX_CUT_SRC, OLLAMA_QUEUE_SRC, ollama_engine, ollama_rule
 from .unified import LLAMA_SERVER_STARTS, is_unified, unified_memory
 from .memory import (OLLAMA_GRAPH_SRC, RELEASE_0_3_36, SRC, Buffer, MiB, LlamaCppPlan, NotModelled, _buft_name,
@@ -595,7 +595,10 @@ class LlamaCpp:
             p.notes.append(f"llama.cpp build: {device} ({'llamacpp_backend' if given else 'the default build for ' + (gpu.vendor or 'this') + ' GPUs; llamacpp_backend picks another'}); "
                            "its devices are named " + _buft_name(device, 0) + ", ... in the logs and in -dev")
         if self.name == "ollama" and not self.runs_llama_server_fit(request):  # Ollama's scheduler picks num_gpu
-            p.notes[:] = [("Ollama's scheduler picks how many layers go to the GPU (num_gpu) from its own memory "
+            given = request.n_gpu_layers not in (None, -1)
+            p.notes[:] = [(f"num_gpu {request.n_gpu_layers} given: Ollama's scheduler offloads that many layers, as "
+                           "the plan does" if given else
+                           "Ollama's scheduler picks how many layers go to the GPU (num_gpu) from its own memory "
                            "estimate and may offload fewer than all; the plan assumes all on the device")
                           if n.startswith("llama-server's --fit") else n for n in p.notes]
         client = self.client_argv(request, model, gguf_file, listing)
@@ -1375,8 +1378,35 @@ class Ollama(LlamaCpp):
             mem.plan.notes.append("the buffers and the speed shown are for every layer on the GPU, which does not fit: "
                                   "Ollama before 0.30 runs with fewer and is slower; since 0.30 llama-server's --fit "
                                   "places the layers (--ollama-release 0.30.0 or later models that)")
+        if request.n_gpu_layers not in (None, -1):
+            self._num_gpu(request, mem, llama_server=self.runs_llama_server_fit(request))
         self._oom_retry_note(mem)
         return mem
+
+    @staticmethod
+    def _num_gpu(request, mem: LlamaCppMemory, *, llama_server: bool) -> None:
+        """The layers on the GPU the request gives (``n_gpu_layers``) are Ollama's ``num_gpu`` option (api/types.go:591
+        at v0.32.15, ``json:"num_gpu"``), which Ollama passes to llama-server as ``-ngl N`` (llm/llama_server.go:402-410
+        at v0.32.15; without it no -ngl and --fit places the layers; before 0.30 its scheduler assigns that many layers,
+        llm/server.go:1006, 1078-1101 assignLayers at v0.21.0). It is a model option, neither an ``ollama run``
+        flag nor a server variable: ``mem.ollama["modelfile"]`` carries it as ``PARAMETER num_gpu N`` (Modelfile
+        parameters are the API's options, api/types.go:1274 FormatParams) and a note says how to use it."""
+        d = mem.ollama
+        n = request.n_gpu_layers
+        source = (mem.client_argv[-1] if mem.client_argv else
+                  f"<{mem.gguf_file or 'the model'}>")
+        conf = ollama_config(source, num_ctx=d["kv_size"] // d["num_parallel"], num_parallel=d["num_parallel"],
+                             kv_cache_type=d["kv_cache_type"], num_gpu=n)
+        d["num_gpu"] = n
+        d["modelfile"] = conf["modelfile"]
+        mem.plan.notes.append(
+            f"num_gpu {n} (Ollama's name for the layers on the GPU, -ngl {n}: "
+            + ("llm/llama_server.go:402-410 at v0.32.15 passes it to llama-server" if llama_server else
+               "its scheduler assigns that many, llm/server.go:1006, 1078-1101 assignLayers at v0.21.0")
+            + "; api/types.go:591 num_gpu) is a model option, not a flag of `ollama run` or a variable of `ollama serve`: "
+            "put it in a Modelfile (" + conf["modelfile"].strip().replace("\n", " / ") + "), then `ollama create "
+            f"NAME -f Modelfile` and `ollama run NAME`, or send \"options\": {{\"num_gpu\": {n}}} with each API "
+            "request; without it Ollama places the layers itself")
 
     @staticmethod
     def _go_engine(request, mem: LlamaCppMemory, rule) -> None:
