@@ -789,6 +789,22 @@ SHORT_FLAGS = {(f.json_schema_extra or {})["short"].lstrip("-"): n for n, f in S
                if (f.json_schema_extra or {}).get("short")}
 
 
+def nearest_choice(given, choices: list[str]) -> str | None:
+    """The choice a mistyped value most likely meant: the one equal to it once case and punctuation are dropped
+    (``llamacpp``, ``LLAMA_CPP`` -> ``llama.cpp``), else the closest by ``difflib`` (cutoff 0.6); None when none
+    is near or ``given`` is not a string."""
+    import difflib
+
+    if not isinstance(given, str) or not choices:
+        return None
+    squash = (lambda v: re.sub(r"[^a-z0-9]", "", v.lower()))
+    same = [c for c in choices if squash(c) == squash(given)]
+    if same:
+        return same[0]
+    near = difflib.get_close_matches(given.strip().lower(), choices, n=1, cutoff=0.6)
+    return near[0] if near else None
+
+
 def unknown_parameter(name: str, known: tuple[str, ...] | None = None) -> InputError:
     """The refusal of a parameter no surface takes, naming the nearest known one (``difflib``, over the parameters
     and their aliases; ``--max-model-len`` and ``Max_Model_Len`` are matched as ``max_model_len``; a short flag's
@@ -1111,6 +1127,9 @@ def _first_error(exc: ValidationError) -> InputError:
             expected = str(ctx.get("expected") or "").strip()
             msg = (f"must be one of {expected}, got {err.get('input')!r}" if expected
                    else f"{msg}, got {err.get('input')!r}")
+            near = nearest_choice(err.get("input"), re.findall(r"'([^']*)'", expected))
+            if near is not None:
+                msg += f"; did you mean {near!r}?"
             if field == "kv_cache_dtype" and str(err.get("input")) in _vllm_kv_cache_dtypes():
                 msg = (f"{err.get('input')!r} is a --kv-cache-dtype vLLM {default_release()} accepts, but this calculator "
                        f"does not model its cache layout; modelled: {', '.join(get_args(KVCacheDType))}")
