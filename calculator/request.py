@@ -542,6 +542,11 @@ class ServingRequest(BaseModel):
                     self.speculative_config is not None and self.speculative_config.method == "draft_model"):
                 raise InputError("gguf_file_draft" if self.gguf_file_draft is not None else "n_gpu_layers_draft",
                                  "only with a draft model (speculative_config method draft_model)")
+            if self.runtime == "ollama" and self.cache_type_v is not None and self.cache_type_v != self.cache_type_k:
+                # one OLLAMA_KV_CACHE_TYPE for both: llm/llama_server.go:394-395 at v0.32.15 passes it as
+                # --cache-type-k and --cache-type-v; llama/llama.go:139-140 at v0.24.0 sets type_k and type_v from it
+                raise InputError("cache_type_v", "Ollama has one KV cache type for K and V (OLLAMA_KV_CACHE_TYPE): "
+                                 "give it as cache_type_k (--cache-type-k), without a different cache_type_v")
             if self.runtime == "ollama" and (self.fit is not None or self.fit_target is not None):
                 raise InputError("fit" if self.fit is not None else "fit_target", "--fit is llama-server's flag; Ollama passes "
                                  "none (since 0.30 llama-server's default, on, places the layers; before, its scheduler "
@@ -782,6 +787,22 @@ ALIASES["speculative_draft_model"] = "speculative_draft_model_path"  # SGLang's 
 # the short flags (-tp, -pp, -c, -ngl...) without their dash -> the parameter they set
 SHORT_FLAGS = {(f.json_schema_extra or {})["short"].lstrip("-"): n for n, f in ServingRequest.model_fields.items()
                if (f.json_schema_extra or {}).get("short")}
+
+
+def nearest_choice(given, choices: list[str]) -> str | None:
+    """The choice a mistyped value most likely meant: the one equal to it once case and punctuation are dropped
+    (``llamacpp``, ``LLAMA_CPP`` -> ``llama.cpp``), else the closest by ``difflib`` (cutoff 0.6); None when none
+    is near or ``given`` is not a string."""
+    import difflib
+
+    if not isinstance(given, str) or not choices:
+        return None
+    squash = (lambda v: re.sub(r"[^a-z0-9]", "", v.lower()))
+    same = [c for c in choices if squash(c) == squash(given)]
+    if same:
+        return same[0]
+    near = difflib.get_close_matches(given.strip().lower(), choices, n=1, cutoff=0.6)
+    return near[0] if near else None
 
 
 def unknown_parameter(name: str, known: tuple[str, ...] | None = None) -> InputError:
@@ -1106,6 +1127,9 @@ def _first_error(exc: ValidationError) -> InputError:
             expected = str(ctx.get("expected") or "").strip()
             msg = (f"must be one of {expected}, got {err.get('input')!r}" if expected
                    else f"{msg}, got {err.get('input')!r}")
+            near = nearest_choice(err.get("input"), re.findall(r"'([^']*)'", expected))
+            if near is not None:
+                msg += f"; did you mean {near!r}?"
             if field == "kv_cache_dtype" and str(err.get("input")) in _vllm_kv_cache_dtypes():
                 msg = (f"{err.get('input')!r} is a --kv-cache-dtype vLLM {default_release()} accepts, but this calculator "
                        f"does not model its cache layout; modelled: {', '.join(get_args(KVCacheDType))}")

@@ -340,3 +340,38 @@ def test_llama_8b_with_its_eagle3_head_works_where_vllm_checks_the_target_class(
                      "8192", "--speculative-config", EAGLE3_K3, "--vllm-version", rel)
     assert gemma["verdict"] == "does_not_start"
     assert "Model does not support EAGLE3 interface" in gemma["verdict_headline"]
+
+
+@pytest.mark.django_db
+def test_a_llama_cpp_depends_table_says_its_condition_once(monkeypatch):
+    """'Verdict: Depends: works if <condition>' already holds the condition: no second '  condition:' line repeating it.
+    -ngl 20 on Llama 3.1 8B keeps n_layer + 1 - 20 = 13 of its 32 layers on the CPU (llama-cpp-python 0.3.36
+    vendor/llama.cpp/src/llama-model.cpp:1589 i_gpu_start), and the condition is their RAM."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    out = StringIO()
+    with pytest.raises(CommandError) as err:
+        call_command("estimate", "--model", "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "--gguf-file",
+                     "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf", "--runtime", "llama.cpp", "--gpu", "RTX 3090",
+                     "--n-gpu-layers", "20", stdout=out)
+    assert err.value.returncode == 3
+    text = out.getvalue()
+    verdict = [line for line in text.splitlines() if line.startswith("Verdict:")]
+    assert len(verdict) == 1 and "13 of 32 layers" in verdict[0]
+    assert text.count("13 of 32 layers left on the CPU") == 1 and "  condition:" not in text
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("given, meant", [("llamacpp", "llama.cpp"), ("LLAMA_CPP", "llama.cpp"), ("olama", "ollama"),
+                                          ("sglng", "sglang")])
+def test_a_mistyped_runtime_gets_a_did_you_mean(client, given, meant):
+    """--runtime takes vllm, sglang, llama.cpp or ollama; a near spelling is named, as a near flag or GPU is (exit 2 on
+    the command line, 400 on the API, the same sentence)."""
+    with pytest.raises(CommandError) as err:
+        call_command("estimate", "--config", str(CONFIGS / "Qwen__Qwen3-8B.json"), "--runtime", given, stdout=StringIO())
+    assert err.value.returncode == 2 and str(err.value).startswith("--runtime:")
+    assert str(err.value).endswith(f"did you mean {meant!r}?")
+    r = client.get("/api/estimate", {"model": "Qwen/Qwen3-8B", "runtime": given})
+    assert r.status_code == 400 and r.json()["field"] == "runtime" and r.json()["error"].endswith(f"did you mean {meant!r}?")
+    with pytest.raises(CommandError) as far:
+        call_command("estimate", "--config", str(CONFIGS / "Qwen__Qwen3-8B.json"), "--runtime", "tgi", stdout=StringIO())
+    assert far.value.returncode == 2 and "did you mean" not in str(far.value)

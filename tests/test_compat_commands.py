@@ -183,7 +183,8 @@ def test_check_compat_for_sglang_says_each_line_once_in_the_order_vllm_uses():
                          "--attention-backend", "fa4")
     assert lines[:3] == ["SGLang 0.5.23 on NVIDIA A100-SXM4-80GB", "auto: flashinfer", "requested: fa4 -> depends"]
     assert len(lines) == 4 and "FA4" in lines[3] and lines[3].endswith("attention/attention_registry.py)")
-    assert exc.returncode == 3 and str(exc) == "depends: see the answer above"  # no table to point at
+    # the exit line stands alone (it once said "see the answer above", pointing at nothing), worded as estimate's verdict
+    assert exc.returncode == 3 and str(exc) == "depends: works if " + lines[3].strip()
 
 
 @pytest.mark.django_db
@@ -204,3 +205,22 @@ def test_an_sglang_condition_that_explains_the_pick_is_not_repeated_as_a_note():
     text = out.getvalue()
     assert text.count("SGLang is started with --trust-remote-code") == 1, text
     assert "note: SGLang is started with --trust-remote-code" not in text
+
+
+@pytest.mark.django_db
+def test_check_compat_for_llama_cpp_loads_a_gguf_repo_and_its_exit_line_says_the_condition(monkeypatch):
+    """check_compat loads a model as estimate does (a GGUF-only repo through the runtime's loader: it used to be refused
+    as "not in the offline catalog"), and its 'depends' line is self-contained: with -ngl 20 llama.cpp keeps layers
+    il < n_layer + 1 - 20 = 13 of Llama 3.1 8B's 32 on the CPU (llama-cpp-python 0.3.36 vendor/llama.cpp/
+    src/llama-model.cpp:1589 i_gpu_start), so the condition is the RAM for those 13 layers."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    args = ("--model", "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "--gguf-file", "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf",
+            "--runtime", "llama.cpp", "--gpu", "RTX 3090")
+    lines, exc = _answer(*args)
+    assert exc is None and lines[:2] == ["llama.cpp llama-cpp-python==0.3.36 on RTX3090", "auto: CUDA"]
+    lines, exc = _answer(*args, "--n-gpu-layers", "20")
+    assert exc.returncode == 3 and "see the answer above" not in str(exc)
+    assert str(exc).startswith("depends: works if the machine's free system RAM holds") and "13 of 32 layers" in str(exc)
+    with pytest.raises(CommandError) as js:
+        call_command("check_compat", *args, "--n-gpu-layers", "20", "--format", "json", stdout=StringIO())
+    assert str(js.value) == str(exc)

@@ -104,3 +104,30 @@ def test_flash_attention_per_backend_from_supports_op():
     # without flash attention the ROCm0 compute buffer holds the f32 KQ [8192 x 512 x 32] = 512 MiB
     cb = next(b for b in rocm.buffers if b.kind == "compute" and b.buft == "ROCm0")
     assert cb.bytes >= 8192 * 512 * 32 * 4
+
+
+@pytest.mark.parametrize("gpu, backend, host", [("RTX 3090", None, "CUDA_Host"),
+                                                ("AMD Radeon RX 7900 XTX", None, "ROCm_Host"),
+                                                ("Intel Arc A770", None, "Vulkan_Host"),
+                                                ("RTX 3090", "vulkan", "Vulkan_Host")])
+def test_the_host_compute_buffer_has_the_gpu_backends_host_type(client, _offline, gpu, backend, host):
+    """With a GPU the CPU backend's compute buffer is allocated in the first device's host buffer type
+    (llama-cpp-python 0.3.36 vendor/llama.cpp/src/llama-context.cpp:408-421 "use the host buffer of the first
+    device CPU") and logged under its name (:740-742 ggml_backend_buft_name): GGML_CUDA_NAME "_Host" (ggml-cuda.cu:1258;
+    "ROCm" in the HIP build, ggml-cuda.h:10-11), GGML_VK_NAME "_Host" (ggml-vulkan.cpp:13061). A public SYCL log
+    shows the same pattern: "SYCL_Host compute buffer size = 87.14 MiB" (llama.cpp issue #17643, lcpp-016 in
+    /work/shared/cases/runtime_startup_logs.json). Metal has no host type (ggml-metal.cpp:822): "CPU" stays."""
+    params = LLAMA8B_GGUF | {"runtime": "llama.cpp", "gpu": gpu, "ctx_size": "8192"}
+    if backend:
+        params["llamacpp_backend"] = backend
+    body = client.get("/api/estimate", params).json()
+    assert host in body["compute_buffer_mib"] and "CPU" not in body["compute_buffer_mib"]
+    lines = "\n".join(body["log_lines"])
+    assert f"{host} compute buffer size" in lines and " CPU compute buffer size" not in lines
+
+
+def test_metal_host_compute_buffer_stays_cpu():
+    """Metal: the CPU backend's compute buffer is the plain CPU type (no host buffer type, ggml-metal.cpp:822), as
+    the public Metal log in test_llamacpp_memory logs it ("CPU compute buffer size = 14.01 MiB")."""
+    p = plan(_meta(), n_ctx=8192, device="Metal")
+    assert {b.buft for b in p.buffers if b.kind == "compute"} == {"MTL0", "CPU"}

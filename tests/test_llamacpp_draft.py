@@ -43,8 +43,14 @@ def test_draft_buffers_and_command(settings):
 
 def test_draft_file_given_and_unknown_repo(settings):
     p = _plan(gguf_file_draft="Llama-3.2-1B-Instruct-Q8_0.gguf", n_gpu_layers_draft="99")
-    assert p.launch_argv[-8:] == ["--spec-type", "draft-simple", "-md", "Llama-3.2-1B-Instruct-Q8_0.gguf",
+    # the target comes from the Hub (-hf repo -hff file), so the draft does too: llama.cpp reads the tag "Q8_0" off
+    # "Llama-3.2-1B-Instruct-Q8_0.gguf" (common/download.cpp:482-509, "[-.]([A-Z0-9_]+)$" on the name without
+    # .gguf) and -hfd repo:Q8_0 downloads the first file matching "Q8_0[.-]" (:655-677), that same file; a bare
+    # "-md Llama-3.2-1B-Instruct-Q8_0.gguf" would be a local path (common/arg.cpp:4241-4244)
+    assert p.launch_argv[:3] == ["llama-server", "-hf", "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF"]
+    assert p.launch_argv[-8:] == ["--spec-type", "draft-simple", "-hfd", "bartowski/Llama-3.2-1B-Instruct-GGUF:Q8_0",
                                   "--spec-draft-n-max", "8", "-ngld", "99"]
+    assert "-md" not in p.launch_argv
     q = _plan(speculative_config=SPEC.replace("bartowski/Llama-3.2-1B-Instruct-GGUF", "nobody/unknown-draft-GGUF"))
     assert q.verdict.status == "depends" and "not modelled" in q.verdict.condition
 
@@ -84,3 +90,27 @@ def test_draft_speed_from_the_acceptance_rate_and_the_break_even_without_one(cli
     busy = client.get("/api/estimate", params | {"acceptance_rate": "0.6", "concurrency": "4"}).json()
     assert busy["speed_error"] is None and busy["spec_speedup"] == api["spec_speedup"]
     assert busy["speed"]["spec"]["concurrency"] == 1 and busy["speed"]["clients"] == 4
+
+
+def test_draft_hub_tag_and_exact_file():
+    """-hfd REPO:TAG only when llama.cpp's tag lookup picks the very file; else 0.3.36's -hfd REPO -md FILE (-md
+    then names the repo's file: common/arg.cpp:4245 "will be used if --spec-draft-hf is set", :538 "an explicit
+    draft file selection (e.g. -md with -hfd)", common/download.cpp:730-742 matches it by path)."""
+    from calculator.runtimes.llamacpp.gguf_repos import GGUFFile, GGUFListing
+    from calculator.runtimes.llamacpp.launch import launch_argv
+    from calculator.runtimes.llamacpp.memory import RELEASE_LEGACY
+    from calculator.runtimes.llamacpp.runtime import hf_quant_tag
+
+    names = ["m-Q4_K_M.gguf", "m-UD-Q4_K_M.gguf", "m-Q8_0-00001-of-00002.gguf", "m.gguf"]
+    listing = GGUFListing(repo_id="o/m-GGUF", revision=None, source="test",
+                          files=[GGUFFile(name=n, parts=[n]) for n in names])
+    assert hf_quant_tag(listing, "m-Q4_K_M.gguf") == "Q4_K_M"
+    # "m-UD-Q4_K_M" also ends in Q4_K_M, but "Q4_K_M[.-]" first matches m-Q4_K_M.gguf: no tag picks it
+    assert hf_quant_tag(listing, "m-UD-Q4_K_M.gguf") is None
+    assert hf_quant_tag(listing, "m-Q8_0-00001-of-00002.gguf") == "Q8_0"  # the split suffix is removed first
+    assert hf_quant_tag(listing, "m.gguf") is None  # no tag in the name
+    argv = launch_argv(None, n_ctx=None, hf_repo="o/t-GGUF", draft_hf_repo="o/m-GGUF", draft_hf_file="m-UD-Q4_K_M.gguf")
+    assert argv[-6:] == ["--spec-type", "draft-simple", "-hfd", "o/m-GGUF", "-md", "m-UD-Q4_K_M.gguf"]
+    with pytest.raises(ValueError, match="draft_hf_file"):
+        launch_argv(None, n_ctx=None, hf_repo="o/t-GGUF", draft_hf_repo="o/m-GGUF", draft_hf_file="m.gguf",
+                    release=RELEASE_LEGACY)

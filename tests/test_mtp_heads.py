@@ -381,3 +381,16 @@ def test_the_mtp_layers_not_loaded_note_only_when_the_method_is_not_mtp(client):
     # another method keeps it: the MTP layers stay unloaded beside an ngram draft
     ngram = client.get("/api/estimate", {**base, "speculative_config": '{"method":"ngram","num_speculative_tokens":3}'})
     assert note in ngram.json()["warnings"]
+
+
+@pytest.mark.usefixtures("_offline")
+@pytest.mark.parametrize("runtime", ["llama.cpp", "ollama"])
+def test_no_mtp_profile_on_llama_cpp_or_ollama(client, runtime):
+    """The field guide's MTP profile is a vLLM / SGLang benchmark (method MTP, working context 32,768, concurrency 4);
+    a llama.cpp or Ollama page shows no "MTP profile unavailable" line (before, every such page did)."""
+    html = client.get(f"/?model=Qwen/Qwen3-8B&gpu=H200&runtime={runtime}", HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="verdict"' in html
+    assert 'id="mtp-profile"' not in html and "MTP profile" not in html
+    gguf = client.get(f"/?model=bartowski/Meta-Llama-3.1-8B-Instruct-GGUF&gguf_file=Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf"
+                      f"&gpu=RTX+3090&runtime={runtime}", HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="verdict"' in gguf and "MTP profile" not in gguf

@@ -297,3 +297,56 @@ def test_ctx_size_0_on_llama_cpp_on_every_surface(client):
     call_command("estimate", "--model", q["model"], "--gguf-file", q["gguf_file"], "--runtime", "llama.cpp", "--gpu",
                  "RTX 4090", "-c", "0", "--format", "json", stdout=out)
     assert json.loads(out.getvalue())["kv_cache_tokens"] == 131072
+
+
+def test_a_unified_cache_holds_one_full_length_request_not_one_per_slot(client):
+    """-c 10240 -np 3 -kvu: llama.cpp gives every sequence the whole cache, n_ctx_seq = n_ctx = 10,240
+    (llama-cpp-python 0.3.36 vendor/llama.cpp/src/llama-context.cpp:292-293) and each slot that n_ctx_seq
+    (tools/server/server-context.cpp:1276, 4008-4012); the 3 slots share 10,240 cells, so 10,240 / 10,240 = 1.0
+    request of 10,240 tokens fits at once. Without -kvu each slot has its own 10,240 / 3 = 3,413.3 -> padded to
+    3,584 (:295-296, GGML_PAD 256) and n_ctx becomes 3 x 3,584 = 10,752 (:302-305): 3.0 requests of 3,584."""
+    base = {"model": "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "gguf_file": "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf",
+            "runtime": "llama.cpp", "gpu": "RTX 3090", "ctx_size": "10240", "parallel": "3"}
+    uni = client.get("/api/estimate", base | {"kv_unified": "true"}).json()
+    assert (uni["kv_cache_tokens"], uni["max_model_len"], uni["max_concurrency"]) == (10240, 10240, 1.0)
+    assert uni["verdict"] == "works" and "1.00x concurrency at 10,240 tokens" in uni["verdict_headline"]
+    assert "3 slots share the 10,240 cells" in uni["verdict_headline"]
+    sep = client.get("/api/estimate", base).json()
+    assert (sep["kv_cache_tokens"], sep["max_model_len"], sep["max_concurrency"]) == (10752, 3584, 3.0)
+    assert "share" not in sep["verdict_headline"]
+
+
+def test_ollama_has_one_kv_cache_type_for_k_and_v(client):
+    """Ollama's OLLAMA_KV_CACHE_TYPE is both: it passes one value as --cache-type-k and --cache-type-v (ollama
+    llm/llama_server.go:394-395 at v0.32.15) and set type_k and type_v from it before (llama/llama.go:139-140 at
+    v0.24.0), so a different V type is refused (400 / exit 2); the same type twice is what Ollama runs."""
+    base = {"model": "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "runtime": "ollama", "gpu": "RTX 3090"}
+    r = client.get("/api/estimate", base | {"cache_type_k": "q8_0", "cache_type_v": "q4_0"})
+    assert r.status_code == 400 and r.json()["field"] == "cache_type_v" and "OLLAMA_KV_CACHE_TYPE" in r.json()["error"]
+    r = client.get("/api/estimate", base | {"cache_type_v": "q8_0"})  # V alone: Ollama cannot set it apart from K
+    assert r.status_code == 400 and r.json()["field"] == "cache_type_v"
+    with pytest.raises(CommandError) as err:
+        call_command("estimate", "--model", base["model"], "--runtime", "ollama", "--gpu", "RTX 3090",
+                     "--cache-type-k", "q8_0", "--cache-type-v", "q4_0", stdout=StringIO())
+    assert err.value.returncode == 2 and str(err.value).startswith("--cache-type-v:")
+    same = client.get("/api/estimate", base | {"cache_type_k": "q8_0", "cache_type_v": "q8_0"}).json()
+    assert same["resolved"]["cache_type_k"] == same["resolved"]["cache_type_v"] == "q8_0"
+    assert "OLLAMA_KV_CACHE_TYPE=q8_0" in same["serve_argv"]
+    # llama.cpp itself takes separate types (-ctk / -ctv)
+    assert client.get("/api/estimate", base | {"runtime": "llama.cpp", "cache_type_k": "q8_0",
+                                               "cache_type_v": "q4_0"}).status_code == 200
+
+
+def test_ollama_partial_offload_carries_num_gpu(client):
+    """n_gpu_layers 20 on Ollama is its num_gpu option (api/types.go:591 at v0.32.15), passed to llama-server as
+    -ngl 20 (llm/llama_server.go:402-410); it is not a flag of `ollama run` nor a server variable, so the answer
+    gives the Modelfile lines that set it (docs/modelfile.mdx: "PARAMETER <parameter> <parametervalue>")."""
+    base = {"model": "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "gguf_file": "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf",
+            "runtime": "ollama", "gpu": "RTX 3090", "ctx_size": "8192"}
+    body = client.get("/api/estimate", base | {"n_gpu_layers": "20"}).json()
+    assert body["ollama"]["num_gpu"] == 20
+    assert body["ollama"]["modelfile"] == ("FROM hf.co/bartowski/Meta-Llama-3.1-8B-Instruct-GGUF:Q4_K_M\n"
+                                           "PARAMETER num_ctx 8192\nPARAMETER num_gpu 20\n")
+    assert any(n.startswith("num_gpu 20 (") and "ollama create" in n for n in body["notes"])
+    plain = client.get("/api/estimate", base).json()
+    assert "modelfile" not in plain["ollama"] and not any(n.startswith("num_gpu 20") for n in plain["notes"])

@@ -92,11 +92,13 @@ def profile_lengths(max_len: int | None = None) -> dict[str, int]:
             "concurrency": GPU_PROFILE["concurrency"]}
 
 
-def mtp_profile(plan) -> MtpProfile:
+def mtp_profile(plan) -> MtpProfile | None:
     """The recorded profile (method MTP, working context 32,768, concurrency 4) for ``plan``'s model, keeping its
     model, revision, GPU, TP/PP/DP, runtime and release; ``num_speculative_tokens`` is the user's when the page
     already runs MTP, else the MTP layers vLLM builds (``n_predict``'s default, vllm/config/speculative.py:1486-1492).
-    A model with no MTP head, or a runtime that does not model MTP, gets the reason instead, in the page's runtime's
+    The profile is the field guide's vLLM / SGLang benchmark: on llama.cpp and Ollama there is none (None; the page
+    shows nothing rather than a disabled link on every page). A model with no MTP head gets the reason instead, in
+    the page's runtime's
     terms: vLLM's MTP head (:func:`calculator.engine.mtp.mtp_head`) and ``speculative_config`` on vLLM; on SGLang the
     SGLang plan's own answer to ``--speculative-algorithm NEXTN --speculative-num-steps k`` (SGLang reads the MTP layers
     of config.json, not vLLM's per-architecture draft map; ``k`` is vLLM's layer count when vLLM has a head, else 1)."""
@@ -108,8 +110,8 @@ def mtp_profile(plan) -> MtpProfile:
     from calculator.web.forms import canonical_query
 
     request = plan.request
-    if request.runtime in ("llama.cpp", "ollama"):
-        return MtpProfile(None, f"{request.runtime}: MTP drafting (llama-server --spec-type draft-mtp) is not modelled")
+    if request.runtime not in ("vllm", "sglang"):
+        return None
     sglang = request.runtime == "sglang"
     head = mtp_head(plan.model.config)  # vLLM's MTP draft (SGLang's NEXTN is the SGLang plan's to take or refuse)
     if not isinstance(head, MtpHead) and not sglang:

@@ -75,7 +75,7 @@ def render_runtime_table(mem, info: dict, speed: dict | None = None, verdict=Non
         lines.append(f"Speed: {speed['speed_error']}")
     if verdict is not None:
         lines.append(f"Verdict: {verdict.text}: {verdict.headline}")
-        if verdict.condition:
+        if verdict.condition and verdict.condition not in verdict.headline:  # "works if <condition>" says it once
             lines.append(f"  condition: {verdict.condition}")
         lines += [f"  would work with: {s.label}" for s in verdict.suggestions]
     if speed and speed.get("serve_argv"):
@@ -162,7 +162,7 @@ def render_table(res: EstimateResult, info: dict, speed: dict | None = None, ver
     if verdict is not None:
         rows.append(("Verdict", f"{verdict.text}: {verdict.headline}"))
         rows += [("  also", r) for r in verdict.reasons[1:]]
-        if verdict.condition:
+        if verdict.condition and verdict.condition not in verdict.headline:  # "works if <condition>" says it once
             rows.append(("  condition", verdict.condition))
         rows += [("  would work with", s.label) for s in verdict.suggestions]
     width = max(len(k) for k, _ in rows)

@@ -409,7 +409,8 @@ def host_bytes(meta, p: LlamaCppPlan) -> dict[str, int]:
         if weight_device(t.name, unit, p.layer_devices, p.output_device, overrides) == CPU:
             weights += t.n_bytes
     kv = sum(c.buffers.get("CPU", 0) for c in p.kv_caches)
-    compute = sum(b.bytes or 0 for b in p.buffers if b.kind == "compute" and b.buft == "CPU")
+    # the CPU backend's compute buffer: "CPU", or the GPU's pinned host type (CUDA_Host, memory.host_buft_name)
+    compute = sum(b.bytes or 0 for b in p.buffers if b.kind == "compute" and (b.buft == "CPU" or b.buft.endswith("_Host")))
     output = sum(b.bytes or 0 for b in p.buffers if b.kind == "output")
     return {"weights": weights, "kv": kv, "compute": compute, "output": output,
             "total": weights + kv + compute + output}

@@ -29,6 +29,7 @@ def launch_argv(
     swa_full: bool = False,
     draft_model_path: str | None = None,
     draft_hf_repo: str | None = None,
+    draft_hf_file: str | None = None,
     draft_max: int | None = None,
     n_gpu_layers_draft: int | None = None,
     release: str = RELEASE_0_3_36,
@@ -45,7 +46,11 @@ def launch_argv(
     """``llama-server -m MODEL [-c N] -np P -fa on|off|auto -ctk T -ctv T [-ngl N] [-kvu] [--swa-full]`` and, with a
     draft model, ``[--spec-type draft-simple] -md FILE | -hfd REPO [--spec-draft-n-max K] [-ngld N]`` (0.3.36;
     ``--draft-max K`` for the older release rule sets, see the module docstring). ``draft_model_path`` is the
-    draft's .gguf file, ``draft_hf_repo`` a Hub repo llama-server downloads from (one of them).
+    draft's .gguf file, ``draft_hf_repo`` a Hub repo llama-server downloads from (one of them; ``REPO:QUANT`` picks
+    the repo's first file whose name matches ``QUANT[.-]``, common/download.cpp:655-697 find_best_model).
+    ``draft_hf_file`` (0.3.36 only, with ``draft_hf_repo``): ``-hfd REPO -md FILE``, where -md names the file of
+    the repo to download (common/arg.cpp:4241-4246 "will be used if --spec-draft-hf is set", :538-539 "an explicit
+    draft file selection (e.g. -md with -hfd)"; common/download.cpp:730-742 looks it up by path in the repo).
 
     Several GPUs (``n_gpus`` > 1): ``-dev CUDA0,CUDA1,...`` (``gpu_backend`` is the device name's prefix as the
     build names its devices: CUDA, ROCm -- ggml-cuda built for HIP, ggml-cuda.h:10-11 --, Vulkan) pins the ``n_gpus`` devices the plan is for
@@ -107,6 +112,8 @@ def launch_argv(
         argv += ["-mg", str(main_gpu)]
     if draft_model_path and draft_hf_repo:
         raise ValueError("draft_model_path / draft_hf_repo: give one (-md FILE or -hfd REPO)")
+    if draft_hf_file and (not draft_hf_repo or release != RELEASE_0_3_36):
+        raise ValueError(f"draft_hf_file (-hfd REPO -md FILE) needs draft_hf_repo and {RELEASE_0_3_36}")
     if draft_max is not None and draft_max < 0:
         raise ValueError("draft_max (--spec-draft-n-max) must be >= 0")
     if draft_model_path or draft_hf_repo:
@@ -114,6 +121,8 @@ def launch_argv(
         if new:
             argv += ["--spec-type", "draft-simple"]
         argv += ["-md", draft_model_path] if draft_model_path else ["-hfd", draft_hf_repo]
+        if draft_hf_file:
+            argv += ["-md", draft_hf_file]
         if draft_max is not None:
             argv += ["--spec-draft-n-max" if new else "--draft-max", str(draft_max)]
         if n_gpu_layers_draft is not None:

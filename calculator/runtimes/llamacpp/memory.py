@@ -695,7 +695,7 @@ def plan(
     if meta.n_vocab is not None:
         # llama-context.cpp:2116-2160: logits n_vocab x max(n_seq_max, requested outputs) floats
         out = meta.n_vocab * n_seq_max * 4
-        out_buft = {"CUDA": "CUDA_Host", "ROCm": "ROCm_Host", "Vulkan": "Vulkan_Host"}.get(device, "CPU")
+        out_buft = host_buft_name(device)
         note = ""
         if device == "Metal":
             # Metal has no host buffer type here (ggml-metal.cpp:822), so the CPU buffer holds the logits and
@@ -746,6 +746,15 @@ def plan(
         fa_enabled=(fa_compute if (not gpu or fa_ok is not None or flash_attn == "off") else None),
         tensor_overrides=[(pat, dev) for pat, dev in (tensor_overrides or [])] if gpu else [],
     )
+
+
+def host_buft_name(device: str) -> str:
+    """The host buffer type llama.cpp gives the CPU backend's compute buffer and the output buffer when a GPU is
+    used: the first device's pinned host buffer type (src/llama-context.cpp:408-421 for the scheduler's buffers,
+    :2197 for the output), named ``<backend>_Host`` (ggml-cuda.cu:1258 GGML_CUDA_NAME "_Host": CUDA_Host, ROCm_Host
+    in the HIP build; ggml-vulkan.cpp:13061 Vulkan_Host); Metal has none (ggml-metal.cpp:822 NULL) and a CPU-only
+    run no device, so their host buffers are the plain "CPU" type."""
+    return {"CUDA": "CUDA_Host", "ROCm": "ROCm_Host", "Vulkan": "Vulkan_Host"}.get(device, "CPU")
 
 
 def _buft_name(device: str, index: int = 0) -> str:
@@ -934,7 +943,7 @@ def compute_buffers(meta: GGUFMeta, caches: list, *, n_tokens: int, flash_attn_o
                                       output=not output_on_gpu, mask_bytes=0, n_outputs=n_outputs))
         host |= {f"{k} (on the CPU)": v for k, v in t2.items()}
         host_phase = f"graph inputs + {p2} on the CPU"
-    out.append(make("CPU", host_phase, host, extra if not all_on_gpu else ""))
+    out.append(make(host_buft_name(device), host_phase, host, extra if not all_on_gpu else ""))
     return out
 
 
@@ -1021,7 +1030,7 @@ def compute_buffers_multi(meta: GGUFMeta, caches: list, *, n_tokens: int, flash_
         host |= {f"{k} (on the CPU)": v for k, v in t2.items()}
         host_phase += f" + {p2} on the CPU"
     host_extra = (n_copies - 1) * (mask_bytes + 3 * 4 * T) if n_copies > 1 else 0
-    out.append(make("CPU", host_phase, host, host_extra))
+    out.append(make(host_buft_name(device), host_phase, host, host_extra))
     return out
 
 

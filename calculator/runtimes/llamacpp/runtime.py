@@ -43,7 +43,7 @@ from calculator.runtimes.base import CompatSummary, LoadedModel, speed_kwargs
 
 from .gguf_meta import HF_TO_GGUF_ARCH, GGUFError, GGUFMeta, meta_from_hf_config, read_gguf_from_hub
 from .gguf_repos import GGUFListing, catalog_config, catalog_entry, list_gguf_files
-from .launch import launch_argv, ollama_run_argv, ollama_serve_argv
+from .launch import launch_argv, ollama_config, ollama_run_argv, ollama_serve_argv
 from .ollama import OLLAMA_CTX_CUT_SRC, OLLAMA_QUEUE_SRC, ollama_engine, ollama_rule
 from .unified import LLAMA_SERVER_STARTS, is_unified, unified_memory
 from .memory import (OLLAMA_GRAPH_SRC, RELEASE_0_3_36, SRC, Buffer, MiB, LlamaCppPlan, NotModelled, _buft_name,
@@ -136,6 +136,49 @@ def hf_default_file(listing: GGUFListing):
     return listing.files[0]
 
 
+def hf_quant_tag(listing: GGUFListing, name: str) -> str | None:
+    """The ``QUANT`` of ``-hf REPO:QUANT`` / ``-hfd REPO:QUANT`` that makes llama-server download the file ``name``
+    of ``listing``, or None when none does. The tag is the one llama.cpp reads off a file name
+    (common/download.cpp:482-509 get_gguf_split_info: ``.gguf`` and a ``-0000N-of-0000M`` suffix removed, then
+    ``[-.]([A-Z0-9_]+)$``, upper-cased), and it is kept only when the tag lookup (common/download.cpp:655-677
+    find_best_model: the first file, split parts past the first skipped, whose name matches ``TAG[.-]``
+    case-insensitively) picks that same file from the listing."""
+    m = re.match(r"^(.+)-([0-9]{5})-of-([0-9]{5})$", re.sub(r"\.gguf$", "", name, flags=re.IGNORECASE), re.IGNORECASE)
+    prefix = m.group(1) if m else re.sub(r"\.gguf$", "", name, flags=re.IGNORECASE)
+    t = re.search(r"[-.]([A-Z0-9_]+)$", prefix, re.IGNORECASE)
+    if t is None:
+        return None
+    tag = t.group(1).upper()
+    pick = next((f for f in listing.files if re.search(re.escape(tag) + r"[.-]", f.name, re.IGNORECASE)), None)
+    return tag if pick is not None and pick.name == name else None
+
+
+#: How llama.cpp 0.3.36 sizes each slot's context: with -kvu every sequence may use the whole cache, n_ctx_seq =
+#: n_ctx (src/llama-context.cpp:292-293), else n_ctx / n_seq_max padded to 256 (:295-296); each server slot gets
+#: n_ctx_seq tokens (tools/server/server-context.cpp:1276 slot.n_ctx = n_ctx_slot(), :4008-4012 llama_n_ctx_seq).
+SLOT_CTX_SRC = SRC + "src/llama-context.cpp:292-296; tools/server/server-context.cpp:1276,4008-4012"
+
+
+def _max_concurrency(p: LlamaCppPlan) -> float:
+    """How many requests of the per-slot context (``n_ctx_seq``) the cache holds at once: ``n_ctx / n_ctx_seq``
+    (:data:`SLOT_CTX_SRC`): ``n_seq_max`` separate streams without -kvu, 1.0 with it (the slots share n_ctx cells
+    and one request may fill them all)."""
+    return p.n_ctx / p.n_ctx_seq
+
+
+def _pool_scope(p: LlamaCppPlan) -> str | None:
+    """The verdict's words on a unified cache shared by several slots (None otherwise); the plan's notes get the
+    rule with its source (once)."""
+    if not p.kv_unified or p.n_seq_max < 2:
+        return None
+    note = (f"-kvu: the {p.n_seq_max} slots share one cache of {p.n_ctx:,} cells and each may use up to "
+            f"{p.n_ctx_seq:,} of them, so {p.n_ctx:,} tokens in flight in all ({SLOT_CTX_SRC}); without -kvu each slot "
+            f"would get its own n_ctx / {p.n_seq_max}")
+    if note not in p.notes:
+        p.notes.append(note)
+    return f"(-kvu: {p.n_seq_max} slots share the {p.n_ctx:,} cells)"
+
+
 def on_device(buft: str) -> bool:
     """Whether a llama.cpp buffer type lives in the GPU's memory: not the CPU's own types (``CPU``, ``CPU_Mapped``,
     ``CPU_REPACK``) and not a GPU backend's pinned *host* buffer (``CUDA_Host``, ``Vulkan_Host``: page-locked system
@@ -153,6 +196,7 @@ class DraftMemory(BaseModel):
 
     repo_id: str
     gguf_file: str | None = None
+    hf_tag: str | None = None  # the QUANT of `-hfd repo:QUANT` that downloads gguf_file (:func:`hf_quant_tag`)
     plan: LlamaCppPlan | None = None
     meta: Any = None
     weights_source: str = ""
@@ -197,6 +241,7 @@ class LlamaCppMemory(BaseModel):
     condition: str | None = None
     kv_cache_tokens: int
     max_concurrency: float
+    pool_scope: str | None = None  # the verdict's words on a shared (-kvu) cache (:func:`_pool_scope`)
     max_model_len: int
     estimated_max_model_len: int | None = None
     resolved: dict[str, Any]
@@ -550,7 +595,10 @@ class LlamaCpp:
             p.notes.append(f"llama.cpp build: {device} ({'llamacpp_backend' if given else 'the default build for ' + (gpu.vendor or 'this') + ' GPUs; llamacpp_backend picks another'}); "
                            "its devices are named " + _buft_name(device, 0) + ", ... in the logs and in -dev")
         if self.name == "ollama" and not self.runs_llama_server_fit(request):  # Ollama's scheduler picks num_gpu
-            p.notes[:] = [("Ollama's scheduler picks how many layers go to the GPU (num_gpu) from its own memory "
+            given = request.n_gpu_layers not in (None, -1)
+            p.notes[:] = [(f"num_gpu {request.n_gpu_layers} given: Ollama's scheduler offloads that many layers, as "
+                           "the plan does" if given else
+                           "Ollama's scheduler picks how many layers go to the GPU (num_gpu) from its own memory "
                            "estimate and may offload fewer than all; the plan assumes all on the device")
                           if n.startswith("llama-server's --fit") else n for n in p.notes]
         client = self.client_argv(request, model, gguf_file, listing)
@@ -682,7 +730,8 @@ class LlamaCpp:
             condition = f"{condition}; and {ram}" if condition else ram
         return LlamaCppMemory(plan=p, fits=fits, reason=reason, condition=condition, kv_cache_tokens=cells, fit=fit_info,
                               unified_memory=unified, estimated_max_model_len=_unified_context(p, unified),
-                              max_concurrency=float(p.n_seq_max), max_model_len=p.n_ctx_seq, gpu=gpu.name,
+                              max_concurrency=_max_concurrency(p), pool_scope=_pool_scope(p),
+                              max_model_len=p.n_ctx_seq, gpu=gpu.name,
                               release=request.release, device_budget_mib=budget / MiB, device_budget_source=budget_source,
                               device_used_mib=None if used is None else round(used / MiB, 2),
                               kv_cache_mib=kv / MiB, model_buffer_mib=model_mib, ollama=st["ollama"],
@@ -771,7 +820,8 @@ class LlamaCpp:
             round(sum(r["used_mib"] for r in per_device.values()), 2)
         return LlamaCppMemory(plan=p, fits=fits, reason=reason, condition=condition, kv_cache_tokens=p.n_ctx,
                               fit=st.get("fit"),
-                              max_concurrency=float(p.n_seq_max), max_model_len=p.n_ctx_seq, gpu=gpu.name,
+                              max_concurrency=_max_concurrency(p), pool_scope=_pool_scope(p),
+                              max_model_len=p.n_ctx_seq, gpu=gpu.name,
                               release=request.release, device_budget_mib=budget / MiB,
                               device_budget_source=f"each of the {p.n_gpus} GPUs: {budget_source}",
                               device_used_mib=used_all, kv_cache_mib=p.kv_bytes / MiB, model_buffer_mib=model_mib,
@@ -851,6 +901,8 @@ class LlamaCpp:
             names = ", ".join(f.name for f in listing.files[:8])
             raise EngineInputError("gguf_file_draft", f"{gguf_file} is not a GGUF file of {listing.repo_id} "
                                    f"({listing.source}); its files: {names}")
+        if gguf_file and listing is not None and listing.files:
+            out.hf_tag = hf_quant_tag(listing, listing.file(gguf_file).name)
         if not gguf_file:
             if listing is None or not listing.files:
                 out.not_modelled = (f"no GGUF file of {repo} is known: give gguf_file_draft (the draft's .gguf file)")
@@ -951,11 +1003,25 @@ class LlamaCpp:
             path = f"<{model.repo_id.split('/')[-1]} converted to GGUF>.gguf"
         spec = request.speculative_config
         draft = {}
+        hub_target = listing is not None and listing.files and (path is None or mem.gguf_file)
         if spec is not None and spec.method == "draft_model":
-            # -md FILE when the draft's file is given, else -hfd <repo> (llama-server downloads Q4_K_M / Q8_0 / the
-            # first file); the drafted tokens per step as --spec-draft-n-max
-            draft = {"draft_model_path": request.gguf_file_draft, "draft_hf_repo": None if request.gguf_file_draft
-                     else spec.model, "draft_max": spec.num_speculative_tokens,
+            # the draft's file given: -md FILE beside a local target (-m), but beside a Hub target (-hf) the draft
+            # comes from the Hub too: -hfd <repo>:<QUANT> when that tag picks the file, else (0.3.36) -hfd <repo>
+            # -md FILE (-md then names the repo's file, launch.launch_argv); no file given: -hfd <repo> (llama-server
+            # downloads Q4_K_M / Q8_0 / the first file). The drafted tokens per step as --spec-draft-n-max
+            fname, where = request.gguf_file_draft, {}
+            tag = mem.draft.hf_tag if mem.draft is not None else None
+            if not fname:
+                where = {"draft_hf_repo": spec.model}
+            elif not hub_target:
+                where = {"draft_model_path": fname}
+            elif tag:
+                where = {"draft_hf_repo": f"{spec.model}:{tag}"}
+            elif request.release == RELEASE_0_3_36:
+                where = {"draft_hf_repo": spec.model, "draft_hf_file": fname}
+            else:  # an older build: -md is a local path there; the draft must be downloaded first
+                where = {"draft_model_path": fname}
+            draft = {**where, "draft_max": spec.num_speculative_tokens,
                      "n_gpu_layers_draft": request.n_gpu_layers_draft, "release": request.release}
         kw = dict(n_ctx=request.max_model_len, n_parallel=mem.plan.n_seq_max, flash_attn=mem.plan.flash_attn,
                   cache_type_k=mem.resolved["cache_type_k"], cache_type_v=mem.resolved["cache_type_v"],
@@ -963,7 +1029,7 @@ class LlamaCpp:
                   fit=getattr(request, "fit", None), fit_target=getattr(request, "fit_target", None),
                   n_gpus=request.gpus, split_mode=request.split_mode, tensor_split=request.tensor_split,
                   main_gpu=request.main_gpu, gpu_backend=_buft_name(mem.resolved["device"], 0).rstrip("0"), **draft)
-        if listing is not None and listing.files and (path is None or mem.gguf_file):
+        if hub_target:
             # a Hub GGUF repo: llama-server -hf <repo> downloads the file the plan is for (-hff <file> when one is
             # named, else the one it picks), where a bare -m <file> needs it downloaded first
             return launch_argv(path, hf_repo=listing.repo_id, **kw)
@@ -1311,8 +1377,35 @@ class Ollama(LlamaCpp):
             mem.plan.notes.append("the buffers and the speed shown are for every layer on the GPU, which does not fit: "
                                   "Ollama before 0.30 runs with fewer and is slower; since 0.30 llama-server's --fit "
                                   "places the layers (--ollama-release 0.30.0 or later models that)")
+        if request.n_gpu_layers not in (None, -1):
+            self._num_gpu(request, mem, llama_server=self.runs_llama_server_fit(request))
         self._oom_retry_note(mem)
         return mem
+
+    @staticmethod
+    def _num_gpu(request, mem: LlamaCppMemory, *, llama_server: bool) -> None:
+        """The layers on the GPU the request gives (``n_gpu_layers``) are Ollama's ``num_gpu`` option (api/types.go:591
+        at v0.32.15, ``json:"num_gpu"``), which Ollama passes to llama-server as ``-ngl N`` (llm/llama_server.go:402-410
+        at v0.32.15; without it no -ngl and --fit places the layers; before 0.30 its scheduler assigns that many layers,
+        llm/server.go:1006, 1078-1101 assignLayers at v0.21.0). It is a model option, neither an ``ollama run``
+        flag nor a server variable: ``mem.ollama["modelfile"]`` carries it as ``PARAMETER num_gpu N`` (Modelfile
+        parameters are the API's options, api/types.go:1274 FormatParams) and a note says how to use it."""
+        d = mem.ollama
+        n = request.n_gpu_layers
+        source = (mem.client_argv[-1] if mem.client_argv else
+                  f"<{mem.gguf_file or 'the model'}>")
+        conf = ollama_config(source, num_ctx=d["kv_size"] // d["num_parallel"], num_parallel=d["num_parallel"],
+                             kv_cache_type=d["kv_cache_type"], num_gpu=n)
+        d["num_gpu"] = n
+        d["modelfile"] = conf["modelfile"]
+        mem.plan.notes.append(
+            f"num_gpu {n} (Ollama's name for the layers on the GPU, -ngl {n}: "
+            + ("llm/llama_server.go:402-410 at v0.32.15 passes it to llama-server" if llama_server else
+               "its scheduler assigns that many, llm/server.go:1006, 1078-1101 assignLayers at v0.21.0")
+            + "; api/types.go:591 num_gpu) is a model option, not a flag of `ollama run` or a variable of `ollama serve`: "
+            "put it in a Modelfile (" + conf["modelfile"].strip().replace("\n", " / ") + "), then `ollama create "
+            f"NAME -f Modelfile` and `ollama run NAME`, or send \"options\": {{\"num_gpu\": {n}}} with each API "
+            "request; without it Ollama places the layers itself")
 
     @staticmethod
     def _go_engine(request, mem: LlamaCppMemory, rule) -> None:

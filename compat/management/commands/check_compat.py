@@ -43,7 +43,7 @@ class Command(OneLineErrors, BaseCommand):
         request, local = request_from_command(opts)
         runtime = get_runtime(request.runtime)
         try:
-            model = load(request, local)
+            model = getattr(runtime, "load_model", load)(request, local)  # as make_plan loads (GGUF-only repos)
             try:
                 memory = runtime.memory(request, model)
             except InputError:
@@ -96,16 +96,20 @@ class Command(OneLineErrors, BaseCommand):
     def _summary(self, report: CompatSummary, label: str, fmt: str) -> None:
         """A runtime without vLLM's per-backend table: its release, the backend it picks and the one asked for, the
         verdict and the reasons (the same answer ``estimate`` shows for it)."""
+        # the exit line stands alone: "depends: works if <the conditions>" (as estimate's verdict says it), never a
+        # pointer to lines that may not be there (--format json prints none of them to stderr)
+        pointer = ("works if " + "; and ".join(report.auto_conditions) if report.auto_conditions else
+                   "; ".join(report.reasons) or f"{label} {report.release} on {report.gpu}")
         if fmt == "json":
             self.stdout.write(json.dumps(report.model_dump(), indent=1))
-            return self._exit(report, "see the answer above")
+            return self._exit(report, pointer)
         self.stdout.write(f"{label} {report.release} on {report.gpu}")
         auto = f"auto: {report.auto_selected}" if report.auto_selected else None
         if report.requested_backend:  # the reasons are the requested backend's
             self._verdict_lines(report, label, auto, [], report.reasons)
         else:  # the reasons are why the runtime picks what it picks
             self._verdict_lines(report, label, auto, [f"  {r}" for r in report.reasons], [])
-        return self._exit(report, "see the answer above")
+        return self._exit(report, pointer)
 
     def _verdict_lines(self, report, label: str, auto: str | None, why: list[str], reasons: list[str]) -> None:
         """How every runtime's answer ends (vLLM after its table, the others after their first line), each text
