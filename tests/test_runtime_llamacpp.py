@@ -164,13 +164,20 @@ def _custom_run(client, mib: float, **extra) -> dict:
 
 def test_the_verdict_depends_only_when_the_memory_left_lies_within_the_estimates_error(client):
     """On a custom CUDA device sized around what llama.cpp needs, with --fit off (every layer on the GPU): left >
-    estimate + error -> works; left inside estimate +- error -> depends (the condition names the estimate); left <
-    estimate - error -> does_not_fit. With --fit on (llama-server's default) the tight device keeps fewer layers
+    estimate + 1024 MiB (--fit's target) -> works; left > estimate + error but < estimate + 1024 MiB -> depends
+    (the GPU context and the backend's pool); left inside estimate +- error -> depends (the condition names the
+    estimate); left < estimate - error -> does_not_fit. With --fit on (llama-server's default) the tight device keeps fewer layers
     and works (tests/test_llamacpp_fit.py)."""
     big = _custom_run(client, 80 * 1024)
     used, cb, err = big["device_used_mib"], big["compute_buffer_mib"]["CUDA0"], big["compute_buffer_error_mib"]["CUDA0"]
     assert big["verdict"] == "works" and cb > 250 and err > 0
-    assert _custom_run(client, used + cb + err + 1)["verdict"] == "works"
+    # left > estimate + error, but under the 1024 MiB llama.cpp's --fit keeps free per device (common/common.h:483)
+    # for the GPU context and the backend's pool, which are not among its buffers: depends on them
+    tight = _custom_run(client, used + cb + err + 1)
+    assert tight["verdict"] == "depends" and "GPU context" in tight["verdict_condition"]
+    assert f"the {err + 1:.0f} MiB the CUDA device keeps" in tight["verdict_condition"]
+    assert _custom_run(client, used + cb + 1024)["verdict"] == "works"
+    assert _custom_run(client, used + cb + 1022)["verdict"] == "depends"
     mid = _custom_run(client, used + cb)
     assert mid["verdict"] == "depends" and "largest live tensors" in mid["verdict_condition"]
     low = _custom_run(client, used + cb - err - 1)

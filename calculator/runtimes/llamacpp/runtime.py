@@ -179,6 +179,31 @@ def _pool_scope(p: LlamaCppPlan) -> str | None:
     return f"(-kvu: {p.n_seq_max} slots share the {p.n_ctx:,} cells)"
 
 
+#: What a discrete GPU must keep free beside llama.cpp's buffers: the process's GPU context and the backend's memory
+#: pool (ggml-cuda's ggml_cuda_pool, ggml/src/ggml-cuda/common.cuh:1198, which grows while the server runs) are not
+#: among the buffers llama.cpp logs; ``llama_memory_breakdown_print`` reports them as "unaccounted" (total - free -
+#: self, common/fit.cpp:984; 3945 MiB on the RTX 4090 of tools/fit-params/README.md:53). The runtime's own answer to
+#: how much to keep is ``--fit``'s target, 1024 MiB per device (common/common.h:483; llama-cpp-python 0.3.36's
+#: vendored llama.cpp), which every plan ``--fit`` makes keeps; below it the plan starts only if they fit in the rest.
+GPU_HEADROOM_MIB = 1024
+GPU_HEADROOM_SRC = (SRC + "common/common.h:483 (fit_params_target 1024 MiB); common/fit.cpp:984 (unaccounted = total - "
+                    "free - self); ggml/src/ggml-cuda/common.cuh:1198 (ggml_cuda_pool)")
+
+
+def headroom_condition(device: str, spare: int) -> str | None:
+    """The condition a discrete GPU's ``spare`` bytes (its budget less every buffer llama.cpp makes there, compute
+    buffer included) put on the verdict: None from :data:`GPU_HEADROOM_MIB` up, and on the CPU / Metal (Metal's
+    budget is already the working set macOS grants, :func:`budget_bytes`); else "works if" the rest holds the GPU
+    context and the backend's pool, which llama.cpp does not count among its buffers."""
+    if device in ("CPU", "Metal") or spare >= (GPU_HEADROOM_MIB - 0.5) * MiB:
+        return None
+    return (f"the {max(spare, 0) / MiB:.0f} MiB the {device} device keeps beside llama.cpp's buffers hold what they do "
+            "not count: the process's GPU context and the backend's memory pool, which grows while it serves "
+            "(llama_memory_breakdown_print's 'unaccounted' column, 3945 MiB on the RTX 4090 of llama.cpp's "
+            f"tools/fit-params README); llama.cpp's own --fit keeps {GPU_HEADROOM_MIB} MiB free per device for them "
+            "(--fit-target)")
+
+
 def on_device(buft: str) -> bool:
     """Whether a llama.cpp buffer type lives in the GPU's memory: not the CPU's own types (``CPU``, ``CPU_Mapped``,
     ``CPU_REPACK``) and not a GPU backend's pinned *host* buffer (``CUDA_Host``, ``Vulkan_Host``: page-locked system
@@ -680,7 +705,7 @@ class LlamaCpp:
         else:
             left = budget - used
             if compute.bytes + compute.error_bytes <= left:
-                pass  # fits even at the top of the estimate's stated error
+                condition = headroom_condition(device, left - compute.bytes)  # fits; unless too little is left beside
             elif compute.bytes - compute.error_bytes > left:
                 fits = False
                 reason = (f"llama.cpp would allocate {used / GiB:.2f} GiB on the {device} device (model buffers + KV "
@@ -790,6 +815,11 @@ class LlamaCpp:
                 continue
             elif cb.bytes + cb.error_bytes <= left:
                 row["fits"] = True
+                room = headroom_condition(n, left - cb.bytes)
+                if room:
+                    row["fits"] = None
+                    conditions.append(f"{n}: {room}")
+                    continue
             elif cb.bytes - cb.error_bytes > left:
                 row["fits"] = False
             else:
