@@ -28,7 +28,8 @@ from .layers import (check_architecture, check_kda, hybrid_mla_alignment, indexe
                      sparse_mla_cache)
 from .runtime import (CUDA_GRAPH_BASE_GIB, CUDA_GRAPH_MOE_EXTRA_GIB, CUDA_GRAPH_PER_LAYER_GIB, FORWARD_FACTOR,
                       IN_USE_AT_START_GIB_SINGLE, IN_USE_AT_START_GIB_TP, MOE_WORKSPACE_FACTOR, NON_TORCH_GIB_PP,
-                      NON_TORCH_GIB_SINGLE, SAMPLER_BASE_GIB, SAMPLER_BYTES_PER_SEQ_VOCAB,
+                      NON_TORCH_GIB_SINGLE, NON_TORCH_GIB_TP_LOW, NON_TORCH_TP_FIT_GPUS, NON_TORCH_TP_LOW_SOURCE,
+                      SAMPLER_BASE_GIB, SAMPLER_BYTES_PER_SEQ_VOCAB,
                       SAMPLER_BYTES_PER_SEQ_VOCAB_OLD, ReleaseRules, extensible_kv_budget, parse_version)
 from .schemas import EngineInput, EstimateResult, LayerKV
 from .weights import eagle3_draft_weights, mtp_draft_weights, resolve_quant, round_up, weights_from_checkpoint, weights_per_gpu
@@ -744,6 +745,24 @@ def estimate(inp: EngineInput) -> EstimateResult:
     # --- verdict ------------------------------------------------------------------------------------
     fits, reason, _, est_len = _verdict(inp, arch, pool_available, cap, groups, ctx, max_len,
                                                  weights + draft_weights, requested, u, gpu)
+    fit_condition = None
+    if (tp > 1 and not gpu.is_cpu and inp.kv_cache_memory_bytes is None and gpu.name not in NON_TORCH_TP_FIT_GPUS
+            and rules.version >= (0, 15, 0)):
+        # the tp > 1 non-torch fit is the H100 NVLink logs'; elsewhere public logs show as little as 0.34 GiB
+        slack = non_torch - int(NON_TORCH_GIB_TP_LOW * GiB)
+        if slack > 0:
+            unknown = (f"vLLM's non-torch memory at tensor_parallel_size {tp} (NCCL and custom all-reduce buffers) is "
+                       f"taken as the {_gib(non_torch):.2f} GiB fit to H100 80GB HBM3 logs over NVLink; no public log "
+                       f"covers the {gpu.name}, and others at tp > 1 show as little as {NON_TORCH_TP_LOW_SOURCE}")
+            if fits:
+                warnings.append(f"{unknown}: at that figure the KV cache gets {_gib(slack):.2f} GiB more per GPU")
+            elif groups and _verdict(inp, arch, pool_available + slack, cap, groups, ctx, max_len,
+                                     weights + draft_weights, requested, u, gpu)[0]:
+                fit_condition = (f"vLLM's non-torch memory at tensor_parallel_size {tp} on the {gpu.name} stays "
+                                 f"near the low end of the public logs ({NON_TORCH_TP_LOW_SOURCE}) rather than the "
+                                 f"{_gib(non_torch):.2f} GiB fit to H100 NVLink logs: {_gib(slack):.2f} GiB more "
+                                 "per GPU for the KV cache would fit it")
+                sources["non_torch_gib"] += f"; {unknown}"
 
     return EstimateResult(
         model=inp.model_label, gpu=gpu.name, vllm_version=rules.label, total_memory_gib=gpu.memory_gib,
@@ -752,7 +771,7 @@ def estimate(inp: EngineInput) -> EstimateResult:
         cuda_graph_deducted=deducted, available_kv_cache_gib=_gib(available), kv_cache_tokens=cap.kv_cache_tokens,
         num_gpu_blocks=cap.num_blocks, max_concurrency=round(cap.max_concurrency, 2), max_model_len=max_len,
         block_size=block_size, kv_bytes_per_token=kv_per_token, kv_by_layer_type=kv_by_type,
-        draft_kv_bytes_per_token=draft_kv, fits=fits, reason=reason,
+        draft_kv_bytes_per_token=draft_kv, fits=fits, reason=reason, fit_condition=fit_condition,
         estimated_max_model_len=est_len, warnings=warnings, resolved=resolved,
         sources={**sources, "total_memory_gib": gpu.memory_source,
                  "requested_memory_gib": "ceil(total x gpu_memory_utilization) (vllm/v1/worker/utils.py:724)",

@@ -132,6 +132,7 @@ class Plan:
     layer_kernels: float | None = None
     triton_layers: int = 0  # layers whose decode attention walks the triton split-KV loop (SGLang triton backend)
     kernels_note: str | None = None
+    fit_condition: str | None = None  # EstimateResult.fit_condition: it fits only at the low end of an overhead
     # SGLang's CUDA graphs: prefill passes of up to prefill_graph_max_tokens tokens replay piecewise graphs, launching
     # only graph_split_ops_per_layer ops per layer eagerly (0: every prefill pass is eager); decode batches above
     # decode_graph_max_bs requests run eagerly (--cuda-graph-max-bs; None: always graphed)
@@ -170,7 +171,7 @@ def plan_from_engine(inp: EngineInput, est: EstimateResult | None = None) -> Pla
                 dtype=inp.dtype, quant_config=inp.quant_config, quantization=inp.quantization,
                 tp=inp.tensor_parallel_size, pp=inp.pipeline_parallel_size, enforce_eager=inp.enforce_eager,
                 spec_method=spec.method if spec else None, spec_k=spec.num_speculative_tokens if spec else 0,
-                resolved=dict(est.resolved), kv_by_layer_type=list(est.kv_by_layer_type), fits=est.fits,
+                resolved=dict(est.resolved), kv_by_layer_type=list(est.kv_by_layer_type), fits=est.fits, fit_condition=est.fit_condition,
                 max_model_len=est.max_model_len, kv_cache_tokens=est.kv_cache_tokens,
                 max_concurrency=est.max_concurrency, dp=inp.data_parallel_size,
                 release=inp.vllm_version, attention_backend=inp.attention_backend,
@@ -1955,6 +1956,10 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
     warnings: list[str] = []
     sources: dict[str, str] = {f"hardware.{k}": v for k, v in hw.sources.items()}
 
+    if not plan.fits and plan.fit_condition:
+        raise EngineInputError("configuration", "not predicted: at the overheads as fitted the KV cache does not hold "
+                               "one request, so whether there is a server to time depends on the condition the verdict "
+                               "names")
     if not plan.fits:
         # no server to time: the speed of one that does not start is not a number to show (the verdict says why and
         # what would start)

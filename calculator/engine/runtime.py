@@ -764,6 +764,15 @@ MOE_WORKSPACE_FACTOR = 1.0  # × tokens × top-k × (2·moe_intermediate/tp + hi
 NON_TORCH_GIB_SINGLE = 0.25
 NON_TORCH_GIB_TP = 2.1
 NON_TORCH_GIB_TP_OLD = 1.25  # 0.10.1.1 log at tp=2 (dl-083)
+# The tp > 1 fit comes from one GPU and link (the llm-d planner's vLLM 0.19 logs, all "NVIDIA H100 80GB HBM3" over
+# NVLink: 2.06-2.21 GiB). Other public logs at tp > 1 show far less: 0.34 GiB on an A100 40GB at tp = 4 (vLLM 0.8.3,
+# https://github.com/vllm-project/vllm/issues/16570, shared case gh-008; its other ranks 0.38 and 0.43) and 0.55 GiB on
+# an H100 at tp = 2 (shared case gh-033). On any other GPU the figure is not known: the answer says so, and a plan
+# that fits only at the low end depends on it (memory.estimate_memory).
+NON_TORCH_TP_FIT_GPUS = ("NVIDIA H100 80GB HBM3",)
+NON_TORCH_GIB_TP_LOW = 0.34
+NON_TORCH_TP_LOW_SOURCE = ("0.34 GiB on an A100 40GB at tensor_parallel_size 4, vLLM 0.8.3 "
+                           "(https://github.com/vllm-project/vllm/issues/16570)")
 NON_TORCH_GIB_PP = 0.07
 # Memory in use when vLLM takes its start-up snapshot (its CUDA context; at tp > 1 also NCCL's set-up, which runs
 # first): "Free memory on device: 78.57/79.18 GiB on startup" in the H100 logs at tp = 1 (shared cases gh-031,

@@ -166,6 +166,10 @@ class EstimateResult(BaseModel):
     fits: bool
     reason: str | None = None
     estimated_max_model_len: int | None = None
+    #: set when the plan does not fit with the overheads as fitted but would at the low end of one the public logs do
+    #: not pin down for this GPU (non-torch memory at tp > 1): the verdict then depends on it, ``reason`` says why
+    #: the figures as shown do not fit
+    fit_condition: str | None = None
     warnings: list[str] = []
     resolved: dict[str, Any] = {}
     sources: dict[str, str] = {}
