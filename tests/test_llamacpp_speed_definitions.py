@@ -111,3 +111,20 @@ def test_cli_speculation_with_slots(capsys):
     body = json.loads(capsys.readouterr().out)
     assert body["speed_error"] is None and body["spec_speedup"] < 1
     assert any(w.startswith("stop sign: at acceptance length 1.40") for w in body["speed_warnings"])
+
+
+def test_clients_beyond_the_slots_wait_for_one_with_speculation_too(client):
+    """8 clients on -np 4 with a draft model: the 4 beyond the slots wait (8 / 4 - 1) x a request's speculative time
+    in its slot (Little's law, as the plain answer's wait), so the speculative TTFT includes it like the plain one,
+    and output tok/s (the 4 running slots') = 8 x 128 / (TTFT + 127 x ITL) with the clients and the waiting TTFT."""
+    q = Q | {"speculative_config": SPEC, "acceptance_rate": "0.6", "parallel": "4"}
+    four = client.get("/api/estimate", q | {"concurrency": "4"}).json()
+    eight = client.get("/api/estimate", q | {"concurrency": "8"}).json()
+    s4, s8 = four["speed"]["spec"], eight["speed"]["spec"]
+    assert s8["concurrency"] == 4 and s8["itl_ms"] == pytest.approx(s4["itl_ms"], abs=1e-3)
+    in_slot = s4["ttft_ms"] + 127 * s4["itl_ms"]
+    assert s8["ttft_ms"] == pytest.approx(s4["ttft_ms"] + (8 / 4 - 1) * in_slot, rel=1e-3)
+    assert eight["output_tokens_per_s_spec"] == pytest.approx(
+        8 * 128 / ((s8["ttft_ms"] + 127 * s8["itl_ms"]) / 1e3), rel=2e-3)
+    # the plain answer waits the same way: both TTFTs include the wait
+    assert eight["ttft_ms"] > four["ttft_ms"] and s8["ttft_ms"] > s4["ttft_ms"]

@@ -610,7 +610,8 @@ class SpecSpeed(BaseModel):
     target batch on the draft as well, :data:`SPEC_REEVAL_SRC`); ``verify_ms``: the target's pass over ``k + 1``
     tokens per slot; ``step_ms`` = k x draft + draft re-evaluation + verify + the speculative step overhead;
     ``baseline_itl_ms``: the plain decode step of as many slots; ``ttft_ms``: the prompt's prefill on the target
-    and on the draft plus one plain decode step (None without a TFLOP/s figure); ``itl_ms`` = step / AL;
+    and on the draft plus one plain decode step, plus the wait for a free slot of the clients beyond the slots
+    (None without a TFLOP/s figure); ``itl_ms`` = step / AL;
     ``output_tokens_per_s`` = C x O / (TTFT + (O - 1) x ITL), the definition of the plain answer; ``speedup`` =
     baseline / ``itl_ms`` (time per output token without / with); ``break_even_rate``: the acceptance rate
     (accepted / drafted) at which the speedup is 1 (None: never pays)."""
@@ -705,6 +706,12 @@ def spec_speed(meta: GGUFMeta, plan: LlamaCppPlan, draft_meta: GGUFMeta, draft_p
     itl = None if al is None else step / al
     ttft = None if pre_tgt is None or pre_dft is None else pre_tgt + pre_dft + base.total_ms
     tps = None if itl is None or ttft is None else closed_loop_tokens_per_s(conc, output_len, ttft, itl)
+    queue_ms = 0.0
+    if concurrency > conc and itl is not None and ttft is not None:
+        # the clients beyond the slots wait for one as in the plain answer (speed(): (C / P - 1) x a request's time in
+        # its slot, Little's law), here the speculative slot time, so the two TTFTs compare like with like
+        queue_ms = (concurrency / conc - 1) * (ttft + (output_len - 1) * itl)
+        ttft += queue_ms
     speedup = None if itl is None else base.total_ms / itl
     # the stop sign of the vLLM / SGLang answers, on the figure shown (no range: the draft model has none here)
     notes += slowdown_warnings(al, None if speedup is None else round(speedup, 4), None, None)
@@ -718,6 +725,10 @@ def spec_speed(meta: GGUFMeta, plan: LlamaCppPlan, draft_meta: GGUFMeta, draft_p
                        f"spec_step_overhead_ms {eff.spec_step_overhead_ms} ({eff.label})")
     if conc > 1:
         sources["spec.slots"] = f"{conc} slots draft and verify together: {SPEC_SLOTS_SRC}"
+    if queue_ms:
+        sources["spec.ttft_ms.queue"] = (f"mean wait for a slot (C / P - 1) x (TTFT + (output_len - 1) x ITL) with "
+                                         f"speculation, C = {concurrency} clients, P = {conc} slots: "
+                                         f"{queue_ms:.0f} ms")
     sources["spec.output_tokens_per_s"] = ("C x output_len / (TTFT + (output_len - 1) x ITL with speculation), TTFT "
                                            "= the prompt's prefill on the target and on the draft (llama-server "
                                            f"evaluates every batch on both, {SPEC_REEVAL_SRC}) + one plain decode step")
