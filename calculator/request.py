@@ -547,6 +547,11 @@ class ServingRequest(BaseModel):
                 # --cache-type-k and --cache-type-v; llama/llama.go:139-140 at v0.24.0 sets type_k and type_v from it
                 raise InputError("cache_type_v", "Ollama has one KV cache type for K and V (OLLAMA_KV_CACHE_TYPE): "
                                  "give it as cache_type_k (--cache-type-k), without a different cache_type_v")
+            if self.runtime == "ollama" and self.kv_unified:
+                # Ollama starts llama-server with -c num_ctx x parallel and -np parallel, never --kv-unified
+                # (llm/llama_server.go:370-416 at v0.32.15): each slot keeps its own num_ctx cells
+                raise InputError("kv_unified", "llama-server's flag; Ollama passes no --kv-unified (each of its "
+                                 "OLLAMA_NUM_PARALLEL slots keeps its own num_ctx cells)")
             if self.runtime == "ollama" and (self.fit is not None or self.fit_target is not None):
                 raise InputError("fit" if self.fit is not None else "fit_target", "--fit is llama-server's flag; Ollama passes "
                                  "none (since 0.30 llama-server's default, on, places the layers; before, its scheduler "

@@ -344,6 +344,22 @@ def test_ollama_has_one_kv_cache_type_for_k_and_v(client):
                                                "cache_type_v": "q4_0"}).status_code == 200
 
 
+def test_ollama_refuses_kv_unified(client):
+    """Ollama starts llama-server with -c num_ctx x parallel and -np parallel and never --kv-unified (ollama
+    llm/llama_server.go:370-416 at v0.32.15): a request for it would change the answer (every slot sharing the cells)
+    without a command that runs it, so it is refused (400 / exit 2); llama.cpp takes it."""
+    base = {"model": "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "gpu": "RTX 3090", "parallel": "4",
+            "kv_unified": "true"}
+    r = client.get("/api/estimate", base | {"runtime": "ollama"})
+    assert r.status_code == 400 and r.json()["field"] == "kv_unified" and "Ollama passes no" in r.json()["error"]
+    with pytest.raises(CommandError) as err:
+        call_command("estimate", "--model", base["model"], "--runtime", "ollama", "--gpu", "RTX 3090",
+                     "--parallel", "4", "--kv-unified", stdout=StringIO())
+    assert err.value.returncode == 2 and str(err.value).startswith("--kv-unified:")
+    ok = client.get("/api/estimate", base | {"runtime": "llama.cpp"})
+    assert ok.status_code == 200 and "-kvu" in ok.json()["serve_argv"]
+
+
 def test_ollama_partial_offload_carries_num_gpu(client):
     """n_gpu_layers 20 on Ollama is its num_gpu option (api/types.go:591 at v0.32.15), passed to llama-server as
     -ngl 20 (llm/llama_server.go:402-410); it is not a flag of `ollama run` nor a server variable, so the answer
