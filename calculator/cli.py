@@ -99,6 +99,12 @@ def one_line_error(parser: argparse.ArgumentParser, message: str) -> str:
         names = [o for o in action.option_strings if not o.startswith("--")]
         hint = f"did you mean {long} ({', '.join(names)})?" if long else f"did you mean {names[0]}?"
         return f"unrecognized flag {flag[:60]}{more}; {hint}"
+    from calculator.request import OLLAMA_NAMES
+
+    ollama = OLLAMA_NAMES.get(key.replace("-", "_"))
+    if ollama and f"--{ollama.replace('_', '-')}" in parser._option_string_actions:  # --num-gpu: Ollama's num_gpu
+        return (f"unrecognized flag {flag[:60]}{more}; that is Ollama's name: here it is --{ollama.replace('_', '-')}, "
+                "which the Ollama command and Modelfile set for you")
     hint = f"did you mean --{near[0]}?" if near else f"manage.py {parser.prog.split()[-1]} --help lists the flags"
     return f"unrecognized flag {flag[:60]}{more}; {hint}"
 

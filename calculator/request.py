@@ -810,6 +810,14 @@ def nearest_choice(given, choices: list[str]) -> str | None:
     return near[0] if near else None
 
 
+#: Ollama's option and variable names (its Modelfile PARAMETERs and API "options", api/types.go; OLLAMA_* variables)
+#: -> the parameter that sets the same thing here, so an Ollama user is pointed at it, not at a look-alike name
+OLLAMA_NAMES = {"num_gpu": "n_gpu_layers", "num_ctx": "ctx_size", "num_parallel": "parallel",
+                "ollama_num_parallel": "parallel", "ollama_context_length": "ctx_size",
+                "kv_cache_type": "cache_type_k", "ollama_kv_cache_type": "cache_type_k",
+                "ollama_flash_attention": "flash_attn"}
+
+
 def unknown_parameter(name: str, known: tuple[str, ...] | None = None) -> InputError:
     """The refusal of a parameter no surface takes, naming the nearest known one (``difflib``, over the parameters
     and their aliases; ``--max-model-len`` and ``Max_Model_Len`` are matched as ``max_model_len``; a short flag's
@@ -823,6 +831,10 @@ def unknown_parameter(name: str, known: tuple[str, ...] | None = None) -> InputE
     near = [key] if key in names else difflib.get_close_matches(key, names, n=1, cutoff=0.6)
     if known is None and key not in names and key in SHORT_FLAGS:  # tp=2: the command line's -tp
         near = [SHORT_FLAGS[key]]
+    if known is None and key in OLLAMA_NAMES:  # num_gpu=20: Ollama's name of -ngl
+        ours = OLLAMA_NAMES[key]
+        return InputError(shown, f"unknown parameter {shown!r}; that is Ollama's name: here it is {ours!r} "
+                                 f"(--{ours.replace('_', '-')}), which the Ollama command and Modelfile set for you")
     hint = (f"did you mean {near[0]!r}?" if near else
             "no parameter has a name close to it (the parameters are the flags of manage.py estimate --help, "
             "in snake_case)" if known is None else

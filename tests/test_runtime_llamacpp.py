@@ -360,6 +360,17 @@ def test_ollama_refuses_kv_unified(client):
     assert ok.status_code == 200 and "-kvu" in ok.json()["serve_argv"]
 
 
+@pytest.mark.parametrize("name, ours", [("num_gpu", "n_gpu_layers"), ("num_ctx", "ctx_size"),
+                                        ("OLLAMA_KV_CACHE_TYPE", "cache_type_k"), ("num_parallel", "parallel")])
+def test_ollamas_own_names_point_at_ours(client, name, ours):
+    """An Ollama user's option names (Modelfile PARAMETER / API options: num_gpu, num_ctx; variables: OLLAMA_*) are
+    answered with the parameter that sets the same thing, not difflib's look-alike (num_gpu -> main_gpu)."""
+    r = client.get("/api/estimate", {"model": "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "runtime": "ollama",
+                                     "gpu": "RTX 3090", name: "8"})
+    assert r.status_code == 400 and r.json()["field"] == name
+    assert f"that is Ollama's name: here it is {ours!r}" in r.json()["error"] and "main_gpu" not in r.json()["error"]
+
+
 def test_ollama_partial_offload_carries_num_gpu(client):
     """n_gpu_layers 20 on Ollama is its num_gpu option (api/types.go:591 at v0.32.15), passed to llama-server as
     -ngl 20 (llm/llama_server.go:402-410); it is not a flag of `ollama run` nor a server variable, so the answer

@@ -206,6 +206,11 @@ def test_an_unknown_api_parameter_with_no_near_name_does_not_list_every_paramete
     # a short flag written with two dashes (the calculator takes -tp and -ngl as vLLM and llama.cpp do): both spellings
     (["--tp", "2"], "unrecognized flag --tp; did you mean --tensor-parallel-size (-tp)?"),
     (["--ngl", "99"], "unrecognized flag --ngl; did you mean --n-gpu-layers (-ngl)?"),
+    # Ollama's option names (num_gpu is -ngl, not --main-gpu, which difflib would offer)
+    (["--num-gpu", "20"], "unrecognized flag --num-gpu; that is Ollama's name: here it is --n-gpu-layers, which the "
+                          "Ollama command and Modelfile set for you"),
+    (["--num_ctx", "8192"], "unrecognized flag --num_ctx; that is Ollama's name: here it is --ctx-size, which the "
+                            "Ollama command and Modelfile set for you"),
 ])
 def test_an_unknown_cli_flag_exits_2_with_one_line_naming_the_nearest(argv, line):
     with pytest.raises(CommandError) as err:
