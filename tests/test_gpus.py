@@ -163,6 +163,7 @@ def test_custom_strings(text, memory_gib, cc, vendor):
     ("custom:", "memory comes first"),
     ("custom:sm89", "memory comes first"),
     ("custom:0GiB", "(0, 16384]"),
+    ("custom:-5GiB", "the memory must be a positive number of GiB or MiB"),
     ("custom:24GiB:sm89:sm90", "given twice"),
     ("custom:24GiB:turbo", "cannot read 'turbo'"),
     ("custom:24GiB:sm89:amd", "is nvidia, not amd"),

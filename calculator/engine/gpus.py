@@ -361,6 +361,9 @@ def parse_custom_gpu(text: str) -> GPU:
         if re.fullmatch(_NUM + r"\s*(gb|g|mb)?", (fields[0] if fields else "").lower()):
             raise EngineInputError("gpu", f"custom GPU {text!r}: give the memory in GiB or MiB as the driver "
                                           f"reports it (GB is ambiguous), {hint}")
+        if (fields[0] if fields else "").startswith("-"):  # custom:-5GiB
+            raise EngineInputError("gpu", f"custom GPU {text!r}: the memory must be a positive number of GiB or MiB, "
+                                          f"{hint}")
         raise EngineInputError("gpu", f"custom GPU {text!r}: the memory comes first, {hint}")
     memory_gib = float(m.group(1)) * (1 if m.group(2) == "gib" else MIB / GIB)
     kw: dict = {}
