@@ -382,5 +382,6 @@ def test_ollama_partial_offload_carries_num_gpu(client):
     assert body["ollama"]["modelfile"] == ("FROM hf.co/bartowski/Meta-Llama-3.1-8B-Instruct-GGUF:Q4_K_M\n"
                                            "PARAMETER num_ctx 8192\nPARAMETER num_gpu 20\n")
     assert any(n.startswith("num_gpu 20 (") and "ollama create" in n for n in body["notes"])
+    assert "left on the CPU by num_gpu 20" in body["verdict_condition"]  # Ollama's name, not -ngl
     plain = client.get("/api/estimate", base).json()
     assert "modelfile" not in plain["ollama"] and not any(n.startswith("num_gpu 20") for n in plain["notes"])

@@ -750,7 +750,7 @@ class LlamaCpp:
 
             host = host_bytes(meta, p)
             ram = (f"the machine's free system RAM holds the {host['total'] / GiB:.2f} GiB the {n_cpu} of "
-                   f"{meta.n_layer_all} layers left on the CPU by -ngl {request.n_gpu_layers} need (weights "
+                   f"{meta.n_layer_all} layers left on the CPU by {'num_gpu' if self.name == 'ollama' else '-ngl'} {request.n_gpu_layers} need (weights "
                    f"{host['weights'] / GiB:.2f} GiB, KV cache {host['kv'] / GiB:.2f} GiB)")
             condition = f"{condition}; and {ram}" if condition else ram
         return LlamaCppMemory(plan=p, fits=fits, reason=reason, condition=condition, kv_cache_tokens=cells, fit=fit_info,
