@@ -276,10 +276,12 @@ def _speculative(p, q, a: str, b: str) -> list[ReleaseDifference]:
 
 def _memory(p, q, a: str, b: str) -> list[ReleaseDifference]:
     """The resolved settings (the release's defaults first: --gpu-memory-utilization, the extensible KV cache), then
-    the start-up log's figures."""
+    the start-up log's figures (not when either release does not start: it never reaches the log that has them)."""
     m, n = p.memory, q.memory
     fallback = "the calculator's memory plan of the release (calculator/engine)"
     out = _resolved(p, q, a, b)
+    if p.verdict.status == "does_not_start" or q.verdict.status == "does_not_start":
+        return out
     for key, label, unit in FIGURES:
         x, y = getattr(m, key), getattr(n, key)
         if x == y:

@@ -171,6 +171,18 @@ def test_the_speculative_configs_verdict_is_compared():
     assert diff["speculative_reason"].change == "removed" and "qwen3_moe" in diff["speculative_reason"].before
 
 
+def test_a_release_that_does_not_start_compares_no_start_up_figures():
+    """gpt-oss-20b (MXFP4) on 0.10.0: vLLM lists mxfp4 and registers GptOssForCausalLM from 0.10.1, so 0.10.0 stops
+    before it loads anything and never logs a KV cache: only the verdict and the release's defaults differ, no KV
+    tokens, blocks or concurrency."""
+    request = parse_request({"model": "openai/gpt-oss-20b", "gpu": "H100", "vllm_version": "0.32.0"})
+    comp = compare_releases(request, "0.10.0")
+    diff = _by_key(comp)
+    assert (diff["verdict"].before, diff["verdict"].after) == ("works", "does_not_start")
+    assert not {"kv_cache_tokens", "num_gpu_blocks", "max_concurrency", "available_kv_cache_gib"} & set(diff)
+    assert comp.other_error is None  # answered: a verdict, not a refusal of the request
+
+
 def test_a_backend_named_by_class_in_old_releases_is_not_a_difference():
     """0.10 names backends by class (FlashAttentionBackend), later releases by enum member (FLASH_ATTN): one kernel."""
     request = parse_request({"model": LLAMA, "gpu": "H100", "vllm_version": "0.10.1.1"})
