@@ -734,10 +734,10 @@ RUNTIME_EQUIVALENT = {("llama.cpp", "gpu_memory_utilization"): "the device's mem
                       ("llama.cpp", "kv_cache_dtype"): "cache_type_k / cache_type_v",
                       ("llama.cpp", "block_size"): "nothing (llama.cpp pads the context itself)",
                       ("llama.cpp", "mem_fraction_static"): "the device's memory",
-                      ("llama.cpp", "speculative_eagle_topk"): "a draft model's chain (llama-server --draft-max; no "
+                      ("llama.cpp", "speculative_eagle_topk"): "a draft model's chain (llama-server --spec-draft-n-max; no "
                                                                 "trees)",
                       ("llama.cpp", "speculative_num_draft_tokens"): "speculative_config's num_speculative_tokens "
-                                                                      "(llama-server --draft-max)",
+                                                                      "(llama-server --spec-draft-n-max)",
                       ("llama.cpp", "vllm_version"): "llamacpp_release (Ollama: ollama_release)",
                       ("llama.cpp", "sglang_version"): "llamacpp_release (Ollama: ollama_release)",
                       ("llama.cpp", "data_parallel_size"): "nothing (one llama-server per set of devices; run several "

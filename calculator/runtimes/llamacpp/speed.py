@@ -43,7 +43,7 @@ table derived by :mod:`.quant_rules`) and the memory plan:
 * **speculative decoding with a draft model** (common/speculative.cpp, ``common_speculative_state_draft::draft``
   :308-412): each step the draft decodes the last token and then each drafted token but the last, one token per
   pass, so ``k`` drafted tokens cost ``k`` single-token draft passes (:330, :398; drafting stops early when the
-  top candidate's probability is below ``--draft-p-min``, :366, not modelled: ``k`` = ``--draft-max``); the target
+  top candidate's probability is below ``--draft-p-min``, :366, not modelled: ``k`` = ``--spec-draft-n-max``); the target
   then verifies ``k + 1`` tokens in one batch (a decode step of ``k + 1`` tokens: the weights read once, the
   FLOPs ``k + 1`` times, which is where a low-FLOP/s GPU loses); the step yields the mean acceptance length ``AL``
   (1 + the accepted drafts) from the request's acceptance rate or :mod:`calculator.engine.acceptance`.
@@ -603,7 +603,7 @@ SPEC_REEVAL_SRC = SRC + "tools/server/server-context.cpp:3722-3736, common/specu
 
 class SpecSpeed(BaseModel):
     """Speculative decoding with a draft model (``llama-server --model-draft``). ``k``: drafted tokens per step
-    (``--draft-max``); ``concurrency``: the slots drafting and verifying together; ``acceptance_length``: mean
+    (``--spec-draft-n-max``); ``concurrency``: the slots drafting and verifying together; ``acceptance_length``: mean
     tokens per step and slot incl. the target's own (``None`` when neither the request nor a public figure gives
     it: then only ``break_even_rate`` is known); ``draft_pass_ms``: one draft pass of one token per slot;
     ``draft_reeval_ms``: the draft's pass over the ``k + 1`` verified tokens per slot (llama-server evaluates each
@@ -648,7 +648,7 @@ def spec_speed(meta: GGUFMeta, plan: LlamaCppPlan, draft_meta: GGUFMeta, draft_p
                tensor_split: list[float] | None = None, n_cpu_moe: int = 0, host_bandwidth_gbps: float | None = None,
                pcie_gbps: float | None = None, concurrency: int = 1) -> SpecSpeed:
     """Speed of ``concurrency`` sequences (at most the plan's ``n_seq_max`` slots run at once, as in :func:`speed`)
-    with a draft model drafting ``k`` tokens per step and slot (``--draft-max``, the ``--draft-min`` /
+    with a draft model drafting ``k`` tokens per step and slot (``--spec-draft-n-max``, the ``--spec-draft-n-min`` /
     ``--draft-p-min`` cut-offs not modelled: every step drafts ``k``).
 
     The draft runs on the same devices and split as the target (common/speculative.cpp:2446-2470: the draft's
@@ -669,7 +669,7 @@ def spec_speed(meta: GGUFMeta, plan: LlamaCppPlan, draft_meta: GGUFMeta, draft_p
     from calculator.engine.perf import break_even_acceptance_rate, closed_loop_tokens_per_s, slowdown_warnings
 
     if k < 1:
-        raise ValueError(f"k (--draft-max) must be >= 1, not {k}")
+        raise ValueError(f"k (--spec-draft-n-max) must be >= 1, not {k}")
     if prompt_len < 1 or output_len < 1 or concurrency < 1:
         raise ValueError("prompt_len, output_len and concurrency must be >= 1")
     kw = dict(n_gpus=n_gpus, split_mode=split_mode, tensor_split=tensor_split, host_bandwidth_gbps=host_bandwidth_gbps,
