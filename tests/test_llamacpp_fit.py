@@ -279,3 +279,22 @@ def test_layers_left_on_the_cpu_need_the_machines_ram_whoever_chose_them(client)
     assert f"(weights {cpu_layers + 128256 * 8192 * 144 / 256 / 2**30:.2f} GiB" in ngl["verdict_condition"]
     two = client.get("/api/estimate", LLAMA70 | {"gpus": "2"}).json()
     assert two["verdict"] == "works" and two["fit"]["status"] in ("no_change", "fitted")
+
+
+def test_a_context_too_long_for_the_gpu_gets_the_longest_that_fits_as_a_suggestion(client):
+    """-c 65536 --fit off on a 12 GB RTX 3060: the weights fit, the KV cache (128 KiB a cell, KV_CELL) does not.
+    The longest -c keeps model buffers + KV + the compute estimate's top + --fit's 1024 MiB (the GPU context and the
+    backend's pool) within the budget: cells = (budget - non-KV - compute - error - 1024 MiB) / 128 KiB, in 256-cell
+    steps; the suggestion is planned again and works."""
+    body = client.get("/api/estimate", LLAMA8B_3060 | {"fit": "off", "ctx_size": "65536"}).json()
+    assert body["verdict"] == "does_not_fit" and body["kv_cache_mib"] == 65536 * KV_CELL / MiB
+    room = (body["device_budget_mib"] - (body["device_used_mib"] - body["kv_cache_mib"])
+            - body["compute_buffer_mib"]["CUDA0"] - body["compute_buffer_error_mib"]["CUDA0"] - 1024)
+    cells = int(room * MiB // KV_CELL) // 256 * 256
+    assert 40000 < cells < 65536
+    ctx = [s for s in body["suggestions"] if set(s["params"]) == {"max_model_len"}]
+    # offered rounded down to a multiple of 1,024 (verdict._fitting_context), the label naming the longest that fits
+    assert len(ctx) == 1 and int(ctx[0]["params"]["max_model_len"]) == cells // 1024 * 1024
+    assert f"{cells:,} fits" in ctx[0]["label"]
+    again = client.get("/api/estimate", LLAMA8B_3060 | {"fit": "off", "ctx_size": ctx[0]["params"]["max_model_len"]})
+    assert again.json()["verdict"] == "works"

@@ -754,7 +754,10 @@ class LlamaCpp:
                    f"{host['weights'] / GiB:.2f} GiB, KV cache {host['kv'] / GiB:.2f} GiB)")
             condition = f"{condition}; and {ram}" if condition else ram
         return LlamaCppMemory(plan=p, fits=fits, reason=reason, condition=condition, kv_cache_tokens=cells, fit=fit_info,
-                              unified_memory=unified, estimated_max_model_len=_unified_context(p, unified),
+                              unified_memory=unified,
+                              estimated_max_model_len=_unified_context(p, unified) or _device_context(
+                                  p, device=device, budget=budget, used=used, compute=compute, fits=fits,
+                                  unified=unified, all_on_device=len(p.layers_on_gpu) >= meta.n_layer_all),
                               max_concurrency=_max_concurrency(p), pool_scope=_pool_scope(p),
                               max_model_len=p.n_ctx_seq, gpu=gpu.name,
                               release=request.release, device_budget_mib=budget / MiB, device_budget_source=budget_source,
@@ -1643,6 +1646,20 @@ def _unified_context(p: LlamaCppPlan, u: dict[str, Any] | None) -> int | None:
         return None
     room = u["usable"] - (u["total"] - p.kv_bytes) - u["error"]
     cells = int(room // (p.kv_bytes / p.n_ctx)) if room > 0 else 0
+    return cells if 0 < cells < p.n_ctx_seq else None
+
+
+def _device_context(p: LlamaCppPlan, *, device: str, budget: int, used: int | None, compute, fits: bool,
+                    unified: dict[str, Any] | None, all_on_device: bool) -> int | None:
+    """When a discrete GPU's memory is what a one-slot plan (-np 1, every layer's KV cache on the device) overflows:
+    the --ctx-size at which model buffers + KV cache + the compute estimate's top + :data:`GPU_HEADROOM_MIB` fit the
+    budget, the KV cache shrunk linearly with the cells (a candidate for the suggestions, which plan it again and
+    offer it only if it works: the compute buffer also shrinks a little with the context). None otherwise."""
+    if (fits or unified is not None or device in ("CPU", "Metal") or used is None or compute is None
+            or compute.bytes is None or not p.n_ctx or not p.kv_bytes or p.n_seq_max != 1 or not all_on_device):
+        return None
+    room = budget - (used - p.kv_bytes) - compute.bytes - (compute.error_bytes or 0) - GPU_HEADROOM_MIB * MiB
+    cells = int(room // (p.kv_bytes / p.n_ctx)) // 256 * 256 if room > 0 else 0
     return cells if 0 < cells < p.n_ctx_seq else None
 
 
