@@ -176,6 +176,7 @@ def test_the_verdict_depends_only_when_the_memory_left_lies_within_the_estimates
     tight = _custom_run(client, used + cb + err + 1)
     assert tight["verdict"] == "depends" and "GPU context" in tight["verdict_condition"]
     assert f"the {err + 1:.0f} MiB the CUDA device keeps" in tight["verdict_condition"]
+    assert any("common/common.h:483" in n and "common/fit.cpp:984" in n for n in tight["notes"])
     assert _custom_run(client, used + cb + 1024)["verdict"] == "works"
     assert _custom_run(client, used + cb + 1022)["verdict"] == "depends"
     mid = _custom_run(client, used + cb)

@@ -706,6 +706,8 @@ class LlamaCpp:
             left = budget - used
             if compute.bytes + compute.error_bytes <= left:
                 condition = headroom_condition(device, left - compute.bytes)  # fits; unless too little is left beside
+                if condition:
+                    p.notes.append(f"less than {GPU_HEADROOM_MIB} MiB left beside llama.cpp's buffers: {GPU_HEADROOM_SRC}")
             elif compute.bytes - compute.error_bytes > left:
                 fits = False
                 reason = (f"llama.cpp would allocate {used / GiB:.2f} GiB on the {device} device (model buffers + KV "
@@ -750,7 +752,8 @@ class LlamaCpp:
 
             host = host_bytes(meta, p)
             ram = (f"the machine's free system RAM holds the {host['total'] / GiB:.2f} GiB the {n_cpu} of "
-                   f"{meta.n_layer_all} layers left on the CPU by {'num_gpu' if self.name == 'ollama' else '-ngl'} {request.n_gpu_layers} need (weights "
+                   f"{meta.n_layer_all} layers left on the CPU by {'num_gpu' if self.name == 'ollama' else '-ngl'} "
+                   f"{request.n_gpu_layers} need (weights "
                    f"{host['weights'] / GiB:.2f} GiB, KV cache {host['kv'] / GiB:.2f} GiB)")
             condition = f"{condition}; and {ram}" if condition else ram
         return LlamaCppMemory(plan=p, fits=fits, reason=reason, condition=condition, kv_cache_tokens=cells, fit=fit_info,
@@ -822,6 +825,9 @@ class LlamaCpp:
                 if room:
                     row["fits"] = None
                     conditions.append(f"{n}: {room}")
+                    if not any(GPU_HEADROOM_SRC in note for note in p.notes):
+                        p.notes.append(f"less than {GPU_HEADROOM_MIB} MiB left beside llama.cpp's buffers: "
+                                       f"{GPU_HEADROOM_SRC}")
                     continue
             elif cb.bytes - cb.error_bytes > left:
                 row["fits"] = False
