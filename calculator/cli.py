@@ -99,9 +99,9 @@ def one_line_error(parser: argparse.ArgumentParser, message: str) -> str:
         names = [o for o in action.option_strings if not o.startswith("--")]
         hint = f"did you mean {long} ({', '.join(names)})?" if long else f"did you mean {names[0]}?"
         return f"unrecognized flag {flag[:60]}{more}; {hint}"
-    from calculator.request import OLLAMA_NAMES
+    from calculator.request import ollama_equivalent
 
-    ollama = OLLAMA_NAMES.get(key.replace("-", "_"))
+    ollama = ollama_equivalent(key)
     if ollama and f"--{ollama.replace('_', '-')}" in parser._option_string_actions:  # --num-gpu: Ollama's num_gpu
         return (f"unrecognized flag {flag[:60]}{more}; that is Ollama's name: here it is --{ollama.replace('_', '-')}, "
                 "which the Ollama command and Modelfile set for you")

@@ -818,6 +818,12 @@ OLLAMA_NAMES = {"num_gpu": "n_gpu_layers", "num_ctx": "ctx_size", "num_parallel"
                 "ollama_flash_attention": "flash_attn"}
 
 
+def ollama_equivalent(name: str) -> str | None:
+    """Our parameter for one of Ollama's own names (:data:`OLLAMA_NAMES`; ``num_gpu``, ``--num-gpu``,
+    ``OLLAMA_KV_CACHE_TYPE`` -> ``n_gpu_layers`` ...), else None: the API and the CLI each name it in their terms."""
+    return OLLAMA_NAMES.get(str(name).strip().lstrip("-").replace("-", "_").lower())
+
+
 def unknown_parameter(name: str, known: tuple[str, ...] | None = None) -> InputError:
     """The refusal of a parameter no surface takes, naming the nearest known one (``difflib``, over the parameters
     and their aliases; ``--max-model-len`` and ``Max_Model_Len`` are matched as ``max_model_len``; a short flag's
@@ -831,8 +837,8 @@ def unknown_parameter(name: str, known: tuple[str, ...] | None = None) -> InputE
     near = [key] if key in names else difflib.get_close_matches(key, names, n=1, cutoff=0.6)
     if known is None and key not in names and key in SHORT_FLAGS:  # tp=2: the command line's -tp
         near = [SHORT_FLAGS[key]]
-    if known is None and key in OLLAMA_NAMES:  # num_gpu=20: Ollama's name of -ngl
-        ours = OLLAMA_NAMES[key]
+    ours = ollama_equivalent(key) if known is None else None
+    if ours:  # num_gpu=20: Ollama's name of -ngl
         return InputError(shown, f"unknown parameter {shown!r}; that is Ollama's name: here it is {ours!r} "
                                  f"(--{ours.replace('_', '-')}), which the Ollama command and Modelfile set for you")
     hint = (f"did you mean {near[0]!r}?" if near else

@@ -487,6 +487,13 @@ def _prefill(s: _Setup, prompt_len: int, n_ubatch: int):
     return total
 
 
+def slot_wait_ms(clients: int, slots: int, lifetime_ms: float) -> float:
+    """The mean wait for a free slot of a closed loop of ``clients`` requests on ``slots`` busy slots, each request
+    ``lifetime_ms`` in its slot: ``(C / P - 1) x lifetime`` (each cycle is its wait plus its lifetime, and P finish
+    per lifetime, so C / (wait + lifetime) = P / lifetime, Little's law). 0 when the clients fit the slots."""
+    return max(clients / slots - 1, 0.0) * lifetime_ms
+
+
 def speed(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, prompt_len: int = 1024, output_len: int = 128,
           concurrency: int = 1, n_ubatch: int = 512, runtime_label: str = "llama.cpp", n_gpus: int = 1,
           split_mode: str = "layer", tensor_split: list[float] | None = None, n_cpu_moe: int = 0,
@@ -553,7 +560,7 @@ def speed(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, prompt_len: int = 1024, ou
                          "not given (no TTFT for this GPU)")
         else:
             lifetime = ttft + (output_len - 1) * itl
-            queue_ms = (concurrency / conc - 1) * lifetime
+            queue_ms = slot_wait_ms(concurrency, conc, lifetime)
             ttft += queue_ms
             notes.append(head + f"; in a closed loop each waits ({concurrency} / {conc} - 1) x a request's "
                          f"{lifetime / 1e3:.3g} s in its slot = {queue_ms / 1e3:.3g} s on average (Little's law), "
@@ -710,7 +717,7 @@ def spec_speed(meta: GGUFMeta, plan: LlamaCppPlan, draft_meta: GGUFMeta, draft_p
     if concurrency > conc and itl is not None and ttft is not None:
         # the clients beyond the slots wait for one as in the plain answer (speed(): (C / P - 1) x a request's time in
         # its slot, Little's law), here the speculative slot time, so the two TTFTs compare like with like
-        queue_ms = (concurrency / conc - 1) * (ttft + (output_len - 1) * itl)
+        queue_ms = slot_wait_ms(concurrency, conc, ttft + (output_len - 1) * itl)
         ttft += queue_ms
     speedup = None if itl is None else base.total_ms / itl
     # the stop sign of the vLLM / SGLang answers, on the figure shown (no range: the draft model has none here)
