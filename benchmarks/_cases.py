@@ -56,6 +56,28 @@ def gpu_for(name: str | None) -> str | None:
         return None
 
 
+def range_ratio(r: dict) -> float | None:
+    """The run's length spread as vllm bench serve's ``--random-range-ratio`` (lengths in ``[L(1-r), L(1+r)]``), read
+    from what the record says of its client, or None where it does not say (perf.wave_share then blends).
+
+    - InferenceX's harness passes ``--random-range-ratio 0.8`` to its fork of vLLM's old benchmark_serving.py, whose
+      lengths are drawn from ``[0.8 L, L]`` (InferenceX README, "Benchmark Client Configuration"): a spread, +-0.1 of
+      0.9 L in vllm bench serve's form.
+    - SGLang's bench_serving draws random lengths from ``[max(1, L x r), L]`` with ``r`` = 0.0 by default
+      (python/sglang/bench_serving.py ``--random-range-ratio``): spread unless the quote passes 1.
+    - vllm bench serve / benchmark_serving.py default to 0.0 (vllm 0.32 benchmarks/datasets/datasets.py:570): fixed
+      lengths unless the quote passes another ratio."""
+    q = (r.get("quote") or "") + " " + (r.get("notes") or "")
+    ds = (r.get("dataset") or "").lower()
+    if "inferencex" in ds:
+        return 0.1
+    if not ds.startswith("random"):
+        return None
+    if r.get("runtime") == "SGLang":
+        return 0.0 if "--random-range-ratio 1" in q else 0.5
+    return 0.0 if "range-ratio" not in q and "range_ratio" not in q else None
+
+
 def estimate(inp, runtime: str, **kw):
     """``perf.estimate_speed`` as the product's runtime path runs it: for SGLang with the per-layer kernel count its
     ``_speed_plan`` adds (calculator/runtimes/sglang/kernels.py, at the attention backend SGLang's default

@@ -233,7 +233,7 @@ def predict(point: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
     inp = EngineInput(hf_config=config, gpu="CPU", max_model_len=MAX_MODEL_LEN, kv_cache_memory_bytes=GiB,
                       dtype="float32", enforce_eager=True)
     r = perf.estimate_speed(inp, None, prompt_len=point["prompt_len"], output_len=point["output_len"],
-                            concurrency=point["concurrency"])
+                            concurrency=point["concurrency"], random_range_ratio=0.0)
     return {"ttft_ms": r.ttft_ms, "tpot_ms": r.itl_ms, "output_tokens_per_s": r.output_tokens_per_s,
             "decode_step_ms": r.decode_step_ms, "decode": r.decode, "prefill": r.prefill,
             "label": r.efficiency_label}

@@ -116,6 +116,10 @@ keeps the NVIDIA-carried compute, and the TTFT of these runs stays unexplained b
 pieces are the vendor-neutral wave form (a fixed-length loop with few rounds is nearly all wave, and its prefills sit
 in TTFT rather than in TPOT), the tail of the last num_prompts mod C requests in tok/s (the scorer does not pass
 num_prompts), and the prefill-sized all-reduce on XGMI.
+Since then the wave form is the product's (perf.wave_ttft_ms, perf.wave_share): these runs are vllm bench serve at its
+fixed lengths (--random-range-ratio 0, benchmarks/_cases.range_ratio), so every request rides in a wave, each waiting
+for the 16384-token step that finishes its prompt. With the row's own compute that gives TTFT -25 % at TP1 and
+-49 / -52 % at TP4 / TP8: what is left is the prefill-sized all-reduce on XGMI and the prefill rate.
 """
 from __future__ import annotations
 
@@ -133,6 +137,7 @@ import django  # noqa: E402
 
 django.setup()
 
+from benchmarks._cases import range_ratio  # noqa: E402
 from calculator.engine import EngineInputError, perf  # noqa: E402
 from calculator.plan import make_plan  # noqa: E402
 from calculator.request import parse_request  # noqa: E402
@@ -178,6 +183,8 @@ def load() -> list[dict]:
                 # 131,072), and the product predicts no speed for a server that does not start
                 req["max_model_len" if RUNTIME[r["runtime"]] == "vllm" else "context_length"] = str(
                     max(8192, 2 * (r["input_len"] + r["output_len"])))
+            if range_ratio(r) is not None:  # the run's length spread, as benchmarks/speed_cases.py reads it
+                req["random_range_ratio"] = str(range_ratio(r))
             if r.get("concurrency"):
                 req["concurrency"] = str(r["concurrency"])
             elif r.get("num_prompts"):  # all prompts at once (request rate inf / benchmark_throughput.py)

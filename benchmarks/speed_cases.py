@@ -8,7 +8,8 @@ A record is usable when it is complete, its model config is shipped in shared/da
 is in the catalog and its runtime has an efficiency row. ``vllm bench serve --request-rate inf`` without
 ``--max-concurrency`` releases all ``num_prompts`` requests at once: such records run as a burst of
 ``num_prompts`` (queueing at saturation); a finite ``--request-rate`` as an open loop of Poisson arrivals over
-``num_prompts``; the others as a closed loop of ``concurrency`` requests.
+``num_prompts``; the others as a closed loop of ``concurrency`` requests, at the length spread the record states
+(``_cases.range_ratio``: fixed lengths keep a closed loop in waves).
 TTFT is scored only below saturation (every request admitted at once), as the issue asks. Nothing is
 fitted per record.
 """
@@ -23,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "llmcalc.settings")
 
-from benchmarks._cases import RUNTIMES, config_for, estimate, gpu_for  # noqa: E402
+from benchmarks._cases import RUNTIMES, config_for, estimate, gpu_for, range_ratio  # noqa: E402
 from calculator.engine import EngineInput, EngineInputError  # noqa: E402
 from calculator.engine import perf  # noqa: E402
 
@@ -76,7 +77,7 @@ def predict(r: dict) -> tuple[dict | None, str]:
                                         max(8192, 2 * (r["input_len"] + r["output_len"]))))
     try:
         res = estimate(inp, rt, prompt_len=r["input_len"], output_len=r["output_len"], concurrency=conc,
-                       arrival="burst" if burst else "closed",
+                       arrival="burst" if burst else "closed", random_range_ratio=range_ratio(r),
                        **({"request_rate": rate, "num_prompts": r["num_prompts"]} if rate else {}))
     except EngineInputError as exc:
         return None, f"refused: {exc.field}: {exc.message[:60]}"

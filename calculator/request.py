@@ -248,6 +248,11 @@ class ServingRequest(BaseModel):
     request_rate: float | None = Field(None, gt=0, le=1_000_000, json_schema_extra=_meta(
         "--request-rate", "speed: requests per second arriving as a Poisson process (vllm bench serve --request-rate "
         "R) over --num-prompts prompts (default 1000); --concurrency is then its --max-concurrency", "workload"))
+    random_range_ratio: float | None = Field(None, ge=0, lt=1, json_schema_extra=_meta(
+        "--random-range-ratio", "speed: vllm bench serve's length spread, lengths drawn from [L(1-r), L(1+r)]: 0 (its "
+        "default) = every request exactly --prompt-len / --output-len, so a closed loop's requests finish together and "
+        "return in waves; above 0 or unset: TTFT blends that wave with the steady figure by a share fitted on public "
+        "runs with spread lengths", "workload"))
     prompt_len: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_meta(
         "--prompt-len", "prompt tokens per request (speed; default 1024)", "workload", tokens=True))
     output_len: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_meta(

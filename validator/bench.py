@@ -176,7 +176,10 @@ def speed_comparison(configuration: dict[str, Any], baseline: dict[str, Any],
     except ImportError as e:  # pragma: no cover - the engine ships with the app
         return [_row("ttft_ms", "ms", None, None, f"speed model unavailable ({e})")]
     profile = configuration["profile"]
-    kw = dict(prompt_len=profile["input_len"], output_len=profile["output_len"], concurrency=profile["concurrency"])
+    # the run's outputs are all output_len long (--ignore-eos, fixed --random-output-len / --custom-output-len), so its
+    # requests return in waves: random_range_ratio 0 (perf.wave_share)
+    kw = dict(prompt_len=profile["input_len"], output_len=profile["output_len"], concurrency=profile["concurrency"],
+              random_range_ratio=0.0)
     base_input = {k: v for k, v in configuration["engine_input"].items() if k != "speculative_config"}
     b = baseline.get("aggregate", {})
     rows = []

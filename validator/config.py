@@ -572,7 +572,10 @@ def predict_sglang(configuration: dict[str, Any], release: str | None = None) ->
     try:
         for phase in configuration["sglang"]["phases"]:
             params = {**phase["request"], "prompt_len": str(profile["input_len"]),
-                      "output_len": str(profile["output_len"]), "concurrency": str(profile["concurrency"])}
+                      "output_len": str(profile["output_len"]), "concurrency": str(profile["concurrency"]),
+                      # SGLang's bench_serving --random-range-ratio 1 with ignore_eos: every length fixed, so the
+                      # requests return in waves (vllm bench serve's ratio 0, perf.wave_share)
+                      "random_range_ratio": "0"}
             if release:
                 params["sglang_version"] = release
             # speed once: the fields (speed_fields raises what runtime.speed would, e.g. a workload over the context)

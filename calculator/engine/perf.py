@@ -32,8 +32,9 @@ The model (each term carries its source in ``SpeedResult.sources``):
   traffic combined with the step's, its all-reduces), so ``TPOT = t_step(C, c̄) + (C−1) × stall / (O − 1)``
   with ``c̄ = P + O/2``.
   TTFT blends the steady state ``t_prefill × (1 + ρ/2)`` (``ρ`` the chance another prefill is running)
-  with a wave (fixed-length requests finish and return together; the mean request waits for half of the
-  wave's prefill work) by ``wave_share``; a burst (``--request-rate inf`` without a cap) is all wave.
+  with a wave (``C`` prompts arriving together, each waiting for the scheduler step that finishes it:
+  :func:`wave_ttft_ms`) by the wave share (:func:`wave_share`: 1 for fixed lengths, whose requests finish and
+  return together, else the fitted blend); a burst (``--request-rate inf`` without a cap) is all wave.
   ``output tok/s = C × O / (TTFT + (O−1) × TPOT)``. Concurrency is capped by ``max_num_seqs``, by the
   KV cache (``kv_cache_tokens / (P + O)``) and, for vLLM, by the prefill token budget: running requests are
   scheduled first and waiting prompts get what is left of ``max_num_batched_tokens`` ``B``, so a full budget
@@ -296,7 +297,7 @@ _SGLANG_FIT = (
     "perf.SGLANG_PREFILL_GRAPH_KERNEL_US). These four fitted once on the concurrency-1 runs of benchmarks/data/sglang_speed_public.json (public SGLang "
     "cookbook pages, 5 models on B200, Llama-3.1-70B on A100) and the shared DeepSeek-R1 B200 runs (benchmarks/"
     "sglang_speed_fit.py --kernels: 3.7-5.6 us per kernel over the B200 models, 4.6-5.1 leaving any one model out); "
-    "on all 28 cookbook runs (1-100 clients) the median |error| is TPOT 10 %, output tok/s 13 %, TTFT 29 %. The "
+    "on all 28 cookbook runs (1-100 clients) the median |error| is TPOT 10 %, output tok/s 13 %, TTFT 28 %. The "
     "bandwidth and compute shares, step overhead and all-reduce latency are vLLM's fit carried over. Speculative terms: "
     "draft_step_overhead_ms 0.2 assumed (SGLang replays the whole multi-step draft loop as one CUDA graph, "
     "python/sglang/srt/speculative/eagle_draft_cuda_graph_runner.py, so a pass costs only its ~15 small kernels: "
@@ -330,9 +331,10 @@ _VLLM_CPU_MEASURED = (
     "one client (11-34 ms by model: the API server, tokenization, the stream). Another CPU (cores, memory channels, "
     "ISA) differs: assumed there, refine with a validation run. Not modelled, seen here: with a step of a few ms "
     "(the tiny models) up to 90 % of the requests' streams reached the client in one burst at their end, their TTFT "
-    "being the whole request (the validator counts them and compares vLLM's own latency); at 4 clients TTFT was "
-    "37-53 % above the prediction (a wave's prompts ride in one prefill step, so each waits for all of it, where the "
-    "wave term has the mean request wait for half). The speculative terms are assumed")
+    "being the whole request (the validator counts them and compares vLLM's own latency); at 4 clients the "
+    "padded target's TTFT was 59-70 % above the prediction while the wave term had the mean request wait for half "
+    "the wave's work; priced per scheduler step (a wave's prompts ride in one prefill step, so each waits for all of "
+    "it: wave_ttft_ms) it is 3-7 % below. The speculative terms are assumed")
 AMD_INSTINCT = "vendor:amd-instinct"  # the key of the rows for AMD Instinct (datacenter) GPUs under ROCm
 AMD_FITTED_ARCHITECTURES = ("CDNA3",)  # the architectures the AMD rows' public records ran on (MI300X)
 _AMD_FIT = (
@@ -369,18 +371,18 @@ _AMD_FIT = (
 AMD_PREFILL_WARNING = (
     "AMD Instinct: only the decode terms come from public data (fitted on 6 MI300X runs; on the 9 the product scores, "
     "benchmarks/rocm_speed_fit.py, TPOT is a median 15 % off and up to 53 %; other Instinct generations borrow them); "
-    "on those runs the predicted TTFT was from 98 % below to 13 % above the measured one and the output tok/s up to "
+    "on those runs the predicted TTFT was from 98 % below to 9 % above the measured one and the output tok/s up to "
     "49 % above (the prefill ran at a fifth to a third of "
     "the FP8 datasheet rate and shortened far less than 1/TP with tensor parallelism, 5.7 s at TP1 to 2.5 s at TP8, "
     "which the speed model does not capture): read TTFT and tok/s as best cases until a validation run on this hardware refines them")
 # SGLang's TTFT with more than one client is not modelled to a useful precision: on the public runs with 4-100 clients
 # that the product answers below saturation (benchmarks/sglang_speed_fit.py --load-ttft, recomputed by
-# tests/test_runtime_sglang.py) the measured mean TTFT ranged from a tenth to ten times the prediction, in both directions
-# on the same model and GPU (GLM-4.7-Flash on B200, 3,750-token prompts: 10.7x at 16 clients, 1.0x at 64). Said on every
+# tests/test_runtime_sglang.py) the measured mean TTFT ranged from a sixth to eleven times the prediction, in both directions
+# on the same model and GPU (GLM-4.7-Flash on B200, 3,750-token prompts: 11.0x at 16 clients, 1.2x at 64). Said on every
 # SGLang answer with more than one client running
 SGLANG_LOAD_TTFT_WARNING = (
     "SGLang TTFT with several clients is not calibrated: on 28 public sglang.bench_serving runs with 4-100 clients the "
-    "measured mean TTFT was 0.12-10.7 times this model's figure (median error 33 %; benchmarks/sglang_speed_fit.py "
+    "measured mean TTFT was 0.17-11.0 times this model's figure (median error 31 %; benchmarks/sglang_speed_fit.py "
     "--load-ttft). The first wave of prompts, the spread of prompt lengths (bench_serving's --random-range-ratio), "
     "warm-up and the host's speed move it more than the GPU does; read the TTFT as the steady single-prompt figure, "
     "not a bound, and measure yours (TPOT and tok/s are not affected by this note)")
@@ -410,7 +412,7 @@ SGLANG_PREFILL_GRAPH_KERNEL_DENSE_US = 0.0
 NVIDIA_PRE_SM90 = "nvidia:pre-sm90"  # the key of the rows for NVIDIA GPUs before Hopper (Ampere, Ada, older)
 EFFICIENCY: dict[tuple[str, str], Efficiency] = {
     ("vllm", "*"): Efficiency(mem_bw=0.9, compute=0.55, moe_compute=0.35, step_overhead_ms=0.3,
-                              allreduce_latency_us=10.0, layer_us=60.0, overlap_p=1.0, wave_share=0.3,
+                              allreduce_latency_us=10.0, layer_us=60.0, overlap_p=1.0, wave_share=0.2,
                               ttft_fixed_ms=20.0,
                               draft_step_overhead_ms=0.5, spec_step_overhead_ms=1.0, spec_cpu_ms_per_request=0.1,
                               label="fitted", source=_VLLM_FIT),
@@ -419,7 +421,7 @@ EFFICIENCY: dict[tuple[str, str], Efficiency] = {
                                 allreduce_latency_us=50.0, source=_VLLM_CPU_MEASURED, draft_step_overhead_ms=2.0,
                                 spec_step_overhead_ms=2.0),
     ("sglang", "*"): Efficiency(mem_bw=0.9, compute=0.55, step_overhead_ms=0.3, allreduce_latency_us=10.0,
-                                layer_us=60.0, overlap_p=1.0, wave_share=0.3, ttft_fixed_ms=20.0, moe_compute=0.35,
+                                layer_us=60.0, overlap_p=1.0, wave_share=0.2, ttft_fixed_ms=20.0, moe_compute=0.35,
                                 kernel_us=SGLANG_KERNEL_US, triton_iter_us=SGLANG_TRITON_ITER_US,
                                 prefill_launch_us=SGLANG_PREFILL_LAUNCH_US,
                                 prefill_graph_kernel_us=SGLANG_PREFILL_GRAPH_KERNEL_US,
@@ -432,12 +434,12 @@ EFFICIENCY: dict[tuple[str, str], Efficiency] = {
                                 # says which)
                                 label="fitted"),
     ("tensorrt-llm", "*"): Efficiency(mem_bw=0.9, compute=0.6, step_overhead_ms=0.2, allreduce_latency_us=8.0,
-                                      layer_us=40.0, overlap_p=1.0, wave_share=0.3, ttft_fixed_ms=20.0,
+                                      layer_us=40.0, overlap_p=1.0, wave_share=0.2, ttft_fixed_ms=20.0,
                                       source="assumed: vLLM's fitted form with a compiled engine's smaller per-layer "
                                              "and per-step costs (CUDA graphs, custom all-reduce); no public data "
                                              "fitted"),
     ("llama.cpp", "*"): Efficiency(mem_bw=0.75, compute=0.35, step_overhead_ms=1.0, allreduce_latency_us=50.0,
-                                   layer_us=30.0, overlap_p=1.0, wave_share=0.3, ttft_fixed_ms=20.0,
+                                   layer_us=30.0, overlap_p=1.0, wave_share=0.2, ttft_fixed_ms=20.0,
                                    source="assumed for llama.cpp on CUDA, ROCm, Vulkan and the CPU (ggml graphs, no "
                                           "vLLM-style batching kernels), in vLLM's fitted form; no public data fitted "
                                           "(Metal has its own fitted row)",
@@ -446,7 +448,7 @@ EFFICIENCY: dict[tuple[str, str], Efficiency] = {
     # ROCm, SYCL, CPU) keep the assumed "*" row
     ("llama.cpp", "backend:Metal"): Efficiency(
         mem_bw=0.92, compute=0.70, step_overhead_ms=0.0, allreduce_latency_us=50.0, layer_us=167.5, overlap_p=2.0,
-        wave_share=0.3, ttft_fixed_ms=20.0, draft_step_overhead_ms=1.0, spec_step_overhead_ms=1.0, label="fitted",
+        wave_share=0.2, ttft_fixed_ms=20.0, draft_step_overhead_ms=1.0, spec_step_overhead_ms=1.0, label="fitted",
         source=_LLAMACPP_FIT.format(
             backend="Metal", url="https://github.com/ggml-org/llama.cpp/discussions/4167",
             rows="57 tg128 rows (20 Apple chips, M1 to M4, Llama 2 7B F16 / Q8_0 / Q4_0) and 35 pp512 rows (the 12 chips "
@@ -1543,6 +1545,54 @@ def _at(s: _Setup, prompt_len: int, output_len: int, conc: int, step_ms: float |
     return _Point(ttft=ttft, tpot=tpot, step=step, prefill=pre, tps=tps, stall=stall)
 
 
+def wave_ttft_ms(s: _Setup, pre: StepCost, conc: int, prompt_len: int) -> float:
+    """Mean TTFT (ms, without the API server's ``ttft_fixed_ms``) of ``conc`` prompts of ``prompt_len`` tokens that
+    arrive together. The scheduler serves them first come, first served in steps of at most ``max_num_batched_tokens``
+    (``s.chunk``) tokens, a prompt longer than what is left of a step going on in the next (vLLM 0.32
+    v1/core/sched/scheduler.py:899-912 waiting requests while ``token_budget > 0``, :1169 ``num_new_tokens =
+    min(num_new_tokens, request_token_budget)``, :657-716 a partly prefilled request first in the next step);
+    a request's first token is sampled at the end of the step that holds its prompt's last token, so prompt ``i``
+    (0-based) waits for steps ``1 .. ceil((i + 1) x P / B)``. A step of ``n`` prompt tokens takes ``max(n / P x``
+    one prompt's compute, the weights read once) + the step overhead + ``n / P x`` one prompt's all-reduces (the
+    roofline of :func:`prefill_cost`, per token). Decode tokens of the wave's finished prompts riding in its
+    later steps are not counted (a few per step beside thousands of prompt tokens). One step (``C x P <= B``):
+    every prompt waits for the whole of it."""
+    hw = s.hw
+    total = conc * prompt_len
+    read_ms = s.target.weight_bytes(s.chunk) / (hw.bandwidth * hw.eff.mem_bw) * 1e3
+    ends: list[float] = []
+    t = 0.0
+    for j in range(math.ceil(total / s.chunk)):
+        share = min(s.chunk, total - j * s.chunk) / prompt_len  # prompts' worth of tokens in step j
+        t += max(share * pre.compute_ms, read_ms) + hw.eff.step_overhead_ms + share * pre.comm_ms
+        ends.append(t)
+    return sum(ends[math.ceil((i + 1) * prompt_len / s.chunk) - 1] for i in range(conc)) / conc
+
+
+def wave_share(eff: Efficiency, random_range_ratio: float | None) -> tuple[float, str]:
+    """The share of a closed loop's requests that arrive in a wave (``conc`` prompts at once), and why.
+
+    ``vllm bench serve --request-rate inf --max-concurrency C`` starts ``C`` requests at once (its first wave). With
+    fixed lengths (``--random-range-ratio 0``, its default: vllm 0.32 benchmarks/datasets/datasets.py:570
+    ``DEFAULT_RANGE_RATIO = 0.0``; lengths drawn from ``[L(1 - r), L(1 + r)]``, :1917) every request of a wave
+    finishes within a few decode steps of the others (their prefills ended a few steps apart, their decodes are the
+    same length), so the next ``C`` return together: every request is in a wave (share 1), as in the validator's
+    runs (``--ignore-eos``, fixed lengths). Public check: vLLM PR 23151's Qwen3-30B-A3B run (fixed 2048 / 1024,
+    10 clients, 100 prompts, H100) logged mean / median / P99 TTFT 267 / 300 / 455 ms, one, two and three prefill
+    steps of 8192 tokens (four, four and two prompts) of ~150 ms each.
+
+    Spread lengths (``r`` above 0) or a run that does not say (None): the fitted ``eff.wave_share``. Only the first
+    wave (``C`` of ``num_prompts``) then surely arrives together, but the public spread runs (InferenceX, lengths in
+    ``[0.8 L, L]``, 10 x C prompts) logged TTFTs two to three times that first-wave share and a steady arrival
+    give, so the share is the row's blend fitted on them, not ``C / num_prompts``."""
+    if random_range_ratio == 0:
+        return 1.0, ("--random-range-ratio 0: fixed lengths, so the requests of a wave finish together and the next "
+                     "wave returns at once")
+    said = ("the length spread is not given (--random-range-ratio)" if random_range_ratio is None else
+            f"--random-range-ratio {random_range_ratio:g}: the lengths spread, so later waves break up")
+    return eff.wave_share, f"{said}; the {eff.label} blend {eff.wave_share:g} of public runs with spread lengths"
+
+
 def _separate_prefill_stall(s: _Setup, pre: StepCost, prompt_len: int, arrivals: float) -> float:
     """Milliseconds of prefill per decode step when prompts run in passes of their own (SGLang 0.5.7: the scheduler
     runs a prefill batch first whenever requests wait, managers/scheduler.py:1833-1835 ``get_next_batch_to_run``
@@ -1864,7 +1914,7 @@ def estimate_speed(inp: EngineInput, est: EstimateResult | None = None, *, promp
                    acceptance_length: float | None = None, runtime: str = "vllm",
                    arrival: str = "closed", speculative_num_steps: int | None = None,
                    speculative_eagle_topk: int = 1, request_rate: float | None = None,
-                   num_prompts: int | None = None) -> SpeedResult:
+                   num_prompts: int | None = None, random_range_ratio: float | None = None) -> SpeedResult:
     """Predict TTFT, TPOT and output tok/s of ``inp`` (with its ``--speculative-config`` if any).
 
     Args:
@@ -1891,6 +1941,9 @@ def estimate_speed(inp: EngineInput, est: EstimateResult | None = None, *, promp
         request_rate: requests/s of an open loop (``vllm bench serve --request-rate R``, Poisson arrivals) over
             ``num_prompts`` prompts (default 1000), ``concurrency`` its ``--max-concurrency``: see
             :func:`estimate_speed_plan` and :func:`_open_loop`.
+        random_range_ratio: vllm bench serve's ``--random-range-ratio`` (0 to < 1): lengths drawn from
+            ``[L(1 - r), L(1 + r)]``. 0 (fixed lengths) keeps a closed loop in waves; above 0 or None (not said)
+            TTFT blends the wave and the steady figure by the fitted ``wave_share``: :func:`wave_share`.
 
     Raises:
         EngineInputError: non-positive lengths/concurrency, α outside [0, 1], an acceptance length outside
@@ -1901,7 +1954,7 @@ def estimate_speed(inp: EngineInput, est: EstimateResult | None = None, *, promp
                                workload=workload, acceptance_length=acceptance_length, runtime=runtime,
                                arrival=arrival, speculative_num_steps=speculative_num_steps,
                                speculative_eagle_topk=speculative_eagle_topk, request_rate=request_rate,
-                               num_prompts=num_prompts)
+                               num_prompts=num_prompts, random_range_ratio=random_range_ratio)
 
 
 def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int = 128, concurrency: int = 1,
@@ -1909,7 +1962,7 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
                         workload: str | None = None, acceptance_length: float | None = None,
                         runtime: str = "vllm", arrival: str = "closed", speculative_num_steps: int | None = None,
                         speculative_eagle_topk: int = 1, request_rate: float | None = None,
-                        num_prompts: int | None = None) -> SpeedResult:
+                        num_prompts: int | None = None, random_range_ratio: float | None = None) -> SpeedResult:
     """:func:`estimate_speed` on a :class:`Plan`. With ``plan.dp`` data-parallel replicas the clients spread over
     them (each its own scheduler and KV cache: vLLM's DP engine cores, SGLang's --dp-size): one replica is modelled
     at ``ceil(C / dp)`` clients and the output tok/s is that of the ``min(dp, C)`` busy replicas together; a request
@@ -1932,6 +1985,11 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
     if num_prompts is not None and (isinstance(num_prompts, bool) or not isinstance(num_prompts, int)
                                     or num_prompts < 1):
         raise EngineInputError("num_prompts", f"must be a positive integer, got {num_prompts!r}")
+    if random_range_ratio is not None and (isinstance(random_range_ratio, bool)
+                                           or not isinstance(random_range_ratio, (int, float))
+                                           or not 0 <= random_range_ratio < 1):
+        raise EngineInputError("random_range_ratio", "must be a number from 0 to below 1 (vllm bench serve's "
+                               f"--random-range-ratio), got {random_range_ratio!r}")
     if plan.dp > 1:
         rate_kw = {} if request_rate is None else {"request_rate": request_rate / plan.dp,
                                                    "num_prompts": math.ceil((num_prompts or DEFAULT_NUM_PROMPTS)
@@ -1941,7 +1999,7 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
                          acceptance_length=acceptance_length, runtime=runtime,
                          arrival="closed" if arrival == "poisson" else arrival,
                          speculative_num_steps=speculative_num_steps, speculative_eagle_topk=speculative_eagle_topk,
-                         **rate_kw)
+                         random_range_ratio=random_range_ratio, **rate_kw)
     if arrival not in ("closed", "burst", "poisson"):
         raise EngineInputError("arrival", f"must be 'closed' or 'burst', got {arrival!r}")
     if temperature is not None and not (isinstance(temperature, (int, float)) and 0 <= temperature <= 10):
@@ -2044,18 +2102,21 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
                    if hw.eff.mixed_prefill else " (SGLang then runs the prompt as a prefill batch of its own)"))
     steady_ttft = base.ttft
     if conc > 1:
-        # burst: the first wave's prompts arrive together. A closed loop of fixed-length requests (vllm bench
-        # serve's random dataset) partly stays in such waves (wave_share): its requests finish and return
-        # together. Chunked prefill runs a wave's prompts back to back, so the mean request waits for half of
-        # the wave's prefill work (compute, or the weights read once per chunk).
-        pre = base.prefill
-        n_chunks = math.ceil(conc * prompt_len / s.chunk)
-        read_ms = s.target.weight_bytes(s.chunk) / (hw.bandwidth * hw.eff.mem_bw) * 1e3
-        t_all = max(conc * pre.compute_ms, n_chunks * read_ms) + n_chunks * hw.eff.step_overhead_ms + conc * pre.comm_ms
-        wave = max(steady_ttft, t_all * (conc + 1) / (2 * conc))
+        # burst: the first wave's prompts arrive together; a closed loop's first wave does too, and with fixed
+        # lengths its later ones (wave_share). The scheduler packs a wave's prompts into steps of the token budget,
+        # each request's first token at the end of the step that holds its prompt's last token (wave_ttft_ms)
+        wave = max(steady_ttft, wave_ttft_ms(s, base.prefill, conc, prompt_len))
         # Poisson arrivals come one by one: no wave
-        share = 1.0 if wave_arrival == "burst" else 0.0 if wave_arrival == "poisson" else hw.eff.wave_share
+        if wave_arrival == "burst":
+            share, share_why = 1.0, "a burst: every request is in the wave"
+        elif wave_arrival == "poisson":
+            share, share_why = 0.0, "Poisson arrivals come one by one: no wave"
+        else:
+            share, share_why = wave_share(hw.eff, random_range_ratio)
         base.ttft = share * wave + (1 - share) * steady_ttft
+        sources["ttft_ms.wave"] = (f"wave of {conc} prompts: mean TTFT {wave:.3g} ms without the API server's part "
+                                   f"(steady {steady_ttft:.3g} ms); share of the requests in waves {share:.3g}: "
+                                   f"{share_why}")
     base.ttft += hw.eff.ttft_fixed_ms
     base.tps = closed_loop_tokens_per_s(conc, output_len, base.ttft, base.tpot)
     queue_ms = 0.0
@@ -2076,8 +2137,9 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
                            "output_len/2"),
         "itl_ms": ("TPOT = decode step + (C-1) x prefill stall / (output_len - 1) (closed loop of C requests); the stall "
                    "is what a prompt's chunks add to the decode steps they ride in"),
-        "ttft_ms": ("chunked prefill x (1 + rho/2) (rho = chance another prefill is running), blended by wave_share "
-                    "with a wave of C prompts arriving together, + the API server's ttft_fixed_ms"),
+        "ttft_ms": ("chunked prefill x (1 + rho/2) (rho = chance another prefill is running), blended by the wave "
+                    "share (ttft_ms.wave) with a wave of C prompts arriving together, each waiting for the step that "
+                    "finishes its prompt, + the API server's ttft_fixed_ms"),
         "output_tokens_per_s": "C x output_len / (TTFT + (output_len - 1) x TPOT)",
         "efficiency_label": f"{hw.eff.label}: {hw.eff.source}",
     })
@@ -2535,7 +2597,7 @@ def speed_fields(engine_input: EngineInput, estimate_result: EstimateResult | No
                  acceptance_length: float | None = None, runtime: str = "vllm",
                  arrival: str = "closed", plan: Plan | None = None, speculative_num_steps: int | None = None,
                  speculative_eagle_topk: int = 1, request_rate: float | None = None,
-                 num_prompts: int | None = None) -> dict[str, Any]:
+                 num_prompts: int | None = None, random_range_ratio: float | None = None) -> dict[str, Any]:
     """The speed keys ``estimate --format json`` and ``/api/estimate`` merge into their JSON (``arrival``: as
     :func:`estimate_speed`; ``plan``: a :class:`Plan` to use instead of the memory engine's, e.g. with another
     runtime's KV capacity; ``speculative_num_steps`` / ``speculative_eagle_topk``: SGLang's draft tree, as
@@ -2572,7 +2634,8 @@ def speed_fields(engine_input: EngineInput, estimate_result: EstimateResult | No
                             acceptance_rate=acceptance_rate, workload=workload, temperature=temperature,
                             acceptance_length=acceptance_length, runtime=runtime, arrival=arrival,
                             speculative_num_steps=speculative_num_steps, speculative_eagle_topk=speculative_eagle_topk,
-                            request_rate=request_rate, num_prompts=num_prompts)
+                            request_rate=request_rate, num_prompts=num_prompts,
+                            random_range_ratio=random_range_ratio)
     return result_fields(r)
 
 

@@ -67,10 +67,13 @@ def speed_kwargs(request) -> dict[str, Any]:
     is at least ``num_prompts`` (its semaphore never holds one back); with a smaller ``concurrency`` the run is a
     closed loop of that many in flight (``arrival="closed"``). With ``request_rate`` (``--request-rate R``) the keys
     ``request_rate`` and ``num_prompts`` (default 1000) are added and ``concurrency`` is the client's
-    ``--max-concurrency`` (at most ``num_prompts``): an open loop of Poisson arrivals (perf.estimate_speed_plan)."""
+    ``--max-concurrency`` (at most ``num_prompts``): an open loop of Poisson arrivals (perf.estimate_speed_plan).
+    ``random_range_ratio`` (vllm bench serve's ``--random-range-ratio``, None when not given) sets the share of a
+    closed loop's requests arriving in waves (perf.wave_share)."""
     common = {"prompt_len": request.prompt_len or 1024, "output_len": request.output_len or 128,
               "acceptance_rate": request.acceptance_rate, "acceptance_length": request.acceptance_length,
-              "temperature": request.temperature, "workload": request.workload}
+              "temperature": request.temperature, "workload": request.workload,
+              "random_range_ratio": request.random_range_ratio}
     if request.request_rate is not None:
         # vllm bench serve --request-rate R: Poisson arrivals over num_prompts prompts, concurrency its --max-concurrency
         from calculator.engine.perf import DEFAULT_NUM_PROMPTS

@@ -646,7 +646,7 @@ def _start_reason(verdict) -> str:
 def workload_params(request) -> dict[str, Any]:
     """The workload the speed figures are for, as the pages name it (``templates/calculator/_workload.html``): the
     lengths, and the concurrency, the burst of ``num_prompts`` or the request rate with its prompts and the client's
-    ``--max-concurrency`` (:func:`calculator.runtimes.base.speed_kwargs`)."""
+    ``--max-concurrency`` (:func:`calculator.runtimes.base.speed_kwargs`), and the length spread when given."""
     from calculator.web.forms import SPEED_DEFAULTS
 
     params = {k: getattr(request, k) or d for k, d in SPEED_DEFAULTS.items()}
@@ -656,6 +656,7 @@ def workload_params(request) -> dict[str, Any]:
     params["request_rate"] = kw.get("request_rate")  # an open loop: its rate, prompts and the client's cap
     params["num_prompts"] = kw.get("num_prompts")
     params["max_concurrency"] = request.concurrency if kw.get("request_rate") is not None else None
+    params["random_range_ratio"] = request.random_range_ratio  # the length spread that sets the wave share
     return params
 
 

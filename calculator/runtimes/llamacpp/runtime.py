@@ -1105,6 +1105,10 @@ class LlamaCpp:
         if kw["arrival"] == "burst":
             raise EngineInputError("num_prompts", "a burst of requests arriving at once is modelled for vLLM and "
                                    f"SGLang; {slots}: give concurrency instead")
+        if kw["random_range_ratio"] is not None:
+            raise EngineInputError("random_range_ratio", "the length spread (waves of prompts arriving together) is "
+                                   f"modelled for vLLM and SGLang; {slots}, each prompt waiting for a free one: leave "
+                                   "random_range_ratio out")
         if memory.meta is None or not memory.meta.tensors:
             raise EngineInputError("gguf_file", "the speed needs the GGUF file's tensors: give gguf_file (the .gguf "
                                    "file) to get a speed estimate")

@@ -371,4 +371,4 @@ class VLLM:
                                  kw["concurrency"], kw["acceptance_rate"], workload=kw["workload"],
                                  temperature=kw["temperature"], acceptance_length=kw["acceptance_length"],
                                  arrival=kw["arrival"], request_rate=kw.get("request_rate"),
-                                 num_prompts=kw.get("num_prompts"))
+                                 num_prompts=kw.get("num_prompts"), random_range_ratio=kw["random_range_ratio"])
