@@ -160,8 +160,8 @@ SPEED_WARNING = (
 #: spec_extra_public.json sd-extra-009..017 (Qwen3-30B-A3B on H100, SpecForge issue 339 at TP 2 and AngelSlim issue 163
 #: at TP 4, EAGLE-3 chains and trees, acceptance length measured; tests/test_runtime_sglang.py recomputes the figures
 #: from that file). Given those lengths the speed model predicts a gain in 6 of the 9 (benchmarks/spec_cases.py on that
-#: file; --split: the speculative step predicted up to a third shorter than measured). What SGLang 0.5.7's source adds
-#: to a speculative step on such a target that the model leaves out is far smaller than that gap:
+#: file; with --split: the speculative step predicted 11-36 % shorter than measured in 6 of them). What SGLang
+#: 0.5.7's source adds to a speculative step on such a target that the model leaves out is far smaller than that gap:
 #: - the target-verify pass replays a CUDA graph at every batch up to --cuda-graph-max-bs, as decode does
 #:   (model_executor/cuda_graph_runner.py:280-290 captures TARGET_VERIFY with num_draft_tokens per request, :373-437);
 #: - the fused-MoE kernel looks up the same tuned H100 tables (configs/triton_3_2_0 E=128 N=192 / N=384) in decode and
