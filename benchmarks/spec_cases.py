@@ -116,6 +116,18 @@ def predict(r: dict, out: dict | None = None) -> tuple[float | None, str]:
                              f"{res.spec.speedup_high:.2f} eff {res.efficiency_label}"
 
 
+def warned(r: dict) -> bool:
+    """Whether the product's answer for the record carries the SGLang EAGLE / MoE / TP > 1 warning
+    (:func:`calculator.runtimes.sglang.runtime.moe_tp_eagle_warned`, the runtime's own test)."""
+    from calculator.engine.arch import parse_config
+    from calculator.runtimes.sglang.runtime import moe_tp_eagle_warned
+
+    cfg = config_for(r.get("target_model"))
+    tp = r.get("tensor_parallel_size") or r.get("num_gpus") or 1
+    return (RUNTIMES.get(r.get("runtime")) == "sglang" and cfg is not None
+            and moe_tp_eagle_warned(r.get("method"), tp, parse_config(cfg).num_experts))
+
+
 # An independent check of vLLM's speculative terms (not in the shared cases, not used by the fit): vllm-project/vllm
 # issue 20780 (https://github.com/vllm-project/vllm/issues/20780), Llama-3.1-8B-Instruct at batch 1, EAGLE-1
 # (yuhuili/EAGLE-LLaMA3.1-Instruct-8B, costed with the shipped EAGLE-LLaMA3 head of the same shapes) and EAGLE-3
@@ -196,16 +208,21 @@ def main(argv: list[str]) -> int:
             continue
         m = r["speedup"]
         right = (p >= 1) == (m >= 1) or abs(p - m) <= 0.05
-        rows.append((r["id"], p, m, right, (p - m) / m))
+        rows.append((r["id"], p, m, right, (p - m) / m, warned(r)))
         print(f"{r['id']:13} {r['runtime']:12} {r['method']:11} k={r.get('num_speculative_tokens') or 3:<3} "
               f"c={r.get('concurrency_or_batch') or 1:<4} predicted {p:5.2f}x measured {m:5.2f}x "
-              f"{'ok   ' if right else 'WRONG'} {note}")
+              f"{'ok   ' if right else 'WRONG'} {note}" + (" [warned: SGLang EAGLE, MoE target, TP > 1]"
+                                                           if rows[-1][5] else ""))
     for why, n in sorted(skipped.items(), key=lambda x: -x[1]):
         print(f"  skipped {n}: {why}")
     n = len(rows)
     right = sum(1 for x in rows if x[3])
     med = statistics.median(abs(x[4]) for x in rows) if rows else float("nan")
     print(f"spec cases {len(recs)}: usable {n}; win/lose right {right}/{n}; median |speedup error| {med:.0%}")
+    wrong = [x for x in rows if not x[3]]
+    if wrong:
+        print(f"  of the {len(wrong)} wrong calls the answer warns about {sum(1 for x in wrong if x[5])} "
+              "(calculator/runtimes/sglang/runtime.py SGLANG_MOE_TP_EAGLE_WARNING)")
     if "--split" in argv:
         split(recs)
     print("independent check of vLLM's speculative terms (not fitted on it):")
