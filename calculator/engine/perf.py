@@ -144,6 +144,7 @@ class Plan:
     # configuration is for, and the attention backend asked for (None: the release's default)
     release: str | None = None
     attention_backend: str | None = None
+    gpus_per_node: int = 8  # a tensor-parallel group over more GPUs spans nodes (cross_node_link)
 
 
 def plan_from_engine(inp: EngineInput, est: EstimateResult | None = None) -> Plan:
@@ -176,7 +177,7 @@ def plan_from_engine(inp: EngineInput, est: EstimateResult | None = None) -> Pla
                 fit_condition=est.fit_condition,
                 max_model_len=est.max_model_len, kv_cache_tokens=est.kv_cache_tokens,
                 max_concurrency=est.max_concurrency, dp=inp.data_parallel_size,
-                release=inp.vllm_version, attention_backend=inp.attention_backend,
+                release=inp.vllm_version, attention_backend=inp.attention_backend, gpus_per_node=inp.gpus_per_node,
                 # vLLM's DP ranks of an MoE model run the expert layers together (dummy batches keep idle ranks in step)
                 dp_lockstep=inp.data_parallel_size > 1 and bool(parse_config(inp.hf_config).num_experts))
 
@@ -208,6 +209,34 @@ PCIE_GEN4 = (25.0, "PCIe Gen4 x16: 32 GB/s per direction, ~25 effective (assumed
 def interconnect(gpu: GPU) -> tuple[float, str]:
     """``(GB/s per direction, source)`` of the link tensor-parallel all-reduces run over."""
     return INTERCONNECT_GBPS.get(gpu.name, PCIE_GEN4)
+
+
+# A tensor-parallel group larger than one machine all-reduces over the network between nodes: vLLM's custom all-reduce
+# is off for a group that spans nodes without multi-node NVLink (vllm 0.32 distributed/device_communicators/
+# custom_all_reduce.py:204-205 same_node, :234-239 "Custom collectives are disabled because this multi-node group does
+# not have MNNVL-capable GPUs on every rank"), so NCCL runs it, and a ring's slowest hop is a node's network port.
+# Per GPU, assumed from the reference nodes' datasheets: DGX H100 / DGX B200 and MI300X platforms carry one 400 Gb/s
+# port per GPU (ConnectX-7 NDR), DGX A100 one 200 Gb/s port per GPU (ConnectX-6 HDR); latency of a small NCCL
+# all-reduce across two nodes over InfiniBand, assumed (order of magnitude of nccl-tests, not measured here).
+CROSS_NODE_GBPS_400G = (50.0, "InfiniBand NDR 400 Gb/s per GPU (DGX H100 / DGX B200 datasheets: 8x ConnectX-7 "
+                              "400 Gb/s), ~50 GB/s per direction (assumed: the node's ports, not measured)")
+CROSS_NODE_GBPS_200G = (25.0, "InfiniBand HDR 200 Gb/s per GPU (DGX A100 datasheet: 8x ConnectX-6 200 Gb/s), "
+                              "~25 GB/s per direction (assumed: the node's ports, not measured)")
+CROSS_NODE_ALLREDUCE_US = 30.0
+MNNVL_GPUS = ("NVIDIA GB200",)  # NVLink spans the rack (NVL72): no network hop between its nodes
+
+
+def spans_nodes(plan: "Plan", gpu: GPU) -> bool:
+    """Whether the plan's tensor-parallel group is larger than one node (``plan.gpus_per_node``) and its nodes have
+    no NVLink between them (:data:`MNNVL_GPUS`), so its all-reduces cross the network."""
+    return plan.tp > plan.gpus_per_node and gpu.name not in MNNVL_GPUS and not gpu.is_cpu
+
+
+def cross_node_link(gpu: GPU) -> tuple[float, str]:
+    """``(GB/s per direction, source)`` of the network hop a tensor-parallel group spanning nodes all-reduces over
+    (see the comment above): 400 Gb/s per GPU on Hopper, Blackwell and AMD Instinct nodes, 200 Gb/s on older ones."""
+    new = gpu.vendor == "amd" or (gpu.capability_tuple is not None and gpu.capability_tuple >= (9, 0))
+    return CROSS_NODE_GBPS_400G if new else CROSS_NODE_GBPS_200G
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -1371,6 +1400,14 @@ def _setup(plan: Plan, runtime: str) -> _Setup:
     dtype = plan.resolved.get("dtype") or resolve_dtype(plan.dtype, arch, gpu)[0]
     quant = resolve_quant(arch, plan.quant_config, plan.quantization)
     hw = hardware(gpu, quant, runtime, scope=plan_scope(plan, dtype, quant))
+    if spans_nodes(plan, gpu):
+        link, link_src = cross_node_link(gpu)
+        hw = replace(hw, link=link * 1e9,
+                     eff=replace(hw.eff, allreduce_latency_us=max(hw.eff.allreduce_latency_us, CROSS_NODE_ALLREDUCE_US)),
+                     sources={**hw.sources, "interconnect": (
+                         f"{link:g} GB/s: tensor parallel over {plan.tp} GPUs spans nodes of {plan.gpus_per_node}, so "
+                         f"each all-reduce crosses the network (NCCL; vLLM's custom all-reduce is off across nodes): "
+                         f"{link_src}; {CROSS_NODE_ALLREDUCE_US:g} us per all-reduce at least (assumed)")})
     target = model_cost(arch, plan, dtype=dtype, quant=quant, tp=plan.tp, pp=plan.pp)
     if plan.layer_kernels:
         target = replace(target, layer_kernels=plan.layer_kernels, triton_layers=plan.triton_layers,
@@ -2013,6 +2050,11 @@ def estimate_speed_plan(plan: Plan, *, prompt_len: int = 1024, output_len: int =
         s.tree = (speculative_num_steps, speculative_eagle_topk)
     hw = s.hw
     warnings: list[str] = []
+    if spans_nodes(plan, s.gpu):
+        warnings.append(f"tensor parallel over {plan.tp} GPUs spans nodes of {plan.gpus_per_node}: every layer's "
+                        "all-reduces cross the network between them (an assumed 400 / 200 Gb/s port per GPU, NCCL), "
+                        "which the figures include; tensor parallel inside a node and pipeline parallel across "
+                        "nodes is usually faster")
     sources: dict[str, str] = {f"hardware.{k}": v for k, v in hw.sources.items()}
 
     if not plan.fits and plan.fit_condition:

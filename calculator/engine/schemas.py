@@ -95,6 +95,8 @@ class EngineInput(BaseModel):
     gpu_memory_gib: float | None = None
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
+    # GPUs in one machine (speed only: a tensor-parallel group larger than a node all-reduces over the network)
+    gpus_per_node: int = Field(8, ge=1)
     # --data-parallel-size / --enable-expert-parallel: MoE layers span tp x dp ranks (figures stay per GPU)
     data_parallel_size: int = 1
     enable_expert_parallel: bool = False

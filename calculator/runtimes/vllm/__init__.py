@@ -162,7 +162,7 @@ class VLLM:
                 model_label=model.repo_id, model_source=model.source,
                 draft_hf_config=draft.config if draft else None, draft_weights=draft.weights if draft else None,
                 gpu=request.gpu, gpu_memory_gib=request.gpu_memory_gib,
-                tensor_parallel_size=request.tensor_parallel_size,
+                tensor_parallel_size=request.tensor_parallel_size, gpus_per_node=request.gpus_per_node,
                 pipeline_parallel_size=request.pipeline_parallel_size, max_model_len=request.max_model_len,
                 gpu_memory_utilization=request.gpu_memory_utilization, dtype=request.dtype,
                 quantization=request.quantization, kv_cache_dtype=request.kv_cache_dtype,
