@@ -54,7 +54,14 @@ def test_does_not_fit_gives_vllm_reason():
     # Llama-3.1-70B in bf16 on one H100: 131 GiB of weights cannot fit at all. (The changes that would make it
     # work are searched by calculator.verdict.suggest, tests/test_verdict.py.)
     res = run(hf_config=load_config("meta-llama__Llama-3.1-70B-Instruct.json"), gpu="H100", max_model_len=8192)
-    assert not res.fits and "No available memory" in res.reason
+    # 70.6 G parameters x 2 B = 131.4 GiB > the H100's 79.2 GiB: vLLM dies loading them (load_model), before any
+    # KV sizing, so the reason is the out-of-memory error, not "No available memory for the cache blocks"
+    assert not res.fits and res.reason.startswith("CUDA out of memory while loading the weights: they take ")
+    assert res.weights_gib > 79.2 and f"{res.weights_gib:.2f} GiB per GPU" in res.reason
+    # weights that fit the device but not the --gpu-memory-utilization budget keep vLLM's own message
+    res = run(hf_config=load_config("meta-llama__Llama-3.1-70B-Instruct.json"), gpu="H100", max_model_len=8192,
+              tensor_parallel_size=2, gpu_memory_utilization=0.5)
+    assert not res.fits and res.reason.startswith("No available memory for the cache blocks")
 
 
 def test_long_context_does_not_fit_and_estimated_max_len_does():

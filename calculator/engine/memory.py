@@ -818,6 +818,13 @@ def _verdict(inp, arch, available, cap, groups: list[KVGroup], ctx, max_len, wei
             reason = (f"No available memory for the cache blocks: the model's weights take "
                       f"{_gib(requested - available):.2f} GiB of the {_gib(requested):.2f} GiB budget. "
                       + _cpu_budget_text(inp, gpu, u, requested))
+        elif not gpu.is_cpu and weights > gpu.memory_gib * GiB:
+            # the weights do not fit the device at all: vLLM loads them before it measures memory (vllm 0.32
+            # v1/worker/gpu_worker.py:587-594 load_model; the KV budget, determine_available_memory, is :634 on)
+            reason = (f"CUDA out of memory while loading the weights: they take {_gib(weights):.2f} GiB per GPU, more "
+                      f"than the {gpu.memory_gib:g} GiB the {gpu.name} has, so vLLM fails in load_model "
+                      "(v1/worker/gpu_worker.py:587-594 in 0.32.0) before it sizes the KV cache; spread them over "
+                      "more GPUs (--tensor-parallel-size / --pipeline-parallel-size) or use a quantized checkpoint.")
         elif inp.kv_cache_memory_bytes is not None:
             reason = ("No available memory for the cache blocks: the KV space given (--kv-cache-memory-bytes"
                       + (", VLLM_CPU_KVCACHE_SPACE on the CPU build" if gpu.is_cpu else "") + ") is 0.")
