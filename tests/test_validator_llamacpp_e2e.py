@@ -50,6 +50,11 @@ def test_a_llama_cpp_run_from_the_web_view_to_the_report(client):
     agg = base["aggregate"]
     assert agg["completed"] == profile["num_prompts"] and agg["failed"] == 0
     assert agg["total_output_tokens"] == profile["num_prompts"] * profile["output_len"]
-    assert rows["tpot_ms"]["measured"] is not None and rows["tpot_ms"]["measured"] > 0
+    # TPOT is measured, or, where the host was too busy to stream the tiny model's tokens one by one (each request's
+    # tokens reached the client in one burst: bench.per_token_measurable), said not measurable rather than a number
+    tpot = rows["tpot_ms"]
+    assert (tpot["measured"] is not None and tpot["measured"] > 0) or \
+        (tpot["measured"] is None and tpot["note"].startswith("not measurable: the server sent each request's tokens "
+                                                              "in one burst"))
     page = client.get(reverse("validator:detail", args=[run.pk])).content.decode()
     assert "kv_cache_mib" in page and "llama.cpp" in page
