@@ -755,6 +755,9 @@ def build(plan: Plan) -> Outcome:
             "available_kv_cache_gib",
         )
     }
+    if plan.speed is not None:  # the speed cards' formulas (perf's sources), numbered with the memory figures'
+        refs.update({f"speed_{key}": notes.ref(plan.speed.sources.get(key))
+                     for key in ("ttft_ms", "itl_ms", "output_tokens_per_s")})
     curve = concurrency_curve(inp, result)
     charts = {
         name: spec
