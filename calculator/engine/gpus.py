@@ -72,6 +72,9 @@ class GPU(BaseModel):
     tflops_bf16: float | None
     tflops_fp8: float | None
     spec_source: str
+    # dense FP4 (NVFP4 W4A4) TFLOP/s where the datasheet gives it (Blackwell); None: not in the catalog
+    tflops_fp4: float | None = None
+    fp4_source: str | None = None
     board_memory_gb: float | None = None
     metal_working_set_gib: float | None = None
     metal_working_set_source: str | None = None

@@ -1153,7 +1153,12 @@ def hardware(gpu: GPU, quant: QuantScheme | None, runtime: str = "vllm",
              scope: tuple[str | None, dict[str, Any]] | None = None) -> Hardware:
     """Datasheet figures for ``gpu``: FP8 TFLOP/s when weights and activations are FP8 (vLLM's FP8
     W8A8 path needs compute capability 8.9+; on older GPUs FP8 weights run weight-only through Marlin in
-    bf16), else the bf16/fp16 figure. Weight-only int4/int8 schemes compute in bf16. ``scope``: the estimate's
+    bf16), else the bf16/fp16 figure. Weight-only int4/int8 schemes compute in bf16. NVFP4 (ModelOpt W4A4) on
+    NVIDIA compute capability 10.0+ runs FP4 tensor-core GEMMs: vLLM 0.32 tries its W4A4 kernels first (FlashInfer
+    CuteDSL / CUTLASS, B12x, vLLM's CUTLASS: model_executor/kernels/linear/__init__.py:574-581, CUTLASS's
+    ``cutlass_scaled_mm_supports_fp4``), with Marlin's weight-only W4A16 as the fallback on older GPUs (bf16
+    compute); the FP4 figure is the catalog's ``tflops_fp4``, or FP8's where the catalog has none (a lower bound).
+    Every matmul is priced at that rate, also the layers a checkpoint keeps in bf16. ``scope``: the estimate's
     ``(release, kernel_path)``, which a calibration must match to apply (:func:`get_efficiency`)."""
     if gpu.bandwidth_gbps is None or gpu.tflops_bf16 is None:
         raise EngineInputError("gpu", f"{gpu.name}: no memory bandwidth or BF16 TFLOP/s known, so the speed "
@@ -1161,6 +1166,8 @@ def hardware(gpu: GPU, quant: QuantScheme | None, runtime: str = "vllm",
     fp8 = bool(quant and (quant.name == "fp8" or ("float" in quant.name and quant.bits == 8)))
     cap = gpu.capability_tuple
     use_fp8 = fp8 and gpu.tflops_fp8 is not None and (cap is None or cap >= (8, 9)) and not gpu.is_cpu
+    use_fp4 = (bool(quant and quant.name == "nvfp4") and gpu.vendor == "nvidia" and cap is not None
+               and cap >= (10, 0) and (gpu.tflops_fp4 or gpu.tflops_fp8) is not None)
     link, link_src = interconnect(gpu)
     gpu_class = efficiency_class(gpu)
     eff = get_efficiency(gpu.name, runtime, gpu_class=gpu_class, scope=scope)
@@ -1172,11 +1179,16 @@ def hardware(gpu: GPU, quant: QuantScheme | None, runtime: str = "vllm",
     elif eff.label == "fitted" and gpu.vendor != "nvidia":  # the public data behind the fits is NVIDIA's
         eff = replace(eff, label="assumed", source=f"{eff.source}; fitted on NVIDIA GPUs only, assumed for {gpu.name}")
     tflops = gpu.tflops_fp8 if use_fp8 else gpu.tflops_bf16
+    tflops_src = f"{tflops:g} dense TFLOP/s {'FP8' if use_fp8 else 'BF16/FP16'}, {gpu.spec_source}"
+    if use_fp4:
+        tflops = gpu.tflops_fp4 or gpu.tflops_fp8
+        tflops_src = (f"{tflops:g} dense TFLOP/s FP4 (NVFP4 W4A4 GEMMs), {gpu.fp4_source}" if gpu.tflops_fp4 else
+                      f"{tflops:g} dense TFLOP/s FP8 for NVFP4 W4A4 GEMMs: the catalog has no FP4 figure for this GPU, "
+                      f"so FP8's (a lower bound), {gpu.spec_source}")
     return Hardware(bandwidth=gpu.bandwidth_gbps * 1e9, peak_flops=tflops * 1e12, link=link * 1e9, eff=eff,
-                    compute_dtype="fp8" if use_fp8 else "bf16/fp16",
+                    compute_dtype="fp4" if use_fp4 else "fp8" if use_fp8 else "bf16/fp16",
                     sources={"bandwidth": f"{gpu.bandwidth_gbps:g} GB/s, {gpu.spec_source}",
-                             "tflops": f"{tflops:g} dense TFLOP/s {'FP8' if use_fp8 else 'BF16/FP16'}, "
-                                       f"{gpu.spec_source}",
+                             "tflops": tflops_src,
                              "interconnect": f"{link:g} GB/s: {link_src}",
                              "efficiency": eff.source})
 
