@@ -611,6 +611,12 @@ class LlamaCpp:
                            "\"0 = loaded from model\", src/llama-context.cpp:133)" + slots + "; given explicitly, it "
                            "also keeps --fit from lowering the context to fit the device (fit_params_min_ctx = "
                            "UINT32_MAX, common/arg.cpp:1643-1646, common/fit.cpp:393-394): leave -c out to let it")
+        if meta.n_ctx_train and p.n_ctx_seq > meta.n_ctx_train:
+            p.notes.append(f"{p.n_ctx_seq:,} cells per sequence is more than the {meta.n_ctx_train:,} the model was "
+                           f"trained for: llama.cpp starts, and logs \"n_ctx_seq ({p.n_ctx_seq}) > n_ctx_train "
+                           f"({meta.n_ctx_train}) -- possible training context overflow\" (src/llama-context.cpp:327-330 "
+                           "in llama-cpp-python 0.3.36's llama.cpp); past its trained length the output may degrade "
+                           "unless the model is run with RoPE scaling it supports (--rope-scaling, --yarn-orig-ctx)")
         if self.name == "llama.cpp" and request.parallel is None:
             p.notes.append("-np 1 is pinned in the command: without -np llama-server runs 4 slots sharing one unified "
                            "KV cache (-np -1 = auto, tools/server/server.cpp:156-161): four requests at once sharing "
