@@ -1158,7 +1158,7 @@ class LlamaCpp:
     #: the speed keys of the JSON answer (:meth:`speed_fields`), each always present (``null`` where it does not apply)
     speed_keys = ("ttft_ms", "itl_ms", "output_tokens_per_s", "speed_with_speculation", "speed", "speed_warnings",
                   "spec_speedup", "mean_acceptance_length", "acceptance_rate", "acceptance_source",
-                  "break_even_acceptance_rate", "itl_ms_spec", "output_tokens_per_s_spec")
+                  "break_even_acceptance_rate", "itl_ms_spec", "output_tokens_per_s_spec", "speed_sources")
 
     def speed_fields(self, request, model: LoadedModel, memory, speed=None) -> dict[str, Any]:
         """The API's speed keys (every one of :attr:`speed_keys`, ``null`` where it does not apply): ``ttft_ms``,
@@ -1179,6 +1179,7 @@ class LlamaCpp:
                           "weight_bytes_per_token": s.weight_bytes_per_token,
                           "kv_bytes_per_token_step": s.kv_bytes_per_token_step, "efficiency_label": s.efficiency_label,
                           "efficiency": s.efficiency, "sources": s.sources, "notes": s.notes},
+                "speed_sources": s.sources,  # the key the vLLM and SGLang answers give them under
                 "speed_warnings": [f"{self.label} speed: efficiency {s.efficiency_label} ({words}); decode "
                                    "bandwidth-bound over the GGUF bytes read per token", *s.notes]}
         sp = s.spec

@@ -578,6 +578,13 @@ def speed(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, prompt_len: int = 1024, ou
                               "llama.cpp cuts it to -b and -c)")
     sources["bytes"] = (f"GGUF tensor bytes per device ({meta.source}); token_embd read as one row per token; KV "
                         "from the plan's cache types, on its layer's device")
+    sources["itl_ms"] = ("one decode pass for the running slots: the devices in turn (layer split), each its GGUF bytes "
+                         "and KV read per token at its bandwidth x efficiency against its FLOPs at its compute x "
+                         "efficiency (perf.step_cost: see bytes, bandwidth, efficiency), + activations over the "
+                         "link between devices + the row's per-step and per-layer fixed terms")
+    if pre_ms is not None:
+        sources["ttft_ms"] = ("the prompt's prefill (see prefill) + one decode pass (itl_ms)"
+                              + (" + the wait for a free slot (ttft_ms.queue)" if "ttft_ms.queue" in sources else ""))
     devices = {_dev_name(d): {"weight_bytes": p.bytes_weights, "kv_bytes": p.bytes_kv, "ms": round(p.total_ms, 3),
                               "bandwidth_gbps": s.hws[d].bandwidth / 1e9}
                for d, p in sorted(dec.per_device.items())}
