@@ -933,3 +933,15 @@ def test_qwen3_moe_tp4_eagle3_on_sglang_says_public_runs_were_slower():
     assert SGLANG_MOE_TP_EAGLE_WARNING not in _spec_answer("Qwen/Qwen3-30B-A3B", 1, "sglang", *tree)["speed_warnings"]
     assert SGLANG_MOE_TP_EAGLE_WARNING not in _spec_answer(LLAMA8, 4, "sglang", *tree)["speed_warnings"]
     assert SGLANG_MOE_TP_EAGLE_WARNING not in _spec_answer("Qwen/Qwen3-30B-A3B", 4, "vllm")["speed_warnings"]
+
+
+def test_the_sglang_page_names_k_by_sglangs_own_flag(client):
+    """SGLang's chain of k drafted tokens is --speculative-num-steps k (with --speculative-num-draft-tokens k + 1): the
+    page's best-k line and the speedup table say that flag, not vLLM's num_speculative_tokens."""
+    q = {"runtime": "sglang", "model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "H100", "max_model_len": "8192",
+         "concurrency": "4", "speculative_algorithm": "EAGLE3",
+         "speculative_draft_model_path": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "speculative_num_steps": "3",
+         "speculative_eagle_topk": "1", "speculative_num_draft_tokens": "4"}
+    page = client.get("/", q, follow=True).content.decode()
+    assert "best --speculative-num-steps here" in page and "best num_speculative_tokens" not in page
+    assert 'id="speedup-concurrency-table"' in page and "one column per --speculative-num-steps (k)" in page

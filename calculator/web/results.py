@@ -567,6 +567,13 @@ class RuntimeOutcome(_PlanPresets):
         return get_runtime(self.plan.runtime).label
 
     @property
+    def k_flag(self) -> str:
+        """The runtime's own name for the drafted tokens per step, k: SGLang's chain is ``--speculative-num-steps``
+        draft passes (its ``--speculative-num-draft-tokens`` is k + 1 with topk 1); llama.cpp's is
+        ``--spec-draft-n-max`` (common/arg.cpp:4387-4394 in 0.3.36's llama.cpp)."""
+        return "--speculative-num-steps" if self.plan.runtime == "sglang" else "--spec-draft-n-max"
+
+    @property
     def release_label(self) -> str:
         """The release the answer names: Ollama's own release for Ollama (the llama.cpp rules it runs are in the
         runtime block), else the runtime's."""
