@@ -336,7 +336,9 @@ def test_the_speculative_charts_have_their_data_as_tables(client, runtime):
     line = next(layer for layer in chart["layer"] if layer.get("mark", {}).get("point"))["data"]["values"]
     ks = sorted({int(v["k"][2:]) for v in line})
     caption, head, rows = _table(html, "speedup-concurrency-table")
-    assert "two significant figures" in caption and "num_speculative_tokens (k)" in caption
+    # k by the runtime's own flag: vLLM's num_speculative_tokens, SGLang's --speculative-num-steps
+    flag = "num_speculative_tokens" if runtime == "vllm" else "--speculative-num-steps"
+    assert "two significant figures" in caption and f"one column per {flag} (k)" in caption
     assert head == ["concurrent requests"] + [f"k={k}{' (configured)' if k == 3 else ''}: speedup (×)" for k in ks]
     concurrencies = sorted({v["concurrency"] for v in line})
     assert [r[0] for r in rows] == [f"{c:,}{' (configured)' if c == 8 else ''}" for c in concurrencies]
