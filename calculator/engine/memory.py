@@ -402,7 +402,9 @@ def estimate(inp: EngineInput) -> EstimateResult:
         if derived and max_len > derived:
             raise EngineInputError("max_model_len", f"{max_len:,} is greater than the model's derived maximum length "
                                    f"{derived:,} (max_position_embeddings); vLLM refuses it unless "
-                                   "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set")
+                                   "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set. Neither that nor a RoPE-scaled context "
+                                   "(--hf-overrides with rope_scaling and max_position_embeddings, e.g. YaRN) is "
+                                   "modelled here: plan at most the derived length")
     resolved["max_model_len"] = max_len
 
     d_mnbt, d_seqs = rules.batch_defaults(gpu.memory_gib, gpu.name, gpu.is_cpu, tp * pp, gpu.capability_tuple)
