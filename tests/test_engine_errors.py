@@ -102,5 +102,6 @@ def test_a_context_past_the_derived_length_is_refused_and_says_what_is_not_model
     # VLLM_ALLOW_LONG_MAX_MODEL_LEN (vllm/config/model.py _get_and_verify_max_len), and YaRN leaves it unscaled
     with pytest.raises(EngineInputError) as err:
         run(hf_config=load_config("Qwen__Qwen3-8B.json"), gpu="H100", max_model_len=131072)
-    assert err.value.field == "max_model_len" and "greater than the model's derived maximum length 40,960" in str(err.value)
+    assert err.value.field == "max_model_len"
+    assert "greater than the model's derived maximum length 40,960" in str(err.value)
     assert "Neither that nor a RoPE-scaled context (--hf-overrides" in str(err.value)

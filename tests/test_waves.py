@@ -33,7 +33,8 @@ def _step(s, pre, prompts: float) -> float:
 
 def test_ten_2048_token_prompts_wait_for_one_two_or_three_steps_of_8192_tokens():
     """10 prompts of 2048 tokens in steps of 8192 (the API server's default budget on an H100): prompts 1-4 end in
-    step 1, 5-8 in step 2, 9-10 in step 3 (half full), so the mean TTFT is (4 t1 + 4 (t1 + t2) + 2 (t1 + t2 + t3)) / 10."""
+    step 1, 5-8 in step 2, 9-10 in step 3 (half full), so the mean TTFT is
+    (4 t1 + 4 (t1 + t2) + 2 (t1 + t2 + t3)) / 10."""
     _, s = _setup(QWEN_MOE, H100)
     assert s.chunk == 8192
     pre = perf.prefill_cost(s.target, s.hw, prompt_len=2048, chunk=8192)

@@ -406,9 +406,9 @@ AMD_PREFILL_WARNING = (
     "which the speed model does not capture): read TTFT and tok/s as best cases until a validation run on this hardware refines them")
 # SGLang's TTFT with more than one client is not modelled to a useful precision: on the public runs with 4-100 clients
 # that the product answers below saturation (benchmarks/sglang_speed_fit.py --load-ttft, recomputed by
-# tests/test_runtime_sglang.py) the measured mean TTFT ranged from a sixth to eleven times the prediction, in both directions
-# on the same model and GPU (GLM-4.7-Flash on B200, 3,750-token prompts: 11.0x at 16 clients, 1.2x at 64). Said on every
-# SGLang answer with more than one client running
+# tests/test_runtime_sglang.py) the measured mean TTFT ranged from a sixth to eleven times the prediction, in both
+# directions on the same model and GPU (GLM-4.7-Flash on B200, 3,750-token prompts: 11.0x at 16 clients, 1.2x at 64).
+# Said on every SGLang answer with more than one client running
 SGLANG_LOAD_TTFT_WARNING = (
     "SGLang TTFT with several clients is not calibrated: on 28 public sglang.bench_serving runs with 4-100 clients the "
     "measured mean TTFT was 0.17-11.0 times this model's figure (median error 31 %; benchmarks/sglang_speed_fit.py "

@@ -224,7 +224,8 @@ def _swa_speed_base(request, model: LoadedModel, p: SGLangPlan, perf):
     return perf.Plan(model=model.repo_id, hf_config=model.config, draft_hf_config=None, gpu=request.gpu,
                      dtype=request.dtype, quant_config=model.quant_config, quantization=request.quantization,
                      tp=request.tensor_parallel_size, pp=request.pipeline_parallel_size, enforce_eager=False,
-                     gpus_per_node=request.gpus_per_node, spec_method=None, spec_k=0, resolved={"kv_cache_dtype": p.kv_cache_dtype}, kv_by_layer_type=[],
+                     gpus_per_node=request.gpus_per_node, spec_method=None, spec_k=0,
+                     resolved={"kv_cache_dtype": p.kv_cache_dtype}, kv_by_layer_type=[],
                      fits=True, max_model_len=p.context_length, kv_cache_tokens=p.max_total_num_tokens,
                      max_concurrency=0.0)
 
