@@ -131,6 +131,24 @@ def bf16_refusal(gpu, dtype: str | None) -> str | None:
             f"flag in CLI, for example: --dtype=half. ({BF16_CHECK_SOURCE})")
 
 
+#: where vLLM 0.32.0 picks its platform: the built-in plugins are tpu, cuda, rocm, xpu and cpu, none for Apple's GPU
+#: (Metal / MPS), and on macOS the CPU plugin answers (``sys.platform.startswith("darwin")``)
+APPLE_PLATFORM_SOURCE = ("vllm/platforms/__init__.py:174-229 cpu_platform_plugin (macOS at :191-198), "
+                         ":231-237 builtin_platform_plugins, vLLM 0.32.0")
+
+
+def apple_gpu_refusal(gpu) -> str | None:
+    """The sentence refusing an Apple GPU (a catalog Mac or a ``custom:...:apple``): vLLM has no Metal / MPS platform,
+    on macOS it runs on the CPU (:data:`APPLE_PLATFORM_SOURCE`), so no GPU plan (utilization, CUDA graphs, speed) is
+    given; it points to llama.cpp / Ollama, which the calculator answers on Macs. ``None`` for any other device."""
+    if gpu.vendor != "apple":
+        return None
+    return (f"{gpu.name}: vLLM has no Apple GPU (Metal / MPS) backend: on macOS it runs on the CPU platform "
+            f"({APPLE_PLATFORM_SOURCE}), so there is no GPU plan to give. For a Mac use llama.cpp or Ollama "
+            "(runtime llama.cpp / ollama, --runtime llama.cpp), which run on Metal; vLLM's CPU build is answered "
+            "with gpu CPU")
+
+
 class VLLM:
     """vLLM (V1 engine)."""
 
@@ -191,10 +209,17 @@ class VLLM:
         one no rule of this release sizes), the refusal stays and adds the registry's answer
         (:func:`registry_refusal`) when the release lacks the class: vLLM would stop there first.
 
+        An Apple GPU is refused (:func:`apple_gpu_refusal`): vLLM has no Metal backend.
+
         Raises:
-            EngineInputError: the engine's refusal (:func:`calculator.engine.estimate`), or a V0-engine configuration
-                (:func:`v0_fallback`), named by field.
+            EngineInputError: the engine's refusal (:func:`calculator.engine.estimate`), a V0-engine configuration
+                (:func:`v0_fallback`), or an Apple GPU (field ``gpu``), named by field.
         """
+        from calculator.engine.gpus import get_gpu
+
+        apple = apple_gpu_refusal(get_gpu(request.gpu))
+        if apple is not None:
+            raise EngineInputError("gpu", apple)
         fallback = v0_fallback(request, model)
         if fallback is not None:
             raise EngineInputError(*fallback)
