@@ -93,6 +93,32 @@ def test_it_answers_get_only(client):
     assert client.post(f"{URL}?model={LLAMA}").status_code == 405
 
 
+@pytest.mark.parametrize("method", ["post", "put", "patch", "delete"])
+def test_another_method_is_a_json_405_even_where_csrf_is_checked(method):
+    """curl -X POST with no CSRF cookie: the read-only API answers 405 in JSON, not Django's HTML CSRF page."""
+    from django.test import Client
+
+    r = getattr(Client(enforce_csrf_checks=True), method)(f"{URL}?model={LLAMA}&gpu=H100")
+    assert r.status_code == 405 and r["Content-Type"] == "application/json"
+    assert r["Allow"] == "GET, HEAD"
+    assert "use GET with query parameters" in r.json()["error"]
+    assert Client(enforce_csrf_checks=True).head(f"{URL}?model={LLAMA}&gpu=H100").status_code == 200
+
+
+def test_the_validator_forms_still_need_their_csrf_token(django_user_model):
+    """The API's exemption is its own: a POST form that changes something (the validator's run submission) is still
+    refused without a CSRF token."""
+    from django.contrib.auth.models import Permission
+    from django.test import Client
+
+    user = django_user_model.objects.create_user("u", password="p")
+    user.user_permissions.add(Permission.objects.get(codename="add_validationrun"))
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    r = client.post("/runs/new", {"model": LLAMA})
+    assert r.status_code == 403 and b"CSRF" in r.content
+
+
 # -- numbers (through the real engine), each checked against a hand computation from config.json ------
 
 
