@@ -23,7 +23,7 @@ from calculator.web import presets, results
 from calculator.engine.errors import EngineInputError
 from calculator.web.forms import EstimateForm, tidy_query
 from calculator.plan import make_plan
-from calculator.request import parse_request, runtime_named
+from calculator.request import gpu_choice_note, parse_request, runtime_named
 
 def _evaluate(form: EstimateForm) -> results.Outcome | None:
     """Validate the form (the request model) and answer it; input errors go beside the field they name."""
@@ -150,7 +150,7 @@ def api_estimate(request: HttpRequest) -> JsonResponse:
     ``{"error": sentence, "field": name}``; another method -> 405 (:func:`read_only_json`)."""
     try:
         plan = make_plan(parse_request(request.GET))
-        payload = results.api_payload(plan)
+        payload = results.api_payload(plan, [n for n in [gpu_choice_note(request.GET)] if n])
     except EngineInputError as exc:
         exc = runtime_named(exc, request.GET.get("runtime"))  # llama.cpp's / Ollama's context is ctx_size
         return JsonResponse({"error": f"{exc.field}: {exc.message}", "field": exc.field}, status=400)
