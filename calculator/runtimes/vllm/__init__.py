@@ -149,6 +149,24 @@ def apple_gpu_refusal(gpu) -> str | None:
             "with gpu CPU")
 
 
+EAGER_SPEED_WARNING = (
+    "--enforce-eager: the speed figures assume CUDA graphs, as vLLM runs by default: the efficiency they use is fitted "
+    "on public vLLM runs served that way (none of ../shared/cases/serving_speed_benchmarks.json's records sets "
+    "--enforce-eager; calculator/engine/perf.py's vLLM row). Eager mode launches every kernel of every decode step "
+    "from Python instead of replaying a graph, which is slower, most at small batches, and is not modelled: read the "
+    "TPOT and tok/s as a best case (a validation run with --enforce-eager calibrates them)")
+
+
+def eager_speed_warning(request, gpu, efficiency_label: str) -> str | None:
+    """:data:`EAGER_SPEED_WARNING` when ``request`` asks ``--enforce-eager`` on a GPU and the speed's efficiency is
+    not a calibration (a calibration applies only to runs of its own kernel path, eager mode included:
+    :data:`calculator.engine.perf.KERNEL_PATH_KEYS`, so a calibrated eager estimate was measured eager). ``None``
+    otherwise, and on vLLM's CPU build, whose row was fitted on --enforce-eager runs."""
+    if not request.enforce_eager or gpu.is_cpu or efficiency_label == "calibrated":
+        return None
+    return EAGER_SPEED_WARNING
+
+
 class VLLM:
     """vLLM (V1 engine)."""
 
@@ -370,11 +388,17 @@ class VLLM:
         return speed_kwargs(request)
 
     def speed(self, request, model: LoadedModel, memory: EstimateResult):
-        """TTFT / ITL / tok/s and speculative decoding (:func:`calculator.engine.perf.estimate_speed`)."""
+        """TTFT / ITL / tok/s and speculative decoding (:func:`calculator.engine.perf.estimate_speed`), with
+        :func:`eager_speed_warning` when ``--enforce-eager`` is asked (the figures assume CUDA graphs)."""
         from calculator.engine import perf
+        from calculator.engine.gpus import get_gpu
 
         workload_fits(request, memory.max_model_len)
-        return perf.estimate_speed(self.engine_input(request, model), memory, **self.speed_kwargs(request))
+        result = perf.estimate_speed(self.engine_input(request, model), memory, **self.speed_kwargs(request))
+        eager = eager_speed_warning(request, get_gpu(request.gpu), result.efficiency_label)
+        if eager is not None:
+            result.warnings.append(eager)
+        return result
 
     @property
     def speed_keys(self) -> tuple[str, ...]:
@@ -392,8 +416,14 @@ class VLLM:
             return perf.result_fields(speed)
         workload_fits(request, memory.max_model_len)
         kw = self.speed_kwargs(request)
-        return perf.speed_fields(self.engine_input(request, model), memory, kw["prompt_len"], kw["output_len"],
+        fields = perf.speed_fields(self.engine_input(request, model), memory, kw["prompt_len"], kw["output_len"],
                                  kw["concurrency"], kw["acceptance_rate"], workload=kw["workload"],
                                  temperature=kw["temperature"], acceptance_length=kw["acceptance_length"],
                                  arrival=kw["arrival"], request_rate=kw.get("request_rate"),
                                  num_prompts=kw.get("num_prompts"), random_range_ratio=kw["random_range_ratio"])
+        from calculator.engine.gpus import get_gpu
+
+        eager = eager_speed_warning(request, get_gpu(request.gpu), fields.get("efficiency_label") or "assumed")
+        if eager is not None and fields.get("speed_warnings") is not None:
+            fields["speed_warnings"] = [*fields["speed_warnings"], eager]
+        return fields
