@@ -1212,6 +1212,27 @@ def repeated_parameter(data: Mapping[str, Any]) -> InputError | None:
     return None
 
 
+def gpu_choice_note(data: Mapping[str, Any]) -> str | None:
+    """The sentence saying which card an answer is for when the raw parameters ``data`` (a query, a command's
+    options) did not name one exactly, so the choice is never silent: no ``gpu`` (:data:`DEFAULT_GPU`), or a name the
+    GPU catalog documents as fitting several cards with a default pick (:func:`calculator.engine.gpus.documented_choice`:
+    ``A100`` is the 80 GB SXM4 of four A100s; names without a documented pick, ``M3 Max``, are refused instead).
+    ``None`` when the card is named exactly (or the name is refused: the request says so)."""
+    from calculator.engine.gpus import documented_choice
+
+    raw = data.get("gpu")
+    if raw in (None, ""):
+        gpu = get_gpu(DEFAULT_GPU)
+        return (f"gpu not given: planned for {gpu.name} (the default, gpu={DEFAULT_GPU}); give gpu (--gpu) to plan "
+                "for your device")
+    entry = documented_choice(str(raw))
+    if entry is None:
+        return None
+    others = [c for c in entry.candidates if c != entry.choice]
+    return (f"gpu {str(raw).strip()!r} fits {len(entry.candidates)} cards: planned for {entry.choice} ({entry.why}); "
+            f"name the card for another ({', '.join(others)})")
+
+
 def parse_request(data: Mapping[str, Any]) -> ServingRequest:
     """Raw parameters (query string, form data, ``vars(argparse_namespace)``, a stored run) -> request.
 

@@ -213,6 +213,9 @@ def candidates(request, memory, compat, quantized_variants: Callable[[str], list
                               kind="settings"))
     if not memory.fits and request.runtime in ("llama.cpp", "ollama"):
         out += _llamacpp_candidates(request, memory)
+    beside = _utilization_beside_in_use(request, memory)
+    if beside is not None:
+        out.append(beside)
     from calculator.runtimes.base import given_workload_over
 
     over = given_workload_over(request, memory.max_model_len) if memory.max_model_len else None
@@ -267,6 +270,35 @@ def candidates(request, memory, compat, quantized_variants: Callable[[str], list
             out.append(Suggestion(label=f"the quantized checkpoint {repo}", params={"model": repo, "revision": ""},
                                   kind="model"))
     return out
+
+
+def _utilization_beside_in_use(request, memory) -> Suggestion | None:
+    """vLLM with ``--gpu-memory-in-use-gib`` whose free memory is below the requested share (vLLM's start-up refusal,
+    :func:`calculator.engine.runtime.free_memory_check`): the largest ``--gpu-memory-utilization`` that fits beside
+    the memory in use (:func:`calculator.engine.runtime.largest_utilization_beside`, its source in
+    :data:`calculator.engine.runtime.FREE_MEMORY_CHECK_SOURCE`), as vLLM's message says
+    ("Decrease GPU memory utilization"). ``None`` when the check passes, or the release skips it (0.34's extensible KV
+    cache), or no share fits."""
+    if request.runtime != "vllm" or not request.gpu_memory_in_use_gib or request.kv_cache_memory_bytes is not None:
+        return None
+    from calculator.engine.gpus import get_gpu
+    from calculator.engine.runtime import ReleaseRules, free_memory_check, largest_utilization_beside
+
+    gpu = get_gpu(request.gpu)
+    if gpu.is_cpu:
+        return None
+    rules = ReleaseRules.for_version(request.release)
+    total = int((request.gpu_memory_gib or gpu.memory_gib) * 2**30)
+    in_use = int(request.gpu_memory_in_use_gib * 2**30)
+    used = memory.resolved.get("gpu_memory_utilization") or rules.default_gpu_memory_utilization
+    ok, _ = free_memory_check(rules, total, in_use, used, extensible=bool(memory.resolved.get("extensible_kv_cache")))
+    u = None if ok else largest_utilization_beside(rules, total, in_use)
+    if u is None or u >= used:
+        return None
+    return Suggestion(label=f"--gpu-memory-utilization {u} (the largest share that fits beside the "
+                            f"{request.gpu_memory_in_use_gib:g} GiB in use: vLLM refuses to start when the free memory is "
+                            "below utilization x total, vllm/v1/worker/utils.py:761-770 in 0.32.0)",
+                      params={"gpu_memory_utilization": str(u)}, kind="settings")
 
 
 def _bf16_gpu(request) -> bool:

@@ -93,6 +93,32 @@ def test_it_answers_get_only(client):
     assert client.post(f"{URL}?model={LLAMA}").status_code == 405
 
 
+@pytest.mark.parametrize("method", ["post", "put", "patch", "delete"])
+def test_another_method_is_a_json_405_even_where_csrf_is_checked(method):
+    """curl -X POST with no CSRF cookie: the read-only API answers 405 in JSON, not Django's HTML CSRF page."""
+    from django.test import Client
+
+    r = getattr(Client(enforce_csrf_checks=True), method)(f"{URL}?model={LLAMA}&gpu=H100")
+    assert r.status_code == 405 and r["Content-Type"] == "application/json"
+    assert r["Allow"] == "GET, HEAD"
+    assert "use GET with query parameters" in r.json()["error"]
+    assert Client(enforce_csrf_checks=True).head(f"{URL}?model={LLAMA}&gpu=H100").status_code == 200
+
+
+def test_the_validator_forms_still_need_their_csrf_token(django_user_model):
+    """The API's exemption is its own: a POST form that changes something (the validator's run submission) is still
+    refused without a CSRF token."""
+    from django.contrib.auth.models import Permission
+    from django.test import Client
+
+    user = django_user_model.objects.create_user("u", password="p")
+    user.user_permissions.add(Permission.objects.get(codename="add_validationrun"))
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    r = client.post("/runs/new", {"model": LLAMA})
+    assert r.status_code == 403 and b"CSRF" in r.content
+
+
 # -- numbers (through the real engine), each checked against a hand computation from config.json ------
 
 
@@ -407,3 +433,36 @@ def test_a_real_vllm_speculative_setting_is_not_modelled_not_unknown(client, key
     assert body["field"] == "speculative_config"
     assert ("this calculator does not model" in body["error"]) is real
     assert ("is not a setting vLLM takes here" in body["error"]) is (not real)
+
+
+# -- the card a missing or short gpu leaves open is said, never silent -----------------------------------------
+def test_without_a_gpu_the_answer_says_it_planned_for_the_default_h100(client):
+    body = client.get(URL, {"model": LLAMA}).json()
+    assert body["gpu"] == "NVIDIA H100 80GB HBM3"  # nvidia-smi's name of the SXM5 H100
+    assert body["model_notes"][0] == ("gpu not given: planned for NVIDIA H100 80GB HBM3 (the default, gpu=H100); "
+                                      "give gpu (--gpu) to plan for your device")
+
+
+@pytest.mark.parametrize("gpu,picked,others", [
+    # four A100s: 40 and 80 GB, SXM4 and PCIe (nvidia-smi names); "A100" is planned as the 80 GB SXM4
+    ("A100", "NVIDIA A100-SXM4-80GB", ["NVIDIA A100 80GB PCIe", "NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB"]),
+    ("nvidia a100", "NVIDIA A100-SXM4-80GB", ["NVIDIA A100 80GB PCIe", "NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB"]),
+    ("A100 40GB", "NVIDIA A100-SXM4-40GB", ["NVIDIA A100-PCIE-40GB"]),
+])
+def test_a_name_that_fits_several_cards_says_which_it_planned_for(client, gpu, picked, others):
+    body = client.get(URL, {"model": LLAMA, "gpu": gpu}).json()
+    assert body["gpu"] == picked
+    note = body["model_notes"][0]
+    assert note.startswith(f"gpu {gpu!r} fits {len(others) + 1} cards: planned for {picked} (")
+    assert note.endswith(f"name the card for another ({', '.join(others)})")
+
+
+@pytest.mark.parametrize("gpu", ["NVIDIA A100-SXM4-80GB", "A100-PCIE-40GB", "RTX 4090", "custom:24GiB:sm89"])
+def test_a_card_named_exactly_gets_no_such_note(client, gpu):
+    notes = client.get(URL, {"model": LLAMA, "gpu": gpu}).json()["model_notes"]
+    assert not any(n.startswith("gpu ") for n in notes)
+
+
+def test_a_name_without_a_documented_pick_is_still_refused(client):
+    body = _bad(client, f"model={LLAMA}&gpu=M3%20Max")
+    assert body["field"] == "gpu" and "is ambiguous" in body["error"]

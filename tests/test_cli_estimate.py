@@ -375,3 +375,18 @@ def test_a_mistyped_runtime_gets_a_did_you_mean(client, given, meant):
     with pytest.raises(CommandError) as far:
         call_command("estimate", "--config", str(CONFIGS / "Qwen__Qwen3-8B.json"), "--runtime", "tgi", stdout=StringIO())
     assert far.value.returncode == 2 and "did you mean" not in str(far.value)
+
+
+@pytest.mark.django_db
+def test_without_gpu_the_table_and_the_json_say_the_default_card(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    note = "gpu not given: planned for NVIDIA H100 80GB HBM3 (the default, gpu=H100)"
+    out = StringIO()
+    call_command("estimate", "--model", "meta-llama/Llama-3.1-8B-Instruct", stdout=out)
+    assert f"note: {note}" in out.getvalue()
+    data = run_json("--model", "meta-llama/Llama-3.1-8B-Instruct")
+    assert data["model_notes"][0].startswith(note)
+    explicit = run_json("--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "NVIDIA H100 80GB HBM3")
+    assert not any(n.startswith("gpu ") for n in explicit["model_notes"])
+    short = run_json("--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "A100")
+    assert short["model_notes"][0].startswith("gpu 'A100' fits 4 cards: planned for NVIDIA A100-SXM4-80GB")

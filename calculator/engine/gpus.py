@@ -235,6 +235,20 @@ def get_gpu(name: str) -> GPU:
                f"for another device give its memory as {CUSTOM_PREFIX}<GiB>GiB, e.g. custom:24GiB:sm89")
 
 
+def documented_choice(name: str) -> Ambiguous | None:
+    """The catalog's ``ambiguous`` entry when ``name`` is a key that fits several rows and resolves to the documented
+    choice (``A100``: the 80 GB SXM4 of four A100s; ``H100``: the SXM5 of three), so an answer can say which card it
+    planned for; ``None`` for a name of one row, a refused one (no choice: :func:`get_gpu` raises) or a custom GPU.
+    A vendor prefix is ignored, as :func:`get_gpu` ignores it (``NVIDIA A100``)."""
+    text = (name or "").strip()
+    if text.lower().startswith(CUSTOM_PREFIX):
+        return None
+    _, amb = _index()
+    key = _norm(text)
+    entry = amb.get(key) or amb.get(re.sub(r"^(nvidia|amd|geforce|radeon|intel)+", "", key))
+    return entry if entry is not None and entry.choice is not None else None
+
+
 def _loose_match(key: str, index: dict[str, GPU]) -> GPU | None:
     """The names people write around a catalog name: a vendor / brand prefix (``NVIDIA H100 SXM``,
     ``NVIDIA GeForce RTX 4090``) and a trailing board size that agrees with the row (``RTX 4090 24GB``,

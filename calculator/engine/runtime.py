@@ -677,6 +677,26 @@ def free_memory_check(rules: ReleaseRules, total_bytes: int, memory_in_use_bytes
                    f"utilization or reduce GPU memory used by other processes.")
 
 
+#: vLLM 0.32.0's check of the requested share against the free memory (``request_memory``, called from the worker's
+#: ``init_device``)
+FREE_MEMORY_CHECK_SOURCE = ("vllm/v1/worker/utils.py:724-726 requested_memory = ceil(total x --gpu-memory-utilization), "
+                            ":761-770 free memory below it raises, request_memory called at vllm/v1/worker/"
+                            "gpu_worker.py:535-537 (0.32.0)")
+
+
+def largest_utilization_beside(rules: ReleaseRules, total_bytes: int, memory_in_use_bytes: int) -> float | None:
+    """The largest ``--gpu-memory-utilization`` in hundredths whose requested memory
+    (:meth:`ReleaseRules.requested_memory`) fits in the free memory beside ``memory_in_use_bytes``, so that
+    :func:`free_memory_check` passes (:data:`FREE_MEMORY_CHECK_SOURCE`); ``None`` when not even 0.01 does."""
+    free = total_bytes - memory_in_use_bytes
+    if total_bytes <= 0 or free <= 0:
+        return None
+    u = min(100, math.floor(free / total_bytes * 100)) / 100
+    while u > 0 and rules.requested_memory(total_bytes, u) > free:
+        u = round(u - 0.01, 2)
+    return u if u > 0 else None
+
+
 #: The extensible KV cache's sizing margin (vllm/v1/worker/extensible_kv_cache.py:64-65 in 0.34.0): at least 1 GiB
 #: (3 GiB on ROCm), else 0.75 of the transient peak.
 KV_CACHE_MARGIN_FLOOR_BYTES = 1 << 30

@@ -11,6 +11,7 @@ import hashlib
 import shlex
 from dataclasses import dataclass, field
 from functools import cached_property
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -403,7 +404,7 @@ def memory_bar(result: EstimateResult, segments: list[dict[str, Any]]) -> dict[s
     }
 
 
-def api_payload(plan: Plan) -> dict[str, Any]:
+def api_payload(plan: Plan, notes: Sequence[str] = ()) -> dict[str, Any]:
     """What ``GET /api/estimate`` and ``manage.py estimate --format json`` return: the runtime's memory figures
     (``EstimateResult.to_json()``), ``layout`` (nodes x GPUs, TP / PP / DP; ``num_nodes`` of ``gpus_per_node``),
     ``verdict`` (works / does_not_fit / does_not_start / depends) with
@@ -415,6 +416,9 @@ def api_payload(plan: Plan) -> dict[str, Any]:
     ``speed_error``. A configuration with no speed (one that does not fit or does not start, a GPU without bandwidth
     figures...) has every speed key ``null`` and the reason in ``speed_error``; one with a speed has
     ``speed_error`` ``null``.
+
+    ``notes``: what the surface knows beyond the request (the GPU a name left open,
+    :func:`calculator.request.gpu_choice_note`), put first in ``model_notes``.
     """
     from calculator.runtimes import get_runtime
 
@@ -431,7 +435,7 @@ def api_payload(plan: Plan) -> dict[str, Any]:
     out["num_nodes"] = plan.request.num_nodes
     out["model_source"] = plan.model.source
     out["revision_sha"] = plan.model.sha
-    out["model_notes"] = list(plan.model.notes)
+    out["model_notes"] = [*notes, *plan.model.notes]
     out["serve_argv"] = plan.launch_argv
     out["compat"] = None if plan.compat is None else {
         "ok": plan.compat.ok, "error": plan.compat.error, "requested_backend": plan.compat.requested_backend,

@@ -13,6 +13,7 @@ from urllib.parse import parse_qsl
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import push_url
@@ -22,7 +23,7 @@ from calculator.web import presets, results
 from calculator.engine.errors import EngineInputError
 from calculator.web.forms import EstimateForm, tidy_query
 from calculator.plan import make_plan
-from calculator.request import parse_request, runtime_named
+from calculator.request import gpu_choice_note, parse_request, runtime_named
 
 def _evaluate(form: EstimateForm) -> results.Outcome | None:
     """Validate the form (the request model) and answer it; input errors go beside the field they name."""
@@ -118,14 +119,38 @@ def compat_query(outcome) -> str:
     return urlencode(params, safe="/")
 
 
-@require_safe
+#: the methods the read-only JSON API answers (its ``Allow`` header on a 405)
+API_METHODS = ("GET", "HEAD")
+
+
+def read_only_json(view):
+    """A read-only JSON endpoint: any method but GET / HEAD is a JSON 405 with ``Allow: GET, HEAD`` and the
+    sentence saying how to ask. The view is exempt from the CSRF check so that a POST gets that 405 rather than
+    Django's HTML "CSRF verification failed" page: nothing but GET / HEAD ever reaches the view, and those change
+    nothing (the CSRF check applies to unsafe methods only), so no protection is given up."""
+    from functools import wraps
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args, **kwargs):
+        if request.method not in API_METHODS:
+            response = JsonResponse({"error": f"method {request.method} not allowed: the API is read-only, use GET "
+                                              "with query parameters (/api/estimate?model=...&gpu=...)"},
+                                    status=405)
+            response["Allow"] = ", ".join(API_METHODS)
+            return response
+        return view(request, *args, **kwargs)
+
+    return csrf_exempt(wrapped)
+
+
+@read_only_json
 def api_estimate(request: HttpRequest) -> JsonResponse:
     """``GET /api/estimate?<the page's parameters>`` -> the keys of ``manage.py estimate --format json``
     (``results.api_payload``), with ``verdict`` and ``suggestions``; bad input -> 400
-    ``{"error": sentence, "field": name}``."""
+    ``{"error": sentence, "field": name}``; another method -> 405 (:func:`read_only_json`)."""
     try:
         plan = make_plan(parse_request(request.GET))
-        payload = results.api_payload(plan)
+        payload = results.api_payload(plan, [n for n in [gpu_choice_note(request.GET)] if n])
     except EngineInputError as exc:
         exc = runtime_named(exc, request.GET.get("runtime"))  # llama.cpp's / Ollama's context is ctx_size
         return JsonResponse({"error": f"{exc.field}: {exc.message}", "field": exc.field}, status=400)

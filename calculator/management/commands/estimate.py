@@ -10,7 +10,7 @@ from calculator.cli import OneLineErrors, command_error, internal_error, request
 from calculator.engine import perf
 from calculator.engine.schemas import EstimateResult
 from calculator.plan import make_plan
-from calculator.request import InputError, add_request_arguments
+from calculator.request import InputError, add_request_arguments, gpu_choice_note
 from calculator.web.results import api_payload
 from calculator.runtimes import get_runtime
 
@@ -256,7 +256,8 @@ class Command(OneLineErrors, BaseCommand):
         apply_latest(force=True)
         try:
             plan = make_plan(request, local)
-            payload = api_payload(plan)
+            notes = [n for n in [gpu_choice_note(options)] if n]  # the card a missing or short --gpu left open
+            payload = api_payload(plan, notes)
         except InputError as exc:
             raise command_error(exc, request.runtime) from None
         except Exception as exc:  # noqa: BLE001 - never a traceback on the command line
@@ -266,7 +267,7 @@ class Command(OneLineErrors, BaseCommand):
         else:
             kw = get_runtime(plan.runtime).speed_kwargs(request)
             info = {"model": plan.model.repo_id, "sha": plan.model.sha, "source": plan.model.source,
-                    "notes": list(plan.model.notes), "layout": request.layout,
+                    "notes": [*notes, *plan.model.notes], "layout": request.layout,
                     "speculative": request.speculative_config is not None}
             self.stdout.write(render_table(plan.memory, info, {**payload, **kw, **_text_only(plan, payload)},
                                            plan.verdict))

@@ -131,6 +131,42 @@ def bf16_refusal(gpu, dtype: str | None) -> str | None:
             f"flag in CLI, for example: --dtype=half. ({BF16_CHECK_SOURCE})")
 
 
+#: where vLLM 0.32.0 picks its platform: the built-in plugins are tpu, cuda, rocm, xpu and cpu, none for Apple's GPU
+#: (Metal / MPS), and on macOS the CPU plugin answers (``sys.platform.startswith("darwin")``)
+APPLE_PLATFORM_SOURCE = ("vllm/platforms/__init__.py:174-229 cpu_platform_plugin (macOS at :191-198), "
+                         ":231-237 builtin_platform_plugins, vLLM 0.32.0")
+
+
+def apple_gpu_refusal(gpu) -> str | None:
+    """The sentence refusing an Apple GPU (a catalog Mac or a ``custom:...:apple``): vLLM has no Metal / MPS platform,
+    on macOS it runs on the CPU (:data:`APPLE_PLATFORM_SOURCE`), so no GPU plan (utilization, CUDA graphs, speed) is
+    given; it points to llama.cpp / Ollama, which the calculator answers on Macs. ``None`` for any other device."""
+    if gpu.vendor != "apple":
+        return None
+    return (f"{gpu.name}: vLLM has no Apple GPU (Metal / MPS) backend: on macOS it runs on the CPU platform "
+            f"({APPLE_PLATFORM_SOURCE}), so there is no GPU plan to give. For a Mac use llama.cpp or Ollama "
+            "(runtime llama.cpp / ollama, --runtime llama.cpp), which run on Metal; vLLM's CPU build is answered "
+            "with gpu CPU")
+
+
+EAGER_SPEED_WARNING = (
+    "--enforce-eager: the speed figures assume CUDA graphs, as vLLM runs by default: the efficiency they use is fitted "
+    "on public vLLM runs served that way (none of ../shared/cases/serving_speed_benchmarks.json's records sets "
+    "--enforce-eager; calculator/engine/perf.py's vLLM row). Eager mode launches every kernel of every decode step "
+    "from Python instead of replaying a graph, which is slower, most at small batches, and is not modelled: read the "
+    "TPOT and tok/s as a best case (a validation run with --enforce-eager calibrates them)")
+
+
+def eager_speed_warning(request, gpu, efficiency_label: str) -> str | None:
+    """:data:`EAGER_SPEED_WARNING` when ``request`` asks ``--enforce-eager`` on a GPU and the speed's efficiency is
+    not a calibration (a calibration applies only to runs of its own kernel path, eager mode included:
+    :data:`calculator.engine.perf.KERNEL_PATH_KEYS`, so a calibrated eager estimate was measured eager). ``None``
+    otherwise, and on vLLM's CPU build, whose row was fitted on --enforce-eager runs."""
+    if not request.enforce_eager or gpu.is_cpu or efficiency_label == "calibrated":
+        return None
+    return EAGER_SPEED_WARNING
+
+
 class VLLM:
     """vLLM (V1 engine)."""
 
@@ -191,10 +227,17 @@ class VLLM:
         one no rule of this release sizes), the refusal stays and adds the registry's answer
         (:func:`registry_refusal`) when the release lacks the class: vLLM would stop there first.
 
+        An Apple GPU is refused (:func:`apple_gpu_refusal`): vLLM has no Metal backend.
+
         Raises:
-            EngineInputError: the engine's refusal (:func:`calculator.engine.estimate`), or a V0-engine configuration
-                (:func:`v0_fallback`), named by field.
+            EngineInputError: the engine's refusal (:func:`calculator.engine.estimate`), a V0-engine configuration
+                (:func:`v0_fallback`), or an Apple GPU (field ``gpu``), named by field.
         """
+        from calculator.engine.gpus import get_gpu
+
+        apple = apple_gpu_refusal(get_gpu(request.gpu))
+        if apple is not None:
+            raise EngineInputError("gpu", apple)
         fallback = v0_fallback(request, model)
         if fallback is not None:
             raise EngineInputError(*fallback)
@@ -345,11 +388,17 @@ class VLLM:
         return speed_kwargs(request)
 
     def speed(self, request, model: LoadedModel, memory: EstimateResult):
-        """TTFT / ITL / tok/s and speculative decoding (:func:`calculator.engine.perf.estimate_speed`)."""
+        """TTFT / ITL / tok/s and speculative decoding (:func:`calculator.engine.perf.estimate_speed`), with
+        :func:`eager_speed_warning` when ``--enforce-eager`` is asked (the figures assume CUDA graphs)."""
         from calculator.engine import perf
+        from calculator.engine.gpus import get_gpu
 
         workload_fits(request, memory.max_model_len)
-        return perf.estimate_speed(self.engine_input(request, model), memory, **self.speed_kwargs(request))
+        result = perf.estimate_speed(self.engine_input(request, model), memory, **self.speed_kwargs(request))
+        eager = eager_speed_warning(request, get_gpu(request.gpu), result.efficiency_label)
+        if eager is not None:
+            result.warnings.append(eager)
+        return result
 
     @property
     def speed_keys(self) -> tuple[str, ...]:
@@ -367,8 +416,14 @@ class VLLM:
             return perf.result_fields(speed)
         workload_fits(request, memory.max_model_len)
         kw = self.speed_kwargs(request)
-        return perf.speed_fields(self.engine_input(request, model), memory, kw["prompt_len"], kw["output_len"],
+        fields = perf.speed_fields(self.engine_input(request, model), memory, kw["prompt_len"], kw["output_len"],
                                  kw["concurrency"], kw["acceptance_rate"], workload=kw["workload"],
                                  temperature=kw["temperature"], acceptance_length=kw["acceptance_length"],
                                  arrival=kw["arrival"], request_rate=kw.get("request_rate"),
                                  num_prompts=kw.get("num_prompts"), random_range_ratio=kw["random_range_ratio"])
+        from calculator.engine.gpus import get_gpu
+
+        eager = eager_speed_warning(request, get_gpu(request.gpu), fields.get("efficiency_label") or "assumed")
+        if eager is not None and fields.get("speed_warnings") is not None:
+            fields["speed_warnings"] = [*fields["speed_warnings"], eager]
+        return fields
