@@ -943,15 +943,16 @@ def _claimants(methods: dict, method: str, flag: str | None) -> list[str]:
     return out
 
 
-def min_capability_issue(data: dict, method: str | None, gpu, platform: str,
-                         flag: str | None = None) -> tuple[bool | None, str, dict | None] | None:
+def min_capability_issue(data: dict, method: str | None, gpu, platform: str, flag: str | None = None,
+                         model_type: str | None = None) -> tuple[bool | None, str, dict | None] | None:
     """vLLM's start-up check of the quantization method against the GPU (``VllmConfig._get_quantization_config``:
     ``ValueError: The quantization method fp8 is not supported for the current GPU. Minimum capability: 80. Current
     capability: 75.``, ``vllm/config/vllm.py:900-906`` in 0.32.0; ``vllm/config.py`` in 0.9 / 0.10.0), with each
     method's ``get_min_capability()`` as the release's own source states it (extracted:
     ``quantization.min_capability``), compared with ``DeviceCapability.to_int()`` (major * 10 + minor).
 
-    Every method that may claim the checkpoint (:func:`_claimants`; ``flag`` is ``--quantization``) is a candidate.
+    Every method that may claim the checkpoint (:func:`_claimants`; ``flag`` is ``--quantization``) is a candidate;
+    the message names the one whose override compares with the config's ``model_type`` when there is one.
     Returns ``(False, message, needs)`` when every candidate's minimum exceeds the GPU's capability (``needs``:
     :attr:`CompatReport.quantization_needs`), ``(None, condition, None)`` when the method's own minimum exceeds it but
     another candidate's does not or is not a literal (which override claims the checkpoint is not evaluated here),
@@ -984,11 +985,20 @@ def min_capability_issue(data: dict, method: str | None, gpu, platform: str,
             f", inherited from {e['inherited_from']}" if e.get("inherited_from") else "")
 
     if len(refused) == len(names):
-        n = method if method in refused else refused[0]
-        others = "".join(f"; {m}, when {methods[m]['class']}.override_quantization_method "
-                         f"({methods[m]['override']['source']}) claims the checkpoint, needs {methods[m]['value']} "
-                         f"too ({where(m)})" for m in refused if m != n)
-        return False, f"{said(n)} ({check['source']}; {where(n)}; vLLM {rel}{others})", {
+        # the name vLLM reports: an override that names the checkpoint's model type claims it (gpt-oss's mxfp4 is
+        # gpt_oss_mxfp4 from 0.20.2, mxfp4.py:144-146 in 0.32.0), else the checkpoint's own method
+        n = next((m for m in refused if m != method and model_type and
+                  model_type in (methods[m].get("override") or {}).get("model_types", [])), method)
+        def why(m: str) -> str:
+            if m == method:
+                return f"; the checkpoint's own {m} needs {methods[m]['value']} too ({where(m)})"
+            return (f"; {m}, when {methods[m]['class']}.override_quantization_method ({methods[m]['override']['source']}) "
+                    f"claims the checkpoint, needs {methods[m]['value']} too ({where(m)})")
+
+        others = "".join(why(m) for m in refused if m != n)
+        claimed = (f"; {n}'s override_quantization_method ({methods[n]['override']['source']}) claims this "
+                   f"{model_type} checkpoint's {method}" if n != method else "")
+        return False, f"{said(n)} ({check['source']}; {where(n)}{claimed}; vLLM {rel}{others})", {
             "method": method, "min_capability": max(methods[m]["value"] for m in refused), "capability": cc,
             "release": _release_meeting(method, cc, rel, flag)}
     needs = ", ".join(f"{n} needs {methods[n]['value']} ({where(n)})" for n in refused)
@@ -1370,7 +1380,8 @@ def _finish(req, data, release, platform, gpu, cap, dtype, kv, requested, f, ver
         ok, error = False, quant
     else:
         mincap = min_capability_issue(data, resolved_quant_method(req.hf_config, req.quant_config, req.quantization),
-                                      gpu, platform, (req.quantization or "").lower() or None)
+                                      gpu, platform, (req.quantization or "").lower() or None,
+                                      (req.hf_config or {}).get("model_type"))
         if mincap is not None and mincap[0] is False:
             # VllmConfig builds the quantization config (and checks the GPU) before any attention backend is chosen
             if error:

@@ -1545,6 +1545,24 @@ def _override_requires_flag(fn: ast.FunctionDef) -> str | None:
     return flags.pop() if len(flags) == 1 else None
 
 
+def _override_model_types(fn: ast.FunctionDef) -> list[str]:
+    """The ``model_type`` values an ``override_quantization_method`` compares with (``if model_type != "gpt_oss":
+    return None``, ``GptOssMxfp4Config``, ``mxfp4.py:144-145`` in 0.32.0): an override that names the checkpoint's
+    model type and method is the one vLLM reports."""
+    def is_model_type(n: ast.AST) -> bool:
+        return (isinstance(n, ast.Name) and n.id == "model_type") or (
+            isinstance(n, ast.Attribute) and n.attr == "model_type")
+
+    out = set()
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Compare) and len(n.ops) == 1 and isinstance(n.ops[0], (ast.Eq, ast.NotEq)):
+            left, right = n.left, n.comparators[0]
+            for a, b in ((left, right), (right, left)):
+                if is_model_type(a) and isinstance(b, ast.Constant) and isinstance(b.value, str):
+                    out.add(b.value)
+    return sorted(out)
+
+
 def _override_platforms(fn: ast.FunctionDef) -> list[str] | None:
     """The platforms an ``override_quantization_method`` claims on, where its source says so: a leading ``if not
     current_platform.is_xpu(): return None`` (``ipex_quant.py:140-141`` in 0.13.0; ``not is_cpu() and not is_xpu()``,
@@ -1646,7 +1664,8 @@ def min_capabilities(src: Source) -> dict | None:
             methods[k.value]["override"] = {
                 "source": f"{found[2]}:{own.lineno}",
                 "mentions": sorted({n.value for n in ast.walk(own) if isinstance(n, ast.Constant) and n.value in names}),
-                "requires_flag": _override_requires_flag(own), "platforms": _override_platforms(own)}
+                "requires_flag": _override_requires_flag(own), "platforms": _override_platforms(own),
+                "model_types": _override_model_types(own)}
     return {"check": check, "methods": dict(sorted(methods.items()))}
 
 

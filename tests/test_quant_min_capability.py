@@ -62,7 +62,8 @@ def test_the_check_and_the_overrides_are_read_with_their_lines():
     assert mc["check"]["source"] == "vllm/config/vllm.py:901"  # the raise; the if is at :900
     gpt_oss = mc["methods"]["gpt_oss_mxfp4"]
     assert gpt_oss["value"] == 80 and gpt_oss["inherited_from"] == "Mxfp4Config"  # class GptOssMxfp4Config(Mxfp4Config)
-    assert "mxfp4" in gpt_oss["override"]["mentions"]  # mxfp4.py:129-150 claims gpt-oss's "mxfp4" checkpoints
+    assert "mxfp4" in gpt_oss["override"]["mentions"]  # mxfp4.py:129-146 claims gpt-oss's "mxfp4" checkpoints
+    assert gpt_oss["override"]["model_types"] == ["gpt_oss"]  # if model_type != "gpt_oss": return None (:144-145)
     # HummingConfig claims a checkpoint only under --quantization humming (humming.py:179-191)
     assert mc["methods"]["humming"]["override"]["requires_flag"] == "humming"
 
@@ -98,12 +99,15 @@ def test_runtime_fp8_on_t4_exits_1_with_vllms_message_in_0_13_0():
     assert data["verdict"] == "does_not_start" and data["verdict_headline"].startswith(_message("fp8", 80, 75))
 
 
-@pytest.mark.parametrize("release", ["0.26.0", "0.32.0"])
-def test_gpt_oss_mxfp4_on_v100_does_not_start(client, release):
-    """mxfp4 and gpt_oss_mxfp4 both need 80; V100 is 70; no covered release accepts it there."""
+@pytest.mark.parametrize("release, name", [("0.19.1", "mxfp4"), ("0.26.0", "gpt_oss_mxfp4"),
+                                           ("0.32.0", "gpt_oss_mxfp4")])
+def test_gpt_oss_mxfp4_on_v100_does_not_start(client, release, name):
+    """mxfp4 needs 80 (mxfp4.py:50-51 in 0.19.1, :71-72 in 0.32.0); V100 is 70; no covered release accepts it there.
+    From 0.20.2 GptOssMxfp4Config (mxfp4.py:104, ``if model_type != "gpt_oss": return None`` at :132) claims gpt-oss's
+    mxfp4 checkpoint, so vLLM names gpt_oss_mxfp4 (inheriting Mxfp4Config's 80); 0.19.1's map has no such name."""
     data = _api(client, f"model=openai/gpt-oss-20b&gpu=V100&max_model_len=8192&vllm_version={release}")
     assert data["verdict"] == "does_not_start"
-    assert data["verdict_headline"].startswith(_message("mxfp4", 80, 70))
+    assert data["verdict_headline"].startswith(_message(name, 80, 70))
     gpus = [s["params"]["gpu"] for s in data["suggestions"] if "gpu" in s["params"]]
     assert gpus and all(g in ("L4", "A100", "L40S", "H100") for g in gpus)
     assert not any("vllm_version" in s["params"] for s in data["suggestions"])
@@ -132,5 +136,5 @@ def test_the_page_shows_vllms_refusal_and_a_gpu_that_starts(client):
     r = client.get("/", {"model": "openai/gpt-oss-20b", "gpu": "V100", "max_model_len": "8192"}, follow=True)
     assert r.status_code == 200
     html = " ".join(r.content.decode().split())
-    assert _message("mxfp4", 80, 70) in html
+    assert _message("gpt_oss_mxfp4", 80, 70) in html
     assert "gpu=L4" in html or "gpu=A100" in html
