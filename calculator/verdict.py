@@ -187,6 +187,9 @@ def candidates(request, memory, compat, quantized_variants: Callable[[str], list
             out.append(Suggestion(label=f"--vllm-version {issue.release} ({issue.release_why})",
                                   params={"vllm_version": issue.release}, kind="settings"))
     out += _speculative_method_candidates(request, compat)
+    need = getattr(compat, "quantization_needs", None)
+    if compat_failed and need:
+        out += _min_capability_candidates(request, need)
     for release, why in getattr(compat, "release_suggestions", None) or []:
         # SGLang: a release whose pinned transformers (or own config class) loads the model's config
         out.append(Suggestion(label=f"--sglang-version {release} ({why})", params={"sglang_version": release},
@@ -266,9 +269,41 @@ def candidates(request, memory, compat, quantized_variants: Callable[[str], list
                 nodes = -(-t * p // node)
                 out.append(Suggestion(label=f"{name('tensor_parallel_size')} {t} {name('pipeline_parallel_size')} {p} "
                                       f"({nodes} nodes of {node} GPUs)", params=change, kind="hardware"))
+        from calculator.plan import QUANT_TAGS
+
         for repo in quantized_variants(request.model):
-            out.append(Suggestion(label=f"the quantized checkpoint {repo}", params={"model": repo, "revision": ""},
-                                  kind="model"))
+            # the catalog's other precisions of the model include its unquantized checkpoint (Qwen/Qwen3-8B for
+            # Qwen3-8B-FP8), offered when vLLM refuses the quantization on this GPU
+            tagged = any(repo.lower().endswith(t) for t in QUANT_TAGS)
+            out.append(Suggestion(label=f"the {'quantized' if tagged else 'unquantized'} checkpoint {repo}",
+                                  params={"model": repo, "revision": ""}, kind="model"))
+    return out
+
+
+# GPUs offered when vLLM refuses a quantization method below its minimum compute capability, cheapest first
+# (catalog aliases: calculator/data/gpus.json)
+CAPABLE_GPUS = ("L4", "A100", "L40S", "H100")
+
+
+def _min_capability_candidates(request, need: dict) -> list[Suggestion]:
+    """vLLM refuses the quantization method on this GPU (``compat.checks.min_capability_issue``): serve the
+    checkpoint unquantized where ``--quantization`` asked for the method, a covered release whose minimum for it
+    this GPU meets, or a GPU of the catalog that meets it."""
+    from calculator.engine.gpus import get_gpu
+
+    method, least = need["method"], need["min_capability"]
+    out = []
+    if need.get("from_flag"):
+        out.append(Suggestion(label=f"drop --quantization {method} (serve the checkpoint in its own dtype)",
+                              params={"quantization": ""}, kind="settings"))
+    if need.get("release"):
+        out.append(Suggestion(label=f"--vllm-version {need['release']} (its minimum compute capability for {method} is "
+                                    "met by this GPU)", params={"vllm_version": need["release"]}, kind="settings"))
+    for alias in CAPABLE_GPUS:
+        t = get_gpu(alias).capability_tuple
+        if t is not None and t[0] * 10 + t[1] >= least:
+            out.append(Suggestion(label=f"--gpu {alias} (compute capability {t[0]}.{t[1]}; vLLM needs {least // 10}."
+                                        f"{least % 10} for {method})", params={"gpu": alias}, kind="hardware"))
     return out
 
 

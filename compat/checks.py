@@ -138,6 +138,8 @@ class CheckRequest(BaseModel):
     vllm_version: str = DEFAULT_RELEASE
     tensor_parallel_size: int = 1
     hf_config: dict | None = None  # the model's config.json; answers rules that read hf_text_config
+    quant_config: dict | None = None  # a separate quantization file (ModelOpt's hf_quant_config.json)
+    quantization: str | None = None  # --quantization
 
 
 class Condition(BaseModel):
@@ -204,6 +206,12 @@ class CompatReport(BaseModel):
     # the requested --attention-backend is one the calculator does not model (why); ``ok`` is then None, never a
     # claimed start-up failure
     not_modelled: str | None = None
+    # vLLM refuses the quantization method on this GPU (:func:`min_capability_issue`): ``{"method", "min_capability",
+    # "capability", "release"}`` (``release``: a covered release whose minimum for the method the GPU meets, or None),
+    # for the verdict's suggestions
+    quantization_needs: dict | None = None
+    # the quantization method's own minimum is met, an override's that may claim the checkpoint is not (not modelled)
+    quantization_note: str | None = None
 
     def to_json(self) -> dict:
         return self.model_dump(mode="json")
@@ -869,6 +877,33 @@ def checkpoint_quant_method(hf_config: dict | None) -> str | None:
     return str(cfg["quant_method"]).lower().replace("compressed_tensors", "compressed-tensors")
 
 
+# ModelOpt's quant_algo -> the method its override returns (ModelOptFp8Config / ModelOptNvFp4Config /
+# ModelOptMxFp8Config / ModelOptMixedPrecisionConfig.override_quantization_method, modelopt.py:449 / :772 / :1205 /
+# :1627 in 0.32.0)
+_MODELOPT_ALGOS = (("MIXED", "modelopt_mixed"), ("MXFP8", "modelopt_mxfp8"), ("FP4", "modelopt_fp4"),
+                   ("FP8", "modelopt"))
+
+
+def resolved_quant_method(hf_config: dict | None, quant_config: dict | None, flag: str | None) -> str | None:
+    """The quantization method name vLLM checks the GPU against, before overrides: the checkpoint's ``quant_method``
+    (:func:`checkpoint_quant_method`), else a separate quantization file's (a ModelOpt ``hf_quant_config.json`` names
+    none: its ``quant_algo`` picks the ModelOpt method, ``_MODELOPT_ALGOS``), else ``--quantization`` (an
+    unquantized checkpoint quantized at load, ``--quantization fp8``). None: not quantized, or not recognised."""
+    method = checkpoint_quant_method(hf_config)
+    if method:
+        return method
+    qc = quant_config if isinstance(quant_config, dict) else {}
+    if qc.get("quant_method"):
+        return str(qc["quant_method"]).lower().replace("compressed_tensors", "compressed-tensors")
+    inner = qc.get("quantization") if isinstance(qc.get("quantization"), dict) else qc
+    producer = qc.get("producer").get("name") if isinstance(qc.get("producer"), dict) else None
+    algo = str(inner.get("quant_algo") or "").upper()
+    if algo and (producer == "modelopt" or "quantization" in qc):
+        return next((m for key, m in _MODELOPT_ALGOS if key in algo), None)
+    f = (flag or "").lower()
+    return f if f and f not in ("none", "auto") else None
+
+
 def quantization_issue(data: dict, hf_config: dict | None) -> str | None:
     """vLLM's refusal of the checkpoint's quantization method when the release does not know it: ``ValueError:
     Unknown quantization method: mxfp4. Must be one of [...]`` (``vllm/config/__init__.py:1211`` in 0.10.2), with the
@@ -891,6 +926,110 @@ def quantization_issue(data: dict, hf_config: dict | None) -> str | None:
            .replace("{supported_quantization}", f"<the {len(q['methods'])} methods of vLLM {data['release']}: "
                                                 f"{q['source']}>"))
     return f"{msg} ({q['unknown']['source']}; {where})"
+
+
+def _claimants(methods: dict, method: str, flag: str | None) -> list[str]:
+    """``method`` and every method whose own ``override_quantization_method`` names it (``_verify_quantization`` asks
+    those before it keeps the checkpoint's name: ``gptq`` -> ``gptq_marlin``, gpt-oss's ``mxfp4`` ->
+    ``gpt_oss_mxfp4``), less those that claim only when ``--quantization`` names them (``requires_flag``) and those
+    that claim only on another platform than CUDA (``platforms``: IPEX on CPU / XPU)."""
+    out = [method]
+    for n, e in sorted(methods.items()):
+        o = e.get("override") or {}
+        if n != method and method in (o.get("mentions") or []) and (not o.get("requires_flag") or
+                                                                     o["requires_flag"] == flag) \
+                and (not o.get("platforms") or "cuda" in o["platforms"]):
+            out.append(n)
+    return out
+
+
+def min_capability_issue(data: dict, method: str | None, gpu, platform: str, flag: str | None = None,
+                         model_type: str | None = None) -> tuple[bool | None, str, dict | None] | None:
+    """vLLM's start-up check of the quantization method against the GPU (``VllmConfig._get_quantization_config``:
+    ``ValueError: The quantization method fp8 is not supported for the current GPU. Minimum capability: 80. Current
+    capability: 75.``, ``vllm/config/vllm.py:900-906`` in 0.32.0; ``vllm/config.py`` in 0.9 / 0.10.0), with each
+    method's ``get_min_capability()`` as the release's own source states it (extracted:
+    ``quantization.min_capability``), compared with ``DeviceCapability.to_int()`` (major * 10 + minor).
+
+    Every method that may claim the checkpoint (:func:`_claimants`; ``flag`` is ``--quantization``) is a candidate;
+    the message names the one whose override compares with the config's ``model_type`` when there is one.
+    Returns ``(False, message, needs)`` when every candidate's minimum exceeds the GPU's capability (``needs``:
+    :attr:`CompatReport.quantization_needs`), ``(None, condition, None)`` when the method's own minimum exceeds it but
+    another candidate's does not or is not a literal (which override claims the checkpoint is not evaluated here),
+    ``(True, note, None)`` when the method's own passes and only an override's (which tests the GPU itself) does not,
+    None when every candidate passes, or nothing
+    is known (no method, a release without the extracted rule, a method the map lacks). NVIDIA GPUs only: ROCm reports
+    its own capability and keeps its own quantization rules (``RocmPlatform.supported_quantization``), not modelled."""
+    mc = (data.get("quantization") or {}).get("min_capability")
+    if not method or not mc or platform != "cuda" or method not in mc["methods"]:
+        return None
+    t = gpu.capability_tuple
+    if t is None:
+        return None
+    cc = t[0] * 10 + t[1]
+    methods = mc["methods"]
+    names = [n for n in _claimants(methods, method, flag) if n in methods]
+    refused = [n for n in names if isinstance(methods[n].get("value"), int) and methods[n]["value"] > cc]
+    if not refused:
+        return None
+    check, rel = mc["check"], data["release"]
+
+    def said(n: str) -> str:
+        return (check["message"].split(": ", 1)[1].replace("{model_config.quantization}", n)
+                .replace("{quant_config.get_min_capability()}", str(methods[n]["value"]))
+                .replace("{capability}", str(cc)))
+
+    def where(n: str) -> str:
+        e = methods[n]
+        return f"{e['class']}.get_min_capability(), {e['source']}" + (
+            f", inherited from {e['inherited_from']}" if e.get("inherited_from") else "")
+
+    if len(refused) == len(names):
+        # the name vLLM reports: an override that names the checkpoint's model type claims it (gpt-oss's mxfp4 is
+        # gpt_oss_mxfp4 from 0.20.2, mxfp4.py:144-146 in 0.32.0), else the checkpoint's own method
+        n = next((m for m in refused if m != method and model_type and
+                  model_type in (methods[m].get("override") or {}).get("model_types", [])), method)
+        def why(m: str) -> str:
+            if m == method:
+                return f"; the checkpoint's own {m} needs {methods[m]['value']} too ({where(m)})"
+            return (f"; {m}, when {methods[m]['class']}.override_quantization_method ({methods[m]['override']['source']}) "
+                    f"claims the checkpoint, needs {methods[m]['value']} too ({where(m)})")
+
+        others = "".join(why(m) for m in refused if m != n)
+        claimed = (f"; {n}'s override_quantization_method ({methods[n]['override']['source']}) claims this "
+                   f"{model_type} checkpoint's {method}" if n != method else "")
+        return False, f"{said(n)} ({check['source']}; {where(n)}{claimed}; vLLM {rel}{others})", {
+            "method": method, "min_capability": max(methods[m]["value"] for m in refused), "capability": cc,
+            "release": _release_meeting(method, cc, rel, flag)}
+    needs = ", ".join(f"{n} needs {methods[n]['value']} ({where(n)})" for n in refused)
+    if method not in refused and isinstance(methods[method].get("value"), int):
+        # the checkpoint's own method runs here; an override that needs more (gptq_marlin, awq_marlin) tests the GPU
+        # in its own override_quantization_method (query_marlin_supported_quant_types returns nothing below 80,
+        # utils/marlin_utils.py:51-52 in 0.13.0), which is not evaluated here: said, not a condition
+        return True, (f"vLLM {rel} checks {method} against the GPU ({where(method)}: {methods[method]['value']} <= "
+                      f"{cc}); not modelled: whether an override that needs more claims the checkpoint on this GPU "
+                      f"({needs}; each override_quantization_method's own test of the GPU is not evaluated)"), None
+    other = ", ".join(f"{n} ({methods[n]['value'] if isinstance(methods[n].get('value'), int) else 'not read'})"
+                      for n in names if n not in refused)
+    return None, (f"which quantization method vLLM {rel} settles on for this checkpoint: {needs}, more than this GPU's "
+                  f"capability {cc} ({check['source']} refuses it), but {other} may claim it instead "
+                  "(override_quantization_method, not evaluated here)"), None
+
+
+def _release_meeting(method: str, cc: int, release: str, flag: str | None) -> str | None:
+    """The first later covered release where ``method`` and every method that may claim it (:func:`_claimants`) have a
+    ``get_min_capability()`` of at most ``cc``, else the last earlier one; None when no covered release has one."""
+    good = []
+    for r in releases.covered_releases():
+        ms = (((extract.load(r).get("quantization") or {}).get("min_capability")) or {}).get("methods") or {}
+        if method not in ms:
+            continue
+        vals = [ms[n].get("value") for n in _claimants(ms, method, flag) if n in ms]
+        if all(isinstance(v, int) and v <= cc for v in vals):
+            good.append(r)
+    key = releases.version_key(release)
+    later = [r for r in good if releases.version_key(r) > key]
+    return later[0] if later else ([r for r in good if releases.version_key(r) < key] or [None])[-1]
 
 
 def with_registry_fact(message: str, arch: ArchitectureCheck, release: str) -> str:
@@ -1233,11 +1372,27 @@ def _finish(req, data, release, platform, gpu, cap, dtype, kv, requested, f, ver
     if any(not s.ok for s in spec):
         ok = False
     quant = quantization_issue(data, req.hf_config)
+    quant_needs = quant_note = None
     if quant is not None:
         # ModelConfig refuses the checkpoint's quantization before any attention backend is chosen
         if error:
             notes = [*notes, f"the attention backend check alone: {error}"]
         ok, error = False, quant
+    else:
+        mincap = min_capability_issue(data, resolved_quant_method(req.hf_config, req.quant_config, req.quantization),
+                                      gpu, platform, (req.quantization or "").lower() or None,
+                                      (req.hf_config or {}).get("model_type"))
+        if mincap is not None and mincap[0] is False:
+            # VllmConfig builds the quantization config (and checks the GPU) before any attention backend is chosen
+            if error:
+                notes = [*notes, f"the attention backend check alone: {error}"]
+            ok, error = False, mincap[1]
+            quant, quant_needs = error, mincap[2]
+        elif mincap is not None and mincap[0] is None:
+            auto_conditions = [*auto_conditions, mincap[1]]
+            ok = None if ok is True else ok
+        elif mincap is not None:
+            notes, quant_note = [*notes, mincap[1]], mincap[1]
     ok, error, notes, auto_conditions, sources = fold_architecture(
         arch, ok, error, notes, auto_conditions, sources, quant, release, "the attention backend check alone")
     # a module flag the rules read that vLLM sets while importing the module (a branch rebinds it): each condition on it
@@ -1254,7 +1409,9 @@ def _finish(req, data, release, platform, gpu, cap, dtype, kv, requested, f, ver
         assumptions=[f"{t} = {assume[t]} ({why[t]})" for t in sorted(used) if t in why]
         + ([model_kv_note] if model_kv_note else []),
         features=f, sources=sources, notes=notes, layer_backends=layer_backends, flash_attn_versions=fa_versions,
-        model_forced_backend=forced, architecture=arch, not_modelled=not_modelled)
+        model_forced_backend=forced, architecture=arch, not_modelled=not_modelled,
+        quantization_needs={**quant_needs, "from_flag": resolved_quant_method(req.hf_config, req.quant_config, None)
+                            is None} if quant_needs else None, quantization_note=quant_note)
 
 
 def _explicit_on_priority_platform(data: dict, platform: str, requested: str, v: BackendVerdict,
@@ -1328,11 +1485,14 @@ def _explicit_on_priority_platform(data: dict, platform: str, requested: str, v:
 
 def verdict_for(hf_config: dict, gpu: str, *, dtype: str = "auto", kv_cache_dtype: str = "auto",
                 block_size: int | None = None, attention_backend: str | None = None,
-                speculative_config: dict | None = None, vllm_version: str | None = None) -> CompatReport:
+                speculative_config: dict | None = None, vllm_version: str | None = None,
+                quant_config: dict | None = None, quantization: str | None = None) -> CompatReport:
     """One call for the calculator's results page: HF config dict + the form's choices -> report.
 
     ``speculative_config``: ``{"method", "model", "num_speculative_tokens", "draft_config"}`` (all
-    optional). Render with ``{% include "compat/_verdict.html" with verdict=report %}``.
+    optional). ``quant_config``: a separate quantization file (ModelOpt's ``hf_quant_config.json``);
+    ``quantization``: ``--quantization`` (both decide the method vLLM checks against the GPU). Render with
+    ``{% include "compat/_verdict.html" with verdict=report %}``.
 
     Raises:
         CompatInputError: bad GPU / release / backend / dtype (``.field``, ``.message``).
@@ -1342,4 +1502,5 @@ def verdict_for(hf_config: dict, gpu: str, *, dtype: str = "auto", kv_cache_dtyp
                               dtype=dtype or "auto",
                               kv_cache_dtype=kv_cache_dtype or "auto", block_size=block_size,
                               attention_backend=attention_backend, speculative=spec,
-                              vllm_version=vllm_version or DEFAULT_RELEASE))
+                              vllm_version=vllm_version or DEFAULT_RELEASE, quant_config=quant_config,
+                              quantization=quantization))

@@ -96,4 +96,4 @@ def request_from_options(opts: dict, hf_config: dict | None = None) -> CheckRequ
         dtype=opts.get("dtype") or "auto", kv_cache_dtype=opts.get("kv_cache_dtype") or "auto",
         block_size=opts.get("block_size"), attention_backend=opts.get("attention_backend") or "auto",
         speculative=spec, vllm_version=opts.get("vllm_version") or DEFAULT_RELEASE,
-        tensor_parallel_size=opts.get("tensor_parallel_size") or 1)
+        tensor_parallel_size=opts.get("tensor_parallel_size") or 1, quantization=opts.get("quantization"))

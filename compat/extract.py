@@ -40,7 +40,7 @@ from . import interp
 
 SCHEMA_VERSION = 1
 # Bump when a change to this module changes what it writes for an unchanged source (recorded in each file).
-EXTRACTOR_VERSION = 6
+EXTRACTOR_VERSION = 7
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
 
@@ -1411,7 +1411,262 @@ def quantization_methods(ex: Extractor) -> dict:
                 break
         if unknown:
             break
-    return {"methods": list(dict.fromkeys(found[0])), "source": f"{file}:{found[1]}", "unknown": unknown}
+    return {"methods": list(dict.fromkeys(found[0])), "source": f"{file}:{found[1]}", "unknown": unknown,
+            "min_capability": min_capabilities(src)}
+
+
+# ``VllmConfig._get_quantization_config`` (0.11 onwards), ``ModelConfig``'s module before that
+MIN_CAPABILITY_FILES = ("vllm/config/vllm.py", "vllm/config/__init__.py", "vllm/config.py")
+MIN_CAPABILITY_NEEDLE = "is not supported for the current GPU"
+QUANT_DIR = "vllm/model_executor/layers/quantization"
+
+
+def _resolve_import(module_file: str, level: int, module: str | None) -> str | None:
+    """The file an ``import`` in ``module_file`` names (``from .fp8 import X`` -> ``.../quantization/fp8.py``), as a
+    module path; None for a name outside ``vllm``."""
+    if level:
+        parts = module_file.split("/")[:-1]
+        parts = parts[:len(parts) - (level - 1)] if level > 1 else parts
+        base = "/".join(parts + (module.split(".") if module else []))
+    elif module and module.split(".")[0] == "vllm":
+        base = module.replace(".", "/")
+    else:
+        return None
+    return base
+
+
+def _class_in(src: Source, base: str, name: str, seen: set) -> tuple[ast.ClassDef, ast.Module, str] | None:
+    """``(class node, module tree, file)`` of class ``name`` defined in (or imported into) module ``base``."""
+    for file in (f"{base}.py", f"{base}/__init__.py"):
+        if (base, name) in seen:
+            return None
+        text = src.read(file)
+        if text is None:
+            continue
+        seen.add((base, name))
+        tree = ast.parse(text)
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and node.name == name:
+                return node, tree, file
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == name for a in node.names):
+                orig = next(a.name for a in node.names if (a.asname or a.name) == name)
+                target = _resolve_import(file, node.level, node.module)
+                if target:
+                    return _class_in(src, target, orig, seen)
+        return None
+    return None
+
+
+def _name_file(tree: ast.Module, file: str, name: str) -> str | None:
+    """The module path ``name`` is imported from in ``tree`` (any scope), or ``file``'s own module."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == name for a in node.names):
+            return _resolve_import(file, node.level, node.module)
+    return file[:-len("/__init__.py")] if file.endswith("/__init__.py") else file[:-3]
+
+
+def _class_min_capability(src: Source, cls: ast.ClassDef, tree: ast.Module, file: str, depth: int = 0) -> dict:
+    """``{"value", "source", "class"}``: what ``cls.get_min_capability()`` returns, read from the first class along
+    its bases (first base first, as far as the source says) that defines it: a literal ``return <int>``, or
+    ``return Other.get_min_capability()`` followed. ``value`` is None (with ``expr``) where it is not a literal."""
+    out: dict[str, Any] = {"class": cls.name}
+    if depth > 12:
+        return {**out, "value": None, "expr": "too deep"}
+    meth = _method(cls, "get_min_capability")
+    if meth is not None:
+        rets = [n for n in ast.walk(meth) if isinstance(n, ast.Return)]
+        raises = [n for n in ast.walk(meth) if isinstance(n, ast.Raise)]
+        value = rets[0].value if len(rets) == 1 else None
+        if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub) and \
+                isinstance(value.operand, ast.Constant) and isinstance(value.operand.value, int):
+            value = ast.Constant(-value.operand.value)  # ``return -1`` (the CPU / XPU configs)
+        if isinstance(value, ast.Constant) and isinstance(value.value, int) and not raises:
+            return {**out, "value": value.value, "source": f"{file}:{meth.lineno}"}
+        if len(rets) == 1 and isinstance(rets[0].value, ast.Call) and not raises and \
+                isinstance(rets[0].value.func, ast.Attribute) and rets[0].value.func.attr == "get_min_capability" \
+                and isinstance(rets[0].value.func.value, ast.Name):
+            other = rets[0].value.func.value.id
+            found = _class_in(src, _name_file(tree, file, other), other, set())
+            if found:
+                got = _class_min_capability(src, *found, depth + 1)
+                return {**out, "value": got.get("value"), "source": f"{file}:{meth.lineno}",
+                        "via": f"{got['class']} ({got.get('source')})", **({"expr": got["expr"]} if "expr" in got else {})}
+        return {**out, "value": None, "source": f"{file}:{meth.lineno}",
+                "expr": ast.unparse(meth).splitlines()[-1].strip()}
+    for b in cls.bases:
+        if not isinstance(b, ast.Name):
+            continue
+        found = _class_in(src, _name_file(tree, file, b.id), b.id, set())
+        if found:
+            got = _class_min_capability(src, *found, depth + 1)
+            return {**out, **{k: v for k, v in got.items() if k != "class"}, "inherited_from": got["class"]}
+    return {**out, "value": None, "expr": "no get_min_capability found along the bases"}
+
+
+def _override_requires_flag(fn: ast.FunctionDef) -> str | None:
+    """The ``--quantization`` value every non-None ``return`` of an ``override_quantization_method`` is guarded by
+    (``return "humming" if user_quant == "humming" else None``, ``humming.py:218`` in 0.20.2; ``if can_convert and
+    user_quant == "moe_wna16": return ...``): such an override claims a checkpoint only when the user names it.
+    None when some return is not guarded so."""
+    args = [a.arg for a in fn.args.args]
+    if len(args) < 3:
+        return None
+    user = args[2]  # (cls, hf_quant_cfg, user_quant, ...)
+    parents: dict[int, ast.AST] = {}
+    for node in ast.walk(fn):
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+
+    def flag_in(test: ast.AST) -> str | None:
+        for n in ast.walk(test):
+            if isinstance(n, ast.Compare) and isinstance(n.left, ast.Name) and n.left.id == user and \
+                    len(n.ops) == 1 and isinstance(n.ops[0], ast.Eq) and isinstance(n.comparators[0], ast.Constant):
+                return n.comparators[0].value
+        return None
+
+    flags = set()
+    for ret in (n for n in ast.walk(fn) if isinstance(n, ast.Return)):
+        v = ret.value
+        if v is None or (isinstance(v, ast.Constant) and v.value is None):
+            continue
+        if isinstance(v, ast.IfExp) and isinstance(v.orelse, ast.Constant) and v.orelse.value is None:
+            got = flag_in(v.test)
+        else:
+            got, node = None, ret
+            while got is None and id(node) in parents:
+                up = parents[id(node)]
+                if isinstance(up, ast.If) and node in up.body:
+                    got = flag_in(up.test)
+                node = up
+        if got is None:
+            return None
+        flags.add(got)
+    return flags.pop() if len(flags) == 1 else None
+
+
+def _override_model_types(fn: ast.FunctionDef) -> list[str]:
+    """The ``model_type`` values an ``override_quantization_method`` compares with (``if model_type != "gpt_oss":
+    return None``, ``GptOssMxfp4Config``, ``mxfp4.py:144-145`` in 0.32.0): an override that names the checkpoint's
+    model type and method is the one vLLM reports."""
+    def is_model_type(n: ast.AST) -> bool:
+        return (isinstance(n, ast.Name) and n.id == "model_type") or (
+            isinstance(n, ast.Attribute) and n.attr == "model_type")
+
+    out = set()
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Compare) and len(n.ops) == 1 and isinstance(n.ops[0], (ast.Eq, ast.NotEq)):
+            left, right = n.left, n.comparators[0]
+            for a, b in ((left, right), (right, left)):
+                if is_model_type(a) and isinstance(b, ast.Constant) and isinstance(b.value, str):
+                    out.add(b.value)
+    return sorted(out)
+
+
+def _override_platforms(fn: ast.FunctionDef) -> list[str] | None:
+    """The platforms an ``override_quantization_method`` claims on, where its source says so: a leading ``if not
+    current_platform.is_xpu(): return None`` (``ipex_quant.py:140-141`` in 0.13.0; ``not is_cpu() and not is_xpu()``,
+    ``ipex_quant.py:104-105`` in 0.9.2), or every non-None ``return`` under
+    ``current_platform.is_cpu() and ...`` (``cpu_wna16.py:158-159``). None when it does not test the platform so."""
+    def plat(test: ast.AST, negated: bool) -> str | None:
+        if negated:
+            if not (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)):
+                return None
+            test = test.operand
+        if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and \
+                isinstance(test.func.value, ast.Name) and test.func.value.id == "current_platform" and \
+                test.func.attr.startswith("is_") and not test.args:
+            return test.func.attr[3:]
+        return None
+
+    for stmt in fn.body:
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue  # docstring
+        if isinstance(stmt, ast.If) and len(stmt.body) == 1 and isinstance(stmt.body[0], ast.Return) and \
+                (stmt.body[0].value is None or (isinstance(stmt.body[0].value, ast.Constant)
+                                                and stmt.body[0].value.value is None)):
+            parts = stmt.test.values if isinstance(stmt.test, ast.BoolOp) and isinstance(stmt.test.op, ast.And) \
+                else [stmt.test]  # ``if not current_platform.is_cpu() and not current_platform.is_xpu()`` (0.9.2)
+            got = [plat(x, True) for x in parts]
+            if all(got):
+                return sorted(got)
+        break
+    found = set()
+    for stmt in ast.walk(fn):
+        if isinstance(stmt, ast.If) and any(isinstance(b, ast.Return) and b.value is not None and not (
+                isinstance(b.value, ast.Constant) and b.value.value is None) for b in stmt.body):
+            parts = stmt.test.values if isinstance(stmt.test, ast.BoolOp) and isinstance(stmt.test.op, ast.And) \
+                else [stmt.test]
+            got = next((p for p in (plat(x, False) for x in parts) if p), None)
+            if got is None:
+                return None
+            found.add(got)
+    others = [n for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value is not None and not (
+        isinstance(n.value, ast.Constant) and n.value.value is None)]
+    guarded = sum(1 for stmt in ast.walk(fn) if isinstance(stmt, ast.If) for b in stmt.body
+                  if isinstance(b, ast.Return) and b.value is not None and not (
+                      isinstance(b.value, ast.Constant) and b.value.value is None))
+    return sorted(found) if found and guarded == len(others) else None
+
+
+def min_capabilities(src: Source) -> dict | None:
+    """The start-up check of a quantization method against the GPU (``VllmConfig._get_quantization_config``:
+    ``ValueError: The quantization method {name} is not supported for the current GPU. Minimum capability: {x}.
+    Current capability: {y}.``, ``vllm/config/vllm.py:900-906`` in 0.32.0) and what it compares: per method name of
+    ``get_quantization_config``'s map (``method_to_config``, ``quantization/__init__.py``), the config class and its
+    ``get_min_capability()`` with file:line (``fp8.py:146`` returns 75 in 0.32.0). vLLM runs the check only where
+    ``current_platform.get_device_capability()`` is not None. None when the release has no such check."""
+    check = None
+    for cfg in MIN_CAPABILITY_FILES:
+        text = src.read(cfg)
+        if not text or MIN_CAPABILITY_NEEDLE not in text:
+            continue
+        for n in ast.walk(ast.parse(text)):
+            if isinstance(n, ast.FunctionDef):
+                got = _raise_with(n, MIN_CAPABILITY_NEEDLE, cfg)
+                if got:
+                    check = {**got, "function": n.name}
+                    break
+        if check:
+            break
+    if check is None:
+        return None
+    init = f"{QUANT_DIR}/__init__.py"
+    text = src.read(init)
+    tree = ast.parse(text or "")
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "get_quantization_config"), None)
+    if fn is None:
+        return {"check": check, "methods": {}}
+    mapping = None
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Dict) and n.keys and all(isinstance(k, ast.Constant) and isinstance(k.value, str)
+                                                      for k in n.keys if k is not None):
+            if mapping is None or len(n.keys) > len(mapping.keys):
+                mapping = n
+    methods: dict[str, dict] = {}
+    for k, v in zip(mapping.keys if mapping else [], mapping.values if mapping else []):
+        if k is None:
+            continue
+        entry: dict[str, Any] = {"map": f"{init}:{k.lineno}"}
+        if not isinstance(v, ast.Name):
+            methods[k.value] = {**entry, "class": ast.unparse(v), "value": None, "expr": "not a class name"}
+            continue
+        found = _class_in(src, _name_file(fn, init, v.id) or init[:-3], v.id, set())
+        if found is None:  # bound in the function by other means (a conditional import, a call)
+            methods[k.value] = {**entry, "class": v.id, "value": None, "expr": f"{v.id} is not an imported class"}
+            continue
+        methods[k.value] = {**entry, **_class_min_capability(src, *found)}
+        own = _method(found[0], "override_quantization_method")
+        if own is not None:
+            # the checkpoint quant_method names this override may claim (``_verify_quantization`` asks every
+            # override before it keeps the checkpoint's own name): the method names its source mentions
+            names = {k2.value for k2 in mapping.keys if k2 is not None}
+            methods[k.value]["override"] = {
+                "source": f"{found[2]}:{own.lineno}",
+                "mentions": sorted({n.value for n in ast.walk(own) if isinstance(n, ast.Constant) and n.value in names}),
+                "requires_flag": _override_requires_flag(own), "platforms": _override_platforms(own),
+                "model_types": _override_model_types(own)}
+    return {"check": check, "methods": dict(sorted(methods.items()))}
 
 
 # ---------------------------------------------------------------- the V1 engine oracle (0.9 / 0.10)

@@ -364,9 +364,13 @@ class VLLM:
         try:
             report = verdict_for(model.config, request.gpu, dtype=dtype, kv_cache_dtype=kv_cache_dtype,
                                  block_size=request.block_size, attention_backend=request.attention_backend,
-                                 speculative_config=spec, vllm_version=data_release)
+                                 speculative_config=spec, vllm_version=data_release,
+                                 quant_config=model.quant_config, quantization=request.quantization)
         except CompatInputError as exc:
             raise EngineInputError(exc.field, exc.message) from None
+        if report.quantization_note and memory is not None and report.quantization_note not in memory.warnings:
+            # said with the answer on every surface, not only in the page's backend section
+            memory.warnings.append(report.quantization_note)
         gap = registry_gap(request, model) if data_release != request.release else None
         if gap is not None and report.architecture is not None and report.architecture.status in ("registered",
                                                                                                   "normalized"):
