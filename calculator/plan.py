@@ -10,6 +10,7 @@ cache of the web path.
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -120,6 +121,50 @@ def _from_meta(meta) -> LoadedModel:
                        quant_config=meta.quant_config, weights=meta.weights, notes=tuple(meta.notes))
 
 
+#: where each runtime sets ``--hf-overrides`` / ``--json-model-override-args`` on the loaded config
+HF_OVERRIDES_SOURCE = {
+    "vllm": ("vLLM sets each key on the loaded config as given: a flat value through config.update "
+             "(vllm/transformers_utils/config.py:926-928 in 0.32.0), a dict value by setattr after loading "
+             "(vllm/config/model.py:544-559, :680-681), so a rope_scaling given replaces the config's"),
+    "sglang": ("SGLang sets each key on the loaded config; a rope_scaling / rope_parameters dict is merged into the "
+               "config's (sglang==0.5.23 sglang/srt/utils/hf_transformers/config.py:405-424)"),
+}
+
+
+def apply_hf_overrides(model: LoadedModel, request: ServingRequest) -> LoadedModel:
+    """``model`` with ``request.hf_overrides`` set on its config as the runtime sets them on load
+    (:data:`HF_OVERRIDES_SOURCE`), and a note saying so; ``model`` itself when the request has none.
+
+    The keys are the context ones :class:`calculator.request.HfOverrides` allows (RoPE scaling,
+    ``max_position_embeddings``); the memory rules then derive the context from the result (vLLM:
+    ``_get_and_verify_max_len``, per release; SGLang: ``get_context_length``).
+
+    The request refuses the setting for llama.cpp and Ollama (``request.SERVER_ONLY``).
+
+    Raises:
+        EngineInputError: (field ``hf_overrides``) a model whose config keeps its language model's keys in a
+            ``text_config`` (the runtimes set the keys on the top-level config; a nested override is not modelled).
+    """
+    overrides = request.hf_overrides
+    if overrides is None:
+        return model
+    if isinstance(model.config.get("text_config"), dict):
+        raise EngineInputError("hf_overrides", f"{model.repo_id}'s config keeps its language model's settings in "
+                               "text_config, where a top-level override does not reach; overriding them there is "
+                               "not modelled")
+    given = overrides.as_config()
+    config = dict(model.config)
+    for key, value in given.items():
+        if request.runtime == "sglang" and isinstance(value, dict) and isinstance(config.get(key), dict):
+            value = {**config[key], **value}
+        config[key] = value
+    if "rope_parameters" in given:  # transformers 5's name; the engine reads rope_scaling (the same setting)
+        config["rope_scaling"] = config["rope_parameters"]
+    note = (f"config.json with {'--json-model-override-args' if request.runtime == 'sglang' else '--hf-overrides'} "
+            f"{json.dumps(given, separators=(', ', ': '))} applied: {HF_OVERRIDES_SOURCE[request.runtime]}")
+    return LoadedModel(**{**model.__dict__, "config": config, "notes": (*model.notes, note)})
+
+
 def load(request: ServingRequest, local: dict[str, Any] | None = None) -> LoadedModel:
     """The model and draft a request names. ``local`` (command line only): ``{"config": dict, "source": str,
     "quant_config": dict | None}`` for a ``config.json`` given by path instead of a Hub id.
@@ -133,6 +178,7 @@ def load(request: ServingRequest, local: dict[str, Any] | None = None) -> Loaded
     else:
         _refuse_gguf_repo(request)
         model = _from_meta(load_metadata(request.model, request.revision))
+    model = apply_hf_overrides(model, request)
     spec = request.speculative_config
     if spec is not None and spec.model and local is not None and local.get("draft_config"):
         draft = LoadedModel(repo_id=spec.model, config=local["draft_config"], source="draft config.json file")

@@ -198,6 +198,90 @@ class SpeculativeRequest(MtpNameMixin, BaseModel):
         return self
 
 
+#: RoPE scaling types (``rope_type``, or the older ``type``) whose context rule the calculator models: vLLM's
+#: (vllm/config/model.py ``_get_and_verify_max_len``, :2595-2605 in 0.32.0) and SGLang's (``get_context_length``,
+#: sglang/srt/utils/hf_transformers/common.py:677-690 in 0.5.23) read only the type, ``factor`` and
+#: ``original_max_position_embeddings``; "su" is vLLM's old name of longrope.
+ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "su", "llama3")
+
+
+class RopeScalingOverride(BaseModel):
+    """``rope_scaling`` (transformers 5: ``rope_parameters``) as an override gives it. The keys the context rules
+    read are checked; the other keys RoPE takes (YaRN's ``beta_fast`` / ``beta_slow`` / ``mscale``, llama3's
+    frequency factors, ``rope_theta``) are carried as numbers; anything else is refused, so a misspelt ``factor``
+    is not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    rope_type: Literal[ROPE_TYPES] = Field(alias="type")  # type: ignore[valid-type]
+    factor: float | None = Field(None, gt=0, le=1024)
+    original_max_position_embeddings: int | None = Field(None, ge=1, le=MAX_TOKENS)
+    rope_theta: float | None = Field(None, gt=0)
+    beta_fast: float | None = None
+    beta_slow: float | None = None
+    mscale: float | None = None
+    mscale_all_dim: float | None = None
+    attention_factor: float | None = None
+    low_freq_factor: float | None = None
+    high_freq_factor: float | None = None
+    partial_rotary_factor: float | None = Field(None, gt=0, le=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _type_key(cls, data: Any) -> Any:
+        """``type`` (transformers 4's older key) and ``rope_type`` are one key: both given must agree."""
+        if isinstance(data, dict) and "type" in data and "rope_type" in data:
+            if data["type"] != data["rope_type"]:
+                raise ValueError(f"type {data['type']!r} and rope_type {data['rope_type']!r} disagree; give rope_type")
+            data = {k: v for k, v in data.items() if k != "type"}
+        return data
+
+    @model_validator(mode="after")
+    def _needs(self) -> RopeScalingOverride:
+        if self.rope_type not in ("default",) and self.factor is None:
+            raise ValueError(f"rope_type {self.rope_type} needs \"factor\"")
+        if self.rope_type == "yarn" and self.original_max_position_embeddings is None:
+            # vLLM before 0.30 derives the context from it (vllm/config/model.py:2458 in 0.29.0:
+            # rp["original_max_position_embeddings"], a KeyError without it)
+            raise ValueError("rope_type yarn needs \"original_max_position_embeddings\" (the context the model was "
+                             "trained at, e.g. 32768 for Qwen3)")
+        return self
+
+
+#: the keys of ``--hf-overrides`` the calculator applies (:func:`calculator.plan.apply_hf_overrides`)
+HF_OVERRIDE_KEYS = ("rope_scaling", "rope_parameters", "max_position_embeddings")
+
+
+class HfOverrides(BaseModel):
+    """vLLM's ``--hf-overrides`` (SGLang: ``--json-model-override-args``): keys set on the model's config on load.
+    Only the context keys are modelled, RoPE scaling and ``max_position_embeddings`` (a YaRN context extension
+    such as Qwen3's 131,072 tokens); any other key is refused as not modelled, never ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rope_scaling: RopeScalingOverride | None = None
+    rope_parameters: RopeScalingOverride | None = None
+    max_position_embeddings: int | None = Field(None, ge=1, le=MAX_TOKENS)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            other = [k for k in data if k not in HF_OVERRIDE_KEYS]
+            if other:
+                raise ValueError(f"{other[0]!r} is not modelled here: the calculator applies "
+                                 f"{', '.join(HF_OVERRIDE_KEYS)} (a RoPE-scaled context); plan without the other keys")
+            if data.get("rope_scaling") is not None and data.get("rope_parameters") is not None:
+                raise ValueError("rope_scaling and rope_parameters are one setting (transformers 5 renamed it); give one")
+            if not any(data.get(k) is not None for k in HF_OVERRIDE_KEYS):
+                raise ValueError("no key to apply: give rope_scaling and / or max_position_embeddings")
+        return data
+
+    def as_config(self) -> dict[str, Any]:
+        """The overrides as config.json keys (``rope_scaling`` under the name it was given)."""
+        return self.model_dump(exclude_none=True, by_alias=False)
+
+
 class ServingRequest(BaseModel):
     """What a user asks. Every field is a runtime flag (snake_case) or a workload setting; ``None`` is the
     release's default. Bounds follow real hardware and models, so every computation it drives is bounded.
@@ -240,6 +324,15 @@ class ServingRequest(BaseModel):
         "--max-model-len", "context length in tokens (32k = 32,000; 32K = 32,768; SGLang: --context-length; "
         "llama.cpp: --ctx-size, -c, 0 = the model's trained context; Ollama: OLLAMA_CONTEXT_LENGTH, 0 = its "
         "default)", tokens=True, alias="context_length", aliases=("ctx_size",), short="-c"))
+    hf_overrides: HfOverrides | None = Field(None, json_schema_extra=_meta(
+        "--hf-overrides", 'JSON set on config.json on load (SGLang: --json-model-override-args); modelled: '
+        'rope_scaling and max_position_embeddings, e.g. {"rope_scaling": {"rope_type": "yarn", "factor": 4.0, '
+        '"original_max_position_embeddings": 32768}, "max_position_embeddings": 131072}', "advanced",
+        aliases=("json_model_override_args",)))
+    allow_long_max_model_len: bool = Field(False, json_schema_extra=_meta(
+        "--allow-long-max-model-len", "a --max-model-len above the model's maximum starts anyway, as "
+        "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (SGLang: SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1); with RoPE, positions "
+        "beyond the maximum give NaN", "advanced"))
     concurrency: int | None = Field(None, ge=1, le=65536, json_schema_extra=_meta(
         "--concurrency", "expected concurrent requests (speed: requests in flight)", "workload"))
     num_prompts: int | None = Field(None, ge=1, le=100000, json_schema_extra=_meta(
@@ -731,7 +824,11 @@ LLAMACPP_ONLY = {
     "llamacpp_backend": "nothing (the runtime's own CUDA / ROCm build for the GPU)",
 }
 # vLLM's and SGLang's (the same setting under each one's own flag), not llama.cpp's
-SERVER_ONLY = {"max_num_seqs": "parallel (llama-server --parallel: the slots that decode at once)"}
+SERVER_ONLY = {"max_num_seqs": "parallel (llama-server --parallel: the slots that decode at once)",
+               "hf_overrides": "nothing: a GGUF carries its own context keys, and llama.cpp's --rope-scaling / "
+               "--rope-scale / --yarn-orig-ctx are not modelled here",
+               "allow_long_max_model_len": "nothing: llama.cpp takes a --ctx-size above the trained context and "
+               "only warns"}
 # owner (runtime families joined by "/") -> its settings
 RUNTIME_ONLY = {"vllm": VLLM_ONLY, "sglang": SGLANG_ONLY, "llama.cpp": LLAMACPP_ONLY, "vllm/sglang": SERVER_ONLY}
 # (runtime in use, foreign setting) -> that runtime's own name for it
@@ -965,6 +1062,23 @@ def _speculative(raw: dict[str, str | None]) -> dict[str, Any] | None:
     return spec
 
 
+def _hf_overrides(raw: dict[str, str | None]) -> dict[str, Any] | None:
+    """``hf_overrides`` as given (a JSON object, as vLLM's ``--hf-overrides`` takes it), taken out of ``raw``."""
+    text = raw.pop("hf_overrides", None)
+    if not text:
+        return None
+    if len(text) > 1000:
+        raise InputError("hf_overrides", "the JSON is too long (1000 characters at most)")
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise InputError("hf_overrides", f"not a JSON object: {str(exc)[:120]}") from None
+    if not isinstance(value, dict):
+        raise InputError("hf_overrides", 'expected a JSON object such as {"rope_scaling": {"rope_type": "yarn", '
+                         '"factor": 4.0, "original_max_position_embeddings": 32768}}')
+    return value
+
+
 def _sglang_flags_text(flags: Mapping[str, Any]) -> str:
     """``--speculative-algorithm EAGLE3 --speculative-num-steps 3``: the SGLang flags given, as SGLang spells them."""
     return " ".join(f"--{k.replace('_', '-')} {v}" for k, v in flags.items() if v not in (None, ""))
@@ -1167,7 +1281,7 @@ def _first_error(exc: ValidationError) -> InputError:
     if field == "speculative_config" and kind == "extra_forbidden" and where in VLLM_SPECULATIVE_FIELDS:
         msg = ("is a setting of vLLM's speculative_config (SpeculativeConfig, vllm/config/speculative.py:387 in 0.32.0) "
                "that this calculator does not model; leave it out for the answer with vLLM's default for it")
-    if field == "speculative_config" and where:
+    if field in ("speculative_config", "hf_overrides") and where:
         msg = f"{where}: {msg}"
     return InputError(field, msg)
 
@@ -1276,6 +1390,7 @@ def _parse_request(data: Mapping[str, Any]) -> ServingRequest:
     _attn_dp(raw)
     spec = _speculative(raw)
     spec = _sglang_speculative(raw, spec)
+    overrides = _hf_overrides(raw)
     values: dict[str, Any] = {}
     for name, text in raw.items():
         if text is None:
@@ -1296,6 +1411,8 @@ def _parse_request(data: Mapping[str, Any]) -> ServingRequest:
             values[name] = text
     if spec is not None:
         values["speculative_config"] = spec
+    if overrides is not None:
+        values["hf_overrides"] = overrides
     if "model" not in values:
         raise InputError("model", "give a model: a Hugging Face id of the form org/name")
     try:

@@ -71,14 +71,21 @@ def server_argv(serve: list[str], model_path: str, served_model_name: str, host:
     ``command`` replaces ``vllm serve`` (default ``python -m vllm.entrypoints.openai.api_server``);
     ``model_path`` replaces the model id (a local directory for built-in/stand-in models), the id stays
     visible to clients as ``--served-model-name``. On the CPU build ``--kv-cache-memory-bytes`` is
-    dropped: the worker sets ``VLLM_CPU_KVCACHE_SPACE`` instead (vllm/platforms/cpu.py:323-327).
+    dropped: the worker sets ``VLLM_CPU_KVCACHE_SPACE`` instead (vllm/platforms/cpu.py:323-327). An ``env K=V``
+    prefix (``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``, ``VLLM_PP_LAYER_PARTITION``) stays in front of the command.
     """
+    env: list[str] = []
+    if serve[:1] == ["env"]:  # vLLM's environment variables (serve_argv): kept in front, run through env(1)
+        n = 1
+        while n < len(serve) and "=" in serve[n] and not serve[n].startswith("-"):
+            n += 1
+        env, serve = serve[:n], serve[n:]
     assert serve[:2] == ["vllm", "serve"], serve
     flags = list(serve[3:])
     if cpu and "--kv-cache-memory-bytes" in flags:
         i = flags.index("--kv-cache-memory-bytes")
         del flags[i:i + 2]
-    return [*(command or SERVER_COMMAND), "--model", model_path, "--served-model-name", served_model_name,
+    return [*env, *(command or SERVER_COMMAND), "--model", model_path, "--served-model-name", served_model_name,
             *flags, "--host", host, "--port", str(port), "--seed", "0"]
 
 

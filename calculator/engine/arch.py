@@ -167,7 +167,10 @@ class ModelArch(BaseModel):
     rope_cache_len: int = 0
     rope_cache_len_extra: int = 0  # a second rotary embedding (Gemma 3 local layers)
     rope_cache_extra_elems: int = 0  # another rotary cache of its own width (Gemma 4 global layers), elements
-    derived_max_model_len: int | None = None  # vLLM's default and upper bound for --max-model-len
+    derived_max_model_len: int | None = None  # vLLM's default and upper bound for --max-model-len (from 0.30)
+    # the same before vLLM 0.30, where a YaRN scaling derived original_max_position_embeddings x factor
+    # (runtime rule "yarn_derived_max_model_len")
+    derived_max_model_len_yarn_scaled: int | None = None
     is_multimodal: bool = False
     encoder_tokens: int = 0  # cross-attention tokens per request (mllama: image tokens)
     quantization_config: dict[str, Any] | None = None
@@ -1001,10 +1004,17 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
     # vLLM's derived max_model_len: max_position_embeddings x the RoPE factor, except for YaRN / llama3 /
     # longrope (already scaled) and Gemma 3 (vllm/config/model.py _get_and_verify_max_len, 0.32).
     derived_len = max_pos or _opt_int(c, "n_positions") or _opt_int(c, "max_seq_len") or _opt_int(c, "seq_length")
-    if derived_len and factor and rope_type not in (None, "default", "su", "longrope", "llama3", "yarn",
-                                                    "deepseek_yarn", "deepseek_llama_scaling", "mrope") \
-            and "gemma3" not in model_type:
-        derived_len = int(derived_len * factor)
+    # Before 0.30 only su / longrope / llama3 kept the length, and YaRN derived it from
+    # original_max_position_embeddings x factor (vllm/config/model.py:2452-2458 in 0.29.0; vllm/config.py:3463-3478
+    # in 0.9.2); 0.30.0 added yarn, deepseek_yarn and deepseek_llama_scaling to the kept ones (model.py:2471-2478).
+    yarn_scaled_len = derived_len
+    if derived_len and factor and "gemma3" not in model_type:
+        if rope_type not in (None, "default", "su", "longrope", "llama3", "yarn", "deepseek_yarn",
+                             "deepseek_llama_scaling", "mrope"):
+            derived_len = int(derived_len * factor)
+        if rope_type not in (None, "default", "su", "longrope", "llama3", "mrope"):
+            base = rope_scaling.get("original_max_position_embeddings") if rope_type == "yarn" else None
+            yarn_scaled_len = int((base or yarn_scaled_len) * factor)
     rope_cache_len_extra = 0
     rope_cache_extra_elems = 0
     if gemma4 and isinstance(rope_params.get("full_attention"), dict):
@@ -1058,7 +1068,8 @@ def parse_config(config: dict[str, Any]) -> ModelArch:
         mtp_draft_type=head.draft_type if isinstance(head, MtpHead) else None,
         mamba_ssm_cache_dtype=(c.get("mamba_ssm_cache_dtype") or "float32") if model_type == "nemotron_h" else None,
         has_sinks=model_type == "gpt_oss", rotary_dim=rotary_dim, rope_cache_len=rope_len,
-        rope_cache_len_extra=rope_cache_len_extra, rope_cache_extra_elems=rope_cache_extra_elems, derived_max_model_len=derived_len, is_multimodal=is_mm,
+        rope_cache_len_extra=rope_cache_len_extra, rope_cache_extra_elems=rope_cache_extra_elems, derived_max_model_len=derived_len,
+        derived_max_model_len_yarn_scaled=yarn_scaled_len, is_multimodal=is_mm,
         encoder_tokens=encoder_tokens, quantization_config=quant if isinstance(quant, dict) else None,
         params=p, assumptions=notes,
     )

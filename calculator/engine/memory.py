@@ -322,6 +322,26 @@ def _draft_arch(inp: EngineInput, target: ModelArch) -> ModelArch | None:
     return parse_config(inp.draft_hf_config)
 
 
+def _derived_max_model_len(arch: ModelArch, hf_config: dict[str, Any], rules: ReleaseRules) -> tuple[int | None, str]:
+    """vLLM's derived maximum length for the release (``_get_and_verify_max_len``: max_position_embeddings, times the
+    RoPE factor except where the release keeps it; the runtime rule ``yarn_derived_max_model_len`` says what a YaRN
+    scaling does) and what it was derived from, for the sources and the refusal."""
+    scaled = rules.value("yarn_derived_max_model_len") == "original_max_position_embeddings x factor"
+    length = arch.derived_max_model_len_yarn_scaled if scaled else arch.derived_max_model_len
+    rope = hf_config.get("rope_scaling") if isinstance(hf_config.get("rope_scaling"), dict) else {}
+    kind = rope.get("rope_type", rope.get("type"))
+    if kind == "yarn" and rope.get("factor") and "gemma3" not in str(hf_config.get("model_type")):
+        if scaled:
+            return length, (f"rope_scaling yarn: original_max_position_embeddings "
+                            f"{rope.get('original_max_position_embeddings')} x factor {rope.get('factor'):g}, "
+                            f"as vLLM {rules.label} derives it ({rules.rule('yarn_derived_max_model_len').source})")
+        return length, (f"max_position_embeddings; vLLM {rules.label} does not scale it by the yarn factor "
+                        f"({rules.rule('yarn_derived_max_model_len').source})")
+    if kind and rope.get("factor") and length != hf_config.get("max_position_embeddings"):
+        return length, f"max_position_embeddings x rope_scaling {kind} factor {rope.get('factor'):g}"
+    return length, "max_position_embeddings"
+
+
 def estimate(inp: EngineInput) -> EstimateResult:
     """Predict vLLM's startup memory figures for one GPU.
 
@@ -390,21 +410,28 @@ def estimate(inp: EngineInput) -> EstimateResult:
     resolved["kv_cache_dtype"] = kv_dtype
 
     max_len = inp.max_model_len
-    derived = arch.derived_max_model_len
+    derived, derived_from = _derived_max_model_len(arch, inp.hf_config, rules)
     if max_len is None:
         if not derived:
             raise EngineInputError("max_model_len", "config.json has no max_position_embeddings; give --max-model-len")
         max_len = derived
-        sources["max_model_len"] = "derived from config.json max_position_embeddings (vLLM default, " \
+        sources["max_model_len"] = f"derived from config.json {derived_from} (vLLM default, " \
             "vllm/config/model.py _get_and_verify_max_len)"
     else:
         sources["max_model_len"] = "user input (--max-model-len)"
-        if derived and max_len > derived:
+        if derived and max_len > derived and not inp.allow_long_max_model_len:
             raise EngineInputError("max_model_len", f"{max_len:,} is greater than the model's derived maximum length "
-                                   f"{derived:,} (max_position_embeddings); vLLM refuses it unless "
-                                   "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set. Neither that nor a RoPE-scaled context "
-                                   "(--hf-overrides with rope_scaling and max_position_embeddings, e.g. YaRN) is "
-                                   "modelled here: plan at most the derived length")
+                                   f"{derived:,} ({derived_from}); vLLM {rules.label} refuses it unless "
+                                   "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set (allow_long_max_model_len here; with RoPE, "
+                                   "positions beyond it give NaN). A RoPE-scaled context raises the maximum: "
+                                   "hf_overrides (--hf-overrides) with rope_scaling and, from vLLM 0.30 for YaRN, "
+                                   "max_position_embeddings")
+        if derived and max_len > derived:
+            warnings.append(f"--max-model-len {max_len:,} is above the model's derived maximum {derived:,} "
+                            f"({derived_from}); vLLM starts only because VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, and warns: "
+                            "\"If the model uses relative position encoding (RoPE), positions exceeding "
+                            "derived_max_model_len lead to nan\" (vllm/config/model.py:2639-2661 in 0.32.0). The "
+                            "memory is planned at the length given")
     resolved["max_model_len"] = max_len
 
     d_mnbt, d_seqs = rules.batch_defaults(gpu.memory_gib, gpu.name, gpu.is_cpu, tp * pp, gpu.capability_tuple)

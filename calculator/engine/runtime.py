@@ -195,6 +195,15 @@ RULES: tuple[ReleaseRule, ...] = (
                 "get_kv_cache_quant_algo_string (0.14.1; absent in 0.13.0, vllm PR #30785); arg_utils.py:2257, "
                 "torch_utils.py:457-530 (0.32.0); arg_utils.py:2330, torch_utils.py:463-538 (0.34.0)",
                 "auto takes a ModelOpt checkpoint's kv_cache_quant_algo / kv_cache_scheme (FP8 -> fp8_e4m3)"),
+    ReleaseRule("yarn_derived_max_model_len", (0, 9, 1), "original_max_position_embeddings x factor",
+                "vllm/config.py:3463-3478 (0.9.2); vllm/config/__init__.py:2881-2896 (0.10.2); "
+                "vllm/config/model.py:2452-2458 (0.29.0)",
+                "a YaRN rope_scaling derives the maximum length from its original_max_position_embeddings x factor; "
+                "only su / longrope / llama3 keep max_position_embeddings"),
+    ReleaseRule("yarn_derived_max_model_len", (0, 30, 0), "max_position_embeddings",
+                "vllm/config/model.py:2471-2478 (0.30.0), :2595-2602 (0.32.0), :2657-2664 (0.34.0)",
+                "yarn, deepseek_yarn and deepseek_llama_scaling keep max_position_embeddings (already scaled, as "
+                "transformers' _compute_yarn_parameters assumes): a YaRN context extension overrides it too"),
     ReleaseRule("async_scheduling_default", (0, 9, 1), False,
                 "no async scheduling in 0.9.1; vllm/config.py:2358 (0.10.0); "
                 "vllm/config/scheduler.py:133 (0.13.0)"),

@@ -109,6 +109,8 @@ class EngineInput(BaseModel):
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     enforce_eager: bool = False
+    # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: a max_model_len above the derived maximum starts, with vLLM's warning
+    allow_long_max_model_len: bool = False
     vllm_version: str = "0.32.0"
     speculative_config: SpeculativeConfig | None = None
     attention_backend: str | None = None

@@ -10,6 +10,7 @@ even if SGLang's defaults move. ``--chunked-prefill-size`` carries the value bef
 """
 from __future__ import annotations
 
+import json
 import re
 
 from calculator.engine.errors import EngineInputError
@@ -23,13 +24,17 @@ _MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/@:+~-]{0,300}$")
 def launch_argv(plan: SGLangPlan, model_path: str, *, python: str = "python", port: int | None = None,
                 pin_defaults: bool = True, draft_model_path: str | None = None,
                 kv_cache_dtype: str | None = None, quantization: str | None = None,
-                max_running_requests: int | None = None, trust_remote_code: bool = False) -> list[str]:
+                max_running_requests: int | None = None, trust_remote_code: bool = False,
+                model_override_args: dict | None = None, allow_longer_context: bool = False) -> list[str]:
     """``[python, -m, sglang.launch_server, --model-path, ..., --tp-size, ...]`` for ``plan``.
 
     ``model_path``: a Hugging Face id or a local path (checked: no spaces or shell metacharacters).
     ``draft_model_path``: required for EAGLE / EAGLE3 / STANDALONE plans. ``max_running_requests``: the user's
     ``--max-running-requests``, written when given. ``trust_remote_code``: write ``--trust-remote-code`` (the release
     loads the config only through the repository's own class: :class:`.config_types.ConfigLoad` ``remote_class``).
+    ``model_override_args``: written as ``--json-model-override-args`` (compact JSON, one argv item).
+    ``allow_longer_context``: the command starts with ``env SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1`` (a
+    ``--context-length`` above the model's derived one).
     Raises: EngineInputError naming ``model_path`` / ``draft_model_path`` / ``port``.
     """
     for field, value in (("model_path", model_path), ("draft_model_path", draft_model_path)):
@@ -75,6 +80,8 @@ def launch_argv(plan: SGLangPlan, model_path: str, *, python: str = "python", po
         argv += ["--max-running-requests", str(int(max_running_requests))]
     if trust_remote_code:
         argv += ["--trust-remote-code"]
+    if model_override_args:
+        argv += ["--json-model-override-args", json.dumps(model_override_args, separators=(",", ":"))]
     if plan.attention_backend and pin_defaults:
         argv += ["--attention-backend", plan.attention_backend]
     s = plan.speculative
@@ -92,4 +99,6 @@ def launch_argv(plan: SGLangPlan, model_path: str, *, python: str = "python", po
                      "--speculative-num-draft-tokens", str(s.num_draft_tokens)]
     if port is not None:
         argv += ["--port", str(port)]
+    if allow_longer_context:
+        argv = ["env", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1", *argv]
     return argv

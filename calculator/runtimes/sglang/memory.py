@@ -886,7 +886,8 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
          free_memory_before_load_gib: float | None = None, gpu_memory_capacity_mib: float | None = None,
          attention_backend: str | None = None, disable_cuda_graph: bool = False,
          disable_radix_cache: bool = False, disable_piecewise_cuda_graph: bool = False,
-         model_path: str | None = None, swa_full_tokens_ratio: float | None = None) -> SGLangPlan:
+         model_path: str | None = None, swa_full_tokens_ratio: float | None = None,
+         allow_longer_context: bool = False) -> SGLangPlan:
     """SGLang's per-rank memory plan for ``hf_config`` (a config.json dict) on ``gpu`` with SGLang
     ``release`` and the given ``launch_server`` flags (SGLang's own names, snake_case).
 
@@ -1256,16 +1257,18 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
         # ModelConfig._derive_context_length: a longer --context-length than the derived one raises ValueError at
         # start-up unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is set; that variable defaults to False in every
         # covered release but 0.4.10.post2, where it defaults to True and SGLang only logs a warning
-        if release != "0.4.10.post2":
+        if release != "0.4.10.post2" and not allow_longer_context:
             raise EngineInputError(
                 "context_length", f"--context-length {context_length:,} is greater than the model's derived context "
                 f"length {derived_ctx:,} ({derivation}): SGLang {release} refuses to start (ValueError, "
                 f"{cite(release, 'context_over')}) unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 is set, and "
                 "outputs past the trained length may be wrong; give at most "
-                f"{derived_ctx:,}")
+                f"{derived_ctx:,} (or raise it: allow_long_max_model_len, or a RoPE-scaled context with hf_overrides "
+                "as SGLang's --json-model-override-args)")
         notes.append(f"--context-length {context_length:,} is above the model's derived {derived_ctx:,}: SGLang "
-                     f"{release} accepts it with a warning (SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN defaults to "
-                     f"True, {cite(release, 'context_over')}); outputs past the trained length may be wrong")
+                     f"{release} accepts it with a warning (SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN "
+                     + ("=1 as asked" if allow_longer_context and release != "0.4.10.post2" else "defaults to True")
+                     + f", {cite(release, 'context_over')}); outputs past the trained length may be wrong")
     if context_length:
         src("context_length", ctx, "input", f"--context-length as given; the model's own is {derived_ctx:,} "
             f"({derivation})")

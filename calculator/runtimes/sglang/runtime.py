@@ -359,7 +359,8 @@ class SGLang:
                      chunked_prefill_size=request.chunked_prefill_size, cuda_graph_max_bs=request.cuda_graph_max_bs,
                      draft_hf_config=model.draft.config if model.draft else None,
                      quant_config=model.quant_config, attention_backend=request.attention_backend,
-                     model_path=getattr(model, "repo_id", None), **self._spec(request))
+                     model_path=getattr(model, "repo_id", None),
+                     allow_longer_context=request.allow_long_max_model_len, **self._spec(request))
         except EngineInputError as exc:
             loads = (self._releases_that_load(request, model) if exc.field == "config.architectures"
                      and "is not a model class of SGLang" in exc.message else [])
@@ -492,7 +493,9 @@ class SGLang:
                            kv_cache_dtype=request.kv_cache_dtype if request.kv_cache_dtype != "auto" else None,
                            quantization=request.quantization, max_running_requests=self._max_running(request),
                            trust_remote_code=bool(check and not check.loads and check.remote_class)
-                           or bool(getattr(request, "trust_remote_code", False)))
+                           or bool(getattr(request, "trust_remote_code", False)),
+                           model_override_args=request.hf_overrides.as_config() if request.hf_overrides else None,
+                           allow_longer_context=request.allow_long_max_model_len)
 
     def speed_kwargs(self, request) -> dict[str, Any]:
         return speed_kwargs(request)

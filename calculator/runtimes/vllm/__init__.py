@@ -204,6 +204,7 @@ class VLLM:
                 quantization=request.quantization, kv_cache_dtype=request.kv_cache_dtype,
                 block_size=request.block_size, max_num_seqs=request.max_num_seqs,
                 max_num_batched_tokens=request.max_num_batched_tokens, enforce_eager=request.enforce_eager,
+                allow_long_max_model_len=request.allow_long_max_model_len,
                 vllm_version=request.release, speculative_config=spec,
                 attention_backend=request.attention_backend, kv_cache_memory_bytes=request.kv_cache_memory_bytes,
                 pp_layer_partition=request.pp_layer_partition, data_parallel_size=request.data_parallel_size,
@@ -383,7 +384,8 @@ class VLLM:
     def launch_argv(self, request, model: LoadedModel) -> list[str]:
         """``["vllm", "serve", model, "--flag", "value", ...]`` (:func:`.serve.serve_argv`), the revision pinned
         to the resolved sha when the Hub gave one. An argv list, never a shell string."""
-        return serve_argv(self.engine_input(request, model), model.repo_id, model.sha or request.revision)
+        return serve_argv(self.engine_input(request, model), model.repo_id, model.sha or request.revision,
+                          request.hf_overrides.as_config() if request.hf_overrides else None)
 
     # -- speed ---------------------------------------------------------------------------------------
     def speed_kwargs(self, request) -> dict[str, Any]:

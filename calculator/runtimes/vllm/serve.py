@@ -34,15 +34,23 @@ _VALUE_FLAGS = (
 )
 
 
-def serve_argv(inp: EngineInput, model_id: str, revision: str | None = None) -> list[str]:
+def serve_argv(inp: EngineInput, model_id: str, revision: str | None = None,
+               hf_overrides: dict | None = None) -> list[str]:
     """``["vllm", "serve", model_id, "--flag", "value", ...]`` for ``inp``.
 
-    ``revision`` (a branch, tag or sha) adds ``--revision``. ``--speculative-config`` is compact JSON of
-    the ``SpeculativeConfig`` without unset keys. Raises nothing; the caller validated ``model_id``.
+    ``revision`` (a branch, tag or sha) adds ``--revision``. ``--speculative-config`` and ``--hf-overrides``
+    (``hf_overrides``, the overrides already applied to ``inp.hf_config``) are compact JSON, one argv item each.
+    vLLM's environment variables (``VLLM_PP_LAYER_PARTITION``, ``VLLM_ALLOW_LONG_MAX_MODEL_LEN``) go before the
+    command through ``env``. Raises nothing; the caller validated ``model_id``.
     """
     argv = ["vllm", "serve", model_id]
+    env = []
     if inp.pp_layer_partition:  # an environment variable of vLLM's, not a flag
-        argv = ["env", f"VLLM_PP_LAYER_PARTITION={inp.pp_layer_partition}", *argv]
+        env.append(f"VLLM_PP_LAYER_PARTITION={inp.pp_layer_partition}")
+    if inp.allow_long_max_model_len:
+        env.append("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
+    if env:
+        argv = ["env", *env, *argv]
     if revision and revision != "main":
         argv += ["--revision", revision]
     for field, flag, default in _VALUE_FLAGS:
@@ -57,9 +65,12 @@ def serve_argv(inp: EngineInput, model_id: str, revision: str | None = None) -> 
     if inp.speculative_config is not None:
         spec = inp.speculative_config.model_dump(mode="json", exclude_none=True)
         argv += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
+    if hf_overrides:
+        argv += ["--hf-overrides", json.dumps(hf_overrides, separators=(",", ":"))]
     return argv
 
 
-def serve_command(inp: EngineInput, model_id: str, revision: str | None = None) -> str:
+def serve_command(inp: EngineInput, model_id: str, revision: str | None = None,
+                  hf_overrides: dict | None = None) -> str:
     """``serve_argv`` joined for display with ``shlex.join`` (safe to paste into a POSIX shell)."""
-    return shlex.join(serve_argv(inp, model_id, revision))
+    return shlex.join(serve_argv(inp, model_id, revision, hf_overrides))
