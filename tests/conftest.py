@@ -33,6 +33,15 @@ def _fresh_cache():
 
 
 @pytest.fixture
+def offline_hub(db, monkeypatch):
+    """The Hub is never contacted (``HF_HUB_OFFLINE=1``): models come from the offline catalog through the metadata
+    cache, a database table, so the test has the database. A module asks for it with
+    ``pytestmark = pytest.mark.usefixtures("offline_hub")``, a test by naming it. (Django's cache is emptied for
+    every test by ``_fresh_cache``.)"""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture
 def no_calibration(settings, tmp_path):
     """No validation run's calibration installed before or after the test (the speed model's measured rows and the
     receiver's throttle state reset), with the runs' files in a temporary VAR_DIR."""

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-from django.core.cache import cache
-
 import pytest
 
 from tests.conftest import load_config
@@ -14,12 +12,7 @@ LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 URL = "/api/estimate"
 
 
-@pytest.fixture(autouse=True)
-def _offline_hub(db, monkeypatch):
-    """Models come from the offline catalog through the metadata cache; the Hub is never contacted."""
-
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    cache.clear()
+pytestmark = pytest.mark.usefixtures("offline_hub")
 
 
 def _bad(client, query: str) -> dict:

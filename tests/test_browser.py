@@ -5,8 +5,6 @@ without JavaScript. Leaves a screenshot in ``test-artifacts/results.png``."""
 
 from __future__ import annotations
 
-from django.core.cache import cache
-
 import os
 from pathlib import Path
 
@@ -39,13 +37,11 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
 @pytest.fixture(autouse=True)
-def _offline_hub(transactional_db, monkeypatch):
-    """Models come from the offline catalog through the metadata cache (the Hub is never contacted).
-    The first lookup imports transformers to count parameters (seconds): do it before the browser waits."""
+def _llama_loaded(transactional_db, offline_hub):
+    """Llama's metadata in the cache, committed for the live server (offline: ``offline_hub``). The first lookup
+    imports transformers to count parameters (seconds): do it before the browser waits."""
     from calculator.plan import load_metadata
 
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    cache.clear()
     load_metadata(LLAMA, None)
 
 

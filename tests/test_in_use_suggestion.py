@@ -13,9 +13,7 @@ LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 H100_TOTAL_GIB = 79.19  # an H100 80GB HBM3's total memory as a public vLLM 0.19.0 log gives it (../shared/cases llmd-001)
 
 
-@pytest.fixture(autouse=True)
-def _offline(db, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+pytestmark = pytest.mark.usefixtures("offline_hub")
 
 
 def _get(client, **params) -> dict:

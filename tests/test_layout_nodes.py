@@ -57,12 +57,7 @@ def test_suggestions_follow_gpus_per_node():
             {"pipeline_parallel_size": "2", "tensor_parallel_size": "4"}) in got
 
 
-@pytest.fixture
-def _offline(db, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
-def test_the_page_and_the_api_show_the_layout(client, _offline):
+def test_the_page_and_the_api_show_the_layout(client, offline_hub):
     params = {"model": LLAMA, "gpu": "H100", "tensor_parallel_size": "4", "pipeline_parallel_size": "2",
               "gpus_per_node": "4", "max_model_len": "8192"}
     api = client.get("/api/estimate", params).json()

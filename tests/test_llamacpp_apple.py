@@ -22,9 +22,7 @@ REPO = "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF"
 Q8 = {"model": REPO, "gguf_file": "Meta-Llama-3.1-8B-Instruct-Q8_0.gguf", "runtime": "llama.cpp"}
 
 
-@pytest.fixture(autouse=True)
-def _offline(db, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+pytestmark = pytest.mark.usefixtures("offline_hub")
 
 
 def _q8_weights() -> int:

@@ -16,11 +16,6 @@ MiB = 2**20
 ALL_LAYERS = 32 * LAYER + len(MORE_BITS) * MORE_BITS_EXTRA + OUTPUT  # 4403.49 MiB: every layer and the output
 
 
-@pytest.fixture
-def _offline(db, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
 def test_default_backend_per_vendor_and_the_builds_each_gpu_runs():
     assert device_of(get_gpu("RTX 4090")) == "CUDA"
     assert device_of(get_gpu("AMD Radeon RX 7900 XTX")) == "ROCm"
@@ -36,7 +31,7 @@ def test_default_backend_per_vendor_and_the_builds_each_gpu_runs():
         device_of(get_gpu("Intel Arc A770"), "sycl")
 
 
-def test_rx_7900_xtx_rocm_buffers_by_hand(client, _offline):
+def test_rx_7900_xtx_rocm_buffers_by_hand(client, offline_hub):
     """-c 8192 on one RX 7900 XTX (ROCm): KV 32 x 8192 x 4096 B = 1024 MiB in ROCm0; the model buffer is the CUDA
     rule (alignment 128, no row padding: 4096 and 14336 are multiples of 512) = every layer + output = 4403.49 MiB;
     token_embd 128256 x 4096 Q4_K = 281.81 MiB mapped on the CPU; the logits 128256 x 4 B in ROCm_Host."""
@@ -53,7 +48,7 @@ def test_rx_7900_xtx_rocm_buffers_by_hand(client, _offline):
                                       "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf"]
 
 
-def test_two_rx_7900_xtx_split_17_15_and_the_command_names_rocm_devices(client, _offline):
+def test_two_rx_7900_xtx_split_17_15_and_the_command_names_rocm_devices(client, offline_hub):
     body = client.get("/api/estimate", LLAMA8B_GGUF | {"runtime": "llama.cpp", "gpu": "AMD Radeon RX 7900 XTX",
                                                        "ctx_size": "8192", "gpus": "2"}).json()
     dev = body["devices"]
@@ -65,7 +60,7 @@ def test_two_rx_7900_xtx_split_17_15_and_the_command_names_rocm_devices(client, 
     assert plan(_meta(), n_ctx=8192, n_gpus=2, device="ROCm").pipeline_parallel
 
 
-def test_arc_a770_vulkan_buffers_by_hand(client, _offline):
+def test_arc_a770_vulkan_buffers_by_hand(client, offline_hub):
     """Intel Arc A770 (16 GiB), default build vulkan: KV 1024 MiB in Vulkan0, logits in Vulkan_Host, model buffer
     Vulkan0 = the same tensor bytes (ggml-vulkan's alloc size is ggml_nbytes; no quantized row padding)."""
     body = client.get("/api/estimate", LLAMA8B_GGUF | {"runtime": "llama.cpp", "gpu": "Intel Arc A770",
@@ -80,7 +75,7 @@ def test_arc_a770_vulkan_buffers_by_hand(client, _offline):
     assert two["devices"]["Vulkan0"]["kv_buffer_mib"] == 544
 
 
-def test_sycl_and_a_wrong_build_are_refused_naming_the_field(client, _offline):
+def test_sycl_and_a_wrong_build_are_refused_naming_the_field(client, offline_hub):
     for gpu, backend in (("Intel Arc A770", "sycl"), ("AMD Radeon RX 7900 XTX", "cuda")):
         r = client.get("/api/estimate", LLAMA8B_GGUF | {"runtime": "llama.cpp", "gpu": gpu, "llamacpp_backend": backend})
         assert r.status_code == 400 and r.json()["field"] == "llamacpp_backend", r.content
@@ -110,7 +105,7 @@ def test_flash_attention_per_backend_from_supports_op():
                                                 ("AMD Radeon RX 7900 XTX", None, "ROCm_Host"),
                                                 ("Intel Arc A770", None, "Vulkan_Host"),
                                                 ("RTX 3090", "vulkan", "Vulkan_Host")])
-def test_the_host_compute_buffer_has_the_gpu_backends_host_type(client, _offline, gpu, backend, host):
+def test_the_host_compute_buffer_has_the_gpu_backends_host_type(client, offline_hub, gpu, backend, host):
     """With a GPU the CPU backend's compute buffer is allocated in the first device's host buffer type
     (llama-cpp-python 0.3.36 vendor/llama.cpp/src/llama-context.cpp:408-421 "use the host buffer of the first
     device CPU") and logged under its name (:740-742 ggml_backend_buft_name): GGML_CUDA_NAME "_Host" (ggml-cuda.cu:1258;

@@ -4,7 +4,6 @@ see the verdict, the KV cache, the Metal backend, a speed estimate and both halv
 from __future__ import annotations
 
 import pytest
-from django.core.cache import cache
 
 from tests.test_browser import CHROMIUM, browser  # noqa: F401 - the same Chromium, launched once per module
 
@@ -13,13 +12,9 @@ REPO = "bartowski/Llama-3.2-3B-Instruct-GGUF"
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's Chromium is not installed (apt-get install chromium)"),
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("offline_hub"),
 ]
-
-
-@pytest.fixture(autouse=True)
-def _offline_hub(transactional_db, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    cache.clear()
 
 
 def test_mac_user_picks_a_gguf_file_for_ollama(live_server, browser):

@@ -1,7 +1,7 @@
 """llama-server's draft model (speculative decoding): its buffers and the command, values computed by hand."""
 import pytest
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("offline_hub")]
 
 from calculator.request import parse_request
 
@@ -14,11 +14,6 @@ def _plan(**extra):
     params = {"model": "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "gguf_file": "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf",
               "runtime": "llama.cpp", "gpu": "RTX 3090", "max_model_len": "8192", "speculative_config": SPEC} | extra
     return make_plan(parse_request(params), with_speed=False, with_suggestions=False)
-
-
-@pytest.fixture(autouse=True)
-def offline(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
 def test_draft_buffers_and_command(settings):

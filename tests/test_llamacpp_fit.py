@@ -17,9 +17,7 @@ LLAMA70 = {"model": "meta-llama/Llama-3.1-70B-Instruct", "gguf_file": "Llama-3.1
            "runtime": "llama.cpp", "gpu": "RTX 4090", "ctx_size": "8192"}
 
 
-@pytest.fixture(autouse=True)
-def _offline(db, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+pytestmark = pytest.mark.usefixtures("offline_hub")
 
 
 def _q(n_values: int, t: str) -> int:

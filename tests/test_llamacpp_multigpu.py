@@ -97,12 +97,7 @@ def test_the_command_pins_the_gpus_and_passes_the_split_flags():
     assert "-dev" not in launch_argv("m.gguf", n_ctx=8192)
 
 
-@pytest.fixture
-def _offline(db, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
-def test_a_device_that_overflows_while_the_total_fits_is_named(client, _offline):
+def test_a_device_that_overflows_while_the_total_fits_is_named(client, offline_hub):
     """2 x 16 GiB, -c 131072, -ts 4,1: il / 33 < 0.8 -> 27 layers on CUDA0, whose KV alone is 27 x 131072 x 4096 B
     = 13,824 MiB, and with 27 layers of weights (>= 27 x LAYER B = 3,160 MiB) above its 16,384 MiB; CUDA1 holds 5
     layers and the output. The whole (16 GiB KV + 4.3 GiB weights) is within 2 x 16 GiB: the reason names CUDA0."""
@@ -135,7 +130,7 @@ def test_a_device_that_overflows_while_the_total_fits_is_named(client, _offline)
     ({"runtime": "ollama", "gpus": "2"}, "gpus"),
     ({"runtime": "vllm", "gpus": "2", "gguf_file": None}, "gpus"),
 ])
-def test_what_is_not_modelled_or_wrong_is_refused_naming_the_field(client, _offline, params, field):
+def test_what_is_not_modelled_or_wrong_is_refused_naming_the_field(client, offline_hub, params, field):
     query = {k: v for k, v in (LLAMA8B_GGUF | {"gpu": "RTX 3090"} | params).items() if v is not None}
     r = client.get("/api/estimate", query)
     assert r.status_code == 400 and r.json()["field"] == field

@@ -169,12 +169,7 @@ def test_decode_reads_the_device_buffer_once_per_token():
 # ---------------------------------------------------------------- the whole path (Django test client)
 
 
-@pytest.fixture
-def offline(db, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
-def test_mac_user_picks_a_gguf_file_a_context_and_ollama(client, offline):
+def test_mac_user_picks_a_gguf_file_a_context_and_ollama(client, offline_hub):
     """Done-when of issue #14: a Mac (M2, 8 GB), Ollama, a GGUF repo, 8,192 tokens: the page lists the repo's files
     with sizes; picking Q4_K_M gives the fit, the KV cache (28 layers x 8,192 cells x 8 heads x 128 x 2 x 2 B =
     896 MiB), the backend (Metal, flash attention auto), a speed estimate and the command to run."""
@@ -200,7 +195,7 @@ def test_mac_user_picks_a_gguf_file_a_context_and_ollama(client, offline):
         assert part in page, part
 
 
-def test_a_file_not_in_the_repo_is_refused(client, offline):
+def test_a_file_not_in_the_repo_is_refused(client, offline_hub):
     body = client.get("/api/estimate", {"model": "bartowski/Llama-3.2-3B-Instruct-GGUF", "runtime": "llama.cpp",
                                         "gpu": "RTX 3060", "gguf_file": "nope-Q4_K_M.gguf"})
     assert body.status_code == 400 and body.json()["field"] == "gguf_file"

@@ -9,18 +9,13 @@ import pytest
 
 from calculator.engine.perf import SLOWDOWN_PREFIXES, closed_loop_tokens_per_s
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("offline_hub")]
 
 SPEC = '{"method":"draft_model","model":"bartowski/Llama-3.2-1B-Instruct-GGUF","num_speculative_tokens":8}'
 Q = {"model": "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "gguf_file": "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf",
      "runtime": "llama.cpp", "gpu": "RTX 3090", "max_model_len": "8192"}
 DRAFT = {"model": "bartowski/Llama-3.2-1B-Instruct-GGUF", "gguf_file": "Llama-3.2-1B-Instruct-Q4_K_M.gguf",
          "runtime": "llama.cpp", "gpu": "RTX 3090", "max_model_len": "8192"}
-
-
-@pytest.fixture(autouse=True)
-def offline(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
 def test_the_one_tokens_per_s_definition_by_hand():

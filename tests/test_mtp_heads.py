@@ -13,7 +13,6 @@ from pathlib import Path
 from urllib.parse import parse_qsl
 
 import pytest
-from django.core.cache import cache
 
 from calculator.engine.arch import parse_config
 from calculator.engine.mtp import MTP_METHOD_NAMES, MtpHead, NoMtpHead, mtp_head
@@ -96,7 +95,7 @@ def test_a_model_without_mtp_is_refused_with_vllms_reason():
     assert isinstance(head, NoMtpHead) and "Unsupported speculative method: 'mtp'" in head.reason
 
 
-@pytest.mark.usefixtures("_offline")
+@pytest.mark.usefixtures("offline_hub")
 def test_mtp_on_a_model_without_a_head_is_refused_with_the_reason():
     from calculator.engine.errors import EngineInputError
 
@@ -127,13 +126,7 @@ def _plan(model: str, spec: str, **extra: str):
                                     "speculative_config": spec, **extra}))
 
 
-@pytest.fixture()
-def _offline(db, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    cache.clear()
-
-
-@pytest.mark.usefixtures("_offline")
+@pytest.mark.usefixtures("offline_hub")
 def test_a_vllm_method_name_is_accepted_run_as_mtp_and_kept_in_the_command():
     plan = _plan("Qwen/Qwen3-Next-80B-A3B-Instruct", '{"method":"qwen3_next_mtp","num_speculative_tokens":2}')
     spec = plan.request.speculative_config
@@ -166,7 +159,7 @@ def test_the_qwen3_next_mtp_layer_caches_kv_as_a_full_attention_layer():
     assert [(g.kind, g.num_layers, g.bytes_per_token) for g in draft] == [("full_attention", 1, 1024)]
 
 
-@pytest.mark.usefixtures("_offline")
+@pytest.mark.usefixtures("offline_hub")
 def test_qwen3_5_mtp_plan_works_and_sizes_the_draft():
     plan = _plan("Qwen/Qwen3.5-35B-A3B", '{"method":"mtp","num_speculative_tokens":1}')
     t = cfg("Qwen__Qwen3.5-35B-A3B.json")["text_config"]
@@ -198,7 +191,7 @@ def _profile(client, query: str):
     return re.search(r'<p id="mtp-profile".*?</p>', html, re.S)
 
 
-@pytest.mark.usefixtures("_offline")
+@pytest.mark.usefixtures("offline_hub")
 def test_the_profile_is_one_click_for_a_model_with_an_mtp_head(client):
     m = _profile(client, "model=Qwen/Qwen3.5-35B-A3B&gpu=H200&tensor_parallel_size=2&runtime=vllm")
     assert m is not None
@@ -213,7 +206,7 @@ def test_the_profile_is_one_click_for_a_model_with_an_mtp_head(client):
     assert 'id="spec-summary"' in html and "prompt 32,512 tokens, output 256, 4 in flight" in html
 
 
-@pytest.mark.usefixtures("_offline")
+@pytest.mark.usefixtures("offline_hub")
 @pytest.mark.parametrize("runtime", ["vllm", "sglang"])
 def test_the_profile_link_follows_the_speed_cards_and_says_it_is_another_configuration(client, runtime):
     """The cards are this page's workload (prompt 1,024, output 128, 1 in flight); the profile is 32,512 in + 256 out,
@@ -227,7 +220,7 @@ def test_the_profile_link_follows_the_speed_cards_and_says_it_is_another_configu
         client, f"model=Qwen/Qwen3.5-35B-A3B&gpu=H200&tensor_parallel_size=2&runtime={runtime}").group(0)
 
 
-@pytest.mark.usefixtures("_offline")
+@pytest.mark.usefixtures("offline_hub")
 def test_the_profile_keeps_the_runtime(client):
     m = _profile(client, "model=zai-org/GLM-4.7-Flash&gpu=H200&tensor_parallel_size=2&runtime=sglang")
     assert m is not None
@@ -236,14 +229,14 @@ def test_the_profile_keeps_the_runtime(client):
     assert json.loads(q["speculative_config"]) == {"method": "mtp", "num_speculative_tokens": 1}
 
 
-@pytest.mark.usefixtures("_offline")
+@pytest.mark.usefixtures("offline_hub")
 def test_the_profile_says_why_when_the_runtime_does_not_model_it(client):
     # SGLang's draft on a hybrid gated-delta-net model is refused as not modelled (runtimes/sglang/memory.py)
     m = _profile(client, "model=Qwen/Qwen3-Next-80B-A3B-Instruct&gpu=H200&tensor_parallel_size=4&runtime=sglang")
     assert m is not None and "href=" not in m.group(0) and "not modelled" in m.group(0)
 
 
-@pytest.mark.usefixtures("_offline")
+@pytest.mark.usefixtures("offline_hub")
 def test_the_profiles_reason_on_sglang_is_in_sglangs_terms(client):
     """Llama 3.1 8B's config.json has no num_nextn_predict_layers: on SGLang the profile is --speculative-algorithm
     NEXTN --speculative-num-steps 1 and SGLang's refusal is given, not vLLM's draft map; on vLLM, vLLM's."""
@@ -262,14 +255,14 @@ def test_the_profiles_reason_on_sglang_is_in_sglangs_terms(client):
     assert "vLLM maps no MTP draft for model_type 'llama'" in text and "NEXTN" not in text
 
 
-@pytest.mark.usefixtures("_offline")
+@pytest.mark.usefixtures("offline_hub")
 def test_the_profile_is_disabled_with_the_reason_for_a_model_without_mtp(client):
     m = _profile(client, "model=meta-llama/Llama-3.1-8B-Instruct&gpu=H100")
     assert m is not None and "href=" not in m.group(0) and 'aria-disabled="true"' in m.group(0)
     assert "Unsupported speculative method: &#x27;mtp&#x27;" in m.group(0)
 
 
-@pytest.mark.usefixtures("_offline")
+@pytest.mark.usefixtures("offline_hub")
 def test_the_form_shows_a_per_architecture_name_from_the_permalink(client):
     q = ("model=Qwen/Qwen3-Next-80B-A3B-Instruct&gpu=H200&tensor_parallel_size=2"
          "&speculative_config=%7B%22method%22%3A%22qwen3_next_mtp%22%2C%22num_speculative_tokens%22%3A1%7D")
@@ -363,7 +356,7 @@ def test_the_speed_model_reads_the_mtp_layer_at_the_bytes_the_memory_estimate_st
     assert q.bits == 4 and mtp_layer_bytes_per_weight(a, "bfloat16", q) == 2
 
 
-@pytest.mark.usefixtures("_offline")
+@pytest.mark.usefixtures("offline_hub")
 def test_the_mtp_layers_not_loaded_note_only_when_the_method_is_not_mtp(client):
     """DeepSeek-V3's config stores one MTP layer (num_nextn_predict_layers: 1). Without speculative decoding vLLM skips
     it, and the answer says so; with method mtp it is the draft (draft_weights_gib), so "vLLM loads them only with
@@ -383,7 +376,7 @@ def test_the_mtp_layers_not_loaded_note_only_when_the_method_is_not_mtp(client):
     assert note in ngram.json()["warnings"]
 
 
-@pytest.mark.usefixtures("_offline")
+@pytest.mark.usefixtures("offline_hub")
 @pytest.mark.parametrize("runtime", ["llama.cpp", "ollama"])
 def test_no_mtp_profile_on_llama_cpp_or_ollama(client, runtime):
     """The field guide's MTP profile is a vLLM / SGLang benchmark (method MTP, working context 32,768, concurrency 4);

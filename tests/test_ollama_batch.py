@@ -292,12 +292,7 @@ def _logits_and_hidden(ubatch: int) -> float:
     return round((128256 * ubatch * 4 + 2 * 4096 * ubatch * 4) / MiB, 2)
 
 
-@pytest.fixture
-def _offline(db, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
-def test_ollama_0_32_15_picks_2048_for_65536_cells_on_an_rtx_4090(client, _offline):
+def test_ollama_0_32_15_picks_2048_for_65536_cells_on_an_rtx_4090(client, offline_hub):
     """65,536 cells > 32,768: start at 2048. The prediction is at most 4.925 GB + 8 GiB = 13.52 GB, within 60% of
     23.64 GiB (15.23 GB), and 80% of it (20.31 GB) minus the prediction is 6.79 GB >= 2 GiB: 2048 stays. Ollama
     passes -b 2048 -ub 2048, so llama.cpp reserves its graph for 2048 tokens: 128256 x 2048 x 4 + 2 x 4096 x 2048 x 4
@@ -318,7 +313,7 @@ def test_ollama_0_32_15_picks_2048_for_65536_cells_on_an_rtx_4090(client, _offli
     assert "Ollama num_batch" in page and "-b 2048 -ub 2048" in page
 
 
-def test_the_headroom_brings_2048_down_to_1024_and_512(client, _offline):
+def test_the_headroom_brings_2048_down_to_1024_and_512(client, offline_hub):
     """98,304 cells start at 2048, but the prediction (>= 4.915 GB + 12 GiB = 17.80 GB) is above 60% of 23.64 GiB
     (15.23 GB); it is within 75% (19.04 GB) and 80% (20.31 GB) minus at most 17.81 GB leaves 2.49 GB >= 768 MiB:
     1024. At 131,072 cells the prediction (>= 22.09 GB) is above 80%: 512."""
@@ -331,7 +326,7 @@ def test_the_headroom_brings_2048_down_to_1024_and_512(client, _offline):
     assert body["ollama"]["num_batch"] == 512 and body["compute_buffer_mib"]["CUDA0"] == _logits_and_hidden(512)
 
 
-def test_256_without_flash_attention_on_an_8_gib_cuda_gpu(client, _offline):
+def test_256_without_flash_attention_on_an_8_gib_cuda_gpu(client, offline_hub):
     """OLLAMA_FLASH_ATTENTION=0 (flash_attn off) on an RTX 4060 (7.64 GiB <= 8 GiB) with 8,192 cells (> 4,096): 256
     (constrainedCUDAWithoutFlashAttention). Llama-3.2-1B (hidden 2048, 32 heads) then reserves on CUDA0 the
     attention scores f32 8192 x 256 x 32 x 4 B = 256 MiB + the f32 mask 8192 x 256 x 4 B = 8 MiB + 6 hidden-sized
@@ -344,7 +339,7 @@ def test_256_without_flash_attention_on_an_8_gib_cuda_gpu(client, _offline):
                                                         / MiB, 2) == 276
 
 
-def test_before_0_30_and_on_the_cpu(client, _offline):
+def test_before_0_30_and_on_the_cpu(client, offline_hub):
     """Ollama 0.24.0's llama.cpp runner: n_ubatch min(512, num_ctx), n_batch that x the slots. On the CPU (no GPU:
     no free-memory figure, the headroom check passes) 0.32.15 keeps the start, 2048 for 65,536 cells."""
     old = client.get("/api/estimate", LLAMA8B_GGUF | {"ctx_size": "65536", "ollama_release": "0.24.0",
@@ -357,7 +352,7 @@ def test_before_0_30_and_on_the_cpu(client, _offline):
     assert "no GPU" in cpu["ollama"]["sources"]["num_batch"]
 
 
-def test_an_unknown_file_size_is_said_and_the_buffers_are_an_upper_bound(client, _offline):
+def test_an_unknown_file_size_is_said_and_the_buffers_are_an_upper_bound(client, offline_hub):
     """A repo without GGUF files (Qwen/Qwen3-8B): no model file size, so Ollama's prediction is known only from
     below; 32,768 cells (the RTX 4090's default context, >= 23 GiB) start at 1024, which holds at the KV cache
     alone (2 x 36 x 8 x 128 x 32768 x 2 B = 4.5 GiB), and a large enough file would give 512: the plan takes 1024
@@ -370,7 +365,7 @@ def test_an_unknown_file_size_is_said_and_the_buffers_are_an_upper_bound(client,
 
 
 @pytest.mark.parametrize("release, fa, num_batch", [("0.31.1", "off", 512), ("0.31.2", "auto", 1024)])
-def test_a_pascal_gpu_without_flash_attention_before_0_31_2(client, _offline, release, fa, num_batch):
+def test_a_pascal_gpu_without_flash_attention_before_0_31_2(client, offline_hub, release, fa, num_batch):
     """A Tesla P40 (compute 6.1): ml.FlashAttentionSupported wants CUDA compute >= 7 up to v0.31.1 and >= 6 from
     v0.31.2, so Ollama 0.31.1 passes --flash-attn off (llm/llama_server.go appendFlashAttentionArgs) and, flash
     attention disabled on CUDA, num_batch 512; 0.31.2 passes --flash-attn auto and the automatic rule gives 1024 for
@@ -400,7 +395,7 @@ def _as_qwen3vl(monkeypatch):
 
 
 @pytest.mark.parametrize("release", ["0.32.15", "0.21.0"])
-def test_a_one_slot_family_is_planned_with_one_slot(client, _offline, _as_qwen3vl, release):
+def test_a_one_slot_family_is_planned_with_one_slot(client, offline_hub, _as_qwen3vl, release):
     """OLLAMA_NUM_PARALLEL 4 with a qwen3vl model: Ollama loads it with one slot (server/sched.go:497-508 at v0.32.15,
     :412-422 at v0.21.0), so the KV cache holds num_ctx x 1 cells: 36 layers x 8192 x 8 KV heads x 128 x 2 (K, V) x
     2 B = 1152 MiB (Qwen3-8B's shapes), and the answer says why."""
@@ -415,7 +410,7 @@ def test_a_one_slot_family_is_planned_with_one_slot(client, _offline, _as_qwen3v
         assert "OLLAMA_NUM_PARALLEL=1" in body["serve_argv"]
 
 
-def test_the_oom_retry_is_noted_where_it_applies(client, _offline):
+def test_the_oom_retry_is_noted_where_it_applies(client, offline_hub):
     """An RTX 4090 (23.64 GiB >= 23) gets Ollama's automatic num_ctx 32,768. Were the load to fail out of memory,
     Ollama 0.32.15 would retry once with num_ctx nextLowerAutoNumCtx(32768) = 4096 (32,768 is not above 32,768) and
     pick the batch again: 4,096 cells -> 512. Llama-3.1-70B without a GGUF file only "depends" here, so the answer

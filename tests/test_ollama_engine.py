@@ -121,12 +121,7 @@ def test_architecture_without_a_transcribed_cache_is_not_modelled():
     assert og.engine_kv(m, num_ctx=4096) is None
 
 
-@pytest.fixture
-def _offline(db, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
-def test_api_says_the_engine_and_does_not_print_llama_cpp_compute_for_the_go_engine(client, _offline):
+def test_api_says_the_engine_and_does_not_print_llama_cpp_compute_for_the_go_engine(client, offline_hub):
     q = {"model": "google/gemma-3-4b-it", "runtime": "ollama", "gpu": "Apple M3 Max 64GB", "ctx_size": "4096"}
     old = client.get("/api/estimate", q | {"ollama_release": "0.21.0"}).json()
     assert old["ollama"]["engine"]["engine"] == "ollama" and old["ollama"]["engine"]["rule"] == "Ollama 0.20.4 .. 0.21.2"
@@ -153,7 +148,7 @@ def test_ollama_release_is_checked_and_ollama_only():
     assert e.value.field == "ollama_release"
 
 
-def test_page_names_the_engine(client, _offline):
+def test_page_names_the_engine(client, offline_hub):
     q = {"model": "google/gemma-3-4b-it", "runtime": "ollama", "gpu": "Apple M3 Max 64GB", "ctx_size": "4096",
          "ollama_release": "0.21.0"}
     html = client.get("/", q, follow=True).content.decode()
@@ -165,7 +160,7 @@ def test_page_names_the_engine(client, _offline):
 
 
 @pytest.mark.parametrize("release", ["0.32.15", "0.21.0"])
-def test_num_ctx_is_cut_to_the_training_context(client, _offline, release):
+def test_num_ctx_is_cut_to_the_training_context(client, offline_hub, release):
     """llm/server.go:166-171 (v0.21.0) / :111-116 (v0.32.15) NewLlamaServer: "requested context size too large for
     model", if opts.NumCtx > trainCtx { opts.NumCtx = trainCtx }, before the runner is asked for num_ctx x parallel
     cells. Qwen3-8B (max_position_embeddings 40960) on a 64 GB M3 Max: the VRAM default 262144 -> 40960 cells. The
@@ -188,7 +183,7 @@ def test_num_ctx_is_cut_to_the_training_context(client, _offline, release):
     assert err.value.returncode == 3 and "Command: env OLLAMA_CONTEXT_LENGTH=40960 " in text and cut in text
 
 
-def test_a_num_ctx_given_above_the_training_context_with_slots(client, _offline):
+def test_a_num_ctx_given_above_the_training_context_with_slots(client, offline_hub):
     """num_ctx 50000 given, OLLAMA_NUM_PARALLEL 2: cut to 40960 per slot, so 2 x 40960 = 81920 cells."""
     body = client.get("/api/estimate", {"model": "Qwen/Qwen3-8B", "runtime": "ollama", "gpu": "RTX 4090",
                                         "ctx_size": "50000", "parallel": "2"}).json()
@@ -198,7 +193,7 @@ def test_a_num_ctx_given_above_the_training_context_with_slots(client, _offline)
                for n in body["notes"])
 
 
-def test_a_draft_model_on_ollama_is_refused_by_name_before_the_draft_is_loaded(client, _offline):
+def test_a_draft_model_on_ollama_is_refused_by_name_before_the_draft_is_loaded(client, offline_hub):
     """The draft repo here is not loadable offline as a model (a GGUF repo): the refusal must be Ollama's, not a
     failure to load the draft."""
     spec = '{"method":"draft_model","model":"bartowski/Llama-3.2-1B-Instruct-GGUF","num_speculative_tokens":8}'
@@ -209,7 +204,7 @@ def test_a_draft_model_on_ollama_is_refused_by_name_before_the_draft_is_loaded(c
     assert "from 0.32.7 it runs only MTP or DFlash drafts" in r.json()["error"]  # llm/llama_server.go:802-824
 
 
-def test_before_0_30_a_model_bigger_than_the_gpu_depends_on_ollamas_own_layout(client, _offline):
+def test_before_0_30_a_model_bigger_than_the_gpu_depends_on_ollamas_own_layout(client, offline_hub):
     """Ollama 0.19-0.24 does not refuse a model bigger than the GPU: its runner measures a layout and offloads fewer
     layers (llm/server.go createLayout / assignLayers), which is not modelled: the answer depends on it, says so, and
     keeps the all-on-GPU overflow as the reason why; since 0.30 llama-server's --fit gives the layer count."""

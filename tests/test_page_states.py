@@ -10,7 +10,6 @@ from html.parser import HTMLParser
 from urllib.parse import parse_qsl
 
 import pytest
-from django.core.cache import cache
 
 from calculator.request import InputError, parse_request
 from calculator.web.presets import PRESETS
@@ -19,10 +18,7 @@ LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 BIG_ON_SMALL = "/?model=meta-llama/Llama-3.1-70B-Instruct&gpu=RTX4090&vllm_version=0.32.0"
 
 
-@pytest.fixture(autouse=True)
-def _offline_hub(db, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    cache.clear()
+pytestmark = pytest.mark.usefixtures("offline_hub")
 
 
 # --- examples -------------------------------------------------------------------------------------------

@@ -27,9 +27,7 @@ from compat import extract
 URL = "/api/estimate"
 
 
-@pytest.fixture(autouse=True)
-def _offline_hub(db, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+pytestmark = pytest.mark.usefixtures("offline_hub")
 
 
 def _api(client, query: str) -> dict:

@@ -30,9 +30,7 @@ BASE = {"model": LLAMA, "gpu": "H100", "vllm_version": "0.32.0"}
 KV_BYTES_PER_TOKEN = 32 * 8 * 128 * 2 * 2
 
 
-@pytest.fixture(autouse=True)
-def _offline(db, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+pytestmark = pytest.mark.usefixtures("offline_hub")
 
 
 def _by_key(comparison):

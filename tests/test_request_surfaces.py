@@ -93,9 +93,7 @@ def _cli_message(params: dict[str, str]) -> str:
     return getattr(err, "cli_message", None) or err.message
 
 
-@pytest.fixture(autouse=True)
-def _offline(db, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+pytestmark = pytest.mark.usefixtures("offline_hub")
 
 
 @pytest.mark.parametrize("params,field", BAD, ids=[f"{f}={list(p.values())[0][:20]}" for p, f in BAD])

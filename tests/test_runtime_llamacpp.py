@@ -16,9 +16,7 @@ from tests.conftest import load_config
 QWEN = "Qwen/Qwen3-8B"
 
 
-@pytest.fixture(autouse=True)
-def _offline(db, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+pytestmark = pytest.mark.usefixtures("offline_hub")
 
 
 def test_kv_cache_as_llama_cpp_logs_it(client):

@@ -17,9 +17,7 @@ from tests.conftest import load_config
 QWEN = "Qwen/Qwen3-8B"
 
 
-@pytest.fixture(autouse=True)
-def _offline(db, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+pytestmark = pytest.mark.usefixtures("offline_hub")
 
 
 def test_sglang_names_are_aliases_of_the_shared_settings():

@@ -19,14 +19,10 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
 @pytest.fixture(autouse=True)
-def _offline_hub(transactional_db, monkeypatch):
-    """As tests/test_browser.py: the offline catalog through the metadata cache, loaded before the browser."""
-    from django.core.cache import cache
-
+def _llama_loaded(transactional_db, offline_hub):
+    """As tests/test_browser.py: Llama from the offline catalog into the metadata cache before the browser."""
     from calculator.plan import load_metadata
 
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    cache.clear()
     load_metadata(LLAMA, None)
 
 

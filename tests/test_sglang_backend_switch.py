@@ -31,9 +31,7 @@ LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 WARNING = "FlashAttention3 only supports fp8_e4m3 if using FP8"
 
 
-@pytest.fixture(autouse=True)
-def _offline(db, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+pytestmark = pytest.mark.usefixtures("offline_hub")
 
 
 def _cited_block(source: str) -> str:

@@ -24,9 +24,7 @@ GLM_FLASH = {"model": "zai-org/GLM-4.7-Flash", "gpu": "H200", "runtime": "sglang
 UNKNOWN = "but Transformers does not recognize this architecture"
 
 
-@pytest.fixture(autouse=True)
-def _offline(db, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+pytestmark = pytest.mark.usefixtures("offline_hub")
 
 
 def test_glm_4_7_flash_on_0_5_9_depends_on_a_newer_transformers_and_offers_0_5_10(client):

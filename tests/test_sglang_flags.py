@@ -30,9 +30,7 @@ EAGLE3_FLAGS = {"speculative_algorithm": "EAGLE3", "speculative_num_steps": "3",
 EAGLE3_CONFIG = json.dumps({"method": "eagle3", "model": DRAFT, "num_speculative_tokens": 3})
 
 
-@pytest.fixture(autouse=True)
-def _offline(db, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+pytestmark = pytest.mark.usefixtures("offline_hub")
 
 
 def _flags(params: dict[str, str]) -> list[str]:

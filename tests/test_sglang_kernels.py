@@ -17,9 +17,7 @@ from calculator.runtimes.sglang.kernels import decode_kernels
 from tests.conftest import load_config
 
 
-@pytest.fixture(autouse=True)
-def _offline(db, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+pytestmark = pytest.mark.usefixtures("offline_hub")
 
 
 def _count(model: str, gpu: str, tp: int, backend: str):

@@ -19,9 +19,7 @@ V3_MTP = {"model": "deepseek-ai/DeepSeek-V3", "gpu": "H200", "tensor_parallel_si
           "speculative_config": json.dumps({"method": "mtp", "num_speculative_tokens": 3})}
 
 
-@pytest.fixture(autouse=True)
-def _offline(db, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+pytestmark = pytest.mark.usefixtures("offline_hub")
 
 
 def _line(whl, path: str, n: int) -> str:

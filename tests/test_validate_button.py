@@ -9,11 +9,10 @@ GPU_QUERY = "/?model=meta-llama/Llama-3.1-8B-Instruct&gpu=H100&max_model_len=819
 
 
 @pytest.fixture(autouse=True)
-def offline(monkeypatch, settings, tmp_path):
+def offline(offline_hub, settings, tmp_path):
     """Offline, and this machine (CPU only, vLLM's CPU build) recorded as the one live worker."""
     from validator import capabilities
 
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     settings.VAR_DIR = tmp_path
     capabilities.record(capabilities.describe("test-cpu-worker"))
 

@@ -33,9 +33,7 @@ def record(rid: str) -> dict:
     return next(r for r in sglang_records() if r["id"] == rid)
 
 
-@pytest.fixture(autouse=True)
-def _offline(db, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+pytestmark = pytest.mark.usefixtures("offline_hub")
 
 
 # the record's ``logged`` keys (the record author's names) -> the parser's; a ``_tpN`` suffix names the rank

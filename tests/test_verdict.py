@@ -40,9 +40,7 @@ CASES = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _offline(db, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+pytestmark = pytest.mark.usefixtures("offline_hub")
 
 
 @pytest.mark.parametrize("name", CASES)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from django.core.cache import cache
-
 import json
 import re
 
@@ -12,12 +10,7 @@ import pytest
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 
 
-@pytest.fixture(autouse=True)
-def _offline_hub(db, monkeypatch):
-    """Models come from the offline catalog through the metadata cache; the Hub is never contacted."""
-
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    cache.clear()
+pytestmark = pytest.mark.usefixtures("offline_hub")
 
 
 def test_it_shows_the_form_and_answers_the_first_example(client):

@@ -13,12 +13,7 @@ LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 MAC = "Apple M3 Max 128GB"
 
 
-@pytest.fixture(autouse=True)
-def _offline(db, monkeypatch):
-    from django.core.cache import cache
-
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    cache.clear()
+pytestmark = pytest.mark.usefixtures("offline_hub")
 
 
 @pytest.mark.parametrize("gpu", [MAC, "M2 Max 96GB", "custom:64GiB:apple"])

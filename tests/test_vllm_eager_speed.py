@@ -11,9 +11,7 @@ LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
-@pytest.fixture(autouse=True)
-def _offline(db, monkeypatch, no_calibration):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+pytestmark = pytest.mark.usefixtures("offline_hub", "no_calibration")
 
 
 def _warnings(client, **params) -> list[str]:
