@@ -29,13 +29,14 @@ QWEN = "Qwen/Qwen3-8B"
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
 EXTENDED = {"rope_scaling": YARN, "max_position_embeddings": 131072}
 
+pytestmark = pytest.mark.usefixtures("offline_hub")
+
 
 def _api(client, **q):
     q = {"model": QWEN, "gpu": "H100"} | {k: json.dumps(v) if isinstance(v, dict) else str(v) for k, v in q.items()}
     return client.get("/api/estimate", q)
 
 
-@pytest.mark.django_db
 def test_yarn_alone_keeps_40960_from_vllm_0_30_and_derives_131072_before(client):
     assert load_config("Qwen__Qwen3-8B.json")["max_position_embeddings"] == 40960
     new = _api(client, hf_overrides={"rope_scaling": YARN}, max_model_len=131072)
@@ -47,7 +48,6 @@ def test_yarn_alone_keeps_40960_from_vllm_0_30_and_derives_131072_before(client)
     assert "original_max_position_embeddings 32768 x factor 4" in old.json()["sources"]["max_model_len"]
 
 
-@pytest.mark.django_db
 def test_yarn_with_max_position_embeddings_plans_131072_and_the_command_carries_the_overrides(client):
     got = _api(client, hf_overrides=EXTENDED)
     assert got.status_code == 200, got.content
@@ -72,7 +72,6 @@ def test_the_yarn_rotary_cache_holds_original_times_factor_positions():
     assert plain.rope_cache_len == 40960 and yarn.rope_cache_len == 131072
 
 
-@pytest.mark.django_db
 def test_allow_long_max_model_len_starts_with_vllms_warning_and_the_env_in_the_command(client):
     got = _api(client, max_model_len=65536, allow_long_max_model_len="true")
     assert got.status_code == 200, got.content
@@ -87,7 +86,6 @@ def test_allow_long_max_model_len_starts_with_vllms_warning_and_the_env_in_the_c
     assert "--max-model-len" in run and "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" not in run[2:]
 
 
-@pytest.mark.django_db
 def test_sglang_reads_the_same_override_and_its_own_environment_variable(client):
     # yarn with original_max_position_embeddings: SGLang's factor is 1, so the context stays 40,960
     refused = _api(client, runtime="sglang", json_model_override_args={"rope_scaling": YARN}, max_model_len=131072)
