@@ -632,3 +632,23 @@ def test_one_output_token_says_there_is_no_tpot():
     assert any(w.startswith("output_len 1: there is no decode phase, so no TPOT") for w in r.warnings)
     r2 = perf.estimate_speed(EngineInput(hf_config=load_config(LLAMA), gpu=H100, max_model_len=8192), output_len=2)
     assert not any(w.startswith("output_len 1") for w in r2.warnings)
+
+
+@pytest.mark.parametrize("curve, expected, text", [
+    # pays everywhere up to the limit: neither number
+    ([(1, 1.4), (8, 1.2), (64, 1.01)], (None, None), "does not stop paying up to the server's limit of 64"),
+    # pays nowhere
+    ([(1, 0.9), (8, 0.8)], (0, None), "pays at no concurrency up to the server's limit of 64"),
+    # pays, then loses (a dense target): stops above the last paying point
+    ([(1, 1.5), (8, 1.1), (16, 0.95), (32, 0.8)], (8, None), "stops paying above 8 concurrent requests"),
+    # loses alone, pays in a batch (an MoE target)
+    ([(1, 0.9), (8, 1.1), (64, 1.3)], (None, 8), "pays only from 8 concurrent requests: it does not stop paying"),
+    # a dip: pays alone, loses at a few clients, pays again (the fresh user's Qwen3-30B-A3B EAGLE-3 on an H100)
+    ([(1, 1.03), (2, 0.96), (4, 0.96), (8, 1.1), (64, 1.35)], (1, 8),
+     "stops paying above 1 concurrent requests, loses from 2 to 7 and pays again from 8: it does not stop paying"),
+    # a hump: pays only between the crossings; a third crossing is not reported
+    ([(1, 0.9), (8, 1.1), (16, 1.05), (32, 0.9), (64, 1.01)], (16, 8), "pays only from 8 to 16 concurrent requests"),
+])
+def test_where_speculation_pays_along_concurrency_reads_the_curves_first_two_crossings(curve, expected, text):
+    assert perf.stops_paying(curve) == expected
+    assert text in perf.paying_text(*expected, limit=64, limit_reason="the KV cache")

@@ -397,7 +397,8 @@ def test_moe_target_loses_alone_and_pays_in_a_batch_where_the_plain_step_already
           for c in (pays_from - 1, pays_from, stops, stops + 1)}
     assert at[pays_from - 1].speedup < 1 <= at[pays_from].speedup and at[stops].speedup >= 1 > at[stops + 1].speedup
     assert (at[stops].pays_from_concurrency, at[stops].stops_paying_above_concurrency) == (pays_from, stops)
-    assert any("pays from there" in w for w in one.warnings)
+    assert any(f"loses below {pays_from} concurrent requests, pays from {pays_from} to {stops} and stops paying "
+               f"above {stops}" in w for w in one.warnings)
     assert not any("does not pay at any concurrency" in w for w in one.warnings)
 
 
@@ -495,14 +496,20 @@ def test_the_speedup_curve_ends_at_the_speculative_servers_limit(runtime, monkey
     assert sp.concurrency_limit == limit and "the KV cache" in sp.concurrency_limit_reason
     for curve in sp.speedup_vs_concurrency.values():
         assert max(c for c, _ in curve) == limit  # no point beyond what the server runs at once
-    assert dict(sp.speedup_vs_concurrency[3])[limit] >= 1  # still pays at the limit ...
-    assert sp.stops_paying_above_concurrency is None  # ... so no stop within it
+    curve = sp.speedup_vs_concurrency[3]
+    assert dict(curve)[limit] >= 1  # still pays at the limit ...
+    losing = [c for c, v in curve if v < 1]
     fields = perf.result_fields(plan.speed)
-    assert fields["spec_stops_paying_above_concurrency"] is None and fields["spec_pays_from_concurrency"] is None
+    stop, pays_from = fields["spec_stops_paying_above_concurrency"], fields["spec_pays_from_concurrency"]
+    if not losing:  # ... so no stop within it
+        assert stop is None and pays_from is None
+    else:  # ... after a dip (vLLM: pays alone, loses at a few clients, where a plain step reads few experts)
+        assert curve[0][1] >= 1 and stop < min(losing) and max(losing) < pays_from <= limit
+        assert any(f"pays again from {pays_from}" in w for w in fields["speed_warnings"])
     assert any(f"does not stop paying up to the server's limit of {limit} concurrent requests" in w
                for w in fields["speed_warnings"])
     src = fields["speed_sources"]["spec_stops_paying_above_concurrency"]
-    assert "perf.stops_paying" in src and f"= {limit} here" in src and "null: it still pays at the limit" in src
+    assert "perf.stops_paying" in src and f"= {limit} here" in src and "null: no paying stretch ends" in src
     assert "spec_pays_from_concurrency" in fields["speed_sources"]
     # an independent run at the limit itself: the server runs all of them, and speculation pays there
     at_limit = _spec_plan({**QWEN_EAGLE3, "runtime": runtime, "concurrency": str(limit)}).speed

@@ -1357,6 +1357,12 @@ class SpecResult(BaseModel):
     speedup_curve: list[tuple[float, float]]
     typical: TypicalFigure | None = None
 
+    @property
+    def paying_text(self) -> str:
+        """:func:`paying_text` of this prediction (where it pays along concurrency)."""
+        return paying_text(self.stops_paying_above_concurrency, self.pays_from_concurrency, self.concurrency_limit,
+                           self.concurrency_limit_reason)
+
 
 class SpeedResult(BaseModel):
     """Predicted speed of one configuration. ``ttft_ms``/``itl_ms``/``output_tokens_per_s`` are without
@@ -1809,22 +1815,51 @@ def spec_concurrency_limit(s: _Setup, prompt_len: int, output_len: int, *, kv_ca
 
 def stops_paying(curve: list[tuple[int, float]]) -> tuple[int | None, int | None]:
     """``(stops paying above, pays from)`` of a speedup-vs-concurrency curve ``[(concurrency, speedup)]``
-    sorted by concurrency.
+    sorted by concurrency, read from its first two crossings of 1 (the curve of :func:`estimate_speed_plan` ends at
+    the server's limit, :func:`spec_concurrency_limit`).
 
-    ``stops paying above``: the largest concurrency at which speculation still pays (speedup >= 1) when it loses
-    at the largest one modelled; ``0`` when it pays nowhere on the curve; ``None`` when it still pays at the
-    largest (the curve of :func:`estimate_speed_plan` ends at the server's limit, :func:`spec_concurrency_limit`, so
-    ``None`` there means "does not stop paying up to the server's limit"). ``pays from``: the smallest concurrency
-    at which it pays when it loses at concurrency 1 and pays somewhere (an MoE target: a plain step at low concurrency reads few experts, the verification of
-    ``B x (k+1)`` tokens many, so the gain can rise with concurrency); else ``None``."""
-    pays = [c for c, v in curve if v >= 1]
+    ``stops paying above``: the last concurrency of a paying stretch (speedup >= 1) that a losing one follows; ``0``
+    when it pays nowhere on the curve; ``None`` when no paying stretch ends before the end of the curve ("does not stop
+    paying up to the server's limit"). ``pays from``: the first concurrency of a paying stretch that a losing one
+    precedes; else ``None``. Their order tells the shape: only ``stops`` (pays, then loses), only ``pays from`` (loses,
+    then pays: an MoE target, whose plain step at low concurrency reads few experts and whose verification of
+    ``B x (k+1)`` tokens many, so the gain can rise with concurrency), ``stops < pays from`` (a dip: pays, loses
+    between them, pays again) and ``pays from < stops`` (pays only between them). A third crossing is not reported
+    (the first two are where the answer changes for the user)."""
     if not curve:
         return None, None
-    if not pays:
+    if all(v < 1 for _, v in curve):
         return 0, None
-    stop = None if curve[-1][1] >= 1 else max(pays)
-    pays_from = min(pays) if curve[0][1] < 1 else None
-    return stop, pays_from
+    crossings = []
+    for (c0, v0), (c1, v1) in zip(curve, curve[1:]):
+        if v0 >= 1 > v1:
+            crossings.append(("stop", c0))
+        elif v0 < 1 <= v1:
+            crossings.append(("from", c1))
+    first_two = dict(crossings[:2])  # each kind at most once among two alternating crossings
+    return first_two.get("stop"), first_two.get("from")
+
+
+def paying_text(stop: int | None, pays_from: int | None, limit: int | None = None,
+                limit_reason: str | None = None) -> str:
+    """Where speculation pays along concurrency, as one clause for the page and the command line, from
+    :func:`stops_paying`'s two numbers (their shapes: pays then loses, loses then pays, a dip, a hump) and the server's
+    limit the curve ends at (:func:`spec_concurrency_limit`); ``""`` when there is nothing to say (no curve)."""
+    upto = f" up to the server's limit of {limit}" if limit else ""
+    to_limit = (f"does not stop paying up to the server's limit of {limit} concurrent requests"
+                + (f" ({limit_reason})" if limit_reason else "")) if limit else ""
+    if stop == 0:
+        return f"pays at no concurrency{upto}"
+    if stop and pays_from and stop < pays_from:
+        return (f"stops paying above {stop} concurrent requests, loses from {stop + 1} to {pays_from - 1} and pays "
+                f"again from {pays_from}" + (f": it {to_limit}" if to_limit else ""))
+    if stop and pays_from:
+        return f"pays only from {pays_from} to {stop} concurrent requests"
+    if stop:
+        return f"stops paying above {stop} concurrent requests"
+    if pays_from:
+        return f"pays only from {pays_from} concurrent requests" + (f": it {to_limit}" if to_limit else "")
+    return to_limit
 
 
 def verify_compute_bound_tokens(s: _Setup) -> float:
@@ -2585,23 +2620,34 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
             "speculative server runs at once, min(max_num_seqs, KV-cache requests, "
             + ("the prefill token budget with the drafts, " if s.runtime == "vllm" else "")
             + f"{MAX_MODELLED_CONCURRENCY} modelled) = {limit} here ({limit_reason}); the crossing is bisected between "
-            "the grid points around it. A number: the last concurrency that still pays; 0: it pays at none up to the "
-            "limit; null: it still pays at the limit (it does not stop paying up to the server's limit)")
+            "the grid points around it. A number: the last concurrency of a paying stretch that a losing one follows; "
+            "0: it pays at none up to the limit; null: no paying stretch ends before the limit (it does not stop "
+            "paying up to the server's limit)")
         sources["spec_pays_from_concurrency"] = (
-            "perf.stops_paying on the same curve: the first concurrency that pays when concurrency 1 loses (bisected "
-            f"between grid points), within the server's limit of {limit}; null when concurrency 1 pays or none does")
-    if stop_conc is not None:
+            "perf.stops_paying on the same curve: the first concurrency of a paying stretch that a losing one precedes "
+            f"(bisected between grid points), within the server's limit of {limit}; null when none does. Both set: "
+            "below spec_stops_paying_above_concurrency it is a dip (pays, loses between them, pays again), above it "
+            "a hump (pays only between them)")
+    moe_why = (" (an MoE target: a plain step at low concurrency reads few experts, the verification many)"
+               if s.target.num_experts else "")
+    if stop_conc and pays_from and stop_conc < pays_from:  # a dip
+        warnings.append(f"{shape} speculation stops paying above {stop_conc} concurrent requests, loses from "
+                        f"{stop_conc + 1} to {pays_from - 1} and pays again from {pays_from}{moe_why}"
+                        + (f"; it does not stop paying up to the server's limit of {limit} concurrent requests "
+                           f"({limit_reason})" if limit is not None else ""))
+    elif stop_conc and pays_from:  # a hump
+        warnings.append(f"{shape} speculation loses below {pays_from} concurrent requests, pays from {pays_from} to "
+                        f"{stop_conc} and stops paying above {stop_conc}{moe_why}")
+    elif stop_conc is not None:
         warnings.append(f"{shape} speculation stops paying above {stop_conc} concurrent requests" if stop_conc
                         else f"{shape} speculation does not pay at any concurrency up to the server's limit of "
                         f"{limit} running requests ({limit_reason})")
-    elif limit is not None:
+    if stop_conc is None and limit is not None:
         warnings.append(f"{shape} speculation does not stop paying up to the server's limit of {limit} concurrent "
                         f"requests ({limit_reason}): more clients queue rather than run, so "
                         "spec_stops_paying_above_concurrency is null")
-    if pays_from is not None:
-        warnings.append(f"{shape} speculation loses below {pays_from} concurrent requests and pays from there"
-                        + (" (an MoE target: a plain step at low concurrency reads few experts, the verification "
-                           "many)" if s.target.num_experts else ""))
+    if pays_from is not None and not stop_conc:
+        warnings.append(f"{shape} speculation loses below {pays_from} concurrent requests and pays from there{moe_why}")
     knob = "--speculative-num-steps" if s.runtime == "sglang" else "num_speculative_tokens"
     if best_k == 0:
         warnings.append(f"no {knob} from 1 to {max(8, k)} pays at concurrency {conc}: serving without speculation is "

@@ -152,11 +152,11 @@ def render_table(res: EstimateResult, info: dict, speed: dict | None = None, ver
                              + " at this concurrency"
                              + (" (no k pays: serve without speculation)"
                                 if speed["best_num_speculative_tokens"] == 0 else "")))
-            if speed.get("spec_stops_paying_above_concurrency"):
+            if speed.get("spec_stops_paying_above_concurrency") and not speed.get("spec_pays_from_concurrency"):
                 rows.append(("  stops paying above", f"{speed['spec_stops_paying_above_concurrency']} concurrent "
                                                      "requests"))
             elif speed.get("spec_speedup") is not None and _stops_paying_text("", speed):
-                rows.append(("  where it stops paying", _stops_paying_text("", speed)))
+                rows.append(("  where it pays", _stops_paying_text("", speed)))
     if speed and speed.get("serve_argv"):
         rows.append(("Command", shlex.join(speed["serve_argv"])))
     if verdict is not None:
@@ -189,26 +189,16 @@ def _likely_text(speed: dict) -> str:
             "was fitted on: see the note)")
 
 
-def _limit_text(speed: dict) -> str:
-    """`` up to the server's limit of N`` when the answer carries the speculative server's limit, else ``""``."""
-    limit = speed.get("spec_concurrency_limit")
-    return f" up to the server's limit of {limit}" if limit else ""
-
-
 def _stops_paying_text(sep: str, speed: dict | None = None) -> str:
-    """Where speculation stops paying, as one clause after ``sep`` (``""`` without a figure): ``stops paying above N
-    concurrent requests``, ``pays at no concurrency`` or, when it still pays at the most requests the speculative
-    server runs at once (``spec_concurrency_limit``, :func:`calculator.engine.perf.spec_concurrency_limit`), ``does not
-    stop paying up to the server's limit of N concurrent requests (why)``."""
-    stop = (speed or {}).get("spec_stops_paying_above_concurrency")
-    if stop:
-        return f"{sep}stops paying above {stop} concurrent requests"
-    if stop == 0:
-        return f"{sep}pays at no concurrency{_limit_text(speed)}"
-    if (speed or {}).get("spec_concurrency_limit"):
-        return (f"{sep}does not stop paying up to the server's limit of {speed['spec_concurrency_limit']} concurrent "
-                f"requests ({speed['spec_concurrency_limit_reason']})")
-    return ""
+    """Where speculation pays along concurrency (:func:`calculator.engine.perf.paying_text`: stops paying above N,
+    pays only from N, a dip or a hump, pays at no concurrency, or does not stop paying up to the server's limit), as
+    one clause after ``sep``; ``""`` without a figure."""
+    from calculator.engine.perf import paying_text
+
+    speed = speed or {}
+    text = paying_text(speed.get("spec_stops_paying_above_concurrency"), speed.get("spec_pays_from_concurrency"),
+                       speed.get("spec_concurrency_limit"), speed.get("spec_concurrency_limit_reason"))
+    return f"{sep}{text}" if text else ""
 
 
 def _speedup_text(speed: dict) -> str:
