@@ -121,3 +121,4 @@ def test_llamacpp_refuses_the_overrides_and_a_shared_link_keeps_them():
     req = parse_request({"model": QWEN, "hf_overrides": json.dumps(EXTENDED), "allow_long_max_model_len": "true"})
     again = parse_request(req.to_params())
     assert again == req and again.hf_overrides.as_config() == EXTENDED
+

@@ -388,8 +388,13 @@ def estimate(inp: EngineInput) -> EstimateResult:
         raise EngineInputError("tensor_parallel_size", f"{tp} is above the model's {arch.num_kv_heads} KV heads and "
                                "not a multiple of them; vLLM requires tp % num_kv_heads == 0 to replicate KV heads")
     if arch.num_attention_heads % tp:
-        raise EngineInputError("tensor_parallel_size", f"{arch.num_attention_heads} attention heads are not "
-                               f"divisible by tensor_parallel_size={tp} (vLLM requires it)")
+        heads, kv = arch.num_attention_heads, arch.num_kv_heads
+        fits = [d for d in range(1, 17) if not heads % d and (not kv or arch.kv_lora_rank or not kv % d or not d % kv)]
+        raise EngineInputError("tensor_parallel_size", f"{heads} attention heads are not divisible by "
+                               f"tensor_parallel_size={tp}: vLLM stops at start-up with \"Total number of attention "
+                               f"heads ({heads}) must be divisible by tensor parallel size ({tp}).\" (vllm/config/"
+                               f"model.py:1544-1550 in 0.32.0); the sizes up to 16 that split this model: "
+                               f"{', '.join(map(str, fits))}")
     if pp > arch.num_layers:
         raise EngineInputError("pipeline_parallel_size", f"{pp} stages for {arch.num_layers} layers")
 
