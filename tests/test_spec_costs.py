@@ -231,6 +231,18 @@ def test_target_figure_with_lengths_at_several_k():
         assert "20780" not in other.source and other.alpha1 == acc.predict_acceptance("eagle", 3).alpha1
 
 
+def test_eagle3_on_llama_3_1_8b_uses_the_vllm_measured_eagle3_column():
+    # vllm-project/vllm#20780, Eagle 3 column (yuhuili/EAGLE3-LLaMA3.1-Instruct-8B, MT-Bench, greedy, vLLM V1):
+    # AL 2.36, 2.79, 3.08, 3.32, 3.46, 3.54 at K = 2..7, measured on vLLM at temperature 0; before it the answer used a
+    # temperature-1, K=7 model-card figure (nebius), which SGLang keeps (a length measured on vLLM does not carry over)
+    measured = {2: 2.36, 3: 2.79, 4: 3.08, 5: 3.32, 6: 3.46, 7: 3.54}
+    for k, v in measured.items():
+        a = acc.predict_acceptance("eagle3", k, target="meta-llama/Llama-3.1-8B-Instruct", runtime="vllm")
+        assert "vllm/issues/20780" in a.source and a.length == pytest.approx(v, rel=0.04)
+    sglang = acc.predict_acceptance("eagle3", 3, target="meta-llama/Llama-3.1-8B-Instruct", runtime="sglang")
+    assert "20780" not in sglang.source and "nebius" in sglang.source
+
+
 def test_known_public_heads():
     head, src = acc.known_draft_head("meta-llama/Llama-3.1-8B-Instruct", "eagle3")
     assert head == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B" and src.startswith("https://")
