@@ -703,7 +703,10 @@ class ServingRequest(BaseModel):
 VLLM_ONLY = {
     "vllm_version": "sglang_version", "gpu_memory_utilization": "mem_fraction_static",
     "block_size": "page_size", "max_num_batched_tokens": "chunked_prefill_size",
-    "enforce_eager": "SGLang's --disable-cuda-graph",
+    # SGLang's eager mode (--disable-cuda-graph) is not a request field: its plan and speed are SGLang's default,
+    # CUDA graphs on, so the refusal names no flag the calculator would refuse in turn
+    "enforce_eager": "nothing (SGLang's --disable-cuda-graph, its eager mode, is not modelled here: SGLang is planned "
+                     "with its CUDA graphs on, its default)",
     "kv_cache_memory_bytes": "mem_fraction_static", "gpu_memory_gib": "the catalog GPU",
     "gpu_memory_in_use_gib": "nothing (not modelled for this runtime)",
     "data_parallel_size": "dp_size", "enable_expert_parallel": "ep_size",
@@ -747,6 +750,19 @@ RUNTIME_EQUIVALENT = {("llama.cpp", "gpu_memory_utilization"): "the device's mem
                                                                 "trees)",
                       ("llama.cpp", "speculative_num_draft_tokens"): "speculative_config's num_speculative_tokens "
                                                                       "(llama-server --spec-draft-n-max)",
+                      ("llama.cpp", "enforce_eager"): "nothing (not modelled for this runtime)",
+                      # the other server runtime's name would be refused in turn (a refusal names only what the
+                      # runtime in use takes, or nothing)
+                      **dict.fromkeys((("llama.cpp", "max_num_batched_tokens"), ("llama.cpp", "chunked_prefill_size")),
+                                      "nothing (llama-server's --batch-size / --ubatch-size are not inputs here: "
+                                      "llama.cpp's defaults, or the batch Ollama picks, are planned)"),
+                      ("llama.cpp", "kv_cache_memory_bytes"): "ctx_size (llama.cpp sizes its KV cache by the context)",
+                      ("llama.cpp", "page_size"): "nothing (llama.cpp pads the context itself)",
+                      **dict.fromkeys((("llama.cpp", "ep_size"), ("llama.cpp", "enable_expert_parallel")),
+                                      "nothing (llama.cpp has no expert parallelism: --split-mode layer places whole "
+                                      "layers on each GPU)"),
+                      ("sglang", "fit_target"): "mem_fraction_static",
+                      ("sglang", "tensor_split"): "nothing (not modelled for this runtime)",
                       ("llama.cpp", "vllm_version"): "llamacpp_release (Ollama: ollama_release)",
                       ("llama.cpp", "sglang_version"): "llamacpp_release (Ollama: ollama_release)",
                       ("llama.cpp", "data_parallel_size"): "nothing (one llama-server per set of devices; run several "
