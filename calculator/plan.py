@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from calculator.engine.errors import EngineInputError
-from calculator.request import ServingRequest, parse_request
+from calculator.request import ServingRequest, merge_params, parse_request, runtime_params
 from calculator.runtimes import LoadedModel, get_runtime
 from calculator.verdict import Verdict, decide, suggest
 
@@ -352,13 +352,15 @@ def make_plan(request: ServingRequest, local: dict[str, Any] | None = None, *, w
     if verdict.status != "works" and with_suggestions:
         def evaluate(params: dict[str, str]) -> Plan | None:
             try:
-                changed = parse_request({**request.to_params(), **params})
+                changed = parse_request(merge_params(request.to_params(), params))
                 return make_plan(changed, local, with_speed=False, with_suggestions=False)
             except EngineInputError:
                 return None
 
-        verdict.suggestions = suggest(request, memory, compat, evaluate,
-                                      quantized_variants if local is None else (lambda _m: []))
+        found = suggest(request, memory, compat, evaluate, quantized_variants if local is None else (lambda _m: []))
+        # the parameters as the permalink they apply to names them (llama.cpp's context: ctx_size)
+        verdict.suggestions = [s.model_copy(update={"params": runtime_params(s.params, s.params.get("runtime")
+                                                                             or request.runtime)}) for s in found]
     speed = speed_error = None
     if with_speed and verdict.status == "does_not_start":
         # the runtime refuses the combination at start-up (attention backend, release, method): no server to time

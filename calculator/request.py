@@ -771,12 +771,16 @@ class ServingRequest(BaseModel):
 
     def replace(self, **changes: Any) -> ServingRequest:
         """A validated copy with ``changes`` applied (raises :class:`InputError` like :func:`parse_request`)."""
-        return parse_request({**self.to_params(), **{k: _raw(v) for k, v in changes.items()}})
+        return parse_request(merge_params(self.to_params(), {k: _raw(v) for k, v in changes.items()}))
 
     def to_params(self) -> dict[str, str]:
         """The request as raw strings, only what differs from the defaults, in field order (the permalink's
         query; ``speculative_config`` as compact JSON; ``gpu`` and ``vllm_version`` always written, since
-        the defaults depend on them)."""
+        the defaults depend on them). A field is named as the runtime names it where it has its own name
+        (:data:`RUNTIME_PARAM_NAMES`: llama.cpp's and Ollama's context is ``ctx_size``, llama.cpp's ``-c`` /
+        ``--ctx-size``); :func:`parse_request` reads every name back, and an older permalink's ``max_model_len``
+        still opens the same answer. Merge other parameters into it with :func:`merge_params`."""
+        own = RUNTIME_PARAM_NAMES.get(self.runtime, {})
         out: dict[str, str] = {}
         for name, info in ServingRequest.model_fields.items():
             value = getattr(self, name)
@@ -784,7 +788,7 @@ class ServingRequest(BaseModel):
                 continue
             if value is None:
                 continue
-            out[name] = _raw(value)
+            out[own.get(name, name)] = _raw(value)
         return out
 
 
@@ -792,7 +796,10 @@ class ServingRequest(BaseModel):
 VLLM_ONLY = {
     "vllm_version": "sglang_version", "gpu_memory_utilization": "mem_fraction_static",
     "block_size": "page_size", "max_num_batched_tokens": "chunked_prefill_size",
-    "enforce_eager": "SGLang's --disable-cuda-graph",
+    # SGLang's eager mode (--disable-cuda-graph) is not a request field: its plan and speed are SGLang's default,
+    # CUDA graphs on, so the refusal names no flag the calculator would refuse in turn
+    "enforce_eager": "nothing (SGLang's --disable-cuda-graph, its eager mode, is not modelled here: SGLang is planned "
+                     "with its CUDA graphs on, its default)",
     "kv_cache_memory_bytes": "mem_fraction_static", "gpu_memory_gib": "the catalog GPU",
     "gpu_memory_in_use_gib": "nothing (not modelled for this runtime)",
     "data_parallel_size": "dp_size", "enable_expert_parallel": "ep_size",
@@ -840,6 +847,19 @@ RUNTIME_EQUIVALENT = {("llama.cpp", "gpu_memory_utilization"): "the device's mem
                                                                 "trees)",
                       ("llama.cpp", "speculative_num_draft_tokens"): "speculative_config's num_speculative_tokens "
                                                                       "(llama-server --spec-draft-n-max)",
+                      ("llama.cpp", "enforce_eager"): "nothing (not modelled for this runtime)",
+                      # the other server runtime's name would be refused in turn (a refusal names only what the
+                      # runtime in use takes, or nothing)
+                      **dict.fromkeys((("llama.cpp", "max_num_batched_tokens"), ("llama.cpp", "chunked_prefill_size")),
+                                      "nothing (llama-server's --batch-size / --ubatch-size are not inputs here: "
+                                      "llama.cpp's defaults, or the batch Ollama picks, are planned)"),
+                      ("llama.cpp", "kv_cache_memory_bytes"): "ctx_size (llama.cpp sizes its KV cache by the context)",
+                      ("llama.cpp", "page_size"): "nothing (llama.cpp pads the context itself)",
+                      **dict.fromkeys((("llama.cpp", "ep_size"), ("llama.cpp", "enable_expert_parallel")),
+                                      "nothing (llama.cpp has no expert parallelism: --split-mode layer places whole "
+                                      "layers on each GPU)"),
+                      ("sglang", "fit_target"): "mem_fraction_static",
+                      ("sglang", "tensor_split"): "nothing (not modelled for this runtime)",
                       ("llama.cpp", "vllm_version"): "llamacpp_release (Ollama: ollama_release)",
                       ("llama.cpp", "sglang_version"): "llamacpp_release (Ollama: ollama_release)",
                       ("llama.cpp", "data_parallel_size"): "nothing (one llama-server per set of devices; run several "
@@ -891,6 +911,26 @@ TRUE, FALSE = ("1", "true", "on", "yes"), ("0", "false", "off", "no")
 ALIASES = {a: n for n, f in ServingRequest.model_fields.items()
            for a in ((f.json_schema_extra or {}).get("alias"), *(f.json_schema_extra or {}).get("aliases", ())) if a}
 ALIASES["speculative_draft_model"] = "speculative_draft_model_path"  # SGLang's second spelling (server_args.py:4766)
+
+
+def merge_params(base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` (a request's parameters, :meth:`ServingRequest.to_params`) with ``changes`` applied, a change
+    replacing the base's value of the same setting under any of its names: ``max_model_len=4096`` replaces a llama.cpp
+    permalink's ``ctx_size=8192`` (one setting, :data:`ALIASES`) instead of standing beside it as a second value.
+    ``""`` in ``changes`` is kept (it reads as "the default" to :func:`parse_request`)."""
+    changed = {ALIASES.get(k, k) for k in changes}
+    out = {k: v for k, v in base.items() if ALIASES.get(k, k) not in changed}
+    out.update(changes)
+    return out
+
+
+def runtime_params(params: Mapping[str, Any], runtime: str) -> dict[str, Any]:
+    """``params`` (request field names) with each field named as ``runtime`` names it (:data:`RUNTIME_PARAM_NAMES`:
+    ``max_model_len`` -> ``ctx_size`` for llama.cpp and Ollama), as its permalink names them."""
+    own = RUNTIME_PARAM_NAMES.get(str(runtime or ""), {})
+    return {own.get(k, k): v for k, v in params.items()}
+
+
 # the short flags (-tp, -pp, -c, -ngl...) without their dash -> the parameter they set
 SHORT_FLAGS = {(f.json_schema_extra or {})["short"].lstrip("-"): n for n, f in ServingRequest.model_fields.items()
                if (f.json_schema_extra or {}).get("short")}

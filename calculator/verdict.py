@@ -128,10 +128,13 @@ def decide(request, memory, compat, startup_errors: list[str] | None = None,
         return Verdict(status="does_not_fit", headline=fit_reasons[0], reasons=fit_reasons)
     if condition is not None:
         return Verdict(status="depends", headline=f"works if {condition}", condition=condition)
-    scope = getattr(memory, "pool_scope", None)
-    return Verdict(status="works", headline=f"starts with {memory.kv_cache_tokens:,} KV cache tokens, "
-                   f"{memory.max_concurrency:.2f}x concurrency at {memory.max_model_len:,} tokens"
-                   + (f" {scope}" if scope else ""))
+    # llama.cpp / Ollama say it in their own terms (slots of --parallel, n_ctx): capacity_text
+    capacity = getattr(memory, "capacity_text", None)
+    if capacity is None:
+        scope = getattr(memory, "pool_scope", None)
+        capacity = (f"{memory.max_concurrency:.2f}x concurrency at {memory.max_model_len:,} tokens"
+                    + (f" {scope}" if scope else ""))
+    return Verdict(status="works", headline=f"starts with {memory.kv_cache_tokens:,} KV cache tokens, {capacity}")
 
 
 def _backend_failed(compat) -> bool:

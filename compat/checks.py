@@ -313,6 +313,26 @@ def _layer_head_sizes(config: dict, model_type: str) -> list[int]:
 
 
 # ------------------------------------------------------------------ platform / gpu
+#: where vLLM 0.32.0 picks its platform: the built-in plugins are tpu, cuda, rocm, xpu and cpu, none for Apple's GPU
+#: (Metal / MPS), and on macOS the CPU plugin answers (``sys.platform.startswith("darwin")``)
+APPLE_PLATFORM_SOURCE = ("vllm/platforms/__init__.py:174-229 cpu_platform_plugin (macOS at :191-198), "
+                         ":231-237 builtin_platform_plugins, vLLM 0.32.0")
+
+
+def apple_gpu_refusal(gpu) -> str | None:
+    """The sentence refusing an Apple GPU (a catalog Mac or a ``custom:...:apple``): vLLM has no Metal / MPS platform,
+    on macOS it runs on the CPU (:data:`APPLE_PLATFORM_SOURCE`), so no GPU plan (utilization, CUDA graphs, speed) is
+    given; it points to llama.cpp / Ollama, which the calculator answers on Macs. ``None`` for any other device. The
+    calculator's vLLM answer (:mod:`calculator.runtimes.vllm`) and :func:`verdict_for` (``check_compat``, the
+    /compat/ page) refuse a Mac with it."""
+    if gpu.vendor != "apple":
+        return None
+    return (f"{gpu.name}: vLLM has no Apple GPU (Metal / MPS) backend: on macOS it runs on the CPU platform "
+            f"({APPLE_PLATFORM_SOURCE}), so there is no GPU plan to give. For a Mac use llama.cpp or Ollama "
+            "(runtime llama.cpp / ollama, --runtime llama.cpp), which run on Metal; vLLM's CPU build is answered "
+            "with gpu CPU")
+
+
 def platform_of(gpu) -> str:
     return {"nvidia": "cuda", "amd": "rocm", "cpu": "cpu", "intel": "xpu"}.get(gpu.vendor, gpu.vendor)
 
@@ -1131,6 +1151,9 @@ def check(req: CheckRequest) -> CompatReport:
     data = load_release(req.vllm_version)
     release = data["release"]
     platform = platform_of(gpu)
+    apple = apple_gpu_refusal(gpu)
+    if apple is not None:
+        raise CompatInputError("gpu", apple)
     if platform not in data["platforms"]:
         raise CompatInputError("gpu", f"vLLM {release} has no attention selector for platform {platform}")
     cap = _capability(gpu)
@@ -1275,6 +1298,42 @@ def _first_valid(order: list, verdicts: dict) -> tuple[str | None, list[str]]:
     return None, conds
 
 
+def collapse_conditions(conds: list[Condition]) -> list[Condition]:
+    """``conds`` (the leaves of one rule's decision tree) with every pair that differs only by one condition's value,
+    ``True`` on one and ``False`` on the other, and has the same outcome merged into one leaf without that condition,
+    until none is left: each condition still listed changes the outcome somewhere. ``[]`` when one outcome remains
+    (the run-time conditions change nothing: ``FLASH_ATTN`` refuses gpt-oss's sinks on an A100 whether or not
+    ``_is_fa_version_supported(2)``). Exact repeats are dropped; the order of first appearance is kept."""
+    leaves: list[tuple[list[tuple[str, Any]], list[str]]] = []
+    for c in conds:
+        leaf = (list(c.when), list(c.reasons))
+        if leaf not in leaves:
+            leaves.append(leaf)
+    merged = True
+    while merged and len(leaves) > 1:
+        merged = False
+        for i, (wi, ri) in enumerate(leaves):
+            for j in range(i + 1, len(leaves)):
+                wj, rj = leaves[j]
+                if ri != rj or len(wi) != len(wj):
+                    continue
+                only_i = [p for p in wi if p not in wj]
+                only_j = [p for p in wj if p not in wi]
+                if (len(only_i) == len(only_j) == 1 and only_i[0][0] == only_j[0][0]
+                        and isinstance(only_i[0][1], bool) and isinstance(only_j[0][1], bool)):
+                    leaves[i] = ([p for p in wi if p != only_i[0]], ri)
+                    del leaves[j]
+                    if leaves[i] in leaves[:i] + leaves[i + 1:]:
+                        del leaves[i]
+                    merged = True
+                    break
+            if merged:
+                break
+    if len({tuple(r) for _, r in leaves}) == 1:
+        return []
+    return [Condition(when=w, reasons=r) for w, r in leaves]
+
+
 def _combine(per_hs: dict) -> dict[str, BackendVerdict]:
     """One verdict per backend over every layer head size: it fails if it fails for any."""
     sizes = list(per_hs)
@@ -1292,7 +1351,7 @@ def _combine(per_hs: dict) -> dict[str, BackendVerdict]:
                 reasons += [f"{r} (head size {hs} layers)" for r in v.reasons]
         out[name] = first.model_copy(update={
             "ok": ok, "reasons": list(dict.fromkeys(reasons)),
-            "conditions": [c for v in vs.values() for c in v.conditions]})
+            "conditions": list({c.model_dump_json(): c for v in vs.values() for c in v.conditions}.values())})
     return out
 
 
@@ -1330,7 +1389,7 @@ def _backends_for_head_size(data, platform, f, dtype, kv, req, cap, plat, assume
         ok = oks.pop() if len(oks) == 1 else None
         reasons = conds[0].reasons if ok is False else sorted({r for c in conds for r in c.reasons})
         verdicts[name] = BackendVerdict(
-            name=name, ok=ok, reasons=reasons, conditions=conds if len(conds) > 1 else [],
+            name=name, ok=ok, reasons=reasons, conditions=collapse_conditions(conds),
             priority=main_order.index(name) if name in main_order else None, source=b.get("source"))
     return verdicts, main_order, order_leaves, order_source
 

@@ -85,6 +85,8 @@ HTTPS = envbool("HTTPS", "0")
 SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", "1" if HTTPS else "0")
 SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", "1" if HTTPS else "0")
 CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE", "1" if HTTPS else "0")
+# A failed CSRF check is a 403 in the site's words (JSON for a request that asks for JSON), not Django's page
+CSRF_FAILURE_VIEW = "calculator.web.errors.csrf_failure"
 SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", "31536000" if HTTPS else "0")
 SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", "0")
 SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", "0")

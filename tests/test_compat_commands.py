@@ -224,3 +224,82 @@ def test_check_compat_for_llama_cpp_loads_a_gguf_repo_and_its_exit_line_says_the
     with pytest.raises(CommandError) as js:
         call_command("check_compat", *args, "--n-gpu-layers", "20", "--format", "json", stdout=StringIO())
     assert str(js.value) == str(exc)
+
+
+def _if_lines(out: str) -> dict[str, list[tuple[list[tuple[str, str]], str]]]:
+    """check_compat's table: each backend's ``if A=x and B=y: outcome`` lines, as ([(condition, value)], outcome)."""
+    rows: dict[str, list] = {}
+    backend = None
+    for line in out.splitlines():
+        head = line[:6].strip()
+        if head and (head == "-" or head.isdigit()) and len(line) > 6:
+            backend = line[6:].split()[0]
+            rows[backend] = []
+        elif backend and line.strip().startswith("if "):
+            when, _, outcome = line.strip()[3:].partition(": ")
+            pairs = [tuple(p.rsplit("=", 1)) for p in when.split(" and ")]
+            rows[backend].append((pairs, outcome))
+        elif not line.startswith(" "):
+            backend = None
+    return rows
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("model,gpu", [("openai/gpt-oss-20b", "A100"), ("openai/gpt-oss-20b", "RTX 5090"),
+                                       ("openai/gpt-oss-20b", "B200"), ("google/gemma-3-27b-it", "L4"),
+                                       ("meta-llama/Llama-3.1-8B-Instruct", "MI300X")])
+def test_check_compat_prints_only_conditions_that_change_the_verdict(monkeypatch, model, gpu):
+    """A run-time condition is printed only where its value changes the outcome: two "if" lines of one backend never
+    differ by one condition alone (True on one, False on the other) with the same outcome, and a backend whose lines
+    would all say the same prints none (its verdict alone)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    out = StringIO()
+    try:
+        call_command("check_compat", "--model", model, "--gpu", gpu, stdout=out)
+    except CommandError as e:
+        assert e.returncode in (1, 3)
+    for backend, lines in _if_lines(out.getvalue()).items():
+        if lines:
+            assert len({o for _, o in lines}) > 1, (backend, lines)
+        for i, (a, oa) in enumerate(lines):
+            for b, ob in lines[i + 1:]:
+                only_a, only_b = [p for p in a if p not in b], [p for p in b if p not in a]
+                noise = (oa == ob and len(a) == len(b) and len(only_a) == len(only_b) == 1
+                         and only_a[0][0] == only_b[0][0])
+                assert not noise, (backend, a, b, oa)
+
+
+@pytest.mark.django_db
+def test_gpt_oss_on_an_a100_flash_attn_is_refused_without_a_condition_that_changes_nothing(monkeypatch):
+    """vLLM 0.32.0's FlashAttention refuses gpt-oss's attention sinks below compute capability 9.0 (an A100 is 8.0)
+    whether or not FA2 is supported: the row says NO with the reason and no "if _is_fa_version_supported(2)" lines;
+    FlashInfer's row on an RTX 5090 keeps the lines that decide it (the TRT-LLM path that takes sinks)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    out = run("check_compat", "--model", "openai/gpt-oss-20b", "--gpu", "A100")
+    rows = _if_lines(out)
+    assert rows["FLASH_ATTN"] == [] and "if _is_fa_version_supported" not in out
+    assert any(line.split()[1:3] == ["FLASH_ATTN", "NO"] and "sink not supported on compute capability < 9.0" in line
+               for line in out.splitlines())
+    out = run("check_compat", "--model", "openai/gpt-oss-20b", "--gpu", "RTX 5090")
+    assert sorted(o for _, o in _if_lines(out)["FLASHINFER"]) == ["attention sinks not supported"] * 2 + ["ok"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("gpu", ["Apple M2 Max 64GB", "custom:64GiB:apple"])
+def test_check_compat_on_a_mac_points_to_llama_cpp_and_ollama(monkeypatch, gpu):
+    """vLLM has no Apple GPU platform (vllm/platforms/__init__.py:231-237 in 0.32.0): check_compat refuses a Mac as the
+    calculator's vLLM answer does, naming what runs there, and what it names answers."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(CommandError) as e:
+        call_command("check_compat", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", gpu, stdout=StringIO())
+    assert e.value.returncode == 2 and str(e.value).startswith("--gpu: ")
+    assert "no Apple GPU (Metal / MPS) backend" in str(e.value) and "--runtime llama.cpp" in str(e.value)
+    assert "Ollama" in str(e.value)
+    for runtime in ("llama.cpp", "ollama") if gpu.startswith("Apple") else ():
+        out = StringIO()
+        try:  # an answer: works (0), or depends (3) on what no GGUF file says; never bad input (2)
+            call_command("check_compat", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", gpu, "--runtime",
+                         runtime, stdout=out)
+        except CommandError as answered:
+            assert answered.returncode == 3, str(answered)
+        assert "auto: Metal" in out.getvalue()

@@ -112,7 +112,7 @@ def test_fits_the_macs_memory_but_not_metals_working_set(client):
     # ... and the suggestions: a q8_0 KV cache (half the 4 GiB) or the longest context that fits the 12 GiB
     params = [s["params"] for s in long["suggestions"]]
     assert {"cache_type_k": "q8_0", "cache_type_v": "q8_0"} in params
-    ctx = next(int(p["max_model_len"]) for p in params if "max_model_len" in p)
+    ctx = next(int(p["ctx_size"]) for p in params if "ctx_size" in p)
     assert 16384 < ctx < 32768 and ctx % 1024 == 0
 
 

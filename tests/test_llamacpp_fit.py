@@ -290,9 +290,9 @@ def test_a_context_too_long_for_the_gpu_gets_the_longest_that_fits_as_a_suggesti
             - body["compute_buffer_mib"]["CUDA0"] - body["compute_buffer_error_mib"]["CUDA0"] - 1024)
     cells = int(room * MiB // KV_CELL) // 256 * 256
     assert 40000 < cells < 65536
-    ctx = [s for s in body["suggestions"] if set(s["params"]) == {"max_model_len"}]
+    ctx = [s for s in body["suggestions"] if set(s["params"]) == {"ctx_size"}]  # llama.cpp's name, as its permalink
     # offered rounded down to a multiple of 1,024 (verdict._fitting_context), the label naming the longest that fits
-    assert len(ctx) == 1 and int(ctx[0]["params"]["max_model_len"]) == cells // 1024 * 1024
+    assert len(ctx) == 1 and int(ctx[0]["params"]["ctx_size"]) == cells // 1024 * 1024
     assert f"{cells:,} fits" in ctx[0]["label"]
-    again = client.get("/api/estimate", LLAMA8B_3060 | {"fit": "off", "ctx_size": ctx[0]["params"]["max_model_len"]})
+    again = client.get("/api/estimate", LLAMA8B_3060 | {"fit": "off", "ctx_size": ctx[0]["params"]["ctx_size"]})
     assert again.json()["verdict"] == "works"

@@ -297,7 +297,7 @@ def test_ctx_size_0_on_llama_cpp_on_every_surface(client):
     body = client.get("/api/estimate", q).json()
     assert body["kv_cache_tokens"] == 131072 and body["serve_argv"][5:7] == ["-c", "0"]
     page = client.get("/", q, follow=True)
-    assert page.status_code == 200 and "max_model_len=0" in page.redirect_chain[-1][0]
+    assert page.status_code == 200 and "ctx_size=0" in page.redirect_chain[-1][0]
     assert "-c 0 -np 1" in page.content.decode()
     out = StringIO()
     call_command("estimate", "--model", q["model"], "--gguf-file", q["gguf_file"], "--runtime", "llama.cpp", "--gpu",
@@ -315,11 +315,11 @@ def test_a_unified_cache_holds_one_full_length_request_not_one_per_slot(client):
             "runtime": "llama.cpp", "gpu": "RTX 3090", "ctx_size": "10240", "parallel": "3"}
     uni = client.get("/api/estimate", base | {"kv_unified": "true"}).json()
     assert (uni["kv_cache_tokens"], uni["max_model_len"], uni["max_concurrency"]) == (10240, 10240, 1.0)
-    assert uni["verdict"] == "works" and "1.00x concurrency at 10,240 tokens" in uni["verdict_headline"]
-    assert "3 slots share the 10,240 cells" in uni["verdict_headline"]
+    assert uni["verdict"] == "works" and "1.00x requests of 10,240 tokens at once" in uni["verdict_headline"]
+    assert "shared by --parallel 3 slots (-kvu)" in uni["verdict_headline"]
     sep = client.get("/api/estimate", base).json()
     assert (sep["kv_cache_tokens"], sep["max_model_len"], sep["max_concurrency"]) == (10752, 3584, 3.0)
-    assert "share" not in sep["verdict_headline"]
+    assert "shared" not in sep["verdict_headline"] and "3.00x requests of 3,584 tokens" in sep["verdict_headline"]
 
 
 def test_ollama_has_one_kv_cache_type_for_k_and_v(client):

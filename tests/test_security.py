@@ -224,3 +224,46 @@ def test_a_locked_out_address_does_not_lock_out_another_client_of_the_proxy(clie
     r = client.post(reverse("login"), {"username": "frank", "password": "the-right-password"},
                     REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR="192.0.2.10")
     assert r.status_code == 302
+
+
+# -- a failed CSRF check (settings.CSRF_FAILURE_VIEW) ----------------------------------------------------------------
+def _csrf_client():
+    from django.test import Client
+
+    return Client(enforce_csrf_checks=True)
+
+
+@pytest.mark.django_db
+def test_a_post_to_the_page_without_a_csrf_token_says_what_to_do():
+    """A form posted to / without its token: still a 403 (the check stays on), now the site's page saying which check
+    failed and what to do, instead of Django's "CSRF verification failed. Request aborted." page."""
+    r = _csrf_client().post("/?model=meta-llama/Llama-3.1-8B-Instruct&gpu=H100", {"model": "x"})
+    assert r.status_code == 403 and r["Content-Type"].startswith("text/html")
+    html = r.content.decode()
+    assert "CSRF verification failed" not in html and 'data-status="403"' in html
+    assert "POST / was refused: it carries no valid CSRF token (CSRF cookie not set)" in html
+    assert "reload that page (with cookies on)" in html and "/api/estimate?model=" in html
+    # the calculator's parameters in the address are kept, one GET away
+    assert 'id="kept-link"' in html and "gpu=H100" in html
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("headers", [{"HTTP_ACCEPT": "application/json"}, {"content_type": "application/json"}])
+def test_a_json_client_gets_the_refusal_as_json(headers):
+    """A client that asks for JSON (Accept, or a JSON body) gets {"error": ...} with the same 403."""
+    r = _csrf_client().post("/", **({"data": "{}"} if "content_type" in headers else {}), **headers)
+    assert r.status_code == 403 and r["Content-Type"] == "application/json"
+    assert r.json()["error"].startswith("POST / was refused: it carries no valid CSRF token")
+
+
+@pytest.mark.django_db
+def test_the_csrf_check_stays_on_and_a_valid_token_passes_it():
+    """With the page's token the same POST passes the check and reaches the page, which answers GET only (405); without
+    it, 403: the protection is Django's, unchanged. The read-only API is still exempt (its JSON 405)."""
+    client = _csrf_client()
+    client.get("/")  # the page sets the CSRF cookie its forms post with
+    token = client.cookies["csrftoken"].value
+    assert client.post("/", {"csrfmiddlewaretoken": token}).status_code == 405
+    assert client.post("/", {"csrfmiddlewaretoken": "x" * 32}).status_code == 403
+    api = _csrf_client().post("/api/estimate?model=meta-llama/Llama-3.1-8B-Instruct")
+    assert api.status_code == 405 and api.json()["error"].startswith("method POST not allowed")

@@ -345,3 +345,67 @@ def test_a_live_edit_that_leaves_a_setting_out_says_so_in_the_fragment(client):
     assert "Not applied: gpu_memory_utilization=0.5 (gpu_memory_utilization: gpu_memory_utilization is a vLLM " \
            "setting; with runtime=sglang use mem_fraction_static)" in text
     assert "gpu_memory_utilization" not in r["HX-Push-Url"]
+
+
+def _suggested(message: str) -> list[str]:
+    """The settings a "use ..." refusal tells the user to give: the parameters and flags it names outside its
+    parentheses (the parentheses explain; "nothing" names none)."""
+    use = message.split("; with runtime=", 1)[1].split(" use ", 1)[1]
+    depth, bare = 0, []
+    for ch in use:
+        depth += ch == "("
+        if depth == 0:
+            bare.append(ch)
+        depth -= ch == ")"
+    return re.findall(r"--[a-z][a-z0-9-]+|\b[a-z]+(?:_[a-z]+)+\b", "".join(bare))
+
+
+@pytest.mark.parametrize("runtime", ["sglang", "llama.cpp", "ollama"])
+def test_enforce_eager_elsewhere_names_no_flag_the_calculator_refuses(runtime):
+    """vLLM's --enforce-eager with another runtime is refused; the sentence must not send the user to a setting the
+    calculator then refuses too (SGLang's --disable-cuda-graph is not an input here: the SGLang plan keeps its CUDA
+    graphs on, SGLang's default)."""
+    with pytest.raises(InputError) as refused:
+        parse_request(SG | {"runtime": runtime, "enforce_eager": "true"})
+    assert refused.value.field == "enforce_eager" and "is a vLLM setting" in refused.value.message
+    assert _suggested(refused.value.message) == []
+    if runtime == "sglang":
+        assert "--disable-cuda-graph" in refused.value.message and "not modelled" in refused.value.message
+    else:
+        assert "SGLang" not in refused.value.message
+    # and it is indeed not taken: neither the API's parameter nor SGLang's command-line flag
+    with pytest.raises(InputError) as unknown:
+        parse_request(SG | {"runtime": runtime, "disable_cuda_graph": "true"})
+    assert unknown.value.message.startswith("unknown parameter 'disable_cuda_graph'")
+    with pytest.raises(CommandError) as flag:
+        call_command("estimate", "--model", LLAMA, "--runtime", runtime, "--disable-cuda-graph", stdout=StringIO(),
+                     stderr=StringIO())
+    assert flag.value.returncode == 2
+
+
+def test_no_refusal_of_another_runtimes_setting_names_a_setting_the_calculator_refuses():
+    """Every "X is a <runtime> setting; with runtime=R use Y" sentence: each parameter or flag Y names (outside its
+    explanations in parentheses) is one the calculator takes with runtime R."""
+    from calculator.request import RUNTIME_ONLY
+
+    for runtime in ("vllm", "sglang", "llama.cpp", "ollama"):
+        for fields in RUNTIME_ONLY.values():
+            for name in fields:
+                message = None
+                for value in ("true", "2", "0.5", "q8_0", "0.5.3"):
+                    try:
+                        parse_request({"model": LLAMA, "runtime": runtime, name: value})
+                        break
+                    except InputError as exc:
+                        if "setting; with runtime=" in exc.message:
+                            message = exc.message
+                            break
+                if message is None:
+                    continue
+                for named in _suggested(message):
+                    param = named.lstrip("-").replace("-", "_")
+                    try:
+                        parse_request({"model": LLAMA, "runtime": runtime, param: "1"})
+                    except InputError as exc:
+                        assert not exc.message.startswith("unknown parameter"), (runtime, name, message)
+                        assert "setting; with runtime=" not in exc.message, (runtime, name, message, exc.message)

@@ -61,9 +61,9 @@ def apply_params(query: str, params: dict) -> str:
     from urllib.parse import parse_qsl
 
     from calculator.web.forms import canonical_query
-    from calculator.request import InputError, parse_request
+    from calculator.request import InputError, merge_params, parse_request
 
-    merged = {**dict(parse_qsl(query)), **params}
+    merged = merge_params(dict(parse_qsl(query)), params)
     try:
         return canonical_query(parse_request(merged).to_params())
     except InputError:

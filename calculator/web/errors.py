@@ -1,4 +1,5 @@
-"""Friendly error pages (400, 404, 414, 500) in the site's layout that keep what the user asked.
+"""Friendly error pages (400, 403 for a failed CSRF check, 404, 414, 500) in the site's layout that keep what the
+user asked.
 
 Each page offers the calculator with the parameters of the failed request that the calculator knows
 (``calculator.request.KNOWN_PARAMS``, values of at most ``MAX_VALUE_CHARS``), so a mistyped path or an
@@ -26,6 +27,7 @@ MAX_VALUE_CHARS = 500
 
 TITLES = {
     400: "That request could not be read",
+    403: "That request was refused",
     404: "No page at this address",
     414: "That address is too long",
     500: "Something broke on our side",
@@ -76,6 +78,32 @@ def page_not_found(request, exception=None):
 def server_error(request):
     return render_error(request, 500, "The error is logged. Your parameters are kept below: try again, or change "
                                       "one of them.")
+
+
+def csrf_message(request: HttpRequest, reason: str = "") -> str:
+    """What a request refused by the CSRF check is told: which check failed (Django's ``reason``), how a form of this
+    site is sent again, and that the calculator answers GET (its page and its JSON API need no token)."""
+    why = f" ({reason.rstrip('.')})" if reason else ""
+    return (f"{request.method} {request.path[:300]} was refused: it carries no valid CSRF token{why}. A form of this "
+            "site posts with the token of the page it is on: reload that page (with cookies on) and send the form "
+            "again. The calculator answers GET: its page (/?model=...&gpu=..., the permalinks) and its JSON API "
+            "(GET /api/estimate?model=...&gpu=...) need no token.")
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """``settings.CSRF_FAILURE_VIEW``: a 403 that says why in the site's words (:func:`csrf_message`) instead of
+    Django's "CSRF verification failed" page: ``{"error": ...}`` JSON for a request that asks for JSON (its
+    ``Accept`` prefers ``application/json`` to HTML, or its body is JSON), else the site's short error page. The
+    check itself is Django's ``CsrfViewMiddleware``, unchanged; the read-only API is exempt from it and never gets
+    here (a POST to it is its JSON 405)."""
+    from django.http import JsonResponse
+
+    message = csrf_message(request, reason)
+    asks_json = (request.content_type == "application/json"
+                 or request.get_preferred_type(["text/html", "application/json"]) == "application/json")
+    if asks_json:
+        return JsonResponse({"error": message}, status=403)
+    return render_error(request, 403, message)
 
 
 class LongUrlMiddleware:

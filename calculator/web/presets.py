@@ -106,7 +106,7 @@ def mtp_profile(plan) -> MtpProfile | None:
     from calculator.engine.errors import EngineInputError
     from calculator.engine.mtp import MtpHead, mtp_head
     from calculator.plan import make_plan
-    from calculator.request import InputError, parse_request
+    from calculator.request import InputError, merge_params, parse_request
     from calculator.web.forms import canonical_query
 
     request = plan.request
@@ -132,8 +132,7 @@ def mtp_profile(plan) -> MtpProfile | None:
     if spec is None or spec.method != "mtp":  # the other method's settings do not carry over
         changes.update(acceptance_rate="", acceptance_length="", speculative_eagle_topk="",
                        speculative_num_draft_tokens="")
-    params = plan.permalink_params()
-    params.update(changes)
+    params = merge_params(plan.permalink_params(), changes)
     params = {k: v for k, v in params.items() if v != ""}
     try:
         profile = parse_request(params)

@@ -593,8 +593,9 @@ class RuntimeOutcome(_PlanPresets):
         return (f"{self.verdict.text}: {self.model_id} on {self.num_gpus}× {m.gpu} ({self.runtime_label} "
                 f"{self.release_label}); "
                 + (_start_reason(self.verdict) if self.verdict.status == "does_not_start" else
-                   f"{m.kv_cache_tokens:,} KV cache tokens, max concurrency {m.max_concurrency:.2f}× at "
-                   f"{m.max_model_len:,} tokens"))
+                   f"{m.kv_cache_tokens:,} KV cache tokens, "
+                   + (getattr(m, "capacity_text", None)  # llama.cpp / Ollama: slots and n_ctx, their own terms
+                      or f"max concurrency {m.max_concurrency:.2f}× at {m.max_model_len:,} tokens")))
 
 
 TITLE_REASON_CHARS = 140  # of a does-not-start reason in the page's <title> and link preview

@@ -292,6 +292,42 @@ class LlamaCppMemory(BaseModel):
     # llama.cpp's buffers (``Ollama._go_engine``): {"device", "weights", "kv", "log_lines", "compute", "notes"}
     go_engine: dict[str, Any] | None = None
 
+    def _slots(self) -> str:
+        """The slots in the runtime's own terms: llama.cpp's context ``n_ctx`` (``--ctx-size``) split over its
+        ``--parallel`` slots, or shared by them with ``-kvu`` (:data:`SLOT_CTX_SRC`); Ollama's ``OLLAMA_NUM_PARALLEL``
+        slots of ``num_ctx`` each (it starts its runner with num_ctx x the slots)."""
+        p = self.plan
+        n = p.n_seq_max
+        if self.ollama is not None:
+            return (f"OLLAMA_NUM_PARALLEL {n} slot{'s' if n != 1 else ''} of num_ctx {self.max_model_len:,}"
+                    + (f", n_ctx {p.n_ctx:,} in all" if n > 1 else ""))
+        ctx = f"n_ctx {p.n_ctx:,} (--ctx-size)"
+        if n == 1:
+            return f"{ctx} in --parallel 1 slot"
+        if p.kv_unified:
+            return f"{ctx} shared by --parallel {n} slots (-kvu)"
+        return f"{ctx} split over --parallel {n} slots"
+
+    @property
+    def capacity_label(self) -> str:
+        """The page's headline figure (``max_concurrency``) in llama.cpp's terms: ``Requests of 3,584 tokens at once:
+        n_ctx 10,752 (--ctx-size) split over --parallel 3 slots``, not vLLM's "maximum concurrency"."""
+        return f"Requests of {self.max_model_len:,} tokens at once: {self._slots()}"
+
+    @property
+    def capacity_text(self) -> str:
+        """The verdict's and the link preview's words for ``max_concurrency`` (:attr:`capacity_label` with its
+        value): ``3.00x requests of 3,584 tokens at once: n_ctx 10,752 (--ctx-size) split over --parallel 3 slots``."""
+        return f"{self.max_concurrency:.2f}x requests of {self.max_model_len:,} tokens at once: {self._slots()}"
+
+    @property
+    def capacity_short(self) -> str:
+        """The pinned verdict's few words: ``3 slots x 3,584 tokens`` (``3 slots share 10,240 tokens`` with -kvu)."""
+        n = self.plan.n_seq_max
+        if n > 1 and self.plan.kv_unified:
+            return f"{n} slots share {self.plan.n_ctx:,} tokens"
+        return f"{n} slot{'s' if n != 1 else ''} × {self.max_model_len:,} tokens"
+
     def log_lines(self) -> list[str]:
         """The predicted start-up lines: llama.cpp's, or Ollama's own engine's (``msg="kv cache" ...``)."""
         return self.go_engine["log_lines"] if self.go_engine is not None else self.plan.log_lines()

@@ -13,6 +13,8 @@ from pydantic import ValidationError
 from calculator.engine import EngineInput, EngineInputError, EstimateResult, SpeculativeConfig, estimate
 from calculator.runtimes.base import LoadedModel, speed_kwargs, workload_fits
 from calculator.runtimes.vllm.serve import serve_argv
+# vLLM has no Apple GPU platform: compat's sentence (check_compat and the /compat/ page say it too)
+from compat.checks import APPLE_PLATFORM_SOURCE, apple_gpu_refusal  # noqa: F401
 
 #: below this many GiB outside --gpu-memory-utilization a GeForce card's display may stop vLLM (VLLM.memory)
 DISPLAY_HEADROOM_GIB = 1.0
@@ -129,24 +131,6 @@ def bf16_refusal(gpu, dtype: str | None) -> str | None:
     return (f"Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your {gpu.name} GPU has "
             f"compute capability {cap[0]}.{cap[1]}. You can use float16 instead by explicitly setting the `dtype` "
             f"flag in CLI, for example: --dtype=half. ({BF16_CHECK_SOURCE})")
-
-
-#: where vLLM 0.32.0 picks its platform: the built-in plugins are tpu, cuda, rocm, xpu and cpu, none for Apple's GPU
-#: (Metal / MPS), and on macOS the CPU plugin answers (``sys.platform.startswith("darwin")``)
-APPLE_PLATFORM_SOURCE = ("vllm/platforms/__init__.py:174-229 cpu_platform_plugin (macOS at :191-198), "
-                         ":231-237 builtin_platform_plugins, vLLM 0.32.0")
-
-
-def apple_gpu_refusal(gpu) -> str | None:
-    """The sentence refusing an Apple GPU (a catalog Mac or a ``custom:...:apple``): vLLM has no Metal / MPS platform,
-    on macOS it runs on the CPU (:data:`APPLE_PLATFORM_SOURCE`), so no GPU plan (utilization, CUDA graphs, speed) is
-    given; it points to llama.cpp / Ollama, which the calculator answers on Macs. ``None`` for any other device."""
-    if gpu.vendor != "apple":
-        return None
-    return (f"{gpu.name}: vLLM has no Apple GPU (Metal / MPS) backend: on macOS it runs on the CPU platform "
-            f"({APPLE_PLATFORM_SOURCE}), so there is no GPU plan to give. For a Mac use llama.cpp or Ollama "
-            "(runtime llama.cpp / ollama, --runtime llama.cpp), which run on Metal; vLLM's CPU build is answered "
-            "with gpu CPU")
 
 
 EAGER_SPEED_WARNING = (
