@@ -97,11 +97,11 @@ def test_a_prefill_budget_below_max_num_seqs_is_refused_as_vllm_does():
     assert run(gpu="A100-80GB", max_model_len=8192, max_num_batched_tokens=256).resolved["max_num_seqs"] == 256
 
 
-def test_a_context_past_the_derived_length_is_refused_and_says_what_is_not_modelled():
+def test_a_context_past_the_derived_length_is_refused_and_says_how_to_raise_it():
     # Qwen3-8B: max_position_embeddings 40,960; vLLM 0.32 refuses a longer --max-model-len without
     # VLLM_ALLOW_LONG_MAX_MODEL_LEN (vllm/config/model.py _get_and_verify_max_len), and YaRN leaves it unscaled
     with pytest.raises(EngineInputError) as err:
         run(hf_config=load_config("Qwen__Qwen3-8B.json"), gpu="H100", max_model_len=131072)
     assert err.value.field == "max_model_len"
     assert "greater than the model's derived maximum length 40,960" in str(err.value)
-    assert "Neither that nor a RoPE-scaled context (--hf-overrides" in str(err.value)
+    assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in str(err.value) and "hf_overrides (--hf-overrides)" in str(err.value)
