@@ -122,3 +122,12 @@ def test_llamacpp_refuses_the_overrides_and_a_shared_link_keeps_them():
     again = parse_request(req.to_params())
     assert again == req and again.hf_overrides.as_config() == EXTENDED
 
+
+
+@pytest.mark.parametrize("extra", [{"hf_overrides": json.dumps(EXTENDED)}, {"allow_long_max_model_len": "true"}])
+def test_a_validation_run_refuses_what_its_worker_would_not_apply(extra):
+    from validator.config import ConfigurationError, build_configuration
+
+    with pytest.raises(ConfigurationError) as err:
+        build_configuration({"model": "tiny-random/llama", "gpu": "CPU", **extra})
+    assert err.value.field == next(iter(extra)) and "does not apply" in err.value.message

@@ -169,6 +169,12 @@ def build_configuration(params: dict[str, Any]) -> dict[str, Any]:
         raise ConfigurationError("request_rate", "a validation run benchmarks a closed loop of concurrency requests "
                                  "(vllm bench serve --request-rate inf --max-concurrency C); it does not run a request "
                                  "rate: drop request_rate (the calculator predicts it), give concurrency")
+    for name, given in (("hf_overrides", request.hf_overrides is not None),
+                        ("allow_long_max_model_len", request.allow_long_max_model_len)):
+        if given:  # the worker's commands and stand-in configs are built without them: the run would not be the one
+            raise ConfigurationError(name, f"a validation run does not apply {name} yet (the worker starts the "
+                                     "runtime without it, so the run would not be the configuration predicted): "
+                                     "validate without it")
     if request.runtime == "sglang":
         return build_sglang_configuration(request, params, workload)
     if request.runtime != "vllm":
