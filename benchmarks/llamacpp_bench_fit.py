@@ -10,7 +10,9 @@ Predictions are the product's own (:func:`calculator.runtimes.llamacpp.speed.spe
 llama-quantize writes for Llama-2-7B at each type (``quant_rules.derive_meta``), the memory plan with llama-bench's
 context (``n_ctx`` = 512 for pp512, 128 for tg128, one sequence, f16 KV, ``-fa`` as the row states), all layers on
 the GPU; tg128 = 1000 / the decode step at the mean context of the 128 tokens (``prompt_len`` 1), pp512 = 512 /
-the prefill of one 512-token ubatch.
+the prefill of one 512-token ubatch. On CUDA speed() prices each weight type's matmul at the rate of the kernel
+llama.cpp runs for the batch (calculator/runtimes/llamacpp/cuda_matmul.py): the Q4_0 prefill runs MMQ at the catalog's
+INT8 rate (``tops_int8``: tensor-core INT8 MMA from Turing, dp4a on the P40).
 
 The fit is a grid search over perf ``Efficiency``'s terms ``mem_bw``, ``compute``, ``layer_us`` and ``overlap_p``
 (``step_overhead_ms`` held at 0: with one model depth in the data only the sum step overhead + 32 x layer_us is

@@ -55,7 +55,10 @@ class GPU(BaseModel):
     ``board_memory_gb`` is the memory as the vendor sells it (the "80GB" of an H100, the unified memory of
     a Mac); the driver reports less (``memory_gib``). ``None`` for the CPU and custom GPUs.
     ``sm_count`` is the number of streaming multiprocessors of an NVIDIA GPU (``multiProcessorCount``), with
-    ``sm_source``; ``None`` where no source was found (and for other vendors).
+    ``sm_source``; ``None`` where no source was found (and for other vendors). NVIDIA rows carry ``tops_int8`` (dense
+    INT8 TOPS of the tensor cores, or of dp4a before Turing: the rate llama.cpp's quantized prefill runs at) and
+    ``tflops_fp16_acc16`` (FP16 tensor with FP16 accumulate), each with its source; a figure derived by a rule says
+    so in its source.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -75,6 +78,14 @@ class GPU(BaseModel):
     # dense FP4 (NVFP4 W4A4) TFLOP/s where the datasheet gives it (Blackwell); None: not in the catalog
     tflops_fp4: float | None = None
     fp4_source: str | None = None
+    # dense INT8 TOPS of the unit llama.cpp's quantized matmuls (MMQ) run on: INT8 tensor-core MMA from Turing (7.5),
+    # dp4a on the CUDA cores on Pascal / Volta (calculator/runtimes/llamacpp/cuda_matmul.py); None: not in the catalog
+    tops_int8: float | None = None
+    int8_source: str | None = None
+    # dense FP16 tensor TFLOP/s with FP16 accumulate (cuBLAS CUBLAS_COMPUTE_16F, llama.cpp's F16 GEMMs); GeForce boards
+    # run FP32 accumulate (``tflops_bf16``) at half this rate, datacenter and workstation boards at the same
+    tflops_fp16_acc16: float | None = None
+    fp16_acc16_source: str | None = None
     board_memory_gb: float | None = None
     metal_working_set_gib: float | None = None
     metal_working_set_source: str | None = None
@@ -298,7 +309,7 @@ def _fmt(x: float) -> str:
 
 def custom_gpu(memory_gib: float, compute_capability: str | None = None, bandwidth_gbps: float | None = None,
                tflops_bf16: float | None = None, tflops_fp8: float | None = None,
-               vendor: str | None = None) -> GPU:
+               vendor: str | None = None, tops_int8: float | None = None) -> GPU:
     """A device that is not in the catalog, described by what the user knows.
 
     Args:
@@ -308,6 +319,8 @@ def custom_gpu(memory_gib: float, compute_capability: str | None = None, bandwid
             (implies ``amd``); ``None`` when unknown.
         bandwidth_gbps, tflops_bf16, tflops_fp8: GB/s and dense TFLOP/s; ``None`` when unknown (the speed
             estimate then refuses to run; memory estimates do not need them).
+        tops_int8: dense INT8 TOPS (llama.cpp's quantized prefill on CUDA runs at it); ``None`` when unknown (that
+            prefill is then not modelled).
         vendor: one of :data:`VENDORS`; default from the capability, else ``"unknown"`` (compatibility
             checks then say they have no platform for it).
 
@@ -320,7 +333,8 @@ def custom_gpu(memory_gib: float, compute_capability: str | None = None, bandwid
     """
     if not (0 < memory_gib <= 16384):
         raise EngineInputError("gpu", f"custom GPU memory must be in (0, 16384] GiB, got {memory_gib:g}")
-    for label, value in (("bandwidth", bandwidth_gbps), ("bf16 TFLOP/s", tflops_bf16), ("fp8 TFLOP/s", tflops_fp8)):
+    for label, value in (("bandwidth", bandwidth_gbps), ("bf16 TFLOP/s", tflops_bf16), ("fp8 TFLOP/s", tflops_fp8),
+                         ("int8 TOPS", tops_int8)):
         if value is not None and not (0 < value <= 1e6):
             raise EngineInputError("gpu", f"custom GPU {label} must be positive, got {value:g}")
     parts = [f"{_fmt(memory_gib)}GiB"]
@@ -343,14 +357,15 @@ def custom_gpu(memory_gib: float, compute_capability: str | None = None, bandwid
         raise EngineInputError("gpu", f"custom GPU: capability {compute_capability} is {cap_vendor}, not {vendor}")
     if vendor not in ("unknown", cap_vendor):
         parts.append(vendor)
-    for prefix, value in (("bw", bandwidth_gbps), ("bf16", tflops_bf16), ("fp8", tflops_fp8)):
+    for prefix, value in (("bw", bandwidth_gbps), ("bf16", tflops_bf16), ("fp8", tflops_fp8), ("int8", tops_int8)):
         if value is not None:
             parts.append(f"{prefix}{_fmt(value)}")
     given = "user input (custom GPU)"
     return GPU(name=CUSTOM_PREFIX + ":".join(parts), vendor=vendor, kind="custom", architecture="custom",
                compute_capability=compute_capability, memory_gib=memory_gib, memory_source=given,
                bandwidth_gbps=bandwidth_gbps, tflops_bf16=tflops_bf16, tflops_fp8=tflops_fp8,
-               spec_source=given if bandwidth_gbps or tflops_bf16 else "not given")
+               spec_source=given if bandwidth_gbps or tflops_bf16 else "not given", tops_int8=tops_int8,
+               int8_source=given if tops_int8 is not None else None)
 
 
 def parse_custom_gpu(text: str) -> GPU:
@@ -359,6 +374,7 @@ def parse_custom_gpu(text: str) -> GPU:
     Grammar (fields after the memory in any order, each at most once, case-insensitive)::
 
         custom:<memory>[:sm<MAJOR><MINOR> | :gfx<target>][:<vendor>][:bw<GB/s>][:bf16<TFLOP/s>][:fp8<TFLOP/s>]
+               [:int8<TOPS>]
 
     ``<memory>`` is a number with ``GiB`` (2**30 B) or ``MiB`` (2**20 B): ``24GiB``, ``22.5GiB``,
     ``24564MiB``. ``GB`` is refused because it does not say which gigabyte is meant. ``sm89`` is compute
@@ -392,6 +408,7 @@ def parse_custom_gpu(text: str) -> GPU:
             (r"bw" + _NUM, "bandwidth_gbps", lambda g: float(g[0])),
             (r"bf16" + _NUM, "tflops_bf16", lambda g: float(g[0])),
             (r"fp8" + _NUM, "tflops_fp8", lambda g: float(g[0])),
+            (r"int8" + _NUM, "tops_int8", lambda g: float(g[0])),
             (r"(nvidia|amd|intel|apple|cpu)", "vendor", lambda g: g[0]),
         ):
             mm = re.fullmatch(pattern, f)
@@ -402,7 +419,8 @@ def parse_custom_gpu(text: str) -> GPU:
                 break
         else:
             raise EngineInputError("gpu", f"custom GPU {text!r}: cannot read {field!r}; fields are "
-                                          f"sm<XY>, gfx<target>, a vendor, bw<GB/s>, bf16<TFLOP/s>, fp8<TFLOP/s>; {hint}")
+                                          f"sm<XY>, gfx<target>, a vendor, bw<GB/s>, bf16<TFLOP/s>, fp8<TFLOP/s>, "
+                                          f"int8<TOPS>; {hint}")
     return custom_gpu(memory_gib, **kw)
 
 

@@ -474,7 +474,11 @@ EFFICIENCY: dict[tuple[str, str], Efficiency] = {
                                    layer_us=30.0, overlap_p=1.0, wave_share=0.2, ttft_fixed_ms=20.0,
                                    source="assumed for llama.cpp on CUDA, ROCm, Vulkan and the CPU (ggml graphs, no "
                                           "vLLM-style batching kernels), in vLLM's fitted form; no public data fitted "
-                                          "(Metal has its own fitted row)",
+                                          "(Metal has its own fitted row). On llama.cpp's public CUDA scoreboard "
+                                          "(https://github.com/ggml-org/llama.cpp/discussions/15013, 20 NVIDIA GPUs, "
+                                          "Llama 2 7B Q4_0, quantized prefill priced at the INT8 rate of llama.cpp's "
+                                          "MMQ kernels) its median |error| is tg128 22 %, pp512 19 % "
+                                          "(benchmarks/llamacpp_bench_fit.py)",
                                    draft_step_overhead_ms=1.0, spec_step_overhead_ms=1.0),
     # llama.cpp per backend (speed.llamacpp_efficiency looks up "backend:<plan device>"); the other backends (Vulkan,
     # ROCm, SYCL, CPU) keep the assumed "*" row
@@ -486,11 +490,15 @@ EFFICIENCY: dict[tuple[str, str], Efficiency] = {
             rows="57 tg128 rows (20 Apple chips, M1 to M4, Llama 2 7B F16 / Q8_0 / Q4_0) and 35 pp512 rows (the 12 chips "
                  "with catalog TFLOP/s)",
             err="tg128 12.8 % -> 3.2 %, pp512 50.2 % -> 4.3 %")),
-    # The CUDA fit of the same script (benchmarks/llamacpp_bench_fit.py: mem_bw 0.76, compute 0.86, layer_us 12.5 on
-    # discussion #15013's 19 GPUs, Q4_0 only) is not used: its prefill stays 38.5 % off leave-one-GPU-out (the catalog's
-    # BF16 TFLOP/s is not the int8 MMQ rate llama.cpp's quantized prefill runs at, and is halved on GeForce), and on the
-    # public K-quant records of benchmarks/llamacpp_cases.py it moves the decode median from 13.6 % to 25.7 %. CUDA
-    # keeps the assumed "*" row until K-quant / int8 data fit it.
+    # CUDA keeps the assumed "*" row. Its matmuls are priced per kernel (calculator/runtimes/llamacpp/cuda_matmul.py: a
+    # quantized weight in a prefill ubatch runs MMQ, int8 on the tensor cores, at the catalog's tops_int8). The CUDA
+    # fit of the same script (benchmarks/llamacpp_bench_fit.py on discussion #15013's 20 GPUs, Q4_0, -fa 1: mem_bw 0.79,
+    # compute 0.28, layer_us 12.5, overlap_p 1) is not used: leave-one-GPU-out its pp512 median |error| is 18.6 %, no
+    # better than the assumed row's 18.6 % (tg128 6.9 % against 22.2 %), and on the public K-quant records of
+    # benchmarks/llamacpp_cases.py it moves the decode median from 13.6 % to 15.6 % and the speculative speedup's from
+    # 6.4 % to 9.5 %. Before the INT8 rate (prefill at the BF16 figure, which GeForce boards run at half their FP16 rate
+    # and a quarter of their INT8 one) the assumed row's pp512 was 56.3 % off on the 19 GPUs then mapped, and the fit
+    # (compute 0.86) stayed 38.5 % off leave-one-GPU-out and moved the decode median to 25.7 %.
 }
 # AMD Instinct under ROCm (get_efficiency looks the class up through efficiency_class; hardware() labels it assumed on
 # the architectures the data do not cover): the runtime's * row with the three terms the MI300X records fitted
@@ -1255,9 +1263,12 @@ def _core(mem: float, comp: float, eff: Efficiency) -> float:
 PREFILL_GROUPS = 256  # at most this many evaluations per prefill, whatever prompt_len / chunk is
 
 
-def prefill_cost(mc: ModelCost, hw: Hardware, *, prompt_len: int, chunk: int) -> StepCost:
+def prefill_cost(mc: ModelCost, hw: Hardware, *, prompt_len: int, chunk: int,
+                 cost_for_tokens: Callable[[int], ModelCost] | None = None) -> StepCost:
     """The prompt's prefill in chunks of ``chunk`` tokens (``max_num_batched_tokens``), each chunk a
-    ``max(memory, compute)`` step reading the weights once and writing its KV.
+    ``max(memory, compute)`` step reading the weights once and writing its KV. ``cost_for_tokens(n)``, when given,
+    is the ``ModelCost`` of a chunk of ``n`` tokens (a runtime whose kernels, and so its FLOP rate, change with the
+    batch: llama.cpp's CUDA matmuls); else ``mc`` for every chunk.
 
     Bounded work for any input: the full chunks are summed in at most :data:`PREFILL_GROUPS` groups of equal
     chunks, each group as ``count x`` the chunk at the group's mean end position. The per-chunk terms are
@@ -1276,10 +1287,11 @@ def prefill_cost(mc: ModelCost, hw: Hardware, *, prompt_len: int, chunk: int) ->
     if rest:
         pieces.append((rest, prompt_len, 1))
     for n, end, count in pieces:
-        wb = mc.weight_bytes(n)
-        kvb = mc.kv_bytes(int(round(end)))  # the chunk reads the prefix and writes its own KV: ~ one pass over it
-        fl = 2 * mc.matmul_params * n + mc.attention_flops(int(round(end)), n)
-        m, c = (wb + kvb) / (hw.bandwidth * hw.eff.mem_bw), _compute_seconds(mc, hw, fl, n)
+        mcn = cost_for_tokens(n) if cost_for_tokens is not None else mc
+        wb = mcn.weight_bytes(n)
+        kvb = mcn.kv_bytes(int(round(end)))  # the chunk reads the prefix and writes its own KV: ~ one pass over it
+        fl = 2 * mcn.matmul_params * n + mcn.attention_flops(int(round(end)), n)
+        m, c = (wb + kvb) / (hw.bandwidth * hw.eff.mem_bw), _compute_seconds(mcn, hw, fl, n)
         mem += m * count
         comp += c * count
         wbytes, kvbytes, flops = wbytes + wb * count, kvbytes + kvb * count, flops + fl * count

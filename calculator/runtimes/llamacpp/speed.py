@@ -40,6 +40,15 @@ table derived by :mod:`.quant_rules`) and the memory plan:
   (each byte read and written) instead of PCIe;
 * prefill runs ``-ub`` (n_ubatch: llama-server's 512, or what Ollama passes) tokens per pass, compute-bound: 2
   FLOPs per weight per token plus the attention pairs;
+* **CUDA matmul kernels** (the CUDA backend on an NVIDIA GPU): each GGUF weight type's matmul runs the kernel
+  ggml-cuda picks for the pass's token count (:mod:`.cuda_matmul`: MMVQ up to 8 tokens; above, a quantized type runs
+  MMQ, int8 tensor-core MMA from Turing, dp4a on Pascal and on Volta below 64 tokens; F16 runs cuBLAS with FP16
+  accumulate, BF16 with FP32 accumulate) and its FLOPs are priced at the catalog's rate for that unit (``tops_int8``,
+  ``tflops_fp16_acc16``, ``tflops_bf16``); attention stays at the BF16 / FP16 figure. The activations' quantization
+  to q8_1 before each MMQ (mmq.cu:208: 4 B read + 1.125 B written per activation value; about 3.0 GB for a 512-token
+  Llama-2-7B ubatch: 2-8 % of its measured pp512 time on the scoreboard's GPUs at their full bandwidth, less where they
+  stay in L2) is not priced apart: it is inside the compute efficiency, as the other element-wise ops are. Other
+  backends (ROCm, Vulkan, Metal) price every matmul at the BF16 / FP16 figure;
 * **speculative decoding with a draft model** (common/speculative.cpp, ``common_speculative_state_draft::draft``
   :308-412): each step the draft decodes the last token and then each drafted token but the last, one token per
   pass, so ``k`` drafted tokens cost ``k`` single-token draft passes (:330, :398; drafting stops early when the
@@ -55,7 +64,7 @@ llama.cpp's public llama-bench scoreboard (ggml-org/llama.cpp discussion #4167,
 calculator/runtimes/llamacpp/data/llama_bench_public.json, benchmarks/llamacpp_bench_fit.py), **assumed** for CUDA
 (the same script's fit on discussion #15013 is held back: see perf's EFFICIENCY comment) and the other backends
 (Vulkan, ROCm, SYCL); the CPU's RAM part uses the GPU's row. The dequantization cost of each GGUF type is inside it,
-not modelled separately (the Metal fit spans F16 / Q8_0 / Q4_0).
+not modelled separately (the Metal fit spans F16 / Q8_0 / Q4_0; the CUDA scoreboard is Q4_0 only).
 CPU-only builds are not modelled (a CPU's FLOP/s are not in the catalog).
 
 Units: milliseconds, bytes, GB/s (10^9 B/s), tokens per second.
@@ -68,6 +77,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
+from calculator.runtimes.llamacpp.cuda_matmul import MMQ_TYPES
 from calculator.runtimes.llamacpp.gguf_meta import GGUFMeta
 from calculator.runtimes.llamacpp.memory import (CPU, SPLIT_MODES, LlamaCppPlan, NotModelled, Placement,  # noqa: F401
                                                  override_device, placement, swa_layers, tensor_layer)
@@ -92,6 +102,19 @@ ACT_BYTES_F32 = 4
 #: (ggml-cuda.cu:5825, ``GGML_OP_OFFLOAD_MIN_BATCH``, default 32).
 OP_OFFLOAD_MIN_BATCH = 32
 _EXPS = re.compile(r"^blk\.(\d+)\.ffn_(up|down|gate)_exps\.")
+#: Said on llama.cpp CUDA answers on the datacenter tensor-core parts (compute capability 8.0, 9.0, 10.x), whose INT8
+#: rate per SM and clock is 2x (GA100), 4x (GH100) or more that of the GeForce / RTX boards: on llama.cpp's public CUDA
+#: scoreboard (discussion #15013, Llama 2 7B Q4_0, -fa 1) the "*" row priced at the INT8 rate predicts pp512 2.5x the
+#: measured rate on the A30 (7588 vs 3069 t/s), 2.7x on an A100 80 GB (14145 vs 5286, SXM4 row; PCIe 14090) and 3.4x on
+#: an H100 (37850 vs 11263, SXM5 row; PCIe 2.6x), where its median |error| on the scoreboard's 19 other GPUs is 18 %
+#: (benchmarks/llamacpp_bench_fit.py; the A100 / H100 rows are not in the fit: the scoreboard does not say SXM or PCIe).
+#: Measured there (2 x 6.607e9 matmul parameters x pp512), MMQ reached 7.5-12 % of these parts' INT8 peak (H100 7.5 %
+#: of the SXM5 figure, A100 11 %, A30 12 %) against 19-37 % on the GeForce / RTX / L40 / P40 boards (T4 13 %)
+MMQ_DATACENTER_NOTE = (
+    "llama.cpp's quantized prefill (MMQ) on datacenter tensor-core GPUs (A100 / A30 / H100 class, compute capability "
+    "8.0 / 9.0; Blackwell 10.x has no public run) reached only 7.5-12 % of their INT8 peak on the public llama-bench "
+    "scoreboard (ggml-org/llama.cpp discussion #15013), against 19-37 % on GeForce and RTX boards: the TTFT here is "
+    "likely 2.5-3.4x optimistic (predicted / measured pp512 of Llama 2 7B Q4_0: A30 2.5x, A100 2.7x, H100 3.4x)")
 
 
 @dataclass(frozen=True)
@@ -153,10 +176,12 @@ def _dev_name(d: int) -> str:
     return "CPU" if d == CPU else f"GPU{d}"
 
 
-def _device_costs(meta: GGUFMeta, plan: LlamaCppPlan, pl: Placement) -> dict[int, object]:
+def _device_costs(meta: GGUFMeta, plan: LlamaCppPlan, pl: Placement,
+                  types_out: dict | None = None) -> dict[int, object]:
     """perf ``ModelCost`` of one decode pass per device (``CPU`` or a GPU index) from the GGUF tensors placed there
     and the KV caches of the layers placed there. With row split the layer matmul weights are shared over all
-    GPUs by ``pl.shares``: each GPU's cost holds its share of them."""
+    GPUs by ``pl.shares``: each GPU's cost holds its share of them. ``types_out``, when given, receives per device
+    the matmul parameters by ``(ggml type, routed expert)`` (all experts' parameters, not the active share)."""
     from calculator.engine.perf import ModelCost
 
     n_all = meta.n_layer_all
@@ -179,6 +204,9 @@ def _device_costs(meta: GGUFMeta, plan: LlamaCppPlan, pl: Placement) -> dict[int
                 s = slot(pl.output)
                 s["dense"] += t.n_bytes
                 s["dense_p"] += t.n_elements
+                if types_out is not None:
+                    key = (t.ggml_type, False)
+                    types_out.setdefault(pl.output, {})[key] = types_out.get(pl.output, {}).get(key, 0.0) + t.n_elements
             continue
         # other non-layer tensors (rope_freqs) are created in every layer's context, TENSOR_DUPLICATED
         # (llama-model.cpp, LLM_TENSOR_ROPE_FREQS): read with the layers, counted once on the first layer's device
@@ -203,6 +231,9 @@ def _device_costs(meta: GGUFMeta, plan: LlamaCppPlan, pl: Placement) -> dict[int
                 s["dense"] += t.n_bytes * share
                 if matrix:
                     s["dense_p"] += t.n_elements * share
+            if types_out is not None and ((is_exp and t.name.endswith(".weight")) or (not is_exp and matrix)):
+                per = types_out.setdefault(dd, {})
+                per[(t.ggml_type, is_exp)] = per.get((t.ggml_type, is_exp), 0.0) + t.n_elements * share
     flags, n_swa, _ = swa_layers(meta)
     for c in plan.kv_caches:
         if not c.layers:
@@ -391,6 +422,14 @@ class _Setup:
     link_bps: float
     sources: dict
     notes: list
+    gpu: object = None
+    mm_types: dict | None = None  # per device: {(ggml type, routed expert): matmul params}, for the CUDA rule
+    cuda_cc: tuple[int, int] | None = None  # NVIDIA compute capability when the plan runs llama.cpp's CUDA backend
+    _at: dict | None = None  # tokens -> (costs, real matmul params per device, paths used)
+
+
+class _NoRate(Exception):
+    """A matmul path whose peak rate the catalog row lacks (a custom GPU without ``int8<TOPS>``)."""
 
 
 def _setup(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, n_gpus: int, split_mode: str,
@@ -413,8 +452,11 @@ def _setup(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, n_gpus: int, split_mode: 
                                                or pl.output != plan.output_device):
         raise NotModelled("the memory plan and the speed model place layers differently (give the same -ts)",
                           field="tensor_split")
-    costs = _device_costs(meta, plan, pl)
+    mm_types: dict = {}
+    costs = _device_costs(meta, plan, pl, mm_types)
     gpu_hw = _hardware(gpu, plan.device, efficiency)
+    cc = gpu.capability_tuple if plan.device == "CUDA" and getattr(gpu, "vendor", None) in ("nvidia", "unknown") \
+        else None
     hws = {d: gpu_hw for d in costs if d != CPU}
     notes, sources = [], dict(gpu_hw.sources)
     # an Apple Silicon Mac: the CPU's layers read the unified memory at the chip's bandwidth, copies stay in it
@@ -446,13 +488,86 @@ def _setup(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, n_gpus: int, split_mode: 
     if n_gpus > 1:
         sources["split"] = (f"-sm {pl.split_mode} over {pl.n_gpus} x {gpu.name}, shares "
                             f"{', '.join(f'{x:.3f}' for x in pl.shares)} ({SRC}src/llama-model.cpp:1556-1613)")
+    cuda_cc = cc if math.isfinite(gpu_hw.peak_flops) else None
+    if cuda_cc is not None and (cuda_cc in ((8, 0), (9, 0)) or cuda_cc[0] == 10) and \
+            any(t in MMQ_TYPES for per in mm_types.values() for t, _ in per):
+        notes.append(MMQ_DATACENTER_NOTE)
     return _Setup(meta=meta, plan=plan, pl=pl, costs=costs, hws=hws, link_bps=link * 1e9, sources=sources,
-                  notes=notes)
+                  notes=notes, gpu=gpu, mm_types=mm_types, cuda_cc=cuda_cc, _at={})
+
+
+def _costs_at(s: _Setup, tokens: int):
+    """(the device costs of a pass over ``tokens`` tokens, the real matmul parameters per device, the matmul paths
+    used as ``{(ggml type, expert): (MatmulPath, rate source)}``). On llama.cpp's CUDA backend each weight type's
+    matmul runs the kernel :func:`.cuda_matmul.cuda_matmul_path` picks for the batch, at the catalog rate of its unit
+    (:func:`.cuda_matmul.unit_rate`); the roofline prices every FLOP at the GPU's BF16 figure, so each type's
+    parameters are scaled by BF16 rate / its rate (the attention FLOPs stay at BF16). Other backends: the costs as
+    they are. Raises :class:`_NoRate` when a path's rate is not in the catalog."""
+    from dataclasses import replace
+
+    from calculator.runtimes.llamacpp.cuda_matmul import cuda_matmul_path, unit_rate
+
+    if s.cuda_cc is None:
+        return s.costs, None, {}
+    if tokens in s._at:
+        return s._at[tokens]
+    ref = next(h for d, h in s.hws.items() if d != CPU).peak_flops
+    n_exp, topk = s.meta.n_expert, s.meta.n_expert_used
+    costs, real, used = {}, {}, {}
+    for d, mc in s.costs.items():
+        scaled = scaled_exp = real_p = 0.0
+        for (gtype, is_exp), params in (s.mm_types or {}).get(d, {}).items():
+            active = params * topk / n_exp if is_exp and n_exp else params
+            path = cuda_matmul_path(gtype, s.cuda_cc, tokens, n_exp if is_exp else 0)
+            rate, src = unit_rate(s.gpu, path.unit)
+            if rate is None:
+                raise _NoRate(src)
+            used[(gtype, is_exp)] = (path, src)
+            real_p += active
+            scaled += active * ref / rate
+            if is_exp:
+                scaled_exp += active * ref / rate
+        real[d] = real_p
+        costs[d] = replace(mc, matmul_params=scaled, expert_matmul_params=scaled_exp) if real_p else mc
+    s._at[tokens] = (costs, real, used)
+    return s._at[tokens]
+
+
+def _matmul_sources(s: _Setup, decode_tokens: int, prefill_tokens: int | None) -> dict[str, str]:
+    """``decode.matmul`` / ``prefill.matmul`` sources on llama.cpp's CUDA backend (nothing on other backends)."""
+    if s.cuda_cc is None:
+        return {}
+    out = {"decode.matmul": matmul_paths_source(_costs_at(s, decode_tokens)[2], decode_tokens)}
+    if prefill_tokens:
+        out["prefill.matmul"] = matmul_paths_source(_costs_at(s, prefill_tokens)[2], prefill_tokens)
+    return out
+
+
+def matmul_paths_source(used: dict, tokens: int) -> str:
+    """One sentence naming, for a pass of ``tokens`` tokens, each GGUF weight type's CUDA kernel and rate."""
+    groups: dict[tuple, list[str]] = {}
+    for (gtype, is_exp), (path, src) in sorted(used.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        groups.setdefault((path.kernel, path.unit, src, path.source), []).append(
+            gtype + (" experts" if is_exp else ""))
+    parts = [f"{', '.join(types)} -> {kernel} ({unit}) at {src} [{where}]"
+             for (kernel, unit, src, where), types in groups.items()]
+    return f"llama.cpp CUDA matmuls of a {tokens}-token pass: " + "; ".join(parts)
 
 
 def _decode(s: _Setup, requests: int, tokens_per_request: int, context: int) -> _Pass:
-    return _pass(s.costs, s.pl, s.hws, requests=requests, tokens_per_request=tokens_per_request, context=context,
-                 link_bps=s.link_bps, hidden=s.meta.n_embd, n_layer_all=s.meta.n_layer_all)
+    """One decode / verify pass over ``requests x tokens_per_request`` tokens, each weight type's matmul at the rate
+    of the kernel llama.cpp's CUDA backend runs for that batch (:func:`_costs_at`); raises ``NotModelled`` when that
+    rate is not in the catalog."""
+    tokens = requests * tokens_per_request
+    try:
+        costs, real, _ = _costs_at(s, tokens)
+    except _NoRate as e:
+        raise NotModelled(f"a {tokens}-token pass: {e}", field="gpu") from None
+    p = _pass(costs, s.pl, s.hws, requests=requests, tokens_per_request=tokens_per_request, context=context,
+              link_bps=s.link_bps, hidden=s.meta.n_embd, n_layer_all=s.meta.n_layer_all)
+    if real is not None:  # report the FLOPs done, not the BF16-equivalent ones the roofline priced
+        p.flops += 2 * tokens * sum(real[d] - costs[d].matmul_params for d in costs)
+    return p
 
 
 def _prefill(s: _Setup, prompt_len: int, n_ubatch: int):
@@ -466,10 +581,20 @@ def _prefill(s: _Setup, prompt_len: int, n_ubatch: int):
         return None
     total = 0.0
     chunk = max(1, n_ubatch)
+    try:  # every chunk size the prompt runs (the full ubatch and the rest), so a missing rate shows here
+        for n in {min(chunk, prompt_len), prompt_len % chunk or min(chunk, prompt_len)}:
+            _costs_at(s, n)
+    except _NoRate as e:
+        s.notes.append(f"TTFT not given: {e}")
+        return None
+
+    def at(d):
+        return lambda n: _costs_at(s, n)[0][d]
+
     for d, mc in s.costs.items():
         if d == CPU:
             continue
-        total += prefill_cost(mc, s.hws[d], prompt_len=prompt_len, chunk=chunk).total_ms
+        total += prefill_cost(mc, s.hws[d], prompt_len=prompt_len, chunk=chunk, cost_for_tokens=at(d)).total_ms
     if CPU in s.costs:
         mc = s.costs[CPU]
         n_chunks = math.ceil(prompt_len / chunk)
@@ -477,11 +602,15 @@ def _prefill(s: _Setup, prompt_len: int, n_ubatch: int):
             # the CPU-resident weights are streamed to the GPU each ubatch and multiplied there
             cpu_bytes = mc.dense_bytes + mc.expert_bytes
             total += n_chunks * cpu_bytes / s.link_bps * 1e3
-            as_gpu = ModelCost(dense_bytes=0.0, expert_bytes=0.0, num_experts=0, topk=0,
-                               matmul_params=mc.matmul_params, attn=mc.attn, state_bytes=0.0, hidden=mc.hidden,
-                               allreduce_layers=mc.allreduce_layers, tp=1, pp=1,
-                               expert_matmul_params=mc.expert_matmul_params)
-            total += prefill_cost(as_gpu, s.hws[gpus[0]], prompt_len=prompt_len, chunk=chunk).total_ms
+
+            def as_gpu(n):
+                m = _costs_at(s, n)[0][CPU]
+                return ModelCost(dense_bytes=0.0, expert_bytes=0.0, num_experts=0, topk=0,
+                                 matmul_params=m.matmul_params, attn=m.attn, state_bytes=0.0, hidden=m.hidden,
+                                 allreduce_layers=m.allreduce_layers, tp=1, pp=1,
+                                 expert_matmul_params=m.expert_matmul_params)
+            total += prefill_cost(as_gpu(min(chunk, prompt_len)), s.hws[gpus[0]], prompt_len=prompt_len, chunk=chunk,
+                                  cost_for_tokens=as_gpu).total_ms
         else:
             total += prefill_cost(mc, s.hws[CPU], prompt_len=prompt_len, chunk=chunk).total_ms
     return total
@@ -536,7 +665,9 @@ def speed(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, prompt_len: int = 1024, ou
     ctx_cap = plan.n_ctx_seq or plan.n_ctx
     mean_ctx = min(prompt_len + max(1, output_len // 2), ctx_cap)
     dec = _decode(s, conc, 1, mean_ctx)
+    n_setup_notes = len(s.notes)
     pre_ms = _prefill(s, min(prompt_len, ctx_cap), n_ubatch)
+    notes += s.notes[n_setup_notes:]  # what the prefill found (a rate the catalog lacks)
     ttft = None if pre_ms is None else pre_ms + dec.total_ms
     itl = dec.total_ms
     eff = next(iter(s.hws.values())).eff
@@ -576,6 +707,7 @@ def speed(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, prompt_len: int = 1024, ou
     if pre_ms is not None:
         sources["prefill"] = (f"the prompt in passes of n_ubatch = {n_ubatch} tokens (-ub; the plan's, after "
                               "llama.cpp cuts it to -b and -c)")
+    sources.update(_matmul_sources(s, conc, min(n_ubatch, prompt_len, ctx_cap) if pre_ms is not None else None))
     sources["bytes"] = (f"GGUF tensor bytes per device ({meta.source}); token_embd read as one row per token; KV "
                         "from the plan's cache types, on its layer's device")
     sources["itl_ms"] = ("one decode pass for the running slots: the devices in turn (layer split), each its GGUF bytes "
@@ -733,6 +865,8 @@ def spec_speed(meta: GGUFMeta, plan: LlamaCppPlan, draft_meta: GGUFMeta, draft_p
         notes.append("speculative output tok/s is not given: it is C x output_len / (TTFT + (output_len - 1) x ITL) "
                      "and there is no TTFT for this GPU")
     sources = dict(tgt.sources)
+    if tgt.cuda_cc is not None:
+        sources["spec.verify.matmul"] = matmul_paths_source(_costs_at(tgt, conc * (k + 1))[2], conc * (k + 1))
     sources["spec"] = (f"{SRC}common/speculative.cpp:308-412 (k single-token draft passes per step), the target "
                        f"verifies k + 1 tokens in one pass and the draft evaluates the same k + 1 ({SPEC_REEVAL_SRC}); "
                        f"draft on the target's devices (common/speculative.cpp:2446-2470); "
