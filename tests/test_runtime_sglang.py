@@ -943,3 +943,27 @@ def test_the_sglang_page_names_k_by_sglangs_own_flag(client):
     page = client.get("/", q, follow=True).content.decode()
     assert "best --speculative-num-steps here" in page and "best num_speculative_tokens" not in page
     assert 'id="speedup-concurrency-table"' in page and "one column per --speculative-num-steps (k)" in page
+
+
+def test_ngram_names_its_draft_tokens_flag_not_the_steps(client):
+    """SGLang's NGRAM reads --speculative-num-draft-tokens (the root and the k proposals, k + 1; its NGRAM block
+    sets only that one, default 12, and derives the steps from it: sglang==0.5.23
+    sglang/srt/arg_groups/speculative_hook.py:1314-1330, 0.5.10.post1 server_args.py:3107-3112). The best-k
+    warnings and the page name that flag with its value, never --speculative-num-steps, which NGRAM does not take."""
+    q = {"model": LLAMA8, "gpu": "H100", "runtime": "sglang", "speculative_algorithm": "NGRAM",
+         "speculative_num_draft_tokens": "4", "acceptance_rate": "0.3"}
+    alone = client.get("/api/estimate", q | {"concurrency": "1"}).json()
+    best = alone["best_num_speculative_tokens"]
+    assert best and best != 3  # a deeper chain than the 3 proposals of 4 draft tokens pays alone
+    assert f"--speculative-num-draft-tokens {best + 1} is predicted faster than 4 at concurrency 1" in alone["speed_warnings"]
+    page = client.get("/", q | {"concurrency": "1"}, follow=True).content.decode()
+    assert f'best --speculative-num-draft-tokens here <span id="spec-best-k">{best + 1}</span>' in page
+    crowded = client.get("/api/estimate", q | {"concurrency": "64"}).json()
+    assert crowded["best_num_speculative_tokens"] == 0
+    # k from 1 to 8 searched (perf: max(8, k)), that is 2 to 9 draft tokens
+    assert ("no --speculative-num-draft-tokens from 2 to 9 pays at concurrency 64: serving without speculation is "
+            "predicted faster (best num_speculative_tokens 0)") in crowded["speed_warnings"]
+    for body in (alone, crowded):
+        assert not any("--speculative-num-steps" in w for w in body["speed_warnings"])
+    speed = re.search(r'<section id="speed">.*?</section>', page, re.S).group(0)
+    assert "--speculative-num-steps" not in speed and "--speculative-num-draft-tokens k + 1" in speed

@@ -552,3 +552,18 @@ def test_the_prefill_budget_with_drafts_limits_the_speculative_curve():
     assert chart["layer"][2]["data"]["values"] == [{"concurrency": 46, "clients": 64}]
     table = speedup_concurrency_table(chart)
     assert table["clients"] == 64 and [row["concurrency"] for row in table["rows"] if row["current"]] == [46]
+
+
+def test_the_compute_bound_warning_names_the_device_kind():
+    """The verification pass's compute-bound warning says where it turns so: on an H100 "this GPU", on vLLM's CPU
+    build (the catalog's CPU row) "this CPU" (Qwen3-0.6B: its weights fit the CPU row's memory)."""
+    def warning(gpu: str) -> str:
+        inp = EngineInput(hf_config=load_config("Qwen__Qwen3-0.6B.json"), gpu=gpu, max_model_len=8192,
+                          speculative_config={"method": "ngram", "num_speculative_tokens": 3})
+        r = perf.estimate_speed(inp, prompt_len=16, output_len=2, concurrency=256, acceptance_rate=0.5)
+        [w] = [w for w in r.warnings if "compute-bound (it turns so above" in w]
+        return w
+
+    assert "tokens on this GPU)" in warning(H100)
+    cpu = warning("CPU")
+    assert "tokens on this CPU)" in cpu and "GPU" not in cpu

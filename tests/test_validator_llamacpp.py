@@ -110,3 +110,22 @@ def test_llama_cpp_runs_need_the_cpu():
     with pytest.raises(ConfigurationError) as e:
         build_configuration({"model": "tiny-random/llama", "runtime": "llama.cpp", "gpu": "H100"})
     assert e.value.field == "gpu"
+
+
+def test_a_gguf_repo_of_the_offline_gguf_catalog_is_validated_with_its_stand_in(offline_hub):
+    """bartowski/Meta-Llama-3.1-8B-Instruct-GGUF has no config.json: the page answers it from the offline GGUF
+    catalog (calculator/data/gguf_repos.json names its base model, meta-llama/Llama-3.1-8B-Instruct, a
+    LlamaForCausalLM). The validation offer must read the model the same way: the reason it is not offered is the
+    missing llama.cpp worker, as for a built-in model, not "neither in the database cache nor in the offline
+    catalog"."""
+    from validator.templatetags.validator_tags import validation_offer
+
+    params = {"model": "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "runtime": "llama.cpp", "gpu": "CPU",
+              "gguf_file": "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf"}
+    cfg = build_configuration(params)
+    assert cfg["runtime"] == "llama.cpp" and cfg["run_model"] == "tiny-random/llama"
+    assert "LlamaForCausalLM" in cfg["model_source"]
+    offer = validation_offer(list(params.items()))
+    builtin = validation_offer([("model", "tiny-random/llama"), ("runtime", "llama.cpp"), ("gpu", "CPU")])
+    assert "neither in the database cache" not in offer["message"]
+    assert offer["message"] == builtin["message"] and "llama-cpp-python" in offer["message"]

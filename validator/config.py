@@ -376,8 +376,12 @@ def build_llamacpp_configuration(request: ServingRequest, params: dict[str, Any]
     if tiny_models.is_builtin(model_id):
         run_model, source = model_id, "built-in tiny model (its shapes and tokenizer)"
     else:
-        meta = resolve_model(model_id, revision)
-        arch = (meta["config"].get("architectures") or ["?"])[0]
+        # the llama.cpp runtime's own model loading, as the page's answer made it: a GGUF-only repo answers from the
+        # offline GGUF catalog (its base model's config) or the GGUF header, not only from the model catalog
+        from calculator.runtimes import get_runtime
+
+        config = get_runtime("llama.cpp").load_model(request).config
+        arch = (config.get("architectures") or ["?"])[0]
         run_model = tiny_models.ARCHITECTURE_STAND_INS.get(arch)
         if run_model is None:
             raise ConfigurationError("model", f"{model_id} ({arch}) has no tiny stand-in for a llama.cpp run on the "

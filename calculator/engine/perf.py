@@ -2485,6 +2485,19 @@ def slowdown_warnings(al: float | None, speedup: float | None, lo: float | None,
     return []
 
 
+def spec_knob(runtime: str, method: str) -> tuple[str, Callable[[int], int]]:
+    """The runtime's own flag that sets the calculator's drafted tokens per step ``k``, and ``k`` as that flag's value:
+    vLLM's ``num_speculative_tokens`` (k); SGLang's ``--speculative-num-steps`` (k, the chain's depth), except NGRAM,
+    which reads only ``--speculative-num-draft-tokens`` (the root and its k proposals: k + 1; SGLang's NGRAM block
+    defaults it to 12 and derives the steps from it, sglang/srt/arg_groups/speculative_hook.py:1314-1330 in 0.5.23,
+    sglang/srt/server_args.py:3107-3112 in 0.5.10.post1; calculator/request.py sglang_speculative_config maps it)."""
+    if runtime == "sglang" and method == "ngram":
+        return "--speculative-num-draft-tokens", lambda j: j + 1
+    if runtime == "sglang":
+        return "--speculative-num-steps", lambda j: j
+    return "num_speculative_tokens", lambda j: j
+
+
 def _spec_speedup(s: _Setup, method: str, k: int, al: float, prompt_len: int, output_len: int, conc: int,
                   ctx: int, overhead_scale: float = 1.0) -> tuple[float, SpecStep, _Point, _Point]:
     """``(speedup, spec step, base point, spec point)`` at ``conc`` requests: TPOT without / with."""
@@ -2660,15 +2673,16 @@ def _speculation(s: _Setup, method: str, k: int, prompt_len: int, output_len: in
                         "spec_stops_paying_above_concurrency is null")
     if pays_from is not None and not stop_conc:
         warnings.append(f"{shape} speculation loses below {pays_from} concurrent requests and pays from there{moe_why}")
-    knob = "--speculative-num-steps" if s.runtime == "sglang" else "num_speculative_tokens"
+    knob, as_knob = spec_knob(s.runtime, method)
     if best_k == 0:
-        warnings.append(f"no {knob} from 1 to {max(8, k)} pays at concurrency {conc}: serving without speculation is "
-                        "predicted faster (best num_speculative_tokens 0)")
+        warnings.append(f"no {knob} from {as_knob(1)} to {as_knob(max(8, k))} pays at concurrency {conc}: serving "
+                        "without speculation is predicted faster (best num_speculative_tokens 0)")
     elif best_k is not None and best_k != k:
-        warnings.append(f"{knob} {best_k} is predicted faster than {k} at concurrency {conc}")
+        warnings.append(f"{knob} {as_knob(best_k)} is predicted faster than {as_knob(k)} at concurrency {conc}")
     if sp.verify.bound == "compute" or base.step.bound == "compute":
         warnings.append(f"at concurrency {conc} the verification pass ({conc} x {k + 1} tokens) is compute-bound "
-                        f"(it turns so above ~{verify_compute_bound_tokens(s):.0f} tokens on this GPU): verifying k+1 "
+                        f"(it turns so above ~{verify_compute_bound_tokens(s):.0f} tokens on this "
+                        f"{'CPU' if s.gpu.is_cpu else 'GPU'}): verifying k+1 "
                         "tokens costs about k+1 times a step, so speculation helps less (or hurts) at large batches")
     if s.target.num_experts and sp.verify.experts_touched > base.step.experts_touched * 1.2:
         warnings.append(f"MoE target: verifying {conc} x {k + 1} tokens touches {sp.verify.experts_touched:.0f} experts "

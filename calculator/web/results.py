@@ -573,9 +573,37 @@ class RuntimeOutcome(_PlanPresets):
     @property
     def k_flag(self) -> str:
         """The runtime's own name for the drafted tokens per step, k: SGLang's chain is ``--speculative-num-steps``
-        draft passes (its ``--speculative-num-draft-tokens`` is k + 1 with topk 1); llama.cpp's is
+        draft passes (its ``--speculative-num-draft-tokens`` is k + 1 with topk 1), SGLang's NGRAM reads only
+        ``--speculative-num-draft-tokens`` (k + 1: :func:`calculator.engine.perf.spec_knob` cites it); llama.cpp's is
         ``--spec-draft-n-max`` (common/arg.cpp:4387-4394 in 0.3.36's llama.cpp)."""
-        return "--speculative-num-steps" if self.plan.runtime == "sglang" else "--spec-draft-n-max"
+        if self.plan.runtime == "sglang":
+            return self._sglang_knob()[0]
+        return "--spec-draft-n-max"
+
+    @property
+    def best_k_value(self) -> int | None:
+        """The speed answer's best k as :attr:`k_flag`'s value (SGLang NGRAM: k + 1 draft tokens); 0 stays 0 (no k
+        pays); None without one."""
+        spec = self.plan.speed.spec if self.plan.speed is not None else None
+        best = getattr(spec, "best_num_speculative_tokens", None)
+        if not best or self.plan.runtime != "sglang":
+            return best
+        return self._sglang_knob()[1](best)
+
+    @property
+    def k_columns_label(self) -> str:
+        """What the speedup-by-concurrency chart's lines and table's columns are, k each: ``--speculative-num-steps (k)``;
+        for SGLang's NGRAM, whose flag is k + 1, the flag and what k is to it."""
+        flag = self.k_flag
+        if self.plan.runtime == "sglang" and self._sglang_knob()[1](1) != 1:
+            return f"k, the tokens drafted per step ({flag} k + 1)"
+        return f"{flag} (k)"
+
+    def _sglang_knob(self):
+        from calculator.engine.perf import spec_knob
+
+        spec = self.plan.request.speculative_config
+        return spec_knob("sglang", spec.method if spec is not None else "")
 
     @property
     def release_label(self) -> str:

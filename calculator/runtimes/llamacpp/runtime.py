@@ -143,14 +143,52 @@ def hf_quant_tag(listing: GGUFListing, name: str) -> str | None:
     ``[-.]([A-Z0-9_]+)$``, upper-cased), and it is kept only when the tag lookup (common/download.cpp:655-677
     find_best_model: the first file, split parts past the first skipped, whose name matches ``TAG[.-]``
     case-insensitively) picks that same file from the listing."""
+    tag = name_tag(name)
+    if tag is None:
+        return None
+    pick = next((f for f in listing.files if re.search(re.escape(tag) + r"[.-]", f.name, re.IGNORECASE)), None)
+    return tag if pick is not None and pick.name == name else None
+
+
+def name_tag(name: str) -> str | None:
+    """The tag llama.cpp reads off a GGUF file name (common/download.cpp:482-509 get_gguf_split_info: ``.gguf`` and a
+    ``-0000N-of-0000M`` suffix removed, then ``[-.]([A-Z0-9_]+)$``, upper-cased): ``Q4_K_M`` of
+    ``Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf``; None when the name ends in none."""
     m = re.match(r"^(.+)-([0-9]{5})-of-([0-9]{5})$", re.sub(r"\.gguf$", "", name, flags=re.IGNORECASE), re.IGNORECASE)
     prefix = m.group(1) if m else re.sub(r"\.gguf$", "", name, flags=re.IGNORECASE)
     t = re.search(r"[-.]([A-Z0-9_]+)$", prefix, re.IGNORECASE)
-    if t is None:
-        return None
-    tag = t.group(1).upper()
-    pick = next((f for f in listing.files if re.search(re.escape(tag) + r"[.-]", f.name, re.IGNORECASE)), None)
-    return tag if pick is not None and pick.name == name else None
+    return t.group(1).upper() if t is not None else None
+
+
+def not_a_file(listing: GGUFListing, name: str) -> str:
+    """Why ``name`` (a ``gguf_file`` / ``gguf_file_draft``) is refused when ``listing`` has no such file: the nearest
+    file names (the file of the same quantization tag under another spelling, else ``difflib``'s closest, as a
+    mistyped GPU or parameter gets), then the quantizations the repo has, by their tags (:func:`name_tag`), lowest
+    bit width first, rather than a sample of the names."""
+    import difflib
+
+    names = [f.name for f in listing.files]
+    given = name.rsplit("/", 1)[-1]
+    tag = name_tag(given)
+    near = [n for n in names if tag is not None and name_tag(n) == tag]
+    if not near:
+        lower = {n.rsplit("/", 1)[-1].lower(): n for n in names}
+        near = [lower[n] for n in difflib.get_close_matches(given.lower(), list(lower), n=3, cutoff=0.6)]
+    hint = ""
+    if near:
+        also = f" (also close: {', '.join(repr(n) for n in near[1:3])})" if near[1:] else ""
+        hint = f"; did you mean {near[0]!r}?{also}"
+    tags = sorted({t for t in map(name_tag, names) if t is not None},
+                  key=lambda t: (int(re.search(r"\d+", t).group()) if re.search(r"\d+", t) else 99, t))
+    untagged = [n for n in names if name_tag(n) is None]
+    stems = {n[:-len(f"{name_tag(n)}.gguf")] for n in names if name_tag(n) is not None and n.lower().endswith(
+        f"{name_tag(n)}.gguf".lower())}
+    pattern = f" ({next(iter(stems))}<QUANT>.gguf)" if len(stems) == 1 and len(tags) > 1 else ""
+    has = (f"its {len(names)} file{'s' if len(names) != 1 else ''}{pattern} are the quantizations {', '.join(tags)}"
+           if tags else f"its {len(names)} file{'s' if len(names) != 1 else ''}")
+    if untagged:
+        has += f"{' and ' if tags else ': '}{', '.join(untagged[:5])}{' ...' if len(untagged) > 5 else ''}"
+    return f"{name} is not a GGUF file of {listing.repo_id} ({listing.source}){hint}; {has}"
 
 
 #: How llama.cpp 0.3.36 sizes each slot's context: with -kvu every sequence may use the whole cache, n_ctx_seq =
@@ -540,9 +578,7 @@ class LlamaCpp:
         listed files is refused. Without one, in a GGUF repo whose files are listed: the file ``llama-server -hf
         <repo>`` downloads without a quant (:func:`hf_default_file`), which the command then names by the repo."""
         if request.gguf_file and listing is not None and listing.files and listing.file(request.gguf_file) is None:
-            names = ", ".join(f.name for f in listing.files[:8])
-            raise EngineInputError("gguf_file", f"{request.gguf_file} is not a GGUF file of {listing.repo_id} "
-                                   f"({listing.source}); its files: {names}")
+            raise EngineInputError("gguf_file", not_a_file(listing, request.gguf_file))
         if not request.gguf_file and listing is not None and listing.files:
             pick = hf_default_file(listing)
             return pick.name, (f"gguf_file: {pick.name}, the file `llama-server -hf {listing.repo_id}` downloads "
@@ -979,9 +1015,7 @@ class LlamaCpp:
         listing = LlamaCpp.listing(self, dreq, dmodel)
         gguf_file = request.gguf_file_draft
         if gguf_file and listing is not None and listing.files and listing.file(gguf_file) is None:
-            names = ", ".join(f.name for f in listing.files[:8])
-            raise EngineInputError("gguf_file_draft", f"{gguf_file} is not a GGUF file of {listing.repo_id} "
-                                   f"({listing.source}); its files: {names}")
+            raise EngineInputError("gguf_file_draft", not_a_file(listing, gguf_file))
         if gguf_file and listing is not None and listing.files:
             out.hf_tag = hf_quant_tag(listing, listing.file(gguf_file).name)
         if not gguf_file:
