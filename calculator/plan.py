@@ -160,9 +160,17 @@ def apply_hf_overrides(model: LoadedModel, request: ServingRequest) -> LoadedMod
         config[key] = value
     if "rope_parameters" in given:  # transformers 5's name; the engine reads rope_scaling (the same setting)
         config["rope_scaling"] = config["rope_parameters"]
-    note = (f"config.json with {'--json-model-override-args' if request.runtime == 'sglang' else '--hf-overrides'} "
-            f"{json.dumps(given, separators=(', ', ': '))} applied: {HF_OVERRIDES_SOURCE[request.runtime]}")
-    return LoadedModel(**{**model.__dict__, "config": config, "notes": (*model.notes, note)})
+    notes = [f"config.json with {'--json-model-override-args' if request.runtime == 'sglang' else '--hf-overrides'} "
+             f"{json.dumps(given, separators=(', ', ': '))} applied: {HF_OVERRIDES_SOURCE[request.runtime]}"]
+    trained, raised = model.config.get("max_position_embeddings"), given.get("max_position_embeddings")
+    rope = config.get("rope_scaling") if isinstance(config.get("rope_scaling"), dict) else {}
+    covered = (rope.get("factor") or 0) * (rope.get("original_max_position_embeddings") or trained or 0)
+    if isinstance(trained, int) and raised and raised > trained and covered < raised:
+        notes.append(f"max_position_embeddings raised from {trained:,} to {raised:,} without a RoPE scaling that "
+                     f"covers it (factor x original length: {covered:,.0f}): the runtime takes the length, but "
+                     f"positions past the {trained:,} the model was configured for are outside what it was trained on "
+                     "(the risk VLLM_ALLOW_LONG_MAX_MODEL_LEN warns of: with RoPE, wrong outputs or NaN)")
+    return LoadedModel(**{**model.__dict__, "config": config, "notes": (*model.notes, *notes)})
 
 
 def load(request: ServingRequest, local: dict[str, Any] | None = None) -> LoadedModel:

@@ -269,8 +269,10 @@ class HfOverrides(BaseModel):
         if isinstance(data, dict):
             other = [k for k in data if k not in HF_OVERRIDE_KEYS]
             if other:
-                raise ValueError(f"{other[0]!r} is not modelled here: the calculator applies "
-                                 f"{', '.join(HF_OVERRIDE_KEYS)} (a RoPE-scaled context); plan without the other keys")
+                near = nearest_choice(other[0], list(HF_OVERRIDE_KEYS))
+                raise ValueError(f"{other[0]!r} is not modelled here" + (f" (did you mean {near!r}?)" if near else "")
+                                 + f": the calculator applies {', '.join(HF_OVERRIDE_KEYS)} (a RoPE-scaled context); "
+                                 "plan without the other keys")
             if data.get("rope_scaling") is not None and data.get("rope_parameters") is not None:
                 raise ValueError("rope_scaling and rope_parameters are one setting (transformers 5 renamed it); give one")
             if not any(data.get(k) is not None for k in HF_OVERRIDE_KEYS):
@@ -1326,6 +1328,11 @@ def _first_error(exc: ValidationError, context: Mapping[str, Any] | None = None)
     if field == "speculative_config" and kind == "extra_forbidden" and where in VLLM_SPECULATIVE_FIELDS:
         msg = ("is a setting of vLLM's speculative_config (SpeculativeConfig, vllm/config/speculative.py:387 in 0.32.0) "
                "that this calculator does not model; leave it out for the answer with vLLM's default for it")
+    if field == "hf_overrides" and kind == "extra_forbidden" and where.startswith(("rope_scaling.", "rope_parameters.")):
+        key = where.split(".")[-1]
+        near = nearest_choice(key, [*RopeScalingOverride.model_fields, "type"])
+        msg = ("is not a RoPE key the calculator reads or carries" + (f"; did you mean {near!r}?" if near else "")
+               + f", got {err.get('input')!r}")
     if field in ("speculative_config", "hf_overrides") and where:
         msg = f"{where}: {msg}"
     return InputError(field, msg)

@@ -131,3 +131,41 @@ def test_a_validation_run_refuses_what_its_worker_would_not_apply(extra):
     with pytest.raises(ConfigurationError) as err:
         build_configuration({"model": "tiny-random/llama", "gpu": "CPU", **extra})
     assert err.value.field == next(iter(extra)) and "does not apply" in err.value.message
+
+
+def test_the_other_runtimes_answer_beside_it_keeps_the_context_overrides(client):
+    # the side-by-side is the same request on the other runtime: the override is SGLang's --json-model-override-args,
+    # and the longer-context switch each runtime's environment variable
+    body = _api(client, hf_overrides=EXTENDED, max_model_len=131072).json()
+    side = body["side_by_side"]
+    assert side["verdict"] == "works" and json.loads(
+        side["serve_argv"][side["serve_argv"].index("--json-model-override-args") + 1]) == EXTENDED
+    back = _api(client, runtime="sglang", max_model_len=65536, allow_long_max_model_len="true").json()["side_by_side"]
+    assert back["verdict"] == "works" and back["serve_argv"][:2] == ["env", "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"]
+
+
+def test_a_raised_max_position_embeddings_without_rope_scaling_is_said(client):
+    body = _api(client, hf_overrides={"max_position_embeddings": 131072}, max_model_len=131072).json()
+    assert body["max_model_len"] == 131072
+    assert any("raised from 40,960 to 131,072 without a RoPE scaling that covers it" in n for n in body["model_notes"])
+    # with YaRN factor 4 over 32,768 the scaling covers 131,072: no such note
+    covered = _api(client, hf_overrides=EXTENDED).json()
+    assert not any("without a RoPE scaling" in n for n in covered["model_notes"])
+
+
+@pytest.mark.parametrize("overrides, near", [
+    ({"rope_scalling": YARN}, "did you mean 'rope_scaling'?"),
+    ({"rope_scaling": {**YARN, "factr": 4.0}}, "rope_scaling.factr: is not a RoPE key the calculator reads or carries; "
+                                               "did you mean 'factor'?"),
+])
+def test_a_misspelt_override_key_gets_the_nearest_one(overrides, near):
+    with pytest.raises(InputError) as err:
+        parse_request({"model": QWEN, "hf_overrides": json.dumps(overrides)})
+    assert near in err.value.message
+
+
+def test_sglang_says_what_to_add_when_yarn_keeps_the_length(client):
+    # SGLang's get_context_length takes factor 1 when rope_scaling has original_max_position_embeddings
+    # (sglang==0.5.23 sglang/srt/utils/hf_transformers/common.py:677-690): the length needs max_position_embeddings
+    refused = _api(client, runtime="sglang", hf_overrides={"rope_scaling": YARN}, max_model_len=131072)
+    assert refused.status_code == 400 and '"max_position_embeddings": 131072' in refused.json()["error"]

@@ -494,7 +494,8 @@ EFFICIENCY: dict[tuple[str, str], Efficiency] = {
     # quantized weight in a prefill ubatch runs MMQ, int8 on the tensor cores, at the catalog's tops_int8). The CUDA
     # fit of the same script (benchmarks/llamacpp_bench_fit.py on discussion #15013's 20 GPUs, Q4_0, -fa 1: mem_bw 0.79,
     # compute 0.28, layer_us 12.5, overlap_p 1) is not used: leave-one-GPU-out its pp512 median |error| is 18.6 %, no
-    # better than the assumed row's 18.6 % (tg128 6.9 % against 22.2 %), and on the public K-quant records of
+    # better than the assumed row's 18.6 % (tg128 6.9 % against 22.2 %; with the A30's MMQ rate divided by
+    # cuda_matmul.MMQ_DATACENTER_SHORTFALL the assumed row is at 16.6 %, the refit at 17.2 %), and on the public K-quant records of
     # benchmarks/llamacpp_cases.py it moves the decode median from 13.6 % to 15.6 % and the speculative speedup's from
     # 6.4 % to 9.5 %. Before the INT8 rate (prefill at the BF16 figure, which GeForce boards run at half their FP16 rate
     # and a quarter of their INT8 one) the assumed row's pp512 was 56.3 % off on the 19 GPUs then mapped, and the fit

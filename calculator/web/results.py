@@ -735,6 +735,9 @@ def _same_request_on(plan: Plan, runtime: str) -> dict[str, Any]:
               "tensor_parallel_size": r.tensor_parallel_size, "pipeline_parallel_size": r.pipeline_parallel_size,
               "max_model_len": plan.memory.max_model_len, "dtype": r.dtype, "kv_cache_dtype": r.kv_cache_dtype,
               "quantization": r.quantization, "speculative_config": r.speculative_config,
+              # the context overrides: --hf-overrides is SGLang's --json-model-override-args, and each runtime's
+              # environment variable for a longer context (request.allow_long_max_model_len)
+              "hf_overrides": r.hf_overrides, "allow_long_max_model_len": r.allow_long_max_model_len or None,
               # the running-request cap and data-parallel replicas under the other runtime's own names (SGLang's
               # --max-running-requests / --dp-size; DP attention has no vLLM equivalent and is not carried)
               "max_num_seqs": r.max_num_seqs}

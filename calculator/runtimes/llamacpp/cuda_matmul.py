@@ -169,6 +169,22 @@ def cuda_matmul_path(ggml_type: str, cc: tuple[int, int], n_tokens: int, n_exper
     return MatmulPath("cublas", FP32, where + ", :1540 cublasSgemm")
 
 
+#: How much less of their INT8 peak llama.cpp's MMQ reaches on the datacenter tensor-core parts (compute capability 8.0
+#: / 9.0) than the GPU class the llama.cpp efficiency row describes: on llama.cpp's public CUDA scoreboard (discussion
+#: #15013, Llama 2 7B Q4_0, -fa 1) the row priced at the full INT8 rate predicts pp512 2.5x the measured rate on the A30
+#: (7588 vs 3069 t/s), 2.7x on an A100 80 GB (14145 vs 5286) and 3.4x on an H100 (37850 vs 11263; the scoreboard does
+#: not say SXM or PCIe: PCIe 2.6x), where the other 19 GPUs' median |error| is 18 % (benchmarks/llamacpp_bench_fit.py).
+#: The median of the three, fitted once for the class (never per GPU): the three then stand at about 0.9x, 1.0x and
+#: 1.3x (SXM). Blackwell 10.x has no public run and keeps the full rate (speed.MMQ_DATACENTER_NOTE says so).
+MMQ_DATACENTER_SHORTFALL = 2.7
+
+
+def mmq_datacenter(gpu) -> bool:
+    """Whether ``gpu`` is one of the datacenter tensor-core parts :data:`MMQ_DATACENTER_SHORTFALL` was measured on
+    (NVIDIA, compute capability 8.0 or 9.0: A100 / A30 / H100 / H200 / H20 class)."""
+    return gpu.vendor == "nvidia" and gpu.capability_tuple in ((8, 0), (9, 0))
+
+
 def unit_rate(gpu, unit: str) -> tuple[float | None, str]:
     """(peak FLOP/s or OP/s of ``gpu`` for ``unit``, where the figure comes from); None when the catalog row has no
     such figure (a custom GPU without ``int8<TOPS>``)."""
@@ -182,7 +198,12 @@ def unit_rate(gpu, unit: str) -> tuple[float | None, str]:
             return None, (f"{gpu.name}: no INT8 rate in the catalog (a custom GPU can give it as :int8<TOPS>), so "
                           "llama.cpp's quantized matmuls (MMQ) are not modelled")
         what = "INT8 tensor-core MMA" if unit == INT8_MMA else "dp4a on the CUDA cores"
-        return gpu.tops_int8 * 1e12, f"{gpu.tops_int8:g} dense TOPS ({what}): {gpu.int8_source or 'given'}"
+        rate, src = gpu.tops_int8 * 1e12, f"{gpu.tops_int8:g} dense TOPS ({what}): {gpu.int8_source or 'given'}"
+        if unit == INT8_MMA and mmq_datacenter(gpu):
+            rate /= MMQ_DATACENTER_SHORTFALL
+            src += (f"; / {MMQ_DATACENTER_SHORTFALL:g} on this datacenter part, whose MMQ reaches a smaller share of "
+                    "its INT8 peak (cuda_matmul.MMQ_DATACENTER_SHORTFALL)")
+        return rate, src
     if unit == FP4_MMA:
         if gpu.tflops_fp4:
             return gpu.tflops_fp4 * 1e12, f"{gpu.tflops_fp4:g} dense TFLOP/s FP4: {gpu.fp4_source}"

@@ -112,9 +112,15 @@ _EXPS = re.compile(r"^blk\.(\d+)\.ffn_(up|down|gate)_exps\.")
 #: of the SXM5 figure, A100 11 %, A30 12 %) against 19-37 % on the GeForce / RTX / L40 / P40 boards (T4 13 %)
 MMQ_DATACENTER_NOTE = (
     "llama.cpp's quantized prefill (MMQ) on datacenter tensor-core GPUs (A100 / A30 / H100 class, compute capability "
-    "8.0 / 9.0; Blackwell 10.x has no public run) reached only 7.5-12 % of their INT8 peak on the public llama-bench "
-    "scoreboard (ggml-org/llama.cpp discussion #15013), against 19-37 % on GeForce and RTX boards: the TTFT here is "
-    "likely 2.5-3.4x optimistic (predicted / measured pp512 of Llama 2 7B Q4_0: A30 2.5x, A100 2.7x, H100 3.4x)")
+    "8.0 / 9.0) reached only 7.5-12 % of their INT8 peak on the public llama-bench scoreboard (ggml-org/llama.cpp "
+    "discussion #15013), against 19-37 % on GeForce and RTX boards, so their INT8 rate is divided by 2.7 here, the "
+    "median shortfall of the A30, A100 and H100 runs (fitted on those three: about +-30 %; "
+    "cuda_matmul.MMQ_DATACENTER_SHORTFALL)")
+#: The same for Blackwell datacenter parts (10.x), which no public run covers: priced at the full INT8 rate
+MMQ_BLACKWELL_NOTE = (
+    "llama.cpp's quantized prefill (MMQ) on Blackwell datacenter GPUs (compute capability 10.x): no public llama-bench "
+    "run covers them, and on the older datacenter parts MMQ reached only 7.5-12 % of the INT8 peak (A30 / A100 / H100, "
+    "ggml-org/llama.cpp discussion #15013): the TTFT here, at the full INT8 rate, is likely optimistic")
 
 
 @dataclass(frozen=True)
@@ -491,7 +497,7 @@ def _setup(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, n_gpus: int, split_mode: 
     cuda_cc = cc if math.isfinite(gpu_hw.peak_flops) else None
     if cuda_cc is not None and (cuda_cc in ((8, 0), (9, 0)) or cuda_cc[0] == 10) and \
             any(t in MMQ_TYPES for per in mm_types.values() for t, _ in per):
-        notes.append(MMQ_DATACENTER_NOTE)
+        notes.append(MMQ_BLACKWELL_NOTE if cuda_cc[0] == 10 else MMQ_DATACENTER_NOTE)
     return _Setup(meta=meta, plan=plan, pl=pl, costs=costs, hws=hws, link_bps=link * 1e9, sources=sources,
                   notes=notes, gpu=gpu, mm_types=mm_types, cuda_cc=cuda_cc, _at={})
 

@@ -1264,7 +1264,11 @@ def plan(hf_config: dict, *, gpu: GPU, release: str, tp_size: int = 1, dp_size: 
                 f"{cite(release, 'context_over')}) unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 is set, and "
                 "outputs past the trained length may be wrong; give at most "
                 f"{derived_ctx:,} (or raise it: allow_long_max_model_len, or a RoPE-scaled context with hf_overrides "
-                "as SGLang's --json-model-override-args)")
+                "as SGLang's --json-model-override-args" + (
+                    f"; with original_max_position_embeddings in rope_scaling SGLang does not multiply by the factor, "
+                    f"so add \"max_position_embeddings\": {context_length} to it"
+                    if "original_max_position_embeddings" in ((_text(hf_config).get("rope_scaling") or {})) else "")
+                + ")")
         notes.append(f"--context-length {context_length:,} is above the model's derived {derived_ctx:,}: SGLang "
                      f"{release} accepts it with a warning (SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN "
                      + ("=1 as asked" if allow_longer_context and release != "0.4.10.post2" else "defaults to True")
