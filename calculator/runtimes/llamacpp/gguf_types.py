@@ -321,7 +321,7 @@ def imatrix_text(row: TypeRow) -> str:
 def summary(rows: list[TypeRow]) -> dict[str, Any]:
     """What the verdict says from the rows (largest first): ``best`` (the largest type that fits, or None),
     ``fitting`` (the types that fit), ``smaller_all_fit`` (every type below ``best`` fits too), ``above`` (the row
-    just above ``best``: the smallest type that does not fit for sure, or None), ``tight`` (types that depend)."""
+    just above ``best``, which does not fit or depends; None when ``best`` is the largest), ``tight`` (types that depend)."""
     fitting = [r for r in rows if r.fits is True]
     best = fitting[0] if fitting else None
     idx = rows.index(best) if best is not None else len(rows)
