@@ -269,13 +269,19 @@ def test_a_start_that_depends_on_two_things_names_both():
 
 
 def test_a_condition_both_the_compat_report_and_the_memory_plan_carry_is_said_once(client):
-    """llama.cpp without a GGUF file: its compat report and its memory plan both carry "the model buffers fit beside
-    the KV cache" (the model buffers are estimated), and the headline said it twice, joined by "; and"."""
+    """llama.cpp without a GGUF file: its compat report and its memory plan both carry the condition on the file (which
+    of llama-quantize's types fit: "a GGUF at Q8_0 or a smaller type is used"), and the headline said it twice, joined
+    by "; and"; on the CPU device (no table) the older words, "the model buffers fit beside the KV cache", likewise."""
     body = client.get("/api/estimate", {"model": "Qwen/Qwen3-8B", "runtime": "llama.cpp", "gpu": "RTX 4090",
                                         "ctx_size": "8192", "parallel": "2"}).json()
     assert body["verdict"] == "depends"
-    assert body["verdict_headline"].count("the model buffers fit beside the KV cache") == 1
-    assert "; and the model buffers" not in body["verdict_headline"]
+    assert body["verdict_headline"].count("a GGUF at ") == 1
+    assert "; and a GGUF at" not in body["verdict_headline"]
+    cpu = client.get("/api/estimate", {"model": "Qwen/Qwen3-8B", "runtime": "llama.cpp", "gpu": "CPU",
+                                       "ctx_size": "8192", "parallel": "2"}).json()
+    assert cpu["verdict"] == "depends"
+    assert cpu["verdict_headline"].count("the model buffers fit beside the KV cache") == 1
+    assert "; and the model buffers" not in cpu["verdict_headline"]
 
 
 def test_a_workload_longer_than_the_context_is_offered_a_context_that_holds_it(client):

@@ -35,7 +35,8 @@ def render_runtime_table(mem, info: dict, speed: dict | None = None, verdict=Non
     release = f"Ollama {ollama} (llama.cpp rules: {mem.release})" if ollama else mem.release
     lines = [f"Model: {info['model']}" + (f" @ {info['sha'][:12]}" if info.get("sha") else ""),
              f"Config from: {info['source']}", f"GPU: {mem.gpu}", f"Release: {release}"]
-    for label, value, source in mem.rows():
+    types = getattr(mem, "gguf_types", None)  # llama.cpp without a GGUF file: which llama-quantize types fit
+    for label, value, source in mem.rows() + (types.cli_rows() if types is not None else []):
         if isinstance(value, float):  # as the runtimes log them: 2 decimals, small fractions to 4 figures
             value = f"{value:.2f}" if abs(value) >= 1 else f"{value:.4g}"
         lines.append(f"{label}" if value == "" else f"{label}: {value}" + (f"  ({source})" if source else ""))

@@ -1189,6 +1189,20 @@ def weight_device(name: str, unit: int | str, layer_devices: list[int], output_d
     return dev
 
 
+def model_buffers(meta: GGUFMeta, *, device: str, n_gpu_layers: int = -1, n_gpus: int = 1, split_mode: str = "layer",
+                  tensor_split: list[float] | None = None, main_gpu: int = 0, use_mmap: bool = True) -> list[Buffer]:
+    """The model buffers alone, as :func:`plan` makes them for these placement settings (its :func:`placement` and
+    ``_model_buffers``, without overrides or CPU repacking): they depend on none of the context settings."""
+    gpu = device != "CPU"
+    if gpu:
+        pl = placement(meta.n_layer_all, n_gpu_layers, n_gpus=n_gpus, tensor_split=tensor_split,
+                       split_mode=split_mode, main_gpu=main_gpu)
+        unit_dev = [*pl.layers, pl.output]
+    else:
+        unit_dev = [CPU] * (meta.n_layer_all + 1)
+    return _model_buffers(meta, unit_dev, device, use_mmap, None, [], [])
+
+
 def _model_buffers(meta: GGUFMeta, unit_dev: list[int], device: str,
                    use_mmap: bool, cpu_features: frozenset | None, notes: list[str],
                    overrides: list | None = None) -> list[Buffer]:

@@ -24,6 +24,7 @@ Units: bytes; shapes are ggml order (``ne[0]`` = row length first).
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 from calculator.runtimes.llamacpp.gguf_meta import GGUFMeta, GGUFTensor, meta_from_hf_config
@@ -298,10 +299,18 @@ def allows_quantization(name: str, ne: list[int]) -> bool:
         and "altup" not in name and "laurel" not in name and "per_layer_model_proj" not in name
 
 
-def _block(type_name: str) -> int:
+@lru_cache(maxsize=None)
+def _quant_size(type_name: str) -> tuple[int, int, int]:
+    """``(block size, bytes per block, type id)`` of a ggml type (gguf-py's GGML_QUANT_SIZES)."""
     from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
-    return GGML_QUANT_SIZES[GGMLQuantizationType[type_name]][0]
+    t = GGMLQuantizationType[type_name]
+    block, size = GGML_QUANT_SIZES[t]
+    return block, size, int(t)
+
+
+def _block(type_name: str) -> int:
+    return _quant_size(type_name)[0]
 
 
 def _fallback(name: str, ne0: int, target: str) -> tuple[str, bool]:
@@ -536,9 +545,7 @@ def tensor_types(config: dict[str, Any], ftype: str, *, has_imatrix: bool | None
 
 
 def _nbytes(type_name: str, ne: list[int]) -> int:
-    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
-
-    block, size = GGML_QUANT_SIZES[GGMLQuantizationType[type_name]]
+    block, size, _ = _quant_size(type_name)
     n = 1
     for d in ne:
         n *= d
@@ -551,8 +558,6 @@ def derive_meta(config: dict[str, Any], ftype: str, *, source: str = "config.jso
     attention metadata of :func:`meta_from_hf_config`, every tensor's derived type and shape, and its offset in
     the file (weights_map order, each tensor padded to 32 bytes: src/llama-quant.cpp:1368, gguf.cpp:1445).
     ``source`` says "derived from llama.cpp's quantization rules for <ftype>". Raises ``NotModelled``."""
-    from gguf import GGMLQuantizationType
-
     arch, table, notes = tensor_types(config, ftype, has_imatrix=has_imatrix)
     base = meta_from_hf_config(config, source=source)
     tensors, offset = [], 0
@@ -561,7 +566,7 @@ def derive_meta(config: dict[str, Any], ftype: str, *, source: str = "config.jso
         n_el = 1
         for d in ne:
             n_el *= d
-        tensors.append(GGUFTensor(name=name, ggml_type=t, type_id=int(GGMLQuantizationType[t]), shape=list(ne),
+        tensors.append(GGUFTensor(name=name, ggml_type=t, type_id=_quant_size(t)[2], shape=list(ne),
                                   n_elements=n_el, n_bytes=nbytes, offset=offset, file_index=0))
         offset += (nbytes + 31) // 32 * 32
     n_vocab = next(ne[1] for n, ne, _ in table if n == "token_embd.weight")

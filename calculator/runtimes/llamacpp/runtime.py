@@ -5,11 +5,13 @@ can be reached: then the model buffers are exact per file ("read from the GGUF h
 be read (the Hub is unreachable or ``HF_HUB_OFFLINE``), each tensor's type is derived from the config and the
 file type the name states, as llama-quantize picks it (:mod:`.quant_rules`: "derived from llama.cpp's
 quantization rules for <ftype>"). Without a file, the attention shapes come from ``config.json`` as llama.cpp's
-converter writes them (:func:`.gguf_meta.meta_from_hf_config`), so the KV cache is exact but the model buffers
-are not modelled, and the verdict says so (``depends``). Compute buffers are estimated from the reserved graph's
-largest live tensors (:func:`.memory.compute_buffers`), with a stated error: the verdict is ``works`` /
-``does_not_fit`` when the memory left after the model buffers and KV cache is clear of that error, ``depends``
-only when it lies within it.
+converter writes them (:func:`.gguf_meta.meta_from_hf_config`), so the KV cache is exact but the file's model buffers
+are not known, and the verdict says so (``depends``): its condition names the largest of llama-quantize's file types
+that fits every layer on the GPU (:meth:`LlamaCpp._gguf_types`, :mod:`.gguf_types`: each type's tensor table derived
+from the quantization rules and planned with the request's settings). Compute buffers are estimated from the
+reserved graph's largest live tensors (:func:`.memory.compute_buffers`), with a stated error: the verdict is
+``works`` / ``does_not_fit`` when the memory left after the model buffers and KV cache is clear of that error,
+``depends`` only when it lies within it.
 
 A GGUF-only repo (no config.json) is answered with the base model's config from the offline GGUF catalog
 (:mod:`.gguf_repos`) or, with the Hub, from the GGUF header itself; its ``.gguf`` files (sizes, split files
@@ -46,8 +48,8 @@ from .gguf_repos import GGUFListing, catalog_config, catalog_entry, list_gguf_fi
 from .launch import launch_argv, ollama_config, ollama_run_argv, ollama_serve_argv
 from .ollama import OLLAMA_CTX_CUT_SRC, OLLAMA_QUEUE_SRC, ollama_engine, ollama_rule
 from .unified import LLAMA_SERVER_STARTS, is_unified, unified_memory
-from .memory import (OLLAMA_GRAPH_SRC, RELEASE_0_3_36, SRC, Buffer, MiB, LlamaCppPlan, NotModelled, _buft_name,
-                     ollama_defaults, ollama_graph_size, plan)
+from .memory import (OLLAMA_GRAPH_SRC, RELEASE_0_3_36, RELEASE_LEGACY, SRC, Buffer, MiB, LlamaCppPlan, NotModelled,
+                     _buft_name, ollama_defaults, ollama_graph_size, plan)
 
 GiB = 2**30
 
@@ -293,6 +295,64 @@ class DraftMemory(BaseModel):
         return out
 
 
+class GGUFTypes(BaseModel):
+    """Which of llama-quantize's file types fit, for a model asked without a GGUF file (:mod:`.gguf_types`): one
+    :class:`.gguf_types.TypeRow` per type, largest first, every layer on the GPU with the request's settings. ``rows``
+    is None when the table is not modelled (``not_modelled`` says why). ``condition`` is the verdict's words (None
+    when the request itself puts only some layers on the GPU: the table is then beside the point of the verdict)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    rows: list[Any] | None = None
+    not_modelled: str | None = None
+    condition: str | None = None
+    device: str = ""  # the device(s) the table checks, in words ("CUDA0", "CUDA0 and CUDA1")
+    n_ctx: int | None = None
+    notes: list[str] = []
+
+    @property
+    def source(self) -> str:
+        """Where the table's tensor types come from (:data:`.gguf_types.TYPES_SRC`)."""
+        from .gguf_types import TYPES_SRC
+
+        return TYPES_SRC
+
+    @property
+    def largest_that_fits(self) -> str | None:
+        """The largest type that fits for sure (None: none does)."""
+        return next((r.ftype for r in self.rows or [] if r.fits is True), None)
+
+    def to_json(self) -> dict[str, Any]:
+        """The API's ``gguf_types``: ``types`` (per type, largest first: :meth:`.gguf_types.TypeRow.to_json`),
+        ``largest_that_fits``, ``fitting`` (every type that fits), ``device``, ``n_gpu_layers`` (-1: all), ``n_ctx``
+        (the cells planned), ``not_modelled`` (why there is no table, else null), ``notes`` and the sources
+        (``source``: the quantization rules, ``types_source``: llama-quantize's list, ``imatrix_source``)."""
+        from .gguf_types import IMATRIX_SRC, LISTED_SRC, TYPES_SRC
+
+        return {"types": None if self.rows is None else [r.to_json() for r in self.rows],
+                "largest_that_fits": self.largest_that_fits,
+                "fitting": [r.ftype for r in self.rows or [] if r.fits is True], "device": self.device,
+                "n_gpu_layers": -1, "n_ctx": self.n_ctx, "not_modelled": self.not_modelled, "notes": self.notes,
+                "source": TYPES_SRC, "types_source": LISTED_SRC, "imatrix_source": IMATRIX_SRC}
+
+    def status_text(self, row) -> str:
+        """A type's answer in words: ``fits``, ``does not fit: <why>`` or ``depends: <why>``."""
+        return {True: "fits", False: "does not fit", None: "depends"}[row.fits] + (f": {row.why}" if row.why else "")
+
+    def cli_rows(self) -> list[tuple[str, Any, str]]:
+        """``(label, value, source)`` rows for the command line's table: a heading, then one row per type."""
+        from .gguf_types import TYPES_SRC
+
+        if self.rows is None:
+            return [("GGUF file types", "not modelled", self.not_modelled or "")] if self.not_modelled else []
+        out = [(f"GGUF file types (no file given; every layer on {self.device})", "", TYPES_SRC)]
+        for r in self.rows:
+            imx = f"; needs an importance matrix ({', '.join(r.imatrix)})" if r.imatrix else ""
+            out.append((f"  {r.ftype}", f"{r.device_model / GiB:.2f} GiB of model buffers on {self.device}, file "
+                        f"{r.file_bytes / GiB:.2f} GiB: {self.status_text(r)}{imx}", ""))
+        return out
+
+
 class LlamaCppMemory(BaseModel):
     """llama.cpp's plan with the fields the verdict reads; ``plan`` holds every logged buffer."""
 
@@ -329,6 +389,8 @@ class LlamaCppMemory(BaseModel):
     # Ollama's own Go engine (Ollama 0.19 .. 0.24 for some architectures): what it allocates and logs instead of
     # llama.cpp's buffers (``Ollama._go_engine``): {"device", "weights", "kv", "log_lines", "compute", "notes"}
     go_engine: dict[str, Any] | None = None
+    # no GGUF file: which of llama-quantize's file types fit, every layer on the GPU (:meth:`LlamaCpp._gguf_types`)
+    gguf_types: GGUFTypes | None = None
 
     def _slots(self) -> str:
         """The slots in the runtime's own terms: llama.cpp's context ``n_ctx`` (``--ctx-size``) split over its
@@ -424,7 +486,10 @@ class LlamaCppMemory(BaseModel):
                 if d.weights_source:
                     rows.append(("draft tensor types", d.gguf_file or "", d.weights_source))
         if not any(b.kind == "model" for b in p.buffers):
-            rows.append(("model buffers", "not modelled", "no GGUF file given: the tensor table is needed"))
+            t = self.gguf_types
+            rows.append(("model buffers", "not modelled", "no GGUF file given: the tensor table is needed" + (
+                "; for each of llama-quantize's file types: the GGUF file types table" if t is not None and t.rows
+                else "")))
         elif self.weights_source:
             rows.append(("tensor types", self.gguf_file or "", self.weights_source))
         rows.append(("device budget (MiB)", round(self.device_budget_mib, 2), self.device_budget_source))
@@ -463,7 +528,8 @@ class LlamaCppMemory(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         """What llama.cpp logs, per device: ``kv_cache_mib``, ``model_buffer_mib``, ``compute_buffer_mib``
-        (``None``: not modelled), the ``llama_kv_cache`` / buffer log lines, with sources."""
+        (``None``: not modelled), the ``llama_kv_cache`` / buffer log lines, with sources; without a GGUF file
+        ``gguf_types`` (:meth:`GGUFTypes.to_json`: which of llama-quantize's types fit), else null."""
         p = self.plan
         out = {"runtime_release": self.release, "gpu": self.gpu, "fits": self.fits, "reason": self.reason,
                "kv_cache_mib": round(self.kv_cache_mib, 2), "model_buffer_mib": self.model_buffer_mib,
@@ -482,6 +548,7 @@ class LlamaCppMemory(BaseModel):
                "client_argv": self.client_argv, "draft": None if self.draft is None else self.draft.to_json(),
                "devices": self.devices, "fit": self.fit,
                "unified_memory": None if self.unified_memory is None else _unified_json(self.unified_memory),
+               "gguf_types": None if self.gguf_types is None else self.gguf_types.to_json(),
                "gguf_files": None if self.gguf_listing is None else {
                    "source": self.gguf_listing.source,
                    "files": [{"name": f.name, "parts": f.parts, "size_bytes": f.size_bytes, "listed_gb": f.listed_gb,
@@ -626,6 +693,14 @@ class LlamaCpp:
         except GGUFError as exc:
             raise EngineInputError("model", str(exc)) from None
 
+    def plan_kwargs(self, request, st: dict[str, Any], device: str) -> dict[str, Any]:
+        """:func:`.memory.plan`'s keyword arguments for ``request`` with the settings ``st`` (:meth:`settings`)."""
+        return dict(n_ctx=st["n_ctx"], n_seq_max=st["n_seq_max"], kv_unified=request.kv_unified,
+                    cache_type_k=st["cache_type_k"], cache_type_v=st["cache_type_v"], flash_attn=st["flash_attn"],
+                    n_gpu_layers=request.n_gpu_layers if request.n_gpu_layers is not None else -1,
+                    swa_full=request.swa_full, device=device, release=request.release, **self.multi_gpu(request),
+                    **{k: st[k] for k in ("n_batch", "n_ubatch") if k in st})
+
     def settings(self, request, gpu: GPU, meta: GGUFMeta | None = None, *, listing: GGUFListing | None = None,
                  gguf_file: str | None = None) -> dict[str, Any]:
         """``n_ctx``, ``n_seq_max``, cache types, flash attention: the request's, else llama-server's defaults
@@ -651,11 +726,7 @@ class LlamaCpp:
         gguf_file, choice_note = self.gguf_choice(request, listing)
         meta, weights_source = self.meta(request, model, gguf_file, listing)
         st = self.settings(request, gpu, meta, listing=listing, gguf_file=gguf_file)
-        plan_kw = dict(n_ctx=st["n_ctx"], n_seq_max=st["n_seq_max"], kv_unified=request.kv_unified,
-                       cache_type_k=st["cache_type_k"], cache_type_v=st["cache_type_v"], flash_attn=st["flash_attn"],
-                       n_gpu_layers=request.n_gpu_layers if request.n_gpu_layers is not None else -1,
-                       swa_full=request.swa_full, device=device, release=request.release, **self.multi_gpu(request),
-                       **{k: st[k] for k in ("n_batch", "n_ubatch") if k in st})
+        plan_kw = self.plan_kwargs(request, st, device)
         fit_info, draft = None, None
         try:
             p = plan(meta, **plan_kw)
@@ -718,8 +789,10 @@ class LlamaCpp:
             if spec is not None:
                 raise EngineInputError("speculative_config", "not modelled: a draft model with several GPUs (-devd / "
                                        "the draft's own split); give gpus 1 for a draft model")
+            types = None if meta.tensors else self._gguf_types(request, model, gpu, device, budget, None, p,
+                                                               meta.n_layer_all)
             return self._multi_gpu_memory(request, p, gpu, device, budget, budget_source, meta, weights_source,
-                                          gguf_file, listing, st, client)
+                                          gguf_file, listing, st, client, types)
         kv = p.kv_bytes
         dev_buffers = [b for b in p.buffers if on_device(b.buft)]
         unknown = [b for b in dev_buffers if b.bytes is None and b.kind != "compute"] or ([] if meta.tensors else ["model"])
@@ -746,6 +819,8 @@ class LlamaCpp:
                 compute = d_compute if compute is None else Buffer(
                     kind="compute", buft=compute.buft, bytes=None, source=compute.source,
                     note=compute.note or d_compute.note)
+        types = None if meta.tensors else self._gguf_types(request, model, gpu, device, budget, draft, p,
+                                                           meta.n_layer_all)
         cells = p.n_ctx
         fits, reason, condition = True, None, None
         if used is None and device != "CPU":
@@ -771,6 +846,8 @@ class LlamaCpp:
             fits = False
             reason = (f"llama.cpp would allocate {used / GiB:.2f} GiB on the {device} device (model buffers + KV cache, "
                       f"before its compute buffer), more than its {budget / GiB:.2f} GiB")
+        elif used is None and types is not None and types.condition:
+            condition = types.condition  # which of llama-quantize's types fit (gguf_types)
         elif used is None:
             condition = ("the model buffers fit beside the KV cache: give gguf_file (the .gguf file) for exact model "
                          "buffers" + ("" if compute is None or compute.bytes is None else
@@ -845,7 +922,7 @@ class LlamaCpp:
                               device_used_mib=None if used is None else round(used / MiB, 2),
                               kv_cache_mib=kv / MiB, model_buffer_mib=model_mib, ollama=st["ollama"],
                               weights_source=weights_source, gguf_file=gguf_file, gguf_listing=listing, meta=meta,
-                              client_argv=client, draft=draft,
+                              client_argv=client, draft=draft, gguf_types=types,
                               resolved={"n_ctx": p.n_ctx, "n_seq_max": p.n_seq_max, "kv_unified": p.kv_unified,
                                         "flash_attn": p.flash_attn, "device": device,
                                         "cache_type_k": st["cache_type_k"], "cache_type_v": st["cache_type_v"]})
@@ -858,7 +935,8 @@ class LlamaCpp:
                 "main_gpu": request.main_gpu or 0}
 
     def _multi_gpu_memory(self, request, p: LlamaCppPlan, gpu: GPU, device: str, budget: int, budget_source: str,
-                          meta: GGUFMeta, weights_source: str, gguf_file, listing, st, client) -> LlamaCppMemory:
+                          meta: GGUFMeta, weights_source: str, gguf_file, listing, st, client,
+                          types: GGUFTypes | None = None) -> LlamaCppMemory:
         """The verdict over several GPUs: each device (CUDA0, CUDA1, ...) against its own budget (identical GPUs:
         the same budget each). Per device: its model buffer, the KV buffers of its layers, its compute buffer
         (an estimate with a stated error); host buffers (CPU, CPU_Mapped, CUDA_Host) are not device memory. The
@@ -928,6 +1006,8 @@ class LlamaCpp:
                            f"all, within their {len(names)} x {budget / GiB:.2f} GiB: give a --tensor-split that "
                            "moves layers off this device (llama-server's --fit, on by default, does so itself "
                            "only when -ngl and -ts are not given)")
+        if types is not None and types.condition:  # which of llama-quantize's types fit, in place of each device's
+            conditions = [types.condition] + [c for c in conditions if "give gguf_file for exact" not in c]
         if st.get("fit") and st["fit"].get("condition"):
             conditions.append(st["fit"]["condition"])
         condition = "; ".join(conditions) if fits and conditions else None
@@ -944,10 +1024,132 @@ class LlamaCpp:
                               device_used_mib=used_all, kv_cache_mib=p.kv_bytes / MiB, model_buffer_mib=model_mib,
                               ollama=st["ollama"], weights_source=weights_source, gguf_file=gguf_file,
                               gguf_listing=listing, meta=meta, client_argv=client, draft=None, devices=per_device,
+                              gguf_types=types,
                               resolved={"n_ctx": p.n_ctx, "n_seq_max": p.n_seq_max, "kv_unified": p.kv_unified,
                                         "flash_attn": p.flash_attn, "device": device, "n_gpus": p.n_gpus,
                                         "split_mode": p.split_mode, "tensor_split": p.tensor_split,
                                         "cache_type_k": st["cache_type_k"], "cache_type_v": st["cache_type_v"]})
+
+    def _gguf_types(self, request, model: LoadedModel, gpu: GPU, device: str, budget: int,
+                    draft: DraftMemory | None, p: LlamaCppPlan, n_layer_all: int) -> GGUFTypes:
+        """No GGUF file given: each of llama-quantize's file types (:data:`.gguf_types.LISTED`) as llama-quantize would
+        write it from the config (:func:`.quant_rules.derive_meta`), planned with this request's settings (Ollama's
+        batch per file, :meth:`settings`) and every layer on the GPU(s), each device checked as the verdict checks a
+        real GGUF (:func:`.gguf_types.check_device`; a Mac's whole unified memory too; a draft model's device buffers
+        counted). Not modelled on a CPU-only build (no memory budget is checked there), beside a draft model whose
+        memory is not modelled, and for architectures whose GGUF tensor table is not derived."""
+        from .gguf_types import DeviceCheck, check_device, device_names, table
+
+        out = GGUFTypes(n_ctx=p.n_ctx)
+        if device == "CPU":
+            out.not_modelled = ("a CPU-only build: the plan checks no memory budget on the CPU (the machine's RAM is "
+                                "not an input), so no file type is checked against one")
+            return out
+        if draft is not None and draft.plan is None:
+            out.not_modelled = f"the draft model's memory is not modelled ({draft.not_modelled})"
+            return out
+        d_used, d_compute = draft.device_bytes() if draft is not None else (0, None)
+        unified = is_unified(gpu, device)
+        d_uni = (unified_memory(draft.meta, draft.plan, ram=gpu.memory_bytes, working_set=budget, device_bytes=0)
+                 if unified and draft is not None else None)
+
+        def plan_kw(meta_t: GGUFMeta) -> dict[str, Any]:
+            kw = self.plan_kwargs(request, self.settings(request, gpu, meta_t), device)
+            kw["n_gpu_layers"] = -1
+            return kw
+
+        def check(p: LlamaCppPlan, meta_t: GGUFMeta):
+            if p.n_gpus > 1 and p.split_mode != "none":
+                devs = []
+                for n in device_names(p):
+                    m = next((b.bytes for b in p.buffers if b.kind == "model" and b.buft == n), 0) or 0
+                    kv = sum(c.buffers.get(n, 0) for c in p.kv_caches)
+                    cb = next((b for b in p.buffers if b.kind == "compute" and b.buft == n), None)
+                    devs.append(check_device(DeviceCheck(n, m, kv, cb, budget), headroom_mib=GPU_HEADROOM_MIB,
+                                             discrete=True))
+                return devs, None
+            dev_buffers = [b for b in p.buffers if on_device(b.buft)]
+            m = sum(b.bytes or 0 for b in dev_buffers if b.kind == "model")
+            kv = p.kv_bytes + sum(b.bytes or 0 for b in dev_buffers if b.kind not in ("model", "compute")) + d_used
+            cb = next((b for b in dev_buffers if b.kind == "compute"), None)
+            if cb is not None and cb.bytes is not None and d_compute is not None and d_compute.bytes is not None:
+                cb = Buffer(kind="compute", buft=cb.buft, bytes=cb.bytes + d_compute.bytes,
+                            error_bytes=(cb.error_bytes or 0) + (d_compute.error_bytes or 0), source=cb.source)
+            names = device_names(p)
+            d = check_device(DeviceCheck(names[0] if names else _buft_name(device, 0), m, kv, cb, budget),
+                             headroom_mib=GPU_HEADROOM_MIB, discrete=device not in ("CPU", "Metal"))
+            u = None
+            if unified and cb is not None and cb.bytes is not None:
+                u = unified_memory(meta_t, p, ram=gpu.memory_bytes, working_set=budget, device_bytes=m + kv + cb.bytes,
+                                   extra_bytes=(d_uni or {}).get("total") or 0,
+                                   extra_error=(d_uni or {}).get("error") or 0, starts=self.unified_starts(request))
+            return [d], u
+
+        try:
+            out.rows = table(model.config, plan_kw=plan_kw, check=check)
+        except (NotModelled, EngineInputError, ValueError) as exc:
+            out.not_modelled = f"{getattr(exc, 'message', None) or exc}"
+            return out
+        if not out.rows:
+            out.rows, out.not_modelled = None, "no file type derived"
+            return out
+        out.device = " and ".join(d.name for d in out.rows[0].devices)
+        if request.max_model_len is None and self.name == "llama.cpp" and request.fit != "off":
+            out.notes.append("-c is not given: the table is at the model's full context; llama-server's --fit (on by "
+                             "default) first lowers the context, down to 4096 cells, for a file that does not fit at "
+                             "it (common/fit.cpp:373-428): give --ctx-size for the context you want")
+        n_gpu = request.n_gpu_layers
+        if n_gpu not in (None, -1) and n_gpu <= n_layer_all:
+            out.notes.append(f"the table puts every layer on the GPU; this request gives -ngl {n_gpu}, so the verdict "
+                             "does not rest on it")
+            return out
+        out.condition = self._types_condition(request, out)
+        return out
+
+    def _types_condition(self, request, t: GGUFTypes) -> str:
+        """The verdict's condition from the type table: the largest type that fits ("a GGUF at IQ2_XS or a smaller
+        type"), what the next larger one needs, whether the type needs an importance matrix; or, when none fits
+        every layer on the GPU, that layers then stay in CPU memory (llama-server's --fit, -ngl, or Ollama)."""
+        from .gguf_types import imatrix_text, summary
+
+        s = summary(t.rows)
+        derived_words = ("model buffers derived from llama.cpp's quantization rules for the file llama-quantize writes "
+                         "from this config, src/llama-quant.cpp:446-714; give gguf_file for a file's own buffers")
+
+        def needs(r) -> str:
+            bad = next((d for d in r.devices if d.fits is False), None) or next(
+                (d for d in r.devices if d.fits is None), r.devices[0])
+            if r.fits is False and bad.room is not None and bad.compute is not None and bad.compute.bytes is not None:
+                keep = ("" if t.device.startswith(("MTL", "CPU")) else
+                        f", and the {GPU_HEADROOM_MIB} MiB llama.cpp's --fit keeps free")
+                return (f"{r.ftype} needs {bad.model / GiB:.2f} GiB of model buffers on {bad.name} against "
+                        f"{max(bad.room, 0) / GiB:.2f} GiB free for them (beside the {bad.kv / GiB:.2f} GiB KV cache, "
+                        f"the compute buffer of {_cb_text(bad.compute)}{keep})")
+            return f"{r.ftype} {'does not fit' if r.fits is False else 'depends'}: {r.why}"
+
+        best = s["best"]
+        if best is not None:
+            head = (f"a GGUF at {best.ftype} or a smaller type is used" if s["smaller_all_fit"] else
+                    f"a GGUF at {', '.join(r.ftype for r in s['fitting'])} is used")
+            cond = f"{head} (with every layer on {t.device}; {derived_words})"
+            if s["above"] is not None:
+                cond += f"; {needs(s['above'])}"
+            imx = imatrix_text(best)
+            return cond + (f"; and {imx}" if imx else "")
+        if s["tight"]:
+            r = s["tight"][0]
+            return f"a GGUF at {r.ftype} is used and {r.why} (with every layer on {t.device}; {derived_words})"
+        smallest = t.rows[-1]
+        if self.name == "ollama":
+            then = ("Ollama then keeps some layers in CPU memory (its llama-server's --fit from 0.30, its scheduler "
+                    "before), which the machine's RAM must hold")
+        elif request.fit == "off" or request.release == RELEASE_LEGACY:
+            then = "give -ngl N to keep some layers in CPU memory, which the machine's RAM must hold"
+        else:
+            then = ("llama-server's --fit (on by default) then keeps some layers in CPU memory, which the machine's RAM "
+                    "must hold (give gguf_file for the placement it picks)")
+        return (f"the layers that do not fit stay in CPU memory: no llama-quantize file type fits every layer on "
+                f"{t.device} ({needs(smallest)}; {derived_words}); {then}")
 
     def runs_llama_server_fit(self, request) -> bool:
         """Whether llama-server's ``--fit`` places the layers: llama-server does unless ``--fit off`` (handled by
@@ -1568,6 +1770,10 @@ class Ollama(LlamaCpp):
                          "flash_attention": fa, "compute": og.COMPUTE_NOT_MODELLED,
                          "log_lines": og.log_lines(weights=weights, kv=kv, gpu_name=gpu_name)}
         p.notes[:] = notes + [n for n in p.notes if not n.startswith("llama.cpp build:")]
+        if mem.gguf_types is not None:  # the table is llama.cpp's buffers, which this engine does not make
+            mem.gguf_types = GGUFTypes(not_modelled=f"Ollama {d['release']} runs {meta.architecture!r} on its own Go "
+                                       "engine, whose weights, KV cache and compute graph are its own: the per-type "
+                                       "table is llama.cpp's buffers")
         if kv is not None:
             mem.kv_cache_mib = kv["bytes"] / MiB
             full = next((c for c in kv["caches"] if c["name"] == "full"), kv["caches"][0])
