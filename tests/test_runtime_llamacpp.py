@@ -81,13 +81,28 @@ def test_llama_cpp_settings_are_refused_for_vllm():
     assert err.value.field == "cache_type_k" and "llama.cpp setting" in err.value.message
 
 
-def test_a_kv_cache_alone_larger_than_the_card_does_not_fit(client):
+def test_a_kv_cache_alone_larger_than_the_card_does_not_fit_all_on_the_gpu(client):
     """Llama-3.1-70B on Ollama on an RTX 4090 at num_ctx 131072: the f16 KV cache alone is 80 layers x 131,072
-    cells x 8 KV heads x 128 x 2 (K, V) x 2 B = 40,960 MiB, more than the card's 24 GiB, whatever the weights."""
-    body = client.get("/api/estimate", {"model": "meta-llama/Llama-3.1-70B-Instruct", "runtime": "ollama",
-                                        "gpu": "RTX 4090", "max_model_len": "131072"}).json()
-    assert body["kv_cache_mib"] == 80 * 131072 * 8 * 128 * 2 * 2 / 2**20 == 40960
-    assert body["verdict"] == "does_not_fit" and "IQ1_S" in body["verdict_headline"]
+    cells x 8 KV heads x 128 x 2 (K, V) x 2 B = 40,960 MiB, more than the card's 24 GiB, whatever the weights. With
+    every layer pinned on the GPU (num_gpu, -ngl 99) it does not fit; left to Ollama's own placement, layers (with
+    their KV cache) stay in CPU memory, so it depends on the machine's RAM, as for a GGUF that does not fit."""
+    q = {"model": "meta-llama/Llama-3.1-70B-Instruct", "runtime": "ollama", "gpu": "RTX 4090", "max_model_len": "131072"}
+    pinned = client.get("/api/estimate", q | {"n_gpu_layers": "99"}).json()
+    assert pinned["kv_cache_mib"] == 80 * 131072 * 8 * 128 * 2 * 2 / 2**20 == 40960
+    assert pinned["verdict"] == "does_not_fit" and "IQ1_S" in pinned["verdict_headline"]
+    placed = client.get("/api/estimate", q).json()
+    assert placed["verdict"] == "depends" and "in CPU memory" in placed["verdict_condition"]
+
+
+def test_without_a_gguf_file_the_iq1_s_floor_applies_only_to_a_pinned_placement(client):
+    """Llama-3.1-70B (70.6B parameters) on an RTX 4090 without -c: at IQ1_S (50 B per 256 weights, ggml-common.h
+    block_iq1_s) the weights alone are ~12.8 GiB, and the 131,072-cell f16 KV cache 40 GiB. llama-server's --fit (on by
+    default) lowers an unset context and keeps layers in CPU memory, so the answer depends on RAM; with --fit off every
+    layer must be on the card, and it does not fit (fresh-user pass: the unpinned case said 'does not fit')."""
+    q = {"model": "meta-llama/Llama-3.1-70B-Instruct", "runtime": "llama.cpp", "gpu": "RTX 4090"}
+    assert client.get("/api/estimate", q).json()["verdict"] == "depends"
+    off = client.get("/api/estimate", q | {"fit": "off"}).json()
+    assert off["verdict"] == "does_not_fit" and "IQ1_S" in off["verdict_headline"]
 
 
 def test_the_command_line_table_for_llama_cpp():

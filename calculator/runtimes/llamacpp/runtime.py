@@ -823,7 +823,11 @@ class LlamaCpp:
                                                            meta.n_layer_all)
         cells = p.n_ctx
         fits, reason, condition = True, None, None
-        if used is None and device != "CPU":
+        # llama-server's --fit (on by default, llama.cpp only) and Ollama's own layer placement move layers to the CPU
+        # when -ngl / -ts (Ollama: num_gpu) are not given, so only a pinned placement can fail for want of GPU memory
+        pinned = (request.n_gpu_layers is not None or (self.name == "llama.cpp" and (
+            request.fit == "off" or bool(request.tensor_split))))
+        if used is None and device != "CPU" and pinned:
             # Without the GGUF's tensor table the model buffers are unknown, but not unbounded below: no GGUF type
             # stores fewer than IQ1_S's 1.5625 bits per weight (ggml-common.h block_iq1_s: 50 B per 256 weights).
             try:
@@ -851,7 +855,11 @@ class LlamaCpp:
         elif used is None:
             condition = ("the model buffers fit beside the KV cache: give gguf_file (the .gguf file) for exact model "
                          "buffers" + ("" if compute is None or compute.bytes is None else
-                                      f"; llama.cpp's compute buffer is {_cb_text(compute)}"))
+                                      f"; llama.cpp's compute buffer is {_cb_text(compute)}")
+                         + ("" if pinned else "; where they do not, "
+                            + ("llama-server's --fit (on by default) first lowers an unset context, then keeps layers"
+                               if self.name == "llama.cpp" else "Ollama keeps layers")
+                            + " in CPU memory, which the machine's RAM must hold"))
         elif compute is None or compute.bytes is None:
             if device != "CPU":
                 why = compute.note if compute is not None else "no compute buffer on the device"
