@@ -782,7 +782,6 @@ class ServingRequest(BaseModel):
         (:data:`RUNTIME_PARAM_NAMES`: llama.cpp's and Ollama's context is ``ctx_size``, llama.cpp's ``-c`` /
         ``--ctx-size``); :func:`parse_request` reads every name back, and an older permalink's ``max_model_len``
         still opens the same answer. Merge other parameters into it with :func:`merge_params`."""
-        own = RUNTIME_PARAM_NAMES.get(self.runtime, {})
         out: dict[str, str] = {}
         for name, info in ServingRequest.model_fields.items():
             value = getattr(self, name)
@@ -790,8 +789,8 @@ class ServingRequest(BaseModel):
                 continue
             if value is None:
                 continue
-            out[own.get(name, name)] = _raw(value)
-        return out
+            out[name] = _raw(value)
+        return runtime_params(out, self.runtime)
 
 
 # Settings one runtime takes and the other does not: name -> the other runtime's equivalent.
@@ -1081,16 +1080,7 @@ def _speculative(raw: dict[str, str | None]) -> dict[str, Any] | None:
         raise InputError("speculative_config", "give speculative_config or the speculative_method / "
                          "speculative_model / num_speculative_tokens fields, not both")
     if text:
-        if len(text) > 1000:
-            raise InputError("speculative_config", "the JSON is too long (1000 characters at most)")
-        try:
-            spec = json.loads(text)
-        except (ValueError, RecursionError) as exc:
-            raise InputError("speculative_config", f"not a JSON object: {str(exc)[:120]}") from None
-        if not isinstance(spec, dict):
-            raise InputError("speculative_config", 'expected a JSON object such as {"method": "ngram", '
-                             '"num_speculative_tokens": 3}')
-        return spec
+        return _json_object("speculative_config", text, '{"method": "ngram", "num_speculative_tokens": 3}')
     if not any(split.values()):
         return None
     if not split["speculative_method"]:
@@ -1104,21 +1094,31 @@ def _speculative(raw: dict[str, str | None]) -> dict[str, Any] | None:
     return spec
 
 
+def _json_object(field: str, text: str, example: str) -> dict[str, Any]:
+    """``text`` (a parameter given as JSON: ``speculative_config``, ``hf_overrides``) as a dict, at most 1000
+    characters.
+
+    Raises:
+        InputError: on ``field``: too long, not JSON, or JSON but not an object (the message shows ``example``).
+    """
+    if len(text) > 1000:
+        raise InputError(field, "the JSON is too long (1000 characters at most)")
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise InputError(field, f"not a JSON object: {str(exc)[:120]}") from None
+    if not isinstance(value, dict):
+        raise InputError(field, f"expected a JSON object such as {example}")
+    return value
+
+
 def _hf_overrides(raw: dict[str, str | None]) -> dict[str, Any] | None:
     """``hf_overrides`` as given (a JSON object, as vLLM's ``--hf-overrides`` takes it), taken out of ``raw``."""
     text = raw.pop("hf_overrides", None)
     if not text:
         return None
-    if len(text) > 1000:
-        raise InputError("hf_overrides", "the JSON is too long (1000 characters at most)")
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise InputError("hf_overrides", f"not a JSON object: {str(exc)[:120]}") from None
-    if not isinstance(value, dict):
-        raise InputError("hf_overrides", 'expected a JSON object such as {"rope_scaling": {"rope_type": "yarn", '
-                         '"factor": 4.0, "original_max_position_embeddings": 32768}}')
-    return value
+    return _json_object("hf_overrides", text, '{"rope_scaling": {"rope_type": "yarn", "factor": 4.0, '
+                        '"original_max_position_embeddings": 32768}}')
 
 
 def _sglang_flags_text(flags: Mapping[str, Any]) -> str:
