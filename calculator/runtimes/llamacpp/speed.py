@@ -77,7 +77,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
-from calculator.runtimes.llamacpp.cuda_matmul import MMQ_TYPES
+from calculator.runtimes.llamacpp.cuda_matmul import MMQ_TYPES, mmq_datacenter
 from calculator.runtimes.llamacpp.gguf_meta import GGUFMeta
 from calculator.runtimes.llamacpp.memory import (CPU, SPLIT_MODES, LlamaCppPlan, NotModelled, Placement,  # noqa: F401
                                                  override_device, placement, swa_layers, tensor_layer)
@@ -495,9 +495,9 @@ def _setup(meta: GGUFMeta, plan: LlamaCppPlan, gpu, *, n_gpus: int, split_mode: 
         sources["split"] = (f"-sm {pl.split_mode} over {pl.n_gpus} x {gpu.name}, shares "
                             f"{', '.join(f'{x:.3f}' for x in pl.shares)} ({SRC}src/llama-model.cpp:1556-1613)")
     cuda_cc = cc if math.isfinite(gpu_hw.peak_flops) else None
-    if cuda_cc is not None and (cuda_cc in ((8, 0), (9, 0)) or cuda_cc[0] == 10) and \
+    if cuda_cc is not None and (mmq_datacenter(gpu) or cuda_cc[0] == 10) and \
             any(t in MMQ_TYPES for per in mm_types.values() for t, _ in per):
-        notes.append(MMQ_BLACKWELL_NOTE if cuda_cc[0] == 10 else MMQ_DATACENTER_NOTE)
+        notes.append(MMQ_DATACENTER_NOTE if mmq_datacenter(gpu) else MMQ_BLACKWELL_NOTE)
     return _Setup(meta=meta, plan=plan, pl=pl, costs=costs, hws=hws, link_bps=link * 1e9, sources=sources,
                   notes=notes, gpu=gpu, mm_types=mm_types, cuda_cc=cuda_cc, _at={})
 
